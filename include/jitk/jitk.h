@@ -1,0 +1,698 @@
+/*
+ * jitk: run-time compilation and launch of CUDA kernels from C.
+ *
+ * This is the whole public interface. It compiles as C11 and as C++17.
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *  - Every function returns a jitk_status; JITK_OK is zero. Results come back
+ *    through out-parameters, which are left untouched on failure.
+ *  - The details of the last failure on an engine in the calling thread are
+ *    in jitk_errmsg(engine). Failures that happen before an engine exists, or
+ *    with a NULL engine, are described by jitk_errmsg(NULL), which is
+ *    per thread as well. A success does not clear the message.
+ *  - Handles are opaque. Each *_create has a *_destroy; destroying NULL does
+ *    nothing.
+ *  - The library never aborts, never exits and never writes to stdout. It
+ *    reports what it does through the engine's log callback, or to stderr
+ *    according to $JITK_LOG (error, warn, info, debug; default warn).
+ *  - An engine may be used from several threads at once. Destroying a
+ *    handle must not race with any other use of it.
+ */
+#ifndef JITK_JITK_H
+#define JITK_JITK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#if defined(JITK_STATIC_DEFINE)
+#define JITK_API
+#elif defined(_WIN32)
+#if defined(JITK_BUILDING)
+#define JITK_API __declspec(dllexport)
+#else
+#define JITK_API __declspec(dllimport)
+#endif
+#else
+#define JITK_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define JITK_VERSION_MAJOR 0
+#define JITK_VERSION_MINOR 1
+#define JITK_VERSION_PATCH 0
+#define JITK_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded, as "MAJOR.MINOR.PATCH". */
+JITK_API const char *jitk_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * One list generates the enum, jitk_errname and jitk_strerror. Codes are
+ * part of the ABI: an entry is never renumbered or removed, new ones are
+ * appended with the next free number.
+ */
+#define JITK_STATUS_LIST(X)                                                   \
+  X(JITK_OK, 0, "no error")                                                   \
+  X(JITK_ERR_INVALID_ARGUMENT, 1, "invalid argument")                         \
+  X(JITK_ERR_OUT_OF_MEMORY, 2, "out of host memory")                          \
+  X(JITK_ERR_NO_DRIVER, 3, "no usable CUDA driver (libcuda.so.1)")            \
+  X(JITK_ERR_NO_DEVICE, 4, "no CUDA device")                                  \
+  X(JITK_ERR_CUDA, 5, "a CUDA driver call failed")                            \
+  X(JITK_ERR_NVRTC, 6, "NVRTC failed")                                        \
+  X(JITK_ERR_COMPILE, 7, "the CUDA source did not compile")                   \
+  X(JITK_ERR_NOT_FOUND, 8, "no such kernel or name expression")               \
+  X(JITK_ERR_ARGUMENT_COUNT, 9, "wrong number of kernel arguments")           \
+  X(JITK_ERR_ARGUMENT_TYPE, 10, "kernel argument of the wrong type or size")  \
+  X(JITK_ERR_LAUNCH_CONFIG, 11, "grid or block dimensions out of range")      \
+  X(JITK_ERR_SHARED_MEMORY, 12, "too much shared memory requested")           \
+  X(JITK_ERR_INVALID_IMAGE, 13, "invalid or incompatible kernel image")       \
+  X(JITK_ERR_IO, 14, "file input or output failed")                           \
+  X(JITK_ERR_UNSUPPORTED, 15, "not supported")                                \
+  X(JITK_ERR_DEVICE_OUT_OF_MEMORY, 16, "out of device memory")                \
+  X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                      \
+  X(JITK_ERR_PARSE, 18, "syntax error")                                       \
+  X(JITK_ERR_INTERNAL, 19, "internal error in jitk")
+
+typedef enum jitk_status {
+#define JITK_STATUS_ENUM_(name, code, text) name = code,
+  JITK_STATUS_LIST(JITK_STATUS_ENUM_)
+#undef JITK_STATUS_ENUM_
+} jitk_status;
+
+/* "JITK_ERR_NO_DRIVER" for JITK_ERR_NO_DRIVER; "JITK_ERR_UNKNOWN" for a
+ * value that is not a status. Never NULL; the string is static. */
+JITK_API const char *jitk_errname(jitk_status status);
+
+/* A short English description of the code; never NULL, static. */
+JITK_API const char *jitk_strerror(jitk_status status);
+
+typedef struct jitk_engine jitk_engine;
+typedef struct jitk_module jitk_module;
+typedef struct jitk_kernel jitk_kernel;
+
+/*
+ * The details of the last failure on `engine` in the calling thread, or, for
+ * engine == NULL, of the last failure in this thread that had no engine
+ * (such as jitk_engine_create). Never NULL: "no error" when nothing failed.
+ * The string stays valid until the next failing call in this thread on the
+ * same engine, or until the engine is destroyed.
+ */
+JITK_API const char *jitk_errmsg(const jitk_engine *engine);
+
+/*
+ * For a failure that came from parsing a user's string (a kernel signature,
+ * and later parameter lists and expressions): the byte offset in that string
+ * where the problem is, as sqlite3_error_offset does. -1 when the last
+ * failure was not a parse error.
+ */
+JITK_API int jitk_error_offset(const jitk_engine *engine);
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Numbers are part of the ABI and never change. */
+typedef enum jitk_dtype {
+  JITK_DTYPE_NONE = 0, /* unspecified: an untyped pointer argument */
+  JITK_BOOL = 1,
+  JITK_INT8 = 2,
+  JITK_INT16 = 3,
+  JITK_INT32 = 4,
+  JITK_INT64 = 5,
+  JITK_UINT8 = 6,
+  JITK_UINT16 = 7,
+  JITK_UINT32 = 8,
+  JITK_UINT64 = 9,
+  JITK_FLOAT16 = 10,
+  JITK_BFLOAT16 = 11,
+  JITK_FLOAT32 = 12,
+  JITK_FLOAT64 = 13,
+  JITK_COMPLEX64 = 14,
+  JITK_COMPLEX128 = 15
+} jitk_dtype;
+
+#define JITK_DTYPE_COUNT 16
+
+typedef struct jitk_dtype_info {
+  jitk_dtype dtype;
+  const char *name;  /* "float32", as NumPy spells it */
+  const char *ctype; /* the type's name in kernel code: "float", "__half" */
+  size_t size;       /* bytes */
+  size_t align;      /* bytes */
+  char kind;         /* NumPy's kind: 'b', 'i', 'u', 'f' or 'c' */
+  DLDataType dl;     /* its DLPack code, bits and lanes (lanes == 1) */
+} jitk_dtype_info;
+
+/* The table row of `dtype`. JITK_ERR_INVALID_ARGUMENT for JITK_DTYPE_NONE
+ * and values outside the enum. */
+JITK_API jitk_status jitk_dtype_get_info(jitk_dtype dtype,
+                                         jitk_dtype_info *info);
+
+/* Looks a dtype up by its NumPy name ("float32", "bfloat16", "bool", ...).
+ * The C spellings "float", "double", "half", "int", "long long" and the
+ * short NumPy codes are not accepted: one name per type keeps messages and
+ * cache keys unambiguous. */
+JITK_API jitk_status jitk_dtype_from_name(const char *name, jitk_dtype *dtype);
+
+/* The dtype of a DLPack type with lanes == 1; bool is code 6 (kDLBool,
+ * DLPack 0.8 and newer) with 8 bits. JITK_ERR_UNSUPPORTED otherwise. */
+JITK_API jitk_status jitk_dtype_from_dlpack(DLDataType dl, jitk_dtype *dtype);
+
+/*
+ * NumPy's promotion (numpy.result_type for two arrays): the smallest type
+ * both convert to without loss, so int8 with uint8 gives int16, int64 with
+ * uint64 float64, int16 with float16 float32. bfloat16 follows the same rule
+ * with its 8-bit significand: it holds (u)int8 exactly, bfloat16 with
+ * float16 gives float32.
+ */
+JITK_API jitk_status jitk_dtype_promote(jitk_dtype a, jitk_dtype b,
+                                        jitk_dtype *result);
+
+/* IEEE half and bfloat16 conversions, rounding to nearest even; NaN stays
+ * NaN. Pure functions, so they return their value rather than a status. */
+JITK_API uint16_t jitk_float_to_half(float value);
+JITK_API float jitk_half_to_float(uint16_t bits);
+JITK_API uint16_t jitk_float_to_bfloat16(float value);
+JITK_API float jitk_bfloat16_to_float(uint16_t bits);
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum jitk_log_level {
+  JITK_LOG_DEFAULT = -1, /* in a config: take $JITK_LOG, else warn */
+  JITK_LOG_OFF = 0,
+  JITK_LOG_ERROR = 1,
+  JITK_LOG_WARN = 2,
+  JITK_LOG_INFO = 3,
+  JITK_LOG_DEBUG = 4
+} jitk_log_level;
+
+/* Receives one complete line without its newline. May be called from any
+ * thread that uses the engine, so it must be thread-safe. */
+typedef void (*jitk_log_fn)(void *user, jitk_log_level level,
+                            const char *message);
+
+/*
+ * The engine's allocator, with realloc's contract: size 0 frees `ptr` and
+ * returns NULL; ptr NULL allocates. Returning NULL for a non-zero size is an
+ * allocation failure, which jitk reports as JITK_ERR_OUT_OF_MEMORY and
+ * survives. Every host allocation jitk makes for an engine goes through it.
+ */
+typedef void *(*jitk_alloc_fn)(void *user, void *ptr, size_t size);
+
+#define JITK_DEVICE_DEFAULT (-1) /* $JITK_DEVICE if set, else device 0 */
+#define JITK_DEVICE_NONE (-2)    /* compile only: no driver, no GPU */
+
+typedef struct jitk_engine_config {
+  /* sizeof(jitk_engine_config) as the caller was compiled; set by
+   * jitk_engine_config_init so that later fields can be added. */
+  size_t struct_size;
+
+  /* The device ordinal, JITK_DEVICE_DEFAULT, or JITK_DEVICE_NONE for an
+   * engine that only compiles (then `arch` is required). */
+  int device;
+
+  /* The target to compile for: "sm_90" (a cubin), "sm_90a", or "compute_90"
+   * (PTX for the driver to compile). NULL means the device's own sm_XY, or
+   * PTX for the newest compute_XY NVRTC knows when the device is newer
+   * than this NVRTC. */
+  const char *arch;
+
+  jitk_log_fn log_fn; /* NULL: lines go to stderr */
+  void *log_user;
+  jitk_log_level log_level; /* JITK_LOG_DEFAULT: from $JITK_LOG */
+
+  jitk_alloc_fn alloc_fn; /* NULL: malloc, realloc and free */
+  void *alloc_user;
+
+  /* Where the CUDA headers are (the folder holding cuda_fp16.h). NULL
+   * searches $CUDA_HOME/include, $CUDA_PATH/include, the toolkit jitk was
+   * built with, the toolkit next to the loaded NVRTC, /usr/local/cuda. */
+  const char *cuda_include_dir;
+
+  /* The driver library to dlopen; NULL means "libcuda.so.1". */
+  const char *driver_library;
+} jitk_engine_config;
+
+/* Fills `config` with the defaults described above. */
+JITK_API jitk_status jitk_engine_config_init(jitk_engine_config *config);
+
+/*
+ * Creates an engine. config may be NULL for the defaults. For a device, it
+ * loads the driver, retains the device's primary context (the one the CUDA
+ * runtime uses, so cudaMalloc'd buffers and cudaStream_t streams work as
+ * they are), and reads the device's properties once.
+ * Errors: JITK_ERR_NO_DRIVER when libcuda.so.1 cannot be loaded or is too
+ * old; JITK_ERR_NO_DEVICE when there is no such device; JITK_ERR_UNSUPPORTED
+ * when NVRTC cannot target the device; JITK_ERR_INVALID_ARGUMENT for a bad
+ * config (an unknown arch, a compile-only engine without an arch).
+ */
+JITK_API jitk_status jitk_engine_create(const jitk_engine_config *config,
+                                        jitk_engine **engine);
+
+/* Releases the engine's context reference and everything it owns. Modules
+ * and kernels created from it must have been destroyed first. */
+JITK_API void jitk_engine_destroy(jitk_engine *engine);
+
+typedef struct jitk_device_info {
+  int ordinal;
+  char name[256];
+  int cc_major, cc_minor;      /* compute capability */
+  int multiprocessors;
+  size_t total_memory;         /* bytes */
+  int max_threads_per_block;
+  int warp_size;
+  size_t shared_per_block;       /* default limit per block, bytes */
+  size_t shared_per_block_optin; /* the most a kernel can opt into */
+  size_t shared_per_multiprocessor;
+  int l2_cache_bytes;
+  int max_grid[3];
+  int max_block[3];
+} jitk_device_info;
+
+/* The engine's device. JITK_ERR_NO_DEVICE on a compile-only engine. */
+JITK_API jitk_status jitk_engine_device_info(const jitk_engine *engine,
+                                             jitk_device_info *info);
+
+/* The target the engine compiles for, such as "sm_90" or "compute_120";
+ * the string lives as long as the engine. */
+JITK_API jitk_status jitk_engine_arch(const jitk_engine *engine,
+                                      const char **arch);
+
+/* The CUDA header folder the engine found, or NULL in *dir when none was
+ * found (sources that include CUDA headers then fail to compile). */
+JITK_API jitk_status jitk_engine_cuda_include_dir(const jitk_engine *engine,
+                                                  const char **dir);
+
+/*
+ * System queries that need no engine and create no context. The config
+ * supplies driver_library (NULL config: the defaults). jitk_driver_query
+ * fills the driver's CUDA version (12080 for 12.8) and the number of
+ * devices; JITK_ERR_NO_DRIVER when there is no driver. jitk_device_query
+ * describes one device.
+ */
+JITK_API jitk_status jitk_driver_query(const jitk_engine_config *config,
+                                       int *driver_version, int *device_count);
+JITK_API jitk_status jitk_device_query(const jitk_engine_config *config,
+                                       int ordinal, jitk_device_info *info);
+
+/* NVRTC's version, such as 13 and 0. */
+JITK_API jitk_status jitk_nvrtc_version(int *major, int *minor);
+
+/* The sm numbers NVRTC can target (75, 80, ... 120), ascending. Writes at
+ * most `capacity` of them and the total into *count. */
+JITK_API jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
+                                                size_t *count);
+
+/* ------------------------------------------------------------------------ */
+/* Device memory and streams                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A stream: a CUstream or a cudaStream_t, which are the same pointer.
+ * NULL is the legacy default stream.
+ */
+typedef struct CUstream_st *jitk_stream;
+
+/* Stream-ordered allocation from the device's default memory pool
+ * (cuMemAllocAsync): usable by work on `stream` at once. */
+JITK_API jitk_status jitk_device_alloc(jitk_engine *engine, size_t bytes,
+                                       jitk_stream stream, void **ptr);
+/* Frees memory from jitk_device_alloc (or cudaMallocAsync) once the work
+ * queued on `stream` before it is done. NULL ptr does nothing. */
+JITK_API jitk_status jitk_device_free(jitk_engine *engine, void *ptr,
+                                      jitk_stream stream);
+/* Copies between any two of host and device memory (unified addressing
+ * tells which is which), in order on `stream`. */
+JITK_API jitk_status jitk_memcpy(jitk_engine *engine, void *dst,
+                                 const void *src, size_t bytes,
+                                 jitk_stream stream);
+/* Sets `bytes` bytes of device memory to `value`, in order on `stream`. */
+JITK_API jitk_status jitk_memset(jitk_engine *engine, void *dst, int value,
+                                 size_t bytes, jitk_stream stream);
+/* Waits for the work queued on `stream`; reports a failed kernel. */
+JITK_API jitk_status jitk_stream_synchronize(jitk_engine *engine,
+                                             jitk_stream stream);
+
+/* ------------------------------------------------------------------------ */
+/* Modules: CUDA source, cubin, PTX or fatbin                                */
+/* ------------------------------------------------------------------------ */
+
+/* A header the source can #include by `name`, given as a string. */
+typedef struct jitk_header {
+  const char *name;
+  const char *source;
+} jitk_header;
+
+typedef struct jitk_module_options {
+  /* NVRTC options, such as "-DN=4" or "--use_fast_math". jitk adds
+   * "-std=c++17", the target ("--gpu-architecture=sm_90") and the CUDA
+   * include folders unless the options name them already. */
+  const char *const *options;
+  size_t num_options;
+
+  /* C++ expressions naming __global__ functions, such as "scale<float>";
+   * each can then be given to jitk_module_get_kernel. */
+  const char *const *name_expressions;
+  size_t num_name_expressions;
+
+  const jitk_header *headers;
+  size_t num_headers;
+
+  /* The file name NVRTC's messages cite; NULL: "module.cu". */
+  const char *program_name;
+} jitk_module_options;
+
+typedef enum jitk_image_kind {
+  JITK_IMAGE_AUTO = 0, /* tell by the content */
+  JITK_IMAGE_CUBIN = 1,
+  JITK_IMAGE_PTX = 2,
+  JITK_IMAGE_FATBIN = 3
+} jitk_image_kind;
+
+/*
+ * Compiles `source` with NVRTC for the engine's target and, on an engine
+ * with a device, loads it. On a compile-only engine the module holds the
+ * compiled image, which jitk_module_image returns.
+ * Every device header in jitk's templates/ folder is available too:
+ * #include <jitk/array.cuh> gives jitk::array<T, N>, the descriptor that
+ * jitk_arg_array passes.
+ * Errors: JITK_ERR_COMPILE with NVRTC's log and the options in
+ * jitk_errmsg; JITK_ERR_NOT_FOUND for a name expression that names no
+ * kernel; JITK_ERR_CUDA when the driver refuses the image.
+ */
+JITK_API jitk_status jitk_module_create(jitk_engine *engine,
+                                        const char *source,
+                                        const jitk_module_options *options,
+                                        jitk_module **module);
+
+/*
+ * Loads a cubin, a PTX text or a fatbin from memory (the bytes are copied).
+ * A cubin is checked first: a truncated one, or one for another
+ * architecture than the engine's, is refused with JITK_ERR_INVALID_IMAGE
+ * and a message that names both architectures.
+ */
+JITK_API jitk_status jitk_module_create_from_image(jitk_engine *engine,
+                                                   jitk_image_kind kind,
+                                                   const void *image,
+                                                   size_t size,
+                                                   jitk_module **module);
+
+/* As jitk_module_create_from_image, reading the file at `path`.
+ * JITK_ERR_IO when it cannot be read. */
+JITK_API jitk_status jitk_module_create_from_file(jitk_engine *engine,
+                                                  const char *path,
+                                                  jitk_module **module);
+
+/* Unloads the module and frees its kernels. NULL does nothing. */
+JITK_API void jitk_module_destroy(jitk_module *module);
+
+/* The module's image (the compiled cubin or PTX, or the bytes it was loaded
+ * from). The pointer lives as long as the module. */
+JITK_API jitk_status jitk_module_image(const jitk_module *module,
+                                       const void **image, size_t *size,
+                                       jitk_image_kind *kind);
+
+/* The mangled name NVRTC gave a name expression ("_Z5scaleIfEvPT_i" for
+ * "scale<float>"). JITK_ERR_NOT_FOUND when the expression was not given at
+ * creation. The string lives as long as the module. */
+JITK_API jitk_status jitk_module_lowered_name(const jitk_module *module,
+                                              const char *name_expression,
+                                              const char **lowered);
+
+/* What ptxas reported for each kernel of a module compiled to a cubin from
+ * source; modules loaded from images, or compiled to PTX, report none. */
+typedef struct jitk_kernel_resources {
+  const char *name; /* the mangled (lowered) name */
+  int registers;
+  size_t shared_bytes;  /* static shared memory */
+  size_t stack_bytes;   /* stack frame */
+  size_t spill_stores;  /* bytes */
+  size_t spill_loads;   /* bytes */
+  size_t constant_bytes; /* cmem[0] where ptxas reports it, else 0 */
+} jitk_kernel_resources;
+
+JITK_API jitk_status jitk_module_resources(
+    const jitk_module *module, const jitk_kernel_resources **resources,
+    size_t *count);
+
+/* NVRTC's log of a module compiled from source: ptxas's report and any
+ * warnings. "" for modules from images. Lives as long as the module. */
+JITK_API jitk_status jitk_module_log(const jitk_module *module,
+                                     const char **log);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The kernel named `name`: a name expression given at creation
+ * ("scale<float>"), or a symbol (an extern "C" name, or a mangled one).
+ * The kernel belongs to the module: asking twice gives the same handle,
+ * and it lives until the module is destroyed.
+ * Errors: JITK_ERR_NOT_FOUND, with the module's kernels listed in the
+ * message; JITK_ERR_NO_DEVICE on a compile-only engine.
+ */
+JITK_API jitk_status jitk_module_get_kernel(jitk_module *module,
+                                            const char *name,
+                                            jitk_kernel **kernel);
+
+/*
+ * Declares the kernel's parameters so launches check each argument's kind
+ * and dtype, not only its size. The text lists parameters separated by
+ * commas, each a dtype name followed by "*" for a pointer, or "[N]" for a
+ * jitk::array<T, N> descriptor, and optionally a name:
+ *     "float32 a, float32* x, float32[2] y, int64 n"
+ * "void*" is an untyped pointer. JITK_ERR_PARSE with jitk_error_offset on
+ * bad text; JITK_ERR_ARGUMENT_COUNT when it disagrees with the number of
+ * parameters the compiled kernel has. Set it before launching from other
+ * threads.
+ */
+JITK_API jitk_status jitk_kernel_set_signature(jitk_kernel *kernel,
+                                               const char *signature);
+
+typedef struct jitk_kernel_attributes {
+  int registers;
+  int max_threads_per_block;
+  size_t static_shared_bytes;
+  size_t max_dynamic_shared_bytes; /* the current limit */
+  size_t constant_bytes;
+  size_t local_bytes; /* per thread */
+  int ptx_version;    /* 90 for 9.0 */
+  int binary_version; /* 90 for sm_90 */
+  int num_params;     /* -1 when the driver cannot tell */
+} jitk_kernel_attributes;
+
+JITK_API jitk_status jitk_kernel_get_attributes(const jitk_kernel *kernel,
+                                                jitk_kernel_attributes *attrs);
+
+/* Raises (or lowers) the dynamic shared memory a launch may ask for.
+ * JITK_ERR_SHARED_MEMORY when static plus dynamic would exceed the device's
+ * opt-in limit. */
+JITK_API jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *kernel,
+                                                        size_t bytes);
+
+/* The block size with the most resident threads per multiprocessor for
+ * this kernel and per-block dynamic shared memory, and the smallest grid
+ * that fills the device at that size (cuOccupancyMaxPotentialBlockSize). */
+JITK_API jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *kernel,
+                                                    size_t dynamic_shared,
+                                                    int *block_size,
+                                                    int *min_grid_size);
+
+/* How many blocks of `block_size` threads fit on one multiprocessor. */
+JITK_API jitk_status jitk_kernel_active_blocks(const jitk_kernel *kernel,
+                                               int block_size,
+                                               size_t dynamic_shared,
+                                               int *blocks_per_sm);
+
+/* ------------------------------------------------------------------------ */
+/* Kernel arguments and launches                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum jitk_arg_kind {
+  JITK_ARG_SCALAR = 1,  /* a value of `dtype` */
+  JITK_ARG_POINTER = 2, /* a device pointer to elements of `dtype` */
+  JITK_ARG_ARRAY = 3    /* a jitk::array<T, N> descriptor of a tensor */
+} jitk_arg_kind;
+
+/*
+ * One kernel argument. Build it with the jitk_arg_* functions below rather
+ * than by hand. A pointer or array argument built from a DLTensor refers to
+ * the tensor, which must stay valid until the launch call returns.
+ */
+typedef struct jitk_arg {
+  jitk_arg_kind kind;
+  jitk_dtype dtype;
+  const DLTensor *tensor;
+  union {
+    uint8_t b;
+    int8_t i8;
+    int16_t i16;
+    int32_t i32;
+    int64_t i64;
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+    uint16_t f16; /* the bits of a half or a bfloat16 */
+    float f32;
+    double f64;
+    float c64[2];  /* real, imaginary */
+    double c128[2];
+    void *ptr;
+  } value;
+} jitk_arg;
+
+typedef struct jitk_dim3 {
+  unsigned int x, y, z;
+} jitk_dim3;
+
+/*
+ * Launches `kernel` on `stream`. Before anything reaches the driver, the
+ * arguments are checked against the kernel's parameters: their number, and
+ * each one's size (and kind and dtype, where a signature was set); the
+ * grid and block against the device's limits and the kernel's maximum
+ * threads; the dynamic shared memory against the kernel's current limit.
+ * Array arguments must be CUDA memory (kDLCUDA, kDLCUDAManaged or
+ * kDLCUDAHost) of the engine's device; their byte_offset is honoured and
+ * NULL strides mean C-contiguous.
+ * The call queues the kernel and returns; errors inside the kernel show
+ * at the next synchronization.
+ */
+JITK_API jitk_status jitk_kernel_launch(jitk_kernel *kernel, jitk_dim3 grid,
+                                        jitk_dim3 block, size_t dynamic_shared,
+                                        jitk_stream stream,
+                                        const jitk_arg *args, size_t num_args);
+
+/* Argument constructors. They only fill the struct, so they are inline. */
+static inline jitk_arg jitk_arg_make_(jitk_arg_kind kind, jitk_dtype dtype) {
+  jitk_arg a;
+  a.kind = kind;
+  a.dtype = dtype;
+  a.tensor = NULL;
+  a.value.c128[0] = 0.0;
+  a.value.c128[1] = 0.0;
+  return a;
+}
+static inline jitk_arg jitk_arg_bool(int v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_BOOL);
+  a.value.b = (uint8_t)(v != 0);
+  return a;
+}
+static inline jitk_arg jitk_arg_i8(int8_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_INT8);
+  a.value.i8 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_i16(int16_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_INT16);
+  a.value.i16 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_i32(int32_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_INT32);
+  a.value.i32 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_i64(int64_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_INT64);
+  a.value.i64 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_u8(uint8_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_UINT8);
+  a.value.u8 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_u16(uint16_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_UINT16);
+  a.value.u16 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_u32(uint32_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_UINT32);
+  a.value.u32 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_u64(uint64_t v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_UINT64);
+  a.value.u64 = v;
+  return a;
+}
+/* float16 and bfloat16 from their bits; see jitk_float_to_half. */
+static inline jitk_arg jitk_arg_f16_bits(uint16_t bits) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_FLOAT16);
+  a.value.f16 = bits;
+  return a;
+}
+static inline jitk_arg jitk_arg_bf16_bits(uint16_t bits) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_BFLOAT16);
+  a.value.f16 = bits;
+  return a;
+}
+static inline jitk_arg jitk_arg_f32(float v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_FLOAT32);
+  a.value.f32 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_f64(double v) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_FLOAT64);
+  a.value.f64 = v;
+  return a;
+}
+static inline jitk_arg jitk_arg_c64(float re, float im) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_COMPLEX64);
+  a.value.c64[0] = re;
+  a.value.c64[1] = im;
+  return a;
+}
+static inline jitk_arg jitk_arg_c128(double re, double im) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_COMPLEX128);
+  a.value.c128[0] = re;
+  a.value.c128[1] = im;
+  return a;
+}
+/* A device pointer; dtype JITK_DTYPE_NONE leaves it untyped. */
+static inline jitk_arg jitk_arg_ptr(const void *ptr, jitk_dtype dtype) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_POINTER, dtype);
+  a.value.ptr = (void *)ptr;
+  return a;
+}
+/* The address of a tensor's first element (data + byte_offset), typed by
+ * the tensor's dtype: for kernels that take `T *`. */
+static inline jitk_arg jitk_arg_tensor_ptr(const DLTensor *tensor) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_POINTER, JITK_DTYPE_NONE);
+  a.tensor = tensor;
+  return a;
+}
+/* A jitk::array<T, N> descriptor (pointer, shape, strides in elements) of
+ * the tensor, N = tensor->ndim: for kernels that honour strides. */
+static inline jitk_arg jitk_arg_array(const DLTensor *tensor) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_ARRAY, JITK_DTYPE_NONE);
+  a.tensor = tensor;
+  return a;
+}
+
+/* The most dimensions an array argument may have. */
+#define JITK_MAX_NDIM 16
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JITK_JITK_H */

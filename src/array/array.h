@@ -1,0 +1,42 @@
+/*
+ * dtypes and arrays: the dtype table, promotion, and DLTensor checks.
+ */
+#ifndef JITK_SRC_ARRAY_ARRAY_H
+#define JITK_SRC_ARRAY_ARRAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jitk/jitk.h>
+
+/* The table row, or NULL for JITK_DTYPE_NONE and out-of-range values. */
+const jitk_dtype_info *jk_dtype(jitk_dtype d);
+/* By NumPy name, not NUL-terminated; JITK_DTYPE_NONE when unknown. */
+jitk_dtype jk_dtype_lookup(const char *name, size_t len);
+jitk_dtype jk_dtype_from_dl(DLDataType dl);
+/* JITK_DTYPE_NONE when either is not a dtype. */
+jitk_dtype jk_promote(jitk_dtype a, jitk_dtype b);
+
+/* A checked view of a DLTensor: the first element's address (byte_offset
+ * applied), and strides in elements, filled in for C order when the
+ * tensor had none. */
+typedef struct jk_view {
+  char *data;
+  jitk_dtype dtype;
+  int ndim;
+  int64_t size; /* number of elements */
+  int64_t shape[JITK_MAX_NDIM];
+  int64_t strides[JITK_MAX_NDIM];
+} jk_view;
+
+/*
+ * Checks that `t` is usable by a kernel on engine `e`: CUDA memory of the
+ * engine's device, a dtype jitk knows, at most JITK_MAX_NDIM dimensions,
+ * no negative extents. `what` names the tensor in messages ("argument 2").
+ * JITK_ERR_INVALID_ARRAY otherwise.
+ */
+jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
+                                const char *what, jk_view *out);
+
+#endif

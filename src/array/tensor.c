@@ -1,0 +1,83 @@
+/*
+ * DLTensor checks. DLPack leaves much to convention (NULL strides mean C
+ * order, byte_offset applies before indexing); this is the one place that
+ * interprets it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "core/core.h"
+
+static const char *device_type_name(int type) {
+  switch (type) {
+    case kDLCPU: return "kDLCPU (host memory)";
+    case kDLCUDA: return "kDLCUDA";
+    case kDLCUDAHost: return "kDLCUDAHost";
+    case kDLCUDAManaged: return "kDLCUDAManaged";
+    case kDLROCM: return "kDLROCM";
+    case kDLOpenCL: return "kDLOpenCL";
+    case kDLVulkan: return "kDLVulkan";
+    case kDLMetal: return "kDLMetal";
+    default: return "an unknown device type";
+  }
+}
+
+jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
+                                const char *what, jk_view *out) {
+  if (t == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: the DLTensor is NULL", what);
+  int dt = (int)t->device.device_type;
+  if (dt != kDLCUDA && dt != kDLCUDAManaged && dt != kDLCUDAHost)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                   "%s: the tensor is in %s; kernels need CUDA memory "
+                   "(kDLCUDA, kDLCUDAManaged or kDLCUDAHost)",
+                   what, device_type_name(dt));
+  if (dt != kDLCUDAHost && e != NULL && e->has_device &&
+      t->device.device_id != e->ordinal)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                   "%s: the tensor is on device %d but the engine uses device "
+                   "%d",
+                   what, (int)t->device.device_id, e->ordinal);
+  jitk_dtype d = jk_dtype_from_dl(t->dtype);
+  if (d == JITK_DTYPE_NONE)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                   "%s: DLPack type (code %u, %u bits, %u lanes) has no jitk "
+                   "dtype",
+                   what, (unsigned)t->dtype.code, (unsigned)t->dtype.bits,
+                   (unsigned)t->dtype.lanes);
+  if (t->ndim < 0 || t->ndim > JITK_MAX_NDIM)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                   "%s: %d dimensions; jitk handles 0 to %d", what, (int)t->ndim,
+                   JITK_MAX_NDIM);
+  if (t->ndim > 0 && t->shape == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: shape is NULL", what);
+
+  out->dtype = d;
+  out->ndim = t->ndim;
+  int64_t size = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "%s: dimension %d has negative extent %lld", what, i,
+                     (long long)t->shape[i]);
+    out->shape[i] = t->shape[i];
+    if (size != 0 && t->shape[i] > INT64_MAX / (size ? size : 1))
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: too many elements", what);
+    size *= t->shape[i];
+  }
+  out->size = size;
+  if (t->strides != NULL) {
+    for (int i = 0; i < t->ndim; i++) out->strides[i] = t->strides[i];
+  } else {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+      out->strides[i] = s;
+      s *= t->shape[i] ? t->shape[i] : 1;
+    }
+  }
+  if (t->data == NULL && size != 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: data is NULL", what);
+  out->data = (char *)t->data + t->byte_offset;
+  return JITK_OK;
+}

@@ -1,0 +1,154 @@
+/*
+ * Internal core of jitk: the engine, errors, logging and allocation.
+ * Everything here is hidden from the shared library's exports; tests reach
+ * it by linking the static library.
+ */
+#ifndef JITK_SRC_CORE_CORE_H
+#define JITK_SRC_CORE_CORE_H
+
+#include <jitk/jitk.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "driver/driver.h"
+#include "nvrtc/nvrtc.h"
+
+#if defined(__GNUC__)
+#define JK_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define JK_PRINTF(fmt, args)
+#endif
+
+/* Hints for the launch path, where a mispredicted error branch costs. */
+#define JK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define JK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* One thread's last failure on one engine. Kept in a list on the engine so
+ * that destroying the engine frees the records of every thread. */
+typedef struct jk_err_record {
+  struct jk_err_record *next, *prev;
+  jitk_engine *engine;
+  char *message; /* heap copy, or NULL when it did not fit anywhere */
+  int offset;    /* byte offset for parse errors, else -1 */
+  char inline_message[512];
+} jk_err_record;
+
+/* How the engine compiles: the target and what NVRTC makes for it. */
+typedef struct jk_target {
+  char arch[24];  /* "sm_90", "sm_90a", "compute_90" */
+  int major;      /* 9 */
+  int minor;      /* 0 */
+  bool ptx;       /* true: PTX for the driver to compile, false: a cubin */
+  bool specific;  /* an "a" target (sm_90a): runs on exactly that chip */
+} jk_target;
+
+struct jitk_engine {
+  /* The allocator and log sink come first: every other part uses them. */
+  jitk_alloc_fn alloc_fn;
+  void *alloc_user;
+  jitk_log_fn log_fn;
+  void *log_user;
+  jitk_log_level log_level;
+
+  /* The driver and the device; drv.loaded is false on a compile-only
+   * engine. */
+  jk_driver drv;
+  bool has_device;
+  int ordinal;
+  CUdevice device;
+  CUcontext context;
+  jitk_device_info info;
+
+  jk_target target;
+  jk_nvrtc nvrtc;
+
+  /* Guards the module list and kernel creation; never held on the launch
+   * path. */
+  pthread_mutex_t lock;
+  size_t live_modules;
+
+  /* Per-thread error records: the key maps a thread to its record. */
+  pthread_key_t err_key;
+  pthread_mutex_t err_lock;
+  jk_err_record *err_records;
+};
+
+/* Allocation through the engine's allocator. A NULL engine (before one
+ * exists) uses the C library. */
+void *jk_malloc(jitk_engine *e, size_t size);
+void *jk_calloc(jitk_engine *e, size_t count, size_t size);
+void *jk_realloc(jitk_engine *e, void *ptr, size_t size);
+void jk_free(jitk_engine *e, void *ptr);
+char *jk_strdup(jitk_engine *e, const char *s);
+char *jk_strndup(jitk_engine *e, const char *s, size_t n);
+
+/* Records a failure and returns `status`, so that callers can write
+ * `return jk_fail(e, JITK_ERR_..., "...")`. A NULL engine records it in the
+ * calling thread's fallback. */
+jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt,
+                    ...) JK_PRINTF(3, 4);
+jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt,
+                     va_list ap);
+/* As jk_fail, and remembers the byte offset for jitk_error_offset. */
+jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset,
+                       const char *fmt, ...) JK_PRINTF(4, 5);
+
+/*
+ * A parse error in a user's string, in a compiler's style:
+ *   label:LINE:COL: what is wrong
+ *       the line of text
+ *       ^~~~
+ * `offset` and `length` mark the bad bytes; the offset is also kept for
+ * jitk_error_offset.
+ */
+jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status,
+                          const char *label, const char *text, size_t offset,
+                          size_t length, const char *fmt, ...) JK_PRINTF(7, 8);
+
+/* Releases every per-thread record of the engine (at destroy). */
+void jk_errors_init(jitk_engine *e);
+void jk_errors_destroy(jitk_engine *e);
+
+void jk_log(const jitk_engine *e, jitk_log_level level, const char *fmt, ...)
+    JK_PRINTF(3, 4);
+/* Whether a message at `level` would be written, to skip costly
+ * formatting. */
+bool jk_log_enabled(const jitk_engine *e, jitk_log_level level);
+/* Reads $JITK_LOG; unknown values give warn. */
+jitk_log_level jk_log_level_from_env(void);
+
+/* A growable string on the engine's allocator. On allocation failure it
+ * keeps what it has and sets `failed`; callers check once at the end. */
+typedef struct jk_buf {
+  jitk_engine *e;
+  char *data;
+  size_t len, cap;
+  bool failed;
+} jk_buf;
+
+void jk_buf_init(jk_buf *b, jitk_engine *e);
+void jk_buf_free(jk_buf *b);
+void jk_buf_append(jk_buf *b, const char *s, size_t n);
+void jk_buf_puts(jk_buf *b, const char *s);
+void jk_buf_printf(jk_buf *b, const char *fmt, ...) JK_PRINTF(2, 3);
+/* Hands over the string (NUL-terminated) and resets the buffer. NULL when
+ * an allocation failed. */
+char *jk_buf_take(jk_buf *b);
+
+/* Fails with JITK_ERR_NO_DEVICE on a compile-only engine. */
+jitk_status jk_require_device(const jitk_engine *e, const char *what);
+
+/* Makes the engine's context current on this thread if it is not. The
+ * previous context is returned in *saved so jk_ctx_leave can restore it;
+ * the common case (already current) costs one cuCtxGetCurrent. */
+jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved);
+void jk_ctx_leave(jitk_engine *e, CUcontext saved);
+
+/* Reports a failed driver call: JITK_ERR_DEVICE_OUT_OF_MEMORY,
+ * JITK_ERR_NO_DEVICE or JITK_ERR_CUDA with the driver's name and
+ * description of `res`. */
+jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call);
+
+#endif

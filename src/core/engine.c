@@ -1,0 +1,340 @@
+/*
+ * The engine: configuration, the device and its primary context, and the
+ * tables every other stage works through.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+jitk_status jitk_engine_config_init(jitk_engine_config *config) {
+  if (config == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_config_init: config is NULL");
+  memset(config, 0, sizeof *config);
+  config->struct_size = sizeof *config;
+  config->device = JITK_DEVICE_DEFAULT;
+  config->log_level = JITK_LOG_DEFAULT;
+  return JITK_OK;
+}
+
+/* Copies a caller's config, which may come from an older header with a
+ * smaller struct: fields it does not have keep their defaults. */
+static jitk_status read_config(const jitk_engine_config *in,
+                               jitk_engine_config *out) {
+  jitk_engine_config_init(out);
+  if (in == NULL) return JITK_OK;
+  size_t n = in->struct_size;
+  if (n < offsetof(jitk_engine_config, device) + sizeof(int) ||
+      n > sizeof *out) {
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_create: config->struct_size is %zu; call "
+                   "jitk_engine_config_init before setting fields",
+                   n);
+  }
+  memcpy(out, in, n);
+  out->struct_size = sizeof *out;
+  return JITK_OK;
+}
+
+static jitk_status resolve_ordinal(int requested, int *ordinal) {
+  if (requested >= 0) {
+    *ordinal = requested;
+    return JITK_OK;
+  }
+  if (requested != JITK_DEVICE_DEFAULT)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_create: device %d is neither an ordinal, "
+                   "JITK_DEVICE_DEFAULT nor JITK_DEVICE_NONE",
+                   requested);
+  const char *env = getenv("JITK_DEVICE");
+  if (env == NULL || *env == '\0') {
+    *ordinal = 0;
+    return JITK_OK;
+  }
+  char *end;
+  errno = 0;
+  long v = strtol(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0 || v > 1024)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "JITK_DEVICE=\"%s\" is not a device ordinal", env);
+  *ordinal = (int)v;
+  return JITK_OK;
+}
+
+/* Whether code built for target t runs on a device of capability
+ * major.minor: a cubin needs the same major and a minor no newer (an
+ * "a" target exactly the device), PTX any older or equal version. */
+static bool target_runs_on(const jk_target *t, int major, int minor) {
+  int dev = major * 10 + minor, tgt = t->major * 10 + t->minor;
+  if (t->specific) return tgt == dev;
+  if (t->ptx) return tgt <= dev;
+  return t->major == major && t->minor <= minor;
+}
+
+static jitk_status open_device(jitk_engine *e, const jitk_engine_config *cfg) {
+  int ordinal = 0;
+  jitk_status st = resolve_ordinal(cfg->device, &ordinal);
+  if (st != JITK_OK) return st;
+
+  char why[1024];
+  st = jk_driver_load(&e->drv, cfg->driver_library, why, sizeof why);
+  if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
+
+  int count = 0;
+  CUresult r = e->drv.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDeviceGetCount");
+  if (ordinal >= count)
+    return jk_fail(NULL, JITK_ERR_NO_DEVICE,
+                   "no CUDA device %d: the driver sees %d device%s", ordinal,
+                   count, count == 1 ? "" : "s");
+  r = jk_driver_device_info(&e->drv, ordinal, &e->info);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "reading device properties");
+  r = e->drv.cuDeviceGet(&e->device, ordinal);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDeviceGet");
+  /* The primary context is the one the CUDA runtime uses, so buffers from
+   * cudaMalloc and cudaStream_t streams belong to it already. */
+  r = e->drv.cuDevicePrimaryCtxRetain(&e->context, e->device);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDevicePrimaryCtxRetain");
+  e->ordinal = ordinal;
+  e->has_device = true;
+
+  if (cfg->arch != NULL) {
+    st = jk_target_parse(e, cfg->arch, &e->target);
+    if (st != JITK_OK) return st;
+    if (!target_runs_on(&e->target, e->info.cc_major, e->info.cc_minor))
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "arch %s cannot run on device %d (%s, compute "
+                     "capability %d.%d)",
+                     e->target.arch, ordinal, e->info.name, e->info.cc_major,
+                     e->info.cc_minor);
+  } else {
+    st = jk_target_for_device(e, e->info.cc_major, e->info.cc_minor, &e->target);
+    if (st != JITK_OK) return st;
+  }
+  return JITK_OK;
+}
+
+jitk_status jitk_engine_create(const jitk_engine_config *config,
+                               jitk_engine **out) {
+  if (out == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_create: engine is NULL");
+  jitk_engine_config cfg;
+  jitk_status st = read_config(config, &cfg);
+  if (st != JITK_OK) return st;
+  if (cfg.device == JITK_DEVICE_NONE && cfg.arch == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_create: a compile-only engine "
+                   "(JITK_DEVICE_NONE) needs an arch, such as \"sm_90\"");
+
+  jitk_engine *e;
+  if (cfg.alloc_fn != NULL)
+    e = cfg.alloc_fn(cfg.alloc_user, NULL, sizeof *e);
+  else
+    e = malloc(sizeof *e);
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_OUT_OF_MEMORY,
+                   "jitk_engine_create: out of memory");
+  memset(e, 0, sizeof *e);
+  e->alloc_fn = cfg.alloc_fn;
+  e->alloc_user = cfg.alloc_user;
+  e->log_fn = cfg.log_fn;
+  e->log_user = cfg.log_user;
+  e->log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env()
+                                                   : cfg.log_level;
+  e->ordinal = -1;
+  jk_errors_init(e);
+  pthread_mutex_init(&e->lock, NULL);
+
+  st = jk_nvrtc_init(e, &e->nvrtc, cfg.cuda_include_dir);
+  if (st == JITK_OK) {
+    if (cfg.device == JITK_DEVICE_NONE)
+      st = jk_target_parse(e, cfg.arch, &e->target);
+    else
+      st = open_device(e, &cfg);
+  }
+  if (st != JITK_OK) {
+    /* Messages recorded on the engine die with it; move the last one to
+     * the per-thread fallback, where jitk_errmsg(NULL) finds it. */
+    jk_err_record *r = e->err_key != (pthread_key_t)-1
+                           ? pthread_getspecific(e->err_key)
+                           : NULL;
+    if (r != NULL)
+      jk_fail_at(NULL, st, r->offset, "%s",
+                 r->message ? r->message : r->inline_message);
+    jitk_engine_destroy(e);
+    return st;
+  }
+  if (e->has_device)
+    jk_log(e, JITK_LOG_INFO,
+           "engine on device %d (%s, compute capability %d.%d), target %s, "
+           "NVRTC %d.%d",
+           e->ordinal, e->info.name, e->info.cc_major, e->info.cc_minor,
+           e->target.arch, e->nvrtc.major, e->nvrtc.minor);
+  else
+    jk_log(e, JITK_LOG_INFO, "compile-only engine, target %s, NVRTC %d.%d",
+           e->target.arch, e->nvrtc.major, e->nvrtc.minor);
+  if (e->nvrtc.include_dir == NULL)
+    jk_log(e, JITK_LOG_WARN,
+           "CUDA headers not found (set CUDA_HOME); sources that include "
+           "cuda_fp16.h and other toolkit headers will not compile");
+  *out = e;
+  return JITK_OK;
+}
+
+void jitk_engine_destroy(jitk_engine *e) {
+  if (e == NULL) return;
+  if (e->live_modules != 0)
+    jk_log(e, JITK_LOG_WARN,
+           "jitk_engine_destroy: %zu module(s) still alive; destroy them "
+           "first",
+           e->live_modules);
+  if (e->has_device) e->drv.cuDevicePrimaryCtxRelease(e->device);
+  if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
+  jk_nvrtc_destroy(e, &e->nvrtc);
+  pthread_mutex_destroy(&e->lock);
+  jk_errors_destroy(e);
+  jitk_alloc_fn fn = e->alloc_fn;
+  void *user = e->alloc_user;
+  if (fn != NULL)
+    fn(user, e, 0);
+  else
+    free(e);
+}
+
+jitk_status jitk_engine_device_info(const jitk_engine *e,
+                                    jitk_device_info *info) {
+  if (e == NULL || info == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_device_info: %s is NULL",
+                   e == NULL ? "engine" : "info");
+  jitk_status st = jk_require_device(e, "jitk_engine_device_info");
+  if (st != JITK_OK) return st;
+  *info = e->info;
+  return JITK_OK;
+}
+
+jitk_status jitk_engine_arch(const jitk_engine *e, const char **arch) {
+  if (e == NULL || arch == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_arch: %s is NULL",
+                   e == NULL ? "engine" : "arch");
+  *arch = e->target.arch;
+  return JITK_OK;
+}
+
+jitk_status jitk_engine_cuda_include_dir(const jitk_engine *e,
+                                         const char **dir) {
+  if (e == NULL || dir == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_cuda_include_dir: %s is NULL",
+                   e == NULL ? "engine" : "dir");
+  *dir = e->nvrtc.include_dir;
+  return JITK_OK;
+}
+
+jitk_status jitk_driver_query(const jitk_engine_config *config,
+                              int *driver_version, int *device_count) {
+  jitk_engine_config cfg;
+  jitk_status st = read_config(config, &cfg);
+  if (st != JITK_OK) return st;
+  jk_driver drv;
+  char why[1024];
+  st = jk_driver_load(&drv, cfg.driver_library, why, sizeof why);
+  if (st == JITK_ERR_NO_DEVICE) {
+    /* The driver is there but cuInit saw no device: a valid answer. */
+    if (driver_version) *driver_version = drv.version;
+    if (device_count) *device_count = 0;
+    return JITK_OK;
+  }
+  if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
+  int count = 0;
+  CUresult r = drv.cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) {
+    st = jk_cuda_fail(NULL, r, "cuDeviceGetCount");
+    jk_driver_unload(&drv);
+    return st;
+  }
+  if (driver_version) *driver_version = drv.version;
+  if (device_count) *device_count = count;
+  jk_driver_unload(&drv);
+  return JITK_OK;
+}
+
+jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
+                              jitk_device_info *info) {
+  if (info == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_device_query: info is NULL");
+  jitk_engine_config cfg;
+  jitk_status st = read_config(config, &cfg);
+  if (st != JITK_OK) return st;
+  jk_driver drv;
+  char why[1024];
+  st = jk_driver_load(&drv, cfg.driver_library, why, sizeof why);
+  if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
+  int count = 0;
+  CUresult r = drv.cuDeviceGetCount(&count);
+  if (r == CUDA_SUCCESS && (ordinal < 0 || ordinal >= count)) {
+    jk_driver_unload(&drv);
+    return jk_fail(NULL, JITK_ERR_NO_DEVICE,
+                   "no CUDA device %d: the driver sees %d", ordinal, count);
+  }
+  jitk_device_info tmp;
+  if (r == CUDA_SUCCESS) r = jk_driver_device_info(&drv, ordinal, &tmp);
+  if (r != CUDA_SUCCESS) {
+    st = jk_cuda_fail(NULL, r, "reading device properties");
+  } else {
+    *info = tmp;
+  }
+  jk_driver_unload(&drv);
+  return st;
+}
+
+jitk_status jitk_nvrtc_version(int *major, int *minor) {
+  if (major == NULL || minor == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_nvrtc_version: an argument is NULL");
+  nvrtcResult r = nvrtcVersion(major, minor);
+  if (r != NVRTC_SUCCESS)
+    return jk_fail(NULL, JITK_ERR_NVRTC, "nvrtcVersion failed: %s",
+                   nvrtcGetErrorString(r));
+  return JITK_OK;
+}
+
+jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
+                                       size_t *count) {
+  if (count == NULL || (archs == NULL && capacity > 0))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_nvrtc_supported_archs: an argument is NULL");
+  int n = 0;
+  nvrtcResult r = nvrtcGetNumSupportedArchs(&n);
+  int all[JK_MAX_ARCHS];
+  if (r == NVRTC_SUCCESS && (n < 0 || n > JK_MAX_ARCHS)) r = NVRTC_ERROR_INTERNAL_ERROR;
+  if (r == NVRTC_SUCCESS) r = nvrtcGetSupportedArchs(all);
+  if (r != NVRTC_SUCCESS)
+    return jk_fail(NULL, JITK_ERR_NVRTC, "nvrtcGetSupportedArchs failed: %s",
+                   nvrtcGetErrorString(r));
+  for (int i = 0; i < n && (size_t)i < capacity; i++) archs[i] = all[i];
+  *count = (size_t)n;
+  return JITK_OK;
+}
+
+jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved) {
+  CUcontext cur = NULL;
+  CUresult r = e->drv.cuCtxGetCurrent(&cur);
+  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuCtxGetCurrent");
+  *saved = cur;
+  if (JK_LIKELY(cur == e->context)) return JITK_OK;
+  r = e->drv.cuCtxSetCurrent(e->context);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuCtxSetCurrent");
+  return JITK_OK;
+}
+
+void jk_ctx_leave(jitk_engine *e, CUcontext saved) {
+  /* A thread that had no context keeps the primary one current, as the
+   * CUDA runtime would leave it; one that had another gets it back. */
+  if (saved != NULL && saved != e->context) e->drv.cuCtxSetCurrent(saved);
+}

@@ -1,0 +1,92 @@
+/*
+ * The CUDA driver, loaded with dlopen so that no jitk binary links libcuda
+ * and everything starts on a machine without a GPU. Entry points come from
+ * cuGetProcAddress at fixed CUDA versions, so the prototypes in cuda.h match
+ * what the driver returns on any driver from 12.0 on.
+ */
+#ifndef JITK_SRC_DRIVER_DRIVER_H
+#define JITK_SRC_DRIVER_DRIVER_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+#include <jitk/jitk.h>
+
+/*
+ * X(name, cuda_version, required). The name is cuda.h's, which may be a
+ * macro for a versioned symbol (cuDeviceTotalMem is cuDeviceTotalMem_v2);
+ * the field gets the expanded name and the prototype that goes with it,
+ * while cuGetProcAddress is asked for the plain name with the version.
+ */
+#define JK_DRIVER_FUNCS(X)                                  \
+  X(cuGetErrorName, 12000, true)                            \
+  X(cuGetErrorString, 12000, true)                          \
+  X(cuInit, 12000, true)                                    \
+  X(cuDriverGetVersion, 12000, true)                        \
+  X(cuDeviceGetCount, 12000, true)                          \
+  X(cuDeviceGet, 12000, true)                               \
+  X(cuDeviceGetName, 12000, true)                           \
+  X(cuDeviceGetAttribute, 12000, true)                      \
+  X(cuDeviceTotalMem, 12000, true)                          \
+  X(cuDevicePrimaryCtxRetain, 12000, true)                  \
+  X(cuDevicePrimaryCtxRelease, 12000, true)                 \
+  X(cuCtxGetCurrent, 12000, true)                           \
+  X(cuCtxSetCurrent, 12000, true)                           \
+  X(cuCtxGetDevice, 12000, true)                            \
+  X(cuCtxSynchronize, 12000, true)                          \
+  X(cuModuleLoadDataEx, 12000, true)                        \
+  X(cuModuleUnload, 12000, true)                            \
+  X(cuModuleGetFunction, 12000, true)                       \
+  X(cuFuncGetAttribute, 12000, true)                        \
+  X(cuFuncSetAttribute, 12000, true)                        \
+  X(cuFuncGetParamInfo, 12040, false)                       \
+  X(cuLaunchKernel, 12000, true)                            \
+  X(cuOccupancyMaxPotentialBlockSize, 12000, true)          \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000, true) \
+  X(cuMemAlloc, 12000, true)                                \
+  X(cuMemFree, 12000, true)                                 \
+  X(cuMemAllocAsync, 12000, true)                           \
+  X(cuMemFreeAsync, 12000, true)                            \
+  X(cuMemcpyAsync, 12000, true)                             \
+  X(cuMemcpy, 12000, true)                                  \
+  X(cuMemsetD8Async, 12000, true)                           \
+  X(cuPointerGetAttribute, 12000, true)                     \
+  X(cuStreamCreate, 12000, true)                            \
+  X(cuStreamDestroy, 12000, true)                           \
+  X(cuStreamSynchronize, 12000, true)                       \
+  X(cuEventCreate, 12000, true)                             \
+  X(cuEventDestroy, 12000, true)                            \
+  X(cuEventRecord, 12000, true)                             \
+  X(cuEventSynchronize, 12000, true)                        \
+  X(cuEventElapsedTime, 12000, true)
+
+typedef struct jk_driver {
+  bool loaded;
+  void *handle; /* from dlopen */
+  int version;  /* cuDriverGetVersion */
+#define JK_DRIVER_FIELD_(name, ver, req) __typeof__(&name) name;
+  JK_DRIVER_FUNCS(JK_DRIVER_FIELD_)
+#undef JK_DRIVER_FIELD_
+} jk_driver;
+
+/*
+ * Loads the driver library at `path` (NULL: "libcuda.so.1"), resolves the
+ * table and calls cuInit. On failure the table is left unloaded and a
+ * message explains why, written into `why` (at least 512 bytes).
+ * Returns JITK_ERR_NO_DRIVER when the library is missing or too old,
+ * JITK_ERR_NO_DEVICE when cuInit finds no device.
+ */
+jitk_status jk_driver_load(jk_driver *drv, const char *path, char *why,
+                           size_t why_size);
+void jk_driver_unload(jk_driver *drv);
+
+/* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for a result; works with any
+ * table state. */
+void jk_driver_describe(const jk_driver *drv, CUresult res, char *out,
+                        size_t size);
+
+/* Reads the properties of device `ordinal` into `info`. */
+CUresult jk_driver_device_info(const jk_driver *drv, int ordinal,
+                               jitk_device_info *info);
+
+#endif

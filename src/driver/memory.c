@@ -1,0 +1,78 @@
+/*
+ * Device memory and stream helpers, so that a C program using jitk needs
+ * neither the CUDA runtime nor its own driver bindings for the basics.
+ */
+#include "core/core.h"
+
+#define JK_CHECK_ENGINE(e, fn)                                              \
+  do {                                                                      \
+    if ((e) == NULL)                                                        \
+      return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, fn ": engine is NULL"); \
+    jitk_status st_ = jk_require_device((e), fn);                           \
+    if (st_ != JITK_OK) return st_;                                         \
+  } while (0)
+
+/* Runs one driver call with the engine's context current. */
+#define JK_IN_CONTEXT(e, call, name)                                        \
+  do {                                                                      \
+    CUcontext saved_;                                                       \
+    jitk_status st_ = jk_ctx_enter((e), &saved_);                           \
+    if (st_ != JITK_OK) return st_;                                         \
+    CUresult r_ = (call);                                                   \
+    jk_ctx_leave((e), saved_);                                              \
+    if (r_ != CUDA_SUCCESS) return jk_cuda_fail((e), r_, name);             \
+  } while (0)
+
+jitk_status jitk_device_alloc(jitk_engine *e, size_t bytes, jitk_stream stream,
+                              void **ptr) {
+  JK_CHECK_ENGINE(e, "jitk_device_alloc");
+  if (ptr == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_device_alloc: ptr is NULL");
+  CUdeviceptr p = 0;
+  /* A zero-byte request still returns a distinct, freeable pointer. */
+  JK_IN_CONTEXT(e, e->drv.cuMemAllocAsync(&p, bytes ? bytes : 1, (CUstream)stream),
+                "cuMemAllocAsync");
+  *ptr = (void *)(uintptr_t)p;
+  return JITK_OK;
+}
+
+jitk_status jitk_device_free(jitk_engine *e, void *ptr, jitk_stream stream) {
+  JK_CHECK_ENGINE(e, "jitk_device_free");
+  if (ptr == NULL) return JITK_OK;
+  JK_IN_CONTEXT(e, e->drv.cuMemFreeAsync((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream),
+                "cuMemFreeAsync");
+  return JITK_OK;
+}
+
+jitk_status jitk_memcpy(jitk_engine *e, void *dst, const void *src, size_t bytes,
+                        jitk_stream stream) {
+  JK_CHECK_ENGINE(e, "jitk_memcpy");
+  if (bytes == 0) return JITK_OK;
+  if (dst == NULL || src == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_memcpy: %s is NULL",
+                   dst == NULL ? "dst" : "src");
+  JK_IN_CONTEXT(e,
+                e->drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst,
+                                     (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream),
+                "cuMemcpyAsync");
+  return JITK_OK;
+}
+
+jitk_status jitk_memset(jitk_engine *e, void *dst, int value, size_t bytes,
+                        jitk_stream stream) {
+  JK_CHECK_ENGINE(e, "jitk_memset");
+  if (bytes == 0) return JITK_OK;
+  if (dst == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_memset: dst is NULL");
+  JK_IN_CONTEXT(e,
+                e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value,
+                                       bytes, (CUstream)stream),
+                "cuMemsetD8Async");
+  return JITK_OK;
+}
+
+jitk_status jitk_stream_synchronize(jitk_engine *e, jitk_stream stream) {
+  JK_CHECK_ENGINE(e, "jitk_stream_synchronize");
+  JK_IN_CONTEXT(e, e->drv.cuStreamSynchronize((CUstream)stream), "cuStreamSynchronize");
+  return JITK_OK;
+}

@@ -1,0 +1,69 @@
+/*
+ * Raw modules and kernels, the layer every generated kernel kind ends in.
+ */
+#ifndef JITK_SRC_KERNELS_KERNELS_H
+#define JITK_SRC_KERNELS_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* One declared parameter of a kernel signature. */
+typedef struct jk_param {
+  jitk_arg_kind kind;
+  jitk_dtype dtype; /* JITK_DTYPE_NONE for void* */
+  int ndim;         /* for JITK_ARG_ARRAY */
+} jk_param;
+
+struct jitk_kernel {
+  jitk_engine *engine;
+  jitk_module *module;
+  jitk_kernel *next; /* the module's list */
+  CUfunction fn;
+  char *name;   /* as asked for */
+  char *symbol; /* the lowered name */
+
+  /* From cuFuncGetParamInfo; num_params is -1 when the driver is older
+   * than 12.4 and cannot tell. */
+  int num_params;
+  uint32_t *param_sizes;
+
+  jk_param *signature; /* NULL until jitk_kernel_set_signature */
+  int num_signature;
+
+  int max_threads;
+  size_t static_shared;
+  size_t max_dynamic_shared; /* the current limit */
+};
+
+struct jitk_module {
+  jitk_engine *engine;
+  void *image;
+  size_t image_size;
+  jitk_image_kind kind;
+  CUmodule cu; /* NULL on a compile-only engine */
+  char *program_name;
+
+  char **name_expressions;
+  char **lowered;
+  size_t num_names;
+
+  jitk_kernel_resources *resources;
+  size_t num_resources;
+  char *log;
+
+  jitk_kernel *kernels;
+};
+
+/*
+ * Parses a signature ("float32 a, float32* x, float32[2] y") into an
+ * allocated array. JITK_ERR_PARSE with the offset on bad text.
+ */
+jitk_status jk_signature_parse(jitk_engine *e, const char *text,
+                               jk_param **out, int *count);
+
+/* Describes a parameter as the signature syntax writes it ("float32[2]"). */
+void jk_param_describe(const jk_param *p, char *out, size_t size);
+
+#endif

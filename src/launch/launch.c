@@ -1,0 +1,265 @@
+/*
+ * Launching: argument checks and packing, then cuLaunchKernel.
+ *
+ * This is the hot path. It allocates nothing for ordinary launches (the
+ * argument pointers and descriptors live on the stack), takes no lock and
+ * touches the driver twice: cuCtxGetCurrent and cuLaunchKernel. Every
+ * check is a comparison against facts read once when the kernel was
+ * created, and the error branches are marked unlikely.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "kernels/kernels.h"
+
+/* Arguments beyond this many take a heap path; real kernels have far
+ * fewer. */
+#define JK_STACK_ARGS 32
+/* Bytes of descriptor storage on the stack: 8 descriptors of rank 4. */
+#define JK_STACK_DESC 640
+
+static const char *kind_name(jitk_arg_kind k) {
+  switch (k) {
+    case JITK_ARG_SCALAR: return "scalar";
+    case JITK_ARG_POINTER: return "pointer";
+    case JITK_ARG_ARRAY: return "array descriptor";
+    default: return "unknown kind";
+  }
+}
+
+/* Describes an argument for messages: "a float64 scalar (8 bytes)". */
+static void describe_arg(const jitk_arg *a, jitk_dtype dtype, int ndim,
+                         size_t size, char *out, size_t n) {
+  const jitk_dtype_info *d = jk_dtype(dtype);
+  const char *dn = d ? d->name : "untyped";
+  if (a->kind == JITK_ARG_ARRAY)
+    snprintf(out, n, "a %s[%d] array descriptor (%zu bytes)", dn, ndim, size);
+  else
+    snprintf(out, n, "a %s %s (%zu bytes)", dn, kind_name(a->kind), size);
+}
+
+static jitk_status check_signature(const jitk_kernel *k, int i, const jitk_arg *a,
+                                   jitk_dtype dtype, int ndim) {
+  const jk_param *p = &k->signature[i];
+  bool ok = p->kind == a->kind;
+  if (ok && p->kind == JITK_ARG_ARRAY) ok = p->ndim == ndim && p->dtype == dtype;
+  else if (ok && p->kind == JITK_ARG_POINTER)
+    ok = p->dtype == JITK_DTYPE_NONE || dtype == JITK_DTYPE_NONE || p->dtype == dtype;
+  else if (ok) ok = p->dtype == dtype;
+  if (ok) return JITK_OK;
+  char want[64], got[128];
+  jk_param_describe(p, want, sizeof want);
+  describe_arg(a, dtype, ndim, 0, got, sizeof got);
+  /* Drop the " (0 bytes)" the size-less description carries. */
+  char *paren = strstr(got, " (");
+  if (paren) *paren = '\0';
+  return jk_fail(k->engine, JITK_ERR_ARGUMENT_TYPE,
+                 "kernel %s, argument %d: got %s, but its signature says %s", k->name,
+                 i, got, want);
+}
+
+static jitk_status check_config(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                                size_t shared) {
+  const jitk_engine *e = k->engine;
+  const jitk_device_info *d = &e->info;
+  unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  for (int i = 0; i < 3; i++) {
+    if (g[i] == 0 || b[i] == 0)
+      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                     "kernel %s: grid (%u, %u, %u) and block (%u, %u, %u) must "
+                     "have no zero dimension",
+                     k->name, g[0], g[1], g[2], b[0], b[1], b[2]);
+    if (g[i] > (unsigned)d->max_grid[i])
+      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                     "kernel %s: grid dimension %c is %u; the device allows %d",
+                     k->name, "xyz"[i], g[i], d->max_grid[i]);
+    if (b[i] > (unsigned)d->max_block[i])
+      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                     "kernel %s: block dimension %c is %u; the device allows %d",
+                     k->name, "xyz"[i], b[i], d->max_block[i]);
+  }
+  unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
+  if (threads > (unsigned long long)k->max_threads)
+    return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                   "kernel %s: a block of %llu threads; this kernel allows at most %d "
+                   "(its registers and launch bounds decide)",
+                   k->name, threads, k->max_threads);
+  if (shared > k->max_dynamic_shared)
+    return jk_fail(e, JITK_ERR_SHARED_MEMORY,
+                   "kernel %s: %zu bytes of dynamic shared memory requested; its "
+                   "limit is %zu (raise it with jitk_kernel_set_max_dynamic_shared; "
+                   "the device allows %zu per block with %zu static)",
+                   k->name, shared, k->max_dynamic_shared, d->shared_per_block_optin,
+                   k->static_shared);
+  return JITK_OK;
+}
+
+/* Where a pointer argument's value comes from, and its element type. */
+static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a,
+                                 void **value, jitk_dtype *dtype) {
+  if (a->tensor == NULL) {
+    *value = a->value.ptr;
+    *dtype = a->dtype;
+    return JITK_OK;
+  }
+  const DLTensor *t = a->tensor;
+  int dt = (int)t->device.device_type;
+  if (JK_UNLIKELY(dt != kDLCUDA && dt != kDLCUDAManaged && dt != kDLCUDAHost)) {
+    char what[64];
+    snprintf(what, sizeof what, "kernel %s, argument %d", k->name, i);
+    jk_view v;
+    return jk_view_from_tensor(k->engine, t, what, &v);
+  }
+  *value = (char *)t->data + t->byte_offset;
+  *dtype = jk_dtype_from_dl(t->dtype);
+  return JITK_OK;
+}
+
+/* Writes a jitk::array<T, N> (pointer, shape[N], strides[N]) at `dst`. */
+static jitk_status pack_array(const jitk_kernel *k, int i, const jitk_arg *a,
+                              unsigned char *dst, jitk_dtype *dtype, int *ndim) {
+  char what[64];
+  snprintf(what, sizeof what, "kernel %s, argument %d", k->name, i);
+  jk_view v;
+  jitk_status st = jk_view_from_tensor(k->engine, a->tensor, what, &v);
+  if (st != JITK_OK) return st;
+  void *p = v.data;
+  memcpy(dst, &p, sizeof p);
+  memcpy(dst + 8, v.shape, 8 * (size_t)v.ndim);
+  memcpy(dst + 8 + 8 * (size_t)v.ndim, v.strides, 8 * (size_t)v.ndim);
+  *dtype = v.dtype;
+  *ndim = v.ndim;
+  return JITK_OK;
+}
+
+static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                                  size_t shared, jitk_stream stream,
+                                  const jitk_arg *args, int n, void **params,
+                                  void **values, unsigned char *desc,
+                                  size_t desc_cap) {
+  jitk_engine *e = k->engine;
+  size_t desc_used = 0;
+  for (int i = 0; i < n; i++) {
+    const jitk_arg *a = &args[i];
+    size_t size;
+    jitk_dtype dtype = a->dtype;
+    int ndim = 0;
+    switch (a->kind) {
+      case JITK_ARG_SCALAR: {
+        const jitk_dtype_info *d = jk_dtype(a->dtype);
+        if (JK_UNLIKELY(d == NULL))
+          return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                         "kernel %s, argument %d: a scalar needs a dtype", k->name, i);
+        size = d->size;
+        params[i] = (void *)&a->value;
+        break;
+      }
+      case JITK_ARG_POINTER: {
+        jitk_status st = pointer_value(k, i, a, &values[i], &dtype);
+        if (JK_UNLIKELY(st != JITK_OK)) return st;
+        size = sizeof(void *);
+        params[i] = &values[i];
+        break;
+      }
+      case JITK_ARG_ARRAY: {
+        if (JK_UNLIKELY(a->tensor == NULL))
+          return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                         "kernel %s, argument %d: an array argument needs a DLTensor",
+                         k->name, i);
+        size = 8 + 16 * (size_t)(a->tensor->ndim > 0 ? a->tensor->ndim : 0);
+        if (JK_UNLIKELY(desc_used + size > desc_cap))
+          return jk_fail(e, JITK_ERR_INTERNAL, "descriptor storage exhausted");
+        jitk_status st = pack_array(k, i, a, desc + desc_used, &dtype, &ndim);
+        if (JK_UNLIKELY(st != JITK_OK)) return st;
+        params[i] = desc + desc_used;
+        desc_used += size;
+        break;
+      }
+      default:
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                       "kernel %s, argument %d: kind %d is not a jitk_arg_kind",
+                       k->name, i, (int)a->kind);
+    }
+    if (JK_UNLIKELY(k->num_params >= 0 && size != k->param_sizes[i])) {
+      char got[128];
+      describe_arg(a, dtype, ndim, size, got, sizeof got);
+      return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                     "kernel %s, argument %d: got %s, but the kernel's parameter "
+                     "%d is %u bytes",
+                     k->name, i, got, i, (unsigned)k->param_sizes[i]);
+    }
+    if (k->signature != NULL) {
+      jitk_status st = check_signature(k, i, a, dtype, ndim);
+      if (JK_UNLIKELY(st != JITK_OK)) return st;
+    }
+  }
+  jitk_status st = check_config(k, grid, block, shared);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  CUresult r = e->drv.cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y,
+                                     block.z, (unsigned)shared, (CUstream)stream,
+                                     params, NULL);
+  jk_ctx_leave(e, saved);
+  if (JK_UNLIKELY(r != CUDA_SUCCESS)) {
+    if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                     "cuLaunchKernel refused kernel %s with grid (%u, %u, %u), block "
+                     "(%u, %u, %u), %zu bytes of shared memory: error %d",
+                     k->name, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                     shared, (int)r);
+    return jk_cuda_fail(e, r, "cuLaunchKernel");
+  }
+  return JITK_OK;
+}
+
+jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                               size_t shared, jitk_stream stream,
+                               const jitk_arg *args, size_t num_args) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch: kernel is NULL");
+  jitk_engine *e = k->engine;
+  if (JK_UNLIKELY(num_args != 0 && args == NULL))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_launch: args is NULL but num_args is %zu", num_args);
+  if (JK_UNLIKELY(k->num_params >= 0 && num_args != (size_t)k->num_params))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
+                   "kernel %s takes %d argument%s; %zu given", k->name,
+                   k->num_params, k->num_params == 1 ? "" : "s", num_args);
+  if (JK_UNLIKELY(k->signature != NULL && num_args != (size_t)k->num_signature))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
+                   "kernel %s takes %d argument%s by its signature; %zu given",
+                   k->name, k->num_signature, k->num_signature == 1 ? "" : "s",
+                   num_args);
+  if (JK_UNLIKELY(num_args > 65536))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "%zu arguments is too many", num_args);
+
+  int n = (int)num_args;
+  size_t desc_need = 0;
+  for (int i = 0; i < n; i++)
+    if (args[i].kind == JITK_ARG_ARRAY && args[i].tensor != NULL &&
+        args[i].tensor->ndim > 0 && args[i].tensor->ndim <= JITK_MAX_NDIM)
+      desc_need += 8 + 16 * (size_t)args[i].tensor->ndim;
+    else if (args[i].kind == JITK_ARG_ARRAY)
+      desc_need += 8;
+
+  if (JK_LIKELY(n <= JK_STACK_ARGS && desc_need <= JK_STACK_DESC)) {
+    void *params[JK_STACK_ARGS];
+    void *values[JK_STACK_ARGS];
+    _Alignas(16) unsigned char desc[JK_STACK_DESC];
+    return launch_checked(k, grid, block, shared, stream, args, n, params, values,
+                          desc, sizeof desc);
+  }
+  /* Many arguments or large descriptors: one heap block for all. */
+  size_t bytes = 2 * (size_t)n * sizeof(void *) + desc_need + 16;
+  void **mem = jk_malloc(e, bytes);
+  if (mem == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  unsigned char *desc = (unsigned char *)(mem + 2 * (size_t)n);
+  jitk_status st = launch_checked(k, grid, block, shared, stream, args, n, mem,
+                                  mem + n, desc, desc_need);
+  jk_free(e, mem);
+  return st;
+}

@@ -1,0 +1,404 @@
+#include "nvrtc/nvrtc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+
+jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
+                          const char *include_override) {
+  memset(nv, 0, sizeof *nv);
+#define JK_NVRTC_SET_(name) nv->name = name;
+  JK_NVRTC_FUNCS(JK_NVRTC_SET_)
+#undef JK_NVRTC_SET_
+  nvrtcResult r = nv->nvrtcVersion(&nv->major, &nv->minor);
+  if (r != NVRTC_SUCCESS)
+    return jk_fail(e, JITK_ERR_NVRTC, "nvrtcVersion failed: %s",
+                   nv->nvrtcGetErrorString(r));
+  int n = 0;
+  r = nv->nvrtcGetNumSupportedArchs(&n);
+  if (r != NVRTC_SUCCESS || n <= 0 || n > JK_MAX_ARCHS)
+    return jk_fail(e, JITK_ERR_NVRTC,
+                   "nvrtcGetNumSupportedArchs failed or gave %d", n);
+  r = nv->nvrtcGetSupportedArchs(nv->archs);
+  if (r != NVRTC_SUCCESS)
+    return jk_fail(e, JITK_ERR_NVRTC, "nvrtcGetSupportedArchs failed: %s",
+                   nv->nvrtcGetErrorString(r));
+  nv->num_archs = n;
+
+  nv->include_dir = jk_find_cuda_include(e, include_override);
+  if (nv->include_dir != NULL) {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "%s/cccl/cuda/std/version", nv->include_dir);
+    char *probe = jk_buf_take(&b);
+    if (probe == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    FILE *f = fopen(probe, "r");
+    jk_free(e, probe);
+    if (f != NULL) {
+      fclose(f);
+      jk_buf_init(&b, e);
+      jk_buf_printf(&b, "%s/cccl", nv->include_dir);
+      nv->cccl_dir = jk_buf_take(&b);
+      if (nv->cccl_dir == NULL)
+        return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+  }
+  return JITK_OK;
+}
+
+void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv) {
+  jk_free(e, nv->include_dir);
+  jk_free(e, nv->cccl_dir);
+  nv->include_dir = nv->cccl_dir = NULL;
+}
+
+static bool nvrtc_supports(const jk_nvrtc *nv, int sm) {
+  for (int i = 0; i < nv->num_archs; i++)
+    if (nv->archs[i] == sm) return true;
+  return false;
+}
+
+static void list_archs(const jk_nvrtc *nv, char *out, size_t size) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int i = 0; i < nv->num_archs && used < size; i++)
+    used += (size_t)snprintf(out + used, size - used, "%s%d", i ? ", " : "",
+                             nv->archs[i]);
+}
+
+jitk_status jk_target_parse(jitk_engine *e, const char *arch, jk_target *t) {
+  if (arch == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "arch is NULL");
+  jk_target tmp;
+  memset(&tmp, 0, sizeof tmp);
+  const char *digits;
+  if (strncmp(arch, "sm_", 3) == 0) {
+    digits = arch + 3;
+  } else if (strncmp(arch, "compute_", 8) == 0) {
+    digits = arch + 8;
+    tmp.ptx = true;
+  } else {
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "arch \"%s\" is not of the form sm_XY, sm_XYa or "
+                   "compute_XY",
+                   arch);
+  }
+  int value = 0, nd = 0;
+  while (digits[nd] >= '0' && digits[nd] <= '9' && nd < 4) {
+    value = value * 10 + (digits[nd] - '0');
+    nd++;
+  }
+  const char *rest = digits + nd;
+  if (nd < 2 || (*rest != '\0' && strcmp(rest, "a") != 0 && strcmp(rest, "f") != 0))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "arch \"%s\" is not of the form sm_XY, sm_XYa or "
+                   "compute_XY",
+                   arch);
+  tmp.specific = *rest != '\0';
+  tmp.major = value / 10;
+  tmp.minor = value % 10;
+  if (!nvrtc_supports(&e->nvrtc, value)) {
+    char list[256];
+    list_archs(&e->nvrtc, list, sizeof list);
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "NVRTC %d.%d cannot compile for %s; it supports %s",
+                   e->nvrtc.major, e->nvrtc.minor, arch, list);
+  }
+  snprintf(tmp.arch, sizeof tmp.arch, "%s", arch);
+  *t = tmp;
+  return JITK_OK;
+}
+
+jitk_status jk_target_for_device(jitk_engine *e, int major, int minor,
+                                 jk_target *t) {
+  int cc = major * 10 + minor;
+  const jk_nvrtc *nv = &e->nvrtc;
+  memset(t, 0, sizeof *t);
+  if (nvrtc_supports(nv, cc)) {
+    snprintf(t->arch, sizeof t->arch, "sm_%d", cc);
+    t->major = major;
+    t->minor = minor;
+    return JITK_OK;
+  }
+  /* The device is newer than this NVRTC (or an odd minor): PTX for the
+   * newest older target, which the driver compiles for the device. */
+  int best = -1;
+  for (int i = 0; i < nv->num_archs; i++)
+    if (nv->archs[i] <= cc && nv->archs[i] > best) best = nv->archs[i];
+  if (best < 0)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "the device (compute capability %d.%d) is older than "
+                   "anything NVRTC %d.%d can target (oldest: sm_%d)",
+                   major, minor, nv->major, nv->minor, nv->archs[0]);
+  snprintf(t->arch, sizeof t->arch, "compute_%d", best);
+  t->major = best / 10;
+  t->minor = best % 10;
+  t->ptx = true;
+  jk_log(e, JITK_LOG_INFO,
+         "NVRTC %d.%d has no sm_%d target; compiling PTX for %s, which the "
+         "driver compiles for the device",
+         nv->major, nv->minor, cc, t->arch);
+  return JITK_OK;
+}
+
+static bool has_prefix_option(const char *const *options, size_t n,
+                              const char *const *prefixes) {
+  for (size_t i = 0; i < n; i++)
+    for (const char *const *p = prefixes; *p; p++)
+      if (strncmp(options[i], *p, strlen(*p)) == 0) return true;
+  return false;
+}
+
+jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
+                                   size_t num_options, char ***out,
+                                   size_t *num_out) {
+  static const char *const std_opts[] = {"-std=", "--std=", NULL};
+  static const char *const arch_opts[] = {"-arch", "--gpu-architecture",
+                                          "--gpu-code", "-code", NULL};
+  /* The engine owns the target: its modules must load on its device, and
+   * one place deciding the arch keeps cache keys consistent. */
+  for (size_t i = 0; i < num_options; i++)
+    if (options[i] != NULL && has_prefix_option(&options[i], 1, arch_opts))
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "option \"%s\": the target is the engine's (%s); set "
+                     "jitk_engine_config.arch to compile for another one",
+                     options[i], e->target.arch);
+  size_t cap = num_options + 6;
+  char **v = jk_calloc(e, cap, sizeof *v);
+  if (v == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  size_t n = 0;
+  bool oom = false;
+  for (size_t i = 0; i < num_options; i++) {
+    if (options[i] == NULL) {
+      jk_options_free(e, v, n);
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "option %zu is NULL", i);
+    }
+    if ((v[n++] = jk_strdup(e, options[i])) == NULL) oom = true;
+  }
+  jk_buf b;
+  if (!has_prefix_option(options, num_options, std_opts))
+    if ((v[n++] = jk_strdup(e, "-std=c++17")) == NULL) oom = true;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "--gpu-architecture=%s", e->target.arch);
+  if ((v[n++] = jk_buf_take(&b)) == NULL) oom = true;
+  /* ptxas's report costs nothing and gives registers, spills and shared
+   * memory per kernel even without a GPU. It only exists for cubins. */
+  if (!e->target.ptx)
+    if ((v[n++] = jk_strdup(e, "--ptxas-options=-v")) == NULL) oom = true;
+  if (e->nvrtc.include_dir != NULL) {
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "-I%s", e->nvrtc.include_dir);
+    if ((v[n++] = jk_buf_take(&b)) == NULL) oom = true;
+  }
+  if (e->nvrtc.cccl_dir != NULL) {
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "-I%s", e->nvrtc.cccl_dir);
+    if ((v[n++] = jk_buf_take(&b)) == NULL) oom = true;
+  }
+  if (oom) {
+    jk_options_free(e, v, n);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory building options");
+  }
+  *out = v;
+  *num_out = n;
+  return JITK_OK;
+}
+
+void jk_options_free(jitk_engine *e, char **options, size_t num) {
+  if (options == NULL) return;
+  for (size_t i = 0; i < num; i++) jk_free(e, options[i]);
+  jk_free(e, options);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static char *program_log(jitk_engine *e, nvrtcProgram prog) {
+  const jk_nvrtc *nv = &e->nvrtc;
+  size_t size = 0;
+  if (nv->nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size == 0)
+    return jk_strdup(e, "");
+  char *log = jk_malloc(e, size + 1);
+  if (log == NULL) return NULL;
+  if (nv->nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
+  log[size] = '\0';
+  /* NVRTC ends its log with a newline and a NUL; trim trailing space so
+   * messages built around it stay tidy. */
+  size_t len = strlen(log);
+  while (len > 0 && (log[len - 1] == '\n' || log[len - 1] == ' ')) log[--len] = '\0';
+  return log;
+}
+
+static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in,
+                                  const char *log, char **opts, size_t nopts) {
+  jk_buf b;
+  jk_buf_init(&b, e);
+  if (in->what != NULL) jk_buf_printf(&b, "%s\n", in->what);
+  jk_buf_printf(&b, "%s failed to compile for %s:\n%s\noptions:",
+                in->program_name ? in->program_name : "module.cu",
+                e->target.arch, log && *log ? log : "(NVRTC gave no log)");
+  for (size_t i = 0; i < nopts; i++) jk_buf_printf(&b, " %s", opts[i]);
+  char *msg = jk_buf_take(&b);
+  jitk_status st = jk_fail(e, JITK_ERR_COMPILE, "%s",
+                           msg ? msg : "compilation failed (and out of memory "
+                                       "while describing why)");
+  jk_free(e, msg);
+  return st;
+}
+
+jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
+                             jk_compile_output *out) {
+  const jk_nvrtc *nv = &e->nvrtc;
+  memset(out, 0, sizeof *out);
+  char **opts = NULL;
+  size_t nopts = 0;
+  jitk_status st =
+      jk_nvrtc_final_options(e, in->options, in->num_options, &opts, &nopts);
+  if (st != JITK_OK) return st;
+
+  /* The caller's headers come first, so a caller can stand in for one of
+   * jitk's own; then every embedded header under templates/. */
+  size_t nh = in->num_headers + jk_num_embedded_headers;
+  const char **hsrc = jk_calloc(e, nh ? nh : 1, sizeof *hsrc);
+  const char **hname = jk_calloc(e, nh ? nh : 1, sizeof *hname);
+  nvrtcProgram prog = NULL;
+  char *log = NULL;
+  if (hsrc == NULL || hname == NULL) {
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < in->num_headers; i++) {
+    if (in->headers[i].name == NULL || in->headers[i].source == NULL) {
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "header %zu has a NULL name or source", i);
+      goto done;
+    }
+    hname[i] = in->headers[i].name;
+    hsrc[i] = in->headers[i].source;
+  }
+  for (size_t i = 0; i < jk_num_embedded_headers; i++) {
+    hname[in->num_headers + i] = jk_embedded_headers[i].name;
+    hsrc[in->num_headers + i] = (const char *)jk_embedded_headers[i].data;
+  }
+
+  const char *pname = in->program_name ? in->program_name : "module.cu";
+  nvrtcResult r = nv->nvrtcCreateProgram(&prog, in->source, pname, (int)nh,
+                                         hsrc, hname);
+  if (r != NVRTC_SUCCESS) {
+    prog = NULL;
+    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY
+                                                  : JITK_ERR_NVRTC,
+                 "nvrtcCreateProgram failed: %s", nv->nvrtcGetErrorString(r));
+    goto done;
+  }
+  for (size_t i = 0; i < in->num_name_expressions; i++) {
+    if (in->name_expressions[i] == NULL) {
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "name expression %zu is NULL", i);
+      goto done;
+    }
+    r = nv->nvrtcAddNameExpression(prog, in->name_expressions[i]);
+    if (r != NVRTC_SUCCESS) {
+      st = jk_fail(e, JITK_ERR_NVRTC, "nvrtcAddNameExpression(\"%s\") failed: %s",
+                   in->name_expressions[i], nv->nvrtcGetErrorString(r));
+      goto done;
+    }
+  }
+
+  double t0 = now_ms();
+  r = nv->nvrtcCompileProgram(prog, (int)nopts, (const char *const *)opts);
+  out->milliseconds = now_ms() - t0;
+  log = program_log(e, prog);
+  if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
+    st = compile_failed(e, in, log, opts, nopts);
+    goto done;
+  }
+  if (r != NVRTC_SUCCESS) {
+    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY
+                                                  : JITK_ERR_NVRTC,
+                 "nvrtcCompileProgram failed: %s%s%s", nv->nvrtcGetErrorString(r),
+                 log && *log ? "\n" : "", log ? log : "");
+    goto done;
+  }
+  if (log == NULL) {
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory reading the log");
+    goto done;
+  }
+
+  size_t size = 0;
+  bool want_ptx = e->target.ptx;
+  r = want_ptx ? nv->nvrtcGetPTXSize(prog, &size) : nv->nvrtcGetCUBINSize(prog, &size);
+  if (r != NVRTC_SUCCESS || size == 0) {
+    st = jk_fail(e, JITK_ERR_NVRTC, "NVRTC produced no %s: %s",
+                 want_ptx ? "PTX" : "cubin", nv->nvrtcGetErrorString(r));
+    goto done;
+  }
+  out->image = jk_malloc(e, size + 1);
+  if (out->image == NULL) {
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory for the image");
+    goto done;
+  }
+  r = want_ptx ? nv->nvrtcGetPTX(prog, out->image) : nv->nvrtcGetCUBIN(prog, out->image);
+  if (r != NVRTC_SUCCESS) {
+    st = jk_fail(e, JITK_ERR_NVRTC, "reading the compiled image failed: %s",
+                 nv->nvrtcGetErrorString(r));
+    goto done;
+  }
+  ((char *)out->image)[size] = '\0';
+  /* NVRTC counts PTX's terminating NUL; the image is the text alone (the
+   * NUL stays in the buffer for the driver). */
+  if (want_ptx) size = strlen(out->image);
+  out->image_size = size;
+  out->ptx = want_ptx;
+
+  if (in->num_name_expressions > 0) {
+    out->lowered = jk_calloc(e, in->num_name_expressions, sizeof *out->lowered);
+    if (out->lowered == NULL) {
+      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+      goto done;
+    }
+    out->num_lowered = in->num_name_expressions;
+    for (size_t i = 0; i < in->num_name_expressions; i++) {
+      const char *lowered = NULL;
+      r = nv->nvrtcGetLoweredName(prog, in->name_expressions[i], &lowered);
+      if (r != NVRTC_SUCCESS || lowered == NULL) {
+        st = jk_fail(e, JITK_ERR_NOT_FOUND,
+                     "name expression \"%s\" does not name a __global__ "
+                     "function of %s: %s",
+                     in->name_expressions[i], pname, nv->nvrtcGetErrorString(r));
+        goto done;
+      }
+      if ((out->lowered[i] = jk_strdup(e, lowered)) == NULL) {
+        st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+      }
+    }
+  }
+  out->log = log;
+  log = NULL;
+  jk_log(e, JITK_LOG_INFO, "compiled %s for %s in %.1f ms (%zu bytes of %s)",
+         pname, e->target.arch, out->milliseconds, size, want_ptx ? "PTX" : "cubin");
+
+done:
+  if (prog != NULL) nv->nvrtcDestroyProgram(&prog);
+  jk_free(e, log);
+  jk_free(e, hsrc);
+  jk_free(e, hname);
+  jk_options_free(e, opts, nopts);
+  if (st != JITK_OK) jk_compile_output_free(e, out);
+  return st;
+}
+
+void jk_compile_output_free(jitk_engine *e, jk_compile_output *out) {
+  jk_free(e, out->image);
+  jk_free(e, out->log);
+  if (out->lowered != NULL)
+    for (size_t i = 0; i < out->num_lowered; i++) jk_free(e, out->lowered[i]);
+  jk_free(e, out->lowered);
+  memset(out, 0, sizeof *out);
+}

@@ -1,0 +1,129 @@
+/*
+ * The NVRTC wrapper: target choice, default options, header discovery,
+ * compiling to a cubin or PTX, lowered names and ptxas's resource report.
+ */
+#ifndef JITK_SRC_NVRTC_NVRTC_H
+#define JITK_SRC_NVRTC_NVRTC_H
+
+#include <nvrtc.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jitk/jitk.h>
+
+/* The NVRTC entry points jitk uses. They live in a table on the engine so
+ * that tests can make any one of them fail. */
+#define JK_NVRTC_FUNCS(X)     \
+  X(nvrtcGetErrorString)      \
+  X(nvrtcVersion)             \
+  X(nvrtcGetNumSupportedArchs) \
+  X(nvrtcGetSupportedArchs)   \
+  X(nvrtcCreateProgram)       \
+  X(nvrtcDestroyProgram)      \
+  X(nvrtcCompileProgram)      \
+  X(nvrtcGetProgramLogSize)   \
+  X(nvrtcGetProgramLog)       \
+  X(nvrtcGetPTXSize)          \
+  X(nvrtcGetPTX)              \
+  X(nvrtcGetCUBINSize)        \
+  X(nvrtcGetCUBIN)            \
+  X(nvrtcAddNameExpression)   \
+  X(nvrtcGetLoweredName)
+
+#define JK_MAX_ARCHS 64
+
+typedef struct jk_nvrtc {
+#define JK_NVRTC_FIELD_(name) __typeof__(&name) name;
+  JK_NVRTC_FUNCS(JK_NVRTC_FIELD_)
+#undef JK_NVRTC_FIELD_
+  int major, minor;
+  int archs[JK_MAX_ARCHS]; /* supported sm numbers, ascending: 75, 80 ... */
+  int num_archs;
+  char *include_dir; /* CUDA headers, or NULL when none were found */
+  char *cccl_dir;    /* include_dir/cccl when it exists (CUDA 13) */
+} jk_nvrtc;
+
+struct jk_target;
+
+/* Fills the function table with the linked NVRTC and reads its version and
+ * supported architectures. */
+jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
+                          const char *include_override);
+void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv);
+
+/*
+ * Parses a target name ("sm_90", "sm_90a", "compute_90") into *t, checking
+ * it against NVRTC's supported list. JITK_ERR_INVALID_ARGUMENT for a
+ * malformed name, JITK_ERR_UNSUPPORTED for one NVRTC cannot target.
+ */
+jitk_status jk_target_parse(jitk_engine *e, const char *arch,
+                            struct jk_target *t);
+
+/* The target for a device of compute capability major.minor: its sm_XY
+ * when NVRTC supports it, PTX for the newest compute_XY below it
+ * otherwise. JITK_ERR_UNSUPPORTED when the device is older than NVRTC's
+ * oldest target. */
+jitk_status jk_target_for_device(jitk_engine *e, int major, int minor,
+                                 struct jk_target *t);
+
+typedef struct jk_compile_input {
+  const char *source;
+  const char *program_name; /* NULL: "module.cu" */
+  const char *const *options;
+  size_t num_options;
+  const char *const *name_expressions;
+  size_t num_name_expressions;
+  const jitk_header *headers;
+  size_t num_headers;
+  /* Text placed before NVRTC's log in the error message; NULL for raw
+   * modules. Generators use it to say what they were building. */
+  const char *what;
+} jk_compile_input;
+
+typedef struct jk_compile_output {
+  void *image; /* cubin, or NUL-terminated PTX */
+  size_t image_size;
+  bool ptx;
+  char *log; /* NVRTC's log, never NULL after success */
+  char **lowered; /* one per name expression */
+  size_t num_lowered;
+  double milliseconds; /* NVRTC's compile time */
+} jk_compile_output;
+
+/*
+ * The options NVRTC receives: the caller's, then "-std=c++17" unless one
+ * is given, the engine's target unless one is given, "--ptxas-options=-v"
+ * for cubins, and -I for the CUDA and CCCL headers. The returned array and
+ * its strings are allocated; free with jk_options_free.
+ */
+jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
+                                   size_t num_options, char ***out,
+                                   size_t *num_out);
+void jk_options_free(jitk_engine *e, char **options, size_t num);
+
+/* Compiles for the engine's target. JITK_ERR_COMPILE with NVRTC's log and
+ * the options in the message when the source does not compile. */
+jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
+                             jk_compile_output *out);
+void jk_compile_output_free(jitk_engine *e, jk_compile_output *out);
+
+/* The headers under templates/, embedded at build time. */
+typedef struct jk_embedded_file {
+  const char *name; /* "jitk/array.cuh" */
+  const unsigned char *data;
+  size_t size;
+} jk_embedded_file;
+extern const jk_embedded_file jk_embedded_headers[];
+extern const size_t jk_num_embedded_headers;
+
+/* Parses ptxas's "-v" report in an NVRTC log into one entry per kernel,
+ * in the order ptxas compiled them. Free with jk_ptxas_free. */
+jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
+                           jitk_kernel_resources **out, size_t *count);
+void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
+
+/* Finds the CUDA include folder as jitk_engine_config describes. Returns
+ * an allocated path or NULL. */
+char *jk_find_cuda_include(jitk_engine *e, const char *override);
+
+#endif

@@ -1,0 +1,63 @@
+#!/bin/sh
+# The jitk CLI, driven as a user would: jitk_cli WORKDIR.
+set -u
+JITK=$1
+WORK=$2
+rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 1
+fails=0
+check() { # check DESCRIPTION EXPECTED-STATUS PATTERN -- command...
+  desc=$1 want=$2 pattern=$3
+  shift 4
+  "$@" >out.txt 2>err.txt
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $desc: exit $got, expected $want"; cat out.txt err.txt; fails=$((fails + 1)); return
+  fi
+  if [ -n "$pattern" ] && ! grep -q -- "$pattern" out.txt err.txt; then
+    echo "FAIL: $desc: output lacks '$pattern'"; cat out.txt err.txt; fails=$((fails + 1)); return
+  fi
+  if [ -s out.txt ] && [ "$want" -ne 0 ] && grep -q "error" out.txt; then
+    echo "FAIL: $desc: errors belong on stderr"; fails=$((fails + 1)); return
+  fi
+  echo "ok: $desc"
+}
+
+cat >good.cu <<'CU'
+#include <cuda_fp16.h>
+template <typename T> __global__ void scale(T *x, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a;
+}
+extern "C" __global__ void tiled(const float *x, float *y) {
+  __shared__ float s[128];
+  s[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  y[threadIdx.x] = s[127 - threadIdx.x];
+}
+CU
+printf 'extern "C" __global__ void k() { this is not cuda }\n' >bad.cu
+
+check "doctor runs with or without a driver" 0 "NVRTC:" -- "$JITK" doctor
+check "doctor names the headers" 0 "CUDA headers: /" -- "$JITK" doctor
+check "doctor --help" 0 "usage: jitk doctor" -- "$JITK" doctor --help
+check "help" 0 "commands:" -- "$JITK" help
+check "version" 0 "jitk 0." -- "$JITK" version
+check "no command" 2 "usage:" -- "$JITK"
+check "unknown command" 2 "unknown command" -- "$JITK" frobnicate
+check "compile --help" 0 "--name-expression" -- "$JITK" compile --help
+check "compile without input" 2 "no input file" -- "$JITK" compile
+check "compile unknown option" 2 "unknown or incomplete option" -- "$JITK" compile good.cu --fast
+check "compile sm_90 cubin" 0 "bytes of cubin for sm_90" -- "$JITK" compile good.cu --arch sm_90 --name-expression 'scale<float>' --name-expression 'scale<__half>'
+[ -s good.cubin ] || { echo "FAIL: good.cubin not written"; fails=$((fails + 1)); }
+check "resource table lists instantiations" 0 "scale<__half> (_Z5scaleI6__halfEvPT_S1_i)" -- "$JITK" compile good.cu --arch sm_90 --name-expression 'scale<__half>'
+check "resource table shows shared memory" 0 "512 B" -- "$JITK" compile good.cu --arch sm_80
+check "compile to PTX with -o" 0 "bytes of PTX for compute_90" -- "$JITK" compile good.cu --arch sm_90 --ptx -o out.ptx
+grep -q ".target sm_90" out.ptx || { echo "FAIL: out.ptx is not PTX for sm_90"; fails=$((fails + 1)); }
+check "defines reach NVRTC" 0 "cubin" -- "$JITK" compile good.cu --arch sm_90 -DUNUSED=1 --option -lineinfo
+check "bad source exits 1 with NVRTC's message" 1 "bad.cu(1): error" -- "$JITK" compile bad.cu --arch sm_90
+check "missing file" 1 "cannot read" -- "$JITK" compile nope.cu --arch sm_90
+check "unknown arch" 1 "sm_XY" -- "$JITK" compile good.cu --arch gfx90a
+check "unsupported arch" 1 "cannot compile for sm_35" -- "$JITK" compile good.cu --arch sm_35
+
+if [ "$fails" -ne 0 ]; then echo "$fails CLI check(s) failed"; exit 1; fi
+echo "all CLI checks passed"

@@ -1,0 +1,83 @@
+/*
+ * Helpers shared by the tests: engines, random data, and the GPU skip.
+ */
+#ifndef JITK_TESTS_COMMON_H
+#define JITK_TESTS_COMMON_H
+
+#include <criterion/criterion.h>
+#include <jitk/jitk.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Asserts a call succeeded, printing jitk's message when it did not. */
+#define JT_OK(e, call)                                                       \
+  do {                                                                       \
+    jitk_status st_ = (call);                                                \
+    cr_assert_eq(st_, JITK_OK, "%s failed with %s: %s", #call,               \
+                 jitk_errname(st_), jitk_errmsg(e));                         \
+  } while (0)
+
+/* Asserts a call failed with `code` and that the message contains
+ * `needle`. */
+#define JT_FAILS(e, code, needle, call)                                      \
+  do {                                                                       \
+    jitk_status st_ = (call);                                                \
+    cr_assert_eq(st_, (code), "%s gave %s, expected %s: %s", #call,          \
+                 jitk_errname(st_), jitk_errname(code), jitk_errmsg(e));     \
+    cr_assert(strstr(jitk_errmsg(e), (needle)) != NULL,                      \
+              "message of %s lacks \"%s\": %s", #call, (needle),             \
+              jitk_errmsg(e));                                               \
+  } while (0)
+
+static inline jitk_engine *jt_compile_engine(const char *arch) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = arch;
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  cr_assert_eq(st, JITK_OK, "compile-only engine for %s: %s", arch, jitk_errmsg(NULL));
+  return e;
+}
+
+/* An engine on the default device, or a skipped test. */
+static inline jitk_engine *jt_gpu_engine(void) {
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(NULL, &e);
+  if (st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE)
+    cr_skip_test("no CUDA device (%s)", jitk_errmsg(NULL));
+  cr_assert_eq(st, JITK_OK, "engine: %s", jitk_errmsg(NULL));
+  return e;
+}
+
+/* splitmix64: fresh, reproducible pseudo-random data for every test. */
+static inline uint64_t jt_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static inline double jt_uniform(uint64_t *s) {
+  return (double)(jt_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+static inline DLTensor jt_tensor(void *data, jitk_dtype dtype, int ndim, int64_t *shape,
+                                 int64_t *strides) {
+  jitk_dtype_info info;
+  jitk_dtype_get_info(dtype, &info);
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCUDA;
+  t.device.device_id = 0;
+  t.ndim = ndim;
+  t.dtype = info.dl;
+  t.shape = shape;
+  t.strides = strides;
+  t.byte_offset = 0;
+  return t;
+}
+
+#endif

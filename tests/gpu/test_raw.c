@@ -1,0 +1,635 @@
+/*
+ * Raw kernels on a GPU: fresh random data checked element by element
+ * against a float64 CPU reference, with outputs poisoned first; templated
+ * kernels through name expressions; descriptors on strided views; every
+ * scalar dtype; bad input. Each Test runs in its own process and pays for
+ * CUDA set-up, so related checks share a Test.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/core.h"
+
+static void *dev_alloc(jitk_engine *e, size_t bytes) {
+  void *p = NULL;
+  JT_OK(e, jitk_device_alloc(e, bytes, NULL, &p));
+  return p;
+}
+
+static void to_dev(jitk_engine *e, void *dst, const void *src, size_t bytes) {
+  JT_OK(e, jitk_memcpy(e, dst, src, bytes, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+}
+
+static void to_host(jitk_engine *e, void *dst, const void *src, size_t bytes) {
+  JT_OK(e, jitk_memcpy(e, dst, src, bytes, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+}
+
+/* 0xFF bytes are NaN in every float type and -1 in every integer one, so an
+ * element the kernel failed to write cannot pass a check. */
+static void poison(jitk_engine *e, void *p, size_t bytes) {
+  JT_OK(e, jitk_memset(e, p, 0xFF, bytes, NULL));
+}
+
+static const char *saxpy_src =
+    "extern \"C\" __global__ void saxpy(float a, const float *x, const float *y,\n"
+    "                                   float *out, long long n) {\n"
+    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (long long)gridDim.x * blockDim.x)\n"
+    "    out[i] = a * x[i] + y[i];\n"
+    "}\n";
+
+static void check_saxpy(const float *out, float a, const float *x, const float *y, long long n,
+                        const char *what) {
+  for (long long i = 0; i < n; i++) {
+    double ref = (double)a * x[i] + y[i];
+    double tol = 4e-7 * (fabs((double)a * x[i]) + fabs(y[i])) + 1e-30;
+    cr_assert(fabs(out[i] - ref) <= tol, "%s: element %lld is %.9g, reference %.9g", what, i,
+              (double)out[i], ref);
+  }
+}
+
+Test(raw, saxpy_random_data) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_device_info info;
+  JT_OK(e, jitk_engine_device_info(e, &info));
+  const char *arch;
+  JT_OK(e, jitk_engine_arch(e, &arch));
+  cr_log_info("device %s, cc %d.%d, %d SMs, target %s", info.name, info.cc_major,
+              info.cc_minor, info.multiprocessors, arch);
+
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, saxpy_src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "saxpy", &k));
+  jitk_kernel *again = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "saxpy", &again));
+  cr_assert_eq(k, again, "one handle per kernel");
+
+  const long long n = (1 << 20) + 17;
+  uint64_t seed = 0x5eed0001;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *out = malloc(n * sizeof *out);
+  for (long long i = 0; i < n; i++) {
+    x[i] = (float)jt_uniform(&seed) * 100.0f;
+    y[i] = (float)jt_uniform(&seed);
+  }
+  float *dx = dev_alloc(e, n * 4), *dy = dev_alloc(e, n * 4), *dout = dev_alloc(e, n * 4);
+  to_dev(e, dx, x, n * 4);
+  to_dev(e, dy, y, n * 4);
+  float a = -1.75f;
+  int block = 0, min_grid = 0;
+  JT_OK(e, jitk_kernel_suggest_block_size(k, 0, &block, &min_grid));
+  cr_assert(block >= 32 && block <= 1024 && block % 32 == 0, "block %d", block);
+  jitk_dim3 grid = {(unsigned)min_grid, 1, 1}, blk = {(unsigned)block, 1, 1};
+
+  /* Plain pointers. */
+  poison(e, dout, n * 4);
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
+                     jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
+  JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, args, 5));
+  to_host(e, out, dout, n * 4);
+  check_saxpy(out, a, x, y, n, "pointers");
+
+  /* The same through DLTensors, with a byte_offset on x and y: element i
+   * of the views is element i + 5 of the buffers. */
+  long long m5 = n - 5;
+  int64_t shape[1] = {m5};
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, shape, NULL);
+  DLTensor ty = jt_tensor(dy, JITK_FLOAT32, 1, shape, NULL);
+  DLTensor to = jt_tensor(dout, JITK_FLOAT32, 1, shape, NULL);
+  tx.byte_offset = ty.byte_offset = 5 * sizeof(float);
+  poison(e, dout, n * 4);
+  JT_OK(e, jitk_kernel_set_signature(k, "float32 a, float32* x, float32* y, float32* out, int64 n"));
+  jitk_arg targs[] = {jitk_arg_f32(a), jitk_arg_tensor_ptr(&tx), jitk_arg_tensor_ptr(&ty),
+                      jitk_arg_tensor_ptr(&to), jitk_arg_i64(m5)};
+  JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, targs, 5));
+  to_host(e, out, dout, n * 4);
+  check_saxpy(out, a, x + 5, y + 5, m5, "tensors with byte_offset");
+
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  JT_OK(e, jitk_device_free(e, dout, NULL));
+  free(x);
+  free(y);
+  free(out);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(raw, templates_through_name_expressions) {
+  jitk_engine *e = jt_gpu_engine();
+  const char *src =
+      "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+      "template <typename T> __global__ void scale(T *x, T a, int n) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) x[i] = x[i] * a;\n"
+      "}\n";
+  const char *names[] = {"scale<float>", "scale<double>", "scale<int>", "scale<__half>",
+                         "scale<__nv_bfloat16>"};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.name_expressions = names;
+  o.num_name_expressions = 5;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  const int n = 100003;
+  uint64_t seed = 0x5eed0002;
+  double *h = malloc(n * sizeof *h);
+  void *host = malloc(n * 8), *back = malloc(n * 8);
+  void *dev = dev_alloc(e, n * 8);
+  jitk_dim3 grid = {(n + 255) / 256, 1, 1}, blk = {256, 1, 1};
+  for (int t = 0; t < 5; t++) {
+    jitk_kernel *k = NULL;
+    JT_OK(e, jitk_module_get_kernel(m, names[t], &k));
+    for (int i = 0; i < n; i++) h[i] = jt_uniform(&seed) * 8.0;
+    size_t es = t == 1 ? 8 : t >= 3 ? 2 : 4;
+    jitk_arg a;
+    for (int i = 0; i < n; i++) {
+      switch (t) {
+        case 0: ((float *)host)[i] = (float)h[i]; break;
+        case 1: ((double *)host)[i] = h[i]; break;
+        case 2: ((int *)host)[i] = (int)(h[i] * 1000); break;
+        case 3: ((uint16_t *)host)[i] = jitk_float_to_half((float)h[i]); break;
+        case 4: ((uint16_t *)host)[i] = jitk_float_to_bfloat16((float)h[i]); break;
+      }
+    }
+    switch (t) {
+      case 0: a = jitk_arg_f32(1.5f); break;
+      case 1: a = jitk_arg_f64(-0.3); break;
+      case 2: a = jitk_arg_i32(-3); break;
+      case 3: a = jitk_arg_f16_bits(jitk_float_to_half(0.75f)); break;
+      default: a = jitk_arg_bf16_bits(jitk_float_to_bfloat16(-1.25f)); break;
+    }
+    to_dev(e, dev, host, n * es);
+    jitk_arg args[] = {jitk_arg_ptr(dev, JITK_DTYPE_NONE), a, jitk_arg_i32(n)};
+    JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, args, 3));
+    to_host(e, back, dev, n * es);
+    for (int i = 0; i < n; i++) {
+      switch (t) {
+        case 0: {
+          double ref = (double)((float *)host)[i] * 1.5;
+          cr_assert(fabs(((float *)back)[i] - ref) <= 1e-7 * fabs(ref) + 1e-30, "float %d", i);
+          break;
+        }
+        case 1:
+          cr_assert_eq(((double *)back)[i], ((double *)host)[i] * -0.3, "double %d", i);
+          break;
+        case 2: cr_assert_eq(((int *)back)[i], ((int *)host)[i] * -3, "int %d", i); break;
+        case 3: {
+          /* A half product is exact in float, so rounding it once to half
+           * is what the device must produce. */
+          float p = jitk_half_to_float(((uint16_t *)host)[i]) * 0.75f;
+          cr_assert_eq(((uint16_t *)back)[i], jitk_float_to_half(p), "half %d", i);
+          break;
+        }
+        default: {
+          float p = jitk_bfloat16_to_float(((uint16_t *)host)[i]) * -1.25f;
+          cr_assert_eq(((uint16_t *)back)[i], jitk_float_to_bfloat16(p), "bfloat16 %d", i);
+          break;
+        }
+      }
+    }
+  }
+  JT_OK(e, jitk_device_free(e, dev, NULL));
+  free(h);
+  free(host);
+  free(back);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+/* Copies any 2-D view into a contiguous output in C order. */
+static const char *copy2d_src =
+    "#include <jitk/array.cuh>\n"
+    "extern \"C\" __global__ void copy2d(jitk::array<float, 2> src, jitk::array<float, 2> dst) {\n"
+    "  long long n = src.size();\n"
+    "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (long long)gridDim.x * blockDim.x)\n"
+    "    dst(i / dst.shape[1], i % dst.shape[1]) = src.flat(i);\n"
+    "}\n"
+    "extern \"C\" __global__ void sum3(jitk::array<const double, 3> a, double *out) {\n"
+    "  double s = 0;\n"
+    "  for (long long i = 0; i < a.shape[0]; i++)\n"
+    "    for (long long j = 0; j < a.shape[1]; j++)\n"
+    "      for (long long k = 0; k < a.shape[2]; k++) s += a(i, j, k);\n"
+    "  *out = s;\n"
+    "}\n";
+
+Test(raw, descriptors_on_strided_views) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, copy2d_src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "copy2d", &k));
+  JT_OK(e, jitk_kernel_set_signature(k, "float32[2] src, float32[2] dst"));
+  enum { R = 37, C = 53 };
+  uint64_t seed = 0x5eed0003;
+  float host[R * C], out[R * C];
+  for (int i = 0; i < R * C; i++) host[i] = (float)jt_uniform(&seed);
+  float *dsrc = dev_alloc(e, sizeof host), *ddst = dev_alloc(e, sizeof out);
+  to_dev(e, dsrc, host, sizeof host);
+
+  struct view {
+    const char *name;
+    int64_t shape[2], strides[2];
+    uint64_t offset; /* elements */
+  } views[] = {
+      {"contiguous", {R, C}, {C, 1}, 0},
+      {"transposed", {C, R}, {1, C}, 0},
+      {"rows reversed", {R, C}, {-C, 1}, (uint64_t)(R - 1) * C},
+      {"both reversed", {R, C}, {-C, -1}, (uint64_t)R * C - 1},
+      {"every other column", {R, (C + 1) / 2}, {C, 2}, 0},
+      {"row broadcast", {R, C}, {0, 1}, 5 * C},
+      {"interior block", {10, 20}, {C, 1}, 3 * C + 7},
+  };
+  for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+    struct view *w = &views[v];
+    DLTensor src = jt_tensor(dsrc, JITK_FLOAT32, 2, w->shape, w->strides);
+    src.byte_offset = w->offset * sizeof(float);
+    int64_t dshape[2] = {w->shape[0], w->shape[1]};
+    DLTensor dst = jt_tensor(ddst, JITK_FLOAT32, 2, dshape, NULL);
+    poison(e, ddst, sizeof out);
+    jitk_arg args[] = {jitk_arg_array(&src), jitk_arg_array(&dst)};
+    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){8, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, args, 2));
+    to_host(e, out, ddst, sizeof out);
+    for (int64_t i = 0; i < w->shape[0]; i++)
+      for (int64_t j = 0; j < w->shape[1]; j++) {
+        float want = host[w->offset + i * w->strides[0] + j * w->strides[1]];
+        float got = out[i * w->shape[1] + j];
+        cr_assert_eq(got, want, "%s view: (%lld, %lld) is %g, expected %g", w->name,
+                     (long long)i, (long long)j, got, want);
+      }
+  }
+
+  /* Rank 3 and float64, against a float64 sum on the host. */
+  jitk_kernel *s3 = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "sum3", &s3));
+  double d[4 * 5 * 6], total = 0, got = 0;
+  for (int i = 0; i < 120; i++) d[i] = jt_uniform(&seed);
+  /* A permuted view: shape (6, 4, 5) of a (4, 5, 6) array. */
+  int64_t shape3[3] = {6, 4, 5}, strides3[3] = {1, 30, 6};
+  for (int i = 0; i < 120; i++) total += d[i];
+  double *dd = dev_alloc(e, sizeof d), *dsum = dev_alloc(e, sizeof(double));
+  to_dev(e, dd, d, sizeof d);
+  DLTensor t3 = jt_tensor(dd, JITK_FLOAT64, 3, shape3, strides3);
+  jitk_arg a3[] = {jitk_arg_array(&t3), jitk_arg_ptr(dsum, JITK_FLOAT64)};
+  poison(e, dsum, sizeof(double));
+  JT_OK(e, jitk_kernel_launch(s3, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, a3, 2));
+  to_host(e, &got, dsum, sizeof got);
+  cr_assert(fabs(got - total) < 1e-12, "sum3 %.17g, expected %.17g", got, total);
+
+  /* A descriptor whose rank differs from the kernel's is refused. */
+  int64_t s1[1] = {R * C};
+  DLTensor flat = jt_tensor(dsrc, JITK_FLOAT32, 1, s1, NULL);
+  jitk_arg bad[] = {jitk_arg_array(&flat), jitk_arg_array(&flat)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float32[1] array descriptor (24 bytes)",
+           jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){32, 1, 1}, 0, NULL, bad, 2));
+
+  JT_OK(e, jitk_device_free(e, dsrc, NULL));
+  JT_OK(e, jitk_device_free(e, ddst, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  JT_OK(e, jitk_device_free(e, dsum, NULL));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(raw, scalars_of_every_dtype) {
+  jitk_engine *e = jt_gpu_engine();
+  char src[8192];
+  size_t len = (size_t)snprintf(src, sizeof src,
+                                "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                                "#include <jitk/complex.cuh>\n");
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
+    len += (size_t)snprintf(src + len, sizeof src - len,
+                            "extern \"C\" __global__ void put_%s(%s v, %s *out) { *out = v; }\n",
+                            info.name, info.ctype, info.ctype);
+  }
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, NULL, &m));
+  jitk_arg values[JITK_DTYPE_COUNT];
+  values[JITK_BOOL] = jitk_arg_bool(1);
+  values[JITK_INT8] = jitk_arg_i8(-7);
+  values[JITK_INT16] = jitk_arg_i16(-300);
+  values[JITK_INT32] = jitk_arg_i32(-70000);
+  values[JITK_INT64] = jitk_arg_i64(-5000000000000LL);
+  values[JITK_UINT8] = jitk_arg_u8(200);
+  values[JITK_UINT16] = jitk_arg_u16(60000);
+  values[JITK_UINT32] = jitk_arg_u32(4000000000u);
+  values[JITK_UINT64] = jitk_arg_u64(18000000000000000000ull);
+  values[JITK_FLOAT16] = jitk_arg_f16_bits(jitk_float_to_half(1.5f));
+  values[JITK_BFLOAT16] = jitk_arg_bf16_bits(jitk_float_to_bfloat16(-2.25f));
+  values[JITK_FLOAT32] = jitk_arg_f32(3.25f);
+  values[JITK_FLOAT64] = jitk_arg_f64(-1e300);
+  values[JITK_COMPLEX64] = jitk_arg_c64(1.5f, -2.5f);
+  values[JITK_COMPLEX128] = jitk_arg_c128(1e-300, 2e300);
+  void *dout = dev_alloc(e, 16);
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
+    char name[64];
+    snprintf(name, sizeof name, "put_%s", info.name);
+    jitk_kernel *k = NULL;
+    JT_OK(e, jitk_module_get_kernel(m, name, &k));
+    char sig[64];
+    snprintf(sig, sizeof sig, "%s v, %s* out", info.name, info.name);
+    JT_OK(e, jitk_kernel_set_signature(k, sig));
+    poison(e, dout, 16);
+    jitk_arg args[] = {values[d], jitk_arg_ptr(dout, (jitk_dtype)d)};
+    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, args, 2));
+    unsigned char got[16];
+    to_host(e, got, dout, 16);
+    cr_assert(memcmp(got, &values[d].value, info.size) == 0, "%s came back changed", info.name);
+  }
+  JT_OK(e, jitk_device_free(e, dout, NULL));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(raw, bad_input_errors) {
+  jitk_engine *e = jt_gpu_engine();
+  const char *src =
+      "extern \"C\" __global__ void k(float a, float *x, int n) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) x[i] = a;\n"
+      "}\n"
+      "extern \"C\" __global__ void __launch_bounds__(128) small(float *x) { x[threadIdx.x] = 1; }\n"
+      "extern \"C\" __global__ void dyn(float *x) {\n"
+      "  extern __shared__ float s[];\n"
+      "  s[threadIdx.x * 200] = threadIdx.x;\n"
+      "  __syncthreads();\n"
+      "  x[threadIdx.x] = s[(blockDim.x - 1 - threadIdx.x) * 200];\n"
+      "}\n";
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "no kernel \"nope\"", jitk_module_get_kernel(m, "nope", &k));
+  cr_assert(strstr(jitk_errmsg(e), "small") != NULL, "the message lists the kernels: %s", jitk_errmsg(e));
+  JT_OK(e, jitk_module_get_kernel(m, "k", &k));
+  float *dx = dev_alloc(e, 1024 * sizeof(float));
+  jitk_dim3 one = {1, 1, 1}, b32 = {32, 1, 1};
+
+  jitk_arg two[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_FLOAT32)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 3 arguments; 2 given", jitk_kernel_launch(k, one, b32, 0, NULL, two, 2));
+  jitk_arg wide[] = {jitk_arg_f64(1), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float64 scalar (8 bytes)", jitk_kernel_launch(k, one, b32, 0, NULL, wide, 3));
+  cr_assert(strstr(jitk_errmsg(e), "is 4 bytes") != NULL, "%s", jitk_errmsg(e));
+  int64_t shape[1] = {1024};
+  DLTensor t = jt_tensor(dx, JITK_FLOAT32, 1, shape, NULL);
+  jitk_arg desc[] = {jitk_arg_f32(1), jitk_arg_array(&t), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "array descriptor", jitk_kernel_launch(k, one, b32, 0, NULL, desc, 3));
+
+  /* With a signature, a same-size wrong dtype is caught too. */
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "lists 2 parameters", jitk_kernel_set_signature(k, "float32, float32*"));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float64", jitk_kernel_set_signature(k, "float64 a, float32* x, int32 n"));
+  JT_OK(e, jitk_kernel_set_signature(k, "float32 a, float32* x, int32 n"));
+  jitk_arg swapped[] = {jitk_arg_i32(1), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "signature says float32", jitk_kernel_launch(k, one, b32, 0, NULL, swapped, 3));
+  jitk_arg wrongptr[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_INT32), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "int32 pointer", jitk_kernel_launch(k, one, b32, 0, NULL, wrongptr, 3));
+  jitk_arg good[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(32)};
+
+  /* Grid, block and shared memory out of range. */
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "no zero dimension",
+           jitk_kernel_launch(k, (jitk_dim3){0, 1, 1}, b32, 0, NULL, good, 3));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "grid dimension y is 70000",
+           jitk_kernel_launch(k, (jitk_dim3){1, 70000, 1}, b32, 0, NULL, good, 3));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "block of 2048 threads",
+           jitk_kernel_launch(k, one, (jitk_dim3){2048, 1, 1}, 0, NULL, good, 3));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "block dimension z is 65",
+           jitk_kernel_launch(k, one, (jitk_dim3){1, 1, 65}, 0, NULL, good, 3));
+  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "65536 bytes of dynamic shared memory",
+           jitk_kernel_launch(k, one, b32, 65536, NULL, good, 3));
+
+  jitk_kernel *small = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "small", &small));
+  jitk_kernel_attributes attrs;
+  JT_OK(e, jitk_kernel_get_attributes(small, &attrs));
+  cr_assert_eq(attrs.max_threads_per_block, 128);
+  jitk_arg sx[] = {jitk_arg_ptr(dx, JITK_FLOAT32)};
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "at most 128",
+           jitk_kernel_launch(small, one, (jitk_dim3){256, 1, 1}, 0, NULL, sx, 1));
+  JT_OK(e, jitk_kernel_launch(small, one, (jitk_dim3){128, 1, 1}, 0, NULL, sx, 1));
+
+  /* Dynamic shared memory past 48 KiB after raising the limit. */
+  jitk_kernel *dyn = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "dyn", &dyn));
+  jitk_device_info info;
+  JT_OK(e, jitk_engine_device_info(e, &info));
+  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "exceed the device's",
+           jitk_kernel_set_max_dynamic_shared(dyn, info.shared_per_block_optin + 1));
+  size_t bytes = 128 * 200 * sizeof(float); /* 100 KiB */
+  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "jitk_kernel_set_max_dynamic_shared",
+           jitk_kernel_launch(dyn, one, (jitk_dim3){128, 1, 1}, bytes, NULL, sx, 1));
+  JT_OK(e, jitk_kernel_set_max_dynamic_shared(dyn, bytes));
+  poison(e, dx, 1024 * sizeof(float));
+  JT_OK(e, jitk_kernel_launch(dyn, one, (jitk_dim3){128, 1, 1}, bytes, NULL, sx, 1));
+  float back[128];
+  to_host(e, back, dx, sizeof back);
+  for (int i = 0; i < 128; i++) cr_assert_eq(back[i], (float)(127 - i), "dyn %d", i);
+
+  /* Arrays that are not on this device. */
+  DLTensor host_t = jt_tensor(back, JITK_FLOAT32, 1, shape, NULL);
+  host_t.device.device_type = kDLCPU;
+  jitk_arg hp[] = {jitk_arg_f32(1), jitk_arg_tensor_ptr(&host_t), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "kDLCPU", jitk_kernel_launch(k, one, b32, 0, NULL, hp, 3));
+  DLTensor other = jt_tensor(dx, JITK_FLOAT32, 1, shape, NULL);
+  other.device.device_id = 3;
+  jitk_arg op[] = {jitk_arg_f32(1), jitk_arg_array(&other), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "device 3", jitk_kernel_launch(k, one, b32, 0, NULL, op, 3));
+
+  /* Images for the wrong arch, and truncated. */
+  jitk_engine *ce = jt_compile_engine("sm_80");
+  jitk_module *cm = NULL;
+  JT_OK(ce, jitk_module_create(ce, src, NULL, &cm));
+  const void *img;
+  size_t size;
+  JT_OK(ce, jitk_module_image(cm, &img, &size, NULL));
+  jitk_module *wrong = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "sm_80, which cannot run on device 0",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, img, size, &wrong));
+  jitk_module_destroy(cm);
+  jitk_engine_destroy(ce);
+  const void *own;
+  JT_OK(e, jitk_module_image(m, &own, &size, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "truncated",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, own, size - 100, &wrong));
+
+  /* No such device, no driver. */
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = 64;
+  jitk_engine *none = NULL;
+  JT_FAILS(NULL, JITK_ERR_NO_DEVICE, "no CUDA device 64", jitk_engine_create(&cfg, &none));
+  cfg.device = JITK_DEVICE_DEFAULT;
+  cfg.driver_library = "/nonexistent/libcuda.so.1";
+  JT_FAILS(NULL, JITK_ERR_NO_DRIVER, "could not load", jitk_engine_create(&cfg, &none));
+  cfg.driver_library = NULL;
+  cfg.arch = "sm_80";
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "cannot run on device", jitk_engine_create(&cfg, &none));
+
+  /* After all that, the engine still works. */
+  poison(e, dx, 1024 * sizeof(float));
+  jitk_arg fine[] = {jitk_arg_f32(2.5f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(1000)};
+  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){4, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, fine, 3));
+  float res[1024];
+  to_host(e, res, dx, sizeof res);
+  for (int i = 0; i < 1000; i++) cr_assert_eq(res[i], 2.5f, "element %d", i);
+  for (int i = 1000; i < 1024; i++) cr_assert(isnan(res[i]), "element %d must stay poisoned", i);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(raw, attributes_ptx_and_files) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, saxpy_src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "saxpy", &k));
+  jitk_kernel_attributes a;
+  JT_OK(e, jitk_kernel_get_attributes(k, &a));
+  jitk_device_info info;
+  JT_OK(e, jitk_engine_device_info(e, &info));
+  cr_assert(a.registers > 0);
+  cr_assert_eq(a.binary_version, info.cc_major * 10 + info.cc_minor);
+  cr_assert_eq(a.num_params, 5);
+  cr_assert_eq(a.max_threads_per_block, 1024);
+  cr_assert_eq(a.static_shared_bytes, 0);
+  int blocks = 0;
+  JT_OK(e, jitk_kernel_active_blocks(k, 256, 0, &blocks));
+  cr_assert(blocks >= 1, "%d blocks of 256 per SM", blocks);
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "outside 1..1024", jitk_kernel_active_blocks(k, 4096, 0, &blocks));
+
+  /* PTX from a compile-only engine, compiled by the driver here. */
+  char arch[32];
+  snprintf(arch, sizeof arch, "compute_%d%d", info.cc_major, info.cc_minor);
+  jitk_engine *ce = jt_compile_engine(arch);
+  jitk_module *pm = NULL;
+  JT_OK(ce, jitk_module_create(ce, saxpy_src, NULL, &pm));
+  const void *ptx;
+  size_t ptx_size;
+  jitk_image_kind kind;
+  JT_OK(ce, jitk_module_image(pm, &ptx, &ptx_size, &kind));
+  cr_assert_eq(kind, JITK_IMAGE_PTX);
+  jitk_module *loaded = NULL;
+  JT_OK(e, jitk_module_create_from_image(e, JITK_IMAGE_PTX, ptx, ptx_size, &loaded));
+  jitk_module_destroy(pm);
+  jitk_engine_destroy(ce);
+
+  /* The cubin through a file. */
+  const void *cubin;
+  size_t cubin_size;
+  JT_OK(e, jitk_module_image(m, &cubin, &cubin_size, NULL));
+  char path[] = "/tmp/jitk-gpu-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, cubin, cubin_size), (ssize_t)cubin_size);
+  close(fd);
+  jitk_module *from_file = NULL;
+  JT_OK(e, jitk_module_create_from_file(e, path, &from_file));
+  unlink(path);
+
+  const int n = 4099;
+  float x[4099], y[4099], out[4099];
+  uint64_t seed = 0x5eed0004;
+  for (int i = 0; i < n; i++) {
+    x[i] = (float)jt_uniform(&seed);
+    y[i] = (float)jt_uniform(&seed);
+  }
+  float *dx = dev_alloc(e, sizeof x), *dy = dev_alloc(e, sizeof y), *dout = dev_alloc(e, sizeof out);
+  to_dev(e, dx, x, sizeof x);
+  to_dev(e, dy, y, sizeof y);
+  jitk_module *mods[] = {loaded, from_file};
+  for (int i = 0; i < 2; i++) {
+    jitk_kernel *kk = NULL;
+    JT_OK(e, jitk_module_get_kernel(mods[i], "saxpy", &kk));
+    poison(e, dout, sizeof out);
+    jitk_arg args[] = {jitk_arg_f32(0.5f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
+                       jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
+    JT_OK(e, jitk_kernel_launch(kk, (jitk_dim3){4, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
+    to_host(e, out, dout, sizeof out);
+    check_saxpy(out, 0.5f, x, y, n, i == 0 ? "PTX module" : "cubin file");
+  }
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  JT_OK(e, jitk_device_free(e, dout, NULL));
+  jitk_module_destroy(loaded);
+  jitk_module_destroy(from_file);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+typedef struct worker {
+  jitk_engine *e;
+  jitk_kernel *k;
+  int id;
+  int ok;
+} worker;
+
+/* Each thread launches on its own stream and buffers, many times. */
+static void *work(void *p) {
+  worker *w = p;
+  jitk_engine *e = w->e;
+  CUstream s;
+  CUcontext ctx = e->context;
+  e->drv.cuCtxSetCurrent(ctx);
+  if (e->drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
+  const long long n = 65536;
+  float *x = malloc(n * 4), *y = malloc(n * 4), *out = malloc(n * 4);
+  uint64_t seed = 0x7000 + (uint64_t)w->id;
+  for (long long i = 0; i < n; i++) {
+    x[i] = (float)jt_uniform(&seed);
+    y[i] = (float)jt_uniform(&seed);
+  }
+  void *dx, *dy, *dout;
+  jitk_stream st = (jitk_stream)s;
+  int ok = jitk_device_alloc(e, n * 4, st, &dx) == JITK_OK &&
+           jitk_device_alloc(e, n * 4, st, &dy) == JITK_OK &&
+           jitk_device_alloc(e, n * 4, st, &dout) == JITK_OK &&
+           jitk_memcpy(e, dx, x, n * 4, st) == JITK_OK && jitk_memcpy(e, dy, y, n * 4, st) == JITK_OK;
+  float a = (float)w->id + 0.5f;
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
+                     jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
+  for (int r = 0; ok && r < 200; r++)
+    ok = jitk_kernel_launch(w->k, (jitk_dim3){64, 1, 1}, (jitk_dim3){256, 1, 1}, 0, st, args, 5) == JITK_OK;
+  ok = ok && jitk_memcpy(e, out, dout, n * 4, st) == JITK_OK && jitk_stream_synchronize(e, st) == JITK_OK;
+  for (long long i = 0; ok && i < n; i++) {
+    double ref = (double)a * x[i] + y[i];
+    if (fabs(out[i] - ref) > 1e-6 * (fabs(ref) + 1)) ok = 0;
+  }
+  jitk_device_free(e, dx, st);
+  jitk_device_free(e, dy, st);
+  jitk_device_free(e, dout, st);
+  jitk_stream_synchronize(e, st);
+  e->drv.cuStreamDestroy(s);
+  free(x);
+  free(y);
+  free(out);
+  w->ok = ok;
+  return NULL;
+}
+
+Test(raw, threads_share_an_engine) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, saxpy_src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "saxpy", &k));
+  worker w[8];
+  pthread_t th[8];
+  for (int i = 0; i < 8; i++) {
+    w[i] = (worker){e, k, i, 0};
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 8; i++) cr_assert(w[i].ok, "thread %d got wrong results or an error", i);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}

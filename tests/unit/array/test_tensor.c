@@ -1,0 +1,63 @@
+/* DLTensor checks: device type, dtype, byte_offset and NULL strides. */
+#include "array/array.h"
+#include "common.h"
+
+static float fake_storage[64];
+
+Test(tensor, c_contiguous_when_strides_null) {
+  int64_t shape[3] = {2, 3, 4};
+  DLTensor t = jt_tensor(fake_storage, JITK_FLOAT32, 3, shape, NULL);
+  jk_view v;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.ndim, 3);
+  cr_assert_eq(v.size, 24);
+  cr_assert_eq(v.strides[0], 12);
+  cr_assert_eq(v.strides[1], 4);
+  cr_assert_eq(v.strides[2], 1);
+  cr_assert_eq(v.dtype, JITK_FLOAT32);
+  cr_assert_eq(v.data, (char *)fake_storage);
+}
+
+Test(tensor, byte_offset_and_explicit_strides) {
+  int64_t shape[2] = {4, 3}, strides[2] = {1, -4};
+  DLTensor t = jt_tensor(fake_storage, JITK_FLOAT64, 2, shape, strides);
+  t.byte_offset = 64;
+  jk_view v;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.data, (char *)fake_storage + 64);
+  cr_assert_eq(v.strides[0], 1);
+  cr_assert_eq(v.strides[1], -4);
+  cr_assert_eq(v.dtype, JITK_FLOAT64);
+}
+
+Test(tensor, zero_dims_and_empty) {
+  DLTensor t = jt_tensor(fake_storage, JITK_INT32, 0, NULL, NULL);
+  jk_view v;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.size, 1);
+  int64_t shape[2] = {0, 5};
+  t = jt_tensor(NULL, JITK_INT32, 2, shape, NULL);
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.size, 0);
+}
+
+Test(tensor, refusals) {
+  int64_t shape[2] = {2, 2};
+  jk_view v;
+  DLTensor t = jt_tensor(fake_storage, JITK_FLOAT32, 2, shape, NULL);
+  t.device.device_type = kDLCPU;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "kDLCPU", jk_view_from_tensor(NULL, &t, "argument 3", &v));
+  cr_assert(strstr(jitk_errmsg(NULL), "argument 3") != NULL);
+  t = jt_tensor(fake_storage, JITK_FLOAT32, 2, shape, NULL);
+  t.dtype.lanes = 2;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "2 lanes", jk_view_from_tensor(NULL, &t, "x", &v));
+  int64_t neg[2] = {2, -1};
+  t = jt_tensor(fake_storage, JITK_FLOAT32, 2, neg, NULL);
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "negative extent", jk_view_from_tensor(NULL, &t, "x", &v));
+  int64_t many[17] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  t = jt_tensor(fake_storage, JITK_FLOAT32, 17, many, NULL);
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "17 dimensions", jk_view_from_tensor(NULL, &t, "x", &v));
+  t = jt_tensor(NULL, JITK_FLOAT32, 2, shape, NULL);
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "data is NULL", jk_view_from_tensor(NULL, &t, "x", &v));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "NULL", jk_view_from_tensor(NULL, NULL, "x", &v));
+}

@@ -1,0 +1,299 @@
+/* NVRTC without a GPU: targets, default options, errors, name expressions,
+ * headers, ptxas's report, and every dtype in kernel code. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "array/array.h"
+#include "common.h"
+#include "core/core.h"
+#include "driver/image.h"
+
+static const char *saxpy =
+    "extern \"C\" __global__ void saxpy(float a, const float *x, float *y, long long n) {\n"
+    "  __shared__ float s[256];\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  s[threadIdx.x] = i < n ? x[i] : 0.0f;\n"
+    "  __syncthreads();\n"
+    "  if (i < n) y[i] = a * s[threadIdx.x] + y[i];\n"
+    "}\n";
+
+static int cubin_sm(jitk_module *m) {
+  const void *img;
+  size_t size;
+  jitk_image_kind kind;
+  JT_OK(NULL, jitk_module_image(m, &img, &size, &kind));
+  cr_assert_eq(kind, JITK_IMAGE_CUBIN);
+  int sm = 0;
+  JT_OK(NULL, jk_cubin_arch(NULL, img, size, &sm));
+  return sm;
+}
+
+Test(nvrtc, cubins_for_sm80_and_sm90) {
+  const char *archs[] = {"sm_80", "sm_90"};
+  int want[] = {80, 90};
+  for (int i = 0; i < 2; i++) {
+    jitk_engine *e = jt_compile_engine(archs[i]);
+    const char *arch;
+    JT_OK(e, jitk_engine_arch(e, &arch));
+    cr_assert_str_eq(arch, archs[i]);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, saxpy, NULL, &m));
+    cr_assert_eq(cubin_sm(m), want[i]);
+    const jitk_kernel_resources *res;
+    size_t n;
+    JT_OK(e, jitk_module_resources(m, &res, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(res[0].name, "saxpy");
+    cr_assert(res[0].registers > 0);
+    cr_assert_eq(res[0].shared_bytes, 1024);
+    cr_assert_eq(res[0].spill_stores, 0);
+    jitk_module_destroy(m);
+    jitk_engine_destroy(e);
+  }
+}
+
+Test(nvrtc, ptx_for_compute_targets) {
+  jitk_engine *e = jt_compile_engine("compute_90");
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, saxpy, NULL, &m));
+  const void *img;
+  size_t size;
+  jitk_image_kind kind;
+  JT_OK(e, jitk_module_image(m, &img, &size, &kind));
+  cr_assert_eq(kind, JITK_IMAGE_PTX);
+  cr_assert(strstr(img, ".target sm_90") != NULL);
+  cr_assert(strstr(img, ".entry saxpy") != NULL);
+  cr_assert_eq(strlen(img), size, "PTX is NUL-terminated text");
+  const jitk_kernel_resources *res;
+  size_t n = 99;
+  JT_OK(e, jitk_module_resources(m, &res, &n));
+  cr_assert_eq(n, 0, "no ptxas report for PTX");
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, default_options) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  char **opts;
+  size_t n;
+  JT_OK(e, jk_nvrtc_final_options(e, NULL, 0, &opts, &n));
+  bool std = false, arch = false, inc = false;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(opts[i], "-std=c++17") == 0) std = true;
+    if (strcmp(opts[i], "--gpu-architecture=sm_90") == 0) arch = true;
+    if (strncmp(opts[i], "-I", 2) == 0) inc = true;
+  }
+  cr_assert(std && arch && inc, "defaults: -std=c++17, the target, -I");
+  jk_options_free(e, opts, n);
+
+  const char *mine[] = {"-std=c++20", "-DN=3"};
+  JT_OK(e, jk_nvrtc_final_options(e, mine, 2, &opts, &n));
+  cr_assert_str_eq(opts[0], "-std=c++20");
+  cr_assert_str_eq(opts[1], "-DN=3");
+  for (size_t i = 2; i < n; i++) cr_assert(strncmp(opts[i], "-std", 4) != 0, "user's -std kept alone");
+  jk_options_free(e, opts, n);
+
+  const char *arch_opt[] = {"-arch=sm_80"};
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_config.arch",
+           jk_nvrtc_final_options(e, arch_opt, 1, &opts, &n));
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, user_options_reach_the_compiler) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *src = "#if N != 3\n#error N must be 3\n#endif\n"
+                    "extern \"C\" __global__ void k(int *p) { *p = N; }\n";
+  jitk_module *m = NULL;
+  JT_FAILS(e, JITK_ERR_COMPILE, "N must be 3", jitk_module_create(e, src, NULL, &m));
+  const char *opt = "-DN=3";
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.options = &opt;
+  o.num_options = 1;
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, compile_error_carries_log_options_and_name) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.program_name = "broken.cu";
+  jitk_module *m = NULL;
+  const char *src = "extern \"C\" __global__ void k(float *p) {\n  p[0] = undefined_thing;\n}\n";
+  JT_FAILS(e, JITK_ERR_COMPILE, "broken.cu(2)", jitk_module_create(e, src, &o, &m));
+  const char *msg = jitk_errmsg(e);
+  cr_assert(strstr(msg, "undefined_thing") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "options:") != NULL && strstr(msg, "-std=c++17") != NULL, "%s", msg);
+  cr_assert(strstr(msg, "failed to compile for sm_90") != NULL, "%s", msg);
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, name_expressions_and_lowered_names) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *src =
+      "template <typename T, int N> __global__ void fill(T *p) { p[threadIdx.x] = T(N); }\n"
+      "namespace ns { __global__ void plain(int *p) { *p = 1; } }\n";
+  const char *names[] = {"fill<float, 3>", "fill<double, 7>", "ns::plain"};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.name_expressions = names;
+  o.num_name_expressions = 3;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  const char *lowered;
+  JT_OK(e, jitk_module_lowered_name(m, "fill<float, 3>", &lowered));
+  cr_assert_str_eq(lowered, "_Z4fillIfLi3EEvPT_");
+  JT_OK(e, jitk_module_lowered_name(m, "fill<double, 7>", &lowered));
+  cr_assert_str_eq(lowered, "_Z4fillIdLi7EEvPT_");
+  JT_OK(e, jitk_module_lowered_name(m, "ns::plain", &lowered));
+  cr_assert_str_eq(lowered, "_ZN2ns5plainEPi");
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "fill<int, 1>", jitk_module_lowered_name(m, "fill<int, 1>", &lowered));
+  const jitk_kernel_resources *res;
+  size_t n;
+  JT_OK(e, jitk_module_resources(m, &res, &n));
+  cr_assert_eq(n, 3);
+  jitk_module_destroy(m);
+
+  /* An expression that names nothing is NVRTC's compile error, naming it. */
+  const char *bad[] = {"missing<int>"};
+  o.name_expressions = bad;
+  o.num_name_expressions = 1;
+  JT_FAILS(e, JITK_ERR_COMPILE, "missing", jitk_module_create(e, src, &o, &m));
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, headers_from_strings_and_embedded) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_header h[] = {{"my/consts.h", "#pragma once\nconstexpr int kScale = 4;\n"}};
+  const char *src =
+      "#include <my/consts.h>\n"
+      "#include <jitk/array.cuh>\n"
+      "#include <jitk/complex.cuh>\n"
+      "extern \"C\" __global__ void k(jitk::array<float, 2> a, jitk::array<jitk::complex<double>, 1> c) {\n"
+      "  a.flat(threadIdx.x) *= kScale;\n"
+      "  a(1, 2) = a.size();\n"
+      "  c(0) = c(0) * jitk::conj(c(1));\n"
+      "}\n";
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.headers = h;
+  o.num_headers = 1;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  jitk_module_destroy(m);
+  jitk_header nulls[] = {{NULL, "x"}};
+  o.headers = nulls;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "header 0", jitk_module_create(e, src, &o, &m));
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, every_dtype_in_kernel_code) {
+  /* One kernel per dtype taking a scalar and a pointer of its C type,
+   * compiled together in one program. */
+  jitk_engine *e = jt_compile_engine("sm_90");
+  char src[8192];
+  size_t n = (size_t)snprintf(src, sizeof src,
+                              "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                              "#include <jitk/complex.cuh>\n");
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
+    n += (size_t)snprintf(src + n, sizeof src - n,
+                          "extern \"C\" __global__ void put_%s(%s v, %s *out) { "
+                          "static_assert(sizeof(%s) == %zu, \"size\"); "
+                          "static_assert(alignof(%s) == %zu, \"align\"); *out = v; }\n",
+                          info.name, info.ctype, info.ctype, info.ctype, info.size,
+                          info.ctype, info.align);
+  }
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, NULL, &m));
+  const jitk_kernel_resources *res;
+  size_t count;
+  JT_OK(e, jitk_module_resources(m, &res, &count));
+  cr_assert_eq(count, JITK_DTYPE_COUNT - 1);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, target_choice) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_target t;
+  JT_OK(e, jk_target_for_device(e, 9, 0, &t));
+  cr_assert_str_eq(t.arch, "sm_90");
+  cr_assert(!t.ptx);
+  /* A device newer than this NVRTC gets PTX for the newest target. */
+  JT_OK(e, jk_target_for_device(e, 19, 9, &t));
+  cr_assert(t.ptx);
+  cr_assert(strncmp(t.arch, "compute_", 8) == 0, "%s", t.arch);
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "older", jk_target_for_device(e, 3, 5, &t));
+  JT_OK(e, jk_target_parse(e, "sm_90a", &t));
+  cr_assert(t.specific && !t.ptx && t.major == 9 && t.minor == 0);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "sm_XY", jk_target_parse(e, "sm_90x", &t));
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, include_dir_discovery) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *dir;
+  JT_OK(e, jitk_engine_cuda_include_dir(e, &dir));
+  cr_assert_not_null(dir, "this machine has the CUDA toolkit");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/cuda_fp16.h", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "%s", path);
+  fclose(f);
+  jitk_engine_destroy(e);
+
+  /* A bogus CUDA_HOME falls through to the other places. */
+  setenv("CUDA_HOME", "/nonexistent/cuda", 1);
+  e = jt_compile_engine("sm_90");
+  JT_OK(e, jitk_engine_cuda_include_dir(e, &dir));
+  cr_assert_not_null(dir);
+  jitk_engine_destroy(e);
+
+  /* An explicit folder wins, even a wrong one (with a warning). */
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.cuda_include_dir = "/tmp";
+  cfg.log_level = JITK_LOG_OFF;
+  JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  JT_OK(e, jitk_engine_cuda_include_dir(e, &dir));
+  cr_assert_str_eq(dir, "/tmp");
+  jitk_module *m = NULL;
+  JT_FAILS(e, JITK_ERR_COMPILE, "cuda_fp16.h",
+           jitk_module_create(e, "#include <cuda_fp16.h>\n", NULL, &m));
+  jitk_engine_destroy(e);
+}
+
+Test(nvrtc, ptxas_report_parsing) {
+  const char *log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
+      "ptxas info    : Function properties for _Z1kPf\n"
+      "ptxas         .     400 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 14 registers, used 1 barriers, 2048 bytes smem, 376 bytes cmem[0]\n"
+      "ptxas info    : Compile time = 3.361 ms\n"
+      "ptxas info    : Compiling entry function 'e' for 'sm_90'\n"
+      "ptxas info    : Used 4 registers, used 0 barriers\n";
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_kernel_resources *r;
+  size_t n;
+  JT_OK(e, jk_ptxas_parse(e, log, &r, &n));
+  cr_assert_eq(n, 2);
+  cr_assert_str_eq(r[0].name, "_Z1kPf");
+  cr_assert_eq(r[0].registers, 14);
+  cr_assert_eq(r[0].stack_bytes, 400);
+  cr_assert_eq(r[0].spill_stores, 8);
+  cr_assert_eq(r[0].spill_loads, 12);
+  cr_assert_eq(r[0].shared_bytes, 2048);
+  cr_assert_eq(r[0].constant_bytes, 376);
+  cr_assert_str_eq(r[1].name, "e");
+  cr_assert_eq(r[1].registers, 4);
+  cr_assert_eq(r[1].shared_bytes, 0);
+  jk_ptxas_free(e, r, n);
+  jitk_engine_destroy(e);
+}

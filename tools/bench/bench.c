@@ -1,0 +1,239 @@
+/*
+ * jitk-bench: the limits every jitk benchmark is reported against, measured
+ * in the same run.
+ *
+ *   jitk-bench limits [--json FILE]
+ *
+ * - device-to-device copy bandwidth of 1 GiB (bytes read plus written over
+ *   the median time of 20 copies, timed with CUDA events after warm-up);
+ * - host time per launch: a bare cuLaunchKernel against jitk_kernel_launch
+ *   of the same kernel, for an empty kernel and for one with four
+ *   arguments, median over 100,000 launches each, rounds interleaved.
+ *
+ * Later benchmarks (elementwise, reduction, matmul) join as subcommands.
+ * The program exits 77 when there is no GPU, which test drivers read as
+ * "skipped".
+ */
+#include <jitk/jitk.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#define EXIT_SKIP 77
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CHECK(call)                                                          \
+  do {                                                                       \
+    jitk_status st_ = (call);                                                \
+    if (st_ != JITK_OK) {                                                    \
+      fprintf(stderr, "jitk-bench: %s failed: %s\n", #call, jitk_errmsg(e)); \
+      exit(1);                                                               \
+    }                                                                        \
+  } while (0)
+
+#define CU(call)                                                             \
+  do {                                                                       \
+    CUresult r_ = (call);                                                    \
+    if (r_ != CUDA_SUCCESS) {                                                \
+      fprintf(stderr, "jitk-bench: %s failed: error %d\n", #call, (int)r_);  \
+      exit(1);                                                               \
+    }                                                                        \
+  } while (0)
+
+static const char *kernels_src =
+    "extern \"C\" __global__ void empty() {}\n"
+    "extern \"C\" __global__ void four(float a, const float *x, float *y, long long n) {\n"
+    "  if (n < 0) y[0] = a * x[0];\n"
+    "}\n"
+    "extern \"C\" __global__ void fill(unsigned *p, unsigned long long n, unsigned seed) {\n"
+    "  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
+    "       i < n; i += (unsigned long long)gridDim.x * blockDim.x) {\n"
+    "    unsigned long long z = i * 0x9E3779B97F4A7C15ull + seed;\n"
+    "    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;\n"
+    "    p[i] = (unsigned)(z ^ (z >> 27));\n"
+    "  }\n"
+    "}\n";
+
+typedef struct result {
+  const char *name;
+  double value;
+  const char *unit;
+  const char *note;
+} result;
+
+static double copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
+  const size_t bytes = (size_t)1 << 30;
+  void *src, *dst;
+  CHECK(jitk_device_alloc(e, bytes, NULL, &src));
+  CHECK(jitk_device_alloc(e, bytes, NULL, &dst));
+  /* Random data, never zeros: some hardware paths compress zeros. */
+  unsigned long long words = bytes / 4;
+  jitk_arg fa[] = {jitk_arg_ptr(src, JITK_UINT32), jitk_arg_u64(words), jitk_arg_u32(12345)};
+  jitk_dim3 grid = {(unsigned)e->info.multiprocessors * 8, 1, 1}, block = {256, 1, 1};
+  CHECK(jitk_kernel_launch(fill, grid, block, 0, NULL, fa, 3));
+  CHECK(jitk_memset(e, dst, 0x5a, bytes, NULL));
+
+  CUevent a, b;
+  CU(e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT));
+  CU(e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT));
+  for (int i = 0; i < 3; i++) CHECK(jitk_memcpy(e, dst, src, bytes, NULL));
+  double t[20];
+  for (int i = 0; i < 20; i++) {
+    CU(e->drv.cuEventRecord(a, NULL));
+    CHECK(jitk_memcpy(e, dst, src, bytes, NULL));
+    CU(e->drv.cuEventRecord(b, NULL));
+    CU(e->drv.cuEventSynchronize(b));
+    float ms = 0;
+    CU(e->drv.cuEventElapsedTime(&ms, a, b));
+    t[i] = ms;
+  }
+  CU(e->drv.cuEventDestroy(a));
+  CU(e->drv.cuEventDestroy(b));
+  CHECK(jitk_device_free(e, src, NULL));
+  CHECK(jitk_device_free(e, dst, NULL));
+  CHECK(jitk_stream_synchronize(e, NULL));
+  double ms = median(t, 20);
+  return 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
+}
+
+/* Host microseconds per launch, median over rounds of 100 launches; the
+ * stream is drained between rounds (untimed) so the launch queue never
+ * fills and the figure stays a host cost. */
+enum { ROUNDS = 1000, PER_ROUND = 100 };
+
+static void launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args,
+                            size_t nargs, void **bare_params, double *bare_us,
+                            double *jitk_us) {
+  jitk_dim3 one = {1, 1, 1};
+  double *tb = malloc(ROUNDS * sizeof *tb), *tj = malloc(ROUNDS * sizeof *tj);
+  if (tb == NULL || tj == NULL) exit(1);
+  for (int w = 0; w < 2000; w++) {
+    CU(e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL));
+    CHECK(jitk_kernel_launch(k, one, one, 0, NULL, args, nargs));
+  }
+  CHECK(jitk_stream_synchronize(e, NULL));
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = now_us();
+    for (int i = 0; i < PER_ROUND; i++)
+      e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL);
+    double t1 = now_us();
+    CHECK(jitk_stream_synchronize(e, NULL));
+    double t2 = now_us();
+    for (int i = 0; i < PER_ROUND; i++) jitk_kernel_launch(k, one, one, 0, NULL, args, nargs);
+    double t3 = now_us();
+    CHECK(jitk_stream_synchronize(e, NULL));
+    tb[r] = (t1 - t0) / PER_ROUND;
+    tj[r] = (t3 - t2) / PER_ROUND;
+  }
+  *bare_us = median(tb, ROUNDS);
+  *jitk_us = median(tj, ROUNDS);
+  free(tb);
+  free(tj);
+}
+
+static int cmd_limits(int argc, char **argv) {
+  const char *json = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      fprintf(stderr, "usage: jitk-bench limits [--json FILE]\n");
+      return 2;
+    }
+  }
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(NULL, &e);
+  if (st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE) {
+    printf("jitk-bench: no CUDA device (%s); nothing measured\n", jitk_errmsg(NULL));
+    return EXIT_SKIP;
+  }
+  if (st != JITK_OK) {
+    fprintf(stderr, "jitk-bench: %s\n", jitk_errmsg(NULL));
+    return 1;
+  }
+  jitk_module *m;
+  CHECK(jitk_module_create(e, kernels_src, NULL, &m));
+  jitk_kernel *empty, *four, *fill;
+  CHECK(jitk_module_get_kernel(m, "empty", &empty));
+  CHECK(jitk_module_get_kernel(m, "four", &four));
+  CHECK(jitk_module_get_kernel(m, "fill", &fill));
+
+  double gbs = copy_bandwidth(e, fill);
+
+  double eb, ej, fb, fj;
+  launch_overhead(e, empty, NULL, 0, NULL, &eb, &ej);
+  void *buf;
+  CHECK(jitk_device_alloc(e, 256, NULL, &buf));
+  float a = 2.0f;
+  long long n = 1;
+  void *x = buf, *y = (char *)buf + 128;
+  void *bare[] = {&a, &x, &y, &n};
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(x, JITK_FLOAT32),
+                     jitk_arg_ptr(y, JITK_FLOAT32), jitk_arg_i64(n)};
+  launch_overhead(e, four, args, 4, bare, &fb, &fj);
+  CHECK(jitk_device_free(e, buf, NULL));
+  CHECK(jitk_stream_synchronize(e, NULL));
+
+  char note_e[64], note_f[64];
+  snprintf(note_e, sizeof note_e, "%.3fx bare", ej / eb);
+  snprintf(note_f, sizeof note_f, "%.3fx bare", fj / fb);
+  result rows[] = {
+      {"device-to-device copy, 1 GiB (read+write)", gbs, "GB/s", ""},
+      {"bare cuLaunchKernel, empty kernel", eb, "us/launch", ""},
+      {"jitk_kernel_launch, empty kernel", ej, "us/launch", note_e},
+      {"bare cuLaunchKernel, 4 arguments", fb, "us/launch", ""},
+      {"jitk_kernel_launch, 4 arguments", fj, "us/launch", note_f},
+  };
+  size_t nrows = sizeof rows / sizeof rows[0];
+  printf("\njitk-bench limits on %s (%d SMs), %s\n", e->info.name, e->info.multiprocessors,
+         e->target.arch);
+  printf("%-44s %12s  %-10s %s\n", "measure", "value", "unit", "");
+  for (size_t i = 0; i < nrows; i++)
+    printf("%-44s %12.3f  %-10s %s\n", rows[i].name, rows[i].value, rows[i].unit,
+           rows[i].note);
+  if (json != NULL) {
+    FILE *f = fopen(json, "w");
+    if (f != NULL) {
+      fprintf(f, "{\"device\": \"%s\", \"results\": [\n", e->info.name);
+      for (size_t i = 0; i < nrows; i++)
+        fprintf(f, "  {\"name\": \"%s\", \"value\": %.4f, \"unit\": \"%s\"}%s\n",
+                rows[i].name, rows[i].value, rows[i].unit, i + 1 < nrows ? "," : "");
+      fprintf(f, "]}\n");
+      fclose(f);
+    }
+  }
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    printf("usage: jitk-bench limits [--json FILE]\n"
+           "  limits   copy bandwidth and launch overhead, the reference figures\n");
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "limits") == 0) return cmd_limits(argc - 2, argv + 2);
+  fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
+  return 2;
+}
