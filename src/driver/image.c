@@ -5,7 +5,9 @@
  * first lets the message say what is wrong and for which architecture the
  * cubin was built.
  */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -130,4 +132,176 @@ jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind,
   }
   *kind_out = kind;
   return JITK_OK;
+}
+
+/* EIATTR_KPARAM_INFO in ptxas's .nv.info.<kernel> sections: a 12-byte
+ * record per parameter (index, ordinal, offset, flags with the size in
+ * bits 18-31). Attributes are 4-byte headers (format, id, and either a
+ * 16-bit value or the length of a payload that follows). */
+#define JK_EIFMT_SVAL 4
+#define JK_EIATTR_KPARAM_INFO 0x17
+
+int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
+                         uint32_t *sizes, int cap) {
+  const unsigned char *p = data;
+  int sm;
+  if (jk_cubin_arch(NULL, data, size, &sm) != JITK_OK) return -2;
+  uint64_t shoff = rd64(p + 40);
+  uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60), shstrndx = rd16(p + 62);
+  if (shstrndx >= shnum) return -2;
+  const unsigned char *strsh = p + shoff + (uint64_t)shstrndx * shentsize;
+  uint64_t stroff = rd64(strsh + 24), strsize = rd64(strsh + 32);
+  size_t symlen = strlen(symbol);
+  for (uint16_t i = 0; i < shnum; i++) {
+    const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
+    uint32_t name = rd32(sh);
+    if (name >= strsize || strsize - name < 10 + symlen) continue;
+    const char *sn = (const char *)p + stroff + name;
+    if (memcmp(sn, ".nv.info.", 9) != 0 || memcmp(sn + 9, symbol, symlen) != 0 ||
+        sn[9 + symlen] != '\0')
+      continue;
+    uint64_t off = rd64(sh + 24), len = rd64(sh + 32);
+    int count = 0;
+    for (uint64_t q = 0; q + 4 <= len;) {
+      const unsigned char *a = p + off + q;
+      uint8_t fmt = a[0], attr = a[1];
+      if (fmt != JK_EIFMT_SVAL) {
+        q += 4;
+        continue;
+      }
+      uint16_t plen = rd16(a + 2);
+      if (q + 4 + plen > len) return -2;
+      if (attr == JK_EIATTR_KPARAM_INFO && plen >= 12) {
+        uint16_t ordinal = rd16(a + 8);
+        uint32_t psize = (rd32(a + 12) >> 18) & 0x3fff;
+        if (ordinal >= cap) return -2;
+        sizes[ordinal] = psize;
+        if (ordinal + 1 > count) count = ordinal + 1;
+      }
+      q += 4 + (uint64_t)plen;
+    }
+    return count;
+  }
+  return -1;
+}
+
+/* The bytes of one PTX parameter type (".u64", ".f32", ".b8"). */
+static uint32_t ptx_type_size(const char *t, size_t n) {
+  if (n < 3 || t[0] != '.') return 0;
+  char k = t[1];
+  if (k != 'u' && k != 's' && k != 'b' && k != 'f') return 0;
+  int bits = atoi(t + 2);
+  return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? (uint32_t)bits / 8 : 0;
+}
+
+int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int cap) {
+  size_t symlen = strlen(symbol);
+  for (const char *e = strstr(ptx, ".entry "); e != NULL; e = strstr(e + 1, ".entry ")) {
+    const char *s = e + 7;
+    while (*s == ' ' || *s == '\t') s++;
+    if (strncmp(s, symbol, symlen) != 0) continue;
+    s += symlen;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+    if (*s != '(') continue;
+    const char *end = strchr(s, ')');
+    if (end == NULL) return -2;
+    int count = 0;
+    /* Each parameter is ".param [.align N] [.ptr ...] .TYPE name[N]?",
+     * separated by commas. */
+    for (const char *q = s + 1; q < end;) {
+      const char *comma = memchr(q, ',', (size_t)(end - q));
+      const char *stop = comma ? comma : end;
+      const char *param = strstr(q, ".param");
+      if (param == NULL || param >= stop) {
+        q = stop + 1;
+        continue;
+      }
+      uint32_t base = 0, mult = 1;
+      for (const char *t = param + 6; t < stop;) {
+        while (t < stop && (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')) t++;
+        const char *w = t;
+        while (t < stop && *t != ' ' && *t != '\t' && *t != '\n' && *t != '\r') t++;
+        if (base == 0) base = ptx_type_size(w, (size_t)(t - w));
+        const char *br = memchr(w, '[', (size_t)(t - w));
+        if (br != NULL) mult = (uint32_t)atoi(br + 1);
+      }
+      if (base == 0 || count >= cap) return -2;
+      sizes[count++] = base * mult;
+      q = stop + 1;
+    }
+    return count;
+  }
+  return -1;
+}
+
+#define JK_STT_FUNC 2
+#define JK_STO_CUDA_ENTRY 0x10
+
+static int cubin_kernels(const unsigned char *p, size_t size, jk_kernel_name_fn fn, void *user) {
+  int sm;
+  if (jk_cubin_arch(NULL, p, size, &sm) != JITK_OK) return -1;
+  uint64_t shoff = rd64(p + 40);
+  uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60);
+  int count = 0;
+  for (uint16_t i = 0; i < shnum; i++) {
+    const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
+    if (rd32(sh + 4) != 2 /* SHT_SYMTAB */) continue;
+    uint32_t link = rd32(sh + 40);
+    if (link >= shnum) return -1;
+    const unsigned char *strsh = p + shoff + (uint64_t)link * shentsize;
+    uint64_t stroff = rd64(strsh + 24), strsize = rd64(strsh + 32);
+    uint64_t off = rd64(sh + 24), len = rd64(sh + 32);
+    /* Kernels are function symbols marked as CUDA entry points; device
+     * functions that were not inlined are functions without the mark. */
+    for (uint64_t s = 0; s + 24 <= len; s += 24) {
+      const unsigned char *sym = p + off + s;
+      uint32_t name = rd32(sym);
+      if ((sym[4] & 0xf) != JK_STT_FUNC || !(sym[5] & JK_STO_CUDA_ENTRY)) continue;
+      if (name >= strsize) return -1;
+      const char *n = (const char *)p + stroff + name;
+      size_t nl = strnlen(n, (size_t)(strsize - name));
+      if (fn) fn(user, n, nl);
+      count++;
+    }
+  }
+  return count;
+}
+
+static int ptx_kernels(const char *ptx, jk_kernel_name_fn fn, void *user) {
+  int count = 0;
+  for (const char *e = strstr(ptx, ".entry "); e != NULL; e = strstr(e + 1, ".entry ")) {
+    const char *s = e + 7;
+    while (*s == ' ' || *s == '\t') s++;
+    const char *t = s;
+    while (*t && *t != '(' && *t != ' ' && *t != '\t' && *t != '\n' && *t != '\r') t++;
+    if (t == s) continue;
+    if (fn) fn(user, s, (size_t)(t - s));
+    count++;
+  }
+  return count;
+}
+
+int jk_image_kernels(jitk_image_kind kind, const void *data, size_t size, jk_kernel_name_fn fn,
+                     void *user) {
+  if (kind == JITK_IMAGE_CUBIN) return cubin_kernels(data, size, fn, user);
+  if (kind == JITK_IMAGE_PTX) return ptx_kernels(data, fn, user);
+  return -1;
+}
+
+typedef struct find_name {
+  const char *name;
+  size_t len;
+  bool found;
+} find_name;
+
+static void match_name(void *user, const char *name, size_t len) {
+  find_name *f = user;
+  if (len == f->len && memcmp(name, f->name, len) == 0) f->found = true;
+}
+
+int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
+                        const char *symbol) {
+  find_name f = {symbol, strlen(symbol), false};
+  if (jk_image_kernels(kind, data, size, match_name, &f) < 0) return -1;
+  return f.found ? 1 : 0;
 }

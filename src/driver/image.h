@@ -1,6 +1,10 @@
 #ifndef JITK_SRC_DRIVER_IMAGE_H
 #define JITK_SRC_DRIVER_IMAGE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include <jitk/jitk.h>
 
 const char *jk_image_kind_name(jitk_image_kind k);
@@ -17,5 +21,30 @@ jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size,
 jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind,
                            const void *data, size_t size,
                            jitk_image_kind *kind_out);
+
+/*
+ * The parameter sizes of kernel `symbol`, read from the image without the
+ * driver: from ptxas's .nv.info.<symbol> section of a cubin, or from the
+ * .entry declaration in PTX. Returns the number of parameters (sizes[i]
+ * filled for each), -1 when the image does not describe the kernel, -2
+ * when it is malformed or has more than `cap` parameters.
+ */
+int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
+                         uint32_t *sizes, int cap);
+int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int cap);
+
+/* Receives one kernel name (not NUL-terminated). */
+typedef void (*jk_kernel_name_fn)(void *user, const char *name, size_t len);
+
+/* Lists the kernels (entry points) an image defines: function symbols
+ * marked as entries in a cubin, .entry directives in PTX. Returns how
+ * many, or -1 when the image cannot tell (fatbins, malformed images). */
+int jk_image_kernels(jitk_image_kind kind, const void *data, size_t size,
+                     jk_kernel_name_fn fn, void *user);
+
+/* 1 when the image defines kernel `symbol`, 0 when it does not, -1 when it
+ * cannot tell. Lets lookups of unknown names fail without a driver error. */
+int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
+                        const char *symbol);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "array/array.h"
+#include "driver/image.h"
 #include "kernels/kernels.h"
 
 /* The most parameters jitk reads per kernel; the driver's parameter space
@@ -18,34 +19,74 @@ static const char *resolve_symbol(const jitk_module *m, const char *name) {
   return name;
 }
 
+typedef struct name_list {
+  const jitk_module *m;
+  jk_buf *b;
+  int n;
+} name_list;
+
+/* Appends one kernel of the module to the message, with the name
+ * expression it came from when there is one. */
+static void list_kernel(void *user, const char *name, size_t len) {
+  name_list *l = user;
+  jk_buf_puts(l->b, l->n++ ? ", " : "; it has ");
+  jk_buf_append(l->b, name, len);
+  for (size_t i = 0; i < l->m->num_names; i++)
+    if (strlen(l->m->lowered[i]) == len && memcmp(l->m->lowered[i], name, len) == 0)
+      jk_buf_printf(l->b, " (%s)", l->m->name_expressions[i]);
+}
+
 static jitk_status not_found(jitk_module *m, const char *name) {
   jitk_engine *e = m->engine;
   jk_buf b;
   jk_buf_init(&b, e);
   jk_buf_printf(&b, "no kernel \"%s\" in module %s", name, m->program_name);
-  if (m->num_resources > 0 || m->num_names > 0) {
-    jk_buf_puts(&b, "; it has:");
-    for (size_t i = 0; i < m->num_names; i++)
-      jk_buf_printf(&b, " %s (%s)%s", m->name_expressions[i], m->lowered[i],
-                    i + 1 < m->num_names || m->num_resources ? "," : "");
-    for (size_t i = 0; i < m->num_resources; i++) {
-      bool named = false;
-      for (size_t j = 0; j < m->num_names; j++)
-        if (strcmp(m->lowered[j], m->resources[i].name) == 0) named = true;
-      if (!named)
-        jk_buf_printf(&b, " %s%s", m->resources[i].name,
-                      i + 1 < m->num_resources ? "," : "");
-    }
-    /* A trailing comma is possible when the last resource was named. */
-    if (b.len > 0 && b.data[b.len - 1] == ',') b.data[--b.len] = '\0';
-  }
-  if (m->num_names == 0)
-    jk_buf_puts(&b, ". A templated or C++ kernel needs its name expression "
-                    "given at creation, or its mangled name");
+  name_list l = {m, &b, 0};
+  jk_image_kernels(m->kind, m->image, m->image_size, list_kernel, &l);
+  if (m->num_names == 0 && strchr(name, '<') != NULL)
+    jk_buf_puts(&b, ". A templated kernel needs its name expression given at creation "
+                    "(jitk_module_options.name_expressions)");
   char *msg = jk_buf_take(&b);
   jitk_status st = jk_fail(e, JITK_ERR_NOT_FOUND, "%s", msg ? msg : "no such kernel");
   jk_free(e, msg);
   return st;
+}
+
+/*
+ * The number and sizes of the kernel's parameters, which every launch
+ * checks its arguments against. Cubins and PTX describe them, so they are
+ * read from the image; the driver is asked only for fatbins, because
+ * cuFuncGetParamInfo can only be probed past the last parameter, and the
+ * CUDA_ERROR_INVALID_VALUE that ends the probe shows up in tools such as
+ * compute-sanitizer as an error in the user's program.
+ */
+static jitk_status read_params(jitk_engine *e, jitk_kernel *k) {
+  const jitk_module *m = k->module;
+  uint32_t *sizes = jk_calloc(e, JK_MAX_PARAMS, sizeof *sizes);
+  if (sizes == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  int n = -1;
+  if (m->kind == JITK_IMAGE_CUBIN)
+    n = jk_cubin_param_sizes(m->image, m->image_size, k->symbol, sizes, JK_MAX_PARAMS);
+  else if (m->kind == JITK_IMAGE_PTX)
+    n = jk_ptx_param_sizes(m->image, k->symbol, sizes, JK_MAX_PARAMS);
+  if (n < 0 && e->drv.cuFuncGetParamInfo != NULL) {
+    size_t off, size;
+    n = 0;
+    while (n < JK_MAX_PARAMS &&
+           e->drv.cuFuncGetParamInfo(k->fn, (size_t)n, &off, &size) == CUDA_SUCCESS)
+      sizes[n++] = (uint32_t)size;
+  }
+  k->num_params = n < 0 ? -1 : n;
+  if (n > 0) {
+    k->param_sizes = jk_realloc(e, sizes, (size_t)n * sizeof *sizes);
+    if (k->param_sizes == NULL) {
+      jk_free(e, sizes);
+      return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+  } else {
+    jk_free(e, sizes);
+  }
+  return JITK_OK;
 }
 
 /* Reads what launches check against; called with the context current. */
@@ -61,26 +102,7 @@ static jitk_status read_kernel_facts(jitk_engine *e, jitk_kernel *k) {
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncGetAttribute");
   k->max_dynamic_shared = (size_t)v;
 
-  k->num_params = -1;
-  if (e->drv.cuFuncGetParamInfo == NULL) return JITK_OK;
-  /* The driver answers CUDA_ERROR_INVALID_VALUE past the last parameter;
-   * count first, then keep the sizes. */
-  int n = 0;
-  size_t off, size;
-  while (n < JK_MAX_PARAMS &&
-         e->drv.cuFuncGetParamInfo(k->fn, (size_t)n, &off, &size) == CUDA_SUCCESS)
-    n++;
-  if (n > 0) {
-    k->param_sizes = jk_calloc(e, (size_t)n, sizeof *k->param_sizes);
-    if (k->param_sizes == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < n; i++) {
-      r = e->drv.cuFuncGetParamInfo(k->fn, (size_t)i, &off, &size);
-      if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncGetParamInfo");
-      k->param_sizes[i] = (uint32_t)size;
-    }
-  }
-  k->num_params = n;
-  return JITK_OK;
+  return read_params(e, k);
 }
 
 jitk_status jitk_module_get_kernel(jitk_module *m, const char *name,
@@ -115,6 +137,12 @@ jitk_status jitk_module_get_kernel(jitk_module *m, const char *name,
   k->symbol = jk_strdup(e, symbol);
   if (k->name == NULL || k->symbol == NULL) {
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    goto fail;
+  }
+  /* Names the image does not define fail here, not in the driver, whose
+   * CUDA_ERROR_NOT_FOUND tools such as compute-sanitizer would report. */
+  if (jk_image_has_kernel(m->kind, m->image, m->image_size, symbol) == 0) {
+    st = not_found(m, name);
     goto fail;
   }
   st = jk_ctx_enter(e, &saved);

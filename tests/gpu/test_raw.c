@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "core/core.h"
+#include "kernels/kernels.h"
 
 static void *dev_alloc(jitk_engine *e, size_t bytes) {
   void *p = NULL;
@@ -400,8 +401,10 @@ Test(raw, bad_input_errors) {
            jitk_kernel_launch(k, (jitk_dim3){0, 1, 1}, b32, 0, NULL, good, 3));
   JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "grid dimension y is 70000",
            jitk_kernel_launch(k, (jitk_dim3){1, 70000, 1}, b32, 0, NULL, good, 3));
-  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "block of 2048 threads",
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "block dimension x is 2048",
            jitk_kernel_launch(k, one, (jitk_dim3){2048, 1, 1}, 0, NULL, good, 3));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "block of 2048 threads",
+           jitk_kernel_launch(k, one, (jitk_dim3){1024, 2, 1}, 0, NULL, good, 3));
   JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "block dimension z is 65",
            jitk_kernel_launch(k, one, (jitk_dim3){1, 1, 65}, 0, NULL, good, 3));
   JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "65536 bytes of dynamic shared memory",
@@ -500,6 +503,12 @@ Test(raw, attributes_ptx_and_files) {
   cr_assert(a.registers > 0);
   cr_assert_eq(a.binary_version, info.cc_major * 10 + info.cc_minor);
   cr_assert_eq(a.num_params, 5);
+  /* The sizes read from the cubin agree with the driver's. */
+  for (int i = 0; i < 5; i++) {
+    size_t off, size;
+    cr_assert_eq(e->drv.cuFuncGetParamInfo(k->fn, (size_t)i, &off, &size), CUDA_SUCCESS);
+    cr_assert_eq(size, k->param_sizes[i], "parameter %d", i);
+  }
   cr_assert_eq(a.max_threads_per_block, 1024);
   cr_assert_eq(a.static_shared_bytes, 0);
   int blocks = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "driver/image.h"
 
 static const char *src = "extern \"C\" __global__ void k(int *p) { *p = 42; }\n";
 
@@ -128,4 +129,79 @@ Test(image, files) {
   unlink(path);
   free(cubin);
   jitk_engine_destroy(e);
+}
+
+static const char *params_src =
+    "struct D { float *p; long long s[4]; };\n"
+    "extern \"C\" __global__ void k(float a, const float *x, D d, long long n, char c, double2 z) {\n"
+    "  if (n < 0) d.p[0] = a + x[0] + c + z.x;\n"
+    "}\n"
+    "extern \"C\" __global__ void none() {}\n";
+
+static void expect_params(int n, const uint32_t *sizes) {
+  static const uint32_t want[] = {4, 8, 40, 8, 1, 16};
+  cr_assert_eq(n, 6);
+  for (int i = 0; i < 6; i++) cr_assert_eq(sizes[i], want[i], "parameter %d: %u bytes", i, sizes[i]);
+}
+
+Test(image, parameter_sizes_from_cubin_and_ptx) {
+  const char *archs[] = {"sm_90", "compute_90"};
+  for (int a = 0; a < 2; a++) {
+    jitk_engine *e = jt_compile_engine(archs[a]);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, params_src, NULL, &m));
+    const void *img;
+    size_t size;
+    JT_OK(e, jitk_module_image(m, &img, &size, NULL));
+    uint32_t sizes[16];
+    int n;
+    if (a == 0) {
+      expect_params(jk_cubin_param_sizes(img, size, "k", sizes, 16), sizes);
+      cr_assert_eq(jk_cubin_param_sizes(img, size, "none", sizes, 16), 0);
+      cr_assert_eq(jk_cubin_param_sizes(img, size, "missing", sizes, 16), -1);
+      cr_assert_eq(jk_cubin_param_sizes(img, size, "k", sizes, 3), -2, "more than cap");
+      n = jk_cubin_param_sizes(img, size / 2, "k", sizes, 16);
+      cr_assert_eq(n, -2, "truncated");
+    } else {
+      expect_params(jk_ptx_param_sizes(img, "k", sizes, 16), sizes);
+      cr_assert_eq(jk_ptx_param_sizes(img, "none", sizes, 16), 0);
+      cr_assert_eq(jk_ptx_param_sizes(img, "missing", sizes, 16), -1);
+    }
+    jitk_module_destroy(m);
+    jitk_engine_destroy(e);
+  }
+}
+
+static void collect(void *user, const char *name, size_t len) {
+  char *out = user;
+  strncat(out, name, len);
+  strcat(out, ";");
+}
+
+Test(image, kernel_names) {
+  const char *src =
+      "__device__ __noinline__ float helper(float x) { return x * x + 1; }\n"
+      "extern \"C\" __global__ void first(float *x) { x[0] = helper(x[1]); }\n"
+      "template <typename T> __global__ void second(T *x) { x[0] = T(1); }\n"
+      "template __global__ void second<int>(int *);\n";
+  const char *archs[] = {"sm_90", "compute_90"};
+  for (int a = 0; a < 2; a++) {
+    jitk_engine *e = jt_compile_engine(archs[a]);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    const void *img;
+    size_t size;
+    jitk_image_kind kind;
+    JT_OK(e, jitk_module_image(m, &img, &size, &kind));
+    char names[256] = "";
+    cr_assert_eq(jk_image_kernels(kind, img, size, collect, names), 2, "%s: %s", archs[a], names);
+    cr_assert(strstr(names, "first;") != NULL, "%s", names);
+    cr_assert(strstr(names, "_Z6secondIiEvPT_;") != NULL, "%s", names);
+    cr_assert(strstr(names, "helper") == NULL, "device functions are not kernels: %s", names);
+    cr_assert_eq(jk_image_has_kernel(kind, img, size, "first"), 1);
+    cr_assert_eq(jk_image_has_kernel(kind, img, size, "firs"), 0);
+    cr_assert_eq(jk_image_has_kernel(JITK_IMAGE_FATBIN, img, size, "first"), -1);
+    jitk_module_destroy(m);
+    jitk_engine_destroy(e);
+  }
 }

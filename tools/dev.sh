@@ -1,0 +1,39 @@
+#!/bin/sh
+# The README's two commands. On a fresh Debian 12 machine with the CUDA
+# toolkit installed:
+#   tools/dev.sh demo   installs the Debian packages jitk needs, builds, runs the demo
+#   tools/dev.sh test   installs them, builds, runs the whole test suite
+# BUILD_DIR (default: build) chooses the build folder.
+set -eu
+cd "$(dirname "$0")/.."
+what=${1:-}
+case "$what" in
+  demo | test) ;;
+  *) echo "usage: tools/dev.sh demo|test" >&2; exit 2 ;;
+esac
+
+PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev"
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "installing:$missing"
+  $SUDO apt-get update -q
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  PATH=/usr/local/cuda/bin:$PATH
+  export PATH
+fi
+BUILD=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -DJITK_WERROR=ON
+cmake --build "$BUILD" -j "$(nproc)"
+if [ "$what" = demo ]; then
+  exec "$BUILD/examples/demo"
+fi
+ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)"

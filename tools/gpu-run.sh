@@ -1,0 +1,60 @@
+#!/bin/bash
+# Runs on the GPU machine, from the bundle tools/gpu-bundle.sh made: the
+# GPU tests, the examples, then the benchmarks, and prints a short table
+# last. Logs go to $OUT (the device tool's output folder) when it is set.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+LOGS=${OUT:-/tmp/jitk-gpu-logs}
+mkdir -p "$LOGS"
+
+# NVRTC from the machine's toolkit; CUDA_HOME lets jitk find its headers.
+for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/local/cuda-13.0 /usr/local/cuda-13; do
+  if [ -n "$d" ] && [ -e "$d/include/cuda_fp16.h" ]; then export CUDA_HOME=$d; break; fi
+done
+NVRTC_DIR=$(dirname "$(ls "${CUDA_HOME:-/usr/local/cuda}"/lib*/libnvrtc.so* 2>/dev/null | head -1)" 2>/dev/null)
+export LD_LIBRARY_PATH="$HERE/lib:${NVRTC_DIR:-/usr/local/cuda/lib64}:${LD_LIBRARY_PATH:-}"
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | tee "$LOGS/nvidia-smi.txt"
+
+declare -a NAMES RESULTS
+step() { # step NAME COMMAND...: runs it, logs it, remembers the outcome
+  local name=$1
+  shift
+  local start end rc
+  start=$(date +%s.%N)
+  "$@" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  local secs
+  secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  local verdict=ok
+  [ $rc -ne 0 ] && verdict="FAILED (exit $rc)"
+  NAMES+=("$name")
+  RESULTS+=("$verdict, ${secs} s")
+  echo "=== $name: $verdict (${secs} s)"
+  tail -n 25 "$LOGS/$name.log"
+}
+
+step doctor "$HERE/bin/jitk" doctor
+step test_gpu_raw "$HERE/bin/test_gpu_raw" --jobs=1 --verbose
+step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
+step demo "$HERE/bin/demo"
+step raw_saxpy "$HERE/bin/raw_saxpy"
+[ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
+if command -v compute-sanitizer >/dev/null; then
+  # Memory errors and failed API calls anywhere in the GPU tests.
+  step memcheck_tests compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$HERE/bin/test_gpu_raw" --jobs=1
+fi
+step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/limits.json"
+if [ -d "$HERE/peers" ]; then
+  for p in "$HERE"/peers/*.py; do
+    step "peer_$(basename "$p" .py)" python3 "$p"
+  done
+fi
+
+echo
+echo "================ jitk on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+for i in "${!NAMES[@]}"; do printf '%-24s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
+echo "---------------- benchmark"
+grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" || true
