@@ -58,3 +58,4 @@ echo "================ jitk on $(nvidia-smi --query-gpu=name --format=csv,nohead
 for i in "${!NAMES[@]}"; do printf '%-24s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
 echo "---------------- benchmark"
 grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" || true
+for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured" "$f"; done

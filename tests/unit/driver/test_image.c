@@ -179,7 +179,7 @@ static void collect(void *user, const char *name, size_t len) {
 }
 
 Test(image, kernel_names) {
-  const char *src =
+  const char *names_src =
       "__device__ __noinline__ float helper(float x) { return x * x + 1; }\n"
       "extern \"C\" __global__ void first(float *x) { x[0] = helper(x[1]); }\n"
       "template <typename T> __global__ void second(T *x) { x[0] = T(1); }\n"
@@ -188,7 +188,7 @@ Test(image, kernel_names) {
   for (int a = 0; a < 2; a++) {
     jitk_engine *e = jt_compile_engine(archs[a]);
     jitk_module *m = NULL;
-    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    JT_OK(e, jitk_module_create(e, names_src, NULL, &m));
     const void *img;
     size_t size;
     jitk_image_kind kind;

@@ -297,3 +297,58 @@ Test(nvrtc, ptxas_report_parsing) {
   jk_ptxas_free(e, r, n);
   jitk_engine_destroy(e);
 }
+
+/* NVRTC's entry points live in a table on the engine, so each failure path
+ * can be forced. */
+static nvrtcResult fail_oom_compile(nvrtcProgram p, int n, const char *const *o) {
+  (void)p, (void)n, (void)o;
+  return NVRTC_ERROR_OUT_OF_MEMORY;
+}
+static nvrtcResult fail_create(nvrtcProgram *p, const char *s, const char *n, int h,
+                               const char *const *hs, const char *const *hn) {
+  (void)p, (void)s, (void)n, (void)h, (void)hs, (void)hn;
+  return NVRTC_ERROR_PROGRAM_CREATION_FAILURE;
+}
+static nvrtcResult fail_cubin(nvrtcProgram p, char *c) {
+  (void)p, (void)c;
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+static nvrtcResult fail_lowered(nvrtcProgram p, const char *e, const char **l) {
+  (void)p, (void)e, (void)l;
+  return NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
+}
+
+Test(nvrtc, forced_failures) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_module *m = NULL;
+  const char *src = "template <int N> __global__ void k(int *p) { *p = N; }\n";
+  const char *names[] = {"k<3>"};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.name_expressions = names;
+  o.num_name_expressions = 1;
+
+  __typeof__(e->nvrtc.nvrtcCompileProgram) compile = e->nvrtc.nvrtcCompileProgram;
+  e->nvrtc.nvrtcCompileProgram = fail_oom_compile;
+  JT_FAILS(e, JITK_ERR_OUT_OF_MEMORY, "NVRTC_ERROR_OUT_OF_MEMORY", jitk_module_create(e, src, &o, &m));
+  e->nvrtc.nvrtcCompileProgram = compile;
+
+  __typeof__(e->nvrtc.nvrtcCreateProgram) create = e->nvrtc.nvrtcCreateProgram;
+  e->nvrtc.nvrtcCreateProgram = fail_create;
+  JT_FAILS(e, JITK_ERR_NVRTC, "nvrtcCreateProgram failed", jitk_module_create(e, src, &o, &m));
+  e->nvrtc.nvrtcCreateProgram = create;
+
+  __typeof__(e->nvrtc.nvrtcGetCUBIN) cubin = e->nvrtc.nvrtcGetCUBIN;
+  e->nvrtc.nvrtcGetCUBIN = fail_cubin;
+  JT_FAILS(e, JITK_ERR_NVRTC, "reading the compiled image", jitk_module_create(e, src, &o, &m));
+  e->nvrtc.nvrtcGetCUBIN = cubin;
+
+  __typeof__(e->nvrtc.nvrtcGetLoweredName) lowered = e->nvrtc.nvrtcGetLoweredName;
+  e->nvrtc.nvrtcGetLoweredName = fail_lowered;
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "k<3>", jitk_module_create(e, src, &o, &m));
+  e->nvrtc.nvrtcGetLoweredName = lowered;
+
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
