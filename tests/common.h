@@ -80,4 +80,10 @@ static inline DLTensor jt_tensor(void *data, jitk_dtype dtype, int ndim, int64_t
   return t;
 }
 
+#ifdef JITK_TEST_HAVE_FATBIN
+/* tests/gpu/fatbin_kernels.cu built by nvcc (sm_80, sm_90, compute_90). */
+extern const unsigned char jt_fatbin[];
+extern const size_t jt_fatbin_size;
+#endif
+
 #endif

@@ -283,6 +283,8 @@ static int ptx_kernels(const char *ptx, jk_kernel_name_fn fn, void *user) {
 
 int jk_image_kernels(jitk_image_kind kind, const void *data, size_t size, jk_kernel_name_fn fn,
                      void *user) {
+  if (kind == JITK_IMAGE_FATBIN && jk_fatbin_cubin(data, size, 0, &data, &size))
+    kind = JITK_IMAGE_CUBIN;
   if (kind == JITK_IMAGE_CUBIN) return cubin_kernels(data, size, fn, user);
   if (kind == JITK_IMAGE_PTX) return ptx_kernels(data, fn, user);
   return -1;
@@ -304,4 +306,40 @@ int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
   find_name f = {symbol, strlen(symbol), false};
   if (jk_image_kernels(kind, data, size, match_name, &f) < 0) return -1;
   return f.found ? 1 : 0;
+}
+
+/* A fatbin is a 16-byte header (magic, version, header size, payload
+ * size) and entries, each a header (kind 1 PTX or 2 ELF, version, its own
+ * size, the payload size, ..., the sm number at byte 28, flags at byte 40)
+ * and a payload, which may be compressed. */
+#define JK_FATBIN_ELF 2
+
+bool jk_fatbin_cubin(const void *data, size_t size, int sm, const void **cubin,
+                     size_t *cubin_size) {
+  const unsigned char *p = data;
+  if (size < 16 || rd32(p) != JK_FATBIN_MAGIC) return false;
+  uint64_t end = 16 + rd64(p + 8);
+  if (end > size) end = size;
+  const unsigned char *best = NULL;
+  uint64_t best_size = 0;
+  for (uint64_t off = rd16(p + 6); off + 32 <= end;) {
+    const unsigned char *h = p + off;
+    uint32_t hsize = rd32(h + 4);
+    uint64_t psize = rd64(h + 8);
+    if (hsize < 32 || psize > end - off - hsize) break;
+    const unsigned char *payload = h + hsize;
+    /* Only uncompressed ELF entries can be read; any architecture of the
+     * same source has the same kernels and parameters, the device's own
+     * is preferred. */
+    if (rd16(h) == JK_FATBIN_ELF && psize >= 64 && memcmp(payload, "\x7f" "ELF", 4) == 0 &&
+        (best == NULL || (int)rd32(h + 28) == sm)) {
+      best = payload;
+      best_size = psize;
+    }
+    off += hsize + psize;
+  }
+  if (best == NULL) return false;
+  *cubin = best;
+  *cubin_size = (size_t)best_size;
+  return true;
 }

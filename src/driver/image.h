@@ -33,6 +33,12 @@ int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
                          uint32_t *sizes, int cap);
 int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int cap);
 
+/* Finds an uncompressed cubin inside a fatbin, preferring the one for
+ * `sm` (90 for sm_90), so kernels and parameters can be read from it.
+ * false when the fatbin holds none (only PTX, or compressed entries). */
+bool jk_fatbin_cubin(const void *data, size_t size, int sm, const void **cubin,
+                     size_t *cubin_size);
+
 /* Receives one kernel name (not NUL-terminated). */
 typedef void (*jk_kernel_name_fn)(void *user, const char *name, size_t len);
 

@@ -55,7 +55,8 @@ static jitk_status not_found(jitk_module *m, const char *name) {
 /*
  * The number and sizes of the kernel's parameters, which every launch
  * checks its arguments against. Cubins and PTX describe them, so they are
- * read from the image; the driver is asked only for fatbins, because
+ * read from the image (a fatbin's cubin); the driver is asked only when the
+ * image cannot tell (a fatbin of compressed or PTX entries), because
  * cuFuncGetParamInfo can only be probed past the last parameter, and the
  * CUDA_ERROR_INVALID_VALUE that ends the probe shows up in tools such as
  * compute-sanitizer as an error in the user's program.
@@ -65,8 +66,17 @@ static jitk_status read_params(jitk_engine *e, jitk_kernel *k) {
   uint32_t *sizes = jk_calloc(e, JK_MAX_PARAMS, sizeof *sizes);
   if (sizes == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   int n = -1;
-  if (m->kind == JITK_IMAGE_CUBIN)
-    n = jk_cubin_param_sizes(m->image, m->image_size, k->symbol, sizes, JK_MAX_PARAMS);
+  const void *cubin = NULL;
+  size_t cubin_size = 0;
+  if (m->kind == JITK_IMAGE_CUBIN) {
+    cubin = m->image;
+    cubin_size = m->image_size;
+  } else if (m->kind == JITK_IMAGE_FATBIN) {
+    jk_fatbin_cubin(m->image, m->image_size, e->info.cc_major * 10 + e->info.cc_minor, &cubin,
+                    &cubin_size);
+  }
+  if (cubin != NULL)
+    n = jk_cubin_param_sizes(cubin, cubin_size, k->symbol, sizes, JK_MAX_PARAMS);
   else if (m->kind == JITK_IMAGE_PTX)
     n = jk_ptx_param_sizes(m->image, k->symbol, sizes, JK_MAX_PARAMS);
   if (n < 0 && e->drv.cuFuncGetParamInfo != NULL) {

@@ -642,3 +642,29 @@ Test(raw, threads_share_an_engine) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+#ifdef JITK_TEST_HAVE_FATBIN
+Test(raw, fatbin_from_nvcc) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create_from_image(e, JITK_IMAGE_FATBIN, jt_fatbin, jt_fatbin_size, &m));
+  jitk_kernel *k = NULL;
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "it has fill", jitk_module_get_kernel(m, "fil", &k));
+  JT_OK(e, jitk_module_get_kernel(m, "fill", &k));
+  cr_assert_eq(k->num_params, 3, "parameters read from the fatbin's cubin");
+  const int n = 5000;
+  float *d = dev_alloc(e, n * sizeof(float));
+  poison(e, d, n * sizeof(float));
+  jitk_arg args[] = {jitk_arg_f32(0.25f), jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n)};
+  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){(n + 127) / 128, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, args, 3));
+  jitk_arg wrong[] = {jitk_arg_f64(0.25), jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "is 4 bytes", jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, wrong, 3));
+  float *h = malloc(n * sizeof(float));
+  to_host(e, h, d, n * sizeof(float));
+  for (int i = 0; i < n; i++) cr_assert_eq(h[i], 0.25f * (float)i, "element %d", i);
+  free(h);
+  JT_OK(e, jitk_device_free(e, d, NULL));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+#endif

@@ -205,3 +205,32 @@ Test(image, kernel_names) {
     jitk_engine_destroy(e);
   }
 }
+
+#ifdef JITK_TEST_HAVE_FATBIN
+Test(image, fatbin_from_nvcc) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create_from_image(e, JITK_IMAGE_AUTO, jt_fatbin, jt_fatbin_size, &m));
+  jitk_image_kind kind;
+  const void *img;
+  size_t size;
+  JT_OK(e, jitk_module_image(m, &img, &size, &kind));
+  cr_assert_eq(kind, JITK_IMAGE_FATBIN);
+  const void *cubin;
+  size_t cubin_size;
+  cr_assert(jk_fatbin_cubin(img, size, 90, &cubin, &cubin_size), "an uncompressed cubin inside");
+  int sm = 0;
+  JT_OK(e, jk_cubin_arch(e, cubin, cubin_size, &sm));
+  cr_assert_eq(sm, 90, "the device's own cubin is preferred");
+  cr_assert(jk_fatbin_cubin(img, size, 80, &cubin, &cubin_size));
+  JT_OK(e, jk_cubin_arch(e, cubin, cubin_size, &sm));
+  cr_assert_eq(sm, 80);
+  cr_assert_eq(jk_image_has_kernel(JITK_IMAGE_FATBIN, img, size, "fill"), 1);
+  cr_assert_eq(jk_image_has_kernel(JITK_IMAGE_FATBIN, img, size, "nope"), 0);
+  uint32_t sizes[8];
+  cr_assert_eq(jk_cubin_param_sizes(cubin, cubin_size, "fill", sizes, 8), 3);
+  cr_assert(sizes[0] == 4 && sizes[1] == 8 && sizes[2] == 4);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+#endif
