@@ -84,7 +84,8 @@ JITK_API const char *jitk_version(void);
   X(JITK_ERR_DEVICE_OUT_OF_MEMORY, 16, "out of device memory")                \
   X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                      \
   X(JITK_ERR_PARSE, 18, "syntax error")                                       \
-  X(JITK_ERR_INTERNAL, 19, "internal error in jitk")
+  X(JITK_ERR_INTERNAL, 19, "internal error in jitk")                         \
+  X(JITK_ERR_CACHE, 20, "the kernel cache is unavailable")
 
 typedef enum jitk_status {
 #define JITK_STATUS_ENUM_(name, code, text) name = code,
@@ -188,6 +189,14 @@ JITK_API float jitk_half_to_float(uint16_t bits);
 JITK_API uint16_t jitk_float_to_bfloat16(float value);
 JITK_API float jitk_bfloat16_to_float(uint16_t bits);
 
+/* What a compiled or loaded kernel image is. */
+typedef enum jitk_image_kind {
+  JITK_IMAGE_AUTO = 0, /* tell by the content */
+  JITK_IMAGE_CUBIN = 1,
+  JITK_IMAGE_PTX = 2,
+  JITK_IMAGE_FATBIN = 3
+} jitk_image_kind;
+
 /* ------------------------------------------------------------------------ */
 /* Engine                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -213,6 +222,14 @@ typedef void (*jitk_log_fn)(void *user, jitk_log_level level,
  * survives. Every host allocation jitk makes for an engine goes through it.
  */
 typedef void *(*jitk_alloc_fn)(void *user, void *ptr, size_t size);
+
+/* How the engine uses the on-disk kernel cache. */
+typedef enum jitk_cache_mode {
+  JITK_CACHE_DEFAULT = 0,  /* $JITK_CACHE (on, off, read-only), else on */
+  JITK_CACHE_ON = 1,       /* read and write */
+  JITK_CACHE_OFF = 2,      /* no disk cache; the in-memory table stays */
+  JITK_CACHE_READ_ONLY = 3 /* serve hits, never write */
+} jitk_cache_mode;
 
 #define JITK_DEVICE_DEFAULT (-1) /* $JITK_DEVICE if set, else device 0 */
 #define JITK_DEVICE_NONE (-2)    /* compile only: no driver, no GPU */
@@ -246,6 +263,22 @@ typedef struct jitk_engine_config {
 
   /* The driver library to dlopen; NULL means "libcuda.so.1". */
   const char *driver_library;
+
+  /*
+   * The kernel cache. Compiled images are kept in an SQLite database in
+   * cache_dir, shared by every process of the user; an engine also keeps
+   * up to cache_memory_entries loaded modules in memory.
+   * cache_dir NULL: $JITK_CACHE_DIR, else $XDG_CACHE_HOME/jitk, else
+   * ~/.cache/jitk. The folder is made with mode 0700; one that is a
+   * symlink, owned by someone else, or writable by group or others is
+   * refused (the engine then compiles without a disk cache and says so in
+   * one log line) unless cache_shared is 1.
+   */
+  const char *cache_dir;
+  jitk_cache_mode cache_mode;
+  int64_t cache_max_bytes;     /* 0: $JITK_CACHE_MAX_SIZE, else 1 GiB */
+  int cache_shared;            /* -1: $JITK_CACHE_SHARED=1 means yes; 0 no; 1 yes */
+  size_t cache_memory_entries; /* 0: 256 */
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */
@@ -319,6 +352,83 @@ JITK_API jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
                                                 size_t *count);
 
 /* ------------------------------------------------------------------------ */
+/* The kernel cache                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Counters. For an engine, its own work; for the store, the sum over every
+ * process that used the database (hits and stamps are written in batches,
+ * so another process's last few may not show yet).
+ */
+typedef struct jitk_cache_stats {
+  uint64_t memory_hits; /* found loaded in the engine's table */
+  uint64_t disk_hits;   /* read from the database */
+  uint64_t misses;      /* in neither */
+  uint64_t compiles;    /* NVRTC runs (a miss waits for another process's
+                           compile instead when it can) */
+  double compile_ms;    /* NVRTC time of those compiles */
+  uint64_t corrupt;     /* entries that failed their checks, removed */
+  uint64_t evictions;   /* entries removed to stay under the size cap */
+  uint64_t disk_errors; /* times the database could not be used */
+  /* The store's contents (zero for an engine's own counters). */
+  uint64_t entries;
+  uint64_t bytes;
+  int64_t max_bytes;
+} jitk_cache_stats;
+
+/* Either pointer may be NULL. `all` needs the disk cache:
+ * JITK_ERR_CACHE when it is off or unusable, with the reason. */
+JITK_API jitk_status jitk_cache_get_stats(jitk_engine *engine, jitk_cache_stats *mine,
+                                          jitk_cache_stats *all);
+
+/* The cache's folder and database file (NULL when there is none), and
+ * the state of the disk cache in words: "on", "read-only", or "off: "
+ * and why. The strings live as long as the engine. */
+JITK_API jitk_status jitk_cache_location(jitk_engine *engine, const char **dir,
+                                         const char **database, const char **state);
+
+typedef struct jitk_cache_entry_info {
+  char key[33];      /* hexadecimal */
+  const char *label; /* the program name it was compiled from */
+  const char *target;
+  jitk_image_kind kind;
+  size_t bytes;
+  double compile_ms;
+  int64_t created, last_used; /* Unix seconds */
+} jitk_cache_entry_info;
+
+/* Called for each entry, least recently used first; return non-zero to
+ * stop. The strings live for the call only. */
+typedef int (*jitk_cache_entry_fn)(void *user, const jitk_cache_entry_info *info);
+
+JITK_API jitk_status jitk_cache_list(jitk_engine *engine, jitk_cache_entry_fn fn,
+                                     void *user);
+
+/* Checks every entry (key material, checksum, names) and removes those
+ * that fail. Either count pointer may be NULL. */
+JITK_API jitk_status jitk_cache_verify(jitk_engine *engine, size_t *checked,
+                                       size_t *removed);
+
+/* Removes least recently used entries until the store holds at most
+ * max_bytes (0: the configured cap). */
+JITK_API jitk_status jitk_cache_prune(jitk_engine *engine, int64_t max_bytes,
+                                      size_t *removed);
+
+/* Removes every entry. */
+JITK_API jitk_status jitk_cache_clear(jitk_engine *engine, size_t *removed);
+
+/* Writes every entry to a new database file (which must not exist), to
+ * warm the cache of other machines with jitk_cache_import. */
+JITK_API jitk_status jitk_cache_export(jitk_engine *engine, const char *file,
+                                       size_t *exported);
+
+/* Adds the entries of an exported file that this store lacks. Each one is
+ * verified first (its key recomputed from its key material, its checksum);
+ * those that fail are counted in *rejected and skipped. */
+JITK_API jitk_status jitk_cache_import(jitk_engine *engine, const char *file,
+                                       size_t *imported, size_t *rejected);
+
+/* ------------------------------------------------------------------------ */
 /* Device memory and streams                                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -376,13 +486,6 @@ typedef struct jitk_module_options {
   /* The file name NVRTC's messages cite; NULL: "module.cu". */
   const char *program_name;
 } jitk_module_options;
-
-typedef enum jitk_image_kind {
-  JITK_IMAGE_AUTO = 0, /* tell by the content */
-  JITK_IMAGE_CUBIN = 1,
-  JITK_IMAGE_PTX = 2,
-  JITK_IMAGE_FATBIN = 3
-} jitk_image_kind;
 
 /*
  * Compiles `source` with NVRTC for the engine's target and, on an engine

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
+#include "cache/cache.h"
 #include "driver/driver.h"
 #include "nvrtc/nvrtc.h"
 
@@ -63,6 +64,8 @@ struct jitk_engine {
 
   jk_target target;
   jk_nvrtc nvrtc;
+  jk_cache cache;
+  bool cache_initialized;
 
   /* Guards the module list and kernel creation; never held on the launch
    * path. */

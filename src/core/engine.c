@@ -17,6 +17,8 @@ jitk_status jitk_engine_config_init(jitk_engine_config *config) {
   config->struct_size = sizeof *config;
   config->device = JITK_DEVICE_DEFAULT;
   config->log_level = JITK_LOG_DEFAULT;
+  config->cache_mode = JITK_CACHE_DEFAULT;
+  config->cache_shared = -1;
   return JITK_OK;
 }
 
@@ -151,6 +153,12 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
 
   st = jk_nvrtc_init(e, &e->nvrtc, cfg.cuda_include_dir);
   if (st == JITK_OK) {
+    /* jk_cache_init sets up what jk_cache_destroy needs before anything
+     * that can fail, so the flag goes up whatever it returns. */
+    st = jk_cache_init(e, &cfg);
+    e->cache_initialized = true;
+  }
+  if (st == JITK_OK) {
     if (cfg.device == JITK_DEVICE_NONE)
       st = jk_target_parse(e, cfg.arch, &e->target);
     else
@@ -192,6 +200,8 @@ void jitk_engine_destroy(jitk_engine *e) {
            "jitk_engine_destroy: %zu module(s) still alive; destroy them "
            "first",
            e->live_modules);
+  /* The cache goes first: its entries unload modules through the driver. */
+  if (e->cache_initialized) jk_cache_destroy(e);
   if (e->has_device) e->drv.cuDevicePrimaryCtxRelease(e->device);
   if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
   jk_nvrtc_destroy(e, &e->nvrtc);

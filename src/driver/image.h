@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda.h>
 #include <jitk/jitk.h>
 
 const char *jk_image_kind_name(jitk_image_kind k);
@@ -52,5 +53,11 @@ int jk_image_kernels(jitk_image_kind kind, const void *data, size_t size,
  * cannot tell. Lets lookups of unknown names fail without a driver error. */
 int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
                         const char *symbol);
+
+/* Loads an image into the engine's context (cuModuleLoadDataEx, with the
+ * JIT's error log in the message), and unloads a module. */
+jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind kind,
+                           CUmodule *out);
+void jk_module_unload(jitk_engine *e, CUmodule mod);
 
 #endif

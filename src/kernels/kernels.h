@@ -37,21 +37,24 @@ struct jitk_kernel {
   size_t max_dynamic_shared; /* the current limit */
 };
 
+/* A user's handle on a cache entry. The fields below `entry` point into
+ * it (valid while the handle holds its reference); kernels are the
+ * handle's own, so a signature set through one handle stays there. */
 struct jitk_module {
   jitk_engine *engine;
-  void *image;
+  jk_entry *entry;
+  char *program_name;
+
+  const void *image;
   size_t image_size;
   jitk_image_kind kind;
   CUmodule cu; /* NULL on a compile-only engine */
-  char *program_name;
-
   char **name_expressions;
   char **lowered;
   size_t num_names;
-
-  jitk_kernel_resources *resources;
+  const jitk_kernel_resources *resources;
   size_t num_resources;
-  char *log;
+  const char *log;
 
   jitk_kernel *kernels;
 };

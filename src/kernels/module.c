@@ -1,6 +1,6 @@
 /*
- * Raw modules: CUDA source compiled by NVRTC, or images from memory and
- * files, loaded into the engine's context.
+ * Raw modules: CUDA source compiled through the kernel cache, or images
+ * from memory and files, loaded into the engine's context.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,11 +10,10 @@
 #include "driver/image.h"
 #include "kernels/kernels.h"
 
-static jitk_module *module_new(jitk_engine *e) {
-  jitk_module *m = jk_calloc(e, 1, sizeof *m);
-  if (m != NULL) m->engine = e;
-  return m;
-}
+/* The generator name and version that go into raw modules' cache keys.
+ * Raw source is compiled as given, so this changes only if jitk changes
+ * how it compiles raw modules. */
+#define JK_RAW_GENERATOR "raw/1"
 
 static void module_free(jitk_module *m) {
   jitk_engine *e = m->engine;
@@ -28,60 +27,44 @@ static void module_free(jitk_module *m) {
     jk_free(e, k);
     k = next;
   }
-  for (size_t i = 0; i < m->num_names; i++) {
-    if (m->name_expressions) jk_free(e, m->name_expressions[i]);
-    if (m->lowered) jk_free(e, m->lowered[i]);
-  }
-  jk_free(e, m->name_expressions);
-  jk_free(e, m->lowered);
-  jk_ptxas_free(e, m->resources, m->num_resources);
-  jk_free(e, m->log);
-  jk_free(e, m->image);
+  jk_entry_release(e, m->entry);
   jk_free(e, m->program_name);
   jk_free(e, m);
 }
 
-/* Loads m->image into the engine's context; a no-op on compile-only
- * engines, whose modules only carry the image. */
-static jitk_status module_load(jitk_module *m) {
-  jitk_engine *e = m->engine;
-  if (!e->has_device) return JITK_OK;
-  CUcontext saved;
-  jitk_status st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) return st;
-  /* The JIT's error log explains PTX the driver cannot compile. */
-  char errlog[4096];
-  errlog[0] = '\0';
-  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER,
-                         CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *vals[] = {errlog, (void *)(uintptr_t)sizeof errlog};
-  CUresult r = e->drv.cuModuleLoadDataEx(&m->cu, m->image, 2, opts, vals);
-  jk_ctx_leave(e, saved);
-  if (r == CUDA_SUCCESS) return JITK_OK;
-  m->cu = NULL;
-  char desc[256];
-  jk_driver_describe(&e->drv, r, desc, sizeof desc);
-  jitk_status code = JITK_ERR_CUDA;
-  if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
-      r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
-    code = JITK_ERR_INVALID_IMAGE;
-  else if (r == CUDA_ERROR_OUT_OF_MEMORY)
-    code = JITK_ERR_DEVICE_OUT_OF_MEMORY;
-  return jk_fail(e, code, "loading the %s into device %d failed: %s%s%s",
-                 jk_image_kind_name(m->kind), e->ordinal, desc,
-                 errlog[0] ? "\n" : "", errlog);
-}
-
-static void module_created(jitk_module *m) {
-  jitk_engine *e = m->engine;
+/* A handle on `x`, taking over the caller's reference. */
+static jitk_status module_wrap(jitk_engine *e, jk_entry *x, const char *program_name,
+                               jitk_module **out) {
+  jitk_module *m = jk_calloc(e, 1, sizeof *m);
+  char *name = jk_strdup(e, program_name);
+  if (m == NULL || name == NULL) {
+    jk_free(e, m);
+    jk_free(e, name);
+    jk_entry_release(e, x);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  m->engine = e;
+  m->entry = x;
+  m->program_name = name;
+  m->image = x->image;
+  m->image_size = x->image_size;
+  m->kind = x->kind;
+  m->cu = (CUmodule)x->cu;
+  m->name_expressions = x->name_expressions;
+  m->lowered = x->lowered;
+  m->num_names = x->num_names;
+  m->resources = x->resources;
+  m->num_resources = x->num_resources;
+  m->log = x->log ? x->log : "";
   pthread_mutex_lock(&e->lock);
   e->live_modules++;
   pthread_mutex_unlock(&e->lock);
+  *out = m;
+  return JITK_OK;
 }
 
 jitk_status jitk_module_create(jitk_engine *e, const char *source,
-                               const jitk_module_options *opts,
-                               jitk_module **out) {
+                               const jitk_module_options *opts, jitk_module **out) {
   if (e == NULL || source == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_module_create: %s is NULL",
                    e == NULL ? "engine" : source == NULL ? "source" : "module");
@@ -94,8 +77,16 @@ jitk_status jitk_module_create(jitk_engine *e, const char *source,
       (opts->num_name_expressions && !opts->name_expressions) ||
       (opts->num_headers && !opts->headers))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_module_create: an options array is NULL but its "
-                   "count is not zero");
+                   "jitk_module_create: an options array is NULL but its count is not zero");
+  for (size_t i = 0; i < opts->num_options; i++)
+    if (opts->options[i] == NULL)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "option %zu is NULL", i);
+  for (size_t i = 0; i < opts->num_name_expressions; i++)
+    if (opts->name_expressions[i] == NULL)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "name expression %zu is NULL", i);
+  for (size_t i = 0; i < opts->num_headers; i++)
+    if (opts->headers[i].name == NULL || opts->headers[i].source == NULL)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "header %zu has a NULL name or source", i);
 
   jk_compile_input in;
   memset(&in, 0, sizeof in);
@@ -108,87 +99,48 @@ jitk_status jitk_module_create(jitk_engine *e, const char *source,
   in.headers = opts->headers;
   in.num_headers = opts->num_headers;
 
-  jk_compile_output co;
-  jitk_status st = jk_nvrtc_compile(e, &in, &co);
+  jk_entry *x = NULL;
+  jitk_status st = jk_cache_get(e, &in, JK_RAW_GENERATOR, &x);
   if (st != JITK_OK) return st;
-
-  jitk_module *m = module_new(e);
-  if (m == NULL) {
-    jk_compile_output_free(e, &co);
-    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  m->image = co.image;
-  m->image_size = co.image_size;
-  m->kind = co.ptx ? JITK_IMAGE_PTX : JITK_IMAGE_CUBIN;
-  m->log = co.log;
-  m->lowered = co.lowered;
-  m->num_names = co.num_lowered;
-  co.image = NULL;
-  co.log = NULL;
-  co.lowered = NULL;
-  co.num_lowered = 0;
-  jk_compile_output_free(e, &co);
-
-  st = JITK_OK;
-  m->program_name = jk_strdup(e, opts->program_name ? opts->program_name : "module.cu");
-  if (m->program_name == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  if (st == JITK_OK && m->num_names > 0) {
-    m->name_expressions = jk_calloc(e, m->num_names, sizeof(char *));
-    if (m->name_expressions == NULL)
-      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-    for (size_t i = 0; st == JITK_OK && i < m->num_names; i++)
-      if ((m->name_expressions[i] = jk_strdup(e, opts->name_expressions[i])) == NULL)
-        st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  if (st == JITK_OK)
-    st = jk_ptxas_parse(e, m->log, &m->resources, &m->num_resources);
-  if (st == JITK_OK) st = module_load(m);
-  if (st != JITK_OK) {
-    module_free(m);
-    return st;
-  }
-  module_created(m);
-  *out = m;
-  return JITK_OK;
+  return module_wrap(e, x, opts->program_name ? opts->program_name : "module.cu", out);
 }
 
 jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind,
                                           const void *image, size_t size,
                                           jitk_module **out) {
   if (e == NULL || out == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_module_create_from_image: %s is NULL",
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_module_create_from_image: %s is NULL",
                    e == NULL ? "engine" : "module");
   jitk_image_kind found;
   jitk_status st = jk_image_check(e, kind, image, size, &found);
   if (st != JITK_OK) return st;
-  jitk_module *m = module_new(e);
-  /* One byte more keeps PTX text NUL-terminated, as the driver needs. */
-  void *copy = jk_malloc(e, size + 1);
-  char *name = jk_strdup(e, "image");
+  /* Images are the caller's already: they are loaded, not cached. */
+  jk_entry *x = jk_calloc(e, 1, sizeof *x);
+  void *copy = jk_malloc(e, size + 1); /* one byte more keeps PTX NUL-terminated */
   char *log = jk_strdup(e, "");
-  if (m == NULL || copy == NULL || name == NULL || log == NULL) {
+  if (x == NULL || copy == NULL || log == NULL) {
+    jk_free(e, x);
     jk_free(e, copy);
-    jk_free(e, name);
     jk_free(e, log);
-    if (m) module_free(m);
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   }
   memcpy(copy, image, size);
   ((char *)copy)[size] = '\0';
-  m->image = copy;
-  m->image_size = size;
-  m->kind = found;
-  m->program_name = name;
-  m->log = log;
-  st = module_load(m);
+  x->refs = 1;
+  x->image = copy;
+  x->image_size = size;
+  x->kind = found;
+  x->log = log;
+  if (e->has_device) {
+    CUmodule mod = NULL;
+    st = jk_module_load(e, copy, found, &mod);
+    x->cu = mod;
+  }
   if (st != JITK_OK) {
-    module_free(m);
+    jk_entry_release(e, x);
     return st;
   }
-  module_created(m);
-  *out = m;
-  return JITK_OK;
+  return module_wrap(e, x, "image", out);
 }
 
 jitk_status jitk_module_create_from_file(jitk_engine *e, const char *path,
@@ -220,8 +172,7 @@ jitk_status jitk_module_create_from_file(jitk_engine *e, const char *path,
     jk_buf_free(&b);
     return jk_fail(e, JITK_ERR_INVALID_IMAGE, "%s is empty", path);
   }
-  jitk_status st =
-      jitk_module_create_from_image(e, JITK_IMAGE_AUTO, b.data, b.len, out);
+  jitk_status st = jitk_module_create_from_image(e, JITK_IMAGE_AUTO, b.data, b.len, out);
   jk_buf_free(&b);
   if (st != JITK_OK) {
     /* Say which file the image problem came from. */
@@ -237,18 +188,6 @@ jitk_status jitk_module_create_from_file(jitk_engine *e, const char *path,
 void jitk_module_destroy(jitk_module *m) {
   if (m == NULL) return;
   jitk_engine *e = m->engine;
-  if (m->cu != NULL) {
-    CUcontext saved;
-    if (jk_ctx_enter(e, &saved) == JITK_OK) {
-      CUresult r = e->drv.cuModuleUnload(m->cu);
-      if (r != CUDA_SUCCESS) {
-        char desc[256];
-        jk_driver_describe(&e->drv, r, desc, sizeof desc);
-        jk_log(e, JITK_LOG_WARN, "cuModuleUnload failed: %s", desc);
-      }
-      jk_ctx_leave(e, saved);
-    }
-  }
   pthread_mutex_lock(&e->lock);
   e->live_modules--;
   pthread_mutex_unlock(&e->lock);
@@ -297,6 +236,6 @@ jitk_status jitk_module_log(const jitk_module *m, const char **log) {
   if (m == NULL || log == NULL)
     return jk_fail(m ? m->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_module_log: an argument is NULL");
-  *log = m->log ? m->log : "";
+  *log = m->log;
   return JITK_OK;
 }

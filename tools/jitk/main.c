@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXIT_USAGE 2
 
@@ -21,6 +22,7 @@ static void usage_main(FILE *out) {
           "commands:\n"
           "  doctor    report the driver, NVRTC, CUDA headers and devices\n"
           "  compile   compile a CUDA source file to a cubin or PTX\n"
+          "  cache     inspect and maintain the kernel cache\n"
           "  version   print jitk's version\n"
           "  help      this text; `jitk <command> --help` for a command\n",
           prog);
@@ -53,7 +55,9 @@ static void usage_compile(FILE *out) {
           "                           as 'scale<float>'; repeatable\n"
           "  -o OUT                   output file (default: FILE.cubin or FILE.ptx)\n"
           "  -DNAME[=VALUE], -IDIR    passed to NVRTC\n"
-          "  --option OPT             any other NVRTC option; repeatable\n",
+          "  --option OPT             any other NVRTC option; repeatable\n"
+          "  --no-cache               compile even if the kernel cache has it, and\n"
+          "                           store nothing\n",
           prog);
 }
 
@@ -195,7 +199,7 @@ static const char *display_name(const char *lowered, char **exprs, const char **
 
 static int cmd_compile(int argc, char **argv) {
   const char *input = NULL, *output = NULL, *arch = NULL;
-  int ptx = 0;
+  int ptx = 0, no_cache = 0;
   char **exprs = calloc((size_t)argc + 1, sizeof *exprs);
   const char **opts = calloc((size_t)argc + 1, sizeof *opts);
   int nexpr = 0, nopt = 0, rc = 0;
@@ -217,6 +221,8 @@ static int cmd_compile(int argc, char **argv) {
       arch = a + 7;
     } else if (strcmp(a, "--ptx") == 0) {
       ptx = 1;
+    } else if (strcmp(a, "--no-cache") == 0) {
+      no_cache = 1;
     } else if (strcmp(a, "--name-expression") == 0 && has_next) {
       exprs[nexpr++] = argv[++i];
     } else if (strcmp(a, "-o") == 0 && has_next) {
@@ -279,6 +285,7 @@ static int cmd_compile(int argc, char **argv) {
     }
   }
   cfg.arch = target;
+  if (no_cache) cfg.cache_mode = JITK_CACHE_OFF;
 
   jitk_engine *e = NULL;
   jitk_module *m = NULL;
@@ -359,6 +366,200 @@ out:
   return rc;
 }
 
+static void usage_cache(FILE *out) {
+  fprintf(out,
+          "usage: %s cache <command> [--dir DIR]\n"
+          "\n"
+          "The kernel cache: compiled kernels kept in an SQLite database shared by\n"
+          "every process of this user (JITK_CACHE_DIR, else $XDG_CACHE_HOME/jitk,\n"
+          "else ~/.cache/jitk; --dir chooses another).\n"
+          "\n"
+          "commands:\n"
+          "  path                  the folder, the database and whether it is usable\n"
+          "  stats [--json]        hits, misses, compiles, size, summed over every process\n"
+          "  ls                    the entries, least recently used first\n"
+          "  verify                check every entry; remove the bad ones\n"
+          "  prune [--max-size N]  evict least recently used entries down to N bytes\n"
+          "                        (K, M, G suffixes; default: the configured cap)\n"
+          "  clear                 remove every entry\n"
+          "  export FILE           write every entry to a new database FILE\n"
+          "  import FILE           add FILE's entries (each verified) to this cache\n",
+          prog);
+}
+
+static long long parse_bytes(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v < 0) return -1;
+  double mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, end++;
+  else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
+  if (*end == 'i' || *end == 'I') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  return *end == '\0' ? (long long)(v * mult) : -1;
+}
+
+static void print_time(long long t) {
+  time_t tt = (time_t)t;
+  struct tm tm;
+  char buf[32];
+  if (localtime_r(&tt, &tm) != NULL && strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm) > 0)
+    printf("%-17s", buf);
+  else
+    printf("%-17lld", t);
+}
+
+static int print_entry(void *user, const jitk_cache_entry_info *info) {
+  int *n = user;
+  if ((*n)++ == 0)
+    printf("%-12s %-11s %-6s %10s %10s  %-17s %s\n", "key", "target", "kind", "bytes",
+           "compile", "last used", "program");
+  printf("%-12.12s %-11s %-6s %10zu %7.1f ms  ", info->key, info->target,
+         info->kind == JITK_IMAGE_PTX ? "PTX" : "cubin", info->bytes, info->compile_ms);
+  print_time(info->last_used);
+  printf(" %s\n", info->label);
+  return 0;
+}
+
+static int cmd_cache(int argc, char **argv) {
+  if (argc < 1) {
+    usage_cache(stderr);
+    return EXIT_USAGE;
+  }
+  const char *sub = argv[0];
+  const char *dir = NULL, *file = NULL;
+  int json = 0;
+  long long max_size = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage_cache(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (strcmp(argv[i], "--json") == 0 && strcmp(sub, "stats") == 0) {
+      json = 1;
+    } else if (strcmp(argv[i], "--max-size") == 0 && i + 1 < argc && strcmp(sub, "prune") == 0) {
+      max_size = parse_bytes(argv[++i]);
+      if (max_size <= 0) {
+        fprintf(stderr, "%s cache prune: '%s' is not a size\n", prog, argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (argv[i][0] != '-' && file == NULL &&
+               (strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0)) {
+      file = argv[i];
+    } else {
+      fprintf(stderr, "%s cache %s: unexpected argument '%s'\n", prog, sub, argv[i]);
+      usage_cache(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+    usage_cache(stdout);
+    return 0;
+  }
+  static const char *const subs[] = {"path", "stats", "ls", "verify", "prune",
+                                     "clear", "export", "import", NULL};
+  int known = 0;
+  for (int i = 0; subs[i]; i++) known |= strcmp(sub, subs[i]) == 0;
+  if (!known) {
+    fprintf(stderr, "%s cache: unknown command '%s'\n", prog, sub);
+    usage_cache(stderr);
+    return EXIT_USAGE;
+  }
+  if ((strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0) && file == NULL) {
+    fprintf(stderr, "%s cache %s: which FILE?\n", prog, sub);
+    return EXIT_USAGE;
+  }
+
+  /* A compile-only engine is enough to reach the store; its target only
+   * matters for compiling. */
+  int archs[64];
+  size_t narchs = 0;
+  char arch[16] = "sm_90";
+  if (jitk_nvrtc_supported_archs(archs, 64, &narchs) == JITK_OK && narchs > 0)
+    snprintf(arch, sizeof arch, "sm_%d", archs[narchs - 1]);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = arch;
+  cfg.cache_dir = dir;
+  if (cfg.cache_mode == JITK_CACHE_DEFAULT && getenv("JITK_CACHE") != NULL &&
+      strcmp(getenv("JITK_CACHE"), "off") == 0)
+    cfg.cache_mode = JITK_CACHE_ON; /* managing the cache is asking for it */
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  if (st != JITK_OK) return fail(NULL, st, "creating an engine");
+  int rc = 0;
+  if (strcmp(sub, "path") == 0) {
+    const char *d, *db, *state;
+    jitk_cache_location(e, &d, &db, &state);
+    printf("folder:   %s\ndatabase: %s\nstate:    %s\n", d ? d : "(none)", db ? db : "(none)",
+           state);
+  } else if (strcmp(sub, "stats") == 0) {
+    jitk_cache_stats all;
+    st = jitk_cache_get_stats(e, NULL, &all);
+    if (st != JITK_OK) {
+      rc = fail(e, st, "cache stats");
+    } else if (json) {
+      printf("{\"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %lld, "
+             "\"memory_hits\": %llu, \"disk_hits\": %llu, \"misses\": %llu, "
+             "\"compiles\": %llu, \"compile_ms\": %.3f, \"corrupt\": %llu, "
+             "\"evictions\": %llu}\n",
+             (unsigned long long)all.entries, (unsigned long long)all.bytes,
+             (long long)all.max_bytes, (unsigned long long)all.memory_hits,
+             (unsigned long long)all.disk_hits, (unsigned long long)all.misses,
+             (unsigned long long)all.compiles, all.compile_ms, (unsigned long long)all.corrupt,
+             (unsigned long long)all.evictions);
+    } else {
+      char size[32], cap[32];
+      human_bytes((size_t)all.bytes, size, sizeof size);
+      human_bytes((size_t)all.max_bytes, cap, sizeof cap);
+      printf("entries:      %llu (%s of %s)\n", (unsigned long long)all.entries, size, cap);
+      printf("memory hits:  %llu\ndisk hits:    %llu\nmisses:       %llu\n",
+             (unsigned long long)all.memory_hits, (unsigned long long)all.disk_hits,
+             (unsigned long long)all.misses);
+      printf("compiles:     %llu (%.1f s of NVRTC)\n", (unsigned long long)all.compiles,
+             all.compile_ms / 1000.0);
+      printf("corrupt:      %llu removed\nevictions:    %llu\n", (unsigned long long)all.corrupt,
+             (unsigned long long)all.evictions);
+    }
+  } else if (strcmp(sub, "ls") == 0) {
+    int n = 0;
+    st = jitk_cache_list(e, print_entry, &n);
+    if (st != JITK_OK) rc = fail(e, st, "cache ls");
+    else if (n == 0) printf("the cache is empty\n");
+  } else if (strcmp(sub, "verify") == 0) {
+    size_t checked = 0, removed = 0;
+    st = jitk_cache_verify(e, &checked, &removed);
+    if (st != JITK_OK) rc = fail(e, st, "cache verify");
+    else printf("checked %zu entr%s, removed %zu bad\n", checked, checked == 1 ? "y" : "ies", removed);
+  } else if (strcmp(sub, "prune") == 0) {
+    size_t removed = 0;
+    st = jitk_cache_prune(e, (int64_t)max_size, &removed);
+    if (st != JITK_OK) rc = fail(e, st, "cache prune");
+    else printf("removed %zu entr%s\n", removed, removed == 1 ? "y" : "ies");
+  } else if (strcmp(sub, "clear") == 0) {
+    size_t removed = 0;
+    st = jitk_cache_clear(e, &removed);
+    if (st != JITK_OK) rc = fail(e, st, "cache clear");
+    else printf("removed %zu entr%s\n", removed, removed == 1 ? "y" : "ies");
+  } else if (strcmp(sub, "export") == 0) {
+    size_t n = 0;
+    st = jitk_cache_export(e, file, &n);
+    if (st != JITK_OK) rc = fail(e, st, "cache export");
+    else printf("exported %zu entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
+  } else if (strcmp(sub, "import") == 0) {
+    size_t n = 0, bad = 0;
+    st = jitk_cache_import(e, file, &n, &bad);
+    if (st != JITK_OK) rc = fail(e, st, "cache import");
+    else printf("imported %zu entr%s from %s, rejected %zu that failed verification\n", n,
+                n == 1 ? "y" : "ies", file, bad);
+  }
+  jitk_engine_destroy(e);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage_main(stderr);
@@ -367,6 +568,7 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "doctor") == 0) return cmd_doctor(argc - 2, argv + 2);
   if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 2, argv + 2);
+  if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
     printf("jitk %s\n", jitk_version());
     return 0;

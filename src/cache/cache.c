@@ -1,0 +1,420 @@
+/*
+ * The cache's front: configuration, the in-memory table, and jk_cache_get,
+ * which every kernel kind compiles through.
+ *
+ * Order of a lookup: the engine's table (loaded modules); the disk store;
+ * then, holding the key's cross-process lock, the store again (another
+ * process may have just compiled it) and finally NVRTC, whose result is
+ * stored before the lock is let go. Threads of one engine that want the
+ * same key wait for the first one (the in-flight list), so each key is
+ * compiled once per machine however many threads and processes ask.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "core/core.h"
+#include "driver/image.h"
+
+#define JK_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
+#define JK_DEFAULT_MEMORY_ENTRIES 256
+/* How long to wait for another process compiling the same key. */
+#define JK_KEY_LOCK_TIMEOUT_MS 300000
+
+static jitk_cache_mode mode_from_env(jitk_engine *e) {
+  const char *v = getenv("JITK_CACHE");
+  if (v == NULL || *v == '\0') return JITK_CACHE_ON;
+  if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) return JITK_CACHE_ON;
+  if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) return JITK_CACHE_OFF;
+  if (strcmp(v, "read-only") == 0 || strcmp(v, "readonly") == 0) return JITK_CACHE_READ_ONLY;
+  jk_log(e, JITK_LOG_WARN, "JITK_CACHE=\"%s\" is not on, off or read-only; using on", v);
+  return JITK_CACHE_ON;
+}
+
+/* "1073741824", "512M", "1G", "64k": bytes. -1 when malformed. */
+static int64_t parse_size(const char *s) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno != 0 || end == s || v < 0) return -1;
+  while (*end == ' ') end++;
+  double mult = 1;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+  }
+  if (toupper((unsigned char)*end) == 'I') end++; /* MiB */
+  if (toupper((unsigned char)*end) == 'B') end++;
+  if (*end != '\0') return -1;
+  return (int64_t)(v * mult);
+}
+
+/* NVRTC's version and build: major.minor, and the size of the library
+ * file that was loaded, which differs between builds of one version. The
+ * file's time is left out so machines with the same toolkit share keys. */
+static void nvrtc_identity(jitk_engine *e, char *out, size_t n) {
+  long long size = -1;
+  Dl_info info;
+  struct stat st;
+  if (dladdr((void *)&nvrtcVersion, &info) != 0 && info.dli_fname != NULL &&
+      stat(info.dli_fname, &st) == 0)
+    size = (long long)st.st_size;
+  snprintf(out, n, "%d.%d/%lld", e->nvrtc.major, e->nvrtc.minor, size);
+}
+
+jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
+  jk_cache *c = &e->cache;
+  memset(c, 0, sizeof *c);
+  c->lock_fd = -1;
+  c->owner_pid = getpid();
+  pthread_mutex_init(&c->disk_lock, NULL);
+  pthread_cond_init(&c->compiled, NULL);
+  atomic_init(&c->memory_hits, 0);
+  atomic_init(&c->memory_hits_unflushed, 0);
+  nvrtc_identity(e, c->nvrtc_id, sizeof c->nvrtc_id);
+  jk_headers_digest(e, c->headers_digest);
+
+  c->mode = cfg->cache_mode == JITK_CACHE_DEFAULT ? mode_from_env(e) : cfg->cache_mode;
+  if (c->mode < JITK_CACHE_ON || c->mode > JITK_CACHE_READ_ONLY)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "cache_mode %d is not a jitk_cache_mode",
+                   (int)c->mode);
+  if (cfg->cache_max_bytes < 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "cache_max_bytes is negative");
+  c->max_bytes = cfg->cache_max_bytes;
+  if (c->max_bytes == 0) {
+    const char *v = getenv("JITK_CACHE_MAX_SIZE");
+    c->max_bytes = JK_DEFAULT_MAX_BYTES;
+    if (v != NULL && *v != '\0') {
+      int64_t parsed = parse_size(v);
+      if (parsed > 0)
+        c->max_bytes = parsed;
+      else
+        jk_log(e, JITK_LOG_WARN, "JITK_CACHE_MAX_SIZE=\"%s\" is not a size; using 1 GiB", v);
+    }
+  }
+  if (cfg->cache_shared < 0) {
+    const char *v = getenv("JITK_CACHE_SHARED");
+    c->shared = v != NULL && strcmp(v, "1") == 0;
+  } else {
+    c->shared = cfg->cache_shared != 0;
+  }
+  c->memory_capacity = cfg->cache_memory_entries ? cfg->cache_memory_entries
+                                                 : JK_DEFAULT_MEMORY_ENTRIES;
+  c->num_buckets = 64;
+  while (c->num_buckets < 2 * c->memory_capacity && c->num_buckets < ((size_t)1 << 20))
+    c->num_buckets *= 2;
+  c->buckets = jk_calloc(e, c->num_buckets, sizeof *c->buckets);
+  if (c->buckets == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+
+  if (c->mode != JITK_CACHE_OFF) {
+    c->dir = cfg->cache_dir ? jk_strdup(e, cfg->cache_dir) : jk_cache_default_dir(e);
+    if (cfg->cache_dir != NULL && c->dir == NULL)
+      return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  } else {
+    c->disk = JK_DISK_OFF;
+  }
+  return JITK_OK;
+}
+
+static void entry_free(jitk_engine *e, jk_entry *x) {
+  if (x == NULL) return;
+  if (x->cu != NULL) jk_module_unload(e, (CUmodule)x->cu);
+  for (size_t i = 0; i < x->num_names; i++) {
+    if (x->name_expressions) jk_free(e, x->name_expressions[i]);
+    if (x->lowered) jk_free(e, x->lowered[i]);
+  }
+  jk_free(e, x->name_expressions);
+  jk_free(e, x->lowered);
+  jk_ptxas_free(e, x->resources, x->num_resources);
+  jk_free(e, x->log);
+  jk_free(e, x->image);
+  jk_free(e, x);
+}
+
+void jk_cache_destroy(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  pthread_mutex_lock(&c->disk_lock);
+  jk_store_close(e);
+  pthread_mutex_unlock(&c->disk_lock);
+  /* Entries still referenced by modules are the caller's mistake (modules
+   * must go before their engine); the table's own are freed here. */
+  jk_entry *x = c->lru_head;
+  while (x != NULL) {
+    jk_entry *next = x->lru_next;
+    if (--x->refs == 0) entry_free(e, x);
+    x = next;
+  }
+  jk_free(e, c->buckets);
+  jk_free(e, c->inflight);
+  jk_free(e, c->dir);
+  jk_free(e, c->db_path);
+  pthread_cond_destroy(&c->compiled);
+  pthread_mutex_destroy(&c->disk_lock);
+  memset(c, 0, sizeof *c);
+}
+
+/* --- the in-memory table, under the engine lock --- */
+
+static size_t bucket_of(const jk_cache *c, const jk_key *k) {
+  uint64_t h = 0;
+  memcpy(&h, k->bytes + 8, sizeof h);
+  return (size_t)(h & (c->num_buckets - 1));
+}
+
+static void lru_unlink(jk_cache *c, jk_entry *x) {
+  if (x->lru_prev) x->lru_prev->lru_next = x->lru_next; else c->lru_head = x->lru_next;
+  if (x->lru_next) x->lru_next->lru_prev = x->lru_prev; else c->lru_tail = x->lru_prev;
+  x->lru_prev = x->lru_next = NULL;
+}
+
+static void lru_push_front(jk_cache *c, jk_entry *x) {
+  x->lru_prev = NULL;
+  x->lru_next = c->lru_head;
+  if (c->lru_head) c->lru_head->lru_prev = x; else c->lru_tail = x;
+  c->lru_head = x;
+}
+
+jk_entry *jk_table_find(jk_cache *c, const jk_key *key) {
+  for (jk_entry *x = c->buckets[bucket_of(c, key)]; x != NULL; x = x->hash_next)
+    if (memcmp(x->key.bytes, key->bytes, 16) == 0) return x;
+  return NULL;
+}
+
+static void table_remove(jk_cache *c, jk_entry *x) {
+  jk_entry **p = &c->buckets[bucket_of(c, &x->key)];
+  while (*p != NULL && *p != x) p = &(*p)->hash_next;
+  if (*p == x) *p = x->hash_next;
+  x->hash_next = NULL;
+  lru_unlink(c, x);
+  x->in_table = false;
+  c->count--;
+}
+
+/* Inserts x (taking a reference for the table) and returns the entries
+ * pushed out beyond the capacity whose last reference went with them,
+ * chained through hash_next, for the caller to free outside the lock. */
+static jk_entry *table_insert(jk_cache *c, jk_entry *x) {
+  size_t b = bucket_of(c, &x->key);
+  x->hash_next = c->buckets[b];
+  c->buckets[b] = x;
+  lru_push_front(c, x);
+  x->in_table = true;
+  x->refs++;
+  c->count++;
+  jk_entry *dead = NULL;
+  while (c->count > c->memory_capacity && c->lru_tail != NULL && c->lru_tail != x) {
+    jk_entry *victim = c->lru_tail;
+    table_remove(c, victim);
+    if (--victim->refs == 0) {
+      victim->hash_next = dead;
+      dead = victim;
+    }
+  }
+  return dead;
+}
+
+static bool inflight_has(const jk_cache *c, const jk_key *key) {
+  for (size_t i = 0; i < c->num_inflight; i++)
+    if (memcmp(c->inflight[i].bytes, key->bytes, 16) == 0) return true;
+  return false;
+}
+
+static bool inflight_add(jitk_engine *e, const jk_key *key) {
+  jk_cache *c = &e->cache;
+  if (c->num_inflight == c->cap_inflight) {
+    size_t cap = c->cap_inflight ? c->cap_inflight * 2 : 8;
+    jk_key *v = jk_realloc(e, c->inflight, cap * sizeof *v);
+    if (v == NULL) return false;
+    c->inflight = v;
+    c->cap_inflight = cap;
+  }
+  c->inflight[c->num_inflight++] = *key;
+  return true;
+}
+
+static void inflight_remove(jk_cache *c, const jk_key *key) {
+  for (size_t i = 0; i < c->num_inflight; i++)
+    if (memcmp(c->inflight[i].bytes, key->bytes, 16) == 0) {
+      c->inflight[i] = c->inflight[--c->num_inflight];
+      return;
+    }
+}
+
+void jk_entry_release(jitk_engine *e, jk_entry *x) {
+  if (x == NULL) return;
+  pthread_mutex_lock(&e->lock);
+  bool last = --x->refs == 0;
+  pthread_mutex_unlock(&e->lock);
+  if (last) entry_free(e, x);
+}
+
+/* Fills an entry from NVRTC's output, taking its buffers. */
+static jitk_status entry_from_compile(jitk_engine *e, const jk_compile_input *in,
+                                      jk_compile_output *co, jk_entry *x) {
+  x->image = co->image;
+  x->image_size = co->image_size;
+  x->kind = co->ptx ? JITK_IMAGE_PTX : JITK_IMAGE_CUBIN;
+  x->log = co->log;
+  x->lowered = co->lowered;
+  x->num_names = co->num_lowered;
+  x->compile_ms = co->milliseconds;
+  co->image = NULL;
+  co->log = NULL;
+  co->lowered = NULL;
+  co->num_lowered = 0;
+  if (x->num_names > 0) {
+    x->name_expressions = jk_calloc(e, x->num_names, sizeof(char *));
+    if (x->name_expressions == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < x->num_names; i++)
+      if ((x->name_expressions[i] = jk_strdup(e, in->name_expressions[i])) == NULL)
+        return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  return JITK_OK;
+}
+
+static void count(jitk_engine *e, uint64_t *mine, uint64_t *pending) {
+  pthread_mutex_lock(&e->cache.disk_lock);
+  ++*mine;
+  ++*pending;
+  pthread_mutex_unlock(&e->cache.disk_lock);
+}
+
+/* From the store, or compiled (and stored) while holding the key's lock. */
+static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const jk_key *key,
+                              const jk_material *mat, jk_entry *x) {
+  jk_cache *c = &e->cache;
+  bool found = false, writable = false;
+  jitk_status st = JITK_OK;
+  if (c->mode != JITK_CACHE_OFF) {
+    pthread_mutex_lock(&c->disk_lock);
+    st = jk_store_lookup(e, key, mat, x, &found);
+    writable = c->disk == JK_DISK_OPEN;
+    pthread_mutex_unlock(&c->disk_lock);
+    if (st != JITK_OK) return st;
+  }
+  bool locked = false;
+  if (!found && writable) {
+    locked = jk_key_lock(e, key, JK_KEY_LOCK_TIMEOUT_MS);
+    if (locked && c->test_hook) c->test_hook(c->test_user, JK_EVENT_KEY_LOCKED);
+    if (locked) {
+      /* Whoever held the lock may have stored it meanwhile. */
+      pthread_mutex_lock(&c->disk_lock);
+      st = jk_store_lookup(e, key, mat, x, &found);
+      pthread_mutex_unlock(&c->disk_lock);
+    }
+  }
+  if (st == JITK_OK && found) {
+    pthread_mutex_lock(&c->disk_lock);
+    c->stats.disk_hits++;
+    c->pending.disk_hits++;
+    jk_store_note_hit(e, key);
+    pthread_mutex_unlock(&c->disk_lock);
+  } else if (st == JITK_OK) {
+    count(e, &c->stats.misses, &c->pending.misses);
+    jk_compile_output co;
+    st = jk_nvrtc_compile(e, in, &co);
+    if (st == JITK_OK) {
+      st = entry_from_compile(e, in, &co, x);
+      jk_compile_output_free(e, &co);
+      pthread_mutex_lock(&c->disk_lock);
+      c->stats.compiles++;
+      c->pending.compiles++;
+      c->stats.compile_ms += x->compile_ms;
+      c->pending.compile_ms += x->compile_ms;
+      pthread_mutex_unlock(&c->disk_lock);
+      if (c->test_hook) c->test_hook(c->test_user, JK_EVENT_COMPILED);
+    }
+    if (st == JITK_OK && writable) {
+      pthread_mutex_lock(&c->disk_lock);
+      jk_store_insert(e, key, mat, x, in->program_name ? in->program_name : "module.cu");
+      pthread_mutex_unlock(&c->disk_lock);
+    }
+  }
+  if (locked) jk_key_unlock(e, key);
+  return st;
+}
+
+jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                         jk_entry **out) {
+  jk_cache *c = &e->cache;
+  jk_material mat;
+  jk_material_init(&mat, e);
+  jk_key key;
+  jitk_status st = jk_cache_key(e, in, generator, &mat, &key);
+  if (st != JITK_OK) {
+    jk_material_free(&mat);
+    return st;
+  }
+
+  pthread_mutex_lock(&e->lock);
+  for (;;) {
+    jk_entry *hit = jk_table_find(c, &key);
+    if (hit != NULL) {
+      hit->refs++;
+      lru_unlink(c, hit);
+      lru_push_front(c, hit);
+      pthread_mutex_unlock(&e->lock);
+      atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
+      jk_material_free(&mat);
+      *out = hit;
+      return JITK_OK;
+    }
+    if (!inflight_has(c, &key)) break;
+    pthread_cond_wait(&c->compiled, &e->lock);
+  }
+  bool added = inflight_add(e, &key);
+  pthread_mutex_unlock(&e->lock);
+  if (!added) {
+    jk_material_free(&mat);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+
+  jk_entry *x = jk_calloc(e, 1, sizeof *x);
+  if (x == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  if (st == JITK_OK) {
+    x->key = key;
+    st = fill_entry(e, in, &key, &mat, x);
+  }
+  jk_material_free(&mat);
+  if (st == JITK_OK && x->kind == JITK_IMAGE_CUBIN && x->log != NULL)
+    st = jk_ptxas_parse(e, x->log, &x->resources, &x->num_resources);
+  if (st == JITK_OK && e->has_device) {
+    CUmodule mod = NULL;
+    st = jk_module_load(e, x->image, x->kind, &mod);
+    x->cu = mod;
+  }
+
+  pthread_mutex_lock(&e->lock);
+  inflight_remove(c, &key);
+  pthread_cond_broadcast(&c->compiled);
+  jk_entry *dead = NULL;
+  if (st == JITK_OK) {
+    x->refs = 1; /* the caller's */
+    dead = table_insert(c, x);
+  }
+  pthread_mutex_unlock(&e->lock);
+  while (dead != NULL) {
+    jk_entry *next = dead->hash_next;
+    entry_free(e, dead);
+    dead = next;
+  }
+  if (st != JITK_OK) {
+    entry_free(e, x);
+    return st;
+  }
+  *out = x;
+  return JITK_OK;
+}

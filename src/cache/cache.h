@@ -1,0 +1,228 @@
+/*
+ * The kernel cache: an in-memory table of loaded modules per engine, and an
+ * SQLite store of compiled images shared by every process of the user.
+ *
+ * Every kind of kernel goes through jk_cache_get: raw modules now, the
+ * generated kinds later. It returns a shared, reference-counted entry that
+ * holds the image, its names and, on a device engine, the loaded CUmodule.
+ */
+#ifndef JITK_SRC_CACHE_CACHE_H
+#define JITK_SRC_CACHE_CACHE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jitk/jitk.h>
+#include <sqlite3.h>
+
+#include "nvrtc/nvrtc.h"
+
+/* The on-disk format version (cache/schema.sql, cache/FORMAT.md). */
+#define JK_CACHE_FORMAT 1
+
+typedef struct jk_key {
+  uint8_t bytes[16]; /* XXH3-128 of the key material, big-endian */
+} jk_key;
+
+/* Labelled, length-prefixed fields: each is a NUL-terminated label, a
+ * 64-bit little-endian length, then the bytes. Two different field lists
+ * can never serialize to the same bytes. */
+typedef struct jk_material {
+  jitk_engine *e;
+  unsigned char *data;
+  size_t len, cap;
+  bool failed;
+} jk_material;
+
+void jk_material_init(jk_material *m, jitk_engine *e);
+void jk_material_free(jk_material *m);
+void jk_material_add(jk_material *m, const char *label, const void *bytes, size_t n);
+void jk_material_add_str(jk_material *m, const char *label, const char *s);
+/* Walks the fields of a serialized material; returns false at the end or
+ * on malformed input (then *ok is false). */
+bool jk_material_next(const unsigned char *data, size_t len, size_t *pos,
+                      const char **label, const unsigned char **bytes, size_t *n, bool *ok);
+
+void jk_hash128(const void *data, size_t n, uint8_t out[16]);
+void jk_key_hex(const jk_key *k, char out[33]);
+/* XXH3-128, in hexadecimal, over the names and contents of the device
+ * headers embedded from templates/. */
+void jk_headers_digest(jitk_engine *e, char out[33]);
+
+/* One compiled kernel image and what goes with it, shared by every module
+ * handle made from it; the memory table holds one reference too. */
+typedef struct jk_entry {
+  jk_key key;
+  int refs; /* under the engine lock */
+  struct jk_entry *hash_next, *lru_prev, *lru_next;
+  bool in_table;
+
+  void *image;
+  size_t image_size;
+  jitk_image_kind kind;
+  char **name_expressions;
+  char **lowered;
+  size_t num_names;
+  char *log;
+  jitk_kernel_resources *resources;
+  size_t num_resources;
+  double compile_ms;
+  void *cu; /* CUmodule, NULL on compile-only engines */
+} jk_entry;
+
+typedef enum jk_disk_state {
+  JK_DISK_CLOSED = 0, /* not opened yet: opened at first use */
+  JK_DISK_OPEN,
+  JK_DISK_READ_ONLY,
+  JK_DISK_OFF /* disabled by configuration or after a failure */
+} jk_disk_state;
+
+/* Counters. Those of an engine count its own work; the database keeps the
+ * sum over every process. */
+typedef struct jk_counters {
+  uint64_t memory_hits, disk_hits, misses, compiles, corrupt, evictions, disk_errors;
+  double compile_ms;
+} jk_counters;
+
+/* Events for tests: called, when set, at points where a crash matters. */
+typedef enum jk_cache_event {
+  JK_EVENT_IN_WRITE_TRANSACTION = 1,
+  JK_EVENT_KEY_LOCKED = 2,
+  JK_EVENT_COMPILED = 3
+} jk_cache_event;
+
+typedef struct jk_cache {
+  /* Configuration, fixed at engine creation. */
+  jitk_cache_mode mode;
+  char *dir;       /* NULL when no directory could be chosen */
+  bool shared;
+  int64_t max_bytes;
+  size_t memory_capacity;
+  const char *vfs; /* SQLite VFS name; tests put a faulty one here */
+  void (*test_hook)(void *user, jk_cache_event event);
+  void *test_user;
+
+  /* The in-memory table: a hash of entries with an LRU list, most recent
+   * first. Guarded by the engine lock. */
+  jk_entry **buckets;
+  size_t num_buckets, count;
+  jk_entry *lru_head, *lru_tail;
+
+  /* Keys being compiled by a thread of this engine; others wait on
+   * `compiled`. Guarded by the engine lock. */
+  jk_key *inflight;
+  size_t num_inflight, cap_inflight;
+  pthread_cond_t compiled;
+
+  /* The disk store, guarded by disk_lock. Opened lazily; reopened in a
+   * forked child (owner_pid tells), never shared across fork. */
+  pthread_mutex_t disk_lock;
+  jk_disk_state disk;
+  pid_t owner_pid;
+  sqlite3 *db;
+  int lock_fd; /* the key-lock file, -1 when closed */
+  bool network_fs;
+  char *db_path;
+  /* Disk hits whose last_used stamp is not written yet. */
+  jk_key pending_used[64];
+  size_t num_pending_used;
+  jk_counters pending; /* counters not yet added to the database */
+
+  /* Identity of the NVRTC in use, and the digest of jitk's embedded
+   * device headers: parts of every key. */
+  char nvrtc_id[96];
+  char headers_digest[33];
+
+  /* This engine's counters (memory hits kept apart: they are counted on
+   * the fast path, without the disk lock). */
+  jk_counters stats;
+  _Atomic uint64_t memory_hits;
+  _Atomic uint64_t memory_hits_unflushed;
+} jk_cache;
+
+/* Reads the cache settings (config fields, then the environment). */
+jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg);
+/* Flushes pending stamps and counters, closes the store, frees the table
+ * (unloading modules nobody holds). */
+void jk_cache_destroy(jitk_engine *e);
+
+/*
+ * The entry for compiling `in` with generator `generator` ("raw/1" for raw
+ * modules): from memory, from disk, or compiled (and stored). The caller
+ * owns one reference; release it with jk_entry_release. Disk problems
+ * never fail this call: they are logged once and the store is left alone.
+ */
+jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in,
+                         const char *generator, jk_entry **out);
+void jk_entry_release(jitk_engine *e, jk_entry *entry);
+
+/* The loaded entry for a key, or NULL; under the engine lock. */
+jk_entry *jk_table_find(jk_cache *c, const jk_key *key);
+
+/* The full key material for an input, and its key. */
+jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in,
+                         const char *generator, jk_material *material, jk_key *key);
+
+/* The directory chosen by the rules of DESIGN.md section 4, allocated. */
+char *jk_cache_default_dir(jitk_engine *e);
+
+/* --- store.c: the SQLite store --- */
+jitk_status jk_store_open(jitk_engine *e);
+void jk_store_close(jitk_engine *e);
+/* Looks a key up; *found false on a miss. Entries that fail their checks
+ * are deleted and counted as corrupt, and read as a miss. */
+jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material *material,
+                            jk_entry *out, bool *found);
+jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material *material,
+                            const jk_entry *entry, const char *label);
+void jk_store_note_hit(jitk_engine *e, const jk_key *key);
+void jk_store_flush(jitk_engine *e);
+/* Marks the disk tier unusable for this engine after an unexpected SQLite
+ * failure, with one warning line. */
+void jk_store_disable(jitk_engine *e, const char *why, int rc);
+
+/* Transactions: BEGIN IMMEDIATE with retries (then the test hook runs),
+ * COMMIT (rolling back when it fails), ROLLBACK. */
+int jk_store_begin(jitk_engine *e);
+int jk_store_commit(jitk_engine *e);
+void jk_store_rollback(jitk_engine *e);
+/* Whether an SQLite result means the database cannot be used. */
+bool jk_store_is_fatal(int rc);
+/* Inside a write transaction: delete one entry, keeping the total right;
+ * evict least recently used entries down to `limit` bytes. */
+int jk_store_delete_row(jitk_engine *e, const jk_key *key);
+int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed);
+/* XXH3-128 over an entry's kind, image, names and log, each
+ * length-prefixed: the checksum stored with the row. */
+void jk_store_checksum(int kind, const void *image, size_t image_size, const void *names,
+                       size_t names_size, const char *log, size_t log_size, uint8_t out[16]);
+
+/* Serializes an entry's names for the database, and back. */
+jitk_status jk_names_pack(jitk_engine *e, const jk_entry *entry, jk_material *out);
+jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n,
+                            jk_entry *entry);
+
+/* --- lock.c: cross-process key locks --- */
+/* Holds the key while this process compiles it. Waits up to `timeout_ms`
+ * for another process that holds it; returns false when the lock could not
+ * be taken (then the caller compiles anyway). */
+bool jk_key_lock(jitk_engine *e, const jk_key *key, int timeout_ms);
+void jk_key_unlock(jitk_engine *e, const jk_key *key);
+
+/* --- dir.c: locations, permissions, filesystems --- */
+/* Creates `dir` (mode 0700, or 0770 when shared) and its parents as
+ * needed, then refuses a directory that is a symlink, owned by another
+ * user, or writable by group or others, unless `shared`. */
+jitk_status jk_cache_prepare_dir(jitk_engine *e, const char *dir, bool shared);
+/* The same checks for a file in it (the database, the lock file). */
+jitk_status jk_cache_check_file(jitk_engine *e, const char *path, bool shared);
+/* Whether `path` lies on a network filesystem (NFS, SMB, CIFS, ...), whose
+ * locking SQLite's WAL cannot rely on; sets *name to the filesystem's. */
+bool jk_is_network_fs(const char *path, const char **name);
+/* The same decision from a statfs f_type. */
+bool jk_is_network_fs_type(long type, const char **name);
+
+#endif

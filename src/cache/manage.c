@@ -1,0 +1,434 @@
+/*
+ * The public cache API: counters, location, listing, and maintenance
+ * (verify, prune, clear, export, import) for the CLI and for programs.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "core/core.h"
+
+/* Opens the store for a maintenance call, or says why it cannot. Holds
+ * disk_lock on success; the caller unlocks. */
+static jitk_status open_for(jitk_engine *e, const char *what, bool write) {
+  if (e == NULL) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: engine is NULL", what);
+  jk_cache *c = &e->cache;
+  pthread_mutex_lock(&c->disk_lock);
+  if (c->mode == JITK_CACHE_OFF) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_CACHE, "%s: the disk cache is off (JITK_CACHE=off)", what);
+  }
+  if (jk_store_open(e) != JITK_OK) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_CACHE, "%s: the disk cache %s cannot be used (see the log)", what,
+                   c->db_path ? c->db_path : c->dir ? c->dir : "(no folder)");
+  }
+  if (write && c->disk != JK_DISK_OPEN) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_CACHE, "%s: the disk cache %s is read-only", what, c->db_path);
+  }
+  return JITK_OK;
+}
+
+static jitk_status sql_fail(jitk_engine *e, const char *what, int rc) {
+  const char *m = e->cache.db ? sqlite3_errmsg(e->cache.db) : sqlite3_errstr(rc);
+  jitk_status st = jk_fail(e, JITK_ERR_CACHE, "%s: %s%s", what, m,
+                           jk_store_is_fatal(rc) ? " (the database may be damaged: "
+                                                   "`jitk cache clear` starts afresh)"
+                                                 : "");
+  return st;
+}
+
+jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_cache_stats *all) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_get_stats: engine is NULL");
+  jk_cache *c = &e->cache;
+  if (mine != NULL) {
+    memset(mine, 0, sizeof *mine);
+    pthread_mutex_lock(&c->disk_lock);
+    mine->disk_hits = c->stats.disk_hits;
+    mine->misses = c->stats.misses;
+    mine->compiles = c->stats.compiles;
+    mine->compile_ms = c->stats.compile_ms;
+    mine->corrupt = c->stats.corrupt;
+    mine->evictions = c->stats.evictions;
+    mine->disk_errors = c->stats.disk_errors;
+    pthread_mutex_unlock(&c->disk_lock);
+    mine->memory_hits = atomic_load(&c->memory_hits);
+    mine->max_bytes = c->max_bytes;
+  }
+  if (all == NULL) return JITK_OK;
+  jitk_status st = open_for(e, "jitk_cache_get_stats", false);
+  if (st != JITK_OK) return st;
+  /* Our own pending counts first, so the sum includes them. */
+  jk_store_flush(e);
+  memset(all, 0, sizeof *all);
+  all->max_bytes = c->max_bytes;
+  sqlite3_stmt *q = NULL;
+  int rc = c->db ? sqlite3_prepare_v2(c->db, "SELECT name, value FROM stats", -1, &q, NULL)
+                 : SQLITE_MISUSE;
+  int step = SQLITE_DONE;
+  while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(q, 0);
+    int64_t v = sqlite3_column_int64(q, 1);
+    if (name == NULL) continue;
+    if (strcmp(name, "memory_hits") == 0) all->memory_hits = (uint64_t)v;
+    else if (strcmp(name, "disk_hits") == 0) all->disk_hits = (uint64_t)v;
+    else if (strcmp(name, "misses") == 0) all->misses = (uint64_t)v;
+    else if (strcmp(name, "compiles") == 0) all->compiles = (uint64_t)v;
+    else if (strcmp(name, "compile_us") == 0) all->compile_ms = (double)v / 1000.0;
+    else if (strcmp(name, "corrupt") == 0) all->corrupt = (uint64_t)v;
+    else if (strcmp(name, "evictions") == 0) all->evictions = (uint64_t)v;
+  }
+  if (rc == SQLITE_OK && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
+  sqlite3_finalize(q);
+  q = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db, "SELECT count(*), coalesce(sum(bytes), 0) FROM entries", -1,
+                            &q, NULL);
+  if (rc == SQLITE_OK) {
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      all->entries = (uint64_t)sqlite3_column_int64(q, 0);
+      all->bytes = (uint64_t)sqlite3_column_int64(q, 1);
+    } else {
+      rc = sqlite3_errcode(c->db);
+    }
+  }
+  sqlite3_finalize(q);
+  all->disk_errors = c->stats.disk_errors;
+  if (rc != SQLITE_OK) st = sql_fail(e, "reading the cache's counters", rc);
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+jitk_status jitk_cache_location(jitk_engine *e, const char **dir, const char **database,
+                                const char **state) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_location: engine is NULL");
+  jk_cache *c = &e->cache;
+  pthread_mutex_lock(&c->disk_lock);
+  if (c->mode != JITK_CACHE_OFF) jk_store_open(e);
+  if (dir) *dir = c->dir;
+  if (database) *database = c->db_path;
+  if (state) {
+    if (c->mode == JITK_CACHE_OFF)
+      *state = "off: JITK_CACHE=off";
+    else if (c->disk == JK_DISK_OPEN)
+      *state = c->network_fs ? "on (network filesystem: rollback journal)" : "on";
+    else if (c->disk == JK_DISK_READ_ONLY)
+      *state = "read-only";
+    else
+      *state = "off: the database could not be used (the log says why)";
+  }
+  pthread_mutex_unlock(&c->disk_lock);
+  return JITK_OK;
+}
+
+jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) {
+  if (fn == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_list: fn is NULL");
+  jitk_status st = open_for(e, "jitk_cache_list", false);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(c->db,
+                              "SELECT key, label, target, kind, bytes, compile_ms, created, "
+                              "last_used FROM entries ORDER BY last_used, rowid",
+                              -1, &q, NULL);
+  int step = SQLITE_DONE;
+  while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    jitk_cache_entry_info info;
+    memset(&info, 0, sizeof info);
+    jk_key k;
+    memset(&k, 0, sizeof k);
+    if (sqlite3_column_bytes(q, 0) == 16) memcpy(k.bytes, sqlite3_column_blob(q, 0), 16);
+    jk_key_hex(&k, info.key);
+    info.label = (const char *)sqlite3_column_text(q, 1);
+    info.target = (const char *)sqlite3_column_text(q, 2);
+    if (info.label == NULL) info.label = "";
+    if (info.target == NULL) info.target = "";
+    info.kind = (jitk_image_kind)sqlite3_column_int(q, 3);
+    info.bytes = (size_t)sqlite3_column_int64(q, 4);
+    info.compile_ms = sqlite3_column_double(q, 5);
+    info.created = sqlite3_column_int64(q, 6);
+    info.last_used = sqlite3_column_int64(q, 7);
+    if (fn(user, &info) != 0) break;
+  }
+  if (rc == SQLITE_OK && step != SQLITE_DONE && step != SQLITE_ROW) rc = sqlite3_errcode(c->db);
+  sqlite3_finalize(q);
+  if (rc != SQLITE_OK) st = sql_fail(e, "listing the cache", rc);
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+/* Whether a row holds a usable entry: its key is the hash of its material,
+ * the material parses, the checksum matches, the names parse. */
+static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key) {
+  int klen = sqlite3_column_bytes(q, col_key);
+  const void *key = sqlite3_column_blob(q, col_key);
+  int kind = sqlite3_column_int(q, col_key + 1);
+  const void *sum = sqlite3_column_blob(q, col_key + 2);
+  int sum_len = sqlite3_column_bytes(q, col_key + 2);
+  const unsigned char *mat = sqlite3_column_blob(q, col_key + 3);
+  size_t mat_len = (size_t)sqlite3_column_bytes(q, col_key + 3);
+  const unsigned char *names = sqlite3_column_blob(q, col_key + 4);
+  size_t names_len = (size_t)sqlite3_column_bytes(q, col_key + 4);
+  const char *log = (const char *)sqlite3_column_text(q, col_key + 5);
+  size_t log_len = (size_t)sqlite3_column_bytes(q, col_key + 5);
+  const void *image = sqlite3_column_blob(q, col_key + 6);
+  size_t image_len = (size_t)sqlite3_column_bytes(q, col_key + 6);
+  if (klen != 16 || key == NULL || sum_len != 16 || mat == NULL || log == NULL ||
+      image == NULL || image_len == 0)
+    return false;
+  if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX) return false;
+  uint8_t h[16];
+  jk_hash128(mat, mat_len, h);
+  if (memcmp(h, key, 16) != 0) return false;
+  size_t pos = 0;
+  const char *label;
+  const unsigned char *bytes;
+  size_t n;
+  bool ok = true;
+  while (jk_material_next(mat, mat_len, &pos, &label, &bytes, &n, &ok)) {
+  }
+  if (!ok) return false;
+  jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, h);
+  if (memcmp(h, sum, 16) != 0) return false;
+  jk_entry tmp;
+  memset(&tmp, 0, sizeof tmp);
+  jitk_status st = jk_names_unpack(e, names ? names : (const unsigned char *)"", names_len, &tmp);
+  for (size_t i = 0; i < tmp.num_names; i++) {
+    if (tmp.name_expressions) jk_free(e, tmp.name_expressions[i]);
+    if (tmp.lowered) jk_free(e, tmp.lowered[i]);
+  }
+  jk_free(e, tmp.name_expressions);
+  jk_free(e, tmp.lowered);
+  return st == JITK_OK;
+}
+
+#define JK_ROW_COLUMNS "key, kind, checksum, material, names, log, image"
+
+jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) {
+  jitk_status st = open_for(e, "jitk_cache_verify", true);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  size_t n_checked = 0, n_removed = 0;
+  int rc = jk_store_begin(e);
+  sqlite3_stmt *q = NULL, *del = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db, "SELECT rowid, " JK_ROW_COLUMNS " FROM entries", -1, &q, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE rowid = ?1", -1, &del, NULL);
+  /* Deleting the row a SELECT stands on is allowed in SQLite; the scan
+   * goes on with the next one. */
+  int step = SQLITE_DONE;
+  while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    n_checked++;
+    if (row_is_sound(e, q, 1)) continue;
+    sqlite3_bind_int64(del, 1, sqlite3_column_int64(q, 0));
+    rc = sqlite3_step(del) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    sqlite3_reset(del);
+    n_removed++;
+  }
+  if (rc == SQLITE_OK && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
+  sqlite3_finalize(q);
+  sqlite3_finalize(del);
+  /* The total is recomputed from what is left. */
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(c->db,
+                      "INSERT INTO stats (name, value) SELECT 'total_bytes', "
+                      "coalesce(sum(bytes), 0) FROM entries WHERE true "
+                      "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                      NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    c->pending.corrupt += n_removed;
+    c->stats.corrupt += n_removed;
+    rc = jk_store_commit(e);
+  } else {
+    jk_store_rollback(e);
+  }
+  if (rc == SQLITE_OK) {
+    /* SQLite's own structure too: entries can be sound in a damaged file. */
+    sqlite3_stmt *ic = NULL;
+    rc = sqlite3_prepare_v2(c->db, "PRAGMA quick_check", -1, &ic, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(ic) == SQLITE_ROW) {
+      const char *r = (const char *)sqlite3_column_text(ic, 0);
+      if (r == NULL || strcmp(r, "ok") != 0) {
+        sqlite3_finalize(ic);
+        pthread_mutex_unlock(&c->disk_lock);
+        return jk_fail(e, JITK_ERR_CACHE,
+                       "the cache database %s is damaged (%s); `jitk cache clear` starts "
+                       "afresh",
+                       c->db_path, r ? r : "?");
+      }
+    }
+    sqlite3_finalize(ic);
+  }
+  if (rc != SQLITE_OK) st = sql_fail(e, "verifying the cache", rc);
+  else {
+    if (checked) *checked = n_checked;
+    if (removed) *removed = n_removed;
+  }
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+jitk_status jitk_cache_prune(jitk_engine *e, int64_t max_bytes, size_t *removed) {
+  if (max_bytes < 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_prune: max_bytes is negative");
+  jitk_status st = open_for(e, "jitk_cache_prune", true);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  size_t n = 0;
+  int rc = jk_store_begin(e);
+  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, max_bytes ? max_bytes : c->max_bytes, &n);
+  if (rc == SQLITE_OK) {
+    c->pending.evictions += n;
+    c->stats.evictions += n;
+    rc = jk_store_commit(e);
+  } else {
+    jk_store_rollback(e);
+  }
+  if (rc != SQLITE_OK) st = sql_fail(e, "pruning the cache", rc);
+  else if (removed) *removed = n;
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+jitk_status jitk_cache_clear(jitk_engine *e, size_t *removed) {
+  jitk_status st = open_for(e, "jitk_cache_clear", true);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  int rc = jk_store_begin(e);
+  size_t n = 0;
+  if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "DELETE FROM entries", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) n = (size_t)sqlite3_changes(c->db);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(c->db, "UPDATE stats SET value = 0 WHERE name = 'total_bytes'", NULL, NULL,
+                      NULL);
+  if (rc == SQLITE_OK) rc = jk_store_commit(e);
+  else jk_store_rollback(e);
+  if (rc != SQLITE_OK) st = sql_fail(e, "clearing the cache", rc);
+  else if (removed) *removed = n;
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+jitk_status jitk_cache_export(jitk_engine *e, const char *file, size_t *exported) {
+  if (file == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_export: file is NULL");
+  jitk_status st = open_for(e, "jitk_cache_export", false);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  struct stat sb;
+  if (stat(file, &sb) == 0) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: %s exists already; choose a new file",
+                   file);
+  }
+  jk_store_flush(e);
+  sqlite3_stmt *q = NULL;
+  /* VACUUM INTO writes a compact, self-contained copy in one go. */
+  int rc = sqlite3_prepare_v2(c->db, "VACUUM INTO ?1", -1, &q, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, file, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+  }
+  sqlite3_finalize(q);
+  size_t n = 0;
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_prepare_v2(c->db, "SELECT count(*) FROM entries", -1, &q, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) n = (size_t)sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+  }
+  if (rc != SQLITE_OK) st = sql_fail(e, "exporting the cache", rc);
+  else if (exported) *exported = n;
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported,
+                              size_t *rejected) {
+  if (file == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_import: file is NULL");
+  jitk_status st = open_for(e, "jitk_cache_import", true);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  struct stat sb;
+  if (stat(file, &sb) != 0) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_IO, "jitk_cache_import: cannot read %s", file);
+  }
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(c->db, "ATTACH ?1 AS import", -1, &q, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, file, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+  }
+  sqlite3_finalize(q);
+  if (rc != SQLITE_OK) {
+    st = sql_fail(e, "opening the file to import", rc);
+    pthread_mutex_unlock(&c->disk_lock);
+    return st;
+  }
+  int format = -1;
+  rc = sqlite3_prepare_v2(c->db, "SELECT value FROM import.meta WHERE name = 'format'", -1, &q,
+                          NULL);
+  if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) format = sqlite3_column_int(q, 0);
+  sqlite3_finalize(q);
+  if (format != JK_CACHE_FORMAT) {
+    sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_CACHE,
+                   "jitk_cache_import: %s is not a jitk cache of format %d (it says %d)", file,
+                   JK_CACHE_FORMAT, format);
+  }
+  size_t n_in = 0, n_bad = 0;
+  rc = jk_store_begin(e);
+  sqlite3_stmt *ins = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db,
+                            "SELECT rowid, " JK_ROW_COLUMNS " FROM import.entries", -1, &q, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db,
+                            "INSERT OR IGNORE INTO main.entries (key, kind, bytes, created, "
+                            "last_used, compile_ms, target, label, checksum, material, names, log, "
+                            "image) SELECT key, kind, bytes, created, last_used, compile_ms, "
+                            "target, label, checksum, material, names, log, image FROM "
+                            "import.entries WHERE rowid = ?1",
+                            -1, &ins, NULL);
+  int step = SQLITE_DONE;
+  while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    if (!row_is_sound(e, q, 1)) {
+      n_bad++;
+      continue;
+    }
+    sqlite3_bind_int64(ins, 1, sqlite3_column_int64(q, 0));
+    rc = sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    if (rc == SQLITE_OK) n_in += (size_t)sqlite3_changes(c->db);
+    sqlite3_reset(ins);
+  }
+  if (rc == SQLITE_OK && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
+  sqlite3_finalize(q);
+  sqlite3_finalize(ins);
+  size_t evicted = 0;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(c->db,
+                      "INSERT INTO stats (name, value) SELECT 'total_bytes', "
+                      "coalesce(sum(bytes), 0) FROM main.entries WHERE true "
+                      "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                      NULL, NULL, NULL);
+  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, &evicted);
+  if (rc == SQLITE_OK) rc = jk_store_commit(e);
+  else jk_store_rollback(e);
+  sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    st = sql_fail(e, "importing into the cache", rc);
+  } else {
+    if (imported) *imported = n_in;
+    if (rejected) *rejected = n_bad;
+    if (evicted)
+      jk_log(e, JITK_LOG_WARN, "import: %zu entries evicted to stay under the size cap", evicted);
+  }
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}

@@ -1,0 +1,649 @@
+/*
+ * The SQLite store of compiled kernels.
+ *
+ * Rules it keeps (DESIGN.md section 4):
+ *  - one entry is one row, written in one transaction;
+ *  - every hit compares the stored key material and a checksum over the
+ *    image, names and log before anything is used; a row that fails is
+ *    deleted, counted, and read as a miss;
+ *  - WAL with a busy timeout, BEGIN IMMEDIATE for writes, and NVRTC never
+ *    runs inside a transaction, so no caller sees SQLITE_BUSY;
+ *  - anything unexpected (a corrupt file, an I/O error, a lock that never
+ *    comes) turns the disk tier off for this engine with one log line:
+ *    the kernel is still compiled and returned.
+ * All functions here run with cache.disk_lock held.
+ */
+#define XXH_STATIC_LINKING_ONLY
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "cache/cache.h"
+#include "core/core.h"
+
+extern const unsigned char jk_schema_sql[];
+extern const size_t jk_schema_sql_size;
+
+/* Label of a disk-tier failure, for the one log line. */
+void jk_store_disable(jitk_engine *e, const char *why, int rc) {
+  jk_cache *c = &e->cache;
+  const char *detail = rc ? sqlite3_errstr(rc) : NULL;
+  if (c->db != NULL && rc) {
+    const char *m = sqlite3_errmsg(c->db);
+    if (m != NULL && strcmp(m, "not an error") != 0) detail = m;
+  }
+  jk_log(e, JITK_LOG_WARN, "kernel cache %s: %s%s%s; compiling without the disk cache",
+         c->db_path ? c->db_path : (c->dir ? c->dir : "(none)"), why, detail ? ": " : "",
+         detail ? detail : "");
+  c->stats.disk_errors++;
+  if (c->db != NULL && c->owner_pid == getpid()) sqlite3_close_v2(c->db);
+  c->db = NULL;
+  /* The key-lock descriptor stays open until the engine goes: another
+   * thread may be waiting on it right now. */
+  c->disk = JK_DISK_OFF;
+}
+
+bool jk_store_is_fatal(int rc) {
+  int primary = rc & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR ||
+         primary == SQLITE_FULL || primary == SQLITE_CANTOPEN || primary == SQLITE_PROTOCOL ||
+         primary == SQLITE_READONLY || primary == SQLITE_NOMEM;
+}
+
+static int exec(jitk_engine *e, const char *sql) {
+  return sqlite3_exec(e->cache.db, sql, NULL, NULL, NULL);
+}
+
+/* BEGIN IMMEDIATE takes the write lock up front, so a transaction never
+ * fails half-way for want of it; the busy timeout waits for other writers,
+ * and a few retries cover the rare BUSY that SQLite returns without
+ * waiting (a WAL reset in progress). */
+int jk_store_begin(jitk_engine *e) {
+  int rc = SQLITE_BUSY;
+  for (int attempt = 0; attempt < 50 && (rc & 0xff) == SQLITE_BUSY; attempt++) {
+    rc = exec(e, "BEGIN IMMEDIATE");
+    if ((rc & 0xff) == SQLITE_BUSY) {
+      struct timespec ts = {0, 2000000L * (attempt + 1)};
+      nanosleep(&ts, NULL);
+    }
+  }
+  if (rc == SQLITE_OK && e->cache.test_hook)
+    e->cache.test_hook(e->cache.test_user, JK_EVENT_IN_WRITE_TRANSACTION);
+  return rc;
+}
+
+int jk_store_commit(jitk_engine *e) {
+  int rc = exec(e, "COMMIT");
+  if (rc != SQLITE_OK) exec(e, "ROLLBACK");
+  return rc;
+}
+
+void jk_store_rollback(jitk_engine *e) { exec(e, "ROLLBACK"); }
+
+static const char *file_in(jitk_engine *e, const char *dir, const char *name, char **out) {
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "%s/%s", dir, name);
+  *out = jk_buf_take(&b);
+  return *out;
+}
+
+jitk_status jk_store_open(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  if (c->disk == JK_DISK_OFF) return JITK_ERR_CACHE;
+  if ((c->disk == JK_DISK_OPEN || c->disk == JK_DISK_READ_ONLY) && c->owner_pid == getpid())
+    return JITK_OK;
+  if (c->db != NULL && c->owner_pid != getpid()) {
+    /* A forked child: the parent's connection must not be used or closed
+     * here (closing would checkpoint and could delete the parent's WAL), so
+     * it is abandoned and this process opens its own. The lock descriptor
+     * can be closed: the parent's keeps its locks. */
+    c->db = NULL;
+    if (c->lock_fd >= 0) close(c->lock_fd);
+    c->lock_fd = -1;
+    c->num_pending_used = 0;
+    memset(&c->pending, 0, sizeof c->pending);
+  }
+  c->owner_pid = getpid();
+  if (c->dir == NULL) {
+    jk_log(e, JITK_LOG_WARN,
+           "no folder for the kernel cache (set JITK_CACHE_DIR or HOME); compiling without "
+           "the disk cache");
+    c->disk = JK_DISK_OFF;
+    return JITK_ERR_CACHE;
+  }
+  bool read_only = c->mode == JITK_CACHE_READ_ONLY;
+  jitk_status st = read_only ? JITK_OK : jk_cache_prepare_dir(e, c->dir, c->shared);
+  if (st == JITK_OK && read_only) {
+    struct stat sb;
+    if (stat(c->dir, &sb) != 0) st = jk_fail(e, JITK_ERR_CACHE, "%s does not exist", c->dir);
+  }
+  char *lock_path = NULL;
+  if (st == JITK_OK && c->db_path == NULL && file_in(e, c->dir, "kernels.db", &c->db_path) == NULL)
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  if (st == JITK_OK) st = jk_cache_check_file(e, c->db_path, c->shared);
+  if (st == JITK_OK && !read_only) {
+    if (file_in(e, c->dir, "kernels.lock", &lock_path) == NULL)
+      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    else
+      st = jk_cache_check_file(e, lock_path, c->shared);
+  }
+  if (st != JITK_OK) {
+    jk_log(e, JITK_LOG_WARN, "%s; compiling without the disk cache", jitk_errmsg(e));
+    jk_free(e, lock_path);
+    c->stats.disk_errors++;
+    c->disk = JK_DISK_OFF;
+    return JITK_ERR_CACHE;
+  }
+
+  const char *fs_name = NULL;
+  c->network_fs = jk_is_network_fs(c->dir, &fs_name);
+  if (c->network_fs)
+    jk_log(e, JITK_LOG_WARN,
+           "the kernel cache %s is on a %s filesystem, where SQLite's WAL is unsafe; using a "
+           "rollback journal instead (slower under concurrency)",
+           c->dir, fs_name);
+
+  mode_t mode = c->shared ? 0660 : 0600;
+  if (!read_only) {
+    int flags = O_RDWR | O_CREAT | O_CLOEXEC | (c->shared ? 0 : O_NOFOLLOW);
+    c->lock_fd = open(lock_path, flags, mode);
+    if (c->lock_fd < 0)
+      jk_log(e, JITK_LOG_INFO,
+             "cannot open %s (%s): kernels compiled at once by several processes may be "
+             "compiled more than once",
+             lock_path, strerror(errno));
+  }
+  jk_free(e, lock_path);
+
+  int oflags = SQLITE_OPEN_NOMUTEX | (c->shared ? 0 : SQLITE_OPEN_NOFOLLOW);
+  oflags |= read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  mode_t old_mask = umask(c->shared ? 007 : 077);
+  int rc = sqlite3_open_v2(c->db_path, &c->db, oflags, c->vfs);
+  umask(old_mask);
+  if (rc != SQLITE_OK && !read_only) {
+    /* A database this user may read but not write still serves hits. */
+    sqlite3_close_v2(c->db);
+    c->db = NULL;
+    rc = sqlite3_open_v2(c->db_path, &c->db,
+                         SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX |
+                             (c->shared ? 0 : SQLITE_OPEN_NOFOLLOW),
+                         c->vfs);
+    if (rc == SQLITE_OK) {
+      read_only = true;
+      jk_log(e, JITK_LOG_WARN, "kernel cache %s is read-only here: serving hits, storing nothing",
+             c->db_path);
+    }
+  }
+  if (rc != SQLITE_OK) {
+    jk_store_disable(e, "cannot open the database", rc);
+    return JITK_ERR_CACHE;
+  }
+  sqlite3_extended_result_codes(c->db, 1);
+  sqlite3_busy_timeout(c->db, 30000);
+
+  if (!read_only) {
+    rc = exec(e, c->network_fs ? "PRAGMA journal_mode=DELETE" : "PRAGMA journal_mode=WAL");
+    if (rc == SQLITE_OK)
+      rc = exec(e, c->network_fs ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    if (rc == SQLITE_OK) rc = jk_store_begin(e);
+    if (rc == SQLITE_OK) {
+      rc = exec(e, (const char *)jk_schema_sql);
+      if (rc == SQLITE_OK)
+        rc = jk_store_commit(e);
+      else
+        jk_store_rollback(e);
+    }
+    if (rc != SQLITE_OK) {
+      jk_store_disable(e, "cannot set up the database", rc);
+      return JITK_ERR_CACHE;
+    }
+  }
+
+  /* A newer format is someone else's to read; ours is 1. */
+  sqlite3_stmt *q = NULL;
+  rc = sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE name = 'format'", -1, &q, NULL);
+  int format = -1;
+  if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) format = sqlite3_column_int(q, 0);
+  else if (rc == SQLITE_OK) rc = sqlite3_errcode(c->db);
+  sqlite3_finalize(q);
+  if (rc != SQLITE_OK || format != JK_CACHE_FORMAT) {
+    if (rc == SQLITE_OK) {
+      char why[96];
+      snprintf(why, sizeof why, "the database has format %d; this jitk reads format %d", format,
+               JK_CACHE_FORMAT);
+      jk_store_disable(e, why, 0);
+    } else {
+      jk_store_disable(e, "cannot read the database", rc);
+    }
+    return JITK_ERR_CACHE;
+  }
+  c->disk = read_only ? JK_DISK_READ_ONLY : JK_DISK_OPEN;
+  jk_log(e, JITK_LOG_DEBUG, "kernel cache %s opened%s", c->db_path, read_only ? " read-only" : "");
+  return JITK_OK;
+}
+
+void jk_store_close(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  if (c->db != NULL && c->owner_pid == getpid()) {
+    jk_store_flush(e);
+    if (c->db != NULL) sqlite3_close_v2(c->db);
+  }
+  c->db = NULL;
+  if (c->lock_fd >= 0) close(c->lock_fd);
+  c->lock_fd = -1;
+  if (c->disk != JK_DISK_OFF) c->disk = JK_DISK_CLOSED;
+}
+
+/* XXH3-128 over the parts of a row that are used, each length-prefixed. */
+void jk_store_checksum(int kind, const void *image, size_t image_size, const void *names,
+                         size_t names_size, const char *log, size_t log_size, uint8_t out[16]) {
+  XXH3_state_t s;
+  XXH3_128bits_reset(&s);
+  const void *parts[3] = {image, names, log};
+  size_t sizes[3] = {image_size, names_size, log_size};
+  unsigned char k = (unsigned char)kind;
+  XXH3_128bits_update(&s, &k, 1);
+  for (int i = 0; i < 3; i++) {
+    uint64_t n = sizes[i];
+    unsigned char le[8];
+    for (int j = 0; j < 8; j++) le[j] = (unsigned char)(n >> (8 * j));
+    XXH3_128bits_update(&s, le, 8);
+    if (n) XXH3_128bits_update(&s, parts[i], sizes[i]);
+  }
+  XXH128_canonical_t canon;
+  XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(&s));
+  memcpy(out, canon.digest, 16);
+}
+
+jitk_status jk_names_pack(jitk_engine *e, const jk_entry *entry, jk_material *out) {
+  for (size_t i = 0; i < entry->num_names; i++) {
+    jk_material_add_str(out, "name_expression", entry->name_expressions[i]);
+    jk_material_add_str(out, "lowered", entry->lowered[i]);
+  }
+  if (out->failed) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  return JITK_OK;
+}
+
+jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n, jk_entry *entry) {
+  size_t pos = 0, count = 0;
+  const char *label;
+  const unsigned char *bytes;
+  size_t len;
+  bool ok;
+  while (jk_material_next(data, n, &pos, &label, &bytes, &len, &ok)) count++;
+  if (!ok || count % 2 != 0) return JITK_ERR_INVALID_IMAGE;
+  size_t pairs = count / 2;
+  entry->num_names = 0;
+  if (pairs == 0) return JITK_OK;
+  entry->name_expressions = jk_calloc(e, pairs, sizeof(char *));
+  entry->lowered = jk_calloc(e, pairs, sizeof(char *));
+  if (entry->name_expressions == NULL || entry->lowered == NULL) return JITK_ERR_OUT_OF_MEMORY;
+  entry->num_names = pairs;
+  pos = 0;
+  for (size_t i = 0; i < pairs; i++) {
+    jk_material_next(data, n, &pos, &label, &bytes, &len, &ok);
+    if (strcmp(label, "name_expression") != 0) return JITK_ERR_INVALID_IMAGE;
+    entry->name_expressions[i] = jk_strndup(e, (const char *)bytes, len);
+    jk_material_next(data, n, &pos, &label, &bytes, &len, &ok);
+    if (strcmp(label, "lowered") != 0) return JITK_ERR_INVALID_IMAGE;
+    entry->lowered[i] = jk_strndup(e, (const char *)bytes, len);
+    if (entry->name_expressions[i] == NULL || entry->lowered[i] == NULL)
+      return JITK_ERR_OUT_OF_MEMORY;
+  }
+  return JITK_OK;
+}
+
+static int read_total(jitk_engine *e, int64_t *total);
+static int add_total(jitk_engine *e, int64_t delta);
+
+/* Deletes one entry and takes its size off the total; inside a write
+ * transaction. */
+int jk_store_delete_row(jitk_engine *e, const jk_key *key) {
+  sqlite3 *db = e->cache.db;
+  int64_t total;
+  int rc = read_total(e, &total);
+  sqlite3_stmt *q = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db, "DELETE FROM entries WHERE key = ?1 RETURNING bytes", -1, &q, NULL);
+  int64_t bytes = 0;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_blob(q, 1, key->bytes, 16, SQLITE_STATIC);
+    int step;
+    while ((step = sqlite3_step(q)) == SQLITE_ROW) bytes += sqlite3_column_int64(q, 0);
+    rc = step == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+  }
+  sqlite3_finalize(q);
+  if (rc == SQLITE_OK && bytes) rc = add_total(e, -bytes);
+  return rc;
+}
+
+/* Removes a row that failed its checks, outside any caller's transaction. */
+static void delete_corrupt(jitk_engine *e, const jk_key *key, const char *why) {
+  jk_cache *c = &e->cache;
+  char hex[33];
+  jk_key_hex(key, hex);
+  jk_log(e, JITK_LOG_INFO, "kernel cache: entry %s is corrupt (%s); removing it and recompiling",
+         hex, why);
+  c->stats.corrupt++;
+  c->pending.corrupt++;
+  if (c->disk != JK_DISK_OPEN) return;
+  int rc = jk_store_begin(e);
+  if (rc != SQLITE_OK) {
+    if (jk_store_is_fatal(rc)) jk_store_disable(e, "cannot remove a corrupt entry", rc);
+    return;
+  }
+  rc = jk_store_delete_row(e, key);
+  if (rc == SQLITE_OK) rc = jk_store_commit(e);
+  else jk_store_rollback(e);
+  if (rc != SQLITE_OK && jk_store_is_fatal(rc)) jk_store_disable(e, "cannot remove a corrupt entry", rc);
+}
+
+jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material *material,
+                            jk_entry *out, bool *found) {
+  jk_cache *c = &e->cache;
+  *found = false;
+  if (jk_store_open(e) != JITK_OK) return JITK_OK;
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(c->db,
+                              "SELECT kind, compile_ms, checksum, material, names, log, image "
+                              "FROM entries WHERE key = ?1",
+                              -1, &q, NULL);
+  if (rc != SQLITE_OK) {
+    jk_store_disable(e, "cannot read the database", rc);
+    return JITK_OK;
+  }
+  sqlite3_bind_blob(q, 1, key->bytes, 16, SQLITE_STATIC);
+  rc = sqlite3_step(q);
+  if (rc == SQLITE_DONE) {
+    sqlite3_finalize(q);
+    return JITK_OK;
+  }
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(q);
+    jk_store_disable(e, "cannot read the database", rc);
+    return JITK_OK;
+  }
+  int kind = sqlite3_column_int(q, 0);
+  double ms = sqlite3_column_double(q, 1);
+  const void *sum = sqlite3_column_blob(q, 2);
+  int sum_len = sqlite3_column_bytes(q, 2);
+  const void *mat = sqlite3_column_blob(q, 3);
+  size_t mat_len = (size_t)sqlite3_column_bytes(q, 3);
+  const void *names = sqlite3_column_blob(q, 4);
+  size_t names_len = (size_t)sqlite3_column_bytes(q, 4);
+  const char *log = (const char *)sqlite3_column_text(q, 5);
+  size_t log_len = (size_t)sqlite3_column_bytes(q, 5);
+  const void *image = sqlite3_column_blob(q, 6);
+  size_t image_len = (size_t)sqlite3_column_bytes(q, 6);
+
+  const char *why = NULL;
+  uint8_t check[16];
+  if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
+    why = "its key material differs";
+  else if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX)
+    why = "unknown image kind";
+  else if (sum_len != 16 || image == NULL || image_len == 0 || log == NULL)
+    why = "missing fields";
+  if (why == NULL) {
+    jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, check);
+    if (memcmp(check, sum, 16) != 0) why = "checksum mismatch";
+  }
+  if (why != NULL) {
+    sqlite3_finalize(q);
+    delete_corrupt(e, key, why);
+    return JITK_OK;
+  }
+
+  jitk_status st = JITK_OK;
+  out->kind = (jitk_image_kind)kind;
+  out->compile_ms = ms;
+  out->image = jk_malloc(e, image_len + 1);
+  out->log = jk_strndup(e, log, log_len);
+  if (out->image == NULL || out->log == NULL) st = JITK_ERR_OUT_OF_MEMORY;
+  if (st == JITK_OK) {
+    memcpy(out->image, image, image_len);
+    ((char *)out->image)[image_len] = '\0';
+    out->image_size = image_len;
+    st = jk_names_unpack(e, names, names_len, out);
+  }
+  sqlite3_finalize(q);
+  if (st == JITK_ERR_INVALID_IMAGE) {
+    delete_corrupt(e, key, "its names do not parse");
+    return JITK_OK;
+  }
+  if (st != JITK_OK) return jk_fail(e, st, "out of memory reading a cache entry");
+  *found = true;
+  return JITK_OK;
+}
+
+/* Adds this process's pending counters to the database's; inside a write
+ * transaction. */
+static int write_counters(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  jk_counters *p = &c->pending;
+  p->memory_hits += atomic_exchange(&c->memory_hits_unflushed, 0);
+  struct {
+    const char *name;
+    int64_t value;
+  } rows[] = {
+      {"memory_hits", (int64_t)p->memory_hits}, {"disk_hits", (int64_t)p->disk_hits},
+      {"misses", (int64_t)p->misses},           {"compiles", (int64_t)p->compiles},
+      {"compile_us", (int64_t)(p->compile_ms * 1000.0)},
+      {"corrupt", (int64_t)p->corrupt},         {"evictions", (int64_t)p->evictions},
+  };
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(c->db,
+                              "INSERT INTO stats (name, value) VALUES (?1, ?2) "
+                              "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+                              -1, &q, NULL);
+  for (size_t i = 0; rc == SQLITE_OK && i < sizeof rows / sizeof rows[0]; i++) {
+    if (rows[i].value == 0) continue;
+    sqlite3_bind_text(q, 1, rows[i].name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, rows[i].value);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    sqlite3_reset(q);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
+static int write_stamps(jitk_engine *e, int64_t now) {
+  jk_cache *c = &e->cache;
+  if (c->num_pending_used == 0) return SQLITE_OK;
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(c->db, "UPDATE entries SET last_used = ?1 WHERE key = ?2", -1, &q,
+                              NULL);
+  for (size_t i = 0; rc == SQLITE_OK && i < c->num_pending_used; i++) {
+    sqlite3_bind_int64(q, 1, now);
+    sqlite3_bind_blob(q, 2, c->pending_used[i].bytes, 16, SQLITE_STATIC);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    sqlite3_reset(q);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
+void jk_store_flush(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  if (c->disk != JK_DISK_OPEN || c->owner_pid != getpid()) return;
+  jk_counters zero;
+  memset(&zero, 0, sizeof zero);
+  if (c->num_pending_used == 0 && memcmp(&c->pending, &zero, sizeof zero) == 0 &&
+      atomic_load(&c->memory_hits_unflushed) == 0)
+    return;
+  int rc = jk_store_begin(e);
+  if (rc == SQLITE_OK) rc = write_stamps(e, (int64_t)time(NULL));
+  if (rc == SQLITE_OK) rc = write_counters(e);
+  if (rc == SQLITE_OK) rc = jk_store_commit(e);
+  else jk_store_rollback(e);
+  if (rc != SQLITE_OK) {
+    if (jk_store_is_fatal(rc)) jk_store_disable(e, "cannot write to the database", rc);
+    return;
+  }
+  c->num_pending_used = 0;
+  memset(&c->pending, 0, sizeof c->pending);
+}
+
+void jk_store_note_hit(jitk_engine *e, const jk_key *key) {
+  jk_cache *c = &e->cache;
+  if (c->disk != JK_DISK_OPEN) return;
+  if (c->num_pending_used == sizeof c->pending_used / sizeof c->pending_used[0]) jk_store_flush(e);
+  if (c->num_pending_used < sizeof c->pending_used / sizeof c->pending_used[0])
+    c->pending_used[c->num_pending_used++] = *key;
+}
+
+/* The store's total size, kept in stats as 'total_bytes' so that no write
+ * scans the table; computed once when the row is missing. Inside a write
+ * transaction. */
+static int read_total(jitk_engine *e, int64_t *total) {
+  sqlite3 *db = e->cache.db;
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT value FROM stats WHERE name = 'total_bytes'", -1, &q, NULL);
+  int step = rc == SQLITE_OK ? sqlite3_step(q) : rc;
+  if (step == SQLITE_ROW) *total = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  if (step == SQLITE_ROW) return SQLITE_OK;
+  if (step != SQLITE_DONE) return rc == SQLITE_OK ? sqlite3_errcode(db) : rc;
+  rc = sqlite3_exec(db,
+                    "INSERT INTO stats (name, value) SELECT 'total_bytes', coalesce(sum(bytes), 0) "
+                    "FROM entries",
+                    NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return rc;
+  return read_total(e, total);
+}
+
+static int add_total(jitk_engine *e, int64_t delta) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(e->cache.db,
+                              "UPDATE stats SET value = value + ?1 WHERE name = 'total_bytes'", -1,
+                              &q, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(q, 1, delta);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(e->cache.db);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
+/* Deletes least recently used rows until the total is at most `limit`;
+ * inside a write transaction. *removed counts them. */
+int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed) {
+  jk_cache *c = &e->cache;
+  int64_t sum = 0;
+  int rc = read_total(e, &sum);
+  if (rc != SQLITE_OK || sum <= limit) return rc;
+  sqlite3_stmt *oldest = NULL, *del = NULL;
+  rc = sqlite3_prepare_v2(c->db, "SELECT rowid, bytes FROM entries ORDER BY last_used, rowid", -1,
+                          &oldest, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE rowid = ?1", -1, &del, NULL);
+  int64_t freed = 0;
+  while (rc == SQLITE_OK && sum - freed > limit) {
+    int step = sqlite3_step(oldest);
+    if (step != SQLITE_ROW) {
+      rc = step == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+      break;
+    }
+    int64_t bytes = sqlite3_column_int64(oldest, 1);
+    sqlite3_bind_int64(del, 1, sqlite3_column_int64(oldest, 0));
+    rc = sqlite3_step(del) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    sqlite3_reset(del);
+    if (rc == SQLITE_OK) {
+      freed += bytes;
+      ++*removed;
+    }
+  }
+  sqlite3_finalize(oldest);
+  sqlite3_finalize(del);
+  if (rc == SQLITE_OK && freed) rc = add_total(e, -freed);
+  return rc;
+}
+
+jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material *material,
+                            const jk_entry *entry, const char *label) {
+  jk_cache *c = &e->cache;
+  if (jk_store_open(e) != JITK_OK || c->disk != JK_DISK_OPEN) return JITK_OK;
+  jk_material names;
+  jk_material_init(&names, e);
+  if (jk_names_pack(e, entry, &names) != JITK_OK) {
+    jk_material_free(&names);
+    return JITK_ERR_OUT_OF_MEMORY;
+  }
+  const char *log = entry->log ? entry->log : "";
+  size_t log_len = strlen(log);
+  int64_t bytes = (int64_t)(entry->image_size + names.len + log_len + material->len + 128);
+  if (bytes > c->max_bytes) {
+    jk_log(e, JITK_LOG_INFO, "kernel cache: an entry of %lld bytes exceeds the cap of %lld; not stored",
+           (long long)bytes, (long long)c->max_bytes);
+    jk_material_free(&names);
+    return JITK_OK;
+  }
+  uint8_t sum[16];
+  jk_store_checksum(entry->kind, entry->image, entry->image_size, names.data, names.len, log, log_len,
+               sum);
+  int64_t now = (int64_t)time(NULL);
+
+  int rc = jk_store_begin(e);
+  sqlite3_stmt *q = NULL;
+  int64_t total = 0;
+  /* Reading the total first makes sure its row exists (computed without
+   * the new entry) before the entry is added to it. */
+  if (rc == SQLITE_OK) rc = read_total(e, &total);
+  (void)total;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db,
+                            "INSERT OR IGNORE INTO entries (key, kind, bytes, created, last_used, "
+                            "compile_ms, target, label, checksum, material, names, log, image) "
+                            "VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                            -1, &q, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_blob(q, 1, key->bytes, 16, SQLITE_STATIC);
+    sqlite3_bind_int(q, 2, (int)entry->kind);
+    sqlite3_bind_int64(q, 3, bytes);
+    sqlite3_bind_int64(q, 4, now);
+    sqlite3_bind_double(q, 5, entry->compile_ms);
+    sqlite3_bind_text(q, 6, e->target.arch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 7, label ? label : "", -1, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 8, sum, 16, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 9, material->data, (int)material->len, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 10, names.data ? (const void *)names.data : "", (int)names.len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 11, log, (int)log_len, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 12, entry->image, (int)entry->image_size, SQLITE_STATIC);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+  }
+  bool inserted = rc == SQLITE_OK && sqlite3_changes(c->db) == 1;
+  sqlite3_finalize(q);
+  size_t evicted = 0;
+  if (rc == SQLITE_OK && inserted) rc = add_total(e, bytes);
+  if (rc == SQLITE_OK) rc = write_stamps(e, now);
+  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, &evicted);
+  if (rc == SQLITE_OK) {
+    c->pending.evictions += evicted;
+    rc = write_counters(e);
+  }
+  if (rc == SQLITE_OK) {
+    rc = jk_store_commit(e);
+  } else {
+    jk_store_rollback(e);
+  }
+  jk_material_free(&names);
+  if (rc != SQLITE_OK) {
+    c->pending.evictions -= evicted;
+    if (jk_store_is_fatal(rc) || (rc & 0xff) == SQLITE_BUSY)
+      jk_store_disable(e, "cannot store a compiled kernel", rc);
+    return JITK_OK;
+  }
+  c->stats.evictions += evicted;
+  c->num_pending_used = 0;
+  memset(&c->pending, 0, sizeof c->pending);
+  if (evicted)
+    jk_log(e, JITK_LOG_INFO, "kernel cache: evicted %zu entr%s to stay under %lld bytes", evicted,
+           evicted == 1 ? "y" : "ies", (long long)c->max_bytes);
+  return JITK_OK;
+}
