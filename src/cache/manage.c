@@ -366,7 +366,8 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
   }
   sqlite3_finalize(q);
   if (rc != SQLITE_OK) {
-    st = sql_fail(e, "opening the file to import", rc);
+    st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_import: cannot open %s: %s", file,
+                 sqlite3_errmsg(c->db));
     pthread_mutex_unlock(&c->disk_lock);
     return st;
   }
@@ -374,13 +375,18 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
   rc = sqlite3_prepare_v2(c->db, "SELECT value FROM import.meta WHERE name = 'format'", -1, &q,
                           NULL);
   if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) format = sqlite3_column_int(q, 0);
+  char why[256];
+  snprintf(why, sizeof why, "%s", rc == SQLITE_OK ? "no format mark" : sqlite3_errmsg(c->db));
   sqlite3_finalize(q);
   if (format != JK_CACHE_FORMAT) {
     sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
     pthread_mutex_unlock(&c->disk_lock);
-    return jk_fail(e, JITK_ERR_CACHE,
-                   "jitk_cache_import: %s is not a jitk cache of format %d (it says %d)", file,
-                   JK_CACHE_FORMAT, format);
+    if (format >= 0)
+      return jk_fail(e, JITK_ERR_CACHE,
+                     "jitk_cache_import: %s is a jitk cache of format %d; this jitk reads %d",
+                     file, format, JK_CACHE_FORMAT);
+    return jk_fail(e, JITK_ERR_CACHE, "jitk_cache_import: %s is not a jitk cache (%s)", file,
+                   why);
   }
   size_t n_in = 0, n_bad = 0;
   rc = jk_store_begin(e);

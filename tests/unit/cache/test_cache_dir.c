@@ -1,0 +1,299 @@
+/* Where the cache lives: permissions, symlinks, the shared opt-in, network
+ * filesystems, fork, and the checked-in sample of format 1. */
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include "cache/cache.h"
+#include "cache_common.h"
+
+/* Kernel 1 compiles (and is returned) but the disk cache is refused with
+ * one warning that contains `needle`. */
+static void expect_refused(const char *dir, int shared, const char *needle) {
+  jt_log log = {0, 0, ""};
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, shared, &log);
+  jitk_module *m = jt_kernel(e, 1);
+  jitk_module_destroy(m);
+  jitk_module_destroy(jt_kernel(e, 2));
+  cr_assert_eq(log.warnings, 1, "one log line, not %d: %s", log.warnings, log.last_warning);
+  cr_assert(strstr(log.last_warning, needle) != NULL, "the line says why: %s", log.last_warning);
+  bool about_permissions = strstr(needle, "regular file") == NULL;
+  cr_assert(!about_permissions || strstr(log.last_warning, "JITK_CACHE_SHARED") != NULL, "%s",
+            log.last_warning);
+  jitk_cache_stats s = jt_stats_mine(e);
+  cr_assert_eq(s.compiles, 2);
+  cr_assert_eq(s.disk_errors, 1);
+  const char *d, *db, *state;
+  JT_OK(e, jitk_cache_location(e, &d, &db, &state));
+  cr_assert(strncmp(state, "off", 3) == 0, "%s", state);
+  jitk_engine_destroy(e);
+}
+
+static bool has_db(const char *dir) {
+  char path[1100];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/kernels.db", dir);
+  return stat(path, &st) == 0;
+}
+
+Test(cache_dir, made_private) {
+  char *root = jt_tmpdir();
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/a/b/jitk", root);
+  jitk_engine *e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  struct stat st;
+  cr_assert_eq(stat(dir, &st), 0, "the folder and its parents are made");
+  cr_assert_eq(st.st_mode & 0777, 0700, "mode %o", st.st_mode & 0777);
+  char db[600];
+  snprintf(db, sizeof db, "%s/kernels.db", dir);
+  cr_assert_eq(stat(db, &st), 0);
+  cr_assert_eq(st.st_mode & 0077, 0, "the database is private: %o", st.st_mode & 0777);
+  jt_rmdir(root);
+}
+
+Test(cache_dir, writable_by_others_is_refused) {
+  char *dir = jt_tmpdir();
+  chmod(dir, 0777);
+  expect_refused(dir, 0, "writable by everyone");
+  chmod(dir, 0770);
+  expect_refused(dir, 0, "writable by its group");
+  cr_assert(!has_db(dir), "nothing written into a refused folder");
+  /* A database file others can write is refused the same way. */
+  chmod(dir, 0700);
+  jitk_engine *e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  char db[512];
+  snprintf(db, sizeof db, "%s/kernels.db", dir);
+  chmod(db, 0666);
+  expect_refused(dir, 0, "kernels.db is writable by everyone");
+  jt_rmdir(dir);
+}
+
+Test(cache_dir, symlink_is_refused) {
+  char *root = jt_tmpdir();
+  char real[256], link[256];
+  snprintf(real, sizeof real, "%s/real", root);
+  snprintf(link, sizeof link, "%s/link", root);
+  mkdir(real, 0700);
+  cr_assert_eq(symlink(real, link), 0);
+  expect_refused(link, 0, "symbolic link");
+  /* The shared opt-in accepts a link, and a group-writable folder. */
+  jitk_engine *e = jt_cache_engine_ex(link, JITK_CACHE_ON, 0, 0, 1, NULL);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  cr_assert(has_db(real));
+  chmod(real, 0770);
+  e = jt_cache_engine_ex(real, JITK_CACHE_ON, 0, 0, 1, NULL);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
+  jitk_engine_destroy(e);
+  jt_rmdir(root);
+}
+
+Test(cache_dir, foreign_owner_is_refused) {
+  if (geteuid() != 0) cr_skip_test("giving a folder to another user needs root");
+  char *dir = jt_tmpdir();
+  cr_assert_eq(chown(dir, 65534, 65534), 0);
+  expect_refused(dir, 0, "belongs to user 65534");
+  /* Shared: another owner is fine (root may write anywhere). */
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 1, NULL);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  cr_assert(has_db(dir));
+  jt_rmdir(dir);
+}
+
+Test(cache_dir, unusable_database_degrades) {
+  char *dir = jt_tmpdir();
+  /* A folder where the database should be. */
+  char db[512];
+  snprintf(db, sizeof db, "%s/kernels.db", dir);
+  mkdir(db, 0700);
+  expect_refused(dir, 0, "not a regular file");
+  rmdir(db);
+  /* A file that is not a database. */
+  FILE *f = fopen(db, "w");
+  fputs("this is not an SQLite database, not even close, and it is long enough to be read",
+        f);
+  fclose(f);
+  jt_log log = {0, 0, ""};
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(log.warnings, 1, "%s", log.last_warning);
+  cr_assert(strstr(log.last_warning, "compiling without the disk cache") != NULL, "%s",
+            log.last_warning);
+  jitk_engine_destroy(e);
+  jt_rmdir(dir);
+}
+
+Test(cache_dir, read_only_database_still_serves) {
+  if (geteuid() == 0) cr_skip_test("root writes read-only files anyway");
+  char *dir = jt_tmpdir();
+  jitk_engine *e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  char db[512];
+  snprintf(db, sizeof db, "%s/kernels.db", dir);
+  chmod(db, 0400);
+  e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
+  jitk_engine_destroy(e);
+  jt_rmdir(dir);
+}
+
+Test(cache_dir, network_filesystems) {
+  const char *name = NULL;
+  cr_assert(jk_is_network_fs_type(0x6969, &name));
+  cr_assert_str_eq(name, "NFS");
+  cr_assert(jk_is_network_fs_type((long)0xFF534D42, &name));
+  cr_assert(jk_is_network_fs_type(0x01021997, &name), "9p, as WSL and VMs share folders");
+  cr_assert(!jk_is_network_fs_type(0xEF53, &name), "ext4 is local");
+  cr_assert(!jk_is_network_fs_type(0x01021994, &name), "tmpfs is local");
+
+  /* On one, the store uses a rollback journal instead of WAL. */
+  char *dir = jt_tmpdir();
+  setenv("JITK_CACHE_ASSUME_NETWORK_FS", "1", 1);
+  jt_log log = {0, 0, ""};
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(log.warnings, 1);
+  cr_assert(strstr(log.last_warning, "rollback journal") != NULL, "%s", log.last_warning);
+  const char *d, *db, *state;
+  JT_OK(e, jitk_cache_location(e, &d, &db, &state));
+  cr_assert(strstr(state, "rollback journal") != NULL, "%s", state);
+  jitk_engine_destroy(e);
+  unsetenv("JITK_CACHE_ASSUME_NETWORK_FS");
+  sqlite3 *h;
+  char path[512];
+  snprintf(path, sizeof path, "%s/kernels.db", dir);
+  cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+  sqlite3_stmt *q;
+  cr_assert_eq(sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+  cr_assert_str_eq((const char *)sqlite3_column_text(q, 0), "delete");
+  sqlite3_finalize(q);
+  sqlite3_close(h);
+  /* It still serves hits. */
+  setenv("JITK_CACHE_ASSUME_NETWORK_FS", "1", 1);
+  e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
+  jitk_engine_destroy(e);
+  jt_rmdir(dir);
+}
+
+Test(cache_dir, children_use_their_own_connection) {
+  char *dir = jt_tmpdir();
+  jitk_engine *e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 0)); /* the parent's connection is open */
+  sqlite3 *parent_db = e->cache.db;
+  cr_assert_not_null(parent_db);
+  enum { CHILDREN = 4 };
+  pid_t pids[CHILDREN];
+  for (int c = 0; c < CHILDREN; c++) {
+    pids[c] = fork();
+    if (pids[c] == 0) {
+      /* The same engine, in the child: compile, store, load, hit. */
+      int ok = 1;
+      for (int i = 1; i <= 3; i++) {
+        char src[512];
+        jt_kernel_source(10 * (c + 1) + i, src, sizeof src);
+        jitk_module *m = NULL;
+        ok &= jitk_module_create(e, src, NULL, &m) == JITK_OK;
+        jitk_module_destroy(m);
+      }
+      ok &= e->cache.db != NULL && e->cache.db != parent_db;
+      ok &= e->cache.owner_pid == getpid();
+      jitk_cache_stats all;
+      ok &= jitk_cache_get_stats(e, NULL, &all) == JITK_OK;
+      _exit(ok ? 0 : 1);
+    }
+  }
+  for (int c = 0; c < CHILDREN; c++) {
+    int status = 0;
+    waitpid(pids[c], &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d failed", c);
+  }
+  /* The parent's connection still works, and sees the children's work. */
+  cr_assert_eq(e->cache.db, parent_db);
+  jitk_module_destroy(jt_kernel(e, 99));
+  jitk_cache_stats all = jt_stats_all(e);
+  cr_assert_eq(all.entries, 2 + 3 * CHILDREN);
+  jitk_engine_destroy(e);
+  char ic[64];
+  jt_integrity(dir, ic, sizeof ic);
+  cr_assert_str_eq(ic, "ok");
+  jt_rmdir(dir);
+}
+
+/* cache/samples/v1.db: made by cache/samples/make-v1.sh from the sources
+ * beside it. */
+Test(cache_dir, sample_of_format_1) {
+  char *dir = jt_tmpdir();
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "cp '%s/../cache/samples/v1.db' '%s/kernels.db'", JITK_TEST_DATA_DIR,
+           dir);
+  cr_assert_eq(system(cmd), 0);
+  jitk_engine *e = jt_cache_engine(dir);
+  size_t checked = 0, removed = 1;
+  JT_OK(e, jitk_cache_verify(e, &checked, &removed));
+  cr_assert_eq(checked, 3, "the sample holds three kernels");
+  cr_assert_eq(removed, 0, "all of them sound");
+  jitk_cache_stats all = jt_stats_all(e);
+  cr_assert_eq(all.entries, 3);
+
+  /* Served: compiling the same sources as the sample's maker finds them
+   * on disk, when this NVRTC is the one that made the sample. */
+  static const char *files[] = {"saxpy.cu", "templated.cu", "scale.cu"};
+  bool same_nvrtc = false;
+  {
+    sqlite3_stmt *q = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(e->cache.db, "SELECT material FROM entries LIMIT 1", -1, &q,
+                                    NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+    const unsigned char *m = sqlite3_column_blob(q, 0);
+    size_t n = (size_t)sqlite3_column_bytes(q, 0), pos = 0, len;
+    const char *label;
+    const unsigned char *bytes;
+    bool ok;
+    while (jk_material_next(m, n, &pos, &label, &bytes, &len, &ok))
+      if (strcmp(label, "nvrtc") == 0)
+        same_nvrtc = len == strlen(e->cache.nvrtc_id) && memcmp(bytes, e->cache.nvrtc_id, len) == 0;
+    sqlite3_finalize(q);
+  }
+  for (int i = 0; i < 3 && same_nvrtc; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/../cache/samples/sources/%s", JITK_TEST_DATA_DIR, files[i]);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char src[8192];
+    size_t n = fread(src, 1, sizeof src - 1, f);
+    src[n] = '\0';
+    fclose(f);
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.program_name = files[i];
+    const char *names[] = {"scale_by<float>", "scale_by<double>"};
+    if (strcmp(files[i], "templated.cu") == 0) {
+      o.name_expressions = names;
+      o.num_name_expressions = 2;
+    }
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, &o, &m));
+    jitk_module_destroy(m);
+  }
+  if (same_nvrtc) {
+    jitk_cache_stats s = jt_stats_mine(e);
+    cr_assert_eq(s.disk_hits, 3, "the sample served all three");
+    cr_assert_eq(s.compiles, 0);
+  } else {
+    cr_log_warn("the sample was made with another NVRTC build; its entries were verified "
+                "but not served");
+  }
+  jitk_engine_destroy(e);
+  jt_rmdir(dir);
+}
