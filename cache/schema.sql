@@ -1,39 +1,24 @@
 -- jitk kernel cache, format 1. Embedded into the library at build time and
--- run at every open (each statement is idempotent). cache/FORMAT.md says
--- what each column holds and which rules readers follow.
+-- run once, in one transaction, when a database is new. cache/FORMAT.md
+-- says what each column holds and the rules every reader follows.
+--
+-- SQLite keeps each CREATE statement's text, comments inside it included,
+-- and parses it again whenever a process opens the database; so comments
+-- stay out of the statements, and the schema stays small: two tables, no
+-- secondary index. Opening must be quick, since a disk hit in a fresh
+-- process pays for it.
 
-CREATE TABLE IF NOT EXISTS meta (
-  name  TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) WITHOUT ROWID;
+PRAGMA application_id = 1785295979;
 
-INSERT OR IGNORE INTO meta (name, value) VALUES ('format', '1');
-INSERT OR IGNORE INTO meta (name, value) VALUES ('created_by', 'jitk');
+-- One row per compiled kernel image; times are Unix milliseconds. The image, its names and its log go in
+-- together, so no crash leaves half an entry. id is the key's first 63 bits
+-- (a rowid lookup, no index); the full key is compared on every hit. Small
+-- columns come first so that scans of them never read the large ones,
+-- which SQLite keeps in overflow pages.
+CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, key BLOB NOT NULL, kind INTEGER NOT NULL, bytes INTEGER NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL, compile_ms REAL NOT NULL, target TEXT NOT NULL, label TEXT NOT NULL, checksum BLOB NOT NULL, material BLOB NOT NULL, names BLOB NOT NULL, log TEXT NOT NULL, image BLOB NOT NULL);
 
--- One row per compiled kernel image: the image, its names and its log go
--- in together, in one transaction, so no crash leaves half an entry.
--- Small columns come first so that scans (sizes, stamps) never read the
--- large ones, which SQLite keeps in overflow pages.
-CREATE TABLE IF NOT EXISTS entries (
-  key         BLOB NOT NULL UNIQUE CHECK (length(key) = 16),
-  kind        INTEGER NOT NULL,      -- 1 cubin, 2 PTX
-  bytes       INTEGER NOT NULL,      -- what the row counts against the size cap
-  created     INTEGER NOT NULL,      -- Unix seconds
-  last_used   INTEGER NOT NULL,      -- Unix seconds, written in batches
-  compile_ms  REAL NOT NULL,
-  target      TEXT NOT NULL,         -- sm_90, compute_90
-  label       TEXT NOT NULL,         -- the program name, for listings
-  checksum    BLOB NOT NULL CHECK (length(checksum) = 16),
-  material    BLOB NOT NULL,         -- the key material, compared on every hit
-  names       BLOB NOT NULL,         -- name expressions and lowered names
-  log         TEXT NOT NULL,         -- NVRTC's log (ptxas's report)
-  image       BLOB NOT NULL          -- the cubin or PTX
-);
+-- Counters summed over every process, one row per counter, fixed ids.
+CREATE TABLE IF NOT EXISTS stats (id INTEGER PRIMARY KEY, name TEXT NOT NULL, value INTEGER NOT NULL);
 
-CREATE INDEX IF NOT EXISTS entries_by_last_used ON entries (last_used);
-
--- Counters summed over every process that used this database.
-CREATE TABLE IF NOT EXISTS stats (
-  name  TEXT PRIMARY KEY,
-  value INTEGER NOT NULL
-) WITHOUT ROWID;
+-- Last: marks the database as set up, in format 1.
+PRAGMA user_version = 1;

@@ -6,6 +6,8 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 LOGS=${OUT:-/tmp/jitk-gpu-logs}
 mkdir -p "$LOGS"
+# A kernel cache of the run's own, private as jitk requires.
+export JITK_CACHE_DIR=$(mktemp -d /tmp/jitk-gpu-cache-XXXXXX)
 
 # NVRTC from the machine's toolkit; CUDA_HOME lets jitk find its headers.
 for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/local/cuda-13.0 /usr/local/cuda-13; do
@@ -46,7 +48,8 @@ if command -v compute-sanitizer >/dev/null; then
   step memcheck_tests compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$HERE/bin/test_gpu_raw" --jobs=1
 fi
-step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/limits.json"
+step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/bench.json"
+step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
     step "peer_$(basename "$p" .py)" python3 "$p"
@@ -58,4 +61,5 @@ echo "================ jitk on $(nvidia-smi --query-gpu=name --format=csv,nohead
 for i in "${!NAMES[@]}"; do printf '%-24s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
 echo "---------------- benchmark"
 grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" || true
+grep -E "^cache:" "$LOGS/bench_cache.log" || true
 for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured" "$f"; done

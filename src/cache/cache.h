@@ -126,6 +126,7 @@ typedef struct jk_cache {
   int lock_fd; /* the key-lock file, -1 when closed */
   bool network_fs;
   char *db_path;
+  double open_us; /* how long the last open took, for the benchmarks */
   /* Disk hits whose last_used stamp is not written yet. */
   jk_key pending_used[64];
   size_t num_pending_used;
@@ -184,6 +185,24 @@ void jk_store_flush(jitk_engine *e);
  * failure, with one warning line. */
 void jk_store_disable(jitk_engine *e, const char *why, int rc);
 
+/* The fixed ids of the rows of the stats table (cache/FORMAT.md). */
+enum {
+  JK_STAT_MEMORY_HITS = 1,
+  JK_STAT_DISK_HITS = 2,
+  JK_STAT_MISSES = 3,
+  JK_STAT_COMPILES = 4,
+  JK_STAT_COMPILE_US = 5,
+  JK_STAT_CORRUPT = 6,
+  JK_STAT_EVICTIONS = 7,
+  JK_STAT_TOTAL_BYTES = 8
+};
+
+/* Unix time in milliseconds: created and last_used stamps. */
+int64_t jk_now_ms(void);
+
+/* The rowid a key is stored under: its first 63 bits. */
+int64_t jk_key_id(const jk_key *key);
+
 /* Transactions: BEGIN IMMEDIATE with retries (then the test hook runs),
  * COMMIT (rolling back when it fails), ROLLBACK. */
 int jk_store_begin(jitk_engine *e);
@@ -192,7 +211,8 @@ void jk_store_rollback(jitk_engine *e);
 /* Whether an SQLite result means the database cannot be used. */
 bool jk_store_is_fatal(int rc);
 /* Inside a write transaction: delete one entry, keeping the total right;
- * evict least recently used entries down to `limit` bytes. */
+ * when the store holds more than `limit` bytes, evict least recently used
+ * entries down to 90 % of it. */
 int jk_store_delete_row(jitk_engine *e, const jk_key *key);
 int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed);
 /* XXH3-128 over an entry's kind, image, names and log, each

@@ -67,20 +67,22 @@ jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_ca
   memset(all, 0, sizeof *all);
   all->max_bytes = c->max_bytes;
   sqlite3_stmt *q = NULL;
-  int rc = c->db ? sqlite3_prepare_v2(c->db, "SELECT name, value FROM stats", -1, &q, NULL)
+  int rc = c->db ? sqlite3_prepare_v2(c->db, "SELECT id, value FROM stats", -1, &q, NULL)
                  : SQLITE_MISUSE;
   int step = SQLITE_DONE;
   while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(q, 0);
+    int id = sqlite3_column_int(q, 0);
     int64_t v = sqlite3_column_int64(q, 1);
-    if (name == NULL) continue;
-    if (strcmp(name, "memory_hits") == 0) all->memory_hits = (uint64_t)v;
-    else if (strcmp(name, "disk_hits") == 0) all->disk_hits = (uint64_t)v;
-    else if (strcmp(name, "misses") == 0) all->misses = (uint64_t)v;
-    else if (strcmp(name, "compiles") == 0) all->compiles = (uint64_t)v;
-    else if (strcmp(name, "compile_us") == 0) all->compile_ms = (double)v / 1000.0;
-    else if (strcmp(name, "corrupt") == 0) all->corrupt = (uint64_t)v;
-    else if (strcmp(name, "evictions") == 0) all->evictions = (uint64_t)v;
+    switch (id) {
+      case JK_STAT_MEMORY_HITS: all->memory_hits = (uint64_t)v; break;
+      case JK_STAT_DISK_HITS: all->disk_hits = (uint64_t)v; break;
+      case JK_STAT_MISSES: all->misses = (uint64_t)v; break;
+      case JK_STAT_COMPILES: all->compiles = (uint64_t)v; break;
+      case JK_STAT_COMPILE_US: all->compile_ms = (double)v / 1000.0; break;
+      case JK_STAT_CORRUPT: all->corrupt = (uint64_t)v; break;
+      case JK_STAT_EVICTIONS: all->evictions = (uint64_t)v; break;
+      default: break;
+    }
   }
   if (rc == SQLITE_OK && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
   sqlite3_finalize(q);
@@ -134,7 +136,7 @@ jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) 
   sqlite3_stmt *q = NULL;
   int rc = sqlite3_prepare_v2(c->db,
                               "SELECT key, label, target, kind, bytes, compile_ms, created, "
-                              "last_used FROM entries ORDER BY last_used, rowid",
+                              "last_used FROM entries ORDER BY last_used, id",
                               -1, &q, NULL);
   int step = SQLITE_DONE;
   while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
@@ -151,8 +153,8 @@ jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) 
     info.kind = (jitk_image_kind)sqlite3_column_int(q, 3);
     info.bytes = (size_t)sqlite3_column_int64(q, 4);
     info.compile_ms = sqlite3_column_double(q, 5);
-    info.created = sqlite3_column_int64(q, 6);
-    info.last_used = sqlite3_column_int64(q, 7);
+    info.created = sqlite3_column_int64(q, 6) / 1000;
+    info.last_used = sqlite3_column_int64(q, 7) / 1000;
     if (fn(user, &info) != 0) break;
   }
   if (rc == SQLITE_OK && step != SQLITE_DONE && step != SQLITE_ROW) rc = sqlite3_errcode(c->db);
@@ -164,7 +166,7 @@ jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) 
 
 /* Whether a row holds a usable entry: its key is the hash of its material,
  * the material parses, the checksum matches, the names parse. */
-static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key) {
+static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t id) {
   int klen = sqlite3_column_bytes(q, col_key);
   const void *key = sqlite3_column_blob(q, col_key);
   int kind = sqlite3_column_int(q, col_key + 1);
@@ -182,6 +184,9 @@ static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key) {
       image == NULL || image_len == 0)
     return false;
   if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX) return false;
+  jk_key k;
+  memcpy(k.bytes, key, 16);
+  if (jk_key_id(&k) != id) return false;
   uint8_t h[16];
   jk_hash128(mat, mat_len, h);
   if (memcmp(h, key, 16) != 0) return false;
@@ -217,15 +222,15 @@ jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) 
   int rc = jk_store_begin(e);
   sqlite3_stmt *q = NULL, *del = NULL;
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(c->db, "SELECT rowid, " JK_ROW_COLUMNS " FROM entries", -1, &q, NULL);
+    rc = sqlite3_prepare_v2(c->db, "SELECT id, " JK_ROW_COLUMNS " FROM entries", -1, &q, NULL);
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE rowid = ?1", -1, &del, NULL);
+    rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE id = ?1", -1, &del, NULL);
   /* Deleting the row a SELECT stands on is allowed in SQLite; the scan
    * goes on with the next one. */
   int step = SQLITE_DONE;
   while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
     n_checked++;
-    if (row_is_sound(e, q, 1)) continue;
+    if (row_is_sound(e, q, 1, sqlite3_column_int64(q, 0))) continue;
     sqlite3_bind_int64(del, 1, sqlite3_column_int64(q, 0));
     rc = sqlite3_step(del) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
     sqlite3_reset(del);
@@ -237,9 +242,9 @@ jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) 
   /* The total is recomputed from what is left. */
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(c->db,
-                      "INSERT INTO stats (name, value) SELECT 'total_bytes', "
+                      "INSERT INTO stats (id, name, value) SELECT 8, 'total_bytes', "
                       "coalesce(sum(bytes), 0) FROM entries WHERE true "
-                      "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                      "ON CONFLICT (id) DO UPDATE SET value = excluded.value",
                       NULL, NULL, NULL);
   if (rc == SQLITE_OK) {
     c->pending.corrupt += n_removed;
@@ -305,7 +310,7 @@ jitk_status jitk_cache_clear(jitk_engine *e, size_t *removed) {
   if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "DELETE FROM entries", NULL, NULL, NULL);
   if (rc == SQLITE_OK) n = (size_t)sqlite3_changes(c->db);
   if (rc == SQLITE_OK)
-    rc = sqlite3_exec(c->db, "UPDATE stats SET value = 0 WHERE name = 'total_bytes'", NULL, NULL,
+    rc = sqlite3_exec(c->db, "UPDATE stats SET value = 0 WHERE id = 8", NULL, NULL,
                       NULL);
   if (rc == SQLITE_OK) rc = jk_store_commit(e);
   else jk_store_rollback(e);
@@ -372,11 +377,11 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
     return st;
   }
   int format = -1;
-  rc = sqlite3_prepare_v2(c->db, "SELECT value FROM import.meta WHERE name = 'format'", -1, &q,
-                          NULL);
+  rc = sqlite3_prepare_v2(c->db, "PRAGMA import.user_version", -1, &q, NULL);
   if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) format = sqlite3_column_int(q, 0);
   char why[256];
   snprintf(why, sizeof why, "%s", rc == SQLITE_OK ? "no format mark" : sqlite3_errmsg(c->db));
+  if (format == 0) format = -1;
   sqlite3_finalize(q);
   if (format != JK_CACHE_FORMAT) {
     sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
@@ -393,18 +398,18 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
   sqlite3_stmt *ins = NULL;
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(c->db,
-                            "SELECT rowid, " JK_ROW_COLUMNS " FROM import.entries", -1, &q, NULL);
+                            "SELECT id, " JK_ROW_COLUMNS " FROM import.entries", -1, &q, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(c->db,
-                            "INSERT OR IGNORE INTO main.entries (key, kind, bytes, created, "
+                            "INSERT OR IGNORE INTO main.entries (id, key, kind, bytes, created, "
                             "last_used, compile_ms, target, label, checksum, material, names, log, "
-                            "image) SELECT key, kind, bytes, created, last_used, compile_ms, "
+                            "image) SELECT id, key, kind, bytes, created, last_used, compile_ms, "
                             "target, label, checksum, material, names, log, image FROM "
-                            "import.entries WHERE rowid = ?1",
+                            "import.entries WHERE id = ?1",
                             -1, &ins, NULL);
   int step = SQLITE_DONE;
   while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
-    if (!row_is_sound(e, q, 1)) {
+    if (!row_is_sound(e, q, 1, sqlite3_column_int64(q, 0))) {
       n_bad++;
       continue;
     }
@@ -419,9 +424,9 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
   size_t evicted = 0;
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(c->db,
-                      "INSERT INTO stats (name, value) SELECT 'total_bytes', "
+                      "INSERT INTO stats (id, name, value) SELECT 8, 'total_bytes', "
                       "coalesce(sum(bytes), 0) FROM main.entries WHERE true "
-                      "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                      "ON CONFLICT (id) DO UPDATE SET value = excluded.value",
                       NULL, NULL, NULL);
   if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, &evicted);
   if (rc == SQLITE_OK) rc = jk_store_commit(e);

@@ -85,6 +85,44 @@ int jk_store_commit(jitk_engine *e) {
 
 void jk_store_rollback(jitk_engine *e) { exec(e, "ROLLBACK"); }
 
+#define JK_APPLICATION_ID 1785295979 /* "jitk" */
+
+/* The format number (PRAGMA user_version), or -1 for a new, empty file.
+ * Neither pragma needs the schema parsed, so this costs little. A file
+ * another program made (another application_id) reads as format -2. An
+ * unreadable file sets *rc. */
+static int read_format(jitk_engine *e, int *rc) {
+  int values[2] = {0, 0};
+  const char *sql[2] = {"PRAGMA user_version", "PRAGMA application_id"};
+  for (int i = 0; i < 2; i++) {
+    sqlite3_stmt *q = NULL;
+    *rc = sqlite3_prepare_v2(e->cache.db, sql[i], -1, &q, NULL);
+    if (*rc == SQLITE_OK) {
+      if (sqlite3_step(q) == SQLITE_ROW)
+        values[i] = sqlite3_column_int(q, 0);
+      else
+        *rc = sqlite3_errcode(e->cache.db);
+    }
+    sqlite3_finalize(q);
+    if (*rc != SQLITE_OK) return -1;
+  }
+  if (values[1] != 0 && values[1] != JK_APPLICATION_ID) return -2;
+  return values[0] == 0 ? -1 : values[0];
+}
+
+int64_t jk_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The rowid of a key: its first 63 bits. */
+int64_t jk_key_id(const jk_key *key) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | key->bytes[i];
+  return (int64_t)(v >> 1);
+}
+
 static const char *file_in(jitk_engine *e, const char *dir, const char *name, char **out) {
   jk_buf b;
   jk_buf_init(&b, e);
@@ -93,11 +131,23 @@ static const char *file_in(jitk_engine *e, const char *dir, const char *name, ch
   return *out;
 }
 
+static jitk_status store_open(jitk_engine *e);
+
 jitk_status jk_store_open(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->disk == JK_DISK_OFF) return JITK_ERR_CACHE;
   if ((c->disk == JK_DISK_OPEN || c->disk == JK_DISK_READ_ONLY) && c->owner_pid == getpid())
     return JITK_OK;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  jitk_status st = store_open(e);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  c->open_us = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+  return st;
+}
+
+static jitk_status store_open(jitk_engine *e) {
+  jk_cache *c = &e->cache;
   if (c->db != NULL && c->owner_pid != getpid()) {
     /* A forked child: the parent's connection must not be used or closed
      * here (closing would checkpoint and could delete the parent's WAL), so
@@ -187,10 +237,12 @@ jitk_status jk_store_open(jitk_engine *e) {
   sqlite3_extended_result_codes(c->db, 1);
   sqlite3_busy_timeout(c->db, 30000);
 
-  if (!read_only) {
+  /* The common case, an existing database of our format, costs one read;
+   * only a new (or foreign) file pays for the write transaction that sets
+   * it up. The journal mode is stored in the file, so it too is set once. */
+  int format = read_format(e, &rc);
+  if (!read_only && format == -1) {
     rc = exec(e, c->network_fs ? "PRAGMA journal_mode=DELETE" : "PRAGMA journal_mode=WAL");
-    if (rc == SQLITE_OK)
-      rc = exec(e, c->network_fs ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     if (rc == SQLITE_OK) rc = jk_store_begin(e);
     if (rc == SQLITE_OK) {
       rc = exec(e, (const char *)jk_schema_sql);
@@ -203,20 +255,23 @@ jitk_status jk_store_open(jitk_engine *e) {
       jk_store_disable(e, "cannot set up the database", rc);
       return JITK_ERR_CACHE;
     }
+    format = read_format(e, &rc);
+  } else if (!read_only && c->network_fs) {
+    /* A database made elsewhere in WAL mode, now seen over the network. */
+    rc = exec(e, "PRAGMA journal_mode=DELETE");
   }
+  if (!read_only && rc == SQLITE_OK)
+    rc = exec(e, c->network_fs ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 
   /* A newer format is someone else's to read; ours is 1. */
-  sqlite3_stmt *q = NULL;
-  rc = sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE name = 'format'", -1, &q, NULL);
-  int format = -1;
-  if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) format = sqlite3_column_int(q, 0);
-  else if (rc == SQLITE_OK) rc = sqlite3_errcode(c->db);
-  sqlite3_finalize(q);
   if (rc != SQLITE_OK || format != JK_CACHE_FORMAT) {
     if (rc == SQLITE_OK) {
       char why[96];
-      snprintf(why, sizeof why, "the database has format %d; this jitk reads format %d", format,
-               JK_CACHE_FORMAT);
+      if (format == -2)
+        snprintf(why, sizeof why, "the file is another program's SQLite database");
+      else
+        snprintf(why, sizeof why, "the database has format %d; this jitk reads format %d",
+                 format, JK_CACHE_FORMAT);
       jk_store_disable(e, why, 0);
     } else {
       jk_store_disable(e, "cannot read the database", rc);
@@ -302,18 +357,18 @@ jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n,
 static int read_total(jitk_engine *e, int64_t *total);
 static int add_total(jitk_engine *e, int64_t delta);
 
-/* Deletes one entry and takes its size off the total; inside a write
- * transaction. */
+/* Deletes the row of a key's id and takes its size off the total; inside
+ * a write transaction. */
 int jk_store_delete_row(jitk_engine *e, const jk_key *key) {
   sqlite3 *db = e->cache.db;
   int64_t total;
   int rc = read_total(e, &total);
   sqlite3_stmt *q = NULL;
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(db, "DELETE FROM entries WHERE key = ?1 RETURNING bytes", -1, &q, NULL);
+    rc = sqlite3_prepare_v2(db, "DELETE FROM entries WHERE id = ?1 RETURNING bytes", -1, &q, NULL);
   int64_t bytes = 0;
   if (rc == SQLITE_OK) {
-    sqlite3_bind_blob(q, 1, key->bytes, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 1, jk_key_id(key));
     int step;
     while ((step = sqlite3_step(q)) == SQLITE_ROW) bytes += sqlite3_column_int64(q, 0);
     rc = step == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
@@ -351,14 +406,14 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
   if (jk_store_open(e) != JITK_OK) return JITK_OK;
   sqlite3_stmt *q = NULL;
   int rc = sqlite3_prepare_v2(c->db,
-                              "SELECT kind, compile_ms, checksum, material, names, log, image "
-                              "FROM entries WHERE key = ?1",
+                              "SELECT kind, compile_ms, checksum, material, names, log, image, key "
+                              "FROM entries WHERE id = ?1",
                               -1, &q, NULL);
   if (rc != SQLITE_OK) {
     jk_store_disable(e, "cannot read the database", rc);
     return JITK_OK;
   }
-  sqlite3_bind_blob(q, 1, key->bytes, 16, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 1, jk_key_id(key));
   rc = sqlite3_step(q);
   if (rc == SQLITE_DONE) {
     sqlite3_finalize(q);
@@ -381,10 +436,23 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
   size_t log_len = (size_t)sqlite3_column_bytes(q, 5);
   const void *image = sqlite3_column_blob(q, 6);
   size_t image_len = (size_t)sqlite3_column_bytes(q, 6);
+  const void *stored_key = sqlite3_column_blob(q, 7);
+  int stored_key_len = sqlite3_column_bytes(q, 7);
 
   const char *why = NULL;
   uint8_t check[16];
-  if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
+  if (stored_key_len != 16 || memcmp(stored_key, key->bytes, 16) != 0) {
+    /* Another key with the same first 63 bits, which is a miss; unless the
+     * row's own key does not match its material, which is damage. */
+    if (stored_key_len == 16 && mat != NULL) {
+      jk_hash128(mat, mat_len, check);
+      if (memcmp(check, stored_key, 16) == 0) {
+        sqlite3_finalize(q);
+        return JITK_OK;
+      }
+    }
+    why = "its key does not match its key material";
+  } else if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
     why = "its key material differs";
   else if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX)
     why = "unknown image kind";
@@ -429,23 +497,28 @@ static int write_counters(jitk_engine *e) {
   jk_counters *p = &c->pending;
   p->memory_hits += atomic_exchange(&c->memory_hits_unflushed, 0);
   struct {
+    int id;
     const char *name;
     int64_t value;
   } rows[] = {
-      {"memory_hits", (int64_t)p->memory_hits}, {"disk_hits", (int64_t)p->disk_hits},
-      {"misses", (int64_t)p->misses},           {"compiles", (int64_t)p->compiles},
-      {"compile_us", (int64_t)(p->compile_ms * 1000.0)},
-      {"corrupt", (int64_t)p->corrupt},         {"evictions", (int64_t)p->evictions},
+      {JK_STAT_MEMORY_HITS, "memory_hits", (int64_t)p->memory_hits},
+      {JK_STAT_DISK_HITS, "disk_hits", (int64_t)p->disk_hits},
+      {JK_STAT_MISSES, "misses", (int64_t)p->misses},
+      {JK_STAT_COMPILES, "compiles", (int64_t)p->compiles},
+      {JK_STAT_COMPILE_US, "compile_us", (int64_t)(p->compile_ms * 1000.0)},
+      {JK_STAT_CORRUPT, "corrupt", (int64_t)p->corrupt},
+      {JK_STAT_EVICTIONS, "evictions", (int64_t)p->evictions},
   };
   sqlite3_stmt *q = NULL;
   int rc = sqlite3_prepare_v2(c->db,
-                              "INSERT INTO stats (name, value) VALUES (?1, ?2) "
-                              "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+                              "INSERT INTO stats (id, name, value) VALUES (?1, ?2, ?3) "
+                              "ON CONFLICT (id) DO UPDATE SET value = value + excluded.value",
                               -1, &q, NULL);
   for (size_t i = 0; rc == SQLITE_OK && i < sizeof rows / sizeof rows[0]; i++) {
     if (rows[i].value == 0) continue;
-    sqlite3_bind_text(q, 1, rows[i].name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, rows[i].value);
+    sqlite3_bind_int(q, 1, rows[i].id);
+    sqlite3_bind_text(q, 2, rows[i].name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, rows[i].value);
     rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
     sqlite3_reset(q);
   }
@@ -457,11 +530,11 @@ static int write_stamps(jitk_engine *e, int64_t now) {
   jk_cache *c = &e->cache;
   if (c->num_pending_used == 0) return SQLITE_OK;
   sqlite3_stmt *q = NULL;
-  int rc = sqlite3_prepare_v2(c->db, "UPDATE entries SET last_used = ?1 WHERE key = ?2", -1, &q,
+  int rc = sqlite3_prepare_v2(c->db, "UPDATE entries SET last_used = ?1 WHERE id = ?2", -1, &q,
                               NULL);
   for (size_t i = 0; rc == SQLITE_OK && i < c->num_pending_used; i++) {
     sqlite3_bind_int64(q, 1, now);
-    sqlite3_bind_blob(q, 2, c->pending_used[i].bytes, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, jk_key_id(&c->pending_used[i]));
     rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
     sqlite3_reset(q);
   }
@@ -478,7 +551,7 @@ void jk_store_flush(jitk_engine *e) {
       atomic_load(&c->memory_hits_unflushed) == 0)
     return;
   int rc = jk_store_begin(e);
-  if (rc == SQLITE_OK) rc = write_stamps(e, (int64_t)time(NULL));
+  if (rc == SQLITE_OK) rc = write_stamps(e, jk_now_ms());
   if (rc == SQLITE_OK) rc = write_counters(e);
   if (rc == SQLITE_OK) rc = jk_store_commit(e);
   else jk_store_rollback(e);
@@ -504,15 +577,15 @@ void jk_store_note_hit(jitk_engine *e, const jk_key *key) {
 static int read_total(jitk_engine *e, int64_t *total) {
   sqlite3 *db = e->cache.db;
   sqlite3_stmt *q = NULL;
-  int rc = sqlite3_prepare_v2(db, "SELECT value FROM stats WHERE name = 'total_bytes'", -1, &q, NULL);
+  int rc = sqlite3_prepare_v2(db, "SELECT value FROM stats WHERE id = 8", -1, &q, NULL);
   int step = rc == SQLITE_OK ? sqlite3_step(q) : rc;
   if (step == SQLITE_ROW) *total = sqlite3_column_int64(q, 0);
   sqlite3_finalize(q);
   if (step == SQLITE_ROW) return SQLITE_OK;
   if (step != SQLITE_DONE) return rc == SQLITE_OK ? sqlite3_errcode(db) : rc;
   rc = sqlite3_exec(db,
-                    "INSERT INTO stats (name, value) SELECT 'total_bytes', coalesce(sum(bytes), 0) "
-                    "FROM entries",
+                    "INSERT INTO stats (id, name, value) SELECT 8, 'total_bytes', "
+                    "coalesce(sum(bytes), 0) FROM entries",
                     NULL, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
   return read_total(e, total);
@@ -521,7 +594,7 @@ static int read_total(jitk_engine *e, int64_t *total) {
 static int add_total(jitk_engine *e, int64_t delta) {
   sqlite3_stmt *q = NULL;
   int rc = sqlite3_prepare_v2(e->cache.db,
-                              "UPDATE stats SET value = value + ?1 WHERE name = 'total_bytes'", -1,
+                              "UPDATE stats SET value = value + ?1 WHERE id = 8", -1,
                               &q, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_bind_int64(q, 1, delta);
@@ -539,12 +612,15 @@ int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed) {
   int rc = read_total(e, &sum);
   if (rc != SQLITE_OK || sum <= limit) return rc;
   sqlite3_stmt *oldest = NULL, *del = NULL;
-  rc = sqlite3_prepare_v2(c->db, "SELECT rowid, bytes FROM entries ORDER BY last_used, rowid", -1,
+  /* No index on last_used (it would slow every open): eviction scans and
+   * sorts the small columns, and goes down to 90 % of the limit so that it
+   * runs rarely. */
+  rc = sqlite3_prepare_v2(c->db, "SELECT id, bytes FROM entries ORDER BY last_used, id", -1,
                           &oldest, NULL);
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE rowid = ?1", -1, &del, NULL);
-  int64_t freed = 0;
-  while (rc == SQLITE_OK && sum - freed > limit) {
+    rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE id = ?1", -1, &del, NULL);
+  int64_t freed = 0, target = limit - limit / 10;
+  while (rc == SQLITE_OK && sum - freed > target) {
     int step = sqlite3_step(oldest);
     if (step != SQLITE_ROW) {
       rc = step == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
@@ -587,7 +663,7 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material
   uint8_t sum[16];
   jk_store_checksum(entry->kind, entry->image, entry->image_size, names.data, names.len, log, log_len,
                sum);
-  int64_t now = (int64_t)time(NULL);
+  int64_t now = jk_now_ms();
 
   int rc = jk_store_begin(e);
   sqlite3_stmt *q = NULL;
@@ -599,10 +675,11 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(c->db,
                             "INSERT OR IGNORE INTO entries (key, kind, bytes, created, last_used, "
-                            "compile_ms, target, label, checksum, material, names, log, image) "
-                            "VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                            "compile_ms, target, label, checksum, material, names, log, image, id) "
+                            "VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                             -1, &q, NULL);
   if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(q, 13, jk_key_id(key));
     sqlite3_bind_blob(q, 1, key->bytes, 16, SQLITE_STATIC);
     sqlite3_bind_int(q, 2, (int)entry->kind);
     sqlite3_bind_int64(q, 3, bytes);

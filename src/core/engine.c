@@ -185,6 +185,17 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
   else
     jk_log(e, JITK_LOG_INFO, "compile-only engine, target %s, NVRTC %d.%d",
            e->target.arch, e->nvrtc.major, e->nvrtc.minor);
+  /* The store is opened now rather than at the first kernel: SQLite's
+   * first open in a process (its schema parse, code paged in) costs a few
+   * hundred microseconds, small beside creating an engine (cuInit and the
+   * primary context take 100 ms and more) but large beside a disk hit,
+   * which should cost what reading and loading a cubin costs. A store that
+   * cannot be used is reported here, once. */
+  if (e->cache.mode != JITK_CACHE_OFF) {
+    pthread_mutex_lock(&e->cache.disk_lock);
+    jk_store_open(e);
+    pthread_mutex_unlock(&e->cache.disk_lock);
+  }
   if (e->nvrtc.include_dir == NULL)
     jk_log(e, JITK_LOG_WARN,
            "CUDA headers not found (set CUDA_HOME); sources that include "

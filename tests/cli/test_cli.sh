@@ -4,6 +4,10 @@ set -u
 JITK=$1
 WORK=$2
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 1
+# A kernel cache of this test's own.
+JITK_CACHE_DIR="$WORK/cache"
+export JITK_CACHE_DIR
+unset JITK_CACHE
 fails=0
 check() { # check DESCRIPTION EXPECTED-STATUS PATTERN -- command...
   desc=$1 want=$2 pattern=$3
@@ -58,6 +62,30 @@ check "bad source exits 1 with NVRTC's message" 1 "bad.cu(1): error" -- "$JITK" 
 check "missing file" 1 "cannot read" -- "$JITK" compile nope.cu --arch sm_90
 check "unknown arch" 1 "sm_XY" -- "$JITK" compile good.cu --arch gfx90a
 check "unsupported arch" 1 "cannot compile for sm_35" -- "$JITK" compile good.cu --arch sm_35
+
+# The kernel cache, through the CLI, from a fresh folder.
+JITK_CACHE_DIR="$WORK/cache2"
+check "cache --help" 0 "export FILE" -- "$JITK" cache --help
+check "cache unknown command" 2 "unknown command" -- "$JITK" cache frob
+check "cache path" 0 "state:    on" -- "$JITK" cache path
+check "compile fills the cache" 0 "cubin" -- "$JITK" compile good.cu --arch sm_80
+check "a second compile is a disk hit" 0 "cubin" -- "$JITK" compile good.cu --arch sm_80
+check "cache stats" 0 "disk hits:    1" -- "$JITK" cache stats
+check "cache stats --json" 0 '"compiles": ' -- "$JITK" cache stats --json
+check "cache ls" 0 "good.cu" -- "$JITK" cache ls
+check "compile --no-cache" 0 "cubin" -- "$JITK" compile good.cu --arch sm_90 --no-cache
+check "--no-cache stored nothing" 0 "entries:      1 " -- "$JITK" cache stats
+check "cache verify" 0 "removed 0 bad" -- "$JITK" cache verify
+check "cache export" 0 "exported 1 entry " -- "$JITK" cache export "$WORK/export.db"
+check "cache export refuses to overwrite" 1 "exists already" -- "$JITK" cache export "$WORK/export.db"
+check "cache prune" 0 "removed" -- "$JITK" cache prune --max-size 1K
+check "cache prune bad size" 2 "not a size" -- "$JITK" cache prune --max-size lots
+check "cache clear" 0 "removed" -- "$JITK" cache clear
+check "cache import" 0 "imported 1 entry " -- "$JITK" cache import "$WORK/export.db"
+check "cache import without a file" 2 "which FILE" -- "$JITK" cache import
+check "cache in another folder" 0 "the cache is empty" -- "$JITK" cache ls --dir "$WORK/other"
+mkdir -p "$WORK/open" && chmod 777 "$WORK/open"
+check "an unsafe folder is refused" 1 "writable by everyone" -- "$JITK" cache ls --dir "$WORK/open"
 
 if [ "$fails" -ne 0 ]; then echo "$fails CLI check(s) failed"; exit 1; fi
 echo "all CLI checks passed"

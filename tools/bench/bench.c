@@ -21,26 +21,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "core/core.h"
 #include "kernels/kernels.h"
 
 #define EXIT_SKIP 77
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 #define CHECK(call)                                                          \
   do {                                                                       \
@@ -74,13 +59,6 @@ static const char *kernels_src =
     "  }\n"
     "}\n";
 
-typedef struct result {
-  const char *name;
-  double value;
-  const char *unit;
-  const char *note;
-} result;
-
 static double copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
   const size_t bytes = (size_t)1 << 30;
   void *src, *dst;
@@ -112,7 +90,7 @@ static double copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
   CHECK(jitk_device_free(e, src, NULL));
   CHECK(jitk_device_free(e, dst, NULL));
   CHECK(jitk_stream_synchronize(e, NULL));
-  double ms = median(t, 20);
+  double ms = bench_median(t, 20);
   return 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
 }
 
@@ -133,20 +111,20 @@ static void launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args
   }
   CHECK(jitk_stream_synchronize(e, NULL));
   for (int r = 0; r < ROUNDS; r++) {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     for (int i = 0; i < PER_ROUND; i++)
       e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL);
-    double t1 = now_us();
+    double t1 = bench_now_us();
     CHECK(jitk_stream_synchronize(e, NULL));
-    double t2 = now_us();
+    double t2 = bench_now_us();
     for (int i = 0; i < PER_ROUND; i++) jitk_kernel_launch(k, one, one, 0, NULL, args, nargs);
-    double t3 = now_us();
+    double t3 = bench_now_us();
     CHECK(jitk_stream_synchronize(e, NULL));
     tb[r] = (t1 - t0) / PER_ROUND;
     tj[r] = (t3 - t2) / PER_ROUND;
   }
-  *bare_us = median(tb, ROUNDS);
-  *jitk_us = median(tj, ROUNDS);
+  *bare_us = bench_median(tb, ROUNDS);
+  *jitk_us = bench_median(tj, ROUNDS);
   free(tb);
   free(tj);
 }
@@ -197,31 +175,17 @@ static int cmd_limits(int argc, char **argv) {
   char note_e[64], note_f[64];
   snprintf(note_e, sizeof note_e, "%.3fx bare", ej / eb);
   snprintf(note_f, sizeof note_f, "%.3fx bare", fj / fb);
-  result rows[] = {
+  bench_row rows[] = {
       {"device-to-device copy, 1 GiB (read+write)", gbs, "GB/s", ""},
       {"bare cuLaunchKernel, empty kernel", eb, "us/launch", ""},
       {"jitk_kernel_launch, empty kernel", ej, "us/launch", note_e},
       {"bare cuLaunchKernel, 4 arguments", fb, "us/launch", ""},
       {"jitk_kernel_launch, 4 arguments", fj, "us/launch", note_f},
   };
-  size_t nrows = sizeof rows / sizeof rows[0];
-  printf("\njitk-bench limits on %s (%d SMs), %s\n", e->info.name, e->info.multiprocessors,
-         e->target.arch);
-  printf("%-44s %12s  %-10s %s\n", "measure", "value", "unit", "");
-  for (size_t i = 0; i < nrows; i++)
-    printf("%-44s %12.3f  %-10s %s\n", rows[i].name, rows[i].value, rows[i].unit,
-           rows[i].note);
-  if (json != NULL) {
-    FILE *f = fopen(json, "w");
-    if (f != NULL) {
-      fprintf(f, "{\"device\": \"%s\", \"results\": [\n", e->info.name);
-      for (size_t i = 0; i < nrows; i++)
-        fprintf(f, "  {\"name\": \"%s\", \"value\": %.4f, \"unit\": \"%s\"}%s\n",
-                rows[i].name, rows[i].value, rows[i].unit, i + 1 < nrows ? "," : "");
-      fprintf(f, "]}\n");
-      fclose(f);
-    }
-  }
+  char title[400];
+  snprintf(title, sizeof title, "limits on %s (%d SMs), %s", e->info.name,
+           e->info.multiprocessors, e->target.arch);
+  bench_print(title, rows, sizeof rows / sizeof rows[0], json);
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
   return 0;
@@ -229,11 +193,15 @@ static int cmd_limits(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    printf("usage: jitk-bench limits [--json FILE]\n"
-           "  limits   copy bandwidth and launch overhead, the reference figures\n");
+    printf("usage: jitk-bench <benchmark> [--json FILE]\n"
+           "  limits   copy bandwidth and launch overhead, the reference figures (GPU)\n"
+           "  cache    what the kernel cache costs: hits, misses, a 10,000-entry store\n"
+           "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
   if (strcmp(argv[1], "limits") == 0) return cmd_limits(argc - 2, argv + 2);
+  if (strcmp(argv[1], "cache") == 0) return bench_cache(argv[0], argc - 2, argv + 2);
+  if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;
 }

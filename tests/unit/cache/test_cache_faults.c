@@ -97,7 +97,12 @@ enum { FILL = 3 };
  * and match the reference. */
 static void fill_through_faults(const char *dir, void **refs, size_t *ref_sizes) {
   jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, NULL);
+  /* The engine opened its store when it was made; reopen it through the
+   * faulty VFS. */
+  pthread_mutex_lock(&e->cache.disk_lock);
+  jk_store_close(e);
   e->cache.vfs = "faulty";
+  pthread_mutex_unlock(&e->cache.disk_lock);
   for (int i = 0; i < FILL; i++) {
     jitk_module *m = jt_kernel(e, i);
     size_t n;

@@ -1,0 +1,244 @@
+/*
+ * jitk-bench cache: what the kernel cache costs.
+ *
+ *  - memory hit: the table lookup alone, and a whole jitk_module_create
+ *    that hits memory (which also builds and hashes the key);
+ *  - disk hit in a fresh process: engine already made, then the first
+ *    jitk_module_create: open the database, read, verify, load the module
+ *    (median over fresh processes);
+ *  - a miss: jitk_module_create on new source against NVRTC's own compile
+ *    time for it, the difference being what the cache adds;
+ *  - a disk lookup in a database of 10,000 entries.
+ * With a GPU the engine loads modules; without one it stops at the image.
+ */
+#include <jitk/jitk.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cache/cache.h"
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+static const char *kernel_fmt =
+    "extern \"C\" __global__ void k%d(float *x, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = x[i] * %d.0f + 1.0f;\n"
+    "}\n";
+
+static jitk_engine *make_engine(const char *dir, bool *gpu) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.cache_dir = dir;
+  cfg.cache_mode = JITK_CACHE_ON;
+  jitk_engine *e = NULL;
+  if (jitk_engine_create(&cfg, &e) == JITK_OK) {
+    *gpu = true;
+    return e;
+  }
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  if (jitk_engine_create(&cfg, &e) != JITK_OK) {
+    fprintf(stderr, "jitk-bench cache: %s\n", jitk_errmsg(NULL));
+    exit(1);
+  }
+  *gpu = false;
+  return e;
+}
+
+static jitk_module *create(jitk_engine *e, int i) {
+  char src[512];
+  snprintf(src, sizeof src, kernel_fmt, i, i + 2);
+  jitk_module *m = NULL;
+  if (jitk_module_create(e, src, NULL, &m) != JITK_OK) {
+    fprintf(stderr, "jitk-bench cache: %s\n", jitk_errmsg(e));
+    exit(1);
+  }
+  return m;
+}
+
+/* The child of the fresh-process measurement: prints the microseconds of
+ * its first jitk_module_create, which must be a disk hit. */
+int bench_cache_child(int argc, char **argv) {
+  if (argc < 2) return 2;
+  bool gpu;
+  jitk_engine *e = make_engine(argv[0], &gpu);
+  int which = atoi(argv[1]);
+  double t0 = bench_now_us();
+  jitk_module *m = create(e, which);
+  double t1 = bench_now_us();
+  jitk_cache_stats s;
+  jitk_cache_get_stats(e, &s, NULL);
+  /* The store was opened while the engine was made; its cost is reported
+   * beside the hit's. */
+  printf("%.3f %d %.3f\n", t1 - t0, s.disk_hits == 1 ? 1 : 0, e->cache.open_us);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+  return 0;
+}
+
+static double fresh_process_hit(const char *self, const char *dir, int which, double *open_us) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' cache-child '%s' %d", self, dir, which);
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  double us = -1;
+  int hit = 0;
+  if (fscanf(p, "%lf %d %lf", &us, &hit, open_us) != 3) us = -1;
+  pclose(p);
+  return hit ? us : -1;
+}
+
+int bench_cache(const char *self, int argc, char **argv) {
+  const char *json = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
+  }
+  char dir[] = "/tmp/jitk-bench-cache-XXXXXX";
+  if (mkdtemp(dir) == NULL) return 1;
+  bool gpu;
+  jitk_engine *e = make_engine(dir, &gpu);
+
+  /* Fill: 16 kernels compiled (misses), their NVRTC time kept apart. */
+  enum { MISSES = 16 };
+  double miss_total[MISSES], miss_nvrtc[MISSES];
+  for (int i = 0; i < MISSES; i++) {
+    double t0 = bench_now_us();
+    jitk_module *m = create(e, i);
+    double t1 = bench_now_us();
+    miss_total[i] = (t1 - t0) / 1000.0;
+    miss_nvrtc[i] = m->entry->compile_ms;
+    jitk_module_destroy(m);
+  }
+  double overhead[MISSES];
+  for (int i = 0; i < MISSES; i++) overhead[i] = (miss_total[i] - miss_nvrtc[i]) / miss_nvrtc[i];
+  double nvrtc_ms = bench_median(miss_nvrtc, MISSES);
+  double miss_ms = bench_median(miss_total, MISSES);
+  double miss_overhead = bench_median(overhead, MISSES);
+
+  /* Memory hits. */
+  jitk_module *keep = create(e, 0);
+  enum { LOOKUPS = 2000000 };
+  jk_key key = keep->entry->key;
+  double t0 = bench_now_us();
+  size_t found = 0;
+  for (int i = 0; i < LOOKUPS; i++) {
+    pthread_mutex_lock(&e->lock);
+    found += jk_table_find(&e->cache, &key) != NULL;
+    pthread_mutex_unlock(&e->lock);
+  }
+  double lookup_ns = (bench_now_us() - t0) * 1000.0 / LOOKUPS;
+  double hit_us[2000];
+  for (int i = 0; i < 2000; i++) {
+    double a = bench_now_us();
+    jitk_module *m = create(e, 1 + i % (MISSES - 1));
+    hit_us[i] = bench_now_us() - a;
+    jitk_module_destroy(m);
+  }
+  double memory_hit_us = bench_median(hit_us, 2000);
+  jitk_module_destroy(keep);
+  jitk_engine_destroy(e); /* flushes, closes */
+
+  /* Disk hits, each in a fresh process. */
+  double fresh[MISSES], opens[MISSES], totals[MISSES];
+  int nfresh = 0;
+  for (int i = 0; i < MISSES; i++) {
+    double open_us = 0;
+    double us = fresh_process_hit(self, dir, i, &open_us);
+    if (us > 0) {
+      fresh[nfresh] = us;
+      opens[nfresh] = open_us;
+      totals[nfresh] = us + open_us;
+      nfresh++;
+    }
+  }
+  double fresh_us = nfresh ? bench_median(fresh, (size_t)nfresh) : -1;
+  double open_us = nfresh ? bench_median(opens, (size_t)nfresh) : -1;
+  double total_us = nfresh ? bench_median(totals, (size_t)nfresh) : -1;
+
+  /* A database of 10,000 entries: real cubins under synthetic keys. */
+  enum { BIG = 10000 };
+  e = make_engine(dir, &gpu);
+  jitk_module *img = create(e, 0);
+  double fill0 = bench_now_us();
+  pthread_mutex_lock(&e->cache.disk_lock);
+  jk_key keys[64];
+  for (int i = 0; i < BIG; i++) {
+    jk_material m;
+    jk_material_init(&m, e);
+    char label[32];
+    snprintf(label, sizeof label, "bench/%d", i);
+    jk_material_add_str(&m, "bench", label);
+    jk_key k;
+    jk_hash128(m.data, m.len, k.bytes);
+    if (i % (BIG / 64) == 0 && i / (BIG / 64) < 64) keys[i / (BIG / 64)] = k;
+    jk_store_insert(e, &k, &m, img->entry, label);
+    jk_material_free(&m);
+  }
+  double fill_s = (bench_now_us() - fill0) / 1e6;
+  double look[64 * 8];
+  int nlook = 0;
+  for (int r = 0; r < 8; r++)
+    for (int i = 0; i < 64; i++) {
+      jk_material m;
+      jk_material_init(&m, e);
+      char label[32];
+      snprintf(label, sizeof label, "bench/%d", i * (BIG / 64));
+      jk_material_add_str(&m, "bench", label);
+      jk_entry x;
+      memset(&x, 0, sizeof x);
+      bool hit = false;
+      double a = bench_now_us();
+      jk_store_lookup(e, &keys[i], &m, &x, &hit);
+      double b = bench_now_us();
+      if (hit) look[nlook++] = b - a;
+      jk_free(e, x.image);
+      jk_free(e, x.log);
+      for (size_t j = 0; j < x.num_names; j++) {
+        jk_free(e, x.name_expressions[j]);
+        jk_free(e, x.lowered[j]);
+      }
+      jk_free(e, x.name_expressions);
+      jk_free(e, x.lowered);
+      jk_material_free(&m);
+    }
+  pthread_mutex_unlock(&e->cache.disk_lock);
+  double big_lookup_us = nlook ? bench_median(look, (size_t)nlook) : -1;
+  jitk_module_destroy(img);
+  jitk_engine_destroy(e);
+  double fresh_big[8];
+  int nbig = 0;
+  for (int i = 0; i < 8; i++) {
+    double ignored = 0;
+    double us = fresh_process_hit(self, dir, i, &ignored);
+    if (us > 0) fresh_big[nbig++] = us;
+  }
+  double fresh_big_us = nbig ? bench_median(fresh_big, (size_t)nbig) : -1;
+
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "jitk-bench: could not remove %s\n", dir);
+
+  const char *where = gpu ? "with module load" : "no GPU: without module load";
+  bench_row rows[] = {
+      {"cache: memory hit, table lookup", lookup_ns, "ns", "goal <= 100 ns"},
+      {"cache: memory hit, whole jitk_module_create", memory_hit_us, "us", "key built and hashed"},
+      {"cache: disk hit, fresh process: read+verify+load", fresh_us / 1000.0, "ms", where},
+      {"cache: opening the store (at engine creation)", open_us / 1000.0, "ms", "SQLite's first open"},
+      {"cache: disk hit, fresh process: open+read+verify+load", total_us / 1000.0, "ms", where},
+      {"cache: miss, NVRTC alone", nvrtc_ms, "ms", ""},
+      {"cache: miss, whole jitk_module_create", miss_ms, "ms", ""},
+      {"cache: miss overhead over NVRTC", miss_overhead * 100.0, "%", "goal <= 5 %"},
+      {"cache: lookup in 10,000-entry database", big_lookup_us, "us", "read + verify"},
+      {"cache: disk hit, fresh process, 10,000 entries", fresh_big_us / 1000.0, "ms",
+       "read+verify+load"},
+      {"cache: filling 10,000 entries", fill_s, "s", "one transaction each"},
+  };
+  bench_print("cache", rows, sizeof rows / sizeof rows[0], json);
+  return 0;
+}
