@@ -119,6 +119,17 @@ static jitk_status open_device(jitk_engine *e, const jitk_engine_config *cfg) {
   return JITK_OK;
 }
 
+/* Opens the engine's cache store; run on a helper thread while the main
+ * one brings up the driver, so that SQLite's first-open cost (about half a
+ * millisecond) hides under cuInit's (a hundred and more). */
+static void *open_store(void *p) {
+  jitk_engine *e = p;
+  pthread_mutex_lock(&e->cache.disk_lock);
+  jk_store_open(e);
+  pthread_mutex_unlock(&e->cache.disk_lock);
+  return NULL;
+}
+
 jitk_status jitk_engine_create(const jitk_engine_config *config,
                                jitk_engine **out) {
   if (out == NULL)
@@ -158,12 +169,17 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
     st = jk_cache_init(e, &cfg);
     e->cache_initialized = true;
   }
+  pthread_t opener;
+  bool opening = false;
+  if (st == JITK_OK && cfg.device != JITK_DEVICE_NONE && e->cache.mode != JITK_CACHE_OFF)
+    opening = pthread_create(&opener, NULL, open_store, e) == 0;
   if (st == JITK_OK) {
     if (cfg.device == JITK_DEVICE_NONE)
       st = jk_target_parse(e, cfg.arch, &e->target);
     else
       st = open_device(e, &cfg);
   }
+  if (opening) pthread_join(opener, NULL);
   if (st != JITK_OK) {
     /* Messages recorded on the engine die with it; move the last one to
      * the per-thread fallback, where jitk_errmsg(NULL) finds it. */
@@ -185,12 +201,12 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
   else
     jk_log(e, JITK_LOG_INFO, "compile-only engine, target %s, NVRTC %d.%d",
            e->target.arch, e->nvrtc.major, e->nvrtc.minor);
-  /* The store is opened now rather than at the first kernel: SQLite's
-   * first open in a process (its schema parse, code paged in) costs a few
-   * hundred microseconds, small beside creating an engine (cuInit and the
-   * primary context take 100 ms and more) but large beside a disk hit,
-   * which should cost what reading and loading a cubin costs. A store that
-   * cannot be used is reported here, once. */
+  /* The store is opened with the engine rather than at the first kernel:
+   * SQLite's first open in a process (its schema parse, its code paged in)
+   * costs about half a millisecond, three times a disk hit, which should
+   * cost what reading and loading a cubin costs. A device engine did it on
+   * the helper thread above; a compile-only one does it here. A store that
+   * cannot be used is reported now, once. */
   if (e->cache.mode != JITK_CACHE_OFF) {
     pthread_mutex_lock(&e->cache.disk_lock);
     jk_store_open(e);

@@ -668,3 +668,58 @@ Test(raw, fatbin_from_nvcc) {
   jitk_engine_destroy(e);
 }
 #endif
+
+/* A module read back from the disk cache by a new engine loads and runs. */
+Test(raw, disk_cache_hit_runs) {
+  char dir[] = "/tmp/jitk-gpu-cache-test-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.cache_dir = dir;
+  cfg.cache_mode = JITK_CACHE_ON;
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  if (st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE) {
+    rmdir(dir);
+    cr_skip_test("no CUDA device (%s)", jitk_errmsg(NULL));
+  }
+  cr_assert_eq(st, JITK_OK, "%s", jitk_errmsg(NULL));
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) JT_OK(NULL, jitk_engine_create(&cfg, &e));
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, saxpy_src, NULL, &m));
+    jitk_cache_stats s;
+    JT_OK(e, jitk_cache_get_stats(e, &s, NULL));
+    cr_assert_eq(s.disk_hits, (uint64_t)round, "round %d", round);
+    cr_assert_eq(s.compiles, (uint64_t)(1 - round));
+    jitk_kernel *k = NULL;
+    JT_OK(e, jitk_module_get_kernel(m, "saxpy", &k));
+    const int n = 10007;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *out = malloc(n * 4);
+    uint64_t seed = 0x5eed0100 + (uint64_t)round;
+    for (int i = 0; i < n; i++) {
+      x[i] = (float)jt_uniform(&seed);
+      y[i] = (float)jt_uniform(&seed);
+    }
+    float *dx = dev_alloc(e, n * 4), *dy = dev_alloc(e, n * 4), *dout = dev_alloc(e, n * 4);
+    to_dev(e, dx, x, n * 4);
+    to_dev(e, dy, y, n * 4);
+    poison(e, dout, n * 4);
+    jitk_arg args[] = {jitk_arg_f32(3.0f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
+                       jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
+    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){40, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
+    to_host(e, out, dout, n * 4);
+    check_saxpy(out, 3.0f, x, y, n, round ? "from the disk cache" : "compiled");
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    JT_OK(e, jitk_device_free(e, dout, NULL));
+    free(x);
+    free(y);
+    free(out);
+    jitk_module_destroy(m);
+    jitk_engine_destroy(e);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}

@@ -31,11 +31,11 @@ static const char *kernel_fmt =
     "  if (i < n) x[i] = x[i] * %d.0f + 1.0f;\n"
     "}\n";
 
-static jitk_engine *make_engine(const char *dir, bool *gpu) {
+static jitk_engine *make_engine_mode(const char *dir, bool *gpu, jitk_cache_mode mode) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.cache_dir = dir;
-  cfg.cache_mode = JITK_CACHE_ON;
+  cfg.cache_mode = mode;
   jitk_engine *e = NULL;
   if (jitk_engine_create(&cfg, &e) == JITK_OK) {
     *gpu = true;
@@ -49,6 +49,10 @@ static jitk_engine *make_engine(const char *dir, bool *gpu) {
   }
   *gpu = false;
   return e;
+}
+
+static jitk_engine *make_engine(const char *dir, bool *gpu) {
+  return make_engine_mode(dir, gpu, JITK_CACHE_ON);
 }
 
 static jitk_module *create(jitk_engine *e, int i) {
@@ -67,7 +71,17 @@ static jitk_module *create(jitk_engine *e, int i) {
 int bench_cache_child(int argc, char **argv) {
   if (argc < 2) return 2;
   bool gpu;
+  if (argc > 2 && strcmp(argv[2], "off") == 0) {
+    /* Engine creation alone, without a cache, for comparison. */
+    double a = bench_now_us();
+    jitk_engine *e = make_engine_mode(argv[0], &gpu, JITK_CACHE_OFF);
+    printf("%.3f\n", bench_now_us() - a);
+    jitk_engine_destroy(e);
+    return 0;
+  }
+  double c0 = bench_now_us();
   jitk_engine *e = make_engine(argv[0], &gpu);
+  double create_us = bench_now_us() - c0;
   int which = atoi(argv[1]);
   double t0 = bench_now_us();
   jitk_module *m = create(e, which);
@@ -76,22 +90,35 @@ int bench_cache_child(int argc, char **argv) {
   jitk_cache_get_stats(e, &s, NULL);
   /* The store was opened while the engine was made; its cost is reported
    * beside the hit's. */
-  printf("%.3f %d %.3f\n", t1 - t0, s.disk_hits == 1 ? 1 : 0, e->cache.open_us);
+  printf("%.3f %d %.3f %.3f\n", t1 - t0, s.disk_hits == 1 ? 1 : 0, e->cache.open_us, create_us);
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
   return 0;
 }
 
-static double fresh_process_hit(const char *self, const char *dir, int which, double *open_us) {
+static double fresh_process_hit(const char *self, const char *dir, int which, double *open_us,
+                                double *create_us) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "'%s' cache-child '%s' %d", self, dir, which);
   FILE *p = popen(cmd, "r");
   if (p == NULL) return -1;
   double us = -1;
   int hit = 0;
-  if (fscanf(p, "%lf %d %lf", &us, &hit, open_us) != 3) us = -1;
+  if (fscanf(p, "%lf %d %lf %lf", &us, &hit, open_us, create_us) != 4) us = -1;
   pclose(p);
   return hit ? us : -1;
+}
+
+/* Engine creation without a cache, in a fresh process. */
+static double fresh_process_create_off(const char *self, const char *dir) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' cache-child '%s' 0 off", self, dir);
+  FILE *p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  double us = -1;
+  if (fscanf(p, "%lf", &us) != 1) us = -1;
+  pclose(p);
+  return us;
 }
 
 int bench_cache(const char *self, int argc, char **argv) {
@@ -145,21 +172,26 @@ int bench_cache(const char *self, int argc, char **argv) {
   jitk_engine_destroy(e); /* flushes, closes */
 
   /* Disk hits, each in a fresh process. */
-  double fresh[MISSES], opens[MISSES], totals[MISSES];
-  int nfresh = 0;
+  double fresh[MISSES], opens[MISSES], totals[MISSES], creates_on[MISSES], creates_off[MISSES];
+  int nfresh = 0, noff = 0;
   for (int i = 0; i < MISSES; i++) {
-    double open_us = 0;
-    double us = fresh_process_hit(self, dir, i, &open_us);
+    double open_us = 0, create_us = 0;
+    double us = fresh_process_hit(self, dir, i, &open_us, &create_us);
     if (us > 0) {
       fresh[nfresh] = us;
       opens[nfresh] = open_us;
       totals[nfresh] = us + open_us;
+      creates_on[nfresh] = create_us;
       nfresh++;
     }
+    double off = fresh_process_create_off(self, dir);
+    if (off > 0) creates_off[noff++] = off;
   }
   double fresh_us = nfresh ? bench_median(fresh, (size_t)nfresh) : -1;
   double open_us = nfresh ? bench_median(opens, (size_t)nfresh) : -1;
   double total_us = nfresh ? bench_median(totals, (size_t)nfresh) : -1;
+  double create_on = nfresh ? bench_median(creates_on, (size_t)nfresh) : -1;
+  double create_off = noff ? bench_median(creates_off, (size_t)noff) : -1;
 
   /* A database of 10,000 entries: real cubins under synthetic keys. */
   enum { BIG = 10000 };
@@ -214,8 +246,8 @@ int bench_cache(const char *self, int argc, char **argv) {
   double fresh_big[8];
   int nbig = 0;
   for (int i = 0; i < 8; i++) {
-    double ignored = 0;
-    double us = fresh_process_hit(self, dir, i, &ignored);
+    double ignored = 0, ignored2 = 0;
+    double us = fresh_process_hit(self, dir, i, &ignored, &ignored2);
     if (us > 0) fresh_big[nbig++] = us;
   }
   double fresh_big_us = nbig ? bench_median(fresh_big, (size_t)nbig) : -1;
@@ -229,8 +261,11 @@ int bench_cache(const char *self, int argc, char **argv) {
       {"cache: memory hit, table lookup", lookup_ns, "ns", "goal <= 100 ns"},
       {"cache: memory hit, whole jitk_module_create", memory_hit_us, "us", "key built and hashed"},
       {"cache: disk hit, fresh process: read+verify+load", fresh_us / 1000.0, "ms", where},
-      {"cache: opening the store (at engine creation)", open_us / 1000.0, "ms", "SQLite's first open"},
+      {"cache: opening the store (at engine creation)", open_us / 1000.0, "ms",
+       gpu ? "SQLite's first open, beside cuInit" : "SQLite's first open"},
       {"cache: disk hit, fresh process: open+read+verify+load", total_us / 1000.0, "ms", where},
+      {"cache: engine creation, cache off", create_off / 1000.0, "ms", "fresh process"},
+      {"cache: engine creation, cache on (store opened)", create_on / 1000.0, "ms", "fresh process"},
       {"cache: miss, NVRTC alone", nvrtc_ms, "ms", ""},
       {"cache: miss, whole jitk_module_create", miss_ms, "ms", ""},
       {"cache: miss overhead over NVRTC", miss_overhead * 100.0, "%", "goal <= 5 %"},
