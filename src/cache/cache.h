@@ -123,6 +123,7 @@ typedef struct jk_cache {
   jk_disk_state disk;
   pid_t owner_pid;
   sqlite3 *db;
+  sqlite3_stmt *lookup; /* prepared at open, reused by every lookup */
   int lock_fd; /* the key-lock file, -1 when closed */
   bool network_fs;
   char *db_path;

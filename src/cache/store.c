@@ -41,7 +41,11 @@ void jk_store_disable(jitk_engine *e, const char *why, int rc) {
          c->db_path ? c->db_path : (c->dir ? c->dir : "(none)"), why, detail ? ": " : "",
          detail ? detail : "");
   c->stats.disk_errors++;
-  if (c->db != NULL && c->owner_pid == getpid()) sqlite3_close_v2(c->db);
+  if (c->db != NULL && c->owner_pid == getpid()) {
+    sqlite3_finalize(c->lookup);
+    sqlite3_close_v2(c->db);
+  }
+  c->lookup = NULL;
   c->db = NULL;
   /* The key-lock descriptor stays open until the engine goes: another
    * thread may be waiting on it right now. */
@@ -133,6 +137,19 @@ static const char *file_in(jitk_engine *e, const char *dir, const char *name, ch
 
 static jitk_status store_open(jitk_engine *e);
 
+static int prepare_lookup(jitk_engine *e) {
+  return sqlite3_prepare_v3(e->cache.db,
+                            "SELECT kind, compile_ms, checksum, material, names, log, image, key "
+                            "FROM entries WHERE id = ?1",
+                            -1, SQLITE_PREPARE_PERSISTENT, &e->cache.lookup, NULL);
+}
+
+/* Ends a use of the lookup statement: its read transaction too. */
+static void release_lookup(sqlite3_stmt *q) {
+  sqlite3_reset(q);
+  sqlite3_clear_bindings(q);
+}
+
 jitk_status jk_store_open(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->disk == JK_DISK_OFF) return JITK_ERR_CACHE;
@@ -154,6 +171,7 @@ static jitk_status store_open(jitk_engine *e) {
      * it is abandoned and this process opens its own. The lock descriptor
      * can be closed: the parent's keeps its locks. */
     c->db = NULL;
+    c->lookup = NULL;
     if (c->lock_fd >= 0) close(c->lock_fd);
     c->lock_fd = -1;
     c->num_pending_used = 0;
@@ -278,6 +296,11 @@ static jitk_status store_open(jitk_engine *e) {
     }
     return JITK_ERR_CACHE;
   }
+  rc = prepare_lookup(e);
+  if (rc != SQLITE_OK) {
+    jk_store_disable(e, "cannot read the database", rc);
+    return JITK_ERR_CACHE;
+  }
   c->disk = read_only ? JK_DISK_READ_ONLY : JK_DISK_OPEN;
   jk_log(e, JITK_LOG_DEBUG, "kernel cache %s opened%s", c->db_path, read_only ? " read-only" : "");
   return JITK_OK;
@@ -287,8 +310,10 @@ void jk_store_close(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->db != NULL && c->owner_pid == getpid()) {
     jk_store_flush(e);
+    sqlite3_finalize(c->lookup);
     if (c->db != NULL) sqlite3_close_v2(c->db);
   }
+  c->lookup = NULL;
   c->db = NULL;
   if (c->lock_fd >= 0) close(c->lock_fd);
   c->lock_fd = -1;
@@ -404,23 +429,26 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
   jk_cache *c = &e->cache;
   *found = false;
   if (jk_store_open(e) != JITK_OK) return JITK_OK;
-  sqlite3_stmt *q = NULL;
-  int rc = sqlite3_prepare_v2(c->db,
-                              "SELECT kind, compile_ms, checksum, material, names, log, image, key "
-                              "FROM entries WHERE id = ?1",
-                              -1, &q, NULL);
-  if (rc != SQLITE_OK) {
-    jk_store_disable(e, "cannot read the database", rc);
-    return JITK_OK;
+  /* The statement is prepared once per connection, when the store opens,
+   * so a hit costs a bind and a step. */
+  sqlite3_stmt *q = c->lookup;
+  int rc;
+  if (q == NULL) {
+    rc = prepare_lookup(e);
+    if (rc != SQLITE_OK) {
+      jk_store_disable(e, "cannot read the database", rc);
+      return JITK_OK;
+    }
+    q = c->lookup;
   }
   sqlite3_bind_int64(q, 1, jk_key_id(key));
   rc = sqlite3_step(q);
   if (rc == SQLITE_DONE) {
-    sqlite3_finalize(q);
+    release_lookup(q);
     return JITK_OK;
   }
   if (rc != SQLITE_ROW) {
-    sqlite3_finalize(q);
+    release_lookup(q);
     jk_store_disable(e, "cannot read the database", rc);
     return JITK_OK;
   }
@@ -447,7 +475,7 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
     if (stored_key_len == 16 && mat != NULL) {
       jk_hash128(mat, mat_len, check);
       if (memcmp(check, stored_key, 16) == 0) {
-        sqlite3_finalize(q);
+        release_lookup(q);
         return JITK_OK;
       }
     }
@@ -463,7 +491,7 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
     if (memcmp(check, sum, 16) != 0) why = "checksum mismatch";
   }
   if (why != NULL) {
-    sqlite3_finalize(q);
+    release_lookup(q);
     delete_corrupt(e, key, why);
     return JITK_OK;
   }
@@ -480,7 +508,7 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
     out->image_size = image_len;
     st = jk_names_unpack(e, names, names_len, out);
   }
-  sqlite3_finalize(q);
+  release_lookup(q);
   if (st == JITK_ERR_INVALID_IMAGE) {
     delete_corrupt(e, key, "its names do not parse");
     return JITK_OK;
