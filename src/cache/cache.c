@@ -78,6 +78,7 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
   jk_cache *c = &e->cache;
   memset(c, 0, sizeof *c);
   c->lock_fd = -1;
+  c->busy_ms = 30000;
   c->owner_pid = getpid();
   pthread_mutex_init(&c->disk_lock, NULL);
   pthread_cond_init(&c->compiled, NULL);

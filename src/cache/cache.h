@@ -102,6 +102,7 @@ typedef struct jk_cache {
   int64_t max_bytes;
   size_t memory_capacity;
   const char *vfs; /* SQLite VFS name; tests put a faulty one here */
+  int busy_ms;     /* how long SQLite waits for a lock; tests shorten it */
   void (*test_hook)(void *user, jk_cache_event event);
   void *test_user;
 

@@ -32,8 +32,10 @@ extern const size_t jk_schema_sql_size;
 /* Label of a disk-tier failure, for the one log line. */
 void jk_store_disable(jitk_engine *e, const char *why, int rc) {
   jk_cache *c = &e->cache;
+  /* The connection's message is more precise, but only if it still
+   * belongs to `rc` (a ROLLBACK since would have replaced it). */
   const char *detail = rc ? sqlite3_errstr(rc) : NULL;
-  if (c->db != NULL && rc) {
+  if (c->db != NULL && rc && sqlite3_extended_errcode(c->db) == rc) {
     const char *m = sqlite3_errmsg(c->db);
     if (m != NULL && strcmp(m, "not an error") != 0) detail = m;
   }
@@ -69,12 +71,19 @@ static int exec(jitk_engine *e, const char *sql) {
  * waiting (a WAL reset in progress). */
 int jk_store_begin(jitk_engine *e) {
   int rc = SQLITE_BUSY;
-  for (int attempt = 0; attempt < 50 && (rc & 0xff) == SQLITE_BUSY; attempt++) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (int attempt = 0; (rc & 0xff) == SQLITE_BUSY; attempt++) {
     rc = exec(e, "BEGIN IMMEDIATE");
-    if ((rc & 0xff) == SQLITE_BUSY) {
-      struct timespec ts = {0, 2000000L * (attempt + 1)};
-      nanosleep(&ts, NULL);
-    }
+    if ((rc & 0xff) != SQLITE_BUSY) break;
+    /* The busy handler has waited already, unless SQLite answered at once
+     * (a WAL restart in progress); only those quick answers are retried,
+     * within one busy timeout in all. */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (attempt >= 20 || waited >= e->cache.busy_ms) break;
+    struct timespec ts = {0, 1000000L * (attempt + 1)};
+    nanosleep(&ts, NULL);
   }
   if (rc == SQLITE_OK && e->cache.test_hook)
     e->cache.test_hook(e->cache.test_user, JK_EVENT_IN_WRITE_TRANSACTION);
@@ -253,7 +262,7 @@ static jitk_status store_open(jitk_engine *e) {
     return JITK_ERR_CACHE;
   }
   sqlite3_extended_result_codes(c->db, 1);
-  sqlite3_busy_timeout(c->db, 30000);
+  sqlite3_busy_timeout(c->db, c->busy_ms);
 
   /* The common case, an existing database of our format, costs one read;
    * only a new (or foreign) file pays for the write transaction that sets
