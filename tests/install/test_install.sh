@@ -7,6 +7,8 @@ BUILD=$1 HERE=$2 WORK=$3 CC=$4
 rm -rf "$WORK"
 mkdir -p "$WORK"
 PREFIX="$WORK/prefix"
+# The consumers compile through the kernel cache: a scratch one.
+export JITK_CACHE_DIR="$WORK/cache"
 cmake --install "$BUILD" --prefix "$PREFIX" >"$WORK/install.log"
 for f in include/jitk/jitk.h include/jitk/array.cuh lib/cmake/jitk/jitkConfig.cmake \
          lib/pkgconfig/jitk.pc lib/libjitk.a bin/jitk; do
