@@ -39,6 +39,7 @@ step() { # step NAME COMMAND...: runs it, logs it, remembers the outcome
 
 step doctor "$HERE/bin/jitk" doctor
 step test_gpu_raw "$HERE/bin/test_gpu_raw" --jobs=1 --verbose
+step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
 step demo "$HERE/bin/demo"
 step raw_saxpy "$HERE/bin/raw_saxpy"
@@ -47,9 +48,13 @@ if command -v compute-sanitizer >/dev/null; then
   # Memory errors and failed API calls anywhere in the GPU tests.
   step memcheck_tests compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$HERE/bin/test_gpu_raw" --jobs=1
+  # The 2^31-element test is left out: under memcheck it would take minutes.
+  step memcheck_elementwise compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$HERE/bin/test_gpu_elementwise" --jobs=1 --filter 'elementwise/[!p]*' 
 fi
 step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/bench.json"
 step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"
+step bench_elementwise "$HERE/bin/jitk-bench" elementwise --json "$LOGS/bench.json"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
     step "peer_$(basename "$p" .py)" python3 "$p"
@@ -62,4 +67,5 @@ for i in "${!NAMES[@]}"; do printf '%-24s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}";
 echo "---------------- benchmark"
 grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" || true
 grep -E "^cache:" "$LOGS/bench_cache.log" || true
-for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured" "$f"; done
+grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_elementwise.log" || true
+for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured|Error" "$f"; done

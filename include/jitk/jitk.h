@@ -630,7 +630,8 @@ JITK_API jitk_status jitk_kernel_active_blocks(const jitk_kernel *kernel,
 typedef enum jitk_arg_kind {
   JITK_ARG_SCALAR = 1,  /* a value of `dtype` */
   JITK_ARG_POINTER = 2, /* a device pointer to elements of `dtype` */
-  JITK_ARG_ARRAY = 3    /* a jitk::array<T, N> descriptor of a tensor */
+  JITK_ARG_ARRAY = 3,   /* a jitk::array<T, N> descriptor of a tensor */
+  JITK_ARG_ALLOCATE = 4 /* for a kernel's output: let jitk allocate it */
 } jitk_arg_kind;
 
 /*
@@ -791,8 +792,96 @@ static inline jitk_arg jitk_arg_array(const DLTensor *tensor) {
   return a;
 }
 
+/* An output for jitk to allocate (elementwise and reduction kernels). */
+static inline jitk_arg jitk_arg_allocate(void) {
+  return jitk_arg_make_(JITK_ARG_ALLOCATE, JITK_DTYPE_NONE);
+}
+
 /* The most dimensions an array argument may have. */
 #define JITK_MAX_NDIM 16
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise kernels                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct jitk_elementwise jitk_elementwise;
+
+typedef struct jitk_elementwise_options {
+  const char *preamble;   /* code before the kernel: helper functions, types */
+  const char *loop_prep;  /* code in the kernel before the loop */
+  const char *after_loop; /* code in the kernel after the loop */
+  const char *const *nvrtc_options; /* added to jitk's defaults */
+  size_t num_nvrtc_options;
+} jitk_elementwise_options;
+
+/*
+ * An elementwise kernel as CuPy's ElementwiseKernel defines one:
+ *   in_params  "T x, T y, float32 a"   out_params "T z"
+ *   operation  "z = a * x + y"         name "saxpy"
+ * Each parameter is `[raw] TYPE NAME`, TYPE a dtype name or a placeholder
+ * bound from the arguments at launch. Non-raw array parameters are read and
+ * written one element per index (broadcast against each other as NumPy
+ * does); raw ones are whole arrays (jitk::array<T, N>, indexed as x[i] in C
+ * order or x(i, j)); scalars are values. In the operation, `i` is the
+ * element's index in C order over the broadcast shape and _ind.size() the
+ * number of elements; placeholders are types (T). Nothing is compiled
+ * until a launch (or jitk_elementwise_compile) fixes the types.
+ * JITK_ERR_PARSE, with jitk_error_offset and a caret line, for bad lists.
+ */
+JITK_API jitk_status jitk_elementwise_create(jitk_engine *engine, const char *in_params,
+                                             const char *out_params, const char *operation,
+                                             const char *name,
+                                             const jitk_elementwise_options *options,
+                                             jitk_elementwise **kernel);
+
+JITK_API void jitk_elementwise_destroy(jitk_elementwise *kernel);
+
+/*
+ * Runs the kernel on `stream`. args has one entry per in_param, then
+ * optionally one per out_param: a DLTensor (jitk_arg_array), a scalar
+ * (jitk_arg_f32 ...), or jitk_arg_allocate() for an output jitk allocates;
+ * omitted outputs are allocated too. Allocated outputs have the broadcast
+ * shape, are C-contiguous, come from the device's memory pool in stream
+ * order, and are returned in outputs[j] (one slot per out_param, NULL for
+ * those given) as DLManagedTensors whose deleter frees them in order on
+ * `stream` (which must outlive them, as must the engine).
+ * `size` is the element count when no non-raw array fixes it (CuPy's
+ * size=), else -1.
+ * Errors: JITK_ERR_ARGUMENT_TYPE when a placeholder meets two dtypes or an
+ * array's dtype differs from its parameter's; JITK_ERR_INVALID_ARRAY when
+ * shapes do not broadcast or an output overlaps an input other than being
+ * exactly it; JITK_ERR_COMPILE for an operation that does not compile,
+ * with NVRTC's message citing operation:LINE:COL.
+ */
+JITK_API jitk_status jitk_elementwise_launch(jitk_elementwise *kernel, jitk_stream stream,
+                                             const jitk_arg *args, size_t num_args, int64_t size,
+                                             DLManagedTensor **outputs);
+
+/* The shape of the loop a compiled specialization is for. */
+typedef struct jitk_elementwise_layout {
+  int ndim;        /* loop dimensions after collapsing: 1 to JITK_MAX_NDIM */
+  int index_bits;  /* 32 or 64 */
+  int vector;      /* elements per vector access: 1 for none, 0 for the
+                      widest 16-byte access the dtypes allow */
+  const char *scalars; /* comma-separated names of parameters given as
+                          scalars; the others are arrays (raw: rank 1) */
+} jitk_elementwise_layout;
+
+/*
+ * Generates and compiles the specialization for `types` ("T=float16,
+ * U=int32"; every placeholder must be bound) and `layout` (NULL: one
+ * dimension, 32-bit index, vectors), without arrays or a GPU: what the
+ * CLI's `jitk compile elementwise` does. *source (owned by the kernel,
+ * valid until the next compile or launch) gets the CUDA source; *module,
+ * when not NULL, a module holding the compiled image.
+ */
+JITK_API jitk_status jitk_elementwise_compile(jitk_elementwise *kernel, const char *types,
+                                              const jitk_elementwise_layout *layout,
+                                              const char **source, jitk_module **module);
+
+/* The source of the specialization the last launch or compile used. Also
+ * printed to stderr for every new specialization when JITK_DUMP_SOURCE=1. */
+JITK_API jitk_status jitk_elementwise_source(jitk_elementwise *kernel, const char **source);
 
 #ifdef __cplusplus
 }

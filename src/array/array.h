@@ -39,4 +39,10 @@ typedef struct jk_view {
 jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
                                 const char *what, jk_view *out);
 
+/* Writes scalar `a` converted to dtype `to` (as a C cast would) at `out`,
+ * which has room for the largest dtype. A complex scalar for a real dtype
+ * is refused: its imaginary part would be lost silently. */
+jitk_status jk_convert_scalar(const jitk_engine *e, const jitk_arg *a, jitk_dtype to, void *out,
+                              const char *what);
+
 #endif

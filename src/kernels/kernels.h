@@ -59,6 +59,11 @@ struct jitk_module {
   jitk_kernel *kernels;
 };
 
+/* A module handle on a cache entry, taking over one reference to it (the
+ * reference is released on failure too). */
+jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *program_name,
+                                 jitk_module **out);
+
 /*
  * Parses a signature ("float32 a, float32* x, float32[2] y") into an
  * allocated array. JITK_ERR_PARSE with the offset on bad text.

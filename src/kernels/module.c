@@ -33,7 +33,7 @@ static void module_free(jitk_module *m) {
 }
 
 /* A handle on `x`, taking over the caller's reference. */
-static jitk_status module_wrap(jitk_engine *e, jk_entry *x, const char *program_name,
+jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *program_name,
                                jitk_module **out) {
   jitk_module *m = jk_calloc(e, 1, sizeof *m);
   char *name = jk_strdup(e, program_name);
@@ -102,7 +102,7 @@ jitk_status jitk_module_create(jitk_engine *e, const char *source,
   jk_entry *x = NULL;
   jitk_status st = jk_cache_get(e, &in, JK_RAW_GENERATOR, &x);
   if (st != JITK_OK) return st;
-  return module_wrap(e, x, opts->program_name ? opts->program_name : "module.cu", out);
+  return jk_module_from_entry(e, x, opts->program_name ? opts->program_name : "module.cu", out);
 }
 
 jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind,
@@ -140,7 +140,7 @@ jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind,
     jk_entry_release(e, x);
     return st;
   }
-  return module_wrap(e, x, "image", out);
+  return jk_module_from_entry(e, x, "image", out);
 }
 
 jitk_status jitk_module_create_from_file(jitk_engine *e, const char *path,

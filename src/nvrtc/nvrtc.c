@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen/codegen.h"
 #include "core/core.h"
 
 jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
@@ -239,11 +240,17 @@ static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in,
                                   const char *log, char **opts, size_t nopts) {
   jk_buf b;
   jk_buf_init(&b, e);
+  char *rewritten = in->rewrite_log && log ? jk_rewrite_log(e, log) : NULL;
+  if (rewritten != NULL) log = rewritten;
   if (in->what != NULL) jk_buf_printf(&b, "%s\n", in->what);
   jk_buf_printf(&b, "%s failed to compile for %s:\n%s\noptions:",
                 in->program_name ? in->program_name : "module.cu",
                 e->target.arch, log && *log ? log : "(NVRTC gave no log)");
   for (size_t i = 0; i < nopts; i++) jk_buf_printf(&b, " %s", opts[i]);
+  if (in->rewrite_log)
+    jk_buf_puts(&b, "\n(the generated source: JITK_DUMP_SOURCE=1, or "
+                    "jitk_elementwise_source after the failure)");
+  jk_free(e, rewritten);
   char *msg = jk_buf_take(&b);
   jitk_status st = jk_fail(e, JITK_ERR_COMPILE, "%s",
                            msg ? msg : "compilation failed (and out of memory "

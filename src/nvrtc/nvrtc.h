@@ -78,6 +78,9 @@ typedef struct jk_compile_input {
   /* Text placed before NVRTC's log in the error message; NULL for raw
    * modules. Generators use it to say what they were building. */
   const char *what;
+  /* Generated source: rewrite the log's errors in the user's sections as
+   * section:LINE:COL (jk_rewrite_log), and say how to see the source. */
+  bool rewrite_log;
 } jk_compile_input;
 
 typedef struct jk_compile_output {

@@ -34,6 +34,9 @@ struct array {
     return data[off];
   }
 
+  // x[i]: the element at position i in C order, as CuPy's raw arrays index.
+  __device__ __forceinline__ T &operator[](long long i) const { return flat(i); }
+
   // The element at linear position i of the array in C (row-major) order,
   // whatever its strides: for one flat loop over any view.
   __device__ __forceinline__ T &flat(long long i) const {

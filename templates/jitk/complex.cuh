@@ -18,35 +18,114 @@ struct alignas(2 * sizeof(T)) complex {
 
   __host__ __device__ T real() const { return re; }
   __host__ __device__ T imag() const { return im; }
+
+  __host__ __device__ complex &operator+=(complex o) { re += o.re; im += o.im; return *this; }
+  __host__ __device__ complex &operator-=(complex o) { re -= o.re; im -= o.im; return *this; }
+  __host__ __device__ complex &operator*=(complex o) {
+    T r = re * o.re - im * o.im;
+    im = re * o.im + im * o.re;
+    re = r;
+    return *this;
+  }
+  __host__ __device__ complex &operator/=(complex o) { return *this = *this / o; }
+  friend __host__ __device__ complex operator/(complex a, complex b) {
+    // Smith's algorithm: no overflow for large |b|, no needless underflow.
+    T abr = b.re < 0 ? -b.re : b.re, abi = b.im < 0 ? -b.im : b.im;
+    if (abr >= abi) {
+      if (abr == T(0)) return complex(a.re / abr, a.im / abr);
+      T r = b.im / b.re, d = b.re + b.im * r;
+      return complex((a.re + a.im * r) / d, (a.im - a.re * r) / d);
+    }
+    T r = b.re / b.im, d = b.im + b.re * r;
+    return complex((a.re * r + a.im) / d, (a.im * r - a.re) / d);
+  }
 };
 
 template <typename T>
-__host__ __device__ inline complex<T> operator+(complex<T> a, complex<T> b) {
-  return complex<T>(a.re + b.re, a.im + b.im);
-}
+__host__ __device__ inline complex<T> operator+(complex<T> a, complex<T> b) { return a += b; }
 template <typename T>
-__host__ __device__ inline complex<T> operator-(complex<T> a, complex<T> b) {
-  return complex<T>(a.re - b.re, a.im - b.im);
-}
+__host__ __device__ inline complex<T> operator-(complex<T> a, complex<T> b) { return a -= b; }
 template <typename T>
-__host__ __device__ inline complex<T> operator*(complex<T> a, complex<T> b) {
-  return complex<T>(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
-}
+__host__ __device__ inline complex<T> operator*(complex<T> a, complex<T> b) { return a *= b; }
 template <typename T>
-__host__ __device__ inline complex<T> operator-(complex<T> a) {
-  return complex<T>(-a.re, -a.im);
-}
+__host__ __device__ inline complex<T> operator-(complex<T> a) { return complex<T>(-a.re, -a.im); }
+template <typename T>
+__host__ __device__ inline complex<T> operator+(complex<T> a) { return a; }
+
+// With real numbers on either side.
+template <typename T>
+__host__ __device__ inline complex<T> operator+(complex<T> a, T b) { return complex<T>(a.re + b, a.im); }
+template <typename T>
+__host__ __device__ inline complex<T> operator+(T a, complex<T> b) { return complex<T>(a + b.re, b.im); }
+template <typename T>
+__host__ __device__ inline complex<T> operator-(complex<T> a, T b) { return complex<T>(a.re - b, a.im); }
+template <typename T>
+__host__ __device__ inline complex<T> operator-(T a, complex<T> b) { return complex<T>(a - b.re, -b.im); }
+template <typename T>
+__host__ __device__ inline complex<T> operator*(complex<T> a, T b) { return complex<T>(a.re * b, a.im * b); }
+template <typename T>
+__host__ __device__ inline complex<T> operator*(T a, complex<T> b) { return complex<T>(a * b.re, a * b.im); }
+template <typename T>
+__host__ __device__ inline complex<T> operator/(complex<T> a, T b) { return complex<T>(a.re / b, a.im / b); }
+template <typename T>
+__host__ __device__ inline complex<T> operator/(T a, complex<T> b) { return complex<T>(a) / b; }
+
 template <typename T>
 __host__ __device__ inline bool operator==(complex<T> a, complex<T> b) {
   return a.re == b.re && a.im == b.im;
 }
 template <typename T>
-__host__ __device__ inline bool operator!=(complex<T> a, complex<T> b) {
-  return !(a == b);
+__host__ __device__ inline bool operator!=(complex<T> a, complex<T> b) { return !(a == b); }
+
+template <typename T>
+__host__ __device__ inline T real(complex<T> a) { return a.re; }
+template <typename T>
+__host__ __device__ inline T imag(complex<T> a) { return a.im; }
+template <typename T>
+__host__ __device__ inline complex<T> conj(complex<T> a) { return complex<T>(a.re, -a.im); }
+template <typename T>
+__device__ inline T abs(complex<T> a) { return ::hypot(a.re, a.im); }
+template <typename T>
+__device__ inline T arg(complex<T> a) { return ::atan2(a.im, a.re); }
+template <typename T>
+__host__ __device__ inline T norm(complex<T> a) { return a.re * a.re + a.im * a.im; }
+template <typename T>
+__device__ inline complex<T> polar(T r, T theta) {
+  return complex<T>(r * ::cos(theta), r * ::sin(theta));
 }
 template <typename T>
-__host__ __device__ inline complex<T> conj(complex<T> a) {
-  return complex<T>(a.re, -a.im);
+__device__ inline complex<T> exp(complex<T> a) {
+  T m = ::exp(a.re);
+  return complex<T>(m * ::cos(a.im), m * ::sin(a.im));
 }
+template <typename T>
+__device__ inline complex<T> log(complex<T> a) { return complex<T>(::log(abs(a)), arg(a)); }
+template <typename T>
+__device__ inline complex<T> sqrt(complex<T> a) {
+  // The principal root, computed without cancellation.
+  T m = abs(a);
+  if (m == T(0)) return complex<T>(T(0), a.im);
+  T r = ::sqrt((m + (a.re < 0 ? -a.re : a.re)) / T(2));
+  if (a.re >= T(0)) return complex<T>(r, a.im / (T(2) * r));
+  return complex<T>((a.im < 0 ? -a.im : a.im) / (T(2) * r), a.im < T(0) ? -r : r);
+}
+template <typename T>
+__device__ inline complex<T> sin(complex<T> a) {
+  return complex<T>(::sin(a.re) * ::cosh(a.im), ::cos(a.re) * ::sinh(a.im));
+}
+template <typename T>
+__device__ inline complex<T> cos(complex<T> a) {
+  return complex<T>(::cos(a.re) * ::cosh(a.im), -::sin(a.re) * ::sinh(a.im));
+}
+template <typename T>
+__device__ inline complex<T> pow(complex<T> a, complex<T> b) {
+  if (a.re == T(0) && a.im == T(0)) return complex<T>(T(0), T(0));
+  return exp(b * log(a));
+}
+template <typename T>
+__device__ inline complex<T> pow(complex<T> a, T b) { return pow(a, complex<T>(b)); }
 
 }  // namespace jitk
+
+// Unqualified calls in users' operations (abs(z), exp(z), real(z)) find
+// these through argument-dependent lookup.

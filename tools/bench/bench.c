@@ -45,7 +45,7 @@
     }                                                                        \
   } while (0)
 
-static const char *kernels_src =
+const char *bench_kernels_src =
     "extern \"C\" __global__ void empty() {}\n"
     "extern \"C\" __global__ void four(float a, const float *x, float *y, long long n) {\n"
     "  if (n < 0) y[0] = a * x[0];\n"
@@ -59,7 +59,7 @@ static const char *kernels_src =
     "  }\n"
     "}\n";
 
-static double copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
+double bench_copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
   const size_t bytes = (size_t)1 << 30;
   void *src, *dst;
   CHECK(jitk_device_alloc(e, bytes, NULL, &src));
@@ -99,7 +99,7 @@ static double copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
  * fills and the figure stays a host cost. */
 enum { ROUNDS = 1000, PER_ROUND = 100 };
 
-static void launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args,
+void bench_launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args,
                             size_t nargs, void **bare_params, double *bare_us,
                             double *jitk_us) {
   jitk_dim3 one = {1, 1, 1};
@@ -150,16 +150,16 @@ static int cmd_limits(int argc, char **argv) {
     return 1;
   }
   jitk_module *m;
-  CHECK(jitk_module_create(e, kernels_src, NULL, &m));
+  CHECK(jitk_module_create(e, bench_kernels_src, NULL, &m));
   jitk_kernel *empty, *four, *fill;
   CHECK(jitk_module_get_kernel(m, "empty", &empty));
   CHECK(jitk_module_get_kernel(m, "four", &four));
   CHECK(jitk_module_get_kernel(m, "fill", &fill));
 
-  double gbs = copy_bandwidth(e, fill);
+  double gbs = bench_copy_bandwidth(e, fill);
 
   double eb, ej, fb, fj;
-  launch_overhead(e, empty, NULL, 0, NULL, &eb, &ej);
+  bench_launch_overhead(e, empty, NULL, 0, NULL, &eb, &ej);
   void *buf;
   CHECK(jitk_device_alloc(e, 256, NULL, &buf));
   float a = 2.0f;
@@ -168,7 +168,7 @@ static int cmd_limits(int argc, char **argv) {
   void *bare[] = {&a, &x, &y, &n};
   jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(x, JITK_FLOAT32),
                      jitk_arg_ptr(y, JITK_FLOAT32), jitk_arg_i64(n)};
-  launch_overhead(e, four, args, 4, bare, &fb, &fj);
+  bench_launch_overhead(e, four, args, 4, bare, &fb, &fj);
   CHECK(jitk_device_free(e, buf, NULL));
   CHECK(jitk_stream_synchronize(e, NULL));
 
@@ -196,11 +196,15 @@ int main(int argc, char **argv) {
     printf("usage: jitk-bench <benchmark> [--json FILE]\n"
            "  limits   copy bandwidth and launch overhead, the reference figures (GPU)\n"
            "  cache    what the kernel cache costs: hits, misses, a 10,000-entry store\n"
+           "  elementwise  bandwidth of generated kernels against the copy, launch cost (GPU)\n"
+           "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
            "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
   if (strcmp(argv[1], "limits") == 0) return cmd_limits(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache") == 0) return bench_cache(argv[0], argc - 2, argv + 2);
+  if (strcmp(argv[1], "elementwise") == 0) return bench_elementwise(argc - 2, argv + 2);
+  if (strcmp(argv[1], "compile") == 0) return bench_compile(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;

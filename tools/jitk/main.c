@@ -21,7 +21,8 @@ static void usage_main(FILE *out) {
           "\n"
           "commands:\n"
           "  doctor    report the driver, NVRTC, CUDA headers and devices\n"
-          "  compile   compile a CUDA source file to a cubin or PTX\n"
+          "  compile   compile a CUDA source file (or an elementwise kernel:\n"
+          "            `jitk compile elementwise --help`) to a cubin or PTX\n"
           "  cache     inspect and maintain the kernel cache\n"
           "  version   print jitk's version\n"
           "  help      this text; `jitk <command> --help` for a command\n",
@@ -197,7 +198,184 @@ static const char *display_name(const char *lowered, char **exprs, const char **
   return NULL;
 }
 
+/* Registers, shared memory and spills per kernel, as ptxas reported. */
+static void print_resources(jitk_module *m, char **exprs, int nexpr) {
+  const jitk_kernel_resources *res;
+  size_t nres = 0;
+  jitk_module_resources(m, &res, &nres);
+  const char **lowered_of = calloc((size_t)nexpr + 1, sizeof *lowered_of);
+  for (int i = 0; lowered_of && i < nexpr; i++)
+    jitk_module_lowered_name(m, exprs[i], &lowered_of[i]);
+  if (nres > 0) {
+    printf("%-40s %9s %10s %8s %12s %11s\n", "kernel", "registers", "shared", "stack",
+           "spill stores", "spill loads");
+    for (size_t i = 0; i < nres; i++) {
+      const char *shown = lowered_of ? display_name(res[i].name, exprs, lowered_of, nexpr) : NULL;
+      char label[512];
+      if (shown)
+        snprintf(label, sizeof label, "%s (%s)", shown, res[i].name);
+      else
+        snprintf(label, sizeof label, "%s", res[i].name);
+      printf("%-40s %9d %8zu B %6zu B %10zu B %9zu B\n", label, res[i].registers,
+             res[i].shared_bytes, res[i].stack_bytes, res[i].spill_stores, res[i].spill_loads);
+    }
+  } else {
+    printf("(PTX: registers and spills are decided when the driver compiles it)\n");
+    for (int i = 0; lowered_of && i < nexpr; i++)
+      printf("%s -> %s\n", exprs[i], lowered_of[i] ? lowered_of[i] : "?");
+  }
+  free(lowered_of);
+}
+
+/* The target for a compile: the one asked for, else the GPU's, else sm_90;
+ * compute_XY when PTX is wanted. */
+static void choose_target(const char *arch, int ptx, char *target, size_t n) {
+  if (arch == NULL) {
+    jitk_device_info info;
+    if (jitk_device_query(NULL, 0, &info) == JITK_OK) {
+      snprintf(target, n, "sm_%d%d", info.cc_major, info.cc_minor);
+    } else {
+      snprintf(target, n, "sm_90");
+      fprintf(stderr, "%s compile: no GPU found; compiling for sm_90 (--arch to choose)\n", prog);
+    }
+  } else {
+    snprintf(target, n, "%s", arch);
+  }
+  if (ptx && strncmp(target, "sm_", 3) == 0) {
+    /* sm_90 becomes compute_90: shift the digits right by five bytes. */
+    size_t len = strlen(target);
+    if (len + 5 < n) {
+      memmove(target + 8, target + 3, len - 2);
+      memcpy(target, "compute_", 8);
+    }
+  }
+}
+
+static void usage_elementwise(FILE *out) {
+  fprintf(out,
+          "usage: %s compile elementwise --in PARAMS --out PARAMS --op CODE [options]\n"
+          "\n"
+          "Generates the CUDA source of an elementwise kernel for the given types,\n"
+          "compiles it (no GPU needed) and prints its registers and spills.\n"
+          "\n"
+          "options:\n"
+          "  --in 'T x, T y'          input parameters ([raw] TYPE NAME, ...)\n"
+          "  --out 'T z'              output parameters\n"
+          "  --op 'z = x + y'         the operation on one element\n"
+          "  --name NAME              the kernel's name (default: kernel)\n"
+          "  --type T=float16         bind a placeholder; repeatable\n"
+          "  --scalar NAME            the parameter is a scalar, not an array; repeatable\n"
+          "  --preamble CODE, --loop-prep CODE, --after-loop CODE\n"
+          "  --ndim N                 loop dimensions after collapsing (default 1)\n"
+          "  --index 32|64            index width (default 32)\n"
+          "  --vector N               elements per vector access (default: widest)\n"
+          "  --arch ARCH              target (default: the GPU's, or sm_90)\n"
+          "  --emit source|ptx|cubin  print the source, or write PTX or a cubin\n"
+          "                           (default: cubin)\n"
+          "  -o OUT                   where --emit ptx|cubin writes (default NAME.cubin)\n",
+          prog);
+}
+
+static int cmd_compile_elementwise(int argc, char **argv) {
+  const char *in = NULL, *out_params = NULL, *op = NULL, *name = "kernel", *arch = NULL;
+  const char *emit = "cubin", *output = NULL;
+  char types[1024] = "", scalars[1024] = "";
+  jitk_elementwise_options eo;
+  memset(&eo, 0, sizeof eo);
+  jitk_elementwise_layout layout = {1, 32, 0, NULL};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage_elementwise(stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s compile elementwise: '%s' needs a value or is unknown\n", prog, a);
+      usage_elementwise(stderr);
+      return EXIT_USAGE;
+    }
+    const char *v = argv[++i];
+    if (strcmp(a, "--in") == 0) in = v;
+    else if (strcmp(a, "--out") == 0) out_params = v;
+    else if (strcmp(a, "--op") == 0) op = v;
+    else if (strcmp(a, "--name") == 0) name = v;
+    else if (strcmp(a, "--arch") == 0) arch = v;
+    else if (strcmp(a, "--emit") == 0) emit = v;
+    else if (strcmp(a, "-o") == 0) output = v;
+    else if (strcmp(a, "--preamble") == 0) eo.preamble = v;
+    else if (strcmp(a, "--loop-prep") == 0) eo.loop_prep = v;
+    else if (strcmp(a, "--after-loop") == 0) eo.after_loop = v;
+    else if (strcmp(a, "--ndim") == 0) layout.ndim = atoi(v);
+    else if (strcmp(a, "--index") == 0) layout.index_bits = atoi(v);
+    else if (strcmp(a, "--vector") == 0) layout.vector = atoi(v);
+    else if (strcmp(a, "--type") == 0 || strcmp(a, "--scalar") == 0) {
+      char *dst = a[2] == 't' ? types : scalars;
+      size_t used = strlen(dst);
+      snprintf(dst + used, 1024 - used, "%s%s", used ? "," : "", v);
+    } else {
+      fprintf(stderr, "%s compile elementwise: unknown option '%s'\n", prog, a);
+      usage_elementwise(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (in == NULL || out_params == NULL || op == NULL) {
+    fprintf(stderr, "%s compile elementwise: --in, --out and --op are required\n", prog);
+    usage_elementwise(stderr);
+    return EXIT_USAGE;
+  }
+  int want_ptx = strcmp(emit, "ptx") == 0;
+  if (!want_ptx && strcmp(emit, "cubin") != 0 && strcmp(emit, "source") != 0) {
+    fprintf(stderr, "%s compile elementwise: --emit is source, ptx or cubin\n", prog);
+    return EXIT_USAGE;
+  }
+  layout.scalars = scalars;
+  char target[32];
+  choose_target(arch, want_ptx, target, sizeof target);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = target;
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  if (st != JITK_OK) return fail(NULL, st, "creating the engine");
+  jitk_elementwise *k = NULL;
+  jitk_module *m = NULL;
+  int rc = 0;
+  st = jitk_elementwise_create(e, in, out_params, op, name, &eo, &k);
+  const char *source = NULL;
+  if (st == JITK_OK) st = jitk_elementwise_compile(k, types, &layout, &source, &m);
+  if (st != JITK_OK) {
+    fprintf(stderr, "%s\n", jitk_errmsg(e));
+    rc = 1;
+  } else if (strcmp(emit, "source") == 0) {
+    fputs(source, stdout);
+  } else {
+    const void *image;
+    size_t size;
+    jitk_module_image(m, &image, &size, NULL);
+    char path[512];
+    if (output != NULL)
+      snprintf(path, sizeof path, "%s", output);
+    else
+      snprintf(path, sizeof path, "%s.%s", name, want_ptx ? "ptx" : "cubin");
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(image, 1, size, f) != size || fclose(f) != 0) {
+      fprintf(stderr, "%s compile: cannot write %s: %s\n", prog, path, strerror(errno));
+      rc = 1;
+    } else {
+      printf("%s: %zu bytes of %s for %s\n", path, size, want_ptx ? "PTX" : "cubin", target);
+      print_resources(m, NULL, 0);
+    }
+  }
+  jitk_module_destroy(m);
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+  return rc;
+}
+
 static int cmd_compile(int argc, char **argv) {
+  if (argc > 0 && strcmp(argv[0], "elementwise") == 0)
+    return cmd_compile_elementwise(argc - 1, argv + 1);
   const char *input = NULL, *output = NULL, *arch = NULL;
   int ptx = 0, no_cache = 0;
   char **exprs = calloc((size_t)argc + 1, sizeof *exprs);
@@ -259,31 +437,11 @@ static int cmd_compile(int argc, char **argv) {
     goto out;
   }
 
-  /* Choose the target: the one asked for, else the GPU's, else sm_90. */
   char target[32];
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
-  if (arch == NULL) {
-    jitk_device_info info;
-    if (jitk_device_query(NULL, 0, &info) == JITK_OK) {
-      snprintf(target, sizeof target, "sm_%d%d", info.cc_major, info.cc_minor);
-    } else {
-      snprintf(target, sizeof target, "sm_90");
-      fprintf(stderr, "%s compile: no GPU found; compiling for sm_90 (--arch to choose)\n",
-              prog);
-    }
-  } else {
-    snprintf(target, sizeof target, "%s", arch);
-  }
-  if (ptx && strncmp(target, "sm_", 3) == 0) {
-    /* sm_90 becomes compute_90: shift the digits right by five bytes. */
-    size_t len = strlen(target);
-    if (len + 5 < sizeof target) {
-      memmove(target + 8, target + 3, len - 2);
-      memcpy(target, "compute_", 8);
-    }
-  }
+  choose_target(arch, ptx, target, sizeof target);
   cfg.arch = target;
   if (no_cache) cfg.cache_mode = JITK_CACHE_OFF;
 
@@ -328,32 +486,7 @@ static int cmd_compile(int argc, char **argv) {
   printf("%s: %zu bytes of %s for %s\n", dest, image_size,
          kind == JITK_IMAGE_PTX ? "PTX" : "cubin", target);
 
-  const jitk_kernel_resources *res;
-  size_t nres = 0;
-  jitk_module_resources(m, &res, &nres);
-  const char **lowered_of = calloc((size_t)nexpr + 1, sizeof *lowered_of);
-  for (int i = 0; lowered_of && i < nexpr; i++)
-    jitk_module_lowered_name(m, exprs[i], &lowered_of[i]);
-  if (nres > 0) {
-    printf("%-40s %9s %10s %8s %12s %11s\n", "kernel", "registers", "shared", "stack",
-           "spill stores", "spill loads");
-    for (size_t i = 0; i < nres; i++) {
-      const char *shown = lowered_of ? display_name(res[i].name, exprs, lowered_of, nexpr) : NULL;
-      char label[512];
-      if (shown)
-        snprintf(label, sizeof label, "%s (%s)", shown, res[i].name);
-      else
-        snprintf(label, sizeof label, "%s", res[i].name);
-      printf("%-40s %9d %8zu B %6zu B %10zu B %9zu B\n", label, res[i].registers,
-             res[i].shared_bytes, res[i].stack_bytes, res[i].spill_stores,
-             res[i].spill_loads);
-    }
-  } else if (kind == JITK_IMAGE_PTX) {
-    printf("(PTX: registers and spills are decided when the driver compiles it)\n");
-    for (int i = 0; lowered_of && i < nexpr; i++)
-      printf("%s -> %s\n", exprs[i], lowered_of[i] ? lowered_of[i] : "?");
-  }
-  free(lowered_of);
+  print_resources(m, exprs, nexpr);
 
 done:
   free(out_path);

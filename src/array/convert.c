@@ -1,0 +1,94 @@
+/*
+ * Scalars converted to a parameter's dtype, as a C cast would, on the host.
+ */
+#include <string.h>
+
+#include "array/array.h"
+#include "core/core.h"
+
+typedef struct value {
+  bool is_int;    /* exact integer in i or u */
+  bool is_signed;
+  int64_t i;
+  uint64_t u;
+  double re, im;
+} value;
+
+static value read_arg(const jitk_arg *a) {
+  value v;
+  memset(&v, 0, sizeof v);
+  switch (a->dtype) {
+    case JITK_BOOL: v.is_int = true; v.u = a->value.b != 0; break;
+    case JITK_INT8: v.is_int = v.is_signed = true; v.i = a->value.i8; break;
+    case JITK_INT16: v.is_int = v.is_signed = true; v.i = a->value.i16; break;
+    case JITK_INT32: v.is_int = v.is_signed = true; v.i = a->value.i32; break;
+    case JITK_INT64: v.is_int = v.is_signed = true; v.i = a->value.i64; break;
+    case JITK_UINT8: v.is_int = true; v.u = a->value.u8; break;
+    case JITK_UINT16: v.is_int = true; v.u = a->value.u16; break;
+    case JITK_UINT32: v.is_int = true; v.u = a->value.u32; break;
+    case JITK_UINT64: v.is_int = true; v.u = a->value.u64; break;
+    case JITK_FLOAT16: v.re = jitk_half_to_float(a->value.f16); break;
+    case JITK_BFLOAT16: v.re = jitk_bfloat16_to_float(a->value.f16); break;
+    case JITK_FLOAT32: v.re = a->value.f32; break;
+    case JITK_FLOAT64: v.re = a->value.f64; break;
+    case JITK_COMPLEX64: v.re = a->value.c64[0]; v.im = a->value.c64[1]; break;
+    case JITK_COMPLEX128: v.re = a->value.c128[0]; v.im = a->value.c128[1]; break;
+    default: break;
+  }
+  if (v.is_int) v.re = v.is_signed ? (double)v.i : (double)v.u;
+  return v;
+}
+
+/* The integer value, wrapped to 64 bits as a C conversion would. */
+static uint64_t as_bits(const value *v) {
+  if (v->is_int) return v->is_signed ? (uint64_t)v->i : v->u;
+  double d = v->re;
+  if (d != d) return 0;
+  if (d >= 18446744073709551616.0 || d <= -9223372036854775808.0) return 0;
+  return d < 0 ? (uint64_t)(int64_t)d : (uint64_t)d;
+}
+
+jitk_status jk_convert_scalar(const jitk_engine *e, const jitk_arg *a, jitk_dtype to, void *out,
+                              const char *what) {
+  const jitk_dtype_info *from = jk_dtype(a->dtype);
+  const jitk_dtype_info *dst = jk_dtype(to);
+  if (from == NULL || dst == NULL)
+    return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "%s: a scalar needs a dtype", what);
+  if (from->kind == 'c' && dst->kind != 'c')
+    return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                   "%s: a %s scalar cannot become %s without losing its imaginary part", what,
+                   from->name, dst->name);
+  value v = read_arg(a);
+  uint64_t bits = as_bits(&v);
+  switch (to) {
+    case JITK_BOOL: {
+      uint8_t b = v.is_int ? bits != 0 : (v.re != 0 || v.im != 0);
+      memcpy(out, &b, 1);
+      break;
+    }
+    case JITK_INT8: case JITK_UINT8: { uint8_t x = (uint8_t)bits; memcpy(out, &x, 1); break; }
+    case JITK_INT16: case JITK_UINT16: { uint16_t x = (uint16_t)bits; memcpy(out, &x, 2); break; }
+    case JITK_INT32: case JITK_UINT32: { uint32_t x = (uint32_t)bits; memcpy(out, &x, 4); break; }
+    case JITK_INT64: case JITK_UINT64: memcpy(out, &bits, 8); break;
+    case JITK_FLOAT16: { uint16_t h = jitk_float_to_half((float)v.re); memcpy(out, &h, 2); break; }
+    case JITK_BFLOAT16: {
+      uint16_t h = jitk_float_to_bfloat16((float)v.re);
+      memcpy(out, &h, 2);
+      break;
+    }
+    case JITK_FLOAT32: { float f = (float)v.re; memcpy(out, &f, 4); break; }
+    case JITK_FLOAT64: memcpy(out, &v.re, 8); break;
+    case JITK_COMPLEX64: {
+      float c[2] = {(float)v.re, (float)v.im};
+      memcpy(out, c, 8);
+      break;
+    }
+    case JITK_COMPLEX128: {
+      double c[2] = {v.re, v.im};
+      memcpy(out, c, 16);
+      break;
+    }
+    default: return jk_fail(e, JITK_ERR_INTERNAL, "%s: no conversion to dtype %d", what, (int)to);
+  }
+  return JITK_OK;
+}

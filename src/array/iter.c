@@ -1,0 +1,157 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "array/iter.h"
+#include "core/core.h"
+
+jitk_status jk_broadcast_shape(const jitk_engine *e, const jk_view *const *views,
+                               const char *const *names, int n, int *ndim, int64_t *shape) {
+  int nd = 0;
+  for (int k = 0; k < n; k++)
+    if (views[k]->ndim > nd) nd = views[k]->ndim;
+  for (int d = 0; d < nd; d++) shape[d] = 1;
+  for (int k = 0; k < n; k++) {
+    const jk_view *v = views[k];
+    for (int d = 0; d < v->ndim; d++) {
+      int out = nd - v->ndim + d;
+      int64_t ext = v->shape[d];
+      if (ext == shape[out] || ext == 1) continue;
+      if (shape[out] == 1) {
+        shape[out] = ext;
+        continue;
+      }
+      /* Find who set the other extent, to name both arrays. */
+      int other = 0;
+      for (int j = 0; j < k; j++) {
+        int dj = out - (nd - views[j]->ndim);
+        if (dj >= 0 && views[j]->shape[dj] == shape[out]) {
+          other = j;
+          break;
+        }
+      }
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "%s (extent %lld in dimension %d of %d) does not broadcast with %s (extent "
+                     "%lld there)",
+                     names[k], (long long)ext, d, v->ndim, names[other], (long long)shape[out]);
+    }
+  }
+  *ndim = nd;
+  return JITK_OK;
+}
+
+void jk_iter_init(jk_iter *it, int ndim, const int64_t *shape) {
+  it->ndim = ndim;
+  it->nops = 0;
+  it->size = 1;
+  for (int d = 0; d < ndim; d++) {
+    it->shape[d] = shape[d];
+    it->size *= shape[d];
+  }
+}
+
+void jk_iter_add(jk_iter *it, const jk_view *v) {
+  jk_operand *op = &it->ops[it->nops++];
+  const jitk_dtype_info *info = jk_dtype(v->dtype);
+  op->data = v->data;
+  op->itemsize = info ? info->size : 1;
+  int lead = it->ndim - v->ndim;
+  for (int d = 0; d < it->ndim; d++) {
+    int vd = d - lead;
+    op->strides[d] = (vd < 0 || v->shape[vd] == 1) ? 0 : v->strides[vd];
+  }
+}
+
+/* Whether dimension a should be outside dimension b. */
+static bool outer_than(const jk_iter *it, int a, int b) {
+  for (int k = 0; k < it->nops; k++) {
+    int64_t sa = it->ops[k].strides[a], sb = it->ops[k].strides[b];
+    if (sa < 0) sa = -sa;
+    if (sb < 0) sb = -sb;
+    if (sa == 0 || sb == 0) continue; /* broadcast: no preference */
+    if (sa != sb) return sa > sb;
+  }
+  return a < b; /* keep C order otherwise */
+}
+
+void jk_iter_coalesce(jk_iter *it, bool reorder) {
+  /* Drop extent-1 dimensions. */
+  int nd = 0;
+  for (int d = 0; d < it->ndim; d++) {
+    if (it->shape[d] == 1) continue;
+    it->shape[nd] = it->shape[d];
+    for (int k = 0; k < it->nops; k++) it->ops[k].strides[nd] = it->ops[k].strides[d];
+    nd++;
+  }
+  it->ndim = nd;
+  /* Order: a stable insertion sort of the dimensions, outermost first. */
+  int perm[JITK_MAX_NDIM];
+  for (int d = 0; d < nd; d++) perm[d] = d;
+  for (int i = 1; reorder && i < nd; i++) {
+    int x = perm[i], j = i - 1;
+    while (j >= 0 && outer_than(it, x, perm[j])) {
+      perm[j + 1] = perm[j];
+      j--;
+    }
+    perm[j + 1] = x;
+  }
+  int64_t shape[JITK_MAX_NDIM];
+  for (int d = 0; d < nd; d++) shape[d] = it->shape[perm[d]];
+  memcpy(it->shape, shape, sizeof(int64_t) * (size_t)nd);
+  for (int k = 0; k < it->nops; k++) {
+    int64_t s[JITK_MAX_NDIM];
+    for (int d = 0; d < nd; d++) s[d] = it->ops[k].strides[perm[d]];
+    memcpy(it->ops[k].strides, s, sizeof(int64_t) * (size_t)nd);
+  }
+  /* Merge dimension d into d + 1 when every operand steps over d exactly
+   * as far as it walks through d + 1. */
+  for (int d = nd - 2; d >= 0; d--) {
+    bool ok = true;
+    for (int k = 0; k < it->nops && ok; k++)
+      ok = it->ops[k].strides[d] == it->ops[k].strides[d + 1] * it->shape[d + 1];
+    if (!ok) continue;
+    it->shape[d + 1] *= it->shape[d];
+    for (int m = d; m < nd - 1; m++) {
+      it->shape[m] = it->shape[m + 1];
+      for (int k = 0; k < it->nops; k++) it->ops[k].strides[m] = it->ops[k].strides[m + 1];
+    }
+    nd--;
+  }
+  it->ndim = nd;
+}
+
+bool jk_iter_fits_32(const jk_iter *it) {
+  const int64_t limit = (int64_t)1 << 31;
+  if (it->size >= limit) return false;
+  for (int k = 0; k < it->nops; k++) {
+    int64_t reach = 0;
+    for (int d = 0; d < it->ndim; d++) {
+      int64_t s = it->ops[k].strides[d];
+      if (s < 0) s = -s;
+      if (s != 0 && (it->shape[d] - 1) > (limit / (int64_t)it->ops[k].itemsize) / s) return false;
+      reach += s * (it->shape[d] - 1);
+      if (reach >= limit / (int64_t)it->ops[k].itemsize) return false;
+    }
+  }
+  return true;
+}
+
+bool jk_view_range(const jk_view *v, size_t itemsize, uintptr_t *lo, uintptr_t *hi) {
+  if (v->size == 0) return false;
+  intptr_t min = 0, max = 0;
+  for (int d = 0; d < v->ndim; d++) {
+    intptr_t span = (intptr_t)v->strides[d] * (intptr_t)(v->shape[d] - 1);
+    if (span < 0) min += span; else max += span;
+  }
+  *lo = (uintptr_t)v->data + (uintptr_t)(min * (intptr_t)itemsize);
+  *hi = (uintptr_t)v->data + (uintptr_t)(max * (intptr_t)itemsize) + itemsize - 1;
+  return true;
+}
+
+bool jk_view_same(const jk_view *a, const jk_view *b) {
+  if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++) {
+    if (a->shape[d] != b->shape[d]) return false;
+    if (a->shape[d] != 1 && a->strides[d] != b->strides[d]) return false;
+  }
+  return true;
+}

@@ -1,0 +1,72 @@
+/*
+ * Source generation for the kernel kinds built from expressions.
+ */
+#ifndef JITK_SRC_CODEGEN_CODEGEN_H
+#define JITK_SRC_CODEGEN_CODEGEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/core.h"
+#include "expr/params.h"
+
+/* The most parameters an elementwise or reduction kernel takes. */
+#define JK_MAX_EW_PARAMS 64
+
+/* --- scanning users' code --- */
+
+/* Whether identifier `name` occurs in `code` as a token (outside comments,
+ * string and character literals). */
+bool jk_code_uses(const char *code, const char *name);
+
+/*
+ * Whether the first thing `code` does to `name` is a plain assignment at
+ * the top level (`name = ...;` as a whole statement, outside any if, loop
+ * or block): then its old value is never seen, and a kernel need not load
+ * it. Anything else (`name += x`, `if (c) name = x;`, a read) is false.
+ */
+bool jk_code_assigns_first(const char *code, const char *name);
+
+/* --- elementwise kernels --- */
+
+typedef enum jk_ew_kind {
+  JK_EW_ARRAY = 0,  /* read or written as one element per index */
+  JK_EW_SCALAR = 1, /* a value, the same for every element */
+  JK_EW_RAW = 2     /* a whole array, indexed by the operation */
+} jk_ew_kind;
+
+/* What one specialization of an elementwise kernel is for. */
+typedef struct jk_ew_spec {
+  int nparams;
+  unsigned char kind[JK_MAX_EW_PARAMS];
+  unsigned char dtype[JK_MAX_EW_PARAMS];
+  unsigned char raw_ndim[JK_MAX_EW_PARAMS];
+  /* Vector path only: the array's innermost stride is 0 (one value per
+   * row) rather than 1. */
+  unsigned char inner_bcast[JK_MAX_EW_PARAMS];
+  unsigned char ndim;  /* loop dimensions, at least 1 */
+  unsigned char idx64; /* 64-bit indexing */
+  unsigned char vec;   /* elements per vector access; 1: no vectors */
+} jk_ew_spec;
+
+typedef struct jk_ew_source_in {
+  const char *name;
+  const jk_param_list *params;
+  const bool *load_output; /* per parameter; meaningful for outputs */
+  const char *operation, *preamble, *loop_prep, *after_loop;
+  const jk_ew_spec *spec;
+} jk_ew_source_in;
+
+/* Writes the CUDA source of one specialization. The user's code sits
+ * under #line directives naming `operation`, `preamble`, `loop_prep` and
+ * `after_loop`, so NVRTC's messages cite the user's own lines. */
+jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **source);
+
+/*
+ * NVRTC's log with errors in the user's sections rewritten in a compiler's
+ * style: "operation(1): error: ..." followed by the source line and a caret
+ * becomes "operation:1:7: error: ...", the column taken from the caret.
+ */
+char *jk_rewrite_log(jitk_engine *e, const char *log);
+
+#endif

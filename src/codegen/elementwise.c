@@ -1,0 +1,313 @@
+/*
+ * CUDA source for one specialization of an elementwise kernel.
+ *
+ * The loop visits the collapsed iteration space (src/array/iter.c) with a
+ * grid-stride loop. Coordinates come from the linear index by division with
+ * host-computed magic numbers, never a divide instruction. With `vec` > 1
+ * each thread moves `vec` consecutive elements of every array with one
+ * 16-byte access (arrays whose innermost stride is 0 read one value per
+ * group instead); a one-dimensional loop finishes its remainder one element
+ * at a time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "codegen/codegen.h"
+
+static size_t lines_so_far(const jk_buf *b) {
+  size_t n = 1;
+  for (size_t i = 0; i < b->len; i++) n += b->data[i] == '\n';
+  return n;
+}
+
+/* Resumes the generated file's own numbering after a user's section. */
+static void line_back(jk_buf *b, const char *file) {
+  jk_buf_printf(b, "#line %zu \"%s\"\n", lines_so_far(b) + 1, file);
+}
+
+static void user_section(jk_buf *b, const char *label, const char *code, const char *file) {
+  if (code == NULL || *code == '\0') return;
+  jk_buf_printf(b, "#line 1 \"%s\"\n", label);
+  jk_buf_puts(b, code);
+  jk_buf_puts(b, "\n");
+  line_back(b, file);
+}
+
+static const char *ctype_of(const jk_ew_source_in *in, int p) {
+  const jk_param_decl *d = &in->params->params[p];
+  if (d->placeholder >= 0) return in->params->placeholders[d->placeholder];
+  return jk_dtype((jitk_dtype)in->spec->dtype[p])->ctype;
+}
+
+/* The decomposition of linear index `var` into coordinates _jk_c0..,
+ * then each array's element offset _jk_o_<name>. In the vector path the
+ * innermost coordinate counts groups of `vec` elements. */
+static void emit_offsets(jk_buf *b, const jk_ew_source_in *in, const char *var, int vec) {
+  const jk_ew_spec *s = in->spec;
+  int nd = s->ndim;
+  jk_buf_printf(b, "    _jk_u _jk_r = %s;\n", var);
+  for (int d = nd - 1; d >= 1; d--) {
+    jk_buf_printf(b,
+                  "    const _jk_u _jk_q%d = jitk::ew::div_%s(_jk_r, _jk_mag%d, _jk_shf%d);\n"
+                  "    const _jk_s _jk_c%d = (_jk_s)(_jk_r - _jk_q%d * _jk_ext%d);\n"
+                  "    _jk_r = _jk_q%d;\n",
+                  d, s->idx64 ? "u64" : "u32", d, d, d, d, d, d);
+  }
+  jk_buf_puts(b, "    const _jk_s _jk_c0 = (_jk_s)_jk_r;\n");
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const char *name = in->params->params[p].name;
+    jk_buf_printf(b, "    const _jk_s _jk_o_%s = ", name);
+    for (int d = 0; d < nd; d++) {
+      bool inner = d == nd - 1;
+      if (inner && vec > 1)
+        jk_buf_printf(b, "%s_jk_c%d * %d * _jk_s_%s_%d", d ? " + " : "", d, vec, name, d);
+      else
+        jk_buf_printf(b, "%s_jk_c%d * _jk_s_%s_%d", d ? " + " : "", d, name, d);
+    }
+    jk_buf_puts(b, ";\n");
+  }
+}
+
+/* One element: inputs as values, outputs as locals, the operation, the
+ * stores. `lane` is the lane variable in the vector path, NULL otherwise. */
+static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file, const char *lane,
+                         const char *index_expr) {
+  const jk_ew_spec *s = in->spec;
+  jk_buf_printf(b, "    {\n    const _jk_s i = (_jk_s)(%s);\n    (void)i;\n", index_expr);
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    if (!d->output) {
+      if (lane == NULL)
+        jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
+      else if (s->inner_bcast[p])
+        jk_buf_printf(b, "    const %s %s = _jk_b_%s;\n", t, d->name, d->name);
+      else
+        jk_buf_printf(b, "    const %s %s = _jk_v_%s.v[%s];\n", t, d->name, d->name, lane);
+    } else if (in->load_output[p]) {
+      if (lane == NULL)
+        jk_buf_printf(b, "    %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
+      else
+        jk_buf_printf(b, "    %s %s = _jk_v_%s.v[%s];\n", t, d->name, d->name, lane);
+    } else {
+      jk_buf_printf(b, "    %s %s;\n", t, d->name);
+    }
+    /* An input the operation does not read is no one's concern. */
+    if (!d->output) jk_buf_printf(b, "    (void)%s;\n", d->name);
+  }
+  jk_buf_puts(b, "#line 1 \"operation\"\n");
+  jk_buf_puts(b, in->operation);
+  jk_buf_puts(b, ";\n");
+  line_back(b, file);
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
+    if (lane == NULL)
+      jk_buf_printf(b, "    _jk_p_%s[_jk_o_%s] = %s;\n", d->name, d->name, d->name);
+    else
+      jk_buf_printf(b, "    _jk_v_%s.v[%s] = %s;\n", d->name, lane, d->name);
+  }
+  jk_buf_puts(b, "    }\n");
+}
+
+static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
+  const jk_ew_spec *s = in->spec;
+  int v = s->vec;
+  jk_buf_printf(b,
+                "  const _jk_u _jk_units = _jk_n / %d;\n"
+                "  for (_jk_u _jk_k = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < "
+                "_jk_units;\n"
+                "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n",
+                v);
+  emit_offsets(b, in, "_jk_k", v);
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    if (!d->output && s->inner_bcast[p])
+      jk_buf_printf(b, "    const %s _jk_b_%s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name,
+                    d->name);
+    else if (!d->output || in->load_output[p])
+      jk_buf_printf(b,
+                    "    %sjitk::ew::vec<%s, %d> _jk_v_%s = *reinterpret_cast<const "
+                    "jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s);\n",
+                    d->output ? "" : "const ", t, v, d->name, t, v, d->name, d->name);
+    else
+      jk_buf_printf(b, "    jitk::ew::vec<%s, %d> _jk_v_%s;\n", t, v, d->name);
+  }
+  jk_buf_printf(b, "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l)\n", v);
+  char index[64];
+  snprintf(index, sizeof index, "_jk_k * %d + _jk_l", v);
+  emit_element(b, in, file, "_jk_l", index);
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
+    const char *t = ctype_of(in, p);
+    jk_buf_printf(b,
+                  "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s) = "
+                  "_jk_v_%s;\n",
+                  t, v, d->name, d->name, d->name);
+  }
+  jk_buf_puts(b, "  }\n");
+  if (s->ndim == 1) {
+    /* The remainder of a one-dimensional loop, one element at a time. */
+    jk_buf_puts(b,
+                "  for (_jk_u _jk_k = _jk_units * " );
+    jk_buf_printf(b, "%d", v);
+    jk_buf_puts(b,
+                " + blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < _jk_n;\n"
+                "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n");
+    emit_offsets(b, in, "_jk_k", 1);
+    emit_element(b, in, file, NULL, "_jk_k");
+    jk_buf_puts(b, "  }\n");
+  }
+}
+
+jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **source) {
+  const jk_ew_spec *s = in->spec;
+  jk_buf b;
+  jk_buf_init(&b, e);
+  char file[128];
+  snprintf(file, sizeof file, "%s.cu", in->name);
+
+  bool half = false, cplx = false, raw = false;
+  for (int p = 0; p < s->nparams; p++) {
+    jitk_dtype d = (jitk_dtype)s->dtype[p];
+    half |= d == JITK_FLOAT16 || d == JITK_BFLOAT16;
+    cplx |= d == JITK_COMPLEX64 || d == JITK_COMPLEX128;
+    raw |= s->kind[p] == JK_EW_RAW;
+  }
+  jk_buf_printf(&b, "// Generated by jitk: elementwise kernel %s, %d dimension%s, %d-bit index, %s\n",
+                in->name, s->ndim, s->ndim == 1 ? "" : "s", s->idx64 ? 64 : 32,
+                s->vec > 1 ? "vector path" : "scalar path");
+  jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n");
+  if (half)
+    jk_buf_puts(&b, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n");
+  if (cplx) jk_buf_puts(&b, "#include <jitk/complex.cuh>\nusing jitk::complex;\n");
+  if (raw) jk_buf_puts(&b, "#include <jitk/array.cuh>\n");
+  if (s->idx64)
+    jk_buf_puts(&b, "typedef unsigned long long _jk_u;\ntypedef long long _jk_s;\n");
+  else
+    jk_buf_puts(&b, "typedef unsigned int _jk_u;\ntypedef int _jk_s;\n");
+  /* Placeholders become typedefs, so user code can name them. */
+  for (size_t h = 0; h < in->params->num_placeholders; h++) {
+    for (int p = 0; p < s->nparams; p++)
+      if (in->params->params[p].placeholder == (int)h) {
+        jk_buf_printf(&b, "typedef %s %s;\n", jk_dtype((jitk_dtype)s->dtype[p])->ctype,
+                      in->params->placeholders[h]);
+        break;
+      }
+  }
+  user_section(&b, "preamble", in->preamble, file);
+
+  jk_buf_printf(&b, "extern \"C\" __global__ void %s(_jk_u _jk_n", in->name);
+  for (int d = 1; d < s->ndim; d++)
+    jk_buf_printf(&b, ", _jk_u _jk_ext%d, _jk_u _jk_mag%d, unsigned int _jk_shf%d", d, d, d);
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    if (s->kind[p] == JK_EW_ARRAY) {
+      jk_buf_printf(&b, ",\n    %s%s *_jk_p_%s", d->output ? "" : "const ", t, d->name);
+      for (int k = 0; k < s->ndim; k++) jk_buf_printf(&b, ", _jk_s _jk_s_%s_%d", d->name, k);
+    } else if (s->kind[p] == JK_EW_RAW) {
+      jk_buf_printf(&b, ",\n    jitk::array<%s%s, %d> %s", d->output ? "" : "const ", t,
+                    s->raw_ndim[p], d->name);
+    } else {
+      jk_buf_printf(&b, ",\n    const %s %s", t, d->name);
+    }
+  }
+  jk_buf_puts(&b, ") {\n  const jitk::ew::index<_jk_s> _ind = {(_jk_s)_jk_n};\n  (void)_ind;\n");
+  user_section(&b, "loop_prep", in->loop_prep, file);
+  if (s->vec > 1) {
+    emit_vector_loop(&b, in, file);
+  } else {
+    jk_buf_puts(&b,
+                "  for (_jk_u _jk_k = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < _jk_n;\n"
+                "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n");
+    emit_offsets(&b, in, "_jk_k", 1);
+    emit_element(&b, in, file, NULL, "_jk_k");
+    jk_buf_puts(&b, "  }\n");
+  }
+  user_section(&b, "after_loop", in->after_loop, file);
+  jk_buf_puts(&b, "}\n");
+  char *src = jk_buf_take(&b);
+  if (src == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory generating a kernel");
+  *source = src;
+  return JITK_OK;
+}
+
+static bool user_label(const char *s, size_t n) {
+  static const char *const labels[] = {"operation", "preamble", "loop_prep", "after_loop",
+                                       "map_expr", "reduce_expr", "post_map_expr", "identity"};
+  for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+    if (strlen(labels[i]) == n && memcmp(labels[i], s, n) == 0) return true;
+  return false;
+}
+
+char *jk_rewrite_log(jitk_engine *e, const char *log) {
+  jk_buf b;
+  jk_buf_init(&b, e);
+  const char *p = log;
+  int skip = 0; /* lines left of a repeated message */
+  while (*p) {
+    if (skip > 0) {
+      const char *nl = strchr(p, '\n');
+      p = nl ? nl + 1 : p + strlen(p);
+      skip--;
+      continue;
+    }
+    const char *end = strchr(p, '\n');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    /* "label(LINE): rest" where label is one of the user's sections. */
+    const char *paren = memchr(p, '(', len);
+    bool done = false;
+    if (paren != NULL && user_label(p, (size_t)(paren - p))) {
+      char *after;
+      long line = strtol(paren + 1, &after, 10);
+      if (after > paren + 1 && after[0] == ')' && after[1] == ':') {
+        /* The caret sits two lines below, under the offending token. */
+        long col = 0;
+        const char *l1 = end ? end + 1 : NULL;
+        const char *l1e = l1 ? strchr(l1, '\n') : NULL;
+        const char *l2 = l1e ? l1e + 1 : NULL;
+        if (l2 != NULL) {
+          const char *caret = l2;
+          while (*caret == ' ' || *caret == '\t') caret++;
+          if (*caret == '^') col = (long)(caret - l2) - 1; /* NVRTC indents by two */
+          if (col < 1) col = *caret == '^' ? 1 : 0;
+        }
+        size_t mark = b.len;
+        jk_buf_append(&b, p, (size_t)(paren - p));
+        if (col > 0)
+          jk_buf_printf(&b, ":%ld:%ld:", line, col);
+        else
+          jk_buf_printf(&b, ":%ld:", line);
+        jk_buf_append(&b, after + 2, len - (size_t)(after + 2 - p));
+        jk_buf_puts(&b, "\n");
+        done = true;
+        /* Generated kernels can hold the operation twice (the vector loop
+         * and its remainder): say each message once. */
+        if (!b.failed && mark > 0) {
+          b.data[b.len] = '\0';
+          const char *first = strstr(b.data, b.data + mark);
+          if (first != NULL && (size_t)(first - b.data) < mark &&
+              (first == b.data || first[-1] == '\n')) {
+            b.len = mark;
+            b.data[b.len] = '\0';
+            skip = col > 0 ? 2 : 0;
+          }
+        }
+      }
+    }
+    if (!done) {
+      jk_buf_append(&b, p, len);
+      if (end) jk_buf_puts(&b, "\n");
+    }
+    p = end ? end + 1 : p + len;
+  }
+  return jk_buf_take(&b);
+}

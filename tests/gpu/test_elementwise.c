@@ -1,0 +1,405 @@
+/*
+ * Elementwise kernels on a GPU: every dtype on fresh random data against a
+ * float64 CPU reference, broadcasting, transposed and reversed views,
+ * in-place use, allocated outputs, raw parameters, the 64-bit index path
+ * past 2^31 elements, and bad input. Outputs are poisoned before each run
+ * and checked everywhere.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static void *dev(jitk_engine *e, size_t bytes) {
+  void *p = NULL;
+  JT_OK(e, jitk_device_alloc(e, bytes, NULL, &p));
+  return p;
+}
+
+static void put(jitk_engine *e, void *d, const void *h, size_t n) {
+  JT_OK(e, jitk_memcpy(e, d, h, n, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+}
+
+static void get(jitk_engine *e, void *h, const void *d, size_t n) {
+  JT_OK(e, jitk_memcpy(e, h, d, n, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+}
+
+static void poison(jitk_engine *e, void *d, size_t n) { JT_OK(e, jitk_memset(e, d, 0xFF, n, NULL)); }
+
+/* Element k of a host buffer of dtype d, as double (real part). */
+static double read_real(const void *buf, jitk_dtype d, size_t k) {
+  switch (d) {
+    case JITK_BOOL: return ((const uint8_t *)buf)[k];
+    case JITK_INT8: return ((const int8_t *)buf)[k];
+    case JITK_INT16: return ((const int16_t *)buf)[k];
+    case JITK_INT32: return ((const int32_t *)buf)[k];
+    case JITK_INT64: return (double)((const int64_t *)buf)[k];
+    case JITK_UINT8: return ((const uint8_t *)buf)[k];
+    case JITK_UINT16: return ((const uint16_t *)buf)[k];
+    case JITK_UINT32: return ((const uint32_t *)buf)[k];
+    case JITK_UINT64: return (double)((const uint64_t *)buf)[k];
+    case JITK_FLOAT16: return jitk_half_to_float(((const uint16_t *)buf)[k]);
+    case JITK_BFLOAT16: return jitk_bfloat16_to_float(((const uint16_t *)buf)[k]);
+    case JITK_FLOAT32: return ((const float *)buf)[k];
+    case JITK_FLOAT64: return ((const double *)buf)[k];
+    case JITK_COMPLEX64: return ((const float *)buf)[2 * k];
+    case JITK_COMPLEX128: return ((const double *)buf)[2 * k];
+    default: return NAN;
+  }
+}
+
+static double read_imag(const void *buf, jitk_dtype d, size_t k) {
+  if (d == JITK_COMPLEX64) return ((const float *)buf)[2 * k + 1];
+  if (d == JITK_COMPLEX128) return ((const double *)buf)[2 * k + 1];
+  return 0;
+}
+
+/* Fills element k with small random values that every dtype holds. */
+static void write_random(void *buf, jitk_dtype d, size_t k, uint64_t *seed) {
+  double r = jt_uniform(seed) * 50.0;
+  double r2 = jt_uniform(seed) * 50.0;
+  switch (d) {
+    case JITK_BOOL: ((uint8_t *)buf)[k] = r > 0; break;
+    case JITK_INT8: ((int8_t *)buf)[k] = (int8_t)r; break;
+    case JITK_INT16: ((int16_t *)buf)[k] = (int16_t)(r * 100); break;
+    case JITK_INT32: ((int32_t *)buf)[k] = (int32_t)(r * 1e6); break;
+    case JITK_INT64: ((int64_t *)buf)[k] = (int64_t)(r * 1e12); break;
+    case JITK_UINT8: ((uint8_t *)buf)[k] = (uint8_t)(r + 50); break;
+    case JITK_UINT16: ((uint16_t *)buf)[k] = (uint16_t)((r + 50) * 100); break;
+    case JITK_UINT32: ((uint32_t *)buf)[k] = (uint32_t)((r + 50) * 1e6); break;
+    case JITK_UINT64: ((uint64_t *)buf)[k] = (uint64_t)((r + 50) * 1e12); break;
+    case JITK_FLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_half((float)r); break;
+    case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)r); break;
+    case JITK_FLOAT32: ((float *)buf)[k] = (float)r; break;
+    case JITK_FLOAT64: ((double *)buf)[k] = r; break;
+    case JITK_COMPLEX64: ((float *)buf)[2 * k] = (float)r; ((float *)buf)[2 * k + 1] = (float)r2; break;
+    case JITK_COMPLEX128: ((double *)buf)[2 * k] = r; ((double *)buf)[2 * k + 1] = r2; break;
+    default: break;
+  }
+}
+
+/* z = x * y + x for every dtype, on a length that leaves a vector
+ * remainder; the reference is computed in double and rounded to the
+ * dtype where the dtype rounds. */
+Test(elementwise, every_dtype) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x * y + x", "mul_add", NULL, &k));
+  jitk_elementwise *kb = NULL; /* bool has no useful *, +: use logic */
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = (x && !y) || (y && !x)", "xor_", NULL, &kb));
+  const size_t n = 100003;
+  uint64_t seed = 0xE1E0;
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
+    size_t bytes = n * info.size;
+    unsigned char *hx = malloc(bytes), *hy = malloc(bytes), *hz = malloc(bytes);
+    for (size_t i = 0; i < n; i++) {
+      write_random(hx, (jitk_dtype)d, i, &seed);
+      write_random(hy, (jitk_dtype)d, i, &seed);
+    }
+    void *dx = dev(e, bytes), *dy = dev(e, bytes), *dz = dev(e, bytes);
+    put(e, dx, hx, bytes);
+    put(e, dy, hy, bytes);
+    poison(e, dz, bytes);
+    int64_t shape[1] = {(int64_t)n};
+    DLTensor tx = jt_tensor(dx, (jitk_dtype)d, 1, shape, NULL);
+    DLTensor ty = jt_tensor(dy, (jitk_dtype)d, 1, shape, NULL);
+    DLTensor tz = jt_tensor(dz, (jitk_dtype)d, 1, shape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+    JT_OK(e, jitk_elementwise_launch(d == JITK_BOOL ? kb : k, NULL, args, 3, -1, NULL));
+    get(e, hz, dz, bytes);
+    for (size_t i = 0; i < n; i++) {
+      double x = read_real(hx, (jitk_dtype)d, i), y = read_real(hy, (jitk_dtype)d, i);
+      double xi = read_imag(hx, (jitk_dtype)d, i), yi = read_imag(hy, (jitk_dtype)d, i);
+      double got = read_real(hz, (jitk_dtype)d, i), goti = read_imag(hz, (jitk_dtype)d, i);
+      double want, wanti = 0;
+      if (d == JITK_BOOL) {
+        want = ((x != 0) != (y != 0));
+      } else if (info.kind == 'c') {
+        want = x * y - xi * yi + x;
+        wanti = x * yi + xi * y + xi;
+      } else {
+        want = x * y + x;
+      }
+      double tol;
+      switch (d) {
+        case JITK_FLOAT16: tol = 2e-3 * fabs(want) + 1e-2; break;
+        case JITK_BFLOAT16: tol = 1.6e-2 * fabs(want) + 1e-1; break;
+        case JITK_FLOAT32: case JITK_COMPLEX64: tol = 1e-6 * (fabs(x * y) + fabs(x) + fabs(xi * yi)) + 1e-6; break;
+        case JITK_FLOAT64: case JITK_COMPLEX128: tol = 1e-14 * (fabs(x * y) + fabs(x) + fabs(xi * yi)); break;
+        default: tol = 0; break;
+      }
+      if (info.kind == 'i' || info.kind == 'u') {
+        /* Integers wrap: compare the low bytes of the product done in
+         * unsigned 64-bit arithmetic, which wraps the same way. */
+        uint64_t ux = 0, uy = 0;
+        memcpy(&ux, hx + i * info.size, info.size);
+        memcpy(&uy, hy + i * info.size, info.size);
+        if (info.kind == 'i' && info.size < 8) { /* sign-extend */
+          int shift = 64 - 8 * (int)info.size;
+          ux = (uint64_t)(((int64_t)(ux << shift)) >> shift);
+          uy = (uint64_t)(((int64_t)(uy << shift)) >> shift);
+        }
+        uint64_t w = ux * uy + ux;
+        cr_assert(memcmp(&w, hz + i * info.size, info.size) == 0, "%s element %zu: %g * %g + %g",
+                  info.name, i, x, y, x);
+        continue;
+      }
+      cr_assert(fabs(got - want) <= tol && fabs(goti - wanti) <= tol + (info.kind == 'c' ? tol : 0),
+                "%s element %zu: got %.9g%+.9gi, want %.9g%+.9gi", info.name, i, got, goti, want,
+                wanti);
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    JT_OK(e, jitk_device_free(e, dz, NULL));
+    free(hx);
+    free(hy);
+    free(hz);
+  }
+  jitk_elementwise_destroy(k);
+  jitk_elementwise_destroy(kb);
+  jitk_engine_destroy(e);
+}
+
+/* y = max(x + b, 0) with b broadcast along rows; on x contiguous, on x a
+ * transposed view, on x with reversed rows; and saxpy in place. */
+Test(elementwise, broadcast_views_in_place) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu", NULL, &k));
+  enum { R = 301, C = 517 };
+  const size_t count = (size_t)R * C;
+  uint64_t seed = 0xB1A5;
+  float *hx = malloc(count * 4), *hb = malloc(C * 4), *hy = malloc(count * 4);
+  for (size_t i = 0; i < count; i++) hx[i] = (float)jt_uniform(&seed);
+  for (int j = 0; j < C; j++) hb[j] = (float)jt_uniform(&seed) * 0.5f;
+  float *dx = dev(e, count * 4), *db = dev(e, C * 4), *dy = dev(e, count * 4);
+  put(e, dx, hx, count * 4);
+  put(e, db, hb, C * 4);
+  struct {
+    const char *name;
+    int64_t shape[2], strides[2], offset;
+  } views[] = {
+      {"contiguous", {R, C}, {C, 1}, 0},
+      {"transposed", {R, C}, {1, R}, 0}, /* x viewed as the transpose of a (C, R) array */
+      {"rows reversed", {R, C}, {-C, 1}, (int64_t)(R - 1) * C},
+  };
+  for (int v = 0; v < 3; v++) {
+    int64_t shb[1] = {C}, shy[2] = {R, C};
+    DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, views[v].shape, views[v].strides);
+    tx.byte_offset = (uint64_t)views[v].offset * 4;
+    DLTensor tb = jt_tensor(db, JITK_FLOAT32, 1, shb, NULL);
+    DLTensor ty = jt_tensor(dy, JITK_FLOAT32, 2, shy, NULL);
+    poison(e, dy, count * 4);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&tb), jitk_arg_array(&ty)};
+    JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+    get(e, hy, dy, count * 4);
+    for (int i = 0; i < R; i++)
+      for (int j = 0; j < C; j++) {
+        float x = hx[views[v].offset + i * views[v].strides[0] + j * views[v].strides[1]];
+        float want = x + hb[j] > 0 ? x + hb[j] : 0;
+        cr_assert_eq(hy[(size_t)i * C + j], want, "%s: (%d, %d)", views[v].name, i, j);
+      }
+  }
+
+  /* In place: y = a * x + y, where y is both input and output. */
+  jitk_elementwise *saxpy = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "float32 a, T x", "T y", "y = a * x + y", "saxpy", NULL, &saxpy));
+  float *before = malloc(count * 4);
+  put(e, dy, hx, count * 4);
+  memcpy(before, hx, count * 4);
+  int64_t sh[1] = {(int64_t)count};
+  DLTensor t1 = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), t2 = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
+  jitk_arg sargs[] = {jitk_arg_f64(2.5), jitk_arg_array(&t1), jitk_arg_array(&t2)};
+  JT_OK(e, jitk_elementwise_launch(saxpy, NULL, sargs, 3, -1, NULL));
+  get(e, hy, dy, count * 4);
+  for (size_t i = 0; i < count; i++)
+    cr_assert(fabsf(hy[i] - (2.5f * hx[i] + before[i])) <= 1e-6f, "saxpy %zu", i);
+
+  /* An output that is exactly an input is fine; half of one is not. */
+  jitk_elementwise *inplace = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T y", "y = x * 2", "twice", NULL, &inplace));
+  jitk_arg same[] = {jitk_arg_array(&t2), jitk_arg_array(&t2)};
+  JT_OK(e, jitk_elementwise_launch(inplace, NULL, same, 2, -1, NULL));
+  int64_t half_shape[1] = {(int64_t)count / 2};
+  DLTensor lo = jt_tensor(dy, JITK_FLOAT32, 1, half_shape, NULL);
+  DLTensor hi = jt_tensor(dy, JITK_FLOAT32, 1, half_shape, NULL);
+  hi.byte_offset = 4 * 10;
+  jitk_arg shifted[] = {jitk_arg_array(&lo), jitk_arg_array(&hi)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps", jitk_elementwise_launch(inplace, NULL, shifted, 2, -1, NULL));
+  free(before);
+  jitk_elementwise_destroy(inplace);
+  jitk_elementwise_destroy(saxpy);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, db, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  free(hx);
+  free(hb);
+  free(hy);
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* Outputs allocated by jitk; raw parameters and i; size without arrays. */
+Test(elementwise, allocated_outputs_raw_and_index) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, raw T r", "T y, U idx",
+                                   "y = x + r[_ind.size() - 1 - i]; idx = i", "rev_add", NULL, &k));
+  /* U is bound by nothing but its (allocated) output: an error. */
+  const int n = 70001;
+  uint64_t seed = 0xA110;
+  double *hx = malloc(n * 8), *hr = malloc(n * 8), *hy = malloc(n * 8);
+  for (int i = 0; i < n; i++) {
+    hx[i] = jt_uniform(&seed);
+    hr[i] = jt_uniform(&seed);
+  }
+  double *dx = dev(e, n * 8), *dr = dev(e, n * 8);
+  put(e, dx, hx, n * 8);
+  put(e, dr, hr, n * 8);
+  int64_t sh[1] = {n};
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT64, 1, sh, NULL), tr = jt_tensor(dr, JITK_FLOAT64, 1, sh, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&tr)};
+  DLManagedTensor *outs[2] = {NULL, NULL};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "U", jitk_elementwise_launch(k, NULL, args, 2, -1, outs));
+  jitk_elementwise_destroy(k);
+  JT_OK(e, jitk_elementwise_create(e, "T x, raw T r", "T y, int64 idx",
+                                   "y = x + r[_ind.size() - 1 - i]; idx = i", "rev_add", NULL, &k));
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, -1, outs));
+  cr_assert_not_null(outs[0]);
+  cr_assert_not_null(outs[1]);
+  cr_assert_eq(outs[0]->dl_tensor.ndim, 1);
+  cr_assert_eq(outs[0]->dl_tensor.shape[0], n);
+  cr_assert_eq(outs[1]->dl_tensor.dtype.bits, 64);
+  get(e, hy, outs[0]->dl_tensor.data, n * 8);
+  int64_t *hidx = malloc(n * 8);
+  get(e, hidx, outs[1]->dl_tensor.data, n * 8);
+  for (int i = 0; i < n; i++) {
+    cr_assert_eq(hy[i], hx[i] + hr[n - 1 - i], "y %d", i);
+    cr_assert_eq(hidx[i], i, "idx %d", i);
+  }
+  outs[0]->deleter(outs[0]);
+  outs[1]->deleter(outs[1]);
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+
+  /* Only raw inputs: the size says how many elements. */
+  jitk_elementwise *gather = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "raw T r", "T y", "y = r[2 * i]", "evens", NULL, &gather));
+  jitk_arg rargs[] = {jitk_arg_array(&tr)};
+  DLManagedTensor *g = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_launch(gather, NULL, rargs, 1, -1, &g));
+  JT_OK(e, jitk_elementwise_launch(gather, NULL, rargs, 1, n / 2, &g));
+  get(e, hy, g->dl_tensor.data, (size_t)(n / 2) * 8);
+  for (int i = 0; i < n / 2; i++) cr_assert_eq(hy[i], hr[2 * i]);
+  g->deleter(g);
+
+  /* The generated source is there to read. */
+  const char *src = NULL;
+  JT_OK(e, jitk_elementwise_source(gather, &src));
+  cr_assert(strstr(src, "extern \"C\" __global__ void evens(") != NULL);
+
+  jitk_elementwise_destroy(gather);
+  jitk_elementwise_destroy(k);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dr, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  free(hx);
+  free(hr);
+  free(hy);
+  free(hidx);
+  jitk_engine_destroy(e);
+}
+
+/* Types: scalars converted, placeholders bound once, arrays checked. */
+Test(elementwise, binding_and_errors) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T s, float16 h", "T y", "y = x * s + (T)(float)h",
+                                   "scale", NULL, &k));
+  const int n = 1000;
+  float *hx = malloc(n * 4), *hy = malloc(n * 4);
+  uint64_t seed = 0xB1D;
+  for (int i = 0; i < n; i++) hx[i] = (float)jt_uniform(&seed);
+  float *dx = dev(e, n * 4), *dy = dev(e, n * 4);
+  put(e, dx, hx, n * 4);
+  int64_t sh[1] = {n};
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
+  /* An int64 scalar where T is float32, and a float64 for a float16. */
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_i64(3), jitk_arg_f64(0.5), jitk_arg_array(&ty)};
+  poison(e, dy, n * 4);
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 4, -1, NULL));
+  get(e, hy, dy, n * 4);
+  for (int i = 0; i < n; i++) cr_assert_eq(hy[i], hx[i] * 3.0f + 0.5f, "%d", i);
+
+  /* T met as float32 and float64. */
+  double *dd = dev(e, n * 8);
+  DLTensor td = jt_tensor(dd, JITK_FLOAT64, 1, sh, NULL);
+  jitk_arg clash[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_f32(0), jitk_arg_array(&td)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "bound to both float32 and float64",
+           jitk_elementwise_launch(k, NULL, clash, 4, -1, NULL));
+  /* A complex scalar for a real parameter. */
+  jitk_arg cplx[] = {jitk_arg_array(&tx), jitk_arg_c64(1, 1), jitk_arg_f32(0), jitk_arg_array(&ty)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "imaginary", jitk_elementwise_launch(k, NULL, cplx, 4, -1, NULL));
+  /* Shapes that do not broadcast. */
+  int64_t sh2[1] = {n - 1};
+  DLTensor tshort = jt_tensor(dy, JITK_FLOAT32, 1, sh2, NULL);
+  jitk_arg bad_shape[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_f32(0), jitk_arg_array(&tshort)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "shape", jitk_elementwise_launch(k, NULL, bad_shape, 4, -1, NULL));
+  /* A pointer argument is not an array. */
+  jitk_arg ptr[] = {jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_f32(1), jitk_arg_f32(0), jitk_arg_array(&ty)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "DLTensor", jitk_elementwise_launch(k, NULL, ptr, 4, -1, NULL));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 3 inputs", jitk_elementwise_launch(k, NULL, ptr, 2, -1, NULL));
+  jitk_elementwise_destroy(k);
+
+  /* An operation that does not compile: the error names its own line. */
+  jitk_elementwise *bad = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T y", "T t = x;\ny = t + undefined_name", "bad", NULL, &bad));
+  jitk_arg one[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  JT_FAILS(e, JITK_ERR_COMPILE, "operation:2:9: error: identifier \"undefined_name\" is undefined",
+           jitk_elementwise_launch(bad, NULL, one, 2, -1, NULL));
+  jitk_elementwise_destroy(bad);
+
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  free(hx);
+  free(hy);
+  jitk_engine_destroy(e);
+}
+
+/* More than 2^31 elements: the 64-bit index path, with i checked. */
+Test(elementwise, past_two_to_the_31, .timeout = 120) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "int8 x", "int8 y", "y = (signed char)(x + (signed char)(i % 7))",
+                                   "big", NULL, &k));
+  const int64_t rows = 65539, cols = 32771; /* 2,147,778,169 elements */
+  const size_t n = (size_t)(rows * cols);
+  int8_t *h = malloc(n);
+  for (size_t i = 0; i < n; i++) h[i] = (int8_t)(i * 2654435761u >> 24);
+  void *dx = dev(e, n), *dy = dev(e, n);
+  put(e, dx, h, n);
+  poison(e, dy, n);
+  int64_t shape[2] = {rows, cols};
+  DLTensor tx = jt_tensor(dx, JITK_INT8, 2, shape, NULL), ty = jt_tensor(dy, JITK_INT8, 2, shape, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, -1, NULL));
+  const char *src;
+  JT_OK(e, jitk_elementwise_source(k, &src));
+  cr_assert(strstr(src, "64-bit index") != NULL, "the 64-bit path was taken");
+  int8_t *out = malloc(n);
+  get(e, out, dy, n);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += out[i] != (int8_t)(h[i] + (int8_t)(i % 7));
+  cr_assert_eq(bad, 0, "%zu of %zu elements wrong", bad, n);
+  free(out);
+  free(h);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}

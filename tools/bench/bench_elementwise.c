@@ -1,0 +1,326 @@
+/*
+ * jitk-bench elementwise: generated elementwise kernels against the
+ * device-to-device copy bandwidth measured in the same run, and the host
+ * cost of launching a cached one against a bare cuLaunchKernel.
+ *
+ * Each case runs on fresh random data (written by a jitk kernel), with its
+ * output poisoned first and every element checked against a reference
+ * computed on the host in double precision afterwards. Times are CUDA
+ * events around one launch, the median of 20 after 3 of warm-up; the bytes
+ * counted are each input read once and each output written once.
+ *
+ *   jitk-bench elementwise [--json FILE] [--elements N]
+ *
+ * `jitk-bench compile` measures NVRTC's cold compile of generated float32
+ * and complex64 kernels with the cache off, on any machine.
+ */
+#include <jitk/jitk.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+#define CHECK(e, call)                                                        \
+  do {                                                                        \
+    jitk_status st_ = (call);                                                 \
+    if (st_ != JITK_OK) {                                                     \
+      fprintf(stderr, "jitk-bench: %s failed: %s\n", #call, jitk_errmsg(e));  \
+      exit(1);                                                                \
+    }                                                                         \
+  } while (0)
+
+typedef struct dev_array {
+  void *data;
+  jitk_dtype dtype;
+  int ndim;
+  int64_t shape[2], strides[2];
+  DLTensor t;
+} dev_array;
+
+static dev_array make_array(jitk_engine *e, jitk_dtype d, int ndim, int64_t r, int64_t c) {
+  dev_array a;
+  memset(&a, 0, sizeof a);
+  jitk_dtype_info info;
+  jitk_dtype_get_info(d, &info);
+  a.dtype = d;
+  a.ndim = ndim;
+  a.shape[0] = r;
+  a.shape[1] = c;
+  size_t n = (size_t)(ndim == 1 ? r : r * c);
+  CHECK(e, jitk_device_alloc(e, n * info.size, NULL, &a.data));
+  a.t.data = a.data;
+  a.t.device.device_type = kDLCUDA;
+  a.t.device.device_id = 0;
+  a.t.ndim = ndim;
+  a.t.dtype = info.dl;
+  a.t.shape = a.shape;
+  a.t.strides = NULL;
+  return a;
+}
+
+/* Writes pseudo-random values in [-0.5, 0.5) into any float array. */
+static void fill_random(jitk_engine *e, jitk_elementwise *fill, dev_array *a, uint32_t seed) {
+  jitk_arg args[] = {jitk_arg_u32(seed), jitk_arg_array(&a->t)};
+  CHECK(e, jitk_elementwise_launch(fill, NULL, args, 2, -1, NULL));
+}
+
+static size_t count_of(const dev_array *a) {
+  return (size_t)(a->ndim == 1 ? a->shape[0] : a->shape[0] * a->shape[1]);
+}
+
+static double *to_host_double(jitk_engine *e, const dev_array *a) {
+  size_t n = count_of(a);
+  jitk_dtype_info info;
+  jitk_dtype_get_info(a->dtype, &info);
+  unsigned char *raw = malloc(n * info.size);
+  double *out = malloc(n * sizeof(double));
+  CHECK(e, jitk_memcpy(e, raw, a->data, n * info.size, NULL));
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+  for (size_t i = 0; i < n; i++) {
+    if (a->dtype == JITK_FLOAT32) out[i] = ((float *)raw)[i];
+    else if (a->dtype == JITK_FLOAT16) out[i] = jitk_half_to_float(((uint16_t *)raw)[i]);
+    else out[i] = jitk_bfloat16_to_float(((uint16_t *)raw)[i]);
+  }
+  free(raw);
+  return out;
+}
+
+/* Median milliseconds of one launch over 20 runs, after 3 of warm-up. */
+static double time_launch(jitk_engine *e, jitk_elementwise *k, const jitk_arg *args, size_t n) {
+  CUevent a, b;
+  e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT);
+  e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT);
+  for (int i = 0; i < 3; i++) CHECK(e, jitk_elementwise_launch(k, NULL, args, n, -1, NULL));
+  double t[20];
+  for (int i = 0; i < 20; i++) {
+    e->drv.cuEventRecord(a, NULL);
+    CHECK(e, jitk_elementwise_launch(k, NULL, args, n, -1, NULL));
+    e->drv.cuEventRecord(b, NULL);
+    e->drv.cuEventSynchronize(b);
+    float ms = 0;
+    e->drv.cuEventElapsedTime(&ms, a, b);
+    t[i] = ms;
+  }
+  e->drv.cuEventDestroy(a);
+  e->drv.cuEventDestroy(b);
+  return bench_median(t, 20);
+}
+
+/* How far results are from the double reference, relative to the
+ * dtype's rounding: the count of elements beyond `ulps` units. */
+static size_t count_bad(const double *got, const double *want, size_t n, jitk_dtype d) {
+  double eps = d == JITK_FLOAT32 ? 1.2e-7 : d == JITK_FLOAT16 ? 9.8e-4 : 7.9e-3;
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= 2 * eps * fabs(want[i]) + 1e-30)) bad++;
+  return bad;
+}
+
+int bench_elementwise(int argc, char **argv) {
+  const char *json = NULL;
+  int64_t n = (int64_t)1 << 28;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
+    else if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc) n = atoll(argv[++i]);
+  }
+  jitk_engine *e = NULL;
+  if (jitk_engine_create(NULL, &e) != JITK_OK) {
+    printf("jitk-bench elementwise: no CUDA device (%s); nothing measured\n", jitk_errmsg(NULL));
+    return 77;
+  }
+  jitk_module *lm;
+  CHECK(e, jitk_module_create(e, bench_kernels_src, NULL, &lm));
+  jitk_kernel *fillk, *empty;
+  CHECK(e, jitk_module_get_kernel(lm, "fill", &fillk));
+  CHECK(e, jitk_module_get_kernel(lm, "empty", &empty));
+  double copy = bench_copy_bandwidth(e, fillk);
+
+  jitk_elementwise *fill, *add, *saxpy, *bias_relu;
+  CHECK(e, jitk_elementwise_create(e, "uint32 seed", "T x",
+                                   "unsigned h = (unsigned)i * 2654435761u + seed;"
+                                   "h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;"
+                                   "x = (T)((float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f)",
+                                   "fill_random", NULL, &fill));
+  CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "add", NULL, &add));
+  CHECK(e, jitk_elementwise_create(e, "T a, T x", "T y", "y = a * x + y", "saxpy", NULL, &saxpy));
+  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
+                                   NULL, &bias_relu));
+
+  bench_row rows[16];
+  char notes[16][96];
+  int nr = 0;
+  rows[nr++] = (bench_row){"device-to-device copy, 1 GiB (read+write)", copy, "GB/s", ""};
+  size_t total_bad = 0;
+
+  /* z = x + y and y = a * x + y over n elements of each float dtype. */
+  jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_BFLOAT16};
+  const char *dnames[] = {"float32", "float16", "bfloat16"};
+  for (int t = 0; t < 3; t++) {
+    dev_array x = make_array(e, dts[t], 1, n, 0), y = make_array(e, dts[t], 1, n, 0),
+              z = make_array(e, dts[t], 1, n, 0);
+    fill_random(e, fill, &x, 11u + (uint32_t)t);
+    fill_random(e, fill, &y, 23u + (uint32_t)t);
+    CHECK(e, jitk_memset(e, z.data, 0xFF, count_of(&z) * (dts[t] == JITK_FLOAT32 ? 4 : 2), NULL));
+    jitk_arg args[] = {jitk_arg_array(&x.t), jitk_arg_array(&y.t), jitk_arg_array(&z.t)};
+    double ms = time_launch(e, add, args, 3);
+    size_t isz = dts[t] == JITK_FLOAT32 ? 4 : 2;
+    double gbs = 3.0 * (double)n * (double)isz / (ms * 1e-3) / 1e9;
+    double *hx = to_host_double(e, &x), *hy = to_host_double(e, &y), *hz = to_host_double(e, &z);
+    for (int64_t i = 0; i < n; i++) hx[i] += hy[i];
+    size_t bad = count_bad(hz, hx, (size_t)n, dts[t]);
+    total_bad += bad;
+    snprintf(notes[nr], sizeof notes[nr], "%.3f of copy; %zu wrong", gbs / copy, bad);
+    static char names[3][64];
+    snprintf(names[t], sizeof names[t], "%s z = x + y, 2^%d", dnames[t], (int)log2((double)n));
+    rows[nr] = (bench_row){names[t], gbs, "GB/s", notes[nr]};
+    nr++;
+    free(hx);
+    free(hy);
+    free(hz);
+    if (t == 0) {
+      /* saxpy in place: y = a * x + y; y is read and written. */
+      double *y0 = to_host_double(e, &y), *x0 = to_host_double(e, &x);
+      jitk_arg sargs[] = {jitk_arg_f32(1.5f), jitk_arg_array(&x.t), jitk_arg_array(&y.t)};
+      CHECK(e, jitk_elementwise_launch(saxpy, NULL, sargs, 3, -1, NULL));
+      double *y1 = to_host_double(e, &y);
+      for (int64_t i = 0; i < n; i++) y0[i] = 1.5 * x0[i] + y0[i];
+      bad = count_bad(y1, y0, (size_t)n, JITK_FLOAT32);
+      total_bad += bad;
+      double sms = time_launch(e, saxpy, sargs, 3);
+      double sgbs = 3.0 * (double)n * 4 / (sms * 1e-3) / 1e9;
+      snprintf(notes[nr], sizeof notes[nr], "%.3f of copy; %zu wrong", sgbs / copy, bad);
+      rows[nr] = (bench_row){"float32 y = a*x + y (in place), 2^28", sgbs, "GB/s", notes[nr]};
+      nr++;
+      free(y0);
+      free(x0);
+      free(y1);
+    }
+    CHECK(e, jitk_device_free(e, x.data, NULL));
+    CHECK(e, jitk_device_free(e, y.data, NULL));
+    CHECK(e, jitk_device_free(e, z.data, NULL));
+  }
+
+  /* bias+ReLU on 16384 x 16384 float32, bias along rows; then reading x
+   * through a transposed view. */
+  const int64_t R = 16384, C = 16384;
+  dev_array x = make_array(e, JITK_FLOAT32, 2, R, C), b = make_array(e, JITK_FLOAT32, 1, C, 0),
+            y = make_array(e, JITK_FLOAT32, 2, R, C);
+  fill_random(e, fill, &x, 31);
+  fill_random(e, fill, &b, 37);
+  double *hx = to_host_double(e, &x), *hb = to_host_double(e, &b);
+  for (int view = 0; view < 2; view++) {
+    DLTensor tx = x.t;
+    int64_t tstrides[2] = {1, C};
+    if (view == 1) tx.strides = tstrides; /* x(i, j) = stored[j][i] */
+    CHECK(e, jitk_memset(e, y.data, 0xFF, (size_t)(R * C) * 4, NULL));
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&b.t), jitk_arg_array(&y.t)};
+    double ms = time_launch(e, bias_relu, args, 3);
+    double gbs = 2.0 * (double)(R * C) * 4 / (ms * 1e-3) / 1e9;
+    double *hy = to_host_double(e, &y);
+    size_t bad = 0;
+    for (int64_t i = 0; i < R; i++)
+      for (int64_t j = 0; j < C; j++) {
+        double xv = view ? hx[j * C + i] : hx[i * C + j];
+        double want = (double)((float)xv + (float)hb[j]);
+        if (want < 0) want = 0;
+        if (hy[i * C + j] != want) bad++;
+      }
+    total_bad += bad;
+    free(hy);
+    snprintf(notes[nr], sizeof notes[nr], "%.3f of copy; %zu wrong", gbs / copy, bad);
+    rows[nr] = (bench_row){view ? "float32 bias+ReLU, x a transposed view, 16384^2"
+                                : "float32 bias+ReLU, bias along rows, 16384^2",
+                           gbs, "GB/s", notes[nr]};
+    nr++;
+  }
+  free(hx);
+  free(hb);
+  CHECK(e, jitk_device_free(e, x.data, NULL));
+  CHECK(e, jitk_device_free(e, b.data, NULL));
+  CHECK(e, jitk_device_free(e, y.data, NULL));
+
+  /* Host cost of launching a cached kernel (z = x + y on 1024 elements)
+   * against a bare cuLaunchKernel of an empty kernel, measured alike. */
+  dev_array sx = make_array(e, JITK_FLOAT32, 1, 1024, 0), sy = make_array(e, JITK_FLOAT32, 1, 1024, 0),
+            sz = make_array(e, JITK_FLOAT32, 1, 1024, 0);
+  fill_random(e, fill, &sx, 41);
+  fill_random(e, fill, &sy, 43);
+  jitk_arg sargs[] = {jitk_arg_array(&sx.t), jitk_arg_array(&sy.t), jitk_arg_array(&sz.t)};
+  CHECK(e, jitk_elementwise_launch(add, NULL, sargs, 3, -1, NULL));
+  double bare_us, raw_us;
+  bench_launch_overhead(e, empty, NULL, 0, NULL, &bare_us, &raw_us);
+  enum { ROUNDS = 1000, PER = 100 };
+  double *tt = malloc(ROUNDS * sizeof *tt);
+  for (int i = 0; i < 2000; i++) jitk_elementwise_launch(add, NULL, sargs, 3, -1, NULL);
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = bench_now_us();
+    for (int i = 0; i < PER; i++) jitk_elementwise_launch(add, NULL, sargs, 3, -1, NULL);
+    tt[r] = (bench_now_us() - t0) / PER;
+    CHECK(e, jitk_stream_synchronize(e, NULL));
+  }
+  double ew_us = bench_median(tt, ROUNDS);
+  free(tt);
+  rows[nr++] = (bench_row){"bare cuLaunchKernel, empty kernel", bare_us, "us/launch", ""};
+  snprintf(notes[nr], sizeof notes[nr], "%.3fx bare", ew_us / bare_us);
+  rows[nr] = (bench_row){"jitk_elementwise_launch, cached z = x + y", ew_us, "us/launch", notes[nr]};
+  nr++;
+  CHECK(e, jitk_device_free(e, sx.data, NULL));
+  CHECK(e, jitk_device_free(e, sy.data, NULL));
+  CHECK(e, jitk_device_free(e, sz.data, NULL));
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+
+  char title[300];
+  snprintf(title, sizeof title, "elementwise on %s (%d SMs)", e->info.name, e->info.multiprocessors);
+  bench_print(title, rows, (size_t)nr, json);
+  if (total_bad) printf("jitk-bench elementwise: %zu WRONG ELEMENTS\n", total_bad);
+  jitk_elementwise_destroy(fill);
+  jitk_elementwise_destroy(add);
+  jitk_elementwise_destroy(saxpy);
+  jitk_elementwise_destroy(bias_relu);
+  jitk_module_destroy(lm);
+  jitk_engine_destroy(e);
+  return total_bad ? 1 : 0;
+}
+
+int bench_compile(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.cache_mode = JITK_CACHE_OFF;
+  jitk_engine *e = NULL;
+  CHECK(NULL, jitk_engine_create(&cfg, &e));
+  const char *types[] = {"T=float32", "T=float16", "T=complex64"};
+  const char *names[] = {"NVRTC, generated float32 z = x + y", "NVRTC, generated float16 z = x + y",
+                         "NVRTC, generated complex64 z = x * y"};
+  bench_row rows[3];
+  for (int t = 0; t < 3; t++) {
+    double times[7];
+    for (int r = 0; r < 7; r++) {
+      /* A new name each time: a new source, so a real compile rather
+       * than a hit in the engine's table. */
+      jitk_elementwise *k = NULL;
+      char kname[32];
+      snprintf(kname, sizeof kname, "k%d_%d", t, r);
+      CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", t == 2 ? "z = x * y" : "z = x + y",
+                                       kname, NULL, &k));
+      const char *src;
+      double t0 = bench_now_us();
+      CHECK(e, jitk_elementwise_compile(k, types[t], NULL, &src, NULL));
+      times[r] = (bench_now_us() - t0) / 1000.0;
+      jitk_elementwise_destroy(k);
+    }
+    rows[t] = (bench_row){names[t], bench_median(times, 7), "ms", "median of 7, cache off"};
+  }
+  bench_print("compile (cold NVRTC, sm_90)", rows, 3, NULL);
+  jitk_engine_destroy(e);
+  return 0;
+}
