@@ -22,8 +22,9 @@ bool jk_code_uses(const char *code, const char *name);
 /*
  * Whether the first thing `code` does to `name` is a plain assignment at
  * the top level (`name = ...;` as a whole statement, outside any if, loop
- * or block): then its old value is never seen, and a kernel need not load
- * it. Anything else (`name += x`, `if (c) name = x;`, a read) is false.
+ * or block, whose right-hand side does not mention `name`): then its old
+ * value is never seen, and a kernel need not load it. Anything else
+ * (`name += x`, `name = name * 2`, `if (c) name = x;`, a read) is false.
  */
 bool jk_code_assigns_first(const char *code, const char *name);
 

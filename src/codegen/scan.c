@@ -110,8 +110,17 @@ bool jk_code_assigns_first(const char *code, const char *name) {
     if (t.kind == T_IDENT && t.n == len && memcmp(t.s, name, len) == 0) {
       if (!(stmt_start && depth == 0)) return false;
       tok n;
-      next_tok(p, &n);
-      return is(&n, "=");
+      const char *q = next_tok(p, &n);
+      if (!is(&n, "=")) return false;
+      /* `name = ...;`: the right-hand side must not read it (y = a*x + y). */
+      int d = 0;
+      for (q = next_tok(q, &n); n.kind != T_END; q = next_tok(q, &n)) {
+        if (n.kind == T_PUNCT && (is(&n, "(") || is(&n, "[") || is(&n, "{"))) d++;
+        if (n.kind == T_PUNCT && (is(&n, ")") || is(&n, "]") || is(&n, "}"))) d--;
+        if (d <= 0 && n.kind == T_PUNCT && is(&n, ";")) break;
+        if (n.kind == T_IDENT && n.n == len && memcmp(n.s, name, len) == 0) return false;
+      }
+      return true;
     }
     if (t.kind == T_PUNCT && (is(&t, "(") || is(&t, "[") || is(&t, "{"))) depth++;
     if (t.kind == T_PUNCT && (is(&t, ")") || is(&t, "]") || is(&t, "}"))) depth--;

@@ -42,8 +42,11 @@ typedef struct dev_array {
   DLTensor t;
 } dev_array;
 
-static dev_array make_array(jitk_engine *e, jitk_dtype d, int ndim, int64_t r, int64_t c) {
-  dev_array a;
+/* Fills *a in place: its DLTensor points at its own shape array, so the
+ * struct must not be copied afterwards. */
+static void make_array(dev_array *pa, jitk_engine *e, jitk_dtype d, int ndim, int64_t r, int64_t c) {
+  dev_array *ap = pa;
+#define a (*ap)
   memset(&a, 0, sizeof a);
   jitk_dtype_info info;
   jitk_dtype_get_info(d, &info);
@@ -60,7 +63,7 @@ static dev_array make_array(jitk_engine *e, jitk_dtype d, int ndim, int64_t r, i
   a.t.dtype = info.dl;
   a.t.shape = a.shape;
   a.t.strides = NULL;
-  return a;
+#undef a
 }
 
 /* Writes pseudo-random values in [-0.5, 0.5) into any float array. */
@@ -161,8 +164,10 @@ int bench_elementwise(int argc, char **argv) {
   jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_BFLOAT16};
   const char *dnames[] = {"float32", "float16", "bfloat16"};
   for (int t = 0; t < 3; t++) {
-    dev_array x = make_array(e, dts[t], 1, n, 0), y = make_array(e, dts[t], 1, n, 0),
-              z = make_array(e, dts[t], 1, n, 0);
+    dev_array x, y, z;
+    make_array(&x, e, dts[t], 1, n, 0);
+    make_array(&y, e, dts[t], 1, n, 0);
+    make_array(&z, e, dts[t], 1, n, 0);
     fill_random(e, fill, &x, 11u + (uint32_t)t);
     fill_random(e, fill, &y, 23u + (uint32_t)t);
     CHECK(e, jitk_memset(e, z.data, 0xFF, count_of(&z) * (dts[t] == JITK_FLOAT32 ? 4 : 2), NULL));
@@ -208,8 +213,10 @@ int bench_elementwise(int argc, char **argv) {
   /* bias+ReLU on 16384 x 16384 float32, bias along rows; then reading x
    * through a transposed view. */
   const int64_t R = 16384, C = 16384;
-  dev_array x = make_array(e, JITK_FLOAT32, 2, R, C), b = make_array(e, JITK_FLOAT32, 1, C, 0),
-            y = make_array(e, JITK_FLOAT32, 2, R, C);
+  dev_array x, b, y;
+  make_array(&x, e, JITK_FLOAT32, 2, R, C);
+  make_array(&b, e, JITK_FLOAT32, 1, C, 0);
+  make_array(&y, e, JITK_FLOAT32, 2, R, C);
   fill_random(e, fill, &x, 31);
   fill_random(e, fill, &b, 37);
   double *hx = to_host_double(e, &x), *hb = to_host_double(e, &b);
@@ -246,8 +253,10 @@ int bench_elementwise(int argc, char **argv) {
 
   /* Host cost of launching a cached kernel (z = x + y on 1024 elements)
    * against a bare cuLaunchKernel of an empty kernel, measured alike. */
-  dev_array sx = make_array(e, JITK_FLOAT32, 1, 1024, 0), sy = make_array(e, JITK_FLOAT32, 1, 1024, 0),
-            sz = make_array(e, JITK_FLOAT32, 1, 1024, 0);
+  dev_array sx, sy, sz;
+  make_array(&sx, e, JITK_FLOAT32, 1, 1024, 0);
+  make_array(&sy, e, JITK_FLOAT32, 1, 1024, 0);
+  make_array(&sz, e, JITK_FLOAT32, 1, 1024, 0);
   fill_random(e, fill, &sx, 41);
   fill_random(e, fill, &sy, 43);
   jitk_arg sargs[] = {jitk_arg_array(&sx.t), jitk_arg_array(&sy.t), jitk_arg_array(&sz.t)};

@@ -13,7 +13,9 @@ Test(scan, uses_and_assigns_first) {
   cr_assert(jk_code_assigns_first("z = x + y", "z"));
   cr_assert(jk_code_assigns_first("T t = x; z = t * 2; z += 1", "z"));
   cr_assert(!jk_code_assigns_first("z += x", "z"));
-  cr_assert(!jk_code_assigns_first("z = z * 2", "z") == false, "first use is the assignment");
+  cr_assert(!jk_code_assigns_first("z = z * 2", "z"), "the right-hand side reads it");
+  cr_assert(!jk_code_assigns_first("y = a * x + y", "y"), "saxpy reads y");
+  cr_assert(jk_code_assigns_first("y = f(a[0], x); y = y + 1", "y"));
   cr_assert(!jk_code_assigns_first("if (x > 0) z = x;", "z"));
   cr_assert(!jk_code_assigns_first("{ z = x; }", "z"));
   cr_assert(!jk_code_assigns_first("y = z; z = 1", "z"));
