@@ -19,9 +19,11 @@ export LD_LIBRARY_PATH="$HERE/lib:${NVRTC_DIR:-/usr/local/cuda/lib64}:${LD_LIBRA
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | tee "$LOGS/nvidia-smi.txt"
 
 declare -a NAMES RESULTS
+# ONLY=REGEX runs just the steps whose names match (a quicker call).
 step() { # step NAME COMMAND...: runs it, logs it, remembers the outcome
   local name=$1
   shift
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then return; fi
   local start end rc
   start=$(date +%s.%N)
   "$@" >"$LOGS/$name.log" 2>&1

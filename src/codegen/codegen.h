@@ -48,6 +48,12 @@ typedef struct jk_ew_spec {
   unsigned char ndim;  /* loop dimensions, at least 1 */
   unsigned char idx64; /* 64-bit indexing */
   unsigned char vec;   /* elements per vector access; 1: no vectors */
+  unsigned char unroll; /* vector path: groups a thread loads before computing */
+  /* Two dimensions where an input walks the loop's outer dimension
+   * contiguously (a transposed view): tiles of 32 x 32 go through shared
+   * memory so both its reads and the outputs' writes are coalesced. */
+  unsigned char tiled;
+  unsigned char transposed[JK_MAX_EW_PARAMS]; /* tiled: read through a tile */
 } jk_ew_spec;
 
 typedef struct jk_ew_source_in {

@@ -85,14 +85,14 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
       if (lane == NULL)
         jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
       else if (s->inner_bcast[p])
-        jk_buf_printf(b, "    const %s %s = _jk_b_%s;\n", t, d->name, d->name);
+        jk_buf_printf(b, "    const %s %s = _jk_b1_%s;\n", t, d->name, d->name);
       else
-        jk_buf_printf(b, "    const %s %s = _jk_v_%s.v[%s];\n", t, d->name, d->name, lane);
+        jk_buf_printf(b, "    const %s %s = _jk_w_%s.v[%s];\n", t, d->name, d->name, lane);
     } else if (in->load_output[p]) {
       if (lane == NULL)
         jk_buf_printf(b, "    %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
       else
-        jk_buf_printf(b, "    %s %s = _jk_v_%s.v[%s];\n", t, d->name, d->name, lane);
+        jk_buf_printf(b, "    %s %s = _jk_w_%s.v[%s];\n", t, d->name, d->name, lane);
     } else {
       jk_buf_printf(b, "    %s %s;\n", t, d->name);
     }
@@ -109,35 +109,67 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
     if (lane == NULL)
       jk_buf_printf(b, "    _jk_p_%s[_jk_o_%s] = %s;\n", d->name, d->name, d->name);
     else
-      jk_buf_printf(b, "    _jk_v_%s.v[%s] = %s;\n", d->name, lane, d->name);
+      jk_buf_printf(b, "    _jk_w_%s.v[%s] = %s;\n", d->name, lane, d->name);
   }
   jk_buf_puts(b, "    }\n");
 }
 
+/* The vector path: each thread takes `unroll` groups of `vec` elements,
+ * a grid-stride apart so that every access instruction stays contiguous
+ * across the warp, issues all their loads, then computes and stores. More
+ * loads in flight per thread is what the H200's memory needs. */
 static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
-  int v = s->vec;
+  int v = s->vec, u = s->unroll > 0 ? s->unroll : 1;
   jk_buf_printf(b,
                 "  const _jk_u _jk_units = _jk_n / %d;\n"
-                "  for (_jk_u _jk_k = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < "
+                "  const _jk_u _jk_stride = gridDim.x * (_jk_u)blockDim.x;\n"
+                "  for (_jk_u _jk_k0 = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k0 < "
                 "_jk_units;\n"
-                "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n",
-                v);
-  emit_offsets(b, in, "_jk_k", v);
+                "       _jk_k0 += %d * _jk_stride) {\n",
+                v, u);
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
     if (!d->output && s->inner_bcast[p])
-      jk_buf_printf(b, "    const %s _jk_b_%s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name,
-                    d->name);
+      jk_buf_printf(b, "    %s _jk_b_%s[%d];\n", t, d->name, u);
+    else
+      jk_buf_printf(b, "    jitk::ew::vec<%s, %d> _jk_v_%s[%d];\n", t, v, d->name, u);
+    jk_buf_printf(b, "    _jk_s _jk_o_%s_u[%d];\n", d->name, u);
+  }
+  /* Loads of every group first. */
+  jk_buf_printf(b, "#pragma unroll\n    for (int _jk_j = 0; _jk_j < %d; ++_jk_j) {\n", u);
+  jk_buf_puts(b, "    const _jk_u _jk_k = _jk_k0 + _jk_j * _jk_stride;\n"
+                 "    if (_jk_k >= _jk_units) break;\n");
+  emit_offsets(b, in, "_jk_k", v);
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    jk_buf_printf(b, "    _jk_o_%s_u[_jk_j] = _jk_o_%s;\n", d->name, d->name);
+    if (!d->output && s->inner_bcast[p])
+      jk_buf_printf(b, "    _jk_b_%s[_jk_j] = _jk_p_%s[_jk_o_%s];\n", d->name, d->name, d->name);
     else if (!d->output || in->load_output[p])
       jk_buf_printf(b,
-                    "    %sjitk::ew::vec<%s, %d> _jk_v_%s = *reinterpret_cast<const "
-                    "jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s);\n",
-                    d->output ? "" : "const ", t, v, d->name, t, v, d->name, d->name);
+                    "    _jk_v_%s[_jk_j] = *reinterpret_cast<const jitk::ew::vec<%s, %d> "
+                    "*>(_jk_p_%s + _jk_o_%s);\n",
+                    d->name, t, v, d->name, d->name);
+  }
+  jk_buf_puts(b, "    }\n");
+  /* Then compute and store each group. */
+  jk_buf_printf(b, "#pragma unroll\n    for (int _jk_j = 0; _jk_j < %d; ++_jk_j) {\n", u);
+  jk_buf_puts(b, "    const _jk_u _jk_k = _jk_k0 + _jk_j * _jk_stride;\n"
+                 "    if (_jk_k >= _jk_units) break;\n");
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    if (!d->output && s->inner_bcast[p])
+      jk_buf_printf(b, "    const %s _jk_b1_%s = _jk_b_%s[_jk_j];\n", t, d->name, d->name);
     else
-      jk_buf_printf(b, "    jitk::ew::vec<%s, %d> _jk_v_%s;\n", t, v, d->name);
+      jk_buf_printf(b, "    %sjitk::ew::vec<%s, %d> &_jk_w_%s = _jk_v_%s[_jk_j];\n",
+                    d->output ? "" : "const ", t, v, d->name, d->name);
   }
   jk_buf_printf(b, "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l)\n", v);
   char index[64];
@@ -148,23 +180,101 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
     const char *t = ctype_of(in, p);
     jk_buf_printf(b,
-                  "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s) = "
-                  "_jk_v_%s;\n",
+                  "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s_u[_jk_j]) = "
+                  "_jk_w_%s;\n",
                   t, v, d->name, d->name, d->name);
   }
-  jk_buf_puts(b, "  }\n");
+  jk_buf_puts(b, "    }\n  }\n");
   if (s->ndim == 1) {
     /* The remainder of a one-dimensional loop, one element at a time. */
-    jk_buf_puts(b,
-                "  for (_jk_u _jk_k = _jk_units * " );
-    jk_buf_printf(b, "%d", v);
-    jk_buf_puts(b,
-                " + blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < _jk_n;\n"
-                "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n");
+    jk_buf_printf(b,
+                  "  for (_jk_u _jk_k = _jk_units * %d + blockIdx.x * (_jk_u)blockDim.x + "
+                  "threadIdx.x; _jk_k < _jk_n;\n"
+                  "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n",
+                  v);
     emit_offsets(b, in, "_jk_k", 1);
     emit_element(b, in, file, NULL, "_jk_k");
     jk_buf_puts(b, "  }\n");
   }
+}
+
+/* The tiled path for two dimensions: 32 x 32 tiles, 256 threads as 32 x 8.
+ * Inputs that walk the outer dimension contiguously are read into shared
+ * memory with consecutive threads on consecutive rows, then read back
+ * transposed; everything else is read and written along the inner
+ * dimension, as the outputs are laid out. */
+static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
+  const jk_ew_spec *s = in->spec;
+  for (int p = 0; p < s->nparams; p++)
+    if (s->kind[p] == JK_EW_ARRAY && s->transposed[p])
+      jk_buf_printf(b, "  __shared__ %s _jk_t_%s[32][33];\n", ctype_of(in, p),
+                    in->params->params[p].name);
+  jk_buf_puts(b,
+              "  const _jk_u _jk_rows = _jk_n / _jk_ext1;\n"
+              "  const unsigned int _jk_tr = (unsigned int)((_jk_rows + 31) / 32);\n"
+              "  const unsigned int _jk_tc = (unsigned int)((_jk_ext1 + 31) / 32);\n"
+              "  const unsigned int _jk_tx = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
+              "  for (unsigned int _jk_tile = blockIdx.x; _jk_tile < _jk_tr * _jk_tc; _jk_tile += "
+              "gridDim.x) {\n"
+              "    const unsigned int _jk_tile_r = _jk_tile / _jk_tc;\n"
+              "    const _jk_u _jk_r0 = (_jk_u)_jk_tile_r * 32;\n"
+              "    const _jk_u _jk_c0 = (_jk_u)(_jk_tile - _jk_tile_r * _jk_tc) * 32;\n");
+  bool any = false;
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY || !s->transposed[p]) continue;
+    const char *name = in->params->params[p].name;
+    any = true;
+    jk_buf_printf(b,
+                  "#pragma unroll\n"
+                  "    for (int _jk_q = 0; _jk_q < 32; _jk_q += 8) {\n"
+                  "      const _jk_u _jk_r = _jk_r0 + _jk_tx, _jk_c = _jk_c0 + _jk_ty + _jk_q;\n"
+                  "      if (_jk_r < _jk_rows && _jk_c < _jk_ext1)\n"
+                  "        _jk_t_%s[_jk_tx][_jk_ty + _jk_q] = _jk_p_%s[(_jk_s)_jk_r * _jk_s_%s_0 + "
+                  "(_jk_s)_jk_c * _jk_s_%s_1];\n"
+                  "    }\n",
+                  name, name, name, name);
+  }
+  if (any) jk_buf_puts(b, "    __syncthreads();\n");
+  jk_buf_puts(b,
+              "#pragma unroll\n"
+              "    for (int _jk_q = 0; _jk_q < 32; _jk_q += 8) {\n"
+              "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx;\n"
+              "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_ext1) continue;\n"
+              "      const _jk_s _jk_c0i = (_jk_s)_jk_r, _jk_c1i = (_jk_s)_jk_cc;\n");
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY || s->transposed[p]) continue;
+    const char *name = in->params->params[p].name;
+    jk_buf_printf(b, "      const _jk_s _jk_o_%s = _jk_c0i * _jk_s_%s_0 + _jk_c1i * _jk_s_%s_1;\n",
+                  name, name, name);
+  }
+  /* The element: transposed inputs come from their tile. */
+  jk_buf_puts(b, "    {\n    const _jk_s i = (_jk_s)(_jk_r * _jk_ext1 + _jk_cc);\n    (void)i;\n");
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    if (!d->output && s->transposed[p])
+      jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx];\n", t, d->name, d->name);
+    else if (!d->output)
+      jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
+    else if (in->load_output[p])
+      jk_buf_printf(b, "    %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
+    else
+      jk_buf_printf(b, "    %s %s;\n", t, d->name);
+    if (!d->output) jk_buf_printf(b, "    (void)%s;\n", d->name);
+  }
+  jk_buf_puts(b, "#line 1 \"operation\"\n");
+  jk_buf_puts(b, in->operation);
+  jk_buf_puts(b, ";\n");
+  line_back(b, file);
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
+    jk_buf_printf(b, "    _jk_p_%s[_jk_o_%s] = %s;\n", d->name, d->name, d->name);
+  }
+  jk_buf_puts(b, "    }\n    }\n");
+  if (any) jk_buf_puts(b, "    __syncthreads();\n");
+  jk_buf_puts(b, "  }\n");
 }
 
 jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **source) {
@@ -183,7 +293,7 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
   }
   jk_buf_printf(&b, "// Generated by jitk: elementwise kernel %s, %d dimension%s, %d-bit index, %s\n",
                 in->name, s->ndim, s->ndim == 1 ? "" : "s", s->idx64 ? 64 : 32,
-                s->vec > 1 ? "vector path" : "scalar path");
+                s->tiled ? "tiled path" : s->vec > 1 ? "vector path" : "scalar path");
   jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n");
   if (half)
     jk_buf_puts(&b, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n");
@@ -222,7 +332,9 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
   }
   jk_buf_puts(&b, ") {\n  const jitk::ew::index<_jk_s> _ind = {(_jk_s)_jk_n};\n  (void)_ind;\n");
   user_section(&b, "loop_prep", in->loop_prep, file);
-  if (s->vec > 1) {
+  if (s->tiled) {
+    emit_tiled_loop(&b, in, file);
+  } else if (s->vec > 1) {
     emit_vector_loop(&b, in, file);
   } else {
     jk_buf_puts(&b,

@@ -38,6 +38,7 @@ struct jitk_elementwise {
   jk_param_list params;
   int num_in, num_out;
   bool uses_i;
+  int unroll; /* vector path: groups per thread and iteration */
   bool load_output[JK_MAX_EW_PARAMS];
   pthread_mutex_t lock; /* guards the variants */
   jk_ew_variant *variants;
@@ -156,6 +157,12 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
               jk_code_uses(k->after_loop, "i");
   for (int p = k->num_in; p < (int)k->params.count; p++)
     k->load_output[p] = !jk_code_assigns_first(k->operation, k->params.params[p].name);
+  /* Four groups of 16 bytes per thread keep enough loads in flight to
+   * saturate HBM; JITK_EW_UNROLL (1, 2, 4, 8) exists for measuring that. */
+  k->unroll = 4;
+  const char *u = getenv("JITK_EW_UNROLL");
+  if (u != NULL && (atoi(u) == 1 || atoi(u) == 2 || atoi(u) == 4 || atoi(u) == 8))
+    k->unroll = atoi(u);
   *out = k;
   return JITK_OK;
 }
@@ -543,6 +550,8 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   uint64_t units = (uint64_t)it->size / (uint64_t)vec;
   if (units == 0) units = 1;
   uint64_t blocks = (units + JK_EW_BLOCK - 1) / JK_EW_BLOCK;
+  if (s->tiled) /* one block per 32 x 32 tile */
+    blocks = (uint64_t)((it->shape[0] + 31) / 32) * (uint64_t)((it->shape[1] + 31) / 32);
   if (blocks > v->max_blocks) blocks = v->max_blocks;
   if (blocks < 1) blocks = 1;
   CUcontext saved;
@@ -672,6 +681,25 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
   spec->ndim = (unsigned char)pl->iter.ndim;
   spec->idx64 = !jk_iter_fits_32(&pl->iter);
   spec->vec = (unsigned char)vector_width(pl);
+  spec->unroll = (unsigned char)(spec->vec > 1 ? k->unroll : 1);
+  /* Two dimensions with an input that walks the outer one contiguously
+   * (a transposed view), outputs along the inner one: the tiled path. */
+  if (spec->vec == 1 && pl->iter.ndim == 2) {
+    const jk_iter *it = &pl->iter;
+    bool outputs_inner = true, any = false;
+    for (int p = 0; p < n; p++) {
+      if (pl->operand[p] < 0) continue;
+      const int64_t *sd = it->ops[pl->operand[p]].strides;
+      if (k->params.params[p].output)
+        outputs_inner &= sd[1] == 1;
+      else if ((sd[0] == 1 || sd[0] == -1) && sd[1] != 0 && sd[1] != 1 && sd[1] != -1) {
+        spec->transposed[p] = 1;
+        any = true;
+      }
+    }
+    spec->tiled = outputs_inner && any;
+    if (!spec->tiled) memset(spec->transposed, 0, sizeof spec->transposed);
+  }
   for (int p = 0; p < n; p++) {
     const jk_param_decl *d = &k->params.params[p];
     spec->dtype[p] = (unsigned char)pl->dtype[p];
@@ -817,6 +845,7 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
   }
   int v = layout->vector ? layout->vector : (widest >= 16 ? 1 : (int)(16 / widest));
   spec.vec = (unsigned char)v;
+  spec.unroll = (unsigned char)(v > 1 ? k->unroll : 1);
   jk_ew_variant copy;
   st = get_variant(k, &spec, &copy);
   if (source != NULL) *source = k->last_source;

@@ -154,8 +154,8 @@ int bench_elementwise(int argc, char **argv) {
   CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
                                    NULL, &bias_relu));
 
-  bench_row rows[16];
-  char notes[16][96];
+  bench_row rows[24];
+  char notes[24][96];
   int nr = 0;
   rows[nr++] = (bench_row){"device-to-device copy, 1 GiB (read+write)", copy, "GB/s", ""};
   size_t total_bad = 0;
@@ -204,6 +204,28 @@ int bench_elementwise(int argc, char **argv) {
       free(y0);
       free(x0);
       free(y1);
+    }
+    if (t == 0) {
+      /* The same kernel with other unroll factors: how many 16-byte
+       * groups a thread should load before computing. */
+      static const int unrolls[] = {1, 2, 8};
+      static char unames[3][64], unotes[3][64];
+      for (int u = 0; u < 3; u++) {
+        char val[8];
+        snprintf(val, sizeof val, "%d", unrolls[u]);
+        setenv("JITK_EW_UNROLL", val, 1);
+        jitk_elementwise *ku;
+        char kname[32];
+        snprintf(kname, sizeof kname, "add_u%d", unrolls[u]);
+        CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", kname, NULL, &ku));
+        unsetenv("JITK_EW_UNROLL");
+        double ums = time_launch(e, ku, args, 3);
+        double ugbs = 3.0 * (double)n * 4 / (ums * 1e-3) / 1e9;
+        snprintf(unames[u], sizeof unames[u], "float32 z = x + y, unroll %d", unrolls[u]);
+        snprintf(unotes[u], sizeof unotes[u], "%.3f of copy", ugbs / copy);
+        rows[nr++] = (bench_row){unames[u], ugbs, "GB/s", unotes[u]};
+        jitk_elementwise_destroy(ku);
+      }
     }
     CHECK(e, jitk_device_free(e, x.data, NULL));
     CHECK(e, jitk_device_free(e, y.data, NULL));

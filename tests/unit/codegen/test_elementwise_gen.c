@@ -117,3 +117,39 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
   JT_FAILS(e, JITK_ERR_PARSE, "cannot be raw", jitk_elementwise_create(e, "T x", "raw T z", "z = x", "k3", NULL, &k));
   jitk_engine_destroy(e);
 }
+
+/* The tiled path's source, generated directly and compiled. */
+Test(elementwise_gen, tiled_path_compiles) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list pl;
+  memset(&pl, 0, sizeof pl);
+  JT_OK(e, jk_params_parse(e, "T x, T b, raw T r", "in_params", false, &pl));
+  JT_OK(e, jk_params_parse(e, "T y", "out_params", true, &pl));
+  bool load[4] = {false, false, false, false};
+  const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_COMPLEX128};
+  for (int t = 0; t < 3; t++) {
+    jk_ew_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.nparams = 4;
+    spec.ndim = 2;
+    spec.vec = 1;
+    spec.unroll = 1;
+    spec.tiled = 1;
+    spec.idx64 = t == 2;
+    for (int p = 0; p < 4; p++) spec.dtype[p] = (unsigned char)dts[t];
+    spec.kind[0] = spec.kind[1] = spec.kind[3] = JK_EW_ARRAY;
+    spec.kind[2] = JK_EW_RAW;
+    spec.raw_ndim[2] = 2;
+    spec.transposed[0] = 1;
+    jk_ew_source_in in = {"tiled", &pl, load, "y = x + b + r(0, 0)", NULL, NULL, NULL, &spec};
+    char *src = NULL;
+    JT_OK(e, jk_ew_generate(e, &in, &src));
+    cr_assert(strstr(src, "__shared__") != NULL && strstr(src, "_jk_t_x[32][33]") != NULL, "%s", src);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    jitk_module_destroy(m);
+    jk_free(e, src);
+  }
+  jk_params_free(e, &pl);
+  jitk_engine_destroy(e);
+}
