@@ -116,8 +116,9 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
 
 /* The vector path: each thread takes `unroll` groups of `vec` elements,
  * a grid-stride apart so that every access instruction stays contiguous
- * across the warp, issues all their loads, then computes and stores. More
- * loads in flight per thread is what the H200's memory needs. */
+ * across the warp, issues all their loads, then computes and stores. The
+ * launch decides how many groups a thread meets: one by default, with a
+ * grid that covers the loop once (the fastest on the H200). */
 static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
   int v = s->vec, u = s->unroll > 0 ? s->unroll : 1;

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "array/array.h"
 #include "array/iter.h"
 #include "codegen/codegen.h"
@@ -20,6 +22,7 @@
 
 #define JK_EW_GENERATOR "elementwise/1"
 #define JK_EW_BLOCK 256
+#define JK_EW_LABEL 80
 
 typedef struct jk_ew_variant {
   jk_ew_spec spec;
@@ -40,6 +43,8 @@ struct jitk_elementwise {
   bool uses_i;
   int unroll; /* vector path: groups per thread and iteration */
   bool load_output[JK_MAX_EW_PARAMS];
+  char (*labels)[JK_EW_LABEL]; /* per parameter, for messages */
+  enum { JK_EW_GRID_AUTO, JK_EW_GRID_ONESHOT, JK_EW_GRID_FILL } grid;
   pthread_mutex_t lock; /* guards the variants */
   jk_ew_variant *variants;
   size_t num_variants;
@@ -72,6 +77,7 @@ void jitk_elementwise_destroy(jitk_elementwise *k) {
     jk_free(e, k->variants[i].source);
   }
   jk_free(e, k->variants);
+  jk_free(e, k->labels);
   jk_free(e, k->failed_source);
   jk_params_free(e, &k->params);
   for (size_t i = 0; i < k->num_options; i++) jk_free(e, k->options[i]);
@@ -151,30 +157,47 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
     jitk_elementwise_destroy(k);
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   }
+  k->labels = jk_calloc(e, k->params.count ? k->params.count : 1, sizeof *k->labels);
+  if (k->labels == NULL) {
+    jitk_elementwise_destroy(k);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  for (size_t p = 0; p < k->params.count; p++)
+    snprintf(k->labels[p], sizeof k->labels[p], "%s `%s`",
+             k->params.params[p].output ? "output" : "argument", k->params.params[p].name);
   /* The element index ties the loop to C order; without it the loop may
    * visit memory in whatever order reads it fastest. */
   k->uses_i = jk_code_uses(k->operation, "i") || jk_code_uses(k->loop_prep, "i") ||
               jk_code_uses(k->after_loop, "i");
   for (int p = k->num_in; p < (int)k->params.count; p++)
     k->load_output[p] = !jk_code_assigns_first(k->operation, k->params.params[p].name);
-  /* Four groups of 16 bytes per thread keep enough loads in flight to
-   * saturate HBM; JITK_EW_UNROLL (1, 2, 4, 8) exists for measuring that. */
-  k->unroll = 4;
+  /* The shape of the work, measured on the H200 (docs/PERFORMANCE.md):
+   * one thread per 16-byte group and a grid that covers the loop once
+   * reach 1.03 of copy bandwidth on z = x + y, where a grid that fills
+   * the device once and strides reached 0.98 whatever the unroll (1 to 8).
+   * The tiled path is the other way round (0.81 striding, 0.77 one-shot),
+   * since a block that stays resident overlaps one tile's stores with the
+   * next one's loads. JITK_EW_UNROLL (1, 2, 4, 8) and JITK_EW_GRID
+   * (oneshot, fill) exist for measuring that again on other GPUs. */
+  k->unroll = 1;
   const char *u = getenv("JITK_EW_UNROLL");
   if (u != NULL && (atoi(u) == 1 || atoi(u) == 2 || atoi(u) == 4 || atoi(u) == 8))
     k->unroll = atoi(u);
+  const char *g = getenv("JITK_EW_GRID");
+  k->grid = g == NULL ? JK_EW_GRID_AUTO
+            : strcmp(g, "oneshot") == 0 ? JK_EW_GRID_ONESHOT
+            : strcmp(g, "fill") == 0    ? JK_EW_GRID_FILL
+                                        : JK_EW_GRID_AUTO;
   *out = k;
   return JITK_OK;
 }
 
 /* --- specializations --- */
 
-static uint64_t spec_hash(const jk_ew_spec *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof *s; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
+/* XXH3 over the whole (zero-padded) specialization: a few dozen
+ * nanoseconds, where a byte-wise hash of its 330 bytes cost a fair part of
+ * a launch. */
+static uint64_t spec_hash(const jk_ew_spec *s) { return XXH3_64bits(s, sizeof *s); }
 
 static void dump_source(jitk_engine *e, const char *name, const char *src) {
   const char *v = getenv("JITK_DUMP_SOURCE");
@@ -291,11 +314,9 @@ typedef struct ew_plan {
   int64_t shape[JITK_MAX_NDIM];
 } ew_plan;
 
-static const char *param_label(const jitk_elementwise *k, int p, char *buf, size_t n) {
-  snprintf(buf, n, "%s `%s`", k->params.params[p].output ? "output" : "argument",
-           k->params.params[p].name);
-  return buf;
-}
+/* "argument `x`" or "output `z`", written once at creation: error messages
+ * and views name their parameter without formatting on every launch. */
+static const char *param_label(const jitk_elementwise *k, int p) { return k->labels[p]; }
 
 static jitk_status bind(jitk_elementwise *k, const jitk_arg *args, size_t nargs, ew_plan *pl) {
   jitk_engine *e = k->engine;
@@ -310,11 +331,10 @@ static jitk_status bind(jitk_elementwise *k, const jitk_arg *args, size_t nargs,
       if (!given) continue;
       jitk_dtype have = pl->is_array[p] ? pl->views[p].dtype : args[p].dtype;
       if ((pass == 0) != pl->is_array[p]) continue;
-      char label[96];
       if (d->placeholder < 0) {
         if (pl->is_array[p] && have != d->dtype)
           return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "kernel %s: %s is %s, but its parameter says %s",
-                         k->name, param_label(k, p, label, sizeof label), jk_dtype(have)->name,
+                         k->name, param_label(k, p), jk_dtype(have)->name,
                          jk_dtype(d->dtype)->name);
         continue;
       }
@@ -325,7 +345,7 @@ static jitk_status bind(jitk_elementwise *k, const jitk_arg *args, size_t nargs,
         return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                        "kernel %s: placeholder %s is bound to both %s and %s (%s is %s)", k->name,
                        pls->placeholders[d->placeholder], jk_dtype(*slot)->name,
-                       jk_dtype(have)->name, param_label(k, p, label, sizeof label),
+                       jk_dtype(have)->name, param_label(k, p),
                        jk_dtype(have)->name);
       }
     }
@@ -338,12 +358,11 @@ static jitk_status bind(jitk_elementwise *k, const jitk_arg *args, size_t nargs,
     }
     pl->dtype[p] = pl->bound[d->placeholder];
     if (pl->dtype[p] == JITK_DTYPE_NONE) {
-      char label[96];
       return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                      "kernel %s: the type %s of %s is not bound by any argument; give an array "
                      "of that type (or the output itself)",
                      k->name, pls->placeholders[d->placeholder],
-                     param_label(k, p, label, sizeof label));
+                     param_label(k, p));
     }
   }
   return JITK_OK;
@@ -402,13 +421,12 @@ static jitk_status check_overlap(jitk_elementwise *k, ew_plan *pl) {
   int n = (int)k->params.count;
   for (int o = k->num_in; o < n; o++) {
     const jk_view *ov = &pl->views[o];
-    char la[96], lb[96];
     for (int d = 0; d < ov->ndim; d++)
       if (ov->shape[d] > 1 && ov->strides[d] == 0)
         return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                        "kernel %s: %s has stride 0 in dimension %d, so elements would be "
                        "written twice",
-                       k->name, param_label(k, o, la, sizeof la), d);
+                       k->name, param_label(k, o), d);
     size_t isz = jk_dtype(ov->dtype)->size;
     uintptr_t olo, ohi;
     if (!jk_view_range(ov, isz, &olo, &ohi)) continue;
@@ -424,7 +442,7 @@ static jitk_status check_overlap(jitk_elementwise *k, ew_plan *pl) {
       return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                      "kernel %s: %s overlaps %s without being the same array; an output may "
                      "only be exactly one of the inputs",
-                     k->name, param_label(k, o, la, sizeof la), param_label(k, p, lb, sizeof lb));
+                     k->name, param_label(k, o), param_label(k, p));
     }
   }
   return JITK_OK;
@@ -539,9 +557,8 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
       kp[np++] = cur;
       cur += 8 + 16 * (size_t)rv->ndim;
     } else {
-      char what[96];
       jitk_status st = jk_convert_scalar(e, &args[p], pl->dtype[p], cur,
-                                         param_label(k, p, what, sizeof what));
+                                         param_label(k, p));
       if (JK_UNLIKELY(st != JITK_OK)) return st;
       kp[np++] = cur;
       cur += 16;
@@ -549,10 +566,13 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   }
   uint64_t units = (uint64_t)it->size / (uint64_t)vec;
   if (units == 0) units = 1;
-  uint64_t blocks = (units + JK_EW_BLOCK - 1) / JK_EW_BLOCK;
+  uint64_t per_block = (uint64_t)JK_EW_BLOCK * (s->unroll > 1 ? s->unroll : 1);
+  uint64_t blocks = (units + per_block - 1) / per_block;
   if (s->tiled) /* one block per 32 x 32 tile */
     blocks = (uint64_t)((it->shape[0] + 31) / 32) * (uint64_t)((it->shape[1] + 31) / 32);
-  if (blocks > v->max_blocks) blocks = v->max_blocks;
+  bool oneshot = k->grid == JK_EW_GRID_AUTO ? !s->tiled : k->grid == JK_EW_GRID_ONESHOT;
+  uint64_t cap = oneshot ? 0x7fffffffu : v->max_blocks;
+  if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
@@ -574,7 +594,6 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
   /* Classify each argument. */
   const jk_view *bviews[JK_MAX_EW_PARAMS];
   const char *bnames[JK_MAX_EW_PARAMS];
-  char labels[JK_MAX_EW_PARAMS][96];
   int nb = 0;
   bool need_alloc = false;
   for (int p = 0; p < n; p++) {
@@ -587,24 +606,23 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
       continue;
     }
     const jitk_arg *a = &args[p];
-    param_label(k, p, labels[p], sizeof labels[p]);
     if (a->kind == JITK_ARG_ARRAY) {
-      jitk_status st = jk_view_from_tensor(e, a->tensor, labels[p], &pl->views[p]);
+      jitk_status st = jk_view_from_tensor(e, a->tensor, param_label(k, p), &pl->views[p]);
       if (JK_UNLIKELY(st != JITK_OK)) return st;
       pl->is_array[p] = true;
       if (!d->raw) {
         bviews[nb] = &pl->views[p];
-        bnames[nb++] = labels[p];
+        bnames[nb++] = param_label(k, p);
       }
     } else if (a->kind == JITK_ARG_SCALAR) {
       if (d->raw || d->output)
         return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "kernel %s: %s must be an array, not a scalar",
-                       k->name, labels[p]);
+                       k->name, param_label(k, p));
     } else {
       return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                      "kernel %s: %s must be a DLTensor (jitk_arg_array) or a scalar; "
                      "elementwise kernels take no bare pointers",
-                     k->name, labels[p]);
+                     k->name, param_label(k, p));
     }
   }
   if (need_alloc && outputs == NULL)
@@ -642,7 +660,7 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
     if (!same)
       return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                      "kernel %s: %s does not have the shape the inputs broadcast to", k->name,
-                     labels[p]);
+                     param_label(k, p));
   }
   for (int p = k->num_in; p < n; p++) {
     if (pl->is_array[p]) continue;

@@ -206,23 +206,38 @@ int bench_elementwise(int argc, char **argv) {
       free(y1);
     }
     if (t == 0) {
-      /* The same kernel with other unroll factors: how many 16-byte
-       * groups a thread should load before computing. */
-      static const int unrolls[] = {1, 2, 8};
-      static char unames[3][64], unotes[3][64];
-      for (int u = 0; u < 3; u++) {
+      /* The same kernel with other shapes of work: how many 16-byte
+       * groups a thread loads before computing, and whether the grid
+       * fills the device once and strides (the default) or has one thread
+       * per group of groups. The default is one-shot, unroll 1. */
+      static const int unrolls[] = {1, 4, 8, 2, 4};
+      static const char *grids[] = {"fill", "fill", "fill", "oneshot", "oneshot"};
+      static char unames[5][64], unotes[5][64];
+      for (int u = 0; u < 5; u++) {
         char val[8];
         snprintf(val, sizeof val, "%d", unrolls[u]);
         setenv("JITK_EW_UNROLL", val, 1);
+        setenv("JITK_EW_GRID", grids[u], 1);
         jitk_elementwise *ku;
         char kname[32];
-        snprintf(kname, sizeof kname, "add_u%d", unrolls[u]);
+        snprintf(kname, sizeof kname, "add_%s_u%d", grids[u], unrolls[u]);
         CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", kname, NULL, &ku));
         unsetenv("JITK_EW_UNROLL");
+        unsetenv("JITK_EW_GRID");
+        CHECK(e, jitk_memset(e, z.data, 0xFF, count_of(&z) * 4, NULL));
         double ums = time_launch(e, ku, args, 3);
         double ugbs = 3.0 * (double)n * 4 / (ums * 1e-3) / 1e9;
-        snprintf(unames[u], sizeof unames[u], "float32 z = x + y, unroll %d", unrolls[u]);
-        snprintf(unotes[u], sizeof unotes[u], "%.3f of copy", ugbs / copy);
+        double *hx2 = to_host_double(e, &x), *hy2 = to_host_double(e, &y);
+        double *hz2 = to_host_double(e, &z);
+        for (int64_t i = 0; i < n; i++) hx2[i] += hy2[i];
+        size_t ubad = count_bad(hz2, hx2, (size_t)n, JITK_FLOAT32);
+        total_bad += ubad;
+        free(hx2);
+        free(hy2);
+        free(hz2);
+        snprintf(unames[u], sizeof unames[u], "float32 z = x + y, %s grid, unroll %d", grids[u],
+                 unrolls[u]);
+        snprintf(unotes[u], sizeof unotes[u], "%.3f of copy; %zu wrong", ugbs / copy, ubad);
         rows[nr++] = (bench_row){unames[u], ugbs, "GB/s", unotes[u]};
         jitk_elementwise_destroy(ku);
       }
@@ -242,13 +257,25 @@ int bench_elementwise(int argc, char **argv) {
   fill_random(e, fill, &x, 31);
   fill_random(e, fill, &b, 37);
   double *hx = to_host_double(e, &x), *hb = to_host_double(e, &b);
-  for (int view = 0; view < 2; view++) {
+  /* Each case also with the other grid: the default is one-shot for rows
+   * and a device-filling grid for the tiled, transposed case. */
+  jitk_elementwise *bias_relu_fill, *bias_relu_os;
+  setenv("JITK_EW_GRID", "fill", 1);
+  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu_fill",
+                                   NULL, &bias_relu_fill));
+  setenv("JITK_EW_GRID", "oneshot", 1);
+  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu_os",
+                                   NULL, &bias_relu_os));
+  unsetenv("JITK_EW_GRID");
+  for (int run = 0; run < 4; run++) {
+    int view = run / 2, other = run % 2;
+    jitk_elementwise *kb = !other ? bias_relu : view ? bias_relu_os : bias_relu_fill;
     DLTensor tx = x.t;
     int64_t tstrides[2] = {1, C};
     if (view == 1) tx.strides = tstrides; /* x(i, j) = stored[j][i] */
     CHECK(e, jitk_memset(e, y.data, 0xFF, (size_t)(R * C) * 4, NULL));
     jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&b.t), jitk_arg_array(&y.t)};
-    double ms = time_launch(e, bias_relu, args, 3);
+    double ms = time_launch(e, kb, args, 3);
     double gbs = 2.0 * (double)(R * C) * 4 / (ms * 1e-3) / 1e9;
     double *hy = to_host_double(e, &y);
     size_t bad = 0;
@@ -262,11 +289,16 @@ int bench_elementwise(int argc, char **argv) {
     total_bad += bad;
     free(hy);
     snprintf(notes[nr], sizeof notes[nr], "%.3f of copy; %zu wrong", gbs / copy, bad);
-    rows[nr] = (bench_row){view ? "float32 bias+ReLU, x a transposed view, 16384^2"
-                                : "float32 bias+ReLU, bias along rows, 16384^2",
-                           gbs, "GB/s", notes[nr]};
+    static const char *bnames[4] = {
+        "float32 bias+ReLU, bias along rows, 16384^2",
+        "float32 bias+ReLU, bias along rows, fill grid",
+        "float32 bias+ReLU, x a transposed view, 16384^2",
+        "float32 bias+ReLU, x a transposed view, oneshot grid"};
+    rows[nr] = (bench_row){bnames[run], gbs, "GB/s", notes[nr]};
     nr++;
   }
+  jitk_elementwise_destroy(bias_relu_fill);
+  jitk_elementwise_destroy(bias_relu_os);
   free(hx);
   free(hb);
   CHECK(e, jitk_device_free(e, x.data, NULL));
