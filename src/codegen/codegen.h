@@ -50,9 +50,10 @@ typedef struct jk_ew_spec {
   unsigned char vec;   /* elements per vector access; 1: no vectors */
   unsigned char unroll; /* vector path: groups a thread loads before computing */
   /* Two dimensions where an input walks the loop's outer dimension
-   * contiguously (a transposed view): tiles of 32 x 32 go through shared
+   * contiguously (a transposed view): square tiles go through shared
    * memory so both its reads and the outputs' writes are coalesced. */
   unsigned char tiled;
+  unsigned char tile; /* tiled: 32 or 64 elements a side */
   unsigned char transposed[JK_MAX_EW_PARAMS]; /* tiled: read through a tile */
 } jk_ew_spec;
 

@@ -199,27 +199,31 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
   }
 }
 
-/* The tiled path for two dimensions: 32 x 32 tiles, 256 threads as 32 x 8.
- * Inputs that walk the outer dimension contiguously are read into shared
- * memory with consecutive threads on consecutive rows, then read back
- * transposed; everything else is read and written along the inner
- * dimension, as the outputs are laid out. */
+/* The tiled path for two dimensions: square tiles of `tile` (32 or 64)
+ * elements a side, 256 threads as 32 x 8, each thread taking (tile / 32) x
+ * (tile / 8) elements. Inputs that walk the outer dimension contiguously
+ * are read into shared memory with consecutive threads on consecutive
+ * rows, then read back transposed; everything else is read and written
+ * along the inner dimension, as the outputs are laid out. Bigger tiles put
+ * more loads in flight between two barriers. */
 static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
+  int side = s->tile == 64 ? 64 : 32;
   for (int p = 0; p < s->nparams; p++)
     if (s->kind[p] == JK_EW_ARRAY && s->transposed[p])
-      jk_buf_printf(b, "  __shared__ %s _jk_t_%s[32][33];\n", ctype_of(in, p),
-                    in->params->params[p].name);
-  jk_buf_puts(b,
+      jk_buf_printf(b, "  __shared__ %s _jk_t_%s[%d][%d];\n", ctype_of(in, p),
+                    in->params->params[p].name, side, side + 1);
+  jk_buf_printf(b,
               "  const _jk_u _jk_rows = _jk_n / _jk_ext1;\n"
-              "  const unsigned int _jk_tr = (unsigned int)((_jk_rows + 31) / 32);\n"
-              "  const unsigned int _jk_tc = (unsigned int)((_jk_ext1 + 31) / 32);\n"
+              "  const unsigned int _jk_tr = (unsigned int)((_jk_rows + %d) / %d);\n"
+              "  const unsigned int _jk_tc = (unsigned int)((_jk_ext1 + %d) / %d);\n"
               "  const unsigned int _jk_tx = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
               "  for (unsigned int _jk_tile = blockIdx.x; _jk_tile < _jk_tr * _jk_tc; _jk_tile += "
               "gridDim.x) {\n"
               "    const unsigned int _jk_tile_r = _jk_tile / _jk_tc;\n"
-              "    const _jk_u _jk_r0 = (_jk_u)_jk_tile_r * 32;\n"
-              "    const _jk_u _jk_c0 = (_jk_u)(_jk_tile - _jk_tile_r * _jk_tc) * 32;\n");
+              "    const _jk_u _jk_r0 = (_jk_u)_jk_tile_r * %d;\n"
+              "    const _jk_u _jk_c0 = (_jk_u)(_jk_tile - _jk_tile_r * _jk_tc) * %d;\n",
+              side - 1, side, side - 1, side, side, side);
   bool any = false;
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY || !s->transposed[p]) continue;
@@ -227,21 +231,28 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
     any = true;
     jk_buf_printf(b,
                   "#pragma unroll\n"
-                  "    for (int _jk_q = 0; _jk_q < 32; _jk_q += 8) {\n"
-                  "      const _jk_u _jk_r = _jk_r0 + _jk_tx, _jk_c = _jk_c0 + _jk_ty + _jk_q;\n"
+                  "    for (int _jk_h = 0; _jk_h < %d; _jk_h += 32)\n"
+                  "#pragma unroll\n"
+                  "    for (int _jk_q = 0; _jk_q < %d; _jk_q += 8) {\n"
+                  "      const _jk_u _jk_r = _jk_r0 + _jk_tx + _jk_h, _jk_c = _jk_c0 + _jk_ty + "
+                  "_jk_q;\n"
                   "      if (_jk_r < _jk_rows && _jk_c < _jk_ext1)\n"
-                  "        _jk_t_%s[_jk_tx][_jk_ty + _jk_q] = _jk_p_%s[(_jk_s)_jk_r * _jk_s_%s_0 + "
-                  "(_jk_s)_jk_c * _jk_s_%s_1];\n"
+                  "        _jk_t_%s[_jk_tx + _jk_h][_jk_ty + _jk_q] = _jk_p_%s[(_jk_s)_jk_r * "
+                  "_jk_s_%s_0 + (_jk_s)_jk_c * _jk_s_%s_1];\n"
                   "    }\n",
-                  name, name, name, name);
+                  side, side, name, name, name, name);
   }
   if (any) jk_buf_puts(b, "    __syncthreads();\n");
-  jk_buf_puts(b,
+  jk_buf_printf(b,
               "#pragma unroll\n"
-              "    for (int _jk_q = 0; _jk_q < 32; _jk_q += 8) {\n"
-              "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx;\n"
+              "    for (int _jk_h = 0; _jk_h < %d; _jk_h += 32)\n"
+              "#pragma unroll\n"
+              "    for (int _jk_q = 0; _jk_q < %d; _jk_q += 8) {\n"
+              "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx + "
+              "_jk_h;\n"
               "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_ext1) continue;\n"
-              "      const _jk_s _jk_c0i = (_jk_s)_jk_r, _jk_c1i = (_jk_s)_jk_cc;\n");
+              "      const _jk_s _jk_c0i = (_jk_s)_jk_r, _jk_c1i = (_jk_s)_jk_cc;\n",
+              side, side);
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY || s->transposed[p]) continue;
     const char *name = in->params->params[p].name;
@@ -255,7 +266,7 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
     if (!d->output && s->transposed[p])
-      jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx];\n", t, d->name, d->name);
+      jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx + _jk_h];\n", t, d->name, d->name);
     else if (!d->output)
       jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
     else if (in->load_output[p])

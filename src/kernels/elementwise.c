@@ -45,6 +45,7 @@ struct jitk_elementwise {
   bool load_output[JK_MAX_EW_PARAMS];
   char (*labels)[JK_EW_LABEL]; /* per parameter, for messages */
   enum { JK_EW_GRID_AUTO, JK_EW_GRID_ONESHOT, JK_EW_GRID_FILL } grid;
+  int tile; /* 32: no bigger tiles on the transposed path (JITK_EW_TILE) */
   pthread_mutex_t lock; /* guards the variants */
   jk_ew_variant *variants;
   size_t num_variants;
@@ -177,12 +178,14 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
    * the device once and strides reached 0.98 whatever the unroll (1 to 8).
    * The tiled path is the other way round (0.81 striding, 0.77 one-shot),
    * since a block that stays resident overlaps one tile's stores with the
-   * next one's loads. JITK_EW_UNROLL (1, 2, 4, 8) and JITK_EW_GRID
-   * (oneshot, fill) exist for measuring that again on other GPUs. */
+   * next one's loads. JITK_EW_UNROLL (1, 2, 4, 8), JITK_EW_GRID (oneshot,
+   * fill) and JITK_EW_TILE (32, 64) exist for measuring that again. */
   k->unroll = 1;
   const char *u = getenv("JITK_EW_UNROLL");
   if (u != NULL && (atoi(u) == 1 || atoi(u) == 2 || atoi(u) == 4 || atoi(u) == 8))
     k->unroll = atoi(u);
+  const char *tl = getenv("JITK_EW_TILE");
+  k->tile = tl != NULL && strcmp(tl, "32") == 0 ? 32 : 64;
   const char *g = getenv("JITK_EW_GRID");
   k->grid = g == NULL ? JK_EW_GRID_AUTO
             : strcmp(g, "oneshot") == 0 ? JK_EW_GRID_ONESHOT
@@ -568,8 +571,9 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   if (units == 0) units = 1;
   uint64_t per_block = (uint64_t)JK_EW_BLOCK * (s->unroll > 1 ? s->unroll : 1);
   uint64_t blocks = (units + per_block - 1) / per_block;
-  if (s->tiled) /* one block per 32 x 32 tile */
-    blocks = (uint64_t)((it->shape[0] + 31) / 32) * (uint64_t)((it->shape[1] + 31) / 32);
+  if (s->tiled) /* one block per tile */
+    blocks = (uint64_t)((it->shape[0] + s->tile - 1) / s->tile) *
+             (uint64_t)((it->shape[1] + s->tile - 1) / s->tile);
   bool oneshot = k->grid == JK_EW_GRID_AUTO ? !s->tiled : k->grid == JK_EW_GRID_ONESHOT;
   uint64_t cap = oneshot ? 0x7fffffffu : v->max_blocks;
   if (blocks > cap) blocks = cap;
@@ -715,7 +719,20 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
         any = true;
       }
     }
-    spec->tiled = outputs_inner && any;
+    /* Tiles of 64 when their shared memory stays within 32 KiB (several
+     * blocks resident per SM), of 32 when within the 48 KiB a block may
+     * have statically, no tiles otherwise. */
+    size_t row_bytes = 0;
+    for (int p = 0; p < n; p++)
+      if (spec->transposed[p]) row_bytes += jk_dtype(pl->dtype[p])->size;
+    spec->tile = 0;
+    if (outputs_inner && any) {
+      if (row_bytes * 64 * 65 <= 32 * 1024 && k->tile != 32)
+        spec->tile = 64;
+      else if (row_bytes * 32 * 33 <= 48 * 1024)
+        spec->tile = 32;
+    }
+    spec->tiled = spec->tile != 0;
     if (!spec->tiled) memset(spec->transposed, 0, sizeof spec->transposed);
   }
   for (int p = 0; p < n; p++) {

@@ -173,8 +173,18 @@ Test(elementwise, every_dtype) {
  * transposed view, on x with reversed rows; and saxpy in place. */
 Test(elementwise, broadcast_views_in_place) {
   jitk_engine *e = jt_gpu_engine();
-  jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu", NULL, &k));
+  /* The default shapes of work, then tiles of 32 with a one-shot grid,
+   * then a device-filling grid everywhere (the knobs the benchmark turns). */
+  jitk_elementwise *ks[3] = {NULL, NULL, NULL};
+  static const char *tiles[3] = {NULL, "32", NULL}, *grids[3] = {NULL, "oneshot", "fill"};
+  for (int c = 0; c < 3; c++) {
+    if (tiles[c]) setenv("JITK_EW_TILE", tiles[c], 1);
+    if (grids[c]) setenv("JITK_EW_GRID", grids[c], 1);
+    JT_OK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
+                                     NULL, &ks[c]));
+    unsetenv("JITK_EW_TILE");
+    unsetenv("JITK_EW_GRID");
+  }
   enum { R = 301, C = 517 };
   const size_t count = (size_t)R * C;
   uint64_t seed = 0xB1A5;
@@ -192,7 +202,9 @@ Test(elementwise, broadcast_views_in_place) {
       {"transposed", {R, C}, {1, R}, 0}, /* x viewed as the transpose of a (C, R) array */
       {"rows reversed", {R, C}, {-C, 1}, (int64_t)(R - 1) * C},
   };
-  for (int v = 0; v < 3; v++) {
+  for (int kv = 0; kv < 9; kv++) {
+    int v = kv % 3;
+    jitk_elementwise *k = ks[kv / 3];
     int64_t shb[1] = {C}, shy[2] = {R, C};
     DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, views[v].shape, views[v].strides);
     tx.byte_offset = (uint64_t)views[v].offset * 4;
@@ -206,7 +218,8 @@ Test(elementwise, broadcast_views_in_place) {
       for (int j = 0; j < C; j++) {
         float x = hx[views[v].offset + i * views[v].strides[0] + j * views[v].strides[1]];
         float want = x + hb[j] > 0 ? x + hb[j] : 0;
-        cr_assert_eq(hy[(size_t)i * C + j], want, "%s: (%d, %d)", views[v].name, i, j);
+        cr_assert_eq(hy[(size_t)i * C + j], want, "%s, kernel %d: (%d, %d)", views[v].name, kv / 3,
+                     i, j);
       }
   }
 
@@ -245,7 +258,7 @@ Test(elementwise, broadcast_views_in_place) {
   free(hx);
   free(hb);
   free(hy);
-  jitk_elementwise_destroy(k);
+  for (int c = 0; c < 3; c++) jitk_elementwise_destroy(ks[c]);
   jitk_engine_destroy(e);
 }
 

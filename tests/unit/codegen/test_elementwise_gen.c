@@ -118,7 +118,8 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
   jitk_engine_destroy(e);
 }
 
-/* The tiled path's source, generated directly and compiled. */
+/* The tiled path's source, generated directly and compiled, with tiles of
+ * 32 and of 64. */
 Test(elementwise_gen, tiled_path_compiles) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_param_list pl;
@@ -127,7 +128,9 @@ Test(elementwise_gen, tiled_path_compiles) {
   JT_OK(e, jk_params_parse(e, "T y", "out_params", true, &pl));
   bool load[4] = {false, false, false, false};
   const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_COMPLEX128};
-  for (int t = 0; t < 3; t++) {
+  for (int c = 0; c < 6; c++) {
+    int t = c % 3, side = c < 3 ? 32 : 64;
+    if (t == 2 && side == 64) continue; /* 65 KiB of tile: launches never choose it */
     jk_ew_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.nparams = 4;
@@ -135,6 +138,7 @@ Test(elementwise_gen, tiled_path_compiles) {
     spec.vec = 1;
     spec.unroll = 1;
     spec.tiled = 1;
+    spec.tile = (unsigned char)side;
     spec.idx64 = t == 2;
     for (int p = 0; p < 4; p++) spec.dtype[p] = (unsigned char)dts[t];
     spec.kind[0] = spec.kind[1] = spec.kind[3] = JK_EW_ARRAY;
@@ -144,7 +148,9 @@ Test(elementwise_gen, tiled_path_compiles) {
     jk_ew_source_in in = {"tiled", &pl, load, "y = x + b + r(0, 0)", NULL, NULL, NULL, &spec};
     char *src = NULL;
     JT_OK(e, jk_ew_generate(e, &in, &src));
-    cr_assert(strstr(src, "__shared__") != NULL && strstr(src, "_jk_t_x[32][33]") != NULL, "%s", src);
+    char decl[32];
+    snprintf(decl, sizeof decl, "_jk_t_x[%d][%d]", side, side + 1);
+    cr_assert(strstr(src, "__shared__") != NULL && strstr(src, decl) != NULL, "%s", src);
     jitk_module *m = NULL;
     JT_OK(e, jitk_module_create(e, src, NULL, &m));
     jitk_module_destroy(m);
