@@ -13,6 +13,8 @@ case "$what" in
 esac
 
 PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev"
+# clang builds the libFuzzer targets that .ci/run runs after the tests.
+[ "$what" = test ] && PACKAGES="$PACKAGES clang"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -137,7 +137,8 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
       jk_buf_printf(b, "    %s _jk_b_%s[%d];\n", t, d->name, u);
     else
       jk_buf_printf(b, "    jitk::ew::vec<%s, %d> _jk_v_%s[%d];\n", t, v, d->name, u);
-    jk_buf_printf(b, "    _jk_s _jk_o_%s_u[%d];\n", d->name, u);
+    /* Only outputs need their offsets again, for the stores. */
+    if (d->output) jk_buf_printf(b, "    _jk_s _jk_o_%s_u[%d];\n", d->name, u);
   }
   /* Loads of every group first. */
   jk_buf_printf(b, "#pragma unroll\n    for (int _jk_j = 0; _jk_j < %d; ++_jk_j) {\n", u);
@@ -148,7 +149,7 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
-    jk_buf_printf(b, "    _jk_o_%s_u[_jk_j] = _jk_o_%s;\n", d->name, d->name);
+    if (d->output) jk_buf_printf(b, "    _jk_o_%s_u[_jk_j] = _jk_o_%s;\n", d->name, d->name);
     if (!d->output && s->inner_bcast[p])
       jk_buf_printf(b, "    _jk_b_%s[_jk_j] = _jk_p_%s[_jk_o_%s];\n", d->name, d->name, d->name);
     else if (!d->output || in->load_output[p])

@@ -63,6 +63,23 @@ check "missing file" 1 "cannot read" -- "$JITK" compile nope.cu --arch sm_90
 check "unknown arch" 1 "sm_XY" -- "$JITK" compile good.cu --arch gfx90a
 check "unsupported arch" 1 "cannot compile for sm_35" -- "$JITK" compile good.cu --arch sm_35
 
+# Elementwise kernels: generated and compiled without a GPU.
+check "elementwise --help" 0 "--emit source" -- "$JITK" compile elementwise --help
+check "elementwise float16 cubin" 0 "bytes of cubin for sm_90" -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + y' --type T=float16 --arch sm_90 -o add16.cubin
+[ -s add16.cubin ] || { echo "FAIL: add16.cubin not written"; fails=$((fails + 1)); }
+check "elementwise prints resource usage" 0 "registers" -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + y' --type T=float32 --arch sm_90 -o add.cubin
+check "elementwise source has #line for the operation" 0 '#line 1 "operation"' -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + y' --type T=bfloat16 --emit source
+check "elementwise vector path" 0 "vector path" -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + y' --type T=float32 --emit source
+check "elementwise 64-bit index, 3 dimensions" 0 "3 dimensions, 64-bit index" -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + y' --type T=float32 --ndim 3 --index 64 --emit source
+check "elementwise complex64 with a scalar" 0 "cubin" -- "$JITK" compile elementwise --in 'T a, T x' --out 'T z' --op 'z = a * exp(x)' --type T=complex64 --scalar a --arch sm_90 -o c64.cubin
+check "elementwise PTX" 0 "bytes of PTX for compute_90" -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x * 2' --type T=float64 --arch sm_90 --emit ptx -o f64.ptx
+check "elementwise bad list: caret and offset" 1 "in_params:1:8: .x. is already a parameter" -- "$JITK" compile elementwise --in 'T x, T x' --out 'T z' --op 'z = x' --type T=float32
+check "elementwise reserved name" 1 "reserved" -- "$JITK" compile elementwise --in 'T i' --out 'T z' --op 'z = i' --type T=float32
+check "elementwise unknown dtype" 1 "float128" -- "$JITK" compile elementwise --in 'float128 x' --out 'float128 z' --op 'z = x'
+check "elementwise unbound placeholder" 1 "T" -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x'
+check "elementwise error cites the user's operation" 1 'operation:1:9: error: identifier "q" is undefined' -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + q' --type T=float32
+check "elementwise missing --op" 2 "usage" -- "$JITK" compile elementwise --in 'T x' --out 'T z'
+
 # The kernel cache, through the CLI, from a fresh folder.
 JITK_CACHE_DIR="$WORK/cache2"
 check "cache --help" 0 "export FILE" -- "$JITK" cache --help
