@@ -22,7 +22,7 @@ cmake --build "$BUILD" -j "$(nproc)"
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib"
 BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tests/test_gpu_elementwise
-      $BUILD/tests/test_driver_nodriver $BUILD/examples/demo $BUILD/examples/raw_saxpy"
+      $BUILD/tests/test_driver_nodriver $BUILD/examples/demo $BUILD/examples/raw_saxpy $BUILD/examples/elementwise"
 [ -x "$BUILD/examples/existing_cuda" ] && BINS="$BINS $BUILD/examples/existing_cuda"
 for b in $BINS; do cp "$b" "$DEST/bin/"; done
 cp "$ROOT/tools/gpu-run.sh" "$DEST/run.sh"

@@ -45,6 +45,7 @@ step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
 step demo "$HERE/bin/demo"
 step raw_saxpy "$HERE/bin/raw_saxpy"
+step example_elementwise "$HERE/bin/elementwise"
 [ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
 if command -v compute-sanitizer >/dev/null; then
   # Memory errors and failed API calls anywhere in the GPU tests.
