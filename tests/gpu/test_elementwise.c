@@ -173,10 +173,10 @@ Test(elementwise, every_dtype) {
  * transposed view, on x with reversed rows; and saxpy in place. */
 Test(elementwise, broadcast_views_in_place) {
   jitk_engine *e = jt_gpu_engine();
-  /* The default shapes of work, then tiles of 32 with a one-shot grid,
+  /* The default shapes of work, then tiles of 64 with a one-shot grid,
    * then a device-filling grid everywhere (the knobs the benchmark turns). */
   jitk_elementwise *ks[3] = {NULL, NULL, NULL};
-  static const char *tiles[3] = {NULL, "32", NULL}, *grids[3] = {NULL, "oneshot", "fill"};
+  static const char *tiles[3] = {NULL, "64", NULL}, *grids[3] = {NULL, "oneshot", "fill"};
   for (int c = 0; c < 3; c++) {
     if (tiles[c]) setenv("JITK_EW_TILE", tiles[c], 1);
     if (grids[c]) setenv("JITK_EW_GRID", grids[c], 1);
