@@ -72,7 +72,8 @@ static void emit_offsets(jk_buf *b, const jk_ew_source_in *in, const char *var, 
 }
 
 /* One element: inputs as values, outputs as locals, the operation, the
- * stores. `lane` is the lane variable in the vector path, NULL otherwise. */
+ * stores. `lane` is the lane variable in the vector path, NULL otherwise;
+ * on the tiled path, transposed inputs come from their tile. */
 static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file, const char *lane,
                          const char *index_expr) {
   const jk_ew_spec *s = in->spec;
@@ -82,7 +83,10 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
     if (!d->output) {
-      if (lane == NULL)
+      if (s->tiled && s->transposed[p]) /* from its tile, read back transposed */
+        jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx + _jk_h];\n", t,
+                      d->name, d->name);
+      else if (lane == NULL)
         jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
       else if (s->inner_bcast[p])
         jk_buf_printf(b, "    const %s %s = _jk_b1_%s;\n", t, d->name, d->name);
@@ -260,32 +264,8 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
     jk_buf_printf(b, "      const _jk_s _jk_o_%s = _jk_c0i * _jk_s_%s_0 + _jk_c1i * _jk_s_%s_1;\n",
                   name, name, name);
   }
-  /* The element: transposed inputs come from their tile. */
-  jk_buf_puts(b, "    {\n    const _jk_s i = (_jk_s)(_jk_r * _jk_ext1 + _jk_cc);\n    (void)i;\n");
-  for (int p = 0; p < s->nparams; p++) {
-    if (s->kind[p] != JK_EW_ARRAY) continue;
-    const jk_param_decl *d = &in->params->params[p];
-    const char *t = ctype_of(in, p);
-    if (!d->output && s->transposed[p])
-      jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx + _jk_h];\n", t, d->name, d->name);
-    else if (!d->output)
-      jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
-    else if (in->load_output[p])
-      jk_buf_printf(b, "    %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
-    else
-      jk_buf_printf(b, "    %s %s;\n", t, d->name);
-    if (!d->output) jk_buf_printf(b, "    (void)%s;\n", d->name);
-  }
-  jk_buf_puts(b, "#line 1 \"operation\"\n");
-  jk_buf_puts(b, in->operation);
-  jk_buf_puts(b, ";\n");
-  line_back(b, file);
-  for (int p = 0; p < s->nparams; p++) {
-    const jk_param_decl *d = &in->params->params[p];
-    if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
-    jk_buf_printf(b, "    _jk_p_%s[_jk_o_%s] = %s;\n", d->name, d->name, d->name);
-  }
-  jk_buf_puts(b, "    }\n    }\n");
+  emit_element(b, in, file, NULL, "_jk_r * _jk_ext1 + _jk_cc");
+  jk_buf_puts(b, "    }\n");
   if (any) jk_buf_puts(b, "    __syncthreads();\n");
   jk_buf_puts(b, "  }\n");
 }
