@@ -27,14 +27,8 @@
 
 #define EXIT_SKIP 77
 
-#define CHECK(call)                                                          \
-  do {                                                                       \
-    jitk_status st_ = (call);                                                \
-    if (st_ != JITK_OK) {                                                    \
-      fprintf(stderr, "jitk-bench: %s failed: %s\n", #call, jitk_errmsg(e)); \
-      exit(1);                                                               \
-    }                                                                        \
-  } while (0)
+/* The benchmarks here name their engine `e`. */
+#define CHECK(call) BENCH_CHECK(e, call)
 
 #define CU(call)                                                             \
   do {                                                                       \

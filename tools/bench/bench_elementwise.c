@@ -25,14 +25,7 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 
-#define CHECK(e, call)                                                        \
-  do {                                                                        \
-    jitk_status st_ = (call);                                                 \
-    if (st_ != JITK_OK) {                                                     \
-      fprintf(stderr, "jitk-bench: %s failed: %s\n", #call, jitk_errmsg(e));  \
-      exit(1);                                                                \
-    }                                                                         \
-  } while (0)
+#define CHECK(e, call) BENCH_CHECK(e, call)
 
 typedef struct dev_array {
   void *data;
