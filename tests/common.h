@@ -80,6 +80,29 @@ static inline DLTensor jt_tensor(void *data, jitk_dtype dtype, int ndim, int64_t
   return t;
 }
 
+/* Device memory for GPU tests; any failure fails the test. */
+static inline void *jt_dev_alloc(jitk_engine *e, size_t bytes) {
+  void *p = NULL;
+  JT_OK(e, jitk_device_alloc(e, bytes, NULL, &p));
+  return p;
+}
+
+static inline void jt_to_dev(jitk_engine *e, void *dst, const void *src, size_t bytes) {
+  JT_OK(e, jitk_memcpy(e, dst, src, bytes, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+}
+
+static inline void jt_to_host(jitk_engine *e, void *dst, const void *src, size_t bytes) {
+  JT_OK(e, jitk_memcpy(e, dst, src, bytes, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+}
+
+/* 0xFF bytes are NaN in every float type and -1 in every integer one, so an
+ * element the kernel failed to write cannot pass a check. */
+static inline void jt_poison(jitk_engine *e, void *p, size_t bytes) {
+  JT_OK(e, jitk_memset(e, p, 0xFF, bytes, NULL));
+}
+
 #ifdef JITK_TEST_HAVE_FATBIN
 /* tests/gpu/fatbin_kernels.cu built by nvcc (sm_80, sm_90, compute_90). */
 extern const unsigned char jt_fatbin[];

@@ -11,24 +11,6 @@
 
 #include "common.h"
 
-static void *dev(jitk_engine *e, size_t bytes) {
-  void *p = NULL;
-  JT_OK(e, jitk_device_alloc(e, bytes, NULL, &p));
-  return p;
-}
-
-static void put(jitk_engine *e, void *d, const void *h, size_t n) {
-  JT_OK(e, jitk_memcpy(e, d, h, n, NULL));
-  JT_OK(e, jitk_stream_synchronize(e, NULL));
-}
-
-static void get(jitk_engine *e, void *h, const void *d, size_t n) {
-  JT_OK(e, jitk_memcpy(e, h, d, n, NULL));
-  JT_OK(e, jitk_stream_synchronize(e, NULL));
-}
-
-static void poison(jitk_engine *e, void *d, size_t n) { JT_OK(e, jitk_memset(e, d, 0xFF, n, NULL)); }
-
 /* Element k of a host buffer of dtype d, as double (real part). */
 static double read_real(const void *buf, jitk_dtype d, size_t k) {
   switch (d) {
@@ -101,17 +83,17 @@ Test(elementwise, every_dtype) {
       write_random(hx, (jitk_dtype)d, i, &seed);
       write_random(hy, (jitk_dtype)d, i, &seed);
     }
-    void *dx = dev(e, bytes), *dy = dev(e, bytes), *dz = dev(e, bytes);
-    put(e, dx, hx, bytes);
-    put(e, dy, hy, bytes);
-    poison(e, dz, bytes);
+    void *dx = jt_dev_alloc(e, bytes), *dy = jt_dev_alloc(e, bytes), *dz = jt_dev_alloc(e, bytes);
+    jt_to_dev(e, dx, hx, bytes);
+    jt_to_dev(e, dy, hy, bytes);
+    jt_poison(e, dz, bytes);
     int64_t shape[1] = {(int64_t)n};
     DLTensor tx = jt_tensor(dx, (jitk_dtype)d, 1, shape, NULL);
     DLTensor ty = jt_tensor(dy, (jitk_dtype)d, 1, shape, NULL);
     DLTensor tz = jt_tensor(dz, (jitk_dtype)d, 1, shape, NULL);
     jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
     JT_OK(e, jitk_elementwise_launch(d == JITK_BOOL ? kb : k, NULL, args, 3, -1, NULL));
-    get(e, hz, dz, bytes);
+    jt_to_host(e, hz, dz, bytes);
     for (size_t i = 0; i < n; i++) {
       double x = read_real(hx, (jitk_dtype)d, i), y = read_real(hy, (jitk_dtype)d, i);
       double xi = read_imag(hx, (jitk_dtype)d, i), yi = read_imag(hy, (jitk_dtype)d, i);
@@ -191,9 +173,9 @@ Test(elementwise, broadcast_views_in_place) {
   float *hx = malloc(count * 4), *hb = malloc(C * 4), *hy = malloc(count * 4);
   for (size_t i = 0; i < count; i++) hx[i] = (float)jt_uniform(&seed);
   for (int j = 0; j < C; j++) hb[j] = (float)jt_uniform(&seed) * 0.5f;
-  float *dx = dev(e, count * 4), *db = dev(e, C * 4), *dy = dev(e, count * 4);
-  put(e, dx, hx, count * 4);
-  put(e, db, hb, C * 4);
+  float *dx = jt_dev_alloc(e, count * 4), *db = jt_dev_alloc(e, C * 4), *dy = jt_dev_alloc(e, count * 4);
+  jt_to_dev(e, dx, hx, count * 4);
+  jt_to_dev(e, db, hb, C * 4);
   struct {
     const char *name;
     int64_t shape[2], strides[2], offset;
@@ -210,10 +192,10 @@ Test(elementwise, broadcast_views_in_place) {
     tx.byte_offset = (uint64_t)views[v].offset * 4;
     DLTensor tb = jt_tensor(db, JITK_FLOAT32, 1, shb, NULL);
     DLTensor ty = jt_tensor(dy, JITK_FLOAT32, 2, shy, NULL);
-    poison(e, dy, count * 4);
+    jt_poison(e, dy, count * 4);
     jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&tb), jitk_arg_array(&ty)};
     JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
-    get(e, hy, dy, count * 4);
+    jt_to_host(e, hy, dy, count * 4);
     for (int i = 0; i < R; i++)
       for (int j = 0; j < C; j++) {
         float x = hx[views[v].offset + i * views[v].strides[0] + j * views[v].strides[1]];
@@ -227,13 +209,13 @@ Test(elementwise, broadcast_views_in_place) {
   jitk_elementwise *saxpy = NULL;
   JT_OK(e, jitk_elementwise_create(e, "float32 a, T x", "T y", "y = a * x + y", "saxpy", NULL, &saxpy));
   float *before = malloc(count * 4);
-  put(e, dy, hx, count * 4);
+  jt_to_dev(e, dy, hx, count * 4);
   memcpy(before, hx, count * 4);
   int64_t sh[1] = {(int64_t)count};
   DLTensor t1 = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), t2 = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
   jitk_arg sargs[] = {jitk_arg_f64(2.5), jitk_arg_array(&t1), jitk_arg_array(&t2)};
   JT_OK(e, jitk_elementwise_launch(saxpy, NULL, sargs, 3, -1, NULL));
-  get(e, hy, dy, count * 4);
+  jt_to_host(e, hy, dy, count * 4);
   for (size_t i = 0; i < count; i++)
     cr_assert(fabs(hy[i] - (2.5 * hx[i] + before[i])) <= 1e-6, "saxpy %zu: %g, want %g", i,
               (double)hy[i], 2.5 * hx[i] + before[i]);
@@ -276,9 +258,9 @@ Test(elementwise, allocated_outputs_raw_and_index) {
     hx[i] = jt_uniform(&seed);
     hr[i] = jt_uniform(&seed);
   }
-  double *dx = dev(e, n * 8), *dr = dev(e, n * 8);
-  put(e, dx, hx, n * 8);
-  put(e, dr, hr, n * 8);
+  double *dx = jt_dev_alloc(e, n * 8), *dr = jt_dev_alloc(e, n * 8);
+  jt_to_dev(e, dx, hx, n * 8);
+  jt_to_dev(e, dr, hr, n * 8);
   int64_t sh[1] = {n};
   DLTensor tx = jt_tensor(dx, JITK_FLOAT64, 1, sh, NULL), tr = jt_tensor(dr, JITK_FLOAT64, 1, sh, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&tr)};
@@ -293,9 +275,9 @@ Test(elementwise, allocated_outputs_raw_and_index) {
   cr_assert_eq(outs[0]->dl_tensor.ndim, 1);
   cr_assert_eq(outs[0]->dl_tensor.shape[0], n);
   cr_assert_eq(outs[1]->dl_tensor.dtype.bits, 64);
-  get(e, hy, outs[0]->dl_tensor.data, n * 8);
+  jt_to_host(e, hy, outs[0]->dl_tensor.data, n * 8);
   int64_t *hidx = malloc(n * 8);
-  get(e, hidx, outs[1]->dl_tensor.data, n * 8);
+  jt_to_host(e, hidx, outs[1]->dl_tensor.data, n * 8);
   for (int i = 0; i < n; i++) {
     cr_assert_eq(hy[i], hx[i] + hr[n - 1 - i], "y %d", i);
     cr_assert_eq(hidx[i], i, "idx %d", i);
@@ -311,7 +293,7 @@ Test(elementwise, allocated_outputs_raw_and_index) {
   DLManagedTensor *g = NULL;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_launch(gather, NULL, rargs, 1, -1, &g));
   JT_OK(e, jitk_elementwise_launch(gather, NULL, rargs, 1, n / 2, &g));
-  get(e, hy, g->dl_tensor.data, (size_t)(n / 2) * 8);
+  jt_to_host(e, hy, g->dl_tensor.data, (size_t)(n / 2) * 8);
   for (int i = 0; i < n / 2; i++) cr_assert_eq(hy[i], hr[2 * i]);
   g->deleter(g);
 
@@ -342,21 +324,21 @@ Test(elementwise, binding_and_errors) {
   float *hx = malloc(n * 4), *hy = malloc(n * 4);
   uint64_t seed = 0xB1D;
   for (int i = 0; i < n; i++) hx[i] = (float)jt_uniform(&seed);
-  float *dx = dev(e, n * 4), *dy = dev(e, n * 4);
-  put(e, dx, hx, n * 4);
+  float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4);
+  jt_to_dev(e, dx, hx, n * 4);
   int64_t sh[1] = {n};
   DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
   /* An int64 scalar where T is float32, and a float64 for a float16. */
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_i64(3), jitk_arg_f64(0.5), jitk_arg_array(&ty)};
-  poison(e, dy, n * 4);
+  jt_poison(e, dy, n * 4);
   JT_OK(e, jitk_elementwise_launch(k, NULL, args, 4, -1, NULL));
-  get(e, hy, dy, n * 4);
+  jt_to_host(e, hy, dy, n * 4);
   /* The device may fuse the multiply and the add: one rounding, not two. */
   for (int i = 0; i < n; i++)
     cr_assert(fabs(hy[i] - ((double)hx[i] * 3.0 + 0.5)) <= 1e-6, "%d: %g", i, (double)hy[i]);
 
   /* T met as float32 and float64. */
-  double *dd = dev(e, n * 8);
+  double *dd = jt_dev_alloc(e, n * 8);
   DLTensor td = jt_tensor(dd, JITK_FLOAT64, 1, sh, NULL);
   jitk_arg clash[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_f32(0), jitk_arg_array(&td)};
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "bound to both float32 and float64",
@@ -401,9 +383,9 @@ Test(elementwise, past_two_to_the_31, .timeout = 120) {
   const size_t n = (size_t)(rows * cols);
   int8_t *h = malloc(n);
   for (size_t i = 0; i < n; i++) h[i] = (int8_t)(i * 2654435761u >> 24);
-  void *dx = dev(e, n), *dy = dev(e, n);
-  put(e, dx, h, n);
-  poison(e, dy, n);
+  void *dx = jt_dev_alloc(e, n), *dy = jt_dev_alloc(e, n);
+  jt_to_dev(e, dx, h, n);
+  jt_poison(e, dy, n);
   int64_t shape[2] = {rows, cols};
   DLTensor tx = jt_tensor(dx, JITK_INT8, 2, shape, NULL), ty = jt_tensor(dy, JITK_INT8, 2, shape, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
@@ -412,7 +394,7 @@ Test(elementwise, past_two_to_the_31, .timeout = 120) {
   JT_OK(e, jitk_elementwise_source(k, &src));
   cr_assert(strstr(src, "64-bit index") != NULL, "the 64-bit path was taken");
   int8_t *out = malloc(n);
-  get(e, out, dy, n);
+  jt_to_host(e, out, dy, n);
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += out[i] != (int8_t)(h[i] + (int8_t)(i % 7));
   cr_assert_eq(bad, 0, "%zu of %zu elements wrong", bad, n);

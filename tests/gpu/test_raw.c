@@ -15,28 +15,6 @@
 #include "core/core.h"
 #include "kernels/kernels.h"
 
-static void *dev_alloc(jitk_engine *e, size_t bytes) {
-  void *p = NULL;
-  JT_OK(e, jitk_device_alloc(e, bytes, NULL, &p));
-  return p;
-}
-
-static void to_dev(jitk_engine *e, void *dst, const void *src, size_t bytes) {
-  JT_OK(e, jitk_memcpy(e, dst, src, bytes, NULL));
-  JT_OK(e, jitk_stream_synchronize(e, NULL));
-}
-
-static void to_host(jitk_engine *e, void *dst, const void *src, size_t bytes) {
-  JT_OK(e, jitk_memcpy(e, dst, src, bytes, NULL));
-  JT_OK(e, jitk_stream_synchronize(e, NULL));
-}
-
-/* 0xFF bytes are NaN in every float type and -1 in every integer one, so an
- * element the kernel failed to write cannot pass a check. */
-static void poison(jitk_engine *e, void *p, size_t bytes) {
-  JT_OK(e, jitk_memset(e, p, 0xFF, bytes, NULL));
-}
-
 static const char *saxpy_src =
     "extern \"C\" __global__ void saxpy(float a, const float *x, const float *y,\n"
     "                                   float *out, long long n) {\n"
@@ -79,9 +57,9 @@ Test(raw, saxpy_random_data) {
     x[i] = (float)jt_uniform(&seed) * 100.0f;
     y[i] = (float)jt_uniform(&seed);
   }
-  float *dx = dev_alloc(e, n * 4), *dy = dev_alloc(e, n * 4), *dout = dev_alloc(e, n * 4);
-  to_dev(e, dx, x, n * 4);
-  to_dev(e, dy, y, n * 4);
+  float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4), *dout = jt_dev_alloc(e, n * 4);
+  jt_to_dev(e, dx, x, n * 4);
+  jt_to_dev(e, dy, y, n * 4);
   float a = -1.75f;
   int block = 0, min_grid = 0;
   JT_OK(e, jitk_kernel_suggest_block_size(k, 0, &block, &min_grid));
@@ -89,11 +67,11 @@ Test(raw, saxpy_random_data) {
   jitk_dim3 grid = {(unsigned)min_grid, 1, 1}, blk = {(unsigned)block, 1, 1};
 
   /* Plain pointers. */
-  poison(e, dout, n * 4);
+  jt_poison(e, dout, n * 4);
   jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
                      jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
   JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, args, 5));
-  to_host(e, out, dout, n * 4);
+  jt_to_host(e, out, dout, n * 4);
   check_saxpy(out, a, x, y, n, "pointers");
 
   /* The same through DLTensors, with a byte_offset on x and y: element i
@@ -104,12 +82,12 @@ Test(raw, saxpy_random_data) {
   DLTensor ty = jt_tensor(dy, JITK_FLOAT32, 1, shape, NULL);
   DLTensor to = jt_tensor(dout, JITK_FLOAT32, 1, shape, NULL);
   tx.byte_offset = ty.byte_offset = 5 * sizeof(float);
-  poison(e, dout, n * 4);
+  jt_poison(e, dout, n * 4);
   JT_OK(e, jitk_kernel_set_signature(k, "float32 a, float32* x, float32* y, float32* out, int64 n"));
   jitk_arg targs[] = {jitk_arg_f32(a), jitk_arg_tensor_ptr(&tx), jitk_arg_tensor_ptr(&ty),
                       jitk_arg_tensor_ptr(&to), jitk_arg_i64(m5)};
   JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, targs, 5));
-  to_host(e, out, dout, n * 4);
+  jt_to_host(e, out, dout, n * 4);
   check_saxpy(out, a, x + 5, y + 5, m5, "tensors with byte_offset");
 
   JT_OK(e, jitk_device_free(e, dx, NULL));
@@ -142,7 +120,7 @@ Test(raw, templates_through_name_expressions) {
   uint64_t seed = 0x5eed0002;
   double *h = malloc(n * sizeof *h);
   void *host = malloc(n * 8), *back = malloc(n * 8);
-  void *dev = dev_alloc(e, n * 8);
+  void *dev = jt_dev_alloc(e, n * 8);
   jitk_dim3 grid = {(n + 255) / 256, 1, 1}, blk = {256, 1, 1};
   for (int t = 0; t < 5; t++) {
     jitk_kernel *k = NULL;
@@ -166,10 +144,10 @@ Test(raw, templates_through_name_expressions) {
       case 3: a = jitk_arg_f16_bits(jitk_float_to_half(0.75f)); break;
       default: a = jitk_arg_bf16_bits(jitk_float_to_bfloat16(-1.25f)); break;
     }
-    to_dev(e, dev, host, n * es);
+    jt_to_dev(e, dev, host, n * es);
     jitk_arg args[] = {jitk_arg_ptr(dev, JITK_DTYPE_NONE), a, jitk_arg_i32(n)};
     JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, args, 3));
-    to_host(e, back, dev, n * es);
+    jt_to_host(e, back, dev, n * es);
     for (int i = 0; i < n; i++) {
       switch (t) {
         case 0: {
@@ -232,8 +210,8 @@ Test(raw, descriptors_on_strided_views) {
   uint64_t seed = 0x5eed0003;
   float host[R * C], out[R * C];
   for (int i = 0; i < R * C; i++) host[i] = (float)jt_uniform(&seed);
-  float *dsrc = dev_alloc(e, sizeof host), *ddst = dev_alloc(e, sizeof out);
-  to_dev(e, dsrc, host, sizeof host);
+  float *dsrc = jt_dev_alloc(e, sizeof host), *ddst = jt_dev_alloc(e, sizeof out);
+  jt_to_dev(e, dsrc, host, sizeof host);
 
   struct view {
     const char *name;
@@ -254,10 +232,10 @@ Test(raw, descriptors_on_strided_views) {
     src.byte_offset = w->offset * sizeof(float);
     int64_t dshape[2] = {w->shape[0], w->shape[1]};
     DLTensor dst = jt_tensor(ddst, JITK_FLOAT32, 2, dshape, NULL);
-    poison(e, ddst, sizeof out);
+    jt_poison(e, ddst, sizeof out);
     jitk_arg args[] = {jitk_arg_array(&src), jitk_arg_array(&dst)};
     JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){8, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, args, 2));
-    to_host(e, out, ddst, sizeof out);
+    jt_to_host(e, out, ddst, sizeof out);
     for (int64_t i = 0; i < w->shape[0]; i++)
       for (int64_t j = 0; j < w->shape[1]; j++) {
         float want = host[w->offset + i * w->strides[0] + j * w->strides[1]];
@@ -275,13 +253,13 @@ Test(raw, descriptors_on_strided_views) {
   /* A permuted view: shape (6, 4, 5) of a (4, 5, 6) array. */
   int64_t shape3[3] = {6, 4, 5}, strides3[3] = {1, 30, 6};
   for (int i = 0; i < 120; i++) total += d[i];
-  double *dd = dev_alloc(e, sizeof d), *dsum = dev_alloc(e, sizeof(double));
-  to_dev(e, dd, d, sizeof d);
+  double *dd = jt_dev_alloc(e, sizeof d), *dsum = jt_dev_alloc(e, sizeof(double));
+  jt_to_dev(e, dd, d, sizeof d);
   DLTensor t3 = jt_tensor(dd, JITK_FLOAT64, 3, shape3, strides3);
   jitk_arg a3[] = {jitk_arg_array(&t3), jitk_arg_ptr(dsum, JITK_FLOAT64)};
-  poison(e, dsum, sizeof(double));
+  jt_poison(e, dsum, sizeof(double));
   JT_OK(e, jitk_kernel_launch(s3, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, a3, 2));
-  to_host(e, &got, dsum, sizeof got);
+  jt_to_host(e, &got, dsum, sizeof got);
   cr_assert(fabs(got - total) < 1e-12, "sum3 %.17g, expected %.17g", got, total);
 
   /* A descriptor whose rank differs from the kernel's is refused. */
@@ -330,7 +308,7 @@ Test(raw, scalars_of_every_dtype) {
   values[JITK_FLOAT64] = jitk_arg_f64(-1e300);
   values[JITK_COMPLEX64] = jitk_arg_c64(1.5f, -2.5f);
   values[JITK_COMPLEX128] = jitk_arg_c128(1e-300, 2e300);
-  void *dout = dev_alloc(e, 16);
+  void *dout = jt_dev_alloc(e, 16);
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
     jitk_dtype_info info;
     JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
@@ -341,11 +319,11 @@ Test(raw, scalars_of_every_dtype) {
     char sig[64];
     snprintf(sig, sizeof sig, "%s v, %s* out", info.name, info.name);
     JT_OK(e, jitk_kernel_set_signature(k, sig));
-    poison(e, dout, 16);
+    jt_poison(e, dout, 16);
     jitk_arg args[] = {values[d], jitk_arg_ptr(dout, (jitk_dtype)d)};
     JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, args, 2));
     unsigned char got[16];
-    to_host(e, got, dout, 16);
+    jt_to_host(e, got, dout, 16);
     cr_assert(memcmp(got, &values[d].value, info.size) == 0, "%s came back changed", info.name);
   }
   JT_OK(e, jitk_device_free(e, dout, NULL));
@@ -373,7 +351,7 @@ Test(raw, bad_input_errors) {
   JT_FAILS(e, JITK_ERR_NOT_FOUND, "no kernel \"nope\"", jitk_module_get_kernel(m, "nope", &k));
   cr_assert(strstr(jitk_errmsg(e), "small") != NULL, "the message lists the kernels: %s", jitk_errmsg(e));
   JT_OK(e, jitk_module_get_kernel(m, "k", &k));
-  float *dx = dev_alloc(e, 1024 * sizeof(float));
+  float *dx = jt_dev_alloc(e, 1024 * sizeof(float));
   jitk_dim3 one = {1, 1, 1}, b32 = {32, 1, 1};
 
   jitk_arg two[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_FLOAT32)};
@@ -431,10 +409,10 @@ Test(raw, bad_input_errors) {
   JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "jitk_kernel_set_max_dynamic_shared",
            jitk_kernel_launch(dyn, one, (jitk_dim3){128, 1, 1}, bytes, NULL, sx, 1));
   JT_OK(e, jitk_kernel_set_max_dynamic_shared(dyn, bytes));
-  poison(e, dx, 1024 * sizeof(float));
+  jt_poison(e, dx, 1024 * sizeof(float));
   JT_OK(e, jitk_kernel_launch(dyn, one, (jitk_dim3){128, 1, 1}, bytes, NULL, sx, 1));
   float back[128];
-  to_host(e, back, dx, sizeof back);
+  jt_to_host(e, back, dx, sizeof back);
   for (int i = 0; i < 128; i++) cr_assert_eq(back[i], (float)(127 - i), "dyn %d", i);
 
   /* Arrays that are not on this device. */
@@ -478,11 +456,11 @@ Test(raw, bad_input_errors) {
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "cannot run on device", jitk_engine_create(&cfg, &none));
 
   /* After all that, the engine still works. */
-  poison(e, dx, 1024 * sizeof(float));
+  jt_poison(e, dx, 1024 * sizeof(float));
   jitk_arg fine[] = {jitk_arg_f32(2.5f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(1000)};
   JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){4, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, fine, 3));
   float res[1024];
-  to_host(e, res, dx, sizeof res);
+  jt_to_host(e, res, dx, sizeof res);
   for (int i = 0; i < 1000; i++) cr_assert_eq(res[i], 2.5f, "element %d", i);
   for (int i = 1000; i < 1024; i++) cr_assert(isnan(res[i]), "element %d must stay poisoned", i);
   JT_OK(e, jitk_device_free(e, dx, NULL));
@@ -552,18 +530,18 @@ Test(raw, attributes_ptx_and_files) {
     x[i] = (float)jt_uniform(&seed);
     y[i] = (float)jt_uniform(&seed);
   }
-  float *dx = dev_alloc(e, sizeof x), *dy = dev_alloc(e, sizeof y), *dout = dev_alloc(e, sizeof out);
-  to_dev(e, dx, x, sizeof x);
-  to_dev(e, dy, y, sizeof y);
+  float *dx = jt_dev_alloc(e, sizeof x), *dy = jt_dev_alloc(e, sizeof y), *dout = jt_dev_alloc(e, sizeof out);
+  jt_to_dev(e, dx, x, sizeof x);
+  jt_to_dev(e, dy, y, sizeof y);
   jitk_module *mods[] = {loaded, from_file};
   for (int i = 0; i < 2; i++) {
     jitk_kernel *kk = NULL;
     JT_OK(e, jitk_module_get_kernel(mods[i], "saxpy", &kk));
-    poison(e, dout, sizeof out);
+    jt_poison(e, dout, sizeof out);
     jitk_arg args[] = {jitk_arg_f32(0.5f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
                        jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
     JT_OK(e, jitk_kernel_launch(kk, (jitk_dim3){4, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
-    to_host(e, out, dout, sizeof out);
+    jt_to_host(e, out, dout, sizeof out);
     check_saxpy(out, 0.5f, x, y, n, i == 0 ? "PTX module" : "cubin file");
   }
   JT_OK(e, jitk_device_free(e, dx, NULL));
@@ -653,14 +631,14 @@ Test(raw, fatbin_from_nvcc) {
   JT_OK(e, jitk_module_get_kernel(m, "fill", &k));
   cr_assert_eq(k->num_params, 3, "parameters read from the fatbin's cubin");
   const int n = 5000;
-  float *d = dev_alloc(e, n * sizeof(float));
-  poison(e, d, n * sizeof(float));
+  float *d = jt_dev_alloc(e, n * sizeof(float));
+  jt_poison(e, d, n * sizeof(float));
   jitk_arg args[] = {jitk_arg_f32(0.25f), jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n)};
   JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){(n + 127) / 128, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, args, 3));
   jitk_arg wrong[] = {jitk_arg_f64(0.25), jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n)};
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "is 4 bytes", jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, wrong, 3));
   float *h = malloc(n * sizeof(float));
-  to_host(e, h, d, n * sizeof(float));
+  jt_to_host(e, h, d, n * sizeof(float));
   for (int i = 0; i < n; i++) cr_assert_eq(h[i], 0.25f * (float)i, "element %d", i);
   free(h);
   JT_OK(e, jitk_device_free(e, d, NULL));
@@ -701,14 +679,14 @@ Test(raw, disk_cache_hit_runs) {
       x[i] = (float)jt_uniform(&seed);
       y[i] = (float)jt_uniform(&seed);
     }
-    float *dx = dev_alloc(e, n * 4), *dy = dev_alloc(e, n * 4), *dout = dev_alloc(e, n * 4);
-    to_dev(e, dx, x, n * 4);
-    to_dev(e, dy, y, n * 4);
-    poison(e, dout, n * 4);
+    float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4), *dout = jt_dev_alloc(e, n * 4);
+    jt_to_dev(e, dx, x, n * 4);
+    jt_to_dev(e, dy, y, n * 4);
+    jt_poison(e, dout, n * 4);
     jitk_arg args[] = {jitk_arg_f32(3.0f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
                        jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
     JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){40, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
-    to_host(e, out, dout, n * 4);
+    jt_to_host(e, out, dout, n * 4);
     check_saxpy(out, 3.0f, x, y, n, round ? "from the disk cache" : "compiled");
     JT_OK(e, jitk_device_free(e, dx, NULL));
     JT_OK(e, jitk_device_free(e, dy, NULL));
