@@ -1,5 +1,6 @@
 /*
- * Helpers shared by the tests: engines, random data, and the GPU skip.
+ * Helpers shared by the tests: engines, random data, the GPU skip, a
+ * counting allocator and device memory.
  */
 #ifndef JITK_TESTS_COMMON_H
 #define JITK_TESTS_COMMON_H
@@ -7,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <jitk/jitk.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Asserts a call succeeded, printing jitk's message when it did not. */
@@ -78,6 +80,30 @@ static inline DLTensor jt_tensor(void *data, jitk_dtype dtype, int ndim, int64_t
   t.strides = strides;
   t.byte_offset = 0;
   return t;
+}
+
+/* An engine allocator (cfg.alloc_fn) that counts live blocks and fails
+ * the fail_at-th allocation: for the allocation-failure tests. */
+typedef struct jt_counter {
+  long live;    /* blocks allocated and not yet freed */
+  long calls;   /* allocations asked for */
+  long fail_at; /* 1-based allocation that fails; 0 for none */
+} jt_counter;
+
+static inline void *jt_counting(void *user, void *ptr, size_t size) {
+  jt_counter *c = user;
+  if (size == 0) {
+    if (ptr != NULL) {
+      c->live--;
+      free(ptr);
+    }
+    return NULL;
+  }
+  c->calls++;
+  if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
+  void *p = realloc(ptr, size);
+  if (p != NULL && ptr == NULL) c->live++;
+  return p;
 }
 
 /* Device memory for GPU tests; any failure fails the test. */

@@ -169,34 +169,15 @@ Test(cache_faults, io_errors_at_every_write_and_sync, .timeout = 280) {
 
 /* --- allocation failures through create, compile, store and load --- */
 
-typedef struct counter {
-  long live, calls, fail_at;
-} counter;
 
-static void *counting(void *user, void *ptr, size_t size) {
-  counter *c = user;
-  if (size == 0) {
-    if (ptr != NULL) {
-      c->live--;
-      free(ptr);
-    }
-    return NULL;
-  }
-  c->calls++;
-  if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
-  void *p = realloc(ptr, size);
-  if (p != NULL && ptr == NULL) c->live++;
-  return p;
-}
-
-static jitk_engine *counted_engine(const char *dir, counter *c, jitk_status *st) {
+static jitk_engine *counted_engine(const char *dir, jt_counter *c, jitk_status *st) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
   cfg.arch = "sm_90";
   cfg.cache_dir = dir;
   cfg.cache_mode = JITK_CACHE_ON;
-  cfg.alloc_fn = counting;
+  cfg.alloc_fn = jt_counting;
   cfg.alloc_user = c;
   cfg.log_level = JITK_LOG_OFF;
   jitk_engine *e = NULL;
@@ -206,7 +187,7 @@ static jitk_engine *counted_engine(const char *dir, counter *c, jitk_status *st)
 
 /* Compile and store with one engine, then load from disk with another,
  * then list and verify. Returns the first failure. */
-static jitk_status alloc_scenario(const char *dir, counter *c) {
+static jitk_status alloc_scenario(const char *dir, jt_counter *c) {
   const char *names[] = {"t<int>"};
   jitk_module_options o;
   memset(&o, 0, sizeof o);
@@ -236,13 +217,13 @@ static jitk_status alloc_scenario(const char *dir, counter *c) {
 
 Test(cache_faults, allocation_failures, .timeout = 280) {
   char *dir = jt_tmpdir();
-  counter full = {0, 0, 0};
+  jt_counter full = {0, 0, 0};
   cr_assert_eq(alloc_scenario(dir, &full), JITK_OK);
   cr_assert_eq(full.live, 0, "%ld blocks leaked", full.live);
   jt_rmdir(dir);
   for (long n = 1; n <= full.calls; n++) {
     dir = jt_tmpdir();
-    counter c = {0, 0, n};
+    jt_counter c = {0, 0, n};
     jitk_status st = alloc_scenario(dir, &c);
     cr_assert(st == JITK_OK || st == JITK_ERR_OUT_OF_MEMORY,
               "failing allocation %ld of %ld gave %s: %s", n, full.calls, jitk_errname(st),

@@ -5,27 +5,6 @@
 
 #include "common.h"
 
-typedef struct counter {
-  long live;    /* blocks allocated and not yet freed */
-  long calls;   /* allocations asked for */
-  long fail_at; /* 1-based allocation that fails; 0 for none */
-} counter;
-
-static void *counting(void *user, void *ptr, size_t size) {
-  counter *c = user;
-  if (size == 0) {
-    if (ptr != NULL) {
-      c->live--;
-      free(ptr);
-    }
-    return NULL;
-  }
-  c->calls++;
-  if (c->fail_at > 0 && c->calls == c->fail_at) return NULL;
-  void *p = realloc(ptr, size);
-  if (p != NULL && ptr == NULL) c->live++;
-  return p;
-}
 
 static const char *source =
     "#include \"extra.h\"\n"
@@ -37,12 +16,12 @@ static const char *source =
 
 /* Engine, a module with a header and name expressions, a failing compile,
  * and teardown. Returns the first failing status, or JITK_OK. */
-static jitk_status scenario(counter *c) {
+static jitk_status scenario(jt_counter *c) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
   cfg.arch = "sm_90";
-  cfg.alloc_fn = counting;
+  cfg.alloc_fn = jt_counting;
   cfg.alloc_user = c;
   cfg.log_level = JITK_LOG_OFF;
   jitk_engine *e = NULL;
@@ -72,17 +51,17 @@ static jitk_status scenario(counter *c) {
 }
 
 Test(alloc, everything_freed) {
-  counter c = {0, 0, 0};
+  jt_counter c = {0, 0, 0};
   cr_assert_eq(scenario(&c), JITK_OK);
   cr_assert(c.calls > 10, "allocations go through the hook (%ld)", c.calls);
   cr_assert_eq(c.live, 0, "%ld blocks leaked", c.live);
 }
 
 Test(alloc, each_failure_is_clean, .timeout = 240) {
-  counter full = {0, 0, 0};
+  jt_counter full = {0, 0, 0};
   cr_assert_eq(scenario(&full), JITK_OK);
   for (long n = 1; n <= full.calls; n++) {
-    counter c = {0, 0, n};
+    jt_counter c = {0, 0, n};
     jitk_status st = scenario(&c);
     cr_assert(st == JITK_OK || st == JITK_ERR_OUT_OF_MEMORY,
               "failing allocation %ld gave %s: %s", n, jitk_errname(st), jitk_errmsg(NULL));
