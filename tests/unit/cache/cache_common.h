@@ -90,6 +90,15 @@ static inline jitk_module *jt_kernel(jitk_engine *e, int i) {
   return m;
 }
 
+/* A fresh cache folder whose database holds kernel 1, closed again. */
+static inline char *jt_cache_with_one_kernel(void) {
+  char *dir = jt_tmpdir();
+  jitk_engine *e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  return dir;
+}
+
 /* Copies a module's image, to compare with later. */
 static inline void *jt_image_copy(jitk_module *m, size_t *size) {
   const void *img;

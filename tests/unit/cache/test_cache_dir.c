@@ -133,14 +133,11 @@ Test(cache_dir, unusable_database_degrades) {
 
 Test(cache_dir, read_only_database_still_serves) {
   if (geteuid() == 0) cr_skip_test("root writes read-only files anyway");
-  char *dir = jt_tmpdir();
-  jitk_engine *e = jt_cache_engine(dir);
-  jitk_module_destroy(jt_kernel(e, 1));
-  jitk_engine_destroy(e);
+  char *dir = jt_cache_with_one_kernel();
   char db[512];
   snprintf(db, sizeof db, "%s/kernels.db", dir);
   chmod(db, 0400);
-  e = jt_cache_engine(dir);
+  jitk_engine *e = jt_cache_engine(dir);
   jitk_module_destroy(jt_kernel(e, 1));
   cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
   jitk_engine_destroy(e);
@@ -352,10 +349,7 @@ Test(cache_dir, sample_of_format_1) {
 }
 
 Test(cache_dir, other_formats_are_left_alone) {
-  char *dir = jt_tmpdir();
-  jitk_engine *e = jt_cache_engine(dir);
-  jitk_module_destroy(jt_kernel(e, 1));
-  jitk_engine_destroy(e);
+  char *dir = jt_cache_with_one_kernel();
   char path[512];
   snprintf(path, sizeof path, "%s/kernels.db", dir);
   sqlite3 *db;
@@ -386,10 +380,7 @@ Test(cache_dir, folder_that_cannot_exist) {
 }
 
 Test(cache_dir, locked_database_degrades) {
-  char *dir = jt_tmpdir();
-  jitk_engine *e = jt_cache_engine(dir);
-  jitk_module_destroy(jt_kernel(e, 1));
-  jitk_engine_destroy(e);
+  char *dir = jt_cache_with_one_kernel();
   char path[512];
   snprintf(path, sizeof path, "%s/kernels.db", dir);
 
@@ -400,7 +391,7 @@ Test(cache_dir, locked_database_degrades) {
   cr_assert_eq(sqlite3_open(path, &holder), SQLITE_OK);
   cr_assert_eq(sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
   jt_log log = {0, 0, ""};
-  e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
   pthread_mutex_lock(&e->cache.disk_lock);
   jk_store_close(e);
   e->cache.busy_ms = 200;
@@ -438,10 +429,7 @@ Test(cache_dir, locked_database_degrades) {
 }
 
 Test(cache_dir, immutable_database_still_serves) {
-  char *dir = jt_tmpdir();
-  jitk_engine *e = jt_cache_engine(dir);
-  jitk_module_destroy(jt_kernel(e, 1));
-  jitk_engine_destroy(e);
+  char *dir = jt_cache_with_one_kernel();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "chattr +i '%s/kernels.db' 2>/dev/null", dir);
   if (system(cmd) != 0) {
@@ -449,7 +437,7 @@ Test(cache_dir, immutable_database_still_serves) {
     cr_skip_test("chattr +i is not possible here");
   }
   jt_log log = {0, 0, ""};
-  e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
   jitk_module_destroy(jt_kernel(e, 1));
   jitk_module_destroy(jt_kernel(e, 2));
   jitk_cache_stats s = jt_stats_mine(e);
