@@ -166,6 +166,19 @@ jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) 
 
 /* Whether a row holds a usable entry: its key is the hash of its material,
  * the material parses, the checksum matches, the names parse. */
+/* Runs one statement whose only parameter is a file name (VACUUM INTO,
+ * ATTACH); SQLITE_OK or the error code. */
+static int run_on_file(sqlite3 *db, const char *sql, const char *file) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, file, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
 static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t id) {
   int klen = sqlite3_column_bytes(q, col_key);
   const void *key = sqlite3_column_blob(q, col_key);
@@ -334,12 +347,7 @@ jitk_status jitk_cache_export(jitk_engine *e, const char *file, size_t *exported
   jk_store_flush(e);
   sqlite3_stmt *q = NULL;
   /* VACUUM INTO writes a compact, self-contained copy in one go. */
-  int rc = sqlite3_prepare_v2(c->db, "VACUUM INTO ?1", -1, &q, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(q, 1, file, -1, SQLITE_STATIC);
-    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
-  }
-  sqlite3_finalize(q);
+  int rc = run_on_file(c->db, "VACUUM INTO ?1", file);
   size_t n = 0;
   if (rc == SQLITE_OK) {
     rc = sqlite3_prepare_v2(c->db, "SELECT count(*) FROM entries", -1, &q, NULL);
@@ -364,12 +372,7 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
     return jk_fail(e, JITK_ERR_IO, "jitk_cache_import: cannot read %s", file);
   }
   sqlite3_stmt *q = NULL;
-  int rc = sqlite3_prepare_v2(c->db, "ATTACH ?1 AS import", -1, &q, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(q, 1, file, -1, SQLITE_STATIC);
-    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
-  }
-  sqlite3_finalize(q);
+  int rc = run_on_file(c->db, "ATTACH ?1 AS import", file);
   if (rc != SQLITE_OK) {
     st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_import: cannot open %s: %s", file,
                  sqlite3_errmsg(c->db));
