@@ -65,26 +65,32 @@ static int exec(jitk_engine *e, const char *sql) {
   return sqlite3_exec(e->cache.db, sql, NULL, NULL, NULL);
 }
 
-/* BEGIN IMMEDIATE takes the write lock up front, so a transaction never
- * fails half-way for want of it; the busy timeout waits for other writers,
- * and a few retries cover the rare BUSY that SQLite returns without
- * waiting (a WAL reset in progress). */
-int jk_store_begin(jitk_engine *e) {
+/* Runs a statement that takes a lock, retrying the SQLITE_BUSY answers
+ * SQLite gives without waiting. The busy handler waits for other writers
+ * already, but SQLite skips it where waiting could deadlock (two
+ * connections each promoting a shared lock, as two processes switching a
+ * new file to WAL at once do) and during a WAL restart; only those quick
+ * answers are retried, within one busy timeout in all. */
+static int exec_busy(jitk_engine *e, const char *sql) {
   int rc = SQLITE_BUSY;
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (int attempt = 0; (rc & 0xff) == SQLITE_BUSY; attempt++) {
-    rc = exec(e, "BEGIN IMMEDIATE");
+    rc = exec(e, sql);
     if ((rc & 0xff) != SQLITE_BUSY) break;
-    /* The busy handler has waited already, unless SQLite answered at once
-     * (a WAL restart in progress); only those quick answers are retried,
-     * within one busy timeout in all. */
     clock_gettime(CLOCK_MONOTONIC, &now);
     long waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     if (attempt >= 20 || waited >= e->cache.busy_ms) break;
     struct timespec ts = {0, 1000000L * (attempt + 1)};
     nanosleep(&ts, NULL);
   }
+  return rc;
+}
+
+/* BEGIN IMMEDIATE takes the write lock up front, so a transaction never
+ * fails half-way for want of it. */
+int jk_store_begin(jitk_engine *e) {
+  int rc = exec_busy(e, "BEGIN IMMEDIATE");
   if (rc == SQLITE_OK && e->cache.test_hook)
     e->cache.test_hook(e->cache.test_user, JK_EVENT_IN_WRITE_TRANSACTION);
   return rc;
@@ -269,7 +275,7 @@ static jitk_status store_open(jitk_engine *e) {
    * it up. The journal mode is stored in the file, so it too is set once. */
   int format = read_format(e, &rc);
   if (!read_only && format == -1) {
-    rc = exec(e, c->network_fs ? "PRAGMA journal_mode=DELETE" : "PRAGMA journal_mode=WAL");
+    rc = exec_busy(e, c->network_fs ? "PRAGMA journal_mode=DELETE" : "PRAGMA journal_mode=WAL");
     if (rc == SQLITE_OK) rc = jk_store_begin(e);
     if (rc == SQLITE_OK) {
       rc = exec(e, (const char *)jk_schema_sql);
@@ -285,7 +291,7 @@ static jitk_status store_open(jitk_engine *e) {
     format = read_format(e, &rc);
   } else if (!read_only && c->network_fs) {
     /* A database made elsewhere in WAL mode, now seen over the network. */
-    rc = exec(e, "PRAGMA journal_mode=DELETE");
+    rc = exec_busy(e, "PRAGMA journal_mode=DELETE");
   }
   if (!read_only && rc == SQLITE_OK)
     rc = exec(e, c->network_fs ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");

@@ -123,6 +123,46 @@ static void kill_child(const char *dir, int fd, uint64_t seed, void **images, si
   }
 }
 
+/* Processes that open a new cache folder at the same moment all switch the
+ * new file to WAL at once. SQLite answers some of them SQLITE_BUSY without
+ * calling the busy handler (waiting could deadlock); the store retries
+ * those, so no process may end up without its disk cache. */
+Test(cache_stress, simultaneous_first_open, .timeout = 120) {
+  enum { PROCS = 8, ROUNDS = 40 };
+  for (int round = 0; round < ROUNDS; round++) {
+    char *dir = jt_tmpdir();
+    int gate[2];
+    cr_assert_eq(pipe(gate), 0);
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+      pids[p] = fork();
+      cr_assert(pids[p] >= 0);
+      if (pids[p] == 0) {
+        char go;
+        close(gate[1]);
+        if (read(gate[0], &go, 1) != 1) _exit(2);
+        jt_log log = {0, 0, ""};
+        jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
+        int bad = jt_stats_mine(e).disk_errors != 0 || log.warnings != 0;
+        if (bad) fprintf(stderr, "process %d: %s\n", p, log.last_warning);
+        jitk_engine_destroy(e);
+        _exit(bad);
+      }
+    }
+    close(gate[0]);
+    const char go[PROCS] = {0};
+    cr_assert_eq(write(gate[1], go, PROCS), PROCS);
+    close(gate[1]);
+    for (int p = 0; p < PROCS; p++) {
+      int status = 0;
+      waitpid(pids[p], &status, 0);
+      cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "round %d: process %d lost its disk cache", round, p);
+    }
+    jt_rmdir(dir);
+  }
+}
+
 Test(cache_stress, killed_at_random, .timeout = 280) {
   /* Real cubins to store. */
   enum { IMAGES = 4, KILLS = 240 };
