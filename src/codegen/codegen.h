@@ -36,6 +36,10 @@ typedef enum jk_ew_kind {
   JK_EW_RAW = 2     /* a whole array, indexed by the operation */
 } jk_ew_kind;
 
+/* Threads per block of every elementwise kernel; the tiled path's thread
+ * layout is built on it. */
+#define JK_EW_BLOCK 256
+
 /* What one specialization of an elementwise kernel is for. */
 typedef struct jk_ew_spec {
   int nparams;
@@ -55,6 +59,9 @@ typedef struct jk_ew_spec {
   unsigned char tiled;
   unsigned char tile; /* tiled: 32 or 64 elements a side */
   unsigned char transposed[JK_MAX_EW_PARAMS]; /* tiled: read through a tile */
+  /* Tiled path only: the array's outer stride is 0 (one value per
+   * column, a bias along the rows), so a thread loads it once per column. */
+  unsigned char outer_bcast[JK_MAX_EW_PARAMS];
 } jk_ew_spec;
 
 typedef struct jk_ew_source_in {

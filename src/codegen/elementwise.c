@@ -84,8 +84,12 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
     const char *t = ctype_of(in, p);
     if (!d->output) {
       if (s->tiled && s->transposed[p]) /* from its tile, read back transposed */
-        jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx + _jk_h];\n", t,
-                      d->name, d->name);
+        jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx];\n", t, d->name,
+                      d->name);
+      else if (s->tiled && s->outer_bcast[p])
+        jk_buf_printf(b, "    const %s %s = _jk_l_%s;\n", t, d->name, d->name);
+      else if (s->tiled)
+        jk_buf_printf(b, "    const %s %s = _jk_l_%s[_jk_qi];\n", t, d->name, d->name);
       else if (lane == NULL)
         jk_buf_printf(b, "    const %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
       else if (s->inner_bcast[p])
@@ -93,7 +97,9 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
       else
         jk_buf_printf(b, "    const %s %s = _jk_w_%s.v[%s];\n", t, d->name, d->name, lane);
     } else if (in->load_output[p]) {
-      if (lane == NULL)
+      if (s->tiled)
+        jk_buf_printf(b, "    %s %s = _jk_l_%s[_jk_qi];\n", t, d->name, d->name);
+      else if (lane == NULL)
         jk_buf_printf(b, "    %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
       else
         jk_buf_printf(b, "    %s %s = _jk_w_%s.v[%s];\n", t, d->name, d->name, lane);
@@ -204,16 +210,25 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
   }
 }
 
-/* The tiled path for two dimensions: square tiles of `tile` (32 or 64)
- * elements a side, 256 threads as 32 x 8, each thread taking (tile / 32) x
- * (tile / 8) elements. Inputs that walk the outer dimension contiguously
- * are read into shared memory with consecutive threads on consecutive
- * rows, then read back transposed; everything else is read and written
- * along the inner dimension, as the outputs are laid out. Bigger tiles put
- * more loads in flight between two barriers. */
+/* The tiled path for two dimensions: square tiles of `tile` (64 or 32)
+ * elements a side, 256 threads as rows of `tile` threads, each thread
+ * taking tile * tile / 256 elements of one column of the tile. Inputs that
+ * walk the outer dimension contiguously are read into shared memory with
+ * consecutive threads on consecutive rows, then read back transposed;
+ * everything else is read and written along the inner dimension, as the
+ * outputs are laid out.
+ *
+ * Shaped after what measured fastest on the H200 in hand-written kernels
+ * (docs/PERFORMANCE.md): a thread issues all its loads before its first
+ * shared-memory or global store (the compiler may not move a load above a
+ * store through pointers that could alias, and one load per store in turn
+ * measured 0.80 of copy where loads first reach 0.90), and a row of the
+ * block spans a whole row of the tile, so a block reads and writes 256
+ * contiguous bytes at a time (0.95). Arrays with an outer stride of 0 (a
+ * bias along the rows) are loaded once per tile. */
 static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
-  int side = s->tile == 64 ? 64 : 32;
+  int side = s->tile == 64 ? 64 : 32, pass = JK_EW_BLOCK / side, nq = side / pass;
   for (int p = 0; p < s->nparams; p++)
     if (s->kind[p] == JK_EW_ARRAY && s->transposed[p])
       jk_buf_printf(b, "  __shared__ %s _jk_t_%s[%d][%d];\n", ctype_of(in, p),
@@ -222,47 +237,70 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
               "  const _jk_u _jk_rows = _jk_n / _jk_ext1;\n"
               "  const unsigned int _jk_tr = (unsigned int)((_jk_rows + %d) / %d);\n"
               "  const unsigned int _jk_tc = (unsigned int)((_jk_ext1 + %d) / %d);\n"
-              "  const unsigned int _jk_tx = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
+              "  const unsigned int _jk_tx = threadIdx.x %% %d, _jk_ty = threadIdx.x / %d;\n"
               "  for (unsigned int _jk_tile = blockIdx.x; _jk_tile < _jk_tr * _jk_tc; _jk_tile += "
               "gridDim.x) {\n"
               "    const unsigned int _jk_tile_r = _jk_tile / _jk_tc;\n"
               "    const _jk_u _jk_r0 = (_jk_u)_jk_tile_r * %d;\n"
               "    const _jk_u _jk_c0 = (_jk_u)(_jk_tile - _jk_tile_r * _jk_tc) * %d;\n",
-              side - 1, side, side - 1, side, side, side);
+              side - 1, side, side - 1, side, side, side, side, side);
+  /* Every load of the tile first: transposed inputs with threads along
+   * the outer dimension, the rest along the inner one. */
   bool any = false;
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    if (d->output && !in->load_output[p]) continue;
+    const char *t = ctype_of(in, p), *name = d->name;
+    if (s->outer_bcast[p]) {
+      jk_buf_printf(b,
+                    "    %s _jk_l_%s = %s();\n"
+                    "    if (_jk_c0 + _jk_tx < _jk_ext1) _jk_l_%s = _jk_p_%s[(_jk_s)(_jk_c0 + _jk_tx) * "
+                    "_jk_s_%s_1];\n",
+                    t, name, t, name, name, name);
+      continue;
+    }
+    bool tr = s->transposed[p];
+    any |= tr;
+    char along[48];
+    snprintf(along, sizeof along, "_jk_ty + _jk_qi * %d", pass);
+    jk_buf_printf(b,
+                  "    %s _jk_l_%s[%d];\n"
+                  "#pragma unroll\n"
+                  "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
+                  "      const _jk_u _jk_r = _jk_r0 + %s, _jk_c = _jk_c0 + %s;\n"
+                  "      _jk_l_%s[_jk_qi] = %s();\n"
+                  "      if (_jk_r < _jk_rows && _jk_c < _jk_ext1)\n"
+                  "        _jk_l_%s[_jk_qi] = _jk_p_%s[(_jk_s)_jk_r * _jk_s_%s_0 + (_jk_s)_jk_c * "
+                  "_jk_s_%s_1];\n"
+                  "    }\n",
+                  t, name, nq, nq, tr ? "_jk_tx" : along, tr ? along : "_jk_tx", name, t, name,
+                  name, name, name);
+  }
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY || !s->transposed[p]) continue;
     const char *name = in->params->params[p].name;
-    any = true;
     jk_buf_printf(b,
                   "#pragma unroll\n"
-                  "    for (int _jk_h = 0; _jk_h < %d; _jk_h += 32)\n"
-                  "#pragma unroll\n"
-                  "    for (int _jk_q = 0; _jk_q < %d; _jk_q += 8) {\n"
-                  "      const _jk_u _jk_r = _jk_r0 + _jk_tx + _jk_h, _jk_c = _jk_c0 + _jk_ty + "
-                  "_jk_q;\n"
-                  "      if (_jk_r < _jk_rows && _jk_c < _jk_ext1)\n"
-                  "        _jk_t_%s[_jk_tx + _jk_h][_jk_ty + _jk_q] = _jk_p_%s[(_jk_s)_jk_r * "
-                  "_jk_s_%s_0 + (_jk_s)_jk_c * _jk_s_%s_1];\n"
-                  "    }\n",
-                  side, side, name, name, name, name);
+                  "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi)\n"
+                  "      _jk_t_%s[_jk_tx][_jk_ty + _jk_qi * %d] = _jk_l_%s[_jk_qi];\n",
+                  nq, name, pass, name);
   }
   if (any) jk_buf_puts(b, "    __syncthreads();\n");
   jk_buf_printf(b,
               "#pragma unroll\n"
-              "    for (int _jk_h = 0; _jk_h < %d; _jk_h += 32)\n"
-              "#pragma unroll\n"
-              "    for (int _jk_q = 0; _jk_q < %d; _jk_q += 8) {\n"
-              "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx + "
-              "_jk_h;\n"
-              "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_ext1) continue;\n"
-              "      const _jk_s _jk_c0i = (_jk_s)_jk_r, _jk_c1i = (_jk_s)_jk_cc;\n",
-              side, side);
+              "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
+              "      const int _jk_q = _jk_qi * %d;\n"
+              "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx;\n"
+              "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_ext1) continue;\n",
+              nq, pass);
   for (int p = 0; p < s->nparams; p++) {
-    if (s->kind[p] != JK_EW_ARRAY || s->transposed[p]) continue;
-    const char *name = in->params->params[p].name;
-    jk_buf_printf(b, "      const _jk_s _jk_o_%s = _jk_c0i * _jk_s_%s_0 + _jk_c1i * _jk_s_%s_1;\n",
-                  name, name, name);
+    const jk_param_decl *d = &in->params->params[p];
+    if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
+    jk_buf_printf(b,
+                  "      const _jk_s _jk_o_%s = (_jk_s)_jk_r * _jk_s_%s_0 + (_jk_s)_jk_cc * "
+                  "_jk_s_%s_1;\n",
+                  d->name, d->name, d->name);
   }
   emit_element(b, in, file, NULL, "_jk_r * _jk_ext1 + _jk_cc");
   jk_buf_puts(b, "    }\n");

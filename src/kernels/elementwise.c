@@ -21,7 +21,6 @@
 #include "kernels/kernels.h"
 
 #define JK_EW_GENERATOR "elementwise/1"
-#define JK_EW_BLOCK 256
 #define JK_EW_LABEL 80
 
 typedef struct jk_ew_variant {
@@ -44,8 +43,8 @@ struct jitk_elementwise {
   int unroll; /* vector path: groups per thread and iteration */
   bool load_output[JK_MAX_EW_PARAMS];
   char (*labels)[JK_EW_LABEL]; /* per parameter, for messages */
-  enum { JK_EW_GRID_AUTO, JK_EW_GRID_ONESHOT, JK_EW_GRID_FILL } grid;
-  int tile; /* transposed path: 32, or 64 when JITK_EW_TILE=64 */
+  bool fill_grid; /* JITK_EW_GRID=fill: a device-filling grid that strides */
+  int tile; /* transposed path: 64, or 32 when JITK_EW_TILE=32 */
   pthread_mutex_t lock; /* guards the variants */
   jk_ew_variant *variants;
   size_t num_variants;
@@ -176,20 +175,19 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
    * one thread per 16-byte group and a grid that covers the loop once
    * reach 1.03 of copy bandwidth on z = x + y, where a grid that fills
    * the device once and strides reached 0.98 whatever the unroll (1 to 8).
-   * The tiled path measured the other way round (0.80 striding, 0.75 to
-   * 0.77 one-shot), so it keeps the device-filling grid. JITK_EW_UNROLL (1, 2, 4, 8), JITK_EW_GRID (oneshot,
-   * fill) and JITK_EW_TILE (32, 64) exist for measuring that again. */
+   * The tiled path also runs fastest one-shot, with tiles of 64: 0.96 of
+   * copy in a hand-written kernel of the same shape, against 0.88 for a
+   * device-filling grid and 0.87 for tiles of 32. JITK_EW_UNROLL (1, 2, 4,
+   * 8), JITK_EW_GRID (oneshot, fill) and JITK_EW_TILE (32, 64) exist for
+   * measuring that again. */
   k->unroll = 1;
   const char *u = getenv("JITK_EW_UNROLL");
   if (u != NULL && (atoi(u) == 1 || atoi(u) == 2 || atoi(u) == 4 || atoi(u) == 8))
     k->unroll = atoi(u);
   const char *tl = getenv("JITK_EW_TILE");
-  k->tile = tl != NULL && strcmp(tl, "64") == 0 ? 64 : 32;
+  k->tile = tl != NULL && strcmp(tl, "32") == 0 ? 32 : 64;
   const char *g = getenv("JITK_EW_GRID");
-  k->grid = g == NULL ? JK_EW_GRID_AUTO
-            : strcmp(g, "oneshot") == 0 ? JK_EW_GRID_ONESHOT
-            : strcmp(g, "fill") == 0    ? JK_EW_GRID_FILL
-                                        : JK_EW_GRID_AUTO;
+  k->fill_grid = g != NULL && strcmp(g, "fill") == 0;
   *out = k;
   return JITK_OK;
 }
@@ -573,8 +571,7 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   if (s->tiled) /* one block per tile */
     blocks = (uint64_t)((it->shape[0] + s->tile - 1) / s->tile) *
              (uint64_t)((it->shape[1] + s->tile - 1) / s->tile);
-  bool oneshot = k->grid == JK_EW_GRID_AUTO ? !s->tiled : k->grid == JK_EW_GRID_ONESHOT;
-  uint64_t cap = oneshot ? 0x7fffffffu : v->max_blocks;
+  uint64_t cap = k->fill_grid ? v->max_blocks : 0x7fffffffu;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   CUcontext saved;
@@ -718,22 +715,23 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
         any = true;
       }
     }
-    /* Tiles of 32 while their shared memory stays within the 48 KiB a
-     * block may have statically, no tiles otherwise. Tiles of 64 (asked
-     * for with JITK_EW_TILE=64, and only within 32 KiB) measured slower on
-     * the H200: 0.74 of copy against 0.80. */
+    /* Tiles of 64 while their shared memory stays within the 48 KiB a
+     * block may have statically, then tiles of 32, no tiles otherwise. */
     size_t row_bytes = 0;
     for (int p = 0; p < n; p++)
       if (spec->transposed[p]) row_bytes += jk_dtype(pl->dtype[p])->size;
     spec->tile = 0;
     if (outputs_inner && any) {
-      if (row_bytes * 64 * 65 <= 32 * 1024 && k->tile == 64)
+      if (row_bytes * 64 * 65 <= 48 * 1024 && k->tile == 64)
         spec->tile = 64;
       else if (row_bytes * 32 * 33 <= 48 * 1024)
         spec->tile = 32;
     }
     spec->tiled = spec->tile != 0;
     if (!spec->tiled) memset(spec->transposed, 0, sizeof spec->transposed);
+    for (int p = 0; spec->tiled && p < n; p++)
+      if (pl->operand[p] >= 0 && !k->params.params[p].output && !spec->transposed[p])
+        spec->outer_bcast[p] = it->ops[pl->operand[p]].strides[0] == 0;
   }
   for (int p = 0; p < n; p++) {
     const jk_param_decl *d = &k->params.params[p];

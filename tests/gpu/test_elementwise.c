@@ -155,10 +155,10 @@ Test(elementwise, every_dtype) {
  * transposed view, on x with reversed rows; and saxpy in place. */
 Test(elementwise, broadcast_views_in_place) {
   jitk_engine *e = jt_gpu_engine();
-  /* The default shapes of work, then tiles of 64 with a one-shot grid,
-   * then a device-filling grid everywhere (the knobs the benchmark turns). */
+  /* The default shapes of work, then tiles of 32, then a device-filling
+   * grid everywhere (the knobs the benchmark turns). */
   jitk_elementwise *ks[3] = {NULL, NULL, NULL};
-  static const char *tiles[3] = {NULL, "64", NULL}, *grids[3] = {NULL, "oneshot", "fill"};
+  static const char *tiles[3] = {NULL, "32", NULL}, *grids[3] = {NULL, NULL, "fill"};
   for (int c = 0; c < 3; c++) {
     if (tiles[c]) setenv("JITK_EW_TILE", tiles[c], 1);
     if (grids[c]) setenv("JITK_EW_GRID", grids[c], 1);
@@ -219,6 +219,42 @@ Test(elementwise, broadcast_views_in_place) {
   for (size_t i = 0; i < count; i++)
     cr_assert(fabs(hy[i] - (2.5 * hx[i] + before[i])) <= 1e-6, "saxpy %zu: %g, want %g", i,
               (double)hy[i], 2.5 * hx[i] + before[i]);
+
+  /* The tiled path with an output the operation reads (in place) and a
+   * full two-dimensional operand beside the transposed one: with tiles of
+   * 64 and of 32. */
+  for (int c = 0; c < 2; c++) {
+    jitk_elementwise *acc = NULL;
+    if (c == 1) setenv("JITK_EW_TILE", "32", 1);
+    JT_OK(e, jitk_elementwise_create(e, "T x, T w", "T y", "y = y * (T)0.5 + x * w", "tiled_acc",
+                                     NULL, &acc));
+    unsetenv("JITK_EW_TILE");
+    float *hw = malloc(count * 4), *hy0 = malloc(count * 4);
+    for (size_t i = 0; i < count; i++) {
+      hw[i] = (float)jt_uniform(&seed);
+      hy0[i] = (float)jt_uniform(&seed);
+    }
+    float *dw = jt_dev_alloc(e, count * 4);
+    jt_to_dev(e, dw, hw, count * 4);
+    jt_to_dev(e, dy, hy0, count * 4);
+    int64_t shy[2] = {R, C};
+    DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, views[1].shape, views[1].strides);
+    DLTensor tw = jt_tensor(dw, JITK_FLOAT32, 2, shy, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 2, shy, NULL);
+    jitk_arg aargs[] = {jitk_arg_array(&tx), jitk_arg_array(&tw), jitk_arg_array(&ty)};
+    JT_OK(e, jitk_elementwise_launch(acc, NULL, aargs, 3, -1, NULL));
+    jt_to_host(e, hy, dy, count * 4);
+    for (int i = 0; i < R; i++)
+      for (int j = 0; j < C; j++) {
+        size_t o = (size_t)i * C + j;
+        float want = hy0[o] * 0.5f + hx[i + (size_t)j * R] * hw[o];
+        cr_assert(fabsf(hy[o] - want) <= 1e-6f, "tiled in place, tiles %d: (%d, %d): %g, want %g",
+                  c ? 32 : 64, i, j, (double)hy[o], (double)want);
+      }
+    JT_OK(e, jitk_device_free(e, dw, NULL));
+    free(hw);
+    free(hy0);
+    jitk_elementwise_destroy(acc);
+  }
 
   /* An output that is exactly an input is fine; half of one is not. */
   jitk_elementwise *inplace = NULL;

@@ -119,7 +119,8 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
 }
 
 /* The tiled path's source, generated directly and compiled, with tiles of
- * 32 and of 64. */
+ * 32 and of 64, a bias loaded once per column or per element, and an
+ * output the operation reads or not. */
 Test(elementwise_gen, tiled_path_compiles) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_param_list pl;
@@ -145,12 +146,17 @@ Test(elementwise_gen, tiled_path_compiles) {
     spec.kind[2] = JK_EW_RAW;
     spec.raw_ndim[2] = 2;
     spec.transposed[0] = 1;
+    spec.outer_bcast[1] = (unsigned char)(c % 2);
+    load[3] = c >= 3;
     jk_ew_source_in in = {"tiled", &pl, load, "y = x + b + r(0, 0)", NULL, NULL, NULL, &spec};
     char *src = NULL;
     JT_OK(e, jk_ew_generate(e, &in, &src));
     char decl[32];
     snprintf(decl, sizeof decl, "_jk_t_x[%d][%d]", side, side + 1);
     cr_assert(strstr(src, "__shared__") != NULL && strstr(src, decl) != NULL, "%s", src);
+    cr_assert(strstr(src, c % 2 ? "b = _jk_l_b;" : "b = _jk_l_b[_jk_qi];") != NULL,
+              "%s", src);
+    cr_assert((strstr(src, "y = _jk_l_y[_jk_qi];") != NULL) == load[3], "%s", src);
     jitk_module *m = NULL;
     JT_OK(e, jitk_module_create(e, src, NULL, &m));
     jitk_module_destroy(m);
