@@ -883,6 +883,82 @@ JITK_API jitk_status jitk_elementwise_compile(jitk_elementwise *kernel, const ch
  * printed to stderr for every new specialization when JITK_DUMP_SOURCE=1. */
 JITK_API jitk_status jitk_elementwise_source(jitk_elementwise *kernel, const char **source);
 
+/* ------------------------------------------------------------------------ */
+/* Reduction kernels                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct jitk_reduction jitk_reduction;
+
+typedef struct jitk_reduction_options {
+  const char *preamble; /* code before the kernels: helper functions, types */
+  const char *const *nvrtc_options; /* added to jitk's defaults */
+  size_t num_nvrtc_options;
+} jitk_reduction_options;
+
+/*
+ * A reduction kernel as CuPy's ReductionKernel defines one:
+ *   in_params  "T x"               out_params    "T y"
+ *   map_expr   "x * x"             reduce_expr   "a + b"
+ *   post_map_expr "y = sqrt(a)"    identity      "0"
+ *   reduce_type "float32" (or "T", or a type the preamble defines; NULL: the
+ *   type of the first input)       name          "l2norm"
+ * Parameter lists are as for elementwise kernels. map_expr maps one element
+ * of the broadcast inputs to a value of the reduce type (_type_reduce);
+ * reduce_expr combines two of them, `a` and `b`; post_map_expr assigns the
+ * outputs from the result `a`. In every expression `_in_ind.size()` is the
+ * number of elements reduced into each output and `_out_ind.size()` the
+ * number of outputs; in map_expr `_j` is the element's index among those
+ * reduced into its output (C order over the reduced axes). identity (NULL
+ * for none) is the value of an empty reduction and starts every partial
+ * result; without it, empty reductions are an error. Results do not depend
+ * on the run: the same inputs on the same device give the same bits.
+ */
+JITK_API jitk_status jitk_reduction_create(jitk_engine *engine, const char *in_params,
+                                           const char *out_params, const char *map_expr,
+                                           const char *reduce_expr, const char *post_map_expr,
+                                           const char *identity, const char *reduce_type,
+                                           const char *name, const jitk_reduction_options *options,
+                                           jitk_reduction **kernel);
+
+JITK_API void jitk_reduction_destroy(jitk_reduction *kernel);
+
+/*
+ * Reduces over `axes` (num_axes of them, negative ones counting from the
+ * end; axes NULL or num_axes -1: every axis) of the broadcast shape of the
+ * non-raw array inputs. Outputs have that shape without the reduced axes,
+ * or with them as extent 1 when `keepdims` is non-zero; args are as for
+ * jitk_elementwise_launch, outputs given or allocated (returned in
+ * outputs[j] as DLManagedTensors freed in order on `stream`). Large
+ * reductions use a temporary from the device's memory pool, in stream
+ * order.
+ */
+JITK_API jitk_status jitk_reduction_launch(jitk_reduction *kernel, jitk_stream stream,
+                                           const jitk_arg *args, size_t num_args, const int *axes,
+                                           int num_axes, int keepdims, DLManagedTensor **outputs);
+
+/* The shape of the work a compiled specialization is for. */
+typedef struct jitk_reduction_layout {
+  int kept_ndim;    /* output dimensions after collapsing: 0 (one output) and up */
+  int reduced_ndim; /* reduced dimensions after collapsing: 1 and up */
+  int index_bits;   /* 32 or 64 */
+  char strategy;    /* 'i': along contiguous reduced elements (rows, whole
+                       arrays); 'o': across contiguous outputs (columns) */
+} jitk_reduction_layout;
+
+/*
+ * Generates and compiles the specialization for `types` ("T=float32") and
+ * `layout` (NULL: one output, one reduced dimension, 32-bit index, 'i'),
+ * without arrays or a GPU: what `jitk compile reduction` does. As
+ * jitk_elementwise_compile for *source and *module.
+ */
+JITK_API jitk_status jitk_reduction_compile(jitk_reduction *kernel, const char *types,
+                                            const jitk_reduction_layout *layout,
+                                            const char **source, jitk_module **module);
+
+/* The source of the specialization the last launch or compile used. Also
+ * printed to stderr for every new specialization when JITK_DUMP_SOURCE=1. */
+JITK_API jitk_status jitk_reduction_source(jitk_reduction *kernel, const char **source);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,6 +77,55 @@ typedef struct jk_ew_source_in {
  * `after_loop`, so NVRTC's messages cite the user's own lines. */
 jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **source);
 
+/* Shared by the generators. A user's section under `#line 1 "label"`,
+ * then the generated file's own numbering again (jk_cg_line_back). */
+void jk_cg_user_section(jk_buf *b, const char *label, const char *code, const char *file);
+void jk_cg_line_back(jk_buf *b, const char *file);
+/* The includes the parameters' dtypes and `extra` need (fp16/bf16,
+ * complex, raw arrays), the index typedefs _jk_u and _jk_s, and a typedef
+ * per placeholder. */
+void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams,
+                    const unsigned char *dtype, const unsigned char *kind, bool idx64,
+                    jitk_dtype extra);
+
+/* Threads per block of every reduction kernel. */
+#define JK_RED_BLOCK 256
+
+/* What one specialization of a reduction kernel is for. Each output
+ * reduces the elements of the reduced dimensions at one point of the kept
+ * dimensions; both sets are collapsed on the host (nk, nr >= 1). */
+typedef struct jk_red_spec {
+  int nparams;
+  unsigned char kind[JK_MAX_EW_PARAMS]; /* jk_ew_kind */
+  unsigned char dtype[JK_MAX_EW_PARAMS];
+  unsigned char raw_ndim[JK_MAX_EW_PARAMS];
+  unsigned char reduce_dtype; /* the bound reduce type; JITK_DTYPE_NONE: as written */
+  unsigned char nk, nr;       /* kept and reduced dimensions */
+  unsigned char idx64;
+  /* 'i': a group of `group` threads (32 or 256) reduces each output along
+   * its reduced elements, which the inputs hold contiguously (rows, whole
+   * arrays); 'o': a thread per output, 32 outputs a block, 8 threads
+   * splitting the reduced elements (columns). */
+  unsigned char strategy;
+  unsigned short group;
+  unsigned char vec;    /* 'i' only: elements per vector access */
+  unsigned char has_identity;
+} jk_red_spec;
+
+typedef struct jk_red_source_in {
+  const char *name;
+  const jk_param_list *params;
+  const char *map_expr, *reduce_expr, *post_map_expr, *identity, *reduce_type, *preamble;
+  const jk_red_spec *spec;
+} jk_red_source_in;
+
+/* Writes the CUDA source of one specialization: the kernel `name`, which
+ * writes the outputs or (split reductions) partial results, and
+ * `name_final` and `name_final_block`, which reduce the partial results of
+ * each output in order with a warp or a block; `name_slot` is a device
+ * array the size of one partial result. */
+jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source);
+
 /*
  * NVRTC's log with errors in the user's sections rewritten in a compiler's
  * style: "operation(1): error: ..." followed by the source line and a caret

@@ -61,6 +61,11 @@ struct jitk_engine {
   CUdevice device;
   CUcontext context;
   jitk_device_info info;
+  /* jitk's own temporaries (split reductions) come from this pool, made
+   * on first use under `lock`, which keeps freed memory for the next
+   * launch instead of unmapping it at every synchronization as the
+   * device's default pool does. NULL until then. */
+  CUmemoryPool temp_pool;
 
   jk_target target;
   jk_nvrtc nvrtc;
@@ -147,6 +152,11 @@ jitk_status jk_require_device(const jitk_engine *e, const char *what);
  * previous context is returned in *saved so jk_ctx_leave can restore it;
  * the common case (already current) costs one cuCtxGetCurrent. */
 jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved);
+
+/* A temporary for jitk's own kernels, in stream order, from the engine's
+ * pool; freed with jk_temp_free on the same stream. */
+jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr);
+void jk_temp_free(jitk_engine *e, void *ptr, jitk_stream stream);
 void jk_ctx_leave(jitk_engine *e, CUcontext saved);
 
 /* Reports a failed driver call: JITK_ERR_DEVICE_OUT_OF_MEMORY,

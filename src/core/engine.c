@@ -229,6 +229,7 @@ void jitk_engine_destroy(jitk_engine *e) {
            e->live_modules);
   /* The cache goes first: its entries unload modules through the driver. */
   if (e->cache_initialized) jk_cache_destroy(e);
+  if (e->temp_pool != NULL) e->drv.cuMemPoolDestroy(e->temp_pool);
   if (e->has_device) e->drv.cuDevicePrimaryCtxRelease(e->device);
   if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
   jk_nvrtc_destroy(e, &e->nvrtc);

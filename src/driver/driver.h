@@ -37,6 +37,7 @@
   X(cuModuleLoadDataEx, 12000, true)                        \
   X(cuModuleUnload, 12000, true)                            \
   X(cuModuleGetFunction, 12000, true)                       \
+  X(cuModuleGetGlobal, 12000, true)                         \
   X(cuFuncGetAttribute, 12000, true)                        \
   X(cuFuncSetAttribute, 12000, true)                        \
   X(cuFuncGetParamInfo, 12040, false)                       \
@@ -47,6 +48,10 @@
   X(cuMemFree, 12000, true)                                 \
   X(cuMemAllocAsync, 12000, true)                           \
   X(cuMemFreeAsync, 12000, true)                            \
+  X(cuMemPoolCreate, 12000, true)                           \
+  X(cuMemPoolDestroy, 12000, true)                          \
+  X(cuMemPoolSetAttribute, 12000, true)                     \
+  X(cuMemAllocFromPoolAsync, 12000, true)                   \
   X(cuMemcpyAsync, 12000, true)                             \
   X(cuMemcpy, 12000, true)                                  \
   X(cuMemsetD8Async, 12000, true)                           \

@@ -2,6 +2,8 @@
  * Device memory and stream helpers, so that a C program using jitk needs
  * neither the CUDA runtime nor its own driver bindings for the basics.
  */
+#include <string.h>
+
 #include "core/core.h"
 
 #define JK_CHECK_ENGINE(e, fn)                                              \
@@ -34,6 +36,51 @@ jitk_status jitk_device_alloc(jitk_engine *e, size_t bytes, jitk_stream stream,
                 "cuMemAllocAsync");
   *ptr = (void *)(uintptr_t)p;
   return JITK_OK;
+}
+
+/* The pool keeps up to this much freed memory for the next temporaries. */
+#define JK_TEMP_POOL_KEEP ((uint64_t)256 << 20)
+
+static jitk_status temp_pool(jitk_engine *e, CUmemoryPool *out) {
+  pthread_mutex_lock(&e->lock);
+  CUresult r = CUDA_SUCCESS;
+  if (e->temp_pool == NULL) {
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = e->ordinal;
+    CUmemoryPool pool;
+    r = e->drv.cuMemPoolCreate(&pool, &props);
+    if (r == CUDA_SUCCESS) {
+      cuuint64_t keep = JK_TEMP_POOL_KEEP;
+      e->drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+      e->temp_pool = pool;
+    }
+  }
+  *out = e->temp_pool;
+  pthread_mutex_unlock(&e->lock);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuMemPoolCreate");
+  return JITK_OK;
+}
+
+jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr) {
+  CUmemoryPool pool;
+  jitk_status st = temp_pool(e, &pool);
+  if (st != JITK_OK) return st;
+  CUdeviceptr p = 0;
+  JK_IN_CONTEXT(e, e->drv.cuMemAllocFromPoolAsync(&p, bytes ? bytes : 1, pool, (CUstream)stream),
+                "cuMemAllocFromPoolAsync");
+  *ptr = (void *)(uintptr_t)p;
+  return JITK_OK;
+}
+
+void jk_temp_free(jitk_engine *e, void *ptr, jitk_stream stream) {
+  CUcontext saved;
+  if (ptr == NULL || jk_ctx_enter(e, &saved) != JITK_OK) return;
+  e->drv.cuMemFreeAsync((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream);
+  jk_ctx_leave(e, saved);
 }
 
 jitk_status jitk_device_free(jitk_engine *e, void *ptr, jitk_stream stream) {

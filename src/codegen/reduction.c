@@ -1,0 +1,407 @@
+/*
+ * CUDA source for one specialization of a reduction kernel.
+ *
+ * The host collapses the kept dimensions (one output per point) and the
+ * reduced dimensions separately; coordinates come from linear indices by
+ * multiply-shift division, as in elementwise kernels. Two strategies:
+ *
+ *  'i' (inner): a group of threads, a warp or the whole block, reduces one
+ *      output at a time, its threads striding over the reduced elements,
+ *      which the inputs hold contiguously (a row, or a whole array) and read
+ *      with 16-byte vectors when they can; split reductions (few outputs,
+ *      many elements) give each group a chunk of one output's elements.
+ *  'o' (outer): a thread per output, 32 neighbouring outputs a block, so a
+ *      warp reads 32 contiguous elements of each reduced row (a column
+ *      reduction); the block's 8 warps split the rows, and blockIdx.y
+ *      splits them further when there are few outputs.
+ *
+ * A split reduction writes one partial result per (output, chunk); the
+ * second kernel, `name_final` (a warp per output) or `name_final_block` (a
+ * block per output, for few outputs of many chunks), reduces each output's
+ * chunks in order. Every combination follows a fixed tree, so results are the same
+ * bits on every run.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "codegen/codegen.h"
+
+static const char *ctype_of(const jk_red_source_in *in, int p) {
+  const jk_param_decl *d = &in->params->params[p];
+  if (d->placeholder >= 0) return in->params->placeholders[d->placeholder];
+  return jk_dtype((jitk_dtype)in->spec->dtype[p])->ctype;
+}
+
+static bool is_input_array(const jk_red_source_in *in, int p) {
+  return in->spec->kind[p] == JK_EW_ARRAY && !in->params->params[p].output;
+}
+
+/* The kernel's parameters; both entry points take the same list. */
+static void emit_params(jk_buf *b, const jk_red_source_in *in) {
+  const jk_red_spec *s = in->spec;
+  jk_buf_puts(b, "_jk_u _jk_K, _jk_u _jk_R, _jk_u _jk_units, _jk_u _jk_S, _jk_u _jk_chunk");
+  for (int d = 1; d < s->nk; d++)
+    jk_buf_printf(b, ", _jk_u _jk_kext%d, _jk_u _jk_kmag%d, unsigned int _jk_kshf%d", d, d, d);
+  for (int d = 1; d < s->nr; d++)
+    jk_buf_printf(b, ", _jk_u _jk_rext%d, _jk_u _jk_rmag%d, unsigned int _jk_rshf%d", d, d, d);
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = ctype_of(in, p);
+    if (s->kind[p] == JK_EW_ARRAY) {
+      jk_buf_printf(b, ",\n    %s%s *_jk_p_%s", d->output ? "" : "const ", t, d->name);
+      for (int k = 0; k < s->nk; k++) jk_buf_printf(b, ", _jk_s _jk_k_%s_%d", d->name, k);
+      if (!d->output)
+        for (int k = 0; k < s->nr; k++) jk_buf_printf(b, ", _jk_s _jk_r_%s_%d", d->name, k);
+    } else if (s->kind[p] == JK_EW_RAW) {
+      jk_buf_printf(b, ",\n    jitk::array<const %s, %d> %s", t, s->raw_ndim[p], d->name);
+    } else {
+      jk_buf_printf(b, ",\n    const %s %s", t, d->name);
+    }
+  }
+  jk_buf_puts(b, ",\n    jitk::red::part<_type_reduce> *_jk_work");
+}
+
+/* Coordinates of linear index `var` over the kept ('k') or reduced ('r')
+ * dimensions, then the offset _jk_<prefix>o_<name> of each array (inputs,
+ * and outputs for the kept ones when `outputs`). */
+static void emit_offsets(jk_buf *b, const jk_red_source_in *in, char prefix, const char *var,
+                         bool inputs, bool outputs) {
+  const jk_red_spec *s = in->spec;
+  int nd = prefix == 'k' ? s->nk : s->nr;
+  const char *div = s->idx64 ? "u64" : "u32";
+  if (nd > 1) {
+    jk_buf_printf(b, "    _jk_u _jk_%cq = %s;\n", prefix, var);
+    for (int d = nd - 1; d >= 1; d--)
+      jk_buf_printf(b,
+                    "    const _jk_u _jk_%cq%d = jitk::ew::div_%s(_jk_%cq, _jk_%cmag%d, _jk_%cshf%d);\n"
+                    "    const _jk_s _jk_%cc%d = (_jk_s)(_jk_%cq - _jk_%cq%d * _jk_%cext%d);\n"
+                    "    _jk_%cq = _jk_%cq%d;\n",
+                    prefix, d, div, prefix, prefix, d, prefix, d, prefix, d, prefix, prefix, d,
+                    prefix, d, prefix, prefix, d);
+    jk_buf_printf(b, "    const _jk_s _jk_%cc0 = (_jk_s)_jk_%cq;\n", prefix, prefix);
+  } else {
+    jk_buf_printf(b, "    const _jk_s _jk_%cc0 = (_jk_s)(%s);\n", prefix, var);
+  }
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    if (d->output ? !outputs : !inputs) continue;
+    jk_buf_printf(b, "    const _jk_s _jk_%co_%s = ", prefix, d->name);
+    for (int k = 0; k < nd; k++)
+      jk_buf_printf(b, "%s_jk_%cc%d * _jk_%c_%s_%d", k ? " + " : "", prefix, k, prefix, d->name, k);
+    jk_buf_puts(b, ";\n");
+  }
+}
+
+/* Folds value `v` into the thread's accumulator. */
+static void emit_fold(jk_buf *b, const jk_red_source_in *in, const char *v) {
+  if (in->spec->has_identity)
+    jk_buf_printf(b, "      _jk_acc = _jk_op()(_jk_acc, %s);\n", v);
+  else
+    jk_buf_printf(b,
+                  "      if (_jk_has) _jk_acc = _jk_op()(_jk_acc, %s);\n"
+                  "      else { _jk_acc = %s; _jk_has = 1; }\n",
+                  v, v);
+}
+
+/* One element: the inputs as values (loaded into _jk_v_<name>[_jk_u4],
+ * vectors of which `lane` picks one when not NULL), map_expr, the fold. */
+static void emit_element(jk_buf *b, const jk_red_source_in *in, const char *file,
+                         const char *lane, const char *j_expr) {
+  const jk_red_spec *s = in->spec;
+  jk_buf_printf(b, "      {\n      const _jk_s _j = (_jk_s)(%s);\n      (void)_j;\n", j_expr);
+  for (int p = 0; p < s->nparams; p++) {
+    if (!is_input_array(in, p)) continue;
+    const char *name = in->params->params[p].name;
+    if (lane != NULL)
+      jk_buf_printf(b, "      const %s %s = _jk_v_%s[_jk_u4].v[%s];\n", ctype_of(in, p), name,
+                    name, lane);
+    else
+      jk_buf_printf(b, "      const %s %s = _jk_v_%s[_jk_u4];\n", ctype_of(in, p), name, name);
+    jk_buf_printf(b, "      (void)%s;\n", name);
+  }
+  jk_buf_puts(b, "      const _type_reduce _jk_m = static_cast<_type_reduce>(\n#line 1 \"map_expr\"\n");
+  jk_buf_puts(b, in->map_expr);
+  jk_buf_puts(b, "\n");
+  jk_cg_line_back(b, file);
+  jk_buf_puts(b, "      );\n");
+  emit_fold(b, in, "_jk_m");
+  jk_buf_puts(b, "      }\n");
+}
+
+/* post_map_expr on the result `a`, then the outputs' stores (their kept
+ * offsets must be in scope). */
+static void emit_post_map(jk_buf *b, const jk_red_source_in *in, const char *file) {
+  const jk_red_spec *s = in->spec;
+  jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_acc;\n      (void)a;\n");
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (d->output) jk_buf_printf(b, "      %s %s;\n", ctype_of(in, p), d->name);
+  }
+  jk_buf_puts(b, "#line 1 \"post_map_expr\"\n");
+  jk_buf_puts(b, in->post_map_expr);
+  jk_buf_puts(b, ";\n");
+  jk_cg_line_back(b, file);
+  for (int p = 0; p < s->nparams; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (d->output) jk_buf_printf(b, "      _jk_p_%s[_jk_ko_%s] = %s;\n", d->name, d->name, d->name);
+  }
+  jk_buf_puts(b, "      }\n");
+}
+
+/* `nu` elements from _jk_j, `step` apart: every load first, into
+ * registers, then the maps and folds in order. */
+static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, int nu,
+                       const char *step) {
+  const jk_red_spec *s = in->spec;
+  jk_buf_puts(b, "      {\n");
+  for (int p = 0; p < s->nparams; p++) {
+    if (!is_input_array(in, p)) continue;
+    const char *name = in->params->params[p].name, *t = ctype_of(in, p);
+    if (s->vec > 1)
+      jk_buf_printf(b, "      jitk::ew::vec<%s, %d> _jk_v_%s[%d];\n", t, s->vec, name, nu);
+    else
+      jk_buf_printf(b, "      %s _jk_v_%s[%d];\n", t, name, nu);
+  }
+  jk_buf_printf(b,
+                "#pragma unroll\n"
+                "      for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
+                "      const _jk_u _jk_jj = _jk_j + _jk_u4 * (%s);\n",
+                nu, step);
+  if (s->vec == 1) emit_offsets(b, in, 'r', "_jk_jj", true, false);
+  for (int p = 0; p < s->nparams; p++) {
+    if (!is_input_array(in, p)) continue;
+    const char *name = in->params->params[p].name, *t = ctype_of(in, p);
+    /* Vectors: one reduced dimension, unit stride in every input, and
+     * _jk_jj counting groups of vec elements. */
+    if (s->vec > 1)
+      jk_buf_printf(b,
+                    "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
+                    "_jk_p_%s + _jk_ko_%s + (_jk_s)_jk_jj * %d);\n",
+                    name, t, s->vec, name, name, s->vec);
+    else
+      jk_buf_printf(b, "      _jk_v_%s[_jk_u4] = _jk_p_%s[_jk_ko_%s + _jk_ro_%s];\n", name, name,
+                    name, name);
+  }
+  jk_buf_printf(b,
+                "      }\n"
+                "#pragma unroll\n"
+                "      for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
+                "      const _jk_u _jk_jj = _jk_j + _jk_u4 * (%s);\n",
+                nu, step);
+  if (s->vec > 1) {
+    jk_buf_printf(b, "#pragma unroll\n      for (int _jk_l = 0; _jk_l < %d; ++_jk_l)\n", s->vec);
+    char jx[48];
+    snprintf(jx, sizeof jx, "_jk_jj * %d + _jk_l", s->vec);
+    emit_element(b, in, file, "_jk_l", jx);
+  } else {
+    emit_element(b, in, file, NULL, "_jk_jj");
+  }
+  jk_buf_puts(b, "      }\n      }\n");
+}
+
+/* The reduced elements [_jk_lo, _jk_hi) of the current output, `step`
+ * apart from `first`: four at a time while four remain, so that four
+ * loads are in flight (a loop the compiler unrolls itself keeps a branch
+ * between them, and measured half the bandwidth), then one at a time. */
+static void emit_reduce_loop(jk_buf *b, const jk_red_source_in *in, const char *file,
+                             const char *first, const char *step) {
+  jk_buf_printf(b,
+                "    _jk_u _jk_j = %s;\n"
+                "    for (; _jk_j + 3 * (%s) < _jk_hi; _jk_j += 4 * (%s))\n",
+                first, step, step);
+  emit_batch(b, in, file, 4, step);
+  jk_buf_printf(b, "    for (; _jk_j < _jk_hi; _jk_j += %s)\n", step);
+  emit_batch(b, in, file, 1, step);
+}
+
+static void emit_acc_init(jk_buf *b, const jk_red_source_in *in) {
+  jk_buf_printf(b, "    _type_reduce _jk_acc = _jk_identity();\n    int _jk_has = %d;\n",
+                in->spec->has_identity ? 1 : 0);
+}
+
+/* Writes the result of output _jk_k (split _jk_split of _jk_S). */
+static void emit_result(jk_buf *b, const jk_red_source_in *in, const char *file,
+                        const char *slot) {
+  jk_buf_puts(b, "      if (_jk_S == 1) {\n");
+  emit_post_map(b, in, file);
+  jk_buf_printf(b,
+                "      } else {\n"
+                "        _jk_work[%s].v = _jk_acc;\n"
+                "        _jk_work[%s].has = _jk_has;\n"
+                "      }\n",
+                slot, slot);
+}
+
+static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) {
+  const jk_red_spec *s = in->spec;
+  int g = s->group == 256 ? 256 : 32, per = JK_RED_BLOCK / g;
+  if (g == 256)
+    jk_buf_printf(b,
+                  "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
+                  "sizeof(jitk::red::part<_type_reduce>)];\n",
+                  JK_RED_BLOCK / 32);
+  jk_buf_printf(b,
+                "  const unsigned int _jk_lane = threadIdx.x %% %d, _jk_grp = threadIdx.x / %d;\n"
+                "  const _jk_u _jk_items = _jk_K * _jk_S;\n"
+                "  for (_jk_u _jk_w = (_jk_u)blockIdx.x * %d + _jk_grp; _jk_w < _jk_items;\n"
+                "       _jk_w += (_jk_u)gridDim.x * %d) {\n"
+                "    const _jk_u _jk_k = _jk_S == 1 ? _jk_w : _jk_w / _jk_S;\n"
+                "    const _jk_u _jk_split = _jk_w - _jk_k * _jk_S;\n",
+                g, g, per, per);
+  emit_offsets(b, in, 'k', "_jk_k", true, true);
+  jk_buf_puts(b,
+              "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
+              "    const _jk_u _jk_hi = _jk_units - _jk_lo < _jk_chunk ? _jk_units : _jk_lo + "
+              "_jk_chunk;\n");
+  emit_acc_init(b, in);
+  char step[16];
+  snprintf(step, sizeof step, "%d", g);
+  emit_reduce_loop(b, in, file, "_jk_lo + _jk_lane", step);
+  if (g == 256)
+    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
+                  JK_RED_BLOCK);
+  else
+    jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
+  jk_buf_puts(b, "    if (_jk_lane == 0) {\n");
+  emit_result(b, in, file, "_jk_w");
+  jk_buf_puts(b, "    }\n  }\n");
+}
+
+static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) {
+  jk_buf_printf(b,
+                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
+                "sizeof(jitk::red::part<_type_reduce>)];\n"
+                "  jitk::red::part<_type_reduce> *_jk_sp = "
+                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
+                "  const unsigned int _jk_tx = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
+                "  const _jk_u _jk_kk = (_jk_u)blockIdx.x * 32 + _jk_tx;\n"
+                "  const bool _jk_in = _jk_kk < _jk_K;\n"
+                "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
+                "  const _jk_u _jk_split = blockIdx.y;\n"
+                "  {\n",
+                JK_RED_BLOCK);
+  emit_offsets(b, in, 'k', "_jk_k", true, true);
+  jk_buf_puts(b,
+              "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
+              "    const _jk_u _jk_hi = !_jk_in ? _jk_lo : _jk_units - _jk_lo < _jk_chunk ? "
+              "_jk_units : _jk_lo + _jk_chunk;\n");
+  emit_acc_init(b, in);
+  emit_reduce_loop(b, in, file, "_jk_lo + _jk_ty", "8");
+  jk_buf_puts(b,
+              "    _jk_sp[threadIdx.x].v = _jk_acc;\n"
+              "    _jk_sp[threadIdx.x].has = _jk_has;\n"
+              "    __syncthreads();\n"
+              "    if (_jk_ty == 0 && _jk_in) {\n"
+              "#pragma unroll\n"
+              "      for (int _jk_t = 1; _jk_t < 8; ++_jk_t)\n"
+              "        jitk::red::merge(_jk_acc, _jk_has, _jk_sp[_jk_t * 32 + _jk_tx].v,\n"
+              "                         _jk_sp[_jk_t * 32 + _jk_tx].has, _jk_op());\n");
+  emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
+  jk_buf_puts(b, "    }\n  }\n");
+}
+
+/* The second pass of split reductions: per output, the partial results
+ * of its chunks in order, by a warp (`group` 32: many outputs) or by the
+ * whole block (256: a few outputs of many chunks, such as one whole-array
+ * sum). */
+static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, int group) {
+  int per = JK_RED_BLOCK / group;
+  if (group == JK_RED_BLOCK)
+    jk_buf_printf(b,
+                  "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
+                  "sizeof(jitk::red::part<_type_reduce>)];\n",
+                  JK_RED_BLOCK / 32);
+  jk_buf_printf(b,
+                "  const unsigned int _jk_lane = threadIdx.x %% %d;\n"
+                "  for (_jk_u _jk_k = ((_jk_u)blockIdx.x * %d + threadIdx.x / %d); _jk_k < _jk_K;\n"
+                "       _jk_k += (_jk_u)gridDim.x * %d) {\n",
+                group, per, group, per);
+  emit_acc_init(b, in);
+  jk_buf_printf(b,
+                "    for (_jk_u _jk_t = _jk_lane; _jk_t < _jk_S; _jk_t += %d)\n"
+                "      jitk::red::merge(_jk_acc, _jk_has, _jk_work[_jk_k * _jk_S + _jk_t].v,\n"
+                "                       _jk_work[_jk_k * _jk_S + _jk_t].has, _jk_op());\n",
+                group);
+  if (group == JK_RED_BLOCK)
+    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
+                  JK_RED_BLOCK);
+  else
+    jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
+  jk_buf_puts(b, "    if (_jk_lane == 0) {\n");
+  emit_offsets(b, in, 'k', "_jk_k", false, true);
+  emit_post_map(b, in, file);
+  jk_buf_puts(b, "    }\n  }\n");
+}
+
+static void emit_entry(jk_buf *b, const jk_red_source_in *in, const char *suffix) {
+  jk_buf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(", JK_RED_BLOCK,
+                in->name, suffix);
+  emit_params(b, in);
+  jk_buf_puts(b,
+              ") {\n"
+              "  const jitk::ew::index<_jk_s> _in_ind = {(_jk_s)_jk_R}, _out_ind = {(_jk_s)_jk_K};\n"
+              "  (void)_in_ind;\n  (void)_out_ind;\n");
+}
+
+jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source) {
+  const jk_red_spec *s = in->spec;
+  jk_buf b;
+  jk_buf_init(&b, e);
+  char file[128];
+  snprintf(file, sizeof file, "%s.cu", in->name);
+  jk_buf_printf(&b,
+                "// Generated by jitk: reduction kernel %s, %s, %d kept and %d reduced "
+                "dimension%s, %d-bit index\n",
+                in->name, s->strategy == 'o' ? "across outputs" : "along reduced elements", s->nk,
+                s->nr, s->nr == 1 ? "" : "s", s->idx64 ? 64 : 32);
+  jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n#include <jitk/reduction.cuh>\n");
+  /* The reduce type may be a half or complex type no parameter has. */
+  jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64,
+                 (jitk_dtype)s->reduce_dtype);
+  jk_cg_user_section(&b, "preamble", in->preamble, file);
+  if (s->reduce_dtype != JITK_DTYPE_NONE)
+    jk_buf_printf(&b, "typedef %s _type_reduce;\n",
+                  jk_dtype((jitk_dtype)s->reduce_dtype)->ctype);
+  else
+    jk_buf_printf(&b, "typedef %s _type_reduce;\n", in->reduce_type);
+  jk_buf_puts(&b,
+              "struct _jk_op {\n"
+              "  __device__ __forceinline__ _type_reduce operator()(const _type_reduce &a,\n"
+              "                                                     const _type_reduce &b) const {\n"
+              "    return static_cast<_type_reduce>(\n#line 1 \"reduce_expr\"\n");
+  jk_buf_puts(&b, in->reduce_expr);
+  jk_buf_puts(&b, "\n");
+  jk_cg_line_back(&b, file);
+  jk_buf_puts(&b, "    );\n  }\n};\n");
+  jk_buf_puts(&b, "__device__ __forceinline__ _type_reduce _jk_identity() {\n");
+  if (s->has_identity) {
+    jk_buf_puts(&b, "  return static_cast<_type_reduce>(\n#line 1 \"identity\"\n");
+    jk_buf_puts(&b, in->identity);
+    jk_buf_puts(&b, "\n");
+    jk_cg_line_back(&b, file);
+    jk_buf_puts(&b, "  );\n}\n");
+  } else {
+    jk_buf_puts(&b, "  return _type_reduce();\n}\n");
+  }
+  jk_buf_printf(&b,
+                "__device__ unsigned char %s_slot[sizeof(jitk::red::part<_type_reduce>)];\n",
+                in->name);
+  emit_entry(&b, in, "");
+  if (s->strategy == 'o')
+    emit_outer(&b, in, file);
+  else
+    emit_inner(&b, in, file);
+  jk_buf_puts(&b, "}\n");
+  emit_entry(&b, in, "_final");
+  emit_final(&b, in, file, 32);
+  jk_buf_puts(&b, "}\n");
+  emit_entry(&b, in, "_final_block");
+  emit_final(&b, in, file, JK_RED_BLOCK);
+  jk_buf_puts(&b, "}\n");
+  char *src = jk_buf_take(&b);
+  if (src == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory generating a kernel");
+  *source = src;
+  return JITK_OK;
+}

@@ -1,0 +1,486 @@
+/*
+ * What elementwise and reduction kernels share; see gen.h.
+ */
+#include "kernels/gen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "array/iter.h"
+#include "kernels/kernels.h"
+
+static bool is_identifier(const char *s) {
+  if (s == NULL || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+    return false;
+  for (const char *p = s; *p; p++)
+    if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9')))
+      return false;
+  return true;
+}
+
+char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom) {
+  if (s == NULL) return NULL;
+  char *d = jk_strdup(e, s);
+  if (d == NULL) *oom = true;
+  return d;
+}
+
+void jk_gen_fini(jk_gen *g) {
+  jitk_engine *e = g->engine;
+  if (e == NULL) return;
+  for (size_t i = 0; i < g->num_variants; i++) {
+    jk_entry_release(e, g->variants[i].entry);
+    jk_free(e, g->variants[i].source);
+  }
+  jk_free(e, g->variants);
+  jk_free(e, g->labels);
+  jk_free(e, g->failed_source);
+  jk_params_free(e, &g->params);
+  for (size_t i = 0; i < g->num_options; i++) jk_free(e, g->options[i]);
+  jk_free(e, g->options);
+  jk_free(e, g->name);
+  jk_free(e, g->preamble);
+  pthread_mutex_destroy(&g->lock);
+  memset(g, 0, sizeof *g);
+}
+
+jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char *in_params,
+                        const char *out_params, const char *name, const char *preamble,
+                        const char *const *options, size_t num_options) {
+  memset(g, 0, sizeof *g);
+  if (!is_identifier(name) || jk_is_reserved_word(name, strlen(name)))
+    return jk_fail_caret(e, JITK_ERR_PARSE, "name", name, 0, strlen(name) ? strlen(name) : 1,
+                         "the kernel's name must be a C identifier");
+  g->engine = e;
+  pthread_mutex_init(&g->lock, NULL);
+  jitk_status st = jk_params_parse(e, in_params, "in_params", false, &g->params);
+  if (st == JITK_OK) {
+    g->num_in = (int)g->params.count;
+    st = jk_params_parse(e, out_params, "out_params", true, &g->params);
+  }
+  if (st != JITK_OK) {
+    jk_gen_fini(g);
+    return st;
+  }
+  g->num_out = (int)g->params.count - g->num_in;
+  if (g->params.count > JK_MAX_EW_PARAMS) {
+    size_t count = g->params.count;
+    jk_gen_fini(g);
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%zu parameters; at most %d", count,
+                   JK_MAX_EW_PARAMS);
+  }
+  for (int p = g->num_in; p < (int)g->params.count; p++)
+    if (g->params.params[p].raw) {
+      st = jk_fail_caret(e, JITK_ERR_PARSE, "out_params", out_params, g->params.params[p].offset,
+                         strlen(g->params.params[p].name),
+                         "outputs cannot be raw here: the kernel writes each output element "
+                         "once");
+      jk_gen_fini(g);
+      return st;
+    }
+  bool oom = false;
+  g->name = jk_gen_dup(e, name, &oom);
+  g->preamble = jk_gen_dup(e, preamble, &oom);
+  if (num_options > 0) {
+    if (options == NULL) {
+      jk_gen_fini(g);
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: nvrtc_options is NULL", what);
+    }
+    g->options = jk_calloc(e, num_options, sizeof(char *));
+    if (g->options == NULL) oom = true;
+    for (size_t i = 0; g->options && i < num_options; i++) {
+      if (options[i] == NULL) {
+        jk_gen_fini(g);
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: nvrtc option %zu is NULL", what, i);
+      }
+      g->options[i] = jk_gen_dup(e, options[i], &oom);
+      g->num_options = i + 1;
+    }
+  }
+  g->labels = jk_calloc(e, g->params.count ? g->params.count : 1, sizeof *g->labels);
+  if (oom || g->labels == NULL) {
+    jk_gen_fini(g);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  for (size_t p = 0; p < g->params.count; p++)
+    snprintf(g->labels[p], sizeof g->labels[p], "%s `%s`",
+             g->params.params[p].output ? "output" : "argument", g->params.params[p].name);
+  return JITK_OK;
+}
+
+/* --- specializations --- */
+
+static void dump_source(jitk_engine *e, const char *name, const char *src) {
+  const char *v = getenv("JITK_DUMP_SOURCE");
+  if (v == NULL || strcmp(v, "1") != 0) return;
+  if (e->log_fn != NULL) {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "generated source of %s:\n%s", name, src);
+    char *m = jk_buf_take(&b);
+    if (m) e->log_fn(e->log_user, JITK_LOG_INFO, m);
+    jk_free(e, m);
+  } else {
+    fprintf(stderr, "jitk: generated source of %s:\n%s\n", name, src);
+  }
+}
+
+/* Generates, compiles (through the cache) and loads one specialization;
+ * called with g->lock held. */
+static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
+                                jk_gen_variant **out) {
+  jitk_engine *e = g->engine;
+  char *src = NULL;
+  jitk_status st = g->source_fn(g->ctx, spec, &src);
+  if (st != JITK_OK) return st;
+  dump_source(e, g->name, src);
+  char pname[160];
+  snprintf(pname, sizeof pname, "%s.cu", g->name);
+  jk_compile_input ci;
+  memset(&ci, 0, sizeof ci);
+  ci.source = src;
+  ci.program_name = pname;
+  ci.options = (const char *const *)g->options;
+  ci.num_options = g->num_options;
+  ci.rewrite_log = true;
+  jk_entry *entry = NULL;
+  st = jk_cache_get(e, &ci, g->generator, &entry);
+  if (st != JITK_OK) {
+    /* Keep the source for the kind's _source call: it explains the error. */
+    jk_free(e, g->failed_source);
+    g->failed_source = src;
+    g->last_source = src;
+    return st;
+  }
+  jk_gen_variant v;
+  memset(&v, 0, sizeof v);
+  memcpy(v.spec, spec, g->spec_size);
+  v.hash = hash;
+  v.entry = entry;
+  v.source = src;
+  if (e->has_device) {
+    CUcontext saved;
+    st = jk_ctx_enter(e, &saved);
+    if (st == JITK_OK) {
+      st = g->load_fn(g->ctx, &v);
+      jk_ctx_leave(e, saved);
+    }
+  }
+  jk_gen_variant *grown = NULL;
+  if (st == JITK_OK) {
+    grown = jk_realloc(e, g->variants, (g->num_variants + 1) * sizeof *grown);
+    if (grown == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  if (st != JITK_OK) {
+    jk_entry_release(e, entry);
+    jk_free(e, src);
+    return st;
+  }
+  g->variants = grown;
+  g->variants[g->num_variants] = v;
+  *out = &g->variants[g->num_variants++];
+  g->last_source = (*out)->source;
+  return JITK_OK;
+}
+
+/* XXH3 over the whole (zero-padded) specialization: a few dozen
+ * nanoseconds, where a byte-wise hash of its few hundred bytes cost a fair
+ * part of a launch. */
+jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy) {
+  uint64_t h = XXH3_64bits(spec, g->spec_size);
+  pthread_mutex_lock(&g->lock);
+  for (size_t i = 0; i < g->num_variants; i++) {
+    jk_gen_variant *v = &g->variants[i];
+    if (v->hash == h && memcmp(v->spec, spec, g->spec_size) == 0) {
+      *copy = *v;
+      g->last_source = v->source;
+      pthread_mutex_unlock(&g->lock);
+      return JITK_OK;
+    }
+  }
+  jk_gen_variant *made = NULL;
+  jitk_status st = make_variant(g, spec, h, &made);
+  if (st == JITK_OK) *copy = *made;
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
+jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source,
+                           jitk_module **module) {
+  jitk_engine *e = g->engine;
+  jk_gen_variant copy;
+  jitk_status st = jk_gen_variant_get(g, spec, &copy);
+  if (source != NULL) *source = g->last_source;
+  if (st != JITK_OK) return st;
+  if (module != NULL) {
+    jk_entry *x = copy.entry;
+    pthread_mutex_lock(&e->lock);
+    x->refs++;
+    pthread_mutex_unlock(&e->lock);
+    st = jk_module_from_entry(e, x, g->name, module);
+  }
+  return st;
+}
+
+jitk_status jk_gen_source(jk_gen *g, const char *what, const char **source) {
+  if (g == NULL || source == NULL)
+    return jk_fail(g ? g->engine : NULL, JITK_ERR_INVALID_ARGUMENT, "%s: an argument is NULL",
+                   what);
+  pthread_mutex_lock(&g->lock);
+  *source = g->last_source;
+  pthread_mutex_unlock(&g->lock);
+  if (*source == NULL)
+    return jk_fail(g->engine, JITK_ERR_NOT_FOUND,
+                   "kernel %s has not been specialized yet: launch or compile it first", g->name);
+  return JITK_OK;
+}
+
+/* --- launches --- */
+
+static jitk_status bind(const jk_gen *g, const jitk_arg *args, size_t nargs, jk_gen_args *a) {
+  jitk_engine *e = g->engine;
+  const jk_param_list *pls = &g->params;
+  for (size_t h = 0; h < pls->num_placeholders; h++) a->bound[h] = JITK_DTYPE_NONE;
+  /* Arrays bind first, inputs then given outputs; scalars only bind what
+   * no array did (as CuPy: an array's dtype wins over a scalar's). */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int p = 0; p < (int)pls->count; p++) {
+      const jk_param_decl *d = &pls->params[p];
+      bool given = (size_t)p < nargs && args[p].kind != JITK_ARG_ALLOCATE;
+      if (!given) continue;
+      jitk_dtype have = a->is_array[p] ? a->views[p].dtype : args[p].dtype;
+      if ((pass == 0) != a->is_array[p]) continue;
+      if (d->placeholder < 0) {
+        if (a->is_array[p] && have != d->dtype)
+          return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "kernel %s: %s is %s, but its parameter says %s",
+                         g->name, g->labels[p], jk_dtype(have)->name, jk_dtype(d->dtype)->name);
+        continue;
+      }
+      jitk_dtype *slot = &a->bound[d->placeholder];
+      if (*slot == JITK_DTYPE_NONE) {
+        *slot = have;
+      } else if (*slot != have && a->is_array[p]) {
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                       "kernel %s: placeholder %s is bound to both %s and %s (%s is %s)", g->name,
+                       pls->placeholders[d->placeholder], jk_dtype(*slot)->name,
+                       jk_dtype(have)->name, g->labels[p], jk_dtype(have)->name);
+      }
+    }
+  }
+  for (int p = 0; p < (int)pls->count; p++) {
+    const jk_param_decl *d = &pls->params[p];
+    if (d->placeholder < 0) {
+      a->dtype[p] = d->dtype;
+      continue;
+    }
+    a->dtype[p] = a->bound[d->placeholder];
+    if (a->dtype[p] == JITK_DTYPE_NONE)
+      return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                     "kernel %s: the type %s of %s is not bound by any argument; give an array "
+                     "of that type (or the output itself)",
+                     g->name, pls->placeholders[d->placeholder], g->labels[p]);
+  }
+  return JITK_OK;
+}
+
+jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, size_t nargs,
+                            DLManagedTensor **outputs, jk_gen_args *a) {
+  jitk_engine *e = g->engine;
+  int n = (int)g->params.count;
+  if (JK_UNLIKELY(nargs != (size_t)g->num_in && nargs != (size_t)(g->num_in + g->num_out)))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
+                   "kernel %s takes %d inputs and %d outputs: %d or %d arguments, not %zu",
+                   g->name, g->num_in, g->num_out, g->num_in, g->num_in + g->num_out, nargs);
+  if (JK_UNLIKELY(nargs > 0 && args == NULL))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: args is NULL", what);
+  a->nb = 0;
+  a->need_alloc = false;
+  for (int p = 0; p < n; p++) {
+    const jk_param_decl *d = &g->params.params[p];
+    a->is_array[p] = false;
+    bool present = (size_t)p < nargs && args[p].kind != JITK_ARG_ALLOCATE;
+    if (d->output && !present) {
+      a->need_alloc = true;
+      continue;
+    }
+    const jitk_arg *x = &args[p];
+    if (x->kind == JITK_ARG_ARRAY) {
+      jitk_status st = jk_view_from_tensor(e, x->tensor, g->labels[p], &a->views[p]);
+      if (JK_UNLIKELY(st != JITK_OK)) return st;
+      a->is_array[p] = true;
+      if (!d->raw) {
+        a->bviews[a->nb] = &a->views[p];
+        a->bparam[a->nb] = p;
+        a->bnames[a->nb++] = g->labels[p];
+      }
+    } else if (x->kind == JITK_ARG_SCALAR) {
+      if (d->raw || d->output)
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "kernel %s: %s must be an array, not a scalar",
+                       g->name, g->labels[p]);
+    } else {
+      return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                     "kernel %s: %s must be a DLTensor (jitk_arg_array) or a scalar; "
+                     "generated kernels take no bare pointers",
+                     g->name, g->labels[p]);
+    }
+  }
+  if (a->need_alloc && outputs == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "kernel %s: an output is to be allocated but `outputs` is NULL", g->name);
+  return bind(g, args, nargs, a);
+}
+
+typedef struct jk_managed {
+  DLManagedTensor t;
+  jitk_engine *engine;
+  jitk_stream stream;
+  int64_t shape[JITK_MAX_NDIM];
+} jk_managed;
+
+static void managed_deleter(DLManagedTensor *t) {
+  jk_managed *m = (jk_managed *)t;
+  jitk_device_free(m->engine, t->dl_tensor.data, m->stream);
+  jk_free(m->engine, m);
+}
+
+jitk_status jk_gen_allocate(jitk_engine *e, jitk_stream stream, jitk_dtype dtype, int ndim,
+                            const int64_t *shape, DLManagedTensor **out, jk_view *view) {
+  const jitk_dtype_info *info = jk_dtype(dtype);
+  int64_t count = 1;
+  for (int d = 0; d < ndim; d++) count *= shape[d];
+  jk_managed *m = jk_calloc(e, 1, sizeof *m);
+  if (m == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  void *data = NULL;
+  /* An empty array still gets a distinct allocation, so that it has an
+   * address to compare. */
+  jitk_status st = jitk_device_alloc(e, count ? (size_t)count * info->size : info->size, stream,
+                                     &data);
+  if (st != JITK_OK) {
+    jk_free(e, m);
+    return st;
+  }
+  m->engine = e;
+  m->stream = stream;
+  memcpy(m->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  m->t.dl_tensor.data = data;
+  m->t.dl_tensor.device.device_type = kDLCUDA;
+  m->t.dl_tensor.device.device_id = e->ordinal;
+  m->t.dl_tensor.ndim = ndim;
+  m->t.dl_tensor.dtype = info->dl;
+  m->t.dl_tensor.shape = m->shape;
+  m->t.dl_tensor.strides = NULL;
+  m->t.dl_tensor.byte_offset = 0;
+  m->t.manager_ctx = m;
+  m->t.deleter = managed_deleter;
+  *out = &m->t;
+  return jk_view_from_tensor(e, &m->t.dl_tensor, "output", view);
+}
+
+void jk_gen_release_outputs(int num_out, DLManagedTensor **outputs) {
+  if (outputs == NULL) return;
+  for (int j = 0; j < num_out; j++)
+    if (outputs[j] != NULL) {
+      outputs[j]->deleter(outputs[j]);
+      outputs[j] = NULL;
+    }
+}
+
+jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
+  jitk_engine *e = g->engine;
+  int n = (int)g->params.count;
+  for (int o = g->num_in; o < n; o++) {
+    const jk_view *ov = &a->views[o];
+    for (int d = 0; d < ov->ndim; d++)
+      if (ov->shape[d] > 1 && ov->strides[d] == 0)
+        return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                       "kernel %s: %s has stride 0 in dimension %d, so elements would be "
+                       "written twice",
+                       g->name, g->labels[o], d);
+    size_t isz = jk_dtype(ov->dtype)->size;
+    uintptr_t olo, ohi;
+    if (!jk_view_range(ov, isz, &olo, &ohi)) continue;
+    for (int p = 0; p < n; p++) {
+      if (p == o || !a->is_array[p] || g->params.params[p].raw) continue;
+      if (p > o && g->params.params[p].output) continue; /* each pair once */
+      const jk_view *iv = &a->views[p];
+      uintptr_t lo, hi;
+      if (!jk_view_range(iv, jk_dtype(iv->dtype)->size, &lo, &hi)) continue;
+      if (hi < olo || lo > ohi) continue;
+      if (!g->params.params[p].output && jk_view_same(ov, iv))
+        continue; /* in place: exactly the same elements */
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "kernel %s: %s overlaps %s without being the same array; an output may "
+                     "only be exactly one of the inputs",
+                     g->name, g->labels[o], g->labels[p]);
+    }
+  }
+  return JITK_OK;
+}
+
+void jk_gen_magic(uint64_t d, bool wide, uint64_t *magic, unsigned *shift) {
+  unsigned s = 0;
+  while (s < 63 && ((uint64_t)1 << s) < d) s++;
+  if (wide) {
+    unsigned __int128 m = ((((unsigned __int128)1) << 64) * (((uint64_t)1 << s) - d)) / d + 1;
+    *magic = (uint64_t)m;
+  } else {
+    *magic = ((((uint64_t)1) << 32) * (((uint64_t)1 << s) - d)) / d + 1;
+  }
+  *shift = s;
+}
+
+jitk_status jk_gen_parse_types(const jk_gen *g, const char *types, jitk_dtype *bound) {
+  jitk_engine *e = g->engine;
+  for (size_t h = 0; h < g->params.num_placeholders; h++) bound[h] = JITK_DTYPE_NONE;
+  const char *p = types ? types : "";
+  while (*p) {
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    const char *eq = strchr(p, '=');
+    const char *end = p + strcspn(p, ",");
+    if (eq == NULL || eq > end)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types),
+                           (size_t)(end - p), "expected PLACEHOLDER=DTYPE");
+    size_t nl = (size_t)(eq - p);
+    while (nl > 0 && p[nl - 1] == ' ') nl--;
+    int found = -1;
+    for (size_t h = 0; h < g->params.num_placeholders; h++)
+      if (strlen(g->params.placeholders[h]) == nl && memcmp(g->params.placeholders[h], p, nl) == 0)
+        found = (int)h;
+    if (found < 0)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types), nl,
+                           "`%.*s` is not a placeholder of this kernel", (int)nl, p);
+    const char *t = eq + 1;
+    while (*t == ' ') t++;
+    size_t tl = (size_t)(end - t);
+    while (tl > 0 && t[tl - 1] == ' ') tl--;
+    jitk_dtype d = jk_dtype_lookup(t, tl);
+    if (d == JITK_DTYPE_NONE)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(t - types), tl ? tl : 1,
+                           "unknown dtype `%.*s`", (int)tl, t);
+    bound[found] = d;
+    p = end;
+  }
+  for (size_t h = 0; h < g->params.num_placeholders; h++)
+    if (bound[h] == JITK_DTYPE_NONE)
+      return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "placeholder %s has no type; bind it (%s=float32)",
+                     g->params.placeholders[h], g->params.placeholders[h]);
+  return JITK_OK;
+}
+
+bool jk_gen_listed(const char *list, const char *name) {
+  if (list == NULL) return false;
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    while (*p == ' ' || *p == ',') p++;
+    const char *q = p;
+    while (*q && *q != ',' && *q != ' ') q++;
+    if ((size_t)(q - p) == n && memcmp(p, name, n) == 0) return true;
+    p = q;
+  }
+  return false;
+}

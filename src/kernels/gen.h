@@ -1,0 +1,134 @@
+/*
+ * What the generated kernel kinds (elementwise and reduction kernels)
+ * share: the parameter lists and options they are created from, binding
+ * placeholders to the arguments of a launch, outputs jitk allocates, the
+ * overlap rules, and the table of specializations each kernel compiles on
+ * demand through the kernel cache.
+ */
+#ifndef JITK_SRC_KERNELS_GEN_H
+#define JITK_SRC_KERNELS_GEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "array/array.h"
+#include "core/core.h"
+#include "codegen/codegen.h"
+#include "expr/params.h"
+
+#define JK_GEN_LABEL 80
+/* The largest specialization record a kind may hash (jk_ew_spec, jk_red_spec). */
+#define JK_GEN_SPEC_MAX 512
+
+/* One compiled specialization. */
+typedef struct jk_gen_variant {
+  unsigned char spec[JK_GEN_SPEC_MAX];
+  uint64_t hash;
+  jk_entry *entry;
+  CUfunction fn[3];    /* the kind's entry points (a reduction has three) */
+  unsigned max_blocks; /* blocks of fn[0] that fill the device once */
+  size_t slot;         /* reduction: bytes per partial result */
+  char *source;
+} jk_gen_variant;
+
+/* Writes the source of a specialization; prepares a loaded one (fills
+ * fn[], max_blocks, slot) with the engine's context current. */
+typedef jitk_status (*jk_gen_source_fn)(void *ctx, const void *spec, char **source);
+typedef jitk_status (*jk_gen_load_fn)(void *ctx, jk_gen_variant *v);
+
+typedef struct jk_gen {
+  jitk_engine *engine;
+  char *name, *preamble;
+  char **options;
+  size_t num_options;
+  jk_param_list params;
+  int num_in, num_out;
+  char (*labels)[JK_GEN_LABEL]; /* "argument `x`", "output `y`": per parameter */
+  const char *generator;        /* the cache's generator tag */
+  size_t spec_size;
+  jk_gen_source_fn source_fn;
+  jk_gen_load_fn load_fn;
+  void *ctx;
+  pthread_mutex_t lock; /* guards the variants and the sources */
+  jk_gen_variant *variants;
+  size_t num_variants;
+  const char *last_source; /* a variant's source, or failed_source */
+  char *failed_source;     /* of the last specialization that failed */
+} jk_gen;
+
+/*
+ * Parses the lists, checks the name, copies the preamble and the NVRTC
+ * options; `what` names the API call in messages. On failure everything is
+ * released (jk_gen_fini is safe on a zeroed or half-made jk_gen).
+ */
+jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char *in_params,
+                        const char *out_params, const char *name, const char *preamble,
+                        const char *const *options, size_t num_options);
+void jk_gen_fini(jk_gen *g);
+
+/* A copy of s (NULL stays NULL); *oom set when out of memory. */
+char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom);
+
+/* The variant for `spec` (spec_size bytes, zero-padded), generated and
+ * compiled when new; *copy gets its fields. */
+jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy);
+
+/* The variant for `spec` for the kinds' _compile calls: *source gets the
+ * source tried (also when it failed), *module (when not NULL) a module
+ * handle on the compiled image. */
+jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source,
+                           jitk_module **module);
+
+/* The source of the last specialization used (the kinds' _source calls). */
+jitk_status jk_gen_source(jk_gen *g, const char *what, const char **source);
+
+/* The arguments of a launch, classified. */
+typedef struct jk_gen_args {
+  jk_view views[JK_MAX_EW_PARAMS];
+  bool is_array[JK_MAX_EW_PARAMS];
+  jitk_dtype bound[JK_MAX_EW_PARAMS]; /* per placeholder */
+  jitk_dtype dtype[JK_MAX_EW_PARAMS]; /* per parameter */
+  /* The non-raw array inputs and given outputs, to broadcast. */
+  const jk_view *bviews[JK_MAX_EW_PARAMS];
+  const char *bnames[JK_MAX_EW_PARAMS];
+  int bparam[JK_MAX_EW_PARAMS]; /* the parameter of each */
+  int nb;
+  bool need_alloc;
+} jk_gen_args;
+
+/* Checks the argument count, reads the tensors, binds the placeholders
+ * (arrays first, as CuPy: an array's dtype wins over a scalar's). */
+jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, size_t nargs,
+                            DLManagedTensor **outputs, jk_gen_args *a);
+
+/* A new C-contiguous array from the memory pool, as a DLManagedTensor
+ * whose deleter frees it in order on `stream`. */
+jitk_status jk_gen_allocate(jitk_engine *e, jitk_stream stream, jitk_dtype dtype, int ndim,
+                            const int64_t *shape, DLManagedTensor **out, jk_view *view);
+
+/* Releases what a failed launch allocated. */
+void jk_gen_release_outputs(int num_out, DLManagedTensor **outputs);
+
+/* An output must not share memory with any input unless it is exactly
+ * that input, nor with another output, nor with itself (a zero stride). */
+jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a);
+
+/* Multiply-shift constants for dividing by d without a divide (see
+ * templates/jitk/elementwise.cuh). */
+void jk_gen_magic(uint64_t d, bool wide, uint64_t *magic, unsigned *shift);
+
+/* "T=float16, U=int32" into the placeholders. */
+jitk_status jk_gen_parse_types(const jk_gen *g, const char *types, jitk_dtype *bound);
+
+/* Whether `name` is in the comma- or space-separated `list`. */
+bool jk_gen_listed(const char *list, const char *name);
+
+/* Appends one kernel parameter: its bytes at *cursor, its address in kp. */
+#define JK_PUSH(kp, np, cursor, value)              \
+  do {                                              \
+    memcpy((cursor), &(value), sizeof(value));      \
+    (kp)[(np)++] = (cursor);                        \
+    (cursor) += (sizeof(value) + 7) & ~(size_t)7;   \
+  } while (0)
+
+#endif

@@ -1,0 +1,617 @@
+/*
+ * Reduction kernels: CuPy's ReductionKernel semantics over DLTensors.
+ *
+ * A launch binds types, broadcasts the inputs, splits the dimensions into
+ * kept ones (one output per point) and reduced ones, collapses each set,
+ * and chooses a strategy from the layout of the first input: along its
+ * contiguous reduced elements ('i': rows, whole arrays) or across its
+ * contiguous outputs ('o': columns). When that leaves too few blocks to
+ * fill the device, the reduced elements are split into chunks whose
+ * partial results a second kernel combines in order; the split depends
+ * only on the shapes and the device, so results repeat bit for bit.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "array/iter.h"
+#include "codegen/codegen.h"
+#include "kernels/gen.h"
+#include "kernels/kernels.h"
+
+#define JK_RED_GENERATOR "reduction/1"
+
+struct jitk_reduction {
+  jk_gen g; /* name, parameters, options, specializations */
+  char *map_expr, *reduce_expr, *post_map_expr, *identity, *reduce_type;
+  /* The reduce type: a placeholder (index), a dtype, or neither (a type
+   * the preamble defines, written as given). */
+  int reduce_placeholder;
+  jitk_dtype reduce_dtype;
+  bool uses_j; /* map_expr reads _j: the reduced dimensions keep C order */
+};
+
+void jitk_reduction_destroy(jitk_reduction *k) {
+  if (k == NULL) return;
+  jitk_engine *e = k->g.engine;
+  jk_free(e, k->map_expr);
+  jk_free(e, k->reduce_expr);
+  jk_free(e, k->post_map_expr);
+  jk_free(e, k->identity);
+  jk_free(e, k->reduce_type);
+  jk_gen_fini(&k->g);
+  jk_free(e, k);
+}
+
+static jitk_status red_source(void *ctx, const void *spec, char **source) {
+  jitk_reduction *k = ctx;
+  jk_red_source_in in = {k->g.name,      &k->g.params, k->map_expr,  k->reduce_expr,
+                         k->post_map_expr, k->identity, k->reduce_type, k->g.preamble,
+                         spec};
+  return jk_red_generate(k->g.engine, &in, source);
+}
+
+static jitk_status red_load(void *ctx, jk_gen_variant *v) {
+  jitk_reduction *k = ctx;
+  jitk_engine *e = k->g.engine;
+  CUmodule m = (CUmodule)v->entry->cu;
+  char name[160];
+  CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], m, k->g.name);
+  snprintf(name, sizeof name, "%s_final", k->g.name);
+  if (r == CUDA_SUCCESS) r = e->drv.cuModuleGetFunction(&v->fn[1], m, name);
+  snprintf(name, sizeof name, "%s_final_block", k->g.name);
+  if (r == CUDA_SUCCESS) r = e->drv.cuModuleGetFunction(&v->fn[2], m, name);
+  /* The size of a partial result: the device compiler knows the reduce
+   * type's size; the host may not (a struct of the preamble). */
+  snprintf(name, sizeof name, "%s_slot", k->g.name);
+  CUdeviceptr slot_ptr;
+  size_t slot = 0;
+  if (r == CUDA_SUCCESS) r = e->drv.cuModuleGetGlobal(&slot_ptr, &slot, m, name);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the reduction kernel");
+  v->slot = slot;
+  return JITK_OK;
+}
+
+jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const char *out_params,
+                                  const char *map_expr, const char *reduce_expr,
+                                  const char *post_map_expr, const char *identity,
+                                  const char *reduce_type, const char *name,
+                                  const jitk_reduction_options *opts, jitk_reduction **out) {
+  if (e == NULL || in_params == NULL || out_params == NULL || map_expr == NULL ||
+      reduce_expr == NULL || post_map_expr == NULL || name == NULL || out == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_create: an argument is NULL");
+  *out = NULL;
+  static const char *const what[] = {"map_expr", "reduce_expr", "post_map_expr"};
+  const char *text[] = {map_expr, reduce_expr, post_map_expr};
+  for (int i = 0; i < 3; i++)
+    if (strspn(text[i], " \t\r\n") == strlen(text[i]))
+      return jk_fail(e, JITK_ERR_PARSE, "jitk_reduction_create: %s is empty", what[i]);
+  if (identity != NULL && strspn(identity, " \t\r\n") == strlen(identity))
+    return jk_fail(e, JITK_ERR_PARSE,
+                   "jitk_reduction_create: identity is empty; pass NULL for none");
+  jitk_reduction *k = jk_calloc(e, 1, sizeof *k);
+  if (k == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  jitk_status st = jk_gen_init(&k->g, e, "jitk_reduction_create", in_params, out_params, name,
+                               opts ? opts->preamble : NULL, opts ? opts->nvrtc_options : NULL,
+                               opts ? opts->num_nvrtc_options : 0);
+  if (st != JITK_OK) {
+    jk_free(e, k);
+    return st;
+  }
+  k->g.generator = JK_RED_GENERATOR;
+  k->g.spec_size = sizeof(jk_red_spec);
+  k->g.source_fn = red_source;
+  k->g.load_fn = red_load;
+  k->g.ctx = k;
+  if (k->g.num_in == 0 || k->g.num_out == 0) {
+    jitk_reduction_destroy(k);
+    return jk_fail(e, JITK_ERR_PARSE,
+                   "jitk_reduction_create: a reduction needs at least one input and one output");
+  }
+  /* The reduce type: as given, or the first input's type. */
+  k->reduce_placeholder = -1;
+  k->reduce_dtype = JITK_DTYPE_NONE;
+  const jk_param_decl *first = &k->g.params.params[0];
+  bool oom = false;
+  if (reduce_type == NULL) {
+    k->reduce_placeholder = first->placeholder;
+    k->reduce_dtype = first->dtype;
+  } else {
+    const char *t = reduce_type;
+    size_t n = strlen(t);
+    while (n > 0 && (t[n - 1] == ' ')) n--;
+    while (n > 0 && *t == ' ') {
+      t++;
+      n--;
+    }
+    if (n == 0) {
+      jitk_reduction_destroy(k);
+      return jk_fail(e, JITK_ERR_PARSE, "jitk_reduction_create: reduce_type is empty");
+    }
+    for (size_t h = 0; h < k->g.params.num_placeholders; h++)
+      if (strlen(k->g.params.placeholders[h]) == n &&
+          memcmp(k->g.params.placeholders[h], t, n) == 0)
+        k->reduce_placeholder = (int)h;
+    if (k->reduce_placeholder < 0) k->reduce_dtype = jk_dtype_lookup(t, n);
+    k->reduce_type = jk_gen_dup(e, reduce_type, &oom);
+  }
+  k->map_expr = jk_gen_dup(e, map_expr, &oom);
+  k->reduce_expr = jk_gen_dup(e, reduce_expr, &oom);
+  k->post_map_expr = jk_gen_dup(e, post_map_expr, &oom);
+  k->identity = jk_gen_dup(e, identity, &oom);
+  if (oom) {
+    jitk_reduction_destroy(k);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  k->uses_j = jk_code_uses(map_expr, "_j");
+  *out = k;
+  return JITK_OK;
+}
+
+/* --- launches --- */
+
+typedef struct red_plan {
+  jk_gen_args a;
+  int ndim; /* of the inputs' broadcast shape */
+  int64_t shape[JITK_MAX_NDIM];
+  bool reduced[JITK_MAX_NDIM];
+  int out_ndim;
+  int64_t out_shape[JITK_MAX_NDIM];
+  int64_t K, R;
+  /* Kept dimensions: outputs then non-raw array inputs; reduced ones:
+   * the inputs alone. op_k/op_r: each parameter's operand, -1 for none. */
+  jk_iter kept, red;
+  int op_k[JK_MAX_EW_PARAMS], op_r[JK_MAX_EW_PARAMS];
+  uint64_t S, chunk, units;
+} red_plan;
+
+/* The reduced axes as a mask over the broadcast shape. */
+static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, red_plan *pl) {
+  int nd = pl->ndim;
+  bool all = axes == NULL || num_axes < 0;
+  for (int d = 0; d < nd; d++) pl->reduced[d] = all;
+  if (all) return JITK_OK;
+  for (int i = 0; i < num_axes; i++) {
+    int a = axes[i];
+    if (a < -nd || a >= nd)
+      return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
+                     "kernel %s: axis %d is out of range for %d dimensions", k->g.name, a, nd);
+    if (a < 0) a += nd;
+    if (pl->reduced[a])
+      return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
+                     "kernel %s: axis %d is given twice", k->g.name, axes[i]);
+    pl->reduced[a] = true;
+  }
+  return JITK_OK;
+}
+
+/* An iteration over the dimensions of `shape` picked by `pick` (reduced
+ * or kept), with the operands' strides along them. */
+static void sub_iter(jk_iter *it, const red_plan *pl, bool pick_reduced) {
+  int n = 0;
+  int64_t shape[JITK_MAX_NDIM];
+  for (int d = 0; d < pl->ndim; d++)
+    if (pl->reduced[d] == pick_reduced) shape[n++] = pl->shape[d];
+  jk_iter_init(it, n, shape);
+}
+
+/* Appends an operand to a sub-iteration from strides over the full shape. */
+static int add_strides(jk_iter *it, const red_plan *pl, bool pick_reduced, const jk_view *v,
+                       const int64_t *full_strides) {
+  jk_operand *op = &it->ops[it->nops];
+  op->data = v->data;
+  op->itemsize = jk_dtype(v->dtype)->size;
+  int n = 0;
+  for (int d = 0; d < pl->ndim; d++)
+    if (pl->reduced[d] == pick_reduced) {
+      op->strides[n] = it->shape[n] == 1 ? 0 : full_strides[d];
+      n++;
+    }
+  return it->nops++;
+}
+
+/* A collapsed iteration keeps at least one dimension (of extent 1). */
+static void at_least_one(jk_iter *it) {
+  if (it->ndim > 0) return;
+  it->ndim = 1;
+  it->shape[0] = 1;
+  for (int o = 0; o < it->nops; o++) it->ops[o].strides[0] = 0;
+}
+
+/* The largest element offset any operand reaches, kept and reduced
+ * dimensions together. */
+static bool fits_32(const red_plan *pl) {
+  if (pl->K > INT32_MAX || pl->R > INT32_MAX || pl->K * (int64_t)pl->S > INT32_MAX) return false;
+  for (int p = 0; p < JK_MAX_EW_PARAMS; p++) {
+    if (pl->op_k[p] < 0) continue;
+    int64_t reach = 0;
+    const jk_operand *ok = &pl->kept.ops[pl->op_k[p]];
+    for (int d = 0; d < pl->kept.ndim; d++)
+      reach += (pl->kept.shape[d] - 1) * (ok->strides[d] < 0 ? -ok->strides[d] : ok->strides[d]);
+    if (pl->op_r[p] >= 0) {
+      const jk_operand *orr = &pl->red.ops[pl->op_r[p]];
+      for (int d = 0; d < pl->red.ndim; d++)
+        reach += (pl->red.shape[d] - 1) * (orr->strides[d] < 0 ? -orr->strides[d] : orr->strides[d]);
+    }
+    if (reach > INT32_MAX) return false;
+  }
+  return true;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* The strategy, the group, the vector width and the split. */
+static void choose(jitk_reduction *k, red_plan *pl, jk_red_spec *s) {
+  jitk_engine *e = k->g.engine;
+  int n = (int)k->g.params.count;
+  int first = -1;
+  size_t widest = 1;
+  for (int p = 0; p < n; p++)
+    if (pl->op_r[p] >= 0) {
+      if (first < 0) first = p;
+      size_t isz = jk_dtype(pl->a.dtype[p])->size;
+      if (isz > widest) widest = isz;
+    }
+  const jk_operand *fr = &pl->red.ops[pl->op_r[first]];
+  const jk_operand *fk = &pl->kept.ops[pl->op_k[first]];
+  int64_t rs = fr->strides[pl->red.ndim - 1], ks = fk->strides[pl->kept.ndim - 1];
+  if (pl->K == 1 || rs == 1 || rs == -1)
+    s->strategy = 'i';
+  else if (ks == 1 || ks == -1)
+    s->strategy = 'o';
+  else
+    s->strategy = pl->R >= pl->K ? 'i' : 'o';
+  /* 16-byte loads along one contiguous reduced dimension. */
+  int v = 1;
+  if (s->strategy == 'i' && pl->red.ndim == 1 && widest < 16) {
+    v = (int)(16 / widest);
+    for (int p = 0; p < n && v > 1; p++) {
+      if (pl->op_r[p] < 0) continue;
+      const jk_operand *o = &pl->red.ops[pl->op_r[p]];
+      const jk_operand *q = &pl->kept.ops[pl->op_k[p]];
+      if (o->strides[0] != 1 || (uintptr_t)o->data % ((size_t)v * o->itemsize) != 0) v = 1;
+      for (int d = 0; d < pl->kept.ndim && v > 1; d++)
+        if (q->strides[d] % v != 0) v = 1;
+    }
+    if (v > 1 && pl->R % v != 0) v = 1;
+  }
+  s->vec = (unsigned char)v;
+  pl->units = (uint64_t)pl->R / (uint64_t)v;
+  /* Enough blocks for a few waves of the device; fewer outputs than that
+   * split their elements into chunks, each of a fair size (a split costs
+   * a temporary and a second kernel, which small reductions would feel).
+   * Measured on the H200 (docs/PERFORMANCE.md): a whole-array sum reads
+   * fastest with 16 chunks per multiprocessor (1.06-1.08 of copy against
+   * 1.02-1.03 with 4 or 8), a column sum of 16384^2 with about 16 blocks
+   * per multiprocessor (1.02 with 4 splits, 0.97 with 9, 0.92 with 32). */
+  uint64_t S = 1, sms = (uint64_t)e->info.multiprocessors;
+  if (s->strategy == 'i') {
+    s->group = pl->units >= 2048 ? 256 : 32;
+    uint64_t blocks = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->group);
+    if (blocks < sms * 4) {
+      S = ceil_div(sms * 16, blocks);
+      uint64_t most = pl->units / (16 * (uint64_t)s->group);
+      if (S > most) S = most;
+    }
+  } else {
+    s->group = 32;
+    uint64_t blocks = ceil_div((uint64_t)pl->K, 32);
+    if (blocks < sms * 8) {
+      S = sms * 16 / blocks;
+      uint64_t most = pl->units / 64;
+      if (S > most) S = most;
+      if (S > 65535) S = 65535;
+    }
+  }
+  if (S < 1) S = 1;
+  pl->chunk = pl->units == 0 ? 0 : ceil_div(pl->units, S);
+  /* No empty chunk: each one's partial result holds something. */
+  pl->S = pl->chunk == 0 ? 1 : ceil_div(pl->units, pl->chunk);
+  if (pl->S == 1) pl->chunk = pl->units;
+}
+
+static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                        size_t nargs, const int *axes, int num_axes, int keepdims,
+                        DLManagedTensor **outputs, red_plan *pl, jk_red_spec *spec,
+                        bool *nothing) {
+  jitk_engine *e = k->g.engine;
+  int n = (int)k->g.params.count;
+  *nothing = false;
+  jitk_status st = jk_gen_classify(&k->g, "jitk_reduction_launch", args, nargs, outputs, &pl->a);
+  if (st != JITK_OK) return st;
+  /* The broadcast shape of the non-raw array inputs. */
+  const jk_view *iv[JK_MAX_EW_PARAMS];
+  const char *iname[JK_MAX_EW_PARAMS];
+  int ni = 0;
+  for (int i = 0; i < pl->a.nb; i++)
+    if (pl->a.bparam[i] < k->g.num_in) {
+      iv[ni] = pl->a.bviews[i];
+      iname[ni++] = pl->a.bnames[i];
+    }
+  if (ni == 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "kernel %s: no non-raw array input gives the shape to reduce", k->g.name);
+  st = jk_broadcast_shape(e, iv, iname, ni, &pl->ndim, pl->shape);
+  if (st != JITK_OK) return st;
+  st = axes_mask(k, axes, num_axes, pl);
+  if (st != JITK_OK) return st;
+  pl->out_ndim = 0;
+  pl->K = 1;
+  pl->R = 1;
+  for (int d = 0; d < pl->ndim; d++) {
+    if (pl->reduced[d]) {
+      pl->R *= pl->shape[d];
+      if (keepdims) pl->out_shape[pl->out_ndim++] = 1;
+    } else {
+      pl->K *= pl->shape[d];
+      pl->out_shape[pl->out_ndim++] = pl->shape[d];
+    }
+  }
+  if (pl->R == 0 && k->identity == NULL && pl->K > 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "kernel %s: a reduction over no elements needs an identity, and this kernel "
+                   "has none",
+                   k->g.name);
+  /* Outputs: given ones must have the reduced shape; the rest are made. */
+  for (int p = k->g.num_in; p < n; p++) {
+    if (!pl->a.is_array[p]) continue;
+    const jk_view *v = &pl->a.views[p];
+    bool same = v->ndim == pl->out_ndim;
+    for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] == pl->out_shape[d];
+    if (!same)
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "kernel %s: %s does not have the reduced shape (%d dimensions%s)",
+                     k->g.name, k->g.labels[p], pl->out_ndim, keepdims ? ", keepdims" : "");
+  }
+  for (int p = k->g.num_in; p < n; p++) {
+    if (pl->a.is_array[p]) continue;
+    st = jk_gen_allocate(e, stream, pl->a.dtype[p], pl->out_ndim, pl->out_shape,
+                         &outputs[p - k->g.num_in], &pl->a.views[p]);
+    if (st != JITK_OK) return st;
+    pl->a.is_array[p] = true;
+  }
+  st = jk_gen_check_overlap(&k->g, &pl->a);
+  if (st != JITK_OK) return st;
+  if (pl->K == 0) {
+    *nothing = true;
+    return JITK_OK;
+  }
+
+  /* Inputs broadcast to the full shape, then split into kept and reduced
+   * dimensions; outputs walk the kept ones. */
+  jk_iter full;
+  jk_iter_init(&full, pl->ndim, pl->shape);
+  sub_iter(&pl->kept, pl, false);
+  sub_iter(&pl->red, pl, true);
+  /* Every slot: fits_32 walks them all. */
+  for (int p = 0; p < JK_MAX_EW_PARAMS; p++) pl->op_k[p] = pl->op_r[p] = -1;
+  for (int p = k->g.num_in; p < n; p++) {
+    const jk_view *v = &pl->a.views[p];
+    int64_t fs[JITK_MAX_NDIM];
+    for (int d = 0, o = 0; d < pl->ndim; d++) {
+      if (pl->reduced[d]) {
+        fs[d] = 0;
+        if (keepdims) o++;
+      } else {
+        fs[d] = v->strides[o++];
+      }
+    }
+    pl->op_k[p] = add_strides(&pl->kept, pl, false, v, fs);
+  }
+  for (int p = 0; p < k->g.num_in; p++) {
+    if (!pl->a.is_array[p] || k->g.params.params[p].raw) continue;
+    int f = full.nops;
+    jk_iter_add(&full, &pl->a.views[p]);
+    pl->op_k[p] = add_strides(&pl->kept, pl, false, &pl->a.views[p], full.ops[f].strides);
+    pl->op_r[p] = add_strides(&pl->red, pl, true, &pl->a.views[p], full.ops[f].strides);
+  }
+  jk_iter_coalesce(&pl->kept, true);
+  if (pl->R > 0) jk_iter_coalesce(&pl->red, !k->uses_j);
+  else {
+    pl->red.ndim = 1;
+    pl->red.shape[0] = 0;
+    for (int o = 0; o < pl->red.nops; o++) pl->red.ops[o].strides[0] = 0;
+  }
+  at_least_one(&pl->kept);
+  at_least_one(&pl->red);
+
+  memset(spec, 0, sizeof *spec);
+  spec->nparams = n;
+  spec->nk = (unsigned char)pl->kept.ndim;
+  spec->nr = (unsigned char)pl->red.ndim;
+  spec->has_identity = k->identity != NULL;
+  spec->reduce_dtype = (unsigned char)(k->reduce_placeholder >= 0
+                                           ? pl->a.bound[k->reduce_placeholder]
+                                           : k->reduce_dtype);
+  for (int p = 0; p < n; p++) {
+    const jk_param_decl *d = &k->g.params.params[p];
+    spec->dtype[p] = (unsigned char)pl->a.dtype[p];
+    if (d->raw) {
+      spec->kind[p] = JK_EW_RAW;
+      spec->raw_ndim[p] = (unsigned char)pl->a.views[p].ndim;
+    } else {
+      spec->kind[p] = pl->a.is_array[p] ? JK_EW_ARRAY : JK_EW_SCALAR;
+    }
+  }
+  choose(k, pl, spec);
+  spec->idx64 = !fits_32(pl);
+  return JITK_OK;
+}
+
+static void push_dims(void **kp, int *np, unsigned char **cur, const jk_iter *it, bool wide) {
+  for (int d = 1; d < it->ndim; d++) {
+    uint64_t magic;
+    unsigned shift;
+    jk_gen_magic((uint64_t)it->shape[d], wide, &magic, &shift);
+    if (wide) {
+      uint64_t ext = (uint64_t)it->shape[d];
+      JK_PUSH(kp, *np, *cur, ext);
+      JK_PUSH(kp, *np, *cur, magic);
+    } else {
+      uint32_t ext = (uint32_t)it->shape[d], m = (uint32_t)magic;
+      JK_PUSH(kp, *np, *cur, ext);
+      JK_PUSH(kp, *np, *cur, m);
+    }
+    JK_PUSH(kp, *np, *cur, shift);
+  }
+}
+
+static void push_strides(void **kp, int *np, unsigned char **cur, const jk_operand *op, int nd,
+                         bool wide) {
+  for (int d = 0; d < nd; d++) {
+    if (wide) {
+      int64_t st = op->strides[d];
+      JK_PUSH(kp, *np, *cur, st);
+    } else {
+      int32_t st = (int32_t)op->strides[d];
+      JK_PUSH(kp, *np, *cur, st);
+    }
+  }
+}
+
+static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                       red_plan *pl, const jk_gen_variant *v) {
+  jitk_engine *e = k->g.engine;
+  const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
+  bool wide = s->idx64;
+  _Alignas(16) unsigned char store[8 * (8 + 6 * JITK_MAX_NDIM) +
+                                   JK_MAX_EW_PARAMS * 8 * (1 + 2 * JITK_MAX_NDIM) * 2];
+  void *kp[8 + 6 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + 2 * JITK_MAX_NDIM)];
+  int np = 0;
+  unsigned char *cur = store;
+  uint64_t sizes[5] = {(uint64_t)pl->K, (uint64_t)pl->R, pl->units, pl->S, pl->chunk};
+  for (int i = 0; i < 5; i++) {
+    if (wide) {
+      JK_PUSH(kp, np, cur, sizes[i]);
+    } else {
+      uint32_t x = (uint32_t)sizes[i];
+      JK_PUSH(kp, np, cur, x);
+    }
+  }
+  push_dims(kp, &np, &cur, &pl->kept, wide);
+  push_dims(kp, &np, &cur, &pl->red, wide);
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] == JK_EW_ARRAY) {
+      const jk_operand *ok = &pl->kept.ops[pl->op_k[p]];
+      void *ptr = ok->data;
+      JK_PUSH(kp, np, cur, ptr);
+      push_strides(kp, &np, &cur, ok, s->nk, wide);
+      if (pl->op_r[p] >= 0) push_strides(kp, &np, &cur, &pl->red.ops[pl->op_r[p]], s->nr, wide);
+    } else if (s->kind[p] == JK_EW_RAW) {
+      const jk_view *rv = &pl->a.views[p];
+      void *ptr = rv->data;
+      memcpy(cur, &ptr, 8);
+      memcpy(cur + 8, rv->shape, 8 * (size_t)rv->ndim);
+      memcpy(cur + 8 + 8 * (size_t)rv->ndim, rv->strides, 8 * (size_t)rv->ndim);
+      kp[np++] = cur;
+      cur += 8 + 16 * (size_t)rv->ndim;
+    } else {
+      jitk_status st = jk_convert_scalar(e, &args[p], pl->a.dtype[p], cur, k->g.labels[p]);
+      if (JK_UNLIKELY(st != JITK_OK)) return st;
+      kp[np++] = cur;
+      cur += 16;
+    }
+  }
+  void *work = NULL;
+  if (pl->S > 1) {
+    jitk_status st = jk_temp_alloc(e, v->slot * (size_t)pl->K * (size_t)pl->S, stream, &work);
+    if (st != JITK_OK) return st;
+  }
+  JK_PUSH(kp, np, cur, work);
+  unsigned gx, gy = 1;
+  if (s->strategy == 'o') {
+    gx = (unsigned)ceil_div((uint64_t)pl->K, 32);
+    gy = (unsigned)pl->S;
+  } else {
+    uint64_t b = ceil_div((uint64_t)pl->K * pl->S, JK_RED_BLOCK / s->group);
+    gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
+  }
+  CUcontext saved;
+  jitk_status st = jk_ctx_enter(e, &saved);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  CUresult r = e->drv.cuLaunchKernel(v->fn[0], gx, gy, 1, JK_RED_BLOCK, 1, 1, 0,
+                                     (CUstream)stream, kp, NULL);
+  if (r == CUDA_SUCCESS && pl->S > 1) {
+    /* Many chunks per output: a block each; otherwise a warp each. */
+    bool block = pl->S >= 256;
+    uint64_t b = block ? (uint64_t)pl->K : ceil_div((uint64_t)pl->K, JK_RED_BLOCK / 32);
+    r = e->drv.cuLaunchKernel(v->fn[block ? 2 : 1], (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b),
+                              1, 1, JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp, NULL);
+  }
+  jk_ctx_leave(e, saved);
+  if (work != NULL) jk_temp_free(e, work, stream);
+  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
+  return JITK_OK;
+}
+
+jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                                  size_t nargs, const int *axes, int num_axes, int keepdims,
+                                  DLManagedTensor **outputs) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_launch: kernel is NULL");
+  jitk_engine *e = k->g.engine;
+  jitk_status st = jk_require_device(e, "jitk_reduction_launch");
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  if (outputs != NULL)
+    for (int j = 0; j < k->g.num_out; j++) outputs[j] = NULL;
+  red_plan pl;
+  jk_red_spec spec;
+  bool nothing;
+  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs, &pl, &spec, &nothing);
+  if (st == JITK_OK && !nothing) {
+    jk_gen_variant v;
+    st = jk_gen_variant_get(&k->g, &spec, &v);
+    if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
+  }
+  if (st != JITK_OK) jk_gen_release_outputs(k->g.num_out, outputs);
+  return st;
+}
+
+jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
+                                   const jitk_reduction_layout *layout, const char **source,
+                                   jitk_module **module) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_compile: kernel is NULL");
+  jitk_engine *e = k->g.engine;
+  jitk_reduction_layout def = {0, 1, 32, 'i'};
+  if (layout == NULL) layout = &def;
+  if (layout->kept_ndim < 0 || layout->kept_ndim > JITK_MAX_NDIM || layout->reduced_ndim < 1 ||
+      layout->reduced_ndim > JITK_MAX_NDIM ||
+      (layout->index_bits != 32 && layout->index_bits != 64) ||
+      (layout->strategy != 'i' && layout->strategy != 'o'))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "layout: kept_ndim 0..%d, reduced_ndim 1..%d, index_bits 32 or 64, strategy "
+                   "'i' or 'o'",
+                   JITK_MAX_NDIM, JITK_MAX_NDIM);
+  jitk_dtype bound[JK_MAX_EW_PARAMS];
+  jitk_status st = jk_gen_parse_types(&k->g, types, bound);
+  if (st != JITK_OK) return st;
+  jk_red_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.nparams = (int)k->g.params.count;
+  spec.nk = (unsigned char)(layout->kept_ndim ? layout->kept_ndim : 1);
+  spec.nr = (unsigned char)layout->reduced_ndim;
+  spec.idx64 = layout->index_bits == 64;
+  spec.strategy = (unsigned char)layout->strategy;
+  spec.group = spec.strategy == 'i' ? 256 : 32;
+  spec.has_identity = k->identity != NULL;
+  spec.reduce_dtype = (unsigned char)(k->reduce_placeholder >= 0 ? bound[k->reduce_placeholder]
+                                                                  : k->reduce_dtype);
+  size_t widest = 1;
+  for (int p = 0; p < spec.nparams; p++) {
+    const jk_param_decl *d = &k->g.params.params[p];
+    jitk_dtype dt = d->placeholder >= 0 ? bound[d->placeholder] : d->dtype;
+    spec.dtype[p] = (unsigned char)dt;
+    spec.kind[p] = d->raw ? JK_EW_RAW : JK_EW_ARRAY;
+    spec.raw_ndim[p] = d->raw ? 1 : 0;
+    if (!d->raw && !d->output && jk_dtype(dt)->size > widest) widest = jk_dtype(dt)->size;
+  }
+  spec.vec = (unsigned char)(spec.strategy == 'i' && spec.nr == 1 && widest < 16 ? 16 / widest
+                                                                                 : 1);
+  return jk_gen_compile(&k->g, &spec, source, module);
+}
+
+jitk_status jitk_reduction_source(jitk_reduction *k, const char **source) {
+  return jk_gen_source(k ? &k->g : NULL, "jitk_reduction_source", source);
+}

@@ -1,0 +1,83 @@
+// jitk/reduction.cuh: what generated reduction kernels stand on. A
+// partial result carries whether it holds anything, because a reduction
+// without an identity starts empty; partial results combine in a fixed
+// tree, so the same input gives the same bits on every run.
+//
+// Kept free of CUB and of other includes: CUB's block reduce alone costs
+// about a second of NVRTC time, and a generated float32 reduction should
+// compile in a few tens of milliseconds.
+#pragma once
+
+namespace jitk {
+namespace red {
+
+template <typename T>
+struct part {
+  T v;
+  int has;
+};
+
+// Folds (v, vhas) into (acc, has), acc on the left: op(acc, v).
+template <typename T, typename Op>
+__device__ __forceinline__ void merge(T &acc, int &has, const T &v, int vhas, const Op &op) {
+  if (vhas) {
+    acc = has ? op(acc, v) : v;
+    has = 1;
+  }
+}
+
+// __shfl_down_sync for any trivially copyable T, one 32-bit word at a
+// time: the reduce type may be a struct of the user's preamble.
+template <typename T>
+__device__ __forceinline__ T shfl_down(const T &v, unsigned int delta) {
+  constexpr int W = (int)((sizeof(T) + 3) / 4);
+  unsigned int w[W];
+  memcpy(w, &v, sizeof(T));
+#pragma unroll
+  for (int i = 0; i < W; i++) w[i] = __shfl_down_sync(0xffffffffu, w[i], delta);
+  T r;
+  memcpy(&r, w, sizeof(T));
+  return r;
+}
+
+// The warp's partial results into lane 0, in a fixed tree: lane 0 ends
+// with ((l0 l1)(l2 l3))... for every input, so the result does not depend
+// on timing. Every lane of the warp must call it.
+template <typename T, typename Op>
+__device__ __forceinline__ void warp_reduce(T &acc, int &has, const Op &op) {
+  const unsigned int lane = threadIdx.x & 31;
+#pragma unroll
+  for (unsigned int d = 1; d < 32; d <<= 1) {
+    const T o = shfl_down(acc, d);
+    const int oh = __shfl_down_sync(0xffffffffu, has, d);
+    if ((lane & (2 * d - 1)) == 0) merge(acc, has, o, oh, op);
+  }
+}
+
+// The block's partial results into thread 0: each warp's, then warp 0
+// over the warps' in order. `scratch` holds NT / 32 parts. Every thread
+// of the block must call it; it ends with a barrier, so the scratch may
+// be used again at once.
+template <int NT, typename T, typename Op>
+__device__ __forceinline__ void block_reduce(T &acc, int &has, const Op &op, void *scratch) {
+  part<T> *s = static_cast<part<T> *>(scratch);
+  warp_reduce(acc, has, op);
+  const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    s[warp].v = acc;
+    s[warp].has = has;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    has = 0;
+    if (lane < NT / 32) {
+      acc = s[lane].v;
+      has = s[lane].has;
+    }
+    warp_reduce(acc, has, op);
+  }
+  __syncthreads();
+}
+
+}  // namespace red
+}  // namespace jitk

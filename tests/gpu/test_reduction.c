@@ -1,0 +1,423 @@
+/*
+ * Reduction kernels on a GPU, on fresh random data against float64 host
+ * references: every subset of axes of 1-D to 4-D inputs with and without
+ * keepdims, transposed and reversed views, broadcasting between inputs,
+ * the three strategies (whole array, rows, columns, split or not), float16
+ * accumulating in float32, integer and complex sums, an argmax through a
+ * struct of the preamble, determinism over 10 runs, empty reductions, and
+ * more than 2^31 elements. Outputs are poisoned before each run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* Host reference: the sum of f(x) over the reduced axes of a C-order
+ * (or strided) double array, for one output index. */
+typedef struct ref_case {
+  int ndim;
+  int64_t shape[4];
+  int64_t strides[4]; /* elements, of the input view */
+  int64_t offset;
+  unsigned mask; /* reduced axes */
+} ref_case;
+
+static void reference_sums(const ref_case *c, const double *x, double *out, int64_t nout) {
+  for (int64_t o = 0; o < nout; o++) out[o] = 0;
+  int64_t idx[4] = {0, 0, 0, 0}, total = 1;
+  for (int d = 0; d < c->ndim; d++) total *= c->shape[d];
+  for (int64_t n = 0; n < total; n++) {
+    int64_t rem = n, off = c->offset, o = 0;
+    for (int d = c->ndim - 1; d >= 0; d--) {
+      idx[d] = rem % c->shape[d];
+      rem /= c->shape[d];
+    }
+    for (int d = 0; d < c->ndim; d++) {
+      off += idx[d] * c->strides[d];
+      if (!(c->mask >> d & 1)) o = o * c->shape[d] + idx[d];
+    }
+    out[o] += x[off];
+  }
+}
+
+/* Every subset of axes of 1-D to 4-D float64 inputs, contiguous, then
+ * transposed (axes reversed), then with the last axis reversed; keepdims
+ * on odd subsets. The sum of x*x + 1, checked in every output. */
+Test(reduction, every_axis_subset) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x * x + 1", "a + b", "y = a", "0", NULL, "ssq",
+                                 NULL, &k));
+  static const int64_t shapes[4][4] = {{1001}, {37, 45}, {6, 17, 23}, {3, 5, 7, 11}};
+  uint64_t seed = 0x5EED;
+  for (int nd = 1; nd <= 4; nd++) {
+    int64_t total = 1;
+    for (int d = 0; d < nd; d++) total *= shapes[nd - 1][d];
+    double *hx = malloc((size_t)total * 8), *want = malloc((size_t)total * 8),
+           *got = malloc((size_t)total * 8), *sq = malloc((size_t)total * 8);
+    for (int64_t i = 0; i < total; i++) {
+      hx[i] = jt_uniform(&seed);
+      sq[i] = hx[i] * hx[i] + 1;
+    }
+    double *dx = jt_dev_alloc(e, (size_t)total * 8), *dy = jt_dev_alloc(e, (size_t)total * 8);
+    jt_to_dev(e, dx, hx, (size_t)total * 8);
+    for (int view = 0; view < 3; view++) {
+      ref_case c = {nd, {0}, {0}, 0, 0};
+      /* The view's shape and strides over the same buffer. */
+      int64_t cstr[4], acc = 1;
+      for (int d = nd - 1; d >= 0; d--) {
+        cstr[d] = acc;
+        acc *= shapes[nd - 1][d];
+      }
+      for (int d = 0; d < nd; d++) {
+        int s = view == 1 ? nd - 1 - d : d;
+        c.shape[d] = shapes[nd - 1][s];
+        c.strides[d] = cstr[s];
+      }
+      if (view == 2) {
+        c.strides[nd - 1] = -c.strides[nd - 1];
+        c.offset = (c.shape[nd - 1] - 1) * cstr[nd - 1];
+      }
+      for (unsigned mask = 0; mask < (1u << nd); mask++) {
+        c.mask = mask;
+        int axes[4], na = 0, keep = mask & 1, ond = 0;
+        int64_t oshape[4], nout = 1;
+        for (int d = 0; d < nd; d++) {
+          if (mask >> d & 1) {
+            axes[na++] = d - (d % 2 ? nd : 0); /* some negative */
+            if (keep) oshape[ond++] = 1;
+          } else {
+            oshape[ond++] = c.shape[d];
+            nout *= c.shape[d];
+          }
+        }
+        reference_sums(&c, sq, want, nout);
+        DLTensor tx = jt_tensor(dx, JITK_FLOAT64, nd, c.shape, c.strides);
+        tx.byte_offset = (uint64_t)c.offset * 8;
+        DLTensor ty = jt_tensor(dy, JITK_FLOAT64, ond, oshape, NULL);
+        jt_poison(e, dy, (size_t)nout * 8);
+        jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+        JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axes, na, keep, NULL));
+        jt_to_host(e, got, dy, (size_t)nout * 8);
+        for (int64_t o = 0; o < nout; o++)
+          cr_assert(fabs(got[o] - want[o]) <= 1e-12 * (fabs(want[o]) + 1),
+                    "%d-D, view %d, axes mask %u, output %lld: %.17g, want %.17g", nd, view,
+                    mask, (long long)o, got[o], want[o]);
+      }
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    free(hx);
+    free(want);
+    free(got);
+    free(sq);
+  }
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* The strategies on float32: a whole array (split in chunks), rows (a
+ * block per row, and a warp per short row), columns (split across blocks,
+ * and not), each against float64 sums; the source says which strategy ran;
+ * allocated outputs. Then ten runs of the whole-array sum give the same
+ * bits. */
+Test(reduction, strategies_and_determinism) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "sum", NULL,
+                                 &k));
+  struct {
+    int64_t rows, cols;
+    int axis; /* -1: all */
+    const char *strategy;
+  } cases[] = {
+      {1, 3000007, -1, "along reduced"},  {1000, 4099, 1, "along reduced"},
+      {5000, 37, 1, "along reduced"},     {4096, 3001, 0, "across outputs"},
+      {300000, 7, 0, "across outputs"},   {64, 70000, 0, "across outputs"},
+  };
+  uint64_t seed = 0xC0FFEE;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t R = cases[c].rows, C = cases[c].cols, n = R * C;
+    float *hx = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) hx[i] = (float)jt_uniform(&seed);
+    float *dx = jt_dev_alloc(e, (size_t)n * 4);
+    jt_to_dev(e, dx, hx, (size_t)n * 4);
+    int64_t shape[2] = {R, C};
+    DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, shape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx)};
+    DLManagedTensor *out[1] = {NULL};
+    int axis = cases[c].axis;
+    JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, axis < 0 ? NULL : &axis, axis < 0 ? -1 : 1,
+                                   0, out));
+    const char *src;
+    JT_OK(e, jitk_reduction_source(k, &src));
+    cr_assert(strstr(src, cases[c].strategy) != NULL, "case %zu: %.200s", c, src);
+    int64_t nout = axis < 0 ? 1 : axis == 0 ? C : R;
+    cr_assert_eq(out[0]->dl_tensor.ndim, axis < 0 ? 0 : 1);
+    float *got = malloc((size_t)nout * 4);
+    jt_to_host(e, got, out[0]->dl_tensor.data, (size_t)nout * 4);
+    for (int64_t o = 0; o < nout; o++) {
+      double want = 0, mag = 0;
+      int64_t len = axis < 0 ? n : axis == 0 ? R : C;
+      for (int64_t j = 0; j < len; j++) {
+        double v = axis < 0 ? hx[j] : axis == 0 ? hx[j * C + o] : hx[o * C + j];
+        want += v;
+        mag += fabs(v);
+      }
+      cr_assert(fabs(got[o] - want) <= 1e-5 * mag + 1e-6,
+                "case %zu, output %lld: %.9g, want %.9g", c, (long long)o, (double)got[o], want);
+    }
+    if (axis < 0) {
+      uint32_t first;
+      memcpy(&first, got, 4);
+      for (int run = 0; run < 10; run++) {
+        DLManagedTensor *again[1] = {NULL};
+        JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, NULL, -1, 0, again));
+        uint32_t bits;
+        jt_to_host(e, &bits, again[0]->dl_tensor.data, 4);
+        cr_assert_eq(bits, first, "run %d: %08x, first run %08x", run, bits, first);
+        again[0]->deleter(again[0]);
+      }
+    }
+    out[0]->deleter(out[0]);
+    free(got);
+    free(hx);
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+  }
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* float16 accumulated in float32, an int32 sum into int64, a complex64
+ * sum, a scalar and a broadcast weight in map_expr, and post_map_expr
+ * using _in_ind.size() (a mean). */
+Test(reduction, types_scalars_broadcast) {
+  jitk_engine *e = jt_gpu_engine();
+  enum { R = 333, C = 517 };
+  uint64_t seed = 0xFACE;
+  /* Mean over rows of float16 x * w * s, accumulated in float32. */
+  jitk_reduction *mean = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x, T w, float32 s", "float32 y",
+                                 "(float)x * (float)w * s", "a + b", "y = a / _in_ind.size()", "0",
+                                 "float32", "wmean", NULL, &mean));
+  uint16_t *hx = malloc(R * C * 2), *hw = malloc(C * 2);
+  for (int i = 0; i < R * C; i++) hx[i] = jitk_float_to_half((float)jt_uniform(&seed));
+  for (int j = 0; j < C; j++) hw[j] = jitk_float_to_half((float)jt_uniform(&seed));
+  void *dx = jt_dev_alloc(e, R * C * 2), *dw = jt_dev_alloc(e, C * 2), *dy = jt_dev_alloc(e, R * 8);
+  jt_to_dev(e, dx, hx, R * C * 2);
+  jt_to_dev(e, dw, hw, C * 2);
+  int64_t sx[2] = {R, C}, sw[1] = {C}, sy[1] = {R};
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT16, 2, sx, NULL), tw = jt_tensor(dw, JITK_FLOAT16, 1, sw, NULL);
+  DLTensor ty = jt_tensor(dy, JITK_FLOAT32, 1, sy, NULL);
+  jt_poison(e, dy, R * 4);
+  jitk_arg margs[] = {jitk_arg_array(&tx), jitk_arg_array(&tw), jitk_arg_f32(0.5f),
+                      jitk_arg_array(&ty)};
+  int axis = 1;
+  JT_OK(e, jitk_reduction_launch(mean, NULL, margs, 4, &axis, 1, 0, NULL));
+  float got[R];
+  jt_to_host(e, got, dy, R * 4);
+  for (int i = 0; i < R; i++) {
+    double want = 0;
+    for (int j = 0; j < C; j++)
+      want += (double)jitk_half_to_float(hx[i * C + j]) * jitk_half_to_float(hw[j]) * 0.5;
+    want /= C;
+    cr_assert(fabs(got[i] - want) <= 1e-5, "mean row %d: %.9g, want %.9g", i, (double)got[i], want);
+  }
+  jitk_reduction_destroy(mean);
+
+  /* int32 into int64 over columns: exact. */
+  jitk_reduction *isum = NULL;
+  JT_OK(e, jitk_reduction_create(e, "int32 x", "int64 y", "(long long)x", "a + b", "y = a", "0",
+                                 "int64", "isum", NULL, &isum));
+  int32_t *hi = malloc(R * C * 4);
+  for (int i = 0; i < R * C; i++) hi[i] = (int32_t)(jt_next(&seed) >> 33) - (1 << 30);
+  void *di = jt_dev_alloc(e, R * C * 4);
+  jt_to_dev(e, di, hi, R * C * 4);
+  DLTensor ti = jt_tensor(di, JITK_INT32, 2, sx, NULL);
+  int64_t so[1] = {C};
+  DLTensor to = jt_tensor(dy, JITK_INT64, 1, so, NULL);
+  void *dbig = jt_dev_alloc(e, C * 8);
+  to.data = dbig;
+  jt_poison(e, dbig, C * 8);
+  jitk_arg iargs[] = {jitk_arg_array(&ti), jitk_arg_array(&to)};
+  axis = 0;
+  JT_OK(e, jitk_reduction_launch(isum, NULL, iargs, 2, &axis, 1, 0, NULL));
+  int64_t igot[C];
+  jt_to_host(e, igot, dbig, C * 8);
+  for (int j = 0; j < C; j++) {
+    int64_t want = 0;
+    for (int i = 0; i < R; i++) want += hi[i * C + j];
+    cr_assert_eq(igot[j], want, "int sum column %d", j);
+  }
+  jitk_reduction_destroy(isum);
+
+  /* complex64 over everything. */
+  jitk_reduction *csum = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x * x", "a + b", "y = a", "0", NULL, "csum",
+                                 NULL, &csum));
+  float *hc = malloc(R * C * 8);
+  for (int i = 0; i < 2 * R * C; i++) hc[i] = (float)jt_uniform(&seed);
+  void *dc = jt_dev_alloc(e, R * C * 8);
+  jt_to_dev(e, dc, hc, R * C * 8);
+  DLTensor tc = jt_tensor(dc, JITK_COMPLEX64, 2, sx, NULL);
+  jitk_arg cargs[] = {jitk_arg_array(&tc)};
+  DLManagedTensor *cout[1];
+  JT_OK(e, jitk_reduction_launch(csum, NULL, cargs, 1, NULL, -1, 0, cout));
+  float cg[2];
+  jt_to_host(e, cg, cout[0]->dl_tensor.data, 8);
+  double wr = 0, wi = 0, mag = 0;
+  for (int i = 0; i < R * C; i++) {
+    double re = hc[2 * i], im = hc[2 * i + 1];
+    wr += re * re - im * im;
+    wi += 2 * re * im;
+    mag += re * re + im * im;
+  }
+  cr_assert(fabs(cg[0] - wr) <= 1e-5 * mag && fabs(cg[1] - wi) <= 1e-5 * mag,
+            "complex sum %g%+gi, want %g%+gi", (double)cg[0], (double)cg[1], wr, wi);
+  cout[0]->deleter(cout[0]);
+  jitk_reduction_destroy(csum);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dw, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  JT_OK(e, jitk_device_free(e, di, NULL));
+  JT_OK(e, jitk_device_free(e, dbig, NULL));
+  JT_OK(e, jitk_device_free(e, dc, NULL));
+  free(hx);
+  free(hw);
+  free(hi);
+  free(hc);
+  jitk_engine_destroy(e);
+}
+
+/* Column argmax through a struct of the preamble, _j the row; then max
+ * without an identity; empty reductions. */
+Test(reduction, argmax_no_identity_empty) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction_options o = {
+      "struct vi { float v; long long i; };\n"
+      "__device__ __forceinline__ vi make_vi(float v, long long i) { vi r; r.v = v; r.i = i; "
+      "return r; }\n",
+      NULL, 0};
+  jitk_reduction *am = NULL;
+  JT_OK(e, jitk_reduction_create(e, "float32 x", "int64 y", "make_vi(x, _j)",
+                                 "(b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a", "y = a.i",
+                                 NULL, "vi", "argmax", &o, &am));
+  enum { R = 1001, C = 263 };
+  uint64_t seed = 0xA5A5;
+  float *hx = malloc(R * C * 4);
+  /* Few distinct values, so that ties happen and the lowest row wins. */
+  for (int i = 0; i < R * C; i++) hx[i] = (float)(int)(jt_uniform(&seed) * 50);
+  float *dx = jt_dev_alloc(e, R * C * 4);
+  jt_to_dev(e, dx, hx, R * C * 4);
+  int64_t sx[2] = {R, C}, sy[1] = {C};
+  int64_t *dy = jt_dev_alloc(e, C * 8);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, sx, NULL), ty = jt_tensor(dy, JITK_INT64, 1, sy, NULL);
+  jt_poison(e, dy, C * 8);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  int axis = 0;
+  JT_OK(e, jitk_reduction_launch(am, NULL, args, 2, &axis, 1, 0, NULL));
+  int64_t got[C];
+  jt_to_host(e, got, dy, C * 8);
+  for (int j = 0; j < C; j++) {
+    int best = 0;
+    for (int i = 1; i < R; i++)
+      if (hx[i * C + j] > hx[best * C + j]) best = i;
+    cr_assert_eq(got[j], best, "column %d: row %lld, want %d", j, (long long)got[j], best);
+  }
+
+  /* max without identity, over rows. */
+  jitk_reduction *mx = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "max(a, b)", "y = a", NULL, NULL, "rmax",
+                                 NULL, &mx));
+  for (int i = 0; i < R * C; i++) hx[i] = (float)jt_uniform(&seed) - 2.0f; /* all negative */
+  jt_to_dev(e, dx, hx, R * C * 4);
+  axis = 1;
+  DLManagedTensor *out[1];
+  JT_OK(e, jitk_reduction_launch(mx, NULL, args, 1, &axis, 1, 1, out));
+  cr_assert_eq(out[0]->dl_tensor.ndim, 2, "keepdims");
+  cr_assert(out[0]->dl_tensor.shape[0] == R && out[0]->dl_tensor.shape[1] == 1);
+  float rmax[R];
+  jt_to_host(e, rmax, out[0]->dl_tensor.data, R * 4);
+  for (int i = 0; i < R; i++) {
+    float want = hx[i * C];
+    for (int j = 1; j < C; j++) want = hx[i * C + j] > want ? hx[i * C + j] : want;
+    cr_assert_eq(rmax[i], want, "row %d", i);
+  }
+  out[0]->deleter(out[0]);
+
+  /* Empty: the identity for a sum; an error without one. */
+  jitk_reduction *sum = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "esum", NULL,
+                                 &sum));
+  int64_t se[2] = {4, 0};
+  DLTensor te = jt_tensor(dx, JITK_FLOAT32, 2, se, NULL);
+  jitk_arg eargs[] = {jitk_arg_array(&te)};
+  JT_OK(e, jitk_reduction_launch(sum, NULL, eargs, 1, &axis, 1, 0, out));
+  float zeros[4];
+  jt_to_host(e, zeros, out[0]->dl_tensor.data, 16);
+  for (int i = 0; i < 4; i++) cr_assert_eq(zeros[i], 0.0f);
+  out[0]->deleter(out[0]);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "needs an identity",
+           jitk_reduction_launch(mx, NULL, eargs, 1, &axis, 1, 0, out));
+  /* Bad axes, a wrong output shape. */
+  int bad = 2;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "out of range",
+           jitk_reduction_launch(sum, NULL, args, 1, &bad, 1, 0, out));
+  int twice[2] = {0, -2};
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "given twice",
+           jitk_reduction_launch(sum, NULL, args, 1, twice, 2, 0, out));
+  DLTensor wrong = jt_tensor(dy, JITK_FLOAT32, 1, sy, NULL);
+  jitk_arg wargs[] = {jitk_arg_array(&tx), jitk_arg_array(&wrong)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "reduced shape",
+           jitk_reduction_launch(sum, NULL, wargs, 2, &axis, 1, 0, NULL));
+  jitk_reduction_destroy(sum);
+  jitk_reduction_destroy(mx);
+  jitk_reduction_destroy(am);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  free(hx);
+  jitk_engine_destroy(e);
+}
+
+/* More than 2^31 elements: the 64-bit index path, an exact integer sum of
+ * every element, then of every row of a 2-D view. */
+Test(reduction, past_two_to_the_31, .timeout = 120) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "uint8 x", "int64 y", "(long long)x", "a + b", "y = a", "0",
+                                 "int64", "bigsum", NULL, &k));
+  const int64_t rows = 3, cols = 715827889; /* 2,147,483,667 elements */
+  const size_t n = (size_t)(rows * cols);
+  uint8_t *h = malloc(n);
+  for (size_t i = 0; i < n; i++) h[i] = (uint8_t)(i * 2654435761u >> 24);
+  void *dx = jt_dev_alloc(e, n);
+  jt_to_dev(e, dx, h, n);
+  int64_t shape[2] = {rows, cols};
+  DLTensor tx = jt_tensor(dx, JITK_UINT8, 2, shape, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx)};
+  DLManagedTensor *out[1];
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, NULL, -1, 0, out));
+  const char *src;
+  JT_OK(e, jitk_reduction_source(k, &src));
+  cr_assert(strstr(src, "64-bit index") != NULL, "the 64-bit path was taken");
+  int64_t got, want = 0, rw[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    want += h[i];
+    rw[i / (size_t)cols] += h[i];
+  }
+  jt_to_host(e, &got, out[0]->dl_tensor.data, 8);
+  cr_assert_eq(got, want, "sum %lld, want %lld", (long long)got, (long long)want);
+  out[0]->deleter(out[0]);
+  int axis = 1;
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, &axis, 1, 0, out));
+  int64_t rg[3];
+  jt_to_host(e, rg, out[0]->dl_tensor.data, 24);
+  for (int r = 0; r < 3; r++) cr_assert_eq(rg[r], rw[r], "row %d", r);
+  out[0]->deleter(out[0]);
+  free(h);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}

@@ -1,0 +1,128 @@
+/*
+ * Reduction kernels without a GPU: every dtype's specialization compiles
+ * for sm_90 in both strategies and index widths without spilling, half
+ * types accumulate in the reduce type, a struct of the preamble works as
+ * the reduce type, NVRTC errors cite the user's expression, and bad
+ * arguments to create are refused with a clear message.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+Test(reduction_gen, every_dtype_and_layout_compiles) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
+    char types[64], name[32];
+    snprintf(types, sizeof types, "T=%s", info.name);
+    snprintf(name, sizeof name, "sum_%s", info.name);
+    bool half = d == JITK_FLOAT16 || d == JITK_BFLOAT16;
+    /* Half types reduce in float32, bool counts into int64. */
+    const char *map = d == JITK_BOOL ? "x ? 1 : 0" : half ? "(float)x * (float)x" : "x * x";
+    const char *rtype = d == JITK_BOOL ? "int64" : half ? "float32" : NULL;
+    const char *out = d == JITK_BOOL ? "int64 y" : half ? "float32 y" : "T y";
+    jitk_reduction *k = NULL;
+    JT_OK(e, jitk_reduction_create(e, "T x", out, map, "a + b", "y = a", "0", rtype, name, NULL,
+                                   &k));
+    jitk_reduction_layout layouts[] = {{0, 1, 32, 'i'}, {2, 1, 32, 'i'}, {1, 2, 64, 'o'},
+                                       {3, 3, 32, 'o'}};
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+      const char *src = NULL;
+      jitk_module *m = NULL;
+      JT_OK(e, jitk_reduction_compile(k, types, &layouts[l], &src, &m));
+      cr_assert(strstr(src, "#line 1 \"map_expr\"") != NULL);
+      cr_assert(strstr(src, layouts[l].strategy == 'o' ? "across outputs" : "along reduced") != NULL);
+      const jitk_kernel_resources *res;
+      size_t n;
+      JT_OK(e, jitk_module_resources(m, &res, &n));
+      cr_assert_eq(n, 3, "the kernel and its two second passes");
+      for (size_t r = 0; r < n; r++)
+        cr_assert_eq(res[r].spill_stores, 0, "%s layout %zu spills", info.name, l);
+      jitk_module_destroy(m);
+    }
+    jitk_reduction_destroy(k);
+  }
+  jitk_engine_destroy(e);
+}
+
+Test(reduction_gen, source_shapes) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x, T w, float32 s, raw T r", "T y", "x * w * s + r[0]",
+                                 "a + b", "y = a / _in_ind.size()", NULL, NULL, "k", NULL, &k));
+  const char *src;
+  jitk_reduction_layout rows = {1, 1, 32, 'i'};
+  JT_OK(e, jitk_reduction_compile(k, "T=float32", &rows, &src, NULL));
+  cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL, "16-byte loads along rows");
+  cr_assert(strstr(src, "jitk::red::block_reduce<256>") != NULL);
+  cr_assert(strstr(src, "ssq") == NULL && strstr(src, "k_final(") != NULL, "the second pass");
+  cr_assert(strstr(src, "int _jk_has = 0;") != NULL, "no identity: partial results start empty");
+  cr_assert(strstr(src, "jitk::array<const T, 1> r") != NULL, "raw as a descriptor");
+  jitk_reduction_layout cols = {2, 3, 64, 'o'};
+  JT_OK(e, jitk_reduction_compile(k, "T=float64", &cols, &src, NULL));
+  cr_assert(strstr(src, "jitk::ew::div_u64") != NULL, "magic division, 64-bit");
+  cr_assert(strstr(src, "unsigned long long _jk_u") != NULL);
+  cr_assert(strstr(src, "jitk::ew::vec") == NULL, "no vectors across outputs");
+  jitk_reduction_layout bad = {0, 0, 32, 'i'};
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduced_ndim", jitk_reduction_compile(k, "T=float32", &bad, &src, NULL));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_reduction_compile(k, "", NULL, &src, NULL));
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+Test(reduction_gen, struct_reduce_type) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_reduction_options o = {
+      "struct vi { float v; long long i; };\n"
+      "__device__ __forceinline__ vi make_vi(float v, long long i) { vi r; r.v = v; r.i = i; "
+      "return r; }\n",
+      NULL, 0};
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "make_vi(x, _j)",
+                                 "(b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a", "y = a.i",
+                                 "make_vi(__int_as_float(0xff800000), 0)", "vi", "argmax", &o, &k));
+  const char *src;
+  jitk_reduction_layout cols = {1, 1, 32, 'o'};
+  JT_OK(e, jitk_reduction_compile(k, "T=float32", &cols, &src, NULL));
+  cr_assert(strstr(src, "typedef vi _type_reduce;") != NULL, "%s", src);
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+Test(reduction_gen, errors_cite_the_users_expressions) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  struct {
+    const char *map, *reduce, *post, *identity, *want;
+  } cases[] = {
+      {"x * * x", "a + b", "y = a", "0", "map_expr:1:"},
+      {"x * x", "a + + b;", "y = a", "0", "reduce_expr:1:"},
+      {"x * x", "a + b", "y = a + undefined_thing", "0", "post_map_expr:1:9: error"},
+      {"x * x", "a + b", "y = a", "nope", "identity:1:1: error"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jitk_reduction *k = NULL;
+    JT_OK(e, jitk_reduction_create(e, "T x", "T y", cases[c].map, cases[c].reduce, cases[c].post,
+                                   cases[c].identity, NULL, "bad", NULL, &k));
+    const char *src;
+    JT_FAILS(e, JITK_ERR_COMPILE, cases[c].want, jitk_reduction_compile(k, "T=float32", NULL, &src, NULL));
+    jitk_reduction_destroy(k);
+  }
+  jitk_reduction *k = NULL;
+  JT_FAILS(e, JITK_ERR_PARSE, "map_expr is empty",
+           jitk_reduction_create(e, "T x", "T y", "  ", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "identity is empty",
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "at least one input and one output",
+           jitk_reduction_create(e, "T x", "", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "^",
+           jitk_reduction_create(e, "T x, T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "C identifier",
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "1k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "NULL",
+           jitk_reduction_create(e, "T x", "T y", NULL, "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "cannot be raw",
+           jitk_reduction_create(e, "T x", "raw T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  jitk_engine_destroy(e);
+}
