@@ -24,6 +24,10 @@ mkdir -p "$DEST/bin" "$DEST/lib"
 BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tests/test_gpu_elementwise
       $BUILD/tests/test_driver_nodriver $BUILD/examples/demo $BUILD/examples/raw_saxpy $BUILD/examples/elementwise"
 [ -x "$BUILD/examples/existing_cuda" ] && BINS="$BINS $BUILD/examples/existing_cuda"
+# The reduction test and example join when they exist; run.sh runs their
+# steps only when their binaries are in the bundle.
+[ -x "$BUILD/tests/test_gpu_reduction" ] && BINS="$BINS $BUILD/tests/test_gpu_reduction"
+[ -x "$BUILD/examples/reduction" ] && BINS="$BINS $BUILD/examples/reduction"
 for b in $BINS; do cp "$b" "$DEST/bin/"; done
 cp "$ROOT/tools/gpu-run.sh" "$DEST/run.sh"
 chmod +x "$DEST/run.sh"

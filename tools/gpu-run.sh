@@ -42,10 +42,15 @@ step() { # step NAME COMMAND...: runs it, logs it, remembers the outcome
 step doctor "$HERE/bin/jitk" doctor
 step test_gpu_raw "$HERE/bin/test_gpu_raw" --jobs=1 --verbose
 step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
+# Reduction steps run only once the bundle has their binaries (it is built
+# whether or not the reduction tests and example exist yet).
+[ -x "$HERE/bin/test_gpu_reduction" ] &&
+  step test_gpu_reduction "$HERE/bin/test_gpu_reduction" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
 step demo "$HERE/bin/demo"
 step raw_saxpy "$HERE/bin/raw_saxpy"
 step example_elementwise "$HERE/bin/elementwise"
+[ -x "$HERE/bin/reduction" ] && step example_reduction "$HERE/bin/reduction"
 [ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
 if command -v compute-sanitizer >/dev/null; then
   # Memory errors and failed API calls anywhere in the GPU tests.
@@ -54,10 +59,15 @@ if command -v compute-sanitizer >/dev/null; then
   # The 2^31-element test is left out: under memcheck it would take minutes.
   step memcheck_elementwise compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$HERE/bin/test_gpu_elementwise" --jobs=1 --filter 'elementwise/[!p]*' 
+  # The reduction tests' 2^31-element test is left out for the same reason.
+  [ -x "$HERE/bin/test_gpu_reduction" ] &&
+    step memcheck_reduction compute-sanitizer --tool memcheck --error-exitcode 1 \
+      "$HERE/bin/test_gpu_reduction" --jobs=1 --filter 'reduction/[!p]*'
 fi
 step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/bench.json"
 step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"
 step bench_elementwise "$HERE/bin/jitk-bench" elementwise --json "$LOGS/bench.json"
+step bench_reduction "$HERE/bin/jitk-bench" reduction --json "$LOGS/bench.json"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
     step "peer_$(basename "$p" .py)" python3 "$p"
@@ -71,4 +81,5 @@ echo "---------------- benchmark"
 grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" || true
 grep -E "^cache:" "$LOGS/bench_cache.log" || true
 grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_elementwise.log" || true
+grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_reduction.log" || true
 for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured|Error" "$f"; done

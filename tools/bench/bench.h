@@ -3,6 +3,9 @@
 #define JITK_TOOLS_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <jitk/jitk.h>
 
 /* Any failure of a jitk call ends the benchmark with the engine's message:
  * a figure measured after an error would mean nothing. Needs <stdio.h>,
@@ -32,7 +35,34 @@ void bench_print(const char *title, const bench_row *rows, size_t n, const char 
 
 int bench_cache(const char *self, int argc, char **argv);
 int bench_elementwise(int argc, char **argv);
+int bench_reduction(int argc, char **argv);
 int bench_compile(int argc, char **argv);
+
+/* A device array of zero, one or two dimensions (C order) with the
+ * DLTensor that passes it. The DLTensor points at the struct's own shape,
+ * so a bench_array must stay where bench_array_make put it. */
+typedef struct bench_array {
+  void *data;
+  jitk_dtype dtype;
+  int ndim;
+  int64_t shape[2];
+  DLTensor t;
+} bench_array;
+
+/* Allocates rows (ndim 1) or rows x cols (ndim 2) elements; ndim 0 is one
+ * element, the output of a reduction over every axis. */
+void bench_array_make(bench_array *a, jitk_engine *e, jitk_dtype d, int ndim, int64_t rows,
+                      int64_t cols);
+size_t bench_array_count(const bench_array *a);
+size_t bench_array_bytes(const bench_array *a);
+/* Copies a float32, float16 or bfloat16 array to a malloc'd array of
+ * doubles, exactly. */
+double *bench_array_to_host(jitk_engine *e, const bench_array *a);
+/* The generated elementwise kernel (uint32 seed, T x) that writes
+ * pseudo-random values in [-0.5, 0.5) into any float array, and its
+ * launch: inputs are never zeros, which some hardware paths compress. */
+jitk_elementwise *bench_fill_create(jitk_engine *e);
+void bench_fill_random(jitk_engine *e, jitk_elementwise *fill, bench_array *a, uint32_t seed);
 
 struct jitk_engine;
 struct jitk_kernel;

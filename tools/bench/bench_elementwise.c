@@ -27,65 +27,6 @@
 
 #define CHECK(e, call) BENCH_CHECK(e, call)
 
-typedef struct dev_array {
-  void *data;
-  jitk_dtype dtype;
-  int ndim;
-  int64_t shape[2], strides[2];
-  DLTensor t;
-} dev_array;
-
-/* Fills *a in place: its DLTensor points at its own shape array, so the
- * struct must not be copied afterwards. */
-static void make_array(dev_array *pa, jitk_engine *e, jitk_dtype d, int ndim, int64_t r, int64_t c) {
-  dev_array *ap = pa;
-#define a (*ap)
-  memset(&a, 0, sizeof a);
-  jitk_dtype_info info;
-  jitk_dtype_get_info(d, &info);
-  a.dtype = d;
-  a.ndim = ndim;
-  a.shape[0] = r;
-  a.shape[1] = c;
-  size_t n = (size_t)(ndim == 1 ? r : r * c);
-  CHECK(e, jitk_device_alloc(e, n * info.size, NULL, &a.data));
-  a.t.data = a.data;
-  a.t.device.device_type = kDLCUDA;
-  a.t.device.device_id = 0;
-  a.t.ndim = ndim;
-  a.t.dtype = info.dl;
-  a.t.shape = a.shape;
-  a.t.strides = NULL;
-#undef a
-}
-
-/* Writes pseudo-random values in [-0.5, 0.5) into any float array. */
-static void fill_random(jitk_engine *e, jitk_elementwise *fill, dev_array *a, uint32_t seed) {
-  jitk_arg args[] = {jitk_arg_u32(seed), jitk_arg_array(&a->t)};
-  CHECK(e, jitk_elementwise_launch(fill, NULL, args, 2, -1, NULL));
-}
-
-static size_t count_of(const dev_array *a) {
-  return (size_t)(a->ndim == 1 ? a->shape[0] : a->shape[0] * a->shape[1]);
-}
-
-static double *to_host_double(jitk_engine *e, const dev_array *a) {
-  size_t n = count_of(a);
-  jitk_dtype_info info;
-  jitk_dtype_get_info(a->dtype, &info);
-  unsigned char *raw = malloc(n * info.size);
-  double *out = malloc(n * sizeof(double));
-  CHECK(e, jitk_memcpy(e, raw, a->data, n * info.size, NULL));
-  CHECK(e, jitk_stream_synchronize(e, NULL));
-  for (size_t i = 0; i < n; i++) {
-    if (a->dtype == JITK_FLOAT32) out[i] = ((float *)raw)[i];
-    else if (a->dtype == JITK_FLOAT16) out[i] = jitk_half_to_float(((uint16_t *)raw)[i]);
-    else out[i] = jitk_bfloat16_to_float(((uint16_t *)raw)[i]);
-  }
-  free(raw);
-  return out;
-}
-
 /* Median milliseconds of one launch over 20 runs, after 3 of warm-up. */
 static double time_launch(jitk_engine *e, jitk_elementwise *k, const jitk_arg *args, size_t n) {
   CUevent a, b;
@@ -136,12 +77,7 @@ int bench_elementwise(int argc, char **argv) {
   CHECK(e, jitk_module_get_kernel(lm, "empty", &empty));
   double copy = bench_copy_bandwidth(e, fillk);
 
-  jitk_elementwise *fill, *add, *saxpy, *bias_relu;
-  CHECK(e, jitk_elementwise_create(e, "uint32 seed", "T x",
-                                   "unsigned h = (unsigned)i * 2654435761u + seed;"
-                                   "h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;"
-                                   "x = (T)((float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f)",
-                                   "fill_random", NULL, &fill));
+  jitk_elementwise *fill = bench_fill_create(e), *add, *saxpy, *bias_relu;
   CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "add", NULL, &add));
   CHECK(e, jitk_elementwise_create(e, "T a, T x", "T y", "y = a * x + y", "saxpy", NULL, &saxpy));
   CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
@@ -157,18 +93,19 @@ int bench_elementwise(int argc, char **argv) {
   jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_BFLOAT16};
   const char *dnames[] = {"float32", "float16", "bfloat16"};
   for (int t = 0; t < 3; t++) {
-    dev_array x, y, z;
-    make_array(&x, e, dts[t], 1, n, 0);
-    make_array(&y, e, dts[t], 1, n, 0);
-    make_array(&z, e, dts[t], 1, n, 0);
-    fill_random(e, fill, &x, 11u + (uint32_t)t);
-    fill_random(e, fill, &y, 23u + (uint32_t)t);
-    CHECK(e, jitk_memset(e, z.data, 0xFF, count_of(&z) * (dts[t] == JITK_FLOAT32 ? 4 : 2), NULL));
+    bench_array x, y, z;
+    bench_array_make(&x, e, dts[t], 1, n, 0);
+    bench_array_make(&y, e, dts[t], 1, n, 0);
+    bench_array_make(&z, e, dts[t], 1, n, 0);
+    bench_fill_random(e, fill, &x, 11u + (uint32_t)t);
+    bench_fill_random(e, fill, &y, 23u + (uint32_t)t);
+    CHECK(e, jitk_memset(e, z.data, 0xFF, bench_array_bytes(&z), NULL));
     jitk_arg args[] = {jitk_arg_array(&x.t), jitk_arg_array(&y.t), jitk_arg_array(&z.t)};
     double ms = time_launch(e, add, args, 3);
     size_t isz = dts[t] == JITK_FLOAT32 ? 4 : 2;
     double gbs = 3.0 * (double)n * (double)isz / (ms * 1e-3) / 1e9;
-    double *hx = to_host_double(e, &x), *hy = to_host_double(e, &y), *hz = to_host_double(e, &z);
+    double *hx = bench_array_to_host(e, &x), *hy = bench_array_to_host(e, &y);
+    double *hz = bench_array_to_host(e, &z);
     for (int64_t i = 0; i < n; i++) hx[i] += hy[i];
     size_t bad = count_bad(hz, hx, (size_t)n, dts[t]);
     total_bad += bad;
@@ -182,10 +119,10 @@ int bench_elementwise(int argc, char **argv) {
     free(hz);
     if (t == 0) {
       /* saxpy in place: y = a * x + y; y is read and written. */
-      double *y0 = to_host_double(e, &y), *x0 = to_host_double(e, &x);
+      double *y0 = bench_array_to_host(e, &y), *x0 = bench_array_to_host(e, &x);
       jitk_arg sargs[] = {jitk_arg_f32(1.5f), jitk_arg_array(&x.t), jitk_arg_array(&y.t)};
       CHECK(e, jitk_elementwise_launch(saxpy, NULL, sargs, 3, -1, NULL));
-      double *y1 = to_host_double(e, &y);
+      double *y1 = bench_array_to_host(e, &y);
       for (int64_t i = 0; i < n; i++) y0[i] = 1.5 * x0[i] + y0[i];
       bad = count_bad(y1, y0, (size_t)n, JITK_FLOAT32);
       total_bad += bad;
@@ -217,11 +154,11 @@ int bench_elementwise(int argc, char **argv) {
         CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", kname, NULL, &ku));
         unsetenv("JITK_EW_UNROLL");
         unsetenv("JITK_EW_GRID");
-        CHECK(e, jitk_memset(e, z.data, 0xFF, count_of(&z) * 4, NULL));
+        CHECK(e, jitk_memset(e, z.data, 0xFF, bench_array_bytes(&z), NULL));
         double ums = time_launch(e, ku, args, 3);
         double ugbs = 3.0 * (double)n * 4 / (ums * 1e-3) / 1e9;
-        double *hx2 = to_host_double(e, &x), *hy2 = to_host_double(e, &y);
-        double *hz2 = to_host_double(e, &z);
+        double *hx2 = bench_array_to_host(e, &x), *hy2 = bench_array_to_host(e, &y);
+        double *hz2 = bench_array_to_host(e, &z);
         for (int64_t i = 0; i < n; i++) hx2[i] += hy2[i];
         size_t ubad = count_bad(hz2, hx2, (size_t)n, JITK_FLOAT32);
         total_bad += ubad;
@@ -243,13 +180,13 @@ int bench_elementwise(int argc, char **argv) {
   /* bias+ReLU on 16384 x 16384 float32, bias along rows; then reading x
    * through a transposed view. */
   const int64_t R = 16384, C = 16384;
-  dev_array x, b, y;
-  make_array(&x, e, JITK_FLOAT32, 2, R, C);
-  make_array(&b, e, JITK_FLOAT32, 1, C, 0);
-  make_array(&y, e, JITK_FLOAT32, 2, R, C);
-  fill_random(e, fill, &x, 31);
-  fill_random(e, fill, &b, 37);
-  double *hx = to_host_double(e, &x), *hb = to_host_double(e, &b);
+  bench_array x, b, y;
+  bench_array_make(&x, e, JITK_FLOAT32, 2, R, C);
+  bench_array_make(&b, e, JITK_FLOAT32, 1, C, 0);
+  bench_array_make(&y, e, JITK_FLOAT32, 2, R, C);
+  bench_fill_random(e, fill, &x, 31);
+  bench_fill_random(e, fill, &b, 37);
+  double *hx = bench_array_to_host(e, &x), *hb = bench_array_to_host(e, &b);
   /* Each case also with a device-filling grid, and the transposed case
    * with tiles of 32 (the default: one-shot grids, tiles of 64). */
   jitk_elementwise *bias_relu_fill, *bias_relu_t32;
@@ -273,7 +210,7 @@ int bench_elementwise(int argc, char **argv) {
     jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&b.t), jitk_arg_array(&y.t)};
     double ms = time_launch(e, kb, args, 3);
     double gbs = 2.0 * (double)(R * C) * 4 / (ms * 1e-3) / 1e9;
-    double *hy = to_host_double(e, &y);
+    double *hy = bench_array_to_host(e, &y);
     size_t bad = 0;
     for (int64_t i = 0; i < R; i++)
       for (int64_t j = 0; j < C; j++) {
@@ -304,12 +241,12 @@ int bench_elementwise(int argc, char **argv) {
 
   /* Host cost of launching a cached kernel (z = x + y on 1024 elements)
    * against a bare cuLaunchKernel of an empty kernel, measured alike. */
-  dev_array sx, sy, sz;
-  make_array(&sx, e, JITK_FLOAT32, 1, 1024, 0);
-  make_array(&sy, e, JITK_FLOAT32, 1, 1024, 0);
-  make_array(&sz, e, JITK_FLOAT32, 1, 1024, 0);
-  fill_random(e, fill, &sx, 41);
-  fill_random(e, fill, &sy, 43);
+  bench_array sx, sy, sz;
+  bench_array_make(&sx, e, JITK_FLOAT32, 1, 1024, 0);
+  bench_array_make(&sy, e, JITK_FLOAT32, 1, 1024, 0);
+  bench_array_make(&sz, e, JITK_FLOAT32, 1, 1024, 0);
+  bench_fill_random(e, fill, &sx, 41);
+  bench_fill_random(e, fill, &sy, 43);
   jitk_arg sargs[] = {jitk_arg_array(&sx.t), jitk_arg_array(&sy.t), jitk_arg_array(&sz.t)};
   CHECK(e, jitk_elementwise_launch(add, NULL, sargs, 3, -1, NULL));
   double bare_us, raw_us;

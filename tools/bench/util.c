@@ -1,5 +1,8 @@
+#include <jitk/jitk.h>
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bench.h"
@@ -33,4 +36,67 @@ void bench_print(const char *title, const bench_row *rows, size_t n, const char 
     fprintf(f, "{\"bench\": \"%s\", \"name\": \"%s\", \"value\": %.6g, \"unit\": \"%s\"}\n", title,
             rows[i].name, rows[i].value, rows[i].unit);
   fclose(f);
+}
+
+void bench_array_make(bench_array *a, jitk_engine *e, jitk_dtype d, int ndim, int64_t rows,
+                      int64_t cols) {
+  memset(a, 0, sizeof *a);
+  jitk_dtype_info info;
+  jitk_dtype_get_info(d, &info);
+  a->dtype = d;
+  a->ndim = ndim;
+  a->shape[0] = rows;
+  a->shape[1] = cols;
+  BENCH_CHECK(e, jitk_device_alloc(e, bench_array_bytes(a), NULL, &a->data));
+  a->t.data = a->data;
+  a->t.device.device_type = kDLCUDA;
+  a->t.device.device_id = 0;
+  a->t.ndim = ndim;
+  a->t.dtype = info.dl;
+  a->t.shape = a->shape;
+  a->t.strides = NULL;
+}
+
+size_t bench_array_count(const bench_array *a) {
+  return (size_t)(a->ndim == 0 ? 1 : a->ndim == 1 ? a->shape[0] : a->shape[0] * a->shape[1]);
+}
+
+size_t bench_array_bytes(const bench_array *a) {
+  jitk_dtype_info info;
+  jitk_dtype_get_info(a->dtype, &info);
+  return bench_array_count(a) * info.size;
+}
+
+double *bench_array_to_host(jitk_engine *e, const bench_array *a) {
+  size_t n = bench_array_count(a);
+  unsigned char *raw = malloc(bench_array_bytes(a));
+  double *out = malloc(n * sizeof(double));
+  if (raw == NULL || out == NULL) {
+    fprintf(stderr, "jitk-bench: out of host memory\n");
+    exit(1);
+  }
+  BENCH_CHECK(e, jitk_memcpy(e, raw, a->data, bench_array_bytes(a), NULL));
+  BENCH_CHECK(e, jitk_stream_synchronize(e, NULL));
+  for (size_t i = 0; i < n; i++) {
+    if (a->dtype == JITK_FLOAT32) out[i] = ((float *)raw)[i];
+    else if (a->dtype == JITK_FLOAT16) out[i] = jitk_half_to_float(((uint16_t *)raw)[i]);
+    else out[i] = jitk_bfloat16_to_float(((uint16_t *)raw)[i]);
+  }
+  free(raw);
+  return out;
+}
+
+jitk_elementwise *bench_fill_create(jitk_engine *e) {
+  jitk_elementwise *fill = NULL;
+  BENCH_CHECK(e, jitk_elementwise_create(e, "uint32 seed", "T x",
+                                         "unsigned h = (unsigned)i * 2654435761u + seed;"
+                                         "h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;"
+                                         "x = (T)((float)(h >> 8) * (1.0f / 16777216.0f) - 0.5f)",
+                                         "fill_random", NULL, &fill));
+  return fill;
+}
+
+void bench_fill_random(jitk_engine *e, jitk_elementwise *fill, bench_array *a, uint32_t seed) {
+  jitk_arg args[] = {jitk_arg_u32(seed), jitk_arg_array(&a->t)};
+  BENCH_CHECK(e, jitk_elementwise_launch(fill, NULL, args, 2, -1, NULL));
 }
