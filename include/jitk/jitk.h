@@ -943,6 +943,9 @@ typedef struct jitk_reduction_layout {
   int index_bits;   /* 32 or 64 */
   char strategy;    /* 'i': along contiguous reduced elements (rows, whole
                        arrays); 'o': across contiguous outputs (columns) */
+  int split;        /* 0: each output reduced in one piece; 1: in chunks
+                       whose partial results a second kernel combines with
+                       a warp per output; 2: with a block per output */
 } jitk_reduction_layout;
 
 /*

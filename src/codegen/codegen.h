@@ -109,6 +109,9 @@ typedef struct jk_red_spec {
   unsigned char strategy;
   unsigned short group;
   unsigned char vec;    /* 'i' only: elements per vector access */
+  /* 0: one piece per output (S == 1), no second kernel; else the second
+   * kernel's threads per output, 32 or 256 (S > 1). */
+  unsigned short final_group;
   unsigned char has_identity;
 } jk_red_spec;
 
@@ -120,10 +123,9 @@ typedef struct jk_red_source_in {
 } jk_red_source_in;
 
 /* Writes the CUDA source of one specialization: the kernel `name`, which
- * writes the outputs or (split reductions) partial results, and
- * `name_final` and `name_final_block`, which reduce the partial results of
- * each output in order with a warp or a block; `name_slot` is a device
- * array the size of one partial result. */
+ * writes the outputs or (split reductions) partial results, and for split
+ * reductions `name_final`, which reduces the partial results of each output
+ * in order; `name_slot` is a device array the size of one partial result. */
 jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source);
 
 /*

@@ -16,9 +16,9 @@
  *      splits them further when there are few outputs.
  *
  * A split reduction writes one partial result per (output, chunk); the
- * second kernel, `name_final` (a warp per output) or `name_final_block` (a
- * block per output, for few outputs of many chunks), reduces each output's
- * chunks in order. Every combination follows a fixed tree, so results are the same
+ * second kernel, `name_final` (a warp per output, or a block per output
+ * for few outputs of many chunks), reduces each output's chunks in order.
+ * Only split specializations have it: each entry point costs NVRTC time. Every combination follows a fixed tree, so results are the same
  * bits on every run.
  */
 #include <stdio.h>
@@ -202,16 +202,19 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
 }
 
 /* The reduced elements [_jk_lo, _jk_hi) of the current output, `step`
- * apart from `first`: four at a time while four remain, so that four
- * loads are in flight (a loop the compiler unrolls itself keeps a branch
- * between them, and measured half the bandwidth), then one at a time. */
+ * apart from `first`: four scalar loads or two 16-byte ones at a time
+ * while that many remain, so that they are in flight together (a loop the
+ * compiler unrolls itself keeps a branch between them, and measured half
+ * the bandwidth), then one at a time. Two vectors rather than four
+ * measured the same in hand-written kernels and compile faster. */
 static void emit_reduce_loop(jk_buf *b, const jk_red_source_in *in, const char *file,
                              const char *first, const char *step) {
+  int nu = in->spec->vec > 1 ? 2 : 4;
   jk_buf_printf(b,
                 "    _jk_u _jk_j = %s;\n"
-                "    for (; _jk_j + 3 * (%s) < _jk_hi; _jk_j += 4 * (%s))\n",
-                first, step, step);
-  emit_batch(b, in, file, 4, step);
+                "    for (; _jk_j + %d * (%s) < _jk_hi; _jk_j += %d * (%s))\n",
+                first, nu - 1, step, nu, step);
+  emit_batch(b, in, file, nu, step);
   jk_buf_printf(b, "    for (; _jk_j < _jk_hi; _jk_j += %s)\n", step);
   emit_batch(b, in, file, 1, step);
 }
@@ -222,15 +225,17 @@ static void emit_acc_init(jk_buf *b, const jk_red_source_in *in) {
 }
 
 /* Writes the result of output _jk_k (split _jk_split of _jk_S). */
+/* Writes the result of output _jk_k: through post_map_expr, or as the
+ * partial result `slot` of a split reduction. */
 static void emit_result(jk_buf *b, const jk_red_source_in *in, const char *file,
                         const char *slot) {
-  jk_buf_puts(b, "      if (_jk_S == 1) {\n");
-  emit_post_map(b, in, file);
+  if (in->spec->final_group == 0) {
+    emit_post_map(b, in, file);
+    return;
+  }
   jk_buf_printf(b,
-                "      } else {\n"
-                "        _jk_work[%s].v = _jk_acc;\n"
-                "        _jk_work[%s].has = _jk_has;\n"
-                "      }\n",
+                "      _jk_work[%s].v = _jk_acc;\n"
+                "      _jk_work[%s].has = _jk_has;\n",
                 slot, slot);
 }
 
@@ -394,12 +399,11 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   else
     emit_inner(&b, in, file);
   jk_buf_puts(&b, "}\n");
-  emit_entry(&b, in, "_final");
-  emit_final(&b, in, file, 32);
-  jk_buf_puts(&b, "}\n");
-  emit_entry(&b, in, "_final_block");
-  emit_final(&b, in, file, JK_RED_BLOCK);
-  jk_buf_puts(&b, "}\n");
+  if (s->final_group != 0) {
+    emit_entry(&b, in, "_final");
+    emit_final(&b, in, file, s->final_group == JK_RED_BLOCK ? JK_RED_BLOCK : 32);
+    jk_buf_puts(&b, "}\n");
+  }
   char *src = jk_buf_take(&b);
   if (src == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory generating a kernel");
   *source = src;

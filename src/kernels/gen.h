@@ -25,7 +25,7 @@ typedef struct jk_gen_variant {
   unsigned char spec[JK_GEN_SPEC_MAX];
   uint64_t hash;
   jk_entry *entry;
-  CUfunction fn[3];    /* the kind's entry points (a reduction has three) */
+  CUfunction fn[2];    /* the kind's entry points (a split reduction has two) */
   unsigned max_blocks; /* blocks of fn[0] that fill the device once */
   size_t slot;         /* reduction: bytes per partial result */
   char *source;

@@ -19,6 +19,7 @@
 #include "codegen/codegen.h"
 #include "kernels/gen.h"
 #include "kernels/kernels.h"
+#include "kernels/reduction.h"
 
 #define JK_RED_GENERATOR "reduction/1"
 
@@ -58,10 +59,10 @@ static jitk_status red_load(void *ctx, jk_gen_variant *v) {
   CUmodule m = (CUmodule)v->entry->cu;
   char name[160];
   CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], m, k->g.name);
+  const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
   snprintf(name, sizeof name, "%s_final", k->g.name);
-  if (r == CUDA_SUCCESS) r = e->drv.cuModuleGetFunction(&v->fn[1], m, name);
-  snprintf(name, sizeof name, "%s_final_block", k->g.name);
-  if (r == CUDA_SUCCESS) r = e->drv.cuModuleGetFunction(&v->fn[2], m, name);
+  if (r == CUDA_SUCCESS && s->final_group != 0)
+    r = e->drv.cuModuleGetFunction(&v->fn[1], m, name);
   /* The size of a partial result: the device compiler knows the reduce
    * type's size; the host may not (a struct of the preamble). */
   snprintf(name, sizeof name, "%s_slot", k->g.name);
@@ -151,23 +152,9 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
 
 /* --- launches --- */
 
-typedef struct red_plan {
-  jk_gen_args a;
-  int ndim; /* of the inputs' broadcast shape */
-  int64_t shape[JITK_MAX_NDIM];
-  bool reduced[JITK_MAX_NDIM];
-  int out_ndim;
-  int64_t out_shape[JITK_MAX_NDIM];
-  int64_t K, R;
-  /* Kept dimensions: outputs then non-raw array inputs; reduced ones:
-   * the inputs alone. op_k/op_r: each parameter's operand, -1 for none. */
-  jk_iter kept, red;
-  int op_k[JK_MAX_EW_PARAMS], op_r[JK_MAX_EW_PARAMS];
-  uint64_t S, chunk, units;
-} red_plan;
 
 /* The reduced axes as a mask over the broadcast shape. */
-static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, red_plan *pl) {
+static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, jk_red_plan *pl) {
   int nd = pl->ndim;
   bool all = axes == NULL || num_axes < 0;
   for (int d = 0; d < nd; d++) pl->reduced[d] = all;
@@ -188,7 +175,7 @@ static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, r
 
 /* An iteration over the dimensions of `shape` picked by `pick` (reduced
  * or kept), with the operands' strides along them. */
-static void sub_iter(jk_iter *it, const red_plan *pl, bool pick_reduced) {
+static void sub_iter(jk_iter *it, const jk_red_plan *pl, bool pick_reduced) {
   int n = 0;
   int64_t shape[JITK_MAX_NDIM];
   for (int d = 0; d < pl->ndim; d++)
@@ -197,7 +184,7 @@ static void sub_iter(jk_iter *it, const red_plan *pl, bool pick_reduced) {
 }
 
 /* Appends an operand to a sub-iteration from strides over the full shape. */
-static int add_strides(jk_iter *it, const red_plan *pl, bool pick_reduced, const jk_view *v,
+static int add_strides(jk_iter *it, const jk_red_plan *pl, bool pick_reduced, const jk_view *v,
                        const int64_t *full_strides) {
   jk_operand *op = &it->ops[it->nops];
   op->data = v->data;
@@ -221,7 +208,7 @@ static void at_least_one(jk_iter *it) {
 
 /* The largest element offset any operand reaches, kept and reduced
  * dimensions together. */
-static bool fits_32(const red_plan *pl) {
+static bool fits_32(const jk_red_plan *pl) {
   if (pl->K > INT32_MAX || pl->R > INT32_MAX || pl->K * (int64_t)pl->S > INT32_MAX) return false;
   for (int p = 0; p < JK_MAX_EW_PARAMS; p++) {
     if (pl->op_k[p] < 0) continue;
@@ -242,9 +229,7 @@ static bool fits_32(const red_plan *pl) {
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 /* The strategy, the group, the vector width and the split. */
-static void choose(jitk_reduction *k, red_plan *pl, jk_red_spec *s) {
-  jitk_engine *e = k->g.engine;
-  int n = (int)k->g.params.count;
+static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
   int first = -1;
   size_t widest = 1;
   for (int p = 0; p < n; p++)
@@ -285,7 +270,7 @@ static void choose(jitk_reduction *k, red_plan *pl, jk_red_spec *s) {
    * fastest with 16 chunks per multiprocessor (1.06-1.08 of copy against
    * 1.02-1.03 with 4 or 8), a column sum of 16384^2 with about 16 blocks
    * per multiprocessor (1.02 with 4 splits, 0.97 with 9, 0.92 with 32). */
-  uint64_t S = 1, sms = (uint64_t)e->info.multiprocessors;
+  uint64_t S = 1, sms = (uint64_t)sms_count;
   if (s->strategy == 'i') {
     s->group = pl->units >= 2048 ? 256 : 32;
     uint64_t blocks = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->group);
@@ -309,11 +294,60 @@ static void choose(jitk_reduction *k, red_plan *pl, jk_red_spec *s) {
   /* No empty chunk: each one's partial result holds something. */
   pl->S = pl->chunk == 0 ? 1 : ceil_div(pl->units, pl->chunk);
   if (pl->S == 1) pl->chunk = pl->units;
+  /* The second kernel: a block per output over many chunks, else a warp. */
+  s->final_group = pl->S == 1 ? 0 : pl->S >= 256 ? JK_RED_BLOCK : 32;
+}
+
+void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, bool keepdims,
+                   bool c_order, int sms, jk_red_spec *spec) {
+  int n = (int)params->count;
+  /* Inputs broadcast to the full shape, then split into kept and reduced
+   * dimensions; outputs walk the kept ones. */
+  jk_iter full;
+  jk_iter_init(&full, pl->ndim, pl->shape);
+  sub_iter(&pl->kept, pl, false);
+  sub_iter(&pl->red, pl, true);
+  /* Every slot: fits_32 walks them all. */
+  for (int p = 0; p < JK_MAX_EW_PARAMS; p++) pl->op_k[p] = pl->op_r[p] = -1;
+  for (int p = num_in; p < n; p++) {
+    const jk_view *v = &pl->a.views[p];
+    int64_t fs[JITK_MAX_NDIM];
+    for (int d = 0, o = 0; d < pl->ndim; d++) {
+      if (pl->reduced[d]) {
+        fs[d] = 0;
+        if (keepdims) o++;
+      } else {
+        fs[d] = v->strides[o++];
+      }
+    }
+    pl->op_k[p] = add_strides(&pl->kept, pl, false, v, fs);
+  }
+  for (int p = 0; p < num_in; p++) {
+    if (!pl->a.is_array[p] || params->params[p].raw) continue;
+    int f = full.nops;
+    jk_iter_add(&full, &pl->a.views[p]);
+    pl->op_k[p] = add_strides(&pl->kept, pl, false, &pl->a.views[p], full.ops[f].strides);
+    pl->op_r[p] = add_strides(&pl->red, pl, true, &pl->a.views[p], full.ops[f].strides);
+  }
+  jk_iter_coalesce(&pl->kept, true);
+  if (pl->R > 0) jk_iter_coalesce(&pl->red, !c_order);
+  else {
+    pl->red.ndim = 1;
+    pl->red.shape[0] = 0;
+    for (int o = 0; o < pl->red.nops; o++) pl->red.ops[o].strides[0] = 0;
+  }
+  at_least_one(&pl->kept);
+  at_least_one(&pl->red);
+
+  spec->nk = (unsigned char)pl->kept.ndim;
+  spec->nr = (unsigned char)pl->red.ndim;
+  choose(pl, n, sms, spec);
+  spec->idx64 = !fits_32(pl);
 }
 
 static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
                         size_t nargs, const int *axes, int num_axes, int keepdims,
-                        DLManagedTensor **outputs, red_plan *pl, jk_red_spec *spec,
+                        DLManagedTensor **outputs, jk_red_plan *pl, jk_red_spec *spec,
                         bool *nothing) {
   jitk_engine *e = k->g.engine;
   int n = (int)k->g.params.count;
@@ -378,48 +412,8 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
     return JITK_OK;
   }
 
-  /* Inputs broadcast to the full shape, then split into kept and reduced
-   * dimensions; outputs walk the kept ones. */
-  jk_iter full;
-  jk_iter_init(&full, pl->ndim, pl->shape);
-  sub_iter(&pl->kept, pl, false);
-  sub_iter(&pl->red, pl, true);
-  /* Every slot: fits_32 walks them all. */
-  for (int p = 0; p < JK_MAX_EW_PARAMS; p++) pl->op_k[p] = pl->op_r[p] = -1;
-  for (int p = k->g.num_in; p < n; p++) {
-    const jk_view *v = &pl->a.views[p];
-    int64_t fs[JITK_MAX_NDIM];
-    for (int d = 0, o = 0; d < pl->ndim; d++) {
-      if (pl->reduced[d]) {
-        fs[d] = 0;
-        if (keepdims) o++;
-      } else {
-        fs[d] = v->strides[o++];
-      }
-    }
-    pl->op_k[p] = add_strides(&pl->kept, pl, false, v, fs);
-  }
-  for (int p = 0; p < k->g.num_in; p++) {
-    if (!pl->a.is_array[p] || k->g.params.params[p].raw) continue;
-    int f = full.nops;
-    jk_iter_add(&full, &pl->a.views[p]);
-    pl->op_k[p] = add_strides(&pl->kept, pl, false, &pl->a.views[p], full.ops[f].strides);
-    pl->op_r[p] = add_strides(&pl->red, pl, true, &pl->a.views[p], full.ops[f].strides);
-  }
-  jk_iter_coalesce(&pl->kept, true);
-  if (pl->R > 0) jk_iter_coalesce(&pl->red, !k->uses_j);
-  else {
-    pl->red.ndim = 1;
-    pl->red.shape[0] = 0;
-    for (int o = 0; o < pl->red.nops; o++) pl->red.ops[o].strides[0] = 0;
-  }
-  at_least_one(&pl->kept);
-  at_least_one(&pl->red);
-
   memset(spec, 0, sizeof *spec);
   spec->nparams = n;
-  spec->nk = (unsigned char)pl->kept.ndim;
-  spec->nr = (unsigned char)pl->red.ndim;
   spec->has_identity = k->identity != NULL;
   spec->reduce_dtype = (unsigned char)(k->reduce_placeholder >= 0
                                            ? pl->a.bound[k->reduce_placeholder]
@@ -434,8 +428,8 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
       spec->kind[p] = pl->a.is_array[p] ? JK_EW_ARRAY : JK_EW_SCALAR;
     }
   }
-  choose(k, pl, spec);
-  spec->idx64 = !fits_32(pl);
+  jk_red_layout(pl, &k->g.params, k->g.num_in, keepdims, k->uses_j, e->info.multiprocessors,
+                spec);
   return JITK_OK;
 }
 
@@ -471,7 +465,7 @@ static void push_strides(void **kp, int *np, unsigned char **cur, const jk_opera
 }
 
 static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
-                       red_plan *pl, const jk_gen_variant *v) {
+                       jk_red_plan *pl, const jk_gen_variant *v) {
   jitk_engine *e = k->g.engine;
   const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
   bool wide = s->idx64;
@@ -533,11 +527,9 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   CUresult r = e->drv.cuLaunchKernel(v->fn[0], gx, gy, 1, JK_RED_BLOCK, 1, 1, 0,
                                      (CUstream)stream, kp, NULL);
   if (r == CUDA_SUCCESS && pl->S > 1) {
-    /* Many chunks per output: a block each; otherwise a warp each. */
-    bool block = pl->S >= 256;
-    uint64_t b = block ? (uint64_t)pl->K : ceil_div((uint64_t)pl->K, JK_RED_BLOCK / 32);
-    r = e->drv.cuLaunchKernel(v->fn[block ? 2 : 1], (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b),
-                              1, 1, JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp, NULL);
+    uint64_t b = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->final_group);
+    r = e->drv.cuLaunchKernel(v->fn[1], (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b), 1, 1,
+                              JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp, NULL);
   }
   jk_ctx_leave(e, saved);
   if (work != NULL) jk_temp_free(e, work, stream);
@@ -555,7 +547,7 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
   if (JK_UNLIKELY(st != JITK_OK)) return st;
   if (outputs != NULL)
     for (int j = 0; j < k->g.num_out; j++) outputs[j] = NULL;
-  red_plan pl;
+  jk_red_plan pl;
   jk_red_spec spec;
   bool nothing;
   st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs, &pl, &spec, &nothing);
@@ -574,15 +566,16 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   if (k == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_compile: kernel is NULL");
   jitk_engine *e = k->g.engine;
-  jitk_reduction_layout def = {0, 1, 32, 'i'};
+  jitk_reduction_layout def = {0, 1, 32, 'i', 0};
   if (layout == NULL) layout = &def;
   if (layout->kept_ndim < 0 || layout->kept_ndim > JITK_MAX_NDIM || layout->reduced_ndim < 1 ||
       layout->reduced_ndim > JITK_MAX_NDIM ||
       (layout->index_bits != 32 && layout->index_bits != 64) ||
-      (layout->strategy != 'i' && layout->strategy != 'o'))
+      (layout->strategy != 'i' && layout->strategy != 'o') || layout->split < 0 ||
+      layout->split > 2)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "layout: kept_ndim 0..%d, reduced_ndim 1..%d, index_bits 32 or 64, strategy "
-                   "'i' or 'o'",
+                   "'i' or 'o', split 0..2",
                    JITK_MAX_NDIM, JITK_MAX_NDIM);
   jitk_dtype bound[JK_MAX_EW_PARAMS];
   jitk_status st = jk_gen_parse_types(&k->g, types, bound);
@@ -595,6 +588,7 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   spec.idx64 = layout->index_bits == 64;
   spec.strategy = (unsigned char)layout->strategy;
   spec.group = spec.strategy == 'i' ? 256 : 32;
+  spec.final_group = (unsigned short)(layout->split == 0 ? 0 : layout->split == 1 ? 32 : 256);
   spec.has_identity = k->identity != NULL;
   spec.reduce_dtype = (unsigned char)(k->reduce_placeholder >= 0 ? bound[k->reduce_placeholder]
                                                                   : k->reduce_dtype);

@@ -26,8 +26,8 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
     jitk_reduction *k = NULL;
     JT_OK(e, jitk_reduction_create(e, "T x", out, map, "a + b", "y = a", "0", rtype, name, NULL,
                                    &k));
-    jitk_reduction_layout layouts[] = {{0, 1, 32, 'i'}, {2, 1, 32, 'i'}, {1, 2, 64, 'o'},
-                                       {3, 3, 32, 'o'}};
+    jitk_reduction_layout layouts[] = {{0, 1, 32, 'i', 0}, {2, 1, 32, 'i', 2},
+                                       {1, 2, 64, 'o', 1}, {3, 3, 32, 'o', 0}};
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
       const char *src = NULL;
       jitk_module *m = NULL;
@@ -37,7 +37,7 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
       const jitk_kernel_resources *res;
       size_t n;
       JT_OK(e, jitk_module_resources(m, &res, &n));
-      cr_assert_eq(n, 3, "the kernel and its two second passes");
+      cr_assert_eq(n, layouts[l].split ? 2u : 1u, "the kernel, and its second pass when split");
       for (size_t r = 0; r < n; r++)
         cr_assert_eq(res[r].spill_stores, 0, "%s layout %zu spills", info.name, l);
       jitk_module_destroy(m);
@@ -53,19 +53,24 @@ Test(reduction_gen, source_shapes) {
   JT_OK(e, jitk_reduction_create(e, "T x, T w, float32 s, raw T r", "T y", "x * w * s + r[0]",
                                  "a + b", "y = a / _in_ind.size()", NULL, NULL, "k", NULL, &k));
   const char *src;
-  jitk_reduction_layout rows = {1, 1, 32, 'i'};
+  jitk_reduction_layout whole = {0, 1, 32, 'i', 0};
+  JT_OK(e, jitk_reduction_compile(k, "T=float32", &whole, &src, NULL));
+  cr_assert(strstr(src, "_final") == NULL && strstr(src, "_jk_work[") == NULL,
+            "one piece per output: no second pass");
+  jitk_reduction_layout rows = {1, 1, 32, 'i', 1};
   JT_OK(e, jitk_reduction_compile(k, "T=float32", &rows, &src, NULL));
   cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL, "16-byte loads along rows");
   cr_assert(strstr(src, "jitk::red::block_reduce<256>") != NULL);
-  cr_assert(strstr(src, "ssq") == NULL && strstr(src, "k_final(") != NULL, "the second pass");
+  cr_assert(strstr(src, "k_final(") != NULL && strstr(src, "jitk::red::warp_reduce") != NULL,
+            "the second pass, a warp per output");
   cr_assert(strstr(src, "int _jk_has = 0;") != NULL, "no identity: partial results start empty");
   cr_assert(strstr(src, "jitk::array<const T, 1> r") != NULL, "raw as a descriptor");
-  jitk_reduction_layout cols = {2, 3, 64, 'o'};
+  jitk_reduction_layout cols = {2, 3, 64, 'o', 0};
   JT_OK(e, jitk_reduction_compile(k, "T=float64", &cols, &src, NULL));
   cr_assert(strstr(src, "jitk::ew::div_u64") != NULL, "magic division, 64-bit");
   cr_assert(strstr(src, "unsigned long long _jk_u") != NULL);
   cr_assert(strstr(src, "jitk::ew::vec") == NULL, "no vectors across outputs");
-  jitk_reduction_layout bad = {0, 0, 32, 'i'};
+  jitk_reduction_layout bad = {0, 0, 32, 'i', 0};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduced_ndim", jitk_reduction_compile(k, "T=float32", &bad, &src, NULL));
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_reduction_compile(k, "", NULL, &src, NULL));
   jitk_reduction_destroy(k);
@@ -84,7 +89,7 @@ Test(reduction_gen, struct_reduce_type) {
                                  "(b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a", "y = a.i",
                                  "make_vi(__int_as_float(0xff800000), 0)", "vi", "argmax", &o, &k));
   const char *src;
-  jitk_reduction_layout cols = {1, 1, 32, 'o'};
+  jitk_reduction_layout cols = {1, 1, 32, 'o', 2};
   JT_OK(e, jitk_reduction_compile(k, "T=float32", &cols, &src, NULL));
   cr_assert(strstr(src, "typedef vi _type_reduce;") != NULL, "%s", src);
   jitk_reduction_destroy(k);

@@ -1,0 +1,121 @@
+/*
+ * The layout of reduction launches, without a GPU: which strategy, group,
+ * vector width, split and index width each shape gets on a device of 132
+ * multiprocessors (an H200).
+ */
+#include <string.h>
+
+#include "common.h"
+#include "kernels/reduction.h"
+
+typedef struct layout_case {
+  const char *what;
+  jitk_dtype dtype;
+  int ndim;
+  int64_t shape[3], strides[3]; /* the input view; strides 0: C order */
+  uintptr_t misalign;           /* bytes added to the input's address */
+  unsigned mask;                /* reduced axes */
+  bool keepdims;
+  /* expected */
+  char strategy;
+  int group, vec, nk, nr, idx64;
+  uint64_t S;
+} layout_case;
+
+static void check(const layout_case *c) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list params;
+  memset(&params, 0, sizeof params);
+  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &params));
+  JT_OK(e, jk_params_parse(e, "T y", "out_params", true, &params));
+  static jk_red_plan pl;
+  memset(&pl, 0, sizeof pl);
+  size_t isz = jk_dtype(c->dtype)->size;
+  jk_view *x = &pl.a.views[0], *y = &pl.a.views[1];
+  x->data = (char *)(uintptr_t)(0x10000000 + c->misalign);
+  x->dtype = c->dtype;
+  x->ndim = c->ndim;
+  x->size = 1;
+  int64_t acc = 1;
+  for (int d = c->ndim - 1; d >= 0; d--) {
+    x->shape[d] = c->shape[d];
+    x->strides[d] = c->strides[0] || c->strides[1] ? c->strides[d] : acc;
+    acc *= c->shape[d];
+    x->size *= c->shape[d];
+  }
+  pl.ndim = c->ndim;
+  pl.K = pl.R = 1;
+  for (int d = 0; d < c->ndim; d++) {
+    pl.shape[d] = c->shape[d];
+    pl.reduced[d] = c->mask >> d & 1;
+    if (pl.reduced[d]) {
+      pl.R *= c->shape[d];
+      if (c->keepdims) pl.out_shape[pl.out_ndim++] = 1;
+    } else {
+      pl.K *= c->shape[d];
+      pl.out_shape[pl.out_ndim++] = c->shape[d];
+    }
+  }
+  y->data = (char *)(uintptr_t)0x90000000;
+  y->dtype = c->dtype;
+  y->ndim = pl.out_ndim;
+  acc = 1;
+  for (int d = pl.out_ndim - 1; d >= 0; d--) {
+    y->shape[d] = pl.out_shape[d];
+    y->strides[d] = acc;
+    acc *= pl.out_shape[d];
+  }
+  pl.a.is_array[0] = pl.a.is_array[1] = true;
+  pl.a.dtype[0] = pl.a.dtype[1] = c->dtype;
+  jk_red_spec spec;
+  memset(&spec, 0, sizeof spec);
+  jk_red_layout(&pl, &params, 1, c->keepdims, false, 132, &spec);
+  cr_assert_eq(spec.strategy, c->strategy, "%s: strategy %c", c->what, spec.strategy);
+  cr_assert_eq(spec.group, c->group, "%s: group %d", c->what, spec.group);
+  cr_assert_eq(spec.vec, c->vec, "%s: vec %d", c->what, spec.vec);
+  cr_assert_eq(spec.nk, c->nk, "%s: nk %d", c->what, spec.nk);
+  cr_assert_eq(spec.nr, c->nr, "%s: nr %d", c->what, spec.nr);
+  cr_assert_eq(spec.idx64, c->idx64, "%s: idx64 %d", c->what, spec.idx64);
+  cr_assert_eq(pl.S, c->S, "%s: %llu splits", c->what, (unsigned long long)pl.S);
+  cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : 32, "%s: second pass",
+               c->what);
+  /* Chunks cover the units, none empty. */
+  cr_assert(pl.S * pl.chunk >= pl.units && (pl.S - 1) * pl.chunk < pl.units + (pl.units == 0),
+            "%s: %llu chunks of %llu for %llu units", c->what, (unsigned long long)pl.S,
+            (unsigned long long)pl.chunk, (unsigned long long)pl.units);
+  (void)isz;
+  jk_params_free(e, &params);
+  jitk_engine_destroy(e);
+}
+
+Test(reduction_layout, whole_arrays_rows_and_columns) {
+  const int64_t N = 16384;
+  layout_case cases[] = {
+      /* The whole of 2^28 float32: along the elements, 16-byte loads, 16
+       * chunks per multiprocessor. */
+      {"whole array", JITK_FLOAT32, 1, {1 << 28}, {0}, 0, 1, false, 'i', 256, 4, 1, 1, 0, 2112},
+      /* Rows of 16384: a block per row, no split. */
+      {"rows", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, false, 'i', 256, 4, 1, 1, 0, 1},
+      {"rows, keepdims", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, true, 'i', 256, 4, 1, 1, 0, 1},
+      /* A misaligned input: no vectors. */
+      {"rows, misaligned", JITK_FLOAT32, 2, {N, N}, {0}, 4, 2, false, 'i', 256, 1, 1, 1, 0, 1},
+      /* Columns: across outputs, about 16 blocks per multiprocessor. */
+      {"columns", JITK_FLOAT32, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 4},
+      /* Short rows: a warp each. */
+      {"short rows", JITK_FLOAT64, 2, {100000, 7}, {0}, 0, 2, false, 'i', 32, 1, 1, 1, 0, 1},
+      /* Rows of a transposed view are columns in memory. */
+      {"rows of a transposed view", JITK_FLOAT32, 2, {4096, 4096}, {1, 4096}, 0, 2, false, 'o', 32,
+       1, 1, 1, 0, 16},
+      /* Axes 0 and 2 of a 3-D array: two reduced dimensions, contiguous
+       * innermost: along the elements, without vectors, in 2 chunks. */
+      {"axes 0 and 2", JITK_FLOAT32, 3, {64, 50, 128}, {0}, 0, 5, false, 'i', 256, 1, 1, 2, 0, 2},
+      /* Axis 1 of a 3-D array: the outer and inner kept dimensions do not
+       * merge; across outputs. */
+      {"middle axis", JITK_FLOAT32, 3, {8, 1000, 96}, {0}, 0, 2, false, 'o', 32, 1, 2, 1, 0, 15},
+      /* Past 2^31 elements: 64-bit indexing. */
+      {"past 2^31", JITK_UINT8, 2, {3, 715827889}, {0}, 0, 3, false, 'i', 256, 1, 1, 1, 1, 2112},
+      /* Reducing nothing: one element per output. */
+      {"no axes", JITK_FLOAT32, 1, {5000}, {0}, 0, 0, false, 'o', 32, 1, 1, 1, 0, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i]);
+}
