@@ -80,6 +80,22 @@ check "elementwise unbound placeholder" 1 "T" -- "$JITK" compile elementwise --i
 check "elementwise error cites the user's operation" 1 'operation:1:9: error: identifier "q" is undefined' -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + q' --type T=float32
 check "elementwise missing --op" 2 "usage" -- "$JITK" compile elementwise --in 'T x' --out 'T z'
 
+# Reduction kernels: generated and compiled without a GPU.
+check "reduction --help" 0 "--post-map" -- "$JITK" compile reduction --help
+check "reduction float32 sum of squares cubin" 0 "bytes of cubin for sm_90" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x * x' --reduce 'a + b' --post-map 'y = a' --identity 0 --type T=float32 --arch sm_90 -o sumsq.cubin
+[ -s sumsq.cubin ] || { echo "FAIL: sumsq.cubin not written"; fails=$((fails + 1)); }
+check "reduction prints resource usage" 0 "registers" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x * x' --reduce 'a + b' --post-map 'y = a' --identity 0 --type T=float32 --arch sm_90 -o sumsq.cubin
+check "reduction source has #line for the map expression" 0 '#line 1 "map_expr"' -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x * x' --reduce 'a + b' --post-map 'y = a' --identity 0 --type T=float32 --emit source
+check "reduction float16 input, float32 reduce type" 0 "bytes of cubin for sm_90" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = (T)a' --identity 0 --reduce-type float32 --type T=float16 --arch sm_90 -o sum16.cubin
+check "reduction complex64" 0 "bytes of cubin for sm_90" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x * x' --reduce 'a + b' --post-map 'y = a' --identity 0 --type T=complex64 --arch sm_90 -o c64sum.cubin
+check "reduction across outputs, one kept dimension" 0 "bytes of cubin for sm_90" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'max(a, b)' --post-map 'y = a' --type T=float32 --kept-ndim 1 --strategy o --arch sm_90 -o colmax.cubin
+check "reduction 64-bit index, 2 reduced dimensions" 0 "bytes of PTX for compute_90" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --identity 0 --type T=float64 --reduced-ndim 2 --index 64 --arch sm_90 --emit ptx -o sum64.ptx
+check "reduction error cites the user's map expression" 1 "map_expr:1:" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x * * )' --reduce 'a + b' --post-map 'y = a' --type T=float32 --arch sm_90
+check "reduction bad list: caret and offset" 1 "in_params:1:8: .x. is already a parameter" -- "$JITK" compile reduction --in 'T x, T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --type T=float32
+grep -q '^ *\^' err.txt || { echo "FAIL: reduction bad list: no caret line"; cat err.txt; fails=$((fails + 1)); }
+check "reduction missing --post-map" 2 "usage" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b'
+check "reduction unknown strategy" 2 "--strategy is i or o" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --strategy inner
+
 # The kernel cache, through the CLI, from a fresh folder.
 JITK_CACHE_DIR="$WORK/cache2"
 check "cache --help" 0 "export FILE" -- "$JITK" cache --help
