@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 #include <jitk/jitk.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,5 +135,56 @@ static inline void jt_poison(jitk_engine *e, void *p, size_t bytes) {
 extern const unsigned char jt_fatbin[];
 extern const size_t jt_fatbin_size;
 #endif
+
+/* Element k of a host buffer of dtype d, as double (real part). */
+static inline double jt_read_real(const void *buf, jitk_dtype d, size_t k) {
+  switch (d) {
+    case JITK_BOOL: return ((const uint8_t *)buf)[k];
+    case JITK_INT8: return ((const int8_t *)buf)[k];
+    case JITK_INT16: return ((const int16_t *)buf)[k];
+    case JITK_INT32: return ((const int32_t *)buf)[k];
+    case JITK_INT64: return (double)((const int64_t *)buf)[k];
+    case JITK_UINT8: return ((const uint8_t *)buf)[k];
+    case JITK_UINT16: return ((const uint16_t *)buf)[k];
+    case JITK_UINT32: return ((const uint32_t *)buf)[k];
+    case JITK_UINT64: return (double)((const uint64_t *)buf)[k];
+    case JITK_FLOAT16: return jitk_half_to_float(((const uint16_t *)buf)[k]);
+    case JITK_BFLOAT16: return jitk_bfloat16_to_float(((const uint16_t *)buf)[k]);
+    case JITK_FLOAT32: return ((const float *)buf)[k];
+    case JITK_FLOAT64: return ((const double *)buf)[k];
+    case JITK_COMPLEX64: return ((const float *)buf)[2 * k];
+    case JITK_COMPLEX128: return ((const double *)buf)[2 * k];
+    default: return NAN;
+  }
+}
+
+static inline double jt_read_imag(const void *buf, jitk_dtype d, size_t k) {
+  if (d == JITK_COMPLEX64) return ((const float *)buf)[2 * k + 1];
+  if (d == JITK_COMPLEX128) return ((const double *)buf)[2 * k + 1];
+  return 0;
+}
+
+/* Writes the integer v into element k of a host buffer of dtype d (the
+ * real part of a complex one). v must fit the dtype. */
+static inline void jt_write_int(void *buf, jitk_dtype d, size_t k, int v) {
+  switch (d) {
+    case JITK_BOOL: ((uint8_t *)buf)[k] = v != 0; break;
+    case JITK_INT8: ((int8_t *)buf)[k] = (int8_t)v; break;
+    case JITK_INT16: ((int16_t *)buf)[k] = (int16_t)v; break;
+    case JITK_INT32: ((int32_t *)buf)[k] = v; break;
+    case JITK_INT64: ((int64_t *)buf)[k] = v; break;
+    case JITK_UINT8: ((uint8_t *)buf)[k] = (uint8_t)v; break;
+    case JITK_UINT16: ((uint16_t *)buf)[k] = (uint16_t)v; break;
+    case JITK_UINT32: ((uint32_t *)buf)[k] = (uint32_t)v; break;
+    case JITK_UINT64: ((uint64_t *)buf)[k] = (uint64_t)v; break;
+    case JITK_FLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_half((float)v); break;
+    case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)v); break;
+    case JITK_FLOAT32: ((float *)buf)[k] = (float)v; break;
+    case JITK_FLOAT64: ((double *)buf)[k] = v; break;
+    case JITK_COMPLEX64: ((float *)buf)[2 * k] = (float)v; ((float *)buf)[2 * k + 1] = 0; break;
+    case JITK_COMPLEX128: ((double *)buf)[2 * k] = v; ((double *)buf)[2 * k + 1] = 0; break;
+    default: break;
+  }
+}
 
 #endif

@@ -11,34 +11,6 @@
 
 #include "common.h"
 
-/* Element k of a host buffer of dtype d, as double (real part). */
-static double read_real(const void *buf, jitk_dtype d, size_t k) {
-  switch (d) {
-    case JITK_BOOL: return ((const uint8_t *)buf)[k];
-    case JITK_INT8: return ((const int8_t *)buf)[k];
-    case JITK_INT16: return ((const int16_t *)buf)[k];
-    case JITK_INT32: return ((const int32_t *)buf)[k];
-    case JITK_INT64: return (double)((const int64_t *)buf)[k];
-    case JITK_UINT8: return ((const uint8_t *)buf)[k];
-    case JITK_UINT16: return ((const uint16_t *)buf)[k];
-    case JITK_UINT32: return ((const uint32_t *)buf)[k];
-    case JITK_UINT64: return (double)((const uint64_t *)buf)[k];
-    case JITK_FLOAT16: return jitk_half_to_float(((const uint16_t *)buf)[k]);
-    case JITK_BFLOAT16: return jitk_bfloat16_to_float(((const uint16_t *)buf)[k]);
-    case JITK_FLOAT32: return ((const float *)buf)[k];
-    case JITK_FLOAT64: return ((const double *)buf)[k];
-    case JITK_COMPLEX64: return ((const float *)buf)[2 * k];
-    case JITK_COMPLEX128: return ((const double *)buf)[2 * k];
-    default: return NAN;
-  }
-}
-
-static double read_imag(const void *buf, jitk_dtype d, size_t k) {
-  if (d == JITK_COMPLEX64) return ((const float *)buf)[2 * k + 1];
-  if (d == JITK_COMPLEX128) return ((const double *)buf)[2 * k + 1];
-  return 0;
-}
-
 /* Fills element k with small random values that every dtype holds. */
 static void write_random(void *buf, jitk_dtype d, size_t k, uint64_t *seed) {
   double r = jt_uniform(seed) * 50.0;
@@ -95,9 +67,9 @@ Test(elementwise, every_dtype) {
     JT_OK(e, jitk_elementwise_launch(d == JITK_BOOL ? kb : k, NULL, args, 3, -1, NULL));
     jt_to_host(e, hz, dz, bytes);
     for (size_t i = 0; i < n; i++) {
-      double x = read_real(hx, (jitk_dtype)d, i), y = read_real(hy, (jitk_dtype)d, i);
-      double xi = read_imag(hx, (jitk_dtype)d, i), yi = read_imag(hy, (jitk_dtype)d, i);
-      double got = read_real(hz, (jitk_dtype)d, i), goti = read_imag(hz, (jitk_dtype)d, i);
+      double x = jt_read_real(hx, (jitk_dtype)d, i), y = jt_read_real(hy, (jitk_dtype)d, i);
+      double xi = jt_read_imag(hx, (jitk_dtype)d, i), yi = jt_read_imag(hy, (jitk_dtype)d, i);
+      double got = jt_read_real(hz, (jitk_dtype)d, i), goti = jt_read_imag(hz, (jitk_dtype)d, i);
       double want, wanti = 0;
       if (d == JITK_BOOL) {
         want = ((x != 0) != (y != 0));

@@ -421,3 +421,57 @@ Test(reduction, past_two_to_the_31, .timeout = 120) {
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Every dtype: sums of small integers (exact in every dtype, int8's range
+ * included) over the rows and over the columns of a 5 x 20 array; bool
+ * counts its true elements into int64. */
+Test(reduction, every_dtype) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL, *count = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "dsum", NULL,
+                                 &k));
+  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "x ? 1 : 0", "a + b", "y = a", "0",
+                                 "int64", "count", NULL, &count));
+  enum { R = 5, C = 20 };
+  uint64_t seed = 0xD7E5;
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
+    bool is_bool = d == JITK_BOOL, is_unsigned = info.kind == 'u' || is_bool;
+    int vals[R * C];
+    unsigned char host[R * C * 16], out[C * 16];
+    for (int i = 0; i < R * C; i++) {
+      vals[i] = (int)(jt_next(&seed) % 7) - (is_unsigned ? 0 : 3);
+      if (is_bool) vals[i] = vals[i] > 3;
+      jt_write_int(host, (jitk_dtype)d, (size_t)i, vals[i]);
+    }
+    void *dx = jt_dev_alloc(e, R * C * info.size), *dy = jt_dev_alloc(e, C * 8 * 2);
+    jt_to_dev(e, dx, host, R * C * info.size);
+    int64_t sx[2] = {R, C};
+    DLTensor tx = jt_tensor(dx, (jitk_dtype)d, 2, sx, NULL);
+    for (int axis = 0; axis < 2; axis++) {
+      int64_t nout = axis == 0 ? C : R, sy[1] = {nout};
+      jitk_dtype od = is_bool ? JITK_INT64 : (jitk_dtype)d;
+      DLTensor ty = jt_tensor(dy, od, 1, sy, NULL);
+      jt_poison(e, dy, C * 16);
+      jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+      JT_OK(e, jitk_reduction_launch(is_bool ? count : k, NULL, args, 2, &axis, 1, 0, NULL));
+      jt_to_host(e, out, dy, (size_t)nout * (is_bool ? 8 : info.size));
+      for (int o = 0; o < nout; o++) {
+        long want = 0;
+        for (int j = 0; j < (axis == 0 ? R : C); j++)
+          want += vals[axis == 0 ? j * C + o : o * C + j];
+        double got = is_bool ? (double)((int64_t *)out)[o] : jt_read_real(out, (jitk_dtype)d, (size_t)o);
+        cr_assert_eq(got, (double)want, "%s, axis %d, output %d: %g, want %ld", info.name, axis, o,
+                     got, want);
+        if (info.kind == 'c')
+          cr_assert_eq(jt_read_imag(out, (jitk_dtype)d, (size_t)o), 0.0, "%s imaginary", info.name);
+      }
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+  }
+  jitk_reduction_destroy(k);
+  jitk_reduction_destroy(count);
+  jitk_engine_destroy(e);
+}
