@@ -218,20 +218,10 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
           JK_PUSH(kp, np, cur, st);
         }
       }
-    } else if (s->kind[p] == JK_EW_RAW) {
-      const jk_view *rv = &pl->a.views[p];
-      void *ptr = rv->data;
-      memcpy(cur, &ptr, 8);
-      memcpy(cur + 8, rv->shape, 8 * (size_t)rv->ndim);
-      memcpy(cur + 8 + 8 * (size_t)rv->ndim, rv->strides, 8 * (size_t)rv->ndim);
-      kp[np++] = cur;
-      cur += 8 + 16 * (size_t)rv->ndim;
     } else {
-      jitk_status st = jk_convert_scalar(e, &args[p], pl->a.dtype[p], cur,
-                                         k->g.labels[p]);
+      jitk_status st = jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp,
+                                         &np, &cur);
       if (JK_UNLIKELY(st != JITK_OK)) return st;
-      kp[np++] = cur;
-      cur += 16;
     }
   }
   uint64_t units = (uint64_t)it->size / (uint64_t)vec;

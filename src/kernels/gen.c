@@ -421,6 +421,25 @@ jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
   return JITK_OK;
 }
 
+jitk_status jk_gen_push_other(const jk_gen *g, const jk_gen_args *a, const jitk_arg *args, int p,
+                              bool raw, void **kp, int *np, unsigned char **cur) {
+  if (raw) {
+    const jk_view *rv = &a->views[p];
+    void *ptr = rv->data;
+    memcpy(*cur, &ptr, 8);
+    memcpy(*cur + 8, rv->shape, 8 * (size_t)rv->ndim);
+    memcpy(*cur + 8 + 8 * (size_t)rv->ndim, rv->strides, 8 * (size_t)rv->ndim);
+    kp[(*np)++] = *cur;
+    *cur += 8 + 16 * (size_t)rv->ndim;
+    return JITK_OK;
+  }
+  jitk_status st = jk_convert_scalar(g->engine, &args[p], a->dtype[p], *cur, g->labels[p]);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  kp[(*np)++] = *cur;
+  *cur += 16;
+  return JITK_OK;
+}
+
 void jk_gen_magic(uint64_t d, bool wide, uint64_t *magic, unsigned *shift) {
   unsigned s = 0;
   while (s < 63 && ((uint64_t)1 << s) < d) s++;

@@ -113,6 +113,11 @@ void jk_gen_release_outputs(int num_out, DLManagedTensor **outputs);
  * that input, nor with another output, nor with itself (a zero stride). */
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a);
 
+/* Packs parameter p when it is raw (its jitk::array descriptor) or a
+ * scalar (its value, converted to the parameter's dtype) at *cur. */
+jitk_status jk_gen_push_other(const jk_gen *g, const jk_gen_args *a, const jitk_arg *args, int p,
+                              bool raw, void **kp, int *np, unsigned char **cur);
+
 /* Multiply-shift constants for dividing by d without a divide (see
  * templates/jitk/elementwise.cuh). */
 void jk_gen_magic(uint64_t d, bool wide, uint64_t *magic, unsigned *shift);

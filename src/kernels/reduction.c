@@ -492,19 +492,10 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
       JK_PUSH(kp, np, cur, ptr);
       push_strides(kp, &np, &cur, ok, s->nk, wide);
       if (pl->op_r[p] >= 0) push_strides(kp, &np, &cur, &pl->red.ops[pl->op_r[p]], s->nr, wide);
-    } else if (s->kind[p] == JK_EW_RAW) {
-      const jk_view *rv = &pl->a.views[p];
-      void *ptr = rv->data;
-      memcpy(cur, &ptr, 8);
-      memcpy(cur + 8, rv->shape, 8 * (size_t)rv->ndim);
-      memcpy(cur + 8 + 8 * (size_t)rv->ndim, rv->strides, 8 * (size_t)rv->ndim);
-      kp[np++] = cur;
-      cur += 8 + 16 * (size_t)rv->ndim;
     } else {
-      jitk_status st = jk_convert_scalar(e, &args[p], pl->a.dtype[p], cur, k->g.labels[p]);
+      jitk_status st = jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp,
+                                         &np, &cur);
       if (JK_UNLIKELY(st != JITK_OK)) return st;
-      kp[np++] = cur;
-      cur += 16;
     }
   }
   void *work = NULL;

@@ -53,6 +53,30 @@ const char *bench_kernels_src =
     "  }\n"
     "}\n";
 
+int bench_open(const char *what, int argc, char **argv, bench_session *s) {
+  memset(s, 0, sizeof *s);
+  s->elements = (int64_t)1 << 28;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) s->json = argv[++i];
+    else if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc) s->elements = atoll(argv[++i]);
+  }
+  if (jitk_engine_create(NULL, &s->engine) != JITK_OK) {
+    printf("jitk-bench %s: no CUDA device (%s); nothing measured\n", what, jitk_errmsg(NULL));
+    return 77;
+  }
+  jitk_engine *e = s->engine;
+  BENCH_CHECK(e, jitk_module_create(e, bench_kernels_src, NULL, &s->module));
+  BENCH_CHECK(e, jitk_module_get_kernel(s->module, "fill", &s->fill));
+  BENCH_CHECK(e, jitk_module_get_kernel(s->module, "empty", &s->empty));
+  s->copy_gbs = bench_copy_bandwidth(e, s->fill);
+  return 0;
+}
+
+void bench_close(bench_session *s) {
+  jitk_module_destroy(s->module);
+  jitk_engine_destroy(s->engine);
+}
+
 double bench_copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
   const size_t bytes = (size_t)1 << 30;
   void *src, *dst;

@@ -79,4 +79,21 @@ void bench_launch_overhead(struct jitk_engine *e, struct jitk_kernel *k,
                            double *bare_us, double *jitk_us);
 int bench_cache_child(int argc, char **argv);
 
+/* What the bandwidth benchmarks start from: their options (--json FILE,
+ * --elements N), an engine on the default device, the module of bench
+ * kernels (a fill and an empty kernel) and the copy bandwidth measured in
+ * this process. */
+typedef struct bench_session {
+  const char *json;
+  int64_t elements; /* default 2^28 */
+  struct jitk_engine *engine;
+  struct jitk_module *module;
+  struct jitk_kernel *fill, *empty;
+  double copy_gbs;
+} bench_session;
+
+/* 0 when ready; 77 (skipped) after saying so when there is no device. */
+int bench_open(const char *what, int argc, char **argv, bench_session *s);
+void bench_close(bench_session *s);
+
 #endif

@@ -90,23 +90,14 @@ static double bits_to_float(uint32_t bits) {
 }
 
 int bench_reduction(int argc, char **argv) {
-  const char *json = NULL;
-  int64_t n = (int64_t)1 << 28;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
-    else if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc) n = atoll(argv[++i]);
-  }
-  jitk_engine *e = NULL;
-  if (jitk_engine_create(NULL, &e) != JITK_OK) {
-    printf("jitk-bench reduction: no CUDA device (%s); nothing measured\n", jitk_errmsg(NULL));
-    return 77;
-  }
-  jitk_module *lm;
-  CHECK(e, jitk_module_create(e, bench_kernels_src, NULL, &lm));
-  jitk_kernel *fillk, *empty;
-  CHECK(e, jitk_module_get_kernel(lm, "fill", &fillk));
-  CHECK(e, jitk_module_get_kernel(lm, "empty", &empty));
-  double copy = bench_copy_bandwidth(e, fillk);
+  bench_session bs;
+  int skipped = bench_open("reduction", argc, argv, &bs);
+  if (skipped) return skipped;
+  jitk_engine *e = bs.engine;
+  jitk_kernel *empty = bs.empty;
+  const char *json = bs.json;
+  int64_t n = bs.elements;
+  double copy = bs.copy_gbs;
 
   jitk_elementwise *fill = bench_fill_create(e);
   jitk_reduction *sumsq, *sum;
@@ -283,7 +274,6 @@ int bench_reduction(int argc, char **argv) {
   jitk_elementwise_destroy(fill);
   jitk_reduction_destroy(sumsq);
   jitk_reduction_destroy(sum);
-  jitk_module_destroy(lm);
-  jitk_engine_destroy(e);
+  bench_close(&bs);
   return total_bad || runs_differ ? 1 : 0;
 }

@@ -252,6 +252,37 @@ static void choose_target(const char *arch, int ptx, char *target, size_t n) {
   }
 }
 
+/* The end of `compile elementwise|reduction`: the error, the source, or
+ * the image written and its resources. Returns the exit code. */
+static int finish_generated(jitk_engine *e, jitk_status st, const char *emit, const char *source,
+                            jitk_module *m, const char *output, const char *name, int want_ptx,
+                            const char *target) {
+  if (st != JITK_OK) {
+    fprintf(stderr, "%s\n", jitk_errmsg(e));
+    return 1;
+  }
+  if (strcmp(emit, "source") == 0) {
+    fputs(source, stdout);
+    return 0;
+  }
+  const void *image;
+  size_t size;
+  jitk_module_image(m, &image, &size, NULL);
+  char path[512];
+  if (output != NULL)
+    snprintf(path, sizeof path, "%s", output);
+  else
+    snprintf(path, sizeof path, "%s.%s", name, want_ptx ? "ptx" : "cubin");
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(image, 1, size, f) != size || fclose(f) != 0) {
+    fprintf(stderr, "%s compile: cannot write %s: %s\n", prog, path, strerror(errno));
+    return 1;
+  }
+  printf("%s: %zu bytes of %s for %s\n", path, size, want_ptx ? "PTX" : "cubin", target);
+  print_resources(m, NULL, 0);
+  return 0;
+}
+
 static void usage_elementwise(FILE *out) {
   fprintf(out,
           "usage: %s compile elementwise --in PARAMS --out PARAMS --op CODE [options]\n"
@@ -341,33 +372,10 @@ static int cmd_compile_elementwise(int argc, char **argv) {
   if (st != JITK_OK) return fail(NULL, st, "creating the engine");
   jitk_elementwise *k = NULL;
   jitk_module *m = NULL;
-  int rc = 0;
   st = jitk_elementwise_create(e, in, out_params, op, name, &eo, &k);
   const char *source = NULL;
   if (st == JITK_OK) st = jitk_elementwise_compile(k, types, &layout, &source, &m);
-  if (st != JITK_OK) {
-    fprintf(stderr, "%s\n", jitk_errmsg(e));
-    rc = 1;
-  } else if (strcmp(emit, "source") == 0) {
-    fputs(source, stdout);
-  } else {
-    const void *image;
-    size_t size;
-    jitk_module_image(m, &image, &size, NULL);
-    char path[512];
-    if (output != NULL)
-      snprintf(path, sizeof path, "%s", output);
-    else
-      snprintf(path, sizeof path, "%s.%s", name, want_ptx ? "ptx" : "cubin");
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fwrite(image, 1, size, f) != size || fclose(f) != 0) {
-      fprintf(stderr, "%s compile: cannot write %s: %s\n", prog, path, strerror(errno));
-      rc = 1;
-    } else {
-      printf("%s: %zu bytes of %s for %s\n", path, size, want_ptx ? "PTX" : "cubin", target);
-      print_resources(m, NULL, 0);
-    }
-  }
+  int rc = finish_generated(e, st, emit, source, m, output, name, want_ptx, target);
   jitk_module_destroy(m);
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
@@ -492,34 +500,11 @@ static int cmd_compile_reduction(int argc, char **argv) {
   if (st != JITK_OK) return fail(NULL, st, "creating the engine");
   jitk_reduction *k = NULL;
   jitk_module *m = NULL;
-  int rc = 0;
   st = jitk_reduction_create(e, in, out_params, map, reduce, post_map, identity, reduce_type, name,
                              &ro, &k);
   const char *source = NULL;
   if (st == JITK_OK) st = jitk_reduction_compile(k, types, &layout, &source, &m);
-  if (st != JITK_OK) {
-    fprintf(stderr, "%s\n", jitk_errmsg(e));
-    rc = 1;
-  } else if (strcmp(emit, "source") == 0) {
-    fputs(source, stdout);
-  } else {
-    const void *image;
-    size_t size;
-    jitk_module_image(m, &image, &size, NULL);
-    char path[512];
-    if (output != NULL)
-      snprintf(path, sizeof path, "%s", output);
-    else
-      snprintf(path, sizeof path, "%s.%s", name, want_ptx ? "ptx" : "cubin");
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fwrite(image, 1, size, f) != size || fclose(f) != 0) {
-      fprintf(stderr, "%s compile: cannot write %s: %s\n", prog, path, strerror(errno));
-      rc = 1;
-    } else {
-      printf("%s: %zu bytes of %s for %s\n", path, size, want_ptx ? "PTX" : "cubin", target);
-      print_resources(m, NULL, 0);
-    }
-  }
+  int rc = finish_generated(e, st, emit, source, m, output, name, want_ptx, target);
   jitk_module_destroy(m);
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);

@@ -2,43 +2,13 @@
 run, as ratios to the device-to-device copy bandwidth measured here the
 same way (bytes read plus written, 1 GiB, median of 20 CUDA-event timings
 after warm-up). Fresh random data; results checked against float64."""
-import statistics
-import time
 
 import torch
 
+from _timing import per_launch, timed
+
 N = 1 << 28
 R = C = 16384
-
-
-def timed(fn, reps=20, warm=3):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
-def per_launch(fn, sync):
-    for _ in range(2000):
-        fn()
-    sync()
-    ts = []
-    for _ in range(1000):
-        t0 = time.perf_counter()
-        for _ in range(100):
-            fn()
-        ts.append((time.perf_counter() - t0) / 100 * 1e6)
-        sync()
-    return statistics.median(ts)
 
 
 rows = []

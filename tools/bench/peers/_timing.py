@@ -1,0 +1,39 @@
+"""Timing helpers the peer scripts share (not a peer itself: the run script
+skips files whose names start with an underscore)."""
+import statistics
+import time
+
+import torch
+
+
+def timed(fn, reps=20, warm=3):
+    """Median of `reps` CUDA-event timings of fn(), in ms, after `warm` calls."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def per_launch(fn, sync):
+    """Host time per call of fn(), in us: the median over rounds of 100
+    calls, the queue drained between rounds."""
+    for _ in range(2000):
+        fn()
+    sync()
+    ts = []
+    for _ in range(1000):
+        t0 = time.perf_counter()
+        for _ in range(100):
+            fn()
+        ts.append((time.perf_counter() - t0) / 100 * 1e6)
+        sync()
+    return statistics.median(ts)
