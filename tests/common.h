@@ -187,4 +187,21 @@ static inline void jt_write_int(void *buf, jitk_dtype d, size_t k, int v) {
   }
 }
 
+static inline size_t jt_dtype_size(jitk_dtype d) {
+  jitk_dtype_info info;
+  jitk_dtype_get_info(d, &info);
+  return info.size;
+}
+
+/* Writes v, rounded to the float dtype d, into element k of a host buffer. */
+static inline void jt_write_real(void *buf, jitk_dtype d, size_t k, double v) {
+  switch (d) {
+    case JITK_FLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_half((float)v); break;
+    case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)v); break;
+    case JITK_FLOAT32: ((float *)buf)[k] = (float)v; break;
+    case JITK_FLOAT64: ((double *)buf)[k] = v; break;
+    default: break;
+  }
+}
+
 #endif

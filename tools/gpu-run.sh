@@ -46,6 +46,8 @@ step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
 # whether or not the reduction tests and example exist yet).
 [ -x "$HERE/bin/test_gpu_reduction" ] &&
   step test_gpu_reduction "$HERE/bin/test_gpu_reduction" --jobs=1 --verbose
+[ -x "$HERE/bin/test_gpu_matmul" ] &&
+  step test_gpu_matmul "$HERE/bin/test_gpu_matmul" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
 step demo "$HERE/bin/demo"
 step raw_saxpy "$HERE/bin/raw_saxpy"
@@ -63,6 +65,9 @@ if command -v compute-sanitizer >/dev/null; then
   [ -x "$HERE/bin/test_gpu_reduction" ] &&
     step memcheck_reduction compute-sanitizer --tool memcheck --error-exitcode 1 \
       "$HERE/bin/test_gpu_reduction" --jobs=1 --filter 'reduction/[!p]*'
+  [ -x "$HERE/bin/test_gpu_matmul" ] &&
+    step memcheck_matmul compute-sanitizer --tool memcheck --error-exitcode 1 \
+      "$HERE/bin/test_gpu_matmul" --jobs=1
 fi
 step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/bench.json"
 step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"

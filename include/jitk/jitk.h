@@ -962,6 +962,86 @@ JITK_API jitk_status jitk_reduction_compile(jitk_reduction *kernel, const char *
  * printed to stderr for every new specialization when JITK_DUMP_SOURCE=1. */
 JITK_API jitk_status jitk_reduction_source(jitk_reduction *kernel, const char **source);
 
+/* ------------------------------------------------------------------------ */
+/* Matmul plans                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct jitk_matmul jitk_matmul;
+
+/* The arithmetic of the products and the accumulator. */
+typedef enum jitk_compute {
+  JITK_COMPUTE_DEFAULT = 0,  /* float64 for float64 inputs, float32 otherwise */
+  JITK_COMPUTE_FLOAT32 = 1,  /* float32 products and sums (float16/bfloat16
+                                inputs: tensor cores, float32 accumulation) */
+  JITK_COMPUTE_TF32 = 2,     /* float32 inputs rounded to tf32 on tensor cores */
+  JITK_COMPUTE_FLOAT16 = 3,  /* float16 inputs on tensor cores, float32 sums */
+  JITK_COMPUTE_BFLOAT16 = 4, /* bfloat16 inputs on tensor cores, float32 sums */
+  JITK_COMPUTE_FLOAT64 = 5
+} jitk_compute;
+
+typedef enum jitk_order { JITK_ROW_MAJOR = 0, JITK_COL_MAJOR = 1 } jitk_order;
+
+/*
+ * D[b] = epilogue(alpha * A[b] @ B[b] + beta * C[b]) for b < batch, with A
+ * m x k, B k x n, C and D m x n. Leading dimensions are in elements (0:
+ * packed for the order); batch strides in elements (0: one matrix after
+ * another, packed). The epilogue is an expression over `acc` (that sum, in
+ * the accumulator's type, named `T` in the expression), `row`, `col`,
+ * `batch` and the extra operands of `epilogue_params` ("raw T bias,
+ * float32 scale": raw arrays are read as the accumulator's type whatever
+ * their dtype, bias[col]; scalars are values), with relu(x), gelu(x)
+ * (tanh form), sigmoid(x) and silu(x) available; NULL means `acc`. The
+ * result is converted to D's dtype once, in registers, before D's single
+ * store.
+ */
+typedef struct jitk_matmul_desc {
+  int64_t m, n, k;
+  int64_t batch;
+  jitk_dtype a_dtype, b_dtype, c_dtype, d_dtype;
+  jitk_compute compute;
+  jitk_order a_order, b_order, c_order, d_order;
+  int64_t lda, ldb, ldc, ldd;
+  int64_t stride_a, stride_b, stride_c, stride_d;
+  int has_c; /* C is read (beta * C) */
+  double alpha, beta;
+  const char *epilogue;
+  const char *epilogue_params;
+  const char *preamble; /* helper functions for the epilogue */
+  const char *name;     /* the kernel's name (NULL: "matmul") */
+} jitk_matmul_desc;
+
+/* Defaults: batch 1, float32 everywhere, row-major, packed, alpha 1, beta 0,
+ * no C, no epilogue. Sizes are left 0. */
+JITK_API void jitk_matmul_desc_init(jitk_matmul_desc *desc);
+
+/*
+ * Plans the product: checks the description, picks a kernel configuration
+ * for the shape, dtypes and layouts, generates and compiles it (through the
+ * kernel cache), all before any execution. Errors in the epilogue cite
+ * `epilogue:LINE:COL`. Works on a compile-only engine (no GPU) too.
+ */
+JITK_API jitk_status jitk_matmul_create(jitk_engine *engine, const jitk_matmul_desc *desc,
+                                        jitk_matmul **plan);
+
+JITK_API void jitk_matmul_destroy(jitk_matmul *plan);
+
+/*
+ * Runs the plan on `stream`: a, b, c (NULL without C) and d are device
+ * pointers to the first matrix of each; `extra` holds the epilogue's
+ * operands in order (jitk_arg_ptr or jitk_arg_tensor_ptr for raw arrays,
+ * jitk_arg_f32 ... for scalars).
+ */
+JITK_API jitk_status jitk_matmul_execute(jitk_matmul *plan, jitk_stream stream, const void *a,
+                                         const void *b, const void *c, void *d,
+                                         const jitk_arg *extra, size_t num_extra);
+
+/* The generated source of the plan's kernel. */
+JITK_API jitk_status jitk_matmul_source(jitk_matmul *plan, const char **source);
+
+/* A one-line description of the chosen configuration ("tensor cores bf16
+ * m16n8k16, tile 128x128x32, 4 stages, 8 warps"), into buf. */
+JITK_API jitk_status jitk_matmul_describe(jitk_matmul *plan, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,6 +128,32 @@ typedef struct jk_red_source_in {
  * in order; `name_slot` is a device array the size of one partial result. */
 jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source);
 
+/* --- matmul plans --- */
+
+typedef enum jk_mm_kind { JK_MM_SIMT = 0, JK_MM_MMA = 1 } jk_mm_kind;
+
+/* What a matmul plan's kernel is for. */
+typedef struct jk_mm_spec {
+  jk_mm_kind kind;
+  jitk_dtype a, b, c, d, acc; /* acc: float32 or float64 */
+  bool a_k, b_n;              /* A K-contiguous (row-major), B N-contiguous (row-major) */
+  bool c_row, d_row;
+  bool has_c;
+  double alpha, beta;
+  int stages; /* mma: K-tiles in flight */
+} jk_mm_spec;
+
+typedef struct jk_mm_source_in {
+  const char *name;
+  const jk_mm_spec *spec;
+  const char *epilogue; /* NULL: acc */
+  const jk_param_list *params; /* the epilogue's extra operands */
+  const char *preamble;
+} jk_mm_source_in;
+
+/* The source of a plan's kernel `name`. */
+jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);
+
 /*
  * NVRTC's log with errors in the user's sections rewritten in a compiler's
  * style: "operation(1): error: ..." followed by the source line and a caret

@@ -389,8 +389,9 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
 }
 
 static bool user_label(const char *s, size_t n) {
-  static const char *const labels[] = {"operation", "preamble", "loop_prep", "after_loop",
-                                       "map_expr", "reduce_expr", "post_map_expr", "identity"};
+  static const char *const labels[] = {"operation",     "preamble", "loop_prep",
+                                       "after_loop",    "map_expr", "reduce_expr",
+                                       "post_map_expr", "identity", "epilogue"};
   for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
     if (strlen(labels[i]) == n && memcmp(labels[i], s, n) == 0) return true;
   return false;

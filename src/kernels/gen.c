@@ -12,7 +12,7 @@
 #include "array/iter.h"
 #include "kernels/kernels.h"
 
-static bool is_identifier(const char *s) {
+bool jk_gen_is_identifier(const char *s) {
   if (s == NULL || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
     return false;
   for (const char *p = s; *p; p++)
@@ -52,7 +52,7 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
                         const char *out_params, const char *name, const char *preamble,
                         const char *const *options, size_t num_options) {
   memset(g, 0, sizeof *g);
-  if (!is_identifier(name) || jk_is_reserved_word(name, strlen(name)))
+  if (!jk_gen_is_identifier(name) || jk_is_reserved_word(name, strlen(name)))
     return jk_fail_caret(e, JITK_ERR_PARSE, "name", name, 0, strlen(name) ? strlen(name) : 1,
                          "the kernel's name must be a C identifier");
   g->engine = e;

@@ -66,6 +66,9 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
                         const char *const *options, size_t num_options);
 void jk_gen_fini(jk_gen *g);
 
+/* Whether s is a C identifier. */
+bool jk_gen_is_identifier(const char *s);
+
 /* A copy of s (NULL stays NULL); *oom set when out of memory. */
 char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom);
 

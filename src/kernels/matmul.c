@@ -1,0 +1,377 @@
+/*
+ * Matmul plans: planning apart from execution, as nvmath-python's Matmul.
+ * jitk_matmul_create checks the description, picks the kernel (tensor
+ * cores where the dtypes and layouts allow 16-byte staging, FFMA
+ * otherwise), generates it with the epilogue inlined and compiles it
+ * through the kernel cache; jitk_matmul_execute only packs parameters and
+ * launches. A plan whose tensor-core kernel meets misaligned pointers at
+ * execution compiles its FFMA twin once and uses that: slower, not wrong.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "codegen/codegen.h"
+#include "kernels/gen.h"
+#include "kernels/kernels.h"
+
+#define JK_MM_GENERATOR "matmul/1"
+#define JK_MM_STAGES 4
+#define JK_MM_TILE 128
+
+typedef struct mm_kernel {
+  jk_mm_spec spec;
+  jk_entry *entry;
+  CUfunction fn;
+  char *source;
+  size_t smem; /* dynamic shared memory per block */
+} mm_kernel;
+
+struct jitk_matmul {
+  jitk_engine *engine;
+  jitk_matmul_desc d; /* strings below are the plan's own copies */
+  char *name, *epilogue, *epilogue_params, *preamble;
+  jk_param_list params;
+  mm_kernel main, fallback; /* fallback: FFMA, made on first need */
+  pthread_mutex_t lock;     /* guards fallback */
+};
+
+void jitk_matmul_desc_init(jitk_matmul_desc *d) {
+  if (d == NULL) return;
+  memset(d, 0, sizeof *d);
+  d->batch = 1;
+  d->a_dtype = d->b_dtype = d->c_dtype = d->d_dtype = JITK_FLOAT32;
+  d->alpha = 1.0;
+}
+
+static void kernel_free(jitk_engine *e, mm_kernel *k) {
+  jk_entry_release(e, k->entry);
+  jk_free(e, k->source);
+  memset(k, 0, sizeof *k);
+}
+
+void jitk_matmul_destroy(jitk_matmul *p) {
+  if (p == NULL) return;
+  jitk_engine *e = p->engine;
+  kernel_free(e, &p->main);
+  kernel_free(e, &p->fallback);
+  jk_params_free(e, &p->params);
+  jk_free(e, p->name);
+  jk_free(e, p->epilogue);
+  jk_free(e, p->epilogue_params);
+  jk_free(e, p->preamble);
+  pthread_mutex_destroy(&p->lock);
+  jk_free(e, p);
+}
+
+static bool is_float(jitk_dtype t) {
+  return t == JITK_FLOAT16 || t == JITK_BFLOAT16 || t == JITK_FLOAT32 || t == JITK_FLOAT64;
+}
+
+static const char *order_name(jitk_order o) { return o == JITK_ROW_MAJOR ? "row" : "column"; }
+
+/* Leading dimension and batch stride of an r x c matrix: given ones are
+ * checked, 0 means packed. */
+static jitk_status fill_layout(jitk_engine *e, const char *what, jitk_order o, int64_t rows,
+                               int64_t cols, int64_t *ld, int64_t *stride) {
+  if (o != JITK_ROW_MAJOR && o != JITK_COL_MAJOR)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s's order is neither row- nor column-major",
+                   what);
+  int64_t least = o == JITK_ROW_MAJOR ? cols : rows;
+  if (*ld == 0) *ld = least > 0 ? least : 1;
+  if (*ld < least)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: %s is %lld x %lld %s-major, so its leading dimension must be at "
+                   "least %lld, not %lld",
+                   what, (long long)rows, (long long)cols, order_name(o), (long long)least,
+                   (long long)*ld);
+  if (*stride == 0) *stride = *ld * (o == JITK_ROW_MAJOR ? rows : cols);
+  if (*stride < 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s's batch stride is negative", what);
+  return JITK_OK;
+}
+
+static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *acc) {
+  if (d->m < 0 || d->n < 0 || d->k < 0 || d->batch < 1)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: m, n and k must be at least 0 and batch at least 1 (m %lld, n %lld, "
+                   "k %lld, batch %lld)",
+                   (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
+  if (d->batch > 65535)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: at most 65535 batches, not %lld",
+                   (long long)d->batch);
+  if (d->m > ((int64_t)1 << 31) * JK_MM_TILE || d->n > ((int64_t)1 << 31) * JK_MM_TILE)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: m or n too large");
+  if (!is_float(d->a_dtype) || !is_float(d->d_dtype) || (d->has_c && !is_float(d->c_dtype)))
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: A, B, C and D must be float16, bfloat16, float32 or float64");
+  if (d->b_dtype != d->a_dtype)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: A is %s but B is %s; mixed inputs are not "
+                   "supported",
+                   jk_dtype(d->a_dtype)->name, jk_dtype(d->b_dtype)->name);
+  jitk_dtype in = d->a_dtype;
+  switch (d->compute) {
+    case JITK_COMPUTE_DEFAULT:
+      *acc = in == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32;
+      break;
+    case JITK_COMPUTE_FLOAT32:
+      if (in == JITK_FLOAT64)
+        return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: float64 inputs compute in float64");
+      *acc = JITK_FLOAT32;
+      break;
+    case JITK_COMPUTE_TF32:
+      if (in != JITK_FLOAT32)
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: tf32 compute takes float32 inputs");
+      *acc = JITK_FLOAT32;
+      break;
+    case JITK_COMPUTE_FLOAT16:
+    case JITK_COMPUTE_BFLOAT16: {
+      jitk_dtype want = d->compute == JITK_COMPUTE_FLOAT16 ? JITK_FLOAT16 : JITK_BFLOAT16;
+      if (in != want)
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s compute takes %s inputs",
+                       jk_dtype(want)->name, jk_dtype(want)->name);
+      *acc = JITK_FLOAT32;
+      break;
+    }
+    case JITK_COMPUTE_FLOAT64:
+      if (in != JITK_FLOAT64)
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: float64 compute takes float64 inputs");
+      *acc = JITK_FLOAT64;
+      break;
+    default:
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: unknown compute type %d", (int)d->compute);
+  }
+  jitk_status st = fill_layout(e, "A", d->a_order, d->m, d->k, &d->lda, &d->stride_a);
+  if (st == JITK_OK) st = fill_layout(e, "B", d->b_order, d->k, d->n, &d->ldb, &d->stride_b);
+  if (st == JITK_OK && d->has_c)
+    st = fill_layout(e, "C", d->c_order, d->m, d->n, &d->ldc, &d->stride_c);
+  if (st == JITK_OK) st = fill_layout(e, "D", d->d_order, d->m, d->n, &d->ldd, &d->stride_d);
+  return st;
+}
+
+/* Tensor cores when the inputs are 16-bit floats, A is K-contiguous and
+ * every 16-byte chunk a tile stages lies wholly inside or outside the
+ * matrices; FFMA otherwise (float32 and tf32 for now, float64, and layouts
+ * that rule out 16-byte staging). */
+static jk_mm_kind choose_kind(const jitk_matmul_desc *d) {
+  bool half = d->a_dtype == JITK_FLOAT16 || d->a_dtype == JITK_BFLOAT16;
+  if (!half || d->a_order != JITK_ROW_MAJOR) return JK_MM_SIMT;
+  bool b_n = d->b_order == JITK_ROW_MAJOR;
+  if (d->lda % 8 || d->ldb % 8 || d->k % 8 || (b_n && d->n % 8)) return JK_MM_SIMT;
+  if (d->stride_a % 8 || d->stride_b % 8) return JK_MM_SIMT;
+  return JK_MM_MMA;
+}
+
+static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *d = &p->d;
+  memset(out, 0, sizeof *out);
+  jk_mm_spec *s = &out->spec;
+  s->kind = kind;
+  s->a = d->a_dtype;
+  s->b = d->b_dtype;
+  s->c = d->c_dtype;
+  s->d = d->d_dtype;
+  s->acc = acc;
+  s->a_k = d->a_order == JITK_ROW_MAJOR;
+  s->b_n = d->b_order == JITK_ROW_MAJOR;
+  s->c_row = d->c_order == JITK_ROW_MAJOR;
+  s->d_row = d->d_order == JITK_ROW_MAJOR;
+  s->has_c = d->has_c != 0;
+  s->alpha = d->alpha;
+  s->beta = d->beta;
+  s->stages = JK_MM_STAGES;
+  jk_mm_source_in in = {p->name, s, p->epilogue, &p->params, p->preamble};
+  char *src = NULL;
+  jitk_status st = jk_mm_generate(e, &in, &src);
+  if (st != JITK_OK) return st;
+  char pname[160];
+  snprintf(pname, sizeof pname, "%s.cu", p->name);
+  jk_compile_input ci;
+  memset(&ci, 0, sizeof ci);
+  ci.source = src;
+  ci.program_name = pname;
+  ci.rewrite_log = true;
+  st = jk_cache_get(e, &ci, JK_MM_GENERATOR, &out->entry);
+  out->source = src;
+  if (st != JITK_OK) return st;
+  out->smem = kind == JK_MM_MMA ? (size_t)JK_MM_STAGES * 16 * 1024 : 0;
+  if (e->has_device) {
+    CUcontext saved;
+    st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) return st;
+    CUresult r = e->drv.cuModuleGetFunction(&out->fn, (CUmodule)out->entry->cu, p->name);
+    if (r == CUDA_SUCCESS && out->smem > 48 * 1024)
+      r = e->drv.cuFuncSetAttribute(out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    (int)out->smem);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the matmul kernel");
+  }
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jitk_matmul **out) {
+  if (e == NULL || desc == NULL || out == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_create: an argument is NULL");
+  *out = NULL;
+  jitk_matmul_desc d = *desc;
+  jitk_dtype acc = JITK_FLOAT32;
+  jitk_status st = check_desc(e, &d, &acc);
+  if (st != JITK_OK) return st;
+  jitk_matmul *p = jk_calloc(e, 1, sizeof *p);
+  if (p == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  p->engine = e;
+  pthread_mutex_init(&p->lock, NULL);
+  bool oom = false;
+  p->name = jk_gen_dup(e, d.name ? d.name : "matmul", &oom);
+  p->epilogue = jk_gen_dup(e, d.epilogue, &oom);
+  p->epilogue_params = jk_gen_dup(e, d.epilogue_params, &oom);
+  p->preamble = jk_gen_dup(e, d.preamble, &oom);
+  d.name = p->name;
+  d.epilogue = p->epilogue;
+  d.epilogue_params = p->epilogue_params;
+  d.preamble = p->preamble;
+  p->d = d;
+  if (oom) {
+    jitk_matmul_destroy(p);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!jk_gen_is_identifier(p->name) || jk_is_reserved_word(p->name, strlen(p->name))) {
+    st = jk_fail_caret(e, JITK_ERR_PARSE, "name", p->name, 0, strlen(p->name) ? strlen(p->name) : 1,
+                       "the kernel's name must be a C identifier");
+    jitk_matmul_destroy(p);
+    return st;
+  }
+  /* The epilogue's operands: T is the accumulator's type; other
+   * placeholders could not be bound before execution, so they are refused. */
+  if (p->epilogue_params != NULL) {
+    st = jk_params_parse(e, p->epilogue_params, "epilogue_params", false, &p->params);
+    for (size_t h = 0; st == JITK_OK && h < p->params.num_placeholders; h++)
+      if (strcmp(p->params.placeholders[h], "T") != 0)
+        st = jk_fail(e, JITK_ERR_PARSE,
+                     "epilogue_params: placeholder %s cannot be bound when the plan is made; "
+                     "use T (the accumulator's type) or a dtype name",
+                     p->params.placeholders[h]);
+    if (st != JITK_OK) {
+      jitk_matmul_destroy(p);
+      return st;
+    }
+  }
+  st = build(p, choose_kind(&p->d), acc, &p->main);
+  if (st != JITK_OK) {
+    jitk_matmul_destroy(p);
+    return st;
+  }
+  *out = p;
+  return JITK_OK;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
+                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
+  if (JK_UNLIKELY(p == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_execute: plan is NULL");
+  jitk_engine *e = p->engine;
+  jitk_status st = jk_require_device(e, "jitk_matmul_execute");
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  const jitk_matmul_desc *ds = &p->d;
+  if (JK_UNLIKELY(num_extra != p->params.count || (num_extra > 0 && extra == NULL)))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "matmul %s: the epilogue takes %zu operands, not %zu",
+                   p->name, p->params.count, num_extra);
+  if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (ds->has_c && c == NULL)))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
+  if (ds->m == 0 || ds->n == 0) return JITK_OK;
+  mm_kernel *k = &p->main;
+  /* Tensor cores stage A and B in 16-byte chunks. */
+  if (k->spec.kind == JK_MM_MMA && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
+    pthread_mutex_lock(&p->lock);
+    st = p->fallback.entry != NULL ? JITK_OK : build(p, JK_MM_SIMT, k->spec.acc, &p->fallback);
+    pthread_mutex_unlock(&p->lock);
+    if (st != JITK_OK) return st;
+    k = &p->fallback;
+  }
+  /* Parameters: pointers, sizes, leading dimensions, strides, tiles, then
+   * the epilogue's operands. */
+  _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2];
+  void *kp[20 + JK_MAX_EW_PARAMS];
+  int np = 0;
+  unsigned char *cur = store;
+  const void *cc = ds->has_c ? c : d;
+  long long v[11] = {ds->m, ds->n, ds->k, ds->lda, ds->ldb, ds->ldc, ds->ldd,
+                     ds->stride_a, ds->stride_b, ds->stride_c, ds->stride_d};
+  JK_PUSH(kp, np, cur, a);
+  JK_PUSH(kp, np, cur, b);
+  JK_PUSH(kp, np, cur, cc);
+  JK_PUSH(kp, np, cur, d);
+  for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
+  unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
+               tn = (unsigned int)ceil_div((uint64_t)ds->n, JK_MM_TILE);
+  JK_PUSH(kp, np, cur, tm);
+  JK_PUSH(kp, np, cur, tn);
+  for (size_t i = 0; i < num_extra; i++) {
+    const jk_param_decl *pd = &p->params.params[i];
+    jitk_dtype t = pd->placeholder >= 0 ? k->spec.acc : pd->dtype;
+    if (pd->raw) {
+      const void *ptr = extra[i].kind == JITK_ARG_POINTER ? extra[i].value.ptr : NULL;
+      if (extra[i].kind == JITK_ARG_POINTER && extra[i].tensor != NULL) {
+        const DLTensor *tt = extra[i].tensor;
+        ptr = (const char *)tt->data + tt->byte_offset;
+      }
+      if (extra[i].kind != JITK_ARG_POINTER || ptr == NULL)
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                       "matmul %s: epilogue operand `%s` is an array: pass a device pointer "
+                       "(jitk_arg_ptr or jitk_arg_tensor_ptr)",
+                       p->name, pd->name);
+      JK_PUSH(kp, np, cur, ptr);
+    } else {
+      if (extra[i].kind != JITK_ARG_SCALAR)
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                       "matmul %s: epilogue operand `%s` is a scalar", p->name, pd->name);
+      char label[96];
+      snprintf(label, sizeof label, "epilogue operand `%s`", pd->name);
+      st = jk_convert_scalar(e, &extra[i], t, cur, label);
+      if (st != JITK_OK) return st;
+      kp[np++] = cur;
+      cur += 16;
+    }
+  }
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  CUresult r = e->drv.cuLaunchKernel(k->fn, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
+                                     (unsigned int)k->smem, (CUstream)stream, kp, NULL);
+  jk_ctx_leave(e, saved);
+  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_source(jitk_matmul *p, const char **source) {
+  if (p == NULL || source == NULL)
+    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_matmul_source: an argument is NULL");
+  *source = p->main.source;
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
+  if (p == NULL || buf == NULL || size == 0)
+    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_matmul_describe: an argument is NULL");
+  const jk_mm_spec *s = &p->main.spec;
+  const jitk_matmul_desc *d = &p->d;
+  if (s->kind == JK_MM_MMA)
+    snprintf(buf, size,
+             "tensor cores %s m16n8k16 (mma.sync), float32 accumulation, tile 128x128x32, %d "
+             "stages (cp.async), 8 warps, A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",
+             jk_dtype(s->a)->name, s->stages, order_name(d->a_order), order_name(d->b_order),
+             (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
+  else
+    snprintf(buf, size,
+             "FFMA (simt) %s, %s accumulation, tile 128x128x8, 8x8 per thread, 256 threads, A "
+             "%s-major, B %s-major; %lld x %lld x %lld, batch %lld",
+             jk_dtype(s->a)->name, jk_dtype(s->acc)->name, order_name(d->a_order),
+             order_name(d->b_order), (long long)d->m, (long long)d->n, (long long)d->k,
+             (long long)d->batch);
+  return JITK_OK;
+}

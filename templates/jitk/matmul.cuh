@@ -1,0 +1,289 @@
+// jitk/matmul.cuh: the matrix-product kernels generated matmul plans
+// instantiate. Each computes one BM x BN tile of A @ B per block and hands
+// every accumulator to the plan's `store(row, col, acc)`, which applies
+// alpha, beta * C and the user's epilogue in registers and writes D once.
+//
+//  simt: FFMA on any dtype and any layout, each thread 8 x 8 outputs,
+//        the next K-tile loaded into registers while the current one is
+//        used from shared memory.
+//  mma:  tensor cores for float16 and bfloat16 (mma.sync m16n8k16, float32
+//        accumulation): K-contiguous A, either layout of B, tiles staged by
+//        cp.async through a STAGES-deep ring, fragments read with ldmatrix
+//        from XOR-swizzled shared memory.
+#pragma once
+
+namespace jitk {
+namespace mm {
+
+// Activations the epilogue may use.
+__device__ __forceinline__ float relu(float x) { return x > 0.f ? x : 0.f; }
+__device__ __forceinline__ double relu(double x) { return x > 0. ? x : 0.; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1. / (1. + exp(-x)); }
+__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
+__device__ __forceinline__ double silu(double x) { return x * sigmoid(x); }
+__device__ __forceinline__ float gelu(float x) {
+  return 0.5f * x * (1.f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ double gelu(double x) {
+  return 0.5 * x * (1. + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+// An extra operand of the epilogue, read in the accumulator's type
+// whatever its dtype.
+template <typename S, typename A>
+struct rd {
+  const S *p;
+  __device__ __forceinline__ A operator[](long long i) const { return static_cast<A>(p[i]); }
+};
+
+// Which tile a block computes: groups of 8 tile-rows walk the columns
+// together, so that the B tiles they share stay in L2.
+__device__ __forceinline__ void tile_of(unsigned int id, unsigned int tiles_m,
+                                        unsigned int tiles_n, unsigned int &tm,
+                                        unsigned int &tn) {
+  const unsigned int group = 8, in_group = group * tiles_n;
+  const unsigned int g = id / in_group, first = g * group;
+  const unsigned int rows = tiles_m - first < group ? tiles_m - first : group;
+  const unsigned int r = id - g * in_group;
+  tm = first + r % rows;
+  tn = r / rows;
+}
+
+// --- simt ------------------------------------------------------------------
+
+// BM = BN = 128, BK = 8, 256 threads as 16 x 16, each 8 x 8 outputs.
+// A_K: A is K-contiguous (row-major); B_N: B is N-contiguous (row-major).
+template <bool A_K, bool B_N, typename TA, typename TB, typename ACC, typename Store>
+__device__ __forceinline__ void simt_gemm(const TA *__restrict__ A, const TB *__restrict__ B,
+                                          long long M, long long N, long long K, long long lda,
+                                          long long ldb, long long m0, long long n0,
+                                          const Store &store) {
+  constexpr int BM = 128, BN = 128, BK = 8;
+  __shared__ ACC As[2][BK][BM], Bs[2][BK][BN];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  ACC acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[i][j] = ACC(0);
+  ACC ra[4], rb[4];
+  // Element e of a tile, in the order that walks global memory.
+  auto load = [&](long long k0) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int e = tid + i * 256;
+      const int am = A_K ? e / BK : e % BM, ak = A_K ? e % BK : e / BM;
+      const long long gm = m0 + am, gk = k0 + ak;
+      ra[i] = gm < M && gk < K ? static_cast<ACC>(A_K ? A[gm * lda + gk] : A[gk * lda + gm])
+                               : ACC(0);
+      const int bn = B_N ? e % BN : e / BK, bk = B_N ? e / BN : e % BK;
+      const long long gn = n0 + bn, gk2 = k0 + bk;
+      rb[i] = gn < N && gk2 < K ? static_cast<ACC>(B_N ? B[gk2 * ldb + gn] : B[gn * ldb + gk2])
+                                : ACC(0);
+    }
+  };
+  auto stash = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int e = tid + i * 256;
+      As[buf][A_K ? e % BK : e / BM][A_K ? e / BK : e % BM] = ra[i];
+      Bs[buf][B_N ? e / BN : e % BK][B_N ? e % BN : e / BK] = rb[i];
+    }
+  };
+  const long long tiles = (K + BK - 1) / BK;
+  load(0);
+  stash(0);
+  __syncthreads();
+  for (long long t = 0; t < tiles; t++) {
+    const int buf = (int)(t & 1);
+    if (t + 1 < tiles) load((t + 1) * BK);
+#pragma unroll
+    for (int kk = 0; kk < BK; kk++) {
+      ACC a[8], b[8];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        a[i] = As[buf][kk][ty * 4 + i];
+        a[i + 4] = As[buf][kk][64 + ty * 4 + i];
+        b[i] = Bs[buf][kk][tx * 4 + i];
+        b[i + 4] = Bs[buf][kk][64 + tx * 4 + i];
+      }
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] += a[i] * b[j];
+    }
+    if (t + 1 < tiles) stash(buf ^ 1);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      store(m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4),
+            n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4), acc[i][j]);
+}
+
+// --- mma (tensor cores) ----------------------------------------------------
+
+__device__ __forceinline__ unsigned int smem_u32(const void *p) {
+  return static_cast<unsigned int>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global to shared, zero-filled when `full` is false.
+__device__ __forceinline__ void cp_async16(unsigned int dst, const void *src, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(full ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned int &r2,
+                                            unsigned int &r3, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int &r0, unsigned int &r1,
+                                                  unsigned int &r2, unsigned int &r3,
+                                                  unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+// D = A B + D on one m16n8k16 tile; BF16 picks the input type.
+template <bool BF16>
+__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned int (&a)[4],
+                                         unsigned int b0, unsigned int b1) {
+  if (BF16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Tile 128 x 128 x 32, 8 warps as 2 (m) x 4 (n), each 64 x 32 outputs;
+// STAGES tiles in flight. A is K-contiguous with lda % 8 == 0; B_N: B is
+// N-contiguous (ldb % 8 == 0), else K-contiguous; K % 8 == 0 and, with B_N,
+// N % 8 == 0, so that every 16-byte chunk is wholly in range or out. The
+// block needs STAGES * 16 KiB of dynamic shared memory.
+//
+// Shared memory, per stage: A as [128 rows][32 k] (64 bytes a row, four
+// 16-byte chunks), chunk c of row r stored at c ^ ((r >> 1) & 3); B as
+// [32 k][128 n] (256 bytes a row, 16 chunks) with chunk c of row k at
+// c ^ (k & 7) when B_N, else as [128 n][32 k] like A. Eight rows that one
+// ldmatrix reads then fall in eight different bank groups.
+template <int STAGES, bool BF16, bool B_N, typename T, typename Store>
+__device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__restrict__ B,
+                                         long long M, long long N, long long K, long long lda,
+                                         long long ldb, long long m0, long long n0,
+                                         unsigned char *smem, const Store &store) {
+  constexpr int BM = 128, BN = 128, BK = 32, STAGE_BYTES = (BM * BK + BK * BN) * 2;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp >> 2, wn = warp & 3; /* warp tile at (wm * 64, wn * 32) */
+  const unsigned int base = smem_u32(smem);
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int v = 0; v < 4; v++) acc[i][j][v] = 0.f;
+
+  // Byte offsets of (row, chunk) in the A-like layout and in B_N's.
+  auto a_off = [](int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); };
+  auto bn_off = [](int k, int c) { return k * 256 + ((c ^ (k & 7)) << 4); };
+
+  auto load_stage = [&](int stage, long long k0) {
+    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * BK * 2;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int e = tid + i * 256; /* 512 chunks of A: 128 rows x 4 */
+      const int r = e >> 2, c = e & 3;
+      const long long gm = m0 + r, gk = k0 + c * 8;
+      const bool in = gm < M && gk < K;
+      cp_async16(sa + a_off(r, c), A + (in ? gm * lda + gk : 0), in);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int e = tid + i * 256;
+      if (B_N) { /* 32 k rows x 16 chunks of n */
+        const int k = e >> 4, c = e & 15;
+        const long long gk = k0 + k, gn = n0 + c * 8;
+        const bool in = gk < K && gn < N;
+        cp_async16(sb + bn_off(k, c), B + (in ? gk * ldb + gn : 0), in);
+      } else { /* 128 n rows x 4 chunks of k */
+        const int r = e >> 2, c = e & 3;
+        const long long gn = n0 + r, gk = k0 + c * 8;
+        const bool in = gn < N && gk < K;
+        cp_async16(sb + a_off(r, c), B + (in ? gn * ldb + gk : 0), in);
+      }
+    }
+  };
+
+  const long long tiles = (K + BK - 1) / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < tiles) load_stage(s, s * BK);
+    cp_async_commit();
+  }
+  for (long long t = 0; t < tiles; t++) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    /* The ring slot read one step ago is free now: refill it. */
+    const long long next = t + STAGES - 1;
+    if (next < tiles) load_stage((int)(next % STAGES), next * BK);
+    cp_async_commit();
+    const int stage = (int)(t % STAGES);
+    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * BK * 2;
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) { /* two k16 steps */
+      unsigned int af[4][4], bf[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int r = wm * 64 + i * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
+        ldmatrix_x4(af[i][0], af[i][1], af[i][2], af[i][3], sa + a_off(r, c));
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j += 2) { /* two n8 tiles per ldmatrix.x4 */
+        if (B_N) {
+          const int k = kk * 16 + (lane & 15), c = (wn * 32 + j * 8) / 8 + (lane >> 4);
+          ldmatrix_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + bn_off(k, c));
+        } else {
+          const int r = wn * 32 + j * 8 + (lane & 7) + ((lane >> 4) << 3),
+                    c = kk * 2 + ((lane >> 3) & 1);
+          ldmatrix_x4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + a_off(r, c));
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) mma16816<BF16>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+  /* Accumulator v of tile (i, j): row lane / 4 (+ 8 for v >= 2), column
+   * (lane % 4) * 2 + v % 2. */
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int v = 0; v < 4; v++)
+        store(m0 + wm * 64 + i * 16 + (lane >> 2) + (v >> 1) * 8,
+              n0 + wn * 32 + j * 8 + (lane & 3) * 2 + (v & 1), acc[i][j][v]);
+}
+
+}  // namespace mm
+}  // namespace jitk

@@ -1,0 +1,191 @@
+/*
+ * Matmul plans on a GPU against a float64 host reference, as relative L2
+ * errors the dtype allows (float32 1e-5, tf32 1e-3, float16 and bfloat16
+ * 1e-2, float64 1e-12): tensor-core and FFMA kernels, odd sizes and K
+ * tails, both layouts of A and B, column-major D, batches, C with alpha
+ * and beta, epilogues (none, bias, bias+ReLU, GELU, one using row and
+ * col), misaligned pointers, poisoned outputs checked everywhere.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef struct mm_case {
+  const char *what;
+  jitk_dtype dt;
+  jitk_compute compute;
+  int64_t m, n, k, batch;
+  jitk_order ao, bo, d_o;
+  int has_c;
+  double alpha, beta;
+  const char *epilogue, *params;
+  int misalign;         /* elements of offset added to A and B */
+  const char *kind;     /* "tensor cores" or "FFMA", expected in the description */
+} mm_case;
+
+/* The host's value of element i after rounding to dt. */
+static double rounded(jitk_dtype dt, double v) {
+  unsigned char buf[8] = {0};
+  jt_write_real(buf, dt, 0, v);
+  return jt_read_real(buf, dt, 0);
+}
+
+static double epilogue_ref(const mm_case *c, double acc, int64_t row, int64_t col, const double *bias) {
+  if (c->epilogue == NULL) return acc;
+  if (strcmp(c->epilogue, "acc + bias[col]") == 0) return acc + bias[col];
+  if (strcmp(c->epilogue, "max(acc + bias[col], (T)0)") == 0)
+    return acc + bias[col] > 0 ? acc + bias[col] : 0;
+  if (strcmp(c->epilogue, "gelu(acc)") == 0)
+    return 0.5 * acc * (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+  if (strcmp(c->epilogue, "acc * s + (T)(row - 2 * col)") == 0) return acc * 0.5 + (double)(row - 2 * col);
+  return NAN;
+}
+
+static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = c->m;
+  d.n = c->n;
+  d.k = c->k;
+  d.batch = c->batch;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = c->dt;
+  d.compute = c->compute;
+  d.a_order = c->ao;
+  d.b_order = c->bo;
+  d.c_order = JITK_ROW_MAJOR;
+  d.d_order = c->d_o;
+  d.has_c = c->has_c;
+  d.alpha = c->alpha;
+  d.beta = c->beta;
+  d.epilogue = c->epilogue;
+  d.epilogue_params = c->params;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char desc[256];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  if (!c->misalign)
+    cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
+  size_t es = jt_dtype_size(c->dt);
+  int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
+  size_t na = (size_t)(M * K * B), nb = (size_t)(K * N * B), nd = (size_t)(M * N * B);
+  double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hc = malloc(nd * 8), *hbias = malloc((size_t)N * 8);
+  unsigned char *sa = malloc(na * es + 64), *sb = malloc(nb * es + 64), *sc = malloc(nd * es), *sd = malloc(nd * es);
+  for (size_t i = 0; i < na; i++) {
+    ha[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sa, c->dt, i + (size_t)c->misalign, ha[i]);
+  }
+  for (size_t i = 0; i < nb; i++) {
+    hb[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sb, c->dt, i + (size_t)c->misalign, hb[i]);
+  }
+  for (size_t i = 0; i < nd; i++) {
+    hc[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sc, c->dt, i, hc[i]);
+  }
+  float *fbias = malloc((size_t)N * 4);
+  for (int64_t j = 0; j < N; j++) {
+    fbias[j] = (float)jt_uniform(seed);
+    hbias[j] = fbias[j];
+  }
+  void *da = jt_dev_alloc(e, na * es + 64), *db = jt_dev_alloc(e, nb * es + 64),
+       *dc = jt_dev_alloc(e, nd * es), *dd = jt_dev_alloc(e, nd * es), *dbias = jt_dev_alloc(e, (size_t)N * 4);
+  jt_to_dev(e, da, sa, na * es + 64);
+  jt_to_dev(e, db, sb, nb * es + 64);
+  jt_to_dev(e, dc, sc, nd * es);
+  jt_to_dev(e, dbias, fbias, (size_t)N * 4);
+  jt_poison(e, dd, nd * es);
+  jitk_arg extra[1];
+  size_t nextra = 0;
+  if (c->params && strstr(c->params, "bias")) extra[nextra++] = jitk_arg_ptr(dbias, JITK_FLOAT32);
+  if (c->params && strstr(c->params, " s")) extra[nextra++] = jitk_arg_f64(0.5);
+  JT_OK(e, jitk_matmul_execute(p, NULL, (char *)da + c->misalign * es, (char *)db + c->misalign * es,
+                               c->has_c ? dc : NULL, dd, extra, nextra));
+  jt_to_host(e, sd, dd, nd * es);
+  double err2 = 0, ref2 = 0;
+  size_t nan_count = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (int64_t q = 0; q < K; q++) {
+          double av = ha[b * M * K + (c->ao == JITK_ROW_MAJOR ? i * K + q : q * M + i)];
+          double bv = hb[b * K * N + (c->bo == JITK_ROW_MAJOR ? q * N + j : j * K + q)];
+          acc += av * bv;
+        }
+        acc *= c->alpha;
+        if (c->has_c) acc += c->beta * hc[b * M * N + i * N + j];
+        double want = epilogue_ref(c, acc, i, j, hbias);
+        size_t o = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
+        double got = jt_read_real(sd, c->dt, o);
+        if (!isfinite(got)) nan_count++;
+        err2 += (got - want) * (got - want);
+        ref2 += want * want;
+      }
+  double tol = c->dt == JITK_FLOAT64 ? 1e-12
+               : c->dt == JITK_FLOAT32 ? (c->compute == JITK_COMPUTE_TF32 ? 1e-3 : 1e-5)
+                                       : 1e-2;
+  double rel = sqrt(err2 / (ref2 > 0 ? ref2 : 1));
+  cr_assert(nan_count == 0 && rel <= tol, "%s (%s): relative L2 error %.3g (tolerance %.0e), %zu "
+            "elements not finite (poison left)", c->what, desc, rel, tol, nan_count);
+  JT_OK(e, jitk_device_free(e, da, NULL));
+  JT_OK(e, jitk_device_free(e, db, NULL));
+  JT_OK(e, jitk_device_free(e, dc, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  JT_OK(e, jitk_device_free(e, dbias, NULL));
+  free(ha);
+  free(hb);
+  free(hc);
+  free(hbias);
+  free(fbias);
+  free(sa);
+  free(sb);
+  free(sc);
+  free(sd);
+  jitk_matmul_destroy(p);
+}
+
+#define R JITK_ROW_MAJOR
+#define C JITK_COL_MAJOR
+
+Test(matmul, tensor_cores) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x3A7;
+  const mm_case cases[] = {
+      {"bf16 bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 256, 384, 512, 1, R, R, R, 0, 1, 0,
+       "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores"},
+      {"f16 odd m, n, K tail", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 301, 264, 136, 1, R, R, R, 0, 1,
+       0, NULL, NULL, 0, "tensor cores"},
+      {"bf16 B column-major, gelu", JITK_BFLOAT16, JITK_COMPUTE_BFLOAT16, 200, 130, 72, 1, R, C, R,
+       0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores"},
+      {"f16 batch 3, C, alpha, beta, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136,
+       64, 3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "tensor cores"},
+      {"bf16 row and col in the epilogue", JITK_BFLOAT16, JITK_COMPUTE_FLOAT32, 64, 64, 8, 1, R, R,
+       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores"},
+      {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
+       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+Test(matmul, ffma) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5F3;
+  const mm_case cases[] = {
+      {"f32 bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 1, R, R, R, 0, 1, 0,
+       "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA"},
+      {"f32 A and B column-major, K = 1", JITK_FLOAT32, JITK_COMPUTE_FLOAT32, 70, 90, 1, 1, C, C, R,
+       0, 1, 0, NULL, NULL, 0, "FFMA"},
+      {"tf32", JITK_FLOAT32, JITK_COMPUTE_TF32, 128, 256, 96, 2, R, C, R, 0, 1, 0, NULL, NULL, 0,
+       "FFMA"},
+      {"f64 C, alpha, beta", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 2, R, R, R, 1, 2.0,
+       0.25, NULL, NULL, 0, "FFMA"},
+      {"f16 A column-major: FFMA", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 96, 80, 40, 1, C, R, R, 0, 1,
+       0, "acc + bias[col]", "raw float32 bias", 0, "FFMA"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}

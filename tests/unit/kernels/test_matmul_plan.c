@@ -1,0 +1,126 @@
+/*
+ * Matmul plans without a GPU: the kernel each description gets (tensor
+ * cores where 16-byte staging is possible, FFMA otherwise), every dtype
+ * pair compiling for sm_90 with a C and an epilogue, the epilogue's
+ * errors citing its text, and descriptions refused with a clear message.
+ */
+#include <string.h>
+
+#include "common.h"
+
+static jitk_matmul_desc desc(jitk_dtype t, int64_t m, int64_t n, int64_t k) {
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = t;
+  return d;
+}
+
+static void expect_kind(jitk_engine *e, const jitk_matmul_desc *d, const char *kind,
+                        const char *what) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  char buf[256];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strncmp(buf, kind, strlen(kind)) == 0, "%s: %s", what, buf);
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul_plan, kernel_choice) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  expect_kind(e, &d, "tensor cores bfloat16", "bf16, row-major");
+  d.b_order = JITK_COL_MAJOR;
+  expect_kind(e, &d, "tensor cores bfloat16", "bf16, B column-major");
+  d = desc(JITK_FLOAT16, 301, 264, 136);
+  expect_kind(e, &d, "tensor cores float16", "f16, odd m");
+  d.k = 100; /* K-tail chunks would straddle K */
+  expect_kind(e, &d, "FFMA", "f16, k % 8 != 0");
+  d = desc(JITK_FLOAT16, 64, 100, 64);
+  d.n = 100; /* row-major B: n % 8 rules out whole chunks */
+  expect_kind(e, &d, "FFMA", "f16, row-major B, n % 8 != 0");
+  d.b_order = JITK_COL_MAJOR;
+  expect_kind(e, &d, "tensor cores", "f16, column-major B, any n");
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.a_order = JITK_COL_MAJOR;
+  expect_kind(e, &d, "FFMA", "bf16, A column-major");
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.lda = 68; /* not a multiple of 8 elements */
+  expect_kind(e, &d, "FFMA", "bf16, lda % 8 != 0");
+  d = desc(JITK_FLOAT32, 64, 64, 64);
+  expect_kind(e, &d, "FFMA (simt) float32, float32", "f32");
+  d.compute = JITK_COMPUTE_TF32;
+  expect_kind(e, &d, "FFMA (simt) float32", "tf32");
+  d = desc(JITK_FLOAT64, 64, 64, 64);
+  expect_kind(e, &d, "FFMA (simt) float64, float64", "f64");
+  jitk_engine_destroy(e);
+}
+
+Test(matmul_plan, every_dtype_pair_compiles) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const jitk_dtype in[] = {JITK_FLOAT16, JITK_BFLOAT16, JITK_FLOAT32, JITK_FLOAT64};
+  const jitk_dtype out[] = {JITK_FLOAT16, JITK_BFLOAT16, JITK_FLOAT32, JITK_FLOAT64};
+  for (int i = 0; i < 4; i++)
+    for (int o = 0; o < 4; o++) {
+      jitk_matmul_desc d = desc(in[i], 512, 512, 512);
+      d.d_dtype = out[o];
+      d.has_c = o % 2;
+      d.c_dtype = out[o];
+      d.beta = 1;
+      d.epilogue = "gelu(acc + bias[col]) * s";
+      d.epilogue_params = "raw bfloat16 bias, float32 s";
+      jitk_matmul *p = NULL;
+      JT_OK(e, jitk_matmul_create(e, &d, &p));
+      const char *src;
+      JT_OK(e, jitk_matmul_source(p, &src));
+      cr_assert(strstr(src, "#line 1 \"epilogue\"") != NULL);
+      cr_assert(strstr(src, "jitk::mm::rd<__nv_bfloat16,") != NULL, "%s", src);
+      jitk_matmul_destroy(p);
+    }
+  jitk_engine_destroy(e);
+}
+
+Test(matmul_plan, errors) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul *p = NULL;
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.epilogue = "acc + + ;";
+  JT_FAILS(e, JITK_ERR_COMPILE, "epilogue:1:", jitk_matmul_create(e, &d, &p));
+  d.epilogue = "acc + undefined_name";
+  JT_FAILS(e, JITK_ERR_COMPILE, "epilogue:1:7: error", jitk_matmul_create(e, &d, &p));
+  d.epilogue = "acc + b[col]";
+  d.epilogue_params = "raw U b";
+  JT_FAILS(e, JITK_ERR_PARSE, "placeholder U", jitk_matmul_create(e, &d, &p));
+  d.epilogue_params = "raw T b, raw T b";
+  JT_FAILS(e, JITK_ERR_PARSE, "^", jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.b_dtype = JITK_FLOAT16;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "mixed inputs", jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_INT32, 64, 64, 64);
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "float16, bfloat16, float32 or float64",
+           jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d.lda = 10;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "leading dimension must be at least 64",
+           jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_FLOAT16, 64, 64, 64);
+  d.compute = JITK_COMPUTE_TF32;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "tf32 compute takes float32",
+           jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d.batch = 0;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "batch at least 1", jitk_matmul_create(e, &d, &p));
+  d.batch = 1;
+  d.name = "2x";
+  JT_FAILS(e, JITK_ERR_PARSE, "C identifier", jitk_matmul_create(e, &d, &p));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "NULL", jitk_matmul_create(e, NULL, &p));
+  /* A compile-only engine plans but does not execute. */
+  d.name = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "", jitk_matmul_execute(p, NULL, &d, &d, NULL, &d, NULL, 0));
+  jitk_matmul_destroy(p);
+  jitk_matmul_destroy(NULL);
+  jitk_engine_destroy(e);
+}
