@@ -149,16 +149,18 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
   return st;
 }
 
-/* Tensor cores when the inputs are 16-bit floats, A is K-contiguous and
- * every 16-byte chunk a tile stages lies wholly inside or outside the
- * matrices; FFMA otherwise (float32 and tf32 for now, float64, and layouts
- * that rule out 16-byte staging). */
+/* Tensor cores when the inputs are 16-bit floats (or float32 computed in
+ * tf32), A is K-contiguous and every 16-byte chunk a tile stages lies
+ * wholly inside or outside the matrices; FFMA otherwise (float32, float64,
+ * and layouts that rule out 16-byte staging). */
 static jk_mm_kind choose_kind(const jitk_matmul_desc *d) {
   bool half = d->a_dtype == JITK_FLOAT16 || d->a_dtype == JITK_BFLOAT16;
-  if (!half || d->a_order != JITK_ROW_MAJOR) return JK_MM_SIMT;
+  bool tf32 = d->a_dtype == JITK_FLOAT32 && d->compute == JITK_COMPUTE_TF32;
+  if (!(half || tf32) || d->a_order != JITK_ROW_MAJOR) return JK_MM_SIMT;
+  int64_t ch = half ? 8 : 4; /* elements in 16 bytes */
   bool b_n = d->b_order == JITK_ROW_MAJOR;
-  if (d->lda % 8 || d->ldb % 8 || d->k % 8 || (b_n && d->n % 8)) return JK_MM_SIMT;
-  if (d->stride_a % 8 || d->stride_b % 8) return JK_MM_SIMT;
+  if (d->lda % ch || d->ldb % ch || d->k % ch || (b_n && d->n % ch)) return JK_MM_SIMT;
+  if (d->stride_a % ch || d->stride_b % ch) return JK_MM_SIMT;
   return JK_MM_MMA;
 }
 
@@ -360,12 +362,14 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
                    "jitk_matmul_describe: an argument is NULL");
   const jk_mm_spec *s = &p->main.spec;
   const jitk_matmul_desc *d = &p->d;
+  bool tf32 = s->a == JITK_FLOAT32;
   if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
-             "tensor cores %s m16n8k16 (mma.sync), float32 accumulation, tile 128x128x32, %d "
-             "stages (cp.async), 8 warps, A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",
-             jk_dtype(s->a)->name, s->stages, order_name(d->a_order), order_name(d->b_order),
-             (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
+             "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x128x%d, %d stages "
+             "(cp.async), 8 warps, A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",
+             tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m16n8k8" : "m16n8k16", tf32 ? 16 : 32,
+             s->stages, order_name(d->a_order), order_name(d->b_order), (long long)d->m,
+             (long long)d->n, (long long)d->k, (long long)d->batch);
   else
     snprintf(buf, size,
              "FFMA (simt) %s, %s accumulation, tile 128x128x8, 8x8 per thread, 256 threads, A "

@@ -248,8 +248,8 @@ static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in,
                 e->target.arch, log && *log ? log : "(NVRTC gave no log)");
   for (size_t i = 0; i < nopts; i++) jk_buf_printf(&b, " %s", opts[i]);
   if (in->rewrite_log)
-    jk_buf_puts(&b, "\n(the generated source: JITK_DUMP_SOURCE=1, or "
-                    "jitk_elementwise_source / jitk_reduction_source after the failure)");
+    jk_buf_puts(&b, "\n(the generated source: JITK_DUMP_SOURCE=1, or the kernel's _source "
+                    "call after the failure)");
   jk_free(e, rewritten);
   char *msg = jk_buf_take(&b);
   jitk_status st = jk_fail(e, JITK_ERR_COMPILE, "%s",

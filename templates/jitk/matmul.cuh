@@ -6,10 +6,10 @@
 //  simt: FFMA on any dtype and any layout, each thread 8 x 8 outputs,
 //        the next K-tile loaded into registers while the current one is
 //        used from shared memory.
-//  mma:  tensor cores for float16 and bfloat16 (mma.sync m16n8k16, float32
-//        accumulation): K-contiguous A, either layout of B, tiles staged by
-//        cp.async through a STAGES-deep ring, fragments read with ldmatrix
-//        from XOR-swizzled shared memory.
+//  mma:  tensor cores for float16 and bfloat16 (mma.sync m16n8k16) and
+//        tf32 (m16n8k8), float32 accumulation: K-contiguous A, either
+//        layout of B, tiles staged by cp.async through a STAGES-deep ring,
+//        fragments read with ldmatrix from XOR-swizzled shared memory.
 #pragma once
 
 namespace jitk {
@@ -155,41 +155,53 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int &r0, unsigned int
                : "r"(addr));
 }
 
-// D = A B + D on one m16n8k16 tile; BF16 picks the input type.
-template <bool BF16>
-__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned int (&a)[4],
+// D = A B + D on one tile: m16n8k16 for float16 (KIND 0) and bfloat16
+// (KIND 1), m16n8k8 for tf32 (KIND 2, float32 bits whose low mantissa
+// bits the tensor cores ignore).
+template <int KIND>
+__device__ __forceinline__ void mma_tile(float (&d)[4], const unsigned int (&a)[4],
                                          unsigned int b0, unsigned int b1) {
-  if (BF16)
+  if (KIND == 1)
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
+  else if (KIND == 0)
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Tile 128 x 128 x 32, 8 warps as 2 (m) x 4 (n), each 64 x 32 outputs;
-// STAGES tiles in flight. A is K-contiguous with lda % 8 == 0; B_N: B is
-// N-contiguous (ldb % 8 == 0), else K-contiguous; K % 8 == 0 and, with B_N,
-// N % 8 == 0, so that every 16-byte chunk is wholly in range or out. The
-// block needs STAGES * 16 KiB of dynamic shared memory.
+// Tile 128 x 128 x BK, 8 warps as 2 (m) x 4 (n), each 64 x 32 outputs;
+// STAGES tiles in flight. Elements are 2 bytes (KIND 0, 1: BK = 32) or 4
+// (KIND 2, tf32: BK = 16), so that a tile row of A is 64 bytes, four
+// 16-byte chunks, either way. A is K-contiguous with lda a multiple of a
+// chunk; B_N: B is N-contiguous, else K-contiguous, ldb likewise; K and,
+// with B_N, N are multiples of a chunk, so that every chunk is wholly in
+// range or out. The block needs STAGES * 16 KiB of dynamic shared memory.
 //
-// Shared memory, per stage: A as [128 rows][32 k] (64 bytes a row, four
-// 16-byte chunks), chunk c of row r stored at c ^ ((r >> 1) & 3); B as
-// [32 k][128 n] (256 bytes a row, 16 chunks) with chunk c of row k at
-// c ^ (k & 7) when B_N, else as [128 n][32 k] like A. Eight rows that one
-// ldmatrix reads then fall in eight different bank groups.
-template <int STAGES, bool BF16, bool B_N, typename T, typename Store>
+// Shared memory, per stage: A as [128 rows][64 bytes], chunk c of row r
+// stored at c ^ ((r >> 1) & 3); B as [BK rows][128 n] with chunk c of row k
+// at c ^ (k & 7) when B_N, else as [128 n][64 bytes] like A. Eight rows
+// that one ldmatrix reads then fall in eight different bank groups.
+template <int STAGES, int KIND, bool B_N, typename T, typename Store>
 __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__restrict__ B,
                                          long long M, long long N, long long K, long long lda,
                                          long long ldb, long long m0, long long n0,
                                          unsigned char *smem, const Store &store) {
-  constexpr int BM = 128, BN = 128, BK = 32, STAGE_BYTES = (BM * BK + BK * BN) * 2;
+  constexpr int ES = KIND == 2 ? 4 : 2, CH = 16 / ES; /* element bytes, elements a chunk */
+  constexpr int BM = 128, BN = 128, BK = 64 / ES, KSTEP = KIND == 2 ? 8 : 16;
+  constexpr int B_ROW = BN * ES, B_CHUNKS = B_ROW / 16; /* B_N rows */
+  constexpr int STAGE_BYTES = BM * 64 + BK * B_ROW;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 2, wn = warp & 3; /* warp tile at (wm * 64, wn * 32) */
   const unsigned int base = smem_u32(smem);
@@ -203,29 +215,29 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
 
   // Byte offsets of (row, chunk) in the A-like layout and in B_N's.
   auto a_off = [](int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); };
-  auto bn_off = [](int k, int c) { return k * 256 + ((c ^ (k & 7)) << 4); };
+  auto bn_off = [](int k, int c) { return k * B_ROW + ((c ^ (k & 7)) << 4); };
 
   auto load_stage = [&](int stage, long long k0) {
-    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * BK * 2;
+    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * 64;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const int e = tid + i * 256; /* 512 chunks of A: 128 rows x 4 */
       const int r = e >> 2, c = e & 3;
-      const long long gm = m0 + r, gk = k0 + c * 8;
+      const long long gm = m0 + r, gk = k0 + c * CH;
       const bool in = gm < M && gk < K;
       cp_async16(sa + a_off(r, c), A + (in ? gm * lda + gk : 0), in);
     }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       const int e = tid + i * 256;
-      if (B_N) { /* 32 k rows x 16 chunks of n */
-        const int k = e >> 4, c = e & 15;
-        const long long gk = k0 + k, gn = n0 + c * 8;
+      if (B_N) { /* BK rows x B_CHUNKS chunks of n */
+        const int k = e / B_CHUNKS, c = e % B_CHUNKS;
+        const long long gk = k0 + k, gn = n0 + c * CH;
         const bool in = gk < K && gn < N;
         cp_async16(sb + bn_off(k, c), B + (in ? gk * ldb + gn : 0), in);
       } else { /* 128 n rows x 4 chunks of k */
         const int r = e >> 2, c = e & 3;
-        const long long gn = n0 + r, gk = k0 + c * 8;
+        const long long gn = n0 + r, gk = k0 + c * CH;
         const bool in = gn < N && gk < K;
         cp_async16(sb + a_off(r, c), B + (in ? gn * ldb + gk : 0), in);
       }
@@ -246,30 +258,43 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
     if (next < tiles) load_stage((int)(next % STAGES), next * BK);
     cp_async_commit();
     const int stage = (int)(t % STAGES);
-    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * BK * 2;
+    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * 64;
 #pragma unroll
-    for (int kk = 0; kk < 2; kk++) { /* two k16 steps */
+    for (int kk = 0; kk < BK / KSTEP; kk++) { /* each step spans two chunks of k */
       unsigned int af[4][4], bf[4][2];
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         const int r = wm * 64 + i * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
         ldmatrix_x4(af[i][0], af[i][1], af[i][2], af[i][3], sa + a_off(r, c));
       }
+      if (KIND == 2 && B_N) {
+        /* 32-bit elements cannot be transposed by ldmatrix: b0 is (k = t,
+         * n = g) and b1 (k = t + 4, n = g), read one by one. */
+        const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
-      for (int j = 0; j < 4; j += 2) { /* two n8 tiles per ldmatrix.x4 */
-        if (B_N) {
-          const int k = kk * 16 + (lane & 15), c = (wn * 32 + j * 8) / 8 + (lane >> 4);
-          ldmatrix_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + bn_off(k, c));
-        } else {
-          const int r = wn * 32 + j * 8 + (lane & 7) + ((lane >> 4) << 3),
-                    c = kk * 2 + ((lane >> 3) & 1);
-          ldmatrix_x4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + a_off(r, c));
+        for (int j = 0; j < 4; j++) {
+          const int n = wn * 32 + j * 8 + g, c = n >> 2, w = (n & 3) * 4;
+          const int k0 = kk * 8 + t4, k1 = k0 + 4;
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bf[j][0]) : "r"(sb + bn_off(k0, c) + w));
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bf[j][1]) : "r"(sb + bn_off(k1, c) + w));
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; j += 2) { /* two n8 tiles per ldmatrix.x4 */
+          if (B_N) {
+            const int k = kk * 16 + (lane & 15), c = (wn * 32 + j * 8) / 8 + (lane >> 4);
+            ldmatrix_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + bn_off(k, c));
+          } else {
+            const int r = wn * 32 + j * 8 + (lane & 7) + ((lane >> 4) << 3),
+                      c = kk * 2 + ((lane >> 3) & 1);
+            ldmatrix_x4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + a_off(r, c));
+          }
         }
       }
 #pragma unroll
       for (int i = 0; i < 4; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) mma16816<BF16>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        for (int j = 0; j < 4; j++) mma_tile<KIND>(acc[i][j], af[i], bf[j][0], bf[j][1]);
     }
   }
   cp_async_wait<0>();
