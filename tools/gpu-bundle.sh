@@ -28,6 +28,7 @@ BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tes
 # steps only when their binaries are in the bundle.
 [ -x "$BUILD/tests/test_gpu_reduction" ] && BINS="$BINS $BUILD/tests/test_gpu_reduction"
 [ -x "$BUILD/tests/test_gpu_matmul" ] && BINS="$BINS $BUILD/tests/test_gpu_matmul"
+[ -x "$BUILD/examples/mlp_layer" ] && BINS="$BINS $BUILD/examples/mlp_layer"
 [ -x "$BUILD/examples/reduction" ] && BINS="$BINS $BUILD/examples/reduction"
 for b in $BINS; do cp "$b" "$DEST/bin/"; done
 cp "$ROOT/tools/gpu-run.sh" "$DEST/run.sh"

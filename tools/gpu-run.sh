@@ -53,6 +53,7 @@ step demo "$HERE/bin/demo"
 step raw_saxpy "$HERE/bin/raw_saxpy"
 step example_elementwise "$HERE/bin/elementwise"
 [ -x "$HERE/bin/reduction" ] && step example_reduction "$HERE/bin/reduction"
+[ -x "$HERE/bin/mlp_layer" ] && step example_mlp_layer "$HERE/bin/mlp_layer"
 [ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
 if command -v compute-sanitizer >/dev/null; then
   # Memory errors and failed API calls anywhere in the GPU tests.
@@ -73,6 +74,7 @@ step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/bench.json"
 step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"
 step bench_elementwise "$HERE/bin/jitk-bench" elementwise --json "$LOGS/bench.json"
 step bench_reduction "$HERE/bin/jitk-bench" reduction --json "$LOGS/bench.json"
+step bench_matmul "$HERE/bin/jitk-bench" matmul --json "$LOGS/bench.json"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
     # _*.py are helpers the peers import, not peers.
@@ -89,4 +91,5 @@ grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" |
 grep -E "^cache:" "$LOGS/bench_cache.log" || true
 grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_elementwise.log" || true
 grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_reduction.log" || true
+grep -E "TFLOP/s|WRONG|^plan|cuBLASLt" "$LOGS/bench_matmul.log" 2>/dev/null || true
 for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured|Error" "$f"; done

@@ -96,6 +96,16 @@ grep -q '^ *\^' err.txt || { echo "FAIL: reduction bad list: no caret line"; cat
 check "reduction missing --post-map" 2 "usage" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b'
 check "reduction unknown strategy" 2 "--strategy is i or o" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --strategy inner
 
+# Matmul plans: planned, generated and compiled without a GPU.
+check "matmul --help" 0 "--epilogue" -- "$JITK" compile matmul --help
+check "matmul bf16 4096^3 bias+ReLU plan for sm_90" 0 "compiled for sm_90" -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'max(acc + bias[col], (T)0)' --params 'raw T bias' --arch sm_90
+grep -q '^plan: .' out.txt || { echo "FAIL: matmul plan: no description"; cat out.txt; fails=$((fails + 1)); }
+check "matmul source has #line for the epilogue" 0 '#line 1 "epilogue"' -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'max(acc + bias[col], (T)0)' --params 'raw T bias' --arch sm_90 --emit source
+check "matmul epilogue syntax error cites the epilogue" 1 "epilogue:1:" -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'acc + * )' --params 'raw T bias' --arch sm_90
+check "matmul missing --k" 2 "usage" -- "$JITK" compile matmul --m 64 --n 64
+check "matmul writes no cubin" 2 "--emit is describe or source" -- "$JITK" compile matmul --m 64 --n 64 --k 64 --emit cubin
+check "matmul unknown dtype" 2 "not a valid value" -- "$JITK" compile matmul --m 64 --n 64 --k 64 --a float128
+
 # The kernel cache, through the CLI, from a fresh folder.
 JITK_CACHE_DIR="$WORK/cache2"
 check "cache --help" 0 "export FILE" -- "$JITK" cache --help

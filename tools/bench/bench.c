@@ -217,6 +217,8 @@ int main(int argc, char **argv) {
            "  elementwise  bandwidth of generated kernels against the copy, launch cost (GPU)\n"
            "  reduction    bytes read per second of generated reductions against the copy,\n"
            "               launch cost (GPU)\n"
+           "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
+           "               float16, tf32, float32, TFLOP/s (GPU)\n"
            "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
            "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
@@ -225,6 +227,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "cache") == 0) return bench_cache(argv[0], argc - 2, argv + 2);
   if (strcmp(argv[1], "elementwise") == 0) return bench_elementwise(argc - 2, argv + 2);
   if (strcmp(argv[1], "reduction") == 0) return bench_reduction(argc - 2, argv + 2);
+  if (strcmp(argv[1], "matmul") == 0) return bench_matmul(argc - 2, argv + 2);
   if (strcmp(argv[1], "compile") == 0) return bench_compile(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);

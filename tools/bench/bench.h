@@ -27,6 +27,10 @@ typedef struct bench_row {
 } bench_row;
 
 double bench_now_us(void);
+/* Median milliseconds of run(ctx) over `reps` runs, each timed with CUDA
+ * events on the NULL stream, after `warmup` untimed runs. run exits on
+ * failure, as BENCH_CHECK does. */
+double bench_time_ms(jitk_engine *e, int warmup, int reps, void (*run)(void *ctx), void *ctx);
 /* Sorts v in place and returns its median. */
 double bench_median(double *v, size_t n);
 /* Prints the rows as a table under a title, and appends them as JSON
@@ -36,6 +40,7 @@ void bench_print(const char *title, const bench_row *rows, size_t n, const char 
 int bench_cache(const char *self, int argc, char **argv);
 int bench_elementwise(int argc, char **argv);
 int bench_reduction(int argc, char **argv);
+int bench_matmul(int argc, char **argv);
 int bench_compile(int argc, char **argv);
 
 /* A device array of zero, one or two dimensions (C order) with the

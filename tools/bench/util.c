@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "core/core.h"
 
 double bench_now_us(void) {
   struct timespec ts;
@@ -99,4 +100,40 @@ jitk_elementwise *bench_fill_create(jitk_engine *e) {
 void bench_fill_random(jitk_engine *e, jitk_elementwise *fill, bench_array *a, uint32_t seed) {
   jitk_arg args[] = {jitk_arg_u32(seed), jitk_arg_array(&a->t)};
   BENCH_CHECK(e, jitk_elementwise_launch(fill, NULL, args, 2, -1, NULL));
+}
+
+double bench_time_ms(jitk_engine *e, int warmup, int reps, void (*run)(void *ctx), void *ctx) {
+  /* Events on the NULL stream, which is also where jitk's launches and a
+   * library given stream 0 (cudaStream_t) queue their work. */
+  CUevent a, b;
+  if (e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    fprintf(stderr, "jitk-bench: cuEventCreate failed\n");
+    exit(1);
+  }
+  double *t = malloc((size_t)reps * sizeof *t);
+  if (t == NULL) {
+    fprintf(stderr, "jitk-bench: out of host memory\n");
+    exit(1);
+  }
+  for (int i = 0; i < warmup; i++) run(ctx);
+  for (int i = 0; i < reps; i++) {
+    e->drv.cuEventRecord(a, NULL);
+    run(ctx);
+    e->drv.cuEventRecord(b, NULL);
+    float ms = 0;
+    /* A kernel that failed shows here; a time read after that would be
+     * meaningless. */
+    if (e->drv.cuEventSynchronize(b) != CUDA_SUCCESS ||
+        e->drv.cuEventElapsedTime(&ms, a, b) != CUDA_SUCCESS) {
+      fprintf(stderr, "jitk-bench: timing with CUDA events failed (a kernel failed?)\n");
+      exit(1);
+    }
+    t[i] = ms;
+  }
+  e->drv.cuEventDestroy(a);
+  e->drv.cuEventDestroy(b);
+  double median = bench_median(t, (size_t)reps);
+  free(t);
+  return median;
 }

@@ -23,7 +23,8 @@ static void usage_main(FILE *out) {
           "  doctor    report the driver, NVRTC, CUDA headers and devices\n"
           "  compile   compile a CUDA source file (or an elementwise or reduction\n"
           "            kernel: `jitk compile elementwise --help`, `jitk compile\n"
-          "            reduction --help`) to a cubin or PTX\n"
+          "            reduction --help`) to a cubin or PTX, or plan a matmul\n"
+          "            (`jitk compile matmul --help`)\n"
           "  cache     inspect and maintain the kernel cache\n"
           "  version   print jitk's version\n"
           "  help      this text; `jitk <command> --help` for a command\n",
@@ -511,11 +512,171 @@ static int cmd_compile_reduction(int argc, char **argv) {
   return rc;
 }
 
+static void usage_matmul(FILE *out) {
+  fprintf(out,
+          "usage: %s compile matmul --m M --n N --k K [options]\n"
+          "\n"
+          "Plans D = epilogue(alpha * A @ B + beta * C) as jitk_matmul_create does:\n"
+          "picks a kernel configuration, generates and compiles the kernel (no GPU\n"
+          "needed), and prints the configuration chosen.\n"
+          "\n"
+          "options:\n"
+          "  --m M, --n N, --k K      A is M x K, B K x N, C and D M x N (required)\n"
+          "  --batch B                matrices per operand (default 1)\n"
+          "  --a, --b, --d DTYPE      dtypes of A, B and D (default float32)\n"
+          "  --c DTYPE                C's dtype; giving it reads C (beta * C)\n"
+          "  --compute default|float32|tf32|float16|bfloat16|float64\n"
+          "                           the products' and sums' arithmetic (default:\n"
+          "                           float64 for float64 inputs, else float32)\n"
+          "  --order-a, --order-b, --order-c, --order-d row|col\n"
+          "                           storage order (default row)\n"
+          "  --epilogue EXPR          the result from acc, row, col, batch and the\n"
+          "                           params, e.g. 'max(acc + bias[col], (T)0)'\n"
+          "  --params LIST            the epilogue's operands, e.g. 'raw T bias'\n"
+          "  --preamble CODE          helper functions for the epilogue\n"
+          "  --alpha X, --beta X      scales (default 1 and 0)\n"
+          "  --name NAME              the kernel's name (default: matmul)\n"
+          "  --arch ARCH              target (default: the GPU's, or sm_90)\n"
+          "  --emit describe|source   print the configuration (default), or the\n"
+          "                           generated CUDA source\n",
+          prog);
+}
+
+/* A whole-string integer option value; 0 when it is not one. */
+static int parse_int64(const char *s, int64_t *v) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0) return 0;
+  *v = (int64_t)x;
+  return 1;
+}
+
+static int parse_double(const char *s, double *v) {
+  char *end;
+  errno = 0;
+  double x = strtod(s, &end);
+  if (end == s || *end != '\0' || errno != 0) return 0;
+  *v = x;
+  return 1;
+}
+
+/* `jitk compile matmul`: jitk_matmul_create on a compile-only engine. A
+ * plan keeps its module to itself, so this prints the plan's description
+ * or its source; there is no image to write. */
+static int cmd_compile_matmul(int argc, char **argv) {
+  static const struct {
+    const char *name;
+    jitk_compute compute;
+  } computes[] = {{"default", JITK_COMPUTE_DEFAULT},   {"float32", JITK_COMPUTE_FLOAT32},
+                  {"tf32", JITK_COMPUTE_TF32},         {"float16", JITK_COMPUTE_FLOAT16},
+                  {"bfloat16", JITK_COMPUTE_BFLOAT16}, {"float64", JITK_COMPUTE_FLOAT64}};
+  jitk_matmul_desc desc;
+  jitk_matmul_desc_init(&desc);
+  desc.m = desc.n = desc.k = -1;
+  const char *arch = NULL, *emit = "describe";
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage_matmul(stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s compile matmul: '%s' needs a value or is unknown\n", prog, a);
+      usage_matmul(stderr);
+      return EXIT_USAGE;
+    }
+    const char *v = argv[++i];
+    int ok = 1;
+    if (strcmp(a, "--m") == 0) ok = parse_int64(v, &desc.m);
+    else if (strcmp(a, "--n") == 0) ok = parse_int64(v, &desc.n);
+    else if (strcmp(a, "--k") == 0) ok = parse_int64(v, &desc.k);
+    else if (strcmp(a, "--batch") == 0) ok = parse_int64(v, &desc.batch);
+    else if (strcmp(a, "--alpha") == 0) ok = parse_double(v, &desc.alpha);
+    else if (strcmp(a, "--beta") == 0) ok = parse_double(v, &desc.beta);
+    else if (strcmp(a, "--a") == 0) ok = jitk_dtype_from_name(v, &desc.a_dtype) == JITK_OK;
+    else if (strcmp(a, "--b") == 0) ok = jitk_dtype_from_name(v, &desc.b_dtype) == JITK_OK;
+    else if (strcmp(a, "--d") == 0) ok = jitk_dtype_from_name(v, &desc.d_dtype) == JITK_OK;
+    else if (strcmp(a, "--c") == 0) {
+      ok = jitk_dtype_from_name(v, &desc.c_dtype) == JITK_OK;
+      desc.has_c = 1;
+    } else if (strncmp(a, "--order-", 8) == 0 && strlen(a) == 9 && strchr("abcd", a[8])) {
+      jitk_order *order = a[8] == 'a'   ? &desc.a_order
+                          : a[8] == 'b' ? &desc.b_order
+                          : a[8] == 'c' ? &desc.c_order
+                                        : &desc.d_order;
+      ok = strcmp(v, "row") == 0 || strcmp(v, "col") == 0;
+      *order = strcmp(v, "col") == 0 ? JITK_COL_MAJOR : JITK_ROW_MAJOR;
+    } else if (strcmp(a, "--compute") == 0) {
+      ok = 0;
+      for (size_t c = 0; c < sizeof computes / sizeof computes[0]; c++)
+        if (strcmp(v, computes[c].name) == 0) {
+          desc.compute = computes[c].compute;
+          ok = 1;
+        }
+    } else if (strcmp(a, "--epilogue") == 0) desc.epilogue = v;
+    else if (strcmp(a, "--params") == 0) desc.epilogue_params = v;
+    else if (strcmp(a, "--preamble") == 0) desc.preamble = v;
+    else if (strcmp(a, "--name") == 0) desc.name = v;
+    else if (strcmp(a, "--arch") == 0) arch = v;
+    else if (strcmp(a, "--emit") == 0) emit = v;
+    else {
+      fprintf(stderr, "%s compile matmul: unknown option '%s'\n", prog, a);
+      usage_matmul(stderr);
+      return EXIT_USAGE;
+    }
+    if (!ok) {
+      fprintf(stderr, "%s compile matmul: '%s' is not a valid value for %s\n", prog, v, a);
+      usage_matmul(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (desc.m < 0 || desc.n < 0 || desc.k < 0) {
+    fprintf(stderr, "%s compile matmul: --m, --n and --k are required\n", prog);
+    usage_matmul(stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(emit, "describe") != 0 && strcmp(emit, "source") != 0) {
+    fprintf(stderr,
+            "%s compile matmul: --emit is describe or source; a plan keeps its compiled "
+            "image to itself, so this command writes no PTX or cubin\n",
+            prog);
+    return EXIT_USAGE;
+  }
+  char target[32];
+  choose_target(arch, 0, target, sizeof target);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = target;
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  if (st != JITK_OK) return fail(NULL, st, "creating the engine");
+  jitk_matmul *plan = NULL;
+  st = jitk_matmul_create(e, &desc, &plan);
+  int rc;
+  if (st == JITK_OK && strcmp(emit, "describe") == 0) {
+    char described[512];
+    st = jitk_matmul_describe(plan, described, sizeof described);
+    if (st == JITK_OK) printf("plan: %s\ncompiled for %s\n", described, target);
+    rc = st == JITK_OK ? 0 : fail(e, st, "describing the plan");
+  } else {
+    /* The source, or the error of the plan's creation. */
+    const char *source = NULL;
+    if (st == JITK_OK) st = jitk_matmul_source(plan, &source);
+    rc = finish_generated(e, st, "source", source, NULL, NULL, NULL, 0, target);
+  }
+  jitk_matmul_destroy(plan);
+  jitk_engine_destroy(e);
+  return rc;
+}
+
 static int cmd_compile(int argc, char **argv) {
   if (argc > 0 && strcmp(argv[0], "elementwise") == 0)
     return cmd_compile_elementwise(argc - 1, argv + 1);
   if (argc > 0 && strcmp(argv[0], "reduction") == 0)
     return cmd_compile_reduction(argc - 1, argv + 1);
+  if (argc > 0 && strcmp(argv[0], "matmul") == 0) return cmd_compile_matmul(argc - 1, argv + 1);
   const char *input = NULL, *output = NULL, *arch = NULL;
   int ptx = 0, no_cache = 0;
   char **exprs = calloc((size_t)argc + 1, sizeof *exprs);

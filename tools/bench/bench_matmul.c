@@ -1,0 +1,643 @@
+/*
+ * jitk-bench matmul: fused matmul plans against cuBLASLt.
+ *
+ * For bfloat16 and float16 A, B and D (float32 accumulation, a float32
+ * bias), row-major, at M x N x K = 4096^3, 8192^3 and 16384 x 4096 x 1024,
+ * D = relu(A @ B + bias[col]) three ways:
+ *  - a jitk plan whose epilogue is "max(acc + bias[col], (T)0)";
+ *  - cuBLASLt with CUBLASLT_EPILOGUE_RELU_BIAS;
+ *  - cuBLASLt's plain product, then a jitk elementwise bias+ReLU in place
+ *    over D: the extra pass over D that a fused epilogue saves.
+ * Then tf32 and float32 at 4096^3 with no epilogue (D = A @ B), jitk's
+ * plan against CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_32F.
+ *
+ * Times are CUDA events around one product on the default stream, the
+ * median of 10 after 3 of warm-up; TFLOP/s counts 2 M N K. At 4096^3 each
+ * row's D is copied back, poisoned before every case, and 1000 random
+ * elements are checked against a float64 dot product on the host of the
+ * same rounded inputs, and jitk's elements against cuBLASLt's.
+ *
+ * cuBLASLt is loaded with dlopen when the benchmark runs, so that
+ * jitk-bench builds and starts where it is missing; its rows are then left
+ * out, with a note saying so. cublasLt.h is included for its types and
+ * enums only.
+ *
+ *   jitk-bench matmul [--json FILE]
+ */
+#include <jitk/jitk.h>
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "core/core.h"
+
+#define CHECK(e, call) BENCH_CHECK(e, call)
+
+enum { WARMUP = 3, REPS = 10, SAMPLES = 1000, MAX_ROWS = 32 };
+
+/* cuBLASLt's workspace: what its heuristic may plan for. */
+#define LT_WORKSPACE ((size_t)32 << 20)
+
+/* The cuBLASLt entry points this benchmark calls, with their prototypes
+ * taken from cublasLt.h so that a changed signature fails to compile
+ * instead of failing at run time. */
+#define LT_FUNCS(X)                                                           \
+  X(cublasLtCreate)                                                           \
+  X(cublasLtDestroy)                                                          \
+  X(cublasLtGetStatusName)                                                    \
+  X(cublasLtMatmulDescCreate)                                                 \
+  X(cublasLtMatmulDescDestroy)                                                \
+  X(cublasLtMatmulDescSetAttribute)                                           \
+  X(cublasLtMatrixLayoutCreate)                                               \
+  X(cublasLtMatrixLayoutDestroy)                                              \
+  X(cublasLtMatmulPreferenceCreate)                                           \
+  X(cublasLtMatmulPreferenceDestroy)                                          \
+  X(cublasLtMatmulPreferenceSetAttribute)                                     \
+  X(cublasLtMatmulAlgoGetHeuristic)                                           \
+  X(cublasLtMatmul)
+
+typedef struct lt_lib {
+  void *dl;
+  cublasLtHandle_t handle;
+  void *workspace;
+#define LT_FIELD_(name) __typeof__(name) *name;
+  LT_FUNCS(LT_FIELD_)
+#undef LT_FIELD_
+} lt_lib;
+
+/*
+ * One cuBLASLt product. cuBLASLt's matrices are column-major and a bias
+ * runs along D's rows; a row-major m x n D is a column-major n x m one,
+ * so the product is planned as D^T = B^T A^T: cuBLASLt's A is our B (n x k,
+ * leading dimension n), its B our A (k x m, leading dimension k), its D
+ * ours (n x m, leading dimension n), and its bias, one per row of D^T, is
+ * one per column of D, as the jitk epilogue's bias[col] is.
+ */
+typedef struct lt_plan {
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, d;
+  cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+/* Loads cuBLASLt and creates its handle; 0 with the reason in `why` when
+ * it is not there. */
+static int lt_load(lt_lib *lt, char *why, size_t why_size) {
+  memset(lt, 0, sizeof *lt);
+  static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so"};
+  char first[200] = "";
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && lt->dl == NULL; i++) {
+    lt->dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lt->dl == NULL && i == 0) {
+      const char *err = dlerror();
+      snprintf(first, sizeof first, "%s", err ? err : names[i]);
+    }
+  }
+  if (lt->dl == NULL) {
+    snprintf(why, why_size, "cuBLASLt not loaded (%s); its rows are skipped", first);
+    return 0;
+  }
+#define LT_RESOLVE_(name)                                                     \
+  *(void **)&lt->name = dlsym(lt->dl, #name);                                 \
+  if (lt->name == NULL) {                                                     \
+    snprintf(why, why_size, "cuBLASLt lacks %s; its rows are skipped", #name); \
+    dlclose(lt->dl);                                                          \
+    lt->dl = NULL;                                                            \
+    return 0;                                                                 \
+  }
+  LT_FUNCS(LT_RESOLVE_)
+#undef LT_RESOLVE_
+  cublasStatus_t st = lt->cublasLtCreate(&lt->handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    snprintf(why, why_size, "cublasLtCreate failed (%s); cuBLASLt rows are skipped",
+             lt->cublasLtGetStatusName(st));
+    /* Left loaded: the failed call may have started the CUDA runtime
+     * inside it (see lt_unload). */
+    lt->dl = NULL;
+    return 0;
+  }
+  return 1;
+}
+
+static void lt_unload(jitk_engine *e, lt_lib *lt) {
+  if (lt->dl == NULL) return;
+  lt->cublasLtDestroy(lt->handle);
+  CHECK(e, jitk_device_free(e, lt->workspace, NULL));
+  /* cuBLASLt is not unloaded: it may have left the CUDA runtime running
+   * in the process, which expects its code to stay mapped until exit. */
+}
+
+static void lt_plan_destroy(lt_lib *lt, lt_plan *p) {
+  if (p->desc) lt->cublasLtMatmulDescDestroy(p->desc);
+  if (p->a) lt->cublasLtMatrixLayoutDestroy(p->a);
+  if (p->b) lt->cublasLtMatrixLayoutDestroy(p->b);
+  if (p->d) lt->cublasLtMatrixLayoutDestroy(p->d);
+  memset(p, 0, sizeof *p);
+}
+
+/*
+ * Plans D = epilogue(A @ B) for row-major m x k A, k x n B and m x n D of
+ * `type`, with the first algorithm cuBLASLt's heuristic gives for a
+ * workspace of LT_WORKSPACE. `bias` and `bias_type` matter only with a
+ * bias epilogue. CUBLAS_STATUS_NOT_SUPPORTED when the heuristic has no
+ * algorithm for it.
+ */
+static cublasStatus_t lt_plan_create(lt_lib *lt, cublasComputeType_t compute, cudaDataType_t type,
+                                     int64_t m, int64_t n, int64_t k, cublasLtEpilogue_t epilogue,
+                                     const void *bias, cudaDataType_t bias_type, lt_plan *p) {
+  memset(p, 0, sizeof *p);
+  cublasStatus_t st = lt->cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                            sizeof epilogue);
+  if (st == CUBLAS_STATUS_SUCCESS && bias != NULL) {
+    int32_t bt = (int32_t)bias_type;
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof bias);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                              sizeof bt);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatrixLayoutCreate(&p->a, type, (uint64_t)n, (uint64_t)k, n);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatrixLayoutCreate(&p->b, type, (uint64_t)k, (uint64_t)m, k);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatrixLayoutCreate(&p->d, type, (uint64_t)n, (uint64_t)m, n);
+  cublasLtMatmulPreference_t pref = NULL;
+  if (st == CUBLAS_STATUS_SUCCESS) st = lt->cublasLtMatmulPreferenceCreate(&pref);
+  uint64_t ws = LT_WORKSPACE;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t result;
+  memset(&result, 0, sizeof result);
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                            &result, &found);
+  if (pref != NULL) lt->cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    lt_plan_destroy(lt, p);
+    return st;
+  }
+  p->algo = result.algo;
+  return st;
+}
+
+/* Queues the product on the default stream: stream 0 of the CUDA runtime
+ * is the driver's NULL stream, where jitk queues its work too. */
+static cublasStatus_t lt_run(lt_lib *lt, const lt_plan *p, const void *a, const void *b, void *d) {
+  const float alpha = 1.0f, beta = 0.0f;
+  return lt->cublasLtMatmul(lt->handle, p->desc, &alpha, b, p->a, a, p->b, &beta, d, p->d, d,
+                            p->d, &p->algo, lt->workspace, LT_WORKSPACE, (cudaStream_t)0);
+}
+
+/* One case's operands and its three ways of computing D, handed to the
+ * timing loop. */
+typedef struct mm_case {
+  jitk_engine *e;
+  lt_lib *lt;
+  bench_array a, b, d, bias;
+  jitk_matmul *plan;
+  jitk_arg extra[1];
+  size_t num_extra;
+  lt_plan lt_fused, lt_plain;
+  jitk_elementwise *bias_relu;
+} mm_case;
+
+static void run_jitk(void *ctx) {
+  mm_case *c = ctx;
+  CHECK(c->e, jitk_matmul_execute(c->plan, NULL, c->a.data, c->b.data, NULL, c->d.data, c->extra,
+                                  c->num_extra));
+}
+
+static void run_lt_checked(mm_case *c, const lt_plan *p) {
+  cublasStatus_t st = lt_run(c->lt, p, c->a.data, c->b.data, c->d.data);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "jitk-bench: cublasLtMatmul failed: %s\n", c->lt->cublasLtGetStatusName(st));
+    exit(1);
+  }
+}
+
+static void run_lt_fused(void *ctx) {
+  mm_case *c = ctx;
+  run_lt_checked(c, &c->lt_fused);
+}
+
+static void run_lt_plain(void *ctx) {
+  mm_case *c = ctx;
+  run_lt_checked(c, &c->lt_plain);
+}
+
+static void run_unfused(void *ctx) {
+  mm_case *c = ctx;
+  run_lt_checked(c, &c->lt_plain);
+  jitk_arg args[] = {jitk_arg_array(&c->bias.t), jitk_arg_array(&c->d.t)};
+  CHECK(c->e, jitk_elementwise_launch(c->bias_relu, NULL, args, 2, -1, NULL));
+}
+
+/* Poisons D with 0xFF bytes (NaN in every float dtype), so that elements
+ * a product never writes cannot pass for results of an earlier one. */
+static void poison(jitk_engine *e, const bench_array *d) {
+  CHECK(e, jitk_memset(e, d->data, 0xFF, bench_array_bytes(d), NULL));
+}
+
+static double tflops(int64_t m, int64_t n, int64_t k, double ms) {
+  return 2.0 * (double)m * (double)n * (double)k / (ms * 1e-3) / 1e12;
+}
+
+/* The elements the 4096^3 cases check: positions drawn once, and for each
+ * the float64 reference of the product of the rounded inputs (want), the
+ * same with bias and ReLU (want_fused), and the scale errors are measured
+ * against: the sum of |a_i b_i|, plus |bias| for the fused results. */
+typedef struct mm_samples {
+  int64_t row[SAMPLES], col[SAMPLES];
+  double want[SAMPLES], want_fused[SAMPLES], scale[SAMPLES], scale_fused[SAMPLES];
+} mm_samples;
+
+/* A small xorshift generator: the sample is the same on every run and
+ * every machine, which rand() does not promise. */
+static uint64_t next_random(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static void samples_make(jitk_engine *e, const mm_case *c, int with_bias, mm_samples *s) {
+  int64_t m = c->a.shape[0], k = c->a.shape[1], n = c->b.shape[1];
+  double *ha = bench_array_to_host(e, &c->a), *hb = bench_array_to_host(e, &c->b);
+  double *hbias = with_bias ? bench_array_to_host(e, &c->bias) : NULL;
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < SAMPLES; i++) {
+    int64_t r = (int64_t)(next_random(&state) % (uint64_t)m);
+    int64_t col = (int64_t)(next_random(&state) % (uint64_t)n);
+    double sum = 0, abs_sum = 0;
+    for (int64_t j = 0; j < k; j++) {
+      double p = ha[r * k + j] * hb[j * n + col];
+      sum += p;
+      abs_sum += fabs(p);
+    }
+    s->row[i] = r;
+    s->col[i] = col;
+    s->want[i] = sum;
+    s->scale[i] = abs_sum;
+    double bias = hbias ? hbias[col] : 0.0, fused = sum + bias;
+    s->want_fused[i] = fused > 0 ? fused : 0;
+    s->scale_fused[i] = abs_sum + fabs(bias);
+  }
+  free(ha);
+  free(hb);
+  free(hbias);
+}
+
+/* Reads D's sampled elements into got[] and counts those farther from the
+ * reference than tol times their scale; NaN (the poison) always is. */
+static size_t check_sample(jitk_engine *e, const bench_array *d, const mm_samples *s, int fused,
+                           double tol, double *got) {
+  double *hd = bench_array_to_host(e, d);
+  int64_t n = d->shape[1];
+  size_t bad = 0;
+  for (int i = 0; i < SAMPLES; i++) {
+    got[i] = hd[s->row[i] * n + s->col[i]];
+    double want = fused ? s->want_fused[i] : s->want[i];
+    double scale = fused ? s->scale_fused[i] : s->scale[i];
+    if (!(fabs(got[i] - want) <= tol * scale)) bad++;
+  }
+  free(hd);
+  return bad;
+}
+
+/* Sampled elements of two computations that differ by more than tol of
+ * the scale: jitk's against cuBLASLt's. */
+static size_t count_differ(const double *x, const double *y, const mm_samples *s, int fused,
+                           double tol) {
+  size_t bad = 0;
+  for (int i = 0; i < SAMPLES; i++) {
+    double scale = fused ? s->scale_fused[i] : s->scale[i];
+    if (!(fabs(x[i] - y[i]) <= tol * scale)) bad++;
+  }
+  return bad;
+}
+
+/* The benchmark's table, filled as the cases run. Names and notes live in
+ * the arrays beside the rows. */
+typedef struct mm_table {
+  bench_row rows[MAX_ROWS];
+  char names[MAX_ROWS][96];
+  char notes[MAX_ROWS][400];
+  int n;
+  size_t wrong;
+} mm_table;
+
+static void add_row(mm_table *t, const char *dname, const char *shape, const char *what,
+                    double value, const char *note) {
+  if (t->n == MAX_ROWS) return;
+  snprintf(t->names[t->n], sizeof t->names[t->n], "%s %s %s", dname, shape, what);
+  snprintf(t->notes[t->n], sizeof t->notes[t->n], "%s", note);
+  t->rows[t->n] = (bench_row){t->names[t->n], value, "TFLOP/s", t->notes[t->n]};
+  t->n++;
+}
+
+/* Kernels the cases share: the random fill, the unfused bias+ReLU (a
+ * float32 bias onto D of any float dtype, in place), and the conversion
+ * of the bias to D's dtype for a cuBLASLt that wants it so. */
+typedef struct mm_kernels {
+  jitk_elementwise *fill, *bias_relu, *convert;
+} mm_kernels;
+
+/*
+ * Plans cuBLASLt's bias+ReLU product with a float32 bias, or where this
+ * cuBLASLt refuses that (cublasLt.h documents the bias as D's type outside
+ * its integer and fp8 kernels), with a copy of the bias converted to D's
+ * type, made into *bias_copy. A trial run checks that the product is accepted. The
+ * bias's type goes into `used`; 0 when neither works.
+ */
+static int lt_fused_create(mm_case *c, const mm_kernels *k, cudaDataType_t type,
+                           bench_array *bias_copy, char *used, size_t used_size,
+                           cublasStatus_t *why) {
+  int64_t m = c->a.shape[0], kk = c->a.shape[1], n = c->b.shape[1];
+  *why = lt_plan_create(c->lt, CUBLAS_COMPUTE_32F, type, m, n, kk, CUBLASLT_EPILOGUE_RELU_BIAS,
+                        c->bias.data, CUDA_R_32F, &c->lt_fused);
+  if (*why == CUBLAS_STATUS_SUCCESS) {
+    *why = lt_run(c->lt, &c->lt_fused, c->a.data, c->b.data, c->d.data);
+    if (*why == CUBLAS_STATUS_SUCCESS) {
+      snprintf(used, used_size, "float32 bias");
+      return 1;
+    }
+    lt_plan_destroy(c->lt, &c->lt_fused);
+  }
+  bench_array_make(bias_copy, c->e, c->d.dtype, 1, n, 0);
+  jitk_arg args[] = {jitk_arg_array(&c->bias.t), jitk_arg_array(&bias_copy->t)};
+  CHECK(c->e, jitk_elementwise_launch(k->convert, NULL, args, 2, -1, NULL));
+  *why = lt_plan_create(c->lt, CUBLAS_COMPUTE_32F, type, m, n, kk, CUBLASLT_EPILOGUE_RELU_BIAS,
+                        bias_copy->data, type, &c->lt_fused);
+  if (*why == CUBLAS_STATUS_SUCCESS) {
+    *why = lt_run(c->lt, &c->lt_fused, c->a.data, c->b.data, c->d.data);
+    if (*why == CUBLAS_STATUS_SUCCESS) {
+      jitk_dtype_info info;
+      jitk_dtype_get_info(c->d.dtype, &info);
+      snprintf(used, used_size, "%s bias (float32 refused)", info.name);
+      return 1;
+    }
+    lt_plan_destroy(c->lt, &c->lt_fused);
+  }
+  return 0;
+}
+
+/* The jitk plan of a case: D = epilogue(A @ B), row-major, D of A's
+ * dtype. Its description is printed as the case starts. */
+static jitk_matmul *plan_create(jitk_engine *e, const mm_case *c, jitk_compute compute,
+                                const char *epilogue, const char *params, const char *label) {
+  jitk_matmul_desc desc;
+  jitk_matmul_desc_init(&desc);
+  desc.m = c->a.shape[0];
+  desc.k = c->a.shape[1];
+  desc.n = c->b.shape[1];
+  desc.a_dtype = desc.b_dtype = desc.d_dtype = c->a.dtype;
+  desc.compute = compute;
+  desc.epilogue = epilogue;
+  desc.epilogue_params = params;
+  jitk_matmul *plan = NULL;
+  CHECK(e, jitk_matmul_create(e, &desc, &plan));
+  char described[256];
+  CHECK(e, jitk_matmul_describe(plan, described, sizeof described));
+  printf("jitk-bench matmul: %s: %s\n", label, described);
+  fflush(stdout);
+  return plan;
+}
+
+static void case_make(mm_case *c, jitk_engine *e, lt_lib *lt, const mm_kernels *k, jitk_dtype d,
+                      int64_t m, int64_t n, int64_t kk, uint32_t seed) {
+  memset(c, 0, sizeof *c);
+  c->e = e;
+  c->lt = lt;
+  bench_array_make(&c->a, e, d, 2, m, kk);
+  bench_array_make(&c->b, e, d, 2, kk, n);
+  bench_array_make(&c->d, e, d, 2, m, n);
+  bench_array_make(&c->bias, e, JITK_FLOAT32, 1, n, 0);
+  bench_fill_random(e, k->fill, &c->a, seed);
+  bench_fill_random(e, k->fill, &c->b, seed + 1);
+  bench_fill_random(e, k->fill, &c->bias, seed + 2);
+  c->bias_relu = k->bias_relu;
+}
+
+static void case_free(mm_case *c) {
+  jitk_engine *e = c->e;
+  jitk_matmul_destroy(c->plan);
+  if (c->lt->dl != NULL) {
+    lt_plan_destroy(c->lt, &c->lt_fused);
+    lt_plan_destroy(c->lt, &c->lt_plain);
+  }
+  CHECK(e, jitk_device_free(e, c->a.data, NULL));
+  CHECK(e, jitk_device_free(e, c->b.data, NULL));
+  CHECK(e, jitk_device_free(e, c->d.data, NULL));
+  CHECK(e, jitk_device_free(e, c->bias.data, NULL));
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+}
+
+/* bfloat16 or float16 D = relu(A @ B + bias[col]): the jitk plan, cuBLASLt
+ * fused, cuBLASLt and a jitk bias+ReLU. */
+static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_kernels *k,
+                        jitk_dtype d, const char *dname, int64_t m, int64_t n, int64_t kk,
+                        const char *shape, mm_table *t) {
+  const double tol = 1e-2;
+  int check = m == 4096 && n == 4096 && kk == 4096;
+  cudaDataType_t type = d == JITK_BFLOAT16 ? CUDA_R_16BF : CUDA_R_16F;
+  mm_case c;
+  case_make(&c, e, lt, k, d, m, n, kk, d == JITK_BFLOAT16 ? 101u : 201u);
+  char label[96];
+  snprintf(label, sizeof label, "%s %s", dname, shape);
+  c.plan = plan_create(e, &c, JITK_COMPUTE_FLOAT32, "max(acc + bias[col], (T)0)",
+                       "raw float32 bias", label);
+  c.extra[0] = jitk_arg_ptr(c.bias.data, JITK_FLOAT32);
+  c.num_extra = 1;
+
+  mm_samples s;
+  double got_jitk[SAMPLES], got_lt[SAMPLES], got_unfused[SAMPLES];
+  if (check) samples_make(e, &c, 1, &s);
+
+  poison(e, &c.d);
+  double jitk_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_jitk, &c));
+  size_t jitk_bad = check ? check_sample(e, &c.d, &s, 1, tol, got_jitk) : 0;
+
+  if (lt->dl == NULL) {
+    char note[400];
+    if (check) snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
+    else snprintf(note, sizeof note, "%s", lt_why);
+    add_row(t, dname, shape, "jitk fused", jitk_tf, note);
+    t->wrong += jitk_bad;
+    case_free(&c);
+    return;
+  }
+
+  bench_array bias_copy;
+  memset(&bias_copy, 0, sizeof bias_copy);
+  char bias_used[64] = "";
+  cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
+  poison(e, &c.d);
+  int have_fused = lt_fused_create(&c, k, type, &bias_copy, bias_used, sizeof bias_used, &why);
+  double lt_tf = 0;
+  size_t lt_bad = 0;
+  if (have_fused) {
+    poison(e, &c.d);
+    lt_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_lt_fused, &c));
+    lt_bad = check ? check_sample(e, &c.d, &s, 1, tol, got_lt) : 0;
+  }
+
+  double un_tf = 0;
+  size_t un_bad = 0;
+  cublasStatus_t plain_st = lt_plan_create(lt, CUBLAS_COMPUTE_32F, type, m, n, kk,
+                                           CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_32F,
+                                           &c.lt_plain);
+  if (plain_st == CUBLAS_STATUS_SUCCESS) {
+    poison(e, &c.d);
+    un_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_unfused, &c));
+    /* Every run multiplies afresh before the bias+ReLU, so D holds one
+     * application of it, as the fused products' D does. */
+    un_bad = check ? check_sample(e, &c.d, &s, 1, tol, got_unfused) : 0;
+  }
+
+  char note[200];
+  size_t differ = check && have_fused ? count_differ(got_jitk, got_lt, &s, 1, tol) : 0;
+  if (have_fused && check)
+    snprintf(note, sizeof note,
+             "%.2f of cuBLASLt fused (goal >= 0.60); %zu wrong; %zu differ from cuBLASLt",
+             jitk_tf / lt_tf, jitk_bad, differ);
+  else if (have_fused)
+    snprintf(note, sizeof note, "%.2f of cuBLASLt fused (goal >= 0.60)", jitk_tf / lt_tf);
+  else
+    snprintf(note, sizeof note, "%zu wrong; cuBLASLt has no RELU_BIAS product here (%s)", jitk_bad,
+             lt->cublasLtGetStatusName(why));
+  add_row(t, dname, shape, "jitk fused", jitk_tf, note);
+  if (have_fused) {
+    if (check) snprintf(note, sizeof note, "%s; %zu wrong", bias_used, lt_bad);
+    else snprintf(note, sizeof note, "%s", bias_used);
+    add_row(t, dname, shape, "cuBLASLt RELU_BIAS", lt_tf, note);
+  }
+  if (plain_st == CUBLAS_STATUS_SUCCESS) {
+    if (have_fused)
+      snprintf(note, sizeof note, "%.2f of cuBLASLt fused", un_tf / lt_tf);
+    else
+      snprintf(note, sizeof note, "no cuBLASLt fused to compare with");
+    if (check) {
+      size_t used = strlen(note);
+      snprintf(note + used, sizeof note - used, "; %zu wrong", un_bad);
+    }
+    add_row(t, dname, shape, "cuBLASLt + jitk bias+ReLU (unfused)", un_tf, note);
+  } else {
+    printf("jitk-bench matmul: %s: cuBLASLt has no plain product (%s)\n", label,
+           lt->cublasLtGetStatusName(plain_st));
+  }
+  t->wrong += jitk_bad + lt_bad + un_bad + differ;
+  if (bias_copy.data != NULL) CHECK(e, jitk_device_free(e, bias_copy.data, NULL));
+  case_free(&c);
+}
+
+/* float32 D = A @ B at 4096^3, no epilogue, with the compute type tf32
+ * (JITK_COMPUTE_TF32 against CUBLAS_COMPUTE_32F_FAST_TF32) or float32
+ * (JITK_COMPUTE_FLOAT32 against CUBLAS_COMPUTE_32F). */
+static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_kernels *k,
+                        int tf32, mm_table *t) {
+  const int64_t m = 4096, n = 4096, kk = 4096;
+  const char *dname = tf32 ? "tf32" : "float32", *shape = "4096^3";
+  const double tol = tf32 ? 1e-3 : 1e-5, goal = tf32 ? 0.60 : 0.80;
+  mm_case c;
+  case_make(&c, e, lt, k, JITK_FLOAT32, m, n, kk, tf32 ? 301u : 401u);
+  char label[96];
+  snprintf(label, sizeof label, "%s %s", dname, shape);
+  c.plan = plan_create(e, &c, tf32 ? JITK_COMPUTE_TF32 : JITK_COMPUTE_FLOAT32, NULL, NULL, label);
+
+  mm_samples s;
+  double got_jitk[SAMPLES], got_lt[SAMPLES];
+  samples_make(e, &c, 0, &s);
+  poison(e, &c.d);
+  double jitk_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_jitk, &c));
+  size_t jitk_bad = check_sample(e, &c.d, &s, 0, tol, got_jitk);
+
+  char note[200];
+  cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (lt->dl != NULL)
+    st = lt_plan_create(lt, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F,
+                        m, n, kk, CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_32F, &c.lt_plain);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    if (lt->dl == NULL) snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
+    else
+      snprintf(note, sizeof note, "%zu wrong; cuBLASLt has no product here (%s)", jitk_bad,
+               lt->cublasLtGetStatusName(st));
+    add_row(t, dname, shape, "jitk", jitk_tf, note);
+    t->wrong += jitk_bad;
+    case_free(&c);
+    return;
+  }
+  poison(e, &c.d);
+  double lt_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_lt_plain, &c));
+  size_t lt_bad = check_sample(e, &c.d, &s, 0, tol, got_lt);
+  size_t differ = count_differ(got_jitk, got_lt, &s, 0, tol);
+  snprintf(note, sizeof note,
+           "%.2f of cuBLASLt (goal >= %.2f); %zu wrong; %zu differ from cuBLASLt",
+           jitk_tf / lt_tf, goal, jitk_bad, differ);
+  add_row(t, dname, shape, "jitk", jitk_tf, note);
+  snprintf(note, sizeof note, "%s; %zu wrong",
+           tf32 ? "CUBLAS_COMPUTE_32F_FAST_TF32" : "CUBLAS_COMPUTE_32F", lt_bad);
+  add_row(t, dname, shape, "cuBLASLt", lt_tf, note);
+  t->wrong += jitk_bad + lt_bad + differ;
+  case_free(&c);
+}
+
+int bench_matmul(int argc, char **argv) {
+  bench_session bs;
+  int skipped = bench_open("matmul", argc, argv, &bs);
+  if (skipped) return skipped;
+  jitk_engine *e = bs.engine;
+
+  mm_kernels k;
+  k.fill = bench_fill_create(e);
+  /* D is bfloat16 or float16 and the bias float32: the sum is formed in
+   * float32, as the fused epilogue forms it, and rounded once into D. */
+  CHECK(e, jitk_elementwise_create(e, "float32 b", "T y", "y = (T)fmaxf((float)y + b, 0.0f)",
+                                   "bias_relu_inplace", NULL, &k.bias_relu));
+  CHECK(e, jitk_elementwise_create(e, "float32 x", "T y", "y = (T)x", "bias_convert", NULL,
+                                   &k.convert));
+
+  lt_lib lt;
+  char lt_why[300] = "";
+  if (lt_load(&lt, lt_why, sizeof lt_why)) {
+    CHECK(e, jitk_device_alloc(e, LT_WORKSPACE, NULL, &lt.workspace));
+  } else {
+    printf("jitk-bench matmul: %s\n", lt_why);
+  }
+
+  static mm_table t;
+  static const struct {
+    int64_t m, n, k;
+    const char *name;
+  } shapes[] = {{4096, 4096, 4096, "4096^3"},
+                {8192, 8192, 8192, "8192^3"},
+                {16384, 4096, 1024, "16384x4096x1024"}};
+  static const jitk_dtype dtypes[] = {JITK_BFLOAT16, JITK_FLOAT16};
+  static const char *const dnames[] = {"bfloat16", "float16"};
+  for (int d = 0; d < 2; d++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      bench_fused(e, &lt, lt_why, &k, dtypes[d], dnames[d], shapes[s].m, shapes[s].n, shapes[s].k,
+                  shapes[s].name, &t);
+  bench_plain(e, &lt, lt_why, &k, 1, &t);
+  bench_plain(e, &lt, lt_why, &k, 0, &t);
+
+  char title[300];
+  snprintf(title, sizeof title, "matmul on %s (%d SMs)", e->info.name, e->info.multiprocessors);
+  bench_print(title, t.rows, (size_t)t.n, bs.json);
+  if (t.wrong) printf("jitk-bench matmul: %zu WRONG ELEMENTS\n", t.wrong);
+  lt_unload(e, &lt);
+  jitk_elementwise_destroy(k.fill);
+  jitk_elementwise_destroy(k.bias_relu);
+  jitk_elementwise_destroy(k.convert);
+  bench_close(&bs);
+  return t.wrong ? 1 : 0;
+}
