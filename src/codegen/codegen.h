@@ -141,6 +141,8 @@ typedef struct jk_mm_spec {
   bool has_c;
   double alpha, beta;
   int stages; /* mma: K-tiles in flight */
+  int bn;     /* mma: tile width, 128 or 256 (the height is 128) */
+  int arow;   /* mma: bytes of K per tile row, 64 or 128 */
 } jk_mm_spec;
 
 typedef struct jk_mm_source_in {

@@ -93,15 +93,16 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     jk_buf_puts(&b, "acc\n");
   }
   jk_buf_puts(&b, "    ));\n  };\n");
-  jk_buf_puts(&b,
-              "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
-              "128;\n");
+  jk_buf_printf(&b,
+                "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
+                "%d;\n",
+                s->kind == JK_MM_MMA ? s->bn : 128);
   if (s->kind == JK_MM_MMA)
     jk_buf_printf(&b,
-                  "  jitk::mm::mma_gemm<%d, %d, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, _jk_lda, "
-                  "_jk_ldb, _jk_m0, _jk_n0, _jk_smem, _jk_store);\n",
+                  "  jitk::mm::mma_gemm<%d, %d, %s, %d, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
+                  "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_smem, _jk_store);\n",
                   s->stages, s->a == JITK_BFLOAT16 ? 1 : s->a == JITK_FLOAT16 ? 0 : 2,
-                  s->b_n ? "true" : "false");
+                  s->b_n ? "true" : "false", s->bn, s->arow);
   else
     jk_buf_printf(&b,
                   "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "

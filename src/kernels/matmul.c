@@ -8,6 +8,7 @@
  * execution compiles its FFMA twin once and uses that: slower, not wrong.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "array/array.h"
@@ -33,6 +34,7 @@ struct jitk_matmul {
   char *name, *epilogue, *epilogue_params, *preamble;
   jk_param_list params;
   mm_kernel main, fallback; /* fallback: FFMA, made on first need */
+  int stages, bn, arow;     /* the tensor-core tile: K-tiles in flight, width, K bytes */
   pthread_mutex_t lock;     /* guards fallback */
 };
 
@@ -182,7 +184,9 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   s->has_c = d->has_c != 0;
   s->alpha = d->alpha;
   s->beta = d->beta;
-  s->stages = JK_MM_STAGES;
+  s->stages = p->stages;
+  s->bn = p->bn;
+  s->arow = p->arow;
   jk_mm_source_in in = {p->name, s, p->epilogue, &p->params, p->preamble};
   char *src = NULL;
   jitk_status st = jk_mm_generate(e, &in, &src);
@@ -197,7 +201,7 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   st = jk_cache_get(e, &ci, JK_MM_GENERATOR, &out->entry);
   out->source = src;
   if (st != JITK_OK) return st;
-  out->smem = kind == JK_MM_MMA ? (size_t)JK_MM_STAGES * 16 * 1024 : 0;
+  out->smem = kind == JK_MM_MMA ? (size_t)s->stages * s->arow * (128 + s->bn) : 0;
   if (e->has_device) {
     CUcontext saved;
     st = jk_ctx_enter(e, &saved);
@@ -259,6 +263,26 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
       return st;
     }
   }
+  /* The tensor-core tile. JITK_MM_TILE=BNxAROWxSTAGES ("256x64x3")
+   * chooses another for measuring; the default is what measured fastest
+   * on the H200 (docs/PERFORMANCE.md). */
+  /* 128 x 256 tiles with 64 (16-bit) or 32 (tf32) K per stage, three
+   * stages, measured fastest on large products (8192^3 bf16: 342 TFLOP/s
+   * against 299 for 128 x 128 x 32 in four stages); smaller products
+   * keep the smaller tile, which leaves fewer idle threads at the edges. */
+  bool big = p->d.m >= 1024 && p->d.n >= 1024;
+  p->bn = big ? 256 : 128;
+  p->arow = big ? 128 : 64;
+  p->stages = big ? 3 : JK_MM_STAGES;
+  const char *tile = getenv("JITK_MM_TILE");
+  int tbn, tar, tst;
+  if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
+      (tbn == 128 || tbn == 256) && (tar == 64 || tar == 128) && tst >= 2 && tst <= 6 &&
+      (size_t)tst * (size_t)tar * (128 + (size_t)tbn) <= 227 * 1024) {
+    p->bn = tbn;
+    p->arow = tar;
+    p->stages = tst;
+  }
   st = build(p, choose_kind(&p->d), acc, &p->main);
   if (st != JITK_OK) {
     jitk_matmul_destroy(p);
@@ -308,7 +332,9 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   JK_PUSH(kp, np, cur, d);
   for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
   unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
-               tn = (unsigned int)ceil_div((uint64_t)ds->n, JK_MM_TILE);
+               tn = (unsigned int)ceil_div((uint64_t)ds->n,
+                                           k->spec.kind == JK_MM_MMA ? (uint64_t)k->spec.bn
+                                                                     : JK_MM_TILE);
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
   for (size_t i = 0; i < num_extra; i++) {
@@ -365,10 +391,10 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   bool tf32 = s->a == JITK_FLOAT32;
   if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
-             "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x128x%d, %d stages "
+             "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x%dx%d, %d stages "
              "(cp.async), 8 warps, A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",
-             tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m16n8k8" : "m16n8k16", tf32 ? 16 : 32,
-             s->stages, order_name(d->a_order), order_name(d->b_order), (long long)d->m,
+             tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m16n8k8" : "m16n8k16", s->bn,
+             s->arow / (tf32 ? 4 : 2), s->stages, order_name(d->a_order), order_name(d->b_order), (long long)d->m,
              (long long)d->n, (long long)d->k, (long long)d->batch);
   else
     snprintf(buf, size,

@@ -181,62 +181,69 @@ __device__ __forceinline__ void mma_tile(float (&d)[4], const unsigned int (&a)[
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Tile 128 x 128 x BK, 8 warps as 2 (m) x 4 (n), each 64 x 32 outputs;
-// STAGES tiles in flight. Elements are 2 bytes (KIND 0, 1: BK = 32) or 4
-// (KIND 2, tf32: BK = 16), so that a tile row of A is 64 bytes, four
-// 16-byte chunks, either way. A is K-contiguous with lda a multiple of a
+// Tile 128 x BN x BK, 8 warps as 2 (m) x 4 (n), each 64 x BN / 4 outputs;
+// STAGES tiles in flight. Elements are 2 bytes (KIND 0, 1) or 4 (KIND 2,
+// tf32); a tile row of A is AROW bytes (64 or 128: BK = AROW / element
+// size) either way. A is K-contiguous with lda a multiple of a 16-byte
 // chunk; B_N: B is N-contiguous, else K-contiguous, ldb likewise; K and,
 // with B_N, N are multiples of a chunk, so that every chunk is wholly in
-// range or out. The block needs STAGES * 16 KiB of dynamic shared memory.
+// range or out. The block needs STAGES * AROW * (128 + BN) bytes of dynamic
+// shared memory.
 //
-// Shared memory, per stage: A as [128 rows][64 bytes], chunk c of row r
-// stored at c ^ ((r >> 1) & 3); B as [BK rows][128 n] with chunk c of row k
-// at c ^ (k & 7) when B_N, else as [128 n][64 bytes] like A. Eight rows
-// that one ldmatrix reads then fall in eight different bank groups.
-template <int STAGES, int KIND, bool B_N, typename T, typename Store>
+// Shared memory, per stage: A as [128 rows][AROW bytes], chunk c of row r
+// stored at c ^ ((r >> 1) & 3) (64-byte rows) or c ^ (r & 7) (128-byte
+// rows); B as [BK rows][BN] with chunk c of row k at c ^ (k & 7) when B_N,
+// else as [BN rows][AROW bytes] like A. The eight rows one ldmatrix reads
+// then fall in eight different bank groups.
+template <int STAGES, int KIND, bool B_N, int BN, int AROW, typename T, typename Store>
 __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__restrict__ B,
                                          long long M, long long N, long long K, long long lda,
                                          long long ldb, long long m0, long long n0,
                                          unsigned char *smem, const Store &store) {
   constexpr int ES = KIND == 2 ? 4 : 2, CH = 16 / ES; /* element bytes, elements a chunk */
-  constexpr int BM = 128, BN = 128, BK = 64 / ES, KSTEP = KIND == 2 ? 8 : 16;
+  constexpr int BM = 128, BK = AROW / ES, KSTEP = KIND == 2 ? 8 : 16;
+  constexpr int CA = AROW / 16;                        /* chunks in a row of A */
   constexpr int B_ROW = BN * ES, B_CHUNKS = B_ROW / 16; /* B_N rows */
-  constexpr int STAGE_BYTES = BM * 64 + BK * B_ROW;
+  constexpr int WN = BN / 4, NJ = WN / 8;               /* warp tile width, n8 tiles */
+  constexpr int A_BYTES = BM * AROW, STAGE_BYTES = A_BYTES + BK * B_ROW;
+  constexpr int A_LOADS = BM * CA / 256, B_LOADS = (B_N ? BK * B_CHUNKS : BN * CA) / 256;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp >> 2, wn = warp & 3; /* warp tile at (wm * 64, wn * 32) */
+  const int wm = warp >> 2, wn = warp & 3; /* warp tile at (wm * 64, wn * WN) */
   const unsigned int base = smem_u32(smem);
-  float acc[4][4][4];
+  float acc[4][NJ][4];
 #pragma unroll
   for (int i = 0; i < 4; i++)
 #pragma unroll
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < NJ; j++)
 #pragma unroll
       for (int v = 0; v < 4; v++) acc[i][j][v] = 0.f;
 
   // Byte offsets of (row, chunk) in the A-like layout and in B_N's.
-  auto a_off = [](int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); };
+  auto a_off = [](int r, int c) {
+    return r * AROW + ((c ^ (AROW == 64 ? ((r >> 1) & 3) : (r & 7))) << 4);
+  };
   auto bn_off = [](int k, int c) { return k * B_ROW + ((c ^ (k & 7)) << 4); };
 
   auto load_stage = [&](int stage, long long k0) {
-    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * 64;
+    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + A_BYTES;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-      const int e = tid + i * 256; /* 512 chunks of A: 128 rows x 4 */
-      const int r = e >> 2, c = e & 3;
+    for (int i = 0; i < A_LOADS; i++) {
+      const int e = tid + i * 256;
+      const int r = e / CA, c = e % CA;
       const long long gm = m0 + r, gk = k0 + c * CH;
       const bool in = gm < M && gk < K;
       cp_async16(sa + a_off(r, c), A + (in ? gm * lda + gk : 0), in);
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < B_LOADS; i++) {
       const int e = tid + i * 256;
       if (B_N) { /* BK rows x B_CHUNKS chunks of n */
         const int k = e / B_CHUNKS, c = e % B_CHUNKS;
         const long long gk = k0 + k, gn = n0 + c * CH;
         const bool in = gk < K && gn < N;
         cp_async16(sb + bn_off(k, c), B + (in ? gk * ldb + gn : 0), in);
-      } else { /* 128 n rows x 4 chunks of k */
-        const int r = e >> 2, c = e & 3;
+      } else { /* BN rows x CA chunks of k */
+        const int r = e / CA, c = e % CA;
         const long long gn = n0 + r, gk = k0 + c * CH;
         const bool in = gn < N && gk < K;
         cp_async16(sb + a_off(r, c), B + (in ? gn * ldb + gk : 0), in);
@@ -258,10 +265,10 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
     if (next < tiles) load_stage((int)(next % STAGES), next * BK);
     cp_async_commit();
     const int stage = (int)(t % STAGES);
-    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + BM * 64;
+    const unsigned int sa = base + stage * STAGE_BYTES, sb = sa + A_BYTES;
 #pragma unroll
     for (int kk = 0; kk < BK / KSTEP; kk++) { /* each step spans two chunks of k */
-      unsigned int af[4][4], bf[4][2];
+      unsigned int af[4][4], bf[NJ][2];
 #pragma unroll
       for (int i = 0; i < 4; i++) {
         const int r = wm * 64 + i * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
@@ -272,20 +279,20 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
          * n = g) and b1 (k = t + 4, n = g), read one by one. */
         const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const int n = wn * 32 + j * 8 + g, c = n >> 2, w = (n & 3) * 4;
+        for (int j = 0; j < NJ; j++) {
+          const int n = wn * WN + j * 8 + g, c = n >> 2, w = (n & 3) * 4;
           const int k0 = kk * 8 + t4, k1 = k0 + 4;
           asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bf[j][0]) : "r"(sb + bn_off(k0, c) + w));
           asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bf[j][1]) : "r"(sb + bn_off(k1, c) + w));
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < 4; j += 2) { /* two n8 tiles per ldmatrix.x4 */
+        for (int j = 0; j < NJ; j += 2) { /* two n8 tiles per ldmatrix.x4 */
           if (B_N) {
-            const int k = kk * 16 + (lane & 15), c = (wn * 32 + j * 8) / 8 + (lane >> 4);
+            const int k = kk * 16 + (lane & 15), c = (wn * WN + j * 8) / 8 + (lane >> 4);
             ldmatrix_x4_trans(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + bn_off(k, c));
           } else {
-            const int r = wn * 32 + j * 8 + (lane & 7) + ((lane >> 4) << 3),
+            const int r = wn * WN + j * 8 + (lane & 7) + ((lane >> 4) << 3),
                       c = kk * 2 + ((lane >> 3) & 1);
             ldmatrix_x4(bf[j][0], bf[j][1], bf[j + 1][0], bf[j + 1][1], sb + a_off(r, c));
           }
@@ -294,7 +301,7 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
 #pragma unroll
       for (int i = 0; i < 4; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) mma_tile<KIND>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        for (int j = 0; j < NJ; j++) mma_tile<KIND>(acc[i][j], af[i], bf[j][0], bf[j][1]);
     }
   }
   cp_async_wait<0>();
@@ -303,11 +310,11 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
 #pragma unroll
   for (int i = 0; i < 4; i++)
 #pragma unroll
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < NJ; j++)
 #pragma unroll
       for (int v = 0; v < 4; v++)
         store(m0 + wm * 64 + i * 16 + (lane >> 2) + (v >> 1) * 8,
-              n0 + wn * 32 + j * 8 + (lane & 3) * 2 + (v & 1), acc[i][j][v]);
+              n0 + wn * WN + j * 8 + (lane & 3) * 2 + (v & 1), acc[i][j][v]);
 }
 
 }  // namespace mm

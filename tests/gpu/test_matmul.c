@@ -168,6 +168,9 @@ Test(matmul, tensor_cores) {
        0, 1, 0, NULL, NULL, 0, "tensor cores tf32"},
       {"tf32, B row-major, bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0,
        1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32"},
+      {"bf16 large: the 128 x 256 tile, K tail", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288,
+       200, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile 128x256x64"},
       {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
        R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores"},
   };

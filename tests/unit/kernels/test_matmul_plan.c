@@ -31,7 +31,12 @@ static void expect_kind(jitk_engine *e, const jitk_matmul_desc *d, const char *k
 Test(matmul_plan, kernel_choice) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
-  expect_kind(e, &d, "tensor cores bfloat16", "bf16, row-major");
+  expect_kind(e, &d, "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
+                     "128x256x64, 3 stages", "bf16, large");
+  d.n = 512;
+  expect_kind(e, &d, "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
+                     "128x128x32, 4 stages", "bf16, narrow");
+  d.n = 4096;
   d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores bfloat16", "bf16, B column-major");
   d = desc(JITK_FLOAT16, 301, 264, 136);
