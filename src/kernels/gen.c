@@ -129,6 +129,21 @@ static void dump_source(jitk_engine *e, const char *name, const char *src) {
   }
 }
 
+jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
+                         char *const *options, size_t num_options, const char *generator,
+                         jk_entry **out) {
+  char pname[160];
+  snprintf(pname, sizeof pname, "%s.cu", name);
+  jk_compile_input ci;
+  memset(&ci, 0, sizeof ci);
+  ci.source = source;
+  ci.program_name = pname;
+  ci.options = (const char *const *)options;
+  ci.num_options = num_options;
+  ci.rewrite_log = true;
+  return jk_cache_get(e, &ci, generator, out);
+}
+
 /* Generates, compiles (through the cache) and loads one specialization;
  * called with g->lock held. */
 static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
@@ -138,17 +153,8 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
   jitk_status st = g->source_fn(g->ctx, spec, &src);
   if (st != JITK_OK) return st;
   dump_source(e, g->name, src);
-  char pname[160];
-  snprintf(pname, sizeof pname, "%s.cu", g->name);
-  jk_compile_input ci;
-  memset(&ci, 0, sizeof ci);
-  ci.source = src;
-  ci.program_name = pname;
-  ci.options = (const char *const *)g->options;
-  ci.num_options = g->num_options;
-  ci.rewrite_log = true;
   jk_entry *entry = NULL;
-  st = jk_cache_get(e, &ci, g->generator, &entry);
+  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, &entry);
   if (st != JITK_OK) {
     /* Keep the source for the kind's _source call: it explains the error. */
     jk_free(e, g->failed_source);

@@ -72,6 +72,13 @@ bool jk_gen_is_identifier(const char *s);
 /* A copy of s (NULL stays NULL); *oom set when out of memory. */
 char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom);
 
+/* Compiles the generated `source` of kernel `name` through the kernel
+ * cache: program "<name>.cu", NVRTC's log rewritten to cite the user's
+ * sections, `generator` in the key. */
+jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
+                         char *const *options, size_t num_options, const char *generator,
+                         jk_entry **out);
+
 /* The variant for `spec` (spec_size bytes, zero-padded), generated and
  * compiled when new; *copy gets its fields. */
 jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy);

@@ -33,6 +33,7 @@ struct jitk_matmul {
   jitk_matmul_desc d; /* strings below are the plan's own copies */
   char *name, *epilogue, *epilogue_params, *preamble;
   jk_param_list params;
+  char (*labels)[JK_GEN_LABEL]; /* "epilogue operand `s`", per operand, for messages */
   mm_kernel main, fallback; /* fallback: FFMA, made on first need */
   int stages, bn, arow;     /* the tensor-core tile: K-tiles in flight, width, K bytes */
   pthread_mutex_t lock;     /* guards fallback */
@@ -58,6 +59,7 @@ void jitk_matmul_destroy(jitk_matmul *p) {
   kernel_free(e, &p->main);
   kernel_free(e, &p->fallback);
   jk_params_free(e, &p->params);
+  jk_free(e, p->labels);
   jk_free(e, p->name);
   jk_free(e, p->epilogue);
   jk_free(e, p->epilogue_params);
@@ -191,14 +193,7 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   char *src = NULL;
   jitk_status st = jk_mm_generate(e, &in, &src);
   if (st != JITK_OK) return st;
-  char pname[160];
-  snprintf(pname, sizeof pname, "%s.cu", p->name);
-  jk_compile_input ci;
-  memset(&ci, 0, sizeof ci);
-  ci.source = src;
-  ci.program_name = pname;
-  ci.rewrite_log = true;
-  st = jk_cache_get(e, &ci, JK_MM_GENERATOR, &out->entry);
+  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, &out->entry);
   out->source = src;
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA ? (size_t)s->stages * s->arow * (128 + s->bn) : 0;
@@ -262,6 +257,15 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
       jitk_matmul_destroy(p);
       return st;
     }
+    /* Labels for messages, written once rather than at every execution. */
+    p->labels = jk_calloc(e, p->params.count ? p->params.count : 1, sizeof *p->labels);
+    if (p->labels == NULL) {
+      jitk_matmul_destroy(p);
+      return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (size_t i = 0; i < p->params.count; i++)
+      snprintf(p->labels[i], sizeof p->labels[i], "epilogue operand `%s`",
+               p->params.params[i].name);
   }
   /* The tensor-core tile. JITK_MM_TILE=BNxAROWxSTAGES ("256x64x3")
    * chooses another for measuring; the default is what measured fastest
@@ -341,12 +345,11 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
     const jk_param_decl *pd = &p->params.params[i];
     jitk_dtype t = pd->placeholder >= 0 ? k->spec.acc : pd->dtype;
     if (pd->raw) {
-      const void *ptr = extra[i].kind == JITK_ARG_POINTER ? extra[i].value.ptr : NULL;
-      if (extra[i].kind == JITK_ARG_POINTER && extra[i].tensor != NULL) {
-        const DLTensor *tt = extra[i].tensor;
-        ptr = (const char *)tt->data + tt->byte_offset;
-      }
-      if (extra[i].kind != JITK_ARG_POINTER || ptr == NULL)
+      const jitk_arg *x = &extra[i];
+      const void *ptr = NULL;
+      if (x->kind == JITK_ARG_POINTER)
+        ptr = x->tensor ? (const char *)x->tensor->data + x->tensor->byte_offset : x->value.ptr;
+      if (ptr == NULL)
         return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                        "matmul %s: epilogue operand `%s` is an array: pass a device pointer "
                        "(jitk_arg_ptr or jitk_arg_tensor_ptr)",
@@ -356,9 +359,7 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
       if (extra[i].kind != JITK_ARG_SCALAR)
         return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                        "matmul %s: epilogue operand `%s` is a scalar", p->name, pd->name);
-      char label[96];
-      snprintf(label, sizeof label, "epilogue operand `%s`", pd->name);
-      st = jk_convert_scalar(e, &extra[i], t, cur, label);
+      st = jk_convert_scalar(e, &extra[i], t, cur, p->labels[i]);
       if (st != JITK_OK) return st;
       kp[np++] = cur;
       cur += 16;

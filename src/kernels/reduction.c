@@ -208,20 +208,21 @@ static void at_least_one(jk_iter *it) {
 
 /* The largest element offset any operand reaches, kept and reduced
  * dimensions together. */
-static bool fits_32(const jk_red_plan *pl) {
+/* The farthest element (in elements) an operand reaches over `it`. */
+static int64_t reach(const jk_iter *it, const jk_operand *op) {
+  int64_t r = 0;
+  for (int d = 0; d < it->ndim; d++)
+    r += (it->shape[d] - 1) * (op->strides[d] < 0 ? -op->strides[d] : op->strides[d]);
+  return r;
+}
+
+static bool fits_32(const jk_red_plan *pl, int n) {
   if (pl->K > INT32_MAX || pl->R > INT32_MAX || pl->K * (int64_t)pl->S > INT32_MAX) return false;
-  for (int p = 0; p < JK_MAX_EW_PARAMS; p++) {
+  for (int p = 0; p < n; p++) {
     if (pl->op_k[p] < 0) continue;
-    int64_t reach = 0;
-    const jk_operand *ok = &pl->kept.ops[pl->op_k[p]];
-    for (int d = 0; d < pl->kept.ndim; d++)
-      reach += (pl->kept.shape[d] - 1) * (ok->strides[d] < 0 ? -ok->strides[d] : ok->strides[d]);
-    if (pl->op_r[p] >= 0) {
-      const jk_operand *orr = &pl->red.ops[pl->op_r[p]];
-      for (int d = 0; d < pl->red.ndim; d++)
-        reach += (pl->red.shape[d] - 1) * (orr->strides[d] < 0 ? -orr->strides[d] : orr->strides[d]);
-    }
-    if (reach > INT32_MAX) return false;
+    int64_t r = reach(&pl->kept, &pl->kept.ops[pl->op_k[p]]);
+    if (pl->op_r[p] >= 0) r += reach(&pl->red, &pl->red.ops[pl->op_r[p]]);
+    if (r > INT32_MAX) return false;
   }
   return true;
 }
@@ -307,8 +308,7 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
   jk_iter_init(&full, pl->ndim, pl->shape);
   sub_iter(&pl->kept, pl, false);
   sub_iter(&pl->red, pl, true);
-  /* Every slot: fits_32 walks them all. */
-  for (int p = 0; p < JK_MAX_EW_PARAMS; p++) pl->op_k[p] = pl->op_r[p] = -1;
+  for (int p = 0; p < n; p++) pl->op_k[p] = pl->op_r[p] = -1;
   for (int p = num_in; p < n; p++) {
     const jk_view *v = &pl->a.views[p];
     int64_t fs[JITK_MAX_NDIM];
@@ -342,7 +342,7 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
   spec->nk = (unsigned char)pl->kept.ndim;
   spec->nr = (unsigned char)pl->red.ndim;
   choose(pl, n, sms, spec);
-  spec->idx64 = !fits_32(pl);
+  spec->idx64 = !fits_32(pl, n);
 }
 
 static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,

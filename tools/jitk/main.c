@@ -253,6 +253,20 @@ static void choose_target(const char *arch, int ptx, char *target, size_t n) {
   }
 }
 
+/* A compile-only engine for `arch` (see choose_target), its target name in
+ * `target`. */
+static jitk_status compile_engine(const char *arch, int ptx, int no_cache, char *target, size_t n,
+                                  jitk_engine **e) {
+  choose_target(arch, ptx, target, n);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = target;
+  if (no_cache) cfg.cache_mode = JITK_CACHE_OFF;
+  *e = NULL;
+  return jitk_engine_create(&cfg, e);
+}
+
 /* The end of `compile elementwise|reduction`: the error, the source, or
  * the image written and its resources. Returns the exit code. */
 static int finish_generated(jitk_engine *e, jitk_status st, const char *emit, const char *source,
@@ -363,13 +377,8 @@ static int cmd_compile_elementwise(int argc, char **argv) {
   }
   layout.scalars = scalars;
   char target[32];
-  choose_target(arch, want_ptx, target, sizeof target);
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.device = JITK_DEVICE_NONE;
-  cfg.arch = target;
   jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
+  jitk_status st = compile_engine(arch, want_ptx, 0, target, sizeof target, &e);
   if (st != JITK_OK) return fail(NULL, st, "creating the engine");
   jitk_elementwise *k = NULL;
   jitk_module *m = NULL;
@@ -491,13 +500,8 @@ static int cmd_compile_reduction(int argc, char **argv) {
     return EXIT_USAGE;
   }
   char target[32];
-  choose_target(arch, want_ptx, target, sizeof target);
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.device = JITK_DEVICE_NONE;
-  cfg.arch = target;
   jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
+  jitk_status st = compile_engine(arch, want_ptx, 0, target, sizeof target, &e);
   if (st != JITK_OK) return fail(NULL, st, "creating the engine");
   jitk_reduction *k = NULL;
   jitk_module *m = NULL;
@@ -644,13 +648,8 @@ static int cmd_compile_matmul(int argc, char **argv) {
     return EXIT_USAGE;
   }
   char target[32];
-  choose_target(arch, 0, target, sizeof target);
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.device = JITK_DEVICE_NONE;
-  cfg.arch = target;
   jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
+  jitk_status st = compile_engine(arch, 0, 0, target, sizeof target, &e);
   if (st != JITK_OK) return fail(NULL, st, "creating the engine");
   jitk_matmul *plan = NULL;
   st = jitk_matmul_create(e, &desc, &plan);
@@ -739,17 +738,10 @@ static int cmd_compile(int argc, char **argv) {
   }
 
   char target[32];
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.device = JITK_DEVICE_NONE;
-  choose_target(arch, ptx, target, sizeof target);
-  cfg.arch = target;
-  if (no_cache) cfg.cache_mode = JITK_CACHE_OFF;
-
   jitk_engine *e = NULL;
   jitk_module *m = NULL;
   char *out_path = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
+  jitk_status st = compile_engine(arch, ptx, no_cache, target, sizeof target, &e);
   if (st != JITK_OK) {
     rc = fail(NULL, st, "creating the engine");
     goto done;
