@@ -52,76 +52,198 @@ __device__ __forceinline__ void tile_of(unsigned int id, unsigned int tiles_m,
 
 // --- simt ------------------------------------------------------------------
 
-// BM = BN = 128, BK = 8, 256 threads as 16 x 16, each 8 x 8 outputs.
+// BM = BN = 128, BK = 16 (8 for double), 256 threads as 16 x 16, each 8 x 8
+// outputs: rows ty*4 + i and 64 + ty*4 + i, columns tx*4 + j and 64 + tx*4 + j,
+// so that a thread's fragments of one k are two 4-element (LDS.128) reads per
+// operand. Both operands are staged K-major in shared memory, S[k][r],
+// double-buffered, one __syncthreads per K-tile; the next K-tile's global
+// loads are in flight in registers while this one is multiplied, and the
+// fragments of step k + 1 are read while step k is. The first K-tile is the
+// partial one (it starts at K - tiles * BK <= 0), so the others are whole: an
+// operand whose 128 rows (of A) or columns (of B) are in range, with pointer
+// and leading dimension 4-element aligned (and K too when it is the
+// contiguous dimension), reads them with one vector load per 4 elements, any
+// other element by element under a row mask. The index math is a pointer
+// advanced by K-tile; the operand stored transposed (K-contiguous) is
+// XOR-swizzled so the stores don't conflict. Registers for float: 159 to 167
+// under __launch_bounds__(256), one block per SM; tools/bench/study/sgemm.cu
+// measures it.
 // A_K: A is K-contiguous (row-major); B_N: B is N-contiguous (row-major).
+
+// Four consecutive elements, the unit of the vector loads.
+template <typename T>
+struct alignas(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16) simt_quad {
+  T v[4];
+};
+
+// The 0, 4, 8 or 12 (BK 16; 0 or 16 with BK 8) columns that row k of a
+// transposed-on-store operand is XOR-swizzled by: conflict-free scalar
+// stores, still 4-aligned quads for the LDS.128 fragment reads.
+template <int BK>
+__device__ __forceinline__ int simt_swz(int k) {
+  return ((k / 4) % (BK / 4)) * (128 / BK);
+}
+
+// One operand's 128 x BK slab in a thread's registers on its way to shared
+// memory, X(r, k) at X[r * ld + k] (CK: K-contiguous) or X[k * ld + r].
+// Each thread holds BK / 8 quads of 4 elements consecutive in memory: CK,
+// rows r_ + i * (1024 / BK) and columns k_ .. k_ + 3; otherwise rows
+// r_ .. r_ + 3 and columns k_ + i * 8. Element j of quad i is at
+// p[i * qoff + j] whatever the layout; p moves one K-tile per load.
+template <bool CK, int BK, typename T, typename ACC>
+struct simt_slab {
+  static constexpr int Q = BK / 8, STEP = CK ? 1024 / BK : 8;
+  const T *p;
+  long long qoff;
+  unsigned int rows_in;  // bit i * 4 + j: element j of quad i is in a row < rows
+  bool vec;              // whole rows, aligned: vector loads
+  int r_, k_;
+  ACC v[Q][4];
+
+  __device__ __forceinline__ void init(const T *X, long long ld, long long rows, long long r0,
+                                       long long K, long long k0, int tid) {
+    r_ = CK ? tid / (BK / 4) : (tid % 32) * 4;
+    k_ = CK ? (tid % (BK / 4)) * 4 : tid / 32;
+    qoff = STEP * ld;
+    p = X + (CK ? (r0 + r_) * ld + (k0 + k_) : (k0 + k_) * ld + (r0 + r_));
+    const long long left = rows - r0;
+    rows_in = 0;
+#pragma unroll
+    for (int i = 0; i < Q; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        if (r_ + (CK ? i * STEP : j) < left) rows_in |= 1u << (i * 4 + j);
+    const unsigned long long al = 4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16;
+    vec = left >= 128 && ld % 4 == 0 && (!CK || K % 4 == 0) &&
+          reinterpret_cast<unsigned long long>(X) % al == 0;
+  }
+  // This K-tile element by element: rows in range and columns >= lo.
+  __device__ __forceinline__ void load_checked(int lo) {
+#pragma unroll
+    for (int i = 0; i < Q; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        v[i][j] = (rows_in >> (i * 4 + j) & 1) && k_ + (CK ? j : i * STEP) >= lo
+                      ? static_cast<ACC>(p[i * qoff + j])
+                      : ACC(0);
+    p += CK ? (long long)BK : Q * qoff;
+  }
+  // A whole K-tile: 4-element vector loads where allowed.
+  __device__ __forceinline__ void load() {
+    if (vec) {
+#pragma unroll
+      for (int i = 0; i < Q; i++) {
+        const simt_quad<T> q = *reinterpret_cast<const simt_quad<T> *>(p + i * qoff);
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[i][j] = static_cast<ACC>(q.v[j]);
+      }
+      p += CK ? (long long)BK : Q * qoff;
+    } else {
+      load_checked(0);
+    }
+  }
+  // Into S, one buffer of S[k][r] as BK rows of 128, r XOR-swizzled by
+  // simt_swz(k) when CK (the same for the 4 k of a quad).
+  __device__ __forceinline__ void stash(ACC *S) const {
+    const int o = k_ * 128 + (CK ? r_ ^ simt_swz<BK>(k_) : r_);
+#pragma unroll
+    for (int i = 0; i < Q; i++) {
+      if (CK) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) S[o + j * 128 + i * STEP] = v[i][j];
+      } else {
+        simt_quad<ACC> q;
+#pragma unroll
+        for (int j = 0; j < 4; j++) q.v[j] = v[i][j];
+        *reinterpret_cast<simt_quad<ACC> *>(S + o + i * STEP * 128) = q;
+      }
+    }
+  }
+};
+
+// Row k's 8 fragment elements of a thread, c and 64 + c (c = ty * 4 or
+// tx * 4), from a slab staged swizzled (SW) or not.
+template <bool SW, int BK, typename ACC>
+__device__ __forceinline__ void simt_frag(const ACC *S, int k, int c, ACC (&f)[8]) {
+  const int o = k * 128 + (SW ? c ^ simt_swz<BK>(k) : c);
+  const simt_quad<ACC> lo = *reinterpret_cast<const simt_quad<ACC> *>(S + o);
+  const simt_quad<ACC> hi = *reinterpret_cast<const simt_quad<ACC> *>(S + o + 64);
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    f[j] = lo.v[j];
+    f[j + 4] = hi.v[j];
+  }
+}
+
+// The K loop: `tiles` K-tiles, the first of them from its column lo on.
+template <bool A_K, bool B_N, int BK, typename SA, typename SB, typename ACC>
+__device__ __forceinline__ void simt_loop(SA &a, SB &b, ACC *As, ACC *Bs, long long tiles, int lo,
+                                          int ty, int tx, ACC (&acc)[8][8]) {
+  a.load_checked(lo);
+  b.load_checked(lo);
+  a.stash(As);
+  b.stash(Bs);
+  __syncthreads();
+  ACC fa[2][8], fb[2][8];
+  simt_frag<A_K, BK>(As, 0, ty * 4, fa[0]);
+  simt_frag<!B_N, BK>(Bs, 0, tx * 4, fb[0]);
+  for (long long t = 0; t < tiles; t++) {
+    const int buf = (int)(t & 1);
+    const bool more = t + 1 < tiles;
+    if (more) {
+      a.load();
+      b.load();
+    }
+#pragma unroll
+    for (int kk = 0; kk < BK; kk++) {
+      if (kk == BK - 1) {
+        if (more) {
+          a.stash(As + (buf ^ 1) * (BK * 128));
+          b.stash(Bs + (buf ^ 1) * (BK * 128));
+          __syncthreads();
+          simt_frag<A_K, BK>(As + (buf ^ 1) * (BK * 128), 0, ty * 4, fa[0]);
+          simt_frag<!B_N, BK>(Bs + (buf ^ 1) * (BK * 128), 0, tx * 4, fb[0]);
+        }
+      } else {
+        simt_frag<A_K, BK>(As + buf * (BK * 128), kk + 1, ty * 4, fa[(kk + 1) % 2]);
+        simt_frag<!B_N, BK>(Bs + buf * (BK * 128), kk + 1, tx * 4, fb[(kk + 1) % 2]);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] += fa[kk % 2][i] * fb[kk % 2][j];
+    }
+  }
+}
+
 template <bool A_K, bool B_N, typename TA, typename TB, typename ACC, typename Store>
 __device__ __forceinline__ void simt_gemm(const TA *__restrict__ A, const TB *__restrict__ B,
                                           long long M, long long N, long long K, long long lda,
                                           long long ldb, long long m0, long long n0,
                                           const Store &store) {
-  constexpr int BM = 128, BN = 128, BK = 8;
-  __shared__ ACC As[2][BK][BM], Bs[2][BK][BN];
-  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  constexpr int BK = sizeof(ACC) > 4 ? 8 : 16;
+  __shared__ __align__(16) ACC As[2 * BK * 128];
+  __shared__ __align__(16) ACC Bs[2 * BK * 128];
+  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   ACC acc[8][8];
 #pragma unroll
   for (int i = 0; i < 8; i++)
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[i][j] = ACC(0);
-  ACC ra[4], rb[4];
-  // Element e of a tile, in the order that walks global memory.
-  auto load = [&](long long k0) {
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int e = tid + i * 256;
-      const int am = A_K ? e / BK : e % BM, ak = A_K ? e % BK : e / BM;
-      const long long gm = m0 + am, gk = k0 + ak;
-      ra[i] = gm < M && gk < K ? static_cast<ACC>(A_K ? A[gm * lda + gk] : A[gk * lda + gm])
-                               : ACC(0);
-      const int bn = B_N ? e % BN : e / BK, bk = B_N ? e / BN : e % BK;
-      const long long gn = n0 + bn, gk2 = k0 + bk;
-      rb[i] = gn < N && gk2 < K ? static_cast<ACC>(B_N ? B[gk2 * ldb + gn] : B[gn * ldb + gk2])
-                                : ACC(0);
-    }
-  };
-  auto stash = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int e = tid + i * 256;
-      As[buf][A_K ? e % BK : e / BM][A_K ? e / BK : e % BM] = ra[i];
-      Bs[buf][B_N ? e / BN : e % BK][B_N ? e % BN : e / BK] = rb[i];
-    }
-  };
-  const long long tiles = (K + BK - 1) / BK;
-  load(0);
-  stash(0);
-  __syncthreads();
-  for (long long t = 0; t < tiles; t++) {
-    const int buf = (int)(t & 1);
-    if (t + 1 < tiles) load((t + 1) * BK);
-#pragma unroll
-    for (int kk = 0; kk < BK; kk++) {
-      ACC a[8], b[8];
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        a[i] = As[buf][kk][ty * 4 + i];
-        a[i + 4] = As[buf][kk][64 + ty * 4 + i];
-        b[i] = Bs[buf][kk][tx * 4 + i];
-        b[i + 4] = Bs[buf][kk][64 + tx * 4 + i];
-      }
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++) acc[i][j] += a[i] * b[j];
-    }
-    if (t + 1 < tiles) stash(buf ^ 1);
-    __syncthreads();
+  const long long tiles = K > 0 ? (K + BK - 1) / BK : 0, k0 = K - tiles * BK;
+  if (tiles > 0) {
+    simt_slab<A_K, BK, TA, ACC> a;
+    simt_slab<!B_N, BK, TB, ACC> b;
+    a.init(A, lda, M, m0, K, k0, tid);
+    b.init(B, ldb, N, n0, K, k0, tid);
+    simt_loop<A_K, B_N, BK>(a, b, As, Bs, tiles, (int)-k0, ty, tx, acc);
   }
 #pragma unroll
   for (int i = 0; i < 8; i++)
 #pragma unroll
     for (int j = 0; j < 8; j++)
-      store(m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4),
-            n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4), acc[i][j]);
+      store(m0 + (i < 4 ? ty * 4 + i : 60 + ty * 4 + i),
+            n0 + (j < 4 ? tx * 4 + j : 60 + tx * 4 + j), acc[i][j]);
 }
 
 // --- mma (tensor cores) ----------------------------------------------------
