@@ -130,7 +130,9 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
 
 /* --- matmul plans --- */
 
-typedef enum jk_mm_kind { JK_MM_SIMT = 0, JK_MM_MMA = 1 } jk_mm_kind;
+/* SIMT: FFMA, any dtype and layout. MMA: mma.sync tensor cores (sm_80
+ * and later). WGMMA: Hopper's warpgroup MMA with TMA (sm_90a only). */
+typedef enum jk_mm_kind { JK_MM_SIMT = 0, JK_MM_MMA = 1, JK_MM_WGMMA = 2 } jk_mm_kind;
 
 /* What a matmul plan's kernel is for. */
 typedef struct jk_mm_spec {
@@ -140,10 +142,17 @@ typedef struct jk_mm_spec {
   bool c_row, d_row;
   bool has_c;
   double alpha, beta;
-  int stages; /* mma: K-tiles in flight */
-  int bn;     /* mma: tile width, 128 or 256 (the height is 128) */
-  int arow;   /* mma: bytes of K per tile row, 64 or 128 */
+  int stages; /* mma, wgmma: K-tiles in flight */
+  int bn;     /* mma, wgmma: tile width, 128 or 256 (the height is 128) */
+  int arow;   /* mma: bytes of K per tile row, 64 or 128 (wgmma: 128) */
+  bool pingpong; /* wgmma: consumers take whole tiles in turns (bn 128) */
 } jk_mm_spec;
+
+/* wgmma: tf32 reads B K-major only, so a row-major float32 B is first
+ * transposed by the module's second kernel, "<name>_bt". */
+static inline bool jk_mm_transposes_b(const jk_mm_spec *s) {
+  return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && s->b_n;
+}
 
 typedef struct jk_mm_source_in {
   const char *name;

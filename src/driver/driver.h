@@ -41,6 +41,7 @@
   X(cuFuncGetAttribute, 12000, true)                        \
   X(cuFuncSetAttribute, 12000, true)                        \
   X(cuFuncGetParamInfo, 12040, false)                       \
+  X(cuTensorMapEncodeTiled, 12000, false)                   \
   X(cuLaunchKernel, 12000, true)                            \
   X(cuOccupancyMaxPotentialBlockSize, 12000, true)          \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000, true) \

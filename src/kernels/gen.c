@@ -131,7 +131,7 @@ static void dump_source(jitk_engine *e, const char *name, const char *src) {
 
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
                          char *const *options, size_t num_options, const char *generator,
-                         jk_entry **out) {
+                         bool arch_specific, jk_entry **out) {
   char pname[160];
   snprintf(pname, sizeof pname, "%s.cu", name);
   jk_compile_input ci;
@@ -141,6 +141,7 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
   ci.options = (const char *const *)options;
   ci.num_options = num_options;
   ci.rewrite_log = true;
+  ci.arch_specific = arch_specific;
   return jk_cache_get(e, &ci, generator, out);
 }
 
@@ -154,7 +155,8 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
   if (st != JITK_OK) return st;
   dump_source(e, g->name, src);
   jk_entry *entry = NULL;
-  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, &entry);
+  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false,
+                    &entry);
   if (st != JITK_OK) {
     /* Keep the source for the kind's _source call: it explains the error. */
     jk_free(e, g->failed_source);

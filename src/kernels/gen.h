@@ -74,10 +74,11 @@ char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom);
 
 /* Compiles the generated `source` of kernel `name` through the kernel
  * cache: program "<name>.cu", NVRTC's log rewritten to cite the user's
- * sections, `generator` in the key. */
+ * sections, `generator` in the key; `arch_specific` as in
+ * jk_compile_input. */
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
                          char *const *options, size_t num_options, const char *generator,
-                         jk_entry **out);
+                         bool arch_specific, jk_entry **out);
 
 /* The variant for `spec` (spec_size bytes, zero-padded), generated and
  * compiled when new; *copy gets its fields. */

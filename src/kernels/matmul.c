@@ -1,11 +1,13 @@
 /*
  * Matmul plans: planning apart from execution, as nvmath-python's Matmul.
  * jitk_matmul_create checks the description, picks the kernel (tensor
- * cores where the dtypes and layouts allow 16-byte staging, FFMA
- * otherwise), generates it with the epilogue inlined and compiles it
- * through the kernel cache; jitk_matmul_execute only packs parameters and
- * launches. A plan whose tensor-core kernel meets misaligned pointers at
- * execution compiles its FFMA twin once and uses that: slower, not wrong.
+ * cores where the dtypes and layouts allow 16-byte staging: wgmma with TMA
+ * on sm_90, mma.sync elsewhere; FFMA otherwise), generates it with the
+ * epilogue inlined and compiles it through the kernel cache;
+ * jitk_matmul_execute only packs parameters (and, for wgmma, encodes the
+ * operands' tensor maps) and launches. A plan whose tensor-core kernel
+ * meets misaligned pointers at execution compiles its FFMA twin once and
+ * uses that: slower, not wrong.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +26,16 @@ typedef struct mm_kernel {
   jk_mm_spec spec;
   jk_entry *entry;
   CUfunction fn;
+  CUfunction bt; /* wgmma tf32 with row-major B: the transpose of B */
   char *source;
   size_t smem; /* dynamic shared memory per block */
 } mm_kernel;
+
+/* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size. */
+static size_t wgmma_smem(int bn, int stages) {
+  return (size_t)stages * (128 * 128 + (size_t)bn * 128) + 2 * 32768 + (size_t)stages * 16 + 16 +
+         1024;
+}
 
 struct jitk_matmul {
   jitk_engine *engine;
@@ -36,6 +45,7 @@ struct jitk_matmul {
   char (*labels)[JK_GEN_LABEL]; /* "epilogue operand `s`", per operand, for messages */
   mm_kernel main, fallback; /* fallback: FFMA, made on first need */
   int stages, bn, arow;     /* the tensor-core tile: K-tiles in flight, width, K bytes */
+  bool pingpong;            /* wgmma: the ping-pong schedule */
   pthread_mutex_t lock;     /* guards fallback */
 };
 
@@ -156,16 +166,27 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
 /* Tensor cores when the inputs are 16-bit floats (or float32 computed in
  * tf32), A is K-contiguous and every 16-byte chunk a tile stages lies
  * wholly inside or outside the matrices; FFMA otherwise (float32, float64,
- * and layouts that rule out 16-byte staging). */
-static jk_mm_kind choose_kind(const jitk_matmul_desc *d) {
+ * and layouts that rule out 16-byte staging). On an sm_90 cubin target the
+ * tensor cores are driven by wgmma with TMA, elsewhere by mma.sync.
+ * JITK_MM_KIND=simt|mma|wgmma forces a kind the description allows, for
+ * measuring and testing. */
+static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   bool half = d->a_dtype == JITK_FLOAT16 || d->a_dtype == JITK_BFLOAT16;
   bool tf32 = d->a_dtype == JITK_FLOAT32 && d->compute == JITK_COMPUTE_TF32;
   if (!(half || tf32) || d->a_order != JITK_ROW_MAJOR) return JK_MM_SIMT;
   int64_t ch = half ? 8 : 4; /* elements in 16 bytes */
   bool b_n = d->b_order == JITK_ROW_MAJOR;
   if (d->lda % ch || d->ldb % ch || d->k % ch || (b_n && d->n % ch)) return JK_MM_SIMT;
-  if (d->stride_a % ch || d->stride_b % ch) return JK_MM_SIMT;
-  return JK_MM_MMA;
+  if (d->stride_a % ch || d->stride_b % ch || d->k == 0) return JK_MM_SIMT;
+  bool hopper = !e->target.ptx && e->target.major == 9 && e->target.minor == 0 &&
+                (!e->has_device || e->drv.cuTensorMapEncodeTiled != NULL);
+  jk_mm_kind k = hopper ? JK_MM_WGMMA : JK_MM_MMA;
+  const char *force = getenv("JITK_MM_KIND");
+  if (force != NULL) {
+    if (strcmp(force, "simt") == 0) k = JK_MM_SIMT;
+    if (strcmp(force, "mma") == 0) k = JK_MM_MMA;
+  }
+  return k;
 }
 
 static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
@@ -189,19 +210,31 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   s->stages = p->stages;
   s->bn = p->bn;
   s->arow = p->arow;
+  s->pingpong = kind == JK_MM_WGMMA && p->pingpong;
   jk_mm_source_in in = {p->name, s, p->epilogue, &p->params, p->preamble};
   char *src = NULL;
   jitk_status st = jk_mm_generate(e, &in, &src);
   if (st != JITK_OK) return st;
-  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, &out->entry);
+  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, kind == JK_MM_WGMMA,
+                    &out->entry);
   out->source = src;
   if (st != JITK_OK) return st;
-  out->smem = kind == JK_MM_MMA ? (size_t)s->stages * s->arow * (128 + s->bn) : 0;
+  out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
+              : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages)
+                                    : 0;
   if (e->has_device) {
     CUcontext saved;
     st = jk_ctx_enter(e, &saved);
     if (st != JITK_OK) return st;
     CUresult r = e->drv.cuModuleGetFunction(&out->fn, (CUmodule)out->entry->cu, p->name);
+    if (r == CUDA_SUCCESS && jk_mm_transposes_b(s)) {
+      char bt[512];
+      if (snprintf(bt, sizeof bt, "%s_bt", p->name) >= (int)sizeof bt) {
+        jk_ctx_leave(e, saved);
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
+      }
+      r = e->drv.cuModuleGetFunction(&out->bt, (CUmodule)out->entry->cu, bt);
+    }
     if (r == CUDA_SUCCESS && out->smem > 48 * 1024)
       r = e->drv.cuFuncSetAttribute(out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     (int)out->smem);
@@ -274,20 +307,40 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
    * stages, measured fastest on large products (8192^3 bf16: 342 TFLOP/s
    * against 299 for 128 x 128 x 32 in four stages); smaller products
    * keep the smaller tile, which leaves fewer idle threads at the edges. */
+  jk_mm_kind kind = choose_kind(e, &p->d);
   bool big = p->d.m >= 1024 && p->d.n >= 1024;
-  p->bn = big ? 256 : 128;
-  p->arow = big ? 128 : 64;
-  p->stages = big ? 3 : JK_MM_STAGES;
+  if (kind == JK_MM_WGMMA) {
+    /* 128 x 256 tiles in three stages (plus 64 KiB staging D for TMA
+     * stores) measured fastest on the H200 at 4096^3, 8192^3 and
+     * 16384 x 4096 x 1024 (docs/PERFORMANCE.md); narrow products take
+     * 128 x 128 in four. */
+    p->bn = 128;
+    p->arow = 128;
+    p->stages = 5;
+    p->pingpong = true;
+    const char *sched = getenv("JITK_MM_SCHEDULE");
+    if (sched != NULL && strcmp(sched, "cooperative") == 0) {
+      p->bn = p->d.n > 128 ? 256 : 128;
+      p->stages = p->bn == 256 ? 3 : 4;
+      p->pingpong = false;
+    }
+  } else {
+    p->bn = big ? 256 : 128;
+    p->arow = big ? 128 : 64;
+    p->stages = big ? 3 : JK_MM_STAGES;
+  }
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
   if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
       (tbn == 128 || tbn == 256) && (tar == 64 || tar == 128) && tst >= 2 && tst <= 6 &&
-      (size_t)tst * (size_t)tar * (128 + (size_t)tbn) <= 227 * 1024) {
+      (kind == JK_MM_WGMMA ? tar == 128 && wgmma_smem(tbn, tst) <= 227 * 1024
+                           : (size_t)tst * (size_t)tar * (128 + (size_t)tbn) <= 227 * 1024)) {
     p->bn = tbn;
     p->arow = tar;
     p->stages = tst;
+    if (tbn != 128) p->pingpong = false;
   }
-  st = build(p, choose_kind(&p->d), acc, &p->main);
+  st = build(p, kind, acc, &p->main);
   if (st != JITK_OK) {
     jitk_matmul_destroy(p);
     return st;
@@ -297,6 +350,104 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
 }
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static CUtensorMapDataType map_type(jitk_dtype t) {
+  switch (t) {
+    case JITK_FLOAT16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case JITK_BFLOAT16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case JITK_FLOAT64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    default: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  }
+}
+
+/* A 3-D tensor map over p (dims innermost first, strides of dims 1 and 2
+ * in bytes) whose box is b0 x b1 x 1, 128-byte swizzled, as
+ * matmul_sm90.cuh reads and writes its tiles. */
+static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const void *p,
+                           uint64_t d0, uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2,
+                           uint32_t b0, uint32_t b1) {
+  cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
+  cuuint32_t box[3] = {b0, b1, 1}, unit[3] = {1, 1, 1};
+  return e->drv.cuTensorMapEncodeTiled(m, map_type(t), 3, (void *)p, dims, strides, box, unit,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* The wgmma launch: tensor maps of A, B (transposed first into a pooled
+ * buffer for tf32 with row-major B) and, where TMA can store it, D; one
+ * resident block per multiprocessor working through all tiles. */
+static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream,
+                                const void *a, const void *b, void *d, void **kp, int np,
+                                unsigned int tm, unsigned int tn) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *ds = &p->d;
+  const jk_mm_spec *s = &k->spec;
+  const uint64_t es = jk_dtype(s->a)->size, des = jk_dtype(s->d)->size;
+  const uint64_t M = (uint64_t)ds->m, N = (uint64_t)ds->n, K = (uint64_t)ds->k,
+                 nb = (uint64_t)ds->batch;
+  uint64_t work64 = (uint64_t)tm * tn * nb;
+  if (work64 > UINT32_MAX)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: more than 2^32 tiles", p->name);
+  unsigned int work = (unsigned int)work64;
+  int use_td = 0;
+  CUtensorMap maps[3];
+  memset(maps, 0, sizeof maps);
+  void *bt = NULL;
+  const void *bk = b; /* B as the kernel reads it */
+  uint64_t ldb = (uint64_t)ds->ldb, sb = (uint64_t)ds->stride_b;
+  CUcontext saved;
+  jitk_status st = JITK_OK;
+  if (jk_mm_transposes_b(s)) {
+    if (ceil_div(K, 32) > 65535)
+      return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: tf32 with a row-major B takes K up to "
+                     "2097120", p->name);
+    st = jk_temp_alloc(e, (size_t)(nb * K * N * 4), (jitk_stream)stream, &bt);
+    if (st != JITK_OK) return st;
+    bk = bt;
+    ldb = K;
+    sb = K * N;
+  }
+  CUresult r = encode_map(e, &maps[0], s->a, a, K, M, nb, (uint64_t)ds->lda * es,
+                          (uint64_t)ds->stride_a * es, (uint32_t)(128 / es), 128);
+  if (r == CUDA_SUCCESS) {
+    if (s->b_n && !jk_mm_transposes_b(s)) /* N-major: boxes of 64 n by 64 k */
+      r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
+    else
+      r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
+                     (uint32_t)s->bn);
+  }
+  /* D through TMA when row-major with 16-byte aligned rows. */
+  uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
+  if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 && sd % 16 == 0 &&
+      encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
+          CUDA_SUCCESS)
+    use_td = 1;
+  if (r != CUDA_SUCCESS) {
+    st = jk_cuda_fail(e, r, "cuTensorMapEncodeTiled");
+    goto done;
+  }
+  for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
+  kp[np++] = &work;
+  kp[np++] = &use_td;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) goto done;
+  if (bt != NULL)
+    r = e->drv.cuLaunchKernel(k->bt, (unsigned int)ceil_div(N, 32), (unsigned int)ceil_div(K, 32),
+                              (unsigned int)nb, 32, 8, 1, 0, stream,
+                              (void *[]){(void *)&b, &bt, (void *)&ds->k, (void *)&ds->n,
+                                         (void *)&ds->ldb, (void *)&ds->stride_b},
+                              NULL);
+  unsigned int sms = (unsigned int)e->info.multiprocessors;
+  if (r == CUDA_SUCCESS)
+    r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1,
+                              (unsigned int)k->smem, stream, kp, NULL);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuLaunchKernel");
+done:
+  if (bt != NULL) jk_temp_free(e, bt, (jitk_stream)stream);
+  return st;
+}
 
 jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
                                 const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
@@ -314,7 +465,7 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   if (ds->m == 0 || ds->n == 0) return JITK_OK;
   mm_kernel *k = &p->main;
   /* Tensor cores stage A and B in 16-byte chunks. */
-  if (k->spec.kind == JK_MM_MMA && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
+  if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
     pthread_mutex_lock(&p->lock);
     st = p->fallback.entry != NULL ? JITK_OK : build(p, JK_MM_SIMT, k->spec.acc, &p->fallback);
     pthread_mutex_unlock(&p->lock);
@@ -324,7 +475,7 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   /* Parameters: pointers, sizes, leading dimensions, strides, tiles, then
    * the epilogue's operands. */
   _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2];
-  void *kp[20 + JK_MAX_EW_PARAMS];
+  void *kp[24 + JK_MAX_EW_PARAMS];
   int np = 0;
   unsigned char *cur = store;
   const void *cc = ds->has_c ? c : d;
@@ -337,8 +488,8 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
   unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
                tn = (unsigned int)ceil_div((uint64_t)ds->n,
-                                           k->spec.kind == JK_MM_MMA ? (uint64_t)k->spec.bn
-                                                                     : JK_MM_TILE);
+                                           k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn
+                                                                      : JK_MM_TILE);
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
   for (size_t i = 0; i < num_extra; i++) {
@@ -365,6 +516,8 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
       cur += 16;
     }
   }
+  if (k->spec.kind == JK_MM_WGMMA)
+    return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
   CUcontext saved;
   st = jk_ctx_enter(e, &saved);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
@@ -390,7 +543,18 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   const jk_mm_spec *s = &p->main.spec;
   const jitk_matmul_desc *d = &p->d;
   bool tf32 = s->a == JITK_FLOAT32;
-  if (s->kind == JK_MM_MMA)
+  if (s->kind == JK_MM_WGMMA)
+    snprintf(buf, size,
+             "tensor cores %s %s (wgmma, sm_90a), float32 accumulation, tile 128x%dx%d, %d stages "
+             "(TMA), persistent, 1 producer and 2 consumer warpgroups (%s), A %s-major, B "
+             "%s-major%s, D stored %s; %lld x %lld x %lld, batch %lld",
+             tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m64nNk8" : "m64nNk16", s->bn,
+             128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
+             order_name(d->a_order), order_name(d->b_order),
+             jk_mm_transposes_b(s) ? " (transposed first)" : "",
+             s->d_row ? "by TMA where aligned" : "from registers", (long long)d->m,
+             (long long)d->n, (long long)d->k, (long long)d->batch);
+  else if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
              "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x%dx%d, %d stages "
              "(cp.async), 8 warps, A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",

@@ -154,8 +154,8 @@ static bool has_prefix_option(const char *const *options, size_t n,
 }
 
 jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
-                                   size_t num_options, char ***out,
-                                   size_t *num_out) {
+                                   size_t num_options, bool arch_specific,
+                                   char ***out, size_t *num_out) {
   static const char *const std_opts[] = {"-std=", "--std=", NULL};
   static const char *const arch_opts[] = {"-arch", "--gpu-architecture",
                                           "--gpu-code", "-code", NULL};
@@ -183,7 +183,8 @@ jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
   if (!has_prefix_option(options, num_options, std_opts))
     if ((v[n++] = jk_strdup(e, "-std=c++17")) == NULL) oom = true;
   jk_buf_init(&b, e);
-  jk_buf_printf(&b, "--gpu-architecture=%s", e->target.arch);
+  jk_buf_printf(&b, "--gpu-architecture=%s%s", e->target.arch,
+                arch_specific && !e->target.ptx && !e->target.specific ? "a" : "");
   if ((v[n++] = jk_buf_take(&b)) == NULL) oom = true;
   /* ptxas's report costs nothing and gives registers, spills and shared
    * memory per kernel even without a GPU. It only exists for cubins. */
@@ -266,7 +267,8 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   char **opts = NULL;
   size_t nopts = 0;
   jitk_status st =
-      jk_nvrtc_final_options(e, in->options, in->num_options, &opts, &nopts);
+      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific,
+                             &opts, &nopts);
   if (st != JITK_OK) return st;
 
   /* The caller's headers come first, so a caller can stand in for one of

@@ -81,6 +81,10 @@ typedef struct jk_compile_input {
   /* Generated source: rewrite the log's errors in the user's sections as
    * section:LINE:COL (jk_rewrite_log), and say how to see the source. */
   bool rewrite_log;
+  /* Compile for the target's arch-specific variant ("sm_90a" for an
+   * "sm_90" engine), whose instructions (wgmma, setmaxnreg) run on exactly
+   * that chip. Only for cubin targets; the engine's device is that chip. */
+  bool arch_specific;
 } jk_compile_input;
 
 typedef struct jk_compile_output {
@@ -100,8 +104,8 @@ typedef struct jk_compile_output {
  * its strings are allocated; free with jk_options_free.
  */
 jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
-                                   size_t num_options, char ***out,
-                                   size_t *num_out);
+                                   size_t num_options, bool arch_specific,
+                                   char ***out, size_t *num_out);
 void jk_options_free(jitk_engine *e, char **options, size_t num);
 
 /* Compiles for the engine's target. JITK_ERR_COMPILE with NVRTC's log and

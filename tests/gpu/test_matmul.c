@@ -4,7 +4,10 @@
  * 1e-2, float64 1e-12): tensor-core and FFMA kernels, odd sizes and K
  * tails, both layouts of A and B, column-major D, batches, C with alpha
  * and beta, epilogues (none, bias, bias+ReLU, GELU, one using row and
- * col), misaligned pointers, poisoned outputs checked everywhere.
+ * col), misaligned pointers, poisoned outputs checked everywhere. On an
+ * H200 the tensor-core cases run the wgmma kernel (TMA stores of 16-bit,
+ * float32 and float64 D, stores from registers, more tiles than blocks,
+ * tf32 with B transposed first), and again as mma.sync kernels.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +27,7 @@ typedef struct mm_case {
   const char *epilogue, *params;
   int misalign;         /* elements of offset added to A and B */
   const char *kind;     /* "tensor cores" or "FFMA", expected in the description */
+  jitk_dtype ddt;       /* D's dtype (C's too); JITK_DTYPE_NONE: dt */
 } mm_case;
 
 /* The host's value of element i after rounding to dt. */
@@ -51,7 +55,9 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   d.n = c->n;
   d.k = c->k;
   d.batch = c->batch;
-  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = c->dt;
+  const jitk_dtype ddt = c->ddt != JITK_DTYPE_NONE ? c->ddt : c->dt;
+  d.a_dtype = d.b_dtype = c->dt;
+  d.c_dtype = d.d_dtype = ddt;
   d.compute = c->compute;
   d.a_order = c->ao;
   d.b_order = c->bo;
@@ -68,11 +74,11 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
   if (!c->misalign)
     cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
-  size_t es = jt_dtype_size(c->dt);
+  size_t es = jt_dtype_size(c->dt), des = jt_dtype_size(ddt);
   int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
   size_t na = (size_t)(M * K * B), nb = (size_t)(K * N * B), nd = (size_t)(M * N * B);
   double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hc = malloc(nd * 8), *hbias = malloc((size_t)N * 8);
-  unsigned char *sa = malloc(na * es + 64), *sb = malloc(nb * es + 64), *sc = malloc(nd * es), *sd = malloc(nd * es);
+  unsigned char *sa = malloc(na * es + 64), *sb = malloc(nb * es + 64), *sc = malloc(nd * des), *sd = malloc(nd * des);
   for (size_t i = 0; i < na; i++) {
     ha[i] = rounded(c->dt, jt_uniform(seed));
     jt_write_real(sa, c->dt, i + (size_t)c->misalign, ha[i]);
@@ -82,8 +88,8 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
     jt_write_real(sb, c->dt, i + (size_t)c->misalign, hb[i]);
   }
   for (size_t i = 0; i < nd; i++) {
-    hc[i] = rounded(c->dt, jt_uniform(seed));
-    jt_write_real(sc, c->dt, i, hc[i]);
+    hc[i] = rounded(ddt, jt_uniform(seed));
+    jt_write_real(sc, ddt, i, hc[i]);
   }
   float *fbias = malloc((size_t)N * 4);
   for (int64_t j = 0; j < N; j++) {
@@ -91,19 +97,19 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
     hbias[j] = fbias[j];
   }
   void *da = jt_dev_alloc(e, na * es + 64), *db = jt_dev_alloc(e, nb * es + 64),
-       *dc = jt_dev_alloc(e, nd * es), *dd = jt_dev_alloc(e, nd * es), *dbias = jt_dev_alloc(e, (size_t)N * 4);
+       *dc = jt_dev_alloc(e, nd * des), *dd = jt_dev_alloc(e, nd * des), *dbias = jt_dev_alloc(e, (size_t)N * 4);
   jt_to_dev(e, da, sa, na * es + 64);
   jt_to_dev(e, db, sb, nb * es + 64);
-  jt_to_dev(e, dc, sc, nd * es);
+  jt_to_dev(e, dc, sc, nd * des);
   jt_to_dev(e, dbias, fbias, (size_t)N * 4);
-  jt_poison(e, dd, nd * es);
+  jt_poison(e, dd, nd * des);
   jitk_arg extra[1];
   size_t nextra = 0;
   if (c->params && strstr(c->params, "bias")) extra[nextra++] = jitk_arg_ptr(dbias, JITK_FLOAT32);
   if (c->params && strstr(c->params, " s")) extra[nextra++] = jitk_arg_f64(0.5);
   JT_OK(e, jitk_matmul_execute(p, NULL, (char *)da + c->misalign * es, (char *)db + c->misalign * es,
                                c->has_c ? dc : NULL, dd, extra, nextra));
-  jt_to_host(e, sd, dd, nd * es);
+  jt_to_host(e, sd, dd, nd * des);
   double err2 = 0, ref2 = 0;
   size_t nan_count = 0;
   for (int64_t b = 0; b < B; b++)
@@ -119,7 +125,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
         if (c->has_c) acc += c->beta * hc[b * M * N + i * N + j];
         double want = epilogue_ref(c, acc, i, j, hbias);
         size_t o = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
-        double got = jt_read_real(sd, c->dt, o);
+        double got = jt_read_real(sd, ddt, o);
         if (!isfinite(got)) nan_count++;
         err2 += (got - want) * (got - want);
         ref2 += want * want;
@@ -155,24 +161,72 @@ Test(matmul, tensor_cores) {
   uint64_t seed = 0x3A7;
   const mm_case cases[] = {
       {"bf16 bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 256, 384, 512, 1, R, R, R, 0, 1, 0,
-       "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores"},
+       "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE},
       {"f16 odd m, n, K tail", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 301, 264, 136, 1, R, R, R, 0, 1,
-       0, NULL, NULL, 0, "tensor cores"},
+       0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE},
       {"bf16 B column-major, gelu", JITK_BFLOAT16, JITK_COMPUTE_BFLOAT16, 200, 130, 72, 1, R, C, R,
-       0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores"},
+       0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores", JITK_DTYPE_NONE},
       {"f16 batch 3, C, alpha, beta, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136,
-       64, 3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "tensor cores"},
+       64, 3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE},
       {"bf16 row and col in the epilogue", JITK_BFLOAT16, JITK_COMPUTE_FLOAT32, 64, 64, 8, 1, R, R,
-       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores"},
+       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores", JITK_DTYPE_NONE},
       {"tf32, B column-major, batch 2", JITK_FLOAT32, JITK_COMPUTE_TF32, 128, 256, 96, 2, R, C, R,
-       0, 1, 0, NULL, NULL, 0, "tensor cores tf32"},
+       0, 1, 0, NULL, NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE},
       {"tf32, B row-major, bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0,
-       1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32"},
-      {"bf16 large: the 128 x 256 tile, K tail", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288,
-       200, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
-       "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile 128x256x64"},
+       1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32", JITK_DTYPE_NONE},
+      {"bf16 large, K tail", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288, 200, 1, R, R, R, 0, 1,
+       0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE},
+      {"bf16 more tiles than blocks, batch 2, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1100,
+       2056, 72, 2, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       "tensor cores", JITK_DTYPE_NONE},
+      {"bf16 in, float32 D and C (two rounds of TMA stores)", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       300, 512, 64, 1, R, R, R, 1, 1, 0.5, "acc + bias[col]", "raw float32 bias", 0,
+       "tensor cores", JITK_FLOAT32},
+      {"f16 in, float64 D, B column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 200, 320, 40, 1, R,
+       C, R, 0, 1, 0, NULL, NULL, 0, "tensor cores", JITK_FLOAT64},
+      {"tf32, B row-major transposed first, batch 2, K tail", JITK_FLOAT32, JITK_COMPUTE_TF32, 260,
+       264, 52, 2, R, R, R, 0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE},
       {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
-       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores"},
+       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* The wgmma kernel's other schedule: both consumers on each 128 x 256 tile. */
+Test(matmul, tensor_cores_cooperative) {
+  setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x6C2;
+  const mm_case cases[] = {
+      {"cooperative bf16 128 x 256 tile, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288,
+       200, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
+       "(cooperative)", JITK_DTYPE_NONE},
+      {"cooperative bf16, more tiles than blocks, batch 2", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       1100, 2056, 72, 2, R, C, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0,
+       "(cooperative)", JITK_DTYPE_NONE},
+      {"cooperative f16 in, float32 D, C", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 300, 512, 64, 1, R,
+       R, R, 1, 1, 0.5, NULL, NULL, 0, "(cooperative)", JITK_FLOAT32},
+      {"cooperative tf32, B transposed first", JITK_FLOAT32, JITK_COMPUTE_TF32, 260, 264, 52, 2, R,
+       R, C, 0, 1, 0, NULL, NULL, 0, "(cooperative)", JITK_DTYPE_NONE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* The mma.sync kernels, which GPUs before Hopper use: forced on this one. */
+Test(matmul, tensor_cores_mma_sync) {
+  setenv("JITK_MM_KIND", "mma", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x4B1;
+  const mm_case cases[] = {
+      {"mma.sync bf16 bias+ReLU, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288, 200, 1, R,
+       R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "(mma.sync)", JITK_DTYPE_NONE},
+      {"mma.sync f16 batch 3, C, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136, 64,
+       3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE},
+      {"mma.sync tf32 B row-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0, 1,
+       0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "(mma.sync)", JITK_DTYPE_NONE},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -183,15 +237,19 @@ Test(matmul, ffma) {
   uint64_t seed = 0x5F3;
   const mm_case cases[] = {
       {"f32 bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 1, R, R, R, 0, 1, 0,
-       "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA"},
+       "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE},
       {"f32 A and B column-major, K = 1", JITK_FLOAT32, JITK_COMPUTE_FLOAT32, 70, 90, 1, 1, C, C, R,
-       0, 1, 0, NULL, NULL, 0, "FFMA"},
+       0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
+      {"f32 whole tiles (vector loads), K tail", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 256, 100,
+       1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE},
+      {"f32 A and B column-major, tails", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 260, 300, 37, 1, C, C,
+       R, 0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
       {"f32 column-major D", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 128, 96, 40, 1, R, R, C, 0, 1, 0,
-       NULL, NULL, 0, "FFMA"},
+       NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
       {"f64 C, alpha, beta", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 2, R, R, R, 1, 2.0,
-       0.25, NULL, NULL, 0, "FFMA"},
+       0.25, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
       {"f16 A column-major: FFMA", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 96, 80, 40, 1, C, R, R, 0, 1,
-       0, "acc + bias[col]", "raw float32 bias", 0, "FFMA"},
+       0, "acc + bias[col]", "raw float32 bias", 0, "FFMA", JITK_DTYPE_NONE},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);

@@ -1,9 +1,11 @@
 /*
  * Matmul plans without a GPU: the kernel each description gets (tensor
- * cores where 16-byte staging is possible, FFMA otherwise), every dtype
- * pair compiling for sm_90 with a C and an epilogue, the epilogue's
+ * cores where 16-byte staging is possible: wgmma on sm_90, mma.sync on
+ * sm_80; FFMA otherwise), every dtype pair compiling for sm_90 (and the
+ * mma.sync kernels for sm_80) with a C and an epilogue, the epilogue's
  * errors citing its text, and descriptions refused with a clear message.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -28,21 +30,44 @@ static void expect_kind(jitk_engine *e, const jitk_matmul_desc *d, const char *k
   jitk_matmul_destroy(p);
 }
 
-Test(matmul_plan, kernel_choice) {
-  jitk_engine *e = jt_compile_engine("sm_90");
+Test(matmul_plan, kernel_choice_sm80) {
+  jitk_engine *e = jt_compile_engine("sm_80");
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
   expect_kind(e, &d, "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
                      "128x256x64, 3 stages", "bf16, large");
   d.n = 512;
   expect_kind(e, &d, "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
                      "128x128x32, 4 stages", "bf16, narrow");
+  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d.compute = JITK_COMPUTE_TF32;
+  expect_kind(e, &d, "tensor cores tf32 m16n8k8 (mma.sync)", "tf32");
+  d = desc(JITK_FLOAT16, 301, 264, 136);
+  d.b_order = JITK_COL_MAJOR;
+  d.has_c = true;
+  d.beta = 0.5;
+  d.epilogue = "gelu(acc) + row - col";
+  expect_kind(e, &d, "tensor cores float16 m16n8k16 (mma.sync)", "f16, B column-major, C");
+  jitk_engine_destroy(e);
+}
+
+Test(matmul_plan, kernel_choice) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+                     "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
+                     "warpgroups (ping-pong)", "bf16, large");
   d.n = 4096;
+  d.d_order = JITK_COL_MAJOR;
+  expect_kind(e, &d, "tensor cores bfloat16", "bf16, D column-major");
+  d.d_order = JITK_ROW_MAJOR;
   d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores bfloat16", "bf16, B column-major");
   d = desc(JITK_FLOAT16, 301, 264, 136);
   expect_kind(e, &d, "tensor cores float16", "f16, odd m");
   d.k = 100; /* K-tail chunks would straddle K */
   expect_kind(e, &d, "FFMA", "f16, k % 8 != 0");
+  d.k = 0; /* nothing to multiply: no tensor map can describe it */
+  expect_kind(e, &d, "FFMA", "f16, k = 0");
   d = desc(JITK_FLOAT16, 64, 100, 64);
   d.n = 100; /* row-major B: n % 8 rules out whole chunks */
   expect_kind(e, &d, "FFMA", "f16, row-major B, n % 8 != 0");
@@ -57,11 +82,45 @@ Test(matmul_plan, kernel_choice) {
   d = desc(JITK_FLOAT32, 64, 64, 64);
   expect_kind(e, &d, "FFMA (simt) float32, float32", "f32");
   d.compute = JITK_COMPUTE_TF32;
-  expect_kind(e, &d, "tensor cores tf32 m16n8k8", "tf32");
+  expect_kind(e, &d, "tensor cores tf32 m64nNk8 (wgmma, sm_90a)", "tf32");
+  char buf[512];
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "B row-major (transposed first)") != NULL, "%s", buf);
+  const char *src;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  cr_assert(strstr(src, "matmul_bt(") != NULL, "tf32 with row-major B has its transpose: %s", src);
+  jitk_matmul_destroy(p);
+  d.b_order = JITK_COL_MAJOR;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "transposed") == NULL, "%s", buf);
+  jitk_matmul_destroy(p);
+  d.b_order = JITK_ROW_MAJOR;
   d.n = 66; /* row-major B: n % 4 rules out whole chunks of float32 */
   expect_kind(e, &d, "FFMA (simt) float32", "tf32, n % 4 != 0");
   d = desc(JITK_FLOAT64, 64, 64, 64);
   expect_kind(e, &d, "FFMA (simt) float64, float64", "f64");
+  jitk_engine_destroy(e);
+}
+
+/* The mma.sync kernels, which sm_90 engines no longer pick. */
+Test(matmul_plan, mma_sync_compiles_for_sm80) {
+  jitk_engine *e = jt_compile_engine("sm_80");
+  const jitk_dtype in[] = {JITK_FLOAT16, JITK_BFLOAT16, JITK_FLOAT32};
+  for (int i = 0; i < 3; i++) {
+    jitk_matmul_desc d = desc(in[i], 512, 512, 512);
+    d.compute = in[i] == JITK_FLOAT32 ? JITK_COMPUTE_TF32 : JITK_COMPUTE_DEFAULT;
+    d.epilogue = "relu(acc + bias[col])";
+    d.epilogue_params = "raw T bias";
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    const char *src;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    cr_assert(strstr(src, "jitk::mm::mma_gemm<") != NULL, "%s", src);
+    jitk_matmul_destroy(p);
+  }
   jitk_engine_destroy(e);
 }
 
@@ -129,5 +188,18 @@ Test(matmul_plan, errors) {
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "", jitk_matmul_execute(p, NULL, &d, &d, NULL, &d, NULL, 0));
   jitk_matmul_destroy(p);
   jitk_matmul_destroy(NULL);
+  jitk_engine_destroy(e);
+}
+
+/* The wgmma kernel's cooperative schedule, chosen for measuring. */
+Test(matmul_plan, cooperative_schedule) {
+  setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  d.epilogue = "relu(acc + bias[col])";
+  d.epilogue_params = "raw T bias";
+  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+                     "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer "
+                     "warpgroups (cooperative)", "bf16, cooperative");
   jitk_engine_destroy(e);
 }

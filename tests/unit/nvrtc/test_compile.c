@@ -76,7 +76,7 @@ Test(nvrtc, default_options) {
   jitk_engine *e = jt_compile_engine("sm_90");
   char **opts;
   size_t n;
-  JT_OK(e, jk_nvrtc_final_options(e, NULL, 0, &opts, &n));
+  JT_OK(e, jk_nvrtc_final_options(e, NULL, 0, false, &opts, &n));
   bool std = false, arch = false, inc = false;
   for (size_t i = 0; i < n; i++) {
     if (strcmp(opts[i], "-std=c++17") == 0) std = true;
@@ -87,7 +87,7 @@ Test(nvrtc, default_options) {
   jk_options_free(e, opts, n);
 
   const char *mine[] = {"-std=c++20", "-DN=3"};
-  JT_OK(e, jk_nvrtc_final_options(e, mine, 2, &opts, &n));
+  JT_OK(e, jk_nvrtc_final_options(e, mine, 2, false, &opts, &n));
   cr_assert_str_eq(opts[0], "-std=c++20");
   cr_assert_str_eq(opts[1], "-DN=3");
   for (size_t i = 2; i < n; i++) cr_assert(strncmp(opts[i], "-std", 4) != 0, "user's -std kept alone");
@@ -95,7 +95,15 @@ Test(nvrtc, default_options) {
 
   const char *arch_opt[] = {"-arch=sm_80"};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_config.arch",
-           jk_nvrtc_final_options(e, arch_opt, 1, &opts, &n));
+           jk_nvrtc_final_options(e, arch_opt, 1, false, &opts, &n));
+
+  /* Arch-specific compiles (wgmma kernels) name the "a" variant. */
+  JT_OK(e, jk_nvrtc_final_options(e, NULL, 0, true, &opts, &n));
+  bool specific = false;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(opts[i], "--gpu-architecture=sm_90a") == 0) specific = true;
+  cr_assert(specific, "arch_specific compiles for sm_90a");
+  jk_options_free(e, opts, n);
   jitk_engine_destroy(e);
 }
 

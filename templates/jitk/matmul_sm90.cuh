@@ -1,0 +1,566 @@
+// jitk/matmul_sm90.cuh: the Hopper (sm_90a) tile loop of matmul plans:
+// warpgroup MMA (wgmma) on operands the tensor memory accelerator (TMA)
+// copies into shared memory, in a persistent, warp-specialized kernel.
+//
+// A block is three warpgroups (384 threads) and stays resident for the
+// whole grid's work (one block per multiprocessor): warpgroup 0 is the
+// producer, one thread of which issues the TMA copies of each K-step's A
+// and B tiles into a STAGES-deep ring; warpgroups 1 and 2 are consumers,
+// each computing 64 rows of the 128 x BN tile with wgmma m64nBNk16 (k8 for
+// tf32) straight from shared memory. Full and empty mbarriers hand ring
+// slots back and forth, so the producer runs ahead into the next tile while
+// the consumers apply the epilogue to the current one. TMA fills rows,
+// columns and K beyond the matrices with zeros, so tails need no code; the
+// store skips outputs outside D.
+//
+// Shared memory per stage, both tiles in TMA's 128-byte swizzle:
+//   A: 128 rows (m) of 128 bytes of K (64 16-bit elements or 32 tf32).
+//   B, K-major (B column-major): BN rows (n) of 128 bytes of K.
+//   B, N-major (B row-major, 16-bit only): BN / 64 slabs of BK rows (k)
+//      by 64 elements of n.
+#pragma once
+
+namespace jitk {
+namespace mm90 {
+
+// A CUtensorMap (cuTensorMapEncodeTiled's output), opaque to the kernel;
+// passed as a __grid_constant__ parameter so that TMA can read it.
+struct __align__(64) tensor_map {
+  unsigned long long w[16];
+};
+
+__device__ __forceinline__ unsigned int smem_u32(const void *p) {
+  return static_cast<unsigned int>(__cvta_generic_to_shared(p));
+}
+
+// --- mbarriers --------------------------------------------------------------
+
+__device__ __forceinline__ void bar_init(unsigned int bar, unsigned int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Arrives and tells the barrier to also wait for `bytes` of TMA traffic.
+__device__ __forceinline__ void bar_expect(unsigned int bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned int bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Waits until the phase of parity `parity` has completed. A fresh barrier
+// counts the phase before its first (parity 1) as completed.
+__device__ __forceinline__ void bar_wait(unsigned int bar, unsigned int parity) {
+  unsigned int done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// --- TMA --------------------------------------------------------------------
+
+// One box of a 3-D tensor map (coordinates innermost first) into shared
+// memory at `dst`, counted on the barrier `bar`.
+__device__ __forceinline__ void tma_load(unsigned int dst, const tensor_map *map, unsigned int bar,
+                                         int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
+// One box from shared memory at `src` to the tensor at the coordinates;
+// TMA skips the box's elements outside the tensor.
+__device__ __forceinline__ void tma_store(const tensor_map *map, unsigned int src, int c0, int c1,
+                                          int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+          reinterpret_cast<unsigned long long>(map)),
+      "r"(c0), "r"(c1), "r"(c2), "r"(src)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until the committed stores have read their shared memory.
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Waits until the committed stores are done.
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Makes this thread's ordinary shared-memory writes visible to TMA.
+__device__ __forceinline__ void fence_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Synchronizes the 128 threads of one warpgroup on named barrier `id`.
+__device__ __forceinline__ void wg_sync(int id) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+}
+
+// --- wgmma ------------------------------------------------------------------
+
+// Shared-memory matrix descriptor for the 128-byte swizzle: start address,
+// leading and stride byte offsets, all in 16-byte units.
+__device__ __forceinline__ unsigned long long desc(unsigned int addr, unsigned int lbo,
+                                                   unsigned int sbo) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(lbo >> 4) << 16) |
+         (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across the
+// asynchronous MMAs that own them.
+template <int R>
+__device__ __forceinline__ void wg_pin(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Generated by tools/gen_wgmma.py: D += A B on a 64 x N tile, A and B
+// from descriptors; TB = 1 reads B N-major (16-bit inputs only).
+template <int TB>
+__device__ __forceinline__ void wgmma_f16_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, %66;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "n"(TB));
+}
+template <int TB>
+__device__ __forceinline__ void wgmma_bf16_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, %66;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "n"(TB));
+}
+__device__ __forceinline__ void wgmma_tf32_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b));
+}
+template <int TB>
+__device__ __forceinline__ void wgmma_f16_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, %130;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b), "n"(TB));
+}
+template <int TB>
+__device__ __forceinline__ void wgmma_bf16_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, %130;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b), "n"(TB));
+}
+__device__ __forceinline__ void wgmma_tf32_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b));
+}
+
+// KIND: 0 float16, 1 bfloat16, 2 tf32.
+template <int KIND, int BN, int TB>
+__device__ __forceinline__ void wgmma(float (&d)[BN / 2], unsigned long long a,
+                                      unsigned long long b) {
+  if constexpr (BN == 256) {
+    if constexpr (KIND == 0) wgmma_f16_n256<TB>(d, a, b);
+    else if constexpr (KIND == 1) wgmma_bf16_n256<TB>(d, a, b);
+    else wgmma_tf32_n256(d, a, b);
+  } else {
+    if constexpr (KIND == 0) wgmma_f16_n128<TB>(d, a, b);
+    else if constexpr (KIND == 1) wgmma_bf16_n128<TB>(d, a, b);
+    else wgmma_tf32_n128(d, a, b);
+  }
+}
+
+// Which tile, and of which batch, the i-th work item is: within a batch,
+// groups of 8 tile-rows walk the columns together, so that the B tiles the
+// resident blocks share stay in L2.
+__device__ __forceinline__ void work_of(unsigned int t, unsigned int tiles_m, unsigned int tiles_n,
+                                        unsigned int &tm, unsigned int &tn, unsigned int &batch) {
+  const unsigned int per = tiles_m * tiles_n;
+  batch = t / per;
+  const unsigned int id = t - batch * per;
+  const unsigned int group = 8, in_group = group * tiles_n;
+  const unsigned int g = id / in_group, first = g * group;
+  const unsigned int rows = tiles_m - first < group ? tiles_m - first : group;
+  const unsigned int r = id - g * in_group;
+  tm = first + r % rows;
+  tn = r / rows;
+}
+
+// Bytes of dynamic shared memory the kernel needs: the ring, 32 KiB per
+// consumer to stage D for TMA stores, the barriers, and slack to align the
+// ring to the swizzle's 1024 bytes.
+template <int BN, int STAGES>
+struct smem_size {
+  static constexpr int value = STAGES * (128 * 128 + BN * 128) + 2 * 32768 + STAGES * 16 + 16 + 1024;
+};
+
+// Stores one warpgroup's 64 x BN outputs, rows row0.. and columns col0..
+// of batch b, from its accumulators: acc[4 i + v] is row lane / 4 (+ 8 for
+// v >= 2) of the warp's 16, column 8 i + (lane % 4) * 2 + v % 2.
+//
+// With `td`, the values go to the warpgroup's 32 KiB staging area in boxes
+// of 64 rows by 128 bytes, up to four boxes a round, and one thread has TMA
+// store each round while the warpgroup moves on. `used` counts the area's
+// bytes written since the last wait for TMA to have read them. Writes to
+// shared memory cannot alias the operands the epilogue reads, so the
+// compiler issues a round's reads together. Without `td`, outputs go
+// straight from registers through put2, in chunks of 32 whose reads all
+// come before their stores (a store to D might otherwise change what a
+// later read sees, as far as the compiler knows). `bar` is the
+// warpgroup's named barrier.
+template <int BN, typename Value, typename Put2>
+__device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
+                                           unsigned int area, unsigned int &used, int bar,
+                                           long long b, long long row0, long long col0,
+                                           unsigned char *smem_raw, const Value &value,
+                                           const Put2 &put2) {
+  const int tid = threadIdx.x, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int r = warp * 16 + (lane >> 2); /* row within the 64 */
+  const long long row = row0 + r, col = col0 + (lane & 3) * 2;
+  typedef decltype(value(b, row, col, 0.f)) TD;
+  if (td != nullptr) {
+    constexpr int BOX = 128 / static_cast<int>(sizeof(TD)); /* columns a box */
+    constexpr int PER_ROUND = BOX * 4 < BN ? BOX * 4 : BN;  /* columns a round */
+    constexpr unsigned int ROUND = 64u * PER_ROUND * sizeof(TD);
+    constexpr int G = 8; /* 8-column groups whose values are computed before any is written */
+    const bool leader = (tid & 127) == 0;
+#pragma unroll
+    for (int c0 = 0; c0 < BN; c0 += PER_ROUND) {
+      if (used + ROUND > 32768u) {
+        /* The area is full: wait until TMA has read it. */
+        if (leader) bulk_wait_read();
+        wg_sync(bar);
+        used = 0;
+      }
+      const unsigned int at0 = area + used;
+#pragma unroll
+      for (int i0 = c0 / 8; i0 < (c0 + PER_ROUND) / 8; i0 += G) {
+        TD out[G][4];
+#pragma unroll
+        for (int i = 0; i < G; i++)
+#pragma unroll
+          for (int v = 0; v < 4; v++)
+            out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
+                              acc[4 * (i0 + i) + v]);
+#pragma unroll
+        for (int i = 0; i < G; i++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int rr = r + h * 8, c = (i0 + i) * 8 + (lane & 3) * 2 - c0; /* in the round */
+            const int off = (c % BOX) * static_cast<int>(sizeof(TD));     /* byte in box row */
+            const unsigned int at =
+                at0 + (c / BOX) * 8192 + rr * 128 + ((((off >> 4) ^ (rr & 7))) << 4) + (off & 15);
+            struct __align__(2 * sizeof(TD)) two {
+              TD x, y;
+            };
+            *reinterpret_cast<two *>(smem_raw + (at - smem_u32(smem_raw))) =
+                two{out[i][2 * h], out[i][2 * h + 1]};
+          }
+      }
+      fence_async_smem();
+      wg_sync(bar);
+      if (leader) {
+#pragma unroll
+        for (int x = 0; x < PER_ROUND / BOX; x++)
+          tma_store(td, at0 + x * 8192, static_cast<int>(col0 + c0 + x * BOX),
+                    static_cast<int>(row0), static_cast<int>(b));
+        bulk_commit();
+      }
+      used += ROUND;
+    }
+  } else {
+    constexpr int CH = 8;
+#pragma unroll
+    for (int i0 = 0; i0 < BN / 8; i0 += CH) {
+      TD out[CH][4];
+#pragma unroll
+      for (int i = 0; i < CH; i++)
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+          out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
+                            acc[4 * (i0 + i) + v]);
+#pragma unroll
+      for (int i = 0; i < CH; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          put2(b, row + h * 8, col + (i0 + i) * 8, out[i][2 * h], out[i][2 * h + 1]);
+    }
+  }
+}
+
+// The whole kernel body: a block of 384 threads works through tiles
+// blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches).
+// For each output, in range or not, value(batch, row, col, acc) gives D's
+// element (and must not read operands out of range); `td` and put2 are as
+// in store_rows. B_MN: B is N-major (row-major), 16-bit inputs only.
+//
+// PP false (cooperative): both consumers work on every tile, each on 64 of
+// its 128 rows, and both apply the epilogue at the same time.
+// PP true (ping-pong, BN = 128): consumers take tiles in turns, each all
+// 128 rows of its tile, and hand the tensor cores to the other as soon as
+// their last MMAs are issued: one consumer's epilogue runs while the
+// other's MMAs do.
+template <int KIND, bool B_MN, int BN, int STAGES, bool PP, typename Value, typename Put2>
+__device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
+                                     const tensor_map *td, long long K, unsigned int tiles_m,
+                                     unsigned int tiles_n, unsigned int work,
+                                     unsigned char *smem_raw, const Value &value,
+                                     const Put2 &put2) {
+  constexpr int ES = KIND == 2 ? 4 : 2, BK = 128 / ES, KSTEP = KIND == 2 ? 8 : 16;
+  constexpr int A_BYTES = 128 * 128, B_BYTES = BN * 128, STAGE = A_BYTES + B_BYTES;
+  constexpr int HALVES = PP ? 2 : 1; /* 64-row halves of a tile one consumer computes */
+  static_assert(!(B_MN && KIND == 2), "tf32 wgmma reads B K-major only");
+  static_assert(!PP || BN == 128, "ping-pong consumers hold a whole 128 x 128 tile");
+  const unsigned int base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * 32768,
+                     empty = full + STAGES * 8, turn = empty + STAGES * 8;
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const unsigned int ktiles = static_cast<unsigned int>((K + BK - 1) / BK);
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      bar_init(full + 8 * s, 1);
+      bar_init(empty + 8 * s, PP ? 4 : 8); /* lane 0 of each warp that read the slot */
+    }
+    bar_init(turn, 1);
+    bar_init(turn + 8, 1);
+    bar_arrive(turn); /* consumer 0 has the first turn */
+    /* Make the initialized barriers visible to the TMA unit. */
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::
+                     : "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    /* The producer needs few registers; give them to the consumers. */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (tid == 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(ta))
+                   : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tb))
+                   : "memory");
+      unsigned int stage = 0, phase = 0;
+      for (unsigned int t = blockIdx.x; t < work; t += gridDim.x) {
+        unsigned int tm, tn, b;
+        work_of(t, tiles_m, tiles_n, tm, tn, b);
+        for (unsigned int kt = 0; kt < ktiles; kt++) {
+          bar_wait(empty + 8 * stage, phase ^ 1);
+          const unsigned int fb = full + 8 * stage, sa = base + stage * STAGE, sb = sa + A_BYTES;
+          bar_expect(fb, STAGE);
+          tma_load(sa, ta, fb, static_cast<int>(kt * BK), static_cast<int>(tm * 128),
+                   static_cast<int>(b));
+          if constexpr (B_MN) {
+#pragma unroll
+            for (int j = 0; j < BN / 64; j++)
+              tma_load(sb + j * BK * 128, tb, fb, static_cast<int>(tn * BN + j * 64),
+                       static_cast<int>(kt * BK), static_cast<int>(b));
+          } else {
+            tma_load(sb, tb, fb, static_cast<int>(kt * BK), static_cast<int>(tn * BN),
+                     static_cast<int>(b));
+          }
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = wg - 1, lane = tid & 31;
+    const bool leader = (tid & 127) == 0;
+    float acc[HALVES][BN / 2];
+    unsigned int used = 0, turn_phase = 0, j = 0;
+    for (unsigned int t = blockIdx.x; t < work; t += gridDim.x, j++) {
+      if (PP && static_cast<int>(j & 1) != cw) continue;
+      unsigned int tm, tn, b;
+      work_of(t, tiles_m, tiles_n, tm, tn, b);
+#pragma unroll
+      for (int h = 0; h < HALVES; h++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) acc[h][i] = 0.f;
+      /* Tile j's K-steps are ring entries j * ktiles, ... in both schedules. */
+      const unsigned int first = j * ktiles;
+      unsigned int stage = first % STAGES, phase = (first / STAGES) & 1, prev = 0;
+      if (PP) {
+        bar_wait(turn + 8 * cw, turn_phase);
+        turn_phase ^= 1;
+      }
+      for (unsigned int kt = 0; kt < ktiles; kt++) {
+        bar_wait(full + 8 * stage, phase);
+        const unsigned int sa = base + stage * STAGE + (PP ? 0 : cw * 64 * 128),
+                           sb = base + stage * STAGE + A_BYTES;
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / KSTEP; kk++) {
+          const unsigned long long db = B_MN ? desc(sb + kk * KSTEP * 128, BK * 128, 1024)
+                                             : desc(sb + kk * KSTEP * ES, 16, 1024);
+#pragma unroll
+          for (int h = 0; h < HALVES; h++)
+            wgmma<KIND, BN, B_MN ? 1 : 0>(acc[h], desc(sa + h * 64 * 128 + kk * KSTEP * ES, 16, 1024),
+                                          db);
+        }
+        wg_commit();
+        if (PP && kt + 1 == ktiles && leader) bar_arrive(turn + 8 * (1 - cw)); /* your turn */
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
+        /* The previous step's MMAs are done: its slot can be refilled. */
+        wg_wait<1>();
+        if (kt > 0 && lane == 0) bar_arrive(empty + 8 * prev);
+        prev = stage;
+        if (++stage == STAGES) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      wg_wait<0>();
+#pragma unroll
+      for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
+      if (ktiles > 0 && lane == 0) bar_arrive(empty + 8 * prev);
+#pragma unroll
+      for (int h = 0; h < HALVES; h++)
+        store_rows<BN>(acc[h], td, staging + cw * 32768, used, 1 + cw, static_cast<long long>(b),
+                       static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
+                       static_cast<long long>(tn) * BN, smem_raw, value, put2);
+    }
+    /* Stores still in flight read shared memory, which dies with the block. */
+    if (td != nullptr && leader) bulk_wait();
+  }
+}
+
+}  // namespace mm90
+}  // namespace jitk

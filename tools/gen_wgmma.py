@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Prints the wgmma wrappers of templates/jitk/matmul_sm90.cuh: one inline
+PTX statement per shape and input type, whose 64 to 128 accumulator
+operands are too many to write by hand. Run it and paste its output
+between the markers in that header when a shape is added."""
+
+SHAPES = (128, 256)
+TYPES = (("f16", "f16", 16), ("bf16", "bf16", 16), ("tf32", "tf32", 8))
+
+for n in SHAPES:
+    regs = n // 2
+    for name, ptx, k in TYPES:
+        trans = k == 16
+        tmpl = "template <int TB>\n" if trans else ""
+        print(f"{tmpl}__device__ __forceinline__ void wgmma_{name}_n{n}(float (&d)[{regs}], "
+              f"unsigned long long a, unsigned long long b) {{")
+        tail = f"p, 1, 1, 0, %{regs + 2};" if trans else "p, 1, 1;"
+        print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+        print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} "')
+        pieces = [f"%{i}" for i in range(regs)]
+        print('      "{"')
+        for j in range(0, regs, 16):
+            chunk = ", ".join(pieces[j:j + 16])
+            sep = ", " if j + 16 < regs else ""
+            print(f'      "{chunk}{sep}"')
+        print(f'      "}}, %{regs}, %{regs + 1}, {tail}\\n}}\\n"')
+        cons = [f'"+f"(d[{i}])' for i in range(regs)]
+        print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
+        extra = ', "n"(TB)' if trans else ""
+        print(f'      : "l"(a), "l"(b){extra});')
+        print("}")
