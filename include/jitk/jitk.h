@@ -1016,8 +1016,10 @@ JITK_API void jitk_matmul_desc_init(jitk_matmul_desc *desc);
 
 /*
  * Plans the product: checks the description, picks a kernel configuration
- * for the shape, dtypes and layouts, generates and compiles it (through the
- * kernel cache), all before any execution. Errors in the epilogue cite
+ * for the shape, dtypes and layouts (the one jitk_matmul_autotune stored
+ * for this device and shape class, if any, else the default measured
+ * fastest on an H200), generates and compiles it (through the kernel
+ * cache), all before any execution. Errors in the epilogue cite
  * `epilogue:LINE:COL`. Works on a compile-only engine (no GPU) too.
  */
 JITK_API jitk_status jitk_matmul_create(jitk_engine *engine, const jitk_matmul_desc *desc,
@@ -1034,6 +1036,23 @@ JITK_API void jitk_matmul_destroy(jitk_matmul *plan);
 JITK_API jitk_status jitk_matmul_execute(jitk_matmul *plan, jitk_stream stream, const void *a,
                                          const void *b, const void *c, void *d,
                                          const jitk_arg *extra, size_t num_extra);
+
+/*
+ * Optional: times the plan's candidate configurations (tile shapes,
+ * pipeline depths, schedules of its kernel kind) on the device by running
+ * each on these operands, as jitk_matmul_execute would, several times after
+ * a warm-up; keeps the fastest as the plan's kernel, and stores the choice
+ * in the kernel cache's database under this device and the plan's shape
+ * class (dtypes, layouts, and M, N, K rounded up to powers of two), where
+ * later plans of the class find it. D is overwritten. Compiling the
+ * candidates takes seconds; the plan must not execute meanwhile. FFMA plans
+ * have one configuration: nothing is timed. A tensor-core plan given
+ * pointers it cannot use (see jitk_matmul_execute) fails with
+ * JITK_ERR_INVALID_ARGUMENT.
+ */
+JITK_API jitk_status jitk_matmul_autotune(jitk_matmul *plan, jitk_stream stream, const void *a,
+                                          const void *b, const void *c, void *d,
+                                          const jitk_arg *extra, size_t num_extra);
 
 /* The generated source of the plan's kernel. */
 JITK_API jitk_status jitk_matmul_source(jitk_matmul *plan, const char **source);

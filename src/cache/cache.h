@@ -227,6 +227,15 @@ jitk_status jk_names_pack(jitk_engine *e, const jk_entry *entry, jk_material *ou
 jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n,
                             jk_entry *entry);
 
+/* --- tuning.c: autotune choices ---
+ * The choice stored under `key` (copied into choice[size]); *found false
+ * when there is none, the cache is off or the table does not exist yet. */
+jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t size,
+                          bool *found);
+/* Stores (or replaces) the choice under `key`; JITK_OK without storing
+ * when the disk cache is off or read-only. */
+jitk_status jk_tuning_put(jitk_engine *e, const char *key, const char *choice);
+
 /* --- lock.c: cross-process key locks --- */
 /* Holds the key while this process compiles it. Waits up to `timeout_ms`
  * for another process that holds it; returns false when the lock could not

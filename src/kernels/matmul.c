@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "array/array.h"
+#include "cache/cache.h"
 #include "codegen/codegen.h"
 #include "kernels/gen.h"
 #include "kernels/kernels.h"
@@ -46,6 +47,7 @@ struct jitk_matmul {
   mm_kernel main, fallback; /* fallback: FFMA, made on first need */
   int stages, bn, arow;     /* the tensor-core tile: K-tiles in flight, width, K bytes */
   bool pingpong;            /* wgmma: the ping-pong schedule */
+  bool tuned;               /* the configuration came from the tuning table */
   pthread_mutex_t lock;     /* guards fallback */
 };
 
@@ -244,6 +246,56 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   return JITK_OK;
 }
 
+/* The tuning table's key of plan p: generator, target, device, kernel kind,
+ * dtypes, compute, layouts, C, batching, and M, N, K rounded up to powers
+ * of two (the shape class). The epilogue is left out: it costs the same
+ * under every configuration. */
+static int log2_up(int64_t v) {
+  int l = 0;
+  while (l < 62 && ((int64_t)1 << l) < v) l++;
+  return l;
+}
+
+static void tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t size) {
+  const jitk_engine *e = p->engine;
+  const jitk_matmul_desc *d = &p->d;
+  snprintf(buf, size,
+           "%s %s %s kind=%d a=%s c=%s d=%s compute=%d order=%c%c%c%c batched=%d m=2^%d n=2^%d "
+           "k=2^%d",
+           JK_MM_GENERATOR, e->target.arch, e->has_device ? e->info.name : "none", (int)kind,
+           jk_dtype(d->a_dtype)->name, d->has_c ? jk_dtype(d->c_dtype)->name : "none",
+           jk_dtype(d->d_dtype)->name, (int)d->compute, order_name(d->a_order)[0],
+           order_name(d->b_order)[0], order_name(d->c_order)[0], order_name(d->d_order)[0],
+           d->batch > 1, log2_up(d->m), log2_up(d->n), log2_up(d->k));
+}
+
+/* A configuration as the tuning table spells it, and back; a choice that
+ * does not parse or does not fit the kind is ignored. */
+static void choice_format(const jitk_matmul *p, char *buf, size_t size) {
+  snprintf(buf, size, "bn=%d arow=%d stages=%d pingpong=%d", p->bn, p->arow, p->stages,
+           (int)p->pingpong);
+}
+
+static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingpong) {
+  if ((bn != 128 && bn != 256) || (arow != 64 && arow != 128) || stages < 2 || stages > 6)
+    return false;
+  if (kind == JK_MM_WGMMA)
+    return arow == 128 && (!pingpong || bn == 128) && wgmma_smem(bn, stages) <= 227 * 1024;
+  return !pingpong && (size_t)stages * (size_t)arow * (128 + (size_t)bn) <= 227 * 1024;
+}
+
+static bool choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
+  int bn, arow, stages, pp;
+  if (sscanf(s, "bn=%d arow=%d stages=%d pingpong=%d", &bn, &arow, &stages, &pp) != 4 ||
+      !choice_fits(kind, bn, arow, stages, pp))
+    return false;
+  p->bn = bn;
+  p->arow = arow;
+  p->stages = stages;
+  p->pingpong = pp != 0;
+  return true;
+}
+
 jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jitk_matmul **out) {
   if (e == NULL || desc == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_create: an argument is NULL");
@@ -329,6 +381,16 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->arow = big ? 128 : 64;
     p->stages = big ? 3 : JK_MM_STAGES;
   }
+  /* A choice jitk_matmul_autotune stored for this device and class,
+   * unless a configuration is being forced for measuring. */
+  if (kind != JK_MM_SIMT && e->has_device && getenv("JITK_MM_SCHEDULE") == NULL &&
+      getenv("JITK_MM_TILE") == NULL) {
+    char key[512], choice[128];
+    bool found = false;
+    tuning_key(p, kind, key, sizeof key);
+    jk_tuning_get(e, key, choice, sizeof choice, &found);
+    if (found) p->tuned = choice_parse(p, kind, choice);
+  }
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
   if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
@@ -350,6 +412,10 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
 }
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
+                              const void *b, const void *c, void *d, const jitk_arg *extra,
+                              size_t num_extra);
 
 static CUtensorMapDataType map_type(jitk_dtype t) {
   switch (t) {
@@ -472,6 +538,16 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
     if (st != JITK_OK) return st;
     k = &p->fallback;
   }
+  return run_kernel(p, k, stream, a, b, c, d, extra, num_extra);
+}
+
+/* Packs the parameters of kernel k of plan p and launches it. */
+static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
+                              const void *b, const void *c, void *d, const jitk_arg *extra,
+                              size_t num_extra) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *ds = &p->d;
+  jitk_status st;
   /* Parameters: pointers, sizes, leading dimensions, strides, tiles, then
    * the epilogue's operands. */
   _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2];
@@ -528,6 +604,132 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   return JITK_OK;
 }
 
+/* Median milliseconds of one run of kernel k, from 10 runs after 3 of
+ * warm-up, each between two events on `stream`. */
+static jitk_status time_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
+                               const void *b, const void *c, void *d, const jitk_arg *extra,
+                               size_t num_extra, CUevent ev[2], float *ms) {
+  jitk_engine *e = p->engine;
+  enum { WARM = 3, RUNS = 10 };
+  float t[RUNS];
+  jitk_status st = JITK_OK;
+  for (int i = 0; i < WARM + RUNS && st == JITK_OK; i++) {
+    CUcontext saved;
+    st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) break;
+    CUresult r = e->drv.cuEventRecord(ev[0], (CUstream)stream);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuEventRecord");
+    st = run_kernel(p, k, stream, a, b, c, d, extra, num_extra);
+    if (st != JITK_OK) break;
+    st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) break;
+    r = e->drv.cuEventRecord(ev[1], (CUstream)stream);
+    if (r == CUDA_SUCCESS) r = e->drv.cuEventSynchronize(ev[1]);
+    if (r == CUDA_SUCCESS && i >= WARM) r = e->drv.cuEventElapsedTime(&t[i - WARM], ev[0], ev[1]);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "timing a matmul candidate");
+  }
+  if (st != JITK_OK) return st;
+  for (int i = 1; i < RUNS; i++) /* insertion sort: ten values */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      float x = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = x;
+    }
+  *ms = t[RUNS / 2];
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
+                                 const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
+  if (p == NULL) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_autotune: plan is NULL");
+  jitk_engine *e = p->engine;
+  jitk_status st = jk_require_device(e, "jitk_matmul_autotune");
+  if (st != JITK_OK) return st;
+  const jitk_matmul_desc *ds = &p->d;
+  if (num_extra != p->params.count || (num_extra > 0 && extra == NULL))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "matmul %s: the epilogue takes %zu operands, not %zu",
+                   p->name, p->params.count, num_extra);
+  if (a == NULL || b == NULL || d == NULL || (ds->has_c && c == NULL))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
+  const jk_mm_kind kind = p->main.spec.kind;
+  if (kind == JK_MM_SIMT || ds->m == 0 || ds->n == 0) return JITK_OK; /* one configuration */
+  if ((((uintptr_t)a | (uintptr_t)b) & 15) != 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul %s: autotuning times the tensor-core kernels, which need A and B "
+                   "16-byte aligned",
+                   p->name);
+  /* The candidates: {bn, arow, stages, pingpong}. */
+  static const int wgmma[][4] = {{128, 128, 5, 1}, {128, 128, 4, 1}, {256, 128, 3, 0},
+                                 {128, 128, 4, 0}};
+  static const int mma[][4] = {{256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0},
+                               {128, 128, 3, 0}};
+  const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
+  const int ncand = 4;
+  CUevent ev[2] = {NULL, NULL};
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) return st;
+  CUresult r = e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) r = e->drv.cuEventCreate(&ev[1], CU_EVENT_DEFAULT);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuEventCreate");
+  const int keep[4] = {p->bn, p->arow, p->stages, p->pingpong};
+  float best_ms = 0;
+  int best = -1;
+  mm_kernel best_k;
+  memset(&best_k, 0, sizeof best_k);
+  for (int i = 0; i < ncand && st == JITK_OK; i++) {
+    p->bn = cand[i][0];
+    p->arow = cand[i][1];
+    p->stages = cand[i][2];
+    p->pingpong = cand[i][3] != 0;
+    mm_kernel k;
+    float ms = 0;
+    st = build(p, kind, p->main.spec.acc, &k);
+    if (st == JITK_OK) st = time_kernel(p, &k, stream, a, b, c, d, extra, num_extra, ev, &ms);
+    jk_log(e, JITK_LOG_DEBUG, "matmul %s autotune: bn %d, arow %d, %d stages%s: %.4f ms", p->name,
+           cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "", (double)ms);
+    if (st == JITK_OK && (best < 0 || ms < best_ms)) {
+      kernel_free(e, &best_k);
+      best_k = k;
+      best_ms = ms;
+      best = i;
+    } else {
+      kernel_free(e, &k);
+    }
+  }
+  if (ev[0] != NULL || ev[1] != NULL) {
+    if (jk_ctx_enter(e, &saved) == JITK_OK) {
+      if (ev[0] != NULL) e->drv.cuEventDestroy(ev[0]);
+      if (ev[1] != NULL) e->drv.cuEventDestroy(ev[1]);
+      jk_ctx_leave(e, saved);
+    }
+  }
+  if (st != JITK_OK) {
+    kernel_free(e, &best_k);
+    p->bn = keep[0];
+    p->arow = keep[1];
+    p->stages = keep[2];
+    p->pingpong = keep[3] != 0;
+    return st;
+  }
+  p->bn = cand[best][0];
+  p->arow = cand[best][1];
+  p->stages = cand[best][2];
+  p->pingpong = cand[best][3] != 0;
+  kernel_free(e, &p->main);
+  p->main = best_k;
+  p->tuned = true;
+  char key[512], choice[128];
+  tuning_key(p, kind, key, sizeof key);
+  choice_format(p, choice, sizeof choice);
+  jk_log(e, JITK_LOG_INFO, "matmul %s autotune: %s (%.4f ms) for %s", p->name, choice,
+         (double)best_ms, key);
+  return jk_tuning_put(e, key, choice);
+}
+
 jitk_status jitk_matmul_source(jitk_matmul *p, const char **source) {
   if (p == NULL || source == NULL)
     return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
@@ -563,10 +765,12 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              (long long)d->n, (long long)d->k, (long long)d->batch);
   else
     snprintf(buf, size,
-             "FFMA (simt) %s, %s accumulation, tile 128x128x8, 8x8 per thread, 256 threads, A "
+             "FFMA (simt) %s, %s accumulation, tile 128x128x%d, 8x8 per thread, 256 threads, A "
              "%s-major, B %s-major; %lld x %lld x %lld, batch %lld",
-             jk_dtype(s->a)->name, jk_dtype(s->acc)->name, order_name(d->a_order),
-             order_name(d->b_order), (long long)d->m, (long long)d->n, (long long)d->k,
-             (long long)d->batch);
+             jk_dtype(s->a)->name, jk_dtype(s->acc)->name, s->acc == JITK_FLOAT64 ? 8 : 16,
+             order_name(d->a_order), order_name(d->b_order), (long long)d->m, (long long)d->n,
+             (long long)d->k, (long long)d->batch);
+  size_t used = strlen(buf);
+  if (p->tuned && used + 1 < size) snprintf(buf + used, size - used, "; tuned");
   return JITK_OK;
 }

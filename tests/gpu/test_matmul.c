@@ -215,6 +215,73 @@ Test(matmul, tensor_cores_cooperative) {
   jitk_engine_destroy(e);
 }
 
+/* jitk_matmul_autotune: times the candidates on real operands, keeps the
+ * fastest, and stores the choice where later plans of the shape class, in
+ * this engine or another, find it (and compute correctly with it). */
+Test(matmul, autotune) {
+  char dir[] = "/tmp/jitk-tune-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  setenv("JITK_CACHE_DIR", dir, 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x7D4;
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = 1000;
+  d.n = 1504;
+  d.k = 200;
+  d.a_dtype = d.b_dtype = d.d_dtype = JITK_BFLOAT16;
+  d.epilogue = "max(acc + bias[col], (T)0)";
+  d.epilogue_params = "raw float32 bias";
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, "tuned") == NULL, "a fresh cache has no choice: %s", desc);
+  size_t na = 1000 * 200, nb = 200 * 1504, nd = 1000 * 1504;
+  unsigned char *h = malloc(nb * 2);
+  void *da = jt_dev_alloc(e, na * 2), *db = jt_dev_alloc(e, nb * 2), *dd = jt_dev_alloc(e, nd * 2),
+       *dbias = jt_dev_alloc(e, 1504 * 4);
+  for (size_t i = 0; i < nb; i++) jt_write_real(h, JITK_BFLOAT16, i, jt_uniform(&seed));
+  jt_to_dev(e, da, h, na * 2);
+  jt_to_dev(e, db, h, nb * 2);
+  float fbias[1504];
+  for (int j = 0; j < 1504; j++) fbias[j] = (float)jt_uniform(&seed);
+  jt_to_dev(e, dbias, fbias, sizeof fbias);
+  jitk_arg bias = jitk_arg_ptr(dbias, JITK_FLOAT32);
+  JT_OK(e, jitk_matmul_autotune(p, NULL, da, db, NULL, dd, &bias, 1));
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, "; tuned") != NULL, "%s", desc);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "16-byte aligned",
+           jitk_matmul_autotune(p, NULL, (char *)da + 2, db, NULL, dd, &bias, 1));
+  jitk_matmul_destroy(p);
+
+  /* Another shape of the class (M, N, K rounded up to powers of two). */
+  const mm_case tuned = {"a tuned plan of the class", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1020,
+                         1600, 136, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)",
+                         "raw float32 bias", 0, "; tuned", JITK_DTYPE_NONE};
+  run_case(e, &tuned, &seed);
+  jitk_engine *e2 = jt_gpu_engine(); /* reads the choice from the database */
+  run_case(e2, &tuned, &seed);
+  jitk_engine_destroy(e2);
+
+  /* FFMA plans have one configuration: nothing to time, nothing stored. */
+  d.a_dtype = d.b_dtype = d.d_dtype = JITK_FLOAT32;
+  d.m = d.n = d.k = 100; /* within the buffers above */
+  d.epilogue = NULL;
+  d.epilogue_params = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_OK(e, jitk_matmul_autotune(p, NULL, da, db, NULL, dd, NULL, 0));
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, "FFMA") != NULL && strstr(desc, "tuned") == NULL, "%s", desc);
+  jitk_matmul_destroy(p);
+  free(h);
+  JT_OK(e, jitk_device_free(e, da, NULL));
+  JT_OK(e, jitk_device_free(e, db, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  JT_OK(e, jitk_device_free(e, dbias, NULL));
+  jitk_engine_destroy(e);
+}
+
 /* The mma.sync kernels, which GPUs before Hopper use: forced on this one. */
 Test(matmul, tensor_cores_mma_sync) {
   setenv("JITK_MM_KIND", "mma", 1);

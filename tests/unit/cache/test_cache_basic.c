@@ -407,3 +407,40 @@ Test(cache, threads_wait_for_one_compile) {
   jitk_engine_destroy(e);
   jt_rmdir(dir);
 }
+
+/* Autotune choices: stored, replaced, read back by another engine; a
+ * database made before the table existed, a read-only or disabled cache
+ * read as no choice. */
+Test(cache, tuning_choices) {
+  char *dir = jt_tmpdir();
+  jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, NULL);
+  char choice[64];
+  bool found = true;
+  /* The entries exist but the tuning table does not, yet. */
+  JT_OK(e, jk_tuning_get(e, "matmul/1 sm_90 x", choice, sizeof choice, &found));
+  cr_assert(!found);
+  JT_OK(e, jk_tuning_put(e, "matmul/1 sm_90 x", "bn=128 arow=128 stages=5 pingpong=1"));
+  JT_OK(e, jk_tuning_put(e, "matmul/1 sm_90 x", "bn=256 arow=128 stages=3 pingpong=0"));
+  JT_OK(e, jk_tuning_get(e, "matmul/1 sm_90 x", choice, sizeof choice, &found));
+  cr_assert(found);
+  cr_assert_str_eq(choice, "bn=256 arow=128 stages=3 pingpong=0");
+  JT_OK(e, jk_tuning_get(e, "matmul/1 sm_90 y", choice, sizeof choice, &found));
+  cr_assert(!found, "another class has no choice");
+  JT_OK(e, jk_tuning_get(e, "matmul/1 sm_90 x", choice, 8, &found));
+  cr_assert(!found, "a choice longer than the buffer is not cut");
+  jitk_engine_destroy(e);
+
+  jitk_engine *ro = jt_cache_engine_ex(dir, JITK_CACHE_READ_ONLY, 0, 0, 0, NULL);
+  JT_OK(ro, jk_tuning_get(ro, "matmul/1 sm_90 x", choice, sizeof choice, &found));
+  cr_assert(found && strcmp(choice, "bn=256 arow=128 stages=3 pingpong=0") == 0);
+  JT_OK(ro, jk_tuning_put(ro, "matmul/1 sm_90 z", "bn=128 arow=128 stages=4 pingpong=0"));
+  JT_OK(ro, jk_tuning_get(ro, "matmul/1 sm_90 z", choice, sizeof choice, &found));
+  cr_assert(!found, "a read-only cache stores nothing");
+  jitk_engine_destroy(ro);
+
+  jitk_engine *off = jt_cache_engine_ex(dir, JITK_CACHE_OFF, 0, 0, 0, NULL);
+  JT_OK(off, jk_tuning_get(off, "matmul/1 sm_90 x", choice, sizeof choice, &found));
+  cr_assert(!found, "no disk cache, no choice");
+  jitk_engine_destroy(off);
+  jt_rmdir(dir);
+}
