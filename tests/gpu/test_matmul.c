@@ -70,7 +70,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   d.epilogue_params = c->params;
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
-  char desc[256];
+  char desc[512];
   JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
   if (!c->misalign)
     cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);

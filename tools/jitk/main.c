@@ -657,7 +657,10 @@ static int cmd_compile_matmul(int argc, char **argv) {
   if (st == JITK_OK && strcmp(emit, "describe") == 0) {
     char described[512];
     st = jitk_matmul_describe(plan, described, sizeof described);
-    if (st == JITK_OK) printf("plan: %s\ncompiled for %s\n", described, target);
+    /* wgmma kernels are compiled for the arch-specific target (sm_90a). */
+    if (st == JITK_OK)
+      printf("plan: %s\ncompiled for %s%s\n", described, target,
+             strstr(described, "(wgmma, ") != NULL ? "a" : "");
     rc = st == JITK_OK ? 0 : fail(e, st, "describing the plan");
   } else {
     /* The source, or the error of the plan's creation. */
