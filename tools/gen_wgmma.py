@@ -11,10 +11,10 @@ for n in SHAPES:
     regs = n // 2
     for name, ptx, k in TYPES:
         trans = k == 16
-        tmpl = "template <int TB>\n" if trans else ""
+        tmpl = "template <int TA, int TB>\n" if trans else ""
         print(f"{tmpl}__device__ __forceinline__ void wgmma_{name}_n{n}(float (&d)[{regs}], "
               f"unsigned long long a, unsigned long long b) {{")
-        tail = f"p, 1, 1, 0, %{regs + 2};" if trans else "p, 1, 1;"
+        tail = f"p, 1, 1, %{regs + 2}, %{regs + 3};" if trans else "p, 1, 1;"
         print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
         print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} "')
         pieces = [f"%{i}" for i in range(regs)]
@@ -26,6 +26,6 @@ for n in SHAPES:
         print(f'      "}}, %{regs}, %{regs + 1}, {tail}\\n}}\\n"')
         cons = [f'"+f"(d[{i}])' for i in range(regs)]
         print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
-        extra = ', "n"(TB)' if trans else ""
+        extra = ', "n"(TA), "n"(TB)' if trans else ""
         print(f'      : "l"(a), "l"(b){extra});')
         print("}")

@@ -148,8 +148,12 @@ typedef struct jk_mm_spec {
   bool pingpong; /* wgmma: consumers take whole tiles in turns (bn 128) */
 } jk_mm_spec;
 
-/* wgmma: tf32 reads B K-major only, so a row-major float32 B is first
- * transposed by the module's second kernel, "<name>_bt". */
+/* wgmma: tf32 reads A and B K-major only, so a column-major float32 A
+ * and a row-major float32 B are first transposed by the module's second
+ * kernel, "<name>_tr". */
+static inline bool jk_mm_transposes_a(const jk_mm_spec *s) {
+  return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && !s->a_k;
+}
 static inline bool jk_mm_transposes_b(const jk_mm_spec *s) {
   return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && s->b_n;
 }

@@ -107,24 +107,26 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     jk_buf_puts(&b, "extern __shared__ __align__(1024) unsigned char _jk_smem[];\n");
   else if (s->kind == JK_MM_MMA)
     jk_buf_puts(&b, "extern __shared__ __align__(16) unsigned char _jk_smem[];\n");
-  if (jk_mm_transposes_b(s))
-    /* B (k, n) at b[k * ldb + n] of each batch into t[n * k + k] packed:
-     * 32 x 32 tiles through shared memory, both sides coalesced. */
+  if (jk_mm_transposes_a(s) || jk_mm_transposes_b(s))
+    /* An R x C row-major matrix x[r * ld + c] of each batch into t[c * R +
+     * r] packed: 32 x 32 tiles through shared memory, both sides
+     * coalesced. B (R = K, C = N) becomes K-major; a column-major A (R =
+     * K, C = M) row-major. */
     jk_buf_printf(&b,
-                  "extern \"C\" __global__ void __launch_bounds__(256) %s_bt(const float *b, float "
+                  "extern \"C\" __global__ void __launch_bounds__(256) %s_tr(const float *x, float "
                   "*t,\n"
-                  "    long long K, long long N, long long ldb, long long sb) {\n"
+                  "    long long R, long long C, long long ld, long long sx) {\n"
                   "  __shared__ float tile[32][33];\n"
-                  "  const long long n0 = (long long)blockIdx.x * 32, k0 = (long long)blockIdx.y * 32;\n"
-                  "  const float *src = b + (long long)blockIdx.z * sb;\n"
-                  "  float *dst = t + (long long)blockIdx.z * K * N;\n"
+                  "  const long long c0 = (long long)blockIdx.x * 32, r0 = (long long)blockIdx.y * 32;\n"
+                  "  const float *src = x + (long long)blockIdx.z * sx;\n"
+                  "  float *dst = t + (long long)blockIdx.z * R * C;\n"
                   "  for (int r = threadIdx.y; r < 32; r += 8)\n"
-                  "    if (k0 + r < K && n0 + threadIdx.x < N)\n"
-                  "      tile[r][threadIdx.x] = src[(k0 + r) * ldb + n0 + threadIdx.x];\n"
+                  "    if (r0 + r < R && c0 + threadIdx.x < C)\n"
+                  "      tile[r][threadIdx.x] = src[(r0 + r) * ld + c0 + threadIdx.x];\n"
                   "  __syncthreads();\n"
                   "  for (int r = threadIdx.y; r < 32; r += 8)\n"
-                  "    if (n0 + r < N && k0 + threadIdx.x < K)\n"
-                  "      dst[(n0 + r) * K + k0 + threadIdx.x] = tile[threadIdx.x][r];\n"
+                  "    if (c0 + r < C && r0 + threadIdx.x < R)\n"
+                  "      dst[(c0 + r) * R + r0 + threadIdx.x] = tile[threadIdx.x][r];\n"
                   "}\n",
                   in->name);
   jk_buf_printf(&b,
@@ -156,11 +158,12 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
     emit_output(&b, s, in, file, "float");
     jk_buf_printf(&b,
-                  "  jitk::mm90::gemm<%d, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
+                  "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
                   "nullptr,\n"
                   "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, _jk_smem, _jk_value, _jk_put2);\n"
                   "}\n",
                   s->a == JITK_BFLOAT16 ? 1 : s->a == JITK_FLOAT16 ? 0 : 2,
+                  !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
                   s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
                   s->pingpong ? "true" : "false");
   } else {

@@ -27,7 +27,7 @@ typedef struct mm_kernel {
   jk_mm_spec spec;
   jk_entry *entry;
   CUfunction fn;
-  CUfunction bt; /* wgmma tf32 with row-major B: the transpose of B */
+  CUfunction tr; /* wgmma tf32 with column-major A or row-major B: their transpose */
   char *source;
   size_t smem; /* dynamic shared memory per block */
 } mm_kernel;
@@ -166,27 +166,29 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
 }
 
 /* Tensor cores when the inputs are 16-bit floats (or float32 computed in
- * tf32), A is K-contiguous and every 16-byte chunk a tile stages lies
- * wholly inside or outside the matrices; FFMA otherwise (float32, float64,
- * and layouts that rule out 16-byte staging). On an sm_90 cubin target the
- * tensor cores are driven by wgmma with TMA, elsewhere by mma.sync.
- * JITK_MM_KIND=simt|mma|wgmma forces a kind the description allows, for
- * measuring and testing. */
+ * tf32) and the leading dimensions and batch strides of A and B are
+ * multiples of 16 bytes; FFMA otherwise (float32, float64, and layouts
+ * that rule out 16-byte staging). On an sm_90 cubin target the tensor
+ * cores are driven by wgmma with TMA, which takes either layout of A and B
+ * and any K (TMA fills tails with zeros). Elsewhere mma.sync, whose
+ * cp.async staging also needs A row-major and K (and n, for a row-major B)
+ * in whole 16-byte chunks. JITK_MM_KIND=simt|mma forces a kind the
+ * description allows, for measuring and testing. */
 static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   bool half = d->a_dtype == JITK_FLOAT16 || d->a_dtype == JITK_BFLOAT16;
   bool tf32 = d->a_dtype == JITK_FLOAT32 && d->compute == JITK_COMPUTE_TF32;
-  if (!(half || tf32) || d->a_order != JITK_ROW_MAJOR) return JK_MM_SIMT;
+  if (!(half || tf32) || d->k == 0) return JK_MM_SIMT;
   int64_t ch = half ? 8 : 4; /* elements in 16 bytes */
+  if (d->lda % ch || d->ldb % ch || d->stride_a % ch || d->stride_b % ch) return JK_MM_SIMT;
   bool b_n = d->b_order == JITK_ROW_MAJOR;
-  if (d->lda % ch || d->ldb % ch || d->k % ch || (b_n && d->n % ch)) return JK_MM_SIMT;
-  if (d->stride_a % ch || d->stride_b % ch || d->k == 0) return JK_MM_SIMT;
+  bool mma_ok = d->a_order == JITK_ROW_MAJOR && d->k % ch == 0 && !(b_n && d->n % ch);
   bool hopper = !e->target.ptx && e->target.major == 9 && e->target.minor == 0 &&
                 (!e->has_device || e->drv.cuTensorMapEncodeTiled != NULL);
-  jk_mm_kind k = hopper ? JK_MM_WGMMA : JK_MM_MMA;
+  jk_mm_kind k = hopper ? JK_MM_WGMMA : mma_ok ? JK_MM_MMA : JK_MM_SIMT;
   const char *force = getenv("JITK_MM_KIND");
   if (force != NULL) {
     if (strcmp(force, "simt") == 0) k = JK_MM_SIMT;
-    if (strcmp(force, "mma") == 0) k = JK_MM_MMA;
+    if (strcmp(force, "mma") == 0) k = mma_ok ? JK_MM_MMA : JK_MM_SIMT;
   }
   return k;
 }
@@ -229,13 +231,13 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
     st = jk_ctx_enter(e, &saved);
     if (st != JITK_OK) return st;
     CUresult r = e->drv.cuModuleGetFunction(&out->fn, (CUmodule)out->entry->cu, p->name);
-    if (r == CUDA_SUCCESS && jk_mm_transposes_b(s)) {
-      char bt[512];
-      if (snprintf(bt, sizeof bt, "%s_bt", p->name) >= (int)sizeof bt) {
+    if (r == CUDA_SUCCESS && (jk_mm_transposes_a(s) || jk_mm_transposes_b(s))) {
+      char tr[512];
+      if (snprintf(tr, sizeof tr, "%s_tr", p->name) >= (int)sizeof tr) {
         jk_ctx_leave(e, saved);
         return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
       }
-      r = e->drv.cuModuleGetFunction(&out->bt, (CUmodule)out->entry->cu, bt);
+      r = e->drv.cuModuleGetFunction(&out->tr, (CUmodule)out->entry->cu, tr);
     }
     if (r == CUDA_SUCCESS && out->smem > 48 * 1024)
       r = e->drv.cuFuncSetAttribute(out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -440,9 +442,38 @@ static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const v
                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* The wgmma launch: tensor maps of A, B (transposed first into a pooled
- * buffer for tf32 with row-major B) and, where TMA can store it, D; one
- * resident block per multiprocessor working through all tiles. */
+/* A pooled, packed transpose of x (each batch's R x C row-major matrix,
+ * leading dimension ld, batch stride sx, float32) made by the plan's "_tr"
+ * kernel on `stream`; *t is freed by the caller with jk_temp_free. */
+static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream stream,
+                                   const void *x, uint64_t R, uint64_t C, uint64_t ld, uint64_t sx,
+                                   void **t) {
+  jitk_engine *e = p->engine;
+  const uint64_t nb = (uint64_t)p->d.batch;
+  *t = NULL;
+  if (ceil_div(R, 32) > 65535)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul %s: tf32 transposes an operand first, which takes K up to 2097120",
+                   p->name);
+  jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * C * 4), (jitk_stream)stream, t);
+  if (st != JITK_OK) return st;
+  long long args[4] = {(long long)R, (long long)C, (long long)ld, (long long)sx};
+  void *kp[6] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3]};
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) return st;
+  CUresult r = e->drv.cuLaunchKernel(k->tr, (unsigned int)ceil_div(C, 32),
+                                     (unsigned int)ceil_div(R, 32), (unsigned int)nb, 32, 8, 1, 0,
+                                     stream, kp, NULL);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuLaunchKernel (transpose)");
+  return JITK_OK;
+}
+
+/* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
+ * a row-major B transposed first into pooled buffers) and, where TMA can
+ * store it, D; one resident block per multiprocessor working through all
+ * tiles. */
 static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream,
                                 const void *a, const void *b, void *d, void **kp, int np,
                                 unsigned int tm, unsigned int tn) {
@@ -459,25 +490,34 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   int use_td = 0;
   CUtensorMap maps[3];
   memset(maps, 0, sizeof maps);
-  void *bt = NULL;
-  const void *bk = b; /* B as the kernel reads it */
+  void *at = NULL, *bt = NULL;
+  const void *ak = a, *bk = b; /* A and B as the kernel reads them */
+  uint64_t lda = (uint64_t)ds->lda, sa = (uint64_t)ds->stride_a;
   uint64_t ldb = (uint64_t)ds->ldb, sb = (uint64_t)ds->stride_b;
-  CUcontext saved;
+  bool a_k = s->a_k, b_n = s->b_n;
+  CUresult r = CUDA_SUCCESS;
   jitk_status st = JITK_OK;
-  if (jk_mm_transposes_b(s)) {
-    if (ceil_div(K, 32) > 65535)
-      return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: tf32 with a row-major B takes K up to "
-                     "2097120", p->name);
-    st = jk_temp_alloc(e, (size_t)(nb * K * N * 4), (jitk_stream)stream, &bt);
-    if (st != JITK_OK) return st;
+  if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * K + k] */
+    st = transpose_first(p, k, stream, a, K, M, lda, sa, &at);
+    ak = at;
+    lda = K;
+    sa = M * K;
+    a_k = true;
+  }
+  if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * K + k] */
+    st = transpose_first(p, k, stream, b, K, N, ldb, sb, &bt);
     bk = bt;
     ldb = K;
     sb = K * N;
+    b_n = false;
   }
-  CUresult r = encode_map(e, &maps[0], s->a, a, K, M, nb, (uint64_t)ds->lda * es,
-                          (uint64_t)ds->stride_a * es, (uint32_t)(128 / es), 128);
+  if (st != JITK_OK) goto done;
+  if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
+    r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128);
+  else /* M-major: boxes of 64 m by 64 k */
+    r = encode_map(e, &maps[0], s->a, ak, M, K, nb, lda * es, sa * es, 64, 64);
   if (r == CUDA_SUCCESS) {
-    if (s->b_n && !jk_mm_transposes_b(s)) /* N-major: boxes of 64 n by 64 k */
+    if (b_n) /* N-major: boxes of 64 n by 64 k */
       r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
     else
       r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
@@ -496,21 +536,16 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
   kp[np++] = &work;
   kp[np++] = &use_td;
+  CUcontext saved;
   st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) goto done;
-  if (bt != NULL)
-    r = e->drv.cuLaunchKernel(k->bt, (unsigned int)ceil_div(N, 32), (unsigned int)ceil_div(K, 32),
-                              (unsigned int)nb, 32, 8, 1, 0, stream,
-                              (void *[]){(void *)&b, &bt, (void *)&ds->k, (void *)&ds->n,
-                                         (void *)&ds->ldb, (void *)&ds->stride_b},
-                              NULL);
   unsigned int sms = (unsigned int)e->info.multiprocessors;
-  if (r == CUDA_SUCCESS)
-    r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1,
-                              (unsigned int)k->smem, stream, kp, NULL);
+  r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1,
+                            (unsigned int)k->smem, stream, kp, NULL);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuLaunchKernel");
 done:
+  if (at != NULL) jk_temp_free(e, at, (jitk_stream)stream);
   if (bt != NULL) jk_temp_free(e, bt, (jitk_stream)stream);
   return st;
 }
@@ -748,12 +783,12 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   if (s->kind == JK_MM_WGMMA)
     snprintf(buf, size,
              "tensor cores %s %s (wgmma, sm_90a), float32 accumulation, tile 128x%dx%d, %d stages "
-             "(TMA), persistent, 1 producer and 2 consumer warpgroups (%s), A %s-major, B "
+             "(TMA), persistent, 1 producer and 2 consumer warpgroups (%s), A %s-major%s, B "
              "%s-major%s, D stored %s; %lld x %lld x %lld, batch %lld",
              tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m64nNk8" : "m64nNk16", s->bn,
              128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
-             order_name(d->a_order), order_name(d->b_order),
-             jk_mm_transposes_b(s) ? " (transposed first)" : "",
+             order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
+             order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
              s->d_row ? "by TMA where aligned" : "from registers", (long long)d->m,
              (long long)d->n, (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)

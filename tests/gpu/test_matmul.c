@@ -28,6 +28,7 @@ typedef struct mm_case {
   int misalign;         /* elements of offset added to A and B */
   const char *kind;     /* "tensor cores" or "FFMA", expected in the description */
   jitk_dtype ddt;       /* D's dtype (C's too); JITK_DTYPE_NONE: dt */
+  int64_t pad;          /* elements each row (or column) of A and B is padded by, poisoned */
 } mm_case;
 
 /* The host's value of element i after rounding to dt. */
@@ -61,6 +62,10 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   d.compute = c->compute;
   d.a_order = c->ao;
   d.b_order = c->bo;
+  const int64_t a_outer = c->ao == JITK_ROW_MAJOR ? c->m : c->k, a_inner = c->m * c->k / (a_outer ? a_outer : 1);
+  const int64_t b_outer = c->bo == JITK_ROW_MAJOR ? c->k : c->n, b_inner = c->k * c->n / (b_outer ? b_outer : 1);
+  d.lda = a_inner + c->pad;
+  d.ldb = b_inner + c->pad;
   d.c_order = JITK_ROW_MAJOR;
   d.d_order = c->d_o;
   d.has_c = c->has_c;
@@ -77,15 +82,22 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   size_t es = jt_dtype_size(c->dt), des = jt_dtype_size(ddt);
   int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
   size_t na = (size_t)(M * K * B), nb = (size_t)(K * N * B), nd = (size_t)(M * N * B);
+  /* Stored with leading dimensions d.lda and d.ldb: the padding is NaN,
+   * which would show in D if a kernel read it. */
+  size_t sna = (size_t)(B * a_outer * d.lda), snb = (size_t)(B * b_outer * d.ldb);
   double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hc = malloc(nd * 8), *hbias = malloc((size_t)N * 8);
-  unsigned char *sa = malloc(na * es + 64), *sb = malloc(nb * es + 64), *sc = malloc(nd * des), *sd = malloc(nd * des);
+  unsigned char *sa = malloc(sna * es + 64), *sb = malloc(snb * es + 64), *sc = malloc(nd * des), *sd = malloc(nd * des);
+  for (size_t i = 0; i < sna + 64 / es; i++) jt_write_real(sa, c->dt, i, NAN);
+  for (size_t i = 0; i < snb + 64 / es; i++) jt_write_real(sb, c->dt, i, NAN);
   for (size_t i = 0; i < na; i++) {
     ha[i] = rounded(c->dt, jt_uniform(seed));
-    jt_write_real(sa, c->dt, i + (size_t)c->misalign, ha[i]);
+    size_t o = i / (size_t)a_inner, in = i % (size_t)a_inner; /* o counts rows of all batches */
+    jt_write_real(sa, c->dt, o * (size_t)d.lda + in + (size_t)c->misalign, ha[i]);
   }
   for (size_t i = 0; i < nb; i++) {
     hb[i] = rounded(c->dt, jt_uniform(seed));
-    jt_write_real(sb, c->dt, i + (size_t)c->misalign, hb[i]);
+    size_t o = i / (size_t)b_inner, in = i % (size_t)b_inner;
+    jt_write_real(sb, c->dt, o * (size_t)d.ldb + in + (size_t)c->misalign, hb[i]);
   }
   for (size_t i = 0; i < nd; i++) {
     hc[i] = rounded(ddt, jt_uniform(seed));
@@ -96,10 +108,10 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
     fbias[j] = (float)jt_uniform(seed);
     hbias[j] = fbias[j];
   }
-  void *da = jt_dev_alloc(e, na * es + 64), *db = jt_dev_alloc(e, nb * es + 64),
+  void *da = jt_dev_alloc(e, sna * es + 64), *db = jt_dev_alloc(e, snb * es + 64),
        *dc = jt_dev_alloc(e, nd * des), *dd = jt_dev_alloc(e, nd * des), *dbias = jt_dev_alloc(e, (size_t)N * 4);
-  jt_to_dev(e, da, sa, na * es + 64);
-  jt_to_dev(e, db, sb, nb * es + 64);
+  jt_to_dev(e, da, sa, sna * es + 64);
+  jt_to_dev(e, db, sb, snb * es + 64);
   jt_to_dev(e, dc, sc, nd * des);
   jt_to_dev(e, dbias, fbias, (size_t)N * 4);
   jt_poison(e, dd, nd * des);
@@ -161,33 +173,43 @@ Test(matmul, tensor_cores) {
   uint64_t seed = 0x3A7;
   const mm_case cases[] = {
       {"bf16 bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 256, 384, 512, 1, R, R, R, 0, 1, 0,
-       "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE},
+       "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"f16 odd m, n, K tail", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 301, 264, 136, 1, R, R, R, 0, 1,
-       0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE},
+       0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"bf16 B column-major, gelu", JITK_BFLOAT16, JITK_COMPUTE_BFLOAT16, 200, 130, 72, 1, R, C, R,
-       0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores", JITK_DTYPE_NONE},
+       0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"f16 batch 3, C, alpha, beta, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136,
-       64, 3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE},
+       64, 3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"bf16 row and col in the epilogue", JITK_BFLOAT16, JITK_COMPUTE_FLOAT32, 64, 64, 8, 1, R, R,
-       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores", JITK_DTYPE_NONE},
+       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"tf32, B column-major, batch 2", JITK_FLOAT32, JITK_COMPUTE_TF32, 128, 256, 96, 2, R, C, R,
-       0, 1, 0, NULL, NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE},
+       0, 1, 0, NULL, NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
       {"tf32, B row-major, bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0,
-       1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32", JITK_DTYPE_NONE},
+       1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
       {"bf16 large, K tail", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288, 200, 1, R, R, R, 0, 1,
-       0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE},
+       0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"bf16 more tiles than blocks, batch 2, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1100,
        2056, 72, 2, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
-       "tensor cores", JITK_DTYPE_NONE},
+       "tensor cores", JITK_DTYPE_NONE, 0},
       {"bf16 in, float32 D and C (two rounds of TMA stores)", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
        300, 512, 64, 1, R, R, R, 1, 1, 0.5, "acc + bias[col]", "raw float32 bias", 0,
-       "tensor cores", JITK_FLOAT32},
+       "tensor cores", JITK_FLOAT32, 0},
       {"f16 in, float64 D, B column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 200, 320, 40, 1, R,
-       C, R, 0, 1, 0, NULL, NULL, 0, "tensor cores", JITK_FLOAT64},
+       C, R, 0, 1, 0, NULL, NULL, 0, "tensor cores", JITK_FLOAT64, 0},
       {"tf32, B row-major transposed first, batch 2, K tail", JITK_FLOAT32, JITK_COMPUTE_TF32, 260,
-       264, 52, 2, R, R, R, 0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE},
+       264, 52, 2, R, R, R, 0, 1, 0, "gelu(acc)", NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
+      {"bf16 A column-major (M-major wgmma), tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 304, 264,
+       136, 1, C, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       "tensor cores", JITK_DTYPE_NONE, 0},
+      {"f16 A and B column-major, batch 2, C", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 136, 200, 72, 2,
+       C, C, R, 1, 1, 0.5, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
+      {"bf16 K = 100 from padded rows: TMA fills the K tail", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       200, 260, 100, 1, R, R, R, 0, 1, 0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 4},
+      {"tf32 A column-major and B row-major, both transposed first", JITK_FLOAT32,
+       JITK_COMPUTE_TF32, 140, 264, 60, 2, C, R, R, 0, 1, 0, "acc + bias[col]", "raw T bias", 0,
+       "A column-major (transposed first), B row-major (transposed first)", JITK_DTYPE_NONE, 4},
       {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
-       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE},
+       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -202,14 +224,14 @@ Test(matmul, tensor_cores_cooperative) {
       {"cooperative bf16 128 x 256 tile, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288,
        200, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
        "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
-       "(cooperative)", JITK_DTYPE_NONE},
+       "(cooperative)", JITK_DTYPE_NONE, 0},
       {"cooperative bf16, more tiles than blocks, batch 2", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
        1100, 2056, 72, 2, R, C, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0,
-       "(cooperative)", JITK_DTYPE_NONE},
+       "(cooperative)", JITK_DTYPE_NONE, 0},
       {"cooperative f16 in, float32 D, C", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 300, 512, 64, 1, R,
-       R, R, 1, 1, 0.5, NULL, NULL, 0, "(cooperative)", JITK_FLOAT32},
+       R, R, 1, 1, 0.5, NULL, NULL, 0, "(cooperative)", JITK_FLOAT32, 0},
       {"cooperative tf32, B transposed first", JITK_FLOAT32, JITK_COMPUTE_TF32, 260, 264, 52, 2, R,
-       R, C, 0, 1, 0, NULL, NULL, 0, "(cooperative)", JITK_DTYPE_NONE},
+       R, C, 0, 1, 0, NULL, NULL, 0, "(cooperative)", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -258,7 +280,7 @@ Test(matmul, autotune) {
   /* Another shape of the class (M, N, K rounded up to powers of two). */
   const mm_case tuned = {"a tuned plan of the class", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1020,
                          1600, 136, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)",
-                         "raw float32 bias", 0, "; tuned", JITK_DTYPE_NONE};
+                         "raw float32 bias", 0, "; tuned", JITK_DTYPE_NONE, 0};
   run_case(e, &tuned, &seed);
   jitk_engine *e2 = jt_gpu_engine(); /* reads the choice from the database */
   run_case(e2, &tuned, &seed);
@@ -289,11 +311,11 @@ Test(matmul, tensor_cores_mma_sync) {
   uint64_t seed = 0x4B1;
   const mm_case cases[] = {
       {"mma.sync bf16 bias+ReLU, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288, 200, 1, R,
-       R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "(mma.sync)", JITK_DTYPE_NONE},
+       R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
       {"mma.sync f16 batch 3, C, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136, 64,
-       3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE},
+       3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
       {"mma.sync tf32 B row-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0, 1,
-       0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "(mma.sync)", JITK_DTYPE_NONE},
+       0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -304,19 +326,22 @@ Test(matmul, ffma) {
   uint64_t seed = 0x5F3;
   const mm_case cases[] = {
       {"f32 bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 1, R, R, R, 0, 1, 0,
-       "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE},
+       "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f32 A and B column-major, K = 1", JITK_FLOAT32, JITK_COMPUTE_FLOAT32, 70, 90, 1, 1, C, C, R,
-       0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
+       0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f32 whole tiles (vector loads), K tail", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 256, 100,
-       1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE},
+       1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f32 A and B column-major, tails", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 260, 300, 37, 1, C, C,
-       R, 0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
+       R, 0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f32 column-major D", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 128, 96, 40, 1, R, R, C, 0, 1, 0,
-       NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
+       NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f64 C, alpha, beta", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 2, R, R, R, 1, 2.0,
-       0.25, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE},
-      {"f16 A column-major: FFMA", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 96, 80, 40, 1, C, R, R, 0, 1,
-       0, "acc + bias[col]", "raw float32 bias", 0, "FFMA", JITK_DTYPE_NONE},
+       0.25, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
+      {"f16 K = 40 with odd leading dimensions: FFMA", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 96, 80,
+       40, 1, C, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0, "FFMA", JITK_DTYPE_NONE,
+       3},
+      {"f32 padded rows", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 130, 140, 33, 1, R, C, R, 0, 1, 0,
+       NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 5},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);

@@ -47,6 +47,12 @@ Test(matmul_plan, kernel_choice_sm80) {
   d.beta = 0.5;
   d.epilogue = "gelu(acc) + row - col";
   expect_kind(e, &d, "tensor cores float16 m16n8k16 (mma.sync)", "f16, B column-major, C");
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.a_order = JITK_COL_MAJOR; /* mma.sync stages A K-major only */
+  expect_kind(e, &d, "FFMA", "bf16, A column-major");
+  d = desc(JITK_FLOAT16, 64, 64, 100);
+  d.lda = d.ldb = 104; /* cp.async chunks would straddle K */
+  expect_kind(e, &d, "FFMA", "f16, k % 8 != 0");
   jitk_engine_destroy(e);
 }
 
@@ -75,7 +81,10 @@ Test(matmul_plan, kernel_choice) {
   expect_kind(e, &d, "tensor cores", "f16, column-major B, any n");
   d = desc(JITK_BFLOAT16, 64, 64, 64);
   d.a_order = JITK_COL_MAJOR;
-  expect_kind(e, &d, "FFMA", "bf16, A column-major");
+  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma", "bf16, A column-major");
+  d = desc(JITK_FLOAT16, 64, 64, 100);
+  d.lda = d.ldb = 104; /* padded rows: TMA fills the K tail */
+  expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, k % 8 != 0, padded rows");
   d = desc(JITK_BFLOAT16, 64, 64, 64);
   d.lda = 68; /* not a multiple of 8 elements */
   expect_kind(e, &d, "FFMA", "bf16, lda % 8 != 0");
@@ -88,15 +97,24 @@ Test(matmul_plan, kernel_choice) {
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
   cr_assert(strstr(buf, "B row-major (transposed first)") != NULL, "%s", buf);
+  cr_assert(strstr(buf, "A row-major,") != NULL, "%s", buf);
   const char *src;
   JT_OK(e, jitk_matmul_source(p, &src));
-  cr_assert(strstr(src, "matmul_bt(") != NULL, "tf32 with row-major B has its transpose: %s", src);
+  cr_assert(strstr(src, "matmul_tr(") != NULL, "tf32 with row-major B has its transpose: %s", src);
   jitk_matmul_destroy(p);
   d.b_order = JITK_COL_MAJOR;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
   cr_assert(strstr(buf, "transposed") == NULL, "%s", buf);
   jitk_matmul_destroy(p);
+  d.a_order = JITK_COL_MAJOR;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "A column-major (transposed first), B column-major,") != NULL, "%s", buf);
+  JT_OK(e, jitk_matmul_source(p, &src));
+  cr_assert(strstr(src, "matmul_tr(") != NULL, "%s", src);
+  jitk_matmul_destroy(p);
+  d.a_order = JITK_ROW_MAJOR;
   d.b_order = JITK_ROW_MAJOR;
   d.n = 66; /* row-major B: n % 4 rules out whole chunks of float32 */
   expect_kind(e, &d, "FFMA (simt) float32", "tf32, n % 4 != 0");
