@@ -23,6 +23,8 @@
 //      by 64 elements of n.
 #pragma once
 
+#include <jitk/matmul.cuh>
+
 namespace jitk {
 namespace mm90 {
 
@@ -32,9 +34,7 @@ struct __align__(64) tensor_map {
   unsigned long long w[16];
 };
 
-__device__ __forceinline__ unsigned int smem_u32(const void *p) {
-  return static_cast<unsigned int>(__cvta_generic_to_shared(p));
-}
+using mm::smem_u32;
 
 // --- mbarriers --------------------------------------------------------------
 
@@ -314,13 +314,7 @@ __device__ __forceinline__ void work_of(unsigned int t, unsigned int tiles_m, un
                                         unsigned int &tm, unsigned int &tn, unsigned int &batch) {
   const unsigned int per = tiles_m * tiles_n;
   batch = t / per;
-  const unsigned int id = t - batch * per;
-  const unsigned int group = 8, in_group = group * tiles_n;
-  const unsigned int g = id / in_group, first = g * group;
-  const unsigned int rows = tiles_m - first < group ? tiles_m - first : group;
-  const unsigned int r = id - g * in_group;
-  tm = first + r % rows;
-  tn = r / rows;
+  mm::tile_of(t - batch * per, tiles_m, tiles_n, tm, tn);
 }
 
 // Bytes of dynamic shared memory the kernel needs: the ring, 32 KiB per

@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(384, 1)
       if (col + 1 < N) p[1] = v1;
     }
   };
-  jitk::mm90::gemm<KIND, B_MN, BN, STAGES, MODE == 4>(&ta, &tb, use_td ? &td : nullptr, K, tiles_m, tiles_n, work, smem, value, put2);
+  jitk::mm90::gemm<KIND, false, B_MN, BN, STAGES, MODE == 4>(&ta, &tb, use_td ? &td : nullptr, K, tiles_m, tiles_n, work, smem, value, put2);
 }
 
 template <typename T> __global__ void fill(T *p, size_t n, unsigned seed) {
@@ -142,14 +142,14 @@ int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : "all";
   bool all = !strcmp(only, "all");
   /* Correctness on tails, K = 1 and batches. */
-  run<1, true, 256, 3>("bf16 B row-major 256x4", 1000, 1032, 200, 1, false);
-  run<1, false, 256, 3>("bf16 B col-major 256x4", 1000, 1032, 200, 1, false);
-  run<0, true, 128, 4>("f16 B row-major 128x5", 333, 136, 8, 3, false);
+  run<1, true, 256, 3>("bf16 B row-major 128x256 3st", 1000, 1032, 200, 1, false);
+  run<1, false, 256, 3>("bf16 B col-major 128x256 3st", 1000, 1032, 200, 1, false);
+  run<0, true, 128, 4>("f16 B row-major 128x128 4st", 333, 136, 8, 3, false);
   run<1, true, 256, 3>("bf16 K=8 (TMA zero tail)", 130, 264, 8, 2, false);
-  run<2, false, 256, 3>("tf32 B col-major 256x3", 1000, 1030, 196, 2, false);
-  run<2, false, 256, 3>("tf32 B col-major 256x3 TMA st", 1000, 1032, 196, 2, false);
+  run<2, false, 256, 3>("tf32 B col-major 128x256 3st", 1000, 1030, 196, 2, false);
+  run<2, false, 256, 3>("tf32 B col-major 3st TMA st", 1000, 1032, 196, 2, false);
   run<1, true, 256, 3, 3>("bf16 B row-major no TMA st", 1000, 1032, 200, 1, false);
-  run<2, false, 128, 4>("tf32 B col-major 128x5", 129, 260, 36, 1, false);
+  run<2, false, 128, 4>("tf32 B col-major 128x128 4st", 129, 260, 36, 1, false);
   if (!all && !strcmp(only, "check")) return 0;
   if (!strcmp(only, "modes")) {
     const long long shapes[2][3] = {{16384, 4096, 1024}, {4096, 4096, 4096}};
@@ -165,12 +165,13 @@ int main(int argc, char **argv) {
   cublas_ref("cuBLAS tf32", CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, 4, 4096, 4096, 4096);
   const long long shapes[3][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {16384, 4096, 1024}};
   for (auto &s : shapes) {
-    run<1, false, 256, 3>("bf16 Bcol 128x256x64 4st", s[0], s[1], s[2], 1, true);
+    run<1, false, 256, 3>("bf16 Bcol 128x256x64 3st", s[0], s[1], s[2], 1, true);
     run<1, true, 256, 3>("bf16 Brow 128x256x64 3st", s[0], s[1], s[2], 1, true);
-    run<1, true, 128, 4>("bf16 Brow 128x128x64 6st", s[0], s[1], s[2], 1, true);
-    run<0, true, 256, 3>("f16 Brow 128x256x64 4st", s[0], s[1], s[2], 1, true);
+    run<1, true, 128, 4>("bf16 Brow 128x128x64 4st", s[0], s[1], s[2], 1, true);
+    run<1, true, 128, 5, 4>("bf16 Brow 128x128x64 5st ping-pong", s[0], s[1], s[2], 1, true);
+    run<0, true, 256, 3>("f16 Brow 128x256x64 3st", s[0], s[1], s[2], 1, true);
   }
-  run<2, false, 256, 3>("tf32 Bcol 128x256x32 4st", 4096, 4096, 4096, 1, true);
-  run<2, false, 128, 4>("tf32 Bcol 128x128x32 6st", 4096, 4096, 4096, 1, true);
+  run<2, false, 256, 3>("tf32 Bcol 128x256x32 3st", 4096, 4096, 4096, 1, true);
+  run<2, false, 128, 4>("tf32 Bcol 128x128x32 4st", 4096, 4096, 4096, 1, true);
   return 0;
 }
