@@ -248,16 +248,18 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   return JITK_OK;
 }
 
-/* The tuning table's key of plan p: generator, target, device, kernel kind,
- * dtypes, compute, layouts, C, batching, and M, N, K rounded up to powers
- * of two (the shape class). The epilogue is left out: it costs the same
- * under every configuration. */
+/* The exponent of the power of two v rounds up to. */
 static int log2_up(int64_t v) {
   int l = 0;
   while (l < 62 && ((int64_t)1 << l) < v) l++;
   return l;
 }
 
+/* The tuning table's key of plan p: generator, target, device, kernel kind,
+ * dtypes, compute, layouts, C, batching, and M, N, K rounded up to powers
+ * of two (the shape class). The epilogue is left out, so that one tuning
+ * serves every epilogue of a shape: it runs once per output whatever the
+ * tile, while the tile decides the MMAs' speed. */
 static void tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t size) {
   const jitk_engine *e = p->engine;
   const jitk_matmul_desc *d = &p->d;
@@ -354,20 +356,17 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
       snprintf(p->labels[i], sizeof p->labels[i], "epilogue operand `%s`",
                p->params.params[i].name);
   }
-  /* The tensor-core tile. JITK_MM_TILE=BNxAROWxSTAGES ("256x64x3")
-   * chooses another for measuring; the default is what measured fastest
-   * on the H200 (docs/PERFORMANCE.md). */
-  /* 128 x 256 tiles with 64 (16-bit) or 32 (tf32) K per stage, three
-   * stages, measured fastest on large products (8192^3 bf16: 342 TFLOP/s
-   * against 299 for 128 x 128 x 32 in four stages); smaller products
-   * keep the smaller tile, which leaves fewer idle threads at the edges. */
+  /* The tensor-core tile: the default measured fastest on the H200
+   * (docs/PERFORMANCE.md), then a choice jitk_matmul_autotune stored, then
+   * JITK_MM_SCHEDULE=cooperative or JITK_MM_TILE=BNxAROWxSTAGES
+   * ("256x64x3") for measuring. */
   jk_mm_kind kind = choose_kind(e, &p->d);
   bool big = p->d.m >= 1024 && p->d.n >= 1024;
   if (kind == JK_MM_WGMMA) {
-    /* 128 x 256 tiles in three stages (plus 64 KiB staging D for TMA
-     * stores) measured fastest on the H200 at 4096^3, 8192^3 and
-     * 16384 x 4096 x 1024 (docs/PERFORMANCE.md); narrow products take
-     * 128 x 128 in four. */
+    /* Ping-pong consumers on 128 x 128 x 64 tiles in five stages (plus
+     * 64 KiB staging D for TMA stores) measured faster than the
+     * cooperative 128 x 256 x 64 in three at 4096^3, 8192^3 and 16384 x
+     * 4096 x 1024 (bf16 734/767/545 TFLOP/s against 675/757/467). */
     p->bn = 128;
     p->arow = 128;
     p->stages = 5;
@@ -379,6 +378,10 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
       p->pingpong = false;
     }
   } else {
+    /* mma.sync: 128 x 256 tiles with 128 bytes of K per stage in three
+     * stages measured fastest on large products (8192^3 bf16: 342 TFLOP/s
+     * against 299 for 128 x 128 x 32 in four stages); smaller products
+     * keep the smaller tile, which leaves fewer idle threads at the edges. */
     p->bn = big ? 256 : 128;
     p->arow = big ? 128 : 64;
     p->stages = big ? 3 : JK_MM_STAGES;
