@@ -5,13 +5,15 @@
 // A block is three warpgroups (384 threads) and stays resident for the
 // whole grid's work (one block per multiprocessor): warpgroup 0 is the
 // producer, one thread of which issues the TMA copies of each K-step's A
-// and B tiles into a STAGES-deep ring; warpgroups 1 and 2 are consumers,
-// each computing 64 rows of the 128 x BN tile with wgmma m64nBNk16 (k8 for
-// tf32) straight from shared memory. Full and empty mbarriers hand ring
-// slots back and forth, so the producer runs ahead into the next tile while
-// the consumers apply the epilogue to the current one. TMA fills rows,
-// columns and K beyond the matrices with zeros, so tails need no code; the
-// store skips outputs outside D.
+// and B tiles into a STAGES-deep ring; warpgroups 1 and 2 are consumers
+// running wgmma m64nBNk16 (k8 for tf32) straight from shared memory. In the
+// ping-pong schedule (the default) they take whole 128 x 128 tiles in
+// turns, so that one's epilogue overlaps the other's MMAs; in the
+// cooperative one each computes 64 rows of every 128 x BN tile. Full and
+// empty mbarriers hand ring slots back and forth, so the producer runs
+// ahead into the next tile during epilogues. TMA fills rows, columns and K
+// beyond the matrices with zeros, so tails need no code; TMA stores (or
+// put2) skip outputs outside D.
 //
 // Shared memory per stage, both tiles in TMA's 128-byte swizzle:
 //   A, K-major (A row-major): 128 rows (m) of 128 bytes of K (64 16-bit
