@@ -399,13 +399,11 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
   if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
-      (tbn == 128 || tbn == 256) && (tar == 64 || tar == 128) && tst >= 2 && tst <= 6 &&
-      (kind == JK_MM_WGMMA ? tar == 128 && wgmma_smem(tbn, tst) <= 227 * 1024
-                           : (size_t)tst * (size_t)tar * (128 + (size_t)tbn) <= 227 * 1024)) {
+      choice_fits(kind, tbn, tar, tst, tbn == 128 && p->pingpong)) {
     p->bn = tbn;
     p->arow = tar;
     p->stages = tst;
-    if (tbn != 128) p->pingpong = false;
+    p->pingpong = tbn == 128 && p->pingpong;
   }
   st = build(p, kind, acc, &p->main);
   if (st != JITK_OK) {
@@ -553,19 +551,28 @@ done:
   return st;
 }
 
-jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
-                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
-  if (JK_UNLIKELY(p == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_execute: plan is NULL");
+/* What execute and autotune both require: a plan, a device, the
+ * epilogue's operand count, and the matrices' pointers. */
+static jitk_status check_operands(jitk_matmul *p, const char *who, const void *a, const void *b,
+                                  const void *c, const void *d, const jitk_arg *extra,
+                                  size_t num_extra) {
+  if (JK_UNLIKELY(p == NULL)) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: plan is NULL", who);
   jitk_engine *e = p->engine;
-  jitk_status st = jk_require_device(e, "jitk_matmul_execute");
+  jitk_status st = jk_require_device(e, who);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-  const jitk_matmul_desc *ds = &p->d;
   if (JK_UNLIKELY(num_extra != p->params.count || (num_extra > 0 && extra == NULL)))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "matmul %s: the epilogue takes %zu operands, not %zu",
                    p->name, p->params.count, num_extra);
-  if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (ds->has_c && c == NULL)))
+  if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (p->d.has_c && c == NULL)))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
+                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
+  jitk_status st = check_operands(p, "jitk_matmul_execute", a, b, c, d, extra, num_extra);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  const jitk_matmul_desc *ds = &p->d;
   if (ds->m == 0 || ds->n == 0) return JITK_OK;
   mm_kernel *k = &p->main;
   /* Tensor cores stage A and B in 16-byte chunks. */
@@ -681,16 +688,10 @@ static jitk_status time_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
 
 jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
                                  const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
-  if (p == NULL) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_autotune: plan is NULL");
-  jitk_engine *e = p->engine;
-  jitk_status st = jk_require_device(e, "jitk_matmul_autotune");
+  jitk_status st = check_operands(p, "jitk_matmul_autotune", a, b, c, d, extra, num_extra);
   if (st != JITK_OK) return st;
+  jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;
-  if (num_extra != p->params.count || (num_extra > 0 && extra == NULL))
-    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "matmul %s: the epilogue takes %zu operands, not %zu",
-                   p->name, p->params.count, num_extra);
-  if (a == NULL || b == NULL || d == NULL || (ds->has_c && c == NULL))
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
   const jk_mm_kind kind = p->main.spec.kind;
   if (kind == JK_MM_SIMT || ds->m == 0 || ds->n == 0) return JITK_OK; /* one configuration */
   if ((((uintptr_t)a | (uintptr_t)b) & 15) != 0)

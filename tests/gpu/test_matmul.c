@@ -62,8 +62,10 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   d.compute = c->compute;
   d.a_order = c->ao;
   d.b_order = c->bo;
-  const int64_t a_outer = c->ao == JITK_ROW_MAJOR ? c->m : c->k, a_inner = c->m * c->k / (a_outer ? a_outer : 1);
-  const int64_t b_outer = c->bo == JITK_ROW_MAJOR ? c->k : c->n, b_inner = c->k * c->n / (b_outer ? b_outer : 1);
+  /* Each operand as stored: outer rows of inner contiguous elements. */
+  const bool a_row = c->ao == JITK_ROW_MAJOR, b_row = c->bo == JITK_ROW_MAJOR;
+  const int64_t a_outer = a_row ? c->m : c->k, a_inner = a_row ? c->k : c->m;
+  const int64_t b_outer = b_row ? c->k : c->n, b_inner = b_row ? c->n : c->k;
   d.lda = a_inner + c->pad;
   d.ldb = b_inner + c->pad;
   d.c_order = JITK_ROW_MAJOR;
