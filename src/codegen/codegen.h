@@ -28,6 +28,24 @@ bool jk_code_uses(const char *code, const char *name);
  */
 bool jk_code_assigns_first(const char *code, const char *name);
 
+/*
+ * Where `code` has a line directive (`#line N "file"`, or its short form
+ * `# N "file"`), as a byte offset, with the directive's length in
+ * *length; -1 when it has none. Comments, literals (raw ones too) and the
+ * `#` operator inside a macro body are not directives.
+ */
+long jk_code_line_directive(const char *code, size_t *length);
+
+/*
+ * Refuses user code that could renumber its own lines. Each section of a
+ * user's code sits under a `#line 1 "section"` of jitk's, and compiler
+ * messages are mapped back to the user's text by those names; a directive
+ * of the user's would make messages cite another section, or text that
+ * does not exist, as if jitk had written it. JITK_ERR_PARSE with a caret
+ * under the directive; JITK_OK for NULL.
+ */
+jitk_status jk_cg_check_user_code(jitk_engine *e, const char *label, const char *code);
+
 /* --- elementwise kernels --- */
 
 typedef enum jk_ew_kind {
@@ -77,8 +95,18 @@ typedef struct jk_ew_source_in {
  * `after_loop`, so NVRTC's messages cite the user's own lines. */
 jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **source);
 
-/* Shared by the generators. A user's section under `#line 1 "label"`,
- * then the generated file's own numbering again (jk_cg_line_back). */
+/* Whether text put right after the first `len` bytes of `code` would fall
+ * in a comment, a literal, a preprocessor line or a backslash splice. */
+bool jk_code_tail_open(const char *code, size_t len);
+
+/* Shared by the generators. A user's code under `#line 1 "label"`, then
+ * `close` (the generated text that completes it: ";", ")", "));"), on the
+ * code's last line where that cannot change its meaning, then the
+ * generated file's own numbering again (jk_cg_line_back). */
+void jk_cg_user_code(jk_buf *b, const char *label, const char *code, const char *close,
+                     const char *file);
+/* A section of statements or declarations (preamble, loop_prep,
+ * after_loop), closed by ";"; nothing for NULL or "". */
 void jk_cg_user_section(jk_buf *b, const char *label, const char *code, const char *file);
 void jk_cg_line_back(jk_buf *b, const char *file);
 /* The includes the parameters' dtypes and `extra` need (fp16/bf16,

@@ -26,12 +26,39 @@ void jk_cg_line_back(jk_buf *b, const char *file) {
   jk_buf_printf(b, "#line %zu \"%s\"\n", lines_so_far(b) + 1, file);
 }
 
+void jk_cg_user_code(jk_buf *b, const char *label, const char *code, const char *close,
+                     const char *file) {
+  jk_buf_printf(b, "#line 1 \"%s\"\n", label);
+  size_t n = strlen(code);
+  while (n > 0 && (code[n - 1] == ' ' || code[n - 1] == '\t' || code[n - 1] == '\n' ||
+                   code[n - 1] == '\r' || code[n - 1] == '\f' || code[n - 1] == '\v'))
+    n--;
+  if (!jk_code_tail_open(code, n)) {
+    /* Closed on the user's own last line: a message about the end of the
+     * code (`a + ` lacking its operand) then cites that line and the
+     * column after it, not a generated line below. */
+    jk_buf_append(b, code, n);
+    jk_buf_puts(b, close);
+    jk_buf_puts(b, "\n");
+  } else {
+    /* The last line is a comment, a preprocessor line or a splice, which
+     * would swallow the closing text: it goes on a line of its own, still
+     * numbered as the user's. */
+    size_t all = strlen(code);
+    jk_buf_puts(b, code);
+    jk_buf_puts(b, all > 0 && code[all - 1] == '\\' ? "\n\n" : "\n");
+    jk_buf_puts(b, close);
+    jk_buf_puts(b, "\n");
+  }
+  jk_cg_line_back(b, file);
+}
+
 void jk_cg_user_section(jk_buf *b, const char *label, const char *code, const char *file) {
   if (code == NULL || *code == '\0') return;
-  jk_buf_printf(b, "#line 1 \"%s\"\n", label);
-  jk_buf_puts(b, code);
-  jk_buf_puts(b, "\n");
-  jk_cg_line_back(b, file);
+  /* An empty declaration or statement: harmless after any complete code,
+   * and it gives NVRTC a token of the user's section to report an
+   * unfinished statement at. */
+  jk_cg_user_code(b, label, code, ";", file);
 }
 
 static const char *ctype_of(const jk_ew_source_in *in, int p) {
@@ -108,10 +135,7 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
     /* An input the operation does not read is no one's concern. */
     if (!d->output) jk_buf_printf(b, "    (void)%s;\n", d->name);
   }
-  jk_buf_puts(b, "#line 1 \"operation\"\n");
-  jk_buf_puts(b, in->operation);
-  jk_buf_puts(b, ";\n");
-  jk_cg_line_back(b, file);
+  jk_cg_user_code(b, "operation", in->operation, ";", file);
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
@@ -397,66 +421,95 @@ static bool user_label(const char *s, size_t n) {
   return false;
 }
 
+/*
+ * Reads "label(LINE): " at the start of the line [p, p + len), where label
+ * is one of the user's sections: the label's length in *label_len, the
+ * line in *line and where the rest of the line starts in *rest. The log
+ * may echo any text of the user's (a string literal, an identifier), so
+ * nothing is read past the line: the number is plain digits right after
+ * the parenthesis (no sign or blanks, as strtol would take, and no more
+ * than nine of them), followed by "):".
+ */
+static bool user_location(const char *p, size_t len, size_t *label_len, long *line,
+                          size_t *rest) {
+  const char *paren = memchr(p, '(', len);
+  if (paren == NULL || !user_label(p, (size_t)(paren - p))) return false;
+  size_t i = (size_t)(paren - p) + 1, digits = 0;
+  long v = 0;
+  while (i < len && p[i] >= '0' && p[i] <= '9' && digits < 9) {
+    v = v * 10 + (p[i] - '0');
+    i++;
+    digits++;
+  }
+  if (digits == 0 || i + 2 > len || p[i] != ')' || p[i + 1] != ':') return false;
+  *label_len = (size_t)(paren - p);
+  *line = v;
+  *rest = i + 2;
+  return true;
+}
+
+/* The line after the one starting at p, or NULL when p's is the last. */
+static const char *next_line(const char *p) {
+  const char *nl = strchr(p, '\n');
+  return nl ? nl + 1 : NULL;
+}
+
 char *jk_rewrite_log(jitk_engine *e, const char *log) {
   jk_buf b;
   jk_buf_init(&b, e);
   const char *p = log;
   int skip = 0; /* lines left of a repeated message */
   while (*p) {
+    const char *end = strchr(p, '\n');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const char *following = end ? end + 1 : p + len;
     if (skip > 0) {
-      const char *nl = strchr(p, '\n');
-      p = nl ? nl + 1 : p + strlen(p);
+      p = following;
       skip--;
       continue;
     }
-    const char *end = strchr(p, '\n');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
     /* "label(LINE): rest" where label is one of the user's sections. */
-    const char *paren = memchr(p, '(', len);
-    bool done = false;
-    if (paren != NULL && user_label(p, (size_t)(paren - p))) {
-      char *after;
-      long line = strtol(paren + 1, &after, 10);
-      if (after > paren + 1 && after[0] == ')' && after[1] == ':') {
-        /* The caret sits two lines below, under the offending token. */
-        long col = 0;
-        const char *l1 = end ? end + 1 : NULL;
-        const char *l1e = l1 ? strchr(l1, '\n') : NULL;
-        const char *l2 = l1e ? l1e + 1 : NULL;
-        if (l2 != NULL) {
-          const char *caret = l2;
-          while (*caret == ' ' || *caret == '\t') caret++;
-          if (*caret == '^') col = (long)(caret - l2) - 1; /* NVRTC indents by two */
-          if (col < 1) col = *caret == '^' ? 1 : 0;
-        }
-        size_t mark = b.len;
-        jk_buf_append(&b, p, (size_t)(paren - p));
-        if (col > 0)
-          jk_buf_printf(&b, ":%ld:%ld:", line, col);
-        else
-          jk_buf_printf(&b, ":%ld:", line);
-        jk_buf_append(&b, after + 2, len - (size_t)(after + 2 - p));
-        jk_buf_puts(&b, "\n");
-        done = true;
-        /* Generated kernels can hold the operation twice (the vector loop
-         * and its remainder): say each message once. */
-        if (!b.failed && mark > 0) {
-          b.data[b.len] = '\0';
-          const char *first = strstr(b.data, b.data + mark);
-          if (first != NULL && (size_t)(first - b.data) < mark &&
-              (first == b.data || first[-1] == '\n')) {
-            b.len = mark;
-            b.data[b.len] = '\0';
-            skip = col > 0 ? 2 : 0;
-          }
-        }
-      }
-    }
-    if (!done) {
+    size_t label_len, rest;
+    long line;
+    if (!user_location(p, len, &label_len, &line, &rest)) {
       jk_buf_append(&b, p, len);
       if (end) jk_buf_puts(&b, "\n");
+      p = following;
+      continue;
     }
-    p = end ? end + 1 : p + len;
+    /* The caret sits two lines below, under the offending token; NVRTC
+     * indents the echoed line by two. */
+    long col = 0;
+    const char *l1 = end ? end + 1 : NULL;
+    const char *l2 = l1 ? next_line(l1) : NULL;
+    if (l2 != NULL) {
+      const char *caret = l2;
+      while (*caret == ' ' || *caret == '\t') caret++;
+      if (*caret == '^') {
+        size_t at = (size_t)(caret - l2);
+        col = at > 1 ? (long)(at - 1) : 1;
+      }
+    }
+    size_t mark = b.len;
+    jk_buf_append(&b, p, label_len);
+    if (col > 0)
+      jk_buf_printf(&b, ":%ld:%ld:", line, col);
+    else
+      jk_buf_printf(&b, ":%ld:", line);
+    jk_buf_append(&b, p + rest, len - rest);
+    jk_buf_puts(&b, "\n");
+    /* Generated kernels can hold the operation twice (the vector loop and
+     * its remainder): say each message once. */
+    if (!b.failed && mark > 0) {
+      const char *first = strstr(b.data, b.data + mark);
+      if (first != NULL && (size_t)(first - b.data) < mark &&
+          (first == b.data || first[-1] == '\n')) {
+        b.len = mark;
+        b.data[b.len] = '\0';
+        skip = col > 0 ? 2 : 0;
+      }
+    }
+    p = following;
   }
   return jk_buf_take(&b);
 }

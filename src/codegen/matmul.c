@@ -46,15 +46,11 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
   else
     jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(static_cast<T>(\n",
                   s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row", ct(s->d));
-  if (in->epilogue != NULL && *in->epilogue) {
-    jk_buf_puts(b, "#line 1 \"epilogue\"\n");
-    jk_buf_puts(b, in->epilogue);
-    jk_buf_puts(b, "\n");
-    jk_cg_line_back(b, file);
-  } else {
-    jk_buf_puts(b, "acc\n");
-  }
-  jk_buf_puts(b, "    ));\n  };\n");
+  if (in->epilogue != NULL && *in->epilogue)
+    jk_cg_user_code(b, "epilogue", in->epilogue, "));", file);
+  else
+    jk_buf_puts(b, "acc));\n");
+  jk_buf_puts(b, "  };\n");
   if (s->kind == JK_MM_WGMMA)
     jk_buf_printf(b,
                   "  auto _jk_put2 = [&](long long batch, long long row, long long col, %s _jk_v0, "

@@ -121,11 +121,8 @@ static void emit_element(jk_buf *b, const jk_red_source_in *in, const char *file
       jk_buf_printf(b, "      const %s %s = _jk_v_%s[_jk_u4];\n", ctype_of(in, p), name, name);
     jk_buf_printf(b, "      (void)%s;\n", name);
   }
-  jk_buf_puts(b, "      const _type_reduce _jk_m = static_cast<_type_reduce>(\n#line 1 \"map_expr\"\n");
-  jk_buf_puts(b, in->map_expr);
-  jk_buf_puts(b, "\n");
-  jk_cg_line_back(b, file);
-  jk_buf_puts(b, "      );\n");
+  jk_buf_puts(b, "      const _type_reduce _jk_m = static_cast<_type_reduce>(\n");
+  jk_cg_user_code(b, "map_expr", in->map_expr, ");", file);
   emit_fold(b, in, "_jk_m");
   jk_buf_puts(b, "      }\n");
 }
@@ -139,10 +136,7 @@ static void emit_post_map(jk_buf *b, const jk_red_source_in *in, const char *fil
     const jk_param_decl *d = &in->params->params[p];
     if (d->output) jk_buf_printf(b, "      %s %s;\n", ctype_of(in, p), d->name);
   }
-  jk_buf_puts(b, "#line 1 \"post_map_expr\"\n");
-  jk_buf_puts(b, in->post_map_expr);
-  jk_buf_puts(b, ";\n");
-  jk_cg_line_back(b, file);
+  jk_cg_user_code(b, "post_map_expr", in->post_map_expr, ";", file);
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     if (d->output) jk_buf_printf(b, "      _jk_p_%s[_jk_ko_%s] = %s;\n", d->name, d->name, d->name);
@@ -375,18 +369,14 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
               "struct _jk_op {\n"
               "  __device__ __forceinline__ _type_reduce operator()(const _type_reduce &a,\n"
               "                                                     const _type_reduce &b) const {\n"
-              "    return static_cast<_type_reduce>(\n#line 1 \"reduce_expr\"\n");
-  jk_buf_puts(&b, in->reduce_expr);
-  jk_buf_puts(&b, "\n");
-  jk_cg_line_back(&b, file);
-  jk_buf_puts(&b, "    );\n  }\n};\n");
+              "    return static_cast<_type_reduce>(\n");
+  jk_cg_user_code(&b, "reduce_expr", in->reduce_expr, ");", file);
+  jk_buf_puts(&b, "  }\n};\n");
   jk_buf_puts(&b, "__device__ __forceinline__ _type_reduce _jk_identity() {\n");
   if (s->has_identity) {
-    jk_buf_puts(&b, "  return static_cast<_type_reduce>(\n#line 1 \"identity\"\n");
-    jk_buf_puts(&b, in->identity);
-    jk_buf_puts(&b, "\n");
-    jk_cg_line_back(&b, file);
-    jk_buf_puts(&b, "  );\n}\n");
+    jk_buf_puts(&b, "  return static_cast<_type_reduce>(\n");
+    jk_cg_user_code(&b, "identity", in->identity, ");", file);
+    jk_buf_puts(&b, "}\n");
   } else {
     jk_buf_puts(&b, "  return _type_reduce();\n}\n");
   }

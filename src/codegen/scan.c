@@ -131,3 +131,172 @@ bool jk_code_assigns_first(const char *code, const char *name) {
   }
   return false;
 }
+
+/* --- preprocessor line directives in users' code --- */
+
+static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Skips what may stand between a directive's `#` and its name: blanks,
+ * block comments and backslash-newline splices. */
+static const char *skip_directive_gap(const char *p) {
+  for (;;) {
+    if (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r') {
+      p++;
+    } else if (p[0] == '\\' && p[1] == '\n') {
+      p += 2;
+    } else if (p[0] == '\\' && p[1] == '\r' && p[2] == '\n') {
+      p += 3;
+    } else if (p[0] == '/' && p[1] == '*') {
+      p += 2;
+      while (*p && !(p[0] == '*' && p[1] == '/')) p++;
+      if (*p) p += 2;
+    } else {
+      return p;
+    }
+  }
+}
+
+/* The end of a string or character literal opened at p (a quote): past
+ * its closing quote (*closed true), or at the end of the line for an
+ * unterminated one. */
+static const char *skip_quoted(const char *p, bool *closed) {
+  char quote = *p++;
+  while (*p && *p != quote && *p != '\n') p += (*p == '\\' && p[1]) ? 2 : 1;
+  *closed = *p == quote;
+  return *closed ? p + 1 : p;
+}
+
+/* A raw string literal R"delim( ... )delim" whose quote is at p. */
+static const char *skip_raw(const char *p, bool *closed) {
+  const char *d = p + 1;
+  const char *open = d;
+  while (*open && *open != '(' && open - d <= 16) open++;
+  if (*open != '(') return skip_quoted(p, closed); /* not a raw string: as an ordinary one */
+  size_t dl = (size_t)(open - d);
+  for (const char *q = open + 1; *q; q++)
+    if (*q == ')' && strncmp(q + 1, d, dl) == 0 && q[1 + dl] == '"') {
+      *closed = true;
+      return q + dl + 2;
+    }
+  *closed = false;
+  return p + strlen(p);
+}
+
+/* What a walk over the first `stop` bytes of some code found. */
+typedef struct pp_walk {
+  long directive;       /* offset of the first line directive, or -1 */
+  size_t directive_len; /* its length up to the end of its line */
+  bool open;            /* text put right at `stop` would fall in a comment,
+                           a literal, a preprocessor line or a splice */
+} pp_walk;
+
+/* Walks C++ source as its preprocessor sees lines: comments, literals
+ * (raw ones too), backslash-newline splices and directives. */
+static void walk(const char *code, size_t stop, pp_walk *w) {
+  w->directive = -1;
+  w->directive_len = 0;
+  w->open = false;
+  const char *p = code, *limit = code + stop;
+  bool line_start = true; /* nothing but blanks and comments so far on this line */
+  bool in_directive = false;
+  while (p < limit) {
+    char c = *p;
+    const char *q = p;
+    if (c == '\n') {
+      line_start = true;
+      in_directive = false;
+      p++;
+      continue;
+    }
+    if (c == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+      p += p[1] == '\n' ? 2 : 3; /* a splice continues the same logical line */
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r') {
+      p++;
+      continue;
+    }
+    /* Comments and literals: `closed` when their end is part of them (a
+     * line comment's newline is not). */
+    bool closed = true, comment = c == '/' && (p[1] == '/' || p[1] == '*');
+    if (c == '/' && p[1] == '/') {
+      /* A line comment ends at a newline that no backslash splices away. */
+      q = p + 2;
+      while (*q && !(*q == '\n' && q[-1] != '\\')) q++;
+      closed = false;
+    } else if (c == '/' && p[1] == '*') {
+      /* A comment is one space, even across lines: it does not start a new one. */
+      q = p + 2;
+      while (*q && !(q[0] == '*' && q[1] == '/')) q++;
+      closed = *q != '\0';
+      if (closed) q += 2;
+    } else if (c == '#' || (c == '%' && p[1] == ':')) {
+      q = p + (c == '#' ? 1 : 2);
+      if (line_start) {
+        in_directive = true;
+        const char *n = skip_directive_gap(q);
+        /* `#line N "file"`, or the short form `# N "file"` that EDG and
+         * GCC also read as a line directive. */
+        bool is_line = isdigit((unsigned char)*n) ||
+                       (strncmp(n, "line", 4) == 0 && !ident_char(n[4]));
+        if (is_line && w->directive < 0) {
+          const char *end = p;
+          while (*end && *end != '\n') end++;
+          w->directive = (long)(p - code);
+          w->directive_len = (size_t)(end - p);
+        }
+      }
+      /* Otherwise the # or ## operator inside a macro body. */
+    } else if (c == '"' || c == '\'') {
+      q = skip_quoted(p, &closed);
+    } else if (ident_char(c) || (c == '.' && isdigit((unsigned char)p[1]))) {
+      if (isdigit((unsigned char)c) || c == '.') {
+        /* A pp-number, with C++14 digit separators (1'000) and exponents. */
+        while (ident_char(*q) || *q == '.' || (*q == '\'' && ident_char(q[1])) ||
+               ((*q == '+' || *q == '-') && strchr("eEpP", q[-1]) != NULL))
+          q++;
+      } else {
+        while (ident_char(*q)) q++;
+        size_t n = (size_t)(q - p);
+        bool raw = *q == '"' && p[n - 1] == 'R' &&
+                   (n == 1 || (n == 2 && strchr("LuU", p[0]) != NULL) ||
+                    (n == 3 && p[0] == 'u' && p[1] == '8'));
+        if (raw) q = skip_raw(q, &closed);
+      }
+    } else {
+      q = p + 1;
+    }
+    if (!comment) line_start = false;
+    if (q > limit || (!closed && q >= limit)) {
+      w->open = true;
+      return;
+    }
+    p = q;
+  }
+  w->open = in_directive || (stop > 0 && code[stop - 1] == '\\');
+}
+
+long jk_code_line_directive(const char *code, size_t *length) {
+  if (code == NULL) return -1;
+  pp_walk w;
+  walk(code, strlen(code), &w);
+  if (w.directive >= 0 && length != NULL) *length = w.directive_len;
+  return w.directive;
+}
+
+bool jk_code_tail_open(const char *code, size_t len) {
+  pp_walk w;
+  walk(code, len, &w);
+  return w.open;
+}
+
+jitk_status jk_cg_check_user_code(jitk_engine *e, const char *label, const char *code) {
+  size_t len = 0;
+  long at = jk_code_line_directive(code, &len);
+  if (at < 0) return JITK_OK;
+  return jk_fail_caret(e, JITK_ERR_PARSE, label, code, (size_t)at, len,
+                       "#line directives are not allowed in %s: jitk numbers the lines of "
+                       "each section of your code itself, so that compiler messages cite "
+                       "them as %s:LINE:COL",
+                       label, label);
+}

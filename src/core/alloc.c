@@ -60,6 +60,12 @@ void jk_buf_free(jk_buf *b) {
 
 static bool buf_reserve(jk_buf *b, size_t extra) {
   if (b->failed) return false;
+  /* A size that cannot be represented is a failure like any other, not a
+   * wrapped-around small request: callers compute `extra` from text. */
+  if (b->len > SIZE_MAX / 2 - 1 || extra > SIZE_MAX / 2 - 1 - b->len) {
+    b->failed = true;
+    return false;
+  }
   if (b->len + extra + 1 <= b->cap) return true;
   size_t cap = b->cap ? b->cap : 64;
   while (cap < b->len + extra + 1) cap *= 2;

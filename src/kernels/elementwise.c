@@ -54,6 +54,13 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
   if (e == NULL || in_params == NULL || out_params == NULL || operation == NULL ||
       name == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_create: an argument is NULL");
+  static const char *const sections[] = {"operation", "preamble", "loop_prep", "after_loop"};
+  const char *code[] = {operation, opts ? opts->preamble : NULL, opts ? opts->loop_prep : NULL,
+                        opts ? opts->after_loop : NULL};
+  for (int i = 0; i < 4; i++) {
+    jitk_status bad = jk_cg_check_user_code(e, sections[i], code[i]);
+    if (bad != JITK_OK) return bad;
+  }
   jitk_elementwise *k = jk_calloc(e, 1, sizeof *k);
   if (k == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jitk_status st = jk_gen_init(&k->g, e, "jitk_elementwise_create", in_params, out_params, name,

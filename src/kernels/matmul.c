@@ -125,6 +125,9 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: A is %s but B is %s; mixed inputs are not "
                    "supported",
                    jk_dtype(d->a_dtype)->name, jk_dtype(d->b_dtype)->name);
+  jitk_status st = jk_cg_check_user_code(e, "epilogue", d->epilogue);
+  if (st == JITK_OK) st = jk_cg_check_user_code(e, "preamble", d->preamble);
+  if (st != JITK_OK) return st;
   jitk_dtype in = d->a_dtype;
   switch (d->compute) {
     case JITK_COMPUTE_DEFAULT:
@@ -157,7 +160,7 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     default:
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: unknown compute type %d", (int)d->compute);
   }
-  jitk_status st = fill_layout(e, "A", d->a_order, d->m, d->k, &d->lda, &d->stride_a);
+  st = fill_layout(e, "A", d->a_order, d->m, d->k, &d->lda, &d->stride_a);
   if (st == JITK_OK) st = fill_layout(e, "B", d->b_order, d->k, d->n, &d->ldb, &d->stride_b);
   if (st == JITK_OK && d->has_c)
     st = fill_layout(e, "C", d->c_order, d->m, d->n, &d->ldc, &d->stride_c);

@@ -91,6 +91,14 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   if (identity != NULL && strspn(identity, " \t\r\n") == strlen(identity))
     return jk_fail(e, JITK_ERR_PARSE,
                    "jitk_reduction_create: identity is empty; pass NULL for none");
+  static const char *const sections[] = {"map_expr", "reduce_expr", "post_map_expr",
+                                         "identity", "reduce_type", "preamble"};
+  const char *code[] = {map_expr, reduce_expr, post_map_expr, identity, reduce_type,
+                        opts ? opts->preamble : NULL};
+  for (int i = 0; i < 6; i++) {
+    jitk_status bad = jk_cg_check_user_code(e, sections[i], code[i]);
+    if (bad != JITK_OK) return bad;
+  }
   jitk_reduction *k = jk_calloc(e, 1, sizeof *k);
   if (k == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jitk_status st = jk_gen_init(&k->g, e, "jitk_reduction_create", in_params, out_params, name,

@@ -79,6 +79,11 @@ check "elementwise unknown dtype" 1 "float128" -- "$JITK" compile elementwise --
 check "elementwise unbound placeholder" 1 "T" -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x'
 check "elementwise error cites the user's operation" 1 'operation:1:9: error: identifier "q" is undefined' -- "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + q' --type T=float32
 check "elementwise missing --op" 2 "usage" -- "$JITK" compile elementwise --in 'T x' --out 'T z'
+# Issue 11: a #line of the user's once made the log rewriting read past a
+# line of NVRTC's log and corrupt the heap; such directives are refused.
+op=$(printf 'z = x;\n#line 1 "map_expr(\\n\\n5):w"\nz = qq;')
+check "elementwise #line in the operation is refused" 1 'operation:2:1: #line directives are not allowed' -- env JITK_CACHE=off "$JITK" compile elementwise --in 'T x' --out 'T z' --op "$op" --type T=float32
+check "elementwise error at the operation's end cites it" 1 'operation:1:8: error: expected an expression' -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x +' --type T=float32
 
 # Reduction kernels: generated and compiled without a GPU.
 check "reduction --help" 0 "--post-map" -- "$JITK" compile reduction --help
@@ -93,6 +98,7 @@ check "reduction 64-bit index, 2 reduced dimensions" 0 "bytes of PTX for compute
 check "reduction error cites the user's map expression" 1 "map_expr:1:" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x * * )' --reduce 'a + b' --post-map 'y = a' --type T=float32 --arch sm_90
 check "reduction bad list: caret and offset" 1 "in_params:1:8: .x. is already a parameter" -- "$JITK" compile reduction --in 'T x, T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --type T=float32
 grep -q '^ *\^' err.txt || { echo "FAIL: reduction bad list: no caret line"; cat err.txt; fails=$((fails + 1)); }
+check "reduction error at the map expression's end cites it" 1 'map_expr:1:4: error: expected an expression' -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x +' --reduce 'a + b' --post-map 'y = a' --type T=float32 --arch sm_90
 check "reduction missing --post-map" 2 "usage" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b'
 check "reduction unknown strategy" 2 "--strategy is i or o" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --strategy inner
 

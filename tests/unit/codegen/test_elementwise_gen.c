@@ -165,3 +165,197 @@ Test(elementwise_gen, tiled_path_compiles) {
   jk_params_free(e, &pl);
   jitk_engine_destroy(e);
 }
+
+/* NVRTC echoes user text in its log (file names of #line directives,
+ * string literals, identifiers), so the rewriting must hold for any log:
+ * each of these once read past the end of its line (strtol skipped the
+ * newlines after "map_expr(") and gave the buffer a negative length. */
+Test(rewrite, hostile_logs_stay_in_their_lines) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *logs[] = {
+      "map_expr(\n\n5):w(1): error: identifier \"qq\" is undefined\n  z = qq;\n      ^\n",
+      "operation(\n5): x",
+      "operation( 5): x\n",
+      "operation(-5): x\n",
+      "operation(+5): x\n",
+      "operation(5)",
+      "operation(5):",
+      "operation(5)\n:",
+      "operation(99999999999999999999999): x\n  y\n  ^\n",
+      "operation(7): e\n",
+      "operation(7): e\n  only one line",
+      "operation(7): e\n\n^",
+      "operation(",
+      "(",
+      "(1): x",
+      "preamble(1): a\n  b\n^\npreamble(1): a\n",
+      "",
+  };
+  for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
+    char *out = jk_rewrite_log(e, logs[i]);
+    cr_assert(out != NULL, "log %zu", i);
+    cr_assert(strlen(out) <= strlen(logs[i]) + 32, "log %zu grew: %s", i, out);
+    jk_free(e, out);
+  }
+  /* Lines that are not a section's location pass through untouched. */
+  char *out = jk_rewrite_log(e, logs[0]);
+  cr_assert_str_eq(out, logs[0]);
+  jk_free(e, out);
+  out = jk_rewrite_log(e, "operation( 5): x\noperation(5)\n");
+  cr_assert_str_eq(out, "operation( 5): x\noperation(5)\n");
+  jk_free(e, out);
+  out = jk_rewrite_log(e, "operation(7): e\n\n^");
+  cr_assert_str_eq(out, "operation:7:1: e\n\n^");
+  jk_free(e, out);
+  jitk_engine_destroy(e);
+}
+
+/* Random logs built from the pieces the parser looks for. */
+Test(rewrite, random_logs) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const char *const pieces[] = {"operation", "map_expr", "(", ")", ":", ": ", "\n", " ",
+                                       "^",         "1",        "42", "-", "  ^", "error",
+                                       "\t",        "999999999999"};
+  uint64_t seed = 11;
+  for (int round = 0; round < 20000; round++) {
+    char log[256];
+    size_t n = 0;
+    int count = (int)(jt_next(&seed) % 24);
+    for (int i = 0; i < count; i++) {
+      const char *p = pieces[jt_next(&seed) % (sizeof pieces / sizeof pieces[0])];
+      size_t l = strlen(p);
+      if (n + l >= sizeof log) break;
+      memcpy(log + n, p, l);
+      n += l;
+    }
+    log[n] = '\0';
+    char *out = jk_rewrite_log(e, log);
+    cr_assert(out != NULL);
+    cr_assert(strlen(out) <= n + 32 * (size_t)count, "%s -> %s", log, out);
+    jk_free(e, out);
+  }
+  jitk_engine_destroy(e);
+}
+
+Test(scan, line_directives) {
+  size_t len = 0;
+  cr_assert_eq(jk_code_line_directive("z = x;\n#line 1 \"map_expr\"\nz = q;", &len), 7);
+  cr_assert_eq(len, strlen("#line 1 \"map_expr\""));
+  const char *found[] = {"#line 3", "  # line 3", "# 3 \"x\"", "%:line 3", "#\\\nline 3",
+                         "/* c */ # /* c */ line 3", "z = 1; /* a\nb */\n#line 9",
+                         "#define A \\\n  1\n#line 2", "\t#\tline 2",
+                         /* A string literal ends at its line's end, even unterminated. */
+                         "s = \"\n#line 1\""};
+  for (size_t i = 0; i < sizeof found / sizeof found[0]; i++)
+    cr_assert(jk_code_line_directive(found[i], NULL) >= 0, "not found in: %s", found[i]);
+  const char *not_found[] = {"z = x",
+                             "// #line 1",
+                             "/*\n#line 1 */",
+                             "z = x # line",
+                             "#define S(x) #x\n#define L line",
+                             "#lines 1",
+                             "#include <a.h>",
+                             "auto s = R\"(\n#line 1 \"x\"\n)\";",
+                             "auto s = R\"d(\n)\"\n#line 1\n)d\";",
+                             "int n = 1'000; char c = '#';\nz = n",
+                             "z = 'a' + '\\'' ;",
+                             NULL};
+  for (size_t i = 0; not_found[i]; i++)
+    cr_assert_eq(jk_code_line_directive(not_found[i], NULL), -1, "found in: %s", not_found[i]);
+  cr_assert_eq(jk_code_line_directive(NULL, NULL), -1);
+}
+
+Test(scan, tail_open) {
+  struct {
+    const char *code;
+    bool open;
+  } cases[] = {
+      {"x * x", false},          {"x * x // sq", true},      {"x /* c */", false},
+      {"x /* c", true},          {"#define N 4", true},      {"x \\", true},
+      {"s = \"a\"", false},      {"s = \"a", true},          {"x = 1;\n#include <a.h>", true},
+      {"#define A 1\nx", false}, {"// c\nx", false},         {"R\"(a)\"", false},
+      {"R\"(a", true},           {"x // a \\\n b", true},    {"c = '\\''", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_assert_eq(jk_code_tail_open(cases[i].code, strlen(cases[i].code)), cases[i].open, "%s",
+                 cases[i].code);
+}
+
+/* A user's #line could make NVRTC's messages cite another section, or a
+ * "section" whose name is any text, as if jitk had numbered it; it is
+ * refused where the code is given, with a caret under it. */
+Test(elementwise_gen, line_directives_are_refused) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_elementwise *k = NULL;
+  JT_FAILS(e, JITK_ERR_PARSE, "operation:2:1: #line directives are not allowed in operation",
+           jitk_elementwise_create(e, "T x", "T z",
+                                   "z = x;\n#line 1 \"map_expr(\\n\\n5):w\"\nz = qq;", "k", NULL,
+                                   &k));
+  cr_assert_null(k, "nothing is made");
+  cr_assert(strstr(jitk_errmsg(e), "^~~~") != NULL, "%s", jitk_errmsg(e));
+  const char *where[] = {"preamble", "loop_prep", "after_loop"};
+  for (int i = 0; i < 3; i++) {
+    jitk_elementwise_options o;
+    memset(&o, 0, sizeof o);
+    const char *bad = "int q = 0;\n  # 12 \"operation\"";
+    if (i == 0) o.preamble = bad;
+    if (i == 1) o.loop_prep = bad;
+    if (i == 2) o.after_loop = bad;
+    char want[64];
+    snprintf(want, sizeof want, "%s:2:3: #line directives", where[i]);
+    JT_FAILS(e, JITK_ERR_PARSE, want, jitk_elementwise_create(e, "T x", "T z", "z = x", "k", &o, &k));
+  }
+  /* Text that only looks like one is fine. */
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x; // #line 1\n/*\n#line 2 */", "k", NULL,
+                                   &k));
+  const char *src;
+  JT_OK(e, jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* An error at the very end of a section (an operand missing) is NVRTC's
+ * at the text that closes the section; that text sits on the section's
+ * own last line, so the message cites the user's line and column. */
+Test(elementwise_gen, errors_at_the_end_of_a_section) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  struct {
+    const char *op, *preamble, *loop_prep, *after_loop, *want;
+  } cases[] = {
+      {"z = x +", NULL, NULL, NULL, "operation:1:8: error: expected an expression"},
+      {"T t = x;\nz = t *  ", NULL, NULL, NULL, "operation:2:8: error: expected an expression"},
+      {"z = x", NULL, "int q = ", NULL, "loop_prep:1:8: error: expected an expression"},
+      {"z = x", NULL, NULL, "int q = 1 +", NULL},
+      {"z = x", "const int g = 1 +", NULL, NULL, "preamble:1:18: error: expected an expression"},
+      /* A trailing comment or directive cannot take the closing text: it
+       * goes on the next line, still the section's. */
+      {"z = x + // the sum", NULL, NULL, NULL, "operation:2:1: error: expected an expression"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jitk_elementwise_options o;
+    memset(&o, 0, sizeof o);
+    o.preamble = cases[c].preamble;
+    o.loop_prep = cases[c].loop_prep;
+    o.after_loop = cases[c].after_loop;
+    jitk_elementwise *k = NULL;
+    JT_OK(e, jitk_elementwise_create(e, "T x", "T z", cases[c].op, "k", &o, &k));
+    const char *src;
+    const char *want = cases[c].want ? cases[c].want : "after_loop:1:12: error: expected an expression";
+    JT_FAILS(e, JITK_ERR_COMPILE, want, jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+    cr_assert(strstr(jitk_errmsg(e), "k.cu(") == NULL, "case %zu cites generated code: %s", c,
+              jitk_errmsg(e));
+    jitk_elementwise_destroy(k);
+  }
+  /* Sections ending in a comment or a preprocessor line still compile. */
+  jitk_elementwise_options o;
+  memset(&o, 0, sizeof o);
+  o.preamble = "#define TWO 2";
+  o.loop_prep = "int q = TWO; // two";
+  o.after_loop = "(void)q; /* done */";
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x * q // scaled\n", "k", &o, &k));
+  const char *src;
+  JT_OK(e, jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}

@@ -131,3 +131,63 @@ Test(reduction_gen, errors_cite_the_users_expressions) {
            jitk_reduction_create(e, "T x", "raw T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
   jitk_engine_destroy(e);
 }
+
+/* An expression missing its last operand is reported where the
+ * generated code closes it; that is on the expression's own last line,
+ * so the message cites the user's section, line and column. */
+Test(reduction_gen, errors_at_the_end_of_an_expression) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  struct {
+    const char *map, *reduce, *post, *identity, *want;
+  } cases[] = {
+      {"x + ", "a + b", "y = a", "0", "map_expr:1:4: error: expected an expression"},
+      {"x", "a +", "y = a", "0", "reduce_expr:1:4: error: expected an expression"},
+      {"x", "a + b", "y = a *", "0", "post_map_expr:1:8: error: expected an expression"},
+      {"x", "a + b", "y = a", "1 -", "identity:1:4: error: expected an expression"},
+      {"x *\n  ", "a + b", "y = a", "0", "map_expr:1:4: error: expected an expression"},
+      {"x * // squared", "a + b", "y = a", "0", "map_expr:2:1: error: expected an expression"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jitk_reduction *k = NULL;
+    JT_OK(e, jitk_reduction_create(e, "T x", "T y", cases[c].map, cases[c].reduce, cases[c].post,
+                                   cases[c].identity, NULL, "bad", NULL, &k));
+    const char *src;
+    JT_FAILS(e, JITK_ERR_COMPILE, cases[c].want,
+             jitk_reduction_compile(k, "T=float32", NULL, &src, NULL));
+    cr_assert(strstr(jitk_errmsg(e), "bad.cu(") == NULL, "case %zu cites generated code: %s", c,
+              jitk_errmsg(e));
+    jitk_reduction_destroy(k);
+  }
+  /* Expressions ending in a comment still compile. */
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x * x // square", "a + b /* sum */",
+                                 "y = a // out", "0 // none", NULL, "ok", NULL, &k));
+  const char *src;
+  JT_OK(e, jitk_reduction_compile(k, "T=float32", NULL, &src, NULL));
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* Line directives in any of the user's texts are refused (see the
+ * elementwise test of the same name). */
+Test(reduction_gen, line_directives_are_refused) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *bad = "x\n#line 1 \"reduce_expr\"";
+  jitk_reduction *k = NULL;
+  JT_FAILS(e, JITK_ERR_PARSE, "map_expr:2:1: #line",
+           jitk_reduction_create(e, "T x", "T y", bad, "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "reduce_expr:2:1: #line",
+           jitk_reduction_create(e, "T x", "T y", "x", bad, "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "post_map_expr:2:1: #line",
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", bad, "0", NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "identity:2:1: #line",
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", bad, NULL, "k", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "reduce_type:2:1: #line",
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", "float\n#line 3",
+                                 "k", NULL, &k));
+  jitk_reduction_options o = {"#line 5", NULL, 0};
+  JT_FAILS(e, JITK_ERR_PARSE, "preamble:1:1: #line",
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", &o, &k));
+  cr_assert_null(k);
+  jitk_engine_destroy(e);
+}

@@ -174,6 +174,17 @@ Test(matmul_plan, errors) {
   JT_FAILS(e, JITK_ERR_COMPILE, "epilogue:1:", jitk_matmul_create(e, &d, &p));
   d.epilogue = "acc + undefined_name";
   JT_FAILS(e, JITK_ERR_COMPILE, "epilogue:1:7: error", jitk_matmul_create(e, &d, &p));
+  /* A missing last operand: the closing text is on the epilogue's line. */
+  d.epilogue = "acc +";
+  JT_FAILS(e, JITK_ERR_COMPILE, "epilogue:1:6: error: expected an expression",
+           jitk_matmul_create(e, &d, &p));
+  cr_assert(strstr(jitk_errmsg(e), "matmul.cu(") == NULL, "%s", jitk_errmsg(e));
+  d.epilogue = "acc\n#line 1 \"operation\"";
+  JT_FAILS(e, JITK_ERR_PARSE, "epilogue:2:1: #line directives", jitk_matmul_create(e, &d, &p));
+  d.epilogue = "acc";
+  d.preamble = "# 4 \"x\"";
+  JT_FAILS(e, JITK_ERR_PARSE, "preamble:1:1: #line directives", jitk_matmul_create(e, &d, &p));
+  d.preamble = NULL;
   d.epilogue = "acc + b[col]";
   d.epilogue_params = "raw U b";
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder U", jitk_matmul_create(e, &d, &p));
