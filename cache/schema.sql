@@ -4,7 +4,7 @@
 --
 -- SQLite keeps each CREATE statement's text, comments inside it included,
 -- and parses it again whenever a process opens the database; so comments
--- stay out of the statements, and the schema stays small: two tables, no
+-- stay out of the statements, and the schema stays small: four tables, no
 -- secondary index. Opening must be quick, since a disk hit in a fresh
 -- process pays for it.
 
@@ -19,6 +19,16 @@ CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, key BLOB NOT NULL, k
 
 -- Counters summed over every process, one row per counter, fixed ids.
 CREATE TABLE IF NOT EXISTS stats (id INTEGER PRIMARY KEY, name TEXT NOT NULL, value INTEGER NOT NULL);
+
+-- Which entries answer a request (the key of the source, options and
+-- headers given as strings); each entry's key material holds the files its
+-- compile read, checked before it is served. No rowid: the primary key
+-- is the index by request.
+CREATE TABLE IF NOT EXISTS requests (request INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (request, id)) WITHOUT ROWID;
+
+-- Content hashes of large files a compile read, valid while the file's
+-- stat data is unchanged.
+CREATE TABLE IF NOT EXISTS files (dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, hash BLOB NOT NULL, PRIMARY KEY (dev, ino)) WITHOUT ROWID;
 
 -- Last: marks the database as set up, in format 1.
 PRAGMA user_version = 1;

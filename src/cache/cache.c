@@ -139,6 +139,7 @@ static void entry_free(jitk_engine *e, jk_entry *x) {
   jk_free(e, x->name_expressions);
   jk_free(e, x->lowered);
   jk_ptxas_free(e, x->resources, x->num_resources);
+  jk_deps_free(e, &x->deps);
   jk_free(e, x->log);
   jk_free(e, x->image);
   jk_free(e, x);
@@ -158,6 +159,7 @@ void jk_cache_destroy(jitk_engine *e) {
     x = next;
   }
   jk_free(e, c->buckets);
+  jk_free(e, c->verified);
   jk_free(e, c->inflight);
   jk_free(e, c->dir);
   jk_free(e, c->db_path);
@@ -292,7 +294,52 @@ static void count(jitk_engine *e, uint64_t *mine, uint64_t *pending) {
   pthread_mutex_unlock(&e->cache.disk_lock);
 }
 
-/* From the store, or compiled (and stored) while holding the key's lock. */
+/* Lists what the compile reads from disk (src/nvrtc/deps.c). */
+static jitk_status scan_deps(jitk_engine *e, const jk_compile_input *in, jk_deps *out) {
+  char **opts = NULL;
+  size_t nopts = 0;
+  jitk_status st = jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific,
+                                          &opts, &nopts);
+  if (st == JITK_OK) st = jk_deps_scan(e, in, opts, nopts, out);
+  jk_options_free(e, opts, nopts);
+  return st;
+}
+
+/* Stores a new compile with its dependency record, unless the record is
+ * incomplete or a file changed while NVRTC ran (then what NVRTC read is
+ * unknown). Under disk_lock. */
+static void store_compiled(jitk_engine *e, const jk_compile_input *in, const jk_key *request,
+                           const jk_material *mat, jk_entry *x) {
+  char hex[33];
+  jk_key_hex(request, hex);
+  if (x->deps.unknown != NULL) {
+    jk_log(e, JITK_LOG_INFO,
+           "kernel cache: %s (request %s) is not stored on disk: %s, so the files it reads "
+           "cannot all be told",
+           in->program_name ? in->program_name : "module.cu", hex, x->deps.unknown);
+    return;
+  }
+  const char *changed = NULL;
+  if (!jk_deps_hold(e, &x->deps, true, &changed)) {
+    jk_log(e, JITK_LOG_INFO,
+           "kernel cache: %s changed while %s was compiling; the result is not stored",
+           changed, in->program_name ? in->program_name : "module.cu");
+    return;
+  }
+  jk_material full;
+  jk_material_init(&full, e);
+  jk_material_append(&full, mat->data, mat->len);
+  jk_deps_material(&full, jk_toolchain(e), &x->deps);
+  if (!full.failed) {
+    jk_key key;
+    jk_hash128(full.data, full.len, key.bytes);
+    jk_store_insert(e, &key, request, &full, x, in->program_name ? in->program_name : "module.cu");
+  }
+  jk_material_free(&full);
+}
+
+/* From the store, or compiled (and stored) while holding the request's
+ * lock. */
 static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const jk_key *key,
                               const jk_material *mat, jk_entry *x) {
   jk_cache *c = &e->cache;
@@ -300,7 +347,7 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
   jitk_status st = JITK_OK;
   if (c->mode != JITK_CACHE_OFF) {
     pthread_mutex_lock(&c->disk_lock);
-    st = jk_store_lookup(e, key, mat, x, &found);
+    st = jk_store_find(e, key, mat, x, &found);
     writable = c->disk == JK_DISK_OPEN;
     pthread_mutex_unlock(&c->disk_lock);
     if (st != JITK_OK) return st;
@@ -312,7 +359,7 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
     if (locked) {
       /* Whoever held the lock may have stored it meanwhile. */
       pthread_mutex_lock(&c->disk_lock);
-      st = jk_store_lookup(e, key, mat, x, &found);
+      st = jk_store_find(e, key, mat, x, &found);
       pthread_mutex_unlock(&c->disk_lock);
     }
   }
@@ -324,8 +371,11 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
     pthread_mutex_unlock(&c->disk_lock);
   } else if (st == JITK_OK) {
     count(e, &c->stats.misses, &c->pending.misses);
+    /* The headers are read before NVRTC runs and checked again after it:
+     * a file edited meanwhile leaves what NVRTC saw unknown. */
+    st = scan_deps(e, in, &x->deps);
     jk_compile_output co;
-    st = jk_nvrtc_compile(e, in, &co);
+    if (st == JITK_OK) st = jk_nvrtc_compile(e, in, &co);
     if (st == JITK_OK) {
       st = entry_from_compile(e, in, &co, x);
       jk_compile_output_free(e, &co);
@@ -339,12 +389,26 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
     }
     if (st == JITK_OK && writable) {
       pthread_mutex_lock(&c->disk_lock);
-      jk_store_insert(e, key, mat, x, in->program_name ? in->program_name : "module.cu");
+      store_compiled(e, in, key, mat, x);
       pthread_mutex_unlock(&c->disk_lock);
     }
   }
   if (locked) jk_key_unlock(e, key);
   return st;
+}
+
+/* Whether a memory hit's own files (outside the CUDA headers) are as they
+ * were when it was compiled. */
+static bool memory_hit_holds(jitk_engine *e, jk_entry *hit) {
+  if (!jk_deps_have_user_files(&hit->deps)) return true;
+  const char *changed = NULL;
+  pthread_mutex_lock(&e->cache.disk_lock);
+  bool holds = jk_deps_hold(e, &hit->deps, false, &changed);
+  pthread_mutex_unlock(&e->cache.disk_lock);
+  if (!holds)
+    jk_log(e, JITK_LOG_INFO, "kernel cache: %s changed since the kernel was compiled; recompiling",
+           changed);
+  return holds;
 }
 
 jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
@@ -367,11 +431,25 @@ jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char 
       lru_unlink(c, hit);
       lru_push_front(c, hit);
       pthread_mutex_unlock(&e->lock);
-      atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
-      jk_material_free(&mat);
-      *out = hit;
-      return JITK_OK;
+      if (memory_hit_holds(e, hit)) {
+        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
+        jk_material_free(&mat);
+        *out = hit;
+        return JITK_OK;
+      }
+      /* Stale: out of the table (handles keep their module), and compiled
+       * again below. */
+      pthread_mutex_lock(&e->lock);
+      if (hit->in_table) {
+        table_remove(c, hit);
+        hit->refs--;
+      }
+      bool last = --hit->refs == 0;
+      pthread_mutex_unlock(&e->lock);
+      if (last) entry_free(e, hit);
+      pthread_mutex_lock(&e->lock);
+      continue;
     }
     if (!inflight_has(c, &key)) break;
     pthread_cond_wait(&c->compiled, &e->lock);

@@ -41,6 +41,8 @@ void jk_material_init(jk_material *m, jitk_engine *e);
 void jk_material_free(jk_material *m);
 void jk_material_add(jk_material *m, const char *label, const void *bytes, size_t n);
 void jk_material_add_str(jk_material *m, const char *label, const char *s);
+/* Appends bytes that are already serialized fields. */
+void jk_material_append(jk_material *m, const void *bytes, size_t n);
 /* Walks the fields of a serialized material; returns false at the end or
  * on malformed input (then *ok is false). */
 bool jk_material_next(const unsigned char *data, size_t len, size_t *pos,
@@ -52,10 +54,20 @@ void jk_key_hex(const jk_key *k, char out[33]);
  * headers embedded from templates/. */
 void jk_headers_digest(jitk_engine *e, char out[33]);
 
+/* A remembered content hash of a large file, valid while its stat data
+ * is unchanged (deps.c). */
+typedef struct jk_file_memo {
+  uint64_t dev, ino;
+  int64_t size, mtime_ns, ctime_ns;
+  uint8_t hash[16];
+  bool used, dirty; /* dirty: not yet in the database */
+} jk_file_memo;
+#define JK_FILE_MEMOS 64
+
 /* One compiled kernel image and what goes with it, shared by every module
  * handle made from it; the memory table holds one reference too. */
 typedef struct jk_entry {
-  jk_key key;
+  jk_key key; /* the request's key: what the memory table finds it by */
   int refs; /* under the engine lock */
   struct jk_entry *hash_next, *lru_prev, *lru_next;
   bool in_table;
@@ -71,6 +83,9 @@ typedef struct jk_entry {
   size_t num_resources;
   double compile_ms;
   void *cu; /* CUmodule, NULL on compile-only engines */
+  /* What the compile read from disk; checked again on memory hits (files
+   * outside the CUDA headers) and disk hits (all). */
+  jk_deps deps;
 } jk_entry;
 
 typedef enum jk_disk_state {
@@ -138,6 +153,20 @@ typedef struct jk_cache {
    * device headers: parts of every key. */
   char nvrtc_id[96];
   char headers_digest[33];
+  /* The content hash of the NVRTC libraries in use, in hexadecimal, part
+   * of every entry's dependency record; empty until first needed. */
+  char toolchain[33];
+
+  /* Dependency checks (deps.c), under disk_lock: hashes of large files,
+   * the database's remembered ones (a statement on the private store)
+   * and toolkit records this engine has checked already. */
+  jk_file_memo memos[JK_FILE_MEMOS];
+  size_t next_memo;
+  sqlite3_stmt *memo_get;
+  uint64_t *verified;
+  size_t verified_slots, verified_count;
+  /* Candidates for a request, prepared with the lookup. */
+  sqlite3_stmt *candidates;
 
   /* This engine's counters (memory hits kept apart: they are counted on
    * the fast path, without the disk lock). */
@@ -172,6 +201,31 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in,
 /* The directory chosen by the rules of DESIGN.md section 4, allocated. */
 char *jk_cache_default_dir(jitk_engine *e);
 
+/* --- deps.c: dependency records --- */
+/* The content hash of the file at `path`, through the remembered hashes
+ * for large files; false when it is not a readable regular file. Under
+ * disk_lock. */
+bool jk_file_digest(jitk_engine *e, const char *path, uint8_t out[16]);
+/* Whether every dependency still holds (toolkit ones too when `toolkit`);
+ * *failed names the first that does not. Under disk_lock. */
+bool jk_deps_hold(jitk_engine *e, const jk_deps *d, bool toolkit, const char **failed);
+bool jk_deps_have_user_files(const jk_deps *d);
+/* Appends the record to an entry's key material. */
+void jk_deps_material(jk_material *m, const char *toolchain, const jk_deps *d);
+/* Reads the record back from key material, starting at byte `from` (the
+ * end of the request). JITK_ERR_INVALID_IMAGE when it is malformed. */
+jitk_status jk_deps_parse(jitk_engine *e, const unsigned char *data, size_t len, size_t from,
+                          const unsigned char **toolchain, size_t *toolchain_len, jk_deps *out);
+jitk_status jk_deps_copy(jitk_engine *e, const jk_deps *from, jk_deps *to);
+/* The NVRTC libraries' digest (cache.toolchain), computed at first use.
+ * Under disk_lock. */
+const char *jk_toolchain(jitk_engine *e);
+/* Writes remembered hashes not yet in the database; inside a write
+ * transaction. jk_memo_written marks them written after the commit. */
+int jk_memo_write(jitk_engine *e);
+void jk_memo_written(jitk_engine *e);
+bool jk_memo_pending(const jitk_engine *e);
+
 /* --- store.c: the SQLite store --- */
 jitk_status jk_store_open(jitk_engine *e);
 void jk_store_close(jitk_engine *e);
@@ -179,8 +233,19 @@ void jk_store_close(jitk_engine *e);
  * are deleted and counted as corrupt, and read as a miss. */
 jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material *material,
                             jk_entry *out, bool *found);
-jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material *material,
-                            const jk_entry *entry, const char *label);
+/* Stores an entry under its key (the hash of `material`: the request's
+ * material and the dependency record) and records that it answers
+ * `request`. */
+jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *request,
+                            const jk_material *material, const jk_entry *entry,
+                            const char *label);
+/* The entry for a request whose dependency record still holds, from the
+ * request's candidates, most recently used first; *found false when none
+ * does. */
+jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_material *req,
+                          jk_entry *out, bool *found);
+/* Drops request rows whose entry is gone; inside a write transaction. */
+int jk_store_forget_requests(jitk_engine *e);
 void jk_store_note_hit(jitk_engine *e, const jk_key *key);
 void jk_store_flush(jitk_engine *e);
 /* Marks the disk tier unusable for this engine after an unexpected SQLite

@@ -46,6 +46,12 @@ void jk_material_add(jk_material *m, const char *label, const void *bytes, size_
   m->len += n;
 }
 
+void jk_material_append(jk_material *m, const void *bytes, size_t n) {
+  if (!reserve(m, n)) return;
+  if (n) memcpy(m->data + m->len, bytes, n);
+  m->len += n;
+}
+
 void jk_material_add_str(jk_material *m, const char *label, const char *s) {
   jk_material_add(m, label, s, strlen(s));
 }

@@ -29,6 +29,13 @@
 extern const unsigned char jk_schema_sql[];
 extern const size_t jk_schema_sql_size;
 
+static void finalize_statements(jk_cache *c) {
+  sqlite3_finalize(c->lookup);
+  sqlite3_finalize(c->candidates);
+  sqlite3_finalize(c->memo_get);
+  c->lookup = c->candidates = c->memo_get = NULL;
+}
+
 /* Label of a disk-tier failure, for the one log line. */
 void jk_store_disable(jitk_engine *e, const char *why, int rc) {
   jk_cache *c = &e->cache;
@@ -44,10 +51,10 @@ void jk_store_disable(jitk_engine *e, const char *why, int rc) {
          detail ? detail : "");
   c->stats.disk_errors++;
   if (c->db != NULL && c->owner_pid == getpid()) {
-    sqlite3_finalize(c->lookup);
+    finalize_statements(c);
     sqlite3_close_v2(c->db);
   }
-  c->lookup = NULL;
+  c->lookup = c->candidates = c->memo_get = NULL;
   c->db = NULL;
   /* The key-lock descriptor stays open until the engine goes: another
    * thread may be waiting on it right now. */
@@ -152,11 +159,61 @@ static const char *file_in(jitk_engine *e, const char *dir, const char *name, ch
 
 static jitk_status store_open(jitk_engine *e);
 
+/* How many entries one request keeps (the same source compiled against
+ * different header contents, as when switching branches); older ones are
+ * dropped when a new one is stored. */
+#define JK_MAX_CANDIDATES 16
+
 static int prepare_lookup(jitk_engine *e) {
-  return sqlite3_prepare_v3(e->cache.db,
-                            "SELECT kind, compile_ms, checksum, material, names, log, image, key "
-                            "FROM entries WHERE id = ?1",
-                            -1, SQLITE_PREPARE_PERSISTENT, &e->cache.lookup, NULL);
+  jk_cache *c = &e->cache;
+  int rc = sqlite3_prepare_v3(c->db,
+                              "SELECT kind, compile_ms, checksum, material, names, log, image, key "
+                              "FROM entries WHERE id = ?1",
+                              -1, SQLITE_PREPARE_PERSISTENT, &c->lookup, NULL);
+  /* A database made by an older jitk may lack the tables of dependency
+   * records until something is stored: then nothing is found. */
+  if (rc == SQLITE_OK &&
+      sqlite3_prepare_v3(c->db,
+                         "SELECT e.key, e.material FROM requests r JOIN entries e ON e.id = r.id "
+                         "WHERE r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT 16",
+                         -1, SQLITE_PREPARE_PERSISTENT, &c->candidates, NULL) != SQLITE_OK)
+    c->candidates = NULL;
+  if (rc == SQLITE_OK &&
+      sqlite3_prepare_v3(c->db,
+                         "SELECT size, mtime_ns, ctime_ns, hash FROM files WHERE dev = ?1 AND ino = ?2",
+                         -1, SQLITE_PREPARE_PERSISTENT, &c->memo_get, NULL) != SQLITE_OK)
+    c->memo_get = NULL;
+  return rc;
+}
+
+/* The tables a database made before dependency records lacks; created
+ * once by the first writer that opens it. */
+static int ensure_tables(jitk_engine *e) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(e->cache.db,
+                              "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND "
+                              "name IN ('requests', 'files')",
+                              -1, &q, NULL);
+  int have = 0;
+  if (rc == SQLITE_OK) {
+    if (sqlite3_step(q) == SQLITE_ROW)
+      have = sqlite3_column_int(q, 0);
+    else
+      rc = sqlite3_errcode(e->cache.db);
+  }
+  sqlite3_finalize(q);
+  if (rc != SQLITE_OK || have == 2) return rc;
+  rc = jk_store_begin(e);
+  if (rc != SQLITE_OK) return rc;
+  rc = exec(e,
+            "CREATE TABLE IF NOT EXISTS requests (request INTEGER NOT NULL, id INTEGER NOT NULL, "
+            "PRIMARY KEY (request, id)) WITHOUT ROWID; "
+            "CREATE TABLE IF NOT EXISTS files (dev INTEGER NOT NULL, ino INTEGER NOT NULL, size "
+            "INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, hash BLOB NOT "
+            "NULL, PRIMARY KEY (dev, ino)) WITHOUT ROWID");
+  if (rc == SQLITE_OK) return jk_store_commit(e);
+  jk_store_rollback(e);
+  return rc;
 }
 
 /* Ends a use of the lookup statement: its read transaction too. */
@@ -186,7 +243,7 @@ static jitk_status store_open(jitk_engine *e) {
      * it is abandoned and this process opens its own. The lock descriptor
      * can be closed: the parent's keeps its locks. */
     c->db = NULL;
-    c->lookup = NULL;
+    c->lookup = c->candidates = c->memo_get = NULL;
     if (c->lock_fd >= 0) close(c->lock_fd);
     c->lock_fd = -1;
     c->num_pending_used = 0;
@@ -311,7 +368,8 @@ static jitk_status store_open(jitk_engine *e) {
     }
     return JITK_ERR_CACHE;
   }
-  rc = prepare_lookup(e);
+  if (!read_only) rc = ensure_tables(e);
+  if (rc == SQLITE_OK) rc = prepare_lookup(e);
   if (rc != SQLITE_OK) {
     jk_store_disable(e, "cannot read the database", rc);
     return JITK_ERR_CACHE;
@@ -325,10 +383,10 @@ void jk_store_close(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->db != NULL && c->owner_pid == getpid()) {
     jk_store_flush(e);
-    sqlite3_finalize(c->lookup);
+    finalize_statements(c);
     if (c->db != NULL) sqlite3_close_v2(c->db);
   }
-  c->lookup = NULL;
+  c->lookup = c->candidates = c->memo_get = NULL;
   c->db = NULL;
   if (c->lock_fd >= 0) close(c->lock_fd);
   c->lock_fd = -1;
@@ -397,6 +455,28 @@ jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n,
 static int read_total(jitk_engine *e, int64_t *total);
 static int add_total(jitk_engine *e, int64_t delta);
 
+/* Drops the request rows of entry `id` (all of them when id is -1: those
+ * whose entry is gone); inside a write transaction. A database without
+ * the table has none to drop. */
+static int forget_requests(jitk_engine *e, int64_t id) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(e->cache.db,
+                              id >= 0 ? "DELETE FROM requests WHERE id = ?1"
+                                      : "DELETE FROM requests WHERE id NOT IN (SELECT id FROM "
+                                        "entries)",
+                              -1, &q, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(q);
+    return (rc & 0xff) == SQLITE_ERROR ? SQLITE_OK : rc;
+  }
+  if (id >= 0) sqlite3_bind_int64(q, 1, id);
+  rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(e->cache.db);
+  sqlite3_finalize(q);
+  return rc;
+}
+
+int jk_store_forget_requests(jitk_engine *e) { return forget_requests(e, -1); }
+
 /* Deletes the row of a key's id and takes its size off the total; inside
  * a write transaction. */
 int jk_store_delete_row(jitk_engine *e, const jk_key *key) {
@@ -415,6 +495,7 @@ int jk_store_delete_row(jitk_engine *e, const jk_key *key) {
   }
   sqlite3_finalize(q);
   if (rc == SQLITE_OK && bytes) rc = add_total(e, -bytes);
+  if (rc == SQLITE_OK) rc = forget_requests(e, jk_key_id(key));
   return rc;
 }
 
@@ -449,6 +530,7 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
   sqlite3_stmt *q = c->lookup;
   int rc;
   if (q == NULL) {
+    finalize_statements(c);
     rc = prepare_lookup(e);
     if (rc != SQLITE_OK) {
       jk_store_disable(e, "cannot read the database", rc);
@@ -591,11 +673,12 @@ void jk_store_flush(jitk_engine *e) {
   jk_counters zero;
   memset(&zero, 0, sizeof zero);
   if (c->num_pending_used == 0 && memcmp(&c->pending, &zero, sizeof zero) == 0 &&
-      atomic_load(&c->memory_hits_unflushed) == 0)
+      atomic_load(&c->memory_hits_unflushed) == 0 && !jk_memo_pending(e))
     return;
   int rc = jk_store_begin(e);
   if (rc == SQLITE_OK) rc = write_stamps(e, jk_now_ms());
   if (rc == SQLITE_OK) rc = write_counters(e);
+  if (rc == SQLITE_OK) rc = jk_memo_write(e);
   if (rc == SQLITE_OK) rc = jk_store_commit(e);
   else jk_store_rollback(e);
   if (rc != SQLITE_OK) {
@@ -604,6 +687,7 @@ void jk_store_flush(jitk_engine *e) {
   }
   c->num_pending_used = 0;
   memset(&c->pending, 0, sizeof c->pending);
+  jk_memo_written(e);
 }
 
 void jk_store_note_hit(jitk_engine *e, const jk_key *key) {
@@ -681,11 +765,51 @@ int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed) {
   sqlite3_finalize(oldest);
   sqlite3_finalize(del);
   if (rc == SQLITE_OK && freed) rc = add_total(e, -freed);
+  if (rc == SQLITE_OK && *removed) rc = forget_requests(e, -1);
   return rc;
 }
 
-jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material *material,
-                            const jk_entry *entry, const char *label) {
+/* Records that entry `id` answers `request`, and drops the request's
+ * least recently used entries beyond JK_MAX_CANDIDATES; inside a write
+ * transaction. */
+static int add_request(jitk_engine *e, const jk_key *request, int64_t id, size_t *removed) {
+  jk_cache *c = &e->cache;
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(c->db, "INSERT OR IGNORE INTO requests (request, id) VALUES (?1, ?2)",
+                              -1, &q, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(q, 1, jk_key_id(request));
+    sqlite3_bind_int64(q, 2, id);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+  }
+  sqlite3_finalize(q);
+  q = NULL;
+  if (rc != SQLITE_OK) return rc;
+  rc = sqlite3_prepare_v2(c->db,
+                          "SELECT e.key FROM requests r JOIN entries e ON e.id = r.id WHERE "
+                          "r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT -1 OFFSET ?2",
+                          -1, &q, NULL);
+  jk_key old[8];
+  size_t n = 0;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(q, 1, jk_key_id(request));
+    sqlite3_bind_int(q, 2, JK_MAX_CANDIDATES);
+    int step;
+    while ((step = sqlite3_step(q)) == SQLITE_ROW && n < 8)
+      if (sqlite3_column_bytes(q, 0) == 16) memcpy(old[n++].bytes, sqlite3_column_blob(q, 0), 16);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
+  }
+  sqlite3_finalize(q);
+  for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+    rc = jk_store_delete_row(e, &old[i]);
+    ++*removed;
+  }
+  return rc;
+}
+
+jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *request,
+                            const jk_material *material, const jk_entry *entry,
+                            const char *label) {
   jk_cache *c = &e->cache;
   if (jk_store_open(e) != JITK_OK || c->disk != JK_DISK_OPEN) return JITK_OK;
   jk_material names;
@@ -741,7 +865,9 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material
   sqlite3_finalize(q);
   size_t evicted = 0;
   if (rc == SQLITE_OK && inserted) rc = add_total(e, bytes);
+  if (rc == SQLITE_OK && inserted) rc = add_request(e, request, jk_key_id(key), &evicted);
   if (rc == SQLITE_OK) rc = write_stamps(e, now);
+  if (rc == SQLITE_OK) rc = jk_memo_write(e);
   if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, &evicted);
   if (rc == SQLITE_OK) {
     c->pending.evictions += evicted;
@@ -762,8 +888,86 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_material
   c->stats.evictions += evicted;
   c->num_pending_used = 0;
   memset(&c->pending, 0, sizeof c->pending);
+  jk_memo_written(e);
   if (evicted)
     jk_log(e, JITK_LOG_INFO, "kernel cache: evicted %zu entr%s to stay under %lld bytes", evicted,
            evicted == 1 ? "y" : "ies", (long long)c->max_bytes);
   return JITK_OK;
+}
+
+jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_material *req,
+                          jk_entry *out, bool *found) {
+  jk_cache *c = &e->cache;
+  *found = false;
+  if (jk_store_open(e) != JITK_OK || c->candidates == NULL) return JITK_OK;
+  const char *toolchain = jk_toolchain(e);
+  size_t tl = strlen(toolchain);
+  /* The candidates are copied out first: checking them reads the files
+   * table through another statement. */
+  typedef struct cand {
+    jk_key key;
+    jk_material mat;
+    jk_deps deps;
+  } cand;
+  cand v[JK_MAX_CANDIDATES];
+  size_t n = 0;
+  sqlite3_stmt *q = c->candidates;
+  sqlite3_bind_int64(q, 1, jk_key_id(request));
+  int step;
+  jitk_status st = JITK_OK;
+  while (n < JK_MAX_CANDIDATES && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    const unsigned char *m = sqlite3_column_blob(q, 1);
+    size_t ml = (size_t)sqlite3_column_bytes(q, 1);
+    /* Another request with the same first 63 bits, or a damaged row
+     * (caught when it is read in full): not this request's. */
+    if (sqlite3_column_bytes(q, 0) != 16 || m == NULL || ml <= req->len ||
+        memcmp(m, req->data, req->len) != 0)
+      continue;
+    const unsigned char *tc;
+    size_t tcl;
+    jk_deps deps;
+    jitk_status ps = jk_deps_parse(e, m, ml, req->len, &tc, &tcl, &deps);
+    if (ps == JITK_ERR_OUT_OF_MEMORY) {
+      st = ps;
+      break;
+    }
+    if (ps != JITK_OK) continue;
+    if (tcl != tl || memcmp(tc, toolchain, tl) != 0) {
+      /* Compiled by another NVRTC build: never served. */
+      jk_deps_free(e, &deps);
+      continue;
+    }
+    cand *x = &v[n];
+    memcpy(x->key.bytes, sqlite3_column_blob(q, 0), 16);
+    jk_material_init(&x->mat, e);
+    jk_material_append(&x->mat, m, ml);
+    if (x->mat.failed) {
+      jk_material_free(&x->mat);
+      jk_deps_free(e, &deps);
+      st = JITK_ERR_OUT_OF_MEMORY;
+      break;
+    }
+    x->deps = deps;
+    n++;
+  }
+  sqlite3_reset(q);
+  sqlite3_clear_bindings(q);
+  for (size_t i = 0; i < n; i++) {
+    const char *failed = NULL;
+    if (st == JITK_OK && !*found && jk_deps_hold(e, &v[i].deps, true, &failed)) {
+      st = jk_store_lookup(e, &v[i].key, &v[i].mat, out, found);
+      if (*found) {
+        out->deps = v[i].deps;
+        memset(&v[i].deps, 0, sizeof v[i].deps);
+      }
+    } else if (failed != NULL && jk_log_enabled(e, JITK_LOG_DEBUG)) {
+      char hex[33];
+      jk_key_hex(&v[i].key, hex);
+      jk_log(e, JITK_LOG_DEBUG, "kernel cache: entry %s does not serve: %s changed", hex, failed);
+    }
+    jk_material_free(&v[i].mat);
+    jk_deps_free(e, &v[i].deps);
+  }
+  if (st == JITK_ERR_OUT_OF_MEMORY) return jk_fail(e, st, "out of memory reading a cache entry");
+  return st;
 }

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE /* dladdr */
 #endif
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,4 +71,39 @@ char *jk_find_cuda_include(jitk_engine *e, const char *override) {
   if (dir == NULL) dir = try_dir(e, "/usr/local/cuda", "/include");
   if (dir != NULL) jk_log(e, JITK_LOG_DEBUG, "CUDA headers in %s", dir);
   return dir;
+}
+
+/*
+ * The files that make up the NVRTC in use: the loaded libnvrtc, and the
+ * libnvrtc-builtins it loads at its first compile (its device headers and
+ * built-in declarations). The builtins library is loaded here by the same
+ * name NVRTC asks for, and kept loaded until the engine goes: the dynamic
+ * loader hands NVRTC that same copy later, so the file hashed is the file
+ * used. Either path is NULL when it cannot be found.
+ */
+jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **builtins_path) {
+  jk_nvrtc *nv = &e->nvrtc;
+  *nvrtc_path = *builtins_path = NULL;
+  Dl_info info;
+  if (dladdr((void *)&nvrtcVersion, &info) != 0 && info.dli_fname != NULL &&
+      (*nvrtc_path = jk_strdup(e, info.dli_fname)) == NULL)
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  char soname[64];
+  snprintf(soname, sizeof soname, "libnvrtc-builtins.so.%d.%d", nv->major, nv->minor);
+  if (nv->builtins_handle == NULL) nv->builtins_handle = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+  if (nv->builtins_handle == NULL && *nvrtc_path != NULL) {
+    /* Beside libnvrtc, where toolkits and NVIDIA's wheels keep it. */
+    char path[4096];
+    const char *slash = strrchr(*nvrtc_path, '/');
+    if (slash != NULL &&
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - *nvrtc_path), *nvrtc_path,
+                 soname) < (int)sizeof path)
+      nv->builtins_handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+  }
+  struct link_map *map = NULL;
+  if (nv->builtins_handle != NULL && dlinfo(nv->builtins_handle, RTLD_DI_LINKMAP, &map) == 0 &&
+      map != NULL && map->l_name != NULL && map->l_name[0] != '\0' &&
+      (*builtins_path = jk_strdup(e, map->l_name)) == NULL)
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  return JITK_OK;
 }

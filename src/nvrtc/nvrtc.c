@@ -1,5 +1,6 @@
 #include "nvrtc/nvrtc.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,8 @@ void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv) {
   jk_free(e, nv->include_dir);
   jk_free(e, nv->cccl_dir);
   nv->include_dir = nv->cccl_dir = NULL;
+  if (nv->builtins_handle != NULL) dlclose(nv->builtins_handle);
+  nv->builtins_handle = NULL;
 }
 
 static bool nvrtc_supports(const jk_nvrtc *nv, int sm) {

@@ -8,6 +8,7 @@
 #include <nvrtc.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jitk/jitk.h>
 
@@ -41,6 +42,7 @@ typedef struct jk_nvrtc {
   int num_archs;
   char *include_dir; /* CUDA headers, or NULL when none were found */
   char *cccl_dir;    /* include_dir/cccl when it exists (CUDA 13) */
+  void *builtins_handle; /* libnvrtc-builtins, loaded by jk_nvrtc_library_files */
 } jk_nvrtc;
 
 struct jk_target;
@@ -128,6 +130,41 @@ extern const size_t jk_num_embedded_headers;
 jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
                            jitk_kernel_resources **out, size_t *count);
 void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
+
+/* --- deps.c: the files a compile reads --- */
+
+/* One path a compile's lookups touched. */
+typedef struct jk_dep {
+  char *path;    /* as NVRTC opens it: relative to the working directory, or absolute */
+  char state;    /* 'F' a regular file, 'A' nothing there, 'O' something else */
+  bool hashed;   /* `hash` holds the file's XXH3-128 */
+  bool toolkit;  /* under the CUDA header folders (checked on disk hits only) */
+  uint8_t hash[16];
+} jk_dep;
+
+typedef struct jk_deps {
+  jk_dep *v;
+  size_t n, cap;
+  /* NULL, or why the files the compile reads cannot all be known (a
+   * header named by a macro, precompiled headers); allocated. */
+  char *unknown;
+} jk_deps;
+
+/*
+ * Lists every path the compile of `in` with the final options `opts`
+ * would look at for headers, with the content hash of each file found
+ * (deps.c says how the lookup is modelled). Files that cannot be read
+ * count as "something else". Fails only for want of memory.
+ */
+jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
+                         jk_deps *out);
+void jk_deps_free(jitk_engine *e, jk_deps *d);
+/* XXH3-128 in canonical (big-endian) bytes, as dependency records hold. */
+void jk_deps_hash(const void *data, size_t n, uint8_t out[16]);
+
+/* The loaded libnvrtc and the libnvrtc-builtins it will use, allocated;
+ * either is NULL when it cannot be found. */
+jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **builtins_path);
 
 /* Finds the CUDA include folder as jitk_engine_config describes. Returns
  * an allocated path or NULL. */

@@ -209,7 +209,7 @@ int bench_cache(const char *self, int argc, char **argv) {
     jk_key k;
     jk_hash128(m.data, m.len, k.bytes);
     if (i % (BIG / 64) == 0 && i / (BIG / 64) < 64) keys[i / (BIG / 64)] = k;
-    jk_store_insert(e, &k, &m, img->entry, label);
+    jk_store_insert(e, &k, &k, &m, img->entry, label);
     jk_material_free(&m);
   }
   double fill_s = (bench_now_us() - fill0) / 1e6;

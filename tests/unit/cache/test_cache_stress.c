@@ -115,7 +115,7 @@ static void kill_child(const char *dir, int fd, uint64_t seed, void **images, si
     x.kind = JITK_IMAGE_CUBIN;
     x.log = (char *)"";
     pthread_mutex_lock(&e->cache.disk_lock);
-    jk_store_insert(e, &key, &m, &x, label);
+    jk_store_insert(e, &key, &key, &m, &x, label);
     jk_store_note_hit(e, &key);
     if (i % 7 == 0) jk_store_flush(e);
     pthread_mutex_unlock(&e->cache.disk_lock);

@@ -1,0 +1,406 @@
+/*
+ * Dependency records: what a cached compile read from disk, written into
+ * its entry, and checked again before the entry is served.
+ *
+ * An entry's key material is the request (source, options, headers given
+ * as strings: key.c) followed by a `toolchain` field, the content hash of
+ * the NVRTC in use, and one `dependency` field per path the compile's
+ * header lookups touched (src/nvrtc/deps.c): a file with the XXH3-128 of
+ * its content, or a place where nothing was. An entry serves a request
+ * only while every one of those still holds, as ccache's manifests work:
+ * a header edited, a header added earlier on the include path, another
+ * working directory with other headers, a toolkit update with the same
+ * NVRTC version, each turns the entry into a miss.
+ *
+ * Large files (libnvrtc is over 100 MB) would make each check slow, so
+ * their hashes are remembered with their stat data, per engine and in the
+ * database's `files` table: while device, inode, size, modification and
+ * change times are all unchanged, the remembered hash stands. A hash is
+ * only remembered once the file's change time is a few seconds old, so a
+ * file rewritten within one tick of the filesystem's clock is always read
+ * again. Small files are read and hashed every time, which costs about as
+ * much as looking them up would.
+ */
+#define XXH_STATIC_LINKING_ONLY
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "cache/cache.h"
+#include "core/core.h"
+
+/* Files smaller than this are hashed on every check. */
+#define JK_MEMO_MIN_SIZE ((off_t)16 * 1024)
+/* How old a file's change time must be before its hash is remembered. */
+#define JK_MEMO_SETTLE_NS 2000000000LL
+
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
+
+static bool memo_matches(const jk_file_memo *m, const struct stat *st) {
+  return m->used && m->dev == (uint64_t)st->st_dev && m->ino == (uint64_t)st->st_ino &&
+         m->size == (int64_t)st->st_size && m->mtime_ns == ns_of(st->st_mtim) &&
+         m->ctime_ns == ns_of(st->st_ctim);
+}
+
+static void memo_fill(jk_file_memo *m, const struct stat *st, const uint8_t hash[16]) {
+  m->used = true;
+  m->dev = (uint64_t)st->st_dev;
+  m->ino = (uint64_t)st->st_ino;
+  m->size = (int64_t)st->st_size;
+  m->mtime_ns = ns_of(st->st_mtim);
+  m->ctime_ns = ns_of(st->st_ctim);
+  memcpy(m->hash, hash, 16);
+}
+
+/* Reads and hashes the file at `path`; *st is its stat data, from the
+ * descriptor read. *stable tells whether it was the same before and after
+ * the read. */
+static bool hash_file(jitk_engine *e, const char *path, struct stat *st, uint8_t out[16],
+                      bool *stable) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat after;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return false;
+  }
+  XXH3_state_t *s = XXH3_createState();
+  enum { CHUNK = 1 << 20 };
+  unsigned char *buf = jk_malloc(e, CHUNK);
+  bool ok = s != NULL && buf != NULL && XXH3_128bits_reset(s) == XXH_OK;
+  while (ok) {
+    ssize_t r = read(fd, buf, CHUNK);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) ok = false;
+    if (r <= 0) break;
+    XXH3_128bits_update(s, buf, (size_t)r);
+  }
+  if (ok) {
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s));
+    memcpy(out, c.digest, 16);
+    *stable = fstat(fd, &after) == 0 && after.st_size == st->st_size &&
+              ns_of(after.st_mtim) == ns_of(st->st_mtim) &&
+              ns_of(after.st_ctim) == ns_of(st->st_ctim);
+  }
+  XXH3_freeState(s);
+  jk_free(e, buf);
+  close(fd);
+  return ok;
+}
+
+/* The remembered hash of a large file from the database, if any. */
+static bool memo_from_db(jitk_engine *e, const struct stat *st, jk_file_memo *out) {
+  jk_cache *c = &e->cache;
+  if (c->memo_get == NULL) return false;
+  sqlite3_stmt *q = c->memo_get;
+  sqlite3_bind_int64(q, 1, (int64_t)st->st_dev);
+  sqlite3_bind_int64(q, 2, (int64_t)st->st_ino);
+  bool found = false;
+  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_bytes(q, 3) == 16) {
+    memset(out, 0, sizeof *out);
+    out->used = true;
+    out->dev = (uint64_t)st->st_dev;
+    out->ino = (uint64_t)st->st_ino;
+    out->size = sqlite3_column_int64(q, 0);
+    out->mtime_ns = sqlite3_column_int64(q, 1);
+    out->ctime_ns = sqlite3_column_int64(q, 2);
+    memcpy(out->hash, sqlite3_column_blob(q, 3), 16);
+    found = true;
+  }
+  sqlite3_reset(q);
+  sqlite3_clear_bindings(q);
+  return found;
+}
+
+bool jk_file_digest(jitk_engine *e, const char *path, uint8_t out[16]) {
+  jk_cache *c = &e->cache;
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  bool large = st.st_size >= JK_MEMO_MIN_SIZE;
+  if (large) {
+    for (size_t i = 0; i < JK_FILE_MEMOS; i++)
+      if (memo_matches(&c->memos[i], &st)) {
+        memcpy(out, c->memos[i].hash, 16);
+        return true;
+      }
+    jk_file_memo m;
+    if (memo_from_db(e, &st, &m) && memo_matches(&m, &st)) {
+      c->memos[c->next_memo++ % JK_FILE_MEMOS] = m;
+      memcpy(out, m.hash, 16);
+      return true;
+    }
+  }
+  bool stable = false;
+  if (!hash_file(e, path, &st, out, &stable)) return false;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  if (large && stable && ns_of(now) - ns_of(st.st_ctim) > JK_MEMO_SETTLE_NS) {
+    jk_file_memo *m = &c->memos[c->next_memo++ % JK_FILE_MEMOS];
+    memo_fill(m, &st, out);
+    m->dirty = true;
+  }
+  return true;
+}
+
+int jk_memo_write(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  sqlite3_stmt *q = NULL;
+  int rc = SQLITE_OK;
+  for (size_t i = 0; i < JK_FILE_MEMOS && rc == SQLITE_OK; i++) {
+    jk_file_memo *m = &c->memos[i];
+    if (!m->dirty) continue;
+    if (q == NULL)
+      rc = sqlite3_prepare_v2(c->db,
+                              "INSERT OR REPLACE INTO files (dev, ino, size, mtime_ns, ctime_ns, "
+                              "hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                              -1, &q, NULL);
+    if (rc != SQLITE_OK) break;
+    sqlite3_bind_int64(q, 1, (int64_t)m->dev);
+    sqlite3_bind_int64(q, 2, (int64_t)m->ino);
+    sqlite3_bind_int64(q, 3, m->size);
+    sqlite3_bind_int64(q, 4, m->mtime_ns);
+    sqlite3_bind_int64(q, 5, m->ctime_ns);
+    sqlite3_bind_blob(q, 6, m->hash, 16, SQLITE_STATIC);
+    rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    sqlite3_reset(q);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
+void jk_memo_written(jitk_engine *e) {
+  for (size_t i = 0; i < JK_FILE_MEMOS; i++) e->cache.memos[i].dirty = false;
+}
+
+bool jk_memo_pending(const jitk_engine *e) {
+  for (size_t i = 0; i < JK_FILE_MEMOS; i++)
+    if (e->cache.memos[i].dirty) return true;
+  return false;
+}
+
+/* --- toolkit dependencies already checked by this engine --- */
+
+static uint64_t dep_fingerprint(const jk_dep *d) {
+  XXH3_state_t s;
+  XXH3_64bits_reset(&s);
+  XXH3_64bits_update(&s, &d->state, 1);
+  XXH3_64bits_update(&s, d->hash, 16);
+  XXH3_64bits_update(&s, d->path, strlen(d->path));
+  uint64_t h = XXH3_64bits_digest(&s);
+  return h ? h : 1; /* zero marks an empty slot */
+}
+
+static bool verified_has(const jk_cache *c, uint64_t f) {
+  if (c->verified_slots == 0) return false;
+  for (size_t h = f & (c->verified_slots - 1); c->verified[h] != 0;
+       h = (h + 1) & (c->verified_slots - 1))
+    if (c->verified[h] == f) return true;
+  return false;
+}
+
+static void verified_add(jitk_engine *e, uint64_t f) {
+  jk_cache *c = &e->cache;
+  if (2 * (c->verified_count + 1) > c->verified_slots) {
+    size_t n = c->verified_slots ? c->verified_slots * 2 : 1024;
+    uint64_t *v = jk_calloc(e, n, sizeof *v);
+    if (v == NULL) return; /* only a shortcut is lost */
+    for (size_t i = 0; i < c->verified_slots; i++) {
+      if (c->verified[i] == 0) continue;
+      size_t h = c->verified[i] & (n - 1);
+      while (v[h] != 0) h = (h + 1) & (n - 1);
+      v[h] = c->verified[i];
+    }
+    jk_free(e, c->verified);
+    c->verified = v;
+    c->verified_slots = n;
+  }
+  size_t h = f & (c->verified_slots - 1);
+  while (c->verified[h] != 0) h = (h + 1) & (c->verified_slots - 1);
+  c->verified[h] = f;
+  c->verified_count++;
+}
+
+/* Whether one recorded dependency still holds. */
+static bool dep_holds(jitk_engine *e, const jk_dep *d) {
+  struct stat st;
+  int r = stat(d->path, &st);
+  int err = r == 0 ? 0 : errno;
+  switch (d->state) {
+    case 'A':
+      return r != 0 && (err == ENOENT || err == ENOTDIR);
+    case 'O':
+      return r == 0 && !S_ISREG(st.st_mode);
+    case 'F': {
+      if (r != 0 || !S_ISREG(st.st_mode)) return false;
+      uint8_t h[16];
+      return jk_file_digest(e, d->path, h) && memcmp(h, d->hash, 16) == 0;
+    }
+    default:
+      return false;
+  }
+}
+
+bool jk_deps_hold(jitk_engine *e, const jk_deps *d, bool toolkit, const char **failed) {
+  jk_cache *c = &e->cache;
+  for (size_t i = 0; i < d->n; i++) {
+    const jk_dep *x = &d->v[i];
+    uint64_t f = 0;
+    if (x->toolkit) {
+      /* The CUDA headers do not change under a running program (the
+       * NVRTC it loaded would not match them either): checked once per
+       * engine, and not at all on memory hits. */
+      if (!toolkit) continue;
+      f = dep_fingerprint(x);
+      if (verified_has(c, f)) continue;
+    }
+    if (!dep_holds(e, x)) {
+      if (failed) *failed = x->path;
+      return false;
+    }
+    if (x->toolkit) verified_add(e, f);
+  }
+  return true;
+}
+
+bool jk_deps_have_user_files(const jk_deps *d) {
+  for (size_t i = 0; i < d->n; i++)
+    if (!d->v[i].toolkit) return true;
+  return false;
+}
+
+/* --- the record in key material --- */
+
+void jk_deps_material(jk_material *m, const char *toolchain, const jk_deps *d) {
+  jk_material_add_str(m, "toolchain", toolchain);
+  for (size_t i = 0; i < d->n && !m->failed; i++) {
+    const jk_dep *x = &d->v[i];
+    size_t n = strlen(x->path);
+    /* One field: state, hash (zeros for no file), path. */
+    unsigned char *f = jk_malloc(m->e, 17 + n);
+    if (f == NULL) {
+      m->failed = true;
+      return;
+    }
+    f[0] = (unsigned char)x->state;
+    if (x->state == 'F')
+      memcpy(f + 1, x->hash, 16);
+    else
+      memset(f + 1, 0, 16);
+    memcpy(f + 17, x->path, n);
+    jk_material_add(m, "dependency", f, 17 + n);
+    jk_free(m->e, f);
+  }
+}
+
+static bool under_dir(const char *path, size_t n, const char *dir) {
+  if (dir == NULL) return false;
+  size_t dn = strlen(dir);
+  while (dn > 1 && dir[dn - 1] == '/') dn--;
+  return n > dn && strncmp(path, dir, dn) == 0 && path[dn] == '/';
+}
+
+jitk_status jk_deps_parse(jitk_engine *e, const unsigned char *data, size_t len, size_t from,
+                          const unsigned char **toolchain, size_t *toolchain_len, jk_deps *out) {
+  memset(out, 0, sizeof *out);
+  *toolchain = NULL;
+  *toolchain_len = 0;
+  size_t pos = from, count = 0;
+  const char *label;
+  const unsigned char *bytes;
+  size_t n;
+  bool ok = true;
+  while (jk_material_next(data, len, &pos, &label, &bytes, &n, &ok)) {
+    if (count == 0) {
+      if (strcmp(label, "toolchain") != 0) return JITK_ERR_INVALID_IMAGE;
+      *toolchain = bytes;
+      *toolchain_len = n;
+    } else if (strcmp(label, "dependency") != 0 || n < 18 ||
+               (bytes[0] != 'F' && bytes[0] != 'A' && bytes[0] != 'O')) {
+      return JITK_ERR_INVALID_IMAGE;
+    }
+    count++;
+  }
+  if (!ok || count == 0) return JITK_ERR_INVALID_IMAGE;
+  out->n = out->cap = count - 1;
+  out->v = out->n ? jk_calloc(e, out->n, sizeof *out->v) : NULL;
+  if (out->n && out->v == NULL) {
+    out->n = out->cap = 0;
+    return JITK_ERR_OUT_OF_MEMORY;
+  }
+  pos = from;
+  jk_material_next(data, len, &pos, &label, &bytes, &n, &ok);
+  for (size_t i = 0; i < out->n; i++) {
+    jk_material_next(data, len, &pos, &label, &bytes, &n, &ok);
+    jk_dep *x = &out->v[i];
+    x->state = (char)bytes[0];
+    x->hashed = x->state == 'F';
+    memcpy(x->hash, bytes + 1, 16);
+    /* A path with a NUL in it cannot be a real one. */
+    if (memchr(bytes + 17, '\0', n - 17) != NULL) {
+      jk_deps_free(e, out);
+      return JITK_ERR_INVALID_IMAGE;
+    }
+    x->path = jk_strndup(e, (const char *)bytes + 17, n - 17);
+    if (x->path == NULL) {
+      jk_deps_free(e, out);
+      return JITK_ERR_OUT_OF_MEMORY;
+    }
+    x->toolkit = under_dir(x->path, n - 17, e->nvrtc.include_dir) ||
+                 under_dir(x->path, n - 17, e->nvrtc.cccl_dir);
+  }
+  return JITK_OK;
+}
+
+jitk_status jk_deps_copy(jitk_engine *e, const jk_deps *from, jk_deps *to) {
+  memset(to, 0, sizeof *to);
+  if (from->n == 0) return JITK_OK;
+  to->v = jk_calloc(e, from->n, sizeof *to->v);
+  if (to->v == NULL) return JITK_ERR_OUT_OF_MEMORY;
+  to->cap = from->n;
+  for (size_t i = 0; i < from->n; i++) {
+    to->v[i] = from->v[i];
+    to->v[i].path = jk_strdup(e, from->v[i].path);
+    if (to->v[i].path == NULL) {
+      jk_deps_free(e, to);
+      return JITK_ERR_OUT_OF_MEMORY;
+    }
+    to->n++;
+  }
+  return JITK_OK;
+}
+
+/* --- the NVRTC in use --- */
+
+const char *jk_toolchain(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  if (c->toolchain[0] != '\0') return c->toolchain;
+  char *paths[2] = {NULL, NULL};
+  jk_material m;
+  jk_material_init(&m, e);
+  jk_material_add_str(&m, "nvrtc", c->nvrtc_id);
+  if (jk_nvrtc_library_files(e, &paths[0], &paths[1]) == JITK_OK) {
+    for (int i = 0; i < 2; i++) {
+      uint8_t h[16];
+      if (paths[i] == NULL || !jk_file_digest(e, paths[i], h)) {
+        /* Without the file, its name stands in: a statically linked
+         * NVRTC is part of the program, whose build the version tells. */
+        jk_material_add_str(&m, i ? "builtins_missing" : "library_missing", paths[i] ? paths[i] : "");
+        continue;
+      }
+      jk_material_add(&m, i ? "builtins" : "library", h, 16);
+    }
+  }
+  jk_free(e, paths[0]);
+  jk_free(e, paths[1]);
+  jk_key k;
+  jk_hash128(m.data ? m.data : (const unsigned char *)"", m.len, k.bytes);
+  jk_material_free(&m);
+  jk_key_hex(&k, c->toolchain);
+  return c->toolchain;
+}

@@ -1,0 +1,942 @@
+/*
+ * What a compile reads from disk.
+ *
+ * NVRTC reports no dependencies, yet a compile reads every header that
+ * its #include directives reach through the include path, and a cached
+ * kernel is only as fresh as those files. This scanner finds them the way
+ * NVRTC's preprocessor looks them up, and records every path it probed:
+ * the files found, with an XXH3-128 of their content, and the places
+ * looked at where nothing was (a header created there later would be read
+ * instead). The cache checks the record again before it serves an entry
+ * (src/cache/deps.c).
+ *
+ * The scan errs on the side of reading more: it follows every #include
+ * whatever the #if around it says, follows every candidate it finds rather
+ * than only the first, and treats __has_include as a lookup. A directive
+ * it cannot resolve without running the preprocessor (a header named by a
+ * macro) makes the record incomplete, and such a compile is not stored on
+ * disk.
+ *
+ * NVRTC's lookup, as measured with NVRTC 13.0 (tests/unit/nvrtc/test_deps.c
+ * compiles each case):
+ *  - a header given to nvrtcCreateProgram under exactly the name written
+ *    wins, and nothing is read from disk for it;
+ *  - "name": the folder of the including file (for the program, the folder
+ *    of its name; for a header given as a string, the folder of its name;
+ *    both relative to the working directory), then each -I folder in order;
+ *  - <name>: each -I folder in order;
+ *  - -include name: the working directory, then each -I folder;
+ *  - an absolute name is read as it is.
+ */
+#define XXH_STATIC_LINKING_ONLY
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "core/core.h"
+#include "nvrtc/nvrtc.h"
+
+/* Headers larger than this are refused as unreadable rather than loaded:
+ * no sane header comes near it. */
+#define JK_DEPS_MAX_FILE ((off_t)256 << 20)
+
+typedef struct scan_state {
+  jitk_engine *e;
+  jk_deps *out;
+  /* -I folders in order, jitk's own (the CUDA headers) last. */
+  const char **dirs;
+  size_t num_dirs;
+  /* Headers given as strings: the caller's, then jitk's embedded ones the
+   * caller did not replace. */
+  const char **hname;
+  const char **hsrc;
+  size_t num_headers;
+  bool *header_seen;
+  /* Open-addressing set of the paths probed: index into out->v, plus one
+   * (zero marks an empty slot). */
+  size_t *slots;
+  size_t num_slots;
+  /* A stack of files still to scan, indices into out->v, and their
+   * contents kept until scanned. */
+  size_t *todo;
+  char **todo_text;
+  size_t *todo_len;
+  size_t num_todo, cap_todo;
+  /* Object-like macros, every definition seen whatever the #if around
+   * it, for headers named by a macro: a chained hash of names. */
+  struct macro {
+    char *name, *value;
+    size_t next; /* index + 1 of the next definition in the chain */
+  } *macros;
+  size_t num_macros, cap_macros;
+  size_t *macro_slots; /* index + 1 of a chain's head */
+  size_t num_macro_slots;
+  /* Includes named by a macro, resolved once every file is scanned. */
+  struct computed {
+    char *operand, *dir, *who;
+    size_t dir_len;
+  } *computed;
+  size_t num_computed, cap_computed;
+  bool oom;
+} scan_state;
+
+void jk_deps_hash(const void *data, size_t n, uint8_t out[16]) {
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(data, n));
+  memcpy(out, c.digest, 16);
+}
+
+void jk_deps_free(jitk_engine *e, jk_deps *d) {
+  for (size_t i = 0; i < d->n; i++) jk_free(e, d->v[i].path);
+  jk_free(e, d->v);
+  jk_free(e, d->unknown);
+  memset(d, 0, sizeof *d);
+}
+
+/* Records that the scan cannot know every file read, keeping the first
+ * reason. */
+static void set_unknown(scan_state *s, const char *fmt, const char *a, const char *b) {
+  if (s->out->unknown != NULL) return;
+  jk_buf buf;
+  jk_buf_init(&buf, s->e);
+  jk_buf_printf(&buf, fmt, a, b);
+  s->out->unknown = jk_buf_take(&buf);
+  if (s->out->unknown == NULL) s->oom = true;
+}
+
+static size_t path_hash(const char *p) { return (size_t)XXH3_64bits(p, strlen(p)); }
+
+static bool grow_slots(scan_state *s) {
+  size_t n = s->num_slots ? s->num_slots * 2 : 256;
+  size_t *v = jk_calloc(s->e, n, sizeof *v);
+  if (v == NULL) return false;
+  for (size_t i = 0; i < s->num_slots; i++) {
+    if (s->slots[i] == 0) continue;
+    size_t h = path_hash(s->out->v[s->slots[i] - 1].path) & (n - 1);
+    while (v[h] != 0) h = (h + 1) & (n - 1);
+    v[h] = s->slots[i];
+  }
+  jk_free(s->e, s->slots);
+  s->slots = v;
+  s->num_slots = n;
+  return true;
+}
+
+/* The record of `path`, or NULL when it was never probed; *slot is where
+ * a new one would go. */
+static jk_dep *find_probe(scan_state *s, const char *path, size_t *slot) {
+  size_t h = path_hash(path) & (s->num_slots - 1);
+  while (s->slots[h] != 0) {
+    jk_dep *d = &s->out->v[s->slots[h] - 1];
+    if (strcmp(d->path, path) == 0) return d;
+    h = (h + 1) & (s->num_slots - 1);
+  }
+  *slot = h;
+  return NULL;
+}
+
+static bool push_todo(scan_state *s, size_t index, char *text, size_t len) {
+  if (s->num_todo == s->cap_todo) {
+    size_t cap = s->cap_todo ? s->cap_todo * 2 : 32;
+    size_t *t = jk_realloc(s->e, s->todo, cap * sizeof *t);
+    if (t != NULL) s->todo = t;
+    char **tt = t ? jk_realloc(s->e, s->todo_text, cap * sizeof *tt) : NULL;
+    if (tt != NULL) s->todo_text = tt;
+    size_t *tl = tt ? jk_realloc(s->e, s->todo_len, cap * sizeof *tl) : NULL;
+    if (tl == NULL) return false;
+    s->todo_len = tl;
+    s->cap_todo = cap;
+  }
+  s->todo[s->num_todo] = index;
+  s->todo_text[s->num_todo] = text;
+  s->todo_len[s->num_todo] = len;
+  s->num_todo++;
+  return true;
+}
+
+/* Reads a regular file whole. Returns false when it is not one or cannot
+ * be read; *kind says which ('F' read, 'O' something else, 'A' gone). */
+static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len, char *kind) {
+  /* O_NONBLOCK: a FIFO put where a header was expected must not hang the
+   * scan; it is reported as "not a file" below. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *kind = errno == ENOENT || errno == ENOTDIR ? 'A' : 'O';
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > JK_DEPS_MAX_FILE) {
+    close(fd);
+    *kind = 'O';
+    return false;
+  }
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  char *buf = jk_malloc(e, cap);
+  if (buf == NULL) {
+    close(fd);
+    *kind = 'O';
+    return false;
+  }
+  for (;;) {
+    if (n + 1 == cap) {
+      /* The file grew while being read; it is read to its end anyway. */
+      char *b = jk_realloc(e, buf, cap * 2);
+      if (b == NULL) break;
+      buf = b;
+      cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r < 0) n = (size_t)-1;
+      break;
+    }
+    n += (size_t)r;
+  }
+  close(fd);
+  if (n == (size_t)-1) {
+    jk_free(e, buf);
+    *kind = 'O';
+    return false;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  *kind = 'F';
+  return true;
+}
+
+static bool under(const char *path, const char *dir) {
+  if (dir == NULL) return false;
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') n--;
+  return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+/* Probes `path` once: records what is there and queues a file for
+ * scanning. Returns whether a file is there. */
+static bool probe(scan_state *s, const char *path) {
+  if (s->oom) return false;
+  if (s->num_slots == 0 || 2 * (s->out->n + 1) > s->num_slots) {
+    if (!grow_slots(s)) {
+      s->oom = true;
+      return false;
+    }
+  }
+  size_t slot = 0;
+  jk_dep *seen = find_probe(s, path, &slot);
+  if (seen != NULL) return seen->state == 'F';
+  if (s->out->n == s->out->cap) {
+    size_t cap = s->out->cap ? s->out->cap * 2 : 32;
+    jk_dep *v = jk_realloc(s->e, s->out->v, cap * sizeof *v);
+    if (v == NULL) {
+      s->oom = true;
+      return false;
+    }
+    s->out->v = v;
+    s->out->cap = cap;
+  }
+  jk_dep *d = &s->out->v[s->out->n];
+  memset(d, 0, sizeof *d);
+  d->path = jk_strdup(s->e, path);
+  if (d->path == NULL) {
+    s->oom = true;
+    return false;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  char kind = 'A';
+  bool found = read_file(s->e, path, &text, &len, &kind);
+  d->state = kind;
+  d->toolkit = under(path, s->e->nvrtc.include_dir) || under(path, s->e->nvrtc.cccl_dir);
+  if (found) {
+    jk_deps_hash(text, len, d->hash);
+    d->hashed = true;
+  }
+  size_t index = s->out->n++;
+  s->slots[slot] = index + 1;
+  if (found && !push_todo(s, index, text, len)) {
+    jk_free(s->e, text);
+    s->oom = true;
+  }
+  return found;
+}
+
+/* "dir/name", or name alone when dir is empty. */
+static char *join(jitk_engine *e, const char *dir, size_t dir_len, const char *name) {
+  jk_buf b;
+  jk_buf_init(&b, e);
+  if (dir_len > 0) {
+    jk_buf_append(&b, dir, dir_len);
+    if (dir[dir_len - 1] != '/') jk_buf_puts(&b, "/");
+  }
+  jk_buf_puts(&b, name);
+  return jk_buf_take(&b);
+}
+
+static void probe_in(scan_state *s, const char *dir, size_t dir_len, const char *name) {
+  char *p = join(s->e, dir, dir_len, name);
+  if (p == NULL) {
+    s->oom = true;
+    return;
+  }
+  probe(s, p);
+  jk_free(s->e, p);
+}
+
+static void scan_text(scan_state *s, const char *text, size_t len, const char *dir,
+                      size_t dir_len, const char *who);
+
+/* One #include (or __has_include) of `name`. kind: '"' quoted, '<' angle,
+ * 'p' a -include option. `dir` is the including file's folder. */
+static void lookup(scan_state *s, char kind, const char *name, const char *dir, size_t dir_len) {
+  if (*name == '\0') return;
+  for (size_t i = 0; i < s->num_headers; i++) {
+    if (strcmp(s->hname[i], name) != 0) continue;
+    /* A header given as a string: nothing on disk is read for this name,
+     * but its own includes are looked up from the folder of its name. */
+    if (!s->header_seen[i]) {
+      s->header_seen[i] = true;
+      const char *slash = strrchr(s->hname[i], '/');
+      size_t n = slash ? (size_t)(slash - s->hname[i]) + (slash == s->hname[i]) : 0;
+      scan_text(s, s->hsrc[i], strlen(s->hsrc[i]), s->hname[i], n, s->hname[i]);
+    }
+    return;
+  }
+  if (name[0] == '/') {
+    probe(s, name);
+    return;
+  }
+  if (kind == '"') probe_in(s, dir, dir_len, name);
+  if (kind == 'p') probe(s, name);
+  for (size_t i = 0; i < s->num_dirs && !s->oom; i++)
+    probe_in(s, s->dirs[i], strlen(s->dirs[i]), name);
+}
+
+static bool ident_char(char c) {
+  return c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+}
+
+/* Whether out[0..o) ends inside a preprocessing number (1'000), where a
+ * quote is a digit separator, not a character literal. */
+static bool ends_in_number(const char *out, size_t o) {
+  size_t k = o;
+  while (k > 0 && (ident_char(out[k - 1]) || out[k - 1] == '.' || out[k - 1] == '\'')) k--;
+  if (k == o) return false;
+  char first = out[k] == '.' && k + 1 < o ? out[k + 1] : out[k];
+  return first >= '0' && first <= '9';
+}
+
+/* Whether out[0..o) ends with a raw string prefix: R, u8R, uR, UR, LR. */
+static bool ends_in_raw_prefix(const char *out, size_t o) {
+  size_t k = o;
+  while (k > 0 && ident_char(out[k - 1])) k--;
+  size_t n = o - k;
+  const char *p = out + k;
+  return (n == 1 && p[0] == 'R') || (n == 2 && p[1] == 'R' && strchr("uUL", p[0]) != NULL) ||
+         (n == 3 && p[0] == 'u' && p[1] == '8' && p[2] == 'R');
+}
+
+/*
+ * Translation phases 1-3, as far as directives need them: line splices
+ * removed, each comment replaced by one space (a comment spanning lines
+ * joins them, as the preprocessor does), and literals copied whole so that
+ * comment markers inside them stay text. Raw strings become "" since their
+ * lines are not source lines. The result is as long as the input at most.
+ * Runs of ordinary characters are copied in one go: headers such as
+ * cuda_fp16.hpp are large, and every compile scans them.
+ */
+static char *clean(jitk_engine *e, const char *in, size_t len, size_t *out_len) {
+  char *out = jk_malloc(e, len + 1);
+  if (out == NULL) return NULL;
+  size_t o = 0, i = 0;
+  while (i < len) {
+    size_t run = i;
+    while (run < len && in[run] != '\\' && in[run] != '/' && in[run] != '"' && in[run] != '\'')
+      run++;
+    memcpy(out + o, in + i, run - i);
+    o += run - i;
+    i = run;
+    if (i >= len) break;
+    char c = in[i];
+    if (c == '\\' && i + 1 < len && (in[i + 1] == '\n' || in[i + 1] == '\r')) {
+      i += 2;
+      if (in[i - 1] == '\r' && i < len && in[i] == '\n') i++;
+      continue;
+    }
+    if (c == '/' && i + 1 < len && in[i + 1] == '/') {
+      /* A line comment ends at the newline, which stays; a splice inside
+       * it continues it. */
+      i += 2;
+      while (i < len && in[i] != '\n') {
+        if (in[i] == '\\' && i + 1 < len && in[i + 1] == '\n') i++;
+        i++;
+      }
+      out[o++] = ' ';
+      continue;
+    }
+    if (c == '/' && i + 1 < len && in[i + 1] == '*') {
+      i += 2;
+      while (i < len && !(in[i] == '*' && i + 1 < len && in[i + 1] == '/')) i++;
+      i = i < len ? i + 2 : len;
+      out[o++] = ' ';
+      continue;
+    }
+    if (c == '"' && ends_in_raw_prefix(out, o)) {
+      size_t d0 = i + 1, d = d0;
+      while (d < len && d - d0 <= 16 && in[d] != '(' && in[d] != '"' && in[d] != '\n') d++;
+      if (d < len && in[d] == '(') {
+        size_t dl = d - d0, j = d + 1;
+        while (j < len && !(in[j] == ')' && j + 1 + dl < len &&
+                            memcmp(in + j + 1, in + d0, dl) == 0 && in[j + 1 + dl] == '"'))
+          j++;
+        i = j < len ? j + dl + 2 : len;
+        out[o++] = '"';
+        out[o++] = '"';
+        continue;
+      }
+    }
+    if (c == '"' || (c == '\'' && !ends_in_number(out, o))) {
+      /* An ordinary literal: copied to its end or to the end of the line
+       * (an unterminated one is an error NVRTC reports; it ends there). */
+      out[o++] = in[i++];
+      while (i < len && in[i] != c && in[i] != '\n') {
+        if (in[i] == '\\' && i + 1 < len) {
+          if (in[i + 1] == '\n') {
+            i += 2;
+            continue;
+          }
+          out[o++] = in[i++];
+        }
+        out[o++] = in[i++];
+      }
+      if (i < len && in[i] == c) out[o++] = in[i++];
+      continue;
+    }
+    out[o++] = in[i++];
+  }
+  out[o] = '\0';
+  *out_len = o;
+  return out;
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r')) p++;
+  return p;
+}
+
+/* Reads "name" or <name> at p; returns the kind ('"' or '<') and copies
+ * the name, or 0 when something else (a macro) is there. */
+static char header_name(const char *p, const char *end, char *name, size_t cap) {
+  if (p >= end || (*p != '"' && *p != '<')) return 0;
+  char close = *p == '"' ? '"' : '>';
+  const char *q = p + 1;
+  while (q < end && *q != close) q++;
+  if (q >= end || (size_t)(q - p - 1) >= cap) return 0;
+  memcpy(name, p + 1, (size_t)(q - p - 1));
+  name[q - p - 1] = '\0';
+  return *p;
+}
+
+static bool word_at(const char *p, const char *end, const char *w) {
+  size_t n = strlen(w);
+  if ((size_t)(end - p) < n || memcmp(p, w, n) != 0) return false;
+  return p + n >= end || !ident_char(p[n]);
+}
+
+static size_t name_hash(const char *p, size_t n) { return (size_t)XXH3_64bits(p, n); }
+
+/* The first definition of the macro p[0..n), or NULL. */
+static struct macro *find_macro(scan_state *s, const char *p, size_t n) {
+  if (s->num_macro_slots == 0) return NULL;
+  size_t h = name_hash(p, n) & (s->num_macro_slots - 1);
+  for (; s->macro_slots[h] != 0; h = (h + 1) & (s->num_macro_slots - 1)) {
+    struct macro *m = &s->macros[s->macro_slots[h] - 1];
+    if (strlen(m->name) == n && memcmp(m->name, p, n) == 0) return m;
+  }
+  return NULL;
+}
+
+/* Records `#define NAME value` (object-like); p is at NAME. */
+static void add_macro(scan_state *s, const char *p, const char *end) {
+  const char *n0 = p;
+  while (p < end && ident_char(*p)) p++;
+  size_t n = (size_t)(p - n0);
+  if (n == 0 || s->oom) return;
+  const char *v = skip_ws(p, end), *ve = end;
+  while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) ve--;
+  if (s->num_macros == s->cap_macros) {
+    size_t cap = s->cap_macros ? s->cap_macros * 2 : 256;
+    struct macro *m = jk_realloc(s->e, s->macros, cap * sizeof *m);
+    if (m == NULL) {
+      s->oom = true;
+      return;
+    }
+    s->macros = m;
+    s->cap_macros = cap;
+  }
+  if (2 * (s->num_macros + 1) > s->num_macro_slots) {
+    size_t slots = s->num_macro_slots ? s->num_macro_slots * 2 : 1024;
+    size_t *v2 = jk_calloc(s->e, slots, sizeof *v2);
+    if (v2 == NULL) {
+      s->oom = true;
+      return;
+    }
+    for (size_t i = 0; i < s->num_macro_slots; i++) {
+      if (s->macro_slots[i] == 0) continue;
+      const char *mn = s->macros[s->macro_slots[i] - 1].name;
+      size_t h = name_hash(mn, strlen(mn)) & (slots - 1);
+      while (v2[h] != 0) h = (h + 1) & (slots - 1);
+      v2[h] = s->macro_slots[i];
+    }
+    jk_free(s->e, s->macro_slots);
+    s->macro_slots = v2;
+    s->num_macro_slots = slots;
+  }
+  struct macro *m = &s->macros[s->num_macros];
+  m->name = jk_strndup(s->e, n0, n);
+  m->value = jk_strndup(s->e, v, (size_t)(ve - v));
+  m->next = 0;
+  if (m->name == NULL || m->value == NULL) {
+    jk_free(s->e, m->name);
+    jk_free(s->e, m->value);
+    s->oom = true;
+    return;
+  }
+  size_t index = ++s->num_macros;
+  struct macro *head = find_macro(s, n0, n);
+  if (head != NULL && head != m) {
+    /* Another definition of a known name: chained behind the first. */
+    while (head->next != 0) head = &s->macros[head->next - 1];
+    head->next = index;
+    return;
+  }
+  size_t h = name_hash(n0, n) & (s->num_macro_slots - 1);
+  while (s->macro_slots[h] != 0) h = (h + 1) & (s->num_macro_slots - 1);
+  s->macro_slots[h] = index;
+}
+
+static void add_computed(scan_state *s, const char *p, const char *end, const char *dir,
+                         size_t dir_len, const char *who) {
+  if (s->oom) return;
+  if (s->num_computed == s->cap_computed) {
+    size_t cap = s->cap_computed ? s->cap_computed * 2 : 16;
+    struct computed *c = jk_realloc(s->e, s->computed, cap * sizeof *c);
+    if (c == NULL) {
+      s->oom = true;
+      return;
+    }
+    s->computed = c;
+    s->cap_computed = cap;
+  }
+  struct computed *c = &s->computed[s->num_computed];
+  const char *pe = end;
+  while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t' || pe[-1] == '\r')) pe--;
+  c->operand = jk_strndup(s->e, p, (size_t)(pe - p));
+  c->dir = jk_strndup(s->e, dir, dir_len);
+  c->who = jk_strdup(s->e, who);
+  c->dir_len = dir_len;
+  if (c->operand == NULL || c->dir == NULL || c->who == NULL) {
+    jk_free(s->e, c->operand);
+    jk_free(s->e, c->dir);
+    jk_free(s->e, c->who);
+    s->oom = true;
+    return;
+  }
+  s->num_computed++;
+}
+
+/* How many spellings one macro-named include may expand to before the
+ * scan gives up on it (Thrust's reach a few dozen). */
+#define JK_DEPS_MAX_EXPANSIONS 256
+
+typedef struct expansions {
+  char **v;
+  size_t n;
+  bool failed; /* too many, too deep, or a function-like macro */
+} expansions;
+
+static void expansions_free(jitk_engine *e, expansions *x) {
+  for (size_t i = 0; i < x->n; i++) jk_free(e, x->v[i]);
+  jk_free(e, x->v);
+  x->v = NULL;
+  x->n = 0;
+}
+
+/* Every text `text` can become when each identifier that names a macro
+ * is replaced by any of its definitions, again and again (the
+ * definitions of all #if branches are taken, so the result holds what the
+ * preprocessor makes, and more). */
+static void expand(scan_state *s, const char *text, int depth, expansions *out) {
+  out->v = jk_calloc(s->e, 1, sizeof *out->v);
+  out->n = 0;
+  if (out->v == NULL || (out->v[0] = jk_strdup(s->e, "")) == NULL) {
+    s->oom = true;
+    out->failed = true;
+    return;
+  }
+  out->n = 1;
+  const char *p = text;
+  while (*p && !out->failed && !s->oom) {
+    const char *q = p;
+    expansions sub = {NULL, 0, false};
+    char *lit = NULL;
+    if (ident_char(*p) && !(*p >= '0' && *p <= '9')) {
+      while (ident_char(*q)) q++;
+      struct macro *m = find_macro(s, p, (size_t)(q - p));
+      const char *after = q;
+      while (*after == ' ' || *after == '\t') after++;
+      if (m != NULL) {
+        if (depth >= 16) {
+          out->failed = true;
+          break;
+        }
+        /* All definitions, each expanded in turn. */
+        sub.v = NULL;
+        for (; m != NULL && !out->failed; m = m->next ? &s->macros[m->next - 1] : NULL) {
+          expansions one = {NULL, 0, false};
+          expand(s, m->value, depth + 1, &one);
+          if (one.failed || s->oom) {
+            out->failed = true;
+            expansions_free(s->e, &one);
+            break;
+          }
+          char **v = jk_realloc(s->e, sub.v, (sub.n + one.n) * sizeof *v);
+          if (v == NULL) {
+            s->oom = true;
+            expansions_free(s->e, &one);
+            break;
+          }
+          sub.v = v;
+          memcpy(sub.v + sub.n, one.v, one.n * sizeof *v);
+          sub.n += one.n;
+          jk_free(s->e, one.v);
+        }
+      } else if (*after == '(') {
+        /* Likely a function-like macro, which the scan does not apply. */
+        out->failed = true;
+        break;
+      }
+    } else {
+      while (*q && !(ident_char(*q) && !(*q >= '0' && *q <= '9'))) q++;
+      if (q == p) q++;
+    }
+    if (sub.v == NULL) {
+      lit = jk_strndup(s->e, p, (size_t)(q - p));
+      if (lit == NULL) {
+        s->oom = true;
+        break;
+      }
+      sub.v = &lit;
+      sub.n = 1;
+    }
+    if (!out->failed && !s->oom) {
+      size_t total = out->n * sub.n;
+      if (total > JK_DEPS_MAX_EXPANSIONS) {
+        out->failed = true;
+      } else {
+        char **v = jk_calloc(s->e, total ? total : 1, sizeof *v);
+        if (v == NULL) s->oom = true;
+        for (size_t a = 0; v != NULL && a < out->n; a++)
+          for (size_t b = 0; b < sub.n; b++) {
+            jk_buf bb;
+            jk_buf_init(&bb, s->e);
+            jk_buf_puts(&bb, out->v[a]);
+            jk_buf_puts(&bb, sub.v[b]);
+            if ((v[a * sub.n + b] = jk_buf_take(&bb)) == NULL) s->oom = true;
+          }
+        if (v != NULL) {
+          expansions_free(s->e, out);
+          out->v = v;
+          out->n = total;
+        }
+      }
+    }
+    if (lit != NULL)
+      jk_free(s->e, lit);
+    else
+      expansions_free(s->e, &sub);
+    p = q;
+  }
+  if (s->oom) out->failed = true;
+}
+
+/* Resolves the includes named by macros with every definition seen so
+ * far; returns whether that probed anything new. */
+static bool resolve_computed(scan_state *s) {
+  size_t before = s->out->n;
+  char name[4096];
+  for (size_t i = 0; i < s->num_computed && !s->oom && s->out->unknown == NULL; i++) {
+    struct computed *c = &s->computed[i];
+    expansions x = {NULL, 0, false};
+    expand(s, c->operand, 0, &x);
+    for (size_t j = 0; j < x.n && !x.failed; j++) {
+      const char *t = x.v[j];
+      while (*t == ' ' || *t == '\t') t++;
+      size_t n = strlen(t);
+      while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t')) n--;
+      char kind = header_name(t, t + n, name, sizeof name);
+      if (kind == 0 || (size_t)(strlen(name) + 2) != n) {
+        x.failed = true;
+        break;
+      }
+      /* Spaces between the tokens after < and before > are not part of
+       * the name. */
+      char *nm = name;
+      size_t nl = strlen(nm);
+      while (*nm == ' ') nm++, nl--;
+      while (nl > 0 && nm[nl - 1] == ' ') nm[--nl] = '\0';
+      lookup(s, kind, nm, c->dir, c->dir_len);
+    }
+    if (x.failed && !s->oom)
+      set_unknown(s, "%s names a header by a macro that jitk cannot follow (%s)", c->who,
+                  c->operand);
+    expansions_free(s->e, &x);
+  }
+  return s->out->n != before;
+}
+
+
+/* One directive line (after its '#'). */
+static void directive(scan_state *s, const char *p, const char *end, const char *dir,
+                      size_t dir_len, const char *who) {
+  char name[4096];
+  p = skip_ws(p, end);
+  if (word_at(p, end, "include") || word_at(p, end, "include_next") || word_at(p, end, "import")) {
+    while (p < end && *p != ' ' && *p != '\t' && *p != '"' && *p != '<') p++;
+    p = skip_ws(p, end);
+    char kind = header_name(p, end, name, sizeof name);
+    if (kind == 0)
+      add_computed(s, p, end, dir, dir_len, who);
+    else
+      lookup(s, kind, name, dir, dir_len);
+    return;
+  }
+  /* A function-like macro's parameters: a __has_include of one of them
+   * is a wrapper (CCCL's _CCCL_HAS_INCLUDE(_X)), resolved where it is
+   * used, which the pattern below catches. */
+  const char *params = NULL, *params_end = NULL;
+  if (word_at(p, end, "define")) {
+    const char *q = skip_ws(p + 6, end);
+    while (q < end && ident_char(*q)) q++;
+    if (q < end && *q == '(') {
+      params = q + 1;
+      params_end = memchr(params, ')', (size_t)(end - params));
+    }
+  }
+  for (const char *q = p; q < end && !s->oom; q++) {
+    if (*q != '(') continue;
+    /* The identifier before the parenthesis: __has_include, or any macro
+     * that may wrap it. _Pragma("...") and friends take text, not names. */
+    const char *id_end = q;
+    while (id_end > p && (id_end[-1] == ' ' || id_end[-1] == '\t')) id_end--;
+    const char *id = id_end;
+    while (id > p && ident_char(id[-1])) id--;
+    size_t idn = (size_t)(id_end - id);
+    if (idn == 0) continue;
+    bool has_include = (idn == 13 && memcmp(id, "__has_include", 13) == 0) ||
+                       (idn == 18 && memcmp(id, "__has_include_next", 18) == 0);
+    const char *r = skip_ws(q + 1, end);
+    char kind = header_name(r, end, name, sizeof name);
+    if (kind != 0) {
+      const char *after = skip_ws(r + strlen(name) + 2, end);
+      bool plain = after < end && *after == ')' && strpbrk(name, " \t") == NULL;
+      bool pragma = (idn == 7 && memcmp(id, "_Pragma", 7) == 0) ||
+                    (idn == 7 && memcmp(id, "message", 7) == 0);
+      if ((has_include || plain) && !pragma) lookup(s, kind, name, dir, dir_len);
+      continue;
+    }
+    if (!has_include) continue;
+    const char *a = r;
+    while (a < end && ident_char(*a)) a++;
+    bool is_param = false;
+    if (params != NULL && params_end != NULL && a > r) {
+      for (const char *t = params; t < params_end;) {
+        while (t < params_end && !ident_char(*t)) t++;
+        const char *t0 = t;
+        while (t < params_end && ident_char(*t)) t++;
+        if ((size_t)(t - t0) == (size_t)(a - r) && memcmp(t0, r, (size_t)(a - r)) == 0)
+          is_param = true;
+      }
+    }
+    if (!is_param) {
+      const char *close = memchr(r, ')', (size_t)(end - r));
+      add_computed(s, r, close ? close : end, dir, dir_len, who);
+    }
+  }
+  if (params == NULL && word_at(p, end, "define")) add_macro(s, skip_ws(p + 6, end), end);
+}
+
+static void scan_text(scan_state *s, const char *text, size_t len, const char *dir,
+                      size_t dir_len, const char *who) {
+  size_t n = 0;
+  char *c = clean(s->e, text, len, &n);
+  if (c == NULL) {
+    s->oom = true;
+    return;
+  }
+  const char *p = c, *end = c + n;
+  while (p < end && !s->oom) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (eol == NULL) eol = end;
+    const char *q = skip_ws(p, eol);
+    if (q < eol && *q == '#')
+      directive(s, q + 1, eol, dir, dir_len, who);
+    else if (q + 1 < eol && q[0] == '%' && q[1] == ':')
+      directive(s, q + 2, eol, dir, dir_len, who);
+    p = eol + 1;
+  }
+  jk_free(s->e, c);
+}
+
+/* Options that name files or folders NVRTC reads. */
+static const char *option_value(const char *opt, const char *const *names) {
+  for (const char *const *n = names; *n; n++) {
+    size_t l = strlen(*n);
+    if (strncmp(opt, *n, l) == 0) {
+      if (opt[l] == '=') return opt + l + 1;
+      if ((*n)[1] != '-' && (*n)[l - 1] == 'I') return opt + l; /* -Idir */
+    }
+  }
+  return NULL;
+}
+
+jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
+                         jk_deps *out) {
+  static const char *const include_opts[] = {"-I", "--include-path", NULL};
+  static const char *const pre_opts[] = {"-include", "--pre-include", "--preinclude", NULL};
+  /* Precompiled headers are read from and written to files NVRTC chooses:
+   * what such a compile depends on cannot be told from its sources. */
+  static const char *const pch_opts[] = {"-pch", "--pch", "-create-pch", "--create-pch",
+                                         "-use-pch", "--use-pch", NULL};
+  memset(out, 0, sizeof *out);
+  scan_state s;
+  memset(&s, 0, sizeof s);
+  s.e = e;
+  s.out = out;
+  jitk_status st = JITK_OK;
+  size_t nh = in->num_headers + jk_num_embedded_headers;
+  s.dirs = jk_calloc(e, nopts + 1, sizeof *s.dirs);
+  s.hname = jk_calloc(e, nh + 1, sizeof *s.hname);
+  s.hsrc = jk_calloc(e, nh + 1, sizeof *s.hsrc);
+  s.header_seen = jk_calloc(e, nh + 1, sizeof *s.header_seen);
+  const char **pre = jk_calloc(e, nopts + 1, sizeof *pre);
+  size_t npre = 0;
+  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL) {
+    s.oom = true;
+    goto done;
+  }
+  for (size_t i = 0; i < nopts; i++) {
+    const char *v;
+    bool separate = i + 1 < nopts;
+    if (strcmp(opts[i], "-I") == 0 || strcmp(opts[i], "--include-path") == 0) {
+      if (separate) s.dirs[s.num_dirs++] = opts[++i];
+    } else if ((v = option_value(opts[i], include_opts)) != NULL) {
+      s.dirs[s.num_dirs++] = v;
+    } else if (strcmp(opts[i], "-include") == 0 || strcmp(opts[i], "--pre-include") == 0) {
+      if (separate) pre[npre++] = opts[++i];
+    } else if ((v = option_value(opts[i], pre_opts)) != NULL) {
+      pre[npre++] = v;
+    } else if (strncmp(opts[i], "-D", 2) == 0 || strncmp(opts[i], "--define-macro=", 15) == 0) {
+      /* -DNAME=VALUE defines what a macro-named include may use. */
+      const char *d = opts[i][1] == 'D' ? opts[i] + 2 : opts[i] + 15;
+      const char *eq = strchr(d, '=');
+      const char *paren = strchr(d, '(');
+      if (paren != NULL && (eq == NULL || paren < eq)) continue; /* function-like */
+      jk_buf b;
+      jk_buf_init(&b, e);
+      if (eq != NULL) {
+        jk_buf_append(&b, d, (size_t)(eq - d));
+        jk_buf_printf(&b, " %s", eq + 1);
+      } else {
+        jk_buf_printf(&b, "%s 1", d);
+      }
+      char *def = jk_buf_take(&b);
+      if (def == NULL) {
+        s.oom = true;
+        goto done;
+      }
+      add_macro(&s, def, def + strlen(def));
+      jk_free(e, def);
+    } else {
+      for (const char *const *p = pch_opts; *p; p++)
+        if (strncmp(opts[i], *p, strlen(*p)) == 0)
+          set_unknown(&s, "option %s makes NVRTC read precompiled headers%s", opts[i], "");
+    }
+  }
+  for (size_t i = 0; i < in->num_headers; i++) {
+    if (in->headers[i].name == NULL || in->headers[i].source == NULL) continue;
+    s.hname[s.num_headers] = in->headers[i].name;
+    s.hsrc[s.num_headers++] = in->headers[i].source;
+  }
+  for (size_t i = 0; i < jk_num_embedded_headers; i++) {
+    bool replaced = false;
+    for (size_t j = 0; j < in->num_headers && !replaced; j++)
+      replaced = in->headers[j].name && strcmp(in->headers[j].name, jk_embedded_headers[i].name) == 0;
+    if (replaced) continue;
+    s.hname[s.num_headers] = jk_embedded_headers[i].name;
+    s.hsrc[s.num_headers++] = (const char *)jk_embedded_headers[i].data;
+  }
+  for (size_t i = 0; i < npre && !s.oom; i++) lookup(&s, 'p', pre[i], "", 0);
+  const char *pname = in->program_name ? in->program_name : "module.cu";
+  const char *slash = strrchr(pname, '/');
+  size_t plen = slash ? (size_t)(slash - pname) + (slash == pname) : 0;
+  scan_text(&s, in->source, strlen(in->source), pname, plen, pname);
+  /* Depth first through what was found; each file is scanned once. Then
+   * the includes named by macros, with every definition found, which may
+   * find more files, until nothing new turns up. */
+  for (;;) {
+  while (s.num_todo > 0 && !s.oom) {
+    s.num_todo--;
+    size_t index = s.todo[s.num_todo];
+    char *text = s.todo_text[s.num_todo];
+    size_t len = s.todo_len[s.num_todo];
+    /* The path is copied: scanning may grow (move) the record array. */
+    char *path = jk_strdup(e, out->v[index].path);
+    if (path == NULL) {
+      jk_free(e, text);
+      s.oom = true;
+      break;
+    }
+    const char *sl = strrchr(path, '/');
+    size_t dl = sl ? (size_t)(sl - path) + (sl == path) : 0;
+    scan_text(&s, text, len, path, dl, path);
+    jk_free(e, text);
+    jk_free(e, path);
+  }
+  if (s.oom || s.num_computed == 0 || out->unknown != NULL || !resolve_computed(&s)) break;
+  }
+
+done:
+  while (s.num_todo > 0) jk_free(e, s.todo_text[--s.num_todo]);
+  for (size_t i = 0; i < s.num_macros; i++) {
+    jk_free(e, s.macros[i].name);
+    jk_free(e, s.macros[i].value);
+  }
+  jk_free(e, s.macros);
+  jk_free(e, s.macro_slots);
+  for (size_t i = 0; i < s.num_computed; i++) {
+    jk_free(e, s.computed[i].operand);
+    jk_free(e, s.computed[i].dir);
+    jk_free(e, s.computed[i].who);
+  }
+  jk_free(e, s.computed);
+  jk_free(e, s.todo);
+  jk_free(e, s.todo_text);
+  jk_free(e, s.todo_len);
+  jk_free(e, s.slots);
+  jk_free(e, s.dirs);
+  jk_free(e, s.hname);
+  jk_free(e, s.hsrc);
+  jk_free(e, s.header_seen);
+  jk_free(e, pre);
+  if (s.oom) {
+    jk_deps_free(e, out);
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory listing the headers a compile reads");
+  }
+  return st;
+}
