@@ -23,6 +23,42 @@ static uint64_t rd64(const unsigned char *p) {
 
 #define JK_EM_CUDA 190
 #define JK_FATBIN_MAGIC 0xBA55ED50u
+#define JK_SHT_SYMTAB 2
+#define JK_SHT_NOBITS 8
+
+/*
+ * Every offset, size and index below comes from bytes the caller handed
+ * in (jitk_module_create_from_image), so each is checked against the
+ * image before anything is read through it, in arithmetic that cannot
+ * wrap: `off <= size && len <= size - off`, never `off + len <= size`.
+ */
+static bool in_bounds(uint64_t off, uint64_t len, size_t size) {
+  return off <= size && len <= (uint64_t)size - off;
+}
+
+/* One section header's fields that the walkers use. */
+typedef struct elf_section {
+  uint32_t name, type, link;
+  uint64_t off, size;
+} elf_section;
+
+/* Section i's header; the caller has checked the section table with
+ * jk_cubin_arch, and i against e_shnum. */
+static elf_section section_at(const unsigned char *p, uint16_t i) {
+  uint64_t shoff = rd64(p + 40);
+  uint16_t shentsize = rd16(p + 58);
+  const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
+  elf_section s = {rd32(sh), rd32(sh + 4), rd32(sh + 40), rd64(sh + 24), rd64(sh + 32)};
+  return s;
+}
+
+/* Whether the section's bytes are in the file and may be read. NOBITS
+ * sections (.bss, .nv.shared) occupy no bytes of the file whatever
+ * their size says, so they hold nothing to read, as a string table, a
+ * symbol table or attributes. */
+static bool section_readable(const elf_section *s, size_t size) {
+  return s->type != JK_SHT_NOBITS && in_bounds(s->off, s->size, size);
+}
 
 const char *jk_image_kind_name(jitk_image_kind k) {
   switch (k) {
@@ -62,26 +98,30 @@ jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size,
   uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60);
   uint64_t phoff = rd64(p + 32);
   uint16_t phentsize = rd16(p + 54), phnum = rd16(p + 56);
-  if (shnum > 0 && (shentsize < 64 || shoff > size ||
-                    (uint64_t)shentsize * shnum > size - shoff))
+  if (shnum > 0 && shentsize < 64)
     return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                   "truncated cubin: its section table ends at byte %llu but "
-                   "the image has %zu bytes",
-                   (unsigned long long)(shoff + (uint64_t)shentsize * shnum), size);
-  if (phnum > 0 && (phoff > size || (uint64_t)phentsize * phnum > size - phoff))
+                   "not a cubin: section headers of %u bytes, less than ELF64's 64",
+                   (unsigned)shentsize);
+  if (shnum > 0 && !in_bounds(shoff, (uint64_t)shentsize * shnum, size))
+    return jk_fail(e, JITK_ERR_INVALID_IMAGE,
+                   "truncated cubin: its section table (%u entries of %u bytes at byte "
+                   "%llu) does not fit in the image's %zu bytes",
+                   (unsigned)shnum, (unsigned)shentsize, (unsigned long long)shoff, size);
+  if (phnum > 0 && !in_bounds(phoff, (uint64_t)phentsize * phnum, size))
     return jk_fail(e, JITK_ERR_INVALID_IMAGE,
                    "truncated cubin: its program headers end past its %zu bytes",
                    size);
   for (uint16_t i = 0; i < shnum; i++) {
-    const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
-    uint32_t type = rd32(sh + 4);
-    uint64_t off = rd64(sh + 24), sz = rd64(sh + 32);
-    if (type == 8 /* SHT_NOBITS */) continue;
-    if (off > size || sz > size - off)
+    elf_section sec = section_at(p, i);
+    /* A NOBITS section's size is memory, not bytes of the file; the
+     * walkers below never read one. */
+    if (sec.type == JK_SHT_NOBITS) continue;
+    if (!in_bounds(sec.off, sec.size, size))
       return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                     "truncated cubin: section %u ends at byte %llu but the "
-                     "image has %zu bytes",
-                     (unsigned)i, (unsigned long long)(off + sz), size);
+                     "truncated cubin: section %u (%llu bytes at byte %llu) does not fit "
+                     "in the image's %zu bytes",
+                     (unsigned)i, (unsigned long long)sec.size, (unsigned long long)sec.off,
+                     size);
   }
   /* The architecture's place in e_flags moved with the ELF ABI that
    * CUDA 12.8 introduced (OS/ABI 0x41): bits 8-15 there, bits 0-7 before. */
@@ -146,23 +186,23 @@ int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
   const unsigned char *p = data;
   int sm;
   if (jk_cubin_arch(NULL, data, size, &sm) != JITK_OK) return -2;
-  uint64_t shoff = rd64(p + 40);
-  uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60), shstrndx = rd16(p + 62);
+  uint16_t shnum = rd16(p + 60), shstrndx = rd16(p + 62);
   if (shstrndx >= shnum) return -2;
-  const unsigned char *strsh = p + shoff + (uint64_t)shstrndx * shentsize;
-  uint64_t stroff = rd64(strsh + 24), strsize = rd64(strsh + 32);
+  elf_section strs = section_at(p, shstrndx);
+  if (!section_readable(&strs, size)) return -2;
   size_t symlen = strlen(symbol);
   for (uint16_t i = 0; i < shnum; i++) {
-    const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
-    uint32_t name = rd32(sh);
-    if (name >= strsize || strsize - name < 10 + symlen) continue;
-    const char *sn = (const char *)p + stroff + name;
+    elf_section sec = section_at(p, i);
+    /* The name ".nv.info.<symbol>" and its NUL must lie in the table. */
+    if (sec.name >= strs.size || strs.size - sec.name < 10 + (uint64_t)symlen) continue;
+    const char *sn = (const char *)p + strs.off + sec.name;
     if (memcmp(sn, ".nv.info.", 9) != 0 || memcmp(sn + 9, symbol, symlen) != 0 ||
         sn[9 + symlen] != '\0')
       continue;
-    uint64_t off = rd64(sh + 24), len = rd64(sh + 32);
+    if (!section_readable(&sec, size)) return -2;
+    uint64_t off = sec.off, len = sec.size;
     int count = 0;
-    for (uint64_t q = 0; q + 4 <= len;) {
+    for (uint64_t q = 0; len - q >= 4;) {
       const unsigned char *a = p + off + q;
       uint8_t fmt = a[0], attr = a[1];
       if (fmt != JK_EIFMT_SVAL) {
@@ -170,7 +210,7 @@ int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
         continue;
       }
       uint16_t plen = rd16(a + 2);
-      if (q + 4 + plen > len) return -2;
+      if (plen > len - q - 4) return -2;
       if (attr == JK_EIATTR_KPARAM_INFO && plen >= 12) {
         uint16_t ordinal = rd16(a + 8);
         uint32_t psize = (rd32(a + 12) >> 18) & 0x3fff;
@@ -185,14 +225,31 @@ int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
   return -1;
 }
 
+/* The decimal number of at most 9 digits in [t, t + n) (more would be no
+ * size a kernel parameter can have), or -1. atoi would take any length
+ * and overflow, and a sign. */
+static long ptx_number(const char *t, size_t n) {
+  if (n == 0 || n > 9) return -1;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (t[i] < '0' || t[i] > '9') return -1;
+    v = v * 10 + (t[i] - '0');
+  }
+  return v;
+}
+
 /* The bytes of one PTX parameter type (".u64", ".f32", ".b8"). */
 static uint32_t ptx_type_size(const char *t, size_t n) {
   if (n < 3 || t[0] != '.') return 0;
   char k = t[1];
   if (k != 'u' && k != 's' && k != 'b' && k != 'f') return 0;
-  int bits = atoi(t + 2);
+  long bits = ptx_number(t + 2, n - 2);
   return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? (uint32_t)bits / 8 : 0;
 }
+
+/* Kernel parameters take at most 32764 bytes (CUDA 12.1 on), so an array
+ * parameter larger than this is malformed. */
+#define JK_PTX_MAX_PARAM_BYTES 32768u
 
 int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int cap) {
   size_t symlen = strlen(symbol);
@@ -223,9 +280,14 @@ int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int
         while (t < stop && *t != ' ' && *t != '\t' && *t != '\n' && *t != '\r') t++;
         if (base == 0) base = ptx_type_size(w, (size_t)(t - w));
         const char *br = memchr(w, '[', (size_t)(t - w));
-        if (br != NULL) mult = (uint32_t)atoi(br + 1);
+        if (br != NULL) {
+          const char *close = memchr(br, ']', (size_t)(t - br));
+          long v = close ? ptx_number(br + 1, (size_t)(close - br - 1)) : -1;
+          if (v < 1 || v > (long)JK_PTX_MAX_PARAM_BYTES) return -2;
+          mult = (uint32_t)v;
+        }
       }
-      if (base == 0 || count >= cap) return -2;
+      if (base == 0 || count >= cap || base * mult > JK_PTX_MAX_PARAM_BYTES) return -2;
       sizes[count++] = base * mult;
       q = stop + 1;
     }
@@ -240,26 +302,23 @@ int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int
 static int cubin_kernels(const unsigned char *p, size_t size, jk_kernel_name_fn fn, void *user) {
   int sm;
   if (jk_cubin_arch(NULL, p, size, &sm) != JITK_OK) return -1;
-  uint64_t shoff = rd64(p + 40);
-  uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60);
+  uint16_t shnum = rd16(p + 60);
   int count = 0;
   for (uint16_t i = 0; i < shnum; i++) {
-    const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
-    if (rd32(sh + 4) != 2 /* SHT_SYMTAB */) continue;
-    uint32_t link = rd32(sh + 40);
-    if (link >= shnum) return -1;
-    const unsigned char *strsh = p + shoff + (uint64_t)link * shentsize;
-    uint64_t stroff = rd64(strsh + 24), strsize = rd64(strsh + 32);
-    uint64_t off = rd64(sh + 24), len = rd64(sh + 32);
+    elf_section symtab = section_at(p, i);
+    if (symtab.type != JK_SHT_SYMTAB) continue;
+    if (!section_readable(&symtab, size) || symtab.link >= shnum) return -1;
+    elf_section strs = section_at(p, (uint16_t)symtab.link);
+    if (!section_readable(&strs, size)) return -1;
     /* Kernels are function symbols marked as CUDA entry points; device
      * functions that were not inlined are functions without the mark. */
-    for (uint64_t s = 0; s + 24 <= len; s += 24) {
-      const unsigned char *sym = p + off + s;
+    for (uint64_t s = 0; symtab.size - s >= 24; s += 24) {
+      const unsigned char *sym = p + symtab.off + s;
       uint32_t name = rd32(sym);
       if ((sym[4] & 0xf) != JK_STT_FUNC || !(sym[5] & JK_STO_CUDA_ENTRY)) continue;
-      if (name >= strsize) return -1;
-      const char *n = (const char *)p + stroff + name;
-      size_t nl = strnlen(n, (size_t)(strsize - name));
+      if (name >= strs.size) return -1;
+      const char *n = (const char *)p + strs.off + name;
+      size_t nl = strnlen(n, (size_t)(strs.size - name));
       if (fn) fn(user, n, nl);
       count++;
     }
@@ -318,15 +377,20 @@ bool jk_fatbin_cubin(const void *data, size_t size, int sm, const void **cubin,
                      size_t *cubin_size) {
   const unsigned char *p = data;
   if (size < 16 || rd32(p) != JK_FATBIN_MAGIC) return false;
-  uint64_t end = 16 + rd64(p + 8);
-  if (end > size) end = size;
+  /* The entries lie between the header (its own size at byte 6) and the
+   * end its payload size gives, which must not pass the image's. */
+  uint64_t first = rd16(p + 6), payload_size = rd64(p + 8);
+  if (first < 16 || first > size) return false;
+  uint64_t end = payload_size > (uint64_t)size - 16 ? (uint64_t)size : 16 + payload_size;
   const unsigned char *best = NULL;
   uint64_t best_size = 0;
-  for (uint64_t off = rd16(p + 6); off + 32 <= end;) {
+  for (uint64_t off = first; off <= end && end - off >= 32;) {
     const unsigned char *h = p + off;
     uint32_t hsize = rd32(h + 4);
     uint64_t psize = rd64(h + 8);
-    if (hsize < 32 || psize > end - off - hsize) break;
+    /* Header and payload both inside [off, end): tested one at a time,
+     * so that a large header size cannot wrap the room left around. */
+    if (hsize < 32 || hsize > end - off || psize > end - off - hsize) break;
     const unsigned char *payload = h + hsize;
     /* Only uncompressed ELF entries can be read; any architecture of the
      * same source has the same kernels and parameters, the device's own

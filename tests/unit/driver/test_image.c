@@ -234,3 +234,250 @@ Test(image, fatbin_from_nvcc) {
   jitk_engine_destroy(e);
 }
 #endif
+
+/* --- crafted images: every offset, size and index the walkers read comes
+ * from the caller's bytes --- */
+
+static uint16_t get16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
+static void put32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Section i's header in a cubin. */
+static unsigned char *shdr(unsigned char *p, unsigned i) {
+  return p + get64(p + 40) + (uint64_t)i * get16(p + 58);
+}
+
+/* The index of the section named `name` (through .shstrtab). */
+static unsigned section_named(unsigned char *p, const char *name) {
+  unsigned char *strs = shdr(p, get16(p + 62));
+  for (unsigned i = 0; i < get16(p + 60); i++)
+    if (strcmp((const char *)p + get64(strs + 24) + get32(shdr(p, i)), name) == 0) return i;
+  cr_assert_fail("no section %s", name);
+  return 0;
+}
+
+static unsigned section_of_type(unsigned char *p, uint32_t type) {
+  for (unsigned i = 0; i < get16(p + 60); i++)
+    if (get32(shdr(p, i) + 4) == type) return i;
+  cr_assert_fail("no section of type %u", type);
+  return 0;
+}
+
+/* Makes section i NOBITS with an offset far outside the image: the
+ * structure check lets NOBITS sections be anywhere, so the walkers must
+ * not read one. */
+static void make_nobits(unsigned char *p, unsigned i) {
+  put32(shdr(p, i) + 4, 8);
+  put64(shdr(p, i) + 24, 0x7fffffff00ull);
+}
+
+/* Runs every walker over the image; under ASan any read outside it
+ * fails the test. */
+static void walk_all(const unsigned char *img, size_t size) {
+  uint32_t sizes[16];
+  (void)jk_cubin_param_sizes(img, size, "k", sizes, 16);
+  (void)jk_image_kernels(JITK_IMAGE_CUBIN, img, size, NULL, NULL);
+  (void)jk_image_has_kernel(JITK_IMAGE_CUBIN, img, size, "k");
+  (void)jk_image_kernels(JITK_IMAGE_FATBIN, img, size, NULL, NULL);
+  const void *c;
+  size_t cs;
+  if (jk_fatbin_cubin(img, size, 90, &c, &cs))
+    cr_assert((const unsigned char *)c >= img && cs <= size &&
+              (size_t)((const unsigned char *)c - img) <= size - cs);
+}
+
+Test(image, nobits_sections_are_never_read) {
+  size_t size;
+  unsigned char *orig = compile("sm_90", &size);
+  unsigned char *p = malloc(size);
+  uint32_t sizes[16];
+  /* The section-name table as NOBITS: the parameter reader read names
+   * through it (SEGV). */
+  memcpy(p, orig, size);
+  make_nobits(p, get16(p + 62));
+  int sm;
+  cr_assert_eq(jk_cubin_arch(NULL, p, size, &sm), JITK_OK, "the structure check allows it");
+  cr_assert_eq(jk_cubin_param_sizes(p, size, "k", sizes, 16), -2);
+  /* The symbol table's string table as NOBITS: the kernel lister read
+   * names through it. */
+  memcpy(p, orig, size);
+  unsigned symtab = section_of_type(p, 2);
+  make_nobits(p, get32(shdr(p, symtab) + 40));
+  cr_assert_eq(jk_image_kernels(JITK_IMAGE_CUBIN, p, size, NULL, NULL), -1);
+  cr_assert_eq(jk_image_has_kernel(JITK_IMAGE_CUBIN, p, size, "k"), -1);
+  /* The kernel's attributes as NOBITS. */
+  memcpy(p, orig, size);
+  make_nobits(p, section_named(p, ".nv.info.k"));
+  cr_assert_eq(jk_cubin_param_sizes(p, size, "k", sizes, 16), -2);
+  /* The untouched image still reads. */
+  cr_assert_eq(jk_cubin_param_sizes(orig, size, "k", sizes, 16), 1);
+  cr_assert_eq(jk_image_has_kernel(JITK_IMAGE_CUBIN, orig, size, "k"), 1);
+  free(p);
+  free(orig);
+}
+
+Test(image, crafted_cubin_fields) {
+  size_t size;
+  unsigned char *orig = compile("sm_90", &size);
+  unsigned char *p = malloc(size);
+  uint32_t sizes[16];
+  int sm;
+  jitk_engine *e = jt_compile_engine("sm_90");
+  /* A section table whose end wraps around 64 bits. */
+  memcpy(p, orig, size);
+  put64(p + 40, UINT64_MAX - 63);
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "section table", jk_cubin_arch(e, p, size, &sm));
+  /* Section headers smaller than ELF64's. */
+  memcpy(p, orig, size);
+  p[58] = 40;
+  p[59] = 0;
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "64", jk_cubin_arch(e, p, size, &sm));
+  /* A section whose end wraps around. */
+  memcpy(p, orig, size);
+  unsigned info = section_named(p, ".nv.info.k");
+  put64(shdr(p, info) + 24, 16);
+  put64(shdr(p, info) + 32, UINT64_MAX - 8);
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "section", jk_cubin_arch(e, p, size, &sm));
+  /* An attribute whose payload runs past its section. */
+  memcpy(p, orig, size);
+  uint64_t ioff = get64(shdr(p, info) + 24), ilen = get64(shdr(p, info) + 32);
+  for (uint64_t q = 0; q + 4 <= ilen; q += 4)
+    if (p[ioff + q] == 4) { /* the first attribute with a payload */
+      p[ioff + q + 2] = 0xff;
+      p[ioff + q + 3] = 0xff;
+      break;
+    }
+  cr_assert_eq(jk_cubin_param_sizes(p, size, "k", sizes, 16), -2);
+  /* A symbol table link past the section count, and a symbol name past
+   * its string table. */
+  memcpy(p, orig, size);
+  unsigned symtab = section_of_type(p, 2);
+  put32(shdr(p, symtab) + 40, 0xffff);
+  cr_assert_eq(jk_image_kernels(JITK_IMAGE_CUBIN, p, size, NULL, NULL), -1);
+  memcpy(p, orig, size);
+  unsigned strtab = get32(shdr(p, symtab) + 40);
+  put64(shdr(p, strtab) + 32, 1); /* a string table of one byte */
+  cr_assert_eq(jk_image_kernels(JITK_IMAGE_CUBIN, p, size, NULL, NULL), -1);
+  /* A section-name index past the table. */
+  memcpy(p, orig, size);
+  p[62] = 0xff;
+  p[63] = 0xff;
+  cr_assert_eq(jk_cubin_param_sizes(p, size, "k", sizes, 16), -2);
+  jitk_engine_destroy(e);
+  free(p);
+  free(orig);
+}
+
+/* Random damage to the header and section table of a real cubin: every
+ * walker either reads inside the image or gives up. */
+Test(image, damaged_cubins) {
+  size_t size;
+  unsigned char *orig = compile("sm_90", &size);
+  unsigned char *p = malloc(size);
+  uint64_t seed = 2;
+  uint64_t shoff = get64(orig + 40);
+  size_t table = (size_t)get16(orig + 58) * get16(orig + 60);
+  for (int round = 0; round < 3000; round++) {
+    memcpy(p, orig, size);
+    int flips = 1 + (int)(jt_next(&seed) % 4);
+    for (int f = 0; f < flips; f++) {
+      uint64_t r = jt_next(&seed);
+      size_t at = (r & 1) ? (size_t)((r >> 8) % 64) : (size_t)(shoff + (r >> 8) % table);
+      p[at] = (unsigned char)(r >> 56);
+    }
+    walk_all(p, size);
+  }
+  free(p);
+  free(orig);
+}
+
+/* A fatbin's entry sizes: a header size larger than the room left once
+ * wrapped the check around, and the "cubin" returned lay at offset 65 of
+ * a 64-byte image. The image sits in a larger buffer here whose next
+ * bytes look like an ELF file, so the old code's answer is visible even
+ * without ASan. */
+Test(image, fatbin_entries_stay_inside) {
+  unsigned char buf[256];
+  memset(buf, 0, sizeof buf);
+  unsigned char *f = buf;
+  put32(f, 0xBA55ED50u);
+  f[4] = 1;
+  f[6] = 16;               /* header size */
+  put64(f + 8, 48);        /* entries: bytes 16..63 */
+  f[16] = 2;               /* an ELF entry */
+  put32(f + 16 + 4, 49);   /* its header is 49 bytes: past the image's end */
+  put64(f + 16 + 8, 64);   /* and a 64-byte payload */
+  memcpy(buf + 65, "\x7f" "ELF", 4);
+  const void *c = NULL;
+  size_t cs = 0;
+  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs), "returned %p + %zu for a 64-byte image at %p",
+            c, cs, (void *)f);
+  /* Sizes that wrap: a payload size near 2^64, a header size near 2^32,
+   * a fatbin header size outside the image. */
+  put32(f + 16 + 4, 32);
+  put64(f + 16 + 8, UINT64_MAX - 40);
+  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs));
+  put32(f + 16 + 4, UINT32_MAX);
+  put64(f + 16 + 8, 0);
+  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs));
+  put64(f + 8, UINT64_MAX - 8);
+  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs));
+  f[6] = 0xff;
+  f[7] = 0xff;
+  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs));
+  /* A well-formed entry right at the end is found, and lies inside. */
+  memset(buf, 0, sizeof buf);
+  put32(f, 0xBA55ED50u);
+  f[6] = 16;
+  put64(f + 8, 32 + 64);
+  f[16] = 2;
+  put32(f + 16 + 4, 32);
+  put64(f + 16 + 8, 64);
+  memcpy(f + 48, "\x7f" "ELF", 4);
+  cr_assert(jk_fatbin_cubin(f, 112, 90, &c, &cs));
+  cr_assert(c == f + 48 && cs == 64);
+  cr_assert(!jk_fatbin_cubin(f, 111, 90, &c, &cs), "one byte short");
+}
+
+#ifdef JITK_TEST_HAVE_FATBIN
+/* Random damage to nvcc's fatbin, within its first entries' headers. */
+Test(image, damaged_fatbins) {
+  unsigned char *p = malloc(jt_fatbin_size);
+  uint64_t seed = 3;
+  for (int round = 0; round < 3000; round++) {
+    memcpy(p, jt_fatbin, jt_fatbin_size);
+    int flips = 1 + (int)(jt_next(&seed) % 3);
+    for (int f = 0; f < flips; f++) {
+      uint64_t r = jt_next(&seed);
+      p[(r >> 8) % (jt_fatbin_size < 256 ? jt_fatbin_size : 256)] = (unsigned char)(r >> 56);
+    }
+    walk_all(p, jt_fatbin_size);
+  }
+  free(p);
+}
+#endif
+
+/* PTX parameter declarations with absurd sizes are malformed, not
+ * numbers to overflow. */
+Test(image, ptx_parameter_sizes_are_bounded) {
+  uint32_t sizes[4];
+  const char *huge = ".entry k(.param .align 8 .b8 k_param_0[99999999999999999999])\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(huge, "k", sizes, 4), -2);
+  const char *neg = ".entry k(.param .b8 k_param_0[-1])\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(neg, "k", sizes, 4), -2);
+  const char *big = ".entry k(.param .b64 k_param_0[100000])\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(big, "k", sizes, 4), -2);
+  const char *bits = ".entry k(.param .u99999999999999999999 k_param_0)\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(bits, "k", sizes, 4), -2);
+  const char *ok = ".entry k(.param .align 8 .b8 k_param_0[40], .param .u64 k_param_1)\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(ok, "k", sizes, 4), 2);
+  cr_assert(sizes[0] == 40 && sizes[1] == 8);
+}
