@@ -7,14 +7,20 @@
  *   ptxas info    : Used 14 registers, used 1 barriers, 1024 bytes smem,
  *                   376 bytes cmem[0]
  */
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
 
-/* The number just before `word` in `line` ("14 registers"), or 0. */
-static size_t number_before(const char *line, const char *end, const char *word) {
+/* The number just before `word` in `line` ("14 registers"), or 0 when
+ * there is none. A number above `limit` is none that ptxas prints (and
+ * would not fit the field): it sets *bad and reads as 0. */
+static size_t number_before(const char *line, const char *end, const char *word,
+                            size_t limit, bool *bad) {
   size_t wl = strlen(word);
   for (const char *p = line; p + wl <= end; p++) {
     if (strncmp(p, word, wl) != 0) continue;
@@ -23,7 +29,16 @@ static size_t number_before(const char *line, const char *end, const char *word)
     const char *digits_end = q;
     while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
     if (q == digits_end) continue;
-    return (size_t)strtoull(q, NULL, 10);
+    size_t v = 0;
+    for (; q < digits_end; q++) {
+      size_t d = (size_t)(*q - '0');
+      if (v > (limit - d) / 10) {
+        *bad = true;
+        return 0;
+      }
+      v = v * 10 + d;
+    }
+    return v;
   }
   return 0;
 }
@@ -39,8 +54,10 @@ jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
     const char *end = strchr(line, '\n');
     if (end == NULL) end = line + strlen(line);
     static const char entry[] = "Compiling entry function '";
-    const char *p = strstr(line, entry);
-    if (p != NULL && p < end) {
+    /* Searched within the line: a search to the end of the log from every
+     * line would make a long log without entries quadratic. */
+    const char *p = memmem(line, (size_t)(end - line), entry, sizeof entry - 1);
+    if (p != NULL) {
       p += sizeof entry - 1;
       const char *q = memchr(p, '\'', (size_t)(end - p));
       if (q != NULL) {
@@ -63,15 +80,23 @@ jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
       memcpy(tmp, line, len);
       tmp[len] = '\0';
       const char *te = tmp + len;
+      bool bad = false;
       if (strstr(tmp, "stack frame") != NULL) {
-        cur->stack_bytes = number_before(tmp, te, "bytes stack frame");
-        cur->spill_stores = number_before(tmp, te, "bytes spill stores");
-        cur->spill_loads = number_before(tmp, te, "bytes spill loads");
+        cur->stack_bytes = number_before(tmp, te, "bytes stack frame", SIZE_MAX, &bad);
+        cur->spill_stores = number_before(tmp, te, "bytes spill stores", SIZE_MAX, &bad);
+        cur->spill_loads = number_before(tmp, te, "bytes spill loads", SIZE_MAX, &bad);
       } else if (strstr(tmp, "Used ") != NULL) {
-        cur->registers = (int)number_before(tmp, te, "registers");
-        cur->shared_bytes = number_before(tmp, te, "bytes smem");
-        cur->constant_bytes = number_before(tmp, te, "bytes cmem[0]");
+        cur->registers = (int)number_before(tmp, te, "registers", INT_MAX, &bad);
+        cur->shared_bytes = number_before(tmp, te, "bytes smem", SIZE_MAX, &bad);
+        cur->constant_bytes = number_before(tmp, te, "bytes cmem[0]", SIZE_MAX, &bad);
       }
+      /* The report is advisory: a garbled number must not fail a compile
+       * that succeeded, so it is left out (0) with a warning that shows
+       * the line. */
+      if (bad)
+        jk_log(e, JITK_LOG_WARN,
+               "ptxas's report for kernel %s has a number out of range, read as 0: %s",
+               cur->name, tmp);
     }
     line = *end ? end + 1 : end;
   }

@@ -306,6 +306,69 @@ Test(nvrtc, ptxas_report_parsing) {
   jitk_engine_destroy(e);
 }
 
+/* Found by tests/fuzz/fuzz_ptxas: "Used 2222222222registers" made the
+ * register count negative. Numbers out of their field's range are no
+ * numbers ptxas prints; they read as 0 with a warning naming the kernel,
+ * and the rest of the report still counts. */
+typedef struct warn_capture {
+  int warnings;
+  char last[1024];
+} warn_capture;
+
+static void capture_warning(void *user, jitk_log_level level, const char *message) {
+  warn_capture *c = user;
+  if (level != JITK_LOG_WARN) return;
+  c->warnings++;
+  snprintf(c->last, sizeof c->last, "%s", message);
+}
+
+Test(nvrtc, ptxas_report_numbers_out_of_range) {
+  warn_capture cap = {0, ""};
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.log_fn = capture_warning;
+  cfg.log_user = &cap;
+  cfg.log_level = JITK_LOG_WARN;
+  jitk_engine *e = NULL;
+  JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  const char *log =
+      "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+      "ptxas         .     99999999999999999999999 bytes stack frame, 4 bytes spill stores, "
+      "8 bytes spill loads\n"
+      "ptxas info    : Used 2222222222 registers, used 0 barriers, 64 bytes smem\n"
+      "Compiling entry function ''\n"
+      "Used 2222222222registers\n";
+  jitk_kernel_resources *r;
+  size_t n;
+  JT_OK(e, jk_ptxas_parse(e, log, &r, &n));
+  cr_assert_eq(n, 2);
+  cr_assert_str_eq(r[0].name, "k");
+  cr_assert_eq(r[0].stack_bytes, 0);
+  cr_assert_eq(r[0].spill_stores, 4);
+  cr_assert_eq(r[0].spill_loads, 8);
+  cr_assert_eq(r[0].registers, 0);
+  cr_assert_eq(r[0].shared_bytes, 64);
+  cr_assert_str_eq(r[1].name, "");
+  cr_assert_eq(r[1].registers, 0);
+  cr_assert_eq(cap.warnings, 3, "%d warnings, last: %s", cap.warnings, cap.last);
+  cr_assert(strstr(cap.last, "out of range") != NULL && strstr(cap.last, "2222222222") != NULL,
+            "%s", cap.last);
+  jk_ptxas_free(e, r, n);
+  /* The largest numbers that fit still read. */
+  JT_OK(e, jk_ptxas_parse(e,
+                          "Compiling entry function 'm' for 'sm_90'\n"
+                          "Used 2147483647 registers, 18446744073709551615 bytes smem\n",
+                          &r, &n));
+  cr_assert_eq(n, 1);
+  cr_assert_eq(r[0].registers, 2147483647);
+  cr_assert_eq(r[0].shared_bytes, (size_t)18446744073709551615ull);
+  cr_assert_eq(cap.warnings, 3);
+  jk_ptxas_free(e, r, n);
+  jitk_engine_destroy(e);
+}
+
 /* NVRTC's entry points live in a table on the engine, so each failure path
  * can be forced. */
 static nvrtcResult fail_oom_compile(nvrtcProgram p, int n, const char *const *o) {
@@ -358,5 +421,72 @@ Test(nvrtc, forced_failures) {
 
   JT_OK(e, jitk_module_create(e, src, &o, &m));
   jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+/* A caller's header named as one of jitk's replaces it (NVRTC refused the
+ * pair with a bare INVALID_INPUT, issue 11), and the cache tells the
+ * versions apart by content. */
+Test(nvrtc, caller_header_replaces_an_embedded_one) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *src = "#include <jitk/array.cuh>\n"
+                    "#ifndef MINE\n#define MINE 1\n#endif\n"
+                    "extern \"C\" __global__ void k(int *p) { *p = MINE; }\n";
+  const char *contents[] = {NULL, "#define MINE 7\n", "#define MINE 8\n"};
+  void *images[3];
+  size_t sizes[3];
+  for (int i = 0; i < 3; i++) {
+    jitk_header h = {"jitk/array.cuh", contents[i]};
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.headers = &h;
+    o.num_headers = contents[i] ? 1 : 0;
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, &o, &m));
+    const void *img;
+    JT_OK(e, jitk_module_image(m, &img, &sizes[i], NULL));
+    images[i] = malloc(sizes[i]);
+    memcpy(images[i], img, sizes[i]);
+    jitk_module_destroy(m);
+  }
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      cr_assert(sizes[i] != sizes[j] || memcmp(images[i], images[j], sizes[i]) != 0,
+                "headers %d and %d gave the same image", i, j);
+  for (int i = 0; i < 3; i++) free(images[i]);
+  /* Two of the caller's own with one name are refused clearly. */
+  jitk_header twice[] = {{"a.h", "#define A 1\n"}, {"a.h", "#define A 2\n"}};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.headers = twice;
+  o.num_headers = 2;
+  jitk_module *m = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "headers 0 and 1 are both named \"a.h\"",
+           jitk_module_create(e, src, &o, &m));
+  jitk_engine_destroy(e);
+}
+
+/* Options whose output is not a cubin or PTX: NVRTC succeeds and there
+ * was "no cubin: NVRTC_SUCCESS" (issue 11). */
+Test(nvrtc, options_with_other_outputs_are_refused) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *refused[] = {"-dlto", "--dlink-time-opt", "--gen-opt-lto", "--optix-ir",
+                           "-fdevice-syntax-only"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.options = &refused[i];
+    o.num_options = 1;
+    jitk_module *m = NULL;
+    JT_FAILS(e, JITK_ERR_UNSUPPORTED, "is not supported", jitk_module_create(e, saxpy, &o, &m));
+    cr_assert(strstr(jitk_errmsg(e), refused[i]) != NULL, "%s", jitk_errmsg(e));
+    cr_assert_null(m);
+  }
+  /* Options that only share a prefix are the user's business. */
+  const char *fine = "-dlto-not-really";
+  char **opts;
+  size_t n;
+  JT_OK(e, jk_nvrtc_final_options(e, &fine, 1, false, &opts, &n));
+  jk_options_free(e, opts, n);
   jitk_engine_destroy(e);
 }
