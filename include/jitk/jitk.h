@@ -269,16 +269,30 @@ typedef struct jitk_engine_config {
    * cache_dir, shared by every process of the user; an engine also keeps
    * up to cache_memory_entries loaded modules in memory.
    * cache_dir NULL: $JITK_CACHE_DIR, else $XDG_CACHE_HOME/jitk, else
-   * ~/.cache/jitk. The folder is made with mode 0700; one that is a
-   * symlink, owned by someone else, or writable by group or others is
-   * refused (the engine then compiles without a disk cache and says so in
-   * one log line) unless cache_shared is 1.
+   * ~/.cache/jitk. The folder is made with mode 0700. A folder or file in
+   * it that is a symlink, owned by someone else or writable by group or
+   * others, or a folder on its path that someone else owns or can write,
+   * is refused (the engine then compiles without a disk cache and says so
+   * in one log line). cache_shared 1 makes the folder a group cache
+   * instead: written by every member of its group, whom the user thereby
+   * trusts (docs/GUIDE.md, "Who can write to a cache").
    */
   const char *cache_dir;
   jitk_cache_mode cache_mode;
   int64_t cache_max_bytes;     /* 0: $JITK_CACHE_MAX_SIZE, else 1 GiB */
   int cache_shared;            /* -1: $JITK_CACHE_SHARED=1 means yes; 0 no; 1 yes */
   size_t cache_memory_entries; /* 0: 256 */
+
+  /*
+   * A shared cache, read after the engine's own misses and never written:
+   * a folder published by one trusted account with jitk_cache_publish.
+   * NULL: $JITK_CACHE_SHARED_DIR, else none. Everything on its path must
+   * belong to root, to this user or to cache_shared_owner (a user name or
+   * id; NULL: $JITK_CACHE_SHARED_OWNER), and be writable by its owner
+   * alone; otherwise it is refused with one log line.
+   */
+  const char *cache_shared_dir;
+  const char *cache_shared_owner;
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */
@@ -423,10 +437,25 @@ JITK_API jitk_status jitk_cache_export(jitk_engine *engine, const char *file,
                                        size_t *exported);
 
 /* Adds the entries of an exported file that this store lacks. Each one is
- * verified first (its key recomputed from its key material, its checksum);
- * those that fail are counted in *rejected and skipped. */
+ * verified first (its key recomputed from its key material, its checksum,
+ * its size); those that fail are counted in *rejected and skipped. An
+ * imported entry runs as your code: import only files you made or got
+ * from someone you trust. */
 JITK_API jitk_status jitk_cache_import(jitk_engine *engine, const char *file,
                                        size_t *imported, size_t *rejected);
+
+/* Copies every sound entry of the engine's own cache into the shared
+ * cache at `dir`, creating the folder (0755) and its database (0644,
+ * with a rollback journal, which readers need no write access for) when
+ * they are missing. Run by the account that owns the shared cache; its
+ * readers name it in cache_shared_owner. Entries already there stay. */
+JITK_API jitk_status jitk_cache_publish(jitk_engine *engine, const char *dir,
+                                        size_t *published);
+
+/* The shared cache the engine reads (NULL when none is configured) and
+ * its state: "on", or "off: " and why. */
+JITK_API jitk_status jitk_cache_shared_location(jitk_engine *engine, const char **dir,
+                                                const char **state);
 
 /* ------------------------------------------------------------------------ */
 /* Device memory and streams                                                 */

@@ -35,6 +35,21 @@ jitk_status jk_broadcast_shape(const jitk_engine *e, const jk_view *const *views
                      names[k], (long long)ext, d, v->ndim, names[other], (long long)shape[out]);
     }
   }
+  /* Each view's own element count fits in 64 bits (jk_view_from_tensor),
+   * but the broadcast of two can have more: (2^40, 1) with (1, 2^40). The
+   * count must fit, since launches and allocations compute with it; an
+   * extent of 0 makes any shape empty. */
+  bool empty = false;
+  for (int d = 0; d < nd; d++) empty |= shape[d] == 0;
+  int64_t count = 1;
+  for (int d = 0; d < nd && !empty; d++) {
+    if (shape[d] > INT64_MAX / count)
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "the arrays broadcast to more than 2^63 elements (extent %lld in "
+                     "dimension %d of %d, after %lld elements in the ones before)",
+                     (long long)shape[d], d, nd, (long long)count);
+    count *= shape[d];
+  }
   *ndim = nd;
   return JITK_OK;
 }

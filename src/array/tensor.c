@@ -78,6 +78,23 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
   }
   if (t->data == NULL && size != 0)
     return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: data is NULL", what);
+  /* Every element's offset from the first, in bytes, must be a number:
+   * ranges, overlaps and index widths are computed from strides times
+   * extents. No memory is that large, so strides that reach 2^62 bytes
+   * are a mistake, not an array. Extent-1 dimensions are never stepped
+   * along, and an empty array has no elements to reach. */
+  const int64_t limit = (int64_t)1 << 62;
+  int64_t reach = 0, item = (int64_t)jk_dtype(d)->size;
+  for (int i = 0; i < t->ndim && size != 0; i++) {
+    if (out->shape[i] <= 1) continue;
+    int64_t s = out->strides[i];
+    if (s < -(limit - 1) || s > limit - 1 || (s < 0 ? -s : s) > (limit - 1 - reach) / item /
+                                                                   (out->shape[i] - 1))
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "%s: stride %lld in dimension %d (extent %lld) reaches past 2^62 bytes",
+                     what, (long long)s, i, (long long)out->shape[i]);
+    reach += (s < 0 ? -s : s) * (out->shape[i] - 1) * item;
+  }
   out->data = (char *)t->data + t->byte_offset;
   return JITK_OK;
 }

@@ -40,12 +40,13 @@ static jitk_cache_mode mode_from_env(jitk_engine *e) {
   return JITK_CACHE_ON;
 }
 
-/* "1073741824", "512M", "1G", "64k": bytes. -1 when malformed. */
+/* "1073741824", "512M", "1G", "64k": bytes. -1 when malformed or too
+ * large for an int64_t (inf, 1e30). */
 static int64_t parse_size(const char *s) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (errno != 0 || end == s || v < 0) return -1;
+  if (errno != 0 || end == s || !(v >= 0) || v > 1e18) return -1;
   while (*end == ' ') end++;
   double mult = 1;
   switch (toupper((unsigned char)*end)) {
@@ -57,7 +58,7 @@ static int64_t parse_size(const char *s) {
   }
   if (toupper((unsigned char)*end) == 'I') end++; /* MiB */
   if (toupper((unsigned char)*end) == 'B') end++;
-  if (*end != '\0') return -1;
+  if (*end != '\0' || v * mult > 9.0e18) return -1;
   return (int64_t)(v * mult);
 }
 
@@ -126,6 +127,25 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
   } else {
     c->disk = JK_DISK_OFF;
   }
+
+  /* The shared tier is read even when the engine's own store is off: it
+   * is someone else's, and reading it writes nothing. */
+  const char *shared = cfg->cache_shared_dir ? cfg->cache_shared_dir : getenv("JITK_CACHE_SHARED_DIR");
+  const char *owner =
+      cfg->cache_shared_owner ? cfg->cache_shared_owner : getenv("JITK_CACHE_SHARED_OWNER");
+  snprintf(c->shared_why, sizeof c->shared_why, "off: no shared cache is configured");
+  c->shared_state = JK_DISK_OFF;
+  if (shared != NULL && *shared != '\0') {
+    if ((c->shared_dir = jk_strdup(e, shared)) == NULL)
+      return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    c->shared_state = JK_DISK_CLOSED;
+    snprintf(c->shared_why, sizeof c->shared_why, "not opened yet");
+  }
+  if (owner != NULL && *owner != '\0') {
+    jitk_status st = jk_parse_owner(e, owner, &c->shared_trust.owner);
+    if (st != JITK_OK) return st;
+    c->shared_trust.has_owner = true;
+  }
   return JITK_OK;
 }
 
@@ -149,6 +169,7 @@ void jk_cache_destroy(jitk_engine *e) {
   jk_cache *c = &e->cache;
   pthread_mutex_lock(&c->disk_lock);
   jk_store_close(e);
+  jk_store_shared_close(e);
   pthread_mutex_unlock(&c->disk_lock);
   /* Entries still referenced by modules are the caller's mistake (modules
    * must go before their engine); the table's own are freed here. */
@@ -163,6 +184,8 @@ void jk_cache_destroy(jitk_engine *e) {
   jk_free(e, c->inflight);
   jk_free(e, c->dir);
   jk_free(e, c->db_path);
+  jk_free(e, c->shared_dir);
+  jk_free(e, c->shared_db_path);
   pthread_cond_destroy(&c->compiled);
   pthread_mutex_destroy(&c->disk_lock);
   memset(c, 0, sizeof *c);
@@ -345,7 +368,7 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
   jk_cache *c = &e->cache;
   bool found = false, writable = false;
   jitk_status st = JITK_OK;
-  if (c->mode != JITK_CACHE_OFF) {
+  if (c->mode != JITK_CACHE_OFF || c->shared_dir != NULL) {
     pthread_mutex_lock(&c->disk_lock);
     st = jk_store_find(e, key, mat, x, &found);
     writable = c->disk == JK_DISK_OPEN;

@@ -22,6 +22,8 @@
 
 /* The on-disk format version (cache/schema.sql, cache/FORMAT.md). */
 #define JK_CACHE_FORMAT 1
+/* PRAGMA application_id of every jitk cache: the bytes "jitk". */
+#define JK_APPLICATION_ID 1785295979
 
 typedef struct jk_key {
   uint8_t bytes[16]; /* XXH3-128 of the key material, big-endian */
@@ -53,6 +55,20 @@ void jk_key_hex(const jk_key *k, char out[33]);
 /* XXH3-128, in hexadecimal, over the names and contents of the device
  * headers embedded from templates/. */
 void jk_headers_digest(jitk_engine *e, char out[33]);
+
+/* Who may write to a cache tier (dir.c says why each rule is there). */
+typedef enum jk_tier_kind {
+  JK_TIER_PRIVATE = 0, /* the user alone */
+  JK_TIER_GROUP,       /* the members of the folder's group (JITK_CACHE_SHARED=1) */
+  JK_TIER_SHARED       /* one trusted account; read-only here */
+} jk_tier_kind;
+
+typedef struct jk_trust {
+  jk_tier_kind kind;
+  bool has_owner;
+  uid_t owner; /* JK_TIER_SHARED: the account trusted besides root and the user */
+  gid_t group; /* JK_TIER_GROUP: the folder's group, set by jk_cache_prepare_dir */
+} jk_trust;
 
 /* A remembered content hash of a large file, valid while its stat data
  * is unchanged (deps.c). */
@@ -99,6 +115,7 @@ typedef enum jk_disk_state {
  * sum over every process. */
 typedef struct jk_counters {
   uint64_t memory_hits, disk_hits, misses, compiles, corrupt, evictions, disk_errors;
+  uint64_t shared_hits; /* of disk_hits, those the shared tier served */
   double compile_ms;
 } jk_counters;
 
@@ -113,7 +130,8 @@ typedef struct jk_cache {
   /* Configuration, fixed at engine creation. */
   jitk_cache_mode mode;
   char *dir;       /* NULL when no directory could be chosen */
-  bool shared;
+  bool shared;     /* a group tier (JITK_CACHE_SHARED=1) */
+  jk_trust trust;  /* the tier's rules, set at open */
   int64_t max_bytes;
   size_t memory_capacity;
   const char *vfs; /* SQLite VFS name; tests put a faulty one here */
@@ -167,6 +185,17 @@ typedef struct jk_cache {
   size_t verified_slots, verified_count;
   /* Candidates for a request, prepared with the lookup. */
   sqlite3_stmt *candidates;
+
+  /* The shared tier (cache_shared_dir), read-only, under disk_lock:
+   * opened at its first use, checked at every open. */
+  char *shared_dir; /* NULL: none */
+  jk_trust shared_trust;
+  jk_disk_state shared_state;
+  pid_t shared_pid;
+  sqlite3 *shared_db;
+  sqlite3_stmt *shared_lookup, *shared_candidates;
+  char *shared_db_path;
+  char shared_why[768]; /* "on", or "off: " and why */
 
   /* This engine's counters (memory hits kept apart: they are counted on
    * the fast path, without the disk lock). */
@@ -246,6 +275,11 @@ jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_materi
                           jk_entry *out, bool *found);
 /* Drops request rows whose entry is gone; inside a write transaction. */
 int jk_store_forget_requests(jitk_engine *e);
+/* The shared tier: opened read-only after its checks; turned off with one
+ * warning when it cannot be used. */
+jitk_status jk_store_shared_open(jitk_engine *e);
+void jk_store_shared_close(jitk_engine *e);
+void jk_store_shared_disable(jitk_engine *e, const char *why, int rc);
 void jk_store_note_hit(jitk_engine *e, const jk_key *key);
 void jk_store_flush(jitk_engine *e);
 /* Marks the disk tier unusable for this engine after an unexpected SQLite
@@ -279,9 +313,12 @@ void jk_store_rollback(jitk_engine *e);
 bool jk_store_is_fatal(int rc);
 /* Inside a write transaction: delete one entry, keeping the total right;
  * when the store holds more than `limit` bytes, evict least recently used
- * entries down to 90 % of it. */
+ * entries (never the one of rowid `keep`; -1 for none) down to 90 % of
+ * it. */
 int jk_store_delete_row(jitk_engine *e, const jk_key *key);
-int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed);
+int jk_store_evict_to(jitk_engine *e, int64_t limit, int64_t keep, size_t *removed);
+/* The trust checks of a database file and its -wal, -shm and -journal. */
+jitk_status jk_store_check_files(jitk_engine *e, const char *db_path, const jk_trust *t);
 /* XXH3-128 over an entry's kind, image, names and log, each
  * length-prefixed: the checksum stored with the row. */
 void jk_store_checksum(int kind, const void *image, size_t image_size, const void *names,
@@ -309,12 +346,26 @@ bool jk_key_lock(jitk_engine *e, const jk_key *key, int timeout_ms);
 void jk_key_unlock(jitk_engine *e, const jk_key *key);
 
 /* --- dir.c: locations, permissions, filesystems --- */
-/* Creates `dir` (mode 0700, or 0770 when shared) and its parents as
- * needed, then refuses a directory that is a symlink, owned by another
- * user, or writable by group or others, unless `shared`. */
-jitk_status jk_cache_prepare_dir(jitk_engine *e, const char *dir, bool shared);
-/* The same checks for a file in it (the database, the lock file). */
-jitk_status jk_cache_check_file(jitk_engine *e, const char *path, bool shared);
+/* Whether files owned by `uid` may be trusted in a tier. */
+bool jk_trust_uid(const jk_trust *t, uid_t uid);
+/* Creates `dir` (when `create`; the private tier 0700, a group tier 02770)
+ * with its parents, following links in the parents but refusing the
+ * folder itself as one, and checks the folder and every parent on its
+ * real path against the tier's rules. *real gets the folder's path with
+ * no links in it, allocated. */
+jitk_status jk_cache_prepare_dir(jitk_engine *e, const char *dir, jk_trust *t, bool create,
+                                 char **real);
+/* The same rules for a file in the folder, when it exists: not a link, a
+ * regular file with one name, owner and mode as the tier wants. */
+jitk_status jk_cache_check_file(jitk_engine *e, const char *path, const jk_trust *t);
+/* The mode of files a tier makes: 0600, 0660 or 0644. */
+mode_t jk_tier_file_mode(const jk_trust *t);
+/* Creates `path` with the tier's mode (whatever the umask) when it does
+ * not exist. With `keep`, returns a read-write descriptor of it (new or
+ * not), -1 on failure; without, -2 once it exists, -1 on failure. */
+int jk_cache_open_file(jitk_engine *e, const char *path, const jk_trust *t, bool keep);
+/* A user name or numeric id. */
+jitk_status jk_parse_owner(jitk_engine *e, const char *text, uid_t *uid);
 /* Whether `path` lies on a network filesystem (NFS, SMB, CIFS, ...), whose
  * locking SQLite's WAL cannot rely on; sets *name to the filesystem's. */
 bool jk_is_network_fs(const char *path, const char **name);

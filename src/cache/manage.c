@@ -2,6 +2,8 @@
  * The public cache API: counters, location, listing, and maintenance
  * (verify, prune, clear, export, import) for the CLI and for programs.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,6 +11,8 @@
 
 #include "cache/cache.h"
 #include "core/core.h"
+
+extern const unsigned char jk_schema_sql[];
 
 /* Opens the store for a maintenance call, or says why it cannot. Holds
  * disk_lock on success; the caller unlocks. */
@@ -32,8 +36,19 @@ static jitk_status open_for(jitk_engine *e, const char *what, bool write) {
   return JITK_OK;
 }
 
+/* The connection's message only while it still describes `rc`: a
+ * ROLLBACK since resets it to "not an error". */
+static const char *message_of(jitk_engine *e, int rc) {
+  sqlite3 *db = e->cache.db;
+  if (db != NULL && sqlite3_extended_errcode(db) == rc) {
+    const char *m = sqlite3_errmsg(db);
+    if (m != NULL && strcmp(m, "not an error") != 0) return m;
+  }
+  return sqlite3_errstr(rc);
+}
+
 static jitk_status sql_fail(jitk_engine *e, const char *what, int rc) {
-  const char *m = e->cache.db ? sqlite3_errmsg(e->cache.db) : sqlite3_errstr(rc);
+  const char *m = message_of(e, rc);
   jitk_status st = jk_fail(e, JITK_ERR_CACHE, "%s: %s%s", what, m,
                            jk_store_is_fatal(rc) ? " (the database may be damaged: "
                                                    "`jitk cache clear` starts afresh)"
@@ -164,8 +179,26 @@ jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) 
   return st;
 }
 
-/* Whether a row holds a usable entry: its key is the hash of its material,
- * the material parses, the checksum matches, the names parse. */
+/* What a row counts against the size cap: its stored bytes (as
+ * jk_store_insert counts them), whatever its `bytes` column says. */
+#define JK_ROW_BYTES                                                                  \
+  "(length(image) + length(names) + length(CAST(log AS BLOB)) + length(material) + 128)"
+
+/* Sets every row's size in database `db` ("main", "import") to what it
+ * holds, and the total to their sum; inside a write transaction. */
+static int repair_sizes(jitk_engine *e, const char *db) {
+  char sql[512];
+  snprintf(sql, sizeof sql, "UPDATE %s.entries SET bytes = " JK_ROW_BYTES " WHERE bytes IS NOT " JK_ROW_BYTES,
+           db);
+  int rc = sqlite3_exec(e->cache.db, sql, NULL, NULL, NULL);
+  if (rc != SQLITE_OK) return rc;
+  snprintf(sql, sizeof sql,
+           "INSERT INTO %s.stats (id, name, value) SELECT 8, 'total_bytes', coalesce(sum(bytes), "
+           "0) FROM %s.entries WHERE true ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+           db, db);
+  return sqlite3_exec(e->cache.db, sql, NULL, NULL, NULL);
+}
+
 /* Runs one statement whose only parameter is a file name (VACUUM INTO,
  * ATTACH); SQLITE_OK or the error code. */
 static int run_on_file(sqlite3 *db, const char *sql, const char *file) {
@@ -179,6 +212,8 @@ static int run_on_file(sqlite3 *db, const char *sql, const char *file) {
   return rc;
 }
 
+/* Whether a row holds a usable entry: its key is the hash of its material,
+ * the material parses, the checksum matches, the names parse. */
 static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t id) {
   int klen = sqlite3_column_bytes(q, col_key);
   const void *key = sqlite3_column_blob(q, col_key);
@@ -252,13 +287,10 @@ jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) 
   if (rc == SQLITE_OK && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
   sqlite3_finalize(q);
   sqlite3_finalize(del);
-  /* The total is recomputed from what is left. */
-  if (rc == SQLITE_OK)
-    rc = sqlite3_exec(c->db,
-                      "INSERT INTO stats (id, name, value) SELECT 8, 'total_bytes', "
-                      "coalesce(sum(bytes), 0) FROM entries WHERE true "
-                      "ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-                      NULL, NULL, NULL);
+  /* Sizes are what the rows hold (an import from an older jitk may have
+   * brought any number), and the total is recomputed from what is left. */
+  if (rc == SQLITE_OK) rc = repair_sizes(e, "main");
+  if (rc == SQLITE_OK) rc = jk_store_forget_requests(e);
   if (rc == SQLITE_OK) {
     c->pending.corrupt += n_removed;
     c->stats.corrupt += n_removed;
@@ -273,12 +305,16 @@ jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) 
     if (rc == SQLITE_OK && sqlite3_step(ic) == SQLITE_ROW) {
       const char *r = (const char *)sqlite3_column_text(ic, 0);
       if (r == NULL || strcmp(r, "ok") != 0) {
+        /* The text belongs to the statement: it is copied out before the
+         * statement goes. */
+        char report[512];
+        snprintf(report, sizeof report, "%s", r ? r : "?");
         sqlite3_finalize(ic);
         pthread_mutex_unlock(&c->disk_lock);
         return jk_fail(e, JITK_ERR_CACHE,
                        "the cache database %s is damaged (%s); `jitk cache clear` starts "
                        "afresh",
-                       c->db_path, r ? r : "?");
+                       c->db_path, report);
       }
     }
     sqlite3_finalize(ic);
@@ -300,7 +336,8 @@ jitk_status jitk_cache_prune(jitk_engine *e, int64_t max_bytes, size_t *removed)
   jk_cache *c = &e->cache;
   size_t n = 0;
   int rc = jk_store_begin(e);
-  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, max_bytes ? max_bytes : c->max_bytes, &n);
+  if (rc == SQLITE_OK) rc = repair_sizes(e, "main");
+  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, max_bytes ? max_bytes : c->max_bytes, -1, &n);
   if (rc == SQLITE_OK) {
     c->pending.evictions += n;
     c->stats.evictions += n;
@@ -314,21 +351,107 @@ jitk_status jitk_cache_prune(jitk_engine *e, int64_t max_bytes, size_t *removed)
   return st;
 }
 
-jitk_status jitk_cache_clear(jitk_engine *e, size_t *removed) {
-  jitk_status st = open_for(e, "jitk_cache_clear", true);
-  if (st != JITK_OK) return st;
+/* Whether the file at `path` may be deleted as a damaged cache of ours:
+ * not another program's SQLite database, nor a newer jitk's. What is not
+ * an SQLite file at all (its header gone) is damage. */
+static bool deletable(const char *path, const char **why) {
+  unsigned char h[100];
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return true;
+  size_t n = fread(h, 1, sizeof h, f);
+  fclose(f);
+  if (n < sizeof h || memcmp(h, "SQLite format 3", 16) != 0) return true;
+  uint32_t version = (uint32_t)h[60] << 24 | (uint32_t)h[61] << 16 | (uint32_t)h[62] << 8 | h[63];
+  uint32_t id = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
+  if (id == JK_APPLICATION_ID && version <= JK_CACHE_FORMAT) return true;
+  *why = id == JK_APPLICATION_ID ? "it is a newer jitk's cache" : "it is another program's SQLite database";
+  return false;
+}
+
+/* Deletes a database that cannot be opened or written (damaged), after
+ * the folder's and files' checks, and makes a new one. Under disk_lock. */
+static jitk_status start_afresh(jitk_engine *e) {
   jk_cache *c = &e->cache;
-  int rc = jk_store_begin(e);
+  jk_store_close(e);
+  c->disk = JK_DISK_CLOSED;
+  char *real = NULL;
+  jitk_status st = jk_cache_prepare_dir(e, c->dir, &c->trust, false, &real);
+  char *db = NULL;
+  if (st == JITK_OK) {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "%s/kernels.db", real);
+    db = jk_buf_take(&b);
+    if (db == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  jk_free(e, real);
+  if (st == JITK_OK) st = jk_store_check_files(e, db, &c->trust);
+  const char *why = NULL;
+  if (st == JITK_OK && !deletable(db, &why))
+    st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: not deleting %s: %s", db, why);
+  static const char *const suffixes[] = {"-wal", "-shm", "-journal", ""};
+  for (size_t i = 0; st == JITK_OK && i < 4; i++) {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "%s%s", db, suffixes[i]);
+    char *p = jk_buf_take(&b);
+    if (p == NULL) {
+      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    } else if (unlink(p) != 0 && errno != ENOENT) {
+      st = jk_fail(e, JITK_ERR_IO, "jitk_cache_clear: cannot delete %s: %s", p, strerror(errno));
+    }
+    jk_free(e, p);
+  }
+  if (st == JITK_OK) {
+    jk_log(e, JITK_LOG_WARN, "kernel cache %s was damaged; deleted it and started afresh", db);
+    if (jk_store_open(e) != JITK_OK)
+      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: a new database at %s cannot be made "
+                   "(see the log)", db);
+  }
+  jk_free(e, db);
+  return st;
+}
+
+jitk_status jitk_cache_clear(jitk_engine *e, size_t *removed) {
+  if (e == NULL) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_clear: engine is NULL");
+  jk_cache *c = &e->cache;
+  if (c->mode != JITK_CACHE_ON)
+    return jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: the disk cache is %s",
+                   c->mode == JITK_CACHE_OFF ? "off (JITK_CACHE=off)" : "read-only");
+  pthread_mutex_lock(&c->disk_lock);
   size_t n = 0;
-  if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "DELETE FROM entries", NULL, NULL, NULL);
-  if (rc == SQLITE_OK) n = (size_t)sqlite3_changes(c->db);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_exec(c->db, "UPDATE stats SET value = 0 WHERE id = 8", NULL, NULL,
-                      NULL);
-  if (rc == SQLITE_OK) rc = jk_store_commit(e);
-  else jk_store_rollback(e);
-  if (rc != SQLITE_OK) st = sql_fail(e, "clearing the cache", rc);
-  else if (removed) *removed = n;
+  jitk_status st = JITK_OK;
+  int rc = SQLITE_OK;
+  bool damaged = jk_store_open(e) != JITK_OK;
+  if (!damaged && c->disk != JK_DISK_OPEN) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: the disk cache %s is read-only",
+                   c->db_path);
+  }
+  if (!damaged) {
+    rc = jk_store_begin(e);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(c->db, "DELETE FROM entries", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) n = (size_t)sqlite3_changes(c->db);
+    if (rc == SQLITE_OK) rc = jk_store_forget_requests(e);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(c->db, "UPDATE stats SET value = 0 WHERE id = 8", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+      rc = jk_store_commit(e);
+    } else {
+      /* The message is kept before ROLLBACK resets it. */
+      st = sql_fail(e, "clearing the cache", rc);
+      jk_store_rollback(e);
+    }
+    damaged = rc != SQLITE_OK && jk_store_is_fatal(rc) && (rc & 0xff) != SQLITE_READONLY;
+    if (rc != SQLITE_OK && st == JITK_OK) st = sql_fail(e, "clearing the cache", rc);
+  }
+  /* What cannot be opened or emptied is deleted and made anew, which is
+   * what every "damaged" message promises. */
+  if (damaged) {
+    st = start_afresh(e);
+    n = 0;
+  }
+  if (st == JITK_OK && removed) *removed = n;
   pthread_mutex_unlock(&c->disk_lock);
   return st;
 }
@@ -338,12 +461,21 @@ jitk_status jitk_cache_export(jitk_engine *e, const char *file, size_t *exported
   jitk_status st = open_for(e, "jitk_cache_export", false);
   if (st != JITK_OK) return st;
   jk_cache *c = &e->cache;
-  struct stat sb;
-  if (stat(file, &sb) == 0) {
+  /* The file holds kernel sources: made private (0600, whatever the
+   * umask) and new, before SQLite writes into it. VACUUM INTO accepts an
+   * empty file. */
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = errno;
     pthread_mutex_unlock(&c->disk_lock);
-    return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: %s exists already; choose a new file",
-                   file);
+    if (err == EEXIST)
+      return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: %s exists already; choose a new file",
+                     file);
+    return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: cannot create %s: %s", file,
+                   strerror(err));
   }
+  fchmod(fd, 0600);
+  close(fd);
   jk_store_flush(e);
   sqlite3_stmt *q = NULL;
   /* VACUUM INTO writes a compact, self-contained copy in one go. */
@@ -354,10 +486,28 @@ jitk_status jitk_cache_export(jitk_engine *e, const char *file, size_t *exported
     if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) n = (size_t)sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
   }
-  if (rc != SQLITE_OK) st = sql_fail(e, "exporting the cache", rc);
-  else if (exported) *exported = n;
+  if (rc != SQLITE_OK) {
+    st = sql_fail(e, "exporting the cache", rc);
+    unlink(file);
+  } else if (exported) {
+    *exported = n;
+  }
   pthread_mutex_unlock(&c->disk_lock);
   return st;
+}
+
+/* Whether database `db` of the connection has table `name`. */
+static bool has_table(jitk_engine *e, const char *db, const char *name) {
+  char sql[160];
+  snprintf(sql, sizeof sql, "SELECT 1 FROM %s.sqlite_schema WHERE type = 'table' AND name = ?1", db);
+  sqlite3_stmt *q = NULL;
+  bool found = false;
+  if (sqlite3_prepare_v2(e->cache.db, sql, -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(q) == SQLITE_ROW;
+  }
+  sqlite3_finalize(q);
+  return found;
 }
 
 jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported,
@@ -406,8 +556,8 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
     rc = sqlite3_prepare_v2(c->db,
                             "INSERT OR IGNORE INTO main.entries (id, key, kind, bytes, created, "
                             "last_used, compile_ms, target, label, checksum, material, names, log, "
-                            "image) SELECT id, key, kind, bytes, created, last_used, compile_ms, "
-                            "target, label, checksum, material, names, log, image FROM "
+                            "image) SELECT id, key, kind, " JK_ROW_BYTES ", created, last_used, "
+                            "compile_ms, target, label, checksum, material, names, log, image FROM "
                             "import.entries WHERE id = ?1",
                             -1, &ins, NULL);
   int step = SQLITE_DONE;
@@ -425,13 +575,17 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
   sqlite3_finalize(q);
   sqlite3_finalize(ins);
   size_t evicted = 0;
-  if (rc == SQLITE_OK)
+  /* Which requests the imported entries answer, when the file says (a
+   * file from before dependency records has none: its entries are kept
+   * but never served). */
+  if (rc == SQLITE_OK && has_table(e, "import", "requests"))
     rc = sqlite3_exec(c->db,
-                      "INSERT INTO stats (id, name, value) SELECT 8, 'total_bytes', "
-                      "coalesce(sum(bytes), 0) FROM main.entries WHERE true "
-                      "ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                      "INSERT OR IGNORE INTO main.requests (request, id) SELECT r.request, r.id "
+                      "FROM import.requests r JOIN main.entries m ON m.id = r.id JOIN "
+                      "import.entries i ON i.id = r.id AND i.key = m.key",
                       NULL, NULL, NULL);
-  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, &evicted);
+  if (rc == SQLITE_OK) rc = repair_sizes(e, "main");
+  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, -1, &evicted);
   if (rc == SQLITE_OK) rc = jk_store_commit(e);
   else jk_store_rollback(e);
   sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
@@ -443,6 +597,139 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
     if (evicted)
       jk_log(e, JITK_LOG_WARN, "import: %zu entries evicted to stay under the size cap", evicted);
   }
+  pthread_mutex_unlock(&c->disk_lock);
+  return st;
+}
+
+jitk_status jitk_cache_shared_location(jitk_engine *e, const char **dir, const char **state) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_shared_location: engine is NULL");
+  jk_cache *c = &e->cache;
+  pthread_mutex_lock(&c->disk_lock);
+  if (c->shared_dir != NULL) jk_store_shared_open(e);
+  if (dir) *dir = c->shared_dir;
+  if (state) *state = c->shared_why;
+  pthread_mutex_unlock(&c->disk_lock);
+  return JITK_OK;
+}
+
+/* Makes the published database ready: an empty file becomes a cache in a
+ * rollback journal (its readers cannot write the -shm file WAL needs); a
+ * cache of ours stays. Through a connection of its own. */
+static jitk_status publish_set_up(jitk_engine *e, const char *path) {
+  sqlite3 *db = NULL;
+  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, e->cache.vfs);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, e->cache.busy_ms);
+    rc = sqlite3_exec(db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+  }
+  int id = -1, version = -1, objects = -1;
+  sqlite3_stmt *q = NULL;
+  const char *probes[3] = {"PRAGMA application_id", "PRAGMA user_version",
+                           "SELECT count(*) FROM sqlite_schema"};
+  int *out[3] = {&id, &version, &objects};
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  for (int i = 0; i < 3 && rc == SQLITE_OK; i++) {
+    rc = sqlite3_prepare_v2(db, probes[i], -1, &q, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) *out[i] = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+  }
+  jitk_status st = JITK_OK;
+  if (rc == SQLITE_OK && id == 0 && version == 0 && objects == 0) {
+    rc = sqlite3_exec(db, (const char *)jk_schema_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+  } else if (rc == SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (id != JK_APPLICATION_ID || version != JK_CACHE_FORMAT)
+      st = jk_fail(e, JITK_ERR_CACHE,
+                   "jitk_cache_publish: %s is not a jitk cache of format %d; not writing to it",
+                   path, JK_CACHE_FORMAT);
+  }
+  if (rc != SQLITE_OK && st == JITK_OK)
+    st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_publish: cannot set up %s: %s", path,
+                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  sqlite3_close_v2(db);
+  return st;
+}
+
+jitk_status jitk_cache_publish(jitk_engine *e, const char *dir, size_t *published) {
+  if (dir == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_publish: dir is NULL");
+  jitk_status st = open_for(e, "jitk_cache_publish", false);
+  if (st != JITK_OK) return st;
+  jk_cache *c = &e->cache;
+  /* The folder is checked as its readers will check it, with this user
+   * as the trusted owner. */
+  jk_trust t;
+  memset(&t, 0, sizeof t);
+  t.kind = JK_TIER_SHARED;
+  char *real = NULL, *path = NULL;
+  st = jk_cache_prepare_dir(e, dir, &t, true, &real);
+  if (st == JITK_OK) {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "%s/kernels.db", real);
+    path = jk_buf_take(&b);
+    if (path == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  jk_free(e, real);
+  if (st == JITK_OK) st = jk_store_check_files(e, path, &t);
+  if (st == JITK_OK && jk_cache_open_file(e, path, &t, false) == -1)
+    st = jk_fail(e, JITK_ERR_IO, "jitk_cache_publish: cannot create %s: %s", path, strerror(errno));
+  if (st == JITK_OK) st = publish_set_up(e, path);
+  size_t n = 0;
+  int rc = SQLITE_OK;
+  if (st == JITK_OK) {
+    jk_store_flush(e);
+    rc = run_on_file(c->db, "ATTACH ?1 AS pub", path);
+    if (rc != SQLITE_OK) {
+      st = sql_fail(e, "jitk_cache_publish: attaching the shared cache", rc);
+    } else {
+      sqlite3_stmt *q = NULL, *ins = NULL, *req = NULL;
+      rc = jk_store_begin(e);
+      if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db, "SELECT id, " JK_ROW_COLUMNS " FROM main.entries", -1, &q,
+                                NULL);
+      if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(
+            c->db,
+            "INSERT OR IGNORE INTO pub.entries (id, key, kind, bytes, created, last_used, "
+            "compile_ms, target, label, checksum, material, names, log, image) SELECT id, key, "
+            "kind, " JK_ROW_BYTES ", created, last_used, compile_ms, target, label, checksum, "
+            "material, names, log, image FROM main.entries WHERE id = ?1",
+            -1, &ins, NULL);
+      if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db,
+                                "INSERT OR IGNORE INTO pub.requests (request, id) SELECT request, "
+                                "id FROM main.requests WHERE id = ?1",
+                                -1, &req, NULL);
+      int step = SQLITE_DONE;
+      while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(q, 0);
+        if (!row_is_sound(e, q, 1, id)) continue;
+        sqlite3_bind_int64(ins, 1, id);
+        rc = sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+        if (rc == SQLITE_OK) n += (size_t)sqlite3_changes(c->db);
+        sqlite3_reset(ins);
+        sqlite3_bind_int64(req, 1, id);
+        if (rc == SQLITE_OK)
+          rc = sqlite3_step(req) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+        sqlite3_reset(req);
+      }
+      if (rc == SQLITE_OK && step != SQLITE_DONE) rc = sqlite3_errcode(c->db);
+      sqlite3_finalize(q);
+      sqlite3_finalize(ins);
+      sqlite3_finalize(req);
+      if (rc == SQLITE_OK) rc = repair_sizes(e, "pub");
+      if (rc == SQLITE_OK) rc = jk_store_commit(e);
+      if (rc != SQLITE_OK) {
+        st = sql_fail(e, "jitk_cache_publish: copying entries", rc);
+        jk_store_rollback(e);
+      }
+      sqlite3_exec(c->db, "DETACH pub", NULL, NULL, NULL);
+    }
+  }
+  if (st == JITK_OK && published) *published = n;
+  jk_free(e, path);
   pthread_mutex_unlock(&c->disk_lock);
   return st;
 }

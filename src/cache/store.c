@@ -111,29 +111,75 @@ int jk_store_commit(jitk_engine *e) {
 
 void jk_store_rollback(jitk_engine *e) { exec(e, "ROLLBACK"); }
 
-#define JK_APPLICATION_ID 1785295979 /* "jitk" */
 
-/* The format number (PRAGMA user_version), or -1 for a new, empty file.
- * Neither pragma needs the schema parsed, so this costs little. A file
- * another program made (another application_id) reads as format -2. An
+/* One integer pragma; SQLITE_OK or the error. */
+static int pragma_int(jitk_engine *e, const char *sql, int *value) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(e->cache.db, sql, -1, &q, NULL);
+  if (rc == SQLITE_OK) {
+    if (sqlite3_step(q) == SQLITE_ROW)
+      *value = sqlite3_column_int(q, 0);
+    else
+      rc = sqlite3_errcode(e->cache.db);
+  }
+  sqlite3_finalize(q);
+  return rc;
+}
+
+/* What the file is: jitk's (its format, PRAGMA user_version), empty (-1:
+ * free to become a cache), or anything else (-2: another program's, left
+ * alone). Only a file with no pages at all is empty: a database another
+ * program made, even one without an application id, is never written to.
+ * The common case, a database of ours, costs two header reads. An
  * unreadable file sets *rc. */
 static int read_format(jitk_engine *e, int *rc) {
-  int values[2] = {0, 0};
-  const char *sql[2] = {"PRAGMA user_version", "PRAGMA application_id"};
-  for (int i = 0; i < 2; i++) {
-    sqlite3_stmt *q = NULL;
-    *rc = sqlite3_prepare_v2(e->cache.db, sql[i], -1, &q, NULL);
-    if (*rc == SQLITE_OK) {
-      if (sqlite3_step(q) == SQLITE_ROW)
-        values[i] = sqlite3_column_int(q, 0);
-      else
-        *rc = sqlite3_errcode(e->cache.db);
+  /* One statement, so one read transaction: read one by one, the marks
+   * could straddle another process's commit of a new database. */
+  sqlite3_stmt *q = NULL;
+  int id = 0, version = 0, pages = 0;
+  *rc = sqlite3_prepare_v2(e->cache.db,
+                           "SELECT a.application_id, v.user_version, p.page_count FROM "
+                           "pragma_application_id() a, pragma_user_version() v, "
+                           "pragma_page_count() p",
+                           -1, &q, NULL);
+  if (*rc == SQLITE_OK) {
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      id = sqlite3_column_int(q, 0);
+      version = sqlite3_column_int(q, 1);
+      pages = sqlite3_column_int(q, 2);
+    } else {
+      *rc = sqlite3_errcode(e->cache.db);
     }
-    sqlite3_finalize(q);
-    if (*rc != SQLITE_OK) return -1;
   }
-  if (values[1] != 0 && values[1] != JK_APPLICATION_ID) return -2;
-  return values[0] == 0 ? -1 : values[0];
+  sqlite3_finalize(q);
+  if (*rc != SQLITE_OK) return -1;
+  if (id == JK_APPLICATION_ID) return version == 0 ? -1 : version;
+  if (id != 0 || version != 0) return -2;
+  return pages == 0 ? -1 : -2;
+}
+
+/* Makes an empty file a cache of our format, in one transaction that
+ * checks again, under the write lock, that it is still empty (another
+ * process may have set it up meanwhile). Then the journal mode, which is
+ * kept in the file. */
+static int set_up(jitk_engine *e) {
+  int rc = jk_store_begin(e);
+  if (rc != SQLITE_OK) return rc;
+  /* Inside the transaction the pager counts a page already: emptiness is
+   * no schema and no marks. */
+  int id = -1, version = -1, objects = -1;
+  rc = pragma_int(e, "PRAGMA application_id", &id);
+  if (rc == SQLITE_OK) rc = pragma_int(e, "PRAGMA user_version", &version);
+  if (rc == SQLITE_OK) rc = pragma_int(e, "SELECT count(*) FROM sqlite_schema", &objects);
+  if (rc == SQLITE_OK && id == 0 && version == 0 && objects == 0) {
+    rc = exec(e, (const char *)jk_schema_sql);
+    if (rc == SQLITE_OK) return jk_store_commit(e) == SQLITE_OK
+                                   ? exec_busy(e, e->cache.network_fs ? "PRAGMA journal_mode=DELETE"
+                                                                      : "PRAGMA journal_mode=WAL")
+                                   : sqlite3_errcode(e->cache.db);
+  }
+  jk_store_rollback(e);
+  return rc;
 }
 
 int64_t jk_now_ms(void) {
@@ -235,6 +281,23 @@ jitk_status jk_store_open(jitk_engine *e) {
   return st;
 }
 
+/* The checks of the database's files: the database and the journals
+ * SQLite keeps beside it, any of which could carry planted pages. */
+jitk_status jk_store_check_files(jitk_engine *e, const char *db_path, const jk_trust *t) {
+  static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+  jitk_status st = JITK_OK;
+  for (size_t i = 0; i < 4 && st == JITK_OK; i++) {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "%s%s", db_path, suffixes[i]);
+    char *p = jk_buf_take(&b);
+    if (p == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    st = jk_cache_check_file(e, p, t);
+    jk_free(e, p);
+  }
+  return st;
+}
+
 static jitk_status store_open(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->db != NULL && c->owner_pid != getpid()) {
@@ -257,22 +320,30 @@ static jitk_status store_open(jitk_engine *e) {
     c->disk = JK_DISK_OFF;
     return JITK_ERR_CACHE;
   }
+  /* Read-only or not, the folder and every file in it are checked: a
+   * planted database or journal is as dangerous to read as to write. */
   bool read_only = c->mode == JITK_CACHE_READ_ONLY;
-  jitk_status st = read_only ? JITK_OK : jk_cache_prepare_dir(e, c->dir, c->shared);
-  if (st == JITK_OK && read_only) {
-    struct stat sb;
-    if (stat(c->dir, &sb) != 0) st = jk_fail(e, JITK_ERR_CACHE, "%s does not exist", c->dir);
-  }
-  char *lock_path = NULL;
-  if (st == JITK_OK && c->db_path == NULL && file_in(e, c->dir, "kernels.db", &c->db_path) == NULL)
-    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  if (st == JITK_OK) st = jk_cache_check_file(e, c->db_path, c->shared);
-  if (st == JITK_OK && !read_only) {
-    if (file_in(e, c->dir, "kernels.lock", &lock_path) == NULL)
+  c->trust.kind = c->shared ? JK_TIER_GROUP : JK_TIER_PRIVATE;
+  char *real = NULL, *lock_path = NULL;
+  jitk_status st = jk_cache_prepare_dir(e, c->dir, &c->trust, !read_only, &real);
+  if (st == JITK_OK) {
+    jk_free(e, c->db_path);
+    c->db_path = NULL;
+    if (file_in(e, real, "kernels.db", &c->db_path) == NULL ||
+        file_in(e, real, "kernels.lock", &lock_path) == NULL)
       st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-    else
-      st = jk_cache_check_file(e, lock_path, c->shared);
   }
+  jk_free(e, real);
+  if (st == JITK_OK) st = jk_store_check_files(e, c->db_path, &c->trust);
+  if (st == JITK_OK && !read_only) st = jk_cache_check_file(e, lock_path, &c->trust);
+  if (st == JITK_OK && !read_only && jk_cache_open_file(e, c->db_path, &c->trust, false) == -1 &&
+      errno != EACCES && errno != EROFS)
+    st = jk_fail(e, JITK_ERR_CACHE, "cannot create the cache database %s: %s", c->db_path,
+                 strerror(errno));
+  struct stat sb;
+  if (st == JITK_OK && read_only && stat(c->db_path, &sb) != 0)
+    st = jk_fail(e, JITK_ERR_CACHE, "there is no cache database at %s (read-only: none is made)",
+                 c->db_path);
   if (st != JITK_OK) {
     jk_log(e, JITK_LOG_WARN, "%s; compiling without the disk cache", jitk_errmsg(e));
     jk_free(e, lock_path);
@@ -282,17 +353,15 @@ static jitk_status store_open(jitk_engine *e) {
   }
 
   const char *fs_name = NULL;
-  c->network_fs = jk_is_network_fs(c->dir, &fs_name);
+  c->network_fs = jk_is_network_fs(c->db_path, &fs_name);
   if (c->network_fs)
     jk_log(e, JITK_LOG_WARN,
            "the kernel cache %s is on a %s filesystem, where SQLite's WAL is unsafe; using a "
            "rollback journal instead (slower under concurrency)",
            c->dir, fs_name);
 
-  mode_t mode = c->shared ? 0660 : 0600;
   if (!read_only) {
-    int flags = O_RDWR | O_CREAT | O_CLOEXEC | (c->shared ? 0 : O_NOFOLLOW);
-    c->lock_fd = open(lock_path, flags, mode);
+    c->lock_fd = jk_cache_open_file(e, lock_path, &c->trust, true);
     if (c->lock_fd < 0)
       jk_log(e, JITK_LOG_INFO,
              "cannot open %s (%s): kernels compiled at once by several processes may be "
@@ -301,25 +370,25 @@ static jitk_status store_open(jitk_engine *e) {
   }
   jk_free(e, lock_path);
 
-  int oflags = SQLITE_OPEN_NOMUTEX | (c->shared ? 0 : SQLITE_OPEN_NOFOLLOW);
-  oflags |= read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  mode_t old_mask = umask(c->shared ? 007 : 077);
-  int rc = sqlite3_open_v2(c->db_path, &c->db, oflags, c->vfs);
-  umask(old_mask);
+  /* The file exists (made above with the tier's mode, so SQLite gives its
+   * journals that mode too); SQLite never creates it. The path has no
+   * links left in it, and NOFOLLOW keeps it so. */
+  int oflags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+  int rc = sqlite3_open_v2(c->db_path, &c->db,
+                           oflags | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE),
+                           c->vfs);
   if (rc != SQLITE_OK && !read_only) {
     /* A database this user may read but not write still serves hits. */
     sqlite3_close_v2(c->db);
     c->db = NULL;
-    rc = sqlite3_open_v2(c->db_path, &c->db,
-                         SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX |
-                             (c->shared ? 0 : SQLITE_OPEN_NOFOLLOW),
-                         c->vfs);
-    if (rc == SQLITE_OK) {
-      read_only = true;
-      jk_log(e, JITK_LOG_WARN, "kernel cache %s is read-only here: serving hits, storing nothing",
-             c->db_path);
-    }
+    rc = sqlite3_open_v2(c->db_path, &c->db, oflags | SQLITE_OPEN_READONLY, c->vfs);
+    if (rc == SQLITE_OK) read_only = true;
+  } else if (rc == SQLITE_OK && !read_only && sqlite3_db_readonly(c->db, "main") == 1) {
+    read_only = true;
   }
+  if (rc == SQLITE_OK && read_only && c->mode != JITK_CACHE_READ_ONLY)
+    jk_log(e, JITK_LOG_WARN, "kernel cache %s is read-only here: serving hits, storing nothing",
+           c->db_path);
   if (rc != SQLITE_OK) {
     jk_store_disable(e, "cannot open the database", rc);
     return JITK_ERR_CACHE;
@@ -327,38 +396,30 @@ static jitk_status store_open(jitk_engine *e) {
   sqlite3_extended_result_codes(c->db, 1);
   sqlite3_busy_timeout(c->db, c->busy_ms);
 
-  /* The common case, an existing database of our format, costs one read;
-   * only a new (or foreign) file pays for the write transaction that sets
-   * it up. The journal mode is stored in the file, so it too is set once. */
   int format = read_format(e, &rc);
-  if (!read_only && format == -1) {
-    rc = exec_busy(e, c->network_fs ? "PRAGMA journal_mode=DELETE" : "PRAGMA journal_mode=WAL");
-    if (rc == SQLITE_OK) rc = jk_store_begin(e);
-    if (rc == SQLITE_OK) {
-      rc = exec(e, (const char *)jk_schema_sql);
-      if (rc == SQLITE_OK)
-        rc = jk_store_commit(e);
-      else
-        jk_store_rollback(e);
-    }
+  if (rc == SQLITE_OK && format == -1 && !read_only) {
+    rc = set_up(e);
     if (rc != SQLITE_OK) {
       jk_store_disable(e, "cannot set up the database", rc);
       return JITK_ERR_CACHE;
     }
     format = read_format(e, &rc);
-  } else if (!read_only && c->network_fs) {
+  } else if (rc == SQLITE_OK && !read_only && c->network_fs && format == JK_CACHE_FORMAT) {
     /* A database made elsewhere in WAL mode, now seen over the network. */
     rc = exec_busy(e, "PRAGMA journal_mode=DELETE");
   }
-  if (!read_only && rc == SQLITE_OK)
+  if (!read_only && rc == SQLITE_OK && format == JK_CACHE_FORMAT)
     rc = exec(e, c->network_fs ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 
   /* A newer format is someone else's to read; ours is 1. */
   if (rc != SQLITE_OK || format != JK_CACHE_FORMAT) {
     if (rc == SQLITE_OK) {
-      char why[96];
+      char why[112];
       if (format == -2)
-        snprintf(why, sizeof why, "the file is another program's SQLite database");
+        snprintf(why, sizeof why,
+                 "the file is another program's SQLite database; it is left as it is");
+      else if (format == -1)
+        snprintf(why, sizeof why, "the database is empty (read-only: nothing is set up)");
       else
         snprintf(why, sizeof why, "the database has format %d; this jitk reads format %d",
                  format, JK_CACHE_FORMAT);
@@ -375,6 +436,10 @@ static jitk_status store_open(jitk_engine *e) {
     return JITK_ERR_CACHE;
   }
   c->disk = read_only ? JK_DISK_READ_ONLY : JK_DISK_OPEN;
+  /* The NVRTC libraries' digest is part of every lookup; it costs a few
+   * stat calls, and hashing them once per machine. On a device engine
+   * this runs on the helper thread, under cuInit. */
+  jk_toolchain(e);
   jk_log(e, JITK_LOG_DEBUG, "kernel cache %s opened%s", c->db_path, read_only ? " read-only" : "");
   return JITK_OK;
 }
@@ -520,33 +585,35 @@ static void delete_corrupt(jitk_engine *e, const jk_key *key, const char *why) {
   if (rc != SQLITE_OK && jk_store_is_fatal(rc)) jk_store_disable(e, "cannot remove a corrupt entry", rc);
 }
 
-jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material *material,
-                            jk_entry *out, bool *found) {
-  jk_cache *c = &e->cache;
-  *found = false;
-  if (jk_store_open(e) != JITK_OK) return JITK_OK;
-  /* The statement is prepared once per connection, when the store opens,
-   * so a hit costs a bind and a step. */
-  sqlite3_stmt *q = c->lookup;
-  int rc;
-  if (q == NULL) {
-    finalize_statements(c);
-    rc = prepare_lookup(e);
-    if (rc != SQLITE_OK) {
-      jk_store_disable(e, "cannot read the database", rc);
-      return JITK_OK;
-    }
-    q = c->lookup;
+/* A damaged row: deleted from the private tier, skipped in the shared
+ * one (its owner repairs it). */
+static void damaged(jitk_engine *e, bool shared, const jk_key *key, const char *why) {
+  if (!shared) {
+    delete_corrupt(e, key, why);
+    return;
   }
+  char hex[33];
+  jk_key_hex(key, hex);
+  jk_log(e, JITK_LOG_WARN, "shared kernel cache %s: entry %s is damaged (%s); not used",
+         e->cache.shared_db_path, hex, why);
+}
+
+/* The row of `key` through lookup statement `q` of either tier. */
+static jitk_status lookup_in(jitk_engine *e, sqlite3_stmt *q, bool shared, const jk_key *key,
+                             const jk_material *material, jk_entry *out, bool *found) {
+  *found = false;
   sqlite3_bind_int64(q, 1, jk_key_id(key));
-  rc = sqlite3_step(q);
+  int rc = sqlite3_step(q);
   if (rc == SQLITE_DONE) {
     release_lookup(q);
     return JITK_OK;
   }
   if (rc != SQLITE_ROW) {
     release_lookup(q);
-    jk_store_disable(e, "cannot read the database", rc);
+    if (shared)
+      jk_store_shared_disable(e, "cannot read the database", rc);
+    else
+      jk_store_disable(e, "cannot read the database", rc);
     return JITK_OK;
   }
   int kind = sqlite3_column_int(q, 0);
@@ -589,7 +656,7 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
   }
   if (why != NULL) {
     release_lookup(q);
-    delete_corrupt(e, key, why);
+    damaged(e, shared, key, why);
     return JITK_OK;
   }
 
@@ -607,12 +674,30 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
   }
   release_lookup(q);
   if (st == JITK_ERR_INVALID_IMAGE) {
-    delete_corrupt(e, key, "its names do not parse");
+    damaged(e, shared, key, "its names do not parse");
     return JITK_OK;
   }
   if (st != JITK_OK) return jk_fail(e, st, "out of memory reading a cache entry");
   *found = true;
   return JITK_OK;
+}
+
+jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material *material,
+                            jk_entry *out, bool *found) {
+  jk_cache *c = &e->cache;
+  *found = false;
+  if (jk_store_open(e) != JITK_OK) return JITK_OK;
+  /* The statement is prepared once per connection, when the store opens,
+   * so a hit costs a bind and a step. */
+  if (c->lookup == NULL) {
+    finalize_statements(c);
+    int rc = prepare_lookup(e);
+    if (rc != SQLITE_OK) {
+      jk_store_disable(e, "cannot read the database", rc);
+      return JITK_OK;
+    }
+  }
+  return lookup_in(e, c->lookup, false, key, material, out, found);
 }
 
 /* Adds this process's pending counters to the database's; inside a write
@@ -733,7 +818,7 @@ static int add_total(jitk_engine *e, int64_t delta) {
 
 /* Deletes least recently used rows until the total is at most `limit`;
  * inside a write transaction. *removed counts them. */
-int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed) {
+int jk_store_evict_to(jitk_engine *e, int64_t limit, int64_t keep, size_t *removed) {
   jk_cache *c = &e->cache;
   int64_t sum = 0;
   int rc = read_total(e, &sum);
@@ -741,9 +826,11 @@ int jk_store_evict_to(jitk_engine *e, int64_t limit, size_t *removed) {
   sqlite3_stmt *oldest = NULL, *del = NULL;
   /* No index on last_used (it would slow every open): eviction scans and
    * sorts the small columns, and goes down to 90 % of the limit so that it
-   * runs rarely. */
-  rc = sqlite3_prepare_v2(c->db, "SELECT id, bytes FROM entries ORDER BY last_used, id", -1,
-                          &oldest, NULL);
+   * runs rarely. The entry just stored is never the one evicted: at most
+   * the cap itself, it may stay above 90 % alone. */
+  rc = sqlite3_prepare_v2(c->db, "SELECT id, bytes FROM entries WHERE id != ?1 ORDER BY last_used, id",
+                          -1, &oldest, NULL);
+  if (rc == SQLITE_OK) sqlite3_bind_int64(oldest, 1, keep);
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE id = ?1", -1, &del, NULL);
   int64_t freed = 0, target = limit - limit / 10;
@@ -868,7 +955,7 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *req
   if (rc == SQLITE_OK && inserted) rc = add_request(e, request, jk_key_id(key), &evicted);
   if (rc == SQLITE_OK) rc = write_stamps(e, now);
   if (rc == SQLITE_OK) rc = jk_memo_write(e);
-  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, &evicted);
+  if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, jk_key_id(key), &evicted);
   if (rc == SQLITE_OK) {
     c->pending.evictions += evicted;
     rc = write_counters(e);
@@ -895,11 +982,11 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *req
   return JITK_OK;
 }
 
-jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_material *req,
-                          jk_entry *out, bool *found) {
-  jk_cache *c = &e->cache;
+/* The entry for a request among its candidates in one tier. */
+static jitk_status find_in(jitk_engine *e, sqlite3_stmt *q, sqlite3_stmt *lookup, bool shared,
+                           const jk_key *request, const jk_material *req, jk_entry *out,
+                           bool *found) {
   *found = false;
-  if (jk_store_open(e) != JITK_OK || c->candidates == NULL) return JITK_OK;
   const char *toolchain = jk_toolchain(e);
   size_t tl = strlen(toolchain);
   /* The candidates are copied out first: checking them reads the files
@@ -911,7 +998,6 @@ jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_materi
   } cand;
   cand v[JK_MAX_CANDIDATES];
   size_t n = 0;
-  sqlite3_stmt *q = c->candidates;
   sqlite3_bind_int64(q, 1, jk_key_id(request));
   int step;
   jitk_status st = JITK_OK;
@@ -955,7 +1041,7 @@ jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_materi
   for (size_t i = 0; i < n; i++) {
     const char *failed = NULL;
     if (st == JITK_OK && !*found && jk_deps_hold(e, &v[i].deps, true, &failed)) {
-      st = jk_store_lookup(e, &v[i].key, &v[i].mat, out, found);
+      st = lookup_in(e, lookup, shared, &v[i].key, &v[i].mat, out, found);
       if (*found) {
         out->deps = v[i].deps;
         memset(&v[i].deps, 0, sizeof v[i].deps);
@@ -970,4 +1056,116 @@ jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_materi
   }
   if (st == JITK_ERR_OUT_OF_MEMORY) return jk_fail(e, st, "out of memory reading a cache entry");
   return st;
+}
+
+jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_material *req,
+                          jk_entry *out, bool *found) {
+  jk_cache *c = &e->cache;
+  *found = false;
+  jitk_status st = JITK_OK;
+  if (jk_store_open(e) == JITK_OK && c->candidates != NULL && c->lookup != NULL)
+    st = find_in(e, c->candidates, c->lookup, false, request, req, out, found);
+  if (st != JITK_OK || *found || c->shared_dir == NULL) return st;
+  if (jk_store_shared_open(e) != JITK_OK) return JITK_OK;
+  st = find_in(e, c->shared_candidates, c->shared_lookup, true, request, req, out, found);
+  if (st == JITK_OK && *found) c->stats.shared_hits++;
+  return st;
+}
+
+/* --- the shared tier: read-only, checked at every open --- */
+
+void jk_store_shared_disable(jitk_engine *e, const char *why, int rc) {
+  jk_cache *c = &e->cache;
+  const char *detail = rc ? sqlite3_errstr(rc) : NULL;
+  if (c->shared_db != NULL && rc && sqlite3_extended_errcode(c->shared_db) == rc)
+    detail = sqlite3_errmsg(c->shared_db);
+  snprintf(c->shared_why, sizeof c->shared_why, "off: %s%s%s", why, detail ? ": " : "",
+           detail ? detail : "");
+  jk_log(e, JITK_LOG_WARN, "shared kernel cache %s: %s%s%s; not using it", c->shared_dir, why,
+         detail ? ": " : "", detail ? detail : "");
+  c->stats.disk_errors++;
+  jk_store_shared_close(e);
+  c->shared_state = JK_DISK_OFF;
+}
+
+void jk_store_shared_close(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  if (c->shared_db != NULL && c->shared_pid == getpid()) {
+    sqlite3_finalize(c->shared_lookup);
+    sqlite3_finalize(c->shared_candidates);
+    sqlite3_close_v2(c->shared_db);
+  }
+  c->shared_lookup = c->shared_candidates = NULL;
+  c->shared_db = NULL;
+  if (c->shared_state != JK_DISK_OFF) c->shared_state = JK_DISK_CLOSED;
+}
+
+jitk_status jk_store_shared_open(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  if (c->shared_dir == NULL || c->shared_state == JK_DISK_OFF) return JITK_ERR_CACHE;
+  if (c->shared_state == JK_DISK_READ_ONLY && c->shared_pid == getpid()) return JITK_OK;
+  if (c->shared_db != NULL && c->shared_pid != getpid()) {
+    /* A forked child leaves the parent's connection alone. */
+    c->shared_db = NULL;
+    c->shared_lookup = c->shared_candidates = NULL;
+  }
+  c->shared_pid = getpid();
+  c->shared_trust.kind = JK_TIER_SHARED;
+  char *real = NULL;
+  jitk_status st = jk_cache_prepare_dir(e, c->shared_dir, &c->shared_trust, false, &real);
+  if (st == JITK_OK) {
+    jk_free(e, c->shared_db_path);
+    if (file_in(e, real, "kernels.db", &c->shared_db_path) == NULL)
+      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  jk_free(e, real);
+  if (st == JITK_OK) st = jk_store_check_files(e, c->shared_db_path, &c->shared_trust);
+  if (st != JITK_OK) {
+    char why[600];
+    snprintf(why, sizeof why, "%s", jitk_errmsg(e));
+    jk_store_shared_disable(e, why, 0);
+    return JITK_ERR_CACHE;
+  }
+  int rc = sqlite3_open_v2(c->shared_db_path, &c->shared_db,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, c->vfs);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(c->shared_db, 1);
+    sqlite3_busy_timeout(c->shared_db, c->busy_ms);
+  }
+  sqlite3 *mine = c->db;
+  int format = -1;
+  if (rc == SQLITE_OK) {
+    /* read_format works on the engine's connection; lend it this one. */
+    c->db = c->shared_db;
+    format = read_format(e, &rc);
+    c->db = mine;
+  }
+  if (rc == SQLITE_OK && format != JK_CACHE_FORMAT) {
+    jk_store_shared_disable(e,
+                            format == -2 ? "the file is another program's SQLite database"
+                                         : "the database is not a jitk cache of format 1",
+                            0);
+    return JITK_ERR_CACHE;
+  }
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v3(c->shared_db,
+                            "SELECT kind, compile_ms, checksum, material, names, log, image, key "
+                            "FROM entries WHERE id = ?1",
+                            -1, SQLITE_PREPARE_PERSISTENT, &c->shared_lookup, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v3(c->shared_db,
+                            "SELECT e.key, e.material FROM requests r JOIN entries e ON e.id = "
+                            "r.id WHERE r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT 16",
+                            -1, SQLITE_PREPARE_PERSISTENT, &c->shared_candidates, NULL);
+  if (rc != SQLITE_OK) {
+    jk_store_shared_disable(e,
+                            "cannot read the database (a shared cache is published with a "
+                            "rollback journal by jitk cache publish)",
+                            rc);
+    return JITK_ERR_CACHE;
+  }
+  c->shared_state = JK_DISK_READ_ONLY;
+  snprintf(c->shared_why, sizeof c->shared_why, "on");
+  jk_log(e, JITK_LOG_DEBUG, "shared kernel cache %s opened", c->shared_db_path);
+  return JITK_OK;
 }

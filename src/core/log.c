@@ -40,17 +40,32 @@ static const char *level_name(jitk_log_level level) {
 
 void jk_log(const jitk_engine *e, jitk_log_level level, const char *fmt, ...) {
   if (!jk_log_enabled(e, level)) return;
-  /* Formatting into a fixed buffer keeps logging allocation-free, so it
-   * works on out-of-memory paths; long lines are cut. */
-  char line[2048];
-  va_list ap;
+  /* A fixed buffer serves the common line without allocating, so logging
+   * works on out-of-memory paths. A longer line (paths can be long, and
+   * the reason comes after them) gets a buffer of its size; only when
+   * that cannot be had is it cut, and marked so. */
+  char fixed[2048];
+  char *line = fixed;
+  va_list ap, again;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  va_copy(again, ap);
+  int n = vsnprintf(fixed, sizeof fixed, fmt, ap);
   va_end(ap);
+  if (n >= (int)sizeof fixed) {
+    char *big = jk_malloc((jitk_engine *)e, (size_t)n + 1);
+    if (big != NULL) {
+      vsnprintf(big, (size_t)n + 1, fmt, again);
+      line = big;
+    } else {
+      memcpy(fixed + sizeof fixed - 5, "...", 4);
+    }
+  }
+  va_end(again);
   if (e != NULL && e->log_fn != NULL) {
     e->log_fn(e->log_user, level, line);
   } else {
     /* One fprintf call per line keeps lines from threads whole. */
     fprintf(stderr, "jitk: %s: %s\n", level_name(level), line);
   }
+  if (line != fixed) jk_free((jitk_engine *)e, line);
 }

@@ -417,8 +417,17 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
       layout->vector > 16)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "layout: ndim 1..%d, index_bits 32 or 64, vector 0..16", JITK_MAX_NDIM);
+  /* A vector access is jitk::ew::vec<T, N>, aligned to its whole size:
+   * N must be a power of two, as the launch path chooses it. */
+  int vq = layout->vector;
+  if (vq != 0 && (vq & (vq - 1)) != 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "layout: vector is %d; it must be 1, 2, 4, 8 or 16 elements (or 0 for the "
+                   "widest 16-byte access)",
+                   vq);
   jitk_dtype bound[JK_MAX_EW_PARAMS];
   jitk_status st = jk_gen_parse_types(&k->g, types, bound);
+  if (st == JITK_OK) st = jk_gen_check_names(&k->g, "scalars", layout->scalars);
   if (st != JITK_OK) return st;
   jk_ew_spec spec;
   memset(&spec, 0, sizeof spec);
@@ -431,6 +440,9 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
     jitk_dtype dt = d->placeholder >= 0 ? bound[d->placeholder] : d->dtype;
     spec.dtype[p] = (unsigned char)dt;
     if (d->raw) {
+      if (jk_gen_listed(layout->scalars, d->name))
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                       "raw parameter %s cannot be a scalar: it is a whole array", d->name);
       spec.kind[p] = JK_EW_RAW;
       spec.raw_ndim[p] = 1;
     } else if (jk_gen_listed(layout->scalars, d->name)) {
@@ -442,6 +454,11 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
       if (jk_dtype(dt)->size > widest) widest = jk_dtype(dt)->size;
     }
   }
+  if (vq != 0 && (size_t)vq * widest > 16)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "layout: vector %d of %zu-byte elements is a %zu-byte access; vector accesses "
+                   "are at most 16 bytes",
+                   vq, widest, (size_t)vq * widest);
   int v = layout->vector ? layout->vector : (widest >= 16 ? 1 : (int)(16 / widest));
   spec.vec = (unsigned char)v;
   spec.unroll = (unsigned char)(v > 1 ? k->unroll : 1);

@@ -358,8 +358,15 @@ static void managed_deleter(DLManagedTensor *t) {
 jitk_status jk_gen_allocate(jitk_engine *e, jitk_stream stream, jitk_dtype dtype, int ndim,
                             const int64_t *shape, DLManagedTensor **out, jk_view *view) {
   const jitk_dtype_info *info = jk_dtype(dtype);
+  /* The shape's element count fits in 64 bits (jk_broadcast_shape); its
+   * bytes may not. */
   int64_t count = 1;
   for (int d = 0; d < ndim; d++) count *= shape[d];
+  if ((uint64_t)count > SIZE_MAX / info->size)
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                   "an output of %lld elements of %zu bytes is more memory than can be "
+                   "addressed",
+                   (long long)count, info->size);
   jk_managed *m = jk_calloc(e, 1, sizeof *m);
   if (m == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   void *data = NULL;
@@ -489,6 +496,13 @@ jitk_status jk_gen_parse_types(const jk_gen *g, const char *types, jitk_dtype *b
     if (d == JITK_DTYPE_NONE)
       return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(t - types), tl ? tl : 1,
                            "unknown dtype `%.*s`", (int)tl, t);
+    /* A second binding would silently win over the first: "T=float32,
+     * T=float64" is a mistake whichever was meant. */
+    if (bound[found] != JITK_DTYPE_NONE)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types), nl,
+                           "placeholder %s is bound twice (to %s, then %s)",
+                           g->params.placeholders[found], jk_dtype(bound[found])->name,
+                           jk_dtype(d)->name);
     bound[found] = d;
     p = end;
   }
@@ -496,6 +510,36 @@ jitk_status jk_gen_parse_types(const jk_gen *g, const char *types, jitk_dtype *b
     if (bound[h] == JITK_DTYPE_NONE)
       return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "placeholder %s has no type; bind it (%s=float32)",
                      g->params.placeholders[h], g->params.placeholders[h]);
+  return JITK_OK;
+}
+
+jitk_status jk_gen_check_names(const jk_gen *g, const char *label, const char *list) {
+  if (list == NULL) return JITK_OK;
+  for (const char *p = list; *p;) {
+    while (*p == ' ' || *p == ',') p++;
+    const char *q = p;
+    while (*q && *q != ',' && *q != ' ') q++;
+    size_t n = (size_t)(q - p);
+    if (n == 0) break;
+    int found = -1;
+    for (size_t i = 0; i < g->params.count; i++)
+      if (strlen(g->params.params[i].name) == n && memcmp(g->params.params[i].name, p, n) == 0)
+        found = (int)i;
+    if (found < 0)
+      return jk_fail_caret(g->engine, JITK_ERR_PARSE, label, list, (size_t)(p - list), n,
+                           "kernel %s has no parameter `%.*s`", g->name, (int)n, p);
+    /* Listed again further on: one of the two is a typo for another name. */
+    for (const char *r = q; *r;) {
+      while (*r == ' ' || *r == ',') r++;
+      const char *t = r;
+      while (*t && *t != ',' && *t != ' ') t++;
+      if ((size_t)(t - r) == n && memcmp(r, p, n) == 0)
+        return jk_fail_caret(g->engine, JITK_ERR_PARSE, label, list, (size_t)(r - list), n,
+                             "`%.*s` is listed twice", (int)n, p);
+      r = t;
+    }
+    p = q;
+  }
   return JITK_OK;
 }
 

@@ -139,6 +139,12 @@ jitk_status jk_gen_parse_types(const jk_gen *g, const char *types, jitk_dtype *b
 /* Whether `name` is in the comma- or space-separated `list`. */
 bool jk_gen_listed(const char *list, const char *name);
 
+/* Every name in the comma-separated `list` (labelled `label` in messages)
+ * is a parameter of the kernel, and none is listed twice: JITK_ERR_PARSE
+ * with a caret otherwise. A name that matches nothing would be ignored,
+ * and compile something other than what was asked for. */
+jitk_status jk_gen_check_names(const jk_gen *g, const char *label, const char *list);
+
 /* Appends one kernel parameter: its bytes at *cursor, its address in kp. */
 #define JK_PUSH(kp, np, cursor, value)              \
   do {                                              \

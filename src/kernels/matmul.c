@@ -9,6 +9,7 @@
  * meets misaligned pointers at execution compiles its FFMA twin once and
  * uses that: slower, not wrong.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,11 +90,13 @@ static const char *order_name(jitk_order o) { return o == JITK_ROW_MAJOR ? "row"
 /* Leading dimension and batch stride of an r x c matrix: given ones are
  * checked, 0 means packed. */
 static jitk_status fill_layout(jitk_engine *e, const char *what, jitk_order o, int64_t rows,
-                               int64_t cols, int64_t *ld, int64_t *stride) {
+                               int64_t cols, int64_t batch, jitk_dtype dtype, int64_t *ld,
+                               int64_t *stride) {
   if (o != JITK_ROW_MAJOR && o != JITK_COL_MAJOR)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s's order is neither row- nor column-major",
                    what);
   int64_t least = o == JITK_ROW_MAJOR ? cols : rows;
+  int64_t outer = o == JITK_ROW_MAJOR ? rows : cols;
   if (*ld == 0) *ld = least > 0 ? least : 1;
   if (*ld < least)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
@@ -101,9 +104,29 @@ static jitk_status fill_layout(jitk_engine *e, const char *what, jitk_order o, i
                    "least %lld, not %lld",
                    what, (long long)rows, (long long)cols, order_name(o), (long long)least,
                    (long long)*ld);
-  if (*stride == 0) *stride = *ld * (o == JITK_ROW_MAJOR ? rows : cols);
+  /* The kernels index each matrix with 64-bit element offsets (batch *
+   * stride + row * ld + column) and the pointers move by bytes, so the
+   * farthest element's byte offset must be a 64-bit number: 3037000500 x
+   * 3037000500 already overflowed the packed batch stride. */
+  int64_t packed;
+  bool over = __builtin_mul_overflow(*ld, outer, &packed);
+  if (!over && *stride == 0) *stride = packed;
   if (*stride < 0)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s's batch stride is negative", what);
+  int64_t reach = 0, part;
+  if (!over && rows > 0 && cols > 0) {
+    over = __builtin_mul_overflow(batch - 1, *stride, &reach) ||
+           __builtin_mul_overflow(outer - 1, *ld, &part) ||
+           __builtin_add_overflow(reach, part, &reach) ||
+           __builtin_add_overflow(reach, least - 1, &reach) ||
+           __builtin_mul_overflow(reach, (int64_t)jk_dtype(dtype)->size, &reach);
+  }
+  if (over)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: %s (%lld x %lld, leading dimension %lld, %lld batch%s) spans more "
+                   "than 2^63 bytes",
+                   what, (long long)rows, (long long)cols, (long long)*ld, (long long)batch,
+                   batch == 1 ? "" : "es");
   return JITK_OK;
 }
 
@@ -125,6 +148,12 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: A is %s but B is %s; mixed inputs are not "
                    "supported",
                    jk_dtype(d->a_dtype)->name, jk_dtype(d->b_dtype)->name);
+  /* alpha and beta become literals of the kernel's source; NaN and
+   * infinity have none (NVRTC would fail on "nan"), and scale every
+   * result to NaN or infinity anyway. */
+  if (!isfinite(d->alpha) || (d->has_c && !isfinite(d->beta)))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s is %g; it must be a finite number",
+                   !isfinite(d->alpha) ? "alpha" : "beta", !isfinite(d->alpha) ? d->alpha : d->beta);
   jitk_status st = jk_cg_check_user_code(e, "epilogue", d->epilogue);
   if (st == JITK_OK) st = jk_cg_check_user_code(e, "preamble", d->preamble);
   if (st != JITK_OK) return st;
@@ -160,11 +189,13 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     default:
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: unknown compute type %d", (int)d->compute);
   }
-  st = fill_layout(e, "A", d->a_order, d->m, d->k, &d->lda, &d->stride_a);
-  if (st == JITK_OK) st = fill_layout(e, "B", d->b_order, d->k, d->n, &d->ldb, &d->stride_b);
+  st = fill_layout(e, "A", d->a_order, d->m, d->k, d->batch, d->a_dtype, &d->lda, &d->stride_a);
+  if (st == JITK_OK)
+    st = fill_layout(e, "B", d->b_order, d->k, d->n, d->batch, d->b_dtype, &d->ldb, &d->stride_b);
   if (st == JITK_OK && d->has_c)
-    st = fill_layout(e, "C", d->c_order, d->m, d->n, &d->ldc, &d->stride_c);
-  if (st == JITK_OK) st = fill_layout(e, "D", d->d_order, d->m, d->n, &d->ldd, &d->stride_d);
+    st = fill_layout(e, "C", d->c_order, d->m, d->n, d->batch, d->c_dtype, &d->ldc, &d->stride_c);
+  if (st == JITK_OK)
+    st = fill_layout(e, "D", d->d_order, d->m, d->n, d->batch, d->d_dtype, &d->ldd, &d->stride_d);
   return st;
 }
 

@@ -170,6 +170,32 @@ jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
                      "option \"%s\": the target is the engine's (%s); set "
                      "jitk_engine_config.arch to compile for another one",
                      options[i], e->target.arch);
+  /* Options that make NVRTC produce something other than a cubin or PTX
+   * (LTO IR for a later link, OptiX IR, nothing at all): NVRTC succeeds
+   * and jitk would find no image to load or cache. */
+  static const struct {
+    const char *name, *what;
+  } other_output[] = {{"-dlto", "LTO IR for a later link step"},
+                      {"--dlink-time-opt", "LTO IR for a later link step"},
+                      {"-dlink-time-opt", "LTO IR for a later link step"},
+                      {"--gen-opt-lto", "LTO IR for a later link step"},
+                      {"-gen-opt-lto", "LTO IR for a later link step"},
+                      {"--optix-ir", "OptiX IR"},
+                      {"-optix-ir", "OptiX IR"},
+                      {"--fdevice-syntax-only", "no code (a syntax check only)"},
+                      {"-fdevice-syntax-only", "no code (a syntax check only)"}};
+  for (size_t i = 0; i < num_options; i++) {
+    if (options[i] == NULL) continue;
+    for (size_t k = 0; k < sizeof other_output / sizeof other_output[0]; k++) {
+      size_t n = strlen(other_output[k].name);
+      if (strncmp(options[i], other_output[k].name, n) == 0 &&
+          (options[i][n] == '\0' || options[i][n] == '='))
+        return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                       "option \"%s\" is not supported: it makes NVRTC produce %s, where jitk "
+                       "needs a %s to load and cache",
+                       options[i], other_output[k].what, e->target.ptx ? "PTX text" : "cubin");
+    }
+  }
   size_t cap = num_options + 6;
   char **v = jk_calloc(e, cap, sizeof *v);
   if (v == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -291,12 +317,27 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
                    "header %zu has a NULL name or source", i);
       goto done;
     }
+    /* NVRTC refuses two headers of one name with a bare INVALID_INPUT. */
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(in->headers[j].name, in->headers[i].name) == 0) {
+        st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "headers %zu and %zu are both named \"%s\"", j, i, in->headers[i].name);
+        goto done;
+      }
     hname[i] = in->headers[i].name;
     hsrc[i] = in->headers[i].source;
   }
+  /* An embedded header that a caller's header replaces is left out: NVRTC
+   * takes no two headers of one name. The cache key stays right, since it
+   * holds the caller's headers by content (src/cache/key.c). */
+  nh = in->num_headers;
   for (size_t i = 0; i < jk_num_embedded_headers; i++) {
-    hname[in->num_headers + i] = jk_embedded_headers[i].name;
-    hsrc[in->num_headers + i] = (const char *)jk_embedded_headers[i].data;
+    bool replaced = false;
+    for (size_t j = 0; j < in->num_headers && !replaced; j++)
+      replaced = strcmp(in->headers[j].name, jk_embedded_headers[i].name) == 0;
+    if (replaced) continue;
+    hname[nh] = jk_embedded_headers[i].name;
+    hsrc[nh++] = (const char *)jk_embedded_headers[i].data;
   }
 
   const char *pname = in->program_name ? in->program_name : "module.cu";

@@ -62,6 +62,7 @@ check "bad source exits 1 with NVRTC's message" 1 "bad.cu(1): error" -- "$JITK" 
 check "missing file" 1 "cannot read" -- "$JITK" compile nope.cu --arch sm_90
 check "unknown arch" 1 "sm_XY" -- "$JITK" compile good.cu --arch gfx90a
 check "unsupported arch" 1 "cannot compile for sm_35" -- "$JITK" compile good.cu --arch sm_35
+check "-dlto is refused clearly" 1 'option "-dlto" is not supported' -- "$JITK" compile good.cu --arch sm_90 --option -dlto
 
 # Elementwise kernels: generated and compiled without a GPU.
 check "elementwise --help" 0 "--emit source" -- "$JITK" compile elementwise --help
@@ -84,6 +85,10 @@ check "elementwise missing --op" 2 "usage" -- "$JITK" compile elementwise --in '
 op=$(printf 'z = x;\n#line 1 "map_expr(\\n\\n5):w"\nz = qq;')
 check "elementwise #line in the operation is refused" 1 'operation:2:1: #line directives are not allowed' -- env JITK_CACHE=off "$JITK" compile elementwise --in 'T x' --out 'T z' --op "$op" --type T=float32
 check "elementwise error at the operation's end cites it" 1 'operation:1:8: error: expected an expression' -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x +' --type T=float32
+check "elementwise --vector 3 is refused by the library" 1 'vector is 3' -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x' --type T=float32 --vector 3
+check "elementwise --vector must be a number" 2 "'four' is not a valid value for --vector" -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x' --type T=float32 --vector four
+check "elementwise duplicate --type" 1 'placeholder T is bound twice' -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x' --type T=float32 --type T=float64
+check "elementwise unknown --scalar" 1 'has no parameter .q.' -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x' --type T=float32 --scalar q
 
 # Reduction kernels: generated and compiled without a GPU.
 check "reduction --help" 0 "--post-map" -- "$JITK" compile reduction --help
@@ -109,6 +114,8 @@ grep -q '^plan: .' out.txt || { echo "FAIL: matmul plan: no description"; cat ou
 check "matmul source has #line for the epilogue" 0 '#line 1 "epilogue"' -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'max(acc + bias[col], (T)0)' --params 'raw T bias' --arch sm_90 --emit source
 check "matmul epilogue syntax error cites the epilogue" 1 "epilogue:1:" -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'acc + * )' --params 'raw T bias' --arch sm_90
 check "matmul missing --k" 2 "usage" -- "$JITK" compile matmul --m 64 --n 64
+check "matmul layout past 2^63 bytes" 1 'spans more than 2^63 bytes' -- "$JITK" compile matmul --m 3037000500 --n 3037000500 --k 16 --batch 4
+check "matmul --alpha nan" 1 'alpha is nan; it must be a finite number' -- "$JITK" compile matmul --m 64 --n 64 --k 64 --alpha nan
 check "matmul writes no cubin" 2 "--emit is describe or source" -- "$JITK" compile matmul --m 64 --n 64 --k 64 --emit cubin
 check "matmul unknown dtype" 2 "not a valid value" -- "$JITK" compile matmul --m 64 --n 64 --k 64 --a float128
 

@@ -6,6 +6,7 @@
 #include <jitk/jitk.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,17 @@ static int finish_generated(jitk_engine *e, jitk_status st, const char *emit, co
   return 0;
 }
 
+/* A whole-string int option value; 0 when it is not one (atoi read
+ * "--vector abc" as 0, the default, without a word). */
+static int parse_int(const char *s, int *v) {
+  char *end;
+  errno = 0;
+  long x = strtol(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0 || x < INT_MIN || x > INT_MAX) return 0;
+  *v = (int)x;
+  return 1;
+}
+
 static void usage_elementwise(FILE *out) {
   fprintf(out,
           "usage: %s compile elementwise --in PARAMS --out PARAMS --op CODE [options]\n"
@@ -352,10 +364,14 @@ static int cmd_compile_elementwise(int argc, char **argv) {
     else if (strcmp(a, "--preamble") == 0) eo.preamble = v;
     else if (strcmp(a, "--loop-prep") == 0) eo.loop_prep = v;
     else if (strcmp(a, "--after-loop") == 0) eo.after_loop = v;
-    else if (strcmp(a, "--ndim") == 0) layout.ndim = atoi(v);
-    else if (strcmp(a, "--index") == 0) layout.index_bits = atoi(v);
-    else if (strcmp(a, "--vector") == 0) layout.vector = atoi(v);
-    else if (strcmp(a, "--type") == 0 || strcmp(a, "--scalar") == 0) {
+    else if (strcmp(a, "--ndim") == 0 || strcmp(a, "--index") == 0 ||
+             strcmp(a, "--vector") == 0) {
+      int *dst = a[2] == 'n' ? &layout.ndim : a[2] == 'i' ? &layout.index_bits : &layout.vector;
+      if (!parse_int(v, dst)) {
+        fprintf(stderr, "%s compile elementwise: '%s' is not a valid value for %s\n", prog, v, a);
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--type") == 0 || strcmp(a, "--scalar") == 0) {
       char *dst = a[2] == 't' ? types : scalars;
       size_t used = strlen(dst);
       snprintf(dst + used, 1024 - used, "%s%s", used ? "," : "", v);
@@ -463,14 +479,20 @@ static int cmd_compile_reduction(int argc, char **argv) {
     else if (strcmp(a, "--emit") == 0) emit = v;
     else if (strcmp(a, "-o") == 0) output = v;
     else if (strcmp(a, "--preamble") == 0) ro.preamble = v;
-    else if (strcmp(a, "--kept-ndim") == 0) layout.kept_ndim = atoi(v);
-    else if (strcmp(a, "--reduced-ndim") == 0) layout.reduced_ndim = atoi(v);
     /* --index as elementwise spells it; --index-bits after the layout's
      * field, so that either spelling works. */
-    else if (strcmp(a, "--index") == 0 || strcmp(a, "--index-bits") == 0)
-      layout.index_bits = atoi(v);
-    else if (strcmp(a, "--split") == 0) layout.split = atoi(v);
-    else if (strcmp(a, "--strategy") == 0) {
+    else if (strcmp(a, "--kept-ndim") == 0 || strcmp(a, "--reduced-ndim") == 0 ||
+             strcmp(a, "--index") == 0 || strcmp(a, "--index-bits") == 0 ||
+             strcmp(a, "--split") == 0) {
+      int *dst = a[2] == 'k'   ? &layout.kept_ndim
+                 : a[2] == 'r' ? &layout.reduced_ndim
+                 : a[2] == 'i' ? &layout.index_bits
+                               : &layout.split;
+      if (!parse_int(v, dst)) {
+        fprintf(stderr, "%s compile reduction: '%s' is not a valid value for %s\n", prog, v, a);
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--strategy") == 0) {
       /* The layout holds one character; a longer word would be cut to its
        * first letter without a word of warning, so refuse it here. */
       if (strcmp(v, "i") != 0 && strcmp(v, "o") != 0) {

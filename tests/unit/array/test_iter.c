@@ -129,3 +129,30 @@ Test(iter, ranges_and_sameness) {
   cr_assert(jk_view_same(&a, &a));
   cr_assert(!jk_view_same(&a, &b));
 }
+
+/* Two arrays whose own counts fit can broadcast to more than 2^63
+ * elements; the count is refused rather than overflowed (issue 11). */
+Test(iter, broadcast_count_overflow) {
+  int64_t s1[] = {(int64_t)1 << 40, 1}, s2[] = {1, (int64_t)1 << 40}, st[] = {1, 1};
+  jk_view a = view(2, s1, st, JITK_FLOAT32, 0x1000), b = view(2, s2, st, JITK_FLOAT32, 0x2000);
+  const jk_view *vs[] = {&a, &b};
+  const char *names[] = {"a", "b"};
+  int nd;
+  int64_t shape[JITK_MAX_NDIM];
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "more than 2^63 elements",
+           jk_broadcast_shape(NULL, vs, names, 2, &nd, shape));
+  /* Just inside: 2^31 x 2^31 elements. */
+  int64_t s3[] = {(int64_t)1 << 31, 1}, s4[] = {1, (int64_t)1 << 31};
+  a = view(2, s3, st, JITK_FLOAT32, 0x1000);
+  b = view(2, s4, st, JITK_FLOAT32, 0x2000);
+  JT_OK(NULL, jk_broadcast_shape(NULL, vs, names, 2, &nd, shape));
+  /* An empty dimension makes any product empty. */
+  int64_t s5[] = {0, (int64_t)1 << 40, 1};
+  int64_t st3[] = {1, 1, 1};
+  jk_view c = view(3, s5, st3, JITK_FLOAT32, 0x3000);
+  a = view(2, s1, st, JITK_FLOAT32, 0x1000);
+  b = view(2, s2, st, JITK_FLOAT32, 0x2000);
+  const jk_view *ve[] = {&a, &b, &c};
+  const char *ne[] = {"a", "b", "c"};
+  JT_OK(NULL, jk_broadcast_shape(NULL, ve, ne, 3, &nd, shape));
+}

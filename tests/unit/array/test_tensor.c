@@ -61,3 +61,28 @@ Test(tensor, refusals) {
   JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "data is NULL", jk_view_from_tensor(NULL, &t, "x", &v));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "NULL", jk_view_from_tensor(NULL, NULL, "x", &v));
 }
+
+/* Strides are the caller's numbers: ranges and overlaps multiply them by
+ * extents, which overflowed for strides no memory can have (issue 11). */
+Test(tensor, strides_reaching_past_2_62_bytes) {
+  jk_view v;
+  int64_t shape[2] = {4, 3};
+  int64_t huge[2] = {(int64_t)1 << 61, 1}, most[2] = {INT64_MIN, 1}, fine[2] = {1 << 20, -1};
+  DLTensor t = jt_tensor(fake_storage, JITK_FLOAT32, 2, shape, huge);
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "reaches past 2^62 bytes", jk_view_from_tensor(NULL, &t, "x", &v));
+  t.strides = most;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "stride -9223372036854775808 in dimension 0",
+           jk_view_from_tensor(NULL, &t, "x", &v));
+  t.strides = fine;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  /* Extent-1 dimensions are never stepped along, and empty arrays reach
+   * nothing: their strides do not matter. */
+  int64_t one[2] = {1, 3};
+  t.shape = one;
+  t.strides = most;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  int64_t empty[2] = {0, 3};
+  t.shape = empty;
+  t.strides = huge;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+}

@@ -31,7 +31,7 @@ static inline void jt_rmdir(char *d) {
 typedef struct jt_log {
   int warnings;
   int lines;
-  char last_warning[1024];
+  char last_warning[4096];
 } jt_log;
 
 static inline void jt_log_fn(void *user, jitk_log_level level, const char *message) {

@@ -359,3 +359,37 @@ Test(elementwise_gen, errors_at_the_end_of_a_section) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* What jitk_elementwise_compile once took without a word (issue 11): a
+ * scalar that names no parameter, a placeholder bound twice, and vector
+ * widths that fail inside NVRTC. */
+Test(elementwise_gen, layout_and_types_are_checked) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T a, T x, raw T r", "T z", "z = a * x + r[0]", "k", NULL,
+                                   &k));
+  const char *src;
+  jitk_elementwise_layout l = {1, 32, 0, "a, q"};
+  JT_FAILS(e, JITK_ERR_PARSE, "scalars:1:4: kernel k has no parameter `q`",
+           jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  l.scalars = "a,a";
+  JT_FAILS(e, JITK_ERR_PARSE, "`a` is listed twice", jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  l.scalars = "r";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "raw parameter r cannot be a scalar",
+           jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  l.scalars = "z";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "output z cannot be a scalar",
+           jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  l.scalars = "a";
+  JT_FAILS(e, JITK_ERR_PARSE, "placeholder T is bound twice (to float32, then float64)",
+           jitk_elementwise_compile(k, "T=float32,T=float64", &l, &src, NULL));
+  JT_FAILS(e, JITK_ERR_PARSE, "bound twice", jitk_elementwise_compile(k, "T=float32, T=float32", &l, &src, NULL));
+  l.vector = 3;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "vector is 3", jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  l.vector = 4;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "32-byte access", jitk_elementwise_compile(k, "T=float64", &l, &src, NULL));
+  JT_OK(e, jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL);
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}

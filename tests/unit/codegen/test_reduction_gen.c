@@ -73,6 +73,8 @@ Test(reduction_gen, source_shapes) {
   jitk_reduction_layout bad = {0, 0, 32, 'i', 0};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduced_ndim", jitk_reduction_compile(k, "T=float32", &bad, &src, NULL));
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_reduction_compile(k, "", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_PARSE, "placeholder T is bound twice",
+           jitk_reduction_compile(k, "T=float32,T=float64", NULL, &src, NULL));
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
 }

@@ -204,6 +204,30 @@ Test(matmul_plan, errors) {
   d.compute = JITK_COMPUTE_TF32;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "tf32 compute takes float32",
            jitk_matmul_create(e, &d, &p));
+  /* Layouts whose farthest element lies past 2^63 bytes: the packed batch
+   * stride of D overflowed (UBSan, issue 11), and so would a leading
+   * dimension given that large. */
+  d = desc(JITK_FLOAT32, 3037000500, 3037000500, 16);
+  d.batch = 4;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "matmul: D (3037000500 x 3037000500", jitk_matmul_create(e, &d, &p));
+  cr_assert(strstr(jitk_errmsg(e), "spans more than 2^63 bytes") != NULL, "%s", jitk_errmsg(e));
+  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d.lda = INT64_MAX / 32;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "A (64 x 64", jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_FLOAT64, 64, 64, 64);
+  d.batch = 3;
+  d.stride_b = INT64_MAX / 4;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "B (64 x 64", jitk_matmul_create(e, &d, &p));
+  /* alpha and beta are literals of the source: NaN and infinity failed
+   * inside NVRTC (issue 11). beta counts only with C. */
+  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d.alpha = NAN;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "alpha is nan; it must be a finite number",
+           jitk_matmul_create(e, &d, &p));
+  d.alpha = 1;
+  d.beta = -INFINITY;
+  d.has_c = 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "beta is -inf", jitk_matmul_create(e, &d, &p));
   d = desc(JITK_FLOAT32, 64, 64, 64);
   d.batch = 0;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "batch at least 1", jitk_matmul_create(e, &d, &p));

@@ -423,3 +423,70 @@ Test(nvrtc, forced_failures) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+/* A caller's header named as one of jitk's replaces it (NVRTC refused the
+ * pair with a bare INVALID_INPUT, issue 11), and the cache tells the
+ * versions apart by content. */
+Test(nvrtc, caller_header_replaces_an_embedded_one) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *src = "#include <jitk/array.cuh>\n"
+                    "#ifndef MINE\n#define MINE 1\n#endif\n"
+                    "extern \"C\" __global__ void k(int *p) { *p = MINE; }\n";
+  const char *contents[] = {NULL, "#define MINE 7\n", "#define MINE 8\n"};
+  void *images[3];
+  size_t sizes[3];
+  for (int i = 0; i < 3; i++) {
+    jitk_header h = {"jitk/array.cuh", contents[i]};
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.headers = &h;
+    o.num_headers = contents[i] ? 1 : 0;
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, &o, &m));
+    const void *img;
+    JT_OK(e, jitk_module_image(m, &img, &sizes[i], NULL));
+    images[i] = malloc(sizes[i]);
+    memcpy(images[i], img, sizes[i]);
+    jitk_module_destroy(m);
+  }
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      cr_assert(sizes[i] != sizes[j] || memcmp(images[i], images[j], sizes[i]) != 0,
+                "headers %d and %d gave the same image", i, j);
+  for (int i = 0; i < 3; i++) free(images[i]);
+  /* Two of the caller's own with one name are refused clearly. */
+  jitk_header twice[] = {{"a.h", "#define A 1\n"}, {"a.h", "#define A 2\n"}};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.headers = twice;
+  o.num_headers = 2;
+  jitk_module *m = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "headers 0 and 1 are both named \"a.h\"",
+           jitk_module_create(e, src, &o, &m));
+  jitk_engine_destroy(e);
+}
+
+/* Options whose output is not a cubin or PTX: NVRTC succeeds and there
+ * was "no cubin: NVRTC_SUCCESS" (issue 11). */
+Test(nvrtc, options_with_other_outputs_are_refused) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *refused[] = {"-dlto", "--dlink-time-opt", "--gen-opt-lto", "--optix-ir",
+                           "-fdevice-syntax-only"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.options = &refused[i];
+    o.num_options = 1;
+    jitk_module *m = NULL;
+    JT_FAILS(e, JITK_ERR_UNSUPPORTED, "is not supported", jitk_module_create(e, saxpy, &o, &m));
+    cr_assert(strstr(jitk_errmsg(e), refused[i]) != NULL, "%s", jitk_errmsg(e));
+    cr_assert_null(m);
+  }
+  /* Options that only share a prefix are the user's business. */
+  const char *fine = "-dlto-not-really";
+  char **opts;
+  size_t n;
+  JT_OK(e, jk_nvrtc_final_options(e, &fine, 1, false, &opts, &n));
+  jk_options_free(e, opts, n);
+  jitk_engine_destroy(e);
+}
