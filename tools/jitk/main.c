@@ -833,22 +833,28 @@ static void usage_cache(FILE *out) {
           "  prune [--max-size N]  evict least recently used entries down to N bytes\n"
           "                        (K, M, G suffixes; default: the configured cap)\n"
           "  clear                 remove every entry\n"
-          "  export FILE           write every entry to a new database FILE\n"
-          "  import FILE           add FILE's entries (each verified) to this cache\n",
+          "  export FILE           write every entry to a new database FILE (mode 0600)\n"
+          "  import FILE           add FILE's entries (each verified) to this cache;\n"
+          "                        import only files you made or trust: they are code\n"
+          "  publish DIR           copy this cache's entries into the shared cache DIR,\n"
+          "                        for others to read (JITK_CACHE_SHARED_DIR=DIR with\n"
+          "                        JITK_CACHE_SHARED_OWNER naming you)\n",
           prog);
 }
 
 static long long parse_bytes(const char *s) {
   char *end;
   double v = strtod(s, &end);
-  if (end == s || v < 0) return -1;
+  /* NaN fails both comparisons; inf and 1e30 would not fit. */
+  if (end == s || !(v >= 0) || v > 1e18) return -1;
   double mult = 1;
   if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
   else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, end++;
   else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
   if (*end == 'i' || *end == 'I') end++;
   if (*end == 'B' || *end == 'b') end++;
-  return *end == '\0' ? (long long)(v * mult) : -1;
+  if (*end != '\0' || v * mult > 9.0e18) return -1;
+  return (long long)(v * mult);
 }
 
 static void print_time(long long t) {
@@ -897,7 +903,8 @@ static int cmd_cache(int argc, char **argv) {
         return EXIT_USAGE;
       }
     } else if (argv[i][0] != '-' && file == NULL &&
-               (strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0)) {
+               (strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0 ||
+                strcmp(sub, "publish") == 0)) {
       file = argv[i];
     } else {
       fprintf(stderr, "%s cache %s: unexpected argument '%s'\n", prog, sub, argv[i]);
@@ -909,8 +916,8 @@ static int cmd_cache(int argc, char **argv) {
     usage_cache(stdout);
     return 0;
   }
-  static const char *const subs[] = {"path", "stats", "ls", "verify", "prune",
-                                     "clear", "export", "import", NULL};
+  static const char *const subs[] = {"path",  "stats",  "ls",     "verify",  "prune",
+                                     "clear", "export", "import", "publish", NULL};
   int known = 0;
   for (int i = 0; subs[i]; i++) known |= strcmp(sub, subs[i]) == 0;
   if (!known) {
@@ -918,8 +925,9 @@ static int cmd_cache(int argc, char **argv) {
     usage_cache(stderr);
     return EXIT_USAGE;
   }
-  if ((strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0) && file == NULL) {
-    fprintf(stderr, "%s cache %s: which FILE?\n", prog, sub);
+  if ((strcmp(sub, "export") == 0 || strcmp(sub, "import") == 0 || strcmp(sub, "publish") == 0) &&
+      file == NULL) {
+    fprintf(stderr, "%s cache %s: which %s?\n", prog, sub, strcmp(sub, "publish") ? "FILE" : "DIR");
     return EXIT_USAGE;
   }
 
@@ -947,6 +955,9 @@ static int cmd_cache(int argc, char **argv) {
     jitk_cache_location(e, &d, &db, &state);
     printf("folder:   %s\ndatabase: %s\nstate:    %s\n", d ? d : "(none)", db ? db : "(none)",
            state);
+    const char *sd = NULL, *sstate = NULL;
+    jitk_cache_shared_location(e, &sd, &sstate);
+    if (sd != NULL) printf("shared:   %s\nshared state: %s\n", sd, sstate);
   } else if (strcmp(sub, "stats") == 0) {
     jitk_cache_stats all;
     st = jitk_cache_get_stats(e, NULL, &all);
@@ -1000,6 +1011,11 @@ static int cmd_cache(int argc, char **argv) {
     st = jitk_cache_export(e, file, &n);
     if (st != JITK_OK) rc = fail(e, st, "cache export");
     else printf("exported %zu entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
+  } else if (strcmp(sub, "publish") == 0) {
+    size_t n = 0;
+    st = jitk_cache_publish(e, file, &n);
+    if (st != JITK_OK) rc = fail(e, st, "cache publish");
+    else printf("published %zu new entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
   } else if (strcmp(sub, "import") == 0) {
     size_t n = 0, bad = 0;
     st = jitk_cache_import(e, file, &n, &bad);
