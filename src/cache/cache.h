@@ -235,6 +235,9 @@ char *jk_cache_default_dir(jitk_engine *e);
  * for large files; false when it is not a readable regular file. Under
  * disk_lock. */
 bool jk_file_digest(jitk_engine *e, const char *path, uint8_t out[16]);
+/* The same for a file whose stat data the caller has. */
+struct stat;
+bool jk_file_digest_stat(jitk_engine *e, const char *path, const struct stat *st, uint8_t out[16]);
 /* Whether every dependency still holds (toolkit ones too when `toolkit`);
  * *failed names the first that does not. Under disk_lock. */
 bool jk_deps_hold(jitk_engine *e, const jk_deps *d, bool toolkit, const char **failed);

@@ -57,18 +57,9 @@ static void memo_fill(jk_file_memo *m, const struct stat *st, const uint8_t hash
   memcpy(m->hash, hash, 16);
 }
 
-/* Reads and hashes the file at `path`; *st is its stat data, from the
- * descriptor read. *stable tells whether it was the same before and after
- * the read. */
-static bool hash_file(jitk_engine *e, const char *path, struct stat *st, uint8_t out[16],
-                      bool *stable) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
-  struct stat after;
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    close(fd);
-    return false;
-  }
+/* Hashes the rest of `fd` in chunks; *stable tells whether its stat data
+ * after the read is what `st` says. */
+static bool hash_fd(jitk_engine *e, int fd, const struct stat *st, uint8_t out[16], bool *stable) {
   XXH3_state_t *s = XXH3_createState();
   enum { CHUNK = 1 << 20 };
   unsigned char *buf = jk_malloc(e, CHUNK);
@@ -84,12 +75,59 @@ static bool hash_file(jitk_engine *e, const char *path, struct stat *st, uint8_t
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s));
     memcpy(out, c.digest, 16);
+    struct stat after;
     *stable = fstat(fd, &after) == 0 && after.st_size == st->st_size &&
               ns_of(after.st_mtim) == ns_of(st->st_mtim) &&
               ns_of(after.st_ctim) == ns_of(st->st_ctim);
   }
   XXH3_freeState(s);
   jk_free(e, buf);
+  return ok;
+}
+
+/* Reads and hashes the file at `path`; *st is its stat data, from the
+ * descriptor read. *stable tells whether a large file was the same before
+ * and after the read (small ones are never remembered). */
+static bool hash_file(jitk_engine *e, const char *path, struct stat *st, uint8_t out[16],
+                      bool *stable) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  *stable = false;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return false;
+  }
+  bool ok;
+  if (st->st_size < JK_MEMO_MIN_SIZE) {
+    /* A small file in one read, and one more that finds its end: disk
+     * hits of kernels with a few headers pay for every call here. */
+    unsigned char small[JK_MEMO_MIN_SIZE];
+    size_t n = 0;
+    bool grew = false;
+    ok = true;
+    for (;;) {
+      ssize_t r = read(fd, small + n, sizeof small - n);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) ok = false;
+      if (r <= 0) break;
+      n += (size_t)r;
+      if (n == sizeof small) {
+        grew = true;
+        break;
+      }
+    }
+    if (ok && !grew) {
+      XXH128_canonical_t c;
+      XXH128_canonicalFromHash(&c, XXH3_128bits(small, n));
+      memcpy(out, c.digest, 16);
+    } else if (ok) {
+      /* It grew while being read: hashed again, whole, in chunks. */
+      ok = lseek(fd, 0, SEEK_SET) == 0 && hash_fd(e, fd, st, out, stable);
+      *stable = false;
+    }
+  } else {
+    ok = hash_fd(e, fd, st, out, stable);
+  }
   close(fd);
   return ok;
 }
@@ -119,9 +157,14 @@ static bool memo_from_db(jitk_engine *e, const struct stat *st, jk_file_memo *ou
 }
 
 bool jk_file_digest(jitk_engine *e, const char *path, uint8_t out[16]) {
-  jk_cache *c = &e->cache;
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  return jk_file_digest_stat(e, path, &st, out);
+}
+
+bool jk_file_digest_stat(jitk_engine *e, const char *path, const struct stat *sp, uint8_t out[16]) {
+  jk_cache *c = &e->cache;
+  struct stat st = *sp;
   bool large = st.st_size >= JK_MEMO_MIN_SIZE;
   if (large) {
     for (size_t i = 0; i < JK_FILE_MEMOS; i++)
@@ -239,7 +282,7 @@ static bool dep_holds(jitk_engine *e, const jk_dep *d) {
     case 'F': {
       if (r != 0 || !S_ISREG(st.st_mode)) return false;
       uint8_t h[16];
-      return jk_file_digest(e, d->path, h) && memcmp(h, d->hash, 16) == 0;
+      return jk_file_digest_stat(e, d->path, &st, h) && memcmp(h, d->hash, 16) == 0;
     }
     default:
       return false;

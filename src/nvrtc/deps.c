@@ -278,22 +278,29 @@ static char *join(jitk_engine *e, const char *dir, size_t dir_len, const char *n
   return jk_buf_take(&b);
 }
 
-static void probe_in(scan_state *s, const char *dir, size_t dir_len, const char *name) {
+static bool probe_in(scan_state *s, const char *dir, size_t dir_len, const char *name) {
   char *p = join(s->e, dir, dir_len, name);
   if (p == NULL) {
     s->oom = true;
-    return;
+    return false;
   }
-  probe(s, p);
+  bool found = probe(s, p);
   jk_free(s->e, p);
+  return found;
 }
 
 static void scan_text(scan_state *s, const char *text, size_t len, const char *dir,
                       size_t dir_len, const char *who);
 
 /* One #include (or __has_include) of `name`. kind: '"' quoted, '<' angle,
- * 'p' a -include option. `dir` is the including file's folder. */
-static void lookup(scan_state *s, char kind, const char *name, const char *dir, size_t dir_len) {
+ * 'p' a -include option; `dir` is the including file's folder, NULL where
+ * NVRTC does not look there (the program's, under -no-source-include).
+ * The lookup stops at the first file found, as NVRTC's does (the order is
+ * tested against NVRTC), unless `all`: #include_next starts after the
+ * folder its file came from, which is simplest to cover by looking at
+ * every candidate. */
+static void lookup_in(scan_state *s, char kind, const char *name, const char *dir,
+                      size_t dir_len, bool all) {
   if (*name == '\0') return;
   for (size_t i = 0; i < s->num_headers; i++) {
     if (strcmp(s->hname[i], name) != 0) continue;
@@ -311,10 +318,15 @@ static void lookup(scan_state *s, char kind, const char *name, const char *dir, 
     probe(s, name);
     return;
   }
-  if (kind == '"') probe_in(s, dir, dir_len, name);
-  if (kind == 'p') probe(s, name);
-  for (size_t i = 0; i < s->num_dirs && !s->oom; i++)
-    probe_in(s, s->dirs[i], strlen(s->dirs[i]), name);
+  bool found = false;
+  if (kind == '"' && dir != NULL) found = probe_in(s, dir, dir_len, name);
+  if (kind == 'p') found = probe(s, name);
+  for (size_t i = 0; i < s->num_dirs && !s->oom && (all || !found); i++)
+    found = probe_in(s, s->dirs[i], strlen(s->dirs[i]), name) || found;
+}
+
+static void lookup(scan_state *s, char kind, const char *name, const char *dir, size_t dir_len) {
+  lookup_in(s, kind, name, dir, dir_len, false);
 }
 
 static bool ident_char(char c) {
@@ -537,10 +549,10 @@ static void add_computed(scan_state *s, const char *p, const char *end, const ch
   const char *pe = end;
   while (pe > p && (pe[-1] == ' ' || pe[-1] == '\t' || pe[-1] == '\r')) pe--;
   c->operand = jk_strndup(s->e, p, (size_t)(pe - p));
-  c->dir = jk_strndup(s->e, dir, dir_len);
+  c->dir = dir ? jk_strndup(s->e, dir, dir_len) : NULL;
   c->who = jk_strdup(s->e, who);
   c->dir_len = dir_len;
-  if (c->operand == NULL || c->dir == NULL || c->who == NULL) {
+  if (c->operand == NULL || (dir != NULL && c->dir == NULL) || c->who == NULL) {
     jk_free(s->e, c->operand);
     jk_free(s->e, c->dir);
     jk_free(s->e, c->who);
@@ -707,13 +719,14 @@ static void directive(scan_state *s, const char *p, const char *end, const char 
   char name[4096];
   p = skip_ws(p, end);
   if (word_at(p, end, "include") || word_at(p, end, "include_next") || word_at(p, end, "import")) {
+    bool next = word_at(p, end, "include_next");
     while (p < end && *p != ' ' && *p != '\t' && *p != '"' && *p != '<') p++;
     p = skip_ws(p, end);
     char kind = header_name(p, end, name, sizeof name);
     if (kind == 0)
       add_computed(s, p, end, dir, dir_len, who);
     else
-      lookup(s, kind, name, dir, dir_len);
+      lookup_in(s, kind, name, dir, dir_len, next);
     return;
   }
   /* A function-like macro's parameters: a __has_include of one of them
@@ -738,8 +751,8 @@ static void directive(scan_state *s, const char *p, const char *end, const char 
     while (id > p && ident_char(id[-1])) id--;
     size_t idn = (size_t)(id_end - id);
     if (idn == 0) continue;
-    bool has_include = (idn == 13 && memcmp(id, "__has_include", 13) == 0) ||
-                       (idn == 18 && memcmp(id, "__has_include_next", 18) == 0);
+    bool has_next = idn == 18 && memcmp(id, "__has_include_next", 18) == 0;
+    bool has_include = (idn == 13 && memcmp(id, "__has_include", 13) == 0) || has_next;
     const char *r = skip_ws(q + 1, end);
     char kind = header_name(r, end, name, sizeof name);
     if (kind != 0) {
@@ -747,7 +760,7 @@ static void directive(scan_state *s, const char *p, const char *end, const char 
       bool plain = after < end && *after == ')' && strpbrk(name, " \t") == NULL;
       bool pragma = (idn == 7 && memcmp(id, "_Pragma", 7) == 0) ||
                     (idn == 7 && memcmp(id, "message", 7) == 0);
-      if ((has_include || plain) && !pragma) lookup(s, kind, name, dir, dir_len);
+      if ((has_include || plain) && !pragma) lookup_in(s, kind, name, dir, dir_len, has_next);
       continue;
     }
     if (!has_include) continue;
@@ -830,9 +843,12 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
     s.oom = true;
     goto done;
   }
+  bool no_source_include = false;
   for (size_t i = 0; i < nopts; i++) {
     const char *v;
     bool separate = i + 1 < nopts;
+    if (strcmp(opts[i], "-no-source-include") == 0 || strcmp(opts[i], "--no-source-include") == 0)
+      no_source_include = true;
     if (strcmp(opts[i], "-I") == 0 || strcmp(opts[i], "--include-path") == 0) {
       if (separate) s.dirs[s.num_dirs++] = opts[++i];
     } else if ((v = option_value(opts[i], include_opts)) != NULL) {
@@ -885,7 +901,8 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
   const char *pname = in->program_name ? in->program_name : "module.cu";
   const char *slash = strrchr(pname, '/');
   size_t plen = slash ? (size_t)(slash - pname) + (slash == pname) : 0;
-  scan_text(&s, in->source, strlen(in->source), pname, plen, pname);
+  /* -no-source-include: NVRTC does not look beside the program. */
+  scan_text(&s, in->source, strlen(in->source), no_source_include ? NULL : pname, plen, pname);
   /* Depth first through what was found; each file is scanned once. Then
    * the includes named by macros, with every definition found, which may
    * find more files, until nothing new turns up. */

@@ -159,8 +159,8 @@ Test(deps, quoted_include_looks_beside_the_program_first) {
   const char *opts[] = {"-Ia"};
   scan(&c, kernel_quoted, "x/k.cu", opts, 1, NULL, 0);
   expect_read(&c, "x/h.cuh", 111);
-  /* Later candidates are recorded too: the scan errs towards more. */
-  cr_assert_not_null(find(&c, "a/h.cuh"));
+  /* NVRTC stops at the first file found, and so does the record. */
+  expect_not_probed(&c, "a/h.cuh");
   jk_deps_free(c.e, &c.deps);
   /* Nothing beside the program: the -I folder. */
   cr_assert_eq(unlink("x/h.cuh"), 0);
@@ -171,6 +171,17 @@ Test(deps, quoted_include_looks_beside_the_program_first) {
   /* A program named without a folder is beside the working directory. */
   scan(&c, kernel_quoted, "k.cu", opts, 1, NULL, 0);
   expect_read(&c, "h.cuh", 222);
+  finish(&c);
+}
+
+Test(deps, no_source_include_skips_the_programs_folder) {
+  dcase c = start();
+  header("x/h.cuh", 111);
+  header("a/h.cuh", 333);
+  const char *opts[] = {"-no-source-include", "-Ia"};
+  scan(&c, kernel_quoted, "x/k.cu", opts, 2, NULL, 0);
+  expect_read(&c, "a/h.cuh", 333);
+  expect_not_probed(&c, "x/h.cuh");
   finish(&c);
 }
 
