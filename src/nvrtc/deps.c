@@ -11,8 +11,8 @@
  * (src/cache/deps.c).
  *
  * The scan errs on the side of reading more: it follows every #include
- * whatever the #if around it says, follows every candidate it finds rather
- * than only the first, and treats __has_include as a lookup. A directive
+ * whatever the #if around it says, takes every definition of a macro that
+ * names a header, and treats __has_include as a lookup. A directive
  * it cannot resolve without running the preprocessor (a header named by a
  * macro) makes the record incomplete, and such a compile is not stored on
  * disk.
