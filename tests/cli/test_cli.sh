@@ -142,6 +142,37 @@ check "cache import without a file" 2 "which FILE" -- "$JITK" cache import
 check "cache in another folder" 0 "the cache is empty" -- "$JITK" cache ls --dir "$WORK/other"
 mkdir -p "$WORK/open" && chmod 777 "$WORK/open"
 check "an unsafe folder is refused" 1 "writable by everyone" -- "$JITK" cache ls --dir "$WORK/open"
+# An export holds kernel sources: private whatever the umask.
+(umask 000 && "$JITK" cache export "$WORK/export2.db" >/dev/null 2>&1)
+check "cache export is private" 0 "600" -- stat -c %a "$WORK/export2.db"
+check "cache prune refuses inf" 2 "not a size" -- "$JITK" cache prune --max-size inf
+check "cache prune refuses 1e30" 2 "not a size" -- "$JITK" cache prune --max-size 1e30
+
+# A header edited between two compiles: a new kernel, never the old one
+# (issue 11's reproduction).
+mkdir -p inc
+echo '#define VALUE 111' > inc/h.cuh
+printf '#include "h.cuh"\nextern "C" __global__ void k(int *p){ *p = VALUE; }\n' > hk.cu
+check "compile with a header" 0 "cubin" -- "$JITK" compile hk.cu --arch sm_90 -Iinc -o one.cubin
+echo '#define VALUE 222' > inc/h.cuh
+check "compile after editing it" 0 "cubin" -- "$JITK" compile hk.cu --arch sm_90 -Iinc -o two.cubin
+if cmp -s one.cubin two.cubin; then
+  echo "FAIL: an edited header was served from the cache"; fails=$((fails + 1))
+else
+  echo "ok: an edited header makes a new kernel"
+fi
+
+# A shared cache published by its owner (this user here) and read.
+check "cache publish" 0 "published" -- "$JITK" cache publish "$WORK/pub"
+check "cache publish without a folder" 2 "which DIR" -- "$JITK" cache publish
+check "the published database is readable by all" 0 "644" -- stat -c %a "$WORK/pub/kernels.db"
+check "cache path names the shared cache" 0 "shared state: on" -- \
+  env JITK_CACHE_SHARED_DIR="$WORK/pub" "$JITK" cache path --dir "$WORK/reader"
+check "a shared cache serves the reader" 0 "cubin" -- \
+  env JITK_CACHE_SHARED_DIR="$WORK/pub" JITK_CACHE_DIR="$WORK/reader" \
+  "$JITK" compile hk.cu --arch sm_90 -Iinc -o three.cubin
+if cmp -s two.cubin three.cubin; then echo "ok: the shared entry is the same kernel"; else
+  echo "FAIL: the shared cache served another kernel"; fails=$((fails + 1)); fi
 
 if [ "$fails" -ne 0 ]; then echo "$fails CLI check(s) failed"; exit 1; fi
 echo "all CLI checks passed"
