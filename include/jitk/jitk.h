@@ -349,8 +349,8 @@ JITK_API jitk_status jitk_engine_cuda_include_dir(const jitk_engine *engine,
  * System queries that need no engine and create no context. The config
  * supplies driver_library (NULL config: the defaults). jitk_driver_query
  * fills the driver's CUDA version (12080 for 12.8) and the number of
- * devices; JITK_ERR_NO_DRIVER when there is no driver. jitk_device_query
- * describes one device.
+ * devices (both pointers are required); JITK_ERR_NO_DRIVER when there is
+ * no driver. jitk_device_query describes one device.
  */
 JITK_API jitk_status jitk_driver_query(const jitk_engine_config *config,
                                        int *driver_version, int *device_count);
@@ -902,7 +902,9 @@ typedef struct jitk_elementwise_layout {
  * dimension, 32-bit index, vectors), without arrays or a GPU: what the
  * CLI's `jitk compile elementwise` does. *source (owned by the kernel,
  * valid until the next compile or launch) gets the CUDA source; *module,
- * when not NULL, a module holding the compiled image.
+ * when not NULL, a module holding the compiled image. As everywhere, both
+ * are left untouched on failure: jitk_elementwise_source gives the source
+ * that failed to compile.
  */
 JITK_API jitk_status jitk_elementwise_compile(jitk_elementwise *kernel, const char *types,
                                               const jitk_elementwise_layout *layout,

@@ -275,6 +275,11 @@ jitk_status jitk_engine_cuda_include_dir(const jitk_engine *e,
 
 jitk_status jitk_driver_query(const jitk_engine_config *config,
                               int *driver_version, int *device_count) {
+  /* Both answers are what the call is for; a NULL one would make a
+   * success that says nothing. */
+  if (driver_version == NULL || device_count == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_driver_query: %s is NULL",
+                   driver_version == NULL ? "driver_version" : "device_count");
   jitk_engine_config cfg;
   jitk_status st = read_config(config, &cfg);
   if (st != JITK_OK) return st;
@@ -283,8 +288,8 @@ jitk_status jitk_driver_query(const jitk_engine_config *config,
   st = jk_driver_load(&drv, cfg.driver_library, why, sizeof why);
   if (st == JITK_ERR_NO_DEVICE) {
     /* The driver is there but cuInit saw no device: a valid answer. */
-    if (driver_version) *driver_version = drv.version;
-    if (device_count) *device_count = 0;
+    *driver_version = drv.version;
+    *device_count = 0;
     return JITK_OK;
   }
   if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
@@ -295,8 +300,8 @@ jitk_status jitk_driver_query(const jitk_engine_config *config,
     jk_driver_unload(&drv);
     return st;
   }
-  if (driver_version) *driver_version = drv.version;
-  if (device_count) *device_count = count;
+  *driver_version = drv.version;
+  *device_count = count;
   jk_driver_unload(&drv);
   return JITK_OK;
 }
@@ -335,10 +340,13 @@ jitk_status jitk_nvrtc_version(int *major, int *minor) {
   if (major == NULL || minor == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_nvrtc_version: an argument is NULL");
-  nvrtcResult r = nvrtcVersion(major, minor);
+  int mj = 0, mn = 0; /* the caller's stay untouched on failure */
+  nvrtcResult r = nvrtcVersion(&mj, &mn);
   if (r != NVRTC_SUCCESS)
     return jk_fail(NULL, JITK_ERR_NVRTC, "nvrtcVersion failed: %s",
                    nvrtcGetErrorString(r));
+  *major = mj;
+  *minor = mn;
   return JITK_OK;
 }
 

@@ -391,17 +391,24 @@ jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, con
   ew_plan pl;
   jk_ew_spec spec;
   bool empty;
-  if (outputs != NULL)
-    for (int j = 0; j < k->g.num_out; j++) outputs[j] = NULL;
-  st = plan(k, stream, args, nargs, size, outputs, &pl, &spec, &empty);
+  /* Outputs are made into a local array and handed over only on success,
+   * so a failed launch leaves the caller's `outputs` as it was. */
+  DLManagedTensor *made[JK_MAX_EW_PARAMS];
+  for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
+  st = plan(k, stream, args, nargs, size, outputs ? made : NULL, &pl, &spec, &empty);
   if (st == JITK_OK && !empty) {
     jk_gen_variant v;
     st = jk_gen_variant_get(&k->g, &spec, &v);
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
   /* Outputs allocated for a launch that failed go back. */
-  if (st != JITK_OK) jk_gen_release_outputs(k->g.num_out, outputs);
-  return st;
+  if (st != JITK_OK) {
+    jk_gen_release_outputs(k->g.num_out, made);
+    return st;
+  }
+  if (outputs != NULL)
+    for (int j = 0; j < k->g.num_out; j++) outputs[j] = made[j];
+  return JITK_OK;
 }
 
 jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,

@@ -222,16 +222,21 @@ jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source,
   jitk_engine *e = g->engine;
   jk_gen_variant copy;
   jitk_status st = jk_gen_variant_get(g, spec, &copy);
-  if (source != NULL) *source = g->last_source;
+  /* Out-parameters are written only on success, as the API promises; the
+   * source of a failed compile is the kind's _source call's to give. */
   if (st != JITK_OK) return st;
   if (module != NULL) {
     jk_entry *x = copy.entry;
     pthread_mutex_lock(&e->lock);
     x->refs++;
     pthread_mutex_unlock(&e->lock);
-    st = jk_module_from_entry(e, x, g->name, module);
+    jitk_module *m = NULL;
+    st = jk_module_from_entry(e, x, g->name, &m);
+    if (st != JITK_OK) return st;
+    *module = m;
   }
-  return st;
+  if (source != NULL) *source = copy.source;
+  return JITK_OK;
 }
 
 jitk_status jk_gen_source(jk_gen *g, const char *what, const char **source) {
@@ -239,11 +244,12 @@ jitk_status jk_gen_source(jk_gen *g, const char *what, const char **source) {
     return jk_fail(g ? g->engine : NULL, JITK_ERR_INVALID_ARGUMENT, "%s: an argument is NULL",
                    what);
   pthread_mutex_lock(&g->lock);
-  *source = g->last_source;
+  const char *last = g->last_source;
   pthread_mutex_unlock(&g->lock);
-  if (*source == NULL)
+  if (last == NULL)
     return jk_fail(g->engine, JITK_ERR_NOT_FOUND,
                    "kernel %s has not been specialized yet: launch or compile it first", g->name);
+  *source = last;
   return JITK_OK;
 }
 

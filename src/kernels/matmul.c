@@ -337,7 +337,6 @@ static bool choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
 jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jitk_matmul **out) {
   if (e == NULL || desc == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_create: an argument is NULL");
-  *out = NULL;
   jitk_matmul_desc d = *desc;
   jitk_dtype acc = JITK_FLOAT32;
   jitk_status st = check_desc(e, &d, &acc);

@@ -82,7 +82,6 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   if (e == NULL || in_params == NULL || out_params == NULL || map_expr == NULL ||
       reduce_expr == NULL || post_map_expr == NULL || name == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_create: an argument is NULL");
-  *out = NULL;
   static const char *const what[] = {"map_expr", "reduce_expr", "post_map_expr"};
   const char *text[] = {map_expr, reduce_expr, post_map_expr};
   for (int i = 0; i < 3; i++)
@@ -544,19 +543,27 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
   jitk_engine *e = k->g.engine;
   jitk_status st = jk_require_device(e, "jitk_reduction_launch");
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-  if (outputs != NULL)
-    for (int j = 0; j < k->g.num_out; j++) outputs[j] = NULL;
+  /* Outputs are made into a local array and handed over only on success,
+   * so a failed launch leaves the caller's `outputs` as it was. */
+  DLManagedTensor *made[JK_MAX_EW_PARAMS];
+  for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
   jk_red_plan pl;
   jk_red_spec spec;
   bool nothing;
-  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs, &pl, &spec, &nothing);
+  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs ? made : NULL, &pl, &spec,
+            &nothing);
   if (st == JITK_OK && !nothing) {
     jk_gen_variant v;
     st = jk_gen_variant_get(&k->g, &spec, &v);
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
-  if (st != JITK_OK) jk_gen_release_outputs(k->g.num_out, outputs);
-  return st;
+  if (st != JITK_OK) {
+    jk_gen_release_outputs(k->g.num_out, made);
+    return st;
+  }
+  if (outputs != NULL)
+    for (int j = 0; j < k->g.num_out; j++) outputs[j] = made[j];
+  return JITK_OK;
 }
 
 jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,

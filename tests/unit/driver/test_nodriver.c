@@ -81,3 +81,92 @@ Test(nodriver, null_arguments) {
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "count is not zero", jitk_module_create(e, "", &o, &m));
   jitk_engine_destroy(e);
 }
+
+/* NULL where an answer is required is an error, not a silent success
+ * (jitk_driver_query(NULL, NULL, NULL) succeeded, issue 11). */
+Test(nodriver, driver_query_needs_its_outputs) {
+  int v = -1, n = -1;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "driver_version is NULL", jitk_driver_query(NULL, NULL, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "device_count is NULL", jitk_driver_query(NULL, &v, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "driver_version is NULL", jitk_driver_query(NULL, NULL, &n));
+  cr_assert(v == -1 && n == -1);
+}
+
+/* The header's promise: out-parameters are left untouched on failure
+ * (jitk_reduction_create and jitk_matmul_create wrote NULL, the compile
+ * calls their source, and launches cleared `outputs`, issue 11). Each
+ * call below fails; its outputs hold a sentinel before and after. */
+Test(nodriver, out_parameters_are_untouched_on_failure) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  void *sentinel = (void *)(uintptr_t)0x5e5e5e5e;
+  jitk_engine *eo = sentinel;
+  jitk_engine_config bad;
+  jitk_engine_config_init(&bad);
+  bad.device = JITK_DEVICE_NONE;
+  cr_assert_neq(jitk_engine_create(&bad, &eo), JITK_OK);
+  cr_assert_eq(eo, sentinel);
+  jitk_module *m = sentinel;
+  cr_assert_eq(jitk_module_create(e, "not cuda", NULL, &m), JITK_ERR_COMPILE);
+  cr_assert_eq(m, sentinel);
+  cr_assert_eq(jitk_module_create_from_image(e, JITK_IMAGE_AUTO, "xyz", 3, &m), JITK_ERR_INVALID_IMAGE);
+  cr_assert_eq(m, sentinel);
+  jitk_elementwise *ew = sentinel;
+  cr_assert_eq(jitk_elementwise_create(e, "T x, T x", "T z", "z = x", "k", NULL, &ew), JITK_ERR_PARSE);
+  cr_assert_eq(ew, sentinel);
+  jitk_reduction *rd = sentinel;
+  cr_assert_eq(jitk_reduction_create(e, "T x, T x", "T y", "x", "a + b", "y = a", "0", NULL, "k",
+                                     NULL, &rd),
+               JITK_ERR_PARSE);
+  cr_assert_eq(rd, sentinel);
+  jitk_matmul *mm = sentinel;
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = d.n = d.k = 64;
+  d.batch = 0;
+  cr_assert_eq(jitk_matmul_create(e, &d, &mm), JITK_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(mm, sentinel);
+  /* Compiles that fail in NVRTC, and a source asked for too early. */
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x +", "k", NULL, &ew));
+  const char *src = sentinel;
+  m = sentinel;
+  cr_assert_eq(jitk_elementwise_source(ew, &src), JITK_ERR_NOT_FOUND);
+  cr_assert_eq((const void *)src, sentinel);
+  cr_assert_eq(jitk_elementwise_compile(ew, "T=float32", NULL, &src, &m), JITK_ERR_COMPILE);
+  cr_assert_eq((const void *)src, sentinel);
+  cr_assert_eq(m, sentinel);
+  JT_OK(e, jitk_elementwise_source(ew, &src));
+  cr_assert(strstr(src, "z = x +") != NULL, "the failed source stays available");
+  /* A launch refused on a compile-only engine leaves `outputs` alone. */
+  DLManagedTensor *outs[1] = {sentinel};
+  cr_assert_eq(jitk_elementwise_launch(ew, NULL, NULL, 0, 4, outs), JITK_ERR_NO_DEVICE);
+  cr_assert_eq((void *)outs[0], sentinel);
+  jitk_elementwise_destroy(ew);
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x +", "a + b", "y = a", "0", NULL, "k", NULL,
+                                 &rd));
+  src = sentinel;
+  m = sentinel;
+  cr_assert_eq(jitk_reduction_compile(rd, "T=float32", NULL, &src, &m), JITK_ERR_COMPILE);
+  cr_assert_eq((const void *)src, sentinel);
+  cr_assert_eq(m, sentinel);
+  cr_assert_eq(jitk_reduction_launch(rd, NULL, NULL, 0, NULL, -1, 0, outs), JITK_ERR_NO_DEVICE);
+  cr_assert_eq((void *)outs[0], sentinel);
+  jitk_reduction_destroy(rd);
+  /* Lookups. */
+  JT_OK(e, jitk_module_create(e, "extern \"C\" __global__ void k() {}", NULL, &m));
+  const char *lowered = sentinel;
+  cr_assert_eq(jitk_module_lowered_name(m, "nope", &lowered), JITK_ERR_NOT_FOUND);
+  cr_assert_eq((const void *)lowered, sentinel);
+  jitk_kernel *k = sentinel;
+  cr_assert_eq(jitk_module_get_kernel(m, "k", &k), JITK_ERR_NO_DEVICE);
+  cr_assert_eq(k, sentinel);
+  jitk_module_destroy(m);
+  jitk_dtype dt = (jitk_dtype)99;
+  cr_assert_eq(jitk_dtype_from_name("float", &dt), JITK_ERR_NOT_FOUND);
+  cr_assert_eq(jitk_dtype_promote(JITK_DTYPE_NONE, JITK_FLOAT32, &dt), JITK_ERR_INVALID_ARGUMENT);
+  cr_assert_eq((int)dt, 99);
+  jitk_device_info info;
+  memset(&info, 0x5e, sizeof info);
+  cr_assert_eq(jitk_engine_device_info(e, &info), JITK_ERR_NO_DEVICE);
+  cr_assert_eq(info.ordinal, 0x5e5e5e5e);
+  jitk_engine_destroy(e);
+}
