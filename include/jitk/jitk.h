@@ -891,9 +891,11 @@ typedef struct jitk_elementwise_layout {
   int ndim;        /* loop dimensions after collapsing: 1 to JITK_MAX_NDIM */
   int index_bits;  /* 32 or 64 */
   int vector;      /* elements per vector access: 1 for none, 0 for the
-                      widest 16-byte access the dtypes allow */
+                      widest 16-byte access the dtypes allow; else 2, 4, 8
+                      or 16, at most 16 bytes of the widest array dtype */
   const char *scalars; /* comma-separated names of parameters given as
-                          scalars; the others are arrays (raw: rank 1) */
+                          scalars, each an input's, once; the others are
+                          arrays (raw: rank 1) */
 } jitk_elementwise_layout;
 
 /*
@@ -1034,7 +1036,7 @@ typedef struct jitk_matmul_desc {
   int64_t lda, ldb, ldc, ldd;
   int64_t stride_a, stride_b, stride_c, stride_d;
   int has_c; /* C is read (beta * C) */
-  double alpha, beta;
+  double alpha, beta; /* finite (beta only matters with C) */
   const char *epilogue;
   const char *epilogue_params;
   const char *preamble; /* helper functions for the epilogue */

@@ -373,6 +373,16 @@ Test(elementwise, binding_and_errors) {
            jitk_elementwise_launch(bad, NULL, one, 2, -1, NULL));
   jitk_elementwise_destroy(bad);
 
+  /* Its output allocated, then the compile failing: the output goes back
+   * and the caller's slot keeps what it held (out-parameters are left
+   * untouched on failure, issue 11). */
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T y", "y = x +", "bad2", NULL, &bad));
+  DLManagedTensor *outs[1] = {(DLManagedTensor *)(uintptr_t)0x5e5e5e5e};
+  JT_FAILS(e, JITK_ERR_COMPILE, "operation:1:8: error: expected an expression",
+           jitk_elementwise_launch(bad, NULL, one, 1, -1, outs));
+  cr_assert_eq((uintptr_t)outs[0], 0x5e5e5e5e);
+  jitk_elementwise_destroy(bad);
+
   JT_OK(e, jitk_device_free(e, dx, NULL));
   JT_OK(e, jitk_device_free(e, dy, NULL));
   JT_OK(e, jitk_device_free(e, dd, NULL));
