@@ -60,27 +60,31 @@ jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_ca
   if (e == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_get_stats: engine is NULL");
   jk_cache *c = &e->cache;
-  if (mine != NULL) {
-    memset(mine, 0, sizeof *mine);
-    pthread_mutex_lock(&c->disk_lock);
-    mine->disk_hits = c->stats.disk_hits;
-    mine->misses = c->stats.misses;
-    mine->compiles = c->stats.compiles;
-    mine->compile_ms = c->stats.compile_ms;
-    mine->corrupt = c->stats.corrupt;
-    mine->evictions = c->stats.evictions;
-    mine->disk_errors = c->stats.disk_errors;
-    pthread_mutex_unlock(&c->disk_lock);
-    mine->memory_hits = atomic_load(&c->memory_hits);
-    mine->max_bytes = c->max_bytes;
+  /* Both are filled in locals and handed over only on success, as the
+   * header promises for out-parameters. */
+  jitk_cache_stats m, a;
+  memset(&m, 0, sizeof m);
+  pthread_mutex_lock(&c->disk_lock);
+  m.disk_hits = c->stats.disk_hits;
+  m.misses = c->stats.misses;
+  m.compiles = c->stats.compiles;
+  m.compile_ms = c->stats.compile_ms;
+  m.corrupt = c->stats.corrupt;
+  m.evictions = c->stats.evictions;
+  m.disk_errors = c->stats.disk_errors;
+  pthread_mutex_unlock(&c->disk_lock);
+  m.memory_hits = atomic_load(&c->memory_hits);
+  m.max_bytes = c->max_bytes;
+  if (all == NULL) {
+    if (mine != NULL) *mine = m;
+    return JITK_OK;
   }
-  if (all == NULL) return JITK_OK;
   jitk_status st = open_for(e, "jitk_cache_get_stats", false);
   if (st != JITK_OK) return st;
   /* Our own pending counts first, so the sum includes them. */
   jk_store_flush(e);
-  memset(all, 0, sizeof *all);
-  all->max_bytes = c->max_bytes;
+  memset(&a, 0, sizeof a);
+  a.max_bytes = c->max_bytes;
   sqlite3_stmt *q = NULL;
   int rc = c->db ? sqlite3_prepare_v2(c->db, "SELECT id, value FROM stats", -1, &q, NULL)
                  : SQLITE_MISUSE;
@@ -89,13 +93,13 @@ jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_ca
     int id = sqlite3_column_int(q, 0);
     int64_t v = sqlite3_column_int64(q, 1);
     switch (id) {
-      case JK_STAT_MEMORY_HITS: all->memory_hits = (uint64_t)v; break;
-      case JK_STAT_DISK_HITS: all->disk_hits = (uint64_t)v; break;
-      case JK_STAT_MISSES: all->misses = (uint64_t)v; break;
-      case JK_STAT_COMPILES: all->compiles = (uint64_t)v; break;
-      case JK_STAT_COMPILE_US: all->compile_ms = (double)v / 1000.0; break;
-      case JK_STAT_CORRUPT: all->corrupt = (uint64_t)v; break;
-      case JK_STAT_EVICTIONS: all->evictions = (uint64_t)v; break;
+      case JK_STAT_MEMORY_HITS: a.memory_hits = (uint64_t)v; break;
+      case JK_STAT_DISK_HITS: a.disk_hits = (uint64_t)v; break;
+      case JK_STAT_MISSES: a.misses = (uint64_t)v; break;
+      case JK_STAT_COMPILES: a.compiles = (uint64_t)v; break;
+      case JK_STAT_COMPILE_US: a.compile_ms = (double)v / 1000.0; break;
+      case JK_STAT_CORRUPT: a.corrupt = (uint64_t)v; break;
+      case JK_STAT_EVICTIONS: a.evictions = (uint64_t)v; break;
       default: break;
     }
   }
@@ -107,15 +111,20 @@ jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_ca
                             &q, NULL);
   if (rc == SQLITE_OK) {
     if (sqlite3_step(q) == SQLITE_ROW) {
-      all->entries = (uint64_t)sqlite3_column_int64(q, 0);
-      all->bytes = (uint64_t)sqlite3_column_int64(q, 1);
+      a.entries = (uint64_t)sqlite3_column_int64(q, 0);
+      a.bytes = (uint64_t)sqlite3_column_int64(q, 1);
     } else {
       rc = sqlite3_errcode(c->db);
     }
   }
   sqlite3_finalize(q);
-  all->disk_errors = c->stats.disk_errors;
-  if (rc != SQLITE_OK) st = sql_fail(e, "reading the cache's counters", rc);
+  a.disk_errors = c->stats.disk_errors;
+  if (rc != SQLITE_OK) {
+    st = sql_fail(e, "reading the cache's counters", rc);
+  } else {
+    *all = a;
+    if (mine != NULL) *mine = m;
+  }
   pthread_mutex_unlock(&c->disk_lock);
   return st;
 }

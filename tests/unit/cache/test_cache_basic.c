@@ -209,8 +209,16 @@ Test(cache, off_and_read_only) {
   jitk_module_destroy(jt_kernel(e, 1));
   struct stat st;
   cr_assert_neq(stat(path, &st), 0, "JITK_CACHE=off writes no database");
-  jitk_cache_stats all;
+  jitk_cache_stats all, mine;
   JT_FAILS(e, JITK_ERR_CACHE, "off", jitk_cache_get_stats(e, NULL, &all));
+  /* A failure leaves both out-parameters as they were. */
+  memset(&all, 0xab, sizeof all);
+  memset(&mine, 0xcd, sizeof mine);
+  JT_FAILS(e, JITK_ERR_CACHE, "off", jitk_cache_get_stats(e, &mine, &all));
+  for (size_t i = 0; i < sizeof all; i++) {
+    cr_assert_eq(((unsigned char *)&all)[i], 0xab, "*all was written");
+    cr_assert_eq(((unsigned char *)&mine)[i], 0xcd, "*mine was written");
+  }
   const char *d, *db, *state;
   JT_OK(e, jitk_cache_location(e, &d, &db, &state));
   cr_assert(strncmp(state, "off", 3) == 0);
