@@ -26,10 +26,10 @@
  *
  * Promises checked: no crash, leak or out-of-bounds access; every failure
  * is a real status with a message; a compile error's message names the
- * program and carries the options; a failed create leaves *kernel alone; a
- * generated source (the compile's, or the _source call's after a failure)
- * holds the user's code verbatim (up to trailing white space) under its
- * #line label;
+ * program and carries the options; a failed create or compile leaves its
+ * out-parameters alone; a generated source (the compile's, or the _source
+ * call's after a failure) holds the user's code verbatim (up to trailing
+ * white space) under its #line label;
  * on success the module's ptxas resources name kernels that the log
  * mentions; the rewritten log has no line left in NVRTC's "label(N):" form
  * and grows by at most a column per line.
@@ -57,6 +57,9 @@ static int stub_programs; /* created and not yet destroyed */
 static const unsigned char stub_cubin[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x41};
 
 static char stub_program;
+/* What out-parameters hold before a call, to see that a failure leaves
+ * them alone. */
+static const char stub_sentinel_text[] = "untouched";
 
 static nvrtcResult stub_create(nvrtcProgram *prog, const char *src, const char *name,
                                int num_headers, const char *const *headers,
@@ -190,11 +193,12 @@ static void check_rewrite(jitk_engine *e, const char *log) {
 
 /* What every compile of a generated kernel promises, whatever the input. */
 static void check_compile(jitk_engine *e, jitk_status st, const char *call, const char *what,
-                          const char *label, const char *source, jitk_module *m,
-                          jitk_module *sentinel) {
+                          const char *label, const char *compiled, const char *source,
+                          jitk_module *m, jitk_module *sentinel) {
   if (st != JITK_OK) {
     jf_check_failure(e, st, call);
     JF_CHECK(m == sentinel, "%s failed but changed *module", call);
+    JF_CHECK(compiled == stub_sentinel_text, "%s failed but changed *source", call);
     JF_CHECK(st != JITK_ERR_CUDA && st != JITK_ERR_NO_DEVICE && st != JITK_ERR_INTERNAL,
              "%s failed with %s: %s", call, jitk_errname(st), jitk_errmsg(e));
   }
@@ -248,7 +252,7 @@ static void run_elementwise(jitk_engine *e, unsigned h0, unsigned h1, const jf_f
   static const int vectors[8] = {0, 1, 2, 4, 8, 16, 3, -1};
   jitk_elementwise_layout layout = {(int)(h1 % 20), h0 & 8 ? 64 : 32, vectors[(h0 >> 4) & 7],
                                     jf_opt(f, 4)};
-  const char *source = NULL;
+  const char *source = stub_sentinel_text;
   jitk_module *sentinel = (jitk_module *)(void *)&stub_program, *m = sentinel;
   st = jitk_elementwise_compile(k, jf_get(f, 3, "T=float32"), h0 & 128 ? NULL : &layout,
                                 &source, &m);
@@ -257,8 +261,8 @@ static void run_elementwise(jitk_engine *e, unsigned h0, unsigned h1, const jf_f
   if (jitk_elementwise_source(k, &last) == JITK_OK && st == JITK_OK)
     JF_CHECK(source != NULL && strcmp(source, last) == 0,
              "jitk_elementwise_source differs from the compile's source");
-  check_compile(e, st, "jitk_elementwise_compile", op, "operation", st == JITK_OK ? source : last,
-                m, sentinel);
+  check_compile(e, st, "jitk_elementwise_compile", op, "operation", source,
+                st == JITK_OK ? source : last, m, sentinel);
   jitk_elementwise_destroy(k);
 }
 
@@ -268,11 +272,13 @@ static void run_reduction(jitk_engine *e, unsigned h0, unsigned h1, const jf_fie
   const char *post = jf_get(f, 4, "y = a");
   jitk_reduction_options opts = {0};
   opts.preamble = jf_opt(f, 8);
-  jitk_reduction *k = NULL;
+  jitk_reduction *k = (jitk_reduction *)(void *)&stub_program;
   jitk_status st = jitk_reduction_create(e, in, out, map, reduce, post, jf_opt(f, 5),
                                          jf_opt(f, 6), "fuzzed", &opts, &k);
   if (st != JITK_OK) {
     jf_check_failure(e, st, "jitk_reduction_create");
+    JF_CHECK(k == (jitk_reduction *)(void *)&stub_program,
+             "jitk_reduction_create failed but changed *kernel");
     return;
   }
   /* The first five of each table are the values real reductions use. */
@@ -282,7 +288,7 @@ static void run_reduction(jitk_engine *e, unsigned h0, unsigned h1, const jf_fie
   jitk_reduction_layout layout = {kept[h1 & 7], reduced[(h1 >> 3) & 7], h0 & 8 ? 64 : 32,
                                   strategies[(h0 >> 4) & 1], (int)(h0 >> 5) & 3};
   if (h1 & 64) layout.strategy = 'x';
-  const char *source = NULL;
+  const char *source = stub_sentinel_text;
   jitk_module *sentinel = (jitk_module *)(void *)&stub_program, *m = sentinel;
   st = jitk_reduction_compile(k, jf_get(f, 7, "T=float32"), h0 & 128 ? NULL : &layout, &source,
                               &m);
@@ -290,8 +296,8 @@ static void run_reduction(jitk_engine *e, unsigned h0, unsigned h1, const jf_fie
   if (jitk_reduction_source(k, &last) == JITK_OK && st == JITK_OK)
     JF_CHECK(source != NULL && strcmp(source, last) == 0,
              "jitk_reduction_source differs from the compile's source");
-  check_compile(e, st, "jitk_reduction_compile", map, "map_expr", st == JITK_OK ? source : last, m,
-                sentinel);
+  check_compile(e, st, "jitk_reduction_compile", map, "map_expr", source,
+                st == JITK_OK ? source : last, m, sentinel);
   jitk_reduction_destroy(k);
 }
 
