@@ -12,6 +12,7 @@
 jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
                           const char *include_override) {
   memset(nv, 0, sizeof *nv);
+  pthread_mutex_init(&nv->scan_lock, NULL);
 #define JK_NVRTC_SET_(name) nv->name = name;
   JK_NVRTC_FUNCS(JK_NVRTC_SET_)
 #undef JK_NVRTC_SET_
@@ -57,6 +58,9 @@ void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv) {
   nv->include_dir = nv->cccl_dir = NULL;
   if (nv->builtins_handle != NULL) dlclose(nv->builtins_handle);
   nv->builtins_handle = NULL;
+  jk_deps_memo_free(e, nv->scan_memo);
+  nv->scan_memo = NULL;
+  pthread_mutex_destroy(&nv->scan_lock);
 }
 
 static bool nvrtc_supports(const jk_nvrtc *nv, int sm) {

@@ -6,6 +6,7 @@
 #define JITK_SRC_NVRTC_NVRTC_H
 
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,6 +44,10 @@ typedef struct jk_nvrtc {
   char *include_dir; /* CUDA headers, or NULL when none were found */
   char *cccl_dir;    /* include_dir/cccl when it exists (CUDA 13) */
   void *builtins_handle; /* libnvrtc-builtins, loaded by jk_nvrtc_library_files */
+  /* What the CUDA headers' directives do, recorded at their first scan in
+   * this engine (deps.c), under scan_lock. */
+  struct jk_scan_memo *scan_memo;
+  pthread_mutex_t scan_lock;
 } jk_nvrtc;
 
 struct jk_target;
@@ -159,6 +164,8 @@ typedef struct jk_deps {
 jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
                          jk_deps *out);
 void jk_deps_free(jitk_engine *e, jk_deps *d);
+typedef struct jk_scan_memo jk_scan_memo;
+void jk_deps_memo_free(jitk_engine *e, jk_scan_memo *m);
 /* XXH3-128 in canonical (big-endian) bytes, as dependency records hold. */
 void jk_deps_hash(const void *data, size_t n, uint8_t out[16]);
 

@@ -351,5 +351,35 @@ Test(deps, cuda_headers_and_jitk_headers) {
   for (size_t i = 0; i < c.deps.n; i++)
     cr_assert(strncmp(c.deps.v[i].path, "jitk/", 5) != 0, "jitk's headers read from disk: %s",
               c.deps.v[i].path);
+  /* A second scan in the engine replays what the first recorded of the
+   * CUDA headers: the same record, path for path, hash for hash. */
+  jk_deps first = c.deps;
+  memset(&c.deps, 0, sizeof c.deps);
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_eq(c.deps.n, first.n);
+  for (size_t i = 0; i < first.n; i++) {
+    cr_assert_str_eq(c.deps.v[i].path, first.v[i].path);
+    cr_assert_eq(c.deps.v[i].state, first.v[i].state);
+    cr_assert(memcmp(c.deps.v[i].hash, first.v[i].hash, 16) == 0);
+  }
+  jk_deps_free(c.e, &first);
+  cr_assert_not_null(c.e->nvrtc.scan_memo, "nothing was recorded");
+  finish(&c);
+}
+
+Test(deps, replayed_cuda_headers_still_follow_macros) {
+  dcase c = start();
+  /* Thrust names headers by macros: the replay must resolve them as the
+   * first scan did. */
+  const char *src = "#include <thrust/device_vector.h>\n";
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+  jk_deps first = c.deps;
+  memset(&c.deps, 0, sizeof c.deps);
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+  cr_assert_eq(c.deps.n, first.n);
+  for (size_t i = 0; i < first.n; i++) cr_assert_str_eq(c.deps.v[i].path, first.v[i].path);
+  jk_deps_free(c.e, &first);
   finish(&c);
 }
