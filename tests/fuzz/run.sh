@@ -29,7 +29,8 @@ targets="params 512
 codegen 4096
 image 16384
 signature 256
-ptxas 4096"
+ptxas 4096
+cache_db 131072"
 
 count=$(printf '%s\n' "$targets" | wc -l)
 each=$((total / count))
