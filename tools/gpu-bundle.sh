@@ -30,6 +30,11 @@ BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tes
 [ -x "$BUILD/tests/test_gpu_matmul" ] && BINS="$BINS $BUILD/tests/test_gpu_matmul"
 [ -x "$BUILD/examples/mlp_layer" ] && BINS="$BINS $BUILD/examples/mlp_layer"
 [ -x "$BUILD/examples/reduction" ] && BINS="$BINS $BUILD/examples/reduction"
+# The cache's tests of dependency records and of who may write a cache run
+# there too: as root, on another filesystem, beside device engines.
+for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
+  [ -x "$BUILD/tests/$t" ] && BINS="$BINS $BUILD/tests/$t"
+done
 for b in $BINS; do cp "$b" "$DEST/bin/"; done
 cp "$ROOT/tools/gpu-run.sh" "$DEST/run.sh"
 chmod +x "$DEST/run.sh"

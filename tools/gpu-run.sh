@@ -49,6 +49,9 @@ step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
 [ -x "$HERE/bin/test_gpu_matmul" ] &&
   step test_gpu_matmul "$HERE/bin/test_gpu_matmul" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
+for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
+  [ -x "$HERE/bin/$t" ] && step "$t" "$HERE/bin/$t" --jobs=4
+done
 step demo "$HERE/bin/demo"
 step raw_saxpy "$HERE/bin/raw_saxpy"
 step example_elementwise "$HERE/bin/elementwise"
