@@ -220,8 +220,9 @@ static int prepare_lookup(jitk_engine *e) {
    * records until something is stored: then nothing is found. */
   if (rc == SQLITE_OK &&
       sqlite3_prepare_v3(c->db,
-                         "SELECT e.key, e.material FROM requests r JOIN entries e ON e.id = r.id "
-                         "WHERE r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT 16",
+                         "SELECT e.kind, e.compile_ms, e.checksum, e.material, e.names, e.log, "
+                         "e.image, e.key FROM requests r JOIN entries e ON e.id = r.id WHERE "
+                         "r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT 16",
                          -1, SQLITE_PREPARE_PERSISTENT, &c->candidates, NULL) != SQLITE_OK)
     c->candidates = NULL;
   if (rc == SQLITE_OK &&
@@ -598,6 +599,72 @@ static void damaged(jitk_engine *e, bool shared, const jk_key *key, const char *
          e->cache.shared_db_path, hex, why);
 }
 
+/* The row `q` stands on (columns: kind, compile_ms, checksum, material,
+ * names, log, image, key), as the entry of `key` and `material`: *found
+ * when it serves, *why when it is damaged, neither for another kernel with
+ * the same first 63 bits. The caller resets q. */
+static jitk_status read_row(jitk_engine *e, sqlite3_stmt *q, const jk_key *key,
+                            const jk_material *material, jk_entry *out, bool *found,
+                            const char **why) {
+  *found = false;
+  *why = NULL;
+  int kind = sqlite3_column_int(q, 0);
+  double ms = sqlite3_column_double(q, 1);
+  const void *sum = sqlite3_column_blob(q, 2);
+  int sum_len = sqlite3_column_bytes(q, 2);
+  const void *mat = sqlite3_column_blob(q, 3);
+  size_t mat_len = (size_t)sqlite3_column_bytes(q, 3);
+  const void *names = sqlite3_column_blob(q, 4);
+  size_t names_len = (size_t)sqlite3_column_bytes(q, 4);
+  const char *log = (const char *)sqlite3_column_text(q, 5);
+  size_t log_len = (size_t)sqlite3_column_bytes(q, 5);
+  const void *image = sqlite3_column_blob(q, 6);
+  size_t image_len = (size_t)sqlite3_column_bytes(q, 6);
+  const void *stored_key = sqlite3_column_blob(q, 7);
+  int stored_key_len = sqlite3_column_bytes(q, 7);
+
+  uint8_t check[16];
+  if (stored_key_len != 16 || memcmp(stored_key, key->bytes, 16) != 0) {
+    /* Another key with the same first 63 bits, which is a miss; unless the
+     * row's own key does not match its material, which is damage. */
+    if (stored_key_len == 16 && mat != NULL) {
+      jk_hash128(mat, mat_len, check);
+      if (memcmp(check, stored_key, 16) == 0) return JITK_OK;
+    }
+    *why = "its key does not match its key material";
+  } else if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
+    *why = "its key material differs";
+  else if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX)
+    *why = "unknown image kind";
+  else if (sum_len != 16 || image == NULL || image_len == 0 || log == NULL)
+    *why = "missing fields";
+  if (*why == NULL) {
+    jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, check);
+    if (memcmp(check, sum, 16) != 0) *why = "checksum mismatch";
+  }
+  if (*why != NULL) return JITK_OK;
+
+  jitk_status st = JITK_OK;
+  out->kind = (jitk_image_kind)kind;
+  out->compile_ms = ms;
+  out->image = jk_malloc(e, image_len + 1);
+  out->log = jk_strndup(e, log, log_len);
+  if (out->image == NULL || out->log == NULL) st = JITK_ERR_OUT_OF_MEMORY;
+  if (st == JITK_OK) {
+    memcpy(out->image, image, image_len);
+    ((char *)out->image)[image_len] = '\0';
+    out->image_size = image_len;
+    st = jk_names_unpack(e, names, names_len, out);
+  }
+  if (st == JITK_ERR_INVALID_IMAGE) {
+    *why = "its names do not parse";
+    return JITK_OK;
+  }
+  if (st != JITK_OK) return jk_fail(e, st, "out of memory reading a cache entry");
+  *found = true;
+  return JITK_OK;
+}
+
 /* The row of `key` through lookup statement `q` of either tier. */
 static jitk_status lookup_in(jitk_engine *e, sqlite3_stmt *q, bool shared, const jk_key *key,
                              const jk_material *material, jk_entry *out, bool *found) {
@@ -616,70 +683,11 @@ static jitk_status lookup_in(jitk_engine *e, sqlite3_stmt *q, bool shared, const
       jk_store_disable(e, "cannot read the database", rc);
     return JITK_OK;
   }
-  int kind = sqlite3_column_int(q, 0);
-  double ms = sqlite3_column_double(q, 1);
-  const void *sum = sqlite3_column_blob(q, 2);
-  int sum_len = sqlite3_column_bytes(q, 2);
-  const void *mat = sqlite3_column_blob(q, 3);
-  size_t mat_len = (size_t)sqlite3_column_bytes(q, 3);
-  const void *names = sqlite3_column_blob(q, 4);
-  size_t names_len = (size_t)sqlite3_column_bytes(q, 4);
-  const char *log = (const char *)sqlite3_column_text(q, 5);
-  size_t log_len = (size_t)sqlite3_column_bytes(q, 5);
-  const void *image = sqlite3_column_blob(q, 6);
-  size_t image_len = (size_t)sqlite3_column_bytes(q, 6);
-  const void *stored_key = sqlite3_column_blob(q, 7);
-  int stored_key_len = sqlite3_column_bytes(q, 7);
-
   const char *why = NULL;
-  uint8_t check[16];
-  if (stored_key_len != 16 || memcmp(stored_key, key->bytes, 16) != 0) {
-    /* Another key with the same first 63 bits, which is a miss; unless the
-     * row's own key does not match its material, which is damage. */
-    if (stored_key_len == 16 && mat != NULL) {
-      jk_hash128(mat, mat_len, check);
-      if (memcmp(check, stored_key, 16) == 0) {
-        release_lookup(q);
-        return JITK_OK;
-      }
-    }
-    why = "its key does not match its key material";
-  } else if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
-    why = "its key material differs";
-  else if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX)
-    why = "unknown image kind";
-  else if (sum_len != 16 || image == NULL || image_len == 0 || log == NULL)
-    why = "missing fields";
-  if (why == NULL) {
-    jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, check);
-    if (memcmp(check, sum, 16) != 0) why = "checksum mismatch";
-  }
-  if (why != NULL) {
-    release_lookup(q);
-    damaged(e, shared, key, why);
-    return JITK_OK;
-  }
-
-  jitk_status st = JITK_OK;
-  out->kind = (jitk_image_kind)kind;
-  out->compile_ms = ms;
-  out->image = jk_malloc(e, image_len + 1);
-  out->log = jk_strndup(e, log, log_len);
-  if (out->image == NULL || out->log == NULL) st = JITK_ERR_OUT_OF_MEMORY;
-  if (st == JITK_OK) {
-    memcpy(out->image, image, image_len);
-    ((char *)out->image)[image_len] = '\0';
-    out->image_size = image_len;
-    st = jk_names_unpack(e, names, names_len, out);
-  }
+  jitk_status st = read_row(e, q, key, material, out, found, &why);
   release_lookup(q);
-  if (st == JITK_ERR_INVALID_IMAGE) {
-    damaged(e, shared, key, "its names do not parse");
-    return JITK_OK;
-  }
-  if (st != JITK_OK) return jk_fail(e, st, "out of memory reading a cache entry");
-  *found = true;
-  return JITK_OK;
+  if (why != NULL) damaged(e, shared, key, why);
+  return st;
 }
 
 jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material *material,
@@ -982,78 +990,65 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *req
   return JITK_OK;
 }
 
-/* The entry for a request among its candidates in one tier. */
-static jitk_status find_in(jitk_engine *e, sqlite3_stmt *q, sqlite3_stmt *lookup, bool shared,
-                           const jk_key *request, const jk_material *req, jk_entry *out,
-                           bool *found) {
+/* The entry for a request among its candidates in one tier. The
+ * candidates statement returns whole rows (in the lookup's columns), so a
+ * hit is one query: the first candidate whose dependency record holds is
+ * checked as a lookup by its key would check it, the key recomputed from
+ * its material. */
+static jitk_status find_in(jitk_engine *e, sqlite3_stmt *q, bool shared, const jk_key *request,
+                           const jk_material *req, jk_entry *out, bool *found) {
   *found = false;
   const char *toolchain = jk_toolchain(e);
   size_t tl = strlen(toolchain);
-  /* The candidates are copied out first: checking them reads the files
-   * table through another statement. */
-  typedef struct cand {
-    jk_key key;
-    jk_material mat;
-    jk_deps deps;
-  } cand;
-  cand v[JK_MAX_CANDIDATES];
-  size_t n = 0;
   sqlite3_bind_int64(q, 1, jk_key_id(request));
-  int step;
   jitk_status st = JITK_OK;
-  while (n < JK_MAX_CANDIDATES && (step = sqlite3_step(q)) == SQLITE_ROW) {
-    const unsigned char *m = sqlite3_column_blob(q, 1);
-    size_t ml = (size_t)sqlite3_column_bytes(q, 1);
-    /* Another request with the same first 63 bits, or a damaged row
-     * (caught when it is read in full): not this request's. */
-    if (sqlite3_column_bytes(q, 0) != 16 || m == NULL || ml <= req->len ||
-        memcmp(m, req->data, req->len) != 0)
-      continue;
+  jk_key damaged_key;
+  const char *damage = NULL;
+  int step = SQLITE_DONE;
+  while (!*found && damage == NULL && st == JITK_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    const unsigned char *m = sqlite3_column_blob(q, 3);
+    size_t ml = (size_t)sqlite3_column_bytes(q, 3);
+    /* Another request with the same first 63 bits, or a damaged row: not
+     * this request's. */
+    if (m == NULL || ml <= req->len || memcmp(m, req->data, req->len) != 0) continue;
     const unsigned char *tc;
     size_t tcl;
     jk_deps deps;
-    jitk_status ps = jk_deps_parse(e, m, ml, req->len, &tc, &tcl, &deps);
-    if (ps == JITK_ERR_OUT_OF_MEMORY) {
-      st = ps;
-      break;
-    }
-    if (ps != JITK_OK) continue;
-    if (tcl != tl || memcmp(tc, toolchain, tl) != 0) {
-      /* Compiled by another NVRTC build: never served. */
-      jk_deps_free(e, &deps);
+    st = jk_deps_parse(e, m, ml, req->len, &tc, &tcl, &deps);
+    if (st == JITK_ERR_INVALID_IMAGE) {
+      st = JITK_OK;
       continue;
     }
-    cand *x = &v[n];
-    memcpy(x->key.bytes, sqlite3_column_blob(q, 0), 16);
-    jk_material_init(&x->mat, e);
-    jk_material_append(&x->mat, m, ml);
-    if (x->mat.failed) {
-      jk_material_free(&x->mat);
-      jk_deps_free(e, &deps);
-      st = JITK_ERR_OUT_OF_MEMORY;
-      break;
+    if (st != JITK_OK) break;
+    /* Compiled by another NVRTC build: never served. */
+    const char *failed = NULL;
+    if (tcl == tl && memcmp(tc, toolchain, tl) == 0 && jk_deps_hold(e, &deps, true, &failed)) {
+      jk_key key;
+      jk_hash128(m, ml, key.bytes);
+      jk_material view = {e, (unsigned char *)m, ml, ml, false};
+      st = read_row(e, q, &key, &view, out, found, &damage);
+      if (*found) {
+        out->deps = deps;
+        memset(&deps, 0, sizeof deps);
+      } else if (damage != NULL) {
+        damaged_key = key;
+      }
+    } else if (failed != NULL && jk_log_enabled(e, JITK_LOG_DEBUG)) {
+      jk_log(e, JITK_LOG_DEBUG, "kernel cache: an entry of the request does not serve: %s changed",
+             failed);
     }
-    x->deps = deps;
-    n++;
+    jk_deps_free(e, &deps);
   }
   sqlite3_reset(q);
   sqlite3_clear_bindings(q);
-  for (size_t i = 0; i < n; i++) {
-    const char *failed = NULL;
-    if (st == JITK_OK && !*found && jk_deps_hold(e, &v[i].deps, true, &failed)) {
-      st = lookup_in(e, lookup, shared, &v[i].key, &v[i].mat, out, found);
-      if (*found) {
-        out->deps = v[i].deps;
-        memset(&v[i].deps, 0, sizeof v[i].deps);
-      }
-    } else if (failed != NULL && jk_log_enabled(e, JITK_LOG_DEBUG)) {
-      char hex[33];
-      jk_key_hex(&v[i].key, hex);
-      jk_log(e, JITK_LOG_DEBUG, "kernel cache: entry %s does not serve: %s changed", hex, failed);
-    }
-    jk_material_free(&v[i].mat);
-    jk_deps_free(e, &v[i].deps);
+  if (step != SQLITE_ROW && step != SQLITE_DONE) {
+    if (shared)
+      jk_store_shared_disable(e, "cannot read the database", step);
+    else
+      jk_store_disable(e, "cannot read the database", step);
+    return st;
   }
+  if (damage != NULL) damaged(e, shared, &damaged_key, damage);
   if (st == JITK_ERR_OUT_OF_MEMORY) return jk_fail(e, st, "out of memory reading a cache entry");
   return st;
 }
@@ -1064,10 +1059,10 @@ jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_materi
   *found = false;
   jitk_status st = JITK_OK;
   if (jk_store_open(e) == JITK_OK && c->candidates != NULL && c->lookup != NULL)
-    st = find_in(e, c->candidates, c->lookup, false, request, req, out, found);
+    st = find_in(e, c->candidates, false, request, req, out, found);
   if (st != JITK_OK || *found || c->shared_dir == NULL) return st;
   if (jk_store_shared_open(e) != JITK_OK) return JITK_OK;
-  st = find_in(e, c->shared_candidates, c->shared_lookup, true, request, req, out, found);
+  st = find_in(e, c->shared_candidates, true, request, req, out, found);
   if (st == JITK_OK && *found) c->stats.shared_hits++;
   return st;
 }
@@ -1154,8 +1149,9 @@ jitk_status jk_store_shared_open(jitk_engine *e) {
                             -1, SQLITE_PREPARE_PERSISTENT, &c->shared_lookup, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v3(c->shared_db,
-                            "SELECT e.key, e.material FROM requests r JOIN entries e ON e.id = "
-                            "r.id WHERE r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT 16",
+                            "SELECT e.kind, e.compile_ms, e.checksum, e.material, e.names, "
+                            "e.log, e.image, e.key FROM requests r JOIN entries e ON e.id = r.id "
+                            "WHERE r.request = ?1 ORDER BY e.last_used DESC, e.id LIMIT 16",
                             -1, SQLITE_PREPARE_PERSISTENT, &c->shared_candidates, NULL);
   if (rc != SQLITE_OK) {
     jk_store_shared_disable(e,

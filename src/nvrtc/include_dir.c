@@ -8,7 +8,6 @@
 #define _GNU_SOURCE /* dladdr */
 #endif
 #include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,34 +75,28 @@ char *jk_find_cuda_include(jitk_engine *e, const char *override) {
 /*
  * The files that make up the NVRTC in use: the loaded libnvrtc, and the
  * libnvrtc-builtins it loads at its first compile (its device headers and
- * built-in declarations). The builtins library is loaded here by the same
- * name NVRTC asks for, and kept loaded until the engine goes: the dynamic
- * loader hands NVRTC that same copy later, so the file hashed is the file
- * used. Either path is NULL when it cannot be found.
+ * built-in declarations). NVRTC opens the builtins library beside the
+ * real path of its own file, by that path alone (seen with strace on
+ * NVRTC 13.0), so that is the file named here; loading it to ask the
+ * loader would cost milliseconds (it pulls in the C++ runtime). Either
+ * path is NULL when it cannot be found.
  */
 jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **builtins_path) {
   jk_nvrtc *nv = &e->nvrtc;
   *nvrtc_path = *builtins_path = NULL;
   Dl_info info;
-  if (dladdr((void *)&nvrtcVersion, &info) != 0 && info.dli_fname != NULL &&
-      (*nvrtc_path = jk_strdup(e, info.dli_fname)) == NULL)
+  if (dladdr((void *)&nvrtcVersion, &info) == 0 || info.dli_fname == NULL) return JITK_OK;
+  if ((*nvrtc_path = jk_strdup(e, info.dli_fname)) == NULL)
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  char soname[64];
-  snprintf(soname, sizeof soname, "libnvrtc-builtins.so.%d.%d", nv->major, nv->minor);
-  if (nv->builtins_handle == NULL) nv->builtins_handle = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
-  if (nv->builtins_handle == NULL && *nvrtc_path != NULL) {
-    /* Beside libnvrtc, where toolkits and NVIDIA's wheels keep it. */
-    char path[4096];
-    const char *slash = strrchr(*nvrtc_path, '/');
-    if (slash != NULL &&
-        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - *nvrtc_path), *nvrtc_path,
-                 soname) < (int)sizeof path)
-      nv->builtins_handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
-  }
-  struct link_map *map = NULL;
-  if (nv->builtins_handle != NULL && dlinfo(nv->builtins_handle, RTLD_DI_LINKMAP, &map) == 0 &&
-      map != NULL && map->l_name != NULL && map->l_name[0] != '\0' &&
-      (*builtins_path = jk_strdup(e, map->l_name)) == NULL)
+  char real[4096];
+  if (realpath(info.dli_fname, real) == NULL) return JITK_OK;
+  char *slash = strrchr(real, '/');
+  if (slash == NULL) return JITK_OK;
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "%.*s/libnvrtc-builtins.so.%d.%d", (int)(slash - real), real, nv->major,
+                nv->minor);
+  if ((*builtins_path = jk_buf_take(&b)) == NULL)
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   return JITK_OK;
 }

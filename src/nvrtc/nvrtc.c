@@ -1,6 +1,5 @@
 #include "nvrtc/nvrtc.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +55,6 @@ void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv) {
   jk_free(e, nv->include_dir);
   jk_free(e, nv->cccl_dir);
   nv->include_dir = nv->cccl_dir = NULL;
-  if (nv->builtins_handle != NULL) dlclose(nv->builtins_handle);
-  nv->builtins_handle = NULL;
   jk_deps_memo_free(e, nv->scan_memo);
   nv->scan_memo = NULL;
   pthread_mutex_destroy(&nv->scan_lock);

@@ -43,7 +43,6 @@ typedef struct jk_nvrtc {
   int num_archs;
   char *include_dir; /* CUDA headers, or NULL when none were found */
   char *cccl_dir;    /* include_dir/cccl when it exists (CUDA 13) */
-  void *builtins_handle; /* libnvrtc-builtins, loaded by jk_nvrtc_library_files */
   /* What the CUDA headers' directives do, recorded at their first scan in
    * this engine (deps.c), under scan_lock. */
   struct jk_scan_memo *scan_memo;
