@@ -322,6 +322,11 @@ int jk_store_delete_row(jitk_engine *e, const jk_key *key);
 int jk_store_evict_to(jitk_engine *e, int64_t limit, int64_t keep, size_t *removed);
 /* The trust checks of a database file and its -wal, -shm and -journal. */
 jitk_status jk_store_check_files(jitk_engine *e, const char *db_path, const jk_trust *t);
+/* A tier's folder prepared and checked (made when `create`), and its
+ * database's path (and the lock file's, when lock_path is not NULL) with
+ * no links in them, both files checked; allocated. */
+jitk_status jk_store_locate(jitk_engine *e, const char *dir, jk_trust *t, bool create,
+                            char **db_path, char **lock_path);
 /* XXH3-128 over an entry's kind, image, names and log, each
  * length-prefixed: the checksum stored with the row. */
 void jk_store_checksum(int kind, const void *image, size_t image_size, const void *names,

@@ -383,18 +383,8 @@ static jitk_status start_afresh(jitk_engine *e) {
   jk_cache *c = &e->cache;
   jk_store_close(e);
   c->disk = JK_DISK_CLOSED;
-  char *real = NULL;
-  jitk_status st = jk_cache_prepare_dir(e, c->dir, &c->trust, false, &real);
   char *db = NULL;
-  if (st == JITK_OK) {
-    jk_buf b;
-    jk_buf_init(&b, e);
-    jk_buf_printf(&b, "%s/kernels.db", real);
-    db = jk_buf_take(&b);
-    if (db == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  jk_free(e, real);
-  if (st == JITK_OK) st = jk_store_check_files(e, db, &c->trust);
+  jitk_status st = jk_store_locate(e, c->dir, &c->trust, false, &db, NULL);
   const char *why = NULL;
   if (st == JITK_OK && !deletable(db, &why))
     st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: not deleting %s: %s", db, why);
@@ -671,17 +661,8 @@ jitk_status jitk_cache_publish(jitk_engine *e, const char *dir, size_t *publishe
   jk_trust t;
   memset(&t, 0, sizeof t);
   t.kind = JK_TIER_SHARED;
-  char *real = NULL, *path = NULL;
-  st = jk_cache_prepare_dir(e, dir, &t, true, &real);
-  if (st == JITK_OK) {
-    jk_buf b;
-    jk_buf_init(&b, e);
-    jk_buf_printf(&b, "%s/kernels.db", real);
-    path = jk_buf_take(&b);
-    if (path == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  jk_free(e, real);
-  if (st == JITK_OK) st = jk_store_check_files(e, path, &t);
+  char *path = NULL;
+  st = jk_store_locate(e, dir, &t, true, &path, NULL);
   if (st == JITK_OK && jk_cache_open_file(e, path, &t, false) == -1)
     st = jk_fail(e, JITK_ERR_IO, "jitk_cache_publish: cannot create %s: %s", path, strerror(errno));
   if (st == JITK_OK) st = publish_set_up(e, path);

@@ -299,6 +299,29 @@ jitk_status jk_store_check_files(jitk_engine *e, const char *db_path, const jk_t
   return st;
 }
 
+jitk_status jk_store_locate(jitk_engine *e, const char *dir, jk_trust *t, bool create,
+                            char **db_path, char **lock_path) {
+  *db_path = NULL;
+  if (lock_path) *lock_path = NULL;
+  char *real = NULL;
+  jitk_status st = jk_cache_prepare_dir(e, dir, t, create, &real);
+  if (st == JITK_OK && (file_in(e, real, "kernels.db", db_path) == NULL ||
+                        (lock_path && file_in(e, real, "kernels.lock", lock_path) == NULL)))
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  jk_free(e, real);
+  if (st == JITK_OK) st = jk_store_check_files(e, *db_path, t);
+  if (st == JITK_OK && lock_path) st = jk_cache_check_file(e, *lock_path, t);
+  if (st != JITK_OK) {
+    jk_free(e, *db_path);
+    *db_path = NULL;
+    if (lock_path) {
+      jk_free(e, *lock_path);
+      *lock_path = NULL;
+    }
+  }
+  return st;
+}
+
 static jitk_status store_open(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->db != NULL && c->owner_pid != getpid()) {
@@ -325,18 +348,10 @@ static jitk_status store_open(jitk_engine *e) {
    * planted database or journal is as dangerous to read as to write. */
   bool read_only = c->mode == JITK_CACHE_READ_ONLY;
   c->trust.kind = c->shared ? JK_TIER_GROUP : JK_TIER_PRIVATE;
-  char *real = NULL, *lock_path = NULL;
-  jitk_status st = jk_cache_prepare_dir(e, c->dir, &c->trust, !read_only, &real);
-  if (st == JITK_OK) {
-    jk_free(e, c->db_path);
-    c->db_path = NULL;
-    if (file_in(e, real, "kernels.db", &c->db_path) == NULL ||
-        file_in(e, real, "kernels.lock", &lock_path) == NULL)
-      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  jk_free(e, real);
-  if (st == JITK_OK) st = jk_store_check_files(e, c->db_path, &c->trust);
-  if (st == JITK_OK && !read_only) st = jk_cache_check_file(e, lock_path, &c->trust);
+  char *lock_path = NULL;
+  jk_free(e, c->db_path);
+  jitk_status st =
+      jk_store_locate(e, c->dir, &c->trust, !read_only, &c->db_path, read_only ? NULL : &lock_path);
   if (st == JITK_OK && !read_only && jk_cache_open_file(e, c->db_path, &c->trust, false) == -1 &&
       errno != EACCES && errno != EROFS)
     st = jk_fail(e, JITK_ERR_CACHE, "cannot create the cache database %s: %s", c->db_path,
@@ -1106,15 +1121,9 @@ jitk_status jk_store_shared_open(jitk_engine *e) {
   }
   c->shared_pid = getpid();
   c->shared_trust.kind = JK_TIER_SHARED;
-  char *real = NULL;
-  jitk_status st = jk_cache_prepare_dir(e, c->shared_dir, &c->shared_trust, false, &real);
-  if (st == JITK_OK) {
-    jk_free(e, c->shared_db_path);
-    if (file_in(e, real, "kernels.db", &c->shared_db_path) == NULL)
-      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  jk_free(e, real);
-  if (st == JITK_OK) st = jk_store_check_files(e, c->shared_db_path, &c->shared_trust);
+  jk_free(e, c->shared_db_path);
+  jitk_status st =
+      jk_store_locate(e, c->shared_dir, &c->shared_trust, false, &c->shared_db_path, NULL);
   if (st != JITK_OK) {
     char why[600];
     snprintf(why, sizeof why, "%s", jitk_errmsg(e));
