@@ -401,14 +401,7 @@ jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, con
     st = jk_gen_variant_get(&k->g, &spec, &v);
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
-  /* Outputs allocated for a launch that failed go back. */
-  if (st != JITK_OK) {
-    jk_gen_release_outputs(k->g.num_out, made);
-    return st;
-  }
-  if (outputs != NULL)
-    for (int j = 0; j < k->g.num_out; j++) outputs[j] = made[j];
-  return JITK_OK;
+  return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
 }
 
 jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,

@@ -410,6 +410,19 @@ void jk_gen_release_outputs(int num_out, DLManagedTensor **outputs) {
     }
 }
 
+jitk_status jk_gen_finish_outputs(jitk_status st, int num_out, DLManagedTensor **made,
+                                  DLManagedTensor **outputs) {
+  /* Outputs allocated for a launch that failed go back; the caller's
+   * array is written only on success, as out-parameters are. */
+  if (st != JITK_OK) {
+    jk_gen_release_outputs(num_out, made);
+    return st;
+  }
+  if (outputs != NULL)
+    for (int j = 0; j < num_out; j++) outputs[j] = made[j];
+  return JITK_OK;
+}
+
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
   jitk_engine *e = g->engine;
   int n = (int)g->params.count;

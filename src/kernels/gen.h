@@ -119,6 +119,11 @@ jitk_status jk_gen_allocate(jitk_engine *e, jitk_stream stream, jitk_dtype dtype
 
 /* Releases what a failed launch allocated. */
 void jk_gen_release_outputs(int num_out, DLManagedTensor **outputs);
+/* The end of a launch that may have allocated outputs (`made`): on
+ * failure they are released and `st` returned, on success they go into
+ * `outputs` (when not NULL). */
+jitk_status jk_gen_finish_outputs(jitk_status st, int num_out, DLManagedTensor **made,
+                                  DLManagedTensor **outputs);
 
 /* An output must not share memory with any input unless it is exactly
  * that input, nor with another output, nor with itself (a zero stride). */

@@ -557,13 +557,7 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
     st = jk_gen_variant_get(&k->g, &spec, &v);
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
-  if (st != JITK_OK) {
-    jk_gen_release_outputs(k->g.num_out, made);
-    return st;
-  }
-  if (outputs != NULL)
-    for (int j = 0; j < k->g.num_out; j++) outputs[j] = made[j];
-  return JITK_OK;
+  return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
 }
 
 jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
