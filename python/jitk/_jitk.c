@@ -1,0 +1,2941 @@
+/*
+ * jitk._jitk: the CPython extension over libjitk.
+ *
+ * It is written against the limited API of Python 3.10, so one abi3 wheel
+ * serves every CPython from 3.10 on; libjitk's objects are linked into it.
+ * The per-call path is C: a cached kernel call reads its arguments' array
+ * descriptions straight from CuPy arrays and PyTorch tensors (any other
+ * array through DLPack or __cuda_array_interface__), builds jitk_args on
+ * the stack, and launches through the C API with the GIL released. No
+ * Python object is made on that path except what the array libraries
+ * return to the attribute reads, and the outputs it allocates.
+ *
+ * Module state lives in static variables: the extension is loaded once per
+ * process (it does not support subinterpreters), and its engines, one per
+ * device, are the process's. The library itself keeps no such state.
+ */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <jitk/jitk.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The most arguments one call takes on the stack; jitk's generated
+ * kernels take at most 64 parameters, raw kernels at most this many. */
+#define MAX_ARGS 128
+#define MAX_DEVICES 64
+
+enum { LIB_OTHER = 0, LIB_CUPY = 1, LIB_TORCH = 2 };
+
+/* ------------------------------------------------------------------ */
+/* Module state                                                       */
+/* ------------------------------------------------------------------ */
+
+static PyObject *JitkError;    /* jitk.JitkError(RuntimeError) */
+static PyObject *CompileError; /* jitk.CompileError(jitk.JitkError) */
+
+static jitk_engine *engines[MAX_DEVICES];
+static int num_devices = -1; /* -1: not asked yet */
+static char no_device_why[1024];
+
+/* Compile-only engines by target, for parsing and for compile() calls. */
+typedef struct arch_engine {
+  char arch[24];
+  jitk_engine *engine;
+} arch_engine;
+static arch_engine arch_engines[16];
+
+/* Interned attribute names. */
+static PyObject *s_data, *s_ptr, *s_device_id, *s_shape, *s_strides, *s_dtype, *s_kind,
+    *s_itemsize, *s_name, *s_is_cuda, *s_data_ptr, *s_stride, *s_get_device, *s_dlpack,
+    *s_dlpack_device, *s_cai, *s_cuda_stream_proto, *s_cuda_stream, *s_item, *s_stream,
+    *s_max_version, *s_str, *s_empty, *s_device, *s_dtype_kw, *s_typestr, *s_version,
+    *s_mask, *s_shape_key, *s_strides_key, *s_data_key, *s_stream_key, *s_real, *s_imag,
+    *s_cached_codes;
+
+/* The array libraries, found when their arrays first appear. */
+static PyObject *cupy_ndarray_type;     /* cupy.ndarray */
+static PyObject *cupy_get_current_stream; /* cupy.cuda.get_current_stream */
+static PyObject *cupy_empty;            /* cupy.empty */
+static PyObject *cupy_device_type;      /* cupy.cuda.Device */
+static PyObject *torch_tensor_type;     /* torch.Tensor */
+static PyObject *torch_current_stream;  /* torch.cuda.current_stream */
+static PyObject *torch_empty;           /* torch.empty */
+static PyObject *torch_device_fn;       /* torch.device */
+static PyObject *numpy_generic_type;    /* numpy.generic */
+
+/* dtype objects seen, to jitk dtypes: numpy.dtype and torch.dtype
+ * objects are (nearly always) singletons, so a pointer compare finds them. */
+typedef struct dtype_slot {
+  PyObject *obj; /* strong reference */
+  jitk_dtype dtype;
+} dtype_slot;
+static dtype_slot dtype_cache[64];
+static int dtype_cache_n;
+
+/* torch dtype objects by jitk dtype, for allocating outputs. */
+static PyObject *torch_dtypes[32];
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Raises the Python exception that matches a jitk failure, with the
+ * library's message. The types follow CuPy's for the same mistakes. */
+static PyObject *raise_status(jitk_engine *e, jitk_status st, const char *what) {
+  const char *msg = jitk_errmsg(e);
+  PyObject *type = JitkError;
+  switch (st) {
+    case JITK_ERR_PARSE:
+    case JITK_ERR_INVALID_ARGUMENT:
+    case JITK_ERR_INVALID_ARRAY:
+      type = PyExc_ValueError;
+      break;
+    case JITK_ERR_ARGUMENT_COUNT:
+    case JITK_ERR_ARGUMENT_TYPE:
+      type = PyExc_TypeError;
+      break;
+    case JITK_ERR_OUT_OF_MEMORY:
+      type = PyExc_MemoryError;
+      break;
+    case JITK_ERR_COMPILE:
+      type = CompileError;
+      break;
+    default:
+      break;
+  }
+  if (type == CompileError) {
+    /* The exception carries the log as an attribute as well. */
+    PyObject *err = PyObject_CallFunction(CompileError, "s", msg);
+    if (err != NULL) {
+      PyObject *log = PyUnicode_FromString(msg);
+      if (log != NULL) {
+        PyObject_SetAttrString(err, "log", log);
+        Py_DECREF(log);
+      }
+      PyErr_SetObject(CompileError, err);
+      Py_DECREF(err);
+    }
+    return NULL;
+  }
+  if (what != NULL && *what != '\0')
+    PyErr_Format(type, "%s: %s", what, msg);
+  else
+    PyErr_SetString(type, msg);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Engines                                                            */
+/* ------------------------------------------------------------------ */
+
+static int count_devices(void) {
+  if (num_devices >= 0) return num_devices;
+  int n = 0, version = 0;
+  jitk_status st = jitk_driver_query(NULL, &version, &n);
+  if (st != JITK_OK) {
+    snprintf(no_device_why, sizeof no_device_why, "%s", jitk_errmsg(NULL));
+    n = 0;
+  }
+  num_devices = n;
+  return n;
+}
+
+static jitk_engine *device_engine(int ordinal) {
+  if (ordinal < 0 || ordinal >= MAX_DEVICES) {
+    PyErr_Format(PyExc_ValueError, "device %d is out of range", ordinal);
+    return NULL;
+  }
+  if (engines[ordinal] != NULL) return engines[ordinal];
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = ordinal;
+  jitk_engine *e = NULL;
+  jitk_status st;
+  /* Creating an engine initializes the driver: the GIL goes meanwhile. */
+  Py_BEGIN_ALLOW_THREADS st = jitk_engine_create(&cfg, &e);
+  Py_END_ALLOW_THREADS if (st != JITK_OK) {
+    PyErr_Format(st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE ? PyExc_RuntimeError
+                                                                        : JitkError,
+                 "no jitk engine for CUDA device %d: %s", ordinal, jitk_errmsg(NULL));
+    return NULL;
+  }
+  /* Another thread may have made one while the GIL was free. */
+  if (engines[ordinal] != NULL) {
+    jitk_engine_destroy(e);
+    return engines[ordinal];
+  }
+  engines[ordinal] = e;
+  return e;
+}
+
+/* A compile-only engine for `arch`; NULL arch is the first device's
+ * target when there is a device, else sm_90. */
+static jitk_engine *arch_engine_for(const char *arch) {
+  char want[24];
+  if (arch == NULL) {
+    if (count_devices() > 0) {
+      jitk_engine *d = device_engine(0);
+      if (d == NULL) return NULL;
+      const char *a = NULL;
+      jitk_engine_arch(d, &a);
+      snprintf(want, sizeof want, "%s", a ? a : "sm_90");
+    } else {
+      snprintf(want, sizeof want, "sm_90");
+    }
+  } else {
+    if (strlen(arch) >= sizeof want) {
+      PyErr_Format(PyExc_ValueError, "arch \"%s\" is not a target name", arch);
+      return NULL;
+    }
+    snprintf(want, sizeof want, "%s", arch);
+  }
+  for (size_t i = 0; i < sizeof arch_engines / sizeof arch_engines[0]; i++) {
+    if (arch_engines[i].engine == NULL) {
+      jitk_engine_config cfg;
+      jitk_engine_config_init(&cfg);
+      cfg.device = JITK_DEVICE_NONE;
+      cfg.arch = want;
+      jitk_engine *e = NULL;
+      jitk_status st = jitk_engine_create(&cfg, &e);
+      if (st != JITK_OK) {
+        PyErr_Format(st == JITK_ERR_INVALID_ARGUMENT || st == JITK_ERR_UNSUPPORTED
+                         ? PyExc_ValueError
+                         : JitkError,
+                     "%s", jitk_errmsg(NULL));
+        return NULL;
+      }
+      snprintf(arch_engines[i].arch, sizeof arch_engines[i].arch, "%s", want);
+      arch_engines[i].engine = e;
+      return e;
+    }
+    if (strcmp(arch_engines[i].arch, want) == 0) return arch_engines[i].engine;
+  }
+  PyErr_SetString(JitkError, "too many compile targets in one process (16 at most)");
+  return NULL;
+}
+
+/* The engine kernels are parsed with at construction: no GPU needed. */
+static jitk_engine *parse_engine(void) { return arch_engine_for("sm_90"); }
+
+/* ------------------------------------------------------------------ */
+/* dtypes                                                             */
+/* ------------------------------------------------------------------ */
+
+static jitk_dtype dtype_from_kind(char kind, long itemsize, const char *name) {
+  switch (kind) {
+    case 'b':
+      return itemsize == 1 ? JITK_BOOL : JITK_DTYPE_NONE;
+    case 'i':
+      return itemsize == 1   ? JITK_INT8
+             : itemsize == 2 ? JITK_INT16
+             : itemsize == 4 ? JITK_INT32
+             : itemsize == 8 ? JITK_INT64
+                             : JITK_DTYPE_NONE;
+    case 'u':
+      return itemsize == 1   ? JITK_UINT8
+             : itemsize == 2 ? JITK_UINT16
+             : itemsize == 4 ? JITK_UINT32
+             : itemsize == 8 ? JITK_UINT64
+                             : JITK_DTYPE_NONE;
+    case 'f':
+      return itemsize == 2   ? JITK_FLOAT16
+             : itemsize == 4 ? JITK_FLOAT32
+             : itemsize == 8 ? JITK_FLOAT64
+                             : JITK_DTYPE_NONE;
+    case 'c':
+      return itemsize == 8 ? JITK_COMPLEX64 : itemsize == 16 ? JITK_COMPLEX128 : JITK_DTYPE_NONE;
+    case 'V':
+      /* ml_dtypes' bfloat16, as NumPy sees it. */
+      return name != NULL && strcmp(name, "bfloat16") == 0 ? JITK_BFLOAT16 : JITK_DTYPE_NONE;
+    default:
+      return JITK_DTYPE_NONE;
+  }
+}
+
+/* torch.float32 and friends, by their repr without the "torch." prefix. */
+static jitk_dtype dtype_from_torch_name(const char *n) {
+  static const struct {
+    const char *name;
+    jitk_dtype dtype;
+  } names[] = {{"bool", JITK_BOOL},         {"int8", JITK_INT8},
+               {"int16", JITK_INT16},       {"int32", JITK_INT32},
+               {"int64", JITK_INT64},       {"uint8", JITK_UINT8},
+               {"uint16", JITK_UINT16},     {"uint32", JITK_UINT32},
+               {"uint64", JITK_UINT64},     {"float16", JITK_FLOAT16},
+               {"bfloat16", JITK_BFLOAT16}, {"float32", JITK_FLOAT32},
+               {"float64", JITK_FLOAT64},   {"complex64", JITK_COMPLEX64},
+               {"complex128", JITK_COMPLEX128}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(n, names[i].name) == 0) return names[i].dtype;
+  return JITK_DTYPE_NONE;
+}
+
+/* The jitk dtype of a numpy.dtype, a torch.dtype, or anything with kind
+ * and itemsize; JITK_DTYPE_NONE (no exception) when it has none. */
+static jitk_dtype dtype_of(PyObject *d) {
+  for (int i = 0; i < dtype_cache_n; i++)
+    if (dtype_cache[i].obj == d) return dtype_cache[i].dtype;
+  jitk_dtype r = JITK_DTYPE_NONE;
+  PyObject *kind = PyObject_GetAttr(d, s_kind);
+  if (kind != NULL) {
+    PyObject *size = PyObject_GetAttr(d, s_itemsize);
+    PyObject *name = PyObject_GetAttr(d, s_name);
+    const char *k = PyUnicode_Check(kind) ? PyUnicode_AsUTF8AndSize(kind, NULL) : NULL;
+    const char *nm = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+    if (k != NULL && size != NULL) r = dtype_from_kind(k[0], PyLong_AsLong(size), nm);
+    Py_XDECREF(size);
+    Py_XDECREF(name);
+    Py_DECREF(kind);
+  }
+  PyErr_Clear();
+  if (r == JITK_DTYPE_NONE) {
+    /* torch.dtype: "torch.float32". */
+    PyObject *s = PyObject_Str(d);
+    const char *t = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+    if (t != NULL && strncmp(t, "torch.", 6) == 0) r = dtype_from_torch_name(t + 6);
+    Py_XDECREF(s);
+    PyErr_Clear();
+  }
+  if (r != JITK_DTYPE_NONE && dtype_cache_n < (int)(sizeof dtype_cache / sizeof dtype_cache[0])) {
+    Py_INCREF(d);
+    dtype_cache[dtype_cache_n].obj = d;
+    dtype_cache[dtype_cache_n++].dtype = r;
+  }
+  return r;
+}
+
+/* A __cuda_array_interface__ typestr such as "<f4". */
+static jitk_dtype dtype_from_typestr(const char *t) {
+  if (t == NULL || strlen(t) < 3) return JITK_DTYPE_NONE;
+  if (t[0] == '>') return JITK_DTYPE_NONE; /* big-endian data: not for a GPU */
+  long size = strtol(t + 2, NULL, 10);
+  return dtype_from_kind(t[1], size, NULL);
+}
+
+static const char *dtype_name(jitk_dtype d) {
+  jitk_dtype_info info;
+  if (jitk_dtype_get_info(d, &info) != JITK_OK) return "?";
+  return info.name;
+}
+
+static size_t dtype_size(jitk_dtype d) {
+  jitk_dtype_info info;
+  if (jitk_dtype_get_info(d, &info) != JITK_OK) return 0;
+  return info.size;
+}
+
+static DLDataType dtype_dl(jitk_dtype d) {
+  jitk_dtype_info info;
+  DLDataType z = {0, 0, 0};
+  if (jitk_dtype_get_info(d, &info) != JITK_OK) return z;
+  return info.dl;
+}
+
+/* ------------------------------------------------------------------ */
+/* Array libraries                                                    */
+/* ------------------------------------------------------------------ */
+
+/* sys.modules[name] when it is imported, else NULL (no exception): jitk
+ * never imports an array library itself until it has seen its arrays. */
+static PyObject *imported(const char *name) {
+  PyObject *n = PyUnicode_FromString(name);
+  if (n == NULL) return NULL;
+  PyObject *m = PyImport_GetModule(n);
+  Py_DECREF(n);
+  if (m == NULL) PyErr_Clear();
+  return m;
+}
+
+static PyObject *attr_path(PyObject *m, const char *path) {
+  PyObject *cur = m;
+  Py_INCREF(cur);
+  char part[64];
+  while (*path) {
+    const char *dot = strchr(path, '.');
+    size_t n = dot ? (size_t)(dot - path) : strlen(path);
+    if (n >= sizeof part) n = sizeof part - 1;
+    memcpy(part, path, n);
+    part[n] = '\0';
+    PyObject *next = PyObject_GetAttrString(cur, part);
+    Py_DECREF(cur);
+    if (next == NULL) return NULL;
+    cur = next;
+    path += n + (dot != NULL);
+    if (dot == NULL) break;
+  }
+  return cur;
+}
+
+static void find_cupy(void) {
+  if (cupy_ndarray_type != NULL) return;
+  PyObject *m = imported("cupy");
+  if (m == NULL) return;
+  cupy_ndarray_type = attr_path(m, "ndarray");
+  cupy_empty = attr_path(m, "empty");
+  /* The current stream's handle as an int, without a Stream object. */
+  cupy_get_current_stream = attr_path(m, "cuda.stream.get_current_stream_ptr");
+  if (cupy_get_current_stream == NULL) {
+    PyErr_Clear();
+    cupy_get_current_stream = attr_path(m, "cuda.get_current_stream");
+  }
+  cupy_device_type = attr_path(m, "cuda.Device");
+  if (cupy_ndarray_type == NULL || cupy_empty == NULL || cupy_get_current_stream == NULL) {
+    Py_CLEAR(cupy_ndarray_type);
+    Py_CLEAR(cupy_empty);
+    Py_CLEAR(cupy_get_current_stream);
+    Py_CLEAR(cupy_device_type);
+  }
+  PyErr_Clear();
+  Py_DECREF(m);
+}
+
+static void find_torch(void) {
+  if (torch_tensor_type != NULL) return;
+  PyObject *m = imported("torch");
+  if (m == NULL) return;
+  torch_tensor_type = attr_path(m, "Tensor");
+  torch_empty = attr_path(m, "empty");
+  torch_device_fn = attr_path(m, "device");
+  /* The raw handle of the current stream, as PyTorch's own compilers take
+   * it; torch.cuda.current_stream() builds a Stream object each call. */
+  torch_current_stream = attr_path(m, "_C._cuda_getCurrentRawStream");
+  if (torch_current_stream == NULL) {
+    PyErr_Clear();
+    torch_current_stream = attr_path(m, "cuda.current_stream");
+  }
+  PyErr_Clear();
+  static const char *names[] = {NULL,      "bool",     "int8",     "int16",   "int32",
+                                "int64",   "uint8",    "uint16",   "uint32",  "uint64",
+                                "float16", "bfloat16", "float32",  "float64", "complex64",
+                                "complex128"};
+  for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
+    torch_dtypes[d] = PyObject_GetAttrString(m, names[d]);
+    if (torch_dtypes[d] == NULL) PyErr_Clear(); /* an older torch without uint16 */
+  }
+  if (torch_tensor_type == NULL || torch_empty == NULL || torch_current_stream == NULL) {
+    Py_CLEAR(torch_tensor_type);
+    Py_CLEAR(torch_empty);
+    Py_CLEAR(torch_current_stream);
+  }
+  PyErr_Clear();
+  Py_DECREF(m);
+}
+
+/* The name of o's type, for messages (the limited API hides tp_name). */
+static void type_name(PyObject *o, char *buf, size_t size) {
+  snprintf(buf, size, "?");
+  PyObject *n = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__name__");
+  const char *t = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8AndSize(n, NULL) : NULL;
+  if (t != NULL) snprintf(buf, size, "%s", t);
+  Py_XDECREF(n);
+  PyErr_Clear();
+}
+
+static bool is_instance(PyObject *o, PyObject *type) {
+  return type != NULL && (Py_TYPE(o) == (PyTypeObject *)type ||
+                          PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)type));
+}
+
+/* Which library an argument's array belongs to; LIB_OTHER for anything
+ * else (scalars too). */
+static int lib_of(PyObject *o) {
+  if (cupy_ndarray_type == NULL) find_cupy();
+  if (is_instance(o, cupy_ndarray_type)) return LIB_CUPY;
+  if (torch_tensor_type == NULL) find_torch();
+  if (is_instance(o, torch_tensor_type)) return LIB_TORCH;
+  return LIB_OTHER;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streams                                                            */
+/* ------------------------------------------------------------------ */
+
+static int long_to_stream(PyObject *v, jitk_stream *out) {
+  unsigned long long h = PyLong_AsUnsignedLongLong(v);
+  if (h == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    long long sh = PyLong_AsLongLong(v);
+    if (sh == -1 && PyErr_Occurred()) return -1;
+    h = (unsigned long long)sh;
+  }
+  *out = (jitk_stream)(uintptr_t)h;
+  return 0;
+}
+
+/* stream=: an int handle, anything with __cuda_stream__ (the protocol of
+ * CUDA Python: (version, handle)), a CuPy Stream (.ptr) or a PyTorch
+ * Stream (.cuda_stream). */
+static int stream_from_object(PyObject *s, jitk_stream *out) {
+  if (PyLong_Check(s)) return long_to_stream(s, out);
+  PyObject *proto = PyObject_GetAttr(s, s_cuda_stream_proto);
+  if (proto != NULL) {
+    PyObject *t = PyObject_CallNoArgs(proto);
+    Py_DECREF(proto);
+    if (t == NULL) return -1;
+    int r = -1;
+    if (PyTuple_Check(t) && PyTuple_Size(t) == 2)
+      r = long_to_stream(PyTuple_GetItem(t, 1), out);
+    else
+      PyErr_SetString(PyExc_TypeError, "__cuda_stream__() must return (version, handle)");
+    Py_DECREF(t);
+    return r;
+  }
+  PyErr_Clear();
+  static PyObject **names[] = {&s_ptr, &s_cuda_stream};
+  for (int i = 0; i < 2; i++) {
+    PyObject *v = PyObject_GetAttr(s, *names[i]);
+    if (v != NULL) {
+      int r = PyLong_Check(v) ? long_to_stream(v, out) : -1;
+      if (r != 0 && !PyErr_Occurred())
+        PyErr_Format(PyExc_TypeError, "the stream's handle is not an int");
+      Py_DECREF(v);
+      return r;
+    }
+    PyErr_Clear();
+  }
+  char tn[128];
+  type_name(s, tn, sizeof tn);
+  PyErr_Format(PyExc_TypeError,
+               "stream must be a CuPy or PyTorch stream, an object with __cuda_stream__, or an "
+               "int handle, not %s",
+               tn);
+  return -1;
+}
+
+/* The current stream of the inputs' library on `device`, so a launch is
+ * ordered with the user's other work on it; the legacy default stream for
+ * arrays of other libraries. */
+static int default_stream(int lib, int device, jitk_stream *out) {
+  *out = NULL;
+  if (lib == LIB_CUPY && cupy_get_current_stream != NULL) {
+    PyObject *r = PyObject_CallNoArgs(cupy_get_current_stream);
+    if (r == NULL) return -1;
+    int st = PyLong_Check(r) ? long_to_stream(r, out) : stream_from_object(r, out);
+    Py_DECREF(r);
+    return st;
+  }
+  if (lib == LIB_TORCH && torch_current_stream != NULL) {
+    PyObject *r = PyObject_CallFunction(torch_current_stream, "i", device);
+    if (r == NULL) return -1;
+    int st = PyLong_Check(r) ? long_to_stream(r, out) : stream_from_object(r, out);
+    Py_DECREF(r);
+    return st;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Arrays                                                             */
+/* ------------------------------------------------------------------ */
+
+/* DLPack 1.0's versioned tensor, declared here since the dlpack headers
+ * jitk builds with may be older. */
+typedef struct dl_versioned {
+  struct {
+    uint32_t major, minor;
+  } version;
+  void *manager_ctx;
+  void (*deleter)(struct dl_versioned *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} dl_versioned;
+
+typedef struct pyarr {
+  DLTensor t;
+  int64_t shape[JITK_MAX_NDIM];
+  int64_t strides[JITK_MAX_NDIM];
+  jitk_dtype dtype;
+  PyObject *hold; /* a DLPack capsule, released once the launch is queued */
+} pyarr;
+
+static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_in_bytes,
+                      const char *what) {
+  Py_ssize_t nd = PyTuple_Size(shape);
+  if (nd < 0) return -1;
+  if (nd > JITK_MAX_NDIM) {
+    PyErr_Format(PyExc_ValueError, "%s has %zd dimensions; jitk takes at most %d", what, nd,
+                 JITK_MAX_NDIM);
+    return -1;
+  }
+  size_t item = dtype_size(a->dtype);
+  for (Py_ssize_t d = 0; d < nd; d++) {
+    a->shape[d] = PyLong_AsLongLong(PyTuple_GetItem(shape, d));
+    if (a->shape[d] == -1 && PyErr_Occurred()) return -1;
+  }
+  if (strides == NULL || strides == Py_None) {
+    int64_t s = 1;
+    for (Py_ssize_t d = nd - 1; d >= 0; d--) {
+      a->strides[d] = s;
+      s *= a->shape[d] > 0 ? a->shape[d] : 1;
+    }
+  } else {
+    if (PyTuple_Size(strides) != nd) {
+      PyErr_Format(PyExc_ValueError, "%s has %zd strides for %zd dimensions", what,
+                   PyTuple_Size(strides), nd);
+      return -1;
+    }
+    for (Py_ssize_t d = 0; d < nd; d++) {
+      long long v = PyLong_AsLongLong(PyTuple_GetItem(strides, d));
+      if (v == -1 && PyErr_Occurred()) return -1;
+      if (strides_in_bytes) {
+        if (item == 0 || v % (long long)item != 0) {
+          PyErr_Format(PyExc_ValueError,
+                       "%s has a stride of %lld bytes, not a multiple of its element size (%zu)",
+                       what, v, item);
+          return -1;
+        }
+        v /= (long long)item;
+      }
+      a->strides[d] = v;
+    }
+  }
+  a->t.ndim = (int32_t)nd;
+  a->t.shape = a->shape;
+  a->t.strides = a->strides;
+  a->t.dtype = dtype_dl(a->dtype);
+  a->t.byte_offset = 0;
+  return 0;
+}
+
+static int cpu_array_error(const char *what) {
+  PyErr_Format(PyExc_TypeError,
+               "%s is in host memory; jitk kernels take arrays on a CUDA device (move it with "
+               "cupy.asarray, torch's .cuda() or the like)",
+               what);
+  return -1;
+}
+
+static int from_cupy(PyObject *o, pyarr *a, int *device, const char *what) {
+  PyObject *data = PyObject_GetAttr(o, s_data);
+  if (data == NULL) return -1;
+  PyObject *ptr = PyObject_GetAttr(data, s_ptr);
+  PyObject *dev = ptr ? PyObject_GetAttr(data, s_device_id) : NULL;
+  Py_DECREF(data);
+  if (dev == NULL) {
+    Py_XDECREF(ptr);
+    return -1;
+  }
+  a->t.data = PyLong_AsVoidPtr(ptr);
+  *device = (int)PyLong_AsLong(dev);
+  Py_DECREF(ptr);
+  Py_DECREF(dev);
+  if (PyErr_Occurred()) return -1;
+  PyObject *dt = PyObject_GetAttr(o, s_dtype);
+  if (dt == NULL) return -1;
+  a->dtype = dtype_of(dt);
+  Py_DECREF(dt);
+  if (a->dtype == JITK_DTYPE_NONE) {
+    PyErr_Format(PyExc_TypeError, "%s has a dtype jitk does not support", what);
+    return -1;
+  }
+  PyObject *shape = PyObject_GetAttr(o, s_shape);
+  PyObject *strides = shape ? PyObject_GetAttr(o, s_strides) : NULL;
+  int r = strides ? fill_shape(a, shape, strides, 1, what) : -1;
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  a->t.device.device_type = kDLCUDA;
+  a->t.device.device_id = *device;
+  return r;
+}
+
+static int from_torch(PyObject *o, pyarr *a, int *device, const char *what) {
+  PyObject *cuda = PyObject_GetAttr(o, s_is_cuda);
+  if (cuda == NULL) return -1;
+  int is_cuda = PyObject_IsTrue(cuda);
+  Py_DECREF(cuda);
+  if (is_cuda <= 0) return is_cuda < 0 ? -1 : cpu_array_error(what);
+  PyObject *ptr = PyObject_CallMethodObjArgs(o, s_data_ptr, NULL);
+  PyObject *dev = ptr ? PyObject_CallMethodObjArgs(o, s_get_device, NULL) : NULL;
+  if (dev == NULL) {
+    Py_XDECREF(ptr);
+    return -1;
+  }
+  a->t.data = PyLong_AsVoidPtr(ptr);
+  *device = (int)PyLong_AsLong(dev);
+  Py_DECREF(ptr);
+  Py_DECREF(dev);
+  if (PyErr_Occurred()) return -1;
+  PyObject *dt = PyObject_GetAttr(o, s_dtype);
+  if (dt == NULL) return -1;
+  a->dtype = dtype_of(dt);
+  Py_DECREF(dt);
+  if (a->dtype == JITK_DTYPE_NONE) {
+    PyErr_Format(PyExc_TypeError, "%s has a dtype jitk does not support", what);
+    return -1;
+  }
+  PyObject *shape = PyObject_GetAttr(o, s_shape);
+  PyObject *strides = shape ? PyObject_CallMethodObjArgs(o, s_stride, NULL) : NULL;
+  int r = strides ? fill_shape(a, shape, strides, 0, what) : -1;
+  Py_XDECREF(shape);
+  Py_XDECREF(strides);
+  a->t.device.device_type = kDLCUDA;
+  a->t.device.device_id = *device;
+  return r;
+}
+
+static void release_capsule(PyObject *o) { Py_XDECREF(o); }
+
+/* DLPack: a versioned capsule when the producer knows DLPack 1.0, else the
+ * older one. The capsule is kept, unconsumed, until the launch is queued;
+ * its destructor then returns the tensor to the producer. */
+static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *device,
+                       const char *what) {
+  /* The consumer's stream: the producer orders its pending work before
+   * it. 1 is the legacy default stream in DLPack's numbering. */
+  long long s = stream == NULL ? 1 : (long long)(uintptr_t)stream;
+  PyObject *kw = Py_BuildValue("{s:L,s:(ii)}", "stream", s, "max_version", 1, 0);
+  PyObject *noargs = PyTuple_New(0);
+  PyObject *cap = kw && noargs ? PyObject_Call(method, noargs, kw) : NULL;
+  if (cap == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    PyObject *kw2 = Py_BuildValue("{s:L}", "stream", s);
+    cap = kw2 ? PyObject_Call(method, noargs, kw2) : NULL;
+    Py_XDECREF(kw2);
+  }
+  Py_XDECREF(kw);
+  Py_XDECREF(noargs);
+  if (cap == NULL) return -1;
+  DLTensor *t = NULL;
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    dl_versioned *v = PyCapsule_GetPointer(cap, "dltensor_versioned");
+    if (v != NULL && v->version.major == 1) t = &v->dl_tensor;
+  } else if (PyCapsule_IsValid(cap, "dltensor")) {
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m != NULL) t = &m->dl_tensor;
+  }
+  if (t == NULL) {
+    Py_DECREF(cap);
+    PyErr_Format(PyExc_TypeError, "%s: __dlpack__ returned no DLPack tensor jitk can read", what);
+    return -1;
+  }
+  a->hold = cap;
+  if (t->device.device_type == kDLCPU) return cpu_array_error(what);
+  if (t->device.device_type != kDLCUDA && t->device.device_type != kDLCUDAManaged &&
+      t->device.device_type != kDLCUDAHost) {
+    PyErr_Format(PyExc_TypeError, "%s is on a device of DLPack type %d, not a CUDA device", what,
+                 (int)t->device.device_type);
+    return -1;
+  }
+  if (t->ndim > JITK_MAX_NDIM || t->ndim < 0) {
+    PyErr_Format(PyExc_ValueError, "%s has %d dimensions; jitk takes at most %d", what, t->ndim,
+                 JITK_MAX_NDIM);
+    return -1;
+  }
+  if (jitk_dtype_from_dlpack(t->dtype, &a->dtype) != JITK_OK) {
+    PyErr_Format(PyExc_TypeError, "%s has a DLPack dtype (code %d, %d bits, %d lanes) jitk does not "
+                 "support", what, t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    return -1;
+  }
+  a->t = *t;
+  for (int d = 0; d < t->ndim; d++) a->shape[d] = t->shape[d];
+  if (t->strides != NULL) {
+    for (int d = 0; d < t->ndim; d++) a->strides[d] = t->strides[d];
+  } else {
+    int64_t st = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      a->strides[d] = st;
+      st *= t->shape[d] > 0 ? t->shape[d] : 1;
+    }
+  }
+  a->t.shape = a->shape;
+  a->t.strides = a->strides;
+  *device = t->device.device_id;
+  return 0;
+}
+
+static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device,
+                    const char *what) {
+  if (!PyDict_Check(cai)) {
+    PyErr_Format(PyExc_TypeError, "%s: __cuda_array_interface__ is not a dict", what);
+    return -1;
+  }
+  PyObject *data = PyDict_GetItemWithError(cai, s_data_key);
+  PyObject *shape = data ? PyDict_GetItemWithError(cai, s_shape_key) : NULL;
+  PyObject *typestr = shape ? PyDict_GetItemWithError(cai, s_typestr) : NULL;
+  if (typestr == NULL) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_TypeError, "%s: __cuda_array_interface__ lacks data, shape or typestr",
+                   what);
+    return -1;
+  }
+  PyObject *strides = PyDict_GetItemWithError(cai, s_strides_key);
+  PyObject *mask = PyDict_GetItemWithError(cai, s_mask);
+  if (mask != NULL && mask != Py_None) {
+    PyErr_Format(PyExc_TypeError, "%s is a masked array, which jitk does not take", what);
+    return -1;
+  }
+  if (!PyTuple_Check(data) || PyTuple_Size(data) < 1 || !PyTuple_Check(shape)) {
+    PyErr_Format(PyExc_TypeError, "%s: __cuda_array_interface__ is malformed", what);
+    return -1;
+  }
+  const char *ts = PyUnicode_Check(typestr) ? PyUnicode_AsUTF8AndSize(typestr, NULL) : NULL;
+  a->dtype = dtype_from_typestr(ts);
+  if (a->dtype == JITK_DTYPE_NONE) {
+    PyErr_Format(PyExc_TypeError, "%s has typestr %s, which jitk does not support", what,
+                 ts ? ts : "?");
+    return -1;
+  }
+  a->t.data = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
+  if (PyErr_Occurred()) return -1;
+  if (fill_shape(a, shape, strides, 1, what) != 0) return -1;
+  /* The interface names no device: the driver tells it from the pointer. */
+  jitk_engine *any = device_engine(0);
+  if (any == NULL) return -1;
+  int dev = 0, is_device = 0;
+  jitk_status st = jitk_pointer_device(any, a->t.data, &dev, &is_device);
+  if (st != JITK_OK) return raise_status(any, st, what) ? 0 : -1;
+  if (!is_device && a->t.data != NULL) return cpu_array_error(what);
+  *device = dev;
+  a->t.device.device_type = kDLCUDA;
+  a->t.device.device_id = dev;
+  /* Version 3: the producer's work on its stream must be done before
+   * ours reads the data. Without events at hand, that stream is waited
+   * for; it is skipped when it is ours. */
+  PyObject *ps = PyDict_GetItemWithError(cai, s_stream_key);
+  if (ps != NULL && ps != Py_None && PyLong_Check(ps)) {
+    jitk_stream theirs;
+    if (long_to_stream(ps, &theirs) != 0) return -1;
+    if (theirs != stream) {
+      jitk_engine *e = device_engine(dev);
+      if (e == NULL) return -1;
+      Py_BEGIN_ALLOW_THREADS st = jitk_stream_synchronize(e, theirs);
+      Py_END_ALLOW_THREADS if (st != JITK_OK) return raise_status(e, st, what) ? 0 : -1;
+    }
+  }
+  return 0;
+}
+
+/* Fills `a` from a GPU array of any library. 1: done; 0: `o` is not an
+ * array (no exception); -1: an exception is set. */
+static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
+                    const char *what) {
+  memset(a, 0, sizeof *a);
+  int r;
+  if (lib == LIB_CUPY) {
+    r = from_cupy(o, a, device, what);
+  } else if (lib == LIB_TORCH) {
+    r = from_torch(o, a, device, what);
+  } else {
+    PyObject *m = PyObject_GetAttr(o, s_dlpack);
+    if (m != NULL) {
+      r = from_dlpack(m, stream, a, device, what);
+      Py_DECREF(m);
+    } else {
+      PyErr_Clear();
+      PyObject *cai = PyObject_GetAttr(o, s_cai);
+      if (cai == NULL) {
+        PyErr_Clear();
+        return 0;
+      }
+      r = from_cai(cai, stream, a, device, what);
+      Py_DECREF(cai);
+    }
+  }
+  return r == 0 ? 1 : -1;
+}
+
+static void release_arrays(pyarr *a, int n) {
+  for (int i = 0; i < n; i++) {
+    release_capsule(a[i].hold);
+    a[i].hold = NULL;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Scalars                                                            */
+/* ------------------------------------------------------------------ */
+
+static void find_numpy(void) {
+  if (numpy_generic_type != NULL) return;
+  PyObject *m = imported("numpy");
+  if (m == NULL) return;
+  numpy_generic_type = PyObject_GetAttrString(m, "generic");
+  if (numpy_generic_type == NULL) PyErr_Clear();
+  Py_DECREF(m);
+}
+
+/* A Python value converted to `dtype`, as C would convert it. */
+static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char *what) {
+  switch (dtype) {
+    case JITK_BOOL: {
+      int t = PyObject_IsTrue(v);
+      if (t < 0) return -1;
+      *out = jitk_arg_bool(t);
+      return 0;
+    }
+    case JITK_INT8: case JITK_INT16: case JITK_INT32: case JITK_INT64: {
+      long long x = PyLong_AsLongLong(v);
+      if (x == -1 && PyErr_Occurred()) return -1;
+      *out = dtype == JITK_INT8    ? jitk_arg_i8((int8_t)x)
+             : dtype == JITK_INT16 ? jitk_arg_i16((int16_t)x)
+             : dtype == JITK_INT32 ? jitk_arg_i32((int32_t)x)
+                                   : jitk_arg_i64(x);
+      return 0;
+    }
+    case JITK_UINT8: case JITK_UINT16: case JITK_UINT32: case JITK_UINT64: {
+      unsigned long long x = PyLong_AsUnsignedLongLong(v);
+      if (x == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+      *out = dtype == JITK_UINT8    ? jitk_arg_u8((uint8_t)x)
+             : dtype == JITK_UINT16 ? jitk_arg_u16((uint16_t)x)
+             : dtype == JITK_UINT32 ? jitk_arg_u32((uint32_t)x)
+                                    : jitk_arg_u64(x);
+      return 0;
+    }
+    case JITK_FLOAT16: case JITK_BFLOAT16: case JITK_FLOAT32: case JITK_FLOAT64: {
+      double x = PyFloat_AsDouble(v);
+      if (x == -1.0 && PyErr_Occurred()) return -1;
+      *out = dtype == JITK_FLOAT16    ? jitk_arg_f16_bits(jitk_float_to_half((float)x))
+             : dtype == JITK_BFLOAT16 ? jitk_arg_bf16_bits(jitk_float_to_bfloat16((float)x))
+             : dtype == JITK_FLOAT32  ? jitk_arg_f32((float)x)
+                                      : jitk_arg_f64(x);
+      return 0;
+    }
+    case JITK_COMPLEX64: case JITK_COMPLEX128: {
+      double re = PyComplex_RealAsDouble(v), im = PyComplex_ImagAsDouble(v);
+      if (PyErr_Occurred()) return -1;
+      *out = dtype == JITK_COMPLEX64 ? jitk_arg_c64((float)re, (float)im) : jitk_arg_c128(re, im);
+      return 0;
+    }
+    default:
+      PyErr_Format(PyExc_TypeError, "%s: jitk has no scalar of that type", what);
+      return -1;
+  }
+}
+
+/* A scalar argument: Python bool, int (int64; past it, uint64), float
+ * (float64) and complex (complex128) as CuPy types them; NumPy scalars
+ * keep their dtype; CuPy's texture and surface objects pass their
+ * handle. 1: done; 0: not a scalar; -1: an exception. */
+static int to_scalar(PyObject *o, jitk_arg *out, const char *what) {
+  if (PyBool_Check(o)) {
+    *out = jitk_arg_bool(o == Py_True);
+    return 1;
+  }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0) {
+      if (v == -1 && PyErr_Occurred()) return -1;
+      *out = jitk_arg_i64(v);
+      return 1;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(o);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Format(PyExc_OverflowError, "%s: the integer does not fit in 64 bits", what);
+      return -1;
+    }
+    *out = jitk_arg_u64(u);
+    return 1;
+  }
+  if (PyFloat_Check(o)) {
+    *out = jitk_arg_f64(PyFloat_AsDouble(o));
+    return 1;
+  }
+  if (PyComplex_Check(o)) {
+    *out = jitk_arg_c128(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o));
+    return 1;
+  }
+  if (numpy_generic_type == NULL) find_numpy();
+  if (is_instance(o, numpy_generic_type)) {
+    PyObject *dt = PyObject_GetAttr(o, s_dtype);
+    if (dt == NULL) return -1;
+    jitk_dtype d = dtype_of(dt);
+    Py_DECREF(dt);
+    if (d == JITK_DTYPE_NONE) {
+      PyErr_Format(PyExc_TypeError, "%s is a NumPy scalar of a type jitk does not support", what);
+      return -1;
+    }
+    PyObject *v = PyObject_CallMethodObjArgs(o, s_item, NULL);
+    if (v == NULL) return -1;
+    int r = value_to_arg(v, d, out, what);
+    Py_DECREF(v);
+    return r == 0 ? 1 : -1;
+  }
+  /* cupy.cuda.texture.TextureObject / SurfaceObject: a 64-bit handle. */
+  char tn[128];
+  type_name(o, tn, sizeof tn);
+  if (strstr(tn, "TextureObject") || strstr(tn, "SurfaceObject")) {
+    PyObject *p = PyObject_GetAttr(o, s_ptr);
+    if (p == NULL) return -1;
+    unsigned long long h = PyLong_AsUnsignedLongLong(p);
+    Py_DECREF(p);
+    if (h == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = jitk_arg_u64(h);
+    return 1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* A call's arguments                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct call {
+  int n;
+  jitk_arg args[MAX_ARGS];
+  pyarr arrs[MAX_ARGS];
+  int narr;
+  int lib;    /* the library of the first CuPy or PyTorch array */
+  int device; /* the arrays' device, -1 before the first */
+  jitk_stream stream;
+  bool stream_given;
+} call;
+
+static void call_release(call *c) { release_arrays(c->arrs, c->narr); }
+
+static void arg_label(char *buf, size_t size, const char *kernel, int i) {
+  snprintf(buf, size, "%s: argument %d", kernel, i);
+}
+
+/* One argument: an array (of any library), a scalar, or (for an output)
+ * None, which asks jitk to allocate it. */
+static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const char *kernel) {
+  char what[160];
+  arg_label(what, sizeof what, kernel, i);
+  if (o == Py_None && may_allocate) {
+    c->args[i] = jitk_arg_allocate();
+    return 0;
+  }
+  int lib = lib_of(o);
+  if (c->narr >= MAX_ARGS) {
+    PyErr_SetString(PyExc_ValueError, "too many array arguments");
+    return -1;
+  }
+  pyarr *a = &c->arrs[c->narr];
+  int dev = -1;
+  int r = to_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, what);
+  if (r < 0) {
+    /* What to_array holds (a capsule) goes with the call. */
+    c->narr++;
+    return -1;
+  }
+  if (r == 1) {
+    c->narr++;
+    if (c->device < 0) {
+      c->device = dev;
+    } else if (dev != c->device) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s is on CUDA device %d, but the arguments before it are on device %d",
+                   what, dev, c->device);
+      return -1;
+    }
+    if (c->lib == LIB_OTHER) c->lib = lib;
+    c->args[i] = jitk_arg_array(&a->t);
+    return 0;
+  }
+  r = to_scalar(o, &c->args[i], what);
+  if (r == 1) return 0;
+  if (r < 0) return -1;
+  char tn[128];
+  type_name(o, tn, sizeof tn);
+  PyErr_Format(PyExc_TypeError,
+               "Unsupported type %s (%s): jitk takes GPU arrays (CuPy, PyTorch, or anything with "
+               "__dlpack__ or __cuda_array_interface__) and Python or NumPy scalars",
+               tn, what);
+  return -1;
+}
+
+/* The device when no argument is an array: the current one of CuPy, else
+ * of PyTorch, else 0. */
+static int current_device(int lib) {
+  if ((lib == LIB_CUPY || lib == LIB_OTHER) && cupy_device_type != NULL) {
+    PyObject *d = PyObject_CallNoArgs(cupy_device_type);
+    PyObject *id = d ? PyObject_GetAttrString(d, "id") : NULL;
+    Py_XDECREF(d);
+    int r = id ? (int)PyLong_AsLong(id) : 0;
+    Py_XDECREF(id);
+    PyErr_Clear();
+    return r;
+  }
+  PyObject *torch = lib == LIB_TORCH ? imported("torch") : NULL;
+  if (torch != NULL) {
+    PyObject *f = attr_path(torch, "cuda.current_device");
+    PyObject *id = f ? PyObject_CallNoArgs(f) : NULL;
+    int r = id ? (int)PyLong_AsLong(id) : 0;
+    Py_XDECREF(f);
+    Py_XDECREF(id);
+    Py_DECREF(torch);
+    PyErr_Clear();
+    return r;
+  }
+  return 0;
+}
+
+static int finish_stream(call *c) {
+  if (c->stream_given) return 0;
+  return default_stream(c->lib, c->device, &c->stream);
+}
+
+static PyObject *shape_tuple(const jitk_output_spec *sp) {
+  PyObject *t = PyTuple_New(sp->ndim);
+  if (t == NULL) return NULL;
+  for (int d = 0; d < sp->ndim; d++) {
+    PyObject *v = PyLong_FromLongLong(sp->shape[d]);
+    if (v == NULL) {
+      Py_DECREF(t);
+      return NULL;
+    }
+    PyTuple_SetItem(t, d, v);
+  }
+  return t;
+}
+
+/* An output of `sp`'s dtype and shape, from the library the inputs came
+ * from, so that memory pools and streams agree: CuPy's pool for CuPy
+ * arrays, PyTorch's caching allocator for tensors. */
+static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp) {
+  if (lib == LIB_OTHER) {
+    /* Arrays of other libraries, or none: CuPy's, as CuPy would, else
+     * PyTorch's. */
+    find_cupy();
+    if (cupy_empty != NULL) {
+      lib = LIB_CUPY;
+    } else {
+      find_torch();
+      if (torch_empty != NULL) lib = LIB_TORCH;
+    }
+  }
+  PyObject *shape = shape_tuple(sp);
+  if (shape == NULL) return NULL;
+  PyObject *r = NULL;
+  if (lib == LIB_CUPY && cupy_empty != NULL) {
+    PyObject *kw = Py_BuildValue("{s:s}", "dtype", dtype_name(sp->dtype));
+    PyObject *args = PyTuple_Pack(1, shape);
+    PyObject *dev = NULL, *enter = NULL;
+    if (device != 0 && cupy_device_type != NULL) {
+      /* cupy.empty allocates on the current device: make it ours. */
+      dev = PyObject_CallFunction(cupy_device_type, "i", device);
+      enter = dev ? PyObject_CallMethod(dev, "__enter__", NULL) : NULL;
+    }
+    if (device == 0 || enter != NULL) r = kw && args ? PyObject_Call(cupy_empty, args, kw) : NULL;
+    if (enter != NULL) {
+      PyObject *ex = PyObject_CallMethod(dev, "__exit__", "OOO", Py_None, Py_None, Py_None);
+      Py_XDECREF(ex);
+    }
+    Py_XDECREF(enter);
+    Py_XDECREF(dev);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+  } else if (lib == LIB_TORCH && torch_empty != NULL) {
+    PyObject *tdt = torch_dtypes[sp->dtype];
+    if (tdt == NULL) {
+      PyErr_Format(PyExc_TypeError, "this PyTorch has no %s tensors", dtype_name(sp->dtype));
+    } else {
+      PyObject *dev = PyObject_CallFunction(torch_device_fn, "si", "cuda", device);
+      PyObject *kw = dev ? Py_BuildValue("{s:O,s:O}", "dtype", tdt, "device", dev) : NULL;
+      PyObject *args = PyTuple_Pack(1, shape);
+      r = kw && args ? PyObject_Call(torch_empty, args, kw) : NULL;
+      Py_XDECREF(kw);
+      Py_XDECREF(args);
+      Py_XDECREF(dev);
+    }
+  } else {
+    PyErr_SetString(PyExc_TypeError,
+                    "jitk allocates outputs with the inputs' array library (CuPy or PyTorch), "
+                    "and neither is imported; pass the outputs");
+  }
+  Py_DECREF(shape);
+  return r;
+}
+
+/* Allocates the outputs the call lacks, given their specs, and adds them
+ * to the call as arrays; out[j] gets each output object (new or given). */
+static int allocate_outputs(call *c, int nin, int nout, const jitk_output_spec *specs,
+                            PyObject *args, PyObject **out) {
+  for (int j = 0; j < nout; j++) {
+    int p = nin + j;
+    bool given = p < PyTuple_Size(args) && c->args[p].kind != JITK_ARG_ALLOCATE;
+    if (given) {
+      out[j] = PyTuple_GetItem(args, p);
+      Py_INCREF(out[j]);
+      continue;
+    }
+    PyObject *o = allocate_output(c->lib, c->device < 0 ? 0 : c->device, &specs[j]);
+    if (o == NULL) return -1;
+    out[j] = o;
+    int dev = -1;
+    pyarr *a = &c->arrs[c->narr];
+    int r = to_array(o, lib_of(o), c->stream, a, &dev, "an allocated output");
+    c->narr++;
+    if (r != 1) {
+      if (r == 0) PyErr_SetString(JitkError, "an allocated output is not an array");
+      return -1;
+    }
+    c->args[p] = jitk_arg_array(&a->t);
+  }
+  return 0;
+}
+
+static PyObject *pack_outputs(PyObject **out, int nout, bool no_return, bool return_tuple) {
+  if (no_return) {
+    for (int j = 0; j < nout; j++) Py_DECREF(out[j]);
+    Py_RETURN_NONE;
+  }
+  if (nout == 1 && !return_tuple) return out[0];
+  PyObject *t = PyTuple_New(nout);
+  if (t == NULL) {
+    for (int j = 0; j < nout; j++) Py_DECREF(out[j]);
+    return NULL;
+  }
+  for (int j = 0; j < nout; j++) PyTuple_SetItem(t, j, out[j]);
+  return t;
+}
+
+/* A tuple of str (CuPy's options) as a C array of the strings, which live
+ * as long as the tuple. */
+static int string_list(PyObject *seq, const char ***out, size_t *n, const char *what) {
+  *out = NULL;
+  *n = 0;
+  if (seq == NULL || seq == Py_None) return 0;
+  PyObject *fast = PySequence_Tuple(seq);
+  if (fast == NULL) return -1;
+  Py_ssize_t len = PyTuple_Size(fast);
+  const char **v = len > 0 ? PyMem_Calloc((size_t)len, sizeof *v) : NULL;
+  if (len > 0 && v == NULL) {
+    Py_DECREF(fast);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    PyObject *item = PyTuple_GetItem(fast, i);
+    if (!PyUnicode_Check(item)) {
+      PyErr_Format(PyExc_TypeError, "%s must be strings", what);
+      PyMem_Free(v);
+      Py_DECREF(fast);
+      return -1;
+    }
+    v[i] = PyUnicode_AsUTF8AndSize(item, NULL);
+  }
+  /* The strings belong to the items of `fast`, which the caller's tuple
+   * keeps alive; `fast` itself is that tuple or a copy of it. */
+  Py_DECREF(fast);
+  *out = v;
+  *n = (size_t)len;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* ElementwiseKernel                                                  */
+/* ------------------------------------------------------------------ */
+
+#define MAX_PARAMS 64
+
+typedef struct ew_kernel {
+  PyObject_HEAD
+  PyObject *in_params, *out_params, *operation, *name, *preamble, *loop_prep, *after_loop;
+  PyObject *options; /* tuple of str */
+  PyObject *params;  /* tuple of (name, is_output, is_raw, type) */
+  PyObject *cached_codes; /* dict: the specializations compiled, as CuPy keeps them */
+  int nin, nout;
+  int reduce_dims, no_return, return_tuple;
+  unsigned char raw[MAX_PARAMS];
+  jitk_elementwise *parsed; /* on the parse engine: checks and compile() */
+  jitk_elementwise *per_device[MAX_DEVICES];
+  /* The argument dtypes of the last call, so _cached_codes is touched only
+   * when they change. */
+  unsigned char last_sig[MAX_PARAMS];
+  bool have_sig;
+} ew_kernel;
+
+static jitk_status ew_create(ew_kernel *k, jitk_engine *e, jitk_elementwise **out) {
+  const char **opts = NULL;
+  size_t nopts = 0;
+  if (string_list(k->options, &opts, &nopts, "options") != 0) return JITK_ERR_INVALID_ARGUMENT;
+  jitk_elementwise_options o;
+  memset(&o, 0, sizeof o);
+  o.preamble = PyUnicode_AsUTF8AndSize(k->preamble, NULL);
+  o.loop_prep = PyUnicode_AsUTF8AndSize(k->loop_prep, NULL);
+  o.after_loop = PyUnicode_AsUTF8AndSize(k->after_loop, NULL);
+  o.nvrtc_options = opts;
+  o.num_nvrtc_options = nopts;
+  jitk_status st = jitk_elementwise_create(
+      e, PyUnicode_AsUTF8AndSize(k->in_params, NULL), PyUnicode_AsUTF8AndSize(k->out_params, NULL),
+      PyUnicode_AsUTF8AndSize(k->operation, NULL), PyUnicode_AsUTF8AndSize(k->name, NULL), &o, out);
+  PyMem_Free(opts);
+  return st;
+}
+
+static PyObject *param_tuple(const jitk_param_info *info) {
+  return Py_BuildValue("(sNNs)", info->name, PyBool_FromLong(info->is_output),
+                       PyBool_FromLong(info->is_raw),
+                       info->placeholder ? info->placeholder : dtype_name(info->dtype));
+}
+
+static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"in_params", "out_params", "operation", "name", "reduce_dims",
+                           "preamble", "no_return", "return_tuple", "loop_prep", "after_loop",
+                           "options", NULL};
+  PyObject *in_p, *out_p, *op, *name = NULL, *preamble = NULL, *loop_prep = NULL,
+                                *after_loop = NULL, *options = NULL;
+  int reduce_dims = 1, no_return = 0, return_tuple = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "UUU|UpUppUUO:ElementwiseKernel", kwlist, &in_p,
+                                   &out_p, &op, &name, &reduce_dims, &preamble, &no_return,
+                                   &return_tuple, &loop_prep, &after_loop, &options))
+    return NULL;
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  ew_kernel *k = (ew_kernel *)alloc(type, 0);
+  if (k == NULL) return NULL;
+  PyObject *empty = PyUnicode_FromString("");
+  k->in_params = Py_NewRef(in_p);
+  k->out_params = Py_NewRef(out_p);
+  k->operation = Py_NewRef(op);
+  k->name = name ? Py_NewRef(name) : PyUnicode_FromString("kernel");
+  k->preamble = Py_NewRef(preamble ? preamble : empty);
+  k->loop_prep = Py_NewRef(loop_prep ? loop_prep : empty);
+  k->after_loop = Py_NewRef(after_loop ? after_loop : empty);
+  Py_XDECREF(empty);
+  k->options = options && options != Py_None ? PySequence_Tuple(options) : PyTuple_New(0);
+  k->cached_codes = PyDict_New();
+  k->reduce_dims = reduce_dims;
+  k->no_return = no_return;
+  k->return_tuple = return_tuple;
+  if (k->name == NULL || k->options == NULL || k->cached_codes == NULL) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  /* The lists are parsed now, as CuPy does: a bad list fails at once,
+   * without a GPU. */
+  jitk_engine *pe = parse_engine();
+  if (pe == NULL) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  jitk_status st = ew_create(k, pe, &k->parsed);
+  if (st != JITK_OK) {
+    Py_DECREF(k);
+    if (!PyErr_Occurred()) raise_status(pe, st, NULL);
+    return NULL;
+  }
+  jitk_elementwise_num_params(k->parsed, &k->nin, &k->nout);
+  if (k->nin + k->nout > MAX_PARAMS) {
+    Py_DECREF(k);
+    PyErr_Format(PyExc_ValueError, "at most %d parameters", MAX_PARAMS);
+    return NULL;
+  }
+  k->params = PyTuple_New(k->nin + k->nout);
+  for (int p = 0; k->params && p < k->nin + k->nout; p++) {
+    jitk_param_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    jitk_elementwise_param(k->parsed, p, &info);
+    k->raw[p] = (unsigned char)info.is_raw;
+    PyTuple_SetItem(k->params, p, param_tuple(&info));
+  }
+  if (k->params == NULL || PyErr_Occurred()) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  return (PyObject *)k;
+}
+
+static void ew_dealloc(ew_kernel *k) {
+  for (int d = 0; d < MAX_DEVICES; d++) jitk_elementwise_destroy(k->per_device[d]);
+  jitk_elementwise_destroy(k->parsed);
+  Py_XDECREF(k->in_params);
+  Py_XDECREF(k->out_params);
+  Py_XDECREF(k->operation);
+  Py_XDECREF(k->name);
+  Py_XDECREF(k->preamble);
+  Py_XDECREF(k->loop_prep);
+  Py_XDECREF(k->after_loop);
+  Py_XDECREF(k->options);
+  Py_XDECREF(k->params);
+  Py_XDECREF(k->cached_codes);
+  PyTypeObject *tp = Py_TYPE(k);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(k);
+  Py_DECREF(tp);
+}
+
+/* The kernel on a device's engine, made at its first call there. */
+static jitk_elementwise *ew_on(ew_kernel *k, int device) {
+  if (k->per_device[device] != NULL) return k->per_device[device];
+  jitk_engine *e = device_engine(device);
+  if (e == NULL) return NULL;
+  jitk_status st = ew_create(k, e, &k->per_device[device]);
+  if (st != JITK_OK) {
+    if (!PyErr_Occurred()) raise_status(e, st, NULL);
+    return NULL;
+  }
+  return k->per_device[device];
+}
+
+/* Notes a new specialization in _cached_codes (CuPy's tests count them);
+ * cheap when the dtypes repeat, as they do in a loop. */
+static void note_specialization(PyObject *cached_codes, unsigned char *last_sig, bool *have_sig,
+                                const call *c, const char *(*source)(void *), void *src_arg) {
+  unsigned char sig[MAX_PARAMS];
+  int n = c->n < MAX_PARAMS ? c->n : MAX_PARAMS;
+  for (int p = 0; p < n; p++) {
+    const jitk_arg *a = &c->args[p];
+    jitk_dtype d = a->dtype;
+    if (a->kind == JITK_ARG_ARRAY && jitk_dtype_from_dlpack(a->tensor->dtype, &d) != JITK_OK)
+      d = JITK_DTYPE_NONE;
+    sig[p] = (unsigned char)((a->kind == JITK_ARG_ARRAY ? 0 : 64) + d);
+  }
+  if (*have_sig && memcmp(sig, last_sig, (size_t)n) == 0) return;
+  memcpy(last_sig, sig, (size_t)n);
+  *have_sig = true;
+  PyObject *key = PyBytes_FromStringAndSize((const char *)sig, n);
+  if (key == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (PyDict_GetItemWithError(cached_codes, key) == NULL && !PyErr_Occurred()) {
+    const char *src = source(src_arg);
+    PyObject *v = PyUnicode_FromString(src ? src : "");
+    if (v != NULL) PyDict_SetItem(cached_codes, key, v);
+    Py_XDECREF(v);
+  }
+  PyErr_Clear();
+  Py_DECREF(key);
+}
+
+static const char *ew_source_of(void *kern) {
+  const char *s = NULL;
+  if (jitk_elementwise_source((jitk_elementwise *)kern, &s) != JITK_OK) return NULL;
+  return s;
+}
+
+/* Reads size=, block_size= and stream= (the only keywords a call takes). */
+static int call_keywords(PyObject *kw, const char *const *names, PyObject **values, int n,
+                         const char *kernel) {
+  for (int i = 0; i < n; i++) values[i] = NULL;
+  if (kw == NULL) return 0;
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(kw, &pos, &key, &value)) {
+    const char *k = PyUnicode_AsUTF8AndSize(key, NULL);
+    int found = -1;
+    for (int i = 0; k && i < n; i++)
+      if (strcmp(k, names[i]) == 0) found = i;
+    if (found < 0) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", kernel,
+                   k ? k : "?");
+      return -1;
+    }
+    values[found] = value;
+  }
+  return 0;
+}
+
+static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
+  static const char *const names[] = {"size", "block_size", "stream"};
+  PyObject *kv[3];
+  const char *kname = PyUnicode_AsUTF8AndSize(k->name, NULL);
+  if (call_keywords(kw, names, kv, 3, kname) != 0) return NULL;
+  Py_ssize_t n = PyTuple_Size(args);
+  if (n != k->nin && n != k->nin + k->nout) {
+    PyErr_Format(PyExc_TypeError, "Wrong number of arguments for %s", kname);
+    return NULL;
+  }
+  int64_t size = -1;
+  if (kv[0] != NULL && kv[0] != Py_None) {
+    size = PyLong_AsLongLong(kv[0]);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    if (size < 0) {
+      PyErr_SetString(PyExc_ValueError, "size must not be negative");
+      return NULL;
+    }
+  }
+  unsigned int block = 0;
+  if (kv[1] != NULL && kv[1] != Py_None) {
+    long b = PyLong_AsLong(kv[1]);
+    if (b == -1 && PyErr_Occurred()) return NULL;
+    if (b <= 0) {
+      PyErr_Format(PyExc_ValueError, "block_size must be positive, not %ld", b);
+      return NULL;
+    }
+    block = (unsigned int)b;
+  }
+  call c;
+  c.n = (int)n;
+  c.narr = 0;
+  c.lib = LIB_OTHER;
+  c.device = -1;
+  c.stream = NULL;
+  c.stream_given = kv[2] != NULL && kv[2] != Py_None;
+  if (c.stream_given && stream_from_object(kv[2], &c.stream) != 0) return NULL;
+  PyObject *out[MAX_PARAMS] = {NULL};
+  int nalloc = 0;
+  PyObject *result = NULL;
+  int nonraw = 0;
+  for (int i = 0; i < (int)n; i++) {
+    if (convert_arg(&c, PyTuple_GetItem(args, i), i, i >= k->nin, kname) != 0) goto fail;
+    if (c.args[i].kind == JITK_ARG_ARRAY && !k->raw[i]) nonraw++;
+  }
+  /* CuPy's rules for size=. */
+  if (size >= 0 && nonraw > 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "Specified 'size' can be used only if all of the ndarray are 'raw'.");
+    goto fail;
+  }
+  if (size < 0 && nonraw == 0) {
+    PyErr_SetString(PyExc_ValueError, "Loop size is undecided.");
+    goto fail;
+  }
+  if (c.device < 0) c.device = current_device(c.lib);
+  if (finish_stream(&c) != 0) goto fail;
+  jitk_elementwise *kern = ew_on(k, c.device);
+  if (kern == NULL) goto fail;
+  for (int p = (int)n; p < k->nin + k->nout; p++) c.args[p] = jitk_arg_allocate();
+  c.n = k->nin + k->nout;
+  bool need = false;
+  for (int p = k->nin; p < c.n; p++) need |= c.args[p].kind == JITK_ARG_ALLOCATE;
+  if (need) {
+    jitk_output_spec specs[MAX_PARAMS];
+    jitk_status st = jitk_elementwise_outputs(kern, c.args, (size_t)c.n, size, specs);
+    if (st != JITK_OK) {
+      raise_status(engines[c.device], st, NULL);
+      goto fail;
+    }
+    if (allocate_outputs(&c, k->nin, k->nout, specs, args, out) != 0) {
+      nalloc = k->nout;
+      goto fail;
+    }
+  } else {
+    for (int j = 0; j < k->nout; j++) out[j] = Py_NewRef(PyTuple_GetItem(args, k->nin + j));
+  }
+  nalloc = k->nout;
+  jitk_launch_options lo;
+  jitk_launch_options_init(&lo);
+  lo.size = size;
+  lo.block_size = block;
+  jitk_status st;
+  Py_BEGIN_ALLOW_THREADS st = jitk_elementwise_launch_ex(kern, c.stream, c.args, (size_t)c.n, &lo,
+                                                         NULL);
+  Py_END_ALLOW_THREADS if (st != JITK_OK) {
+    raise_status(engines[c.device], st, NULL);
+    goto fail;
+  }
+  note_specialization(k->cached_codes, k->last_sig, &k->have_sig, &c, ew_source_of, kern);
+  call_release(&c);
+  return pack_outputs(out, k->nout, k->no_return, k->return_tuple);
+fail:
+  for (int j = 0; j < nalloc; j++) Py_XDECREF(out[j]);
+  call_release(&c);
+  return result;
+}
+
+/* k.compile(types, *, arch=None, ndim=1, index_bits=32): the source of a
+ * specialization, compiled without arrays or a GPU. */
+static PyObject *ew_compile(ew_kernel *k, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"types", "arch", "ndim", "index_bits", NULL};
+  const char *types, *arch = NULL;
+  int ndim = 1, bits = 32;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zii:compile", kwlist, &types, &arch, &ndim,
+                                   &bits))
+    return NULL;
+  jitk_engine *e = arch_engine_for(arch);
+  if (e == NULL) return NULL;
+  jitk_elementwise *kern = NULL;
+  jitk_status st = ew_create(k, e, &kern);
+  if (st != JITK_OK) return PyErr_Occurred() ? NULL : raise_status(e, st, NULL);
+  jitk_elementwise_layout layout;
+  memset(&layout, 0, sizeof layout);
+  layout.ndim = ndim;
+  layout.index_bits = bits;
+  const char *src = NULL;
+  Py_BEGIN_ALLOW_THREADS st = jitk_elementwise_compile(kern, types, &layout, &src, NULL);
+  Py_END_ALLOW_THREADS PyObject *r = NULL;
+  if (st == JITK_OK)
+    r = PyUnicode_FromString(src);
+  else
+    raise_status(e, st, NULL);
+  jitk_elementwise_destroy(kern);
+  return r;
+}
+
+#include <structmember.h>
+
+static PyMemberDef ew_members[] = {
+    {"name", T_OBJECT_EX, offsetof(ew_kernel, name), READONLY, "the kernel's name"},
+    {"in_params", T_OBJECT_EX, offsetof(ew_kernel, in_params), READONLY, NULL},
+    {"out_params", T_OBJECT_EX, offsetof(ew_kernel, out_params), READONLY, NULL},
+    {"operation", T_OBJECT_EX, offsetof(ew_kernel, operation), READONLY, NULL},
+    {"preamble", T_OBJECT_EX, offsetof(ew_kernel, preamble), READONLY, NULL},
+    {"loop_prep", T_OBJECT_EX, offsetof(ew_kernel, loop_prep), READONLY, NULL},
+    {"after_loop", T_OBJECT_EX, offsetof(ew_kernel, after_loop), READONLY, NULL},
+    {"options", T_OBJECT_EX, offsetof(ew_kernel, options), READONLY, NULL},
+    {"params", T_OBJECT_EX, offsetof(ew_kernel, params), READONLY,
+     "(name, is_output, is_raw, type) of each parameter"},
+    {"nin", T_INT, offsetof(ew_kernel, nin), READONLY, NULL},
+    {"nout", T_INT, offsetof(ew_kernel, nout), READONLY, NULL},
+    {"reduce_dims", T_INT, offsetof(ew_kernel, reduce_dims), READONLY, NULL},
+    {"no_return", T_INT, offsetof(ew_kernel, no_return), READONLY, NULL},
+    {"return_tuple", T_INT, offsetof(ew_kernel, return_tuple), READONLY, NULL},
+    {"_cached_codes", T_OBJECT_EX, offsetof(ew_kernel, cached_codes), READONLY,
+     "the specializations compiled so far, by argument dtypes"},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyObject *ew_nargs(ew_kernel *k, void *unused) {
+  (void)unused;
+  return PyLong_FromLong(k->nin + k->nout);
+}
+
+static PyGetSetDef ew_getset[] = {{"nargs", (getter)ew_nargs, NULL, NULL, NULL},
+                                  {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef ew_methods[] = {
+    {"compile", (PyCFunction)(void (*)(void))ew_compile, METH_VARARGS | METH_KEYWORDS,
+     "compile(types, *, arch=None, ndim=1, index_bits=32) -> str\n\nGenerates and compiles the "
+     "specialization for `types` ('T=float32') without arrays or a GPU, and returns its CUDA "
+     "source; raises jitk.CompileError when NVRTC refuses it."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot ew_slots[] = {
+    {Py_tp_new, ew_new},
+    {Py_tp_dealloc, ew_dealloc},
+    {Py_tp_call, ew_call},
+    {Py_tp_members, ew_members},
+    {Py_tp_getset, ew_getset},
+    {Py_tp_methods, ew_methods},
+    {Py_tp_doc, "ElementwiseKernel(in_params, out_params, operation, name='kernel', "
+                "reduce_dims=True, preamble='', no_return=False, return_tuple=False, "
+                "loop_prep='', after_loop='', options=())\n\n"
+                "A kernel written as CuPy's ElementwiseKernel, run on GPU arrays of any "
+                "library: k(*args, size=None, block_size=None, stream=None)."},
+    {0, NULL}};
+
+static PyType_Spec ew_spec = {"jitk.ElementwiseKernel", sizeof(ew_kernel), 0,
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, ew_slots};
+
+/* ------------------------------------------------------------------ */
+/* ReductionKernel                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct red_kernel {
+  PyObject_HEAD
+  PyObject *in_params, *out_params, *map_expr, *reduce_expr, *post_map_expr, *identity, *name,
+      *reduce_type, *preamble, *options, *params, *cached_codes;
+  int nin, nout, reduce_dims;
+  jitk_reduction *parsed;
+  jitk_reduction *per_device[MAX_DEVICES];
+  unsigned char last_sig[MAX_PARAMS];
+  bool have_sig;
+} red_kernel;
+
+static const char *opt_str(PyObject *o) {
+  return o == NULL || o == Py_None ? NULL : PyUnicode_AsUTF8AndSize(o, NULL);
+}
+
+static jitk_status red_create(red_kernel *k, jitk_engine *e, jitk_reduction **out) {
+  const char **opts = NULL;
+  size_t nopts = 0;
+  if (string_list(k->options, &opts, &nopts, "options") != 0) return JITK_ERR_INVALID_ARGUMENT;
+  jitk_reduction_options o;
+  memset(&o, 0, sizeof o);
+  o.preamble = opt_str(k->preamble);
+  o.nvrtc_options = opts;
+  o.num_nvrtc_options = nopts;
+  jitk_status st = jitk_reduction_create(
+      e, opt_str(k->in_params), opt_str(k->out_params), opt_str(k->map_expr),
+      opt_str(k->reduce_expr), opt_str(k->post_map_expr), opt_str(k->identity),
+      opt_str(k->reduce_type), opt_str(k->name), &o, out);
+  PyMem_Free(opts);
+  return st;
+}
+
+static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr",
+                           "identity", "name", "reduce_type", "reduce_dims", "preamble",
+                           "options", NULL};
+  PyObject *in_p, *out_p, *map_e, *red_e, *post_e, *ident, *name = NULL, *rtype = NULL,
+                                                            *preamble = NULL, *options = NULL;
+  int reduce_dims = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "UUUUUO|UOpUO:ReductionKernel", kwlist, &in_p, &out_p,
+                                   &map_e, &red_e, &post_e, &ident, &name, &rtype, &reduce_dims,
+                                   &preamble, &options))
+    return NULL;
+  if (ident != Py_None && !PyUnicode_Check(ident)) {
+    PyErr_SetString(PyExc_TypeError, "identity must be a str or None");
+    return NULL;
+  }
+  if (rtype != NULL && rtype != Py_None && !PyUnicode_Check(rtype)) {
+    /* CuPy takes a NumPy dtype too: its name is the type. */
+    PyObject *n = PyObject_GetAttr(rtype, s_name);
+    if (n == NULL || !PyUnicode_Check(n)) {
+      Py_XDECREF(n);
+      PyErr_SetString(PyExc_TypeError, "reduce_type must be a str, a dtype or None");
+      return NULL;
+    }
+    rtype = n;
+  } else if (rtype != NULL) {
+    Py_INCREF(rtype);
+  }
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  red_kernel *k = (red_kernel *)alloc(type, 0);
+  if (k == NULL) {
+    Py_XDECREF(rtype);
+    return NULL;
+  }
+  k->in_params = Py_NewRef(in_p);
+  k->out_params = Py_NewRef(out_p);
+  k->map_expr = Py_NewRef(map_e);
+  k->reduce_expr = Py_NewRef(red_e);
+  k->post_map_expr = Py_NewRef(post_e);
+  k->identity = Py_NewRef(ident);
+  k->name = name ? Py_NewRef(name) : PyUnicode_FromString("reduce_kernel");
+  k->reduce_type = rtype ? rtype : Py_NewRef(Py_None);
+  k->preamble = preamble ? Py_NewRef(preamble) : PyUnicode_FromString("");
+  k->options = options && options != Py_None ? PySequence_Tuple(options) : PyTuple_New(0);
+  k->cached_codes = PyDict_New();
+  k->reduce_dims = reduce_dims;
+  if (k->name == NULL || k->preamble == NULL || k->options == NULL || k->cached_codes == NULL) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  jitk_engine *pe = parse_engine();
+  if (pe == NULL) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  jitk_status st = red_create(k, pe, &k->parsed);
+  if (st != JITK_OK) {
+    Py_DECREF(k);
+    if (!PyErr_Occurred()) raise_status(pe, st, NULL);
+    return NULL;
+  }
+  jitk_reduction_num_params(k->parsed, &k->nin, &k->nout);
+  if (k->nin + k->nout > MAX_PARAMS) {
+    Py_DECREF(k);
+    PyErr_Format(PyExc_ValueError, "at most %d parameters", MAX_PARAMS);
+    return NULL;
+  }
+  k->params = PyTuple_New(k->nin + k->nout);
+  for (int p = 0; k->params && p < k->nin + k->nout; p++) {
+    jitk_param_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    jitk_reduction_param(k->parsed, p, &info);
+    PyTuple_SetItem(k->params, p, param_tuple(&info));
+  }
+  if (k->params == NULL || PyErr_Occurred()) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  return (PyObject *)k;
+}
+
+static void red_dealloc(red_kernel *k) {
+  for (int d = 0; d < MAX_DEVICES; d++) jitk_reduction_destroy(k->per_device[d]);
+  jitk_reduction_destroy(k->parsed);
+  PyObject **fields[] = {&k->in_params, &k->out_params, &k->map_expr, &k->reduce_expr,
+                         &k->post_map_expr, &k->identity, &k->name, &k->reduce_type,
+                         &k->preamble, &k->options, &k->params, &k->cached_codes};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) Py_CLEAR(*fields[i]);
+  PyTypeObject *tp = Py_TYPE(k);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(k);
+  Py_DECREF(tp);
+}
+
+static jitk_reduction *red_on(red_kernel *k, int device) {
+  if (k->per_device[device] != NULL) return k->per_device[device];
+  jitk_engine *e = device_engine(device);
+  if (e == NULL) return NULL;
+  jitk_status st = red_create(k, e, &k->per_device[device]);
+  if (st != JITK_OK) {
+    if (!PyErr_Occurred()) raise_status(e, st, NULL);
+    return NULL;
+  }
+  return k->per_device[device];
+}
+
+static const char *red_source_of(void *kern) {
+  const char *s = NULL;
+  if (jitk_reduction_source((jitk_reduction *)kern, &s) != JITK_OK) return NULL;
+  return s;
+}
+
+/* axis=: None (every axis), an int, or a sequence of ints. */
+static int parse_axes(PyObject *axis, int *axes, int *num) {
+  if (axis == NULL || axis == Py_None) {
+    *num = -1;
+    return 0;
+  }
+  if (PyLong_Check(axis)) {
+    axes[0] = (int)PyLong_AsLong(axis);
+    *num = 1;
+    return PyErr_Occurred() ? -1 : 0;
+  }
+  PyObject *t = PySequence_Tuple(axis);
+  if (t == NULL) {
+    PyErr_SetString(PyExc_TypeError, "axis must be None, an int or a tuple of ints");
+    return -1;
+  }
+  Py_ssize_t n = PyTuple_Size(t);
+  if (n > JITK_MAX_NDIM) {
+    Py_DECREF(t);
+    PyErr_SetString(PyExc_ValueError, "too many axes");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    axes[i] = (int)PyLong_AsLong(PyTuple_GetItem(t, i));
+    if (PyErr_Occurred()) {
+      Py_DECREF(t);
+      return -1;
+    }
+  }
+  Py_DECREF(t);
+  *num = (int)n;
+  return 0;
+}
+
+static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
+  static const char *const names[] = {"axis", "keepdims", "out", "stream"};
+  PyObject *kv[4];
+  const char *kname = PyUnicode_AsUTF8AndSize(k->name, NULL);
+  if (call_keywords(kw, names, kv, 4, kname) != 0) return NULL;
+  Py_ssize_t n = PyTuple_Size(args);
+  if (n != k->nin && n != k->nin + k->nout) {
+    PyErr_Format(PyExc_TypeError, "Wrong number of arguments for %s", kname);
+    return NULL;
+  }
+  PyObject *outarg = kv[2] != NULL && kv[2] != Py_None ? kv[2] : NULL;
+  if (outarg != NULL && n != k->nin) {
+    PyErr_SetString(PyExc_ValueError, "cannot specify 'out' as both a positional and keyword "
+                                      "argument");
+    return NULL;
+  }
+  if (outarg != NULL && k->nout != 1) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "out= takes one array; a kernel with several outputs takes them "
+                    "positionally");
+    return NULL;
+  }
+  int axes[JITK_MAX_NDIM], num_axes = -1;
+  if (parse_axes(kv[0], axes, &num_axes) != 0) return NULL;
+  int keepdims = kv[1] != NULL ? PyObject_IsTrue(kv[1]) : 0;
+  if (keepdims < 0) return NULL;
+  /* With out=, the arguments are the inputs then it. */
+  PyObject *full = args;
+  if (outarg != NULL) {
+    full = PyTuple_New(n + 1);
+    if (full == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SetItem(full, i, Py_NewRef(PyTuple_GetItem(args, i)));
+    PyTuple_SetItem(full, n, Py_NewRef(outarg));
+    n++;
+  } else {
+    Py_INCREF(full);
+  }
+  call c;
+  c.n = (int)n;
+  c.narr = 0;
+  c.lib = LIB_OTHER;
+  c.device = -1;
+  c.stream = NULL;
+  c.stream_given = kv[3] != NULL && kv[3] != Py_None;
+  PyObject *out[MAX_PARAMS] = {NULL};
+  int nalloc = 0;
+  if (c.stream_given && stream_from_object(kv[3], &c.stream) != 0) goto fail;
+  for (int i = 0; i < (int)n; i++)
+    if (convert_arg(&c, PyTuple_GetItem(full, i), i, i >= k->nin, kname) != 0) goto fail;
+  if (c.device < 0) c.device = current_device(c.lib);
+  if (finish_stream(&c) != 0) goto fail;
+  jitk_reduction *kern = red_on(k, c.device);
+  if (kern == NULL) goto fail;
+  for (int p = (int)n; p < k->nin + k->nout; p++) c.args[p] = jitk_arg_allocate();
+  c.n = k->nin + k->nout;
+  bool need = false;
+  for (int p = k->nin; p < c.n; p++) need |= c.args[p].kind == JITK_ARG_ALLOCATE;
+  nalloc = k->nout;
+  if (need) {
+    jitk_output_spec specs[MAX_PARAMS];
+    jitk_status st = jitk_reduction_outputs(kern, c.args, (size_t)c.n, num_axes < 0 ? NULL : axes,
+                                            num_axes, keepdims, specs);
+    if (st != JITK_OK) {
+      raise_status(engines[c.device], st, NULL);
+      goto fail;
+    }
+    if (allocate_outputs(&c, k->nin, k->nout, specs, full, out) != 0) goto fail;
+  } else {
+    for (int j = 0; j < k->nout; j++) out[j] = Py_NewRef(PyTuple_GetItem(full, k->nin + j));
+  }
+  jitk_status st;
+  Py_BEGIN_ALLOW_THREADS st =
+      jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n, num_axes < 0 ? NULL : axes,
+                            num_axes, keepdims, NULL);
+  Py_END_ALLOW_THREADS if (st != JITK_OK) {
+    raise_status(engines[c.device], st, NULL);
+    goto fail;
+  }
+  note_specialization(k->cached_codes, k->last_sig, &k->have_sig, &c, red_source_of, kern);
+  call_release(&c);
+  Py_DECREF(full);
+  return pack_outputs(out, k->nout, false, false);
+fail:
+  for (int j = 0; j < nalloc; j++) Py_XDECREF(out[j]);
+  call_release(&c);
+  Py_DECREF(full);
+  return NULL;
+}
+
+static PyObject *red_compile(red_kernel *k, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"types", "arch", "kept_ndim", "reduced_ndim", "index_bits", NULL};
+  const char *types, *arch = NULL;
+  int kept = 0, reduced = 1, bits = 32;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$ziii:compile", kwlist, &types, &arch, &kept,
+                                   &reduced, &bits))
+    return NULL;
+  jitk_engine *e = arch_engine_for(arch);
+  if (e == NULL) return NULL;
+  jitk_reduction *kern = NULL;
+  jitk_status st = red_create(k, e, &kern);
+  if (st != JITK_OK) return PyErr_Occurred() ? NULL : raise_status(e, st, NULL);
+  jitk_reduction_layout layout;
+  memset(&layout, 0, sizeof layout);
+  layout.kept_ndim = kept;
+  layout.reduced_ndim = reduced;
+  layout.index_bits = bits;
+  layout.strategy = 'i';
+  const char *src = NULL;
+  Py_BEGIN_ALLOW_THREADS st = jitk_reduction_compile(kern, types, &layout, &src, NULL);
+  Py_END_ALLOW_THREADS PyObject *r = NULL;
+  if (st == JITK_OK)
+    r = PyUnicode_FromString(src);
+  else
+    raise_status(e, st, NULL);
+  jitk_reduction_destroy(kern);
+  return r;
+}
+
+static PyMemberDef red_members[] = {
+    {"name", T_OBJECT_EX, offsetof(red_kernel, name), READONLY, NULL},
+    {"in_params", T_OBJECT_EX, offsetof(red_kernel, in_params), READONLY, NULL},
+    {"out_params", T_OBJECT_EX, offsetof(red_kernel, out_params), READONLY, NULL},
+    {"map_expr", T_OBJECT_EX, offsetof(red_kernel, map_expr), READONLY, NULL},
+    {"reduce_expr", T_OBJECT_EX, offsetof(red_kernel, reduce_expr), READONLY, NULL},
+    {"post_map_expr", T_OBJECT_EX, offsetof(red_kernel, post_map_expr), READONLY, NULL},
+    {"identity", T_OBJECT_EX, offsetof(red_kernel, identity), READONLY, NULL},
+    {"reduce_type", T_OBJECT_EX, offsetof(red_kernel, reduce_type), READONLY, NULL},
+    {"preamble", T_OBJECT_EX, offsetof(red_kernel, preamble), READONLY, NULL},
+    {"options", T_OBJECT_EX, offsetof(red_kernel, options), READONLY, NULL},
+    {"params", T_OBJECT_EX, offsetof(red_kernel, params), READONLY, NULL},
+    {"nin", T_INT, offsetof(red_kernel, nin), READONLY, NULL},
+    {"nout", T_INT, offsetof(red_kernel, nout), READONLY, NULL},
+    {"reduce_dims", T_INT, offsetof(red_kernel, reduce_dims), READONLY, NULL},
+    {"_cached_codes", T_OBJECT_EX, offsetof(red_kernel, cached_codes), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyObject *red_nargs(red_kernel *k, void *unused) {
+  (void)unused;
+  return PyLong_FromLong(k->nin + k->nout);
+}
+
+static PyGetSetDef red_getset[] = {{"nargs", (getter)red_nargs, NULL, NULL, NULL},
+                                   {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef red_methods[] = {
+    {"compile", (PyCFunction)(void (*)(void))red_compile, METH_VARARGS | METH_KEYWORDS,
+     "compile(types, *, arch=None, kept_ndim=0, reduced_ndim=1, index_bits=32) -> str\n\n"
+     "Generates and compiles a specialization without arrays or a GPU; returns its source."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot red_slots[] = {
+    {Py_tp_new, red_new},
+    {Py_tp_dealloc, red_dealloc},
+    {Py_tp_call, red_call},
+    {Py_tp_members, red_members},
+    {Py_tp_getset, red_getset},
+    {Py_tp_methods, red_methods},
+    {Py_tp_doc, "ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, "
+                "identity, name='reduce_kernel', reduce_type=None, reduce_dims=True, preamble='', "
+                "options=())\n\nA reduction written as CuPy's ReductionKernel: "
+                "k(*args, axis=None, keepdims=False, out=None, stream=None)."},
+    {0, NULL}};
+
+static PyType_Spec red_spec = {"jitk.ReductionKernel", sizeof(red_kernel), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, red_slots};
+
+/* ------------------------------------------------------------------ */
+/* RawModule and RawKernel                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct raw_module {
+  PyObject_HEAD
+  PyObject *code, *path, *options, *name_expressions, *backend;
+  int translate_cucomplex, enable_cooperative_groups, jitify;
+  jitk_module *per_device[MAX_DEVICES];
+} raw_module;
+
+static PyTypeObject *raw_module_type, *raw_kernel_type;
+
+/* Compiles (or loads) the module on an engine. */
+static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
+  if (m->path != Py_None) {
+    PyObject *b = PyUnicode_EncodeFSDefault(m->path);
+    if (b == NULL) return JITK_ERR_INVALID_ARGUMENT;
+    jitk_status st;
+    const char *p = PyBytes_AsString(b);
+    Py_BEGIN_ALLOW_THREADS st = jitk_module_create_from_file(e, p, out);
+    Py_END_ALLOW_THREADS Py_DECREF(b);
+    return st;
+  }
+  const char **opts = NULL, **names = NULL;
+  size_t nopts = 0, nnames = 0;
+  if (string_list(m->options, &opts, &nopts, "options") != 0) return JITK_ERR_INVALID_ARGUMENT;
+  if (string_list(m->name_expressions, &names, &nnames, "name_expressions") != 0) {
+    PyMem_Free(opts);
+    return JITK_ERR_INVALID_ARGUMENT;
+  }
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.options = opts;
+  o.num_options = nopts;
+  o.name_expressions = names;
+  o.num_name_expressions = nnames;
+  const char *code = PyUnicode_AsUTF8AndSize(m->code, NULL);
+  jitk_status st;
+  Py_BEGIN_ALLOW_THREADS st = jitk_module_create(e, code, &o, out);
+  Py_END_ALLOW_THREADS PyMem_Free(opts);
+  PyMem_Free(names);
+  return st;
+}
+
+static jitk_module *rm_on(raw_module *m, int device) {
+  if (m->per_device[device] != NULL) return m->per_device[device];
+  jitk_engine *e = device_engine(device);
+  if (e == NULL) return NULL;
+  jitk_status st = rm_build(m, e, &m->per_device[device]);
+  if (st != JITK_OK) {
+    if (!PyErr_Occurred()) raise_status(e, st, NULL);
+    return NULL;
+  }
+  return m->per_device[device];
+}
+
+static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObject *options,
+                          PyObject *names, PyObject *backend, int cucomplex, int coop,
+                          int jitify) {
+  if ((code == NULL || code == Py_None) == (path == NULL || path == Py_None)) {
+    PyErr_SetString(PyExc_TypeError, "give exactly one of code and path");
+    return -1;
+  }
+  if (code != NULL && code != Py_None && !PyUnicode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "code must be a str");
+    return -1;
+  }
+  const char *b = backend && backend != Py_None ? PyUnicode_AsUTF8AndSize(backend, NULL) : "nvrtc";
+  if (b == NULL) return -1;
+  if (strcmp(b, "nvrtc") != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "backend '%s' is not supported: jitk compiles with NVRTC (backend='nvrtc')", b);
+    return -1;
+  }
+  m->code = Py_NewRef(code ? code : Py_None);
+  m->path = Py_NewRef(path ? path : Py_None);
+  m->options = options && options != Py_None ? PySequence_Tuple(options) : PyTuple_New(0);
+  m->name_expressions = names && names != Py_None ? PySequence_Tuple(names) : Py_NewRef(Py_None);
+  m->backend = PyUnicode_FromString(b);
+  m->translate_cucomplex = cucomplex;
+  m->enable_cooperative_groups = coop;
+  m->jitify = jitify;
+  if (m->options == NULL || m->name_expressions == NULL || m->backend == NULL) return -1;
+  return 0;
+}
+
+static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"code", "path", "options", "name_expressions", "log_stream", "backend",
+                           "translate_cucomplex", "enable_cooperative_groups", "jitify", NULL};
+  PyObject *code = NULL, *path = NULL, *options = NULL, *names = NULL, *log = NULL,
+           *backend = NULL;
+  int cucomplex = 0, coop = 0, jitify = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOOOOppp:RawModule", kwlist, &code, &path,
+                                   &options, &names, &log, &backend, &cucomplex, &coop, &jitify))
+    return NULL;
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  raw_module *m = (raw_module *)alloc(type, 0);
+  if (m == NULL) return NULL;
+  if (rm_init_fields(m, code, path, options, names, backend, cucomplex, coop, jitify) != 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  (void)log;
+  return (PyObject *)m;
+}
+
+static void rm_dealloc(raw_module *m) {
+  for (int d = 0; d < MAX_DEVICES; d++) jitk_module_destroy(m->per_device[d]);
+  Py_CLEAR(m->code);
+  Py_CLEAR(m->path);
+  Py_CLEAR(m->options);
+  Py_CLEAR(m->name_expressions);
+  Py_CLEAR(m->backend);
+  PyTypeObject *tp = Py_TYPE(m);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(m);
+  Py_DECREF(tp);
+}
+
+static int write_log(PyObject *stream, const char *log) {
+  if (stream == NULL || stream == Py_None || log == NULL) return 0;
+  PyObject *r = PyObject_CallMethod(stream, "write", "s", log);
+  Py_XDECREF(r);
+  return r ? 0 : -1;
+}
+
+/* m.compile(log_stream=None, *, arch=None): compiles now, for the current
+ * device or, with arch (or without a GPU), for that target alone. */
+static PyObject *rm_compile(raw_module *m, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"log_stream", "arch", NULL};
+  PyObject *log = NULL;
+  const char *arch = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$z:compile", kwlist, &log, &arch)) return NULL;
+  jitk_module *mod = NULL;
+  if (arch != NULL || count_devices() == 0) {
+    jitk_engine *e = arch_engine_for(arch);
+    if (e == NULL) return NULL;
+    jitk_status st = rm_build(m, e, &mod);
+    if (st != JITK_OK) return PyErr_Occurred() ? NULL : raise_status(e, st, NULL);
+    const char *text = NULL;
+    jitk_module_log(mod, &text);
+    int r = write_log(log, text);
+    jitk_module_destroy(mod);
+    if (r != 0) return NULL;
+    Py_RETURN_NONE;
+  }
+  find_cupy();
+  mod = rm_on(m, current_device(LIB_OTHER));
+  if (mod == NULL) return NULL;
+  const char *text = NULL;
+  jitk_module_log(mod, &text);
+  if (write_log(log, text) != 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *rk_make(PyObject *module, PyObject *name);
+
+static PyObject *rm_get_function(raw_module *m, PyObject *name) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_SetString(PyExc_TypeError, "the kernel's name must be a str");
+    return NULL;
+  }
+  return rk_make((PyObject *)m, name);
+}
+
+static PyMethodDef rm_methods[] = {
+    {"get_function", (PyCFunction)rm_get_function, METH_O,
+     "get_function(name) -> RawKernel: the kernel named `name`, an extern \"C\" symbol or one "
+     "of the module's name expressions."},
+    {"compile", (PyCFunction)(void (*)(void))rm_compile, METH_VARARGS | METH_KEYWORDS,
+     "compile(log_stream=None, *, arch=None): compiles now; arch compiles for that target "
+     "without a GPU. NVRTC's log goes to log_stream."},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef rm_members[] = {
+    {"code", T_OBJECT_EX, offsetof(raw_module, code), READONLY, NULL},
+    {"path", T_OBJECT_EX, offsetof(raw_module, path), READONLY, NULL},
+    {"options", T_OBJECT_EX, offsetof(raw_module, options), READONLY, NULL},
+    {"name_expressions", T_OBJECT_EX, offsetof(raw_module, name_expressions), READONLY, NULL},
+    {"backend", T_OBJECT_EX, offsetof(raw_module, backend), READONLY, NULL},
+    {"enable_cooperative_groups", T_INT, offsetof(raw_module, enable_cooperative_groups), READONLY,
+     NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot rm_slots[] = {
+    {Py_tp_new, rm_new},
+    {Py_tp_dealloc, rm_dealloc},
+    {Py_tp_methods, rm_methods},
+    {Py_tp_members, rm_members},
+    {Py_tp_doc, "RawModule(code=None, path=None, options=(), name_expressions=None, ...)\n\n"
+                "CUDA source compiled with NVRTC (or a cubin, PTX or fatbin file), as CuPy's "
+                "RawModule; get_function(name) gives its kernels."},
+    {0, NULL}};
+
+static PyType_Spec rm_spec = {"jitk.RawModule", sizeof(raw_module), 0,
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, rm_slots};
+
+typedef struct raw_kernel {
+  PyObject_HEAD
+  PyObject *module; /* a RawModule */
+  PyObject *name;
+  jitk_kernel *per_device[MAX_DEVICES];
+  long long max_dynamic_shared; /* -1: not set */
+} raw_kernel;
+
+static PyObject *rk_make(PyObject *module, PyObject *name) {
+  allocfunc alloc = (allocfunc)PyType_GetSlot(raw_kernel_type, Py_tp_alloc);
+  raw_kernel *k = (raw_kernel *)alloc(raw_kernel_type, 0);
+  if (k == NULL) return NULL;
+  k->module = Py_NewRef(module);
+  k->name = Py_NewRef(name);
+  k->max_dynamic_shared = -1;
+  return (PyObject *)k;
+}
+
+static PyObject *rk_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"code", "name", "options", "backend", "translate_cucomplex",
+                           "enable_cooperative_groups", "jitify", NULL};
+  PyObject *code, *name, *options = NULL, *backend = NULL;
+  int cucomplex = 0, coop = 0, jitify = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|OOppp:RawKernel", kwlist, &code, &name, &options,
+                                   &backend, &cucomplex, &coop, &jitify))
+    return NULL;
+  allocfunc alloc = (allocfunc)PyType_GetSlot(raw_module_type, Py_tp_alloc);
+  raw_module *m = (raw_module *)alloc(raw_module_type, 0);
+  if (m == NULL) return NULL;
+  if (rm_init_fields(m, code, NULL, options, NULL, backend, cucomplex, coop, jitify) != 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  allocfunc kalloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  raw_kernel *k = (raw_kernel *)kalloc(type, 0);
+  if (k == NULL) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  k->module = (PyObject *)m;
+  k->name = Py_NewRef(name);
+  k->max_dynamic_shared = -1;
+  return (PyObject *)k;
+}
+
+static void rk_dealloc(raw_kernel *k) {
+  /* Kernels belong to their module, which frees them. */
+  Py_CLEAR(k->module);
+  Py_CLEAR(k->name);
+  PyTypeObject *tp = Py_TYPE(k);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(k);
+  Py_DECREF(tp);
+}
+
+static jitk_kernel *rk_on(raw_kernel *k, int device) {
+  if (k->per_device[device] != NULL) return k->per_device[device];
+  jitk_module *mod = rm_on((raw_module *)k->module, device);
+  if (mod == NULL) return NULL;
+  jitk_status st = jitk_module_get_kernel(mod, PyUnicode_AsUTF8AndSize(k->name, NULL),
+                                          &k->per_device[device]);
+  if (st != JITK_OK) {
+    raise_status(engines[device], st, NULL);
+    if (st == JITK_ERR_NOT_FOUND) {
+      /* CuPy raises AttributeError-free lookups as errors of the driver;
+       * a missing kernel is a clear ValueError here. */
+    }
+    return NULL;
+  }
+  if (k->max_dynamic_shared >= 0) {
+    st = jitk_kernel_set_max_dynamic_shared(k->per_device[device], (size_t)k->max_dynamic_shared);
+    if (st != JITK_OK) {
+      raise_status(engines[device], st, NULL);
+      k->per_device[device] = NULL;
+      return NULL;
+    }
+  }
+  return k->per_device[device];
+}
+
+static int to_dim3(PyObject *o, jitk_dim3 *d, const char *what) {
+  d->x = d->y = d->z = 1;
+  if (PyLong_Check(o)) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v > UINT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "%s must be a positive int", what);
+      return -1;
+    }
+    d->x = (unsigned int)v;
+    return 0;
+  }
+  PyObject *t = PySequence_Tuple(o);
+  if (t == NULL || PyTuple_Size(t) < 1 || PyTuple_Size(t) > 3) {
+    Py_XDECREF(t);
+    PyErr_Format(PyExc_ValueError, "%s must be an int or a tuple of 1 to 3 ints", what);
+    return -1;
+  }
+  unsigned int *v[3] = {&d->x, &d->y, &d->z};
+  for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++) {
+    long x = PyLong_AsLong(PyTuple_GetItem(t, i));
+    if (x == -1 && PyErr_Occurred()) {
+      Py_DECREF(t);
+      return -1;
+    }
+    if (x < 0 || x > UINT32_MAX) {
+      Py_DECREF(t);
+      PyErr_Format(PyExc_ValueError, "%s must be made of positive ints", what);
+      return -1;
+    }
+    *v[i] = (unsigned int)x;
+  }
+  Py_DECREF(t);
+  return 0;
+}
+
+/* k(grid, block, args, *, shared_mem=0, stream=None): arrays go as
+ * pointers to their first element, scalars as CuPy types them. */
+static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"grid", "block", "args", "shared_mem", "stream", "enable_cooperative_groups", NULL};
+  PyObject *grid_o, *block_o, *kargs, *stream_o = NULL;
+  unsigned long long shared = 0;
+  int coop = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|KOp:RawKernel", kwlist, &grid_o, &block_o,
+                                   &kargs, &shared, &stream_o, &coop))
+    return NULL;
+  jitk_dim3 grid, block;
+  if (to_dim3(grid_o, &grid, "grid") != 0 || to_dim3(block_o, &block, "block") != 0) return NULL;
+  PyObject *t = PySequence_Tuple(kargs);
+  if (t == NULL) {
+    PyErr_SetString(PyExc_TypeError, "args must be a tuple or a list");
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_Size(t);
+  if (n > MAX_ARGS) {
+    Py_DECREF(t);
+    PyErr_Format(PyExc_ValueError, "at most %d arguments", MAX_ARGS);
+    return NULL;
+  }
+  call c;
+  c.n = (int)n;
+  c.narr = 0;
+  c.lib = LIB_OTHER;
+  c.device = -1;
+  c.stream = NULL;
+  c.stream_given = stream_o != NULL && stream_o != Py_None;
+  PyObject *result = NULL;
+  const char *kname = PyUnicode_AsUTF8AndSize(k->name, NULL);
+  if (c.stream_given && stream_from_object(stream_o, &c.stream) != 0) goto done;
+  for (int i = 0; i < (int)n; i++) {
+    PyObject *o = PyTuple_GetItem(t, i);
+    if (o == Py_None) {
+      c.args[i] = jitk_arg_ptr(NULL, JITK_DTYPE_NONE);
+      continue;
+    }
+    if (convert_arg(&c, o, i, false, kname) != 0) goto done;
+    if (c.args[i].kind == JITK_ARG_ARRAY) {
+      /* A raw kernel takes `T *`: the first element's address. */
+      const DLTensor *tensor = c.args[i].tensor;
+      c.args[i] = jitk_arg_tensor_ptr(tensor);
+    }
+  }
+  if (c.device < 0) {
+    find_cupy();
+    c.device = current_device(c.lib);
+  }
+  if (finish_stream(&c) != 0) goto done;
+  jitk_kernel *kern = rk_on(k, c.device);
+  if (kern == NULL) goto done;
+  jitk_status st;
+  Py_BEGIN_ALLOW_THREADS st =
+      jitk_kernel_launch(kern, grid, block, (size_t)shared, c.stream, c.args, (size_t)n);
+  Py_END_ALLOW_THREADS if (st != JITK_OK) {
+    raise_status(engines[c.device], st, NULL);
+    goto done;
+  }
+  (void)coop;
+  result = Py_NewRef(Py_None);
+done:
+  call_release(&c);
+  Py_DECREF(t);
+  return result;
+}
+
+static jitk_kernel *rk_current(raw_kernel *k) {
+  find_cupy();
+  int dev = count_devices() > 0 ? current_device(LIB_OTHER) : -1;
+  if (dev < 0) {
+    PyErr_Format(PyExc_RuntimeError, "no CUDA device: %s", no_device_why);
+    return NULL;
+  }
+  return rk_on(k, dev);
+}
+
+static PyObject *rk_attributes(raw_kernel *k, void *unused) {
+  (void)unused;
+  jitk_kernel *kern = rk_current(k);
+  if (kern == NULL) return NULL;
+  jitk_kernel_attributes a;
+  jitk_status st = jitk_kernel_get_attributes(kern, &a);
+  if (st != JITK_OK) return raise_status(NULL, st, NULL);
+  return Py_BuildValue("{s:i,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:n,s:i}", "max_threads_per_block",
+                       a.max_threads_per_block, "shared_size_bytes",
+                       (Py_ssize_t)a.static_shared_bytes, "const_size_bytes",
+                       (Py_ssize_t)a.constant_bytes, "local_size_bytes",
+                       (Py_ssize_t)a.local_bytes, "num_regs", a.registers, "ptx_version",
+                       a.ptx_version, "binary_version", a.binary_version, "cache_mode_ca", 0,
+                       "max_dynamic_shared_size_bytes", (Py_ssize_t)a.max_dynamic_shared_bytes,
+                       "preferred_shared_memory_carveout", -1);
+}
+
+static PyObject *rk_attr(raw_kernel *k, void *key) {
+  PyObject *all = rk_attributes(k, NULL);
+  if (all == NULL) return NULL;
+  PyObject *v = PyDict_GetItemString(all, (const char *)key);
+  Py_XINCREF(v);
+  Py_DECREF(all);
+  if (v == NULL) PyErr_SetString(PyExc_AttributeError, (const char *)key);
+  return v;
+}
+
+static int rk_set_max_dynamic(raw_kernel *k, PyObject *v, void *unused) {
+  (void)unused;
+  if (v == NULL) {
+    PyErr_SetString(PyExc_TypeError, "cannot delete max_dynamic_shared_size_bytes");
+    return -1;
+  }
+  long long bytes = PyLong_AsLongLong(v);
+  if (bytes == -1 && PyErr_Occurred()) return -1;
+  if (bytes < 0) {
+    PyErr_SetString(PyExc_ValueError, "max_dynamic_shared_size_bytes must not be negative");
+    return -1;
+  }
+  k->max_dynamic_shared = bytes;
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    if (k->per_device[d] == NULL) continue;
+    jitk_status st = jitk_kernel_set_max_dynamic_shared(k->per_device[d], (size_t)bytes);
+    if (st != JITK_OK) {
+      raise_status(engines[d], st, NULL);
+      return -1;
+    }
+  }
+  if (count_devices() > 0 && rk_current(k) == NULL) return -1;
+  return 0;
+}
+
+static PyObject *rk_get_code(raw_kernel *k, void *unused) {
+  (void)unused;
+  return Py_NewRef(((raw_module *)k->module)->code);
+}
+
+static PyObject *rk_get_options(raw_kernel *k, void *unused) {
+  (void)unused;
+  return Py_NewRef(((raw_module *)k->module)->options);
+}
+
+static PyObject *rk_get_backend(raw_kernel *k, void *unused) {
+  (void)unused;
+  return Py_NewRef(((raw_module *)k->module)->backend);
+}
+
+static PyObject *rk_compile(raw_kernel *k, PyObject *args, PyObject *kw) {
+  PyObject *r = rm_compile((raw_module *)k->module, args, kw);
+  if (r == NULL) return NULL;
+  Py_DECREF(r);
+  /* The kernel must be there too, as CuPy's compile() checks. */
+  static char *kwlist[] = {"log_stream", "arch", NULL};
+  PyObject *log = NULL;
+  const char *arch = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$z:compile", kwlist, &log, &arch)) return NULL;
+  if (arch == NULL && count_devices() > 0 && rk_current(k) == NULL) return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyGetSetDef rk_getset[] = {
+    {"attributes", (getter)rk_attributes, NULL, "the kernel's attributes, as CuPy names them",
+     NULL},
+    {"max_threads_per_block", (getter)rk_attr, NULL, NULL, "max_threads_per_block"},
+    {"shared_size_bytes", (getter)rk_attr, NULL, NULL, "shared_size_bytes"},
+    {"const_size_bytes", (getter)rk_attr, NULL, NULL, "const_size_bytes"},
+    {"local_size_bytes", (getter)rk_attr, NULL, NULL, "local_size_bytes"},
+    {"num_regs", (getter)rk_attr, NULL, NULL, "num_regs"},
+    {"ptx_version", (getter)rk_attr, NULL, NULL, "ptx_version"},
+    {"binary_version", (getter)rk_attr, NULL, NULL, "binary_version"},
+    {"cache_mode_ca", (getter)rk_attr, NULL, NULL, "cache_mode_ca"},
+    {"preferred_shared_memory_carveout", (getter)rk_attr, NULL, NULL,
+     "preferred_shared_memory_carveout"},
+    {"max_dynamic_shared_size_bytes", (getter)rk_attr, (setter)rk_set_max_dynamic,
+     "the dynamic shared memory a launch may ask for (settable)",
+     "max_dynamic_shared_size_bytes"},
+    {"code", (getter)rk_get_code, NULL, NULL, NULL},
+    {"options", (getter)rk_get_options, NULL, NULL, NULL},
+    {"backend", (getter)rk_get_backend, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMemberDef rk_members[] = {
+    {"name", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyMethodDef rk_methods[] = {
+    {"compile", (PyCFunction)(void (*)(void))rk_compile, METH_VARARGS | METH_KEYWORDS,
+     "compile(log_stream=None, *, arch=None): compiles now."},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot rk_slots[] = {
+    {Py_tp_new, rk_new},
+    {Py_tp_dealloc, rk_dealloc},
+    {Py_tp_call, rk_call},
+    {Py_tp_getset, rk_getset},
+    {Py_tp_members, rk_members},
+    {Py_tp_methods, rk_methods},
+    {Py_tp_doc, "RawKernel(code, name, options=(), backend='nvrtc', translate_cucomplex=False, "
+                "enable_cooperative_groups=False, jitify=False)\n\nA kernel of CUDA source, as "
+                "CuPy's RawKernel: k(grid, block, args, shared_mem=0, stream=None)."},
+    {0, NULL}};
+
+static PyType_Spec rk_spec = {"jitk.RawKernel", sizeof(raw_kernel), 0,
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, rk_slots};
+
+/* ------------------------------------------------------------------ */
+/* Matmul plans (the Python side, _matmul.py, builds descriptions)    */
+/* ------------------------------------------------------------------ */
+
+/* _describe(array) -> (device, dtype name, shape, strides in elements,
+ * library): what jitk reads from any GPU array, for the Python layer that
+ * plans matmuls. */
+static PyObject *py_describe(PyObject *self, PyObject *o) {
+  (void)self;
+  pyarr a;
+  int dev = -1;
+  int lib = lib_of(o);
+  int r = to_array(o, lib, NULL, &a, &dev, "the array");
+  if (r <= 0) {
+    release_capsule(a.hold);
+    if (r == 0) {
+      char tn[128];
+      type_name(o, tn, sizeof tn);
+      PyErr_Format(PyExc_TypeError, "%s is not a GPU array", tn);
+    }
+    return NULL;
+  }
+  PyObject *shape = PyTuple_New(a.t.ndim), *strides = PyTuple_New(a.t.ndim);
+  for (int d = 0; shape && strides && d < a.t.ndim; d++) {
+    PyTuple_SetItem(shape, d, PyLong_FromLongLong(a.shape[d]));
+    PyTuple_SetItem(strides, d, PyLong_FromLongLong(a.strides[d]));
+  }
+  release_capsule(a.hold);
+  if (shape == NULL || strides == NULL) {
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return NULL;
+  }
+  static const char *libs[] = {"other", "cupy", "torch"};
+  return Py_BuildValue("(isNNs)", dev, dtype_name(a.dtype), shape, strides, libs[lib]);
+}
+
+/* _empty(like, shape, dtype_name): a new array of the library `like`
+ * belongs to, on its device. */
+static PyObject *py_empty(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *like, *shape;
+  const char *dtname;
+  if (!PyArg_ParseTuple(args, "OOs:_empty", &like, &shape, &dtname)) return NULL;
+  jitk_output_spec sp;
+  memset(&sp, 0, sizeof sp);
+  if (jitk_dtype_from_name(dtname, &sp.dtype) != JITK_OK) {
+    PyErr_Format(PyExc_ValueError, "no dtype %s", dtname);
+    return NULL;
+  }
+  PyObject *t = PySequence_Tuple(shape);
+  if (t == NULL) return NULL;
+  sp.ndim = (int)PyTuple_Size(t);
+  if (sp.ndim > JITK_MAX_NDIM) {
+    Py_DECREF(t);
+    PyErr_SetString(PyExc_ValueError, "too many dimensions");
+    return NULL;
+  }
+  for (int d = 0; d < sp.ndim; d++) sp.shape[d] = PyLong_AsLongLong(PyTuple_GetItem(t, d));
+  Py_DECREF(t);
+  if (PyErr_Occurred()) return NULL;
+  pyarr a;
+  int dev = 0, lib = lib_of(like);
+  int r = to_array(like, lib, NULL, &a, &dev, "the array");
+  release_capsule(a.hold);
+  if (r < 0) return NULL;
+  return allocate_output(lib, dev, &sp);
+}
+
+typedef struct mm_plan {
+  PyObject_HEAD
+  jitk_matmul *plan;
+  int device; /* -1 on a compile-only engine */
+  int num_extra;
+  jitk_engine *engine;
+} mm_plan;
+
+static int dtype_arg(const char *name, jitk_dtype *out) {
+  if (jitk_dtype_from_name(name, out) != JITK_OK) {
+    PyErr_Format(PyExc_ValueError, "no dtype %s", name);
+    return -1;
+  }
+  return 0;
+}
+
+static int ints4(PyObject *seq, long long v[4], const char *what) {
+  PyObject *t = PySequence_Tuple(seq);
+  if (t == NULL || PyTuple_Size(t) != 4) {
+    Py_XDECREF(t);
+    PyErr_Format(PyExc_ValueError, "%s must hold 4 ints (A, B, C, D)", what);
+    return -1;
+  }
+  for (int i = 0; i < 4; i++) v[i] = PyLong_AsLongLong(PyTuple_GetItem(t, i));
+  Py_DECREF(t);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+/* _MatmulPlan(device, m, n, k, batch, a_dtype, b_dtype, c_dtype, d_dtype,
+ * compute, orders, lds, strides, has_c, alpha, beta, epilogue,
+ * epilogue_params, preamble, num_extra, arch=None): the C API's plan. */
+static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"device", "m", "n", "k", "batch", "a_dtype", "b_dtype", "c_dtype",
+                           "d_dtype", "compute", "orders", "lds", "strides", "has_c", "alpha",
+                           "beta", "epilogue", "epilogue_params", "preamble", "num_extra",
+                           "arch", NULL};
+  int device, compute, has_c, num_extra;
+  long long m, n, k, batch;
+  const char *ad, *bd, *cd, *dd, *epi, *epp, *pre, *arch = NULL;
+  PyObject *orders, *lds, *strides;
+  double alpha, beta;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|z:_MatmulPlan", kwlist,
+                                   &device, &m, &n, &k, &batch, &ad, &bd, &cd, &dd, &compute,
+                                   &orders, &lds, &strides, &has_c, &alpha, &beta, &epi, &epp,
+                                   &pre, &num_extra, &arch))
+    return NULL;
+  jitk_matmul_desc desc;
+  jitk_matmul_desc_init(&desc);
+  desc.m = m;
+  desc.n = n;
+  desc.k = k;
+  desc.batch = batch;
+  long long o[4], l[4], st4[4];
+  if (dtype_arg(ad, &desc.a_dtype) != 0 || dtype_arg(bd, &desc.b_dtype) != 0 ||
+      (cd != NULL && dtype_arg(cd, &desc.c_dtype) != 0) || dtype_arg(dd, &desc.d_dtype) != 0 ||
+      ints4(orders, o, "orders") != 0 || ints4(lds, l, "lds") != 0 ||
+      ints4(strides, st4, "strides") != 0)
+    return NULL;
+  desc.compute = (jitk_compute)compute;
+  desc.a_order = (jitk_order)o[0];
+  desc.b_order = (jitk_order)o[1];
+  desc.c_order = (jitk_order)o[2];
+  desc.d_order = (jitk_order)o[3];
+  desc.lda = l[0];
+  desc.ldb = l[1];
+  desc.ldc = l[2];
+  desc.ldd = l[3];
+  desc.stride_a = st4[0];
+  desc.stride_b = st4[1];
+  desc.stride_c = st4[2];
+  desc.stride_d = st4[3];
+  desc.has_c = has_c;
+  desc.alpha = alpha;
+  desc.beta = beta;
+  desc.epilogue = epi;
+  desc.epilogue_params = epp;
+  desc.preamble = pre;
+  jitk_engine *e = arch != NULL || device < 0 ? arch_engine_for(arch) : device_engine(device);
+  if (e == NULL) return NULL;
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  mm_plan *p = (mm_plan *)alloc(type, 0);
+  if (p == NULL) return NULL;
+  p->device = arch != NULL ? -1 : device;
+  p->num_extra = num_extra;
+  p->engine = e;
+  jitk_status s;
+  Py_BEGIN_ALLOW_THREADS s = jitk_matmul_create(e, &desc, &p->plan);
+  Py_END_ALLOW_THREADS if (s != JITK_OK) {
+    Py_DECREF(p);
+    return raise_status(e, s, NULL);
+  }
+  return (PyObject *)p;
+}
+
+static void mm_dealloc(mm_plan *p) {
+  jitk_matmul_destroy(p->plan);
+  PyTypeObject *tp = Py_TYPE(p);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(p);
+  Py_DECREF(tp);
+}
+
+/* The device pointer of an operand (any library), or NULL for None. */
+static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what) {
+  *ptr = NULL;
+  if (o == Py_None) return 0;
+  pyarr *a = &c->arrs[c->narr];
+  int dev = -1;
+  int r = to_array(o, lib_of(o), c->stream_given ? c->stream : NULL, a, &dev, what);
+  c->narr++;
+  if (r <= 0) {
+    if (r == 0) PyErr_Format(PyExc_TypeError, "%s is not a GPU array", what);
+    return -1;
+  }
+  if (c->device < 0) c->device = dev;
+  if (c->lib == LIB_OTHER) c->lib = lib_of(o);
+  *ptr = (const char *)a->t.data + a->t.byte_offset;
+  return 0;
+}
+
+/* execute(a, b, c, d, extra, stream, tune) */
+static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
+  PyObject *a, *b, *cc, *d, *extra, *stream_o;
+  if (!PyArg_ParseTuple(args, "OOOOOO", &a, &b, &cc, &d, &extra, &stream_o)) return NULL;
+  if (p->device < 0) {
+    PyErr_SetString(PyExc_RuntimeError, "a plan made for a target without a GPU cannot run");
+    return NULL;
+  }
+  call c;
+  c.n = 0;
+  c.narr = 0;
+  c.lib = LIB_OTHER;
+  c.device = -1;
+  c.stream = NULL;
+  c.stream_given = stream_o != Py_None;
+  PyObject *result = NULL;
+  const void *pa, *pb, *pc, *pd;
+  PyObject *ex = NULL;
+  if (c.stream_given && stream_from_object(stream_o, &c.stream) != 0) goto done;
+  if (operand_ptr(a, &c, &pa, "A") != 0 || operand_ptr(b, &c, &pb, "B") != 0 ||
+      operand_ptr(cc, &c, &pc, "C") != 0 || operand_ptr(d, &c, &pd, "D") != 0)
+    goto done;
+  if (c.device != p->device) {
+    PyErr_Format(PyExc_ValueError, "the operands are on device %d, the plan is for device %d",
+                 c.device, p->device);
+    goto done;
+  }
+  ex = PySequence_Tuple(extra);
+  if (ex == NULL) goto done;
+  if (PyTuple_Size(ex) != p->num_extra) {
+    PyErr_Format(PyExc_TypeError, "the epilogue takes %d inputs, not %zd", p->num_extra,
+                 PyTuple_Size(ex));
+    goto done;
+  }
+  jitk_arg xa[MAX_ARGS / 2];
+  int nx = (int)PyTuple_Size(ex);
+  if (nx > MAX_ARGS / 2) {
+    PyErr_SetString(PyExc_ValueError, "too many epilogue inputs");
+    goto done;
+  }
+  c.n = nx;
+  for (int i = 0; i < nx; i++) {
+    if (convert_arg(&c, PyTuple_GetItem(ex, i), i, false, "epilogue") != 0) goto done;
+    if (c.args[i].kind == JITK_ARG_ARRAY) c.args[i] = jitk_arg_tensor_ptr(c.args[i].tensor);
+    xa[i] = c.args[i];
+  }
+  if (finish_stream(&c) != 0) goto done;
+  jitk_status st;
+  Py_BEGIN_ALLOW_THREADS st =
+      tune ? jitk_matmul_autotune(p->plan, c.stream, pa, pb, pc, (void *)pd, xa, (size_t)nx)
+           : jitk_matmul_execute(p->plan, c.stream, pa, pb, pc, (void *)pd, xa, (size_t)nx);
+  Py_END_ALLOW_THREADS if (st != JITK_OK) {
+    raise_status(p->engine, st, NULL);
+    goto done;
+  }
+  result = Py_NewRef(Py_None);
+done:
+  Py_XDECREF(ex);
+  call_release(&c);
+  return result;
+}
+
+static PyObject *mm_execute(mm_plan *p, PyObject *args) { return mm_run(p, args, false); }
+static PyObject *mm_autotune(mm_plan *p, PyObject *args) { return mm_run(p, args, true); }
+
+static PyObject *mm_describe(mm_plan *p, PyObject *unused) {
+  (void)unused;
+  char buf[1024];
+  jitk_status st = jitk_matmul_describe(p->plan, buf, sizeof buf);
+  if (st != JITK_OK) return raise_status(p->engine, st, NULL);
+  return PyUnicode_FromString(buf);
+}
+
+static PyObject *mm_source(mm_plan *p, PyObject *unused) {
+  (void)unused;
+  const char *src = NULL;
+  jitk_status st = jitk_matmul_source(p->plan, &src);
+  if (st != JITK_OK) return raise_status(p->engine, st, NULL);
+  return PyUnicode_FromString(src);
+}
+
+static PyMethodDef mm_methods[] = {
+    {"execute", (PyCFunction)mm_execute, METH_VARARGS, NULL},
+    {"autotune", (PyCFunction)mm_autotune, METH_VARARGS, NULL},
+    {"describe", (PyCFunction)mm_describe, METH_NOARGS, NULL},
+    {"source", (PyCFunction)mm_source, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot mm_slots[] = {{Py_tp_new, mm_new},
+                                 {Py_tp_dealloc, mm_dealloc},
+                                 {Py_tp_methods, mm_methods},
+                                 {Py_tp_doc, "The C API's matmul plan (see jitk.MatmulPlan)."},
+                                 {0, NULL}};
+
+static PyType_Spec mm_spec = {"jitk._MatmulPlan", sizeof(mm_plan), 0, Py_TPFLAGS_DEFAULT,
+                              mm_slots};
+
+/* ------------------------------------------------------------------ */
+/* Module functions                                                   */
+/* ------------------------------------------------------------------ */
+
+static PyObject *py_device_count(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromLong(count_devices());
+}
+
+static PyObject *stats_dict(const jitk_cache_stats *s) {
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:L}", "memory_hits",
+                       (unsigned long long)s->memory_hits, "disk_hits",
+                       (unsigned long long)s->disk_hits, "misses", (unsigned long long)s->misses,
+                       "compiles", (unsigned long long)s->compiles, "compile_ms", s->compile_ms,
+                       "corrupt", (unsigned long long)s->corrupt, "evictions",
+                       (unsigned long long)s->evictions, "disk_errors",
+                       (unsigned long long)s->disk_errors, "entries",
+                       (unsigned long long)s->entries, "bytes", (unsigned long long)s->bytes,
+                       "max_bytes", (long long)s->max_bytes);
+}
+
+/* cache_stats(): this process's counts (summed over its engines) and the
+ * disk store's, which every process using it adds to. */
+static PyObject *py_cache_stats(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  jitk_cache_stats mine, sum, all;
+  memset(&sum, 0, sizeof sum);
+  jitk_engine *any = NULL;
+  jitk_engine *list[MAX_DEVICES + 16];
+  int n = 0;
+  for (int d = 0; d < MAX_DEVICES; d++)
+    if (engines[d] != NULL) list[n++] = engines[d];
+  for (size_t i = 0; i < sizeof arch_engines / sizeof arch_engines[0]; i++)
+    if (arch_engines[i].engine != NULL) list[n++] = arch_engines[i].engine;
+  for (int i = 0; i < n; i++) {
+    if (jitk_cache_get_stats(list[i], &mine, NULL) != JITK_OK) continue;
+    sum.memory_hits += mine.memory_hits;
+    sum.disk_hits += mine.disk_hits;
+    sum.misses += mine.misses;
+    sum.compiles += mine.compiles;
+    sum.compile_ms += mine.compile_ms;
+    sum.corrupt += mine.corrupt;
+    sum.evictions += mine.evictions;
+    sum.disk_errors += mine.disk_errors;
+    sum.max_bytes = mine.max_bytes;
+    if (any == NULL) any = list[i];
+  }
+  if (any == NULL && (any = parse_engine()) == NULL) return NULL;
+  PyObject *process = stats_dict(&sum);
+  if (process == NULL) return NULL;
+  PyObject *disk = NULL;
+  if (jitk_cache_get_stats(any, NULL, &all) == JITK_OK) {
+    disk = stats_dict(&all);
+  } else {
+    disk = Py_NewRef(Py_None);
+  }
+  const char *dir = NULL, *db = NULL, *state = NULL;
+  jitk_cache_location(any, &dir, &db, &state);
+  PyObject *r = Py_BuildValue("{s:N,s:N,s:z,s:z,s:z}", "process", process, "disk", disk,
+                              "folder", dir, "database", db, "state", state);
+  return r;
+}
+
+static PyObject *py_nvrtc_version(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  int major = 0, minor = 0;
+  jitk_status st = jitk_nvrtc_version(&major, &minor);
+  if (st != JITK_OK) return raise_status(NULL, st, NULL);
+  return Py_BuildValue("(ii)", major, minor);
+}
+
+static PyObject *py_device_arch(PyObject *self, PyObject *args) {
+  (void)self;
+  int device = 0;
+  if (!PyArg_ParseTuple(args, "|i:device_arch", &device)) return NULL;
+  jitk_engine *e = device_engine(device);
+  if (e == NULL) return NULL;
+  const char *arch = NULL;
+  jitk_engine_arch(e, &arch);
+  return PyUnicode_FromString(arch ? arch : "");
+}
+
+static PyMethodDef module_methods[] = {
+    {"device_count", py_device_count, METH_NOARGS,
+     "device_count() -> int: CUDA devices the driver sees; 0 without a driver."},
+    {"cache_stats", py_cache_stats, METH_NOARGS,
+     "cache_stats() -> dict: the kernel cache's counts for this process and for the disk "
+     "store shared with the C library (the same JITK_CACHE_* variables)."},
+    {"nvrtc_version", py_nvrtc_version, METH_NOARGS, "nvrtc_version() -> (major, minor)"},
+    {"_describe", py_describe, METH_O, "_describe(array) -> (device, dtype, shape, strides, lib)"},
+    {"_empty", py_empty, METH_VARARGS, "_empty(like, shape, dtype): a new array like `like`'s"},
+    {"device_arch", py_device_arch, METH_VARARGS,
+     "device_arch(device=0) -> str: the target jitk compiles for on that device ('sm_90')."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_jitk",
+                                        "The C extension of the jitk package.", -1,
+                                        module_methods, NULL, NULL, NULL, NULL};
+
+static int intern_names(void) {
+  struct {
+    PyObject **slot;
+    const char *text;
+  } names[] = {{&s_data, "data"},
+               {&s_ptr, "ptr"},
+               {&s_device_id, "device_id"},
+               {&s_shape, "shape"},
+               {&s_strides, "strides"},
+               {&s_dtype, "dtype"},
+               {&s_kind, "kind"},
+               {&s_itemsize, "itemsize"},
+               {&s_name, "name"},
+               {&s_is_cuda, "is_cuda"},
+               {&s_data_ptr, "data_ptr"},
+               {&s_stride, "stride"},
+               {&s_get_device, "get_device"},
+               {&s_dlpack, "__dlpack__"},
+               {&s_dlpack_device, "__dlpack_device__"},
+               {&s_cai, "__cuda_array_interface__"},
+               {&s_cuda_stream_proto, "__cuda_stream__"},
+               {&s_cuda_stream, "cuda_stream"},
+               {&s_item, "item"},
+               {&s_stream, "stream"},
+               {&s_max_version, "max_version"},
+               {&s_str, "str"},
+               {&s_empty, "empty"},
+               {&s_device, "device"},
+               {&s_dtype_kw, "dtype"},
+               {&s_typestr, "typestr"},
+               {&s_version, "version"},
+               {&s_mask, "mask"},
+               {&s_shape_key, "shape"},
+               {&s_strides_key, "strides"},
+               {&s_data_key, "data"},
+               {&s_stream_key, "stream"},
+               {&s_real, "real"},
+               {&s_imag, "imag"},
+               {&s_cached_codes, "_cached_codes"}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    *names[i].slot = PyUnicode_InternFromString(names[i].text);
+    if (*names[i].slot == NULL) return -1;
+  }
+  return 0;
+}
+
+PyMODINIT_FUNC PyInit__jitk(void) {
+  if (intern_names() != 0) return NULL;
+  PyObject *m = PyModule_Create(&module_def);
+  if (m == NULL) return NULL;
+  JitkError = PyErr_NewExceptionWithDoc(
+      "jitk.JitkError", "A failure of the jitk library (its message says which and why).",
+      PyExc_RuntimeError, NULL);
+  CompileError = PyErr_NewExceptionWithDoc(
+      "jitk.CompileError",
+      "NVRTC refused a kernel; the message (and .log) holds its log with the error at the "
+      "user's own line.",
+      JitkError, NULL);
+  if (JitkError == NULL || CompileError == NULL) goto fail;
+  if (PyModule_AddObject(m, "JitkError", Py_NewRef(JitkError)) != 0 ||
+      PyModule_AddObject(m, "CompileError", Py_NewRef(CompileError)) != 0)
+    goto fail;
+  PyObject *ew = PyType_FromSpec(&ew_spec);
+  PyObject *red = PyType_FromSpec(&red_spec);
+  raw_module_type = (PyTypeObject *)PyType_FromSpec(&rm_spec);
+  raw_kernel_type = (PyTypeObject *)PyType_FromSpec(&rk_spec);
+  if (ew == NULL || red == NULL || raw_module_type == NULL || raw_kernel_type == NULL) goto fail;
+  if (PyModule_AddObject(m, "ElementwiseKernel", ew) != 0 ||
+      PyModule_AddObject(m, "ReductionKernel", red) != 0 ||
+      PyModule_AddObject(m, "RawModule", Py_NewRef((PyObject *)raw_module_type)) != 0 ||
+      PyModule_AddObject(m, "RawKernel", Py_NewRef((PyObject *)raw_kernel_type)) != 0)
+    goto fail;
+  PyObject *mm = PyType_FromSpec(&mm_spec);
+  if (mm == NULL || PyModule_AddObject(m, "_MatmulPlan", mm) != 0) goto fail;
+  if (PyModule_AddStringConstant(m, "library_version", jitk_version()) != 0) goto fail;
+  return m;
+fail:
+  Py_DECREF(m);
+  return NULL;
+}

@@ -1,0 +1,201 @@
+"""Fused matmul plans: D = epilogue(alpha * A @ B + beta * C) in one kernel.
+
+A plan is made once for a shape, dtypes, layouts and epilogue (generated,
+compiled and cached as the C library's jitk_matmul plans are), then run many
+times, in the spirit of nvmath-python's plan and execute. The epilogue is an
+expression over ``acc`` (the accumulator), ``row``, ``col``, ``batch`` and
+the named epilogue inputs: arrays are read as the accumulator's type
+(``bias[col]``), scalars are values; ``relu``, ``gelu``, ``sigmoid`` and
+``silu`` are there to use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from . import _jitk
+
+_COMPUTE = {
+    None: 0,
+    "default": 0,
+    "float32": 1,
+    "tf32": 2,
+    "float16": 3,
+    "bfloat16": 4,
+    "float64": 5,
+}
+
+
+def _layout(array: Any, what: str):
+    """(device, dtype, batch, rows, cols, order, leading dimension, batch
+    stride) of a matrix or a batch of matrices of any library."""
+    device, dtype, shape, strides, _lib = _jitk._describe(array)
+    if len(shape) not in (2, 3):
+        raise ValueError(f"{what} must be a matrix or a batch of matrices, not {len(shape)}-D")
+    batch = shape[0] if len(shape) == 3 else 1
+    batch_stride = strides[0] if len(shape) == 3 else 0
+    rows, cols = shape[-2], shape[-1]
+    rs, cs = strides[-2], strides[-1]
+    if cs == 1 and (rows == 1 or rs >= cols):
+        return device, dtype, batch, rows, cols, 0, (rs if rows > 1 else cols), batch_stride
+    if rs == 1 and (cols == 1 or cs >= rows):
+        return device, dtype, batch, rows, cols, 1, (cs if cols > 1 else rows), batch_stride
+    raise ValueError(f"{what} needs a unit stride along its rows or its columns")
+
+
+def _scalar_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and getattr(value, "ndim", 0) == 0 and hasattr(value, "item"):
+        return str(dtype)
+    raise TypeError(f"epilogue input of type {type(value).__name__} is neither an array nor a scalar")
+
+
+def _is_array(value: Any) -> bool:
+    return hasattr(value, "__dlpack__") or hasattr(value, "__cuda_array_interface__")
+
+
+class MatmulPlan:
+    """A planned product ``D = epilogue(alpha * A @ B + beta * C)``.
+
+    Made from example operands (their shapes, dtypes and layouts; the values
+    are not read), then executed on any operands of the same description::
+
+        plan = jitk.MatmulPlan(a, b, epilogue="relu(acc + bias[col])",
+                               epilogue_inputs={"bias": bias})
+        d = plan.execute(a, b, epilogue_inputs={"bias": bias})
+
+    ``out_dtype`` is D's dtype (default: A's); ``compute`` one of
+    ``"default"``, ``"float32"``, ``"tf32"``, ``"float16"``, ``"bfloat16"``,
+    ``"float64"``.
+    """
+
+    def __init__(
+        self,
+        a: Any,
+        b: Any,
+        c: Any = None,
+        *,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        epilogue: str | None = None,
+        epilogue_inputs: Mapping[str, Any] | None = None,
+        out: Any = None,
+        out_dtype: str | None = None,
+        compute: str | None = None,
+        preamble: str | None = None,
+    ) -> None:
+        da, ta, batch_a, m, k, oa, lda, sa = _layout(a, "A")
+        db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B")
+        if k != k2:
+            raise ValueError(f"A is {m}x{k} but B is {k2}x{n}: the inner sizes differ")
+        if db != da:
+            raise ValueError(f"A is on device {da}, B on device {db}")
+        batch = max(batch_a, batch_b)
+        if batch_a not in (1, batch) or batch_b not in (1, batch):
+            raise ValueError(f"batches of {batch_a} and {batch_b} matrices do not match")
+        if batch_a == 1:
+            sa = 0 if batch > 1 else sa
+        if batch_b == 1:
+            sb = 0 if batch > 1 else sb
+        tc, oc, ldc, sc = None, 0, 0, 0
+        if c is not None:
+            dc, tc, batch_c, mc, nc, oc, ldc, sc = _layout(c, "C")
+            if (mc, nc) != (m, n) or batch_c not in (1, batch):
+                raise ValueError(f"C must be {m}x{n}, not {mc}x{nc}")
+        if compute not in _COMPUTE:
+            raise ValueError(f"compute must be one of {sorted(k for k in _COMPUTE if k)}")
+        if out is not None:
+            dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out")
+            if (md, nd, batch_d) != (m, n, batch):
+                raise ValueError(f"out must be {batch}x{m}x{n}" if batch > 1 else f"out must be {m}x{n}")
+        else:
+            td = out_dtype or ta
+            od, ldd, sd = 0, n, (m * n if batch > 1 else 0)
+        self._inputs = list((epilogue_inputs or {}).keys())
+        params = []
+        for name, value in (epilogue_inputs or {}).items():
+            if _is_array(value):
+                params.append(f"raw T {name}")
+            else:
+                params.append(f"{_scalar_type(value)} {name}")
+        self.m, self.n, self.k, self.batch = m, n, k, batch
+        self.out_dtype = td
+        self._shape = (batch, m, n) if batch > 1 else (m, n)
+        self._plan = _jitk._MatmulPlan(
+            da, m, n, k, batch, ta, tb, tc, td, _COMPUTE[compute],
+            (oa, ob, oc, od), (lda, ldb, ldc, ldd), (sa, sb, sc, sd),
+            c is not None, float(alpha), float(beta), epilogue,
+            ", ".join(params) if params else None, preamble, len(params),
+        )
+
+    def _extra(self, epilogue_inputs: Mapping[str, Any] | None) -> tuple:
+        given = dict(epilogue_inputs or {})
+        if sorted(given) != sorted(self._inputs):
+            raise TypeError(f"the epilogue takes inputs {self._inputs}, not {sorted(given)}")
+        return tuple(given[name] for name in self._inputs)
+
+    def _out(self, a: Any, out: Any) -> Any:
+        return out if out is not None else _jitk._empty(a, self._shape, self.out_dtype)
+
+    def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> Any:
+        """Runs the plan on operands of its description; returns D (``out``,
+        or a new array of A's library)."""
+        d = self._out(a, out)
+        self._plan.execute(a, b, c, d, self._extra(epilogue_inputs), stream)
+        return d
+
+    def autotune(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> "MatmulPlan":
+        """Times the plan's candidate configurations on these operands, keeps
+        the fastest, and stores the choice in the kernel cache's database."""
+        d = self._out(a, out)
+        self._plan.autotune(a, b, c, d, self._extra(epilogue_inputs), stream)
+        return self
+
+    def describe(self) -> str:
+        """The configuration chosen (kernel kind, tile, stages)."""
+        return self._plan.describe()
+
+    @property
+    def source(self) -> str:
+        """The generated CUDA source of the plan's kernel."""
+        return self._plan.source()
+
+
+_plans: dict = {}
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    c: Any = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    epilogue: str | None = None,
+    epilogue_inputs: Mapping[str, Any] | None = None,
+    out: Any = None,
+    stream: Any = None,
+    compute: str | None = None,
+) -> Any:
+    """``epilogue(alpha * a @ b + beta * c)`` in one kernel, through a plan
+    kept for operands of the same description."""
+    key = (
+        _jitk._describe(a)[:4], _jitk._describe(b)[:4],
+        None if c is None else _jitk._describe(c)[:4],
+        None if out is None else _jitk._describe(out)[:4],
+        float(alpha), float(beta), epilogue, compute,
+        tuple((name, _jitk._describe(v)[1] if _is_array(v) else _scalar_type(v))
+              for name, v in (epilogue_inputs or {}).items()),
+    )
+    plan = _plans.get(key)
+    if plan is None:
+        plan = MatmulPlan(a, b, c, alpha=alpha, beta=beta, epilogue=epilogue,
+                          epilogue_inputs=epilogue_inputs, out=out, compute=compute)
+        _plans[key] = plan
+    return plan.execute(a, b, c, epilogue_inputs=epilogue_inputs, out=out, stream=stream)
