@@ -1,0 +1,216 @@
+"""What jitk's Python tests need from CuPy and PyTorch, behind one face.
+
+Each GPU test is written once against `Lib` and runs with CuPy arrays and
+with PyTorch tensors. Test data are made in NumPy, so that the references
+are NumPy's; bfloat16, which NumPy lacks, is carried as float32 holding
+values that bfloat16 represents exactly.
+"""
+
+import contextlib
+import importlib
+
+import numpy as np
+import pytest
+
+LIBS = ("cupy", "torch")
+
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+          "uint32", "uint64", "float16", "bfloat16", "float32", "float64",
+          "complex64", "complex128")
+
+# Sleeping on the GPU lets a test put a launch behind a slow one: if jitk
+# used another stream than the one it was given, it would run too early and
+# read stale data, and the test would see it.
+_SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) { }
+}
+"""
+SLEEP_CYCLES = 100_000_000  # about 50 ms at 2 GHz
+
+
+def numpy_dtype(name):
+    """The NumPy dtype that carries `name` in tests (float32 for bfloat16)."""
+    return np.dtype("float32" if name == "bfloat16" else name)
+
+
+def load_lib(name):
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        pytest.skip(f"{name} is not installed")
+    return CupyLib(module) if name == "cupy" else TorchLib(module)
+
+
+class CupyLib:
+    name = "cupy"
+    negative_strides = True
+
+    def __init__(self, cp):
+        self.m = cp
+        self._spin = None
+
+    def check_dtype(self, dtype):
+        if dtype == "bfloat16":
+            pytest.skip("bfloat16 is tested with PyTorch")
+
+    def asarray(self, a, dtype=None):
+        """A device copy of NumPy array `a` (as `dtype`, a jitk dtype name)."""
+        return self.m.asarray(np.asarray(a, dtype=dtype and numpy_dtype(dtype)))
+
+    def asnumpy(self, x):
+        return self.m.asnumpy(x)
+
+    def dtype_name(self, x):
+        return str(x.dtype)
+
+    def is_native(self, x):
+        return isinstance(x, self.m.ndarray)
+
+    def device(self, x):
+        return x.device.id
+
+    def transpose(self, x):
+        return x.T
+
+    def flip(self, x, axis):
+        return self.m.flip(x, axis)
+
+    def synchronize(self):
+        self.m.cuda.Device().synchronize()
+
+    def new_stream(self):
+        # Non-blocking: no implicit ordering with the legacy default stream,
+        # so a launch on the wrong stream is not hidden by it.
+        return self.m.cuda.Stream(non_blocking=True)
+
+    def handle(self, stream):
+        return stream.ptr
+
+    def using(self, stream):
+        return stream  # a CuPy stream is a context manager that makes it current
+
+    def sleep(self):
+        """Keeps the current stream busy for a while (CuPy's own kernel)."""
+        if self._spin is None:
+            self._spin = self.m.RawKernel(_SPIN, "spin")
+        self._spin((1,), (1,), (np.int64(SLEEP_CYCLES),))
+
+    def add_(self, x, value):
+        x += value  # CuPy's own kernel, on the current stream
+
+    def mul(self, x, value):
+        return x * value
+
+    def poison_pool(self, nbytes):
+        """Leaves a block of garbage in the pool, where the next allocation
+        of that size is likely to come from, so that an output jitk
+        allocates and then fails to write does not look right by chance."""
+        junk = self.m.full(max(nbytes, 1), 0xA5, dtype=np.uint8)
+        del junk
+
+
+class TorchLib:
+    name = "torch"
+    negative_strides = False  # PyTorch tensors have no negative strides
+
+    def __init__(self, torch):
+        self.m = torch
+
+    def _torch_dtype(self, name):
+        dt = getattr(self.m, name, None)
+        if dt is None:
+            pytest.skip(f"this PyTorch has no {name} tensors")
+        return dt
+
+    def check_dtype(self, dtype):
+        self._torch_dtype(dtype)
+
+    def asarray(self, a, dtype=None):
+        a = np.ascontiguousarray(np.asarray(a, dtype=dtype and numpy_dtype(dtype)))
+        t = self.m.from_numpy(a).to("cuda")
+        if dtype == "bfloat16":
+            t = t.to(self.m.bfloat16)
+        return t
+
+    def asnumpy(self, x):
+        if x.dtype == self.m.bfloat16:
+            x = x.float()
+        return x.cpu().numpy()
+
+    def dtype_name(self, x):
+        return str(x.dtype).removeprefix("torch.")
+
+    def is_native(self, x):
+        return isinstance(x, self.m.Tensor)
+
+    def device(self, x):
+        return x.device.index
+
+    def transpose(self, x):
+        return x.t()
+
+    def flip(self, x, axis):
+        pytest.skip("PyTorch tensors have no negative strides")
+
+    def synchronize(self):
+        self.m.cuda.synchronize()
+
+    def new_stream(self):
+        return self.m.cuda.Stream()  # PyTorch's streams are non-blocking
+
+    def handle(self, stream):
+        return stream.cuda_stream
+
+    def using(self, stream):
+        return self.m.cuda.stream(stream)
+
+    def sleep(self):
+        self.m.cuda._sleep(SLEEP_CYCLES)
+
+    def add_(self, x, value):
+        x.add_(value)
+
+    def mul(self, x, value):
+        return x * value
+
+    def poison_pool(self, nbytes):
+        junk = self.m.full((max(nbytes, 1),), 0xA5, dtype=self.m.uint8,
+                           device="cuda")
+        del junk
+
+
+def poisons(dtype):
+    """Two distinct values that no test writes, for outputs checked twice:
+    an element the kernel skipped keeps one of them and fails the test."""
+    if dtype == "bool":
+        return True, False
+    kind = numpy_dtype(dtype).kind
+    if kind in "iu":
+        return 111, 77
+    if kind == "c":
+        return complex(np.nan, np.nan), complex(-777, 777)
+    return np.nan, -777.0
+
+
+def assert_equal(got, want):
+    """Every element equal (NaN equal to NaN), shapes and all."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_array_equal(got, want)
+
+
+class CudaStream:
+    """A stream of no library: only the __cuda_stream__ protocol."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+@contextlib.contextmanager
+def nothing():
+    yield

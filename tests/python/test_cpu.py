@@ -1,0 +1,307 @@
+"""jitk's Python package on a machine without a GPU (CI's): it imports,
+counts no device where there is no driver, parses parameter lists, generates
+and compiles kernels for a named architecture, and reports errors with the
+types CuPy uses and NVRTC's log pointing at the user's own line.
+
+These tests never need a GPU; they run on the GPU machine too.
+"""
+
+import ctypes
+import io
+import re
+
+import pytest
+
+import jitk
+
+ARCH = "sm_90"
+
+
+def driver_device_count():
+    """What the CUDA driver itself says, or 0 without one."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    if cuda.cuInit(0) != 0:
+        return 0
+    n = ctypes.c_int(0)
+    return n.value if cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
+
+
+# ---- the package ---------------------------------------------------------
+
+def test_imports_and_names():
+    assert isinstance(jitk.__version__, str) and jitk.__version__
+    for name in ("ElementwiseKernel", "ReductionKernel", "RawKernel",
+                 "RawModule", "MatmulPlan", "matmul", "CompileError",
+                 "JitkError", "cache_stats", "device_count"):
+        assert hasattr(jitk, name), name
+    assert issubclass(jitk.JitkError, RuntimeError)
+    assert issubclass(jitk.CompileError, Exception)
+
+
+def test_device_count_matches_the_driver():
+    # 0 on CI, where there is no driver; the driver's own count elsewhere.
+    assert jitk.device_count() == driver_device_count()
+
+
+def test_cache_stats_is_a_dict_of_counts():
+    stats = jitk.cache_stats()
+    assert isinstance(stats, dict)
+    counts = stats.get("process", stats)
+    for key in ("memory_hits", "disk_hits", "misses", "compiles"):
+        assert isinstance(counts[key], int) and counts[key] >= 0, key
+
+
+# ---- parameter lists -----------------------------------------------------
+
+def test_elementwise_attributes():
+    k = jitk.ElementwiseKernel("T x, raw T y, float32 a", "T z, U w",
+                               "z = x + a; w = 0", "attrs", preamble="// p")
+    assert k.name == "attrs"
+    assert (k.nin, k.nout, k.nargs) == (3, 2, 5)
+    assert k.operation == "z = x + a; w = 0"
+    assert k.preamble == "// p"
+    assert "raw T y" in str(k.in_params) or "y" in str(k.in_params)
+
+
+def test_keywords_as_cupy_names_them():
+    k = jitk.ElementwiseKernel(in_params="T x", out_params="T y",
+                               operation="y = x", name="kw", reduce_dims=False,
+                               preamble="", no_return=False,
+                               return_tuple=True, loop_prep="",
+                               after_loop="", options=("-DX=1",))
+    assert k.name == "kw"
+    r = jitk.ReductionKernel("T x", "T y", map_expr="x", reduce_expr="a + b",
+                             post_map_expr="y = a", identity="0",
+                             name="kw_sum", reduce_type=None, reduce_dims=True,
+                             preamble="", options=())
+    assert (r.name, r.nin, r.nout) == ("kw_sum", 1, 1)
+
+
+def test_empty_lists_and_operation_are_allowed():
+    # CuPy's tests build kernels with no outputs, no inputs, or an empty
+    # operation (test_userkernel.py, TestElementwiseKernelSize).
+    jitk.ElementwiseKernel("float32 x0", "", "", "no_outputs")
+    jitk.ElementwiseKernel("", "float32 y0", "", "no_inputs")
+
+
+@pytest.mark.parametrize("in_params, out_params, bad", [
+    ("T x, T x", "T z", "x"),          # a name twice
+    ("T x", "T x", "x"),               # an input and an output of one name
+    ("T i", "T z", "i"),               # the index's name
+    ("T 1x", "T z", "1x"),             # not an identifier
+    ("T x,", "T z", ","),              # an empty entry
+    ("T int", "T z", "int"),           # a C++ keyword
+    ("raw", "T z", "raw"),             # no type and name
+    ("T x y z", "T z", "x y z"),       # too many words
+    ("T x", "T _jk_out", "_jk_out"),   # a name jitk keeps for itself
+])
+def test_bad_parameter_lists_are_value_errors(in_params, out_params, bad):
+    with pytest.raises(ValueError) as e:
+        jitk.ElementwiseKernel(in_params, out_params, "", "bad_params")
+    # The message shows the offending text, whatever else it says.
+    assert bad.split()[0].rstrip(",") in str(e.value) or bad in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["1", "a-b", "", "two words", "k()"])
+def test_invalid_kernel_names(name):
+    with pytest.raises(ValueError, match="Invalid kernel name"):
+        jitk.ElementwiseKernel("T x", "T y", "y = x", name)
+    with pytest.raises(ValueError, match="Invalid kernel name"):
+        jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", name)
+
+
+def test_bad_reduction_lists_are_value_errors():
+    with pytest.raises(ValueError):
+        jitk.ReductionKernel("T x, T x", "T y", "x", "a + b", "y = a", "0")
+
+
+def test_line_directives_are_refused():
+    # jitk numbers the lines of the user's code itself (compile errors cite
+    # operation:LINE:COL), so a #line of the user's would lie.
+    with pytest.raises(ValueError):
+        k = jitk.ElementwiseKernel("T x", "T y", '#line 7 "x.cu"\ny = x', "k")
+        k.compile("T=float32", arch=ARCH)
+
+
+# ---- generating and compiling without a GPU -------------------------------
+
+SAXPY = ("T a, T x, T y", "T z", "z = a * x + y", "saxpy")
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int32", "int64", "uint8",
+                                   "uint64", "float16", "bfloat16", "float32",
+                                   "float64", "complex64", "complex128"])
+def test_elementwise_compile_each_dtype(dtype):
+    k = jitk.ElementwiseKernel(*SAXPY)
+    src = k.compile(f"T={dtype}", arch=ARCH)
+    assert isinstance(src, str)
+    assert "z = a * x + y" in src
+    assert "saxpy" in src
+
+
+def test_elementwise_compile_specializations_differ():
+    k = jitk.ElementwiseKernel(*SAXPY)
+    sources = {
+        k.compile("T=float32", arch=ARCH),
+        k.compile("T=float64", arch=ARCH),
+        k.compile("T=float32", arch=ARCH, ndim=3),
+        k.compile("T=float32", arch=ARCH, ndim=2, index_bits=64),
+    }
+    assert len(sources) == 4
+
+
+def test_elementwise_compile_raw_and_fixed_types():
+    k = jitk.ElementwiseKernel("raw T x, int32 n", "raw T y",
+                               "y[i] = x[n - 1 - i]", "reverse")
+    assert "y[i] = x[n - 1 - i]" in k.compile("T=float16", arch=ARCH)
+
+
+def test_elementwise_compile_with_preamble_and_loop_code():
+    k = jitk.ElementwiseKernel(
+        "T x", "T y", "y = twice(x) + bias", "with_preamble",
+        preamble="template <typename U> __device__ U twice(U v) { return v + v; }",
+        loop_prep="T bias = 1;", after_loop="(void)bias;")
+    src = k.compile("T=float32", arch=ARCH)
+    assert "twice" in src and "T bias = 1;" in src
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64",
+                                   "complex128"])
+def test_reduction_compile(dtype):
+    k = jitk.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0",
+                             "sum_sq")
+    for kept, reduced in ((0, 1), (1, 1), (2, 3)):
+        src = k.compile(f"T={dtype}", arch=ARCH, kept_ndim=kept,
+                        reduced_ndim=reduced)
+        assert "x * x" in src and "a + b" in src
+
+
+def test_reduction_compile_with_reduce_type_and_no_identity():
+    k = jitk.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", None,
+                             "amax", reduce_type="float32")
+    assert "max(a, b)" in k.compile("T=float16", arch=ARCH)
+
+
+def test_raw_module_compiles_for_an_arch():
+    m = jitk.RawModule(code=r'''
+        template <typename T>
+        __global__ void scale(T *x, T a, int n) {
+          int i = blockIdx.x * blockDim.x + threadIdx.x;
+          if (i < n) x[i] *= a;
+        }
+        extern "C" __global__ void fill(float *x, float v, int n) {
+          int i = blockIdx.x * blockDim.x + threadIdx.x;
+          if (i < n) x[i] = v;
+        }''', options=("-DUNUSED=1",),
+        name_expressions=("scale<float>", "scale<double>"))
+    m.compile(arch=ARCH)
+
+
+def test_raw_module_compile_writes_nvrtc_log():
+    # An unused variable makes NVRTC warn; the warning reaches log_stream.
+    m = jitk.RawModule(code=r'''
+        extern "C" __global__ void k(float *y) { int unused; y[0] = 1; }''')
+    log = io.StringIO()
+    m.compile(log_stream=log, arch=ARCH)
+    assert "warning" in log.getvalue()
+
+
+# ---- compile errors --------------------------------------------------------
+
+def test_compile_error_points_at_the_operation_line():
+    k = jitk.ElementwiseKernel("T x", "T y", "y = x;\ny = y + q;", "bad_op")
+    with pytest.raises(jitk.CompileError) as e:
+        k.compile("T=float32", arch=ARCH)
+    log = e.value.log
+    assert "operation:2:9" in log, log
+    assert "q" in log
+    # NVRTC draws a caret under the culprit, on the line after the text.
+    lines = log.splitlines()
+    i = next(n for n, line in enumerate(lines) if "y = y + q" in line)
+    assert lines[i + 1].strip() == "^"
+    assert lines[i + 1].index("^") == lines[i].index("q")
+    assert "y = y + q" in str(e.value) or "operation:2:9" in str(e.value)
+    assert e.value.source and "y = y + q" in e.value.source
+    assert isinstance(e.value.options, (tuple, list))
+
+
+def test_compile_error_in_preamble_and_reduction_sections():
+    k = jitk.ElementwiseKernel("T x", "T y", "y = f(x)", "bad_pre",
+                               preamble="__device__ float f(float v) {\n"
+                                        "  return v +;\n}")
+    with pytest.raises(jitk.CompileError) as e:
+        k.compile("T=float32", arch=ARCH)
+    assert re.search(r"preamble:2:\d+", e.value.log), e.value.log
+    r = jitk.ReductionKernel("T x", "T y", "x + nope", "a + b", "y = a", "0",
+                             "bad_map")
+    with pytest.raises(jitk.CompileError) as e:
+        r.compile("T=float32", arch=ARCH)
+    assert re.search(r"map_expr:1:\d+", e.value.log), e.value.log
+
+
+def test_raw_module_compile_error_carries_the_log():
+    m = jitk.RawModule(code='extern "C" __global__ void k() {\n'
+                            '#error precision not supported\n}')
+    with pytest.raises(jitk.CompileError) as e:
+        m.compile(arch=ARCH)
+    assert "precision not supported" in str(e.value)
+    assert "precision not supported" in e.value.log
+
+
+def test_missing_header_is_a_compile_error():
+    m = jitk.RawModule(code="#include <type_traits>\n"
+                            '__global__ void k() {}')
+    with pytest.raises(jitk.CompileError, match="cannot open source file"):
+        m.compile(arch=ARCH)
+
+
+def test_unknown_name_expression_is_an_error():
+    m = jitk.RawModule(code="template <typename T> __global__ void f(T *p) {}",
+                       name_expressions=("g<int>",))
+    with pytest.raises((jitk.JitkError, jitk.CompileError)):
+        m.compile(arch=ARCH)
+
+
+# ---- other errors ----------------------------------------------------------
+
+def test_raw_module_needs_exactly_one_of_code_and_path():
+    with pytest.raises(TypeError):
+        jitk.RawModule()
+    with pytest.raises(TypeError):
+        jitk.RawModule(code="__global__ void k() {}", path="k.cubin")
+
+
+def test_name_expressions_need_code():
+    with pytest.raises(ValueError):
+        jitk.RawModule(path="k.cubin", name_expressions=("k<int>",))
+
+
+def test_unknown_arch_is_refused():
+    k = jitk.ElementwiseKernel(*SAXPY)
+    with pytest.raises((ValueError, jitk.JitkError)):
+        k.compile("T=float32", arch="not_an_arch")
+
+
+def test_unbound_placeholder_in_compile_types():
+    k = jitk.ElementwiseKernel(*SAXPY)
+    with pytest.raises((ValueError, TypeError, jitk.JitkError)):
+        k.compile("U=float32", arch=ARCH)
+
+
+@pytest.mark.skipif(jitk.device_count() > 0, reason="a GPU is present")
+def test_launch_without_a_gpu_is_a_clear_error():
+    class Fake:
+        # A device array as far as its interface goes; no GPU holds it.
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4",
+                                    "data": (0x10000, False), "version": 3,
+                                    "strides": None}
+
+    k = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+    with pytest.raises((RuntimeError, TypeError, ValueError)):
+        k(Fake(), Fake())
+    raw = jitk.RawKernel('extern "C" __global__ void k() {}', "k")
+    with pytest.raises((RuntimeError, TypeError, ValueError)):
+        raw((1,), (1,), ())

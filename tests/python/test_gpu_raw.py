@@ -1,0 +1,248 @@
+"""RawKernel and RawModule on CuPy arrays and PyTorch tensors: arguments
+(arrays as pointers, Python and NumPy scalars of each kind, None), grid and
+block forms, shared memory, attributes, name expressions with the spellings
+users write, loading a cubin, and NVRTC's log.
+"""
+
+import io
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import jitk
+from jitk_testutil import assert_equal
+
+pytestmark = pytest.mark.gpu
+
+SAXPY = r'''
+extern "C" __global__ void saxpy(float a, const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+'''
+
+TEMPLATES = r'''
+template <typename T>
+__global__ void scale(T *x, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a;
+}
+__global__ void twice(double *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2;
+}
+'''
+
+
+def test_raw_kernel_saxpy(lib):
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    y = np.full(n, 1.5, dtype=np.float32)
+    dx, dy = lib.asarray(x), lib.asarray(y)
+    k = jitk.RawKernel(SAXPY, "saxpy")
+    # A Python float for `float a` and a Python int for `int n`, as CuPy's
+    # own tests pass them.
+    k(((n + 127) // 128,), (128,), (2.0, dx, dy, n))
+    assert_equal(lib.asnumpy(dy), 2 * x + 1.5)
+    # Ints for grid and block, NumPy scalars, a list of arguments.
+    k((n + 255) // 256, 256, [np.float32(1.0), dx, dy, np.int32(n)])
+    assert_equal(lib.asnumpy(dy), 3 * x + 1.5)
+
+
+@pytest.mark.parametrize("ctype, value, dtype", [
+    ("signed char", -3, np.int8), ("unsigned char", 200, np.uint8),
+    ("short", -300, np.int16), ("unsigned short", 60000, np.uint16),
+    ("int", -70000, np.int32), ("unsigned int", 4000000000, np.uint32),
+    ("long long", -(1 << 40), np.int64), ("unsigned long long", 1 << 63, np.uint64),
+    ("float", 0.25, np.float32), ("double", 1e-300, np.float64),
+    ("bool", True, np.bool_),
+])
+def test_numpy_scalars_by_value(lib, ctype, value, dtype):
+    src = f'''extern "C" __global__ void put({ctype} v, {ctype} *out) {{
+      out[0] = v; }}'''
+    k = jitk.RawKernel(src, "put")
+    out = lib.asarray(np.zeros(1, dtype=dtype))
+    k(1, 1, (dtype(value), out))
+    assert_equal(lib.asnumpy(out), np.array([value], dtype=dtype))
+
+
+def test_python_scalars_follow_cupy(lib):
+    # CuPy passes a Python int as int64 (uint64 from 2**63), a float as
+    # double, a complex as complex128 and a bool as bool.
+    src = r'''
+    extern "C" __global__ void take(long long i, unsigned long long u,
+                                    double f, double2 c, bool b,
+                                    double *out) {
+      out[0] = (double)i; out[1] = (double)(u >> 32); out[2] = f;
+      out[3] = c.x; out[4] = c.y; out[5] = b ? 1 : 0;
+    }'''
+    k = jitk.RawKernel(src, "take")
+    out = lib.asarray(np.zeros(6))
+    k(1, 1, (-5, 1 << 63, 0.5, 1.5 - 2j, True, out))
+    assert_equal(lib.asnumpy(out), [-5, 1 << 31, 0.5, 1.5, -2, 1])
+
+
+def test_none_is_a_null_pointer(lib):
+    src = r'''extern "C" __global__ void isnull(const float *p, int *out) {
+      out[0] = p == nullptr; }'''
+    out = lib.asarray(np.zeros(1, dtype=np.int32))
+    jitk.RawKernel(src, "isnull")(1, 1, (None, out))
+    assert_equal(lib.asnumpy(out), [1])
+
+
+def test_grid_block_3d_and_shared_memory(lib):
+    src = r'''
+    extern "C" __global__ void where(int *out) {
+      extern __shared__ int tile[];
+      int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+      tile[t] = t;
+      __syncthreads();
+      int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+      int nt = blockDim.x * blockDim.y * blockDim.z;
+      out[b * nt + t] = tile[nt - 1 - t] + 1000 * b;
+    }'''
+    k = jitk.RawKernel(src, "where")
+    grid, block = (2, 3, 4), (4, 2, 8)
+    nb, nt = 24, 64
+    out = lib.asarray(np.full(nb * nt, -1, dtype=np.int32))
+    k(grid, block, (out,), shared_mem=nt * 4)
+    want = np.array([(nt - 1 - t) + 1000 * b for b in range(nb)
+                     for t in range(nt)], dtype=np.int32)
+    assert_equal(lib.asnumpy(out), want)
+
+
+def test_attributes_and_dynamic_shared_memory(lib):
+    k = jitk.RawKernel(SAXPY, "saxpy")
+    attrs = k.attributes
+    for key in ("max_threads_per_block", "shared_size_bytes",
+                "const_size_bytes", "local_size_bytes", "num_regs",
+                "ptx_version", "binary_version", "cache_mode_ca",
+                "max_dynamic_shared_size_bytes",
+                "preferred_shared_memory_carveout"):
+        assert key in attrs, key
+        assert getattr(k, key) == attrs[key], key
+    assert k.num_regs > 0
+    assert k.max_threads_per_block > 0
+    assert k.shared_size_bytes == 0
+    big = jitk.RawKernel(r'''extern "C" __global__ void big(float *y) {
+        extern __shared__ float s[]; s[threadIdx.x] = 1; __syncthreads();
+        y[threadIdx.x] = s[blockDim.x - 1 - threadIdx.x]; }''', "big")
+    out = lib.asarray(np.zeros(32, dtype=np.float32))
+    with pytest.raises((ValueError, jitk.JitkError)):
+        big(1, 32, (out,), shared_mem=100 * 1024)  # past the default 48 KiB
+    big.max_dynamic_shared_size_bytes = 100 * 1024
+    assert big.max_dynamic_shared_size_bytes == 100 * 1024
+    big(1, 32, (out,), shared_mem=100 * 1024)
+    assert_equal(lib.asnumpy(out), np.ones(32, dtype=np.float32))
+
+
+def test_module_name_expressions(lib):
+    m = jitk.RawModule(code=TEMPLATES, options=("-std=c++17",),
+                       name_expressions=("scale<float>", "scale<double>",
+                                         "scale<int>", "twice"))
+    for expr, dtype, a in (("scale<float>", np.float32, np.float32(0.5)),
+                           ("scale<double>", np.float64, np.float64(3)),
+                           ("scale<int>", np.int32, np.int32(-2))):
+        x = np.arange(50).astype(dtype)
+        dx = lib.asarray(x)
+        m.get_function(expr)(1, 64, (dx, a, 50))
+        assert_equal(lib.asnumpy(dx), x * a)
+    x = np.arange(10, dtype=np.float64)
+    dx = lib.asarray(x)
+    m.get_function("twice")(1, 32, (dx, 10))
+    assert_equal(lib.asnumpy(dx), 2 * x)
+    with pytest.raises(jitk.JitkError):
+        m.get_function("scale<char>")
+
+
+SPELLINGS = r'''
+namespace mylib { enum class Tag { A, B }; }
+template <typename Tv, typename Tp> __global__ void multi_param(int *o) { o[0] = sizeof(Tv) + 10 * sizeof(Tp); }
+template <typename T> __global__ void ptr_param(T *p) { }
+template <typename T, int N> __global__ void non_type_param(int *o) { o[0] = N; }
+template <mylib::Tag t> __global__ void enum_param(int *o) { o[0] = (int)t; }
+'''
+
+
+@pytest.mark.parametrize("expr", [
+    "multi_param<float, double>", "multi_param<float,double>",
+    "ptr_param<float *>", "ptr_param<float*>",
+    "non_type_param<float, (int)3>", "non_type_param<float, 3>",
+    "ptr_param<unsigned long>", "ptr_param<size_t>",
+    "enum_param<(mylib::Tag)1>", "enum_param<mylib::Tag::B>",
+])
+def test_name_expression_spellings_and_the_cache(lib, expr):
+    # The spellings of CuPy's TestRawNameExpressionCache: each works, and a
+    # second module of the same source and expression is served by jitk's
+    # cache instead of NVRTC.
+    def compiles():
+        s = jitk.cache_stats()
+        return s.get("process", s)["compiles"]
+
+    out = lib.asarray(np.full(1, -1, dtype=np.int32))
+    m = jitk.RawModule(code=SPELLINGS, name_expressions=[expr],
+                       options=("-std=c++17",))
+    f = m.get_function(expr)
+    if not expr.startswith("ptr_param"):
+        f(1, 1, (out,))
+        want = {"multi": 84, "non_t": 3, "enum_": 1}[expr[:5]]
+        assert_equal(lib.asnumpy(out), [want])
+    before = compiles()
+    again = jitk.RawModule(code=SPELLINGS, name_expressions=[expr],
+                           options=("-std=c++17",))
+    again.get_function(expr)
+    assert compiles() == before
+
+
+def test_compile_log_also_from_the_cache(lib):
+    src = r'''extern "C" __global__ void warn(float *y) {
+      int j;  // unused: NVRTC warns
+      y[0] = 1; }'''
+    for _ in range(2):  # the second time the kernel comes from the cache
+        log = io.StringIO()
+        k = jitk.RawKernel(src, "warn")
+        k.compile(log_stream=log)
+        assert "warning" in log.getvalue()
+        log = io.StringIO()
+        jitk.RawModule(code=src).compile(log_stream=log)
+        assert "warning" in log.getvalue()
+
+
+def test_compile_error_at_first_use(lib):
+    k = jitk.RawKernel('extern "C" __global__ void k(float *y) { y[0] = q; }',
+                       "k")
+    out = lib.asarray(np.zeros(1, dtype=np.float32))
+    with pytest.raises(jitk.CompileError) as e:
+        k(1, 1, (out,))
+    assert "q" in e.value.log
+
+
+def test_unknown_kernel_name(lib):
+    m = jitk.RawModule(code=SAXPY)
+    with pytest.raises(jitk.JitkError):
+        m.get_function("no_such_kernel")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_load_cubin_and_ptx(lib, tmp_path):
+    src = tmp_path / "div.cu"
+    src.write_text(SAXPY)
+    for kind in ("cubin", "ptx"):
+        path = tmp_path / f"div.{kind}"
+        flag = "-cubin" if kind == "cubin" else "-ptx"
+        subprocess.run(["nvcc", "-arch=native", flag, str(src), "-o",
+                        str(path)], check=True)
+        m = jitk.RawModule(path=str(path))
+        x = np.arange(100, dtype=np.float32)
+        dy = lib.asarray(np.ones(100, dtype=np.float32))
+        m.get_function("saxpy")(1, 128, (2.0, lib.asarray(x), dy, 100))
+        assert_equal(lib.asnumpy(dy), 2 * x + 1)
+
+
+def test_missing_file(lib):
+    with pytest.raises((jitk.JitkError, OSError)):
+        m = jitk.RawModule(path=os.path.expanduser("~/no_such_file.cubin"))
+        m.get_function("k")
