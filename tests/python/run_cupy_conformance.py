@@ -44,7 +44,6 @@ import argparse
 import collections
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
