@@ -487,6 +487,21 @@ JITK_API jitk_status jitk_memset(jitk_engine *engine, void *dst, int value,
 JITK_API jitk_status jitk_stream_synchronize(jitk_engine *engine,
                                              jitk_stream stream);
 
+/*
+ * Where `ptr` lives, for callers given a bare address
+ * (__cuda_array_interface__ carries no device): *is_device_memory is 1 for
+ * device memory (cudaMalloc, memory pools, managed memory), with its
+ * device's ordinal in *ordinal (for managed memory, the device that was
+ * current when it was allocated); 0 for anything else, host memory
+ * (pinned or not) or an address the driver does not know, with *ordinal
+ * -1. An
+ * unknown address is an answer, not an error. Asks the driver
+ * (cuPointerGetAttributes) with the engine's context current, and may be
+ * called from any thread. JITK_ERR_NO_DEVICE on a compile-only engine.
+ */
+JITK_API jitk_status jitk_pointer_device(jitk_engine *engine, const void *ptr, int *ordinal,
+                                         int *is_device_memory);
+
 /* ------------------------------------------------------------------------ */
 /* Modules: CUDA source, cubin, PTX or fatbin                                */
 /* ------------------------------------------------------------------------ */
@@ -830,6 +845,65 @@ static inline jitk_arg jitk_arg_allocate(void) {
 #define JITK_MAX_NDIM 16
 
 /* ------------------------------------------------------------------------ */
+/* What elementwise and reduction kernels share                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The dtype and shape an output of a launch has or will have, as
+ * jitk_elementwise_outputs and jitk_reduction_outputs report them, so that
+ * a caller can allocate outputs itself (in CuPy, in PyTorch) before
+ * launching. The layout is fixed: a later need for more facts gets a new
+ * call rather than a larger struct, since callers pass arrays of these.
+ */
+typedef struct jitk_output_spec {
+  jitk_dtype dtype;
+  int ndim;                      /* 0 to JITK_MAX_NDIM */
+  int64_t shape[JITK_MAX_NDIM];  /* ndim extents; the rest are 0 */
+} jitk_output_spec;
+
+/*
+ * One parameter of an elementwise or reduction kernel, as its lists
+ * declared it, for a caller that checks arguments itself (a language
+ * binding reproducing CuPy's messages) without parsing the lists again.
+ * Set struct_size to sizeof(jitk_param_info) before the call: jitk writes
+ * only the fields that fit in it, so that fields added later do not
+ * overrun a caller compiled against this header.
+ */
+typedef struct jitk_param_info {
+  size_t struct_size;      /* in: sizeof(jitk_param_info) */
+  const char *name;        /* "x"; lives as long as the kernel */
+  int is_output;           /* 1 for an out_param, 0 for an in_param */
+  int is_raw;              /* 1 when declared `raw` */
+  jitk_dtype dtype;        /* the declared dtype; JITK_DTYPE_NONE when the
+                              type is a placeholder */
+  const char *placeholder; /* "T" for a placeholder (lives as long as the
+                              kernel), else NULL */
+} jitk_param_info;
+
+/*
+ * Options of one launch. Fill with jitk_launch_options_init, then set what
+ * differs: struct_size records which fields the caller knows, so that
+ * fields added later take their defaults for callers compiled before them.
+ */
+typedef struct jitk_launch_options {
+  size_t struct_size; /* sizeof(jitk_launch_options), set by _init */
+  /* The element count when no non-raw array fixes it (CuPy's size=);
+   * -1 (the default) for none. */
+  int64_t size;
+  /* Threads per block (CuPy's block_size=); 0 (the default) lets jitk
+   * choose, so a binding that mirrors CuPy's ValueError for block_size <= 0
+   * checks that itself. Any other value from 1 up to what the device and
+   * the compiled kernel allow is honoured; a loop that would run tiled with
+   * jitk's own block size then runs as a plain strided loop, which suits
+   * any block. */
+  unsigned int block_size;
+} jitk_launch_options;
+
+/* Fills `options` with the defaults above (no size, jitk's block size).
+ * NULL does nothing. */
+JITK_API void jitk_launch_options_init(jitk_launch_options *options);
+
+/* ------------------------------------------------------------------------ */
 /* Elementwise kernels                                                       */
 /* ------------------------------------------------------------------------ */
 
@@ -851,7 +925,9 @@ typedef struct jitk_elementwise_options {
  * bound from the arguments at launch. Non-raw array parameters are read and
  * written one element per index (broadcast against each other as NumPy
  * does); raw ones are whole arrays (jitk::array<T, N>, indexed as x[i] in C
- * order or x(i, j)); scalars are values. In the operation, `i` is the
+ * order or x(i, j)), outputs too: a raw output (`raw T z`) is written by
+ * the operation itself, `z[i] = ...`, and its shape is its own, not the
+ * loop's; scalars are values. In the operation, `i` is the
  * element's index in C order over the broadcast shape and _ind.size() the
  * number of elements; placeholders are types (T). Nothing is compiled
  * until a launch (or jitk_elementwise_compile) fixes the types.
@@ -870,21 +946,76 @@ JITK_API void jitk_elementwise_destroy(jitk_elementwise *kernel);
  * optionally one per out_param: a DLTensor (jitk_arg_array), a scalar
  * (jitk_arg_f32 ...), or jitk_arg_allocate() for an output jitk allocates;
  * omitted outputs are allocated too. Allocated outputs have the broadcast
- * shape, are C-contiguous, come from the device's memory pool in stream
- * order, and are returned in outputs[j] (one slot per out_param, NULL for
- * those given) as DLManagedTensors whose deleter frees them in order on
- * `stream` (which must outlive them, as must the engine).
+ * shape (raw ones too; one dimension of `size` when only `size` fixes the
+ * loop, as CuPy allocates them), are C-contiguous, come from the device's
+ * memory pool in stream order, and are returned in outputs[j] (one slot
+ * per out_param, NULL for those given) as DLManagedTensors whose deleter
+ * frees them in order on `stream` (which must outlive them, as must the
+ * engine). Given non-raw outputs must have the broadcast shape; given raw
+ * ones may have any shape and strides.
  * `size` is the element count when no non-raw array fixes it (CuPy's
  * size=), else -1.
  * Errors: JITK_ERR_ARGUMENT_TYPE when a placeholder meets two dtypes or an
  * array's dtype differs from its parameter's; JITK_ERR_INVALID_ARRAY when
- * shapes do not broadcast or an output overlaps an input other than being
- * exactly it; JITK_ERR_COMPILE for an operation that does not compile,
- * with NVRTC's message citing operation:LINE:COL.
+ * shapes do not broadcast, an output overlaps a non-raw input other than
+ * being exactly it, or overlaps another non-raw output (raw arrays may
+ * share memory with a raw output, which the operation writes by hand);
+ * JITK_ERR_COMPILE for an operation that does not compile, with NVRTC's
+ * message citing operation:LINE:COL.
+ * A launch of a specialization already compiled allocates no host memory
+ * and takes no lock but the kernel's table's.
  */
 JITK_API jitk_status jitk_elementwise_launch(jitk_elementwise *kernel, jitk_stream stream,
                                              const jitk_arg *args, size_t num_args, int64_t size,
                                              DLManagedTensor **outputs);
+
+/*
+ * jitk_elementwise_launch with options (NULL: the defaults, as
+ * jitk_launch_options_init sets them): options->size is the launch's
+ * `size`, options->block_size its threads per block.
+ * Errors, besides those of jitk_elementwise_launch: JITK_ERR_INVALID_ARGUMENT
+ * for options whose struct_size is 0 (not initialized) or that set
+ * fields this version of jitk does not know (non-zero bytes past its own
+ * jitk_launch_options), and for a block size above the device's maximum
+ * threads per block or above what the compiled kernel can run with (its
+ * registers decide; the message gives the limit). Nothing is allocated or
+ * launched when the options are refused.
+ */
+JITK_API jitk_status jitk_elementwise_launch_ex(jitk_elementwise *kernel, jitk_stream stream,
+                                                const jitk_arg *args, size_t num_args,
+                                                const jitk_launch_options *options,
+                                                DLManagedTensor **outputs);
+
+/*
+ * What the outputs of a launch with these arguments would be, without
+ * launching: specs[j] (one per out_param) gets each output's dtype and
+ * shape. Given outputs report their own (a raw output's shape is its
+ * own); outputs to be allocated (omitted, or jitk_arg_allocate()) report
+ * the shape a launch would allocate. The arguments are checked as
+ * jitk_elementwise_launch checks them, with the same errors (binding,
+ * broadcasting, `size`, shapes of given outputs, overlaps among the given
+ * arrays), but nothing is compiled, allocated or launched, and no GPU is
+ * needed: it works on a compile-only engine, with tensors that say kDLCUDA
+ * (their memory is never read). specs is written only on success; it may
+ * be NULL for a kernel without outputs. Safe to call from several threads.
+ */
+JITK_API jitk_status jitk_elementwise_outputs(jitk_elementwise *kernel, const jitk_arg *args,
+                                              size_t num_args, int64_t size,
+                                              jitk_output_spec *specs);
+
+/* The number of in_params and out_params. Either pointer may be NULL. */
+JITK_API jitk_status jitk_elementwise_num_params(const jitk_elementwise *kernel, int *num_in,
+                                                 int *num_out);
+
+/*
+ * Parameter `index` (in_params first, then out_params: 0 to num_in +
+ * num_out - 1) as declared. info->struct_size must be set (see
+ * jitk_param_info). JITK_ERR_INVALID_ARGUMENT for an index out of range.
+ * The strings live as long as the kernel. Safe to call from several
+ * threads.
+ */
+JITK_API jitk_status jitk_elementwise_param(const jitk_elementwise *kernel, int index,
+                                            jitk_param_info *info);
 
 /* The shape of the loop a compiled specialization is for. */
 typedef struct jitk_elementwise_layout {
@@ -941,7 +1072,9 @@ typedef struct jitk_reduction_options {
  * outputs from the result `a`. In every expression `_in_ind.size()` is the
  * number of elements reduced into each output and `_out_ind.size()` the
  * number of outputs; in map_expr `_j` is the element's index among those
- * reduced into its output (C order over the reduced axes). identity (NULL
+ * reduced into its output (C order over the reduced axes). Outputs cannot
+ * be raw (JITK_ERR_PARSE, as CuPy's ReductionKernel refuses them too):
+ * each output element is one reduced value. identity (NULL
  * for none) is the value of an empty reduction and starts every partial
  * result; without it, empty reductions are an error. Results do not depend
  * on the run: the same inputs on the same device give the same bits.
@@ -968,6 +1101,28 @@ JITK_API void jitk_reduction_destroy(jitk_reduction *kernel);
 JITK_API jitk_status jitk_reduction_launch(jitk_reduction *kernel, jitk_stream stream,
                                            const jitk_arg *args, size_t num_args, const int *axes,
                                            int num_axes, int keepdims, DLManagedTensor **outputs);
+
+/*
+ * What the outputs of jitk_reduction_launch with these arguments, axes and
+ * keepdims would be, without launching: specs[j] (one per out_param) gets
+ * each output's dtype and shape (given outputs report their own). The
+ * arguments are checked as the launch checks them, with the same errors
+ * (binding, broadcasting, axes, the reduced shape of given outputs, an
+ * empty reduction without identity, overlaps among the given arrays), but
+ * nothing is compiled, allocated or launched, and no GPU is needed (a
+ * compile-only engine takes tensors that say kDLCUDA; their memory is
+ * never read). specs is written only on success. Safe to call from
+ * several threads.
+ */
+JITK_API jitk_status jitk_reduction_outputs(jitk_reduction *kernel, const jitk_arg *args,
+                                            size_t num_args, const int *axes, int num_axes,
+                                            int keepdims, jitk_output_spec *specs);
+
+/* As jitk_elementwise_num_params and jitk_elementwise_param. */
+JITK_API jitk_status jitk_reduction_num_params(const jitk_reduction *kernel, int *num_in,
+                                               int *num_out);
+JITK_API jitk_status jitk_reduction_param(const jitk_reduction *kernel, int index,
+                                          jitk_param_info *info);
 
 /* The shape of the work a compiled specialization is for. */
 typedef struct jitk_reduction_layout {

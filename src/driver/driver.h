@@ -57,6 +57,7 @@
   X(cuMemcpy, 12000, true)                                  \
   X(cuMemsetD8Async, 12000, true)                           \
   X(cuPointerGetAttribute, 12000, true)                     \
+  X(cuPointerGetAttributes, 12000, true)                    \
   X(cuStreamCreate, 12000, true)                            \
   X(cuStreamDestroy, 12000, true)                           \
   X(cuStreamSynchronize, 12000, true)                       \

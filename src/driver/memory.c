@@ -123,3 +123,30 @@ jitk_status jitk_stream_synchronize(jitk_engine *e, jitk_stream stream) {
   JK_IN_CONTEXT(e, e->drv.cuStreamSynchronize((CUstream)stream), "cuStreamSynchronize");
   return JITK_OK;
 }
+
+jitk_status jitk_pointer_device(jitk_engine *e, const void *ptr, int *ordinal,
+                                int *is_device_memory) {
+  JK_CHECK_ENGINE(e, "jitk_pointer_device");
+  if (ordinal == NULL || is_device_memory == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_pointer_device: %s is NULL",
+                   ordinal == NULL ? "ordinal" : "is_device_memory");
+  /* cuPointerGetAttributes, unlike cuPointerGetAttribute, answers for an
+   * address the driver does not know (a plain host pointer) with empty
+   * values rather than an error, which a caller would otherwise see as a
+   * failed API call under compute-sanitizer. The memory type is an enum
+   * and "is managed" a boolean whose width the documentation leaves open:
+   * both are read into zeroed 64-bit words, which hold either. */
+  unsigned long long type = 0, managed = 0;
+  int device = -1;
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void *data[3] = {&type, &managed, &device};
+  JK_IN_CONTEXT(e,
+                e->drv.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr),
+                "cuPointerGetAttributes");
+  bool on_device = type == CU_MEMORYTYPE_DEVICE || managed != 0;
+  *is_device_memory = on_device ? 1 : 0;
+  *ordinal = on_device ? device : -1;
+  return JITK_OK;
+}

@@ -8,6 +8,7 @@
  * known one costs a table probe, the packing of the parameters, and the
  * launch. Nothing on that path allocates.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
   if (k == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jitk_status st = jk_gen_init(&k->g, e, "jitk_elementwise_create", in_params, out_params, name,
                                opts ? opts->preamble : NULL, opts ? opts->nvrtc_options : NULL,
-                               opts ? opts->num_nvrtc_options : 0);
+                               opts ? opts->num_nvrtc_options : 0, NULL);
   if (st != JITK_OK) {
     jk_free(e, k);
     return st;
@@ -125,12 +126,18 @@ static jitk_status ew_load(void *ctx, jk_gen_variant *v) {
   jitk_elementwise *k = ctx;
   jitk_engine *e = k->g.engine;
   CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], (CUmodule)v->entry->cu, k->g.name);
-  int per_sm = 0;
+  int per_sm = 0, max_threads = 0;
   if (r == CUDA_SUCCESS)
     r = e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, v->fn[0], JK_EW_BLOCK, 0);
+  /* Read once here, so that a launch with a block size of the caller's
+   * checks it against a number rather than asking the driver. */
+  if (r == CUDA_SUCCESS)
+    r = e->drv.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                  v->fn[0]);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the elementwise kernel");
   if (per_sm < 1) per_sm = 1;
   v->max_blocks = (unsigned)(per_sm * e->info.multiprocessors);
+  v->max_threads = max_threads > 0 ? (unsigned)max_threads : JK_EW_BLOCK;
   return JITK_OK;
 }
 
@@ -173,7 +180,7 @@ static int vector_width(const ew_plan *pl) {
 }
 
 static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args,
-                       ew_plan *pl, const jk_gen_variant *v) {
+                       ew_plan *pl, const jk_gen_variant *v, unsigned block) {
   jitk_engine *e = k->g.engine;
   const jk_ew_spec *s = (const jk_ew_spec *)(const void *)v->spec;
   const jk_iter *it = &pl->iter;
@@ -233,7 +240,7 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   }
   uint64_t units = (uint64_t)it->size / (uint64_t)vec;
   if (units == 0) units = 1;
-  uint64_t per_block = (uint64_t)JK_EW_BLOCK * (s->unroll > 1 ? s->unroll : 1);
+  uint64_t per_block = (uint64_t)block * (s->unroll > 1 ? s->unroll : 1);
   uint64_t blocks = (units + per_block - 1) / per_block;
   if (s->tiled) /* one block per tile */
     blocks = (uint64_t)((it->shape[0] + s->tile - 1) / s->tile) *
@@ -244,23 +251,23 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r = e->drv.cuLaunchKernel(v->fn[0], (unsigned)blocks, 1, 1, JK_EW_BLOCK, 1, 1, 0,
+  CUresult r = e->drv.cuLaunchKernel(v->fn[0], (unsigned)blocks, 1, 1, block, 1, 1, 0,
                                      (CUstream)stream, kp, NULL);
   jk_ctx_leave(e, saved);
   if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
   return JITK_OK;
 }
 
-/* Binds, shapes and picks the specialization; the launch itself is run(). */
-static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args,
-                        size_t nargs, int64_t size, DLManagedTensor **outputs, ew_plan *pl,
-                        jk_ew_spec *spec, bool *empty) {
+/* What a launch and jitk_elementwise_outputs share: the arguments
+ * classified and bound, the loop's shape (the broadcast of the non-raw
+ * arrays, or `size`), and the given non-raw outputs checked against it.
+ * Reads no memory and calls no driver. */
+static jitk_status prepare(jitk_elementwise *k, const char *what, const jitk_arg *args,
+                           size_t nargs, int64_t size, bool can_allocate, ew_plan *pl) {
   jitk_engine *e = k->g.engine;
   int n = (int)k->g.params.count;
-  *empty = false;
-  jitk_status st = jk_gen_classify(&k->g, "jitk_elementwise_launch", args, nargs, outputs, &pl->a);
+  jitk_status st = jk_gen_classify(&k->g, what, args, nargs, can_allocate, &pl->a);
   if (st != JITK_OK) return st;
-  for (int p = 0; p < n; p++) pl->operand[p] = -1;
 
   /* The loop's shape: the broadcast of the non-raw arrays, or `size`. */
   if (pl->a.nb > 0) {
@@ -282,9 +289,10 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
     pl->ndim = 1;
     pl->shape[0] = size;
   }
-  /* Given outputs must have the loop's shape exactly. */
+  /* Given non-raw outputs must have the loop's shape exactly; a raw one is
+   * indexed by the operation, so its shape is its own. */
   for (int p = k->g.num_in; p < n; p++) {
-    if (!pl->a.is_array[p]) continue;
+    if (!pl->a.is_array[p] || k->g.params.params[p].raw) continue;
     const jk_view *v = &pl->a.views[p];
     bool same = v->ndim == pl->ndim;
     for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] == pl->shape[d];
@@ -293,6 +301,22 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
                      "kernel %s: %s does not have the shape the inputs broadcast to", k->g.name,
                      k->g.labels[p]);
   }
+  return JITK_OK;
+}
+
+/* Binds, shapes and picks the specialization; the launch itself is run().
+ * `block` is the launch's threads per block. */
+static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream stream,
+                        const jitk_arg *args, size_t nargs, int64_t size, unsigned block,
+                        DLManagedTensor **outputs, ew_plan *pl, jk_ew_spec *spec, bool *empty) {
+  jitk_engine *e = k->g.engine;
+  int n = (int)k->g.params.count;
+  *empty = false;
+  jitk_status st = prepare(k, what, args, nargs, size, outputs != NULL, pl);
+  if (st != JITK_OK) return st;
+  for (int p = 0; p < n; p++) pl->operand[p] = -1;
+  /* Outputs left to jitk get the loop's shape, raw ones too (as CuPy
+   * allocates them). */
   for (int p = k->g.num_in; p < n; p++) {
     if (pl->a.is_array[p]) continue;
     if (outputs != NULL) outputs[p - k->g.num_in] = NULL;
@@ -332,8 +356,10 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
   spec->vec = (unsigned char)vector_width(pl);
   spec->unroll = (unsigned char)(spec->vec > 1 ? k->unroll : 1);
   /* Two dimensions with an input that walks the outer one contiguously
-   * (a transposed view), outputs along the inner one: the tiled path. */
-  if (spec->vec == 1 && pl->iter.ndim == 2) {
+   * (a transposed view), outputs along the inner one: the tiled path. Its
+   * threads are laid out over a tile for jitk's own block size, so a
+   * launch with another one takes the scalar loop, which runs with any. */
+  if (spec->vec == 1 && pl->iter.ndim == 2 && block == JK_EW_BLOCK) {
     const jk_iter *it = &pl->iter;
     bool outputs_inner = true, any = false;
     for (int p = 0; p < n; p++) {
@@ -381,13 +407,30 @@ static jitk_status plan(jitk_elementwise *k, jitk_stream stream, const jitk_arg 
   return JITK_OK;
 }
 
-jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args,
-                                    size_t nargs, int64_t size, DLManagedTensor **outputs) {
-  if (JK_UNLIKELY(k == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_launch: kernel is NULL");
+void jitk_launch_options_init(jitk_launch_options *o) {
+  if (o == NULL) return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->size = -1;
+  o->block_size = 0;
+}
+
+/* The launch both public calls make. Nothing here allocates host memory
+ * or takes a lock but the kernel's table's, as the launch path promises. */
+static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream stream,
+                          const jitk_arg *args, size_t nargs, int64_t size, unsigned block,
+                          DLManagedTensor **outputs) {
   jitk_engine *e = k->g.engine;
-  jitk_status st = jk_require_device(e, "jitk_elementwise_launch");
+  jitk_status st = jk_require_device(e, what);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
+  bool chosen = block != 0;
+  if (!chosen) {
+    block = JK_EW_BLOCK;
+  } else if (JK_UNLIKELY(block > (unsigned)e->info.max_threads_per_block)) {
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "kernel %s: block_size %u is more threads than a block of %s can have (%d)",
+                   k->g.name, block, e->info.name, e->info.max_threads_per_block);
+  }
   ew_plan pl;
   jk_ew_spec spec;
   bool empty;
@@ -395,13 +438,88 @@ jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, con
    * so a failed launch leaves the caller's `outputs` as it was. */
   DLManagedTensor *made[JK_MAX_EW_PARAMS];
   for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
-  st = plan(k, stream, args, nargs, size, outputs ? made : NULL, &pl, &spec, &empty);
+  st = plan(k, what, stream, args, nargs, size, block, outputs ? made : NULL, &pl, &spec,
+            &empty);
   if (st == JITK_OK && !empty) {
     jk_gen_variant v;
     st = jk_gen_variant_get(&k->g, &spec, &v);
-    if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
+    /* The compiled kernel's own limit: its registers may allow fewer
+     * threads than the device does. */
+    if (st == JITK_OK && chosen && JK_UNLIKELY(block > v.max_threads))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "kernel %s: block_size %u is more threads than this specialization can run "
+                   "with (%u, for its registers); pass %u or fewer, or 0 for jitk's choice",
+                   k->g.name, block, v.max_threads, v.max_threads);
+    if (st == JITK_OK) st = run(k, stream, args, &pl, &v, block);
   }
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
+}
+
+jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args,
+                                    size_t nargs, int64_t size, DLManagedTensor **outputs) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_launch: kernel is NULL");
+  return launch(k, "jitk_elementwise_launch", stream, args, nargs, size, 0, outputs);
+}
+
+/* The end of the first version of jitk_launch_options: every caller's
+ * struct_size reaches at least this far. */
+#define JK_LAUNCH_OPTIONS_V1 (offsetof(jitk_launch_options, block_size) + sizeof(unsigned int))
+
+jitk_status jitk_elementwise_launch_ex(jitk_elementwise *k, jitk_stream stream,
+                                       const jitk_arg *args, size_t nargs,
+                                       const jitk_launch_options *opts,
+                                       DLManagedTensor **outputs) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_launch_ex: kernel is NULL");
+  if (opts == NULL)
+    return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, -1, 0, outputs);
+  if (JK_UNLIKELY(opts->struct_size < JK_LAUNCH_OPTIONS_V1))
+    return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_elementwise_launch_ex: options->struct_size is %zu; fill the options "
+                   "with jitk_launch_options_init first",
+                   opts->struct_size);
+  /* A caller built against a later jitk may know fields this one does
+   * not: left at zero they mean their defaults, anything else would be
+   * ignored silently. */
+  if (JK_UNLIKELY(opts->struct_size > sizeof *opts)) {
+    const unsigned char *extra = (const unsigned char *)opts;
+    for (size_t b = sizeof *opts; b < opts->struct_size; b++)
+      if (extra[b] != 0)
+        return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
+                       "jitk_elementwise_launch_ex: the options set a field (byte %zu) that "
+                       "this version of jitk (%s) does not know",
+                       b, JITK_VERSION_STRING);
+  }
+  return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, opts->size,
+                opts->block_size, outputs);
+}
+
+jitk_status jitk_elementwise_outputs(jitk_elementwise *k, const jitk_arg *args, size_t nargs,
+                                     int64_t size, jitk_output_spec *specs) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_outputs: kernel is NULL");
+  if (specs == NULL && k->g.num_out > 0)
+    return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_elementwise_outputs: specs is NULL");
+  ew_plan pl;
+  jitk_status st = prepare(k, "jitk_elementwise_outputs", args, nargs, size, true, &pl);
+  if (st == JITK_OK) st = jk_gen_check_overlap(&k->g, &pl.a);
+  if (st != JITK_OK) return st;
+  jk_gen_output_specs(&k->g, &pl.a, pl.ndim, pl.shape, specs);
+  return JITK_OK;
+}
+
+jitk_status jitk_elementwise_num_params(const jitk_elementwise *k, int *num_in, int *num_out) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_num_params: kernel is NULL");
+  return jk_gen_num_params(&k->g, num_in, num_out);
+}
+
+jitk_status jitk_elementwise_param(const jitk_elementwise *k, int index, jitk_param_info *info) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_param: kernel is NULL");
+  return jk_gen_param(&k->g, "jitk_elementwise_param", index, info);
 }
 
 jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,

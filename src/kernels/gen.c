@@ -3,6 +3,7 @@
  */
 #include "kernels/gen.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,8 @@ void jk_gen_fini(jk_gen *g) {
 
 jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char *in_params,
                         const char *out_params, const char *name, const char *preamble,
-                        const char *const *options, size_t num_options) {
+                        const char *const *options, size_t num_options,
+                        const char *no_raw_outputs) {
   memset(g, 0, sizeof *g);
   if (!jk_gen_is_identifier(name) || jk_is_reserved_word(name, strlen(name)))
     return jk_fail_caret(e, JITK_ERR_PARSE, "name", name, 0, strlen(name) ? strlen(name) : 1,
@@ -73,12 +75,10 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%zu parameters; at most %d", count,
                    JK_MAX_EW_PARAMS);
   }
-  for (int p = g->num_in; p < (int)g->params.count; p++)
+  for (int p = g->num_in; no_raw_outputs != NULL && p < (int)g->params.count; p++)
     if (g->params.params[p].raw) {
       st = jk_fail_caret(e, JITK_ERR_PARSE, "out_params", out_params, g->params.params[p].offset,
-                         strlen(g->params.params[p].name),
-                         "outputs cannot be raw here: the kernel writes each output element "
-                         "once");
+                         strlen(g->params.params[p].name), "%s", no_raw_outputs);
       jk_gen_fini(g);
       return st;
     }
@@ -302,7 +302,7 @@ static jitk_status bind(const jk_gen *g, const jitk_arg *args, size_t nargs, jk_
 }
 
 jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, size_t nargs,
-                            DLManagedTensor **outputs, jk_gen_args *a) {
+                            bool can_allocate, jk_gen_args *a) {
   jitk_engine *e = g->engine;
   int n = (int)g->params.count;
   if (JK_UNLIKELY(nargs != (size_t)g->num_in && nargs != (size_t)(g->num_in + g->num_out)))
@@ -342,7 +342,7 @@ jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, s
                      g->name, g->labels[p]);
     }
   }
-  if (a->need_alloc && outputs == NULL)
+  if (a->need_alloc && !can_allocate)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "kernel %s: an output is to be allocated but `outputs` is NULL", g->name);
   return bind(g, args, nargs, a);
@@ -427,8 +427,14 @@ jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
   jitk_engine *e = g->engine;
   int n = (int)g->params.count;
   for (int o = g->num_in; o < n; o++) {
+    /* An output not made yet (jitk_*_outputs) overlaps nothing. */
+    if (!a->is_array[o]) continue;
+    bool raw_o = g->params.params[o].raw;
     const jk_view *ov = &a->views[o];
-    for (int d = 0; d < ov->ndim; d++)
+    /* A raw output is written where the operation says, so a stride of 0
+     * is the operation's business; a non-raw one is written once per
+     * index, and a stride of 0 would write one element many times. */
+    for (int d = 0; !raw_o && d < ov->ndim; d++)
       if (ov->shape[d] > 1 && ov->strides[d] == 0)
         return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                        "kernel %s: %s has stride 0 in dimension %d, so elements would be "
@@ -437,9 +443,16 @@ jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
     size_t isz = jk_dtype(ov->dtype)->size;
     uintptr_t olo, ohi;
     if (!jk_view_range(ov, isz, &olo, &ohi)) continue;
+    /* Against every non-raw array: those are read or written one element
+     * per index, and a partial overlap would make the result depend on
+     * the order the loop runs in. Raw arrays, inputs or outputs, may
+     * share memory with a raw output: the operation indexes all of them
+     * itself. */
     for (int p = 0; p < n; p++) {
       if (p == o || !a->is_array[p] || g->params.params[p].raw) continue;
-      if (p > o && g->params.params[p].output) continue; /* each pair once */
+      /* Two non-raw outputs: each pair once. A raw output is not met as
+       * the inner one, so it checks every non-raw output itself. */
+      if (!raw_o && p > o && g->params.params[p].output) continue;
       const jk_view *iv = &a->views[p];
       uintptr_t lo, hi;
       if (!jk_view_range(iv, jk_dtype(iv->dtype)->size, &lo, &hi)) continue;
@@ -573,4 +586,52 @@ bool jk_gen_listed(const char *list, const char *name) {
     p = q;
   }
   return false;
+}
+
+void jk_gen_output_specs(const jk_gen *g, const jk_gen_args *a, int ndim, const int64_t *shape,
+                         jitk_output_spec *specs) {
+  for (int j = 0; j < g->num_out; j++) {
+    int p = g->num_in + j;
+    jitk_output_spec o;
+    memset(&o, 0, sizeof o);
+    o.dtype = a->dtype[p];
+    /* A given output reports its own shape: for a raw one that is not the
+     * loop's, and a binding allocates nothing for it anyway. */
+    const int64_t *src = a->is_array[p] ? a->views[p].shape : shape;
+    o.ndim = a->is_array[p] ? a->views[p].ndim : ndim;
+    for (int d = 0; d < o.ndim; d++) o.shape[d] = src[d];
+    specs[j] = o;
+  }
+}
+
+jitk_status jk_gen_num_params(const jk_gen *g, int *num_in, int *num_out) {
+  if (num_in != NULL) *num_in = g->num_in;
+  if (num_out != NULL) *num_out = g->num_out;
+  return JITK_OK;
+}
+
+/* The end of the first version of jitk_param_info. */
+#define JK_PARAM_INFO_V1 (offsetof(jitk_param_info, placeholder) + sizeof(const char *))
+
+jitk_status jk_gen_param(const jk_gen *g, const char *what, int index, jitk_param_info *info) {
+  if (info == NULL)
+    return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT, "%s: info is NULL", what);
+  if (info->struct_size < JK_PARAM_INFO_V1)
+    return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT,
+                   "%s: info->struct_size is %zu; set it to sizeof(jitk_param_info)", what,
+                   info->struct_size);
+  if (index < 0 || index >= (int)g->params.count)
+    return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT,
+                   "%s: kernel %s has %d parameters (%d inputs, %d outputs); there is no "
+                   "parameter %d",
+                   what, g->name, (int)g->params.count, g->num_in, g->num_out, index);
+  const jk_param_decl *d = &g->params.params[index];
+  /* Only the first version's fields exist yet; a larger struct_size (a
+   * caller built against a later header) leaves the rest to the caller. */
+  info->name = d->name;
+  info->is_output = d->output ? 1 : 0;
+  info->is_raw = d->raw ? 1 : 0;
+  info->dtype = d->placeholder >= 0 ? JITK_DTYPE_NONE : d->dtype;
+  info->placeholder = d->placeholder >= 0 ? g->params.placeholders[d->placeholder] : NULL;
+  return JITK_OK;
 }

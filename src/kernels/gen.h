@@ -27,12 +27,13 @@ typedef struct jk_gen_variant {
   jk_entry *entry;
   CUfunction fn[2];    /* the kind's entry points (a split reduction has two) */
   unsigned max_blocks; /* blocks of fn[0] that fill the device once */
+  unsigned max_threads; /* the most threads per block fn[0] can run with */
   size_t slot;         /* reduction: bytes per partial result */
   char *source;
 } jk_gen_variant;
 
 /* Writes the source of a specialization; prepares a loaded one (fills
- * fn[], max_blocks, slot) with the engine's context current. */
+ * fn[], max_blocks, max_threads, slot) with the engine's context current. */
 typedef jitk_status (*jk_gen_source_fn)(void *ctx, const void *spec, char **source);
 typedef jitk_status (*jk_gen_load_fn)(void *ctx, jk_gen_variant *v);
 
@@ -58,12 +59,16 @@ typedef struct jk_gen {
 
 /*
  * Parses the lists, checks the name, copies the preamble and the NVRTC
- * options; `what` names the API call in messages. On failure everything is
- * released (jk_gen_fini is safe on a zeroed or half-made jk_gen).
+ * options; `what` names the API call in messages. A kind whose outputs
+ * cannot be raw passes the reason as `no_raw_outputs` (a raw output is then
+ * JITK_ERR_PARSE with a caret under it); NULL allows them. On failure
+ * everything is released (jk_gen_fini is safe on a zeroed or half-made
+ * jk_gen).
  */
 jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char *in_params,
                         const char *out_params, const char *name, const char *preamble,
-                        const char *const *options, size_t num_options);
+                        const char *const *options, size_t num_options,
+                        const char *no_raw_outputs);
 void jk_gen_fini(jk_gen *g);
 
 /* Whether s is a C identifier. */
@@ -108,9 +113,13 @@ typedef struct jk_gen_args {
 } jk_gen_args;
 
 /* Checks the argument count, reads the tensors, binds the placeholders
- * (arrays first, as CuPy: an array's dtype wins over a scalar's). */
+ * (arrays first, as CuPy: an array's dtype wins over a scalar's). Reads
+ * the tensors' descriptions only, never their memory or the driver, so it
+ * works on a compile-only engine. An output left to jitk is an error
+ * unless `can_allocate` (a launch with an `outputs` array, or a question
+ * about the outputs' shapes). */
 jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, size_t nargs,
-                            DLManagedTensor **outputs, jk_gen_args *a);
+                            bool can_allocate, jk_gen_args *a);
 
 /* A new C-contiguous array from the memory pool, as a DLManagedTensor
  * whose deleter frees it in order on `stream`. */
@@ -125,8 +134,10 @@ void jk_gen_release_outputs(int num_out, DLManagedTensor **outputs);
 jitk_status jk_gen_finish_outputs(jitk_status st, int num_out, DLManagedTensor **made,
                                   DLManagedTensor **outputs);
 
-/* An output must not share memory with any input unless it is exactly
- * that input, nor with another output, nor with itself (a zero stride). */
+/* An output must not share memory with any non-raw input unless it is
+ * exactly that input, nor with another non-raw output; a non-raw output
+ * not with itself either (a zero stride). Raw outputs may share memory
+ * with raw arrays. Outputs not made yet (not arrays) are skipped. */
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a);
 
 /* Packs parameter p when it is raw (its jitk::array descriptor) or a
@@ -149,6 +160,17 @@ bool jk_gen_listed(const char *list, const char *name);
  * with a caret otherwise. A name that matches nothing would be ignored,
  * and compile something other than what was asked for. */
 jitk_status jk_gen_check_names(const jk_gen *g, const char *label, const char *list);
+
+/* The outputs' specs (jitk_*_outputs): given outputs (arrays in `a`)
+ * report their own dtype and shape, the others their bound dtype and the
+ * shape a launch would allocate (`ndim`, `shape`). */
+void jk_gen_output_specs(const jk_gen *g, const jk_gen_args *a, int ndim, const int64_t *shape,
+                         jitk_output_spec *specs);
+
+/* jitk_*_num_params and jitk_*_param on a kind's jk_gen; `what` names the
+ * API call in messages. */
+jitk_status jk_gen_num_params(const jk_gen *g, int *num_in, int *num_out);
+jitk_status jk_gen_param(const jk_gen *g, const char *what, int index, jitk_param_info *info);
 
 /* Appends one kernel parameter: its bytes at *cursor, its address in kp. */
 #define JK_PUSH(kp, np, cursor, value)              \

@@ -102,7 +102,10 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   if (k == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jitk_status st = jk_gen_init(&k->g, e, "jitk_reduction_create", in_params, out_params, name,
                                opts ? opts->preamble : NULL, opts ? opts->nvrtc_options : NULL,
-                               opts ? opts->num_nvrtc_options : 0);
+                               opts ? opts->num_nvrtc_options : 0,
+                               "reduction outputs cannot be raw: each output element is one "
+                               "reduced value, which the post-map writes (CuPy's "
+                               "ReductionKernel has no raw outputs either)");
   if (st != JITK_OK) {
     jk_free(e, k);
     return st;
@@ -352,14 +355,16 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
   spec->idx64 = !fits_32(pl, n);
 }
 
-static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
-                        size_t nargs, const int *axes, int num_axes, int keepdims,
-                        DLManagedTensor **outputs, jk_red_plan *pl, jk_red_spec *spec,
-                        bool *nothing) {
+/* What a launch and jitk_reduction_outputs share: the arguments classified
+ * and bound, the inputs' broadcast shape, the axes, the outputs' shape,
+ * and the given outputs checked against it. Reads no memory and calls no
+ * driver. */
+static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *args,
+                           size_t nargs, const int *axes, int num_axes, int keepdims,
+                           bool can_allocate, jk_red_plan *pl) {
   jitk_engine *e = k->g.engine;
   int n = (int)k->g.params.count;
-  *nothing = false;
-  jitk_status st = jk_gen_classify(&k->g, "jitk_reduction_launch", args, nargs, outputs, &pl->a);
+  jitk_status st = jk_gen_classify(&k->g, what, args, nargs, can_allocate, &pl->a);
   if (st != JITK_OK) return st;
   /* The broadcast shape of the non-raw array inputs. */
   const jk_view *iv[JK_MAX_EW_PARAMS];
@@ -394,7 +399,7 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
                    "kernel %s: a reduction over no elements needs an identity, and this kernel "
                    "has none",
                    k->g.name);
-  /* Outputs: given ones must have the reduced shape; the rest are made. */
+  /* Given outputs must have the reduced shape. */
   for (int p = k->g.num_in; p < n; p++) {
     if (!pl->a.is_array[p]) continue;
     const jk_view *v = &pl->a.views[p];
@@ -405,6 +410,20 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
                      "kernel %s: %s does not have the reduced shape (%d dimensions%s)",
                      k->g.name, k->g.labels[p], pl->out_ndim, keepdims ? ", keepdims" : "");
   }
+  return JITK_OK;
+}
+
+static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                        size_t nargs, const int *axes, int num_axes, int keepdims,
+                        DLManagedTensor **outputs, jk_red_plan *pl, jk_red_spec *spec,
+                        bool *nothing) {
+  jitk_engine *e = k->g.engine;
+  int n = (int)k->g.params.count;
+  *nothing = false;
+  jitk_status st = prepare(k, "jitk_reduction_launch", args, nargs, axes, num_axes, keepdims,
+                           outputs != NULL, pl);
+  if (st != JITK_OK) return st;
+  /* The outputs left to jitk are made. */
   for (int p = k->g.num_in; p < n; p++) {
     if (pl->a.is_array[p]) continue;
     st = jk_gen_allocate(e, stream, pl->a.dtype[p], pl->out_ndim, pl->out_shape,
@@ -558,6 +577,34 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
+}
+
+jitk_status jitk_reduction_outputs(jitk_reduction *k, const jitk_arg *args, size_t nargs,
+                                   const int *axes, int num_axes, int keepdims,
+                                   jitk_output_spec *specs) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_outputs: kernel is NULL");
+  if (specs == NULL)
+    return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_outputs: specs is NULL");
+  jk_red_plan pl;
+  jitk_status st = prepare(k, "jitk_reduction_outputs", args, nargs, axes, num_axes, keepdims,
+                           true, &pl);
+  if (st == JITK_OK) st = jk_gen_check_overlap(&k->g, &pl.a);
+  if (st != JITK_OK) return st;
+  jk_gen_output_specs(&k->g, &pl.a, pl.out_ndim, pl.out_shape, specs);
+  return JITK_OK;
+}
+
+jitk_status jitk_reduction_num_params(const jitk_reduction *k, int *num_in, int *num_out) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_num_params: kernel is NULL");
+  return jk_gen_num_params(&k->g, num_in, num_out);
+}
+
+jitk_status jitk_reduction_param(const jitk_reduction *k, int index, jitk_param_info *info) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_param: kernel is NULL");
+  return jk_gen_param(&k->g, "jitk_reduction_param", index, info);
 }
 
 jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,

@@ -57,6 +57,9 @@ struct array<T, 0> {
   T *data;
   __device__ __forceinline__ long long size() const { return 1; }
   __device__ __forceinline__ T &operator()() const { return *data; }
+  // x[i] as for any rank: a raw parameter (an output jitk allocated for a
+  // loop over rank-0 arrays, say) is written z[i] = ... whatever its rank.
+  __device__ __forceinline__ T &operator[](long long) const { return *data; }
   __device__ __forceinline__ T &flat(long long) const { return *data; }
 };
 

@@ -75,6 +75,8 @@ check "elementwise 64-bit index, 3 dimensions" 0 "3 dimensions, 64-bit index" --
 check "elementwise complex64 with a scalar" 0 "cubin" -- "$JITK" compile elementwise --in 'T a, T x' --out 'T z' --op 'z = a * exp(x)' --type T=complex64 --scalar a --arch sm_90 -o c64.cubin
 check "elementwise PTX" 0 "bytes of PTX for compute_90" -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x * 2' --type T=float64 --arch sm_90 --emit ptx -o f64.ptx
 check "elementwise bad list: caret and offset" 1 "in_params:1:8: .x. is already a parameter" -- "$JITK" compile elementwise --in 'T x, T x' --out 'T z' --op 'z = x' --type T=float32
+check "elementwise raw output: a writable descriptor" 0 'jitk::array<T, 1> z' -- "$JITK" compile elementwise --in 'raw T x, raw T y' --out 'raw T z' --op 'z[i] = x[i] + y[i]' --type T=float32 --emit source
+check "elementwise raw output compiles" 0 "bytes of cubin for sm_90" -- "$JITK" compile elementwise --in 'T x' --out 'raw T z, T w' --op 'z[i] = x; w = x' --type T=float16 --arch sm_90 -o rawout.cubin
 check "elementwise reserved name" 1 "reserved" -- "$JITK" compile elementwise --in 'T i' --out 'T z' --op 'z = i' --type T=float32
 check "elementwise unknown dtype" 1 "float128" -- "$JITK" compile elementwise --in 'float128 x' --out 'float128 z' --op 'z = x'
 check "elementwise unbound placeholder" 1 "T" -- "$JITK" compile elementwise --in 'T x' --out 'T z' --op 'z = x'
@@ -104,6 +106,7 @@ check "reduction error cites the user's map expression" 1 "map_expr:1:" -- "$JIT
 check "reduction bad list: caret and offset" 1 "in_params:1:8: .x. is already a parameter" -- "$JITK" compile reduction --in 'T x, T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --type T=float32
 grep -q '^ *\^' err.txt || { echo "FAIL: reduction bad list: no caret line"; cat err.txt; fails=$((fails + 1)); }
 check "reduction error at the map expression's end cites it" 1 'map_expr:1:4: error: expected an expression' -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x +' --reduce 'a + b' --post-map 'y = a' --type T=float32 --arch sm_90
+check "reduction raw output refused" 1 "reduction outputs cannot be raw" -- "$JITK" compile reduction --in 'T x' --out 'raw T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --type T=float32
 check "reduction missing --post-map" 2 "usage" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b'
 check "reduction unknown strategy" 2 "--strategy is i or o" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --strategy inner
 

@@ -423,3 +423,219 @@ Test(elementwise, past_two_to_the_31, .timeout = 120) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Raw outputs, as CuPy writes them: written by index, allocated with the
+ * loop's shape (one dimension of `size` when only size fixes it), given
+ * ones of any shape and strides, and one that is a raw input in place.
+ * jitk_elementwise_outputs reports what each launch allocates. */
+Test(elementwise, raw_outputs) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  /* CuPy's test_manual_indexing. */
+  JT_OK(e, jitk_elementwise_create(e, "raw T x, raw T y", "raw T z", "z[i] = x[i] + y[i]",
+                                   "uesr_kernel_2", NULL, &k));
+  const int n = 100;
+  float hx[100], hy[100], hz[100];
+  uint64_t seed = 0x4a3;
+  for (int i = 0; i < n; i++) {
+    hx[i] = (float)jt_uniform(&seed);
+    hy[i] = (float)jt_uniform(&seed);
+  }
+  float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4), *dz = jt_dev_alloc(e, n * 8);
+  jt_to_dev(e, dx, hx, n * 4);
+  jt_to_dev(e, dy, hy, n * 4);
+  int64_t sh[1] = {n};
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  DLManagedTensor *out = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_launch(k, NULL, args, 2, -1, &out));
+  cr_assert_null(out);
+  jitk_output_spec spec;
+  JT_OK(e, jitk_elementwise_outputs(k, args, 2, n, &spec));
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, n, &out));
+  cr_assert_not_null(out);
+  cr_assert_eq(out->dl_tensor.ndim, spec.ndim);
+  cr_assert_eq(spec.ndim, 1);
+  cr_assert_eq(out->dl_tensor.shape[0], n);
+  cr_assert_eq(spec.shape[0], n);
+  cr_assert_eq(spec.dtype, JITK_FLOAT32);
+  jt_to_host(e, hz, out->dl_tensor.data, n * 4);
+  for (int i = 0; i < n; i++) cr_assert_eq(hz[i], hx[i] + hy[i], "z %d", i);
+  out->deleter(out);
+
+  /* Given: every other element of a buffer of 2n, as a strided view. */
+  jt_poison(e, dz, n * 8);
+  int64_t stride2[1] = {2};
+  DLTensor tz = jt_tensor(dz, JITK_FLOAT32, 1, sh, stride2);
+  jitk_arg given[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, given, 3, n, NULL));
+  float hz2[200];
+  jt_to_host(e, hz2, dz, n * 8);
+  for (int i = 0; i < n; i++) {
+    cr_assert_eq(hz2[2 * i], hx[i] + hy[i], "z %d", i);
+    cr_assert(isnan(hz2[2 * i + 1]), "the gaps are not written (%d)", i);
+  }
+  /* In place on a raw input: each element read, then written, by one
+   * thread. */
+  jitk_arg inplace[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tx)};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, inplace, 3, n, NULL));
+  jt_to_host(e, hz, dx, n * 4);
+  for (int i = 0; i < n; i++) cr_assert_eq(hz[i], hx[i] + hy[i], "in place %d", i);
+  jitk_elementwise_destroy(k);
+
+  /* With non-raw arrays: the loop is theirs, and so is the shape of an
+   * allocated raw output; z(r, c) by coordinates. */
+  JT_OK(e, jitk_elementwise_create(e, "T a", "raw T z, T w",
+                                   "z(i / 10, i % 10) = a * 2; w = a + 1", "mixed", NULL, &k));
+  int64_t sh2[2] = {10, 10};
+  DLTensor ta = jt_tensor(dy, JITK_FLOAT32, 2, sh2, NULL);
+  jitk_arg a1[] = {jitk_arg_array(&ta)};
+  jitk_output_spec specs[2];
+  JT_OK(e, jitk_elementwise_outputs(k, a1, 1, -1, specs));
+  DLManagedTensor *outs[2] = {NULL, NULL};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, a1, 1, -1, outs));
+  for (int j = 0; j < 2; j++) {
+    cr_assert_eq(outs[j]->dl_tensor.ndim, 2);
+    cr_assert_eq(specs[j].ndim, 2);
+    for (int d = 0; d < 2; d++) {
+      cr_assert_eq(outs[j]->dl_tensor.shape[d], 10);
+      cr_assert_eq(specs[j].shape[d], 10);
+    }
+  }
+  jt_to_host(e, hz, outs[0]->dl_tensor.data, n * 4);
+  for (int i = 0; i < n; i++) cr_assert_eq(hz[i], hy[i] * 2, "z %d", i);
+  jt_to_host(e, hz, outs[1]->dl_tensor.data, n * 4);
+  for (int i = 0; i < n; i++) cr_assert_eq(hz[i], hy[i] + 1, "w %d", i);
+  outs[0]->deleter(outs[0]);
+  outs[1]->deleter(outs[1]);
+  /* A raw output partly over the non-raw input: refused. */
+  DLTensor tover = jt_tensor(dy + 1, JITK_FLOAT32, 2, sh2, NULL);
+  jitk_arg over[] = {jitk_arg_array(&ta), jitk_arg_array(&tover), jitk_arg_allocate()};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps", jitk_elementwise_launch(k, NULL, over, 3, -1, outs));
+  jitk_elementwise_destroy(k);
+
+  /* A loop over rank-0 arrays allocates a rank-0 raw output, z[i]. */
+  JT_OK(e, jitk_elementwise_create(e, "float32 a", "raw float32 z", "z[i] = a + 3", "rank0", NULL,
+                                   &k));
+  DLTensor t0 = jt_tensor(dy, JITK_FLOAT32, 0, NULL, NULL);
+  jitk_arg a0[] = {jitk_arg_array(&t0)};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, a0, 1, -1, &out));
+  cr_assert_eq(out->dl_tensor.ndim, 0);
+  float one;
+  jt_to_host(e, &one, out->dl_tensor.data, 4);
+  cr_assert_eq(one, hy[0] + 3);
+  out->deleter(out);
+  jitk_elementwise_destroy(k);
+
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  JT_OK(e, jitk_device_free(e, dz, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jitk_engine_destroy(e);
+}
+
+/* Block sizes of the caller's (CuPy's block_size=): 1 as CuPy's test, a
+ * whole block, one that would have run tiled, one the device refuses. */
+Test(elementwise, block_size) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_device_info dev;
+  JT_OK(e, jitk_engine_device_info(e, &dev));
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "add", NULL, &k));
+  const int rows = 300, cols = 200, n = rows * cols;
+  float *hx = malloc(n * 4), *hz = malloc(n * 4);
+  for (int i = 0; i < n; i++) hx[i] = (float)i;
+  float *dx = jt_dev_alloc(e, n * 4), *dz = jt_dev_alloc(e, n * 4);
+  jt_to_dev(e, dx, hx, n * 4);
+  int64_t sh[3] = {2, 3, 4};
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 3, sh, NULL), tz = jt_tensor(dz, JITK_FLOAT32, 3, sh, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_array(&tz)};
+  jitk_launch_options o;
+  jitk_launch_options_init(&o);
+  unsigned blocks[] = {1, 32, 1000, (unsigned)dev.max_threads_per_block};
+  for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+    o.block_size = blocks[b];
+    jt_poison(e, dz, 24 * 4);
+    JT_OK(e, jitk_elementwise_launch_ex(k, NULL, args, 3, &o, NULL));
+    jt_to_host(e, hz, dz, 24 * 4);
+    for (int i = 0; i < 24; i++) cr_assert_eq(hz[i], hx[i] + 1, "block %u, %d", blocks[b], i);
+  }
+  o.block_size = (unsigned)dev.max_threads_per_block + 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "more threads than a block",
+           jitk_elementwise_launch_ex(k, NULL, args, 3, &o, NULL));
+
+  /* A transposed input runs tiled at jitk's block size; with another the
+   * plain loop runs, with the same result. */
+  int64_t tsh[2] = {cols, rows}, tst[2] = {1, cols}, zsh[2] = {cols, rows};
+  DLTensor tt = jt_tensor(dx, JITK_FLOAT32, 2, tsh, tst), tz2 = jt_tensor(dz, JITK_FLOAT32, 2, zsh, NULL);
+  jitk_arg targs[] = {jitk_arg_array(&tt), jitk_arg_f32(0.5f), jitk_arg_array(&tz2)};
+  const char *src = NULL;
+  JT_OK(e, jitk_elementwise_launch(k, NULL, targs, 3, -1, NULL));
+  JT_OK(e, jitk_elementwise_source(k, &src));
+  cr_assert(strstr(src, "tiled path") != NULL, "the default runs tiled");
+  for (int pass = 0; pass < 2; pass++) {
+    o.block_size = pass == 0 ? 128 : 256;
+    jt_poison(e, dz, n * 4);
+    JT_OK(e, jitk_elementwise_launch_ex(k, NULL, targs, 3, &o, NULL));
+    JT_OK(e, jitk_elementwise_source(k, &src));
+    cr_assert(strstr(src, pass == 0 ? "scalar path" : "tiled path") != NULL, "block %u",
+              o.block_size);
+    jt_to_host(e, hz, dz, n * 4);
+    for (int c = 0; c < cols; c++)
+      for (int r = 0; r < rows; r++)
+        cr_assert_eq(hz[c * rows + r], hx[r * cols + c] + 0.5f, "block %u (%d, %d)", o.block_size,
+                     c, r);
+  }
+  /* size through the options, with only raw arrays. */
+  jitk_elementwise *g = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "raw T r", "raw T z", "z[i] = r[2 * i]", "evens", NULL, &g));
+  int64_t fsh[1] = {n};
+  DLTensor tr = jt_tensor(dx, JITK_FLOAT32, 1, fsh, NULL);
+  jitk_arg rargs[] = {jitk_arg_array(&tr)};
+  DLManagedTensor *out = NULL;
+  o.block_size = 64;
+  o.size = n / 2;
+  JT_OK(e, jitk_elementwise_launch_ex(g, NULL, rargs, 1, &o, &out));
+  cr_assert_eq(out->dl_tensor.shape[0], n / 2);
+  jt_to_host(e, hz, out->dl_tensor.data, (size_t)(n / 2) * 4);
+  for (int i = 0; i < n / 2; i++) cr_assert_eq(hz[i], hx[2 * i], "%d", i);
+  out->deleter(out);
+  jitk_elementwise_destroy(g);
+  jitk_elementwise_destroy(k);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dz, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  free(hx);
+  free(hz);
+  jitk_engine_destroy(e);
+}
+
+/* Where a pointer lives: device memory of the engine's device, memory
+ * from the memory pool, a host address. */
+Test(elementwise, pointer_device) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_device_info dev;
+  JT_OK(e, jitk_engine_device_info(e, &dev));
+  void *d = jt_dev_alloc(e, 256);
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  int ordinal = -5, is_dev = -5;
+  JT_OK(e, jitk_pointer_device(e, d, &ordinal, &is_dev));
+  cr_assert_eq(is_dev, 1);
+  cr_assert_eq(ordinal, dev.ordinal);
+  /* An address inside the allocation too. */
+  JT_OK(e, jitk_pointer_device(e, (char *)d + 100, &ordinal, &is_dev));
+  cr_assert_eq(is_dev, 1);
+  int on_stack = 0;
+  void *heap = malloc(64);
+  JT_OK(e, jitk_pointer_device(e, &on_stack, &ordinal, &is_dev));
+  cr_assert_eq(is_dev, 0);
+  cr_assert_eq(ordinal, -1);
+  JT_OK(e, jitk_pointer_device(e, heap, &ordinal, &is_dev));
+  cr_assert_eq(is_dev, 0);
+  JT_OK(e, jitk_pointer_device(e, NULL, &ordinal, &is_dev));
+  cr_assert_eq(is_dev, 0);
+  free(heap);
+  JT_OK(e, jitk_device_free(e, d, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jitk_engine_destroy(e);
+}

@@ -477,3 +477,55 @@ Test(reduction, every_dtype) {
   jitk_reduction_destroy(count);
   jitk_engine_destroy(e);
 }
+
+/* jitk_reduction_outputs says what the launch allocates, for every axis
+ * subset of a 3-D input with and without keepdims, and the sums agree. */
+Test(reduction, outputs_match_the_launch) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y, int64 n", "x", "a + b",
+                                 "y = a; n = _in_ind.size()", "0", NULL, "sum_n", NULL, &k));
+  int64_t sh[3] = {3, 4, 5};
+  double hx[60];
+  for (int i = 0; i < 60; i++) hx[i] = i;
+  double *dx = jt_dev_alloc(e, sizeof hx);
+  jt_to_dev(e, dx, hx, sizeof hx);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT64, 3, sh, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx)};
+  for (unsigned mask = 0; mask < 8; mask++)
+    for (int keep = 0; keep < 2; keep++) {
+      int axes[3], na = 0;
+      for (int d = 0; d < 3; d++)
+        if (mask & (1u << d)) axes[na++] = d;
+      jitk_output_spec specs[2];
+      JT_OK(e, jitk_reduction_outputs(k, args, 1, axes, na, keep, specs));
+      DLManagedTensor *outs[2] = {NULL, NULL};
+      JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, axes, na, keep, outs));
+      int64_t count = 1, reduced = 1;
+      for (int d = 0; d < 3; d++)
+        if (mask & (1u << d)) reduced *= sh[d];
+      for (int j = 0; j < 2; j++) {
+        const DLTensor *t = &outs[j]->dl_tensor;
+        cr_assert_eq(t->ndim, specs[j].ndim, "mask %u keep %d", mask, keep);
+        cr_assert_eq(specs[j].dtype, j == 0 ? JITK_FLOAT64 : JITK_INT64);
+        for (int d = 0; d < t->ndim; d++) cr_assert_eq(t->shape[d], specs[j].shape[d]);
+      }
+      for (int d = 0; d < outs[0]->dl_tensor.ndim; d++) count *= outs[0]->dl_tensor.shape[d];
+      double total = 0, got[60];
+      int64_t ns[60];
+      jt_to_host(e, got, outs[0]->dl_tensor.data, (size_t)count * 8);
+      jt_to_host(e, ns, outs[1]->dl_tensor.data, (size_t)count * 8);
+      for (int64_t o = 0; o < count; o++) {
+        total += got[o];
+        cr_assert_eq(ns[o], reduced, "mask %u: n %lld", mask, (long long)ns[o]);
+      }
+      cr_assert_eq(total, 59 * 60 / 2, "mask %u keep %d", mask, keep);
+      outs[0]->deleter(outs[0]);
+      outs[1]->deleter(outs[1]);
+    }
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}

@@ -74,8 +74,8 @@ int bench_elementwise(int argc, char **argv) {
   CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
                                    NULL, &bias_relu));
 
-  bench_row rows[24];
-  char notes[24][96];
+  bench_row rows[28];
+  char notes[28][96];
   int nr = 0;
   rows[nr++] = (bench_row){"device-to-device copy, 1 GiB (read+write)", copy, "GB/s", ""};
   size_t total_bad = 0;
@@ -253,10 +253,29 @@ int bench_elementwise(int argc, char **argv) {
     CHECK(e, jitk_stream_synchronize(e, NULL));
   }
   double ew_us = bench_median(tt, ROUNDS);
+  /* The same through jitk_elementwise_launch_ex with a block size of the
+   * caller's (CuPy's block_size=), which must cost no more. */
+  jitk_launch_options lo;
+  jitk_launch_options_init(&lo);
+  lo.block_size = 128;
+  CHECK(e, jitk_elementwise_launch_ex(add, NULL, sargs, 3, &lo, NULL));
+  for (int i = 0; i < 2000; i++) jitk_elementwise_launch_ex(add, NULL, sargs, 3, &lo, NULL);
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = bench_now_us();
+    for (int i = 0; i < PER; i++) jitk_elementwise_launch_ex(add, NULL, sargs, 3, &lo, NULL);
+    tt[r] = (bench_now_us() - t0) / PER;
+    CHECK(e, jitk_stream_synchronize(e, NULL));
+  }
+  double ex_us = bench_median(tt, ROUNDS);
   free(tt);
   rows[nr++] = (bench_row){"bare cuLaunchKernel, empty kernel", bare_us, "us/launch", ""};
   snprintf(notes[nr], sizeof notes[nr], "%.3fx bare", ew_us / bare_us);
   rows[nr] = (bench_row){"jitk_elementwise_launch, cached z = x + y", ew_us, "us/launch", notes[nr]};
+  nr++;
+  snprintf(notes[nr], sizeof notes[nr], "%.3fx bare", ex_us / bare_us);
+  rows[nr] = (bench_row){"jitk_elementwise_launch_ex, block_size 128", ex_us, "us/launch",
+                         notes[nr]};
   nr++;
   CHECK(e, jitk_device_free(e, sx.data, NULL));
   CHECK(e, jitk_device_free(e, sy.data, NULL));

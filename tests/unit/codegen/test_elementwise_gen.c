@@ -114,7 +114,6 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
   cr_assert(strstr(src, "T u = t +;") != NULL, "the failed source is kept");
   jitk_elementwise_destroy(k);
   JT_FAILS(e, JITK_ERR_PARSE, "C identifier", jitk_elementwise_create(e, "T x", "T z", "z = x", "2bad", NULL, &k));
-  JT_FAILS(e, JITK_ERR_PARSE, "cannot be raw", jitk_elementwise_create(e, "T x", "raw T z", "z = x", "k3", NULL, &k));
   jitk_engine_destroy(e);
 }
 

@@ -129,7 +129,7 @@ Test(reduction_gen, errors_cite_the_users_expressions) {
            jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "1k", NULL, &k));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "NULL",
            jitk_reduction_create(e, "T x", "T y", NULL, "a + b", "y = a", "0", NULL, "k", NULL, &k));
-  JT_FAILS(e, JITK_ERR_PARSE, "cannot be raw",
+  JT_FAILS(e, JITK_ERR_PARSE, "reduction outputs cannot be raw",
            jitk_reduction_create(e, "T x", "raw T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
   jitk_engine_destroy(e);
 }
