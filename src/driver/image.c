@@ -367,6 +367,144 @@ int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
   return f.found ? 1 : 0;
 }
 
+#define JK_STT_OBJECT 1
+
+/* Names of runtime-internal tables (sin and cos reduction tables,
+ * printf's format strings), which a list meant for people leaves out. */
+static bool internal_global(const char *name, size_t len) {
+  return (len >= 9 && memcmp(name, "__cudart_", 9) == 0) || (len > 0 && name[0] == '$');
+}
+
+static bool has_prefix(const char *s, size_t len, const char *prefix) {
+  size_t n = strlen(prefix);
+  return len >= n && memcmp(s, prefix, n) == 0;
+}
+
+/*
+ * Object symbols of a cubin. With `all`, every defined one (the lookup,
+ * which leaves doubtful cases to the driver); without, those in the
+ * sections cuModuleGetGlobal serves (.nv.global, .nv.global.init,
+ * .nv.constantN) minus internal tables (the list in messages).
+ */
+static int cubin_globals(const unsigned char *p, size_t size, bool all, jk_kernel_name_fn fn,
+                         void *user) {
+  int sm;
+  if (jk_cubin_arch(NULL, p, size, &sm) != JITK_OK) return -1;
+  uint16_t shnum = rd16(p + 60), shstrndx = rd16(p + 62);
+  elf_section secnames = {0, 0, 0, 0, 0};
+  bool have_secnames = false;
+  if (shstrndx < shnum) {
+    secnames = section_at(p, shstrndx);
+    have_secnames = section_readable(&secnames, size);
+  }
+  int count = 0;
+  for (uint16_t i = 0; i < shnum; i++) {
+    elf_section symtab = section_at(p, i);
+    if (symtab.type != JK_SHT_SYMTAB) continue;
+    if (!section_readable(&symtab, size) || symtab.link >= shnum) return -1;
+    elf_section strs = section_at(p, (uint16_t)symtab.link);
+    if (!section_readable(&strs, size)) return -1;
+    for (uint64_t s = 0; symtab.size - s >= 24; s += 24) {
+      const unsigned char *sym = p + symtab.off + s;
+      uint32_t name = rd32(sym);
+      uint16_t shndx = rd16(sym + 6);
+      /* Undefined symbols (index 0) are references, and the reserved
+       * indices above the table (absolute, common) hold no variable the
+       * driver has placed. */
+      if ((sym[4] & 0xf) != JK_STT_OBJECT || shndx == 0 || shndx >= shnum) continue;
+      if (name >= strs.size) return -1;
+      const char *n = (const char *)p + strs.off + name;
+      size_t nl = strnlen(n, (size_t)(strs.size - name));
+      if (nl == 0) continue;
+      if (!all) {
+        if (!have_secnames || internal_global(n, nl)) continue;
+        elf_section sec = section_at(p, shndx);
+        if (sec.name >= secnames.size) continue;
+        const char *sn = (const char *)p + secnames.off + sec.name;
+        size_t snl = strnlen(sn, (size_t)(secnames.size - sec.name));
+        if (!has_prefix(sn, snl, ".nv.global") && !has_prefix(sn, snl, ".nv.constant")) continue;
+      }
+      if (fn) fn(user, n, nl);
+      count++;
+    }
+  }
+  return count;
+}
+
+/* Module-scope .global and .const declarations of PTX, such as
+ *   .visible .global .align 4 .u32 counter;
+ *   .const .align 4 .b8 table[400];
+ * and not .extern ones, which name a variable defined elsewhere. */
+static int ptx_globals(const char *ptx, bool all, jk_kernel_name_fn fn, void *user) {
+  int count = 0;
+  for (const char *line = ptx; *line;) {
+    const char *end = strchr(line, '\n');
+    if (end == NULL) end = line + strlen(line);
+    const char *t = line;
+    bool space = false, skip_next = false, declaration = true;
+    const char *name = NULL;
+    size_t nl = 0;
+    while (declaration && name == NULL) {
+      while (t < end && (*t == ' ' || *t == '\t' || *t == '\r')) t++;
+      if (t == end) break;
+      const char *w = t;
+      while (t < end && *t != ' ' && *t != '\t' && *t != '\r') t++;
+      size_t wl = (size_t)(t - w);
+      if (skip_next) { /* the number after .align */
+        skip_next = false;
+        continue;
+      }
+      if (w[0] != '.') {
+        if (space) {
+          name = w;
+          while (nl < wl && w[nl] != '[' && w[nl] != ';' && w[nl] != '=') nl++;
+        } else {
+          declaration = false;
+        }
+      } else if (wl == 7 && memcmp(w, ".extern", 7) == 0) {
+        declaration = false;
+      } else if ((wl == 7 && memcmp(w, ".global", 7) == 0) ||
+                 (wl == 6 && memcmp(w, ".const", 6) == 0)) {
+        space = true;
+      } else if (wl == 6 && memcmp(w, ".align", 6) == 0) {
+        skip_next = true;
+      } else if (!space && !(wl == 8 && memcmp(w, ".visible", 8) == 0) &&
+                 !(wl == 5 && memcmp(w, ".weak", 5) == 0) &&
+                 !(wl == 7 && memcmp(w, ".common", 7) == 0)) {
+        declaration = false; /* .reg, .shared, .entry, .version ... */
+      }
+    }
+    if (name != NULL && nl > 0 && (all || !internal_global(name, nl))) {
+      if (fn) fn(user, name, nl);
+      count++;
+    }
+    line = *end ? end + 1 : end;
+  }
+  return count;
+}
+
+static int image_globals(jitk_image_kind kind, const void *data, size_t size, bool all,
+                         jk_kernel_name_fn fn, void *user) {
+  if (data == NULL) return -1;
+  if (kind == JITK_IMAGE_FATBIN && jk_fatbin_cubin(data, size, 0, &data, &size))
+    kind = JITK_IMAGE_CUBIN;
+  if (kind == JITK_IMAGE_CUBIN) return cubin_globals(data, size, all, fn, user);
+  if (kind == JITK_IMAGE_PTX) return ptx_globals(data, all, fn, user);
+  return -1;
+}
+
+int jk_image_globals(jitk_image_kind kind, const void *data, size_t size, jk_kernel_name_fn fn,
+                     void *user) {
+  return image_globals(kind, data, size, false, fn, user);
+}
+
+int jk_image_has_global(jitk_image_kind kind, const void *data, size_t size,
+                        const char *symbol) {
+  find_name f = {symbol, strlen(symbol), false};
+  if (image_globals(kind, data, size, true, match_name, &f) < 0) return -1;
+  return f.found ? 1 : 0;
+}
+
 /* A fatbin is a 16-byte header (magic, version, header size, payload
  * size) and entries, each a header (kind 1 PTX or 2 ELF, version, its own
  * size, the payload size, ..., the sm number at byte 28, flags at byte 40)

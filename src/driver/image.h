@@ -54,6 +54,21 @@ int jk_image_kernels(jitk_image_kind kind, const void *data, size_t size,
 int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
                         const char *symbol);
 
+/* Lists the variables an image defines that cuModuleGetGlobal can find:
+ * object symbols in a cubin's global, initialized-global and constant
+ * sections, .global and .const declarations (not .extern ones) in PTX.
+ * jitk's own and the CUDA runtime's internal tables (names starting with
+ * "__cudart_" or "$") are left out. Returns how many, or -1 when the image
+ * cannot tell (fatbins without a readable cubin, malformed images). */
+int jk_image_globals(jitk_image_kind kind, const void *data, size_t size,
+                     jk_kernel_name_fn fn, void *user);
+
+/* 1 when the image defines variable `symbol`, 0 when it does not, -1 when
+ * it cannot tell. Any object symbol of that name counts, so the driver
+ * decides the doubtful cases rather than this reader. */
+int jk_image_has_global(jitk_image_kind kind, const void *data, size_t size,
+                        const char *symbol);
+
 /* Loads an image into the engine's context (cuModuleLoadDataEx, with the
  * JIT's error log in the message), and unloads a module. */
 jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind kind,

@@ -3,6 +3,7 @@
  * from memory and files, loaded into the engine's context.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +230,66 @@ jitk_status jitk_module_resources(const jitk_module *m,
                    "jitk_module_resources: an argument is NULL");
   *resources = m->resources;
   *count = m->num_resources;
+  return JITK_OK;
+}
+
+typedef struct global_list {
+  jk_buf *b;
+  int n;
+} global_list;
+
+static void list_global(void *user, const char *name, size_t len) {
+  global_list *l = user;
+  jk_buf_puts(l->b, l->n++ ? ", " : "; it has ");
+  jk_buf_append(l->b, name, len);
+}
+
+static jitk_status global_not_found(jitk_module *m, const char *name, const char *symbol) {
+  jitk_engine *e = m->engine;
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "no __device__ or __constant__ variable \"%s\"", name);
+  if (strcmp(name, symbol) != 0) jk_buf_printf(&b, " (%s)", symbol);
+  jk_buf_printf(&b, " in module %s", m->program_name);
+  global_list l = {&b, 0};
+  int n = jk_image_globals(m->kind, m->image, m->image_size, list_global, &l);
+  if (n == 0) jk_buf_puts(&b, "; it has none");
+  char *msg = jk_buf_take(&b);
+  jitk_status st = jk_fail(e, JITK_ERR_NOT_FOUND, "%s", msg ? msg : "no such variable");
+  jk_free(e, msg);
+  return st;
+}
+
+jitk_status jitk_module_get_global(jitk_module *m, const char *name, void **ptr, size_t *bytes) {
+  if (m == NULL || name == NULL || ptr == NULL || bytes == NULL)
+    return jk_fail(m ? m->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_module_get_global: %s is NULL",
+                   m == NULL      ? "module"
+                   : name == NULL ? "name"
+                   : ptr == NULL  ? "ptr"
+                                  : "bytes");
+  jitk_engine *e = m->engine;
+  jitk_status st = jk_require_device(e, "jitk_module_get_global");
+  if (st != JITK_OK) return st;
+  const char *symbol = name;
+  for (size_t i = 0; i < m->num_names; i++)
+    if (strcmp(m->name_expressions[i], name) == 0) symbol = m->lowered[i];
+  /* A name the image does not define fails here, not in the driver, whose
+   * CUDA_ERROR_NOT_FOUND tools such as compute-sanitizer would report as
+   * an error of the caller's program. */
+  if (jk_image_has_global(m->kind, m->image, m->image_size, symbol) == 0)
+    return global_not_found(m, name, symbol);
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) return st;
+  CUdeviceptr dptr = 0;
+  size_t size = 0;
+  CUresult r = e->drv.cuModuleGetGlobal(&dptr, &size, m->cu, symbol);
+  jk_ctx_leave(e, saved);
+  if (r == CUDA_ERROR_NOT_FOUND) return global_not_found(m, name, symbol);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuModuleGetGlobal");
+  *ptr = (void *)(uintptr_t)dptr;
+  *bytes = size;
   return JITK_OK;
 }
 

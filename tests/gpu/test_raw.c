@@ -701,3 +701,107 @@ Test(raw, disk_cache_hit_runs) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
 }
+
+/* Module variables: a __constant__ table filled from the host through its
+ * address and read by a kernel, a __device__ counter the kernel updates
+ * and the host reads back, a variable in a namespace through its name
+ * expression, and the errors. */
+static const char *globals_src =
+    "extern \"C\" {\n"
+    "__constant__ float c[100];\n"
+    "__device__ int counter;\n"
+    "__global__ void multiply_by_const(float *x, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) {\n"
+    "    x[i] *= c[i];\n"
+    "    atomicAdd(&counter, 1);\n"
+    "  }\n"
+    "}\n"
+    "}\n"
+    "namespace ns { __device__ double offset; }\n"
+    "extern \"C\" __global__ void add_offset(double *x) { x[threadIdx.x] += ns::offset; }\n";
+
+Test(raw, module_globals) {
+  jitk_engine *e = jt_gpu_engine();
+  const char *names[] = {"&ns::offset"};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.name_expressions = names;
+  o.num_name_expressions = 1;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, globals_src, &o, &m));
+
+  void *c = NULL;
+  size_t bytes = 0;
+  JT_OK(e, jitk_module_get_global(m, "c", &c, &bytes));
+  cr_assert_not_null(c);
+  cr_assert_eq(bytes, 100 * sizeof(float));
+  float table[100], x[100], out[100];
+  uint64_t seed = 0x5eed0200;
+  for (int i = 0; i < 100; i++) {
+    table[i] = (float)jt_uniform(&seed) * 8.0f;
+    x[i] = (float)jt_uniform(&seed);
+  }
+  jt_to_dev(e, c, table, sizeof table);
+  float back[100];
+  jt_to_host(e, back, c, sizeof back);
+  cr_assert(memcmp(back, table, sizeof table) == 0);
+
+  void *counter = NULL;
+  size_t counter_bytes = 0;
+  JT_OK(e, jitk_module_get_global(m, "counter", &counter, &counter_bytes));
+  cr_assert_eq(counter_bytes, sizeof(int));
+  int zero = 0;
+  jt_to_dev(e, counter, &zero, sizeof zero);
+
+  float *dx = jt_dev_alloc(e, sizeof x);
+  jt_to_dev(e, dx, x, sizeof x);
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "multiply_by_const", &k));
+  jitk_arg args[] = {jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(100)};
+  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, args, 2));
+  jt_to_host(e, out, dx, sizeof out);
+  for (int i = 0; i < 100; i++)
+    cr_assert_eq(out[i], x[i] * table[i], "element %d: %g, expected %g", i, (double)out[i],
+                 (double)(x[i] * table[i]));
+  int count = -1;
+  jt_to_host(e, &count, counter, sizeof count);
+  cr_assert_eq(count, 100);
+
+  /* Through a name expression: the mangled variable of a namespace. */
+  void *offset = NULL;
+  size_t offset_bytes = 0;
+  JT_OK(e, jitk_module_get_global(m, "&ns::offset", &offset, &offset_bytes));
+  cr_assert_eq(offset_bytes, sizeof(double));
+  void *same = NULL;
+  JT_OK(e, jitk_module_get_global(m, "_ZN2ns6offsetE", &same, &offset_bytes));
+  cr_assert_eq(same, offset);
+  double off = 0.25, xs[32], got[32];
+  for (int i = 0; i < 32; i++) xs[i] = i;
+  jt_to_dev(e, offset, &off, sizeof off);
+  double *dxs = jt_dev_alloc(e, sizeof xs);
+  jt_to_dev(e, dxs, xs, sizeof xs);
+  jitk_kernel *add = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "add_offset", &add));
+  jitk_arg args2[] = {jitk_arg_ptr(dxs, JITK_FLOAT64)};
+  JT_OK(e, jitk_kernel_launch(add, (jitk_dim3){1, 1, 1}, (jitk_dim3){32, 1, 1}, 0, NULL, args2, 1));
+  jt_to_host(e, got, dxs, sizeof got);
+  for (int i = 0; i < 32; i++) cr_assert_eq(got[i], i + 0.25, "element %d", i);
+
+  /* Unknown names fail before the driver is asked, listing what there is;
+   * a kernel is no variable. Outputs stay untouched. */
+  void *p = (void *)(uintptr_t)0x5e5e;
+  size_t pb = 77;
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "no __device__ or __constant__ variable \"nope\"",
+           jitk_module_get_global(m, "nope", &p, &pb));
+  cr_assert(strstr(jitk_errmsg(e), "counter") != NULL && strstr(jitk_errmsg(e), "_ZN2ns6offsetE") != NULL,
+            "%s", jitk_errmsg(e));
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "multiply_by_const", jitk_module_get_global(m, "multiply_by_const", &p, &pb));
+  cr_assert_eq(p, (void *)(uintptr_t)0x5e5e);
+  cr_assert_eq(pb, 77);
+
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dxs, NULL));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}

@@ -481,3 +481,80 @@ Test(image, ptx_parameter_sizes_are_bounded) {
   cr_assert_eq(jk_ptx_param_sizes(ok, "k", sizes, 4), 2);
   cr_assert(sizes[0] == 40 && sizes[1] == 8);
 }
+
+/* The variables cuModuleGetGlobal can find, read from cubins and PTX so
+ * that an unknown name fails before the driver is asked. */
+Test(image, global_variables) {
+  static const char *vars =
+      "extern \"C\" {\n"
+      "__constant__ float table[100];\n"
+      "__device__ int counter;\n"
+      "__device__ int start = 5;\n"
+      "__managed__ int shared_value;\n"
+      "__global__ void k(float *x) {\n"
+      "  __shared__ float s[32];\n"
+      "  s[threadIdx.x % 32] = table[threadIdx.x];\n"
+      "  __syncthreads();\n"
+      "  x[threadIdx.x] = sinf(s[(threadIdx.x + 1) % 32]) + counter + start + shared_value;\n"
+      "  atomicAdd(&counter, 1);\n"
+      "}\n"
+      "}\n"
+      "namespace ns { __device__ double value; }\n"
+      "template <typename T> __device__ T scale;\n"
+      "__global__ void reads_ns(double *x) { *x = ns::value * scale<float>; }\n";
+  const char *archs[] = {"sm_90", "compute_90"};
+  for (int a = 0; a < 2; a++) {
+    jitk_engine *e = jt_compile_engine(archs[a]);
+    const char *names[] = {"&ns::value", "&scale<float>"};
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.name_expressions = names;
+    o.num_name_expressions = 2;
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, vars, &o, &m));
+    const void *img;
+    size_t size;
+    jitk_image_kind kind;
+    JT_OK(e, jitk_module_image(m, &img, &size, &kind));
+    const char *lowered = NULL;
+    JT_OK(e, jitk_module_lowered_name(m, "&ns::value", &lowered));
+    cr_assert_str_eq(lowered, "_ZN2ns5valueE", "%s", archs[a]);
+    const char *scale = NULL;
+    JT_OK(e, jitk_module_lowered_name(m, "&scale<float>", &scale));
+    const char *have[] = {"table", "counter", "start", "shared_value", "_ZN2ns5valueE", scale};
+    for (int i = 0; i < 6; i++)
+      cr_assert_eq(jk_image_has_global(kind, img, size, have[i]), 1, "%s: %s", archs[a], have[i]);
+    const char *lack[] = {"k", "s", "nope", "tabl", "tables", "value"};
+    for (int i = 0; i < 6; i++)
+      cr_assert_eq(jk_image_has_global(kind, img, size, lack[i]), 0, "%s: %s", archs[a], lack[i]);
+    /* The list for messages has the six and none of the runtime's own
+     * tables (sinf's reduction table is __cudart_i2opi_f). */
+    cr_assert_eq(jk_image_globals(kind, img, size, NULL, NULL), 6, "%s", archs[a]);
+    jitk_module_destroy(m);
+    /* A kernel without variables has none. */
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    JT_OK(e, jitk_module_image(m, &img, &size, &kind));
+    cr_assert_eq(jk_image_globals(kind, img, size, NULL, NULL), 0, "%s", archs[a]);
+    cr_assert_eq(jk_image_has_global(kind, img, size, "k"), 0);
+    jitk_module_destroy(m);
+    jitk_engine_destroy(e);
+  }
+  /* Declarations PTX may hold: .extern ones define nothing, and lines
+   * inside functions are no declarations. */
+  const char *ptx =
+      ".version 9.0\n.target sm_90\n.address_size 64\n"
+      ".extern .global .align 4 .u32 elsewhere;\n"
+      ".visible .global .attribute(.managed) .align 8 .u64 m = 7;\n"
+      "\t.const .align 4 .b8 c[400];\n"
+      ".global .align 1 .b8 $str[6] = {104, 101, 108, 108, 111, 0};\n"
+      ".visible .entry k()\n{\n\t.reg .b32 %r<2>;\n\tld.global.u32 %r1, [m];\n\tret;\n}\n";
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_PTX, ptx, strlen(ptx), "m"), 1);
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_PTX, ptx, strlen(ptx), "c"), 1);
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_PTX, ptx, strlen(ptx), "$str"), 1);
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_PTX, ptx, strlen(ptx), "elsewhere"), 0);
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_PTX, ptx, strlen(ptx), "%r1"), 0);
+  cr_assert_eq(jk_image_globals(JITK_IMAGE_PTX, ptx, strlen(ptx), NULL, NULL), 2);
+  /* Images that cannot tell leave the answer to the driver. */
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_CUBIN, "\x7f" "ELF", 4, "m"), -1);
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_FATBIN, "\x50\xed\x55\xba", 4, "m"), -1);
+}

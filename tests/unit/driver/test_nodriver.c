@@ -50,6 +50,10 @@ Test(nodriver, compile_only_engine_refuses_gpu_work) {
   jitk_kernel *k = NULL;
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "only compiles", jitk_module_get_kernel(m, "k", &k));
   cr_assert(strstr(jitk_errmsg(e), "sm_90") != NULL);
+  void *global = NULL;
+  size_t global_bytes = 0;
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "jitk_module_get_global needs a GPU",
+           jitk_module_get_global(m, "k", &global, &global_bytes));
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
@@ -79,6 +83,15 @@ Test(nodriver, null_arguments) {
   memset(&o, 0, sizeof o);
   o.num_options = 2;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "count is not zero", jitk_module_create(e, "", &o, &m));
+  JT_OK(e, jitk_module_create(e, "extern \"C\" __constant__ float c[4];", NULL, &m));
+  void *global = NULL;
+  size_t global_bytes = 0;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "module is NULL", jitk_module_get_global(NULL, "c", &global, &global_bytes));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "name is NULL", jitk_module_get_global(m, NULL, &global, &global_bytes));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "ptr is NULL", jitk_module_get_global(m, "c", NULL, &global_bytes));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "bytes is NULL", jitk_module_get_global(m, "c", &global, NULL));
+  cr_assert_null(global);
+  jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
 
