@@ -130,6 +130,13 @@ jitk_status jitk_pointer_device(jitk_engine *e, const void *ptr, int *ordinal,
   if (ordinal == NULL || is_device_memory == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_pointer_device: %s is NULL",
                    ordinal == NULL ? "ordinal" : "is_device_memory");
+  /* NULL is where empty arrays often point: no memory at all, answered
+   * without asking the driver what it makes of address 0. */
+  if (ptr == NULL) {
+    *is_device_memory = 0;
+    *ordinal = -1;
+    return JITK_OK;
+  }
   /* cuPointerGetAttributes, unlike cuPointerGetAttribute, answers for an
    * address the driver does not know (a plain host pointer) with empty
    * values rather than an error, which a caller would otherwise see as a

@@ -590,6 +590,11 @@ Test(pointer_device, through_the_driver_table) {
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "is_device_memory is NULL",
            jitk_pointer_device(e, arena, &ordinal, NULL));
   cr_assert_eq(stub_calls, 0);
+  /* NULL (an empty array's address) is answered without the driver. */
+  JT_OK(e, jitk_pointer_device(e, NULL, &ordinal, &is_dev));
+  cr_assert_eq(stub_calls, 0);
+  cr_assert_eq(is_dev, 0);
+  cr_assert_eq(ordinal, -1);
   JT_OK(e, jitk_pointer_device(e, (void *)(uintptr_t)0x10, &ordinal, &is_dev));
   cr_assert_eq(is_dev, 0);
   cr_assert_eq(ordinal, -1, "host memory has no device: %d", ordinal);
