@@ -602,6 +602,26 @@ JITK_API jitk_status jitk_module_resources(
 JITK_API jitk_status jitk_module_log(const jitk_module *module,
                                      const char **log);
 
+/*
+ * The device address and size in bytes of a __device__, __constant__ or
+ * __managed__ variable of the module (cuModuleGetGlobal), so the host can
+ * fill it or read it back with jitk_memcpy (or cuMemcpyHtoD, or
+ * cudaMemcpy): a __constant__ table the kernels read, a __device__
+ * counter they update. `name` is a name expression given at creation
+ * ("&ns::table", "&table<float>": a variable's takes the &) or the
+ * variable's symbol: its own name for a variable of the global namespace
+ * or an extern "C" one, the mangled name for one inside a namespace. The
+ * address lives as long as the module. Module handles of the same source
+ * and options share one loaded module (the kernel cache gives each the
+ * same one), and so share its variables: a value written through one is
+ * seen by kernels of the other.
+ * Errors: JITK_ERR_NOT_FOUND, naming the variable and listing the
+ * module's; JITK_ERR_NO_DEVICE on a compile-only engine;
+ * JITK_ERR_INVALID_ARGUMENT when an argument is NULL.
+ */
+JITK_API jitk_status jitk_module_get_global(jitk_module *module, const char *name, void **ptr,
+                                            size_t *bytes);
+
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */
