@@ -667,6 +667,13 @@ typedef struct jitk_kernel_attributes {
 JITK_API jitk_status jitk_kernel_get_attributes(const jitk_kernel *kernel,
                                                 jitk_kernel_attributes *attrs);
 
+/* The size in bytes of each of the kernel's parameters, the sizes a launch
+ * checks its arguments against. *count is -1 and *sizes NULL when neither
+ * the image nor the driver tells them (launches are then not checked). The
+ * array lives as long as the kernel. Both pointers are required. */
+JITK_API jitk_status jitk_kernel_param_sizes(const jitk_kernel *kernel, const uint32_t **sizes,
+                                             int *count);
+
 /* Raises (or lowers) the dynamic shared memory a launch may ask for.
  * JITK_ERR_SHARED_MEMORY when static plus dynamic would exceed the device's
  * opt-in limit. */

@@ -258,6 +258,16 @@ jitk_status jitk_kernel_get_attributes(const jitk_kernel *k,
   return JITK_OK;
 }
 
+jitk_status jitk_kernel_param_sizes(const jitk_kernel *k, const uint32_t **sizes, int *count) {
+  if (k == NULL || sizes == NULL || count == NULL)
+    return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_param_sizes: %s is NULL",
+                   k == NULL ? "kernel" : sizes == NULL ? "sizes" : "count");
+  *sizes = k->num_params >= 0 ? k->param_sizes : NULL;
+  *count = k->num_params;
+  return JITK_OK;
+}
+
 jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *k, size_t bytes) {
   if (k == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,

@@ -481,12 +481,19 @@ Test(raw, attributes_ptx_and_files) {
   cr_assert(a.registers > 0);
   cr_assert_eq(a.binary_version, info.cc_major * 10 + info.cc_minor);
   cr_assert_eq(a.num_params, 5);
-  /* The sizes read from the cubin agree with the driver's. */
+  /* The sizes read from the cubin agree with the driver's, and the
+   * public call hands over the same array. */
+  const uint32_t *sizes = NULL;
+  int nsizes = 0;
+  JT_OK(e, jitk_kernel_param_sizes(k, &sizes, &nsizes));
+  cr_assert_eq(nsizes, 5);
   for (int i = 0; i < 5; i++) {
     size_t off, size;
     cr_assert_eq(e->drv.cuFuncGetParamInfo(k->fn, (size_t)i, &off, &size), CUDA_SUCCESS);
     cr_assert_eq(size, k->param_sizes[i], "parameter %d", i);
+    cr_assert_eq(size, sizes[i], "parameter %d", i);
   }
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "count is NULL", jitk_kernel_param_sizes(k, &sizes, NULL));
   cr_assert_eq(a.max_threads_per_block, 1024);
   cr_assert_eq(a.static_shared_bytes, 0);
   int blocks = 0;

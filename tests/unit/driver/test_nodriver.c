@@ -72,6 +72,9 @@ Test(nodriver, null_arguments) {
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_set_max_dynamic_shared(NULL, 0));
   jitk_kernel_attributes a;
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_get_attributes(NULL, &a));
+  const uint32_t *sizes = NULL;
+  int nsizes = 0;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_param_sizes(NULL, &sizes, &nsizes));
   int bs;
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_suggest_block_size(NULL, 0, &bs, NULL));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_active_blocks(NULL, 32, 0, &bs));
