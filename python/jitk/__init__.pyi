@@ -8,6 +8,9 @@ class JitkError(RuntimeError): ...
 
 class CompileError(JitkError):
     log: str
+    source: str | None
+    options: tuple[str, ...] | None
+    name: str | None
 
 class ElementwiseKernel:
     name: str
@@ -99,17 +102,18 @@ class RawModule:
     backend: str
     def __init__(
         self,
+        *,
         code: str | None = ...,
         path: str | None = ...,
         options: Sequence[str] = ...,
-        name_expressions: Sequence[str] | None = ...,
-        log_stream: IO[str] | None = ...,
         backend: str = ...,
         translate_cucomplex: bool = ...,
         enable_cooperative_groups: bool = ...,
+        name_expressions: Sequence[str] | None = ...,
         jitify: bool = ...,
     ) -> None: ...
     def get_function(self, name: str) -> RawKernel: ...
+    def get_global(self, name: str) -> Any: ...
     def compile(self, log_stream: IO[str] | None = ..., *, arch: str | None = ...) -> None: ...
 
 class RawKernel:
@@ -134,6 +138,7 @@ class RawKernel:
         name: str,
         options: Sequence[str] = ...,
         backend: str = ...,
+        *,
         translate_cucomplex: bool = ...,
         enable_cooperative_groups: bool = ...,
         jitify: bool = ...,
@@ -146,6 +151,7 @@ class RawKernel:
         *,
         shared_mem: int = ...,
         stream: Any = ...,
+        enable_cooperative_groups: bool = ...,
     ) -> None: ...
     def compile(self, log_stream: IO[str] | None = ..., *, arch: str | None = ...) -> None: ...
 

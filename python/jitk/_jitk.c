@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The most arguments one call takes on the stack; jitk's generated
  * kernels take at most 64 parameters, raw kernels at most this many. */
@@ -118,6 +119,11 @@ static PyObject *raise_status(jitk_engine *e, jitk_status st, const char *what) 
         PyObject_SetAttrString(err, "log", log);
         Py_DECREF(log);
       }
+      /* annotate_compile_error fills these in where the caller knows them. */
+      PyObject_SetAttrString(err, "source", Py_None);
+      PyObject_SetAttrString(err, "options", Py_None);
+      PyObject_SetAttrString(err, "name", Py_None);
+      PyErr_Clear();
       PyErr_SetObject(CompileError, err);
       Py_DECREF(err);
     }
@@ -128,6 +134,26 @@ static PyObject *raise_status(jitk_engine *e, jitk_status st, const char *what) 
   else
     PyErr_SetString(type, msg);
   return NULL;
+}
+
+/* Completes a CompileError being raised with what CuPy's
+ * CompileException carries besides the log: the source NVRTC was given
+ * (for generated kernels, the generated source), the options and the
+ * kernel's name. Anything else being raised is left as it is. */
+static void annotate_compile_error(const char *source, PyObject *options, PyObject *name) {
+  if (!PyErr_ExceptionMatches(CompileError)) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL) {
+    PyObject *src = source ? PyUnicode_FromString(source) : Py_NewRef(Py_None);
+    if (src == NULL) PyErr_Clear();
+    if (src != NULL && PyObject_SetAttrString(value, "source", src) != 0) PyErr_Clear();
+    Py_XDECREF(src);
+    if (PyObject_SetAttrString(value, "options", options ? options : Py_None) != 0) PyErr_Clear();
+    if (PyObject_SetAttrString(value, "name", name ? name : Py_None) != 0) PyErr_Clear();
+  }
+  PyErr_Restore(type, value, tb);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1243,6 +1269,25 @@ typedef struct ew_kernel {
   bool have_sig;
 } ew_kernel;
 
+/* CuPy refuses a kernel name that is not a C identifier with this
+ * message at construction; jitk's own parse would say it too, but in its
+ * words, and CuPy's users (and tests) look for CuPy's. */
+static int check_kernel_name(PyObject *name) {
+  Py_ssize_t n = 0;
+  const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+  if (s == NULL) return -1;
+  bool ok = n > 0 && !(s[0] >= '0' && s[0] <= '9');
+  for (Py_ssize_t i = 0; ok && i < n; i++) {
+    char c = s[i];
+    ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  }
+  if (!ok) {
+    PyErr_Format(PyExc_ValueError, "Invalid kernel name: '%U' is not a C identifier", name);
+    return -1;
+  }
+  return 0;
+}
+
 static jitk_status ew_create(ew_kernel *k, jitk_engine *e, jitk_elementwise **out) {
   const char **opts = NULL;
   size_t nopts = 0;
@@ -1278,6 +1323,7 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                                    &out_p, &op, &name, &reduce_dims, &preamble, &no_return,
                                    &return_tuple, &loop_prep, &after_loop, &options))
     return NULL;
+  if (name != NULL && check_kernel_name(name) != 0) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
   ew_kernel *k = (ew_kernel *)alloc(type, 0);
   if (k == NULL) return NULL;
@@ -1512,6 +1558,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
                                                          NULL);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_status(engines[c.device], st, NULL);
+    annotate_compile_error(ew_source_of(kern), k->options, k->name);
     goto fail;
   }
   note_specialization(k->cached_codes, k->last_sig, &k->have_sig, &c, ew_source_of, kern);
@@ -1544,10 +1591,12 @@ static PyObject *ew_compile(ew_kernel *k, PyObject *args, PyObject *kw) {
   const char *src = NULL;
   Py_BEGIN_ALLOW_THREADS st = jitk_elementwise_compile(kern, types, &layout, &src, NULL);
   Py_END_ALLOW_THREADS PyObject *r = NULL;
-  if (st == JITK_OK)
+  if (st == JITK_OK) {
     r = PyUnicode_FromString(src);
-  else
+  } else {
     raise_status(e, st, NULL);
+    annotate_compile_error(ew_source_of(kern), k->options, k->name);
+  }
   jitk_elementwise_destroy(kern);
   return r;
 }
@@ -1653,6 +1702,7 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                                    &map_e, &red_e, &post_e, &ident, &name, &rtype, &reduce_dims,
                                    &preamble, &options))
     return NULL;
+  if (name != NULL && check_kernel_name(name) != 0) return NULL;
   if (ident != Py_None && !PyUnicode_Check(ident)) {
     PyErr_SetString(PyExc_TypeError, "identity must be a str or None");
     return NULL;
@@ -1703,6 +1753,30 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return NULL;
   }
   jitk_reduction_num_params(k->parsed, &k->nin, &k->nout);
+  if (k->reduce_type == Py_None && k->nout > 0) {
+    /* CuPy reduces in the first output's type when reduce_type is not
+     * given (the C API's default is the first input's): name it, and parse
+     * again with it. */
+    jitk_param_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    jitk_reduction_param(k->parsed, k->nin, &info);
+    PyObject *t = PyUnicode_FromString(info.placeholder ? info.placeholder : dtype_name(info.dtype));
+    if (t == NULL) {
+      Py_DECREF(k);
+      return NULL;
+    }
+    Py_DECREF(k->reduce_type);
+    k->reduce_type = t;
+    jitk_reduction_destroy(k->parsed);
+    k->parsed = NULL;
+    st = red_create(k, pe, &k->parsed);
+    if (st != JITK_OK) {
+      Py_DECREF(k);
+      if (!PyErr_Occurred()) raise_status(pe, st, NULL);
+      return NULL;
+    }
+  }
   if (k->nin + k->nout > MAX_PARAMS) {
     Py_DECREF(k);
     PyErr_Format(PyExc_ValueError, "at most %d parameters", MAX_PARAMS);
@@ -1864,6 +1938,7 @@ static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
                             num_axes, keepdims, NULL);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_status(engines[c.device], st, NULL);
+    annotate_compile_error(red_source_of(kern), k->options, k->name);
     goto fail;
   }
   note_specialization(k->cached_codes, k->last_sig, &k->have_sig, &c, red_source_of, kern);
@@ -1898,10 +1973,12 @@ static PyObject *red_compile(red_kernel *k, PyObject *args, PyObject *kw) {
   const char *src = NULL;
   Py_BEGIN_ALLOW_THREADS st = jitk_reduction_compile(kern, types, &layout, &src, NULL);
   Py_END_ALLOW_THREADS PyObject *r = NULL;
-  if (st == JITK_OK)
+  if (st == JITK_OK) {
     r = PyUnicode_FromString(src);
-  else
+  } else {
     raise_status(e, st, NULL);
+    annotate_compile_error(red_source_of(kern), k->options, k->name);
+  }
   jitk_reduction_destroy(kern);
   return r;
 }
@@ -1961,6 +2038,10 @@ static PyType_Spec red_spec = {"jitk.ReductionKernel", sizeof(red_kernel), 0,
 typedef struct raw_module {
   PyObject_HEAD
   PyObject *code, *path, *options, *name_expressions, *backend;
+  /* What NVRTC is given: the code with <cuComplex.h> translated where
+   * asked, and the options with CuPy's include folders where the code
+   * includes CuPy's headers. */
+  PyObject *build_code, *build_options;
   int translate_cucomplex, enable_cooperative_groups, jitify;
   jitk_module *per_device[MAX_DEVICES];
 } raw_module;
@@ -1975,12 +2056,18 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
     jitk_status st;
     const char *p = PyBytes_AsString(b);
     Py_BEGIN_ALLOW_THREADS st = jitk_module_create_from_file(e, p, out);
-    Py_END_ALLOW_THREADS Py_DECREF(b);
+    Py_END_ALLOW_THREADS if (st == JITK_ERR_IO && access(p, F_OK) != 0) {
+      /* Named as the driver names it, as under CuPy. */
+      PyErr_Format(JitkError, "CUDA_ERROR_FILE_NOT_FOUND: file not found: %s",
+                   jitk_errmsg(e));
+    }
+    Py_DECREF(b);
     return st;
   }
   const char **opts = NULL, **names = NULL;
   size_t nopts = 0, nnames = 0;
-  if (string_list(m->options, &opts, &nopts, "options") != 0) return JITK_ERR_INVALID_ARGUMENT;
+  if (string_list(m->build_options, &opts, &nopts, "options") != 0)
+    return JITK_ERR_INVALID_ARGUMENT;
   if (string_list(m->name_expressions, &names, &nnames, "name_expressions") != 0) {
     PyMem_Free(opts);
     return JITK_ERR_INVALID_ARGUMENT;
@@ -1991,7 +2078,7 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
   o.num_options = nopts;
   o.name_expressions = names;
   o.num_name_expressions = nnames;
-  const char *code = PyUnicode_AsUTF8AndSize(m->code, NULL);
+  const char *code = PyUnicode_AsUTF8AndSize(m->build_code, NULL);
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st = jitk_module_create(e, code, &o, out);
   Py_END_ALLOW_THREADS PyMem_Free(opts);
@@ -2006,50 +2093,206 @@ static jitk_module *rm_on(raw_module *m, int device) {
   jitk_status st = rm_build(m, e, &m->per_device[device]);
   if (st != JITK_OK) {
     if (!PyErr_Occurred()) raise_status(e, st, NULL);
+    annotate_compile_error(m->code != Py_None ? PyUnicode_AsUTF8AndSize(m->code, NULL) : NULL,
+                           m->options, NULL);
     return NULL;
   }
   return m->per_device[device];
+}
+
+/* Whether `line` (up to its end) is an #include of <cuComplex.h>, with
+ * any blanks between the tokens, as CuPy recognizes it. */
+static bool includes_cucomplex(const char *line, const char *end) {
+  static const char *const tokens[] = {"#", "include", "<", "cuComplex.h", ">"};
+  const char *p = line;
+  for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++) {
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    size_t n = strlen(tokens[t]);
+    if ((size_t)(end - p) < n || memcmp(p, tokens[t], n) != 0) return false;
+    p += n;
+  }
+  return true;
+}
+
+/* translate_cucomplex: each #include <cuComplex.h> line becomes jitk's
+ * bridge, which gives cuComplex's names over jitk::complex (templates, so
+ * cuCadd takes single-precision operands too, as in CuPy). */
+static PyObject *translate_cucomplex(PyObject *code) {
+  Py_ssize_t n = 0;
+  const char *src = PyUnicode_AsUTF8AndSize(code, &n);
+  if (src == NULL) return NULL;
+  static const char repl[] = "#include <jitk/cucomplex.cuh>  // translate_cucomplex";
+  size_t cap = (size_t)n + 1, len = 0;
+  for (const char *p = src; p < src + n;) {
+    const char *nl = memchr(p, '\n', (size_t)(src + n - p));
+    const char *end = nl ? nl : src + n;
+    if (includes_cucomplex(p, end)) cap += sizeof repl;
+    p = nl ? nl + 1 : src + n;
+  }
+  char *out = PyMem_Malloc(cap);
+  if (out == NULL) return PyErr_NoMemory();
+  for (const char *p = src; p < src + n;) {
+    const char *nl = memchr(p, '\n', (size_t)(src + n - p));
+    const char *end = nl ? nl : src + n;
+    if (includes_cucomplex(p, end)) {
+      memcpy(out + len, repl, sizeof repl - 1);
+      len += sizeof repl - 1;
+    } else {
+      memcpy(out + len, p, (size_t)(end - p));
+      len += (size_t)(end - p);
+    }
+    if (nl) out[len++] = '\n';
+    p = nl ? nl + 1 : src + n;
+  }
+  PyObject *r = PyUnicode_FromStringAndSize(out, (Py_ssize_t)len);
+  PyMem_Free(out);
+  return r;
+}
+
+/* The options that let code written for CuPy #include <cupy/...> as it
+ * does under CuPy: CuPy's own header folder, and the CCCL it ships
+ * before the toolkit's (CuPy's headers are written against it). Empty
+ * when CuPy is not installed. */
+static PyObject *cupy_include_options(void) {
+  PyObject *m = imported("cupy");
+  if (m == NULL) {
+    m = PyImport_ImportModule("cupy");
+    if (m == NULL) {
+      PyErr_Clear();
+      return PyTuple_New(0);
+    }
+  }
+  PyObject *file = PyObject_GetAttrString(m, "__file__");
+  Py_DECREF(m);
+  const char *f = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8AndSize(file, NULL) : NULL;
+  if (f == NULL) {
+    Py_XDECREF(file);
+    PyErr_Clear();
+    return PyTuple_New(0);
+  }
+  const char *slash = strrchr(f, '/');
+  int dir = slash ? (int)(slash - f) : 0;
+  static const char *const sub[] = {"/_core/include/cupy/_cccl/libcudacxx",
+                                    "/_core/include/cupy/_cccl/thrust",
+                                    "/_core/include/cupy/_cccl/cub", "/_core/include"};
+  PyObject *r = PyTuple_New(4);
+  for (int i = 0; r != NULL && i < 4; i++) {
+    char opt[4096];
+    snprintf(opt, sizeof opt, "-I%.*s%s", dir, f, sub[i]);
+    PyObject *o = PyUnicode_DecodeFSDefault(opt);
+    if (o == NULL) Py_CLEAR(r);
+    else PyTuple_SetItem(r, i, o);
+  }
+  Py_DECREF(file);
+  return r;
+}
+
+/* CuPy deprecated its jitify argument: passing it at all, either way,
+ * warns, in CuPy's words (its tests filter on them). jitk has no Jitify:
+ * NVRTC finds the CUDA and C++ standard headers through jitk's include
+ * folders, so the argument changes nothing. */
+static int warn_jitify(PyObject *kw, int jitify) {
+  if (kw == NULL) return 0;
+  PyObject *given = PyDict_GetItemString(kw, "jitify");
+  if (given == NULL) return 0;
+  return PyErr_WarnEx(PyExc_DeprecationWarning,
+                      jitify ? "jitify=True is deprecated and has no effect in jitk, which finds "
+                               "CUDA's and the C++ standard library's headers without Jitify."
+                             : "The jitify argument is deprecated and has no effect in jitk. "
+                               "Avoid passing jitify=False, which is the default.",
+                      1);
 }
 
 static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObject *options,
                           PyObject *names, PyObject *backend, int cucomplex, int coop,
                           int jitify) {
   if ((code == NULL || code == Py_None) == (path == NULL || path == Py_None)) {
-    PyErr_SetString(PyExc_TypeError, "give exactly one of code and path");
+    PyErr_SetString(PyExc_TypeError,
+                    "Exactly one of the code and path keyword arguments must be given.");
     return -1;
   }
   if (code != NULL && code != Py_None && !PyUnicode_Check(code)) {
     PyErr_SetString(PyExc_TypeError, "code must be a str");
     return -1;
   }
-  const char *b = backend && backend != Py_None ? PyUnicode_AsUTF8AndSize(backend, NULL) : "nvrtc";
-  if (b == NULL) return -1;
-  if (strcmp(b, "nvrtc") != 0) {
-    PyErr_Format(PyExc_ValueError,
-                 "backend '%s' is not supported: jitk compiles with NVRTC (backend='nvrtc')", b);
+  if (path != NULL && path != Py_None && !PyUnicode_Check(path)) {
+    PyErr_SetString(PyExc_TypeError, "path must be a str");
     return -1;
   }
+  const char *b = backend && backend != Py_None ? PyUnicode_AsUTF8AndSize(backend, NULL) : "nvrtc";
+  if (b == NULL) return -1;
+  /* jitk compiles with NVRTC whatever the backend: 'nvcc' is taken so that
+   * code written for CuPy's nvcc backend runs unchanged. */
+  if (strcmp(b, "nvrtc") != 0 && strcmp(b, "nvcc") != 0) {
+    PyErr_Format(PyExc_ValueError, "backend '%s' is not one of 'nvrtc' and 'nvcc'", b);
+    return -1;
+  }
+  if (names != NULL && names != Py_None) {
+    if (code == NULL || code == Py_None) {
+      PyErr_SetString(PyExc_ValueError,
+                      "name_expressions need CUDA C++ code to name kernels in, not a path");
+      return -1;
+    }
+    if (strcmp(b, "nvrtc") != 0) {
+      PyErr_SetString(PyExc_ValueError,
+                      "name_expressions need backend='nvrtc': only NVRTC gives the mangled names "
+                      "of name expressions");
+      return -1;
+    }
+    if (PyUnicode_Check(names)) {
+      PyErr_SetString(PyExc_TypeError, "name_expressions must be a sequence of str, not a str");
+      return -1;
+    }
+  }
+  if (jitify && (path != NULL && path != Py_None)) {
+    PyErr_SetString(PyExc_ValueError, "jitify does not apply to a module loaded from a file");
+    return -1;
+  }
+  bool from_file = path != NULL && path != Py_None;
   m->code = Py_NewRef(code ? code : Py_None);
   m->path = Py_NewRef(path ? path : Py_None);
-  m->options = options && options != Py_None ? PySequence_Tuple(options) : PyTuple_New(0);
+  m->options = options && options != Py_None && !from_file ? PySequence_Tuple(options)
+                                                            : PyTuple_New(0);
   m->name_expressions = names && names != Py_None ? PySequence_Tuple(names) : Py_NewRef(Py_None);
-  m->backend = PyUnicode_FromString(b);
-  m->translate_cucomplex = cucomplex;
+  m->backend = PyUnicode_FromString(from_file ? "nvcc" : b);
+  m->translate_cucomplex = from_file ? 0 : cucomplex;
   m->enable_cooperative_groups = coop;
   m->jitify = jitify;
   if (m->options == NULL || m->name_expressions == NULL || m->backend == NULL) return -1;
-  return 0;
+  if (from_file) return 0;
+  m->build_code = m->translate_cucomplex ? translate_cucomplex(m->code) : Py_NewRef(m->code);
+  if (m->build_code == NULL) return -1;
+  const char *text = PyUnicode_AsUTF8AndSize(m->build_code, NULL);
+  if (text != NULL && strstr(text, "cupy/") != NULL) {
+    PyObject *inc = cupy_include_options();
+    if (inc == NULL) return -1;
+    /* CuPy's CCCL goes first, its header folder after the user's. */
+    PyObject *front = PyTuple_GetSlice(inc, 0, 3), *back = PyTuple_GetSlice(inc, 3, 4);
+    PyObject *mid = front && back ? PySequence_Concat(front, m->options) : NULL;
+    m->build_options = mid ? PySequence_Concat(mid, back) : NULL;
+    Py_XDECREF(front);
+    Py_XDECREF(back);
+    Py_XDECREF(mid);
+    Py_DECREF(inc);
+  } else {
+    m->build_options = Py_NewRef(m->options);
+  }
+  return m->build_options != NULL ? 0 : -1;
 }
 
+/* RawModule(*, code=None, path=None, options=(), backend='nvrtc',
+ * translate_cucomplex=False, enable_cooperative_groups=False,
+ * name_expressions=None, jitify=False): CuPy's keywords, all of them
+ * keyword-only as in CuPy. */
 static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"code", "path", "options", "name_expressions", "log_stream", "backend",
-                           "translate_cucomplex", "enable_cooperative_groups", "jitify", NULL};
-  PyObject *code = NULL, *path = NULL, *options = NULL, *names = NULL, *log = NULL,
-           *backend = NULL;
+  static char *kwlist[] = {"code", "path", "options", "backend", "translate_cucomplex",
+                           "enable_cooperative_groups", "name_expressions", "jitify", NULL};
+  PyObject *code = NULL, *path = NULL, *options = NULL, *names = NULL, *backend = NULL;
   int cucomplex = 0, coop = 0, jitify = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOOOOppp:RawModule", kwlist, &code, &path,
-                                   &options, &names, &log, &backend, &cucomplex, &coop, &jitify))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOppOp:RawModule", kwlist, &code, &path,
+                                   &options, &backend, &cucomplex, &coop, &names, &jitify))
     return NULL;
+  if (warn_jitify(kw, jitify) != 0) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
   raw_module *m = (raw_module *)alloc(type, 0);
   if (m == NULL) return NULL;
@@ -2057,7 +2300,6 @@ static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     Py_DECREF(m);
     return NULL;
   }
-  (void)log;
   return (PyObject *)m;
 }
 
@@ -2068,6 +2310,8 @@ static void rm_dealloc(raw_module *m) {
   Py_CLEAR(m->options);
   Py_CLEAR(m->name_expressions);
   Py_CLEAR(m->backend);
+  Py_CLEAR(m->build_code);
+  Py_CLEAR(m->build_options);
   PyTypeObject *tp = Py_TYPE(m);
   freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   f(m);
@@ -2093,7 +2337,12 @@ static PyObject *rm_compile(raw_module *m, PyObject *args, PyObject *kw) {
     jitk_engine *e = arch_engine_for(arch);
     if (e == NULL) return NULL;
     jitk_status st = rm_build(m, e, &mod);
-    if (st != JITK_OK) return PyErr_Occurred() ? NULL : raise_status(e, st, NULL);
+    if (st != JITK_OK) {
+      if (!PyErr_Occurred()) raise_status(e, st, NULL);
+      annotate_compile_error(m->code != Py_None ? PyUnicode_AsUTF8AndSize(m->code, NULL) : NULL,
+                             m->options, NULL);
+      return NULL;
+    }
     const char *text = NULL;
     jitk_module_log(mod, &text);
     int r = write_log(log, text);
@@ -2111,16 +2360,65 @@ static PyObject *rm_compile(raw_module *m, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *rk_make(PyObject *module, PyObject *name);
+typedef struct raw_kernel raw_kernel;
+static jitk_kernel *rk_current(raw_kernel *k);
 
 static PyObject *rm_get_function(raw_module *m, PyObject *name) {
   if (!PyUnicode_Check(name)) {
     PyErr_SetString(PyExc_TypeError, "the kernel's name must be a str");
     return NULL;
   }
-  return rk_make((PyObject *)m, name);
+  PyObject *k = rk_make((PyObject *)m, name);
+  /* The kernel is looked up now, as in CuPy: a wrong name fails here. */
+  if (k != NULL && count_devices() > 0 && rk_current((raw_kernel *)k) == NULL) Py_CLEAR(k);
+  return k;
+}
+
+/* m.get_global(name): the address of a __constant__ or __device__
+ * variable, as CuPy gives it: a cupy.cuda.MemoryPointer over memory the
+ * module owns (the pointer keeps the module alive), so a cupy.ndarray can
+ * be built on it. Without CuPy, the address as an int. */
+static PyObject *rm_get_global(raw_module *m, PyObject *name) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_SetString(PyExc_TypeError, "the variable's name must be a str");
+    return NULL;
+  }
+  find_cupy();
+  int device = count_devices() > 0 ? current_device(LIB_OTHER) : -1;
+  if (device < 0) {
+    PyErr_Format(PyExc_RuntimeError, "no CUDA device: %s", no_device_why);
+    return NULL;
+  }
+  jitk_module *mod = rm_on(m, device);
+  if (mod == NULL) return NULL;
+  void *ptr = NULL;
+  size_t bytes = 0;
+  jitk_status st = jitk_module_get_global(mod, PyUnicode_AsUTF8AndSize(name, NULL), &ptr, &bytes);
+  if (st == JITK_ERR_NOT_FOUND) {
+    PyErr_Format(JitkError, "CUDA_ERROR_NOT_FOUND: named symbol not found: %s",
+                 jitk_errmsg(engines[device]));
+    return NULL;
+  }
+  if (st != JITK_OK) return raise_status(engines[device], st, NULL);
+  PyObject *cupy = imported("cupy");
+  if (cupy == NULL) return PyLong_FromVoidPtr(ptr);
+  PyObject *unowned = attr_path(cupy, "cuda.memory.UnownedMemory");
+  PyObject *memptr = unowned ? attr_path(cupy, "cuda.memory.MemoryPointer") : NULL;
+  Py_DECREF(cupy);
+  PyObject *mem = memptr ? PyObject_CallFunction(unowned, "NnOi", PyLong_FromVoidPtr(ptr),
+                                                 (Py_ssize_t)bytes, (PyObject *)m, device)
+                         : NULL;
+  PyObject *r = mem ? PyObject_CallFunction(memptr, "Oi", mem, 0) : NULL;
+  Py_XDECREF(unowned);
+  Py_XDECREF(memptr);
+  Py_XDECREF(mem);
+  return r;
 }
 
 static PyMethodDef rm_methods[] = {
+    {"get_global", (PyCFunction)rm_get_global, METH_O,
+     "get_global(name) -> cupy.cuda.MemoryPointer: the address of the module's __constant__ or "
+     "__device__ variable `name` on the current device (an int when CuPy is not installed)."},
     {"get_function", (PyCFunction)rm_get_function, METH_O,
      "get_function(name) -> RawKernel: the kernel named `name`, an extern \"C\" symbol or one "
      "of the module's name expressions."},
@@ -2144,7 +2442,9 @@ static PyType_Slot rm_slots[] = {
     {Py_tp_dealloc, rm_dealloc},
     {Py_tp_methods, rm_methods},
     {Py_tp_members, rm_members},
-    {Py_tp_doc, "RawModule(code=None, path=None, options=(), name_expressions=None, ...)\n\n"
+    {Py_tp_doc, "RawModule(*, code=None, path=None, options=(), backend='nvrtc', "
+                "translate_cucomplex=False, enable_cooperative_groups=False, "
+                "name_expressions=None, jitify=False)\n\n"
                 "CUDA source compiled with NVRTC (or a cubin, PTX or fatbin file), as CuPy's "
                 "RawModule; get_function(name) gives its kernels."},
     {0, NULL}};
@@ -2175,9 +2475,10 @@ static PyObject *rk_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                            "enable_cooperative_groups", "jitify", NULL};
   PyObject *code, *name, *options = NULL, *backend = NULL;
   int cucomplex = 0, coop = 0, jitify = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|OOppp:RawKernel", kwlist, &code, &name, &options,
-                                   &backend, &cucomplex, &coop, &jitify))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|OO$ppp:RawKernel", kwlist, &code, &name,
+                                   &options, &backend, &cucomplex, &coop, &jitify))
     return NULL;
+  if (warn_jitify(kw, jitify) != 0) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(raw_module_type, Py_tp_alloc);
   raw_module *m = (raw_module *)alloc(raw_module_type, 0);
   if (m == NULL) return NULL;
@@ -2214,11 +2515,14 @@ static jitk_kernel *rk_on(raw_kernel *k, int device) {
   jitk_status st = jitk_module_get_kernel(mod, PyUnicode_AsUTF8AndSize(k->name, NULL),
                                           &k->per_device[device]);
   if (st != JITK_OK) {
-    raise_status(engines[device], st, NULL);
     if (st == JITK_ERR_NOT_FOUND) {
-      /* CuPy raises AttributeError-free lookups as errors of the driver;
-       * a missing kernel is a clear ValueError here. */
+      /* Under CuPy the driver reports a missing kernel; its error's name
+       * leads the message, as code written for CuPy looks for it. */
+      PyErr_Format(JitkError, "CUDA_ERROR_NOT_FOUND: named symbol not found: %s",
+                   jitk_errmsg(engines[device]));
+      return NULL;
     }
+    raise_status(engines[device], st, NULL);
     return NULL;
   }
   if (k->max_dynamic_shared >= 0) {
@@ -2268,6 +2572,72 @@ static int to_dim3(PyObject *o, jitk_dim3 *d, const char *what) {
   return 0;
 }
 
+/* CuPy hands a Python int to a raw kernel as 8 bytes, whatever the
+ * parameter, and the driver reads as many as the parameter has: a small
+ * int reaches an `int` parameter intact. jitk checks sizes, so it narrows
+ * an integer scalar to a smaller integer parameter itself, when the value
+ * fits that width (as a signed or an unsigned number); a value that does
+ * not fit is an OverflowError rather than silently cut. */
+static int narrow_int_args(jitk_kernel *kern, call *c, const char *kernel) {
+  const uint32_t *sizes = NULL;
+  int np = -1;
+  if (jitk_kernel_param_sizes(kern, &sizes, &np) != JITK_OK || np != c->n) return 0;
+  for (int i = 0; i < c->n; i++) {
+    jitk_arg *a = &c->args[i];
+    if (a->kind != JITK_ARG_SCALAR || a->dtype < JITK_INT8 || a->dtype > JITK_UINT64) continue;
+    size_t have = dtype_size(a->dtype), want = sizes[i];
+    if (want >= have || (want != 1 && want != 2 && want != 4)) continue;
+    bool is_signed = a->dtype <= JITK_INT64;
+    int64_t v = 0;
+    uint64_t u = 0;
+    switch (a->dtype) {
+      case JITK_INT8: v = a->value.i8; break;
+      case JITK_INT16: v = a->value.i16; break;
+      case JITK_INT32: v = a->value.i32; break;
+      case JITK_INT64: v = a->value.i64; break;
+      case JITK_UINT8: u = a->value.u8; break;
+      case JITK_UINT16: u = a->value.u16; break;
+      case JITK_UINT32: u = a->value.u32; break;
+      default: u = a->value.u64; break;
+    }
+    if (is_signed && v >= 0) {
+      u = (uint64_t)v;
+      is_signed = false;
+    }
+    int bits = (int)want * 8;
+    bool fits = is_signed ? v >= -((int64_t)1 << (bits - 1)) : u <= (((uint64_t)1 << bits) - 1);
+    if (!fits) {
+      PyErr_Format(PyExc_OverflowError,
+                   "%s: argument %d does not fit the kernel's %d-byte parameter", kernel, i,
+                   (int)want);
+      return -1;
+    }
+    /* Unsigned when the value is not negative: its bits are the same in
+     * either type of that width. */
+    if (is_signed)
+      *a = want == 1 ? jitk_arg_i8((int8_t)v) : want == 2 ? jitk_arg_i16((int16_t)v)
+                                                          : jitk_arg_i32((int32_t)v);
+    else
+      *a = want == 1 ? jitk_arg_u8((uint8_t)u) : want == 2 ? jitk_arg_u16((uint16_t)u)
+                                                           : jitk_arg_u32((uint32_t)u);
+  }
+  return 0;
+}
+
+/* A cupy.cuda.MemoryPointer: CuPy passes its address as a pointer. */
+static int memory_pointer_arg(PyObject *o, jitk_arg *out) {
+  char tn[64];
+  type_name(o, tn, sizeof tn);
+  if (strcmp(tn, "MemoryPointer") != 0) return 0;
+  PyObject *p = PyObject_GetAttr(o, s_ptr);
+  if (p == NULL) return -1;
+  unsigned long long v = PyLong_AsUnsignedLongLong(p);
+  Py_DECREF(p);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *out = jitk_arg_ptr((void *)(uintptr_t)v, JITK_DTYPE_NONE);
+  return 1;
+}
+
 /* k(grid, block, args, *, shared_mem=0, stream=None): arrays go as
  * pointers to their first element, scalars as CuPy types them. */
 static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
@@ -2275,7 +2645,7 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   PyObject *grid_o, *block_o, *kargs, *stream_o = NULL;
   unsigned long long shared = 0;
   int coop = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|KOp:RawKernel", kwlist, &grid_o, &block_o,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$KOp:RawKernel", kwlist, &grid_o, &block_o,
                                    &kargs, &shared, &stream_o, &coop))
     return NULL;
   jitk_dim3 grid, block;
@@ -2307,6 +2677,9 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
       c.args[i] = jitk_arg_ptr(NULL, JITK_DTYPE_NONE);
       continue;
     }
+    int mp = memory_pointer_arg(o, &c.args[i]);
+    if (mp < 0) goto done;
+    if (mp > 0) continue;
     if (convert_arg(&c, o, i, false, kname) != 0) goto done;
     if (c.args[i].kind == JITK_ARG_ARRAY) {
       /* A raw kernel takes `T *`: the first element's address. */
@@ -2321,6 +2694,7 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   if (finish_stream(&c) != 0) goto done;
   jitk_kernel *kern = rk_on(k, c.device);
   if (kern == NULL) goto done;
+  if (narrow_int_args(kern, &c, kname) != 0) goto done;
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
       jitk_kernel_launch(kern, grid, block, (size_t)shared, c.stream, c.args, (size_t)n);
@@ -2915,7 +3289,8 @@ PyMODINIT_FUNC PyInit__jitk(void) {
   CompileError = PyErr_NewExceptionWithDoc(
       "jitk.CompileError",
       "NVRTC refused a kernel; the message (and .log) holds its log with the error at the "
-      "user's own line.",
+      "user's own line, .source the source it was given, .options its options and .name the "
+      "kernel's name.",
       JitkError, NULL);
   if (JitkError == NULL || CompileError == NULL) goto fail;
   if (PyModule_AddObject(m, "JitkError", Py_NewRef(JitkError)) != 0 ||
