@@ -305,3 +305,71 @@ def test_launch_without_a_gpu_is_a_clear_error():
     raw = jitk.RawKernel('extern "C" __global__ void k() {}', "k")
     with pytest.raises((RuntimeError, TypeError, ValueError)):
         raw((1,), (1,), ())
+
+
+# ---- CuPy's conventions for RawModule and RawKernel ------------------------
+
+CUCOMPLEX = r'''
+#include <cuComplex.h>
+extern "C" __global__ void ops(cuDoubleComplex *a, cuComplex *b, double *m) {
+  a[0] = cuCdiv(cuCadd(a[0], a[1]), make_cuDoubleComplex(1.0, -2.0));
+  b[0] = cuCadd(b[0], b[1]);  /* cuCadd on single precision, as under CuPy */
+  b[1] = cuCdivf(cuConjf(b[0]), make_cuFloatComplex(0.5f, 0.25f));
+  m[0] = cuCabs(a[0]) + cuCabsf(b[1]);
+}
+'''
+
+
+def test_translate_cucomplex_compiles_cucomplex_code():
+    log = io.StringIO()
+    jitk.RawModule(code=CUCOMPLEX, translate_cucomplex=True).compile(log, arch=ARCH)
+    # Without the translation the single-precision cuCadd does not compile,
+    # as with NVIDIA's own header.
+    with pytest.raises(jitk.CompileError):
+        jitk.RawModule(code=CUCOMPLEX).compile(arch=ARCH)
+
+
+def test_raw_module_arguments_are_keyword_only():
+    with pytest.raises(TypeError):
+        jitk.RawModule("__global__ void k() {}")
+
+
+def test_backend_nvcc_is_taken_but_not_with_name_expressions():
+    m = jitk.RawModule(code='extern "C" __global__ void k() {}', backend="nvcc")
+    assert m.backend == "nvcc"
+    m.compile(arch=ARCH)
+    with pytest.raises(ValueError, match="nvrtc"):
+        jitk.RawModule(code="template <int N> __global__ void k() {}",
+                       backend="nvcc", name_expressions=("k<1>",))
+    with pytest.raises(ValueError):
+        jitk.RawModule(code='extern "C" __global__ void k() {}', backend="hipcc")
+
+
+def test_jitify_argument_warns_as_cupy_does():
+    src = 'extern "C" __global__ void k() {}'
+    with pytest.warns(DeprecationWarning, match="Avoid passing.*jitify=False"):
+        jitk.RawKernel(src, "k", jitify=False)
+    with pytest.warns(DeprecationWarning, match="Avoid passing.*jitify=False"):
+        jitk.RawModule(code=src, jitify=False)
+    with pytest.warns(DeprecationWarning, match="jitify=True is deprecated"):
+        jitk.RawModule(code=src, jitify=True)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jitk.RawKernel(src, "k")  # not given: no warning
+
+
+def test_reduce_type_defaults_to_the_first_outputs_type():
+    k = jitk.ReductionKernel("T x", "float64 y", "x", "a + b", "y = a", "0", "s")
+    assert k.reduce_type == "float64"
+    assert "typedef double _type_reduce" in k.compile("T=float32", arch=ARCH)
+    k = jitk.ReductionKernel("T x", "U y", "x", "a + b", "y = a", "0", "s2")
+    assert k.reduce_type == "U"
+
+
+def test_cupy_headers_are_found_when_cupy_is_installed():
+    pytest.importorskip("cupy")
+    m = jitk.RawModule(code="#include <cupy/complex.cuh>\n"
+                            "template <typename T> __global__ void sq(T *x) { x[0] *= x[0]; }",
+                       name_expressions=("sq<complex<double>>",))
+    m.compile(arch=ARCH)

@@ -246,3 +246,108 @@ def test_missing_file(lib):
     with pytest.raises((jitk.JitkError, OSError)):
         m = jitk.RawModule(path=os.path.expanduser("~/no_such_file.cubin"))
         m.get_function("k")
+
+
+# ---- CuPy's conventions: integers, globals, pointers, cuComplex ------------
+
+def test_python_int_narrows_to_an_int_parameter_only_when_it_fits(lib):
+    src = r'''extern "C" __global__ void put(int v, unsigned short w, int *out) {
+      out[0] = v; out[1] = w; }'''
+    k = jitk.RawKernel(src, "put")
+    out = lib.asarray(np.zeros(2, dtype=np.int32))
+    k(1, 1, (-123456, 65535, out))
+    assert_equal(lib.asnumpy(out), [-123456, 65535])
+    k(1, 1, (np.int64(7), np.uint64(9), out))
+    assert_equal(lib.asnumpy(out), [7, 9])
+    # -1 fits 16 bits as a signed number: its bits reach the unsigned
+    # short as 65535, as in C.
+    k(1, 1, (5, -1, out))
+    assert_equal(lib.asnumpy(out), [5, 65535])
+    # What does not fit is refused, and nothing runs.
+    with pytest.raises(OverflowError):
+        k(1, 1, (1 << 40, 1, out))
+    with pytest.raises(OverflowError):
+        k(1, 1, (1, 70000, out))
+    assert_equal(lib.asnumpy(out), [5, 65535])
+
+
+def test_a_float_to_a_float_parameter_is_refused_not_garbled(lib):
+    # CuPy would pass 8 bytes of double to a 4-byte float; jitk says so.
+    k = jitk.RawKernel(r'''extern "C" __global__ void f(float a, float *y) { y[0] = a; }''', "f")
+    out = lib.asarray(np.zeros(1, dtype=np.float32))
+    with pytest.raises((TypeError, ValueError, jitk.JitkError)):
+        k(1, 1, (1.5, out))
+    k(1, 1, (np.float32(1.5), out))
+    assert_equal(lib.asnumpy(out), [1.5])
+
+
+def test_get_global_constant_memory_with_cupy():
+    cupy = pytest.importorskip("cupy")
+    mod = jitk.RawModule(code=r'''
+    extern "C" {
+    __constant__ float table[100];
+    __global__ void times_table(float *x, int n) {
+      int i = threadIdx.x + blockIdx.x * blockDim.x;
+      if (i < n) x[i] *= table[i];
+    }
+    }''')
+    ptr = mod.get_global("table")
+    assert isinstance(ptr, cupy.cuda.MemoryPointer)
+    const = cupy.ndarray((100,), cupy.float32, ptr)
+    data = cupy.arange(100, dtype=cupy.float32)
+    const[...] = data
+    x = cupy.full(100, 2, dtype=cupy.float32)
+    mod.get_function("times_table")(1, 100, (x, 100))
+    assert_equal(x.get(), 2 * data.get())
+    with pytest.raises(jitk.JitkError, match="named symbol not found"):
+        mod.get_global("no_such_table")
+
+
+def test_memory_pointer_argument_with_cupy():
+    cupy = pytest.importorskip("cupy")
+    mem = cupy.cuda.alloc(16 * 8)
+    a = cupy.ndarray((16,), cupy.float64, memptr=mem)
+    a[...] = 1
+    jitk.RawKernel(r'''extern "C" __global__ void f(double *p, int n) {
+        int i = threadIdx.x; if (i < n) p[i] = 3 * p[i] - 8; }''', "f")(1, 16, (mem, 16))
+    assert_equal(a.get(), np.full(16, -5.0))
+
+
+def test_translate_cucomplex_matches_cupy_bit_for_bit():
+    cupy = pytest.importorskip("cupy")
+    src = r'''
+    #include <cuComplex.h>
+    extern "C" __global__ void ops(const cuDoubleComplex *a, const cuDoubleComplex *b,
+                                   cuDoubleComplex *q, double *m, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n) { q[i] = cuCdiv(a[i], b[i]); m[i] = cuCabs(a[i]); }
+    }
+    extern "C" __global__ void opsf(const cuComplex *a, const cuComplex *b,
+                                    cuComplex *q, float *m, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n) { q[i] = cuCdivf(a[i], b[i]); m[i] = cuCabsf(cuCadd(a[i], b[i])); }
+    }'''
+    mod = jitk.RawModule(code=src, translate_cucomplex=True)
+    n = 4096
+    rng = np.random.default_rng(3)
+    for dtype, real, name in ((np.complex128, np.float64, "ops"), (np.complex64, np.float32, "opsf")):
+        a = cupy.asarray((rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype))
+        b = cupy.asarray((rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype))
+        q = cupy.full(n, np.nan, dtype=dtype)
+        m = cupy.full(n, np.nan, dtype=real)
+        mod.get_function(name)((n + 255) // 256, 256, (a, b, q, m, n))
+        assert bool((q == a / b).all()), name
+        want = cupy.abs(a) if name == "ops" else cupy.abs(a + b)
+        assert bool((m == want).all()), name
+
+
+def test_cupy_headers_in_raw_code_with_cupy():
+    cupy = pytest.importorskip("cupy")
+    mod = jitk.RawModule(code=r'''
+    #include <cupy/complex.cuh>
+    template <typename T> __global__ void sq(T *x, int n) {
+      int i = threadIdx.x; if (i < n) x[i] *= x[i]; }''',
+        name_expressions=["sq<complex<double>>"])
+    x = cupy.asarray(np.array([1 + 2j, -3j, 0.5], dtype=np.complex128))
+    mod.get_function("sq<complex<double>>")(1, 32, (x, 3))
+    assert_equal(x.get(), np.array([1 + 2j, -3j, 0.5]) ** 2)
