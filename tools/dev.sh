@@ -2,7 +2,7 @@
 # The README's two commands. On a fresh Debian 12 machine with the CUDA
 # toolkit installed:
 #   tools/dev.sh demo   installs the Debian packages jitk needs, builds, runs the demo
-#   tools/dev.sh test   installs them, builds, runs the whole test suite
+#   tools/dev.sh test   installs them, builds, runs the whole test suite (C and Python)
 # BUILD_DIR (default: build) chooses the build folder.
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,8 +13,9 @@ case "$what" in
 esac
 
 PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev"
-# clang builds the libFuzzer targets that .ci/run runs after the tests.
-[ "$what" = test ] && PACKAGES="$PACKAGES clang"
+# clang builds the libFuzzer targets that .ci/run runs after the tests; the
+# Python package's tests need Python's headers and venv.
+[ "$what" = test ] && PACKAGES="$PACKAGES clang python3-dev python3-venv"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -39,3 +40,14 @@ if [ "$what" = demo ]; then
   exec "$BUILD/examples/demo"
 fi
 ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)"
+
+# The Python package, built and installed by pip into a venv of the build
+# folder as a user would install it, then its tests (those that need a GPU
+# skip with "no CUDA device" on a machine without one). pytest runs from
+# tests/python, so `import jitk` finds the installed package, not python/.
+VENV=$BUILD/venv
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest numpy
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+  --config-settings=build-dir="$BUILD/python-wheel" .
+(cd tests/python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider)

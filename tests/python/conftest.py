@@ -12,9 +12,9 @@ import jitk
 
 from jitk_testutil import LIBS, load_lib
 
-# CuPy's own tests (tests/python/cupy/) need CuPy and a GPU and run through
+# CuPy's own tests (tests/python/cupy_tests/) need CuPy and a GPU and run through
 # tests/python/run_cupy_conformance.py, with settings of their own.
-collect_ignore = ["cupy"]
+collect_ignore = ["cupy_tests"]
 
 
 def pytest_configure(config):

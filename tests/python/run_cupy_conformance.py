@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs CuPy's tests of its user-kernel classes (tests/python/cupy/) with
+"""Runs CuPy's tests of its user-kernel classes (tests/python/cupy_tests/) with
 jitk's classes in place of CuPy's, and says which passed.
 
 Usage, on a machine with a GPU, CuPy, pytest and jitk installed:
@@ -50,7 +50,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CUPY_DIR = os.path.join(HERE, "cupy")
+CUPY_DIR = os.path.join(HERE, "cupy_tests")
 FILES = ("elementwise", "userkernel", "reduction", "raw")
 
 sys.path.insert(0, CUPY_DIR)
