@@ -515,7 +515,10 @@ typedef struct jitk_header {
 typedef struct jitk_module_options {
   /* NVRTC options, such as "-DN=4" or "--use_fast_math". jitk adds
    * "-std=c++17", the target ("--gpu-architecture=sm_90") and the CUDA
-   * include folders unless the options name them already. */
+   * include folders unless the options name them already. With "-dc",
+   * "--device-c", "-rdc=true" or "--relocatable-device-code=true" (what
+   * kernels that launch kernels need), NVRTC's relocatable output is
+   * linked with the CUDA device runtime (see jitk_module_create). */
   const char *const *options;
   size_t num_options;
 
@@ -538,9 +541,25 @@ typedef struct jitk_module_options {
  * Every device header in jitk's templates/ folder is available too:
  * #include <jitk/array.cuh> gives jitk::array<T, N>, the descriptor that
  * jitk_arg_array passes.
+ * Relocatable device code (-dc and its spellings in options) is linked
+ * with the CUDA device runtime, libcudadevrt.a, right after NVRTC, and the
+ * module holds (and the cache keeps) the linked cubin: through nvJitLink
+ * (libnvJitLink.so of NVRTC's major version, opened at the first such
+ * compile), which needs no GPU; without it, through the driver's linker
+ * on an engine with a device (which is also the only way for a PTX
+ * target). Both libraries are looked for beside libnvrtc (and NVIDIA's
+ * wheels next to its own), then in the lib64 and targets/<arch>/lib of
+ * $CUDA_HOME, $CUDA_PATH, the toolkit of the CUDA headers in use, the one
+ * jitk was built with and /usr/local/cuda (nvJitLink last on the loader's
+ * path). Which libcudadevrt.a was linked, and every place searched before
+ * it, is part of the cached entry's dependency record: a changed or newly
+ * found library is a miss, never a stale hit.
  * Errors: JITK_ERR_COMPILE with NVRTC's log and the options in
- * jitk_errmsg; JITK_ERR_NOT_FOUND for a name expression that names no
- * kernel; JITK_ERR_CUDA when the driver refuses the image.
+ * jitk_errmsg (or the linker's log when relocatable code does not link);
+ * JITK_ERR_NOT_FOUND for a name expression that names no kernel;
+ * JITK_ERR_CUDA when the driver refuses the image; JITK_ERR_UNSUPPORTED
+ * for relocatable code when no linker or no libcudadevrt.a is found (the
+ * message says where it looked and what to install).
  */
 JITK_API jitk_status jitk_module_create(jitk_engine *engine,
                                         const char *source,

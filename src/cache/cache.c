@@ -300,6 +300,12 @@ static jitk_status entry_from_compile(jitk_engine *e, const jk_compile_input *in
   co->log = NULL;
   co->lowered = NULL;
   co->num_lowered = 0;
+  /* A link with the device runtime read files too: its search joins the
+   * headers' record, and is checked with it. */
+  if (co->deps.n > 0) {
+    jitk_status st = jk_deps_move(e, &x->deps, &co->deps);
+    if (st != JITK_OK) return st;
+  }
   if (x->num_names > 0) {
     x->name_expressions = jk_calloc(e, x->num_names, sizeof(char *));
     if (x->name_expressions == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");

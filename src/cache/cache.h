@@ -174,6 +174,9 @@ typedef struct jk_cache {
   /* The content hash of the NVRTC libraries in use, in hexadecimal, part
    * of every entry's dependency record; empty until first needed. */
   char toolchain[33];
+  /* What links relocatable programs with the device runtime, for their
+   * keys (jk_linker_identity); empty until first needed. */
+  char linker_id[160];
 
   /* Dependency checks (deps.c), under disk_lock: hashes of large files,
    * the database's remembered ones (a statement on the private store)
@@ -252,6 +255,11 @@ jitk_status jk_deps_copy(jitk_engine *e, const jk_deps *from, jk_deps *to);
 /* The NVRTC libraries' digest (cache.toolchain), computed at first use.
  * Under disk_lock. */
 const char *jk_toolchain(jitk_engine *e);
+/* The linker of relocatable programs in words, part of their keys:
+ * nvJitLink's version and the content hash of its library, or the
+ * driver's version and the device, or "none". Computed at first use;
+ * takes disk_lock, so the caller must not hold it. */
+const char *jk_linker_identity(jitk_engine *e);
 /* Writes remembered hashes not yet in the database; inside a write
  * transaction. jk_memo_written marks them written after the commit. */
 int jk_memo_write(jitk_engine *e);

@@ -447,3 +447,39 @@ const char *jk_toolchain(jitk_engine *e) {
   jk_key_hex(&k, c->toolchain);
   return c->toolchain;
 }
+
+/* --- the linker of relocatable programs --- */
+
+const char *jk_linker_identity(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  jk_linker linker = jk_link_probe(e);
+  pthread_mutex_lock(&c->disk_lock);
+  if (c->linker_id[0] == '\0') {
+    if (linker == JK_LINKER_NVJITLINK) {
+      /* The library loaded cannot change under the engine, so its hash is
+       * taken once, like NVRTC's (remembered across processes by its stat
+       * data, as large files are). */
+      const jk_jitlink *j = &e->nvrtc.jitlink;
+      uint8_t h[16];
+      if (j->path != NULL && jk_file_digest(e, j->path, h)) {
+        jk_key k;
+        memcpy(k.bytes, h, 16);
+        char hex[33];
+        jk_key_hex(&k, hex);
+        snprintf(c->linker_id, sizeof c->linker_id, "nvJitLink %u.%u %s", j->major, j->minor,
+                 hex);
+      } else {
+        snprintf(c->linker_id, sizeof c->linker_id, "nvJitLink %u.%u %.100s", j->major,
+                 j->minor, j->path ? j->path : "(path unknown)");
+      }
+    } else if (linker == JK_LINKER_DRIVER) {
+      /* The driver compiles PTX for the device it runs on. */
+      snprintf(c->linker_id, sizeof c->linker_id, "driver %d sm_%d%d", e->drv.version,
+               e->info.cc_major, e->info.cc_minor);
+    } else {
+      snprintf(c->linker_id, sizeof c->linker_id, "none");
+    }
+  }
+  pthread_mutex_unlock(&c->disk_lock);
+  return c->linker_id;
+}

@@ -137,6 +137,18 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
    * (computed once per engine) stands for them, since they are the same
    * for every kernel of a jitk build. */
   jk_material_add_str(m, "jitk_headers", e->cache.headers_digest);
+  /* Relocatable code is linked with libcudadevrt after NVRTC: the linker
+   * and the folders searched for the library belong to the request (the
+   * library found, and every place before it, to the entry's dependency
+   * record). Other programs' keys are as they always were. */
+  if (jk_options_rdc(in->options, in->num_options)) {
+    char *dirs = NULL;
+    st = jk_devrt_search_dirs(e, &dirs);
+    if (st != JITK_OK) return st;
+    jk_material_add_str(m, "linker", jk_linker_identity(e));
+    jk_material_add_str(m, "devrt_search", dirs);
+    jk_free(e, dirs);
+  }
   if (m->failed) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory building a cache key");
   jk_hash128(m->data, m->len, key->bytes);
   return JITK_OK;

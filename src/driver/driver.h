@@ -42,6 +42,11 @@
   X(cuFuncSetAttribute, 12000, true)                        \
   X(cuFuncGetParamInfo, 12040, false)                       \
   X(cuTensorMapEncodeTiled, 12000, false)                   \
+  X(cuLinkCreate, 12000, false)                             \
+  X(cuLinkAddData, 12000, false)                            \
+  X(cuLinkAddFile, 12000, false)                            \
+  X(cuLinkComplete, 12000, false)                           \
+  X(cuLinkDestroy, 12000, false)                            \
   X(cuLaunchKernel, 12000, true)                            \
   X(cuOccupancyMaxPotentialBlockSize, 12000, true)          \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000, true) \

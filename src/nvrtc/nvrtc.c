@@ -12,6 +12,7 @@ jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
                           const char *include_override) {
   memset(nv, 0, sizeof *nv);
   pthread_mutex_init(&nv->scan_lock, NULL);
+  pthread_mutex_init(&nv->link_lock, NULL);
 #define JK_NVRTC_SET_(name) nv->name = name;
   JK_NVRTC_FUNCS(JK_NVRTC_SET_)
 #undef JK_NVRTC_SET_
@@ -58,6 +59,8 @@ void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv) {
   jk_deps_memo_free(e, nv->scan_memo);
   nv->scan_memo = NULL;
   pthread_mutex_destroy(&nv->scan_lock);
+  jk_link_release(e);
+  pthread_mutex_destroy(&nv->link_lock);
 }
 
 static bool nvrtc_supports(const jk_nvrtc *nv, int sm) {
@@ -433,10 +436,16 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
       }
     }
   }
-  out->log = log;
-  log = NULL;
   jk_log(e, JITK_LOG_INFO, "compiled %s for %s in %.1f ms (%zu bytes of %s)",
          pname, e->target.arch, out->milliseconds, size, want_ptx ? "PTX" : "cubin");
+  /* Relocatable code cannot be loaded as it is: linked with the device
+   * runtime here, so that what is cached and loaded is the linked image. */
+  if (jk_options_rdc(in->options, in->num_options)) {
+    st = jk_link_devrt(e, in, out);
+    if (st != JITK_OK) goto done;
+  }
+  out->log = log;
+  log = NULL;
 
 done:
   if (prog != NULL) nv->nvrtcDestroyProgram(&prog);
@@ -449,6 +458,7 @@ done:
 }
 
 void jk_compile_output_free(jitk_engine *e, jk_compile_output *out) {
+  jk_deps_free(e, &out->deps);
   jk_free(e, out->image);
   jk_free(e, out->log);
   if (out->lowered != NULL)

@@ -34,6 +34,26 @@
 
 #define JK_MAX_ARCHS 64
 
+/* nvJitLink's entry points (link.c), opened with dlopen: its handle is an
+ * opaque pointer and its results and input kinds are ints, as nvJitLink.h
+ * declares them. */
+typedef struct jk_jitlink {
+  void *handle; /* dlopen's; NULL while nvJitLink is not loaded */
+  char *path;   /* the file loaded */
+  unsigned major, minor;
+  int (*create)(void **link, uint32_t num_options, const char **options);
+  int (*destroy)(void **link);
+  int (*add_data)(void *link, int kind, const void *data, size_t size, const char *name);
+  int (*complete)(void *link);
+  int (*cubin_size)(void *link, size_t *size);
+  int (*cubin)(void *link, void *cubin);
+  int (*error_log_size)(void *link, size_t *size);
+  int (*error_log)(void *link, char *log);
+  int (*info_log_size)(void *link, size_t *size);
+  int (*info_log)(void *link, char *log);
+  int (*version)(unsigned *major, unsigned *minor); /* NULL before CUDA 12.3 */
+} jk_jitlink;
+
 typedef struct jk_nvrtc {
 #define JK_NVRTC_FIELD_(name) __typeof__(&name) name;
   JK_NVRTC_FUNCS(JK_NVRTC_FIELD_)
@@ -47,6 +67,17 @@ typedef struct jk_nvrtc {
    * this engine (deps.c), under scan_lock. */
   struct jk_scan_memo *scan_memo;
   pthread_mutex_t scan_lock;
+  /* The linker of relocatable device code (link.c), looked for at the
+   * first compile that needs it, under link_lock. */
+  pthread_mutex_t link_lock;
+  bool link_probed;
+  jk_jitlink jitlink;
+  char *jitlink_why; /* where nvJitLink was looked for, when not found */
+  /* For tests: behave as if nvJitLink were missing, and search these
+   * folders (NULL-terminated) for libcudadevrt.a instead of the usual
+   * ones. Set before the first compile. */
+  bool no_jitlink;
+  const char *const *devrt_dirs;
 } jk_nvrtc;
 
 struct jk_target;
@@ -71,6 +102,25 @@ jitk_status jk_target_parse(jitk_engine *e, const char *arch,
  * oldest target. */
 jitk_status jk_target_for_device(jitk_engine *e, int major, int minor,
                                  struct jk_target *t);
+
+/* --- deps.c: the files a compile reads --- */
+
+/* One path a compile's lookups touched. */
+typedef struct jk_dep {
+  char *path;    /* as NVRTC opens it: relative to the working directory, or absolute */
+  char state;    /* 'F' a regular file, 'A' nothing there, 'O' something else */
+  bool hashed;   /* `hash` holds the file's XXH3-128 */
+  bool toolkit;  /* under the CUDA header folders (checked on disk hits only) */
+  uint8_t hash[16];
+} jk_dep;
+
+typedef struct jk_deps {
+  jk_dep *v;
+  size_t n, cap;
+  /* NULL, or why the files the compile reads cannot all be known (a
+   * header named by a macro, precompiled headers); allocated. */
+  char *unknown;
+} jk_deps;
 
 typedef struct jk_compile_input {
   const char *source;
@@ -100,7 +150,10 @@ typedef struct jk_compile_output {
   char *log; /* NVRTC's log, never NULL after success */
   char **lowered; /* one per name expression */
   size_t num_lowered;
-  double milliseconds; /* NVRTC's compile time */
+  double milliseconds; /* NVRTC's compile time, and the link's */
+  /* What a link with the CUDA device runtime read (link.c): every place
+   * searched for libcudadevrt.a; empty without one. */
+  jk_deps deps;
 } jk_compile_output;
 
 /*
@@ -135,24 +188,7 @@ jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
                            jitk_kernel_resources **out, size_t *count);
 void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
 
-/* --- deps.c: the files a compile reads --- */
-
-/* One path a compile's lookups touched. */
-typedef struct jk_dep {
-  char *path;    /* as NVRTC opens it: relative to the working directory, or absolute */
-  char state;    /* 'F' a regular file, 'A' nothing there, 'O' something else */
-  bool hashed;   /* `hash` holds the file's XXH3-128 */
-  bool toolkit;  /* under the CUDA header folders (checked on disk hits only) */
-  uint8_t hash[16];
-} jk_dep;
-
-typedef struct jk_deps {
-  jk_dep *v;
-  size_t n, cap;
-  /* NULL, or why the files the compile reads cannot all be known (a
-   * header named by a macro, precompiled headers); allocated. */
-  char *unknown;
-} jk_deps;
+/* --- deps.c, continued --- */
 
 /*
  * Lists every path the compile of `in` with the final options `opts`
@@ -171,6 +207,54 @@ void jk_deps_hash(const void *data, size_t n, uint8_t out[16]);
 /* The loaded libnvrtc and the libnvrtc-builtins it will use, allocated;
  * either is NULL when it cannot be found. */
 jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **builtins_path);
+
+/* --- link.c: relocatable device code and the CUDA device runtime --- */
+
+/* Whether the options ask for relocatable device code (-dc, --device-c,
+ * -rdc=true, --relocatable-device-code=true; the last of them and their
+ * =false forms decides), which must be linked with libcudadevrt. */
+bool jk_options_rdc(const char *const *options, size_t n);
+
+typedef enum jk_linker {
+  JK_LINKER_NONE = 0,
+  JK_LINKER_NVJITLINK, /* cubin targets, with or without a device */
+  JK_LINKER_DRIVER     /* cuLink*, on an engine with a device */
+} jk_linker;
+
+/* Which linker the engine's relocatable code goes through; loads
+ * nvJitLink at the first call. */
+jk_linker jk_link_probe(jitk_engine *e);
+/* Unloads nvJitLink (engine destroy). */
+void jk_link_release(jitk_engine *e);
+
+/* The folders searched for libcudadevrt.a, in order, one per line
+ * (allocated): part of the cache key of relocatable programs, so that a
+ * search elsewhere (another CUDA_HOME) is another request. */
+jitk_status jk_devrt_search_dirs(jitk_engine *e, char **out);
+
+/*
+ * Finds libcudadevrt.a in the first folder of the search that has it and
+ * reads it whole (*data, *size, allocated; *path too). Every place looked
+ * at goes into `deps`: nothing there, something not a file, or the file
+ * with the XXH3-128 of the bytes read. JITK_ERR_UNSUPPORTED naming every
+ * folder when none has it.
+ */
+jitk_status jk_find_devrt(jitk_engine *e, jk_deps *deps, char **path, void **data,
+                          size_t *size);
+
+/*
+ * Links NVRTC's relocatable output in `out` with libcudadevrt: through
+ * nvJitLink for cubin targets, else through the driver on an engine with
+ * a device. The linked cubin replaces out->image (out->ptx becomes false);
+ * out->deps records the search. JITK_ERR_UNSUPPORTED when no linker or no
+ * libcudadevrt.a is available, saying where they were looked for and
+ * what to install; JITK_ERR_COMPILE with the linker's log when the
+ * program does not link.
+ */
+jitk_status jk_link_devrt(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out);
+
+/* Moves every record of `from` to the end of `to`; `from` is left empty. */
+jitk_status jk_deps_move(jitk_engine *e, jk_deps *to, jk_deps *from);
 
 /* Finds the CUDA include folder as jitk_engine_config describes. Returns
  * an allocated path or NULL. */

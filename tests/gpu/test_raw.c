@@ -812,3 +812,76 @@ Test(raw, module_globals) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+/* Dynamic parallelism: a kernel compiled with -dc launches a child kernel
+ * that writes 1.0 into every element (CuPy's test_dynamical_parallelism),
+ * linked with the CUDA device runtime through nvJitLink and, on a second
+ * engine told that nvJitLink is missing, through the driver's linker.
+ * Without -dc the same source does not compile. */
+static const char *device_launch_src =
+    "extern \"C\" {\n"
+    "__global__ void test_kernel_inner(float *arr, int N) {\n"
+    "  unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;\n"
+    "  if (tid < N) arr[tid] = 1.0;\n"
+    "}\n"
+    "__global__ void test_kernel(float *arr, int N, int inner_blk) {\n"
+    "  unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;\n"
+    "  if (tid < N / inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr + tid * inner_blk, inner_blk);\n"
+    "}\n"
+    "}\n";
+
+static void run_device_launch(jitk_engine *e, const char *how) {
+  const char *opts[] = {"-dc"};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.options = opts;
+  o.num_options = 1;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, device_launch_src, &o, &m));
+  jitk_image_kind kind;
+  const void *img;
+  size_t size;
+  JT_OK(e, jitk_module_image(m, &img, &size, &kind));
+  cr_assert_eq(kind, JITK_IMAGE_CUBIN, "%s", how);
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "test_kernel", &k));
+  /* CuPy's sizes (169 elements in chunks of 13), then 256 children of 256. */
+  const int sizes[][2] = {{169, 13}, {65536, 256}};
+  for (int c = 0; c < 2; c++) {
+    int n = sizes[c][0], inner = sizes[c][1], parents = n / inner;
+    float *d = jt_dev_alloc(e, (size_t)n * 4);
+    jt_poison(e, d, (size_t)n * 4);
+    jitk_arg args[] = {jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n), jitk_arg_i32(inner)};
+    unsigned block = parents < 256 ? (unsigned)parents : 256u;
+    unsigned grid = ((unsigned)parents + block - 1) / block;
+    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){grid, 1, 1}, (jitk_dim3){block, 1, 1}, 0, NULL, args, 3));
+    JT_OK(e, jitk_stream_synchronize(e, NULL));
+    float *h = malloc((size_t)n * 4);
+    jt_to_host(e, h, d, (size_t)n * 4);
+    for (int i = 0; i < n; i++)
+      cr_assert_eq(h[i], 1.0f, "%s, %d elements: element %d is %g", how, n, i, (double)h[i]);
+    free(h);
+    JT_OK(e, jitk_device_free(e, d, NULL));
+  }
+  jitk_module_destroy(m);
+}
+
+Test(raw, device_side_launch) {
+  jitk_engine *e = jt_gpu_engine();
+  jk_linker linker = jk_link_probe(e);
+  cr_log_info("relocatable code links through %s", linker == JK_LINKER_NVJITLINK ? "nvJitLink"
+                                                   : linker == JK_LINKER_DRIVER  ? "the driver"
+                                                                                  : "nothing");
+  run_device_launch(e, linker == JK_LINKER_NVJITLINK ? "nvJitLink" : "the driver's linker");
+  jitk_module *m = NULL;
+  JT_FAILS(e, JITK_ERR_COMPILE, "device-side kernel launch",
+           jitk_module_create(e, device_launch_src, NULL, &m));
+  jitk_engine_destroy(e);
+
+  /* The driver's linker, as when nvJitLink is not installed. */
+  e = jt_gpu_engine();
+  e->nvrtc.no_jitlink = true;
+  cr_assert_eq(jk_link_probe(e), JK_LINKER_DRIVER);
+  run_device_launch(e, "the driver's linker");
+  jitk_engine_destroy(e);
+}
