@@ -773,6 +773,42 @@ JITK_API jitk_status jitk_kernel_launch(jitk_kernel *kernel, jitk_dim3 grid,
                                         jitk_stream stream,
                                         const jitk_arg *args, size_t num_args);
 
+/*
+ * How a launch runs beyond its grid, block and shared memory. Fields may
+ * be added at the end; struct_size tells jitk which ones a caller has.
+ */
+typedef struct jitk_kernel_launch_config {
+  /* sizeof(jitk_kernel_launch_config) as the caller was compiled; set by
+   * jitk_kernel_launch_config_init. */
+  size_t struct_size;
+  /* Non-zero: a cooperative launch, whose blocks are all resident on the
+   * device at once, so the kernel may synchronize the whole grid
+   * (cooperative_groups::this_grid().sync()). The grid must fit: at most
+   * the blocks per multiprocessor that the kernel's registers, shared
+   * memory and this block size allow (jitk_kernel_active_blocks) times
+   * the device's multiprocessors. */
+  int cooperative;
+} jitk_kernel_launch_config;
+
+/* Fills `config` with the defaults (an ordinary launch) and sets
+ * struct_size. */
+JITK_API jitk_status jitk_kernel_launch_config_init(jitk_kernel_launch_config *config);
+
+/*
+ * jitk_kernel_launch with a launch configuration; config NULL is exactly
+ * jitk_kernel_launch. The arguments, grid, block and shared memory are
+ * checked as there. A cooperative launch goes through cuLaunchKernelEx
+ * with the cooperative attribute, after a check that the whole grid can
+ * be resident at once: JITK_ERR_LAUNCH_CONFIG otherwise, giving the
+ * grid's blocks and the most that fit. JITK_ERR_INVALID_ARGUMENT for a
+ * config whose struct_size was not set by jitk_kernel_launch_config_init
+ * (or is larger than this library's).
+ */
+JITK_API jitk_status jitk_kernel_launch_ex(jitk_kernel *kernel, jitk_dim3 grid, jitk_dim3 block,
+                                           size_t dynamic_shared, jitk_stream stream,
+                                           const jitk_arg *args, size_t num_args,
+                                           const jitk_kernel_launch_config *config);
+
 /* Argument constructors. They only fill the struct, so they are inline. */
 static inline jitk_arg jitk_arg_make_(jitk_arg_kind kind, jitk_dtype dtype) {
   jitk_arg a;

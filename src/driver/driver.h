@@ -48,6 +48,7 @@
   X(cuLinkComplete, 12000, false)                           \
   X(cuLinkDestroy, 12000, false)                            \
   X(cuLaunchKernel, 12000, true)                            \
+  X(cuLaunchKernelEx, 12000, false)                         \
   X(cuOccupancyMaxPotentialBlockSize, 12000, true)          \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 12000, true) \
   X(cuMemAlloc, 12000, true)                                \

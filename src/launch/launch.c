@@ -1,12 +1,17 @@
 /*
- * Launching: argument checks and packing, then cuLaunchKernel.
+ * Launching: argument checks and packing, then cuLaunchKernel (or, for a
+ * cooperative launch, cuLaunchKernelEx with the cooperative attribute).
  *
  * This is the hot path. It allocates nothing for ordinary launches (the
  * argument pointers and descriptors live on the stack), takes no lock and
  * touches the driver twice: cuCtxGetCurrent and cuLaunchKernel. Every
  * check is a comparison against facts read once when the kernel was
- * created, and the error branches are marked unlikely.
+ * created, and the error branches are marked unlikely. Both public entry
+ * points go through the same checks and packing; a cooperative launch
+ * adds one occupancy query, which depends on the block and shared memory
+ * it is given.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -133,11 +138,56 @@ static jitk_status pack_array(const jitk_kernel *k, int i, const jitk_arg *a,
   return JITK_OK;
 }
 
+/* A cooperative grid runs all its blocks at once, which only works when
+ * they all fit; the driver would refuse a larger one with a bare
+ * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. With the context current. */
+static jitk_status check_coresident(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                                    size_t shared) {
+  const jitk_engine *e = k->engine;
+  int per_sm = 0;
+  int threads = (int)(block.x * block.y * block.z); /* at most max_threads: checked */
+  CUresult r = e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, threads, shared);
+  if (JK_UNLIKELY(r != CUDA_SUCCESS))
+    return jk_cuda_fail(e, r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+  unsigned long long fit = (unsigned long long)per_sm * (unsigned long long)e->info.multiprocessors;
+  if (JK_UNLIKELY(blocks > fit))
+    return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                   "kernel %s: a cooperative launch needs all %llu blocks of its grid (%u, %u, %u) "
+                   "resident at once, but at most %llu fit on device %d: %d per multiprocessor "
+                   "with blocks of %d threads and %zu bytes of dynamic shared memory, times %d "
+                   "multiprocessors",
+                   k->name, blocks, grid.x, grid.y, grid.z, fit, e->ordinal, per_sm, threads,
+                   shared, e->info.multiprocessors);
+  return JITK_OK;
+}
+
+static CUresult launch_cooperative(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                                   size_t shared, jitk_stream stream, void **params) {
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+  attr.value.cooperative = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = grid.x;
+  cfg.gridDimY = grid.y;
+  cfg.gridDimZ = grid.z;
+  cfg.blockDimX = block.x;
+  cfg.blockDimY = block.y;
+  cfg.blockDimZ = block.z;
+  cfg.sharedMemBytes = (unsigned)shared;
+  cfg.hStream = (CUstream)stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return k->engine->drv.cuLaunchKernelEx(&cfg, k->fn, params, NULL);
+}
+
 static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
                                   size_t shared, jitk_stream stream,
                                   const jitk_arg *args, int n, void **params,
                                   void **values, unsigned char *desc,
-                                  size_t desc_cap) {
+                                  size_t desc_cap, bool cooperative) {
   jitk_engine *e = k->engine;
   size_t desc_used = 0;
   for (int i = 0; i < n; i++) {
@@ -197,34 +247,52 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
   jitk_status st = check_config(k, grid, block, shared);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
 
+  if (JK_UNLIKELY(cooperative && e->drv.cuLaunchKernelEx == NULL))
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "kernel %s: a cooperative launch needs cuLaunchKernelEx, which this CUDA "
+                   "driver lacks; update the NVIDIA driver",
+                   k->name);
+
   CUcontext saved;
   st = jk_ctx_enter(e, &saved);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r = e->drv.cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y,
-                                     block.z, (unsigned)shared, (CUstream)stream,
-                                     params, NULL);
+  CUresult r;
+  const char *call = "cuLaunchKernel";
+  if (JK_LIKELY(!cooperative)) {
+    r = e->drv.cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                              (unsigned)shared, (CUstream)stream, params, NULL);
+  } else {
+    call = "cuLaunchKernelEx";
+    st = check_coresident(k, grid, block, shared);
+    if (st != JITK_OK) {
+      jk_ctx_leave(e, saved);
+      return st;
+    }
+    r = launch_cooperative(k, grid, block, shared, stream, params);
+  }
   jk_ctx_leave(e, saved);
   if (JK_UNLIKELY(r != CUDA_SUCCESS)) {
-    if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
+        r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
       return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
-                     "cuLaunchKernel refused kernel %s with grid (%u, %u, %u), block "
-                     "(%u, %u, %u), %zu bytes of shared memory: error %d",
-                     k->name, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                     shared, (int)r);
-    return jk_cuda_fail(e, r, "cuLaunchKernel");
+                     "%s refused kernel %s with grid (%u, %u, %u), block "
+                     "(%u, %u, %u), %zu bytes of shared memory%s: error %d",
+                     call, k->name, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                     shared, cooperative ? ", cooperative" : "", (int)r);
+    return jk_cuda_fail(e, r, call);
   }
   return JITK_OK;
 }
 
-jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                               size_t shared, jitk_stream stream,
-                               const jitk_arg *args, size_t num_args) {
-  if (JK_UNLIKELY(k == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch: kernel is NULL");
+/* What both entry points share: counts, then packing on the stack (or,
+ * for many arguments, in one heap block), checks and the launch. */
+static jitk_status launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
+                          jitk_stream stream, const jitk_arg *args, size_t num_args,
+                          bool cooperative, const char *fn) {
   jitk_engine *e = k->engine;
   if (JK_UNLIKELY(num_args != 0 && args == NULL))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_kernel_launch: args is NULL but num_args is %zu", num_args);
+                   "%s: args is NULL but num_args is %zu", fn, num_args);
   if (JK_UNLIKELY(k->num_params >= 0 && num_args != (size_t)k->num_params))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
                    "kernel %s takes %d argument%s; %zu given", k->name,
@@ -251,7 +319,7 @@ jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
     void *values[JK_STACK_ARGS];
     _Alignas(16) unsigned char desc[JK_STACK_DESC];
     return launch_checked(k, grid, block, shared, stream, args, n, params, values,
-                          desc, sizeof desc);
+                          desc, sizeof desc, cooperative);
   }
   /* Many arguments or large descriptors: one heap block for all. */
   size_t bytes = 2 * (size_t)n * sizeof(void *) + desc_need + 16;
@@ -259,7 +327,49 @@ jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
   if (mem == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   unsigned char *desc = (unsigned char *)(mem + 2 * (size_t)n);
   jitk_status st = launch_checked(k, grid, block, shared, stream, args, n, mem,
-                                  mem + n, desc, desc_need);
+                                  mem + n, desc, desc_need, cooperative);
   jk_free(e, mem);
   return st;
+}
+
+jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                               size_t shared, jitk_stream stream,
+                               const jitk_arg *args, size_t num_args) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch: kernel is NULL");
+  return launch(k, grid, block, shared, stream, args, num_args, false, "jitk_kernel_launch");
+}
+
+jitk_status jitk_kernel_launch_config_init(jitk_kernel_launch_config *config) {
+  if (config == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_launch_config_init: config is NULL");
+  memset(config, 0, sizeof *config);
+  config->struct_size = sizeof *config;
+  return JITK_OK;
+}
+
+jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
+                                  size_t shared, jitk_stream stream, const jitk_arg *args,
+                                  size_t num_args, const jitk_kernel_launch_config *config) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: kernel is NULL");
+  bool cooperative = false;
+  if (config != NULL) {
+    /* A caller built against an older header passes a smaller struct: the
+     * fields it lacks keep their defaults. */
+    size_t n = config->struct_size;
+    if (JK_UNLIKELY(n < offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int) ||
+                    n > sizeof(jitk_kernel_launch_config)))
+      return jk_fail(k->engine, JITK_ERR_INVALID_ARGUMENT,
+                     "jitk_kernel_launch_ex: config->struct_size is %zu; call "
+                     "jitk_kernel_launch_config_init before setting fields",
+                     n);
+    jitk_kernel_launch_config c;
+    jitk_kernel_launch_config_init(&c);
+    memcpy(&c, config, n);
+    cooperative = c.cooperative != 0;
+  }
+  return launch(k, grid, block, shared, stream, args, num_args, cooperative,
+                "jitk_kernel_launch_ex");
 }

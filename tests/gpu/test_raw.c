@@ -885,3 +885,92 @@ Test(raw, device_side_launch) {
   run_device_launch(e, "the driver's linker");
   jitk_engine_destroy(e);
 }
+
+/* Cooperative launches: a kernel that synchronizes its whole grid with
+ * cooperative_groups (each block writes, the grid syncs, each block reads
+ * what other blocks wrote), at the largest grid that fits and at a
+ * smaller one; one block more is refused before the driver sees it. */
+static const char *grid_sync_src =
+    "#include <cooperative_groups.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "extern \"C\" __global__ void grid_exchange(int *a, int *b, int *partial, int *sums, int total) {\n"
+    "  cg::grid_group grid = cg::this_grid();\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  a[i] = i + 1;\n"
+    "  if (threadIdx.x == 0) partial[blockIdx.x] = blockIdx.x + 1;\n"
+    "  grid.sync();\n"
+    "  b[i] = a[total - 1 - i];\n"
+    "  if (threadIdx.x == 0) {\n"
+    "    int s = 0;\n"
+    "    for (unsigned k = 0; k < gridDim.x; k++) s += partial[k];\n"
+    "    sums[blockIdx.x] = s;\n"
+    "  }\n"
+    "}\n";
+
+Test(raw, cooperative_grid_sync) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_device_info info;
+  JT_OK(e, jitk_engine_device_info(e, &info));
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, grid_sync_src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "grid_exchange", &k));
+  const unsigned block = 256;
+  int per_sm = 0;
+  JT_OK(e, jitk_kernel_active_blocks(k, (int)block, 0, &per_sm));
+  cr_assert(per_sm >= 1, "%d blocks per multiprocessor", per_sm);
+  unsigned most = (unsigned)per_sm * (unsigned)info.multiprocessors;
+  cr_log_info("%d blocks of %u threads per multiprocessor, %d multiprocessors: %u blocks at most",
+              per_sm, block, info.multiprocessors, most);
+  size_t cap = (size_t)most * block;
+  int *a = jt_dev_alloc(e, cap * 4), *b = jt_dev_alloc(e, cap * 4);
+  int *partial = jt_dev_alloc(e, most * 4), *sums = jt_dev_alloc(e, most * 4);
+  int *hb = malloc(cap * 4), *hs = malloc(most * 4);
+  jitk_kernel_launch_config c;
+  JT_OK(e, jitk_kernel_launch_config_init(&c));
+  c.cooperative = 1;
+  unsigned grids[2] = {most, (unsigned)info.multiprocessors};
+  for (int g = 0; g < 2; g++) {
+    unsigned grid = grids[g];
+    int total = (int)(grid * block);
+    jt_poison(e, a, cap * 4);
+    jt_poison(e, b, cap * 4);
+    jt_poison(e, partial, most * 4);
+    jt_poison(e, sums, most * 4);
+    jitk_arg args[] = {jitk_arg_ptr(a, JITK_INT32), jitk_arg_ptr(b, JITK_INT32),
+                       jitk_arg_ptr(partial, JITK_INT32), jitk_arg_ptr(sums, JITK_INT32),
+                       jitk_arg_i32(total)};
+    JT_OK(e, jitk_kernel_launch_ex(k, (jitk_dim3){grid, 1, 1}, (jitk_dim3){block, 1, 1}, 0, NULL,
+                                   args, 5, &c));
+    JT_OK(e, jitk_stream_synchronize(e, NULL));
+    jt_to_host(e, hb, b, (size_t)total * 4);
+    jt_to_host(e, hs, sums, grid * 4);
+    for (int i = 0; i < total; i++)
+      cr_assert_eq(hb[i], total - i, "grid %u: b[%d] is %d, expected %d", grid, i, hb[i], total - i);
+    long long want = (long long)grid * (grid + 1) / 2;
+    for (unsigned j = 0; j < grid; j++)
+      cr_assert_eq(hs[j], want, "grid %u: block %u summed %d, expected %lld", grid, j, hs[j], want);
+  }
+
+  /* One block more than fits: refused with both numbers, nothing runs. */
+  char got[32], fit[32];
+  snprintf(got, sizeof got, "all %u blocks", most + 1);
+  snprintf(fit, sizeof fit, "at most %u fit", most);
+  jitk_arg args[] = {jitk_arg_ptr(a, JITK_INT32), jitk_arg_ptr(b, JITK_INT32),
+                     jitk_arg_ptr(partial, JITK_INT32), jitk_arg_ptr(sums, JITK_INT32),
+                     jitk_arg_i32(0)};
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, got,
+           jitk_kernel_launch_ex(k, (jitk_dim3){most + 1, 1, 1}, (jitk_dim3){block, 1, 1}, 0, NULL,
+                                 args, 5, &c));
+  cr_assert(strstr(jitk_errmsg(e), fit) != NULL, "%s", jitk_errmsg(e));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+
+  JT_OK(e, jitk_device_free(e, a, NULL));
+  JT_OK(e, jitk_device_free(e, b, NULL));
+  JT_OK(e, jitk_device_free(e, partial, NULL));
+  JT_OK(e, jitk_device_free(e, sums, NULL));
+  free(hb);
+  free(hs);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}

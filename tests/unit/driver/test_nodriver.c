@@ -1,6 +1,7 @@
 /* Without a driver, or with a bad one: clear errors, never a crash. On a
  * compile-only engine, everything that needs a GPU says so. */
 #include "common.h"
+#include "kernels/kernels.h"
 
 Test(nodriver, missing_library) {
   jitk_engine_config cfg;
@@ -95,6 +96,24 @@ Test(nodriver, null_arguments) {
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "bytes is NULL", jitk_module_get_global(m, "c", &global, NULL));
   cr_assert_null(global);
   jitk_module_destroy(m);
+  jitk_kernel_launch_config lc;
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "config is NULL", jitk_kernel_launch_config_init(NULL));
+  JT_OK(NULL, jitk_kernel_launch_config_init(&lc));
+  cr_assert_eq(lc.struct_size, sizeof lc);
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: kernel is NULL",
+           jitk_kernel_launch_ex(NULL, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0, &lc));
+  /* The config is read before anything else, so a stand-in kernel on a
+   * compile-only engine shows its checks without a GPU. */
+  jitk_kernel stand_in;
+  memset(&stand_in, 0, sizeof stand_in);
+  stand_in.engine = e;
+  stand_in.name = "stand_in";
+  lc.struct_size = 0;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "config->struct_size is 0; call jitk_kernel_launch_config_init",
+           jitk_kernel_launch_ex(&stand_in, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0, &lc));
+  lc.struct_size = sizeof lc + 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size",
+           jitk_kernel_launch_ex(&stand_in, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0, &lc));
   jitk_engine_destroy(e);
 }
 

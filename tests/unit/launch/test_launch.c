@@ -1,0 +1,267 @@
+/*
+ * The launch path without a GPU: a compile-only engine that believes it
+ * has a device, a stand-in kernel, and a driver table of stubs that
+ * record what reaches them. jitk_kernel_launch and jitk_kernel_launch_ex
+ * check and pack arguments the same way; a cooperative launch goes
+ * through cuLaunchKernelEx with the cooperative attribute after the grid
+ * is checked against what fits on the device at once.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common.h"
+#include "core/core.h"
+#include "kernels/kernels.h"
+
+static CUcontext stub_ctx = (CUcontext)(uintptr_t)0xC0;
+static CUfunction stub_fn = (CUfunction)(uintptr_t)0xF0;
+
+/* What the stubs saw. */
+static struct {
+  int plain, ex, occupancy;
+  unsigned grid[3], block[3], shared;
+  CUstream stream;
+  unsigned num_attrs;
+  CUlaunchAttribute attr;
+  void *arg0;
+  int32_t arg1;
+  int occupancy_threads;
+  size_t occupancy_shared;
+  CUresult ex_result;
+} seen;
+
+static CUresult stub_get_current(CUcontext *c) {
+  *c = stub_ctx;
+  return CUDA_SUCCESS;
+}
+
+static void record_args(void **params) {
+  memcpy(&seen.arg0, params[0], sizeof seen.arg0);
+  memcpy(&seen.arg1, params[1], sizeof seen.arg1);
+}
+
+static CUresult stub_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned shared, CUstream s,
+                            void **params, void **extra) {
+  cr_assert_eq(f, stub_fn);
+  cr_assert_null(extra);
+  seen.plain++;
+  seen.grid[0] = gx, seen.grid[1] = gy, seen.grid[2] = gz;
+  seen.block[0] = bx, seen.block[1] = by, seen.block[2] = bz;
+  seen.shared = shared;
+  seen.stream = s;
+  record_args(params);
+  return CUDA_SUCCESS;
+}
+
+static CUresult stub_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params,
+                               void **extra) {
+  cr_assert_eq(f, stub_fn);
+  cr_assert_null(extra);
+  seen.ex++;
+  seen.grid[0] = c->gridDimX, seen.grid[1] = c->gridDimY, seen.grid[2] = c->gridDimZ;
+  seen.block[0] = c->blockDimX, seen.block[1] = c->blockDimY, seen.block[2] = c->blockDimZ;
+  seen.shared = c->sharedMemBytes;
+  seen.stream = c->hStream;
+  seen.num_attrs = c->numAttrs;
+  if (c->numAttrs > 0) seen.attr = c->attrs[0];
+  record_args(params);
+  return seen.ex_result;
+}
+
+/* Four blocks of up to 256 threads fit on a multiprocessor, two of more. */
+static CUresult stub_occupancy(int *blocks, CUfunction f, int threads, size_t shared) {
+  cr_assert_eq(f, stub_fn);
+  seen.occupancy++;
+  seen.occupancy_threads = threads;
+  seen.occupancy_shared = shared;
+  *blocks = threads <= 256 ? 4 : 2;
+  return CUDA_SUCCESS;
+}
+
+static uint32_t stand_in_sizes[2] = {8, 4};
+
+/* A stand-in GPU of 132 multiprocessors and a kernel (float *x, int n)
+ * on it. */
+static jitk_engine *stand_in(jitk_kernel *k) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  e->has_device = true;
+  e->ordinal = 0;
+  e->context = stub_ctx;
+  snprintf(e->info.name, sizeof e->info.name, "a stand-in GPU");
+  e->info.multiprocessors = 132;
+  e->info.max_threads_per_block = 1024;
+  e->info.max_grid[0] = 2147483647;
+  e->info.max_grid[1] = e->info.max_grid[2] = 65535;
+  e->info.max_block[0] = e->info.max_block[1] = 1024;
+  e->info.max_block[2] = 64;
+  e->info.shared_per_block_optin = 232448;
+  e->drv.cuCtxGetCurrent = stub_get_current;
+  e->drv.cuLaunchKernel = stub_launch;
+  e->drv.cuLaunchKernelEx = stub_launch_ex;
+  e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor = stub_occupancy;
+  memset(k, 0, sizeof *k);
+  k->engine = e;
+  k->fn = stub_fn;
+  k->name = "stand_in";
+  k->symbol = "stand_in";
+  k->num_params = 2;
+  k->param_sizes = stand_in_sizes;
+  k->max_threads = 1024;
+  k->max_dynamic_shared = 49152;
+  memset(&seen, 0, sizeof seen);
+  return e;
+}
+
+static void stand_in_destroy(jitk_engine *e) {
+  e->has_device = false;
+  e->context = NULL;
+  memset(&e->drv, 0, sizeof e->drv);
+  jitk_engine_destroy(e);
+}
+
+static const jitk_dim3 one = {1, 1, 1};
+
+Test(launch, plain_and_cooperative_share_the_packing) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  void *x = (void *)(uintptr_t)0xABC000;
+  jitk_arg args[] = {jitk_arg_ptr(x, JITK_FLOAT32), jitk_arg_i32(7)};
+  jitk_stream s = (jitk_stream)(uintptr_t)0x57;
+
+  /* config NULL is jitk_kernel_launch. */
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){1000, 1, 1}, (jitk_dim3){256, 1, 1}, 128, s,
+                                 args, 2, NULL));
+  cr_assert_eq(seen.plain, 1);
+  cr_assert_eq(seen.ex + seen.occupancy, 0);
+  cr_assert(seen.grid[0] == 1000 && seen.block[0] == 256 && seen.shared == 128);
+  cr_assert_eq(seen.stream, (CUstream)s);
+  cr_assert(seen.arg0 == x && seen.arg1 == 7);
+
+  /* A config that asks for nothing is the same launch. */
+  jitk_kernel_launch_config c;
+  JT_OK(NULL, jitk_kernel_launch_config_init(&c));
+  cr_assert_eq(c.struct_size, sizeof c);
+  cr_assert_eq(c.cooperative, 0);
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){1000, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s,
+                                 args, 2, &c));
+  cr_assert_eq(seen.plain, 2);
+  cr_assert_eq(seen.ex, 0);
+
+  /* Cooperative: 4 blocks of 256 threads per multiprocessor, 132 of
+   * them: 528 blocks fit, in any shape. */
+  c.cooperative = 1;
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){528, 1, 1}, (jitk_dim3){256, 1, 1}, 64, s,
+                                 args, 2, &c));
+  cr_assert_eq(seen.ex, 1);
+  cr_assert_eq(seen.plain, 2);
+  cr_assert_eq(seen.occupancy, 1);
+  cr_assert_eq(seen.occupancy_threads, 256);
+  cr_assert_eq(seen.occupancy_shared, 64);
+  cr_assert(seen.grid[0] == 528 && seen.grid[1] == 1 && seen.grid[2] == 1);
+  cr_assert(seen.block[0] == 256 && seen.block[1] == 1 && seen.block[2] == 1);
+  cr_assert_eq(seen.shared, 64);
+  cr_assert_eq(seen.stream, (CUstream)s);
+  cr_assert_eq(seen.num_attrs, 1);
+  cr_assert_eq(seen.attr.id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  cr_assert_eq(seen.attr.value.cooperative, 1);
+  cr_assert(seen.arg0 == x && seen.arg1 == 7, "the same packing as a plain launch");
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){11, 12, 4}, (jitk_dim3){16, 16, 1}, 0, s, args,
+                                 2, &c));
+  cr_assert_eq(seen.ex, 2);
+  cr_assert_eq(seen.occupancy_threads, 256, "the block's threads, all dimensions");
+
+  /* One block more does not fit: refused, naming both numbers, before
+   * the launch. */
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "529 blocks",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){529, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args,
+                                 2, &c));
+  cr_assert(strstr(jitk_errmsg(e), "at most 528") != NULL, "%s", jitk_errmsg(e));
+  cr_assert(strstr(jitk_errmsg(e), "4 per multiprocessor") != NULL, "%s", jitk_errmsg(e));
+  cr_assert(strstr(jitk_errmsg(e), "132 multiprocessors") != NULL, "%s", jitk_errmsg(e));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "at most 264",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){23, 23, 1}, (jitk_dim3){512, 1, 1}, 0, s, args,
+                                 2, &c));
+  cr_assert_eq(seen.ex, 2, "nothing launched");
+  /* An ordinary launch of that grid is fine. */
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){529, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args,
+                                 2, NULL));
+  stand_in_destroy(e);
+}
+
+Test(launch, cooperative_launches_check_what_plain_ones_check) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  jitk_kernel_launch_config c;
+  jitk_kernel_launch_config_init(&c);
+  c.cooperative = 1;
+  jitk_arg args[] = {jitk_arg_ptr(NULL, JITK_FLOAT32), jitk_arg_i32(7)};
+  jitk_arg wrong[] = {jitk_arg_ptr(NULL, JITK_FLOAT32), jitk_arg_f64(7)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 2 arguments; 1 given",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 1, &c));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "argument 1",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, wrong, 2, &c));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: args is NULL",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, NULL, 2, &c));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "a block of 2048 threads",
+           jitk_kernel_launch_ex(&k, one, (jitk_dim3){1024, 2, 1}, 0, NULL, args, 2, &c));
+  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "65536 bytes",
+           jitk_kernel_launch_ex(&k, one, one, 65536, NULL, args, 2, &c));
+  cr_assert_eq(seen.ex + seen.plain + seen.occupancy, 0, "nothing reached the driver");
+
+  /* The driver's own refusal reads as a launch configuration error. */
+  seen.ex_result = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "cuLaunchKernelEx refused kernel stand_in",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  seen.ex_result = CUDA_SUCCESS;
+  /* A driver without cuLaunchKernelEx cannot launch cooperatively. */
+  e->drv.cuLaunchKernelEx = NULL;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "cuLaunchKernelEx",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  JT_OK(e, jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, NULL));
+  stand_in_destroy(e);
+}
+
+Test(launch, config_struct_size) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  jitk_arg args[] = {jitk_arg_ptr(NULL, JITK_FLOAT32), jitk_arg_i32(7)};
+  jitk_kernel_launch_config c;
+  memset(&c, 0, sizeof c);
+  c.cooperative = 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 0",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  c.struct_size = sizeof c + 8;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_config_init",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  c.struct_size = offsetof(jitk_kernel_launch_config, cooperative);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  cr_assert_eq(seen.ex + seen.plain, 0);
+  /* A caller built when the struct ended at `cooperative`. */
+  c.struct_size = offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int);
+  JT_OK(e, jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  cr_assert_eq(seen.ex, 1);
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "config is NULL", jitk_kernel_launch_config_init(NULL));
+  stand_in_destroy(e);
+}
+
+/* What cooperative launches are for: a kernel that synchronizes its whole
+ * grid through cooperative_groups compiles as whole-program code (no -dc,
+ * no device runtime to link). */
+Test(launch, grid_sync_compiles_without_relocatable_code) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *src =
+      "#include <cooperative_groups.h>\n"
+      "namespace cg = cooperative_groups;\n"
+      "extern \"C\" __global__ void k(int *a, int *b, int total) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  a[i] = i + 1;\n"
+      "  cg::this_grid().sync();\n"
+      "  b[i] = a[total - 1 - i];\n"
+      "}\n";
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, NULL, &m));
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
