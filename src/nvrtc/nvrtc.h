@@ -224,7 +224,8 @@ typedef enum jk_linker {
 /* Which linker the engine's relocatable code goes through; loads
  * nvJitLink at the first call. */
 jk_linker jk_link_probe(jitk_engine *e);
-/* Unloads nvJitLink (engine destroy). */
+/* Frees what the engine's probe kept (engine destroy); nvJitLink itself
+ * stays loaded (link.c says why). */
 void jk_link_release(jitk_engine *e);
 
 /* The folders searched for libcudadevrt.a, in order, one per line
