@@ -2695,14 +2695,27 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   jitk_kernel *kern = rk_on(k, c.device);
   if (kern == NULL) goto done;
   if (narrow_int_args(kern, &c, kname) != 0) goto done;
+  /* A kernel of a module made with enable_cooperative_groups, or a call
+   * that asks, is launched cooperatively (its whole grid co-resident, so
+   * grid.sync() works), as CuPy launches it. */
+  coop = coop || ((raw_module *)k->module)->enable_cooperative_groups;
   jitk_status st;
-  Py_BEGIN_ALLOW_THREADS st =
-      jitk_kernel_launch(kern, grid, block, (size_t)shared, c.stream, c.args, (size_t)n);
-  Py_END_ALLOW_THREADS if (st != JITK_OK) {
+  if (coop) {
+    jitk_kernel_launch_config cfg;
+    jitk_kernel_launch_config_init(&cfg);
+    cfg.cooperative = 1;
+    Py_BEGIN_ALLOW_THREADS st = jitk_kernel_launch_ex(kern, grid, block, (size_t)shared, c.stream,
+                                                      c.args, (size_t)n, &cfg);
+    Py_END_ALLOW_THREADS
+  } else {
+    Py_BEGIN_ALLOW_THREADS st =
+        jitk_kernel_launch(kern, grid, block, (size_t)shared, c.stream, c.args, (size_t)n);
+    Py_END_ALLOW_THREADS
+  }
+  if (st != JITK_OK) {
     raise_status(engines[c.device], st, NULL);
     goto done;
   }
-  (void)coop;
   result = Py_NewRef(Py_None);
 done:
   call_release(&c);

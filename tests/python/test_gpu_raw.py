@@ -351,3 +351,54 @@ def test_cupy_headers_in_raw_code_with_cupy():
     x = cupy.asarray(np.array([1 + 2j, -3j, 0.5], dtype=np.complex128))
     mod.get_function("sq<complex<double>>")(1, 32, (x, 3))
     assert_equal(x.get(), np.array([1 + 2j, -3j, 0.5]) ** 2)
+
+
+DEVICE_LAUNCH = r'''
+extern "C" __global__ void child(float *x, int start) { x[start + threadIdx.x] = 1.0f; }
+extern "C" __global__ void parent(float *x, int n, int chunk) {
+  int start = threadIdx.x * chunk;
+  if (start < n) child<<<1, chunk>>>(x, start);
+}
+'''
+
+
+def test_dynamic_parallelism_with_dc(lib):
+    # -dc: relocatable code, linked with the device runtime by jitk.
+    k = jitk.RawKernel(DEVICE_LAUNCH, "parent", options=("-dc",))
+    x = lib.asarray(np.zeros(169, dtype=np.float32))
+    k(1, 13, (x, 169, 13))
+    assert_equal(lib.asnumpy(x), np.ones(169, dtype=np.float32))
+    # Without it NVRTC refuses the device-side launch, at the first call.
+    with pytest.raises(jitk.CompileError):
+        jitk.RawKernel(DEVICE_LAUNCH, "parent")(1, 13, (x, 169, 13))
+
+
+GRID_SYNC = r'''
+#include <cooperative_groups.h>
+extern "C" __global__ void two_phase(const float *x, float *y, float *z, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2 * x[i];
+  cooperative_groups::this_grid().sync();
+  // Every y is written before any is read, across blocks.
+  if (i < n) z[i] = y[n - 1 - i];
+}
+'''
+
+
+@pytest.mark.parametrize("where", ["module", "call"])
+def test_cooperative_launch_and_grid_sync(lib, where):
+    n = 64 * 256
+    x = np.arange(n, dtype=np.float32)
+    dx = lib.asarray(x)
+    dy = lib.asarray(np.zeros(n, dtype=np.float32))
+    dz = lib.asarray(np.full(n, np.nan, dtype=np.float32))
+    if where == "module":
+        k = jitk.RawKernel(GRID_SYNC, "two_phase", enable_cooperative_groups=True)
+        k(64, 256, (dx, dy, dz, n))
+    else:
+        k = jitk.RawKernel(GRID_SYNC, "two_phase")
+        k(64, 256, (dx, dy, dz, n), enable_cooperative_groups=True)
+    assert_equal(lib.asnumpy(dz), 2 * x[::-1])
+    # A grid larger than the GPU holds at once cannot be cooperative.
+    with pytest.raises((ValueError, jitk.JitkError)):
+        k(1 << 20, 256, (dx, dy, dz, n), enable_cooperative_groups=True)
