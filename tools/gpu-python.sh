@@ -38,27 +38,27 @@ python3 -c 'import jitk; print("jitk", jitk.__version__, "devices:", jitk.device
 
 pids=()
 if want pytest; then
-  (timeout 300 python3 -m pytest tests/python -q -p no:cacheprovider -rfE \
+  (timeout 240 python3 -m pytest tests/python -q -p no:cacheprovider -rfE \
      --junitxml "$LOGS/pytest.xml" >"$LOGS/pytest.log" 2>&1; echo "exit $?" >>"$LOGS/pytest.log") &
   pids+=($!)
 fi
 if want conformance; then
   for f in elementwise userkernel reduction raw; do
-    (timeout 300 python3 tests/python/run_cupy_conformance.py "$f" --applicable-only \
+    (timeout 240 python3 tests/python/run_cupy_conformance.py "$f" --applicable-only \
        --timeout 60 --out "$LOGS/conformance-$f" >"$LOGS/conformance-$f.log" 2>&1
      echo "exit $?" >>"$LOGS/conformance-$f.log") &
     pids+=($!)
   done
 fi
 if want c && [ -x gpu-bundle/run.sh ]; then
-  (OUT="$LOGS/c" ONLY="${STEPS:-^(test_|memcheck_)}" timeout 300 gpu-bundle/run.sh \
+  (OUT="$LOGS/c" ONLY="${STEPS:-^(test_|memcheck_)}" timeout 240 gpu-bundle/run.sh \
      >"$LOGS/c.log" 2>&1; echo "exit $?" >>"$LOGS/c.log") &
   pids+=($!)
 fi
 for p in "${pids[@]}"; do wait "$p"; done
 
 if want bench; then
-  (cd tools/bench/peers && timeout 240 python3 python_api.py) >"$LOGS/bench.log" 2>&1
+  (cd tools/bench/peers && timeout 120 python3 python_api.py) >"$LOGS/bench.log" 2>&1
   echo "exit $?" >>"$LOGS/bench.log"
 fi
 

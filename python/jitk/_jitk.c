@@ -156,6 +156,17 @@ static void annotate_compile_error(const char *source, PyObject *options, PyObje
   PyErr_Restore(type, value, tb);
 }
 
+/* An elementwise call's failure, in CuPy's words where its users look
+ * for them: an output of the wrong shape is "Out shape is mismatched". */
+static PyObject *raise_elementwise(jitk_engine *e, jitk_status st) {
+  const char *msg = jitk_errmsg(e);
+  if (st == JITK_ERR_INVALID_ARRAY && strstr(msg, "the shape the inputs broadcast to") != NULL) {
+    PyErr_Format(PyExc_ValueError, "Out shape is mismatched: %s", msg);
+    return NULL;
+  }
+  return raise_status(e, st, NULL);
+}
+
 /* ------------------------------------------------------------------ */
 /* Engines                                                            */
 /* ------------------------------------------------------------------ */
@@ -850,6 +861,23 @@ static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *dev
   } else {
     PyObject *m = PyObject_GetAttr(o, s_dlpack);
     if (m != NULL) {
+      /* Where the array lives is asked first (__dlpack_device__): a host
+       * array's __dlpack__ may refuse the CUDA stream jitk would pass it,
+       * with a message that does not say the array is the problem. */
+      PyObject *dev = PyObject_CallMethod(o, "__dlpack_device__", NULL);
+      if (dev == NULL) {
+        PyErr_Clear();
+      } else {
+        long type = PyTuple_Check(dev) && PyTuple_Size(dev) == 2
+                        ? PyLong_AsLong(PyTuple_GetItem(dev, 0))
+                        : -1;
+        Py_DECREF(dev);
+        PyErr_Clear();
+        if (type == kDLCPU) {
+          Py_DECREF(m);
+          return cpu_array_error(what);
+        }
+      }
       r = from_dlpack(m, stream, a, device, what);
       Py_DECREF(m);
     } else {
@@ -1252,6 +1280,67 @@ static int string_list(PyObject *seq, const char ***out, size_t *n, const char *
 
 #define MAX_PARAMS 64
 
+/* Each parameter's declared type: a dtype, or a placeholder (numbered in
+ * the order they first appear). */
+typedef struct param_types {
+  jitk_dtype dtype[MAX_PARAMS];
+  signed char placeholder[MAX_PARAMS]; /* -1 for a fixed dtype */
+} param_types;
+
+/* Records parameter p's type from jitk's description of it. */
+static void note_param_type(param_types *pt, int p, const jitk_param_info *info,
+                            const char **names, int *num_names) {
+  pt->dtype[p] = info->placeholder ? JITK_DTYPE_NONE : info->dtype;
+  pt->placeholder[p] = -1;
+  if (info->placeholder == NULL) return;
+  for (int h = 0; h < *num_names; h++)
+    if (strcmp(names[h], info->placeholder) == 0) pt->placeholder[p] = (signed char)h;
+  if (pt->placeholder[p] < 0 && *num_names < MAX_PARAMS) {
+    names[*num_names] = info->placeholder;
+    pt->placeholder[p] = (signed char)(*num_names)++;
+  }
+}
+
+/* A Python int given for an integer parameter must fit that parameter's
+ * dtype (the declared one, or the one its placeholder takes from an array
+ * argument), as NumPy 2 and CuPy convert Python ints: 300 for int8 is an
+ * OverflowError, not -44. NumPy scalars are typed already and convert as
+ * casts do. */
+static int check_python_ints(const param_types *pt, PyObject *args, const call *c,
+                             const char *kernel) {
+  Py_ssize_t n = PyTuple_Size(args);
+  for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS; i++) {
+    PyObject *o = PyTuple_GetItem(args, i);
+    if (!PyLong_CheckExact(o)) continue;
+    jitk_dtype target = pt->dtype[i];
+    for (int j = 0; target == JITK_DTYPE_NONE && j < c->n && j < MAX_PARAMS; j++)
+      if (pt->placeholder[j] >= 0 && pt->placeholder[j] == pt->placeholder[i] &&
+          c->args[j].kind == JITK_ARG_ARRAY &&
+          jitk_dtype_from_dlpack(c->args[j].tensor->dtype, &target) != JITK_OK)
+        target = JITK_DTYPE_NONE;
+    if (target < JITK_INT8 || target > JITK_UINT64) continue;
+    int bits = (int)dtype_size(target) * 8;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    bool fits;
+    if (target <= JITK_INT64)
+      fits = overflow == 0 && (bits == 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1))));
+    else if (overflow > 0)
+      fits = bits == 64 && PyLong_AsUnsignedLongLong(o) != (unsigned long long)-1;
+    else
+      fits = overflow == 0 && v >= 0 && (bits == 64 || v < (1LL << bits));
+    PyErr_Clear();
+    if (!fits) {
+      PyErr_Format(PyExc_OverflowError, "%s: Python integer %S out of bounds for %s", kernel, o,
+                   dtype_name(target));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+
 typedef struct ew_kernel {
   PyObject_HEAD
   PyObject *in_params, *out_params, *operation, *name, *preamble, *loop_prep, *after_loop;
@@ -1261,6 +1350,7 @@ typedef struct ew_kernel {
   int nin, nout;
   int reduce_dims, no_return, return_tuple;
   unsigned char raw[MAX_PARAMS];
+  param_types types;
   jitk_elementwise *parsed; /* on the parse engine: checks and compile() */
   jitk_elementwise *per_device[MAX_DEVICES];
   /* The argument dtypes of the last call, so _cached_codes is touched only
@@ -1365,12 +1455,15 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return NULL;
   }
   k->params = PyTuple_New(k->nin + k->nout);
+  const char *names[MAX_PARAMS];
+  int num_names = 0;
   for (int p = 0; k->params && p < k->nin + k->nout; p++) {
     jitk_param_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     jitk_elementwise_param(k->parsed, p, &info);
     k->raw[p] = (unsigned char)info.is_raw;
+    note_param_type(&k->types, p, &info, names, &num_names);
     PyTuple_SetItem(k->params, p, param_tuple(&info));
   }
   if (k->params == NULL || PyErr_Occurred()) {
@@ -1516,6 +1609,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
     if (convert_arg(&c, PyTuple_GetItem(args, i), i, i >= k->nin, kname) != 0) goto fail;
     if (c.args[i].kind == JITK_ARG_ARRAY && !k->raw[i]) nonraw++;
   }
+  if (check_python_ints(&k->types, args, &c, kname) != 0) goto fail;
   /* CuPy's rules for size=. */
   if (size >= 0 && nonraw > 0) {
     PyErr_SetString(PyExc_ValueError,
@@ -1538,7 +1632,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
     jitk_output_spec specs[MAX_PARAMS];
     jitk_status st = jitk_elementwise_outputs(kern, c.args, (size_t)c.n, size, specs);
     if (st != JITK_OK) {
-      raise_status(engines[c.device], st, NULL);
+      raise_elementwise(engines[c.device], st);
       goto fail;
     }
     if (allocate_outputs(&c, k->nin, k->nout, specs, args, out) != 0) {
@@ -1557,7 +1651,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   Py_BEGIN_ALLOW_THREADS st = jitk_elementwise_launch_ex(kern, c.stream, c.args, (size_t)c.n, &lo,
                                                          NULL);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
-    raise_status(engines[c.device], st, NULL);
+    raise_elementwise(engines[c.device], st);
     annotate_compile_error(ew_source_of(kern), k->options, k->name);
     goto fail;
   }
@@ -1664,6 +1758,7 @@ typedef struct red_kernel {
   PyObject *in_params, *out_params, *map_expr, *reduce_expr, *post_map_expr, *identity, *name,
       *reduce_type, *preamble, *options, *params, *cached_codes;
   int nin, nout, reduce_dims;
+  param_types types;
   jitk_reduction *parsed;
   jitk_reduction *per_device[MAX_DEVICES];
   unsigned char last_sig[MAX_PARAMS];
@@ -1783,11 +1878,14 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return NULL;
   }
   k->params = PyTuple_New(k->nin + k->nout);
+  const char *names[MAX_PARAMS];
+  int num_names = 0;
   for (int p = 0; k->params && p < k->nin + k->nout; p++) {
     jitk_param_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     jitk_reduction_param(k->parsed, p, &info);
+    note_param_type(&k->types, p, &info, names, &num_names);
     PyTuple_SetItem(k->params, p, param_tuple(&info));
   }
   if (k->params == NULL || PyErr_Occurred()) {
@@ -1911,6 +2009,7 @@ static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
   if (c.stream_given && stream_from_object(kv[3], &c.stream) != 0) goto fail;
   for (int i = 0; i < (int)n; i++)
     if (convert_arg(&c, PyTuple_GetItem(full, i), i, i >= k->nin, kname) != 0) goto fail;
+  if (check_python_ints(&k->types, full, &c, kname) != 0) goto fail;
   if (c.device < 0) c.device = current_device(c.lib);
   if (finish_stream(&c) != 0) goto fail;
   jitk_reduction *kern = red_on(k, c.device);
@@ -2577,13 +2676,22 @@ static int to_dim3(PyObject *o, jitk_dim3 *d, const char *what) {
  * int reaches an `int` parameter intact. jitk checks sizes, so it narrows
  * an integer scalar to a smaller integer parameter itself, when the value
  * fits that width (as a signed or an unsigned number); a value that does
- * not fit is an OverflowError rather than silently cut. */
-static int narrow_int_args(jitk_kernel *kern, call *c, const char *kernel) {
+ * not fit is an OverflowError rather than silently cut. A Python float for
+ * a 4-byte parameter becomes a float32. */
+static int narrow_int_args(jitk_kernel *kern, call *c, PyObject *objs, const char *kernel) {
   const uint32_t *sizes = NULL;
   int np = -1;
   if (jitk_kernel_param_sizes(kern, &sizes, &np) != JITK_OK || np != c->n) return 0;
   for (int i = 0; i < c->n; i++) {
     jitk_arg *a = &c->args[i];
+    if (a->kind == JITK_ARG_SCALAR && a->dtype == JITK_FLOAT64 && sizes[i] == 4 &&
+        PyFloat_CheckExact(PyTuple_GetItem(objs, i))) {
+      /* A Python float has no width of its own: for a 4-byte parameter it
+       * is a float32 (CuPy would hand over half of a double's bits). A
+       * NumPy float64 keeps its type, and its size is checked. */
+      *a = jitk_arg_f32((float)a->value.f64);
+      continue;
+    }
     if (a->kind != JITK_ARG_SCALAR || a->dtype < JITK_INT8 || a->dtype > JITK_UINT64) continue;
     size_t have = dtype_size(a->dtype), want = sizes[i];
     if (want >= have || (want != 1 && want != 2 && want != 4)) continue;
@@ -2694,7 +2802,7 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   if (finish_stream(&c) != 0) goto done;
   jitk_kernel *kern = rk_on(k, c.device);
   if (kern == NULL) goto done;
-  if (narrow_int_args(kern, &c, kname) != 0) goto done;
+  if (narrow_int_args(kern, &c, t, kname) != 0) goto done;
   /* A kernel of a module made with enable_cooperative_groups, or a call
    * that asks, is launched cooperatively (its whole grid co-resident, so
    * grid.sync() works), as CuPy launches it. */

@@ -40,3 +40,33 @@ JITK_HALF_BINARY(fmax, fmaxf)
 JITK_HALF_BINARY(fmin, fminf)
 JITK_HALF_BINARY(pow, powf)
 #undef JITK_HALF_BINARY
+
+// A float16 or bfloat16 meeting a plain number: `2 * y`, `x > 0`,
+// `y / 3.0f`. CUDA's headers leave these ambiguous (the built-in operator
+// through the conversion to float, or the half operator through the
+// conversion from the number), so they would not compile. Here they take
+// the value in float and apply the built-in operator, which is what CuPy's
+// float16 gives for the same expression: a float (a double with a double),
+// rounded once where it is stored.
+#define JITK_HALF_MIXED(H, TOF, S, op)                                                    \
+  __device__ __forceinline__ auto operator op(H a, S b)->decltype(TOF(a) op b) {          \
+    return TOF(a) op b;                                                                   \
+  }                                                                                       \
+  __device__ __forceinline__ auto operator op(S a, H b)->decltype(a op TOF(b)) {          \
+    return a op TOF(b);                                                                   \
+  }
+#define JITK_HALF_MIXED_OPS(H, TOF, S)                                                    \
+  JITK_HALF_MIXED(H, TOF, S, +) JITK_HALF_MIXED(H, TOF, S, -) JITK_HALF_MIXED(H, TOF, S, *) \
+  JITK_HALF_MIXED(H, TOF, S, /) JITK_HALF_MIXED(H, TOF, S, <) JITK_HALF_MIXED(H, TOF, S, >) \
+  JITK_HALF_MIXED(H, TOF, S, <=) JITK_HALF_MIXED(H, TOF, S, >=)                            \
+  JITK_HALF_MIXED(H, TOF, S, ==) JITK_HALF_MIXED(H, TOF, S, !=)
+#define JITK_HALF_MIXED_TYPES(H, TOF)                                                     \
+  JITK_HALF_MIXED_OPS(H, TOF, int) JITK_HALF_MIXED_OPS(H, TOF, unsigned int)              \
+  JITK_HALF_MIXED_OPS(H, TOF, long) JITK_HALF_MIXED_OPS(H, TOF, unsigned long)            \
+  JITK_HALF_MIXED_OPS(H, TOF, long long) JITK_HALF_MIXED_OPS(H, TOF, unsigned long long)  \
+  JITK_HALF_MIXED_OPS(H, TOF, float) JITK_HALF_MIXED_OPS(H, TOF, double)
+JITK_HALF_MIXED_TYPES(__half, __half2float)
+JITK_HALF_MIXED_TYPES(__nv_bfloat16, __bfloat162float)
+#undef JITK_HALF_MIXED_TYPES
+#undef JITK_HALF_MIXED_OPS
+#undef JITK_HALF_MIXED

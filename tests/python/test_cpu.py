@@ -373,3 +373,14 @@ def test_cupy_headers_are_found_when_cupy_is_installed():
                             "template <typename T> __global__ void sq(T *x) { x[0] *= x[0]; }",
                        name_expressions=("sq<complex<double>>",))
     m.compile(arch=ARCH)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_types_meet_plain_numbers(dtype):
+    # `2 * y`, `x > 0` and `y / 3.0f` are ambiguous with CUDA's own half
+    # types; jitk's operators compute them in float, as CuPy's float16 does.
+    k = jitk.ElementwiseKernel(
+        "T x, T y", "T z",
+        "z = x + 2 * y; if (z > 0) z = z * 0.5; if (1.5f < x) z = 3 / y; "
+        "if (x == 1u || y != 2LL) z = z - 1.0;", "mixed")
+    k.compile(f"T={dtype}", arch=ARCH)

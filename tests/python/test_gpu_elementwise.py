@@ -355,3 +355,16 @@ def test_cache_stats_count_compiles_and_hits(lib):
     middle = counts()
     assert (middle["compiles"] + middle["disk_hits"] + middle["memory_hits"]
             > before["compiles"] + before["disk_hits"] + before["memory_hits"])
+
+
+def test_half_types_with_plain_numbers(lib):
+    # `2 * y` and `x > 0` on float16 compute in float and round once where
+    # stored, as CuPy's float16 does.
+    k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y; if (z > 0) z = z * 0.5",
+                               "half_mixed")
+    x = RNG.standard_normal(1000).astype(np.float16)
+    y = RNG.standard_normal(1000).astype(np.float16)
+    z = k(lib.asarray(x), lib.asarray(y))
+    f = x.astype(np.float32) + 2 * y.astype(np.float32)
+    want = np.where(f > 0, f.astype(np.float16).astype(np.float32) * 0.5, f).astype(np.float16)
+    assert_equal(lib.asnumpy(z), want)
