@@ -69,6 +69,13 @@ static PyObject *torch_current_stream;  /* torch.cuda.current_stream */
 static PyObject *torch_empty;           /* torch.empty */
 static PyObject *torch_device_fn;       /* torch.device */
 static PyObject *numpy_generic_type;    /* numpy.generic */
+static PyObject *cupy_memptr_type;      /* cupy.cuda.memory.MemoryPointer */
+typedef struct {
+  PyTypeObject *type;
+  jitk_dtype dtype;
+} scalar_type_slot;
+static scalar_type_slot scalar_type_cache[32]; /* NumPy scalar types seen */
+static int scalar_type_cache_n;
 
 /* dtype objects seen, to jitk dtypes: numpy.dtype and torch.dtype
  * objects are (nearly always) singletons, so a pointer compare finds them. */
@@ -422,11 +429,14 @@ static void find_cupy(void) {
     cupy_get_current_stream = attr_path(m, "cuda.get_current_stream");
   }
   cupy_device_type = attr_path(m, "cuda.Device");
+  cupy_memptr_type = attr_path(m, "cuda.memory.MemoryPointer");
+  if (cupy_memptr_type == NULL) PyErr_Clear();
   if (cupy_ndarray_type == NULL || cupy_empty == NULL || cupy_get_current_stream == NULL) {
     Py_CLEAR(cupy_ndarray_type);
     Py_CLEAR(cupy_empty);
     Py_CLEAR(cupy_get_current_stream);
     Py_CLEAR(cupy_device_type);
+    Py_CLEAR(cupy_memptr_type);
   }
   PyErr_Clear();
   Py_DECREF(m);
@@ -997,14 +1007,35 @@ static int to_scalar(PyObject *o, jitk_arg *out, const char *what) {
   }
   if (numpy_generic_type == NULL) find_numpy();
   if (is_instance(o, numpy_generic_type)) {
-    PyObject *dt = PyObject_GetAttr(o, s_dtype);
-    if (dt == NULL) return -1;
-    jitk_dtype d = dtype_of(dt);
-    Py_DECREF(dt);
+    /* Each NumPy scalar type has one dtype: remembered per type, so a
+     * call does not ask the scalar for it. */
+    jitk_dtype d = JITK_DTYPE_NONE;
+    PyTypeObject *tp = Py_TYPE(o);
+    int slot = 0;
+    for (; slot < scalar_type_cache_n; slot++)
+      if (scalar_type_cache[slot].type == tp) break;
+    if (slot < scalar_type_cache_n) {
+      d = scalar_type_cache[slot].dtype;
+    } else {
+      PyObject *dt = PyObject_GetAttr(o, s_dtype);
+      if (dt == NULL) return -1;
+      d = dtype_of(dt);
+      Py_DECREF(dt);
+      if (d != JITK_DTYPE_NONE &&
+          scalar_type_cache_n < (int)(sizeof scalar_type_cache / sizeof scalar_type_cache[0])) {
+        Py_INCREF(tp);
+        scalar_type_cache[scalar_type_cache_n].type = tp;
+        scalar_type_cache[scalar_type_cache_n++].dtype = d;
+      }
+    }
     if (d == JITK_DTYPE_NONE) {
       PyErr_Format(PyExc_TypeError, "%s is a NumPy scalar of a type jitk does not support", what);
       return -1;
     }
+    /* Integers and reals are read through their number slots
+     * (__index__, __float__), without a call of .item(). */
+    if ((d >= JITK_INT8 && d <= JITK_INT64) || (d >= JITK_FLOAT16 && d <= JITK_FLOAT64))
+      return value_to_arg(o, d, out, what) == 0 ? 1 : -1;
     PyObject *v = PyObject_CallMethodObjArgs(o, s_item, NULL);
     if (v == NULL) return -1;
     int r = value_to_arg(v, d, out, what);
@@ -1043,8 +1074,25 @@ typedef struct call {
 
 static void call_release(call *c) { release_arrays(c->arrs, c->narr); }
 
+/* "KERNEL: argument I", for messages. It is built for every argument of
+ * every call (the converters take it ready-made), so without snprintf,
+ * which costs as much as reading an array's attributes. */
 static void arg_label(char *buf, size_t size, const char *kernel, int i) {
-  snprintf(buf, size, "%s: argument %d", kernel, i);
+  static const char mid[] = ": argument ";
+  size_t n = strlen(kernel);
+  if (n + sizeof mid + 12 > size) n = size - sizeof mid - 12;
+  memcpy(buf, kernel, n);
+  memcpy(buf + n, mid, sizeof mid - 1);
+  n += sizeof mid - 1;
+  char digits[12];
+  int d = 0;
+  unsigned v = i < 0 ? 0u : (unsigned)i;
+  do {
+    digits[d++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (d > 0) buf[n++] = digits[--d];
+  buf[n] = '\0';
 }
 
 /* One argument: an array (of any library), a scalar, or (for an output)
@@ -2734,9 +2782,8 @@ static int narrow_int_args(jitk_kernel *kern, call *c, PyObject *objs, const cha
 
 /* A cupy.cuda.MemoryPointer: CuPy passes its address as a pointer. */
 static int memory_pointer_arg(PyObject *o, jitk_arg *out) {
-  char tn[64];
-  type_name(o, tn, sizeof tn);
-  if (strcmp(tn, "MemoryPointer") != 0) return 0;
+  if (cupy_ndarray_type == NULL) find_cupy();
+  if (cupy_memptr_type == NULL || !is_instance(o, cupy_memptr_type)) return 0;
   PyObject *p = PyObject_GetAttr(o, s_ptr);
   if (p == NULL) return -1;
   unsigned long long v = PyLong_AsUnsignedLongLong(p);

@@ -51,6 +51,13 @@ def main():
     rows.append(("CuPy ElementwiseKernel, same", per_launch(lambda: ck(x, y, z), sync), "us/call"))
     rows.append(("jitk ElementwiseKernel, output allocated", per_launch(lambda: jk(x, y), sync), "us/call"))
     rows.append(("CuPy ElementwiseKernel, output allocated", per_launch(lambda: ck(x, y), sync), "us/call"))
+    # Where the time goes: the stream given (no question to CuPy), and the
+    # question alone.
+    sp = cupy.cuda.get_current_stream().ptr
+    rows.append(("  jitk, out given, stream= given as an int", per_launch(lambda: jk(x, y, z, stream=sp), sync),
+                 "us/call"))
+    ask = cupy.cuda.stream.get_current_stream_ptr
+    rows.append(("  CuPy's get_current_stream_ptr() alone", per_launch(ask, sync), "us/call"))
     tx = torch.as_tensor(x, device="cuda")
     ty = torch.as_tensor(y, device="cuda")
     tz = torch.empty_like(tx)
