@@ -422,7 +422,9 @@ static void find_cupy(void) {
   if (m == NULL) return;
   cupy_ndarray_type = attr_path(m, "ndarray");
   cupy_empty = attr_path(m, "empty");
-  /* The current stream's handle as an int, without a Stream object. */
+  /* The current stream's handle as an int, without a Stream object, where
+   * CuPy offers it; else the current Stream (cached per thread by CuPy),
+   * whose .ptr default_stream reads. */
   cupy_get_current_stream = attr_path(m, "cuda.stream.get_current_stream_ptr");
   if (cupy_get_current_stream == NULL) {
     PyErr_Clear();
@@ -563,7 +565,21 @@ static int default_stream(int lib, int device, jitk_stream *out) {
   if (lib == LIB_CUPY && cupy_get_current_stream != NULL) {
     PyObject *r = PyObject_CallNoArgs(cupy_get_current_stream);
     if (r == NULL) return -1;
-    int st = PyLong_Check(r) ? long_to_stream(r, out) : stream_from_object(r, out);
+    int st;
+    if (PyLong_Check(r)) {
+      st = long_to_stream(r, out);
+    } else {
+      /* A cupy.cuda.Stream: its .ptr, read directly (the __cuda_stream__
+       * protocol that stream_from_object asks first costs a call and a
+       * tuple on every launch). */
+      PyObject *p = PyObject_GetAttr(r, s_ptr);
+      st = p != NULL && PyLong_Check(p) ? long_to_stream(p, out) : -1;
+      if (st != 0 && p == NULL) {
+        PyErr_Clear();
+        st = stream_from_object(r, out);
+      }
+      Py_XDECREF(p);
+    }
     Py_DECREF(r);
     return st;
   }

@@ -56,8 +56,9 @@ def main():
     sp = cupy.cuda.get_current_stream().ptr
     rows.append(("  jitk, out given, stream= given as an int", per_launch(lambda: jk(x, y, z, stream=sp), sync),
                  "us/call"))
-    ask = cupy.cuda.stream.get_current_stream_ptr
-    rows.append(("  CuPy's get_current_stream_ptr() alone", per_launch(ask, sync), "us/call"))
+    current = cupy.cuda.get_current_stream
+    rows.append(("  CuPy's get_current_stream().ptr alone", per_launch(lambda: current().ptr, sync),
+                 "us/call"))
     tx = torch.as_tensor(x, device="cuda")
     ty = torch.as_tensor(y, device="cuda")
     tz = torch.empty_like(tx)
