@@ -68,6 +68,8 @@ static PyObject *torch_tensor_type;     /* torch.Tensor */
 static PyObject *torch_current_stream;  /* torch.cuda.current_stream */
 static PyObject *torch_empty;           /* torch.empty */
 static PyObject *torch_device_fn;       /* torch.device */
+static PyObject *torch_devices[MAX_DEVICES]; /* torch.device("cuda", d), made once */
+static PyObject *numpy_dtypes[JITK_DTYPE_COUNT]; /* numpy.dtype of each jitk dtype, made once */
 static PyObject *numpy_generic_type;    /* numpy.generic */
 static PyObject *cupy_memptr_type;      /* cupy.cuda.memory.MemoryPointer */
 typedef struct {
@@ -991,8 +993,8 @@ static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char
 /* A scalar argument: Python bool, int (int64; past it, uint64), float
  * (float64) and complex (complex128) as CuPy types them; NumPy scalars
  * keep their dtype; CuPy's texture and surface objects pass their
- * handle. 1: done; 0: not a scalar; -1: an exception. */
-static int to_scalar(PyObject *o, jitk_arg *out, const char *what) {
+ * handle (with `handles`). 1: done; 0: not a scalar; -1: an exception. */
+static int to_scalar(PyObject *o, jitk_arg *out, const char *what, bool handles) {
   if (PyBool_Check(o)) {
     *out = jitk_arg_bool(o == Py_True);
     return 1;
@@ -1058,7 +1060,9 @@ static int to_scalar(PyObject *o, jitk_arg *out, const char *what) {
     Py_DECREF(v);
     return r == 0 ? 1 : -1;
   }
-  /* cupy.cuda.texture.TextureObject / SurfaceObject: a 64-bit handle. */
+  /* cupy.cuda.texture.TextureObject / SurfaceObject: a 64-bit handle
+   * (looked for only once the array protocols found nothing). */
+  if (!handles) return 0;
   char tn[128];
   type_name(o, tn, sizeof tn);
   if (strstr(tn, "TextureObject") || strstr(tn, "SurfaceObject")) {
@@ -1125,9 +1129,17 @@ static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const cha
     PyErr_SetString(PyExc_ValueError, "too many array arguments");
     return -1;
   }
+  int r;
+  if (lib == LIB_OTHER) {
+    /* Scalars first: asking a scalar for __dlpack__ and
+     * __cuda_array_interface__ raises two AttributeErrors, which cost more
+     * than the whole launch. */
+    r = to_scalar(o, &c->args[i], what, false);
+    if (r != 0) return r == 1 ? 0 : -1;
+  }
   pyarr *a = &c->arrs[c->narr];
   int dev = -1;
-  int r = to_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, what);
+  r = to_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, what);
   if (r < 0) {
     /* What to_array holds (a capsule) goes with the call. */
     c->narr++;
@@ -1147,7 +1159,7 @@ static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const cha
     c->args[i] = jitk_arg_array(&a->t);
     return 0;
   }
-  r = to_scalar(o, &c->args[i], what);
+  r = to_scalar(o, &c->args[i], what, true);
   if (r == 1) return 0;
   if (r < 0) return -1;
   char tn[128];
@@ -1223,15 +1235,31 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
   if (shape == NULL) return NULL;
   PyObject *r = NULL;
   if (lib == LIB_CUPY && cupy_empty != NULL) {
-    PyObject *kw = Py_BuildValue("{s:s}", "dtype", dtype_name(sp->dtype));
-    PyObject *args = PyTuple_Pack(1, shape);
+    /* cupy.empty(shape, dtype) with a NumPy dtype made once per dtype: a
+     * dtype's name would be parsed again on every call. */
+    PyObject *dt = numpy_dtypes[sp->dtype];
+    if (dt == NULL) {
+      PyObject *np = imported("numpy");
+      PyObject *make = np ? PyObject_GetAttrString(np, "dtype") : NULL;
+      dt = make ? PyObject_CallFunction(make, "s", dtype_name(sp->dtype)) : NULL;
+      Py_XDECREF(make);
+      Py_XDECREF(np);
+      if (dt == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "NumPy is not imported");
+        Py_DECREF(shape);
+        return NULL;
+      }
+      numpy_dtypes[sp->dtype] = dt;
+    }
+    PyObject *kw = NULL;
+    PyObject *args = PyTuple_Pack(2, shape, dt);
     PyObject *dev = NULL, *enter = NULL;
     if (device != 0 && cupy_device_type != NULL) {
       /* cupy.empty allocates on the current device: make it ours. */
       dev = PyObject_CallFunction(cupy_device_type, "i", device);
       enter = dev ? PyObject_CallMethod(dev, "__enter__", NULL) : NULL;
     }
-    if (device == 0 || enter != NULL) r = kw && args ? PyObject_Call(cupy_empty, args, kw) : NULL;
+    if (device == 0 || enter != NULL) r = args ? PyObject_Call(cupy_empty, args, kw) : NULL;
     if (enter != NULL) {
       PyObject *ex = PyObject_CallMethod(dev, "__exit__", "OOO", Py_None, Py_None, Py_None);
       Py_XDECREF(ex);
@@ -1245,7 +1273,14 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
     if (tdt == NULL) {
       PyErr_Format(PyExc_TypeError, "this PyTorch has no %s tensors", dtype_name(sp->dtype));
     } else {
-      PyObject *dev = PyObject_CallFunction(torch_device_fn, "si", "cuda", device);
+      /* torch.device objects are made once per device. */
+      PyObject *dev = device >= 0 && device < MAX_DEVICES ? torch_devices[device] : NULL;
+      if (dev == NULL) {
+        dev = PyObject_CallFunction(torch_device_fn, "si", "cuda", device);
+        if (dev != NULL && device >= 0 && device < MAX_DEVICES) torch_devices[device] = Py_NewRef(dev);
+      } else {
+        Py_INCREF(dev);
+      }
       PyObject *kw = dev ? Py_BuildValue("{s:O,s:O}", "dtype", tdt, "device", dev) : NULL;
       PyObject *args = PyTuple_Pack(1, shape);
       r = kw && args ? PyObject_Call(torch_empty, args, kw) : NULL;
