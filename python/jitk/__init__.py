@@ -7,7 +7,7 @@ with ``__dlpack__`` or ``__cuda_array_interface__``::
     saxpy = jitk.ElementwiseKernel("T a, T x, T y", "T z", "z = a * x + y", "saxpy")
     x = torch.randn(1 << 20, device="cuda")
     y = torch.randn(1 << 20, device="cuda")
-    z = saxpy(torch.tensor(2.0, device="cuda").item(), x, y)   # a torch tensor
+    z = saxpy(2.0, x, y)   # a torch tensor, on torch's current stream
 
 Kernels are compiled with NVRTC once and kept in the kernel cache that the
 C library uses too (the same JITK_CACHE_* variables and database).
