@@ -1426,7 +1426,8 @@ static int check_python_ints(const param_types *pt, PyObject *args, const call *
     if (target <= JITK_INT64)
       fits = overflow == 0 && (bits == 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1))));
     else if (overflow > 0)
-      fits = bits == 64 && PyLong_AsUnsignedLongLong(o) != (unsigned long long)-1;
+      fits = bits == 64 && !(PyLong_AsUnsignedLongLong(o) == (unsigned long long)-1 &&
+                             PyErr_Occurred());
     else
       fits = overflow == 0 && v >= 0 && (bits == 64 || v < (1LL << bits));
     PyErr_Clear();

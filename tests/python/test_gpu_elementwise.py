@@ -368,3 +368,14 @@ def test_half_types_with_plain_numbers(lib):
     f = x.astype(np.float32) + 2 * y.astype(np.float32)
     want = np.where(f > 0, f.astype(np.float16).astype(np.float32) * 0.5, f).astype(np.float16)
     assert_equal(lib.asnumpy(z), want)
+
+
+def test_python_ints_at_the_edges_of_uint64(lib):
+    lib.check_dtype("uint64")
+    x = lib.asarray(np.zeros(4, dtype=np.uint64))
+    z = ADD(x, (1 << 64) - 1)
+    assert_equal(lib.asnumpy(z), np.full(4, (1 << 64) - 1, dtype=np.uint64))
+    with pytest.raises(OverflowError):
+        ADD(x, 1 << 64)
+    with pytest.raises(OverflowError):
+        ADD(x, -1)
