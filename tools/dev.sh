@@ -45,7 +45,7 @@ ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)"
 # folder as a user would install it, then its tests (those that need a GPU
 # skip with "no CUDA device" on a machine without one). pytest runs from
 # tests/python, so `import jitk` finds the installed package, not python/.
-VENV=$BUILD/venv
+VENV=$(cd "$BUILD" && pwd)/venv
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest numpy
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
