@@ -427,23 +427,20 @@ static bool user_label(const char *s, size_t n) {
  * line in *line and where the rest of the line starts in *rest. The log
  * may echo any text of the user's (a string literal, an identifier), so
  * nothing is read past the line: the number is plain digits right after
- * the parenthesis (no sign or blanks, as strtol would take, and no more
- * than nine of them), followed by "):".
+ * the parenthesis (no sign or blanks, as strtol would take), followed by
+ * "):". The digits are copied, never converted, so no count of them can
+ * overflow: *line_at and *line_len say where they are.
  */
-static bool user_location(const char *p, size_t len, size_t *label_len, long *line,
-                          size_t *rest) {
+static bool user_location(const char *p, size_t len, size_t *label_len, size_t *line_at,
+                          size_t *line_len, size_t *rest) {
   const char *paren = memchr(p, '(', len);
   if (paren == NULL || !user_label(p, (size_t)(paren - p))) return false;
-  size_t i = (size_t)(paren - p) + 1, digits = 0;
-  long v = 0;
-  while (i < len && p[i] >= '0' && p[i] <= '9' && digits < 9) {
-    v = v * 10 + (p[i] - '0');
-    i++;
-    digits++;
-  }
-  if (digits == 0 || i + 2 > len || p[i] != ')' || p[i + 1] != ':') return false;
+  size_t start = (size_t)(paren - p) + 1, i = start;
+  while (i < len && p[i] >= '0' && p[i] <= '9') i++;
+  if (i == start || i + 2 > len || p[i] != ')' || p[i + 1] != ':') return false;
   *label_len = (size_t)(paren - p);
-  *line = v;
+  *line_at = start;
+  *line_len = i - start;
   *rest = i + 2;
   return true;
 }
@@ -469,9 +466,8 @@ char *jk_rewrite_log(jitk_engine *e, const char *log) {
       continue;
     }
     /* "label(LINE): rest" where label is one of the user's sections. */
-    size_t label_len, rest;
-    long line;
-    if (!user_location(p, len, &label_len, &line, &rest)) {
+    size_t label_len, line_at, line_len, rest;
+    if (!user_location(p, len, &label_len, &line_at, &line_len, &rest)) {
       jk_buf_append(&b, p, len);
       if (end) jk_buf_puts(&b, "\n");
       p = following;
@@ -492,10 +488,12 @@ char *jk_rewrite_log(jitk_engine *e, const char *log) {
     }
     size_t mark = b.len;
     jk_buf_append(&b, p, label_len);
+    jk_buf_puts(&b, ":");
+    jk_buf_append(&b, p + line_at, line_len);
     if (col > 0)
-      jk_buf_printf(&b, ":%ld:%ld:", line, col);
+      jk_buf_printf(&b, ":%ld:", col);
     else
-      jk_buf_printf(&b, ":%ld:", line);
+      jk_buf_puts(&b, ":");
     jk_buf_append(&b, p + rest, len - rest);
     jk_buf_puts(&b, "\n");
     /* Generated kernels can hold the operation twice (the vector loop and

@@ -206,6 +206,14 @@ Test(rewrite, hostile_logs_stay_in_their_lines) {
   out = jk_rewrite_log(e, "operation(7): e\n\n^");
   cr_assert_str_eq(out, "operation:7:1: e\n\n^");
   jk_free(e, out);
+  /* A line number of any length is rewritten, its digits copied: ten
+   * digits were once left in NVRTC's form (the parser stopped at nine). */
+  out = jk_rewrite_log(e, "map_expr(3333333331): x\n");
+  cr_assert_str_eq(out, "map_expr:3333333331: x\n");
+  jk_free(e, out);
+  out = jk_rewrite_log(e, "operation(99999999999999999999999): x\n  y\n  ^\n");
+  cr_assert_str_eq(out, "operation:99999999999999999999999:1: x\n  y\n  ^\n");
+  jk_free(e, out);
   jitk_engine_destroy(e);
 }
 
