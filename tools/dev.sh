@@ -54,6 +54,10 @@ rm -rf "$BUILD/wheel"
 WHEEL=$(ls "$BUILD"/wheel/jitk-*.whl)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
   "$WHEEL"
+# test_fake_driver.py runs the launch path on the stand-in driver built
+# with the tests (tests/fakecuda).
+JITK_TEST_FAKECUDA=$(cd "$BUILD" && pwd)/tests/fakecuda/libcuda.so.1
+export JITK_TEST_FAKECUDA
 (cd tests/python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider)
 
 # The same wheel on a machine without the CUDA toolkit, with NVRTC and the

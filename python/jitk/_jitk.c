@@ -493,14 +493,47 @@ static bool is_instance(PyObject *o, PyObject *type) {
                           PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)type));
 }
 
+/* What jitk learned of an argument's type: its library, and for arrays of
+ * other libraries which protocol their instances answer. A type's
+ * library cannot change (a subclass of cupy.ndarray exists only once CuPy
+ * is imported), so each type is classified once: without that, every
+ * argument of every call asked sys.modules for CuPy and PyTorch when they
+ * were not imported, and an array of a third library raised and cleared
+ * an AttributeError for __dlpack__ before its __cuda_array_interface__
+ * was read. The types are held, so their addresses stay theirs. */
+enum { PROTO_UNKNOWN = 0, PROTO_CAI = 1 };
+typedef struct type_slot {
+  PyTypeObject *type;
+  int lib;
+  int proto;
+} type_slot;
+static type_slot type_cache[32];
+static int type_cache_n;
+
+static type_slot *type_slot_of(PyTypeObject *tp) {
+  for (int i = 0; i < type_cache_n; i++)
+    if (type_cache[i].type == tp) return &type_cache[i];
+  return NULL;
+}
+
 /* Which library an argument's array belongs to; LIB_OTHER for anything
  * else (scalars too). */
 static int lib_of(PyObject *o) {
+  PyTypeObject *tp = Py_TYPE(o);
+  type_slot *slot = type_slot_of(tp);
+  if (slot != NULL) return slot->lib;
   if (cupy_ndarray_type == NULL) find_cupy();
-  if (is_instance(o, cupy_ndarray_type)) return LIB_CUPY;
   if (torch_tensor_type == NULL) find_torch();
-  if (is_instance(o, torch_tensor_type)) return LIB_TORCH;
-  return LIB_OTHER;
+  int lib = is_instance(o, cupy_ndarray_type)    ? LIB_CUPY
+            : is_instance(o, torch_tensor_type) ? LIB_TORCH
+                                                : LIB_OTHER;
+  if (type_cache_n < (int)(sizeof type_cache / sizeof type_cache[0])) {
+    Py_INCREF(tp);
+    type_cache[type_cache_n].type = tp;
+    type_cache[type_cache_n].lib = lib;
+    type_cache[type_cache_n++].proto = PROTO_UNKNOWN;
+  }
+  return lib;
 }
 
 /* ------------------------------------------------------------------ */
@@ -887,6 +920,16 @@ static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *dev
   } else if (lib == LIB_TORCH) {
     r = from_torch(o, a, device, what);
   } else {
+    type_slot *slot = type_slot_of(Py_TYPE(o));
+    if (slot != NULL && slot->proto == PROTO_CAI) {
+      PyObject *cai = PyObject_GetAttr(o, s_cai);
+      if (cai != NULL) {
+        r = from_cai(cai, stream, a, device, what);
+        Py_DECREF(cai);
+        return r == 0 ? 1 : -1;
+      }
+      PyErr_Clear(); /* this instance lacks it: ask it everything below */
+    }
     PyObject *m = PyObject_GetAttr(o, s_dlpack);
     if (m != NULL) {
       /* Where the array lives is asked first (__dlpack_device__): a host
@@ -915,6 +958,7 @@ static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *dev
         PyErr_Clear();
         return 0;
       }
+      if (slot != NULL) slot->proto = PROTO_CAI;
       r = from_cai(cai, stream, a, device, what);
       Py_DECREF(cai);
     }

@@ -1,0 +1,185 @@
+"""The package's launch path on a machine without a GPU.
+
+A stand-in driver (tests/fakecuda, built as libcuda.so.1) answers as one
+Hopper device whose "device memory" is host memory and whose launches only
+record what they were given. Each test runs in a child process whose
+LD_LIBRARY_PATH puts the stand-in first, since the driver is loaded once
+per process; JITK_TEST_FAKECUDA names it (the README's test command sets
+it), and without it the tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+FAKE = os.environ.get("JITK_TEST_FAKECUDA")
+pytestmark = pytest.mark.skipif(
+    not FAKE, reason="JITK_TEST_FAKECUDA names no stand-in driver (tests/fakecuda)")
+
+PRELUDE = r'''
+import ctypes, struct, sys
+import numpy as np
+import jitk
+
+class Launch(ctypes.Structure):
+    _fields_ = [("function", ctypes.c_char_p), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("num_params", ctypes.c_int),
+                ("param_offset", ctypes.c_size_t * 64), ("param_bytes", ctypes.c_ubyte * 4096)]
+
+fake = ctypes.CDLL(FAKE)
+fake.fakecuda_last_launch.restype = ctypes.POINTER(Launch)
+fake.fakecuda_launch_count.restype = ctypes.c_ulonglong
+
+def record(*sizes):
+    arr = (ctypes.c_size_t * len(sizes))(*sizes)
+    fake.fakecuda_record_params(arr, len(sizes))
+
+def param(i, fmt):
+    l = fake.fakecuda_last_launch().contents
+    assert l.num_params > i, l.num_params
+    off = l.param_offset[i]
+    return struct.unpack_from(fmt, bytes(l.param_bytes), off)[0]
+
+class CudaArray:
+    """An array of a library jitk does not know, through
+    __cuda_array_interface__ only; its memory is host memory, which the
+    stand-in driver calls device memory."""
+    def __init__(self, host):
+        self.host = host
+        self.__cuda_array_interface__ = {
+            "shape": host.shape, "typestr": host.dtype.str,
+            "data": (host.ctypes.data, False), "version": 3,
+            "strides": None, "stream": None}
+
+    @property
+    def ptr(self):
+        return self.host.ctypes.data
+'''
+
+
+def run(code: str, tmp_path) -> str:
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.dirname(os.path.abspath(FAKE))
+    env["JITK_CACHE_DIR"] = str(tmp_path / "cache")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    script = f"FAKE = {os.path.abspath(FAKE)!r}\n" + PRELUDE + textwrap.dedent(code)
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_the_stand_in_is_the_driver(tmp_path):
+    out = run("""
+        print(jitk.device_count(), jitk.device_arch(0))
+    """, tmp_path)
+    assert out.split() == ["1", "sm_90"]
+
+
+def test_raw_kernel_parameters_are_packed_as_cuda_c_reads_them(tmp_path):
+    run("""
+        k = jitk.RawKernel(r'''
+        extern "C" __global__ void f(float a, const float *x, float *y, long long n, int m,
+                                     double d) {}''', "f")
+        x = CudaArray(np.arange(8, dtype=np.float32))
+        y = CudaArray(np.zeros(8, dtype=np.float32))
+        record(4, 8, 8, 8, 4, 8)
+        before = fake.fakecuda_launch_count()
+        # NumPy scalars keep their type; a Python int is narrowed to the
+        # 4-byte int and a Python float to the float32 parameter, as CuPy
+        # does; the double parameter takes a Python float whole.
+        k((3, 2), (64,), (np.float32(2.5), x, y, np.int64(1 << 40), 7, 0.1), shared_mem=256)
+        assert fake.fakecuda_launch_count() == before + 1
+        l = fake.fakecuda_last_launch().contents
+        assert l.function == b"f"
+        assert (list(l.grid), list(l.block), l.shared) == ([3, 2, 1], [64, 1, 1], 256)
+        assert param(0, "<f") == 2.5
+        assert param(1, "<Q") == x.ptr and param(2, "<Q") == y.ptr
+        assert param(3, "<q") == 1 << 40
+        assert param(4, "<i") == 7
+        assert param(5, "<d") == 0.1
+        k((1,), (32,), (1.5, x, y, -1, -2, 2))
+        assert param(0, "<f") == 1.5 and param(3, "<q") == -1 and param(4, "<i") == -2
+        # A cubin gives parameter sizes, not types: a Python int for an
+        # 8-byte parameter goes as an int64, as CuPy passes it.
+        assert param(5, "<q") == 2
+    """, tmp_path)
+
+
+def test_raw_kernel_bad_launches_raise_and_launch_nothing(tmp_path):
+    run("""
+        k = jitk.RawKernel('extern "C" __global__ void g(int *p, int n) {}', "g")
+        p = CudaArray(np.zeros(4, dtype=np.int32))
+        before = fake.fakecuda_launch_count()
+        for args, exc in [((p,), Exception),                  # too few
+                          ((p, 1, 2), Exception),             # too many
+                          ((p, 1 << 40), OverflowError),      # does not fit an int
+                          ((p, "x"), TypeError)]:
+            try:
+                k((1,), (32,), args)
+            except exc:
+                pass
+            else:
+                sys.exit(f"{args!r} launched")
+        try:
+            k((1,), (2048,), (p, 1))                          # past the block limit
+        except Exception as e:
+            assert "2048" in str(e) or "block" in str(e).lower(), e
+        else:
+            sys.exit("a block of 2048 threads launched")
+        assert fake.fakecuda_launch_count() == before
+    """, tmp_path)
+
+
+def test_elementwise_on_arrays_of_a_third_library(tmp_path):
+    run("""
+        k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
+        x = CudaArray(np.arange(1000, dtype=np.float32))
+        y = CudaArray(np.arange(1000, dtype=np.float32))
+        z = CudaArray(np.zeros(1000, dtype=np.float32))
+        before = fake.fakecuda_launch_count()
+        for _ in range(3):
+            k(x, y, z)
+        assert fake.fakecuda_launch_count() == before + 3
+        assert b"add2" in fake.fakecuda_last_launch().contents.function
+
+        # jitk remembers which protocol a type answers; an instance of the
+        # same type that lacks it still gets a clear error, and the next
+        # good call works.
+        bad = CudaArray(np.zeros(1000, dtype=np.float32))
+        del bad.__cuda_array_interface__
+        try:
+            k(x, bad, z)
+        except TypeError as e:
+            assert "Unsupported type" in str(e), e
+        else:
+            sys.exit("an object without an array protocol was taken")
+        k(x, y, z)
+        assert fake.fakecuda_launch_count() == before + 4
+
+        # A dtype the kernel's other arguments contradict.
+        w = CudaArray(np.zeros(1000, dtype=np.float64))
+        try:
+            k(x, w, z)
+        except TypeError:
+            pass
+        assert fake.fakecuda_launch_count() == before + 4
+    """, tmp_path)
+
+
+def test_reduction_launches(tmp_path):
+    run("""
+        r = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        x = CudaArray(np.arange(4096, dtype=np.float32).reshape(64, 64))
+        y = CudaArray(np.zeros(64, dtype=np.float32))
+        before = fake.fakecuda_launch_count()
+        r(x, y, axis=1)
+        assert fake.fakecuda_launch_count() > before
+        assert b"total" in fake.fakecuda_last_launch().contents.function
+    """, tmp_path)
