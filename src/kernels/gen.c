@@ -191,6 +191,7 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
   g->variants = grown;
   g->variants[g->num_variants] = v;
   *out = &g->variants[g->num_variants++];
+  g->last_hit = g->num_variants;
   g->last_source = (*out)->source;
   return JITK_OK;
 }
@@ -199,6 +200,20 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
  * nanoseconds, where a byte-wise hash of its few hundred bytes cost a fair
  * part of a launch. */
 jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy) {
+  /* A loop calls a kernel with one layout again and again: the variant
+   * found last is compared first, which costs a memcmp where hashing the
+   * spec costs several times that. */
+  pthread_mutex_lock(&g->lock);
+  if (g->last_hit > 0) {
+    jk_gen_variant *v = &g->variants[g->last_hit - 1];
+    if (memcmp(v->spec, spec, g->spec_size) == 0) {
+      *copy = *v;
+      g->last_source = v->source;
+      pthread_mutex_unlock(&g->lock);
+      return JITK_OK;
+    }
+  }
+  pthread_mutex_unlock(&g->lock);
   uint64_t h = XXH3_64bits(spec, g->spec_size);
   pthread_mutex_lock(&g->lock);
   for (size_t i = 0; i < g->num_variants; i++) {
@@ -206,6 +221,7 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy
     if (v->hash == h && memcmp(v->spec, spec, g->spec_size) == 0) {
       *copy = *v;
       g->last_source = v->source;
+      g->last_hit = i + 1;
       pthread_mutex_unlock(&g->lock);
       return JITK_OK;
     }

@@ -53,6 +53,7 @@ typedef struct jk_gen {
   pthread_mutex_t lock; /* guards the variants and the sources */
   jk_gen_variant *variants;
   size_t num_variants;
+  size_t last_hit;         /* the variant the last lookup found, plus one; 0: none */
   const char *last_source; /* a variant's source, or failed_source */
   char *failed_source;     /* of the last specialization that failed */
 } jk_gen;
