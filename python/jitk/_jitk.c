@@ -52,7 +52,7 @@ typedef struct arch_engine {
 static arch_engine arch_engines[16];
 
 /* Interned attribute names. */
-static PyObject *s_data, *s_ptr, *s_device_id, *s_shape, *s_strides, *s_dtype, *s_kind,
+static PyObject *s_data, *s_ptr, *s_device_id, *s_shape, *s_strides, *s_c_contiguous, *s_dtype, *s_kind,
     *s_itemsize, *s_name, *s_is_cuda, *s_data_ptr, *s_stride, *s_get_device, *s_dlpack,
     *s_dlpack_device, *s_cai, *s_cuda_stream_proto, *s_cuda_stream, *s_item, *s_stream,
     *s_max_version, *s_str, *s_empty, *s_device, *s_dtype_kw, *s_typestr, *s_version,
@@ -709,7 +709,39 @@ static int cpu_array_error(const char *what) {
   return -1;
 }
 
-static int from_cupy(PyObject *o, pyarr *a, int *device, const char *what) {
+/* An array whose address alone is passed (a raw kernel's `T *`): its
+ * shape and strides are not read, which for CuPy and PyTorch builds two
+ * tuples, the larger part of reading an array. */
+static void pointer_only_shape(pyarr *a) {
+  a->t.ndim = 0;
+  a->t.shape = a->shape;
+  a->t.strides = a->strides;
+  a->t.dtype = dtype_dl(a->dtype);
+  a->t.byte_offset = 0;
+}
+
+/* The shape and strides of a CuPy array. A C-contiguous one (CuPy's
+ * _c_contiguous flag, where this CuPy has it) needs no strides, which
+ * saves reading a tuple that CuPy builds anew at each access. */
+static int cupy_layout(PyObject *o, pyarr *a, const char *what) {
+  PyObject *shape = PyObject_GetAttr(o, s_shape);
+  if (shape == NULL) return -1;
+  PyObject *contiguous = PyObject_GetAttr(o, s_c_contiguous);
+  PyObject *strides = NULL;
+  if (contiguous == Py_True) {
+    strides = Py_NewRef(Py_None);
+  } else {
+    if (contiguous == NULL) PyErr_Clear();
+    strides = PyObject_GetAttr(o, s_strides);
+  }
+  Py_XDECREF(contiguous);
+  int r = strides ? fill_shape(a, shape, strides, 1, what) : -1;
+  Py_DECREF(shape);
+  Py_XDECREF(strides);
+  return r;
+}
+
+static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, const char *what) {
   PyObject *data = PyObject_GetAttr(o, s_data);
   if (data == NULL) return -1;
   PyObject *ptr = PyObject_GetAttr(data, s_ptr);
@@ -732,17 +764,17 @@ static int from_cupy(PyObject *o, pyarr *a, int *device, const char *what) {
     PyErr_Format(PyExc_TypeError, "%s has a dtype jitk does not support", what);
     return -1;
   }
-  PyObject *shape = PyObject_GetAttr(o, s_shape);
-  PyObject *strides = shape ? PyObject_GetAttr(o, s_strides) : NULL;
-  int r = strides ? fill_shape(a, shape, strides, 1, what) : -1;
-  Py_XDECREF(shape);
-  Py_XDECREF(strides);
+  int r = 0;
+  if (pointer_only)
+    pointer_only_shape(a);
+  else
+    r = cupy_layout(o, a, what);
   a->t.device.device_type = kDLCUDA;
   a->t.device.device_id = *device;
   return r;
 }
 
-static int from_torch(PyObject *o, pyarr *a, int *device, const char *what) {
+static int from_torch(PyObject *o, pyarr *a, int *device, bool pointer_only, const char *what) {
   PyObject *cuda = PyObject_GetAttr(o, s_is_cuda);
   if (cuda == NULL) return -1;
   int is_cuda = PyObject_IsTrue(cuda);
@@ -767,11 +799,16 @@ static int from_torch(PyObject *o, pyarr *a, int *device, const char *what) {
     PyErr_Format(PyExc_TypeError, "%s has a dtype jitk does not support", what);
     return -1;
   }
-  PyObject *shape = PyObject_GetAttr(o, s_shape);
-  PyObject *strides = shape ? PyObject_CallMethodObjArgs(o, s_stride, NULL) : NULL;
-  int r = strides ? fill_shape(a, shape, strides, 0, what) : -1;
-  Py_XDECREF(shape);
-  Py_XDECREF(strides);
+  int r = 0;
+  if (pointer_only) {
+    pointer_only_shape(a);
+  } else {
+    PyObject *shape = PyObject_GetAttr(o, s_shape);
+    PyObject *strides = shape ? PyObject_CallMethodObjArgs(o, s_stride, NULL) : NULL;
+    r = strides ? fill_shape(a, shape, strides, 0, what) : -1;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+  }
   a->t.device.device_type = kDLCUDA;
   a->t.device.device_id = *device;
   return r;
@@ -912,13 +949,16 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device,
 /* Fills `a` from a GPU array of any library. 1: done; 0: `o` is not an
  * array (no exception); -1: an exception is set. */
 static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
-                    const char *what) {
-  memset(a, 0, sizeof *a);
+                    bool pointer_only, const char *what) {
+  /* The tensor and the capsule; shape and strides are written as read. */
+  memset(&a->t, 0, sizeof a->t);
+  a->dtype = JITK_DTYPE_NONE;
+  a->hold = NULL;
   int r;
   if (lib == LIB_CUPY) {
-    r = from_cupy(o, a, device, what);
+    r = from_cupy(o, a, device, pointer_only, what);
   } else if (lib == LIB_TORCH) {
-    r = from_torch(o, a, device, what);
+    r = from_torch(o, a, device, pointer_only, what);
   } else {
     type_slot *slot = type_slot_of(Py_TYPE(o));
     if (slot != NULL && slot->proto == PROTO_CAI) {
@@ -1134,6 +1174,7 @@ typedef struct call {
   int device; /* the arrays' device, -1 before the first */
   jitk_stream stream;
   bool stream_given;
+  bool pointer_only; /* arrays are passed as their address (raw kernels) */
 } call;
 
 static void call_release(call *c) { release_arrays(c->arrs, c->narr); }
@@ -1183,7 +1224,7 @@ static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const cha
   }
   pyarr *a = &c->arrs[c->narr];
   int dev = -1;
-  r = to_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, what);
+  r = to_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, c->pointer_only, what);
   if (r < 0) {
     /* What to_array holds (a capsule) goes with the call. */
     c->narr++;
@@ -1358,7 +1399,7 @@ static int allocate_outputs(call *c, int nin, int nout, const jitk_output_spec *
     out[j] = o;
     int dev = -1;
     pyarr *a = &c->arrs[c->narr];
-    int r = to_array(o, lib_of(o), c->stream, a, &dev, "an allocated output");
+    int r = to_array(o, lib_of(o), c->stream, a, &dev, false, "an allocated output");
     c->narr++;
     if (r != 1) {
       if (r == 0) PyErr_SetString(JitkError, "an allocated output is not an array");
@@ -1744,6 +1785,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   c.device = -1;
   c.stream = NULL;
   c.stream_given = kv[2] != NULL && kv[2] != Py_None;
+  c.pointer_only = false;
   if (c.stream_given && stream_from_object(kv[2], &c.stream) != 0) return NULL;
   PyObject *out[MAX_PARAMS] = {NULL};
   int nalloc = 0;
@@ -2148,6 +2190,7 @@ static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
   c.device = -1;
   c.stream = NULL;
   c.stream_given = kv[3] != NULL && kv[3] != Py_None;
+  c.pointer_only = false;
   PyObject *out[MAX_PARAMS] = {NULL};
   int nalloc = 0;
   if (c.stream_given && stream_from_object(kv[3], &c.stream) != 0) goto fail;
@@ -2891,14 +2934,66 @@ static int memory_pointer_arg(PyObject *o, jitk_arg *out) {
 
 /* k(grid, block, args, *, shared_mem=0, stream=None): arrays go as
  * pointers to their first element, scalars as CuPy types them. */
+/* Reads a call's arguments into values[] by position, then by keyword,
+ * as Python binds them; the first `required` must be given. Written out
+ * because PyArg_ParseTupleAndKeywords costs as much as reading two arrays
+ * (its format is interpreted at every call). */
+static int bind_args(PyObject *args, PyObject *kw, const char *const *names, int n, int required,
+                     PyObject **values, const char *fname) {
+  for (int i = 0; i < n; i++) values[i] = NULL;
+  Py_ssize_t npos = PyTuple_Size(args);
+  if (npos > n) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", fname, n, npos);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < npos; i++) values[i] = PyTuple_GetItem(args, i);
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (kw != NULL && PyDict_Next(kw, &pos, &key, &value)) {
+    const char *name = PyUnicode_AsUTF8AndSize(key, NULL);
+    if (name == NULL) return -1;
+    int found = -1;
+    for (int i = 0; i < n && found < 0; i++)
+      if (strcmp(name, names[i]) == 0) found = i;
+    if (found < 0) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fname, name);
+      return -1;
+    }
+    if (values[found] != NULL) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, name);
+      return -1;
+    }
+    values[found] = value;
+  }
+  for (int i = 0; i < required; i++)
+    if (values[i] == NULL) {
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname,
+                   names[i], i + 1);
+      return -1;
+    }
+  return 0;
+}
+
 static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"grid", "block", "args", "shared_mem", "stream", "enable_cooperative_groups", NULL};
-  PyObject *grid_o, *block_o, *kargs, *stream_o = NULL;
+  /* CuPy's Function.__call__(grid, block, args, shared_mem=0,
+   * stream=None, enable_cooperative_groups=False). */
+  static const char *const names[] = {"grid",   "block",
+                                      "args",   "shared_mem",
+                                      "stream", "enable_cooperative_groups"};
+  PyObject *v[6];
+  if (bind_args(args, kw, names, 6, 3, v, "RawKernel") != 0) return NULL;
+  PyObject *grid_o = v[0], *block_o = v[1], *kargs = v[2], *stream_o = v[4];
   unsigned long long shared = 0;
-  int coop = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$KOp:RawKernel", kwlist, &grid_o, &block_o,
-                                   &kargs, &shared, &stream_o, &coop))
-    return NULL;
+  if (v[3] != NULL) {
+    if (!PyLong_Check(v[3])) {
+      PyErr_SetString(PyExc_TypeError, "shared_mem must be an int");
+      return NULL;
+    }
+    shared = PyLong_AsUnsignedLongLong(v[3]);
+    if (shared == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  }
+  int coop = v[5] != NULL ? PyObject_IsTrue(v[5]) : 0;
+  if (coop < 0) return NULL;
   jitk_dim3 grid, block;
   if (to_dim3(grid_o, &grid, "grid") != 0 || to_dim3(block_o, &block, "block") != 0) return NULL;
   PyObject *t = PySequence_Tuple(kargs);
@@ -2919,6 +3014,7 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   c.device = -1;
   c.stream = NULL;
   c.stream_given = stream_o != NULL && stream_o != Py_None;
+  c.pointer_only = true;
   PyObject *result = NULL;
   const char *kname = PyUnicode_AsUTF8AndSize(k->name, NULL);
   if (c.stream_given && stream_from_object(stream_o, &c.stream) != 0) goto done;
@@ -3121,7 +3217,7 @@ static PyObject *py_describe(PyObject *self, PyObject *o) {
   pyarr a;
   int dev = -1;
   int lib = lib_of(o);
-  int r = to_array(o, lib, NULL, &a, &dev, "the array");
+  int r = to_array(o, lib, NULL, &a, &dev, false, "the array");
   if (r <= 0) {
     release_capsule(a.hold);
     if (r == 0) {
@@ -3172,7 +3268,7 @@ static PyObject *py_empty(PyObject *self, PyObject *args) {
   if (PyErr_Occurred()) return NULL;
   pyarr a;
   int dev = 0, lib = lib_of(like);
-  int r = to_array(like, lib, NULL, &a, &dev, "the array");
+  int r = to_array(like, lib, NULL, &a, &dev, false, "the array");
   release_capsule(a.hold);
   if (r < 0) return NULL;
   return allocate_output(lib, dev, &sp);
@@ -3286,7 +3382,7 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
   if (o == Py_None) return 0;
   pyarr *a = &c->arrs[c->narr];
   int dev = -1;
-  int r = to_array(o, lib_of(o), c->stream_given ? c->stream : NULL, a, &dev, what);
+  int r = to_array(o, lib_of(o), c->stream_given ? c->stream : NULL, a, &dev, false, what);
   c->narr++;
   if (r <= 0) {
     if (r == 0) PyErr_Format(PyExc_TypeError, "%s is not a GPU array", what);
@@ -3313,6 +3409,7 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
   c.device = -1;
   c.stream = NULL;
   c.stream_given = stream_o != Py_None;
+  c.pointer_only = false;
   PyObject *result = NULL;
   const void *pa, *pb, *pc, *pd;
   PyObject *ex = NULL;
@@ -3506,6 +3603,7 @@ static int intern_names(void) {
                {&s_device_id, "device_id"},
                {&s_shape, "shape"},
                {&s_strides, "strides"},
+               {&s_c_contiguous, "_c_contiguous"},
                {&s_dtype, "dtype"},
                {&s_kind, "kind"},
                {&s_itemsize, "itemsize"},

@@ -183,3 +183,35 @@ def test_reduction_launches(tmp_path):
         assert fake.fakecuda_launch_count() > before
         assert b"total" in fake.fakecuda_last_launch().contents.function
     """, tmp_path)
+
+
+def test_raw_kernel_call_binds_arguments_as_cupy_does(tmp_path):
+    run("""
+        k = jitk.RawKernel('extern "C" __global__ void h(int *p) {}', "h")
+        p = CudaArray(np.zeros(4, dtype=np.int32))
+        record(8)
+        before = fake.fakecuda_launch_count()
+        # shared_mem and stream by position or by keyword, as CuPy's
+        # Function.__call__ takes them.
+        k((2,), (32,), (p,), 128, 0)
+        assert fake.fakecuda_last_launch().contents.shared == 128
+        k(grid=(2,), block=(32,), args=[p], shared_mem=64, stream=None)
+        assert fake.fakecuda_last_launch().contents.shared == 64
+        assert param(0, "<Q") == p.ptr
+        assert fake.fakecuda_launch_count() == before + 2
+        bad = [((), {}, "missing required argument 'grid'"),
+               (((1,), (32,)), {}, "missing required argument 'args'"),
+               (((1,), (32,), (p,)), {"grid": (1,)}, "multiple values for argument 'grid'"),
+               (((1,), (32,), (p,)), {"shared": 4}, "unexpected keyword argument 'shared'"),
+               (((1,), (32,), (p,), 0, None, False, 7), {}, "at most 6 arguments"),
+               (((1,), (32,), (p,), "4"), {}, "shared_mem must be an int"),
+               (((1,), (32,), (p,), -1), {}, "")]
+        for args, kwargs, message in bad:
+            try:
+                k(*args, **kwargs)
+            except (TypeError, OverflowError) as e:
+                assert message in str(e), (message, str(e))
+            else:
+                sys.exit(f"{args!r} {kwargs!r} launched")
+        assert fake.fakecuda_launch_count() == before + 2
+    """, tmp_path)
