@@ -62,13 +62,16 @@ static PyObject *s_data, *s_ptr, *s_device_id, *s_shape, *s_strides, *s_c_contig
 /* The array libraries, found when their arrays first appear. */
 static PyObject *cupy_ndarray_type;     /* cupy.ndarray */
 static PyObject *cupy_get_current_stream; /* cupy.cuda.get_current_stream */
-static PyObject *cupy_empty;            /* cupy.empty */
+static PyObject *cupy_get_device;       /* cupy.cuda.runtime.getDevice */
 static PyObject *cupy_device_type;      /* cupy.cuda.Device */
 static PyObject *torch_tensor_type;     /* torch.Tensor */
 static PyObject *torch_current_stream;  /* torch.cuda.current_stream */
 static PyObject *torch_empty;           /* torch.empty */
 static PyObject *torch_device_fn;       /* torch.device */
 static PyObject *torch_devices[MAX_DEVICES]; /* torch.device("cuda", d), made once */
+/* torch.empty's keywords {dtype, device} by dtype and device, made once:
+ * callees never change a caller's keyword dict. */
+static PyObject *torch_empty_kw[JITK_DTYPE_COUNT][MAX_DEVICES];
 static PyObject *numpy_dtypes[JITK_DTYPE_COUNT]; /* numpy.dtype of each jitk dtype, made once */
 static PyObject *numpy_generic_type;    /* numpy.generic */
 static PyObject *cupy_memptr_type;      /* cupy.cuda.memory.MemoryPointer */
@@ -423,7 +426,6 @@ static void find_cupy(void) {
   PyObject *m = imported("cupy");
   if (m == NULL) return;
   cupy_ndarray_type = attr_path(m, "ndarray");
-  cupy_empty = attr_path(m, "empty");
   /* The current stream's handle as an int, without a Stream object, where
    * CuPy offers it; else the current Stream (cached per thread by CuPy),
    * whose .ptr default_stream reads. */
@@ -433,11 +435,13 @@ static void find_cupy(void) {
     cupy_get_current_stream = attr_path(m, "cuda.get_current_stream");
   }
   cupy_device_type = attr_path(m, "cuda.Device");
+  cupy_get_device = attr_path(m, "cuda.runtime.getDevice");
+  if (cupy_get_device == NULL) PyErr_Clear();
   cupy_memptr_type = attr_path(m, "cuda.memory.MemoryPointer");
   if (cupy_memptr_type == NULL) PyErr_Clear();
-  if (cupy_ndarray_type == NULL || cupy_empty == NULL || cupy_get_current_stream == NULL) {
+  if (cupy_ndarray_type == NULL || cupy_get_current_stream == NULL) {
     Py_CLEAR(cupy_ndarray_type);
-    Py_CLEAR(cupy_empty);
+    Py_CLEAR(cupy_get_device);
     Py_CLEAR(cupy_get_current_stream);
     Py_CLEAR(cupy_device_type);
     Py_CLEAR(cupy_memptr_type);
@@ -652,6 +656,15 @@ typedef struct pyarr {
   PyObject *hold; /* a DLPack capsule, released once the launch is queued */
 } pyarr;
 
+/* Row-major strides, in elements, for the first nd extents of a->shape. */
+static void c_strides(pyarr *a, int nd) {
+  int64_t s = 1;
+  for (int d = nd - 1; d >= 0; d--) {
+    a->strides[d] = s;
+    s *= a->shape[d] > 0 ? a->shape[d] : 1;
+  }
+}
+
 static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_in_bytes,
                       const char *what) {
   Py_ssize_t nd = PyTuple_Size(shape);
@@ -667,11 +680,7 @@ static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_
     if (a->shape[d] == -1 && PyErr_Occurred()) return -1;
   }
   if (strides == NULL || strides == Py_None) {
-    int64_t s = 1;
-    for (Py_ssize_t d = nd - 1; d >= 0; d--) {
-      a->strides[d] = s;
-      s *= a->shape[d] > 0 ? a->shape[d] : 1;
-    }
+    c_strides(a, (int)nd);
   } else {
     if (PyTuple_Size(strides) != nd) {
       PyErr_Format(PyExc_ValueError, "%s has %zd strides for %zd dimensions", what,
@@ -1309,7 +1318,7 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
     /* Arrays of other libraries, or none: CuPy's, as CuPy would, else
      * PyTorch's. */
     find_cupy();
-    if (cupy_empty != NULL) {
+    if (cupy_ndarray_type != NULL) {
       lib = LIB_CUPY;
     } else {
       find_torch();
@@ -1319,8 +1328,9 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
   PyObject *shape = shape_tuple(sp);
   if (shape == NULL) return NULL;
   PyObject *r = NULL;
-  if (lib == LIB_CUPY && cupy_empty != NULL) {
-    /* cupy.empty(shape, dtype) with a NumPy dtype made once per dtype: a
+  if (lib == LIB_CUPY && cupy_ndarray_type != NULL) {
+    /* cupy.ndarray(shape, dtype), which is all cupy.empty does, without
+     * its Python frame; the NumPy dtype is made once per dtype, as a
      * dtype's name would be parsed again on every call. */
     PyObject *dt = numpy_dtypes[sp->dtype];
     if (dt == NULL) {
@@ -1336,42 +1346,63 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
       }
       numpy_dtypes[sp->dtype] = dt;
     }
-    PyObject *kw = NULL;
     PyObject *args = PyTuple_Pack(2, shape, dt);
+    /* CuPy allocates on its current device: where that is not the
+     * inputs', theirs is made current for the allocation. Without
+     * runtime.getDevice (an older CuPy) the current device is taken to be
+     * 0, as before it was asked. */
+    int current = 0;
+    if (cupy_get_device != NULL) {
+      PyObject *c = PyObject_CallNoArgs(cupy_get_device);
+      current = c != NULL ? (int)PyLong_AsLong(c) : -1;
+      Py_XDECREF(c);
+      if (current == -1 && PyErr_Occurred()) {
+        Py_XDECREF(args);
+        Py_DECREF(shape);
+        return NULL;
+      }
+    }
     PyObject *dev = NULL, *enter = NULL;
-    if (device != 0 && cupy_device_type != NULL) {
-      /* cupy.empty allocates on the current device: make it ours. */
+    if (device != current && cupy_device_type != NULL) {
       dev = PyObject_CallFunction(cupy_device_type, "i", device);
       enter = dev ? PyObject_CallMethod(dev, "__enter__", NULL) : NULL;
     }
-    if (device == 0 || enter != NULL) r = args ? PyObject_Call(cupy_empty, args, kw) : NULL;
+    if (device == current || enter != NULL)
+      r = args ? PyObject_Call(cupy_ndarray_type, args, NULL) : NULL;
     if (enter != NULL) {
       PyObject *ex = PyObject_CallMethod(dev, "__exit__", "OOO", Py_None, Py_None, Py_None);
       Py_XDECREF(ex);
     }
     Py_XDECREF(enter);
     Py_XDECREF(dev);
-    Py_XDECREF(kw);
     Py_XDECREF(args);
   } else if (lib == LIB_TORCH && torch_empty != NULL) {
     PyObject *tdt = torch_dtypes[sp->dtype];
     if (tdt == NULL) {
       PyErr_Format(PyExc_TypeError, "this PyTorch has no %s tensors", dtype_name(sp->dtype));
     } else {
-      /* torch.device objects are made once per device. */
-      PyObject *dev = device >= 0 && device < MAX_DEVICES ? torch_devices[device] : NULL;
-      if (dev == NULL) {
-        dev = PyObject_CallFunction(torch_device_fn, "si", "cuda", device);
-        if (dev != NULL && device >= 0 && device < MAX_DEVICES) torch_devices[device] = Py_NewRef(dev);
+      /* torch.device objects and the keyword dicts are made once per
+       * device. */
+      bool cached = device >= 0 && device < MAX_DEVICES;
+      PyObject *kw = cached ? torch_empty_kw[sp->dtype][device] : NULL;
+      if (kw != NULL) {
+        Py_INCREF(kw);
       } else {
-        Py_INCREF(dev);
+        PyObject *dev = cached ? torch_devices[device] : NULL;
+        if (dev == NULL) {
+          dev = PyObject_CallFunction(torch_device_fn, "si", "cuda", device);
+          if (dev != NULL && cached) torch_devices[device] = Py_NewRef(dev);
+        } else {
+          Py_INCREF(dev);
+        }
+        kw = dev ? Py_BuildValue("{s:O,s:O}", "dtype", tdt, "device", dev) : NULL;
+        Py_XDECREF(dev);
+        if (kw != NULL && cached) torch_empty_kw[sp->dtype][device] = Py_NewRef(kw);
       }
-      PyObject *kw = dev ? Py_BuildValue("{s:O,s:O}", "dtype", tdt, "device", dev) : NULL;
       PyObject *args = PyTuple_Pack(1, shape);
       r = kw && args ? PyObject_Call(torch_empty, args, kw) : NULL;
       Py_XDECREF(kw);
       Py_XDECREF(args);
-      Py_XDECREF(dev);
     }
   } else {
     PyErr_SetString(PyExc_TypeError,
@@ -1384,6 +1415,40 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
 
 /* Allocates the outputs the call lacks, given their specs, and adds them
  * to the call as arrays; out[j] gets each output object (new or given). */
+/* An output jitk just allocated with CuPy or PyTorch: its layout is the
+ * spec's, C-contiguous on `device`, so only its address is read (the
+ * shape and strides tuples and the dtype are not asked for). 1: done; 0:
+ * not of those libraries; -1: an exception. */
+static int allocated_array(PyObject *o, int device, const jitk_output_spec *sp, pyarr *a) {
+  int lib = lib_of(o);
+  PyObject *ptr = NULL;
+  if (lib == LIB_CUPY) {
+    PyObject *data = PyObject_GetAttr(o, s_data);
+    ptr = data != NULL ? PyObject_GetAttr(data, s_ptr) : NULL;
+    Py_XDECREF(data);
+  } else if (lib == LIB_TORCH) {
+    ptr = PyObject_CallMethodObjArgs(o, s_data_ptr, NULL);
+  } else {
+    return 0;
+  }
+  if (ptr == NULL) return -1;
+  memset(&a->t, 0, sizeof a->t);
+  a->hold = NULL;
+  a->t.data = PyLong_AsVoidPtr(ptr);
+  Py_DECREF(ptr);
+  if (PyErr_Occurred()) return -1;
+  a->dtype = sp->dtype;
+  for (int d = 0; d < sp->ndim; d++) a->shape[d] = sp->shape[d];
+  c_strides(a, sp->ndim);
+  a->t.ndim = sp->ndim;
+  a->t.shape = a->shape;
+  a->t.strides = a->strides;
+  a->t.dtype = dtype_dl(sp->dtype);
+  a->t.device.device_type = kDLCUDA;
+  a->t.device.device_id = device;
+  return 1;
+}
+
 static int allocate_outputs(call *c, int nin, int nout, const jitk_output_spec *specs,
                             PyObject *args, PyObject **out) {
   for (int j = 0; j < nout; j++) {
@@ -1394,12 +1459,14 @@ static int allocate_outputs(call *c, int nin, int nout, const jitk_output_spec *
       Py_INCREF(out[j]);
       continue;
     }
-    PyObject *o = allocate_output(c->lib, c->device < 0 ? 0 : c->device, &specs[j]);
+    int device = c->device < 0 ? 0 : c->device;
+    PyObject *o = allocate_output(c->lib, device, &specs[j]);
     if (o == NULL) return -1;
     out[j] = o;
     int dev = -1;
     pyarr *a = &c->arrs[c->narr];
-    int r = to_array(o, lib_of(o), c->stream, a, &dev, false, "an allocated output");
+    int r = allocated_array(o, device, &specs[j], a);
+    if (r == 0) r = to_array(o, lib_of(o), c->stream, a, &dev, false, "an allocated output");
     c->narr++;
     if (r != 1) {
       if (r == 0) PyErr_SetString(JitkError, "an allocated output is not an array");

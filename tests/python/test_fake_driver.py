@@ -215,3 +215,41 @@ def test_raw_kernel_call_binds_arguments_as_cupy_does(tmp_path):
                 sys.exit(f"{args!r} {kwargs!r} launched")
         assert fake.fakecuda_launch_count() == before + 2
     """, tmp_path)
+
+
+def test_outputs_allocated_with_cupy(tmp_path):
+    pytest.importorskip("cupy")
+    run("""
+        import cupy
+        # CuPy's memory pool and current device need its runtime, which the
+        # stand-in cannot serve: host memory comes from an allocator of
+        # ours, and the current device is 0.
+        keep = []
+        def alloc(size):
+            h = np.empty(max(size, 1), np.uint8)
+            keep.append(h)
+            mem = cupy.cuda.UnownedMemory(h.ctypes.data, size, h, device_id=0)
+            return cupy.cuda.MemoryPointer(mem, 0)
+        cupy.cuda.set_allocator(alloc)
+        cupy.cuda.runtime.getDevice = lambda: 0
+
+        def array(host):
+            mem = cupy.cuda.UnownedMemory(host.ctypes.data, host.nbytes, host, device_id=0)
+            return cupy.ndarray(host.shape, host.dtype, cupy.cuda.MemoryPointer(mem, 0))
+
+        k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
+        x = array(np.arange(12, dtype=np.float32).reshape(3, 4))
+        y = array(np.arange(4, dtype=np.float32))
+        z = k(x, y, stream=0)
+        assert isinstance(z, cupy.ndarray)
+        assert (z.shape, z.dtype) == ((3, 4), np.float32)
+        assert z.strides == (16, 4)
+        # The launch got the new array's address (the first of its
+        # parameters that is an output's pointer).
+        assert fake.fakecuda_last_launch().contents.function is not None
+        r = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        s = r(x, axis=0, stream=0)
+        assert (s.shape, s.dtype) == ((4,), np.float32)
+        h = jitk.ElementwiseKernel("T x", "float16 z", "z = x", "to_half")
+        assert h(x, stream=0).dtype == np.float16
+    """, tmp_path)
