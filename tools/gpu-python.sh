@@ -8,20 +8,22 @@
 #      process per file, applicable tests only) and, when gpu-bundle/ is
 #      there, the C library's GPU tests (gpu-bundle/run.sh with STEPS, a
 #      regular expression of its step names; default: the test steps);
-#   2. alone, so nothing else shares the GPU: the benchmark of the Python
+#   2. the examples of examples/python, one after another (each checks its
+#      results against PyTorch and fails if they are wrong);
+#   3. alone, so nothing else shares the GPU: the benchmark of the Python
 #      layer against CuPy and PyTorch (tools/bench/peers/python_api.py).
 # Every log goes into one archive, $OUT/python-gpu-logs.tgz (the device
 # tool brings back only a few files); the conformance results, merged, go
 # to $OUT/conformance-results.tsv for `run_cupy_conformance.py --update-doc`.
 #
-#   tools/gpu-python.sh [PART...]    PART: pytest conformance c bench
+#   tools/gpu-python.sh [PART...]    PART: pytest conformance c examples bench
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 OUTDIR=${OUT:-/tmp/jitk-python-gpu}
 LOGS=$(mktemp -d /tmp/jitk-python-logs-XXXXXX)
 mkdir -p "$OUTDIR"
-PARTS=${*:-pytest conformance c bench}
+PARTS=${*:-pytest conformance c examples bench}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 
 export PYTHONUNBUFFERED=1
@@ -57,6 +59,14 @@ if want c && [ -x gpu-bundle/run.sh ]; then
 fi
 for p in "${pids[@]}"; do wait "$p"; done
 
+if want examples; then
+  for f in examples/python/*.py; do
+    echo "--- $f"
+    timeout 120 python3 "$f" 2>&1
+    echo "exit $?"
+  done >"$LOGS/examples.log" 2>&1
+fi
+
 if want bench; then
   (cd tools/bench/peers && timeout 120 python3 python_api.py) >"$LOGS/bench.log" 2>&1
   echo "exit $?" >>"$LOGS/bench.log"
@@ -73,5 +83,6 @@ echo "=== summaries"
 [ -e "$LOGS/pytest.log" ] && tail -n 40 "$LOGS/pytest.log"
 for f in "$LOGS"/conformance-*.log; do [ -e "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }; done
 [ -e "$LOGS/c.log" ] && tail -n 30 "$LOGS/c.log"
+[ -e "$LOGS/examples.log" ] && cat "$LOGS/examples.log"
 [ -e "$LOGS/bench.log" ] && cat "$LOGS/bench.log"
 tar czf "$OUTDIR/python-gpu-logs.tgz" -C "$LOGS" .
