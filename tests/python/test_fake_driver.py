@@ -253,3 +253,41 @@ def test_outputs_allocated_with_cupy(tmp_path):
         h = jitk.ElementwiseKernel("T x", "float16 z", "z = x", "to_half")
         assert h(x, stream=0).dtype == np.float16
     """, tmp_path)
+
+
+def test_launches_go_on_the_stream_given(tmp_path):
+    run("""
+        class CudaStream:                       # CUDA Python's protocol
+            def __init__(self, h): self.h = h
+            def __cuda_stream__(self): return (0, self.h)
+        class CupyLikeStream:                   # CuPy's Stream: .ptr
+            def __init__(self, h): self.ptr = h
+        class TorchLikeStream:                  # PyTorch's Stream: .cuda_stream
+            def __init__(self, h): self.cuda_stream = h
+
+        k = jitk.ElementwiseKernel("T x", "T z", "z = x", "copy1")
+        rk = jitk.RawKernel('extern "C" __global__ void r(float *p) {}', "r")
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        x = CudaArray(np.arange(256, dtype=np.float32))
+        z = CudaArray(np.zeros(256, dtype=np.float32))
+        s = CudaArray(np.zeros((), dtype=np.float32))
+        last = lambda: fake.fakecuda_last_launch().contents.stream or 0
+        for stream, handle in [(0x1234, 0x1234), (CudaStream(0x5678), 0x5678),
+                               (CupyLikeStream(0x9abc), 0x9abc),
+                               (TorchLikeStream(0xdef0), 0xdef0), (None, 0), (0, 0)]:
+            k(x, z, stream=stream)
+            assert last() == handle, (stream, hex(last()))
+            rk((1,), (32,), (z,), stream=stream)
+            assert last() == handle, (stream, hex(last()))
+            red(x, s, stream=stream)
+            assert last() == handle, (stream, hex(last()))
+        before = fake.fakecuda_launch_count()
+        for bad in ["s", 1.5, object(), CudaStream("h")]:
+            try:
+                k(x, z, stream=bad)
+            except TypeError:
+                pass
+            else:
+                sys.exit(f"stream={bad!r} was taken")
+        assert fake.fakecuda_launch_count() == before
+    """, tmp_path)
