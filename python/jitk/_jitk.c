@@ -718,6 +718,69 @@ static int cpu_array_error(const char *what) {
   return -1;
 }
 
+/*
+ * CuPy's array attributes, read through their getters. The attributes
+ * jitk reads (data, dtype, shape, strides, _c_contiguous, and a
+ * MemoryPointer's ptr and device_id) are getset descriptors of CuPy's
+ * extension types; calling the getter that attribute access would reach
+ * skips the lookup through the type's dictionaries, a third or more of
+ * each read. Only for instances of exactly cupy.ndarray and
+ * MemoryPointer, and only where the class that first defines the name on
+ * the type's chain of bases is the one whose getset table has it, so that
+ * the getter is the one attribute access would call; otherwise, and for
+ * every other type, attributes are read as usual.
+ */
+typedef struct fast_getter {
+  getter get;
+  void *closure;
+} fast_getter;
+enum { FG_DATA, FG_DTYPE, FG_SHAPE, FG_STRIDES, FG_CONTIGUOUS, FG_PTR, FG_DEVICE_ID, FG_COUNT };
+static fast_getter cupy_getters[FG_COUNT];
+static int cupy_getters_state; /* 0: not looked for; 1: all found; -1: not used */
+
+static bool find_getter(PyTypeObject *tp, const char *name, fast_getter *out) {
+  for (PyTypeObject *t = tp; t != NULL; t = (PyTypeObject *)PyType_GetSlot(t, Py_tp_base)) {
+    PyObject *dict = PyObject_GetAttrString((PyObject *)t, "__dict__");
+    PyObject *v = dict != NULL ? PyMapping_GetItemString(dict, name) : NULL;
+    Py_XDECREF(dict);
+    if (v == NULL) {
+      PyErr_Clear();
+      if (dict == NULL) return false;
+      continue;
+    }
+    Py_DECREF(v);
+    for (PyGetSetDef *gs = (PyGetSetDef *)PyType_GetSlot(t, Py_tp_getset); gs && gs->name; gs++)
+      if (strcmp(gs->name, name) == 0 && gs->get != NULL) {
+        out->get = gs->get;
+        out->closure = gs->closure;
+        return true;
+      }
+    return false;
+  }
+  return false;
+}
+
+static bool cupy_fast_getters(void) {
+  if (cupy_getters_state == 0) {
+    static const char *const names[FG_COUNT] = {"data",          "dtype", "shape",    "strides",
+                                                "_c_contiguous", "ptr",   "device_id"};
+    bool all = cupy_ndarray_type != NULL && cupy_memptr_type != NULL;
+    for (int i = 0; all && i < FG_COUNT; i++) {
+      PyObject *tp = i < FG_PTR ? cupy_ndarray_type : cupy_memptr_type;
+      all = find_getter((PyTypeObject *)tp, names[i], &cupy_getters[i]);
+    }
+    cupy_getters_state = all ? 1 : -1;
+  }
+  return cupy_getters_state == 1;
+}
+
+/* o.NAME for a CuPy array or MemoryPointer; `exact` says whether o's type
+ * is the one the getters were found on. */
+static PyObject *cupy_attr(PyObject *o, bool exact, int which, PyObject *name) {
+  if (exact) return cupy_getters[which].get(o, cupy_getters[which].closure);
+  return PyObject_GetAttr(o, name);
+}
+
 /* An array whose address alone is passed (a raw kernel's `T *`): its
  * shape and strides are not read, which for CuPy and PyTorch builds two
  * tuples, the larger part of reading an array. */
@@ -732,16 +795,16 @@ static void pointer_only_shape(pyarr *a) {
 /* The shape and strides of a CuPy array. A C-contiguous one (CuPy's
  * _c_contiguous flag, where this CuPy has it) needs no strides, which
  * saves reading a tuple that CuPy builds anew at each access. */
-static int cupy_layout(PyObject *o, pyarr *a, const char *what) {
-  PyObject *shape = PyObject_GetAttr(o, s_shape);
+static int cupy_layout(PyObject *o, bool exact, pyarr *a, const char *what) {
+  PyObject *shape = cupy_attr(o, exact, FG_SHAPE, s_shape);
   if (shape == NULL) return -1;
-  PyObject *contiguous = PyObject_GetAttr(o, s_c_contiguous);
+  PyObject *contiguous = cupy_attr(o, exact, FG_CONTIGUOUS, s_c_contiguous);
   PyObject *strides = NULL;
   if (contiguous == Py_True) {
     strides = Py_NewRef(Py_None);
   } else {
     if (contiguous == NULL) PyErr_Clear();
-    strides = PyObject_GetAttr(o, s_strides);
+    strides = cupy_attr(o, exact, FG_STRIDES, s_strides);
   }
   Py_XDECREF(contiguous);
   int r = strides ? fill_shape(a, shape, strides, 1, what) : -1;
@@ -751,10 +814,12 @@ static int cupy_layout(PyObject *o, pyarr *a, const char *what) {
 }
 
 static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, const char *what) {
-  PyObject *data = PyObject_GetAttr(o, s_data);
+  bool exact = (PyObject *)Py_TYPE(o) == cupy_ndarray_type && cupy_fast_getters();
+  PyObject *data = cupy_attr(o, exact, FG_DATA, s_data);
   if (data == NULL) return -1;
-  PyObject *ptr = PyObject_GetAttr(data, s_ptr);
-  PyObject *dev = ptr ? PyObject_GetAttr(data, s_device_id) : NULL;
+  bool exact_ptr = exact && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
+  PyObject *ptr = cupy_attr(data, exact_ptr, FG_PTR, s_ptr);
+  PyObject *dev = ptr ? cupy_attr(data, exact_ptr, FG_DEVICE_ID, s_device_id) : NULL;
   Py_DECREF(data);
   if (dev == NULL) {
     Py_XDECREF(ptr);
@@ -765,7 +830,7 @@ static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, cons
   Py_DECREF(ptr);
   Py_DECREF(dev);
   if (PyErr_Occurred()) return -1;
-  PyObject *dt = PyObject_GetAttr(o, s_dtype);
+  PyObject *dt = cupy_attr(o, exact, FG_DTYPE, s_dtype);
   if (dt == NULL) return -1;
   a->dtype = dtype_of(dt);
   Py_DECREF(dt);
@@ -777,7 +842,7 @@ static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, cons
   if (pointer_only)
     pointer_only_shape(a);
   else
-    r = cupy_layout(o, a, what);
+    r = cupy_layout(o, exact, a, what);
   a->t.device.device_type = kDLCUDA;
   a->t.device.device_id = *device;
   return r;
@@ -1423,8 +1488,10 @@ static int allocated_array(PyObject *o, int device, const jitk_output_spec *sp, 
   int lib = lib_of(o);
   PyObject *ptr = NULL;
   if (lib == LIB_CUPY) {
-    PyObject *data = PyObject_GetAttr(o, s_data);
-    ptr = data != NULL ? PyObject_GetAttr(data, s_ptr) : NULL;
+    bool exact = (PyObject *)Py_TYPE(o) == cupy_ndarray_type && cupy_fast_getters();
+    PyObject *data = cupy_attr(o, exact, FG_DATA, s_data);
+    exact = exact && data != NULL && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
+    ptr = data != NULL ? cupy_attr(data, exact, FG_PTR, s_ptr) : NULL;
     Py_XDECREF(data);
   } else if (lib == LIB_TORCH) {
     ptr = PyObject_CallMethodObjArgs(o, s_data_ptr, NULL);

@@ -252,6 +252,24 @@ def test_outputs_allocated_with_cupy(tmp_path):
         assert (s.shape, s.dtype) == ((4,), np.float32)
         h = jitk.ElementwiseKernel("T x", "float16 z", "z = x", "to_half")
         assert h(x, stream=0).dtype == np.float16
+
+        # CuPy's attributes are read through their getters for exactly
+        # cupy.ndarray, and as attributes for a subclass: both give a raw
+        # kernel the array's address, and a view its offset address.
+        class Sub(cupy.ndarray):
+            pass
+        raw = jitk.RawKernel('extern "C" __global__ void f(const float *a, float *b) {}', "f")
+        record(8, 8)
+        sub = x.view(Sub)
+        assert type(sub) is Sub
+        for a, b in [(x, z), (sub, z), (x[1:], z[2:])]:
+            raw((1,), (32,), (a, b), stream=0)
+            assert param(0, "<Q") == a.data.ptr and param(1, "<Q") == b.data.ptr
+        z2 = k(sub, y, stream=0)
+        assert z2.shape == (3, 4)
+        # A transposed view is not C-contiguous: its strides are read.
+        zt = k(x.T, y[:3].reshape(3, 1).T, stream=0)
+        assert zt.shape == (4, 3)
     """, tmp_path)
 
 
