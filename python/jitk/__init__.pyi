@@ -148,7 +148,6 @@ class RawKernel:
         grid: int | tuple[int, ...],
         block: int | tuple[int, ...],
         args: Sequence[Any],
-        *,
         shared_mem: int = ...,
         stream: Any = ...,
         enable_cooperative_groups: bool = ...,

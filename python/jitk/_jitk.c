@@ -3066,8 +3066,6 @@ static int memory_pointer_arg(PyObject *o, jitk_arg *out) {
   return 1;
 }
 
-/* k(grid, block, args, *, shared_mem=0, stream=None): arrays go as
- * pointers to their first element, scalars as CuPy types them. */
 /* Reads a call's arguments into values[] by position, then by keyword,
  * as Python binds them; the first `required` must be given. Written out
  * because PyArg_ParseTupleAndKeywords costs as much as reading two arrays
@@ -3108,9 +3106,10 @@ static int bind_args(PyObject *args, PyObject *kw, const char *const *names, int
   return 0;
 }
 
+/* k(grid, block, args, shared_mem=0, stream=None,
+ * enable_cooperative_groups=False), as CuPy's Function.__call__: arrays go
+ * as pointers to their first element, scalars as CuPy types them. */
 static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
-  /* CuPy's Function.__call__(grid, block, args, shared_mem=0,
-   * stream=None, enable_cooperative_groups=False). */
   static const char *const names[] = {"grid",   "block",
                                       "args",   "shared_mem",
                                       "stream", "enable_cooperative_groups"};
