@@ -1,7 +1,8 @@
 """Shared set-up of jitk's own Python tests.
 
-CPU tests run everywhere, CI included (no GPU, no driver, neither CuPy nor
-PyTorch). GPU tests take the `lib` fixture, which gives each test once with
+CPU tests run everywhere, CI included (no GPU, no driver, CuPy but not
+PyTorch; the README's test command installs CuPy, whose arrays over host
+memory test_fake_driver.py launches on a stand-in driver). GPU tests take the `lib` fixture, which gives each test once with
 CuPy arrays and once with PyTorch tensors, and skip with "no CUDA device"
 when jitk sees no GPU, or when that library is not installed.
 """
