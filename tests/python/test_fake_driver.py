@@ -309,3 +309,39 @@ def test_launches_go_on_the_stream_given(tmp_path):
                 sys.exit(f"stream={bad!r} was taken")
         assert fake.fakecuda_launch_count() == before
     """, tmp_path)
+
+
+def test_cupy_arrays_of_every_dtype_and_layout(tmp_path):
+    pytest.importorskip("cupy")
+    run("""
+        import cupy
+        keep = []
+        def array(host):
+            keep.append(host)
+            mem = cupy.cuda.UnownedMemory(host.ctypes.data, max(host.nbytes, 1), host,
+                                          device_id=0)
+            return cupy.ndarray(host.shape, host.dtype, cupy.cuda.MemoryPointer(mem, 0),
+                                strides=host.strides)
+
+        k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + y", "addt")
+        raw = jitk.RawKernel('extern "C" __global__ void f(const void *a) {}', "f")
+        record(8)
+        n = 0
+        for dt in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                   "uint64", "float16", "float32", "float64", "complex64", "complex128"]:
+            base = np.zeros((6, 8), dtype=dt)
+            for name, h in [("contiguous", base), ("F-order", np.asfortranarray(base)),
+                            ("transposed", base.T), ("sliced", base[::2, 1::3]),
+                            ("reversed", base[::-1]), ("0-d", base[:1, :1].reshape(())),
+                            ("empty", base[:0])]:
+                x = array(h)
+                z = array(np.zeros(h.shape, dtype=dt))
+                before = fake.fakecuda_launch_count()
+                k(x, x, z, stream=0)
+                # An empty array launches nothing; every other launches once.
+                assert fake.fakecuda_launch_count() == before + (h.size > 0), (dt, name)
+                raw((1,), (1,), (x,), stream=0)
+                assert param(0, "<Q") == x.data.ptr, (dt, name)
+                n += 1
+        print(n)
+    """, tmp_path)
