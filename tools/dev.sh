@@ -62,6 +62,11 @@ JITK_TEST_FAKECUDA=$(cd "$BUILD" && pwd)/tests/fakecuda/libcuda.so.1
 export JITK_TEST_FAKECUDA
 (cd tests/python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider)
 
+# The same wheel under every CPython from 3.10 on that this machine has.
+rc=0
+tests/python/abi3_check.sh "$WHEEL" || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || exit "$rc"
+
 # The same wheel on a machine without the CUDA toolkit, with NVRTC and the
 # headers from NVIDIA's wheels (exit 77: this machine cannot hide its
 # toolkit or reach the package index, and the check is skipped).
