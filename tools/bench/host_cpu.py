@@ -16,9 +16,10 @@ Without --callgrind: microseconds per call, the median of 25 rounds of
 With --callgrind: instructions per call counted by valgrind's callgrind (a
 run of 20000 calls less a run of none), which are the same from run to run
 whatever else the machine does, and so compare two versions of the
-package exactly. Every case passes stream=0 and its outputs: CuPy's
-current stream and its memory pool need its runtime, which the stand-in
-driver cannot serve.
+package exactly. Every case passes stream=0: CuPy's current stream needs
+its runtime, which the stand-in driver cannot serve; for the same reason
+outputs that jitk allocates (elementwise_alloc, CuPy only) come from an
+allocator of host memory, and CuPy's current device is taken to be 0.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 
-CASES = ["elementwise", "reduction", "raw"]
+CASES = ["elementwise", "elementwise_alloc", "reduction", "raw"]
 
 
 def workload(kind: str, calls: int) -> None:
@@ -47,6 +48,17 @@ def workload(kind: str, calls: int) -> None:
             h = np.arange(n, dtype=dtype)
             mem = cupy.cuda.UnownedMemory(h.ctypes.data, h.nbytes, h, device_id=0)
             return cupy.ndarray(shape or (n,), dtype, cupy.cuda.MemoryPointer(mem, 0))
+
+        # Outputs that jitk allocates come from an allocator of host
+        # memory (a block kept for reuse, as a pool would), and the current
+        # device is 0: CuPy's own pool and device query need its runtime.
+        block = np.empty(1 << 20, np.uint8)
+
+        def alloc(size):
+            mem = cupy.cuda.UnownedMemory(block.ctypes.data, size, block, device_id=0)
+            return cupy.cuda.MemoryPointer(mem, 0)
+        cupy.cuda.set_allocator(alloc)
+        cupy.cuda.runtime.getDevice = lambda: 0
         source = "CuPy arrays"
     except ImportError:
         class Array:
@@ -69,9 +81,12 @@ def workload(kind: str, calls: int) -> None:
     a, n = np.float32(2), np.int64(1024)
     fns = {
         "elementwise": lambda: add(x, y, z, stream=0),
+        "elementwise_alloc": lambda: add(x, y, stream=0),
         "reduction": lambda: total(m, s, axis=1, stream=0),
         "raw": lambda: raw((1,), (128,), (a, x, z, n), stream=0),
     }
+    if source != "CuPy arrays":
+        del fns["elementwise_alloc"]  # jitk allocates with CuPy or PyTorch only
     for f in fns.values():
         f()  # compiled and loaded before anything is counted
     if kind == "none":
@@ -120,15 +135,17 @@ def main() -> None:
     p.add_argument("--fake", required=True, help="the stand-in libcuda.so.1")
     p.add_argument("--callgrind", action="store_true", help="count instructions instead")
     o = p.parse_args()
-    print(f"arrays: {child(o.fake, ['none', '0']).strip()}")
+    source = child(o.fake, ["none", "0"]).strip()
+    print(f"arrays: {source}")
+    cases = [c for c in CASES if c != "elementwise_alloc" or source == "CuPy arrays"]
     if o.callgrind:
         calls = 20000
         base = instructions(o.fake, "none", 0)
-        for kind in CASES:
+        for kind in cases:
             per = (instructions(o.fake, kind, calls) - base) / calls
             print(f"{kind:<20} {per:8.0f} instructions per call")
     else:
-        for kind in CASES:
+        for kind in cases:
             print(f"{kind:<20} {float(child(o.fake, [kind, '0'])):8.3f} us per call")
 
 
