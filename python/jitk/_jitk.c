@@ -665,6 +665,15 @@ static void c_strides(pyarr *a, int nd) {
   }
 }
 
+/* Points a's tensor at its nd extents and strides, typed by a->dtype. */
+static void set_tensor_layout(pyarr *a, int nd) {
+  a->t.ndim = nd;
+  a->t.shape = a->shape;
+  a->t.strides = a->strides;
+  a->t.dtype = dtype_dl(a->dtype);
+  a->t.byte_offset = 0;
+}
+
 static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_in_bytes,
                       const char *what) {
   Py_ssize_t nd = PyTuple_Size(shape);
@@ -702,11 +711,7 @@ static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_
       a->strides[d] = v;
     }
   }
-  a->t.ndim = (int32_t)nd;
-  a->t.shape = a->shape;
-  a->t.strides = a->strides;
-  a->t.dtype = dtype_dl(a->dtype);
-  a->t.byte_offset = 0;
+  set_tensor_layout(a, (int)nd);
   return 0;
 }
 
@@ -781,17 +786,6 @@ static PyObject *cupy_attr(PyObject *o, bool exact, int which, PyObject *name) {
   return PyObject_GetAttr(o, name);
 }
 
-/* An array whose address alone is passed (a raw kernel's `T *`): its
- * shape and strides are not read, which for CuPy and PyTorch builds two
- * tuples, the larger part of reading an array. */
-static void pointer_only_shape(pyarr *a) {
-  a->t.ndim = 0;
-  a->t.shape = a->shape;
-  a->t.strides = a->strides;
-  a->t.dtype = dtype_dl(a->dtype);
-  a->t.byte_offset = 0;
-}
-
 /* The shape and strides of a CuPy array. A C-contiguous one (CuPy's
  * _c_contiguous flag, where this CuPy has it) needs no strides, which
  * saves reading a tuple that CuPy builds anew at each access. */
@@ -813,23 +807,35 @@ static int cupy_layout(PyObject *o, bool exact, pyarr *a, const char *what) {
   return r;
 }
 
-static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, const char *what) {
-  bool exact = (PyObject *)Py_TYPE(o) == cupy_ndarray_type && cupy_fast_getters();
+/* Whether o is exactly a cupy.ndarray whose attributes the getters read. */
+static bool cupy_exact(PyObject *o) {
+  return (PyObject *)Py_TYPE(o) == cupy_ndarray_type && cupy_fast_getters();
+}
+
+/* A CuPy array's o.data.ptr, and o.data.device_id where `device` is not
+ * NULL; `exact` from cupy_exact(o). */
+static int cupy_pointer(PyObject *o, bool exact, void **ptr, int *device) {
   PyObject *data = cupy_attr(o, exact, FG_DATA, s_data);
   if (data == NULL) return -1;
-  bool exact_ptr = exact && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
-  PyObject *ptr = cupy_attr(data, exact_ptr, FG_PTR, s_ptr);
-  PyObject *dev = ptr ? cupy_attr(data, exact_ptr, FG_DEVICE_ID, s_device_id) : NULL;
+  exact = exact && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
+  PyObject *p = cupy_attr(data, exact, FG_PTR, s_ptr);
+  PyObject *dev = p != NULL && device != NULL ? cupy_attr(data, exact, FG_DEVICE_ID, s_device_id)
+                                              : NULL;
   Py_DECREF(data);
-  if (dev == NULL) {
-    Py_XDECREF(ptr);
+  if (p == NULL || (device != NULL && dev == NULL)) {
+    Py_XDECREF(p);
     return -1;
   }
-  a->t.data = PyLong_AsVoidPtr(ptr);
-  *device = (int)PyLong_AsLong(dev);
-  Py_DECREF(ptr);
-  Py_DECREF(dev);
-  if (PyErr_Occurred()) return -1;
+  *ptr = PyLong_AsVoidPtr(p);
+  if (device != NULL) *device = (int)PyLong_AsLong(dev);
+  Py_DECREF(p);
+  Py_XDECREF(dev);
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, const char *what) {
+  bool exact = cupy_exact(o);
+  if (cupy_pointer(o, exact, &a->t.data, device) != 0) return -1;
   PyObject *dt = cupy_attr(o, exact, FG_DTYPE, s_dtype);
   if (dt == NULL) return -1;
   a->dtype = dtype_of(dt);
@@ -838,9 +844,12 @@ static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, cons
     PyErr_Format(PyExc_TypeError, "%s has a dtype jitk does not support", what);
     return -1;
   }
+  /* An array whose address alone is passed (a raw kernel's `T *`) is
+   * not asked for its shape and strides: CuPy and PyTorch build those
+   * tuples anew at each read, the larger part of reading an array. */
   int r = 0;
   if (pointer_only)
-    pointer_only_shape(a);
+    set_tensor_layout(a, 0);
   else
     r = cupy_layout(o, exact, a, what);
   a->t.device.device_type = kDLCUDA;
@@ -875,7 +884,7 @@ static int from_torch(PyObject *o, pyarr *a, int *device, bool pointer_only, con
   }
   int r = 0;
   if (pointer_only) {
-    pointer_only_shape(a);
+    set_tensor_layout(a, 0);
   } else {
     PyObject *shape = PyObject_GetAttr(o, s_shape);
     PyObject *strides = shape ? PyObject_CallMethodObjArgs(o, s_stride, NULL) : NULL;
@@ -1253,6 +1262,20 @@ typedef struct call {
 
 static void call_release(call *c) { release_arrays(c->arrs, c->narr); }
 
+/* A call of n arguments, on `stream` (stream=: None or NULL for the
+ * default, decided once the arrays are read). On a bad stream -1, with
+ * nothing to release yet. */
+static int call_init(call *c, int n, PyObject *stream, bool pointer_only) {
+  c->n = n;
+  c->narr = 0;
+  c->lib = LIB_OTHER;
+  c->device = -1;
+  c->stream = NULL;
+  c->stream_given = stream != NULL && stream != Py_None;
+  c->pointer_only = pointer_only;
+  return c->stream_given ? stream_from_object(stream, &c->stream) : 0;
+}
+
 /* "KERNEL: argument I", for messages. It is built for every argument of
  * every call (the converters take it ready-made), so without snprintf,
  * which costs as much as reading an array's attributes. */
@@ -1486,31 +1509,22 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
  * not of those libraries; -1: an exception. */
 static int allocated_array(PyObject *o, int device, const jitk_output_spec *sp, pyarr *a) {
   int lib = lib_of(o);
-  PyObject *ptr = NULL;
-  if (lib == LIB_CUPY) {
-    bool exact = (PyObject *)Py_TYPE(o) == cupy_ndarray_type && cupy_fast_getters();
-    PyObject *data = cupy_attr(o, exact, FG_DATA, s_data);
-    exact = exact && data != NULL && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
-    ptr = data != NULL ? cupy_attr(data, exact, FG_PTR, s_ptr) : NULL;
-    Py_XDECREF(data);
-  } else if (lib == LIB_TORCH) {
-    ptr = PyObject_CallMethodObjArgs(o, s_data_ptr, NULL);
-  } else {
-    return 0;
-  }
-  if (ptr == NULL) return -1;
+  if (lib != LIB_CUPY && lib != LIB_TORCH) return 0;
   memset(&a->t, 0, sizeof a->t);
   a->hold = NULL;
-  a->t.data = PyLong_AsVoidPtr(ptr);
-  Py_DECREF(ptr);
-  if (PyErr_Occurred()) return -1;
+  if (lib == LIB_CUPY) {
+    if (cupy_pointer(o, cupy_exact(o), &a->t.data, NULL) != 0) return -1;
+  } else {
+    PyObject *ptr = PyObject_CallMethodObjArgs(o, s_data_ptr, NULL);
+    if (ptr == NULL) return -1;
+    a->t.data = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    if (PyErr_Occurred()) return -1;
+  }
   a->dtype = sp->dtype;
   for (int d = 0; d < sp->ndim; d++) a->shape[d] = sp->shape[d];
   c_strides(a, sp->ndim);
-  a->t.ndim = sp->ndim;
-  a->t.shape = a->shape;
-  a->t.strides = a->strides;
-  a->t.dtype = dtype_dl(sp->dtype);
+  set_tensor_layout(a, sp->ndim);
   a->t.device.device_type = kDLCUDA;
   a->t.device.device_id = device;
   return 1;
@@ -1792,6 +1806,15 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   return (PyObject *)k;
 }
 
+/* Frees an instance of one of the module's heap types, whose instances
+ * hold a reference to their type. */
+static void free_instance(PyObject *o) {
+  PyTypeObject *tp = Py_TYPE(o);
+  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  f(o);
+  Py_DECREF(tp);
+}
+
 static void ew_dealloc(ew_kernel *k) {
   for (int d = 0; d < MAX_DEVICES; d++) jitk_elementwise_destroy(k->per_device[d]);
   jitk_elementwise_destroy(k->parsed);
@@ -1805,10 +1828,7 @@ static void ew_dealloc(ew_kernel *k) {
   Py_XDECREF(k->options);
   Py_XDECREF(k->params);
   Py_XDECREF(k->cached_codes);
-  PyTypeObject *tp = Py_TYPE(k);
-  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-  f(k);
-  Py_DECREF(tp);
+  free_instance((PyObject *)k);
 }
 
 /* The kernel on a device's engine, made at its first call there. */
@@ -1913,14 +1933,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
     block = (unsigned int)b;
   }
   call c;
-  c.n = (int)n;
-  c.narr = 0;
-  c.lib = LIB_OTHER;
-  c.device = -1;
-  c.stream = NULL;
-  c.stream_given = kv[2] != NULL && kv[2] != Py_None;
-  c.pointer_only = false;
-  if (c.stream_given && stream_from_object(kv[2], &c.stream) != 0) return NULL;
+  if (call_init(&c, (int)n, kv[2], false) != 0) return NULL;
   PyObject *out[MAX_PARAMS] = {NULL};
   int nalloc = 0;
   PyObject *result = NULL;
@@ -2222,10 +2235,7 @@ static void red_dealloc(red_kernel *k) {
                          &k->post_map_expr, &k->identity, &k->name, &k->reduce_type,
                          &k->preamble, &k->options, &k->params, &k->cached_codes};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) Py_CLEAR(*fields[i]);
-  PyTypeObject *tp = Py_TYPE(k);
-  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-  f(k);
-  Py_DECREF(tp);
+  free_instance((PyObject *)k);
 }
 
 static jitk_reduction *red_on(red_kernel *k, int device) {
@@ -2318,16 +2328,9 @@ static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
     Py_INCREF(full);
   }
   call c;
-  c.n = (int)n;
-  c.narr = 0;
-  c.lib = LIB_OTHER;
-  c.device = -1;
-  c.stream = NULL;
-  c.stream_given = kv[3] != NULL && kv[3] != Py_None;
-  c.pointer_only = false;
   PyObject *out[MAX_PARAMS] = {NULL};
   int nalloc = 0;
-  if (c.stream_given && stream_from_object(kv[3], &c.stream) != 0) goto fail;
+  if (call_init(&c, (int)n, kv[3], false) != 0) goto fail;
   for (int i = 0; i < (int)n; i++)
     if (convert_arg(&c, PyTuple_GetItem(full, i), i, i >= k->nin, kname) != 0) goto fail;
   if (check_python_ints(&k->types, full, &c, kname) != 0) goto fail;
@@ -2732,10 +2735,7 @@ static void rm_dealloc(raw_module *m) {
   Py_CLEAR(m->backend);
   Py_CLEAR(m->build_code);
   Py_CLEAR(m->build_options);
-  PyTypeObject *tp = Py_TYPE(m);
-  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-  f(m);
-  Py_DECREF(tp);
+  free_instance((PyObject *)m);
 }
 
 static int write_log(PyObject *stream, const char *log) {
@@ -2922,10 +2922,7 @@ static void rk_dealloc(raw_kernel *k) {
   /* Kernels belong to their module, which frees them. */
   Py_CLEAR(k->module);
   Py_CLEAR(k->name);
-  PyTypeObject *tp = Py_TYPE(k);
-  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-  f(k);
-  Py_DECREF(tp);
+  free_instance((PyObject *)k);
 }
 
 static jitk_kernel *rk_on(raw_kernel *k, int device) {
@@ -3066,36 +3063,26 @@ static int memory_pointer_arg(PyObject *o, jitk_arg *out) {
   return 1;
 }
 
-/* Reads a call's arguments into values[] by position, then by keyword,
- * as Python binds them; the first `required` must be given. Written out
+/* Reads a call's arguments into values[] by keyword (call_keywords) and
+ * by position, as Python binds them; the first `required` must be given.
+ * Written out
  * because PyArg_ParseTupleAndKeywords costs as much as reading two arrays
  * (its format is interpreted at every call). */
 static int bind_args(PyObject *args, PyObject *kw, const char *const *names, int n, int required,
                      PyObject **values, const char *fname) {
-  for (int i = 0; i < n; i++) values[i] = NULL;
   Py_ssize_t npos = PyTuple_Size(args);
   if (npos > n) {
     PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", fname, n, npos);
     return -1;
   }
-  for (Py_ssize_t i = 0; i < npos; i++) values[i] = PyTuple_GetItem(args, i);
-  Py_ssize_t pos = 0;
-  PyObject *key, *value;
-  while (kw != NULL && PyDict_Next(kw, &pos, &key, &value)) {
-    const char *name = PyUnicode_AsUTF8AndSize(key, NULL);
-    if (name == NULL) return -1;
-    int found = -1;
-    for (int i = 0; i < n && found < 0; i++)
-      if (strcmp(name, names[i]) == 0) found = i;
-    if (found < 0) {
-      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fname, name);
+  if (call_keywords(kw, names, values, n, fname) != 0) return -1;
+  for (Py_ssize_t i = 0; i < npos; i++) {
+    if (values[i] != NULL) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
+                   names[i]);
       return -1;
     }
-    if (values[found] != NULL) {
-      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, name);
-      return -1;
-    }
-    values[found] = value;
+    values[i] = PyTuple_GetItem(args, i);
   }
   for (int i = 0; i < required; i++)
     if (values[i] == NULL) {
@@ -3141,16 +3128,9 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
     return NULL;
   }
   call c;
-  c.n = (int)n;
-  c.narr = 0;
-  c.lib = LIB_OTHER;
-  c.device = -1;
-  c.stream = NULL;
-  c.stream_given = stream_o != NULL && stream_o != Py_None;
-  c.pointer_only = true;
   PyObject *result = NULL;
   const char *kname = PyUnicode_AsUTF8AndSize(k->name, NULL);
-  if (c.stream_given && stream_from_object(stream_o, &c.stream) != 0) goto done;
+  if (call_init(&c, (int)n, stream_o, true) != 0) goto done;
   for (int i = 0; i < (int)n; i++) {
     PyObject *o = PyTuple_GetItem(t, i);
     if (o == Py_None) {
@@ -3503,10 +3483,7 @@ static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static void mm_dealloc(mm_plan *p) {
   jitk_matmul_destroy(p->plan);
-  PyTypeObject *tp = Py_TYPE(p);
-  freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-  f(p);
-  Py_DECREF(tp);
+  free_instance((PyObject *)p);
 }
 
 /* The device pointer of an operand (any library), or NULL for None. */
@@ -3536,17 +3513,10 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
     return NULL;
   }
   call c;
-  c.n = 0;
-  c.narr = 0;
-  c.lib = LIB_OTHER;
-  c.device = -1;
-  c.stream = NULL;
-  c.stream_given = stream_o != Py_None;
-  c.pointer_only = false;
   PyObject *result = NULL;
   const void *pa, *pb, *pc, *pd;
   PyObject *ex = NULL;
-  if (c.stream_given && stream_from_object(stream_o, &c.stream) != 0) goto done;
+  if (call_init(&c, 0, stream_o, false) != 0) goto done;
   if (operand_ptr(a, &c, &pa, "A") != 0 || operand_ptr(b, &c, &pb, "B") != 0 ||
       operand_ptr(cc, &c, &pc, "C") != 0 || operand_ptr(d, &c, &pd, "D") != 0)
     goto done;
