@@ -60,6 +60,30 @@ class CudaArray:
     @property
     def ptr(self):
         return self.host.ctypes.data
+
+hosts = []  # the host memory under CuPy arrays and allocations, kept alive
+
+def cupy_array(host):
+    """A cupy.ndarray over a NumPy array's memory: CuPy makes one without a
+    GPU, and the stand-in driver calls that memory device memory."""
+    import cupy
+    hosts.append(host)
+    mem = cupy.cuda.UnownedMemory(host.ctypes.data, max(host.nbytes, 1), host, device_id=0)
+    return cupy.ndarray(host.shape, host.dtype, cupy.cuda.MemoryPointer(mem, 0),
+                        strides=host.strides)
+
+def cupy_host_allocation():
+    """CuPy's memory pool and current device need its runtime, which the
+    stand-in cannot serve: allocations come from host memory, and the
+    current device is 0."""
+    import cupy
+    def alloc(size):
+        h = np.empty(max(size, 1), np.uint8)
+        hosts.append(h)
+        return cupy.cuda.MemoryPointer(
+            cupy.cuda.UnownedMemory(h.ctypes.data, size, h, device_id=0), 0)
+    cupy.cuda.set_allocator(alloc)
+    cupy.cuda.runtime.getDevice = lambda: 0
 '''
 
 
@@ -221,21 +245,8 @@ def test_outputs_allocated_with_cupy(tmp_path):
     pytest.importorskip("cupy")
     run("""
         import cupy
-        # CuPy's memory pool and current device need its runtime, which the
-        # stand-in cannot serve: host memory comes from an allocator of
-        # ours, and the current device is 0.
-        keep = []
-        def alloc(size):
-            h = np.empty(max(size, 1), np.uint8)
-            keep.append(h)
-            mem = cupy.cuda.UnownedMemory(h.ctypes.data, size, h, device_id=0)
-            return cupy.cuda.MemoryPointer(mem, 0)
-        cupy.cuda.set_allocator(alloc)
-        cupy.cuda.runtime.getDevice = lambda: 0
-
-        def array(host):
-            mem = cupy.cuda.UnownedMemory(host.ctypes.data, host.nbytes, host, device_id=0)
-            return cupy.ndarray(host.shape, host.dtype, cupy.cuda.MemoryPointer(mem, 0))
+        cupy_host_allocation()
+        array = cupy_array
 
         k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
         x = array(np.arange(12, dtype=np.float32).reshape(3, 4))
@@ -314,14 +325,7 @@ def test_launches_go_on_the_stream_given(tmp_path):
 def test_cupy_arrays_of_every_dtype_and_layout(tmp_path):
     pytest.importorskip("cupy")
     run("""
-        import cupy
-        keep = []
-        def array(host):
-            keep.append(host)
-            mem = cupy.cuda.UnownedMemory(host.ctypes.data, max(host.nbytes, 1), host,
-                                          device_id=0)
-            return cupy.ndarray(host.shape, host.dtype, cupy.cuda.MemoryPointer(mem, 0),
-                                strides=host.strides)
+        array = cupy_array
 
         k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + y", "addt")
         raw = jitk.RawKernel('extern "C" __global__ void f(const void *a) {}', "f")
@@ -361,14 +365,8 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
         rng = random.Random(seed)
         try:
             import cupy
-            block = np.empty(1 << 16, np.uint8)
-            cupy.cuda.set_allocator(lambda size: cupy.cuda.MemoryPointer(
-                cupy.cuda.UnownedMemory(block.ctypes.data, size, block, device_id=0), 0))
-            cupy.cuda.runtime.getDevice = lambda: 0
-            def wrap(h):
-                mem = cupy.cuda.UnownedMemory(h.ctypes.data, max(h.nbytes, 1), h, device_id=0)
-                return cupy.ndarray(h.shape, h.dtype, cupy.cuda.MemoryPointer(mem, 0),
-                                    strides=h.strides)
+            cupy_host_allocation()
+            wrap = cupy_array
         except ImportError:
             wrap = CudaArray
 
@@ -378,10 +376,10 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
             def __init__(self, v): self.v = v
             def __cuda_stream__(self): return self.v
 
-        hosts = [np.zeros(s, dtype=d) for d in ["bool", "int8", "int32", "int64", "uint64",
-                 "float16", "float32", "float64", "complex64"]
-                 for s in [(4,), (2, 3), (), (0,), (3, 1)]]
-        arrays = [wrap(h) for h in hosts] + [CudaArray(h) for h in hosts]
+        buffers = [np.zeros(s, dtype=d) for d in ["bool", "int8", "int32", "int64", "uint64",
+                   "float16", "float32", "float64", "complex64"]
+                   for s in [(4,), (2, 3), (), (0,), (3, 1)]]
+        arrays = [wrap(h) for h in buffers] + [CudaArray(h) for h in buffers]
 
         def value(depth=0, with_arrays=True):
             c = rng.randrange(16)
