@@ -19,6 +19,7 @@ export LD_LIBRARY_PATH="$HERE/lib:${NVRTC_DIR:-/usr/local/cuda/lib64}:${LD_LIBRA
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader 2>&1 | tee "$LOGS/nvidia-smi.txt"
 
 declare -a NAMES RESULTS
+FAILED=0
 # ONLY=REGEX runs just the steps whose names match (a quicker call).
 step() { # step NAME COMMAND...: runs it, logs it, remembers the outcome
   local name=$1
@@ -32,7 +33,7 @@ step() { # step NAME COMMAND...: runs it, logs it, remembers the outcome
   local secs
   secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
   local verdict=ok
-  [ $rc -ne 0 ] && verdict="FAILED (exit $rc)"
+  [ $rc -ne 0 ] && { verdict="FAILED (exit $rc)"; FAILED=$((FAILED + 1)); }
   NAMES+=("$name")
   RESULTS+=("$verdict, ${secs} s")
   echo "=== $name: $verdict (${secs} s)"
@@ -90,9 +91,16 @@ echo
 echo "================ jitk on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 for i in "${!NAMES[@]}"; do printf '%-24s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}"; done
 echo "---------------- benchmark"
-grep -E "^(device-to-device|bare|jitk_kernel_launch)" "$LOGS/bench_limits.log" || true
-grep -E "^cache:" "$LOGS/bench_cache.log" || true
-grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_elementwise.log" || true
-grep -E "GB/s|us/launch|WRONG" "$LOGS/bench_reduction.log" || true
-grep -E "TFLOP/s|WRONG|^plan|cuBLASLt" "$LOGS/bench_matmul.log" 2>/dev/null || true
-for f in "$LOGS"/peer_*.log; do [ -e "$f" ] && grep -E "us/launch|GB/s|not measured|Error" "$f"; done
+# Only the steps that ran have logs (ONLY= may have left some out).
+summary() { # summary LOG REGEX
+  [ -e "$LOGS/$1" ] && grep -E "$2" "$LOGS/$1"
+  return 0
+}
+summary bench_limits.log "^(device-to-device|bare|jitk_kernel_launch)"
+summary bench_cache.log "^cache:"
+summary bench_elementwise.log "GB/s|us/launch|WRONG"
+summary bench_reduction.log "GB/s|us/launch|WRONG"
+summary bench_matmul.log "TFLOP/s|WRONG|^plan|cuBLASLt"
+for f in "$LOGS"/peer_*.log; do summary "$(basename "$f")" "us/launch|GB/s|not measured|Error"; done
+# The exit status says whether every step that ran passed.
+[ "$FAILED" -eq 0 ]
