@@ -6,7 +6,9 @@
  * specialization up in the kernel's own small table. Only a new
  * specialization generates source and goes through the kernel cache; a
  * known one costs a table probe, the packing of the parameters, and the
- * launch. Nothing on that path allocates.
+ * launch. A launch whose arguments have the layout of the kernel's last
+ * launch skips even the planning (the memo below). Nothing on that path
+ * allocates.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -33,6 +35,12 @@ struct jitk_elementwise {
   bool load_output[JK_MAX_EW_PARAMS];
   bool fill_grid; /* JITK_EW_GRID=fill: a device-filling grid that strides */
   int tile; /* transposed path: 64, or 32 when JITK_EW_TILE=32 */
+  /* The last launch's plan (struct ew_memo; NULL when JITK_EW_MEMO=off).
+   * memo_lock guards what it holds; launches only try the lock, so a
+   * thread never waits for another's launch: it plans afresh instead. */
+  pthread_mutex_t memo_lock;
+  struct ew_memo *memo;
+  unsigned long long memo_hits; /* under memo_lock */
 };
 
 void jitk_elementwise_destroy(jitk_elementwise *k) {
@@ -41,12 +49,15 @@ void jitk_elementwise_destroy(jitk_elementwise *k) {
   jk_free(e, k->operation);
   jk_free(e, k->loop_prep);
   jk_free(e, k->after_loop);
+  jk_free(e, k->memo);
+  pthread_mutex_destroy(&k->memo_lock);
   jk_gen_fini(&k->g);
   jk_free(e, k);
 }
 
 static jitk_status ew_source(void *ctx, const void *spec, char **source);
 static jitk_status ew_load(void *ctx, jk_gen_variant *v);
+static struct ew_memo *memo_new(jitk_engine *e);
 
 jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const char *out_params,
                                     const char *operation, const char *name,
@@ -71,6 +82,7 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
     jk_free(e, k);
     return st;
   }
+  pthread_mutex_init(&k->memo_lock, NULL);
   k->g.generator = JK_EW_GENERATOR;
   k->g.spec_size = sizeof(jk_ew_spec);
   k->g.source_fn = ew_source;
@@ -81,6 +93,14 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
   if (opts != NULL) {
     k->loop_prep = jk_gen_dup(e, opts->loop_prep, &oom);
     k->after_loop = jk_gen_dup(e, opts->after_loop, &oom);
+  }
+  /* Made here rather than at a launch, which never allocates.
+   * JITK_EW_MEMO=off plans every launch afresh: the tests compare the two
+   * paths' launches with it. */
+  const char *memo = getenv("JITK_EW_MEMO");
+  if (memo == NULL || strcmp(memo, "off") != 0) {
+    k->memo = memo_new(e);
+    oom |= k->memo == NULL;
   }
   if (oom) {
     jitk_elementwise_destroy(k);
@@ -189,7 +209,7 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
    * descriptor or value per other parameter. */
   _Alignas(16) unsigned char store[8 * (4 + 3 * JITK_MAX_NDIM) +
                                    JK_MAX_EW_PARAMS * 8 * (1 + JITK_MAX_NDIM) * 2];
-  void *kp[4 + 3 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + JITK_MAX_NDIM)];
+  void *kp[5 + 3 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + JITK_MAX_NDIM)];
   int np = 0;
   unsigned char *cur = store;
   int64_t inner_units = it->shape[nd - 1] / (nd > 1 ? vec : 1);
@@ -248,6 +268,9 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   uint64_t cap = k->fill_grid ? v->max_blocks : 0x7fffffffu;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
+  /* The driver reads as many parameters as the kernel has; the NULL after
+   * them tells a stand-in driver where they end. */
+  kp[np] = NULL;
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
@@ -415,8 +438,108 @@ void jitk_launch_options_init(jitk_launch_options *o) {
   o->block_size = 0;
 }
 
+/* What a launch's plan depends on, per argument, besides what the plan's
+ * views record (each array's extents, and its strides when it has them):
+ * the rest of its DLTensor, and the alignment of its first element, which
+ * decides the vector width. A scalar's plan depends on its dtype alone. */
+typedef struct ew_memo_arg {
+  jitk_arg_kind kind;
+  jitk_dtype dtype; /* a scalar's */
+  DLDevice device;
+  DLDataType dl;
+  bool strided;        /* the tensor has strides (not NULL) */
+  unsigned char align; /* the first element's address modulo 16 */
+} ew_memo_arg;
+
+/* The plan of the kernel's last successful launch with every output
+ * given. A launch whose arguments match it in everything but their
+ * addresses (and scalar values) takes the plan as it is, with the new
+ * addresses written into it: a loop that calls a kernel on arrays of one
+ * layout plans once. What depends on the addresses is done again: the
+ * overlap rules, and the parameters packed for the launch. */
+typedef struct ew_memo {
+  bool valid;
+  size_t nargs;
+  int64_t size;    /* as the caller passed it (-1: from the arrays) */
+  unsigned block;  /* as the caller passed it (0: jitk's choice) */
+  unsigned threads; /* the block size launched with */
+  ew_memo_arg arg[JK_MAX_EW_PARAMS];
+  ew_plan pl;
+  jk_gen_variant v; /* a copy; the kernel's table keeps the variant */
+} ew_memo;
+
+static ew_memo *memo_new(jitk_engine *e) { return jk_calloc(e, 1, sizeof(ew_memo)); }
+
+/* Whether the arguments of a launch have the memo's layout; when they do,
+ * their addresses are written into its plan. */
+static bool memo_take(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t size,
+                      unsigned block) {
+  if (!m->valid || m->nargs != nargs || m->size != size || m->block != block) return false;
+  if (nargs > 0 && args == NULL) return false;
+  for (size_t p = 0; p < nargs; p++) {
+    const jitk_arg *x = &args[p];
+    const ew_memo_arg *a = &m->arg[p];
+    if (x->kind != a->kind) return false;
+    if (x->kind == JITK_ARG_SCALAR) {
+      if (x->dtype != a->dtype) return false;
+      continue;
+    }
+    const DLTensor *t = x->tensor;
+    const jk_view *v = &m->pl.a.views[p];
+    if (t == NULL || t->ndim != v->ndim || t->device.device_type != a->device.device_type ||
+        t->device.device_id != a->device.device_id || t->dtype.code != a->dl.code ||
+        t->dtype.bits != a->dl.bits || t->dtype.lanes != a->dl.lanes ||
+        (t->strides != NULL) != a->strided)
+      return false;
+    size_t dims = sizeof(int64_t) * (size_t)v->ndim;
+    if (v->ndim > 0 && (t->shape == NULL || memcmp(t->shape, v->shape, dims) != 0)) return false;
+    if (t->strides != NULL && v->ndim > 0 && memcmp(t->strides, v->strides, dims) != 0)
+      return false;
+    uintptr_t first = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    if ((first & 15u) != a->align || (t->data == NULL && v->size != 0)) return false;
+  }
+  for (size_t p = 0; p < nargs; p++) {
+    if (args[p].kind != JITK_ARG_ARRAY) continue;
+    char *first = (char *)args[p].tensor->data + args[p].tensor->byte_offset;
+    m->pl.a.views[p].data = first;
+    if (m->pl.operand[p] >= 0) m->pl.iter.ops[m->pl.operand[p]].data = first;
+  }
+  return true;
+}
+
+/* Records the layout of a launch that just ran with the plan in m->pl and
+ * the variant in m->v. Launches that allocated outputs are not recorded:
+ * the next one allocates again. */
+static void memo_record(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t size,
+                        unsigned block, unsigned threads) {
+  if (m->pl.a.need_alloc) return;
+  m->nargs = nargs;
+  m->size = size;
+  m->block = block;
+  m->threads = threads;
+  for (size_t p = 0; p < nargs; p++) {
+    const jitk_arg *x = &args[p];
+    ew_memo_arg *a = &m->arg[p];
+    memset(a, 0, sizeof *a);
+    a->kind = x->kind;
+    if (x->kind == JITK_ARG_SCALAR) {
+      a->dtype = x->dtype;
+    } else if (x->kind == JITK_ARG_ARRAY) {
+      const DLTensor *t = x->tensor;
+      a->device = t->device;
+      a->dl = t->dtype;
+      a->strided = t->strides != NULL;
+      a->align = (unsigned char)(((uintptr_t)t->data + (uintptr_t)t->byte_offset) & 15u);
+    } else {
+      return;
+    }
+  }
+  m->valid = true;
+}
+
 /* The launch both public calls make. Nothing here allocates host memory
- * or takes a lock but the kernel's table's, as the launch path promises. */
+ * or takes a lock but the kernel's table's and (tried, never waited for)
+ * the memo's, as the launch path promises. */
 static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream stream,
                           const jitk_arg *args, size_t nargs, int64_t size, unsigned block,
                           DLManagedTensor **outputs) {
@@ -431,27 +554,45 @@ static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream str
                    "kernel %s: block_size %u is more threads than a block of %s can have (%d)",
                    k->g.name, block, e->info.name, e->info.max_threads_per_block);
   }
-  ew_plan pl;
+  unsigned asked = chosen ? block : 0;
+  /* The memo: taken when the arguments have its layout, otherwise planned
+   * into, when no other thread holds it. */
+  ew_memo *m = NULL;
+  if (k->memo != NULL && pthread_mutex_trylock(&k->memo_lock) == 0) {
+    m = k->memo;
+    if (memo_take(m, args, nargs, size, asked)) {
+      k->memo_hits++;
+      st = jk_gen_check_overlap(&k->g, &m->pl.a);
+      if (st == JITK_OK) st = run(k, stream, args, &m->pl, &m->v, m->threads);
+      pthread_mutex_unlock(&k->memo_lock);
+      return st;
+    }
+    m->valid = false;
+  }
+  ew_plan local;
+  ew_plan *pl = m != NULL ? &m->pl : &local;
+  jk_gen_variant local_v;
+  jk_gen_variant *v = m != NULL ? &m->v : &local_v;
   jk_ew_spec spec;
   bool empty;
   /* Outputs are made into a local array and handed over only on success,
    * so a failed launch leaves the caller's `outputs` as it was. */
   DLManagedTensor *made[JK_MAX_EW_PARAMS];
   for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
-  st = plan(k, what, stream, args, nargs, size, block, outputs ? made : NULL, &pl, &spec,
-            &empty);
+  st = plan(k, what, stream, args, nargs, size, block, outputs ? made : NULL, pl, &spec, &empty);
   if (st == JITK_OK && !empty) {
-    jk_gen_variant v;
-    st = jk_gen_variant_get(&k->g, &spec, &v);
+    st = jk_gen_variant_get(&k->g, &spec, v);
     /* The compiled kernel's own limit: its registers may allow fewer
      * threads than the device does. */
-    if (st == JITK_OK && chosen && JK_UNLIKELY(block > v.max_threads))
+    if (st == JITK_OK && chosen && JK_UNLIKELY(block > v->max_threads))
       st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "kernel %s: block_size %u is more threads than this specialization can run "
                    "with (%u, for its registers); pass %u or fewer, or 0 for jitk's choice",
-                   k->g.name, block, v.max_threads, v.max_threads);
-    if (st == JITK_OK) st = run(k, stream, args, &pl, &v, block);
+                   k->g.name, block, v->max_threads, v->max_threads);
+    if (st == JITK_OK) st = run(k, stream, args, pl, v, block);
+    if (st == JITK_OK && m != NULL) memo_record(m, args, nargs, size, asked, block);
   }
+  if (m != NULL) pthread_mutex_unlock(&k->memo_lock);
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
 }
 
@@ -580,7 +721,22 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
   int v = layout->vector ? layout->vector : (widest >= 16 ? 1 : (int)(16 / widest));
   spec.vec = (unsigned char)v;
   spec.unroll = (unsigned char)(v > 1 ? k->unroll : 1);
-  return jk_gen_compile(&k->g, &spec, source, module);
+  st = jk_gen_compile(&k->g, &spec, source, module);
+  /* jitk_elementwise_source now names this specialization; the next
+   * launch plans afresh, so that it names the launched one again. */
+  if (k->memo != NULL) {
+    pthread_mutex_lock(&k->memo_lock);
+    k->memo->valid = false;
+    pthread_mutex_unlock(&k->memo_lock);
+  }
+  return st;
+}
+
+unsigned long long jk_elementwise_memo_hits(jitk_elementwise *k) {
+  pthread_mutex_lock(&k->memo_lock);
+  unsigned long long n = k->memo_hits;
+  pthread_mutex_unlock(&k->memo_lock);
+  return n;
 }
 
 jitk_status jitk_elementwise_source(jitk_elementwise *k, const char **source) {

@@ -496,6 +496,7 @@ jitk_status jk_gen_push_other(const jk_gen *g, const jk_gen_args *a, const jitk_
     *cur += 8 + 16 * (size_t)rv->ndim;
     return JITK_OK;
   }
+  memset(*cur, 0, 16); /* the bytes past a narrow value, as JK_PUSH does */
   jitk_status st = jk_convert_scalar(g->engine, &args[p], a->dtype[p], *cur, g->labels[p]);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
   kp[(*np)++] = *cur;

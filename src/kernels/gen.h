@@ -173,12 +173,17 @@ void jk_gen_output_specs(const jk_gen *g, const jk_gen_args *a, int ndim, const 
 jitk_status jk_gen_num_params(const jk_gen *g, int *num_in, int *num_out);
 jitk_status jk_gen_param(const jk_gen *g, const char *what, int index, jitk_param_info *info);
 
-/* Appends one kernel parameter: its bytes at *cursor, its address in kp. */
-#define JK_PUSH(kp, np, cursor, value)              \
-  do {                                              \
-    memcpy((cursor), &(value), sizeof(value));      \
-    (kp)[(np)++] = (cursor);                        \
-    (cursor) += (sizeof(value) + 7) & ~(size_t)7;   \
+/* Appends one kernel parameter: its bytes at *cursor, its address in kp.
+ * The padding up to the next 8 bytes is zeroed, so that a launch's
+ * parameter bytes do not depend on what the stack held before (the tests
+ * compare launches byte for byte). */
+#define JK_PUSH(kp, np, cursor, value)                        \
+  do {                                                        \
+    size_t jk_push_room = (sizeof(value) + 7) & ~(size_t)7;   \
+    memset((cursor), 0, jk_push_room);                        \
+    memcpy((cursor), &(value), sizeof(value));                \
+    (kp)[(np)++] = (cursor);                                  \
+    (cursor) += jk_push_room;                                 \
   } while (0)
 
 #endif

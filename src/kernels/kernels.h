@@ -74,4 +74,8 @@ jitk_status jk_signature_parse(jitk_engine *e, const char *text,
 /* Describes a parameter as the signature syntax writes it ("float32[2]"). */
 void jk_param_describe(const jk_param *p, char *out, size_t size);
 
+/* How many launches of `k` took the plan of the launch before them
+ * (elementwise.c's memo): for the tests. */
+unsigned long long jk_elementwise_memo_hits(jitk_elementwise *k);
+
 #endif

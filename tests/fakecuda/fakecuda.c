@@ -392,7 +392,10 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   last_launch.stream = s;
   last_launch.num_params = 0;
   size_t at = 0;
-  for (int i = 0; i < record_count && params != NULL && extra == NULL; i++) {
+  /* A NULL parameter address ends the list early: jitk's generated
+   * launches end theirs so, and a test may then ask for more parameters
+   * than a launch has. */
+  for (int i = 0; i < record_count && params != NULL && extra == NULL && params[i] != NULL; i++) {
     size_t n = record_sizes[i], align = n >= 8 ? 8 : n > 0 ? n : 1;
     at = (at + align - 1) / align * align;
     if (at + n > sizeof last_launch.param_bytes) break;
