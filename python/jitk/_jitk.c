@@ -655,6 +655,9 @@ typedef struct pyarr {
   jitk_dtype dtype;
   PyObject *hold; /* a DLPack capsule, released once the launch is queued */
 } pyarr;
+/* A call's array arguments point at a pyarr's tensor, and the pyarr is
+ * found from them. */
+_Static_assert(offsetof(pyarr, t) == 0, "the tensor starts a pyarr");
 
 /* Row-major strides, in elements, for the first nd extents of a->shape. */
 static void c_strides(pyarr *a, int nd) {
@@ -739,7 +742,17 @@ typedef struct fast_getter {
   getter get;
   void *closure;
 } fast_getter;
-enum { FG_DATA, FG_DTYPE, FG_SHAPE, FG_STRIDES, FG_CONTIGUOUS, FG_PTR, FG_DEVICE_ID, FG_COUNT };
+enum {
+  FG_DATA,
+  FG_DTYPE,
+  FG_SHAPE,
+  FG_STRIDES,
+  FG_CONTIGUOUS,
+  FG_NDIM,
+  FG_PTR,
+  FG_DEVICE_ID,
+  FG_COUNT
+};
 static fast_getter cupy_getters[FG_COUNT];
 static int cupy_getters_state; /* 0: not looked for; 1: all found; -1: not used */
 
@@ -767,8 +780,8 @@ static bool find_getter(PyTypeObject *tp, const char *name, fast_getter *out) {
 
 static bool cupy_fast_getters(void) {
   if (cupy_getters_state == 0) {
-    static const char *const names[FG_COUNT] = {"data",          "dtype", "shape",    "strides",
-                                                "_c_contiguous", "ptr",   "device_id"};
+    static const char *const names[FG_COUNT] = {
+        "data", "dtype", "shape", "strides", "_c_contiguous", "ndim", "ptr", "device_id"};
     bool all = cupy_ndarray_type != NULL && cupy_memptr_type != NULL;
     for (int i = 0; all && i < FG_COUNT; i++) {
       PyObject *tp = i < FG_PTR ? cupy_ndarray_type : cupy_memptr_type;
@@ -786,13 +799,39 @@ static PyObject *cupy_attr(PyObject *o, bool exact, int which, PyObject *name) {
   return PyObject_GetAttr(o, name);
 }
 
+/* An int attribute of a CuPy array through its getter; -1 with an
+ * exception when it is not an int. */
+static long long cupy_int(PyObject *o, int which) {
+  PyObject *v = cupy_getters[which].get(o, cupy_getters[which].closure);
+  long long r = v != NULL ? PyLong_AsLongLong(v) : -1;
+  Py_XDECREF(v);
+  return r;
+}
+
 /* The shape and strides of a CuPy array. A C-contiguous one (CuPy's
  * _c_contiguous flag, where this CuPy has it) needs no strides, which
- * saves reading a tuple that CuPy builds anew at each access. */
+ * saves reading a tuple that CuPy builds anew at each access; a
+ * C-contiguous one of one dimension not even its shape, which is
+ * (len(o),): its ndim and its length cost a tenth of that tuple. */
 static int cupy_layout(PyObject *o, bool exact, pyarr *a, const char *what) {
-  PyObject *shape = cupy_attr(o, exact, FG_SHAPE, s_shape);
-  if (shape == NULL) return -1;
   PyObject *contiguous = cupy_attr(o, exact, FG_CONTIGUOUS, s_c_contiguous);
+  if (contiguous == Py_True && exact) {
+    long long nd = cupy_int(o, FG_NDIM);
+    long long size = nd == 1 ? (long long)PyObject_Size(o) : 0;
+    if ((nd == 0 || nd == 1) && size >= 0) {
+      Py_DECREF(contiguous);
+      a->shape[0] = size;
+      c_strides(a, (int)nd);
+      set_tensor_layout(a, (int)nd);
+      return 0;
+    }
+    PyErr_Clear(); /* any other array: read as below */
+  }
+  PyObject *shape = cupy_attr(o, exact, FG_SHAPE, s_shape);
+  if (shape == NULL) {
+    Py_XDECREF(contiguous);
+    return -1;
+  }
   PyObject *strides = NULL;
   if (contiguous == Py_True) {
     strides = Py_NewRef(Py_None);
@@ -1852,9 +1891,10 @@ static void note_specialization(PyObject *cached_codes, unsigned char *last_sig,
   int n = c->n < MAX_PARAMS ? c->n : MAX_PARAMS;
   for (int p = 0; p < n; p++) {
     const jitk_arg *a = &c->args[p];
-    jitk_dtype d = a->dtype;
-    if (a->kind == JITK_ARG_ARRAY && jitk_dtype_from_dlpack(a->tensor->dtype, &d) != JITK_OK)
-      d = JITK_DTYPE_NONE;
+    /* Every array argument of a call is the tensor of one of its pyarr
+     * (their first member), whose dtype was read with it. */
+    jitk_dtype d = a->kind == JITK_ARG_ARRAY ? ((const pyarr *)(const void *)a->tensor)->dtype
+                                             : a->dtype;
     sig[p] = (unsigned char)((a->kind == JITK_ARG_ARRAY ? 0 : 64) + d);
   }
   if (*have_sig && memcmp(sig, last_sig, (size_t)n) == 0) return;
