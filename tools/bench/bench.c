@@ -147,6 +147,38 @@ void bench_launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args,
   free(tj);
 }
 
+/* Host microseconds per bare launch of `four` (float, pointer, pointer,
+ * long long) with its arguments passed through `extra` as one buffer, timed
+ * as bench_launch_overhead times. */
+static double bench_launch_extra(jitk_engine *e, jitk_kernel *k, float a, void *x, void *y,
+                                 long long n) {
+  _Alignas(8) unsigned char buf[32];
+  memset(buf, 0, sizeof buf);
+  memcpy(buf, &a, 4);
+  memcpy(buf + 8, &x, 8);
+  memcpy(buf + 16, &y, 8);
+  memcpy(buf + 24, &n, 8);
+  size_t size = sizeof buf;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  for (int w = 0; w < 2000; w++)
+    CU(e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra));
+  CHECK(jitk_stream_synchronize(e, NULL));
+  double *t = malloc(ROUNDS * sizeof *t);
+  if (t == NULL) exit(1);
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = bench_now_us();
+    for (int i = 0; i < PER_ROUND; i++)
+      e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra);
+    double t1 = bench_now_us();
+    CHECK(jitk_stream_synchronize(e, NULL));
+    t[r] = (t1 - t0) / PER_ROUND;
+  }
+  double us = bench_median(t, ROUNDS);
+  free(t);
+  return us;
+}
+
 static int cmd_limits(int argc, char **argv) {
   const char *json = NULL;
   for (int i = 0; i < argc; i++) {
@@ -187,10 +219,15 @@ static int cmd_limits(int argc, char **argv) {
   jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(x, JITK_FLOAT32),
                      jitk_arg_ptr(y, JITK_FLOAT32), jitk_arg_i64(n)};
   bench_launch_overhead(e, four, args, 4, bare, &fb, &fj);
+  /* The same launch with the arguments in one buffer laid out as the
+   * kernel's parameters are (cuLaunchKernel's `extra`), against the array
+   * of pointers: whether the driver's copying of each parameter costs. */
+  double xb = bench_launch_extra(e, four, a, x, y, n);
   CHECK(jitk_device_free(e, buf, NULL));
   CHECK(jitk_stream_synchronize(e, NULL));
 
-  char note_e[64], note_f[64];
+  char note_e[64], note_f[64], note_x[64];
+  snprintf(note_x, sizeof note_x, "%.3fx bare", xb / fb);
   snprintf(note_e, sizeof note_e, "%.3fx bare", ej / eb);
   snprintf(note_f, sizeof note_f, "%.3fx bare", fj / fb);
   bench_row rows[] = {
@@ -199,6 +236,7 @@ static int cmd_limits(int argc, char **argv) {
       {"jitk_kernel_launch, empty kernel", ej, "us/launch", note_e},
       {"bare cuLaunchKernel, 4 arguments", fb, "us/launch", ""},
       {"jitk_kernel_launch, 4 arguments", fj, "us/launch", note_f},
+      {"bare cuLaunchKernel, 4 arguments in one buffer", xb, "us/launch", note_x},
   };
   char title[400];
   snprintf(title, sizeof title, "limits on %s (%d SMs), %s", e->info.name,
