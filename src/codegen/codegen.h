@@ -80,6 +80,14 @@ typedef struct jk_ew_spec {
   /* Tiled path only: the array's outer stride is 0 (one value per
    * column, a bias along the rows), so a thread loads it once per column. */
   unsigned char outer_bcast[JK_MAX_EW_PARAMS];
+  /* Vector path, one dimension: the first _jk_h elements (a kernel
+   * parameter, fewer than vec) go one at a time, so that the vector groups
+   * start where the outputs' addresses are aligned (a misaligned slice
+   * such as x[1:]). */
+  unsigned char peel;
+  /* Vector path: the array is not aligned to a whole group where the
+   * groups start, so its group is moved one element at a time. */
+  unsigned char unaligned[JK_MAX_EW_PARAMS];
 } jk_ew_spec;
 
 typedef struct jk_ew_source_in {
@@ -135,8 +143,15 @@ typedef struct jk_red_spec {
    * arrays); 'o': a thread per output, 32 outputs a block, 8 threads
    * splitting the reduced elements (columns). */
   unsigned char strategy;
+  /* 'i': threads per output: 256, 32, or fewer (a power of two) for short
+   * rows, several outputs a warp. */
   unsigned short group;
   unsigned char vec;    /* 'i' only: elements per vector access */
+  /* 'o' only: 0, or the outputs a block takes (1 to 16, one row of the
+   * innermost kept dimension) when the reduced rows lie right after one
+   * another (few tall columns, a middle axis): a warp then reads 32 / ocols
+   * consecutive rows at once. */
+  unsigned char ocols;
   /* 0: one piece per output (S == 1), no second kernel; else the second
    * kernel's threads per output, 32 or 256 (S > 1). */
   unsigned short final_group;

@@ -185,6 +185,11 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     if (d->output) jk_buf_printf(b, "    _jk_o_%s_u[_jk_j] = _jk_o_%s;\n", d->name, d->name);
     if (!d->output && s->inner_bcast[p])
       jk_buf_printf(b, "    _jk_b_%s[_jk_j] = _jk_p_%s[_jk_o_%s];\n", d->name, d->name, d->name);
+    else if ((!d->output || in->load_output[p]) && s->unaligned[p])
+      jk_buf_printf(b,
+                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_p_%s[_jk_o_%s + _jk_l];\n",
+                    v, d->name, d->name, d->name);
     else if (!d->output || in->load_output[p])
       jk_buf_printf(b,
                     "    _jk_v_%s[_jk_j] = *reinterpret_cast<const jitk::ew::vec<%s, %d> "
@@ -207,17 +212,25 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
                     d->output ? "" : "const ", t, v, d->name, d->name);
   }
   jk_buf_printf(b, "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l)\n", v);
+  /* The element index counts from the loop's start, before a peel. */
+  const char *from = s->peel ? "_jk_h + " : "";
   char index[64];
-  snprintf(index, sizeof index, "_jk_k * %d + _jk_l", v);
+  snprintf(index, sizeof index, "%s_jk_k * %d + _jk_l", from, v);
   emit_element(b, in, file, "_jk_l", index);
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
     const char *t = ctype_of(in, p);
-    jk_buf_printf(b,
-                  "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s_u[_jk_j]) = "
-                  "_jk_w_%s;\n",
-                  t, v, d->name, d->name, d->name);
+    if (s->unaligned[p])
+      jk_buf_printf(b,
+                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+                    "_jk_p_%s[_jk_o_%s_u[_jk_j] + _jk_l] = _jk_w_%s.v[_jk_l];\n",
+                    v, d->name, d->name, d->name);
+    else
+      jk_buf_printf(b,
+                    "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s_u[_jk_j]) "
+                    "= _jk_w_%s;\n",
+                    t, v, d->name, d->name, d->name);
   }
   jk_buf_puts(b, "    }\n  }\n");
   if (s->ndim == 1) {
@@ -228,9 +241,28 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
                   "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n",
                   v);
     emit_offsets(b, in, "_jk_k", 1);
-    emit_element(b, in, file, NULL, "_jk_k");
+    snprintf(index, sizeof index, "%s_jk_k", from);
+    emit_element(b, in, file, NULL, index);
     jk_buf_puts(b, "  }\n");
   }
+}
+
+/* The peel of a one-dimensional vector loop: the first _jk_h elements, one
+ * per thread of the first block, through the arrays' own pointers (the
+ * loop's are moved past them). */
+static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
+  const jk_ew_spec *s = in->spec;
+  jk_buf_puts(b, "  if (blockIdx.x == 0 && threadIdx.x < _jk_h) {\n"
+                 "    const _jk_u _jk_k = threadIdx.x;\n");
+  for (int p = 0; p < s->nparams; p++) {
+    if (s->kind[p] != JK_EW_ARRAY) continue;
+    const jk_param_decl *d = &in->params->params[p];
+    jk_buf_printf(b, "    %s%s *const _jk_p_%s = _jk_p0_%s;\n", d->output ? "" : "const ",
+                  ctype_of(in, p), d->name, d->name);
+  }
+  emit_offsets(b, in, "_jk_k", 1);
+  emit_element(b, in, file, NULL, "_jk_k");
+  jk_buf_puts(b, "  }\n");
 }
 
 /* The tiled path for two dimensions: square tiles of `tile` (64 or 32)
@@ -374,14 +406,19 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
   jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64, JITK_DTYPE_NONE);
   jk_cg_user_section(&b, "preamble", in->preamble, file);
 
-  jk_buf_printf(&b, "extern \"C\" __global__ void %s(_jk_u _jk_n", in->name);
+  /* A peeled loop takes the arrays' pointers and the element count as
+   * _jk_p0_ and _jk_n0, and moves its own _jk_p_ and _jk_n past the peel. */
+  bool peel = s->peel && s->vec > 1 && s->ndim == 1 && !s->tiled;
+  jk_buf_printf(&b, "extern \"C\" __global__ void %s(_jk_u _jk_n%s", in->name,
+                peel ? "0, _jk_u _jk_h" : "");
   for (int d = 1; d < s->ndim; d++)
     jk_buf_printf(&b, ", _jk_u _jk_ext%d, _jk_u _jk_mag%d, unsigned int _jk_shf%d", d, d, d);
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
     if (s->kind[p] == JK_EW_ARRAY) {
-      jk_buf_printf(&b, ",\n    %s%s *_jk_p_%s", d->output ? "" : "const ", t, d->name);
+      jk_buf_printf(&b, ",\n    %s%s *_jk_p%s_%s", d->output ? "" : "const ", t, peel ? "0" : "",
+                    d->name);
       for (int k = 0; k < s->ndim; k++) jk_buf_printf(&b, ", _jk_s _jk_s_%s_%d", d->name, k);
     } else if (s->kind[p] == JK_EW_RAW) {
       jk_buf_printf(&b, ",\n    jitk::array<%s%s, %d> %s", d->output ? "" : "const ", t,
@@ -390,8 +427,19 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
       jk_buf_printf(&b, ",\n    const %s %s", t, d->name);
     }
   }
-  jk_buf_puts(&b, ") {\n  const jitk::ew::index<_jk_s> _ind = {(_jk_s)_jk_n};\n  (void)_ind;\n");
+  jk_buf_printf(&b, ") {\n  const jitk::ew::index<_jk_s> _ind = {(_jk_s)_jk_n%s};\n  (void)_ind;\n",
+                peel ? "0" : "");
   jk_cg_user_section(&b, "loop_prep", in->loop_prep, file);
+  if (peel) {
+    emit_peel(&b, in, file);
+    jk_buf_puts(&b, "  const _jk_u _jk_n = _jk_n0 - _jk_h;\n");
+    for (int p = 0; p < s->nparams; p++) {
+      if (s->kind[p] != JK_EW_ARRAY) continue;
+      const jk_param_decl *d = &in->params->params[p];
+      jk_buf_printf(&b, "  %s%s *const _jk_p_%s = _jk_p0_%s + (_jk_s)_jk_h * _jk_s_%s_0;\n",
+                    d->output ? "" : "const ", ctype_of(in, p), d->name, d->name, d->name);
+    }
+  }
   if (s->tiled) {
     emit_tiled_loop(&b, in, file);
   } else if (s->vec > 1) {

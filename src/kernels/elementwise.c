@@ -170,32 +170,60 @@ typedef struct ew_plan {
   jk_iter iter;
   int ndim;
   int64_t shape[JITK_MAX_NDIM];
+  int64_t head; /* elements peeled off a one-dimensional vector loop */
 } ew_plan;
 
 /* Elements per 16-byte access for the arrays of the loop, when every one
- * allows it; 1 otherwise. */
-static int vector_width(const ew_plan *pl) {
+ * allows it; 1 otherwise. A one-dimensional loop whose arrays are not
+ * aligned where it starts still takes vectors: *head elements (fewer than
+ * the width) are peeled off so that the first output's groups are
+ * aligned, and an array that is still not aligned then (unaligned[k], per
+ * operand) moves its groups one element at a time. Several loops alike
+ * (x[1:] + y[1:]) are then as fast as aligned ones, and one misaligned
+ * input costs only its own accesses. */
+static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unaligned) {
   const jk_iter *it = &pl->iter;
+  *head = 0;
+  memset(unaligned, 0, (size_t)it->nops);
   size_t widest = 1;
   for (int k = 0; k < it->nops; k++)
     if (it->ops[k].itemsize > widest) widest = it->ops[k].itemsize;
   if (widest >= 16) return 1;
   int v = (int)(16 / widest);
   int nd = it->ndim;
-  bool any_contiguous = false;
+  bool any_contiguous = false, aligned = true;
+  int64_t mis[JK_MAX_OPERANDS];
   for (int k = 0; k < it->nops; k++) {
     const jk_operand *op = &it->ops[k];
     int64_t inner = op->strides[nd - 1];
+    mis[k] = -1;
     if (inner != 0 && inner != 1) return 1;
     if (inner == 0) continue;
     any_contiguous = true;
-    if ((uintptr_t)op->data % ((size_t)v * op->itemsize) != 0) return 1;
+    /* An address that is not a multiple of its element's size never
+     * aligns by whole elements. */
+    if ((uintptr_t)op->data % op->itemsize != 0) return 1;
+    mis[k] = (int64_t)(((uintptr_t)op->data / op->itemsize) % (uintptr_t)v);
+    aligned &= mis[k] == 0;
     for (int d = 0; d < nd - 1; d++)
       if (op->strides[d] % v != 0) return 1;
   }
   if (!any_contiguous) return 1;
   if (nd > 1 && it->shape[nd - 1] % v != 0) return 1;
   if (it->size < v) return 1;
+  if (aligned) return v;
+  if (nd > 1) return 1;
+  /* The groups start where the first contiguous operand (an output, as
+   * outputs come first) is aligned. */
+  int ref = 0;
+  while (mis[ref] < 0) ref++;
+  *head = (v - mis[ref]) % v;
+  if (it->size - *head < v) {
+    *head = 0;
+    return 1;
+  }
+  for (int k = 0; k < it->nops; k++)
+    if (mis[k] >= 0 && (mis[k] + *head) % v != 0) unaligned[k] = 1;
   return v;
 }
 
@@ -213,9 +241,11 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   int np = 0;
   unsigned char *cur = store;
   int64_t inner_units = it->shape[nd - 1] / (nd > 1 ? vec : 1);
+  int64_t head = s->peel ? pl->head : 0;
   if (s->idx64) {
-    uint64_t n = (uint64_t)it->size;
+    uint64_t n = (uint64_t)it->size, h = (uint64_t)head;
     JK_PUSH(kp, np, cur, n);
+    if (s->peel) JK_PUSH(kp, np, cur, h);
     for (int d = 1; d < nd; d++) {
       uint64_t ext = (uint64_t)(d == nd - 1 ? inner_units : it->shape[d]), magic;
       unsigned shift;
@@ -225,8 +255,9 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
       JK_PUSH(kp, np, cur, shift);
     }
   } else {
-    uint32_t n = (uint32_t)it->size;
+    uint32_t n = (uint32_t)it->size, h = (uint32_t)head;
     JK_PUSH(kp, np, cur, n);
+    if (s->peel) JK_PUSH(kp, np, cur, h);
     for (int d = 1; d < nd; d++) {
       uint64_t magic64;
       unsigned shift;
@@ -258,7 +289,7 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
       if (JK_UNLIKELY(st != JITK_OK)) return st;
     }
   }
-  uint64_t units = (uint64_t)it->size / (uint64_t)vec;
+  uint64_t units = (uint64_t)(it->size - head) / (uint64_t)vec;
   if (units == 0) units = 1;
   uint64_t per_block = (uint64_t)block * (s->unroll > 1 ? s->unroll : 1);
   uint64_t blocks = (units + per_block - 1) / per_block;
@@ -376,7 +407,9 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
   spec->nparams = n;
   spec->ndim = (unsigned char)pl->iter.ndim;
   spec->idx64 = !jk_iter_fits_32(&pl->iter);
-  spec->vec = (unsigned char)vector_width(pl);
+  unsigned char unaligned[JK_MAX_OPERANDS];
+  spec->vec = (unsigned char)vector_width(pl, &pl->head, unaligned);
+  spec->peel = pl->head > 0;
   spec->unroll = (unsigned char)(spec->vec > 1 ? k->unroll : 1);
   /* Two dimensions with an input that walks the outer one contiguously
    * (a transposed view), outputs along the inner one: the tiled path. Its
@@ -421,8 +454,10 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
       spec->raw_ndim[p] = (unsigned char)pl->a.views[p].ndim;
     } else if (pl->a.is_array[p]) {
       spec->kind[p] = JK_EW_ARRAY;
-      if (spec->vec > 1)
+      if (spec->vec > 1) {
         spec->inner_bcast[p] = pl->iter.ops[pl->operand[p]].strides[pl->iter.ndim - 1] == 0;
+        spec->unaligned[p] = unaligned[pl->operand[p]];
+      }
     } else {
       spec->kind[p] = JK_EW_SCALAR;
     }

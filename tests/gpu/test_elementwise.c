@@ -639,3 +639,85 @@ Test(elementwise, pointer_device) {
   JT_OK(e, jitk_stream_synchronize(e, NULL));
   jitk_engine_destroy(e);
 }
+
+/* Loops whose arrays start off a 16-byte boundary: every combination of
+ * offsets of x, y and z (0 to 3 elements) for float32, float16, int8 and
+ * float64, on lengths around the vector width and a long one, so that the
+ * peeled head, the vector groups of aligned and of unaligned operands and
+ * the remainder are all met. z = x + y * i uses the element index, which
+ * must count from the loop's start through the peel. */
+Test(elementwise, misaligned_starts) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "peel", NULL,
+                                   &k));
+  const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_INT8, JITK_FLOAT64};
+  const size_t lengths[] = {1, 3, 7, 17, 33, 100003};
+  uint64_t seed = 0x9EE1;
+  for (int t = 0; t < 4; t++) {
+    jitk_dtype d = dts[t];
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info(d, &info));
+    const size_t cap = 100003 + 8;
+    size_t bytes = cap * info.size;
+    unsigned char *hx = malloc(bytes), *hy = malloc(bytes), *hz = malloc(bytes);
+    for (size_t i = 0; i < cap; i++) {
+      write_random(hx, d, i, &seed);
+      write_random(hy, d, i, &seed);
+    }
+    /* Small integers, so that int8 products by i % 8 stay exact. */
+    if (d == JITK_INT8)
+      for (size_t i = 0; i < cap; i++) {
+        ((int8_t *)hx)[i] /= 4;
+        ((int8_t *)hy)[i] /= 8;
+      }
+    unsigned char *dx = jt_dev_alloc(e, bytes), *dy = jt_dev_alloc(e, bytes),
+                  *dz = jt_dev_alloc(e, bytes);
+    jt_to_dev(e, dx, hx, bytes);
+    jt_to_dev(e, dy, hy, bytes);
+    for (int ox = 0; ox < 4; ox++)
+      for (int oy = 0; oy < 4; oy++)
+        for (int oz = 0; oz < 4; oz++)
+          for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+            size_t n = lengths[li];
+            /* The long length only for a few offset combinations. */
+            if (n > 1000 && !(ox == oz || oy == 0)) continue;
+            jt_poison(e, dz, bytes);
+            int64_t shape[1] = {(int64_t)n};
+            DLTensor tx = jt_tensor(dx + ox * info.size, d, 1, shape, NULL);
+            DLTensor ty = jt_tensor(dy + oy * info.size, d, 1, shape, NULL);
+            DLTensor tz = jt_tensor(dz + oz * info.size, d, 1, shape, NULL);
+            jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+            JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+            jt_to_host(e, hz, dz, bytes);
+            for (size_t i = 0; i < n; i++) {
+              double x = jt_read_real(hx, d, i + (size_t)ox), y = jt_read_real(hy, d, i + (size_t)oy);
+              double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, i + (size_t)oz);
+              double tol = d == JITK_FLOAT16 ? 2e-3 * (fabs(x) + fabs(y) * 8) + 1e-2
+                           : d == JITK_FLOAT32 ? 1e-6 * (fabs(x) + fabs(y) * 8)
+                           : d == JITK_FLOAT64 ? 1e-14 * (fabs(x) + fabs(y) * 8)
+                                               : 0;
+              if (d == JITK_INT8) want = (double)(int8_t)(int)want;
+              if (!(fabs(got - want) <= tol))
+                cr_assert_fail("%s, offsets %d %d %d, %zu elements: element %zu is %g, want %g",
+                               info.name, ox, oy, oz, n, i, got, want);
+            }
+            /* Nothing written outside z's elements: the poison (0xFF
+             * bytes) is intact before and after them. */
+            size_t first = (size_t)oz * info.size, last = first + n * info.size, bad = bytes;
+            for (size_t b = 0; b < bytes && bad == bytes; b++)
+              if ((b < first || b >= last) && hz[b] != 0xFF) bad = b;
+            cr_assert(bad == bytes,
+                      "%s, offsets %d %d %d, %zu elements: byte %zu outside z was written",
+                      info.name, ox, oy, oz, n, bad);
+          }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    JT_OK(e, jitk_device_free(e, dz, NULL));
+    free(hx);
+    free(hy);
+    free(hz);
+  }
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
