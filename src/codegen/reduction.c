@@ -235,68 +235,99 @@ static void emit_result(jk_buf *b, const jk_red_source_in *in, const char *file,
 
 static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) {
   const jk_red_spec *s = in->spec;
-  int g = s->group == 256 ? 256 : 32, per = JK_RED_BLOCK / g;
-  if (g == 256)
+  int g = s->group == 256 ? 256 : s->group >= 1 && s->group <= 32 ? s->group : 32;
+  int per = JK_RED_BLOCK / g;
+  char step[16];
+  snprintf(step, sizeof step, "%d", g);
+  if (g == 256) {
     jk_buf_printf(b,
                   "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
-                  "sizeof(jitk::red::part<_type_reduce>)];\n",
+                  "sizeof(jitk::red::part<_type_reduce>)];\n"
+                  "  const unsigned int _jk_lane = threadIdx.x;\n"
+                  "  const _jk_u _jk_items = _jk_K * _jk_S;\n"
+                  "  for (_jk_u _jk_w = (_jk_u)blockIdx.x; _jk_w < _jk_items; _jk_w += "
+                  "(_jk_u)gridDim.x) {\n"
+                  "    const bool _jk_ok = true;\n",
                   JK_RED_BLOCK / 32);
-  jk_buf_printf(b,
-                "  const unsigned int _jk_lane = threadIdx.x %% %d, _jk_grp = threadIdx.x / %d;\n"
-                "  const _jk_u _jk_items = _jk_K * _jk_S;\n"
-                "  for (_jk_u _jk_w = (_jk_u)blockIdx.x * %d + _jk_grp; _jk_w < _jk_items;\n"
-                "       _jk_w += (_jk_u)gridDim.x * %d) {\n"
-                "    const _jk_u _jk_k = _jk_S == 1 ? _jk_w : _jk_w / _jk_S;\n"
-                "    const _jk_u _jk_split = _jk_w - _jk_k * _jk_S;\n",
-                g, g, per, per);
+  } else {
+    /* Groups of a warp or less: the loop runs over the warp's first group,
+     * the same for all its lanes, since the group reductions shuffle across
+     * the whole warp; a group past the last output reduces nothing. */
+    int gpw = 32 / g;
+    jk_buf_printf(b,
+                  "  const unsigned int _jk_lane = threadIdx.x %% %d, _jk_grp = threadIdx.x / %d;\n"
+                  "  const _jk_u _jk_items = _jk_K * _jk_S;\n"
+                  "  for (_jk_u _jk_w0 = (_jk_u)blockIdx.x * %d + (_jk_grp & ~%du); _jk_w0 < "
+                  "_jk_items;\n"
+                  "       _jk_w0 += (_jk_u)gridDim.x * %d) {\n"
+                  "    const _jk_u _jk_w = _jk_w0 + (_jk_grp & %du);\n"
+                  "    const bool _jk_ok = _jk_w < _jk_items;\n",
+                  g, g, per, gpw - 1, per, gpw - 1);
+  }
+  jk_buf_puts(b,
+              "    const _jk_u _jk_k = !_jk_ok ? 0 : _jk_S == 1 ? _jk_w : _jk_w / _jk_S;\n"
+              "    const _jk_u _jk_split = !_jk_ok ? 0 : _jk_w - _jk_k * _jk_S;\n");
   emit_offsets(b, in, 'k', "_jk_k", true, true);
   jk_buf_puts(b,
               "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
-              "    const _jk_u _jk_hi = _jk_units - _jk_lo < _jk_chunk ? _jk_units : _jk_lo + "
-              "_jk_chunk;\n");
+              "    const _jk_u _jk_hi = !_jk_ok ? _jk_lo : _jk_units - _jk_lo < _jk_chunk ? "
+              "_jk_units : _jk_lo + _jk_chunk;\n");
   emit_acc_init(b, in);
-  char step[16];
-  snprintf(step, sizeof step, "%d", g);
   emit_reduce_loop(b, in, file, "_jk_lo + _jk_lane", step);
   if (g == 256)
     jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
                   JK_RED_BLOCK);
-  else
+  else if (g == 32)
     jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
-  jk_buf_puts(b, "    if (_jk_lane == 0) {\n");
+  else if (g > 1)
+    jk_buf_printf(b, "    jitk::red::group_reduce<%d>(_jk_acc, _jk_has, _jk_op());\n", g);
+  jk_buf_puts(b, "    if (_jk_lane == 0 && _jk_ok) {\n");
   emit_result(b, in, file, "_jk_w");
   jk_buf_puts(b, "    }\n  }\n");
 }
 
 static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) {
+  /* E outputs a block (32, or ocols), and P reduced rows a warp at a time
+   * (32 / E): lane c + E q takes output c of the block's row and rows
+   * q, q + P, ... of its warp's share. */
+  int E = in->spec->ocols >= 1 && in->spec->ocols <= 16 ? in->spec->ocols : 32, P = 32 / E;
   jk_buf_printf(b,
                 "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
                 "sizeof(jitk::red::part<_type_reduce>)];\n"
                 "  jitk::red::part<_type_reduce> *_jk_sp = "
                 "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
                 "  const unsigned int _jk_tx = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
-                "  const _jk_u _jk_kk = (_jk_u)blockIdx.x * 32 + _jk_tx;\n"
-                "  const bool _jk_in = _jk_kk < _jk_K;\n"
+                "  const unsigned int _jk_c = _jk_tx %% %d, _jk_q = _jk_tx / %d;\n"
+                "  const _jk_u _jk_kk = (_jk_u)blockIdx.x * %d + _jk_c;\n"
+                "  const bool _jk_in = _jk_kk < _jk_K && _jk_q < %d;\n"
                 "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
                 "  const _jk_u _jk_split = blockIdx.y;\n"
                 "  {\n",
-                JK_RED_BLOCK);
+                JK_RED_BLOCK, E, E, E, P);
   emit_offsets(b, in, 'k', "_jk_k", true, true);
   jk_buf_puts(b,
               "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
               "    const _jk_u _jk_hi = !_jk_in ? _jk_lo : _jk_units - _jk_lo < _jk_chunk ? "
               "_jk_units : _jk_lo + _jk_chunk;\n");
   emit_acc_init(b, in);
-  emit_reduce_loop(b, in, file, "_jk_lo + _jk_ty", "8");
-  jk_buf_puts(b,
-              "    _jk_sp[threadIdx.x].v = _jk_acc;\n"
-              "    _jk_sp[threadIdx.x].has = _jk_has;\n"
-              "    __syncthreads();\n"
-              "    if (_jk_ty == 0 && _jk_in) {\n"
-              "#pragma unroll\n"
-              "      for (int _jk_t = 1; _jk_t < 8; ++_jk_t)\n"
-              "        jitk::red::merge(_jk_acc, _jk_has, _jk_sp[_jk_t * 32 + _jk_tx].v,\n"
-              "                         _jk_sp[_jk_t * 32 + _jk_tx].has, _jk_op());\n");
+  char first[48], step[16];
+  snprintf(first, sizeof first, "_jk_lo + _jk_ty * %d + _jk_q", P);
+  snprintf(step, sizeof step, "%d", 8 * P);
+  emit_reduce_loop(b, in, file, first, step);
+  /* Each output's 8 P partial results, in the order of the rows they
+   * started from. */
+  jk_buf_printf(b,
+                "    _jk_sp[threadIdx.x].v = _jk_acc;\n"
+                "    _jk_sp[threadIdx.x].has = _jk_has;\n"
+                "    __syncthreads();\n"
+                "    if (_jk_ty == 0 && _jk_q == 0 && _jk_kk < _jk_K) {\n"
+                "#pragma unroll\n"
+                "      for (int _jk_t = 1; _jk_t < %d; ++_jk_t)\n"
+                "        jitk::red::merge(_jk_acc, _jk_has,\n"
+                "                         _jk_sp[(_jk_t / %d) * 32 + (_jk_t %% %d) * %d + _jk_c].v,\n"
+                "                         _jk_sp[(_jk_t / %d) * 32 + (_jk_t %% %d) * %d + _jk_c].has,"
+                " _jk_op());\n",
+                8 * P, P, P, E, P, P, E);
   emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
   jk_buf_puts(b, "    }\n  }\n");
 }

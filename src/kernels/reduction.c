@@ -283,7 +283,18 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
    * per multiprocessor (1.02 with 4 splits, 0.97 with 9, 0.92 with 32). */
   uint64_t S = 1, sms = (uint64_t)sms_count;
   if (s->strategy == 'i') {
-    s->group = pl->units >= 2048 ? 256 : 32;
+    /* A block per output for long rows, a warp for rows of 32 groups or
+     * more, and for shorter rows a group of as many lanes as the row has
+     * groups, several rows a warp, so that no lane idles and a warp's
+     * loads stay contiguous across rows. */
+    if (pl->units >= 2048) {
+      s->group = 256;
+    } else if (pl->units >= 32) {
+      s->group = 32;
+    } else {
+      s->group = 1;
+      while (s->group < pl->units) s->group = (unsigned short)(s->group * 2);
+    }
     uint64_t blocks = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->group);
     if (blocks < sms * 4) {
       S = ceil_div(sms * 16, blocks);
@@ -292,7 +303,15 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
     }
   } else {
     s->group = 32;
-    uint64_t blocks = ceil_div((uint64_t)pl->K, 32);
+    /* Few outputs along a contiguous kept row whose reduced rows follow
+     * one another (column sums of a narrow matrix, a middle axis): a
+     * block takes that row of outputs, and each warp several reduced rows
+     * at once, which lie together in memory. */
+    int64_t inner = pl->kept.ndim > 0 ? pl->kept.shape[pl->kept.ndim - 1] : 1;
+    s->ocols = 0;
+    if ((ks == 1) && inner >= 1 && inner <= 16 && rs == inner) s->ocols = (unsigned char)inner;
+    uint64_t per_block = s->ocols ? s->ocols : 32;
+    uint64_t blocks = ceil_div((uint64_t)pl->K, per_block);
     if (blocks < sms * 8) {
       S = sms * 16 / blocks;
       uint64_t most = pl->units / 64;
@@ -532,7 +551,7 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   JK_PUSH(kp, np, cur, work);
   unsigned gx, gy = 1;
   if (s->strategy == 'o') {
-    gx = (unsigned)ceil_div((uint64_t)pl->K, 32);
+    gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32);
     gy = (unsigned)pl->S;
   } else {
     uint64_t b = ceil_div((uint64_t)pl->K * pl->S, JK_RED_BLOCK / s->group);

@@ -54,6 +54,20 @@ __device__ __forceinline__ void warp_reduce(T &acc, int &has, const Op &op) {
   }
 }
 
+// The same within groups of G lanes (a power of two up to 32): the first
+// lane of each group ends with its group's result, in the same fixed tree.
+// Every lane of the warp must call it.
+template <int G, typename T, typename Op>
+__device__ __forceinline__ void group_reduce(T &acc, int &has, const Op &op) {
+  const unsigned int lane = threadIdx.x & 31;
+#pragma unroll
+  for (unsigned int d = 1; d < G; d <<= 1) {
+    const T o = shfl_down(acc, d);
+    const int oh = __shfl_down_sync(0xffffffffu, has, d);
+    if ((lane & (2 * d - 1)) == 0) merge(acc, has, o, oh, op);
+  }
+}
+
 // The block's partial results into thread 0: each warp's, then warp 0
 // over the warps' in order. `scratch` holds NT / 32 parts. Every thread
 // of the block must call it; it ends with a barrier, so the scratch may

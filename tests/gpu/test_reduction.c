@@ -529,3 +529,113 @@ Test(reduction, outputs_match_the_launch) {
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* The layouts of short rows (groups of fewer lanes than a warp, several
+ * rows a warp) and of narrow columns and middle axes (a block per row of
+ * outputs, several reduced rows a warp), each with a sum and with a max
+ * that has no identity (the partial results carry whether they hold
+ * anything, and groups past the last output hold nothing), against host
+ * references; the packed column sums split across the device give the
+ * same bits in ten runs. */
+Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *sum = NULL, *mx = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "sum", NULL,
+                                 &sum));
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "max(a, b)", "y = a", NULL, NULL, "maxr",
+                                 NULL, &mx));
+  struct {
+    int ndim;
+    int64_t shape[3];
+    unsigned mask;
+  } cases[] = {
+      {2, {1 << 20, 32}, 2}, {2, {100003, 3}, 2},  {2, {65537, 1}, 2},  {2, {50001, 12}, 2},
+      {2, {1 << 22, 4}, 1},  {2, {300001, 12}, 1}, {2, {200003, 1}, 1}, {3, {64, 4096, 16}, 2},
+      {3, {33, 1000, 5}, 2}, {3, {7, 65536, 2}, 5},
+  };
+  uint64_t seed = 0x5407;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int nd = cases[c].ndim;
+    int64_t n = 1, nout = 1, oshape[3];
+    int axes[3], na = 0, ond = 0;
+    for (int d = 0; d < nd; d++) {
+      n *= cases[c].shape[d];
+      if (cases[c].mask >> d & 1) {
+        axes[na++] = d;
+      } else {
+        oshape[ond++] = cases[c].shape[d];
+        nout *= cases[c].shape[d];
+      }
+    }
+    float *hx = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) hx[i] = (float)jt_uniform(&seed);
+    double *want = malloc((size_t)nout * 8), *mag = malloc((size_t)nout * 8),
+           *wmax = malloc((size_t)nout * 8);
+    for (int64_t o = 0; o < nout; o++) want[o] = mag[o] = 0, wmax[o] = -INFINITY;
+    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
+    int64_t acc = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+      rc.shape[d] = cases[c].shape[d];
+      rc.strides[d] = acc;
+      acc *= cases[c].shape[d];
+    }
+    double *hd = malloc((size_t)n * 8);
+    for (int64_t i = 0; i < n; i++) hd[i] = hx[i];
+    reference_sums(&rc, hd, want, nout);
+    for (int64_t i = 0; i < n; i++) hd[i] = fabs(hx[i]);
+    reference_sums(&rc, hd, mag, nout);
+    /* The max: the output index of every element, as reference_sums
+     * computes it. */
+    for (int64_t i = 0; i < n; i++) {
+      int64_t rem = i, idx[3], o = 0;
+      for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rem % rc.shape[d];
+        rem /= rc.shape[d];
+      }
+      for (int d = 0; d < nd; d++)
+        if (!(rc.mask >> d & 1)) o = o * rc.shape[d] + idx[d];
+      if (hx[i] > wmax[o]) wmax[o] = hx[i];
+    }
+    float *dx = jt_dev_alloc(e, (size_t)n * 4), *dy = jt_dev_alloc(e, (size_t)nout * 4);
+    jt_to_dev(e, dx, hx, (size_t)n * 4);
+    DLTensor tx = jt_tensor(dx, JITK_FLOAT32, nd, rc.shape, NULL);
+    DLTensor ty = jt_tensor(dy, JITK_FLOAT32, ond, oshape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+    float *got = malloc((size_t)nout * 4);
+    uint32_t *first = malloc((size_t)nout * 4);
+    for (int run = 0; run < 10; run++) {
+      jt_poison(e, dy, (size_t)nout * 4);
+      JT_OK(e, jitk_reduction_launch(sum, NULL, args, 2, axes, na, 0, NULL));
+      jt_to_host(e, got, dy, (size_t)nout * 4);
+      if (run == 0) {
+        memcpy(first, got, (size_t)nout * 4);
+        for (int64_t o = 0; o < nout; o++)
+          if (!(fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6))
+            cr_assert_fail("case %zu (sum), output %lld: %.9g, want %.9g", c, (long long)o,
+                           (double)got[o], want[o]);
+      } else {
+        cr_assert(memcmp(first, got, (size_t)nout * 4) == 0, "case %zu: run %d changed the bits",
+                  c, run);
+      }
+    }
+    jt_poison(e, dy, (size_t)nout * 4);
+    JT_OK(e, jitk_reduction_launch(mx, NULL, args, 2, axes, na, 0, NULL));
+    jt_to_host(e, got, dy, (size_t)nout * 4);
+    for (int64_t o = 0; o < nout; o++)
+      if ((double)got[o] != wmax[o])
+        cr_assert_fail("case %zu (max), output %lld: %.9g, want %.9g", c, (long long)o,
+                       (double)got[o], wmax[o]);
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    free(hx);
+    free(hd);
+    free(want);
+    free(mag);
+    free(wmax);
+    free(got);
+    free(first);
+  }
+  jitk_reduction_destroy(sum);
+  jitk_reduction_destroy(mx);
+  jitk_engine_destroy(e);
+}
