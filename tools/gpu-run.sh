@@ -79,12 +79,21 @@ step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"
 step bench_elementwise "$HERE/bin/jitk-bench" elementwise --json "$LOGS/bench.json"
 step bench_reduction "$HERE/bin/jitk-bench" reduction --json "$LOGS/bench.json"
 step bench_matmul "$HERE/bin/jitk-bench" matmul --json "$LOGS/bench.json"
+# The layout sweep: its cases, jitk's results, then PyTorch's on the same
+# views (tools/sweep_report.py merges the three files).
+if [ -z "${ONLY:-}" ] || [[ bench_sweep =~ $ONLY ]]; then
+  "$HERE/bin/jitk-bench" sweep --list >"$LOGS/sweep-cases.jsonl"
+fi
+step bench_sweep "$HERE/bin/jitk-bench" sweep --json "$LOGS/sweep-jitk.jsonl"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
-    # _*.py are helpers the peers import, not peers.
-    case "$(basename "$p")" in _*) continue ;; esac
+    # _*.py are helpers the peers import, not peers; the sweep's peer runs
+    # below, with its files.
+    case "$(basename "$p")" in _* | sweep.py) continue ;; esac
     step "peer_$(basename "$p" .py)" python3 "$p"
   done
+  [ -e "$HERE/peers/sweep.py" ] && step peer_sweep python3 "$HERE/peers/sweep.py" \
+    --bench "$HERE/bin/jitk-bench" --cases "$LOGS/sweep-cases.jsonl" --json "$LOGS/sweep-torch.jsonl"
 fi
 
 echo
@@ -101,6 +110,11 @@ summary bench_cache.log "^cache:"
 summary bench_elementwise.log "GB/s|us/launch|WRONG"
 summary bench_reduction.log "GB/s|us/launch|WRONG"
 summary bench_matmul.log "TFLOP/s|WRONG|^plan|cuBLASLt"
-for f in "$LOGS"/peer_*.log; do summary "$(basename "$f")" "us/launch|GB/s|not measured|Error"; done
+[ -e "$LOGS/bench_sweep.log" ] && sed -n '/^worst cases/,$p' "$LOGS/bench_sweep.log"
+for f in "$LOGS"/peer_*.log; do
+  # The sweep's peer prints a line per case; tools/sweep_report.py reads them.
+  [ "$(basename "$f")" = peer_sweep.log ] && continue
+  summary "$(basename "$f")" "us/launch|GB/s|not measured|Error"
+done
 # The exit status says whether every step that ran passed.
 [ "$FAILED" -eq 0 ]

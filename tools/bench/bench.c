@@ -258,6 +258,8 @@ int main(int argc, char **argv) {
            "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
            "               float16, tf32, float32, TFLOP/s (GPU)\n"
            "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
+           "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
+           "           --only REGEX)\n"
            "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
@@ -267,6 +269,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "reduction") == 0) return bench_reduction(argc - 2, argv + 2);
   if (strcmp(argv[1], "matmul") == 0) return bench_matmul(argc - 2, argv + 2);
   if (strcmp(argv[1], "compile") == 0) return bench_compile(argc - 2, argv + 2);
+  if (strcmp(argv[1], "sweep") == 0) return bench_sweep(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;
