@@ -152,6 +152,10 @@ typedef struct jk_red_spec {
    * another (few tall columns, a middle axis): a warp then reads 32 / ocols
    * consecutive rows at once. */
   unsigned char ocols;
+  /* 'o' only: each warp owns its outputs and reads all their reduced rows
+   * (many outputs, few rows each); otherwise a block's 8 warps split the
+   * rows of one block of outputs. */
+  unsigned char owarp;
   /* 0: one piece per output (S == 1), no second kernel; else the second
    * kernel's threads per output, 32 or 256 (S > 1). */
   unsigned short final_group;

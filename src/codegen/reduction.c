@@ -286,11 +286,52 @@ static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) 
   jk_buf_puts(b, "    }\n  }\n");
 }
 
+/* The 'o' path when every warp owns its outputs: E of them (a row of
+ * outputs), P reduced rows at a time, all the rows; the P partial results
+ * of each output then fold in order across the warp's lanes. */
+static void emit_outer_warp(jk_buf *b, const jk_red_source_in *in, const char *file, int E,
+                            int P) {
+  jk_buf_printf(b,
+                "  const unsigned int _jk_tx = threadIdx.x & 31;\n"
+                "  const unsigned int _jk_c = _jk_tx %% %d, _jk_q = _jk_tx / %d;\n"
+                "  const _jk_u _jk_kk = ((_jk_u)blockIdx.x * %d + (threadIdx.x >> 5)) * %d + _jk_c;\n"
+                "  const bool _jk_in = _jk_kk < _jk_K && _jk_q < %d;\n"
+                "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
+                "  {\n",
+                E, E, JK_RED_BLOCK / 32, E, P);
+  emit_offsets(b, in, 'k', "_jk_k", true, true);
+  jk_buf_puts(b, "    const _jk_u _jk_hi = _jk_in ? _jk_units : 0;\n");
+  emit_acc_init(b, in);
+  char step[16];
+  snprintf(step, sizeof step, "%d", P);
+  emit_reduce_loop(b, in, file, "_jk_q", step);
+  /* Every lane shuffles the partial results as they were before the
+   * fold (its own accumulator changes as it folds). */
+  if (P > 1)
+    jk_buf_printf(b,
+                  "    const _type_reduce _jk_mine = _jk_acc;\n"
+                  "    const int _jk_mine_has = _jk_has;\n"
+                  "#pragma unroll\n"
+                  "    for (int _jk_t = 1; _jk_t < %d; ++_jk_t) {\n"
+                  "      const _type_reduce _jk_o = jitk::red::shfl_idx(_jk_mine, _jk_c + _jk_t * %d);\n"
+                  "      const int _jk_oh = __shfl_sync(0xffffffffu, _jk_mine_has, _jk_c + _jk_t * %d);\n"
+                  "      jitk::red::merge(_jk_acc, _jk_has, _jk_o, _jk_oh, _jk_op());\n"
+                  "    }\n",
+                  P, E, E);
+  jk_buf_puts(b, "    if (_jk_q == 0 && _jk_kk < _jk_K) {\n");
+  emit_result(b, in, file, "_jk_k");
+  jk_buf_puts(b, "    }\n  }\n");
+}
+
 static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) {
   /* E outputs a block (32, or ocols), and P reduced rows a warp at a time
    * (32 / E): lane c + E q takes output c of the block's row and rows
    * q, q + P, ... of its warp's share. */
   int E = in->spec->ocols >= 1 && in->spec->ocols <= 16 ? in->spec->ocols : 32, P = 32 / E;
+  if (in->spec->owarp) {
+    emit_outer_warp(b, in, file, E, P);
+    return;
+  }
   jk_buf_printf(b,
                 "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
                 "sizeof(jitk::red::part<_type_reduce>)];\n"

@@ -261,16 +261,20 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
   /* 16-byte loads along one contiguous reduced dimension. */
   int v = 1;
   if (s->strategy == 'i' && pl->red.ndim == 1 && widest < 16) {
-    v = (int)(16 / widest);
-    for (int p = 0; p < n && v > 1; p++) {
-      if (pl->op_r[p] < 0) continue;
-      const jk_operand *o = &pl->red.ops[pl->op_r[p]];
-      const jk_operand *q = &pl->kept.ops[pl->op_k[p]];
-      if (o->strides[0] != 1 || (uintptr_t)o->data % ((size_t)v * o->itemsize) != 0) v = 1;
-      for (int d = 0; d < pl->kept.ndim && v > 1; d++)
-        if (q->strides[d] % v != 0) v = 1;
+    /* The widest vector, up to 16 bytes, that divides the rows and that
+     * every input's rows are aligned to: rows shorter than 16 bytes (four
+     * float16) still load whole rows at once. */
+    for (v = (int)(16 / widest); v > 1; v /= 2) {
+      bool ok = pl->R % v == 0;
+      for (int p = 0; p < n && ok; p++) {
+        if (pl->op_r[p] < 0) continue;
+        const jk_operand *o = &pl->red.ops[pl->op_r[p]];
+        const jk_operand *q = &pl->kept.ops[pl->op_k[p]];
+        ok = o->strides[0] == 1 && (uintptr_t)o->data % ((size_t)v * o->itemsize) == 0;
+        for (int d = 0; d < pl->kept.ndim && ok; d++) ok = q->strides[d] % v == 0;
+      }
+      if (ok) break;
     }
-    if (v > 1 && pl->R % v != 0) v = 1;
   }
   s->vec = (unsigned char)v;
   pl->units = (uint64_t)pl->R / (uint64_t)v;
@@ -312,7 +316,14 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
     if ((ks == 1) && inner >= 1 && inner <= 16 && rs == inner) s->ocols = (unsigned char)inner;
     uint64_t per_block = s->ocols ? s->ocols : 32;
     uint64_t blocks = ceil_div((uint64_t)pl->K, per_block);
-    if (blocks < sms * 8) {
+    /* Rows of outputs enough for every warp of the device several times
+     * over: each warp owns one row of outputs and reads all its reduced
+     * rows, without the block's shared-memory combine (many outputs of
+     * few rows each, such as a sum over a short outer axis). */
+    s->owarp = blocks >= sms * 32;
+    if (s->owarp) {
+      /* one piece per output */
+    } else if (blocks < sms * 8) {
       S = sms * 16 / blocks;
       uint64_t most = pl->units / 64;
       if (S > most) S = most;
@@ -550,7 +561,11 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   }
   JK_PUSH(kp, np, cur, work);
   unsigned gx, gy = 1;
-  if (s->strategy == 'o') {
+  if (s->strategy == 'o' && s->owarp) {
+    /* A warp per row of outputs, eight a block. */
+    uint64_t b = ceil_div(ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32), JK_RED_BLOCK / 32);
+    gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
+  } else if (s->strategy == 'o') {
     gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32);
     gy = (unsigned)pl->S;
   } else {

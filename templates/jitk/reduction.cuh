@@ -40,6 +40,19 @@ __device__ __forceinline__ T shfl_down(const T &v, unsigned int delta) {
   return r;
 }
 
+// __shfl_sync of lane `src` for any trivially copyable T.
+template <typename T>
+__device__ __forceinline__ T shfl_idx(const T &v, unsigned int src) {
+  constexpr int W = (int)((sizeof(T) + 3) / 4);
+  unsigned int w[W];
+  memcpy(w, &v, sizeof(T));
+#pragma unroll
+  for (int i = 0; i < W; i++) w[i] = __shfl_sync(0xffffffffu, w[i], src);
+  T r;
+  memcpy(&r, w, sizeof(T));
+  return r;
+}
+
 // The warp's partial results into lane 0, in a fixed tree: lane 0 ends
 // with ((l0 l1)(l2 l3))... for every input, so the result does not depend
 // on timing. Every lane of the warp must call it.

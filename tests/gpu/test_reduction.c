@@ -531,8 +531,9 @@ Test(reduction, outputs_match_the_launch) {
 }
 
 /* The layouts of short rows (groups of fewer lanes than a warp, several
- * rows a warp) and of narrow columns and middle axes (a block per row of
- * outputs, several reduced rows a warp), each with a sum and with a max
+ * rows a warp), of narrow columns and middle axes (a block per row of
+ * outputs, several reduced rows a warp), and of many outputs of few rows
+ * (a warp owns a row of outputs), each with a sum and with a max
  * that has no identity (the partial results carry whether they hold
  * anything, and groups past the last output hold nothing), against host
  * references; the packed column sums split across the device give the
@@ -552,6 +553,10 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
       {2, {1 << 20, 32}, 2}, {2, {100003, 3}, 2},  {2, {65537, 1}, 2},  {2, {50001, 12}, 2},
       {2, {1 << 22, 4}, 1},  {2, {300001, 12}, 1}, {2, {200003, 1}, 1}, {3, {64, 4096, 16}, 2},
       {3, {33, 1000, 5}, 2}, {3, {7, 65536, 2}, 5},
+      /* Many outputs of few rows: a warp owns each row of outputs (32, 16,
+       * 12 and 5 outputs, 1, 2, 2 and 6 rows at a time). */
+      {2, {16, 1 << 20}, 1}, {3, {65536, 16, 16}, 2}, {3, {40000, 7, 12}, 2}, {3, {300000, 3, 5}, 2},
+      {2, {1 << 20, 1}, 2},
   };
   uint64_t seed = 0x5407;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
