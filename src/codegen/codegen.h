@@ -88,6 +88,10 @@ typedef struct jk_ew_spec {
   /* Vector path: the array is not aligned to a whole group where the
    * groups start, so its group is moved one element at a time. */
   unsigned char unaligned[JK_MAX_EW_PARAMS];
+  /* Vector path: the array's innermost stride is -1 (a reversed view):
+   * its groups are read and written backwards from each group's element,
+   * with the lanes reversed. */
+  unsigned char reversed[JK_MAX_EW_PARAMS];
 } jk_ew_spec;
 
 typedef struct jk_ew_source_in {

@@ -183,13 +183,24 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
     if (d->output) jk_buf_printf(b, "    _jk_o_%s_u[_jk_j] = _jk_o_%s;\n", d->name, d->name);
+    /* A reversed array's elements of the group go down from its offset:
+     * one element at a time when unaligned, else the vector below it with
+     * its lanes turned around. */
+    const char *dir = s->reversed[p] ? "-" : "+";
     if (!d->output && s->inner_bcast[p])
       jk_buf_printf(b, "    _jk_b_%s[_jk_j] = _jk_p_%s[_jk_o_%s];\n", d->name, d->name, d->name);
     else if ((!d->output || in->load_output[p]) && s->unaligned[p])
       jk_buf_printf(b,
                     "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
-                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_p_%s[_jk_o_%s + _jk_l];\n",
-                    v, d->name, d->name, d->name);
+                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_p_%s[_jk_o_%s %s _jk_l];\n",
+                    v, d->name, d->name, d->name, dir);
+    else if ((!d->output || in->load_output[p]) && s->reversed[p])
+      jk_buf_printf(b,
+                    "    {\n    const jitk::ew::vec<%s, %d> _jk_t = *reinterpret_cast<const "
+                    "jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s - %d);\n"
+                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_t.v[%d - _jk_l];\n    }\n",
+                    t, v, t, v, d->name, d->name, v - 1, v, d->name, v - 1);
     else if (!d->output || in->load_output[p])
       jk_buf_printf(b,
                     "    _jk_v_%s[_jk_j] = *reinterpret_cast<const jitk::ew::vec<%s, %d> "
@@ -224,8 +235,16 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     if (s->unaligned[p])
       jk_buf_printf(b,
                     "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
-                    "_jk_p_%s[_jk_o_%s_u[_jk_j] + _jk_l] = _jk_w_%s.v[_jk_l];\n",
-                    v, d->name, d->name, d->name);
+                    "_jk_p_%s[_jk_o_%s_u[_jk_j] %s _jk_l] = _jk_w_%s.v[_jk_l];\n",
+                    v, d->name, d->name, s->reversed[p] ? "-" : "+", d->name);
+    else if (s->reversed[p])
+      jk_buf_printf(b,
+                    "    {\n    jitk::ew::vec<%s, %d> _jk_t;\n"
+                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+                    "_jk_t.v[%d - _jk_l] = _jk_w_%s.v[_jk_l];\n"
+                    "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s_u[_jk_j] - "
+                    "%d) = _jk_t;\n    }\n",
+                    t, v, v, v - 1, d->name, t, v, d->name, d->name, v - 1);
     else
       jk_buf_printf(b,
                     "    *reinterpret_cast<jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s_u[_jk_j]) "

@@ -192,18 +192,24 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
   int v = (int)(16 / widest);
   int nd = it->ndim;
   bool any_contiguous = false, aligned = true;
+  /* Per operand, where its first group starts within a vector: forwards
+   * at its first element, backwards (a reversed view, innermost stride
+   * -1) at the element v - 1 below it. -1: broadcast, no groups. */
   int64_t mis[JK_MAX_OPERANDS];
+  bool back[JK_MAX_OPERANDS];
   for (int k = 0; k < it->nops; k++) {
     const jk_operand *op = &it->ops[k];
     int64_t inner = op->strides[nd - 1];
     mis[k] = -1;
-    if (inner != 0 && inner != 1) return 1;
+    back[k] = inner == -1;
+    if (inner != 0 && inner != 1 && inner != -1) return 1;
     if (inner == 0) continue;
     any_contiguous = true;
     /* An address that is not a multiple of its element's size never
      * aligns by whole elements. */
     if ((uintptr_t)op->data % op->itemsize != 0) return 1;
-    mis[k] = (int64_t)(((uintptr_t)op->data / op->itemsize) % (uintptr_t)v);
+    int64_t e = (int64_t)(((uintptr_t)op->data / op->itemsize) % (uintptr_t)v);
+    mis[k] = back[k] ? ((e - (v - 1)) % v + v) % v : e;
     aligned &= mis[k] == 0;
     for (int d = 0; d < nd - 1; d++)
       if (op->strides[d] % v != 0) return 1;
@@ -214,16 +220,20 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
   if (aligned) return v;
   if (nd > 1) return 1;
   /* The groups start where the first contiguous operand (an output, as
-   * outputs come first) is aligned. */
+   * outputs come first) is aligned; a peel of h elements moves a forward
+   * operand's groups up by h, a reversed one's down. */
   int ref = 0;
   while (mis[ref] < 0) ref++;
-  *head = (v - mis[ref]) % v;
+  *head = back[ref] ? mis[ref] : (v - mis[ref]) % v;
   if (it->size - *head < v) {
     *head = 0;
     return 1;
   }
-  for (int k = 0; k < it->nops; k++)
-    if (mis[k] >= 0 && (mis[k] + *head) % v != 0) unaligned[k] = 1;
+  for (int k = 0; k < it->nops; k++) {
+    if (mis[k] < 0) continue;
+    int64_t at = back[k] ? mis[k] - *head : mis[k] + *head;
+    if ((at % v + v) % v != 0) unaligned[k] = 1;
+  }
   return v;
 }
 
@@ -455,7 +465,9 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
     } else if (pl->a.is_array[p]) {
       spec->kind[p] = JK_EW_ARRAY;
       if (spec->vec > 1) {
-        spec->inner_bcast[p] = pl->iter.ops[pl->operand[p]].strides[pl->iter.ndim - 1] == 0;
+        int64_t inner = pl->iter.ops[pl->operand[p]].strides[pl->iter.ndim - 1];
+        spec->inner_bcast[p] = inner == 0;
+        spec->reversed[p] = inner == -1;
         spec->unaligned[p] = unaligned[pl->operand[p]];
       }
     } else {

@@ -721,3 +721,80 @@ Test(elementwise, misaligned_starts) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Reversed views (innermost stride -1) on the vector path: x reversed,
+ * and z reversed too, at every offset from 0 to 3 elements, so that their
+ * groups are read and written backwards, aligned or one element at a time,
+ * beside forward arrays; every element checked, and nothing outside z
+ * written. */
+Test(elementwise, reversed_vectors) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "rev", NULL,
+                                   &k));
+  const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_INT8};
+  const size_t lengths[] = {5, 19, 100003};
+  uint64_t seed = 0x4E7;
+  for (int t = 0; t < 3; t++) {
+    jitk_dtype d = dts[t];
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info(d, &info));
+    const size_t cap = 100003 + 8;
+    size_t bytes = cap * info.size;
+    unsigned char *hx = malloc(bytes), *hy = malloc(bytes), *hz = malloc(bytes);
+    for (size_t i = 0; i < cap; i++) {
+      write_random(hx, d, i, &seed);
+      write_random(hy, d, i, &seed);
+      if (d == JITK_INT8) {
+        ((int8_t *)hx)[i] /= 4;
+        ((int8_t *)hy)[i] /= 8;
+      }
+    }
+    unsigned char *dx = jt_dev_alloc(e, bytes), *dy = jt_dev_alloc(e, bytes),
+                  *dz = jt_dev_alloc(e, bytes);
+    jt_to_dev(e, dx, hx, bytes);
+    jt_to_dev(e, dy, hy, bytes);
+    for (int zrev = 0; zrev < 2; zrev++)
+      for (int ox = 0; ox < 4; ox++)
+        for (int oz = 0; oz < 4; oz++)
+          for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+            size_t n = lengths[li];
+            jt_poison(e, dz, bytes);
+            int64_t shape[1] = {(int64_t)n}, back[1] = {-1};
+            /* x[i] is element ox + n - 1 - i of its buffer; z's likewise
+             * when reversed. */
+            DLTensor tx = jt_tensor(dx + (ox + n - 1) * info.size, d, 1, shape, back);
+            DLTensor ty = jt_tensor(dy, d, 1, shape, NULL);
+            DLTensor tz = zrev ? jt_tensor(dz + (oz + n - 1) * info.size, d, 1, shape, back)
+                               : jt_tensor(dz + oz * info.size, d, 1, shape, NULL);
+            jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+            JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+            jt_to_host(e, hz, dz, bytes);
+            for (size_t i = 0; i < n; i++) {
+              double x = jt_read_real(hx, d, (size_t)ox + n - 1 - i), y = jt_read_real(hy, d, i);
+              size_t zi = zrev ? (size_t)oz + n - 1 - i : (size_t)oz + i;
+              double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, zi);
+              double tol = d == JITK_FLOAT16 ? 2e-3 * (fabs(x) + fabs(y) * 8) + 1e-2
+                           : d == JITK_FLOAT32 ? 1e-6 * (fabs(x) + fabs(y) * 8)
+                                               : 0;
+              if (d == JITK_INT8) want = (double)(int8_t)(int)want;
+              if (!(fabs(got - want) <= tol))
+                cr_assert_fail("%s, z %s, offsets %d %d, %zu elements: element %zu is %g, want %g",
+                               info.name, zrev ? "reversed" : "forward", ox, oz, n, i, got, want);
+            }
+            size_t first = (size_t)oz * info.size, last = first + n * info.size, bad = bytes;
+            for (size_t b = 0; b < bytes && bad == bytes; b++)
+              if ((b < first || b >= last) && hz[b] != 0xFF) bad = b;
+            cr_assert(bad == bytes, "%s, offsets %d %d, %zu elements: byte %zu outside z written",
+                      info.name, ox, oz, n, bad);
+          }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    JT_OK(e, jitk_device_free(e, dz, NULL));
+    free(hx);
+    free(hy);
+    free(hz);
+  }
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
