@@ -92,6 +92,10 @@ typedef struct jk_ew_spec {
    * its groups are read and written backwards from each group's element,
    * with the lanes reversed. */
   unsigned char reversed[JK_MAX_EW_PARAMS];
+  /* Vector path, inputs: 0 or 1, or the innermost stride (2 to 4) of a
+   * stepped view such as x[::2]: a group's elements are read as that many
+   * whole vectors, every step-th element kept. */
+  unsigned char step[JK_MAX_EW_PARAMS];
 } jk_ew_spec;
 
 typedef struct jk_ew_source_in {

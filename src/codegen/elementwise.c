@@ -155,13 +155,18 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
 static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
   int v = s->vec, u = s->unroll > 0 ? s->unroll : 1;
+  /* A stepped input's group reads its vectors whole, past its last
+   * element: the last group goes to the remainder loop, so that nothing
+   * past the view's last element is read. */
+  bool stepped = false;
+  for (int p = 0; p < s->nparams; p++) stepped |= s->step[p] > 1;
   jk_buf_printf(b,
-                "  const _jk_u _jk_units = _jk_n / %d;\n"
+                "  const _jk_u _jk_units = %s / %d;\n"
                 "  const _jk_u _jk_stride = gridDim.x * (_jk_u)blockDim.x;\n"
                 "  for (_jk_u _jk_k0 = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k0 < "
                 "_jk_units;\n"
                 "       _jk_k0 += %d * _jk_stride) {\n",
-                v, u);
+                stepped ? "(_jk_n - 1)" : "_jk_n", v, u);
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];
@@ -189,6 +194,23 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     const char *dir = s->reversed[p] ? "-" : "+";
     if (!d->output && s->inner_bcast[p])
       jk_buf_printf(b, "    _jk_b_%s[_jk_j] = _jk_p_%s[_jk_o_%s];\n", d->name, d->name, d->name);
+    else if (!d->output && s->step[p] > 1 && s->unaligned[p])
+      jk_buf_printf(b,
+                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_p_%s[_jk_o_%s + _jk_l * %d];\n",
+                    v, d->name, d->name, d->name, s->step[p]);
+    else if (!d->output && s->step[p] > 1)
+      /* A stepped input: its group spans step vectors, read whole (the
+       * memory moves them anyway), and every step-th element kept. */
+      jk_buf_printf(b,
+                    "    {\n    jitk::ew::vec<%s, %d> _jk_t[%d];\n"
+                    "#pragma unroll\n    for (int _jk_q = 0; _jk_q < %d; ++_jk_q) _jk_t[_jk_q] = "
+                    "*reinterpret_cast<const jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s + _jk_q * "
+                    "%d);\n"
+                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_t[_jk_l * %d / %d].v[_jk_l * %d %% %d];\n    }\n",
+                    t, v, s->step[p], s->step[p], t, v, d->name, d->name, v, v, d->name,
+                    s->step[p], v, s->step[p], v);
     else if ((!d->output || in->load_output[p]) && s->unaligned[p])
       jk_buf_printf(b,
                     "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "

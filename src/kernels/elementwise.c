@@ -171,6 +171,7 @@ typedef struct ew_plan {
   int ndim;
   int64_t shape[JITK_MAX_NDIM];
   int64_t head; /* elements peeled off a one-dimensional vector loop */
+  int nout_ops; /* the iteration's first operands, the outputs */
 } ew_plan;
 
 /* Elements per 16-byte access for the arrays of the loop, when every one
@@ -197,14 +198,20 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
    * -1) at the element v - 1 below it. -1: broadcast, no groups. */
   int64_t mis[JK_MAX_OPERANDS];
   bool back[JK_MAX_OPERANDS];
+  int64_t step[JK_MAX_OPERANDS];
   for (int k = 0; k < it->nops; k++) {
     const jk_operand *op = &it->ops[k];
     int64_t inner = op->strides[nd - 1];
     mis[k] = -1;
     back[k] = inner == -1;
-    if (inner != 0 && inner != 1 && inner != -1) return 1;
+    /* Inputs (after the outputs in the iteration) of a one-dimensional
+     * loop may step by 2 to 4 elements: their groups are read as whole
+     * vectors (the loop's last group goes one element at a time, so no
+     * vector reaches past the view). */
+    step[k] = nd == 1 && inner >= 2 && inner <= 4 && k >= pl->nout_ops ? inner : 1;
+    if (inner != 0 && inner != 1 && inner != -1 && step[k] == 1) return 1;
     if (inner == 0) continue;
-    any_contiguous = true;
+    any_contiguous |= step[k] == 1;
     /* An address that is not a multiple of its element's size never
      * aligns by whole elements. */
     if ((uintptr_t)op->data % op->itemsize != 0) return 1;
@@ -231,7 +238,7 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
   }
   for (int k = 0; k < it->nops; k++) {
     if (mis[k] < 0) continue;
-    int64_t at = back[k] ? mis[k] - *head : mis[k] + *head;
+    int64_t at = back[k] ? mis[k] - *head : mis[k] + step[k] * *head;
     if ((at % v + v) % v != 0) unaligned[k] = 1;
   }
   return v;
@@ -398,13 +405,15 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
     *empty = true;
     return JITK_OK;
   }
-  for (int pass = 0; pass < 2; pass++)
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) pl->nout_ops = pl->iter.nops;
     for (int p = 0; p < n; p++) {
       const jk_param_decl *d = &k->g.params.params[p];
       if (!pl->a.is_array[p] || d->raw || d->output != (pass == 0)) continue;
       pl->operand[p] = pl->iter.nops;
       jk_iter_add(&pl->iter, &pl->a.views[p]);
     }
+  }
   jk_iter_coalesce(&pl->iter, !k->uses_i);
   if (pl->iter.ndim == 0) {
     /* One element: a loop of one. */
@@ -468,6 +477,8 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
         int64_t inner = pl->iter.ops[pl->operand[p]].strides[pl->iter.ndim - 1];
         spec->inner_bcast[p] = inner == 0;
         spec->reversed[p] = inner == -1;
+        spec->step[p] =
+            (unsigned char)(!d->output && pl->iter.ndim == 1 && inner >= 2 && inner <= 4 ? inner : 0);
         spec->unaligned[p] = unaligned[pl->operand[p]];
       }
     } else {

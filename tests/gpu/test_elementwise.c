@@ -798,3 +798,64 @@ Test(elementwise, reversed_vectors) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Stepped inputs (x[::2], x[::3], x[::4]) on the vector path, their groups
+ * read as whole vectors: views that end at the very end of their
+ * allocation (so that memcheck sees any read past the view), at every
+ * offset from 0 to 3 elements, on lengths that do and do not fill whole
+ * groups. */
+Test(elementwise, stepped_inputs) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "stepped", NULL, &k));
+  const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_INT8};
+  const size_t lengths[] = {16, 23, 4096, 100000};
+  uint64_t seed = 0x57E9;
+  for (int t = 0; t < 3; t++) {
+    jitk_dtype d = dts[t];
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info(d, &info));
+    for (int64_t step = 2; step <= 4; step++)
+      for (int off = 0; off < 4; off++)
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+          size_t n = lengths[li], xn = (size_t)off + (size_t)step * (n - 1) + 1;
+          unsigned char *hx = malloc(xn * info.size), *hy = malloc(n * info.size),
+                        *hz = malloc(n * info.size);
+          for (size_t i = 0; i < xn; i++) write_random(hx, d, i, &seed);
+          for (size_t i = 0; i < n; i++) write_random(hy, d, i, &seed);
+          if (d == JITK_INT8) {
+            for (size_t i = 0; i < xn; i++) ((int8_t *)hx)[i] /= 4;
+            for (size_t i = 0; i < n; i++) ((int8_t *)hy)[i] /= 4;
+          }
+          unsigned char *dx = jt_dev_alloc(e, xn * info.size), *dy = jt_dev_alloc(e, n * info.size),
+                        *dz = jt_dev_alloc(e, n * info.size);
+          jt_to_dev(e, dx, hx, xn * info.size);
+          jt_to_dev(e, dy, hy, n * info.size);
+          jt_poison(e, dz, n * info.size);
+          int64_t shape[1] = {(int64_t)n}, strides[1] = {step};
+          DLTensor tx = jt_tensor(dx + (size_t)off * info.size, d, 1, shape, strides);
+          DLTensor ty = jt_tensor(dy, d, 1, shape, NULL), tz = jt_tensor(dz, d, 1, shape, NULL);
+          jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+          JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+          jt_to_host(e, hz, dz, n * info.size);
+          for (size_t i = 0; i < n; i++) {
+            double x = jt_read_real(hx, d, (size_t)off + (size_t)step * i), y = jt_read_real(hy, d, i);
+            double want = x + y, got = jt_read_real(hz, d, i);
+            double tol = d == JITK_FLOAT16 ? 2e-3 * (fabs(x) + fabs(y)) + 1e-2
+                         : d == JITK_FLOAT32 ? 1e-6 * (fabs(x) + fabs(y))
+                                             : 0;
+            if (!(fabs(got - want) <= tol))
+              cr_assert_fail("%s, step %lld, offset %d, %zu elements: element %zu is %g, want %g",
+                             info.name, (long long)step, off, n, i, got, want);
+          }
+          JT_OK(e, jitk_device_free(e, dx, NULL));
+          JT_OK(e, jitk_device_free(e, dy, NULL));
+          JT_OK(e, jitk_device_free(e, dz, NULL));
+          free(hx);
+          free(hy);
+          free(hz);
+        }
+  }
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
