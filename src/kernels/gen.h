@@ -17,8 +17,11 @@
 #include "expr/params.h"
 
 #define JK_GEN_LABEL 80
-/* The largest specialization record a kind may hash (jk_ew_spec, jk_red_spec). */
-#define JK_GEN_SPEC_MAX 512
+/* The largest specialization record a kind may hash (jk_ew_spec, jk_red_spec);
+ * the asserts below keep every kind's record within it. */
+#define JK_GEN_SPEC_MAX 1024
+_Static_assert(sizeof(jk_ew_spec) <= JK_GEN_SPEC_MAX, "jk_ew_spec outgrew JK_GEN_SPEC_MAX");
+_Static_assert(sizeof(jk_red_spec) <= JK_GEN_SPEC_MAX, "jk_red_spec outgrew JK_GEN_SPEC_MAX");
 
 /* One compiled specialization. */
 typedef struct jk_gen_variant {
