@@ -224,11 +224,5 @@ typedef struct jk_mm_source_in {
 /* The source of a plan's kernel `name`. */
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);
 
-/*
- * NVRTC's log with errors in the user's sections rewritten in a compiler's
- * style: "operation(1): error: ..." followed by the source line and a caret
- * becomes "operation:1:7: error: ...", the column taken from the caret.
- */
-char *jk_rewrite_log(jitk_engine *e, const char *log);
 
 #endif

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "codegen/codegen.h"
 #include "core/core.h"
 
 jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,

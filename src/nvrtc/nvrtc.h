@@ -261,4 +261,12 @@ jitk_status jk_deps_move(jitk_engine *e, jk_deps *to, jk_deps *from);
  * an allocated path or NULL. */
 char *jk_find_cuda_include(jitk_engine *e, const char *override);
 
+/*
+ * NVRTC's log with errors in the user's sections rewritten in a compiler's
+ * style: "operation(1): error: ..." followed by the source line and a caret
+ * becomes "operation:1:7: error: ...", the column taken from the caret
+ * (log.c). NULL when out of memory.
+ */
+char *jk_rewrite_log(jitk_engine *e, const char *log);
+
 #endif

@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for the elementwise and reduction source generators and
- * the NVRTC log rewriting (jk_rewrite_log), through the public API.
+ * the NVRTC log rewriting (jk_rewrite_log, src/nvrtc/log.c), through the
+ * public API.
  *
  * NVRTC is replaced by stubs in the engine's function table, so no input
  * costs a compile: the stub "compiles" by returning the outcome and the log
@@ -43,6 +44,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "nvrtc/nvrtc.h"
 #include "core/core.h"
 #include "fuzz_common.h"
 
