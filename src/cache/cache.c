@@ -286,6 +286,44 @@ void jk_entry_release(jitk_engine *e, jk_entry *x) {
   if (last) entry_free(e, x);
 }
 
+void jk_entry_retain(jitk_engine *e, jk_entry *x) {
+  pthread_mutex_lock(&e->lock);
+  x->refs++;
+  pthread_mutex_unlock(&e->lock);
+}
+
+jitk_status jk_entry_from_image(jitk_engine *e, jitk_image_kind kind, const void *image,
+                                size_t size, jk_entry **out) {
+  jk_entry *x = jk_calloc(e, 1, sizeof *x);
+  void *copy = jk_malloc(e, size + 1); /* one byte more keeps PTX NUL-terminated */
+  char *log = jk_strdup(e, "");
+  if (x == NULL || copy == NULL || log == NULL) {
+    jk_free(e, x);
+    jk_free(e, copy);
+    jk_free(e, log);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  memcpy(copy, image, size);
+  ((char *)copy)[size] = '\0';
+  x->refs = 1;
+  x->image = copy;
+  x->image_size = size;
+  x->kind = kind;
+  x->log = log;
+  jitk_status st = JITK_OK;
+  if (e->has_device) {
+    CUmodule mod = NULL;
+    st = jk_module_load(e, copy, kind, &mod);
+    x->cu = mod;
+  }
+  if (st != JITK_OK) {
+    jk_entry_release(e, x);
+    return st;
+  }
+  *out = x;
+  return JITK_OK;
+}
+
 /* Fills an entry from NVRTC's output, taking its buffers. */
 static jitk_status entry_from_compile(jitk_engine *e, const jk_compile_input *in,
                                       jk_compile_output *co, jk_entry *x) {

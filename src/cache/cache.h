@@ -222,6 +222,16 @@ void jk_cache_destroy(jitk_engine *e);
 jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in,
                          const char *generator, jk_entry **out);
 void jk_entry_release(jitk_engine *e, jk_entry *entry);
+/* One more reference to an entry the caller holds one of. */
+void jk_entry_retain(jitk_engine *e, jk_entry *entry);
+/*
+ * An entry of the caller's own image, outside the cache (never stored or
+ * found): a copy of the image (NUL-terminated, as PTX must be), an empty
+ * log, loaded when the engine has a device. The caller owns its one
+ * reference.
+ */
+jitk_status jk_entry_from_image(jitk_engine *e, jitk_image_kind kind, const void *image,
+                                size_t size, jk_entry **out);
 
 /* The loaded entry for a key, or NULL; under the engine lock. */
 jk_entry *jk_table_find(jk_cache *c, const jk_key *key);

@@ -243,9 +243,7 @@ jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source,
   if (st != JITK_OK) return st;
   if (module != NULL) {
     jk_entry *x = copy.entry;
-    pthread_mutex_lock(&e->lock);
-    x->refs++;
-    pthread_mutex_unlock(&e->lock);
+    jk_entry_retain(e, x);
     jitk_module *m = NULL;
     st = jk_module_from_entry(e, x, g->name, &m);
     if (st != JITK_OK) return st;

@@ -116,31 +116,9 @@ jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind,
   jitk_status st = jk_image_check(e, kind, image, size, &found);
   if (st != JITK_OK) return st;
   /* Images are the caller's already: they are loaded, not cached. */
-  jk_entry *x = jk_calloc(e, 1, sizeof *x);
-  void *copy = jk_malloc(e, size + 1); /* one byte more keeps PTX NUL-terminated */
-  char *log = jk_strdup(e, "");
-  if (x == NULL || copy == NULL || log == NULL) {
-    jk_free(e, x);
-    jk_free(e, copy);
-    jk_free(e, log);
-    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
-  memcpy(copy, image, size);
-  ((char *)copy)[size] = '\0';
-  x->refs = 1;
-  x->image = copy;
-  x->image_size = size;
-  x->kind = found;
-  x->log = log;
-  if (e->has_device) {
-    CUmodule mod = NULL;
-    st = jk_module_load(e, copy, found, &mod);
-    x->cu = mod;
-  }
-  if (st != JITK_OK) {
-    jk_entry_release(e, x);
-    return st;
-  }
+  jk_entry *x = NULL;
+  st = jk_entry_from_image(e, found, image, size, &x);
+  if (st != JITK_OK) return st;
   return jk_module_from_entry(e, x, "image", out);
 }
 
