@@ -1,9 +1,10 @@
 /*
  * What the generated kernel kinds (elementwise and reduction kernels)
- * share: the parameter lists and options they are created from, binding
- * placeholders to the arguments of a launch, outputs jitk allocates, the
- * overlap rules, and the table of specializations each kernel compiles on
- * demand through the kernel cache.
+ * share: the parameter lists and options they are created from and the
+ * table of specializations each kernel compiles on demand through the
+ * kernel cache (gen.c); binding placeholders to the arguments of a launch,
+ * outputs jitk allocates, the overlap rules and the packing of parameters
+ * (args.c).
  */
 #ifndef JITK_SRC_KERNELS_GEN_H
 #define JITK_SRC_KERNELS_GEN_H
