@@ -148,20 +148,10 @@ char *jk_buf_take(jk_buf *b);
 /* Fails with JITK_ERR_NO_DEVICE on a compile-only engine. */
 jitk_status jk_require_device(const jitk_engine *e, const char *what);
 
-/* Makes the engine's context current on this thread if it is not. The
- * previous context is returned in *saved so jk_ctx_leave can restore it;
- * the common case (already current) costs one cuCtxGetCurrent. */
-jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved);
 
 /* A temporary for jitk's own kernels, in stream order, from the engine's
  * pool; freed with jk_temp_free on the same stream. */
 jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr);
 void jk_temp_free(jitk_engine *e, void *ptr, jitk_stream stream);
-void jk_ctx_leave(jitk_engine *e, CUcontext saved);
-
-/* Reports a failed driver call: JITK_ERR_DEVICE_OUT_OF_MEMORY,
- * JITK_ERR_NO_DEVICE or JITK_ERR_CUDA with the driver's name and
- * description of `res`. */
-jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call);
 
 #endif

@@ -368,19 +368,3 @@ jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
   return JITK_OK;
 }
 
-jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved) {
-  CUcontext cur = NULL;
-  CUresult r = e->drv.cuCtxGetCurrent(&cur);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuCtxGetCurrent");
-  *saved = cur;
-  if (JK_LIKELY(cur == e->context)) return JITK_OK;
-  r = e->drv.cuCtxSetCurrent(e->context);
-  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuCtxSetCurrent");
-  return JITK_OK;
-}
-
-void jk_ctx_leave(jitk_engine *e, CUcontext saved) {
-  /* A thread that had no context keeps the primary one current, as the
-   * CUDA runtime would leave it; one that had another gets it back. */
-  if (saved != NULL && saved != e->context) e->drv.cuCtxSetCurrent(saved);
-}

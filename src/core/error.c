@@ -187,16 +187,6 @@ int jitk_error_offset(const jitk_engine *ce) {
   return tl_set ? tl_offset : -1;
 }
 
-jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call) {
-  char desc[256];
-  jk_driver_describe(e ? &e->drv : NULL, res, desc, sizeof desc);
-  jitk_status st = JITK_ERR_CUDA;
-  if (res == CUDA_ERROR_OUT_OF_MEMORY) st = JITK_ERR_DEVICE_OUT_OF_MEMORY;
-  else if (res == CUDA_ERROR_NO_DEVICE || res == CUDA_ERROR_INVALID_DEVICE)
-    st = JITK_ERR_NO_DEVICE;
-  return jk_fail(e, st, "%s failed: %s", call, desc);
-}
-
 jitk_status jk_require_device(const jitk_engine *e, const char *what) {
   if (JK_LIKELY(e->has_device)) return JITK_OK;
   return jk_fail(e, JITK_ERR_NO_DEVICE,

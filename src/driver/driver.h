@@ -102,4 +102,16 @@ void jk_driver_describe(const jk_driver *drv, CUresult res, char *out,
 CUresult jk_driver_device_info(const jk_driver *drv, int ordinal,
                                jitk_device_info *info);
 
+/* Makes the engine's context current on this thread if it is not. The
+ * previous context is returned in *saved so jk_ctx_leave can restore it;
+ * the common case (already current) costs one cuCtxGetCurrent
+ * (context.c). */
+jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved);
+void jk_ctx_leave(jitk_engine *e, CUcontext saved);
+
+/* Reports a failed driver call: JITK_ERR_DEVICE_OUT_OF_MEMORY,
+ * JITK_ERR_NO_DEVICE or JITK_ERR_CUDA with the driver's name and
+ * description of `res` (context.c). */
+jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call);
+
 #endif
