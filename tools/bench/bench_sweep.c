@@ -505,6 +505,9 @@ typedef struct sw_dev {
   unsigned long long *wrong; /* device counter */
   jitk_elementwise *ew[3];   /* mul2, add, addmul */
   jitk_reduction *sum_same, *sum_f32;
+  /* Copy times already measured, per size (copy_ms_of). */
+  double copy_bytes[64], copy_ms[64];
+  int num_copies;
 } sw_dev;
 
 static void launch_raw(jitk_engine *e, jitk_kernel *k, unsigned grid, void **params) {
@@ -546,46 +549,58 @@ typedef struct sw_result {
   unsigned long long wrong;
 } sw_result;
 
+/* One device-to-device copy (bench_time_ms's run). */
+typedef struct sw_copy {
+  jitk_engine *e;
+  void *dst, *src;
+  size_t bytes;
+} sw_copy;
+
+static void run_copy(void *ctx) {
+  sw_copy *c = ctx;
+  CHECK(c->e, jitk_memcpy(c->e, c->dst, c->src, c->bytes, NULL));
+}
+
 /* The time of a device-to-device copy that moves `bytes` (half read, half
  * written), median of 20 after 3, remembered per size: a small case is
  * also compared with what a copy of its size reaches, which launch and
  * ramp costs hold below the 1 GiB copy. */
 static double copy_ms_of(sw_dev *d, double bytes) {
-  static double sizes[64], times[64];
-  static int n;
-  for (int i = 0; i < n; i++)
-    if (sizes[i] == bytes) return times[i];
+  for (int i = 0; i < d->num_copies; i++)
+    if (d->copy_bytes[i] == bytes) return d->copy_ms[i];
   jitk_engine *e = d->e;
-  size_t half = ((size_t)(bytes / 2) + 255) & ~(size_t)255;
-  void *src, *dst;
-  CHECK(e, jitk_device_alloc(e, half, NULL, &src));
-  CHECK(e, jitk_device_alloc(e, half, NULL, &dst));
-  fill(d, src, (int64_t)(half / 4), JITK_FLOAT32, 99u);
-  CUevent a, b;
-  e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT);
-  e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT);
-  double t[20];
-  for (int i = 0; i < 23; i++) {
-    if (i >= 3) e->drv.cuEventRecord(a, NULL);
-    CHECK(e, jitk_memcpy(e, dst, src, half, NULL));
-    if (i >= 3) {
-      e->drv.cuEventRecord(b, NULL);
-      e->drv.cuEventSynchronize(b);
-      float ms = 0;
-      e->drv.cuEventElapsedTime(&ms, a, b);
-      t[i - 3] = ms;
-    }
-  }
-  e->drv.cuEventDestroy(a);
-  e->drv.cuEventDestroy(b);
-  CHECK(e, jitk_device_free(e, src, NULL));
-  CHECK(e, jitk_device_free(e, dst, NULL));
-  double ms = bench_median(t, 20);
-  if (n < 64) {
-    sizes[n] = bytes;
-    times[n++] = ms;
+  sw_copy c = {e, NULL, NULL, ((size_t)(bytes / 2) + 255) & ~(size_t)255};
+  CHECK(e, jitk_device_alloc(e, c.bytes, NULL, &c.src));
+  CHECK(e, jitk_device_alloc(e, c.bytes, NULL, &c.dst));
+  fill(d, c.src, (int64_t)(c.bytes / 4), JITK_FLOAT32, 99u);
+  double ms = bench_time_ms(e, 3, 20, run_copy, &c);
+  CHECK(e, jitk_device_free(e, c.src, NULL));
+  CHECK(e, jitk_device_free(e, c.dst, NULL));
+  if (d->num_copies < 64) {
+    d->copy_bytes[d->num_copies] = bytes;
+    d->copy_ms[d->num_copies++] = ms;
   }
   return ms;
+}
+
+/* One launch of a case's kernel (bench_time_ms's run). */
+typedef struct sw_launch {
+  sw_dev *d;
+  const sw_case *c;
+  jitk_arg *args;
+} sw_launch;
+
+static void run_launch(void *ctx) {
+  sw_launch *l = ctx;
+  jitk_engine *e = l->d->e;
+  const sw_case *c = l->c;
+  if (c->red) {
+    jitk_reduction *k = c->dt == JITK_FLOAT32 ? l->d->sum_same : l->d->sum_f32;
+    CHECK(e, jitk_reduction_launch(k, NULL, l->args, 2, c->axes, c->naxes, 0, NULL));
+  } else {
+    CHECK(e, jitk_elementwise_launch(l->d->ew[c->op], NULL, l->args, (size_t)c->nin + 1, -1,
+                                     NULL));
+  }
 }
 
 static sw_result run_case(sw_dev *d, const sw_case *c, unsigned seed, double copy) {
@@ -605,28 +620,8 @@ static sw_result run_case(sw_dev *d, const sw_case *c, unsigned seed, double cop
   for (int i = 0; i < c->nin; i++) args[i] = jitk_arg_array(&tin[i]);
   args[c->nin] = jitk_arg_array(&tout);
 
-  CUevent a, b;
-  e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT);
-  e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT);
-  double t[20];
-  for (int i = 0; i < 23; i++) {
-    if (i >= 3) e->drv.cuEventRecord(a, NULL);
-    if (c->red) {
-      jitk_reduction *k = c->dt == JITK_FLOAT32 ? d->sum_same : d->sum_f32;
-      CHECK(e, jitk_reduction_launch(k, NULL, args, 2, c->axes, c->naxes, 0, NULL));
-    } else {
-      CHECK(e, jitk_elementwise_launch(d->ew[c->op], NULL, args, (size_t)c->nin + 1, -1, NULL));
-    }
-    if (i >= 3) {
-      e->drv.cuEventRecord(b, NULL);
-      e->drv.cuEventSynchronize(b);
-      float ms = 0;
-      e->drv.cuEventElapsedTime(&ms, a, b);
-      t[i - 3] = ms;
-    }
-  }
-  e->drv.cuEventDestroy(a);
-  e->drv.cuEventDestroy(b);
+  sw_launch launch = {d, c, args};
+  double ms = bench_time_ms(e, 3, 20, run_launch, &launch);
 
   /* Every output element against the double reference. */
   ck_args ck;
@@ -681,7 +676,7 @@ static sw_result run_case(sw_dev *d, const sw_case *c, unsigned seed, double cop
   for (int i = 0; i < 4; i++)
     if (bufs[i] != NULL) CHECK(e, jitk_device_free(e, bufs[i], NULL));
   sw_result res;
-  res.ms = bench_median(t, 20);
+  res.ms = ms;
   res.gbs = c->bytes / (res.ms * 1e-3) / 1e9;
   res.ratio = res.gbs / copy;
   res.same = copy_ms_of(d, c->bytes) / res.ms;
