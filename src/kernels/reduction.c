@@ -321,9 +321,8 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
      * rows, without the block's shared-memory combine (many outputs of
      * few rows each, such as a sum over a short outer axis). */
     s->owarp = blocks >= sms * 32;
-    if (s->owarp) {
-      /* one piece per output */
-    } else if (blocks < sms * 8) {
+    /* Only few blocks split (warp-owned rows are many, and never do). */
+    if (blocks < sms * 8) {
       S = sms * 16 / blocks;
       uint64_t most = pl->units / 64;
       if (S > most) S = most;

@@ -53,23 +53,10 @@ __device__ __forceinline__ T shfl_idx(const T &v, unsigned int src) {
   return r;
 }
 
-// The warp's partial results into lane 0, in a fixed tree: lane 0 ends
-// with ((l0 l1)(l2 l3))... for every input, so the result does not depend
-// on timing. Every lane of the warp must call it.
-template <typename T, typename Op>
-__device__ __forceinline__ void warp_reduce(T &acc, int &has, const Op &op) {
-  const unsigned int lane = threadIdx.x & 31;
-#pragma unroll
-  for (unsigned int d = 1; d < 32; d <<= 1) {
-    const T o = shfl_down(acc, d);
-    const int oh = __shfl_down_sync(0xffffffffu, has, d);
-    if ((lane & (2 * d - 1)) == 0) merge(acc, has, o, oh, op);
-  }
-}
-
-// The same within groups of G lanes (a power of two up to 32): the first
-// lane of each group ends with its group's result, in the same fixed tree.
-// Every lane of the warp must call it.
+// The partial results of groups of G lanes (a power of two up to 32) into
+// each group's first lane, in a fixed tree: that lane ends with
+// ((l0 l1)(l2 l3))... for every input, so the result does not depend on
+// timing. Every lane of the warp must call it.
 template <int G, typename T, typename Op>
 __device__ __forceinline__ void group_reduce(T &acc, int &has, const Op &op) {
   const unsigned int lane = threadIdx.x & 31;
@@ -79,6 +66,12 @@ __device__ __forceinline__ void group_reduce(T &acc, int &has, const Op &op) {
     const int oh = __shfl_down_sync(0xffffffffu, has, d);
     if ((lane & (2 * d - 1)) == 0) merge(acc, has, o, oh, op);
   }
+}
+
+// The warp's partial results into lane 0: one group of the whole warp.
+template <typename T, typename Op>
+__device__ __forceinline__ void warp_reduce(T &acc, int &has, const Op &op) {
+  group_reduce<32>(acc, has, op);
 }
 
 // The block's partial results into thread 0: each warp's, then warp 0
