@@ -640,6 +640,26 @@ Test(elementwise, pointer_device) {
   jitk_engine_destroy(e);
 }
 
+/* How far x + y * k, computed in dtype d, may be from the double result
+ * for terms of magnitude `mag`: a rounding or two of the dtype, none for
+ * integers. */
+static double add_tolerance(jitk_dtype d, double mag) {
+  switch (d) {
+    case JITK_FLOAT16: return 2e-3 * mag + 1e-2;
+    case JITK_FLOAT32: return 1e-6 * mag;
+    case JITK_FLOAT64: return 1e-14 * mag;
+    default: return 0;
+  }
+}
+
+/* The first byte of h[0, bytes) outside [first, last) that is no longer
+ * the poison (0xFF) jt_poison wrote, or `bytes` when none was written. */
+static size_t written_outside(const unsigned char *h, size_t bytes, size_t first, size_t last) {
+  for (size_t b = 0; b < bytes; b++)
+    if ((b < first || b >= last) && h[b] != 0xFF) return b;
+  return bytes;
+}
+
 /* Loops whose arrays start off a 16-byte boundary: every combination of
  * offsets of x, y and z (0 to 3 elements) for float32, float16, int8 and
  * float64, on lengths around the vector width and a long one, so that the
@@ -693,10 +713,7 @@ Test(elementwise, misaligned_starts) {
             for (size_t i = 0; i < n; i++) {
               double x = jt_read_real(hx, d, i + (size_t)ox), y = jt_read_real(hy, d, i + (size_t)oy);
               double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, i + (size_t)oz);
-              double tol = d == JITK_FLOAT16 ? 2e-3 * (fabs(x) + fabs(y) * 8) + 1e-2
-                           : d == JITK_FLOAT32 ? 1e-6 * (fabs(x) + fabs(y) * 8)
-                           : d == JITK_FLOAT64 ? 1e-14 * (fabs(x) + fabs(y) * 8)
-                                               : 0;
+              double tol = add_tolerance(d, fabs(x) + fabs(y) * 8);
               if (d == JITK_INT8) want = (double)(int8_t)(int)want;
               if (!(fabs(got - want) <= tol))
                 cr_assert_fail("%s, offsets %d %d %d, %zu elements: element %zu is %g, want %g",
@@ -704,9 +721,8 @@ Test(elementwise, misaligned_starts) {
             }
             /* Nothing written outside z's elements: the poison (0xFF
              * bytes) is intact before and after them. */
-            size_t first = (size_t)oz * info.size, last = first + n * info.size, bad = bytes;
-            for (size_t b = 0; b < bytes && bad == bytes; b++)
-              if ((b < first || b >= last) && hz[b] != 0xFF) bad = b;
+            size_t first = (size_t)oz * info.size;
+            size_t bad = written_outside(hz, bytes, first, first + n * info.size);
             cr_assert(bad == bytes,
                       "%s, offsets %d %d %d, %zu elements: byte %zu outside z was written",
                       info.name, ox, oy, oz, n, bad);
@@ -774,17 +790,14 @@ Test(elementwise, reversed_vectors) {
               double x = jt_read_real(hx, d, (size_t)ox + n - 1 - i), y = jt_read_real(hy, d, i);
               size_t zi = zrev ? (size_t)oz + n - 1 - i : (size_t)oz + i;
               double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, zi);
-              double tol = d == JITK_FLOAT16 ? 2e-3 * (fabs(x) + fabs(y) * 8) + 1e-2
-                           : d == JITK_FLOAT32 ? 1e-6 * (fabs(x) + fabs(y) * 8)
-                                               : 0;
+              double tol = add_tolerance(d, fabs(x) + fabs(y) * 8);
               if (d == JITK_INT8) want = (double)(int8_t)(int)want;
               if (!(fabs(got - want) <= tol))
                 cr_assert_fail("%s, z %s, offsets %d %d, %zu elements: element %zu is %g, want %g",
                                info.name, zrev ? "reversed" : "forward", ox, oz, n, i, got, want);
             }
-            size_t first = (size_t)oz * info.size, last = first + n * info.size, bad = bytes;
-            for (size_t b = 0; b < bytes && bad == bytes; b++)
-              if ((b < first || b >= last) && hz[b] != 0xFF) bad = b;
+            size_t first = (size_t)oz * info.size;
+            size_t bad = written_outside(hz, bytes, first, first + n * info.size);
             cr_assert(bad == bytes, "%s, offsets %d %d, %zu elements: byte %zu outside z written",
                       info.name, ox, oz, n, bad);
           }
@@ -841,9 +854,7 @@ Test(elementwise, stepped_inputs) {
           for (size_t i = 0; i < n; i++) {
             double x = jt_read_real(hx, d, (size_t)off + (size_t)step * i), y = jt_read_real(hy, d, i);
             double want = x + y, got = jt_read_real(hz, d, i);
-            double tol = d == JITK_FLOAT16 ? 2e-3 * (fabs(x) + fabs(y)) + 1e-2
-                         : d == JITK_FLOAT32 ? 1e-6 * (fabs(x) + fabs(y))
-                                             : 0;
+            double tol = add_tolerance(d, fabs(x) + fabs(y));
             if (!(fabs(got - want) <= tol))
               cr_assert_fail("%s, step %lld, offset %d, %zu elements: element %zu is %g, want %g",
                              info.name, (long long)step, off, n, i, got, want);
