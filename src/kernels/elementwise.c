@@ -520,7 +520,6 @@ typedef struct ew_memo {
   size_t nargs;
   int64_t size;    /* as the caller passed it (-1: from the arrays) */
   unsigned block;  /* as the caller passed it (0: jitk's choice) */
-  unsigned threads; /* the block size launched with */
   ew_memo_arg arg[JK_MAX_EW_PARAMS];
   ew_plan pl;
   jk_gen_variant v; /* a copy; the kernel's table keeps the variant */
@@ -569,12 +568,11 @@ static bool memo_take(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t si
  * the variant in m->v. Launches that allocated outputs are not recorded:
  * the next one allocates again. */
 static void memo_record(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t size,
-                        unsigned block, unsigned threads) {
+                        unsigned block) {
   if (m->pl.a.need_alloc) return;
   m->nargs = nargs;
   m->size = size;
   m->block = block;
-  m->threads = threads;
   for (size_t p = 0; p < nargs; p++) {
     const jitk_arg *x = &args[p];
     ew_memo_arg *a = &m->arg[p];
@@ -621,7 +619,7 @@ static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream str
     if (memo_take(m, args, nargs, size, asked)) {
       k->memo_hits++;
       st = jk_gen_check_overlap(&k->g, &m->pl.a);
-      if (st == JITK_OK) st = run(k, stream, args, &m->pl, &m->v, m->threads);
+      if (st == JITK_OK) st = run(k, stream, args, &m->pl, &m->v, block);
       pthread_mutex_unlock(&k->memo_lock);
       return st;
     }
@@ -648,7 +646,7 @@ static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream str
                    "with (%u, for its registers); pass %u or fewer, or 0 for jitk's choice",
                    k->g.name, block, v->max_threads, v->max_threads);
     if (st == JITK_OK) st = run(k, stream, args, pl, v, block);
-    if (st == JITK_OK && m != NULL) memo_record(m, args, nargs, size, asked, block);
+    if (st == JITK_OK && m != NULL) memo_record(m, args, nargs, size, asked);
   }
   if (m != NULL) pthread_mutex_unlock(&k->memo_lock);
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
