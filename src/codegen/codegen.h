@@ -71,14 +71,18 @@ typedef struct jk_ew_spec {
   unsigned char idx64; /* 64-bit indexing */
   unsigned char vec;   /* elements per vector access; 1: no vectors */
   unsigned char unroll; /* vector path: groups a thread loads before computing */
-  /* Two dimensions where an input walks the loop's outer dimension
-   * contiguously (a transposed view): square tiles go through shared
-   * memory so both its reads and the outputs' writes are coalesced. */
+  /* An input walks a dimension other than the innermost contiguously (a
+   * transposed or permuted view) while the outputs walk the innermost:
+   * square tiles over those two dimensions go through shared memory so
+   * both its reads and the outputs' writes are coalesced. The other
+   * dimensions (of a permuted 3-D or 4-D view) number the tiles. */
   unsigned char tiled;
-  unsigned char tile; /* tiled: 32 or 64 elements a side */
+  unsigned char tile;     /* tiled: 32 or 64 elements a side */
+  unsigned char tile_dim; /* tiled: the dimension the tile's rows run along */
   unsigned char transposed[JK_MAX_EW_PARAMS]; /* tiled: read through a tile */
-  /* Tiled path only: the array's outer stride is 0 (one value per
-   * column, a bias along the rows), so a thread loads it once per column. */
+  /* Tiled path only: the array's stride along the tile's rows is 0 (one
+   * value per column, a bias along the rows), so a thread loads it once
+   * per column. */
   unsigned char outer_bcast[JK_MAX_EW_PARAMS];
   /* Vector path, one dimension: the first _jk_h elements (a kernel
    * parameter, fewer than vec) go one at a time, so that the vector groups

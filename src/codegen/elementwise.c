@@ -306,13 +306,17 @@ static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   jk_buf_puts(b, "  }\n");
 }
 
-/* The tiled path for two dimensions: square tiles of `tile` (64 or 32)
- * elements a side, 256 threads as rows of `tile` threads, each thread
- * taking tile * tile / 256 elements of one column of the tile. Inputs that
- * walk the outer dimension contiguously are read into shared memory with
- * consecutive threads on consecutive rows, then read back transposed;
- * everything else is read and written along the inner dimension, as the
- * outputs are laid out.
+/* The tiled path: square tiles of `tile` (64 or 32) elements a side over
+ * two dimensions of the loop, the tile's rows along dimension `tile_dim`
+ * and its columns along the innermost, 256 threads as rows of `tile`
+ * threads, each thread taking tile * tile / 256 elements of one column of
+ * the tile. Inputs that walk the tile's rows contiguously are read into
+ * shared memory with consecutive threads on consecutive rows, then read
+ * back transposed; everything else is read and written along the inner
+ * dimension, as the outputs are laid out. With more than two dimensions
+ * (a permuted 3-D or 4-D view that no collapsing brings down to two) the
+ * other dimensions number batches of tiles: a block finds its batch's
+ * coordinates with a few divisions per tile, not per element.
  *
  * Shaped after what measured fastest on the H200 in hand-written kernels
  * (docs/PERFORMANCE.md): a thread issues all its loads before its first
@@ -320,28 +324,77 @@ static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
  * store through pointers that could alias, and one load per store in turn
  * measured 0.80 of copy where loads first reach 0.90), and a row of the
  * block spans a whole row of the tile, so a block reads and writes 256
- * contiguous bytes at a time (0.95). Arrays with an outer stride of 0 (a
- * bias along the rows) are loaded once per tile. */
+ * contiguous bytes at a time (0.95). Arrays with a stride of 0 along the
+ * tile's rows (a bias along the rows) are loaded once per tile. */
 static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
   int side = s->tile == 64 ? 64 : 32, pass = JK_EW_BLOCK / side, nq = side / pass;
+  int nd = s->ndim, k = s->tile_dim, last = nd - 1;
+  bool batched = nd > 2;
   for (int p = 0; p < s->nparams; p++)
     if (s->kind[p] == JK_EW_ARRAY && s->transposed[p])
       jk_buf_printf(b, "  __shared__ %s _jk_t_%s[%d][%d];\n", ctype_of(in, p),
                     in->params->params[p].name, side, side + 1);
+  /* The extents of the tile's dimensions; dimension 0's is no parameter
+   * and follows from the element count. */
+  if (k == 0) {
+    jk_buf_puts(b, "  const _jk_u _jk_rows = _jk_n / (_jk_ext1");
+    for (int d = 2; d < nd; d++) jk_buf_printf(b, " * _jk_ext%d", d);
+    jk_buf_puts(b, ");\n");
+  } else {
+    jk_buf_printf(b, "  const _jk_u _jk_rows = _jk_ext%d;\n", k);
+  }
+  jk_buf_printf(b, "  const _jk_u _jk_cols = _jk_ext%d;\n", last);
   jk_buf_printf(b,
-              "  const _jk_u _jk_rows = _jk_n / _jk_ext1;\n"
-              "  const unsigned int _jk_tr = (unsigned int)((_jk_rows + %d) / %d);\n"
-              "  const unsigned int _jk_tc = (unsigned int)((_jk_ext1 + %d) / %d);\n"
-              "  const unsigned int _jk_tx = threadIdx.x %% %d, _jk_ty = threadIdx.x / %d;\n"
-              "  for (unsigned int _jk_tile = blockIdx.x; _jk_tile < _jk_tr * _jk_tc; _jk_tile += "
-              "gridDim.x) {\n"
-              "    const unsigned int _jk_tile_r = _jk_tile / _jk_tc;\n"
-              "    const _jk_u _jk_r0 = (_jk_u)_jk_tile_r * %d;\n"
-              "    const _jk_u _jk_c0 = (_jk_u)(_jk_tile - _jk_tile_r * _jk_tc) * %d;\n",
-              side - 1, side, side - 1, side, side, side, side, side);
+                "  const _jk_u _jk_tr = (_jk_rows + %d) / %d;\n"
+                "  const _jk_u _jk_tc = (_jk_cols + %d) / %d;\n"
+                "  const unsigned int _jk_tx = threadIdx.x %% %d, _jk_ty = threadIdx.x / %d;\n",
+                side - 1, side, side - 1, side, side, side);
+  if (batched)
+    jk_buf_puts(b, "  const _jk_u _jk_tpb = _jk_tr * _jk_tc;\n"
+                   "  const _jk_u _jk_tiles = _jk_n / (_jk_rows * _jk_cols) * _jk_tpb;\n");
+  else
+    jk_buf_puts(b, "  const _jk_u _jk_tiles = _jk_tr * _jk_tc;\n");
+  jk_buf_puts(b, "  for (_jk_u _jk_tile = blockIdx.x; _jk_tile < _jk_tiles; _jk_tile += gridDim.x) {\n");
+  if (batched) {
+    jk_buf_puts(b, "    const _jk_u _jk_bt = _jk_tile / _jk_tpb;\n"
+                   "    const _jk_u _jk_tl = _jk_tile - _jk_bt * _jk_tpb;\n"
+                   "    _jk_u _jk_br = _jk_bt;\n");
+    /* The batch's coordinates, innermost first; the outermost batch
+     * dimension takes what is left. */
+    int outer = k == 0 ? 1 : 0;
+    for (int d = last - 1; d >= 0; d--) {
+      if (d == k) continue;
+      if (d == outer)
+        jk_buf_printf(b, "    const _jk_s _jk_bc%d = (_jk_s)_jk_br;\n", d);
+      else
+        jk_buf_printf(b,
+                      "    const _jk_u _jk_bq%d = _jk_br / _jk_ext%d;\n"
+                      "    const _jk_s _jk_bc%d = (_jk_s)(_jk_br - _jk_bq%d * _jk_ext%d);\n"
+                      "    _jk_br = _jk_bq%d;\n",
+                      d, d, d, d, d, d);
+    }
+    for (int p = 0; p < s->nparams; p++) {
+      if (s->kind[p] != JK_EW_ARRAY) continue;
+      const char *name = in->params->params[p].name;
+      jk_buf_printf(b, "    const _jk_s _jk_bo_%s = 0", name);
+      for (int d = 0; d < last; d++)
+        if (d != k) jk_buf_printf(b, " + _jk_bc%d * _jk_s_%s_%d", d, name, d);
+      jk_buf_puts(b, ";\n");
+    }
+  } else {
+    jk_buf_puts(b, "    const _jk_u _jk_tl = _jk_tile;\n");
+  }
+  jk_buf_printf(b,
+                "    const _jk_u _jk_tile_r = _jk_tl / _jk_tc;\n"
+                "    const _jk_u _jk_r0 = _jk_tile_r * %d;\n"
+                "    const _jk_u _jk_c0 = (_jk_tl - _jk_tile_r * _jk_tc) * %d;\n",
+                side, side);
+  /* An array's offset in a batch starts from the batch's, printed as
+   * "%s%s%s" with BASE(name). */
+#define BASE(name) batched ? "_jk_bo_" : "", batched ? (name) : "", batched ? " + " : ""
   /* Every load of the tile first: transposed inputs with threads along
-   * the outer dimension, the rest along the inner one. */
+   * the tile's rows, the rest along the inner dimension. */
   bool any = false;
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
@@ -351,9 +404,9 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
     if (s->outer_bcast[p]) {
       jk_buf_printf(b,
                     "    %s _jk_l_%s = %s();\n"
-                    "    if (_jk_c0 + _jk_tx < _jk_ext1) _jk_l_%s = _jk_p_%s[(_jk_s)(_jk_c0 + _jk_tx) * "
-                    "_jk_s_%s_1];\n",
-                    t, name, t, name, name, name);
+                    "    if (_jk_c0 + _jk_tx < _jk_cols) _jk_l_%s = _jk_p_%s[%s%s%s(_jk_s)(_jk_c0 + "
+                    "_jk_tx) * _jk_s_%s_%d];\n",
+                    t, name, t, name, name, BASE(name), name, last);
       continue;
     }
     bool tr = s->transposed[p];
@@ -366,12 +419,12 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
                   "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
                   "      const _jk_u _jk_r = _jk_r0 + %s, _jk_c = _jk_c0 + %s;\n"
                   "      _jk_l_%s[_jk_qi] = %s();\n"
-                  "      if (_jk_r < _jk_rows && _jk_c < _jk_ext1)\n"
-                  "        _jk_l_%s[_jk_qi] = _jk_p_%s[(_jk_s)_jk_r * _jk_s_%s_0 + (_jk_s)_jk_c * "
-                  "_jk_s_%s_1];\n"
+                  "      if (_jk_r < _jk_rows && _jk_c < _jk_cols)\n"
+                  "        _jk_l_%s[_jk_qi] = _jk_p_%s[%s%s%s(_jk_s)_jk_r * _jk_s_%s_%d + (_jk_s)_jk_c * "
+                  "_jk_s_%s_%d];\n"
                   "    }\n",
                   t, name, nq, nq, tr ? "_jk_tx" : along, tr ? along : "_jk_tx", name, t, name,
-                  name, name, name);
+                  name, BASE(name), name, k, name, last);
   }
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY || !s->transposed[p]) continue;
@@ -384,24 +437,45 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
   }
   if (any) jk_buf_puts(b, "    __syncthreads();\n");
   jk_buf_printf(b,
-              "#pragma unroll\n"
-              "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
-              "      const int _jk_q = _jk_qi * %d;\n"
-              "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx;\n"
-              "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_ext1) continue;\n",
-              nq, pass);
+                "#pragma unroll\n"
+                "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
+                "      const int _jk_q = _jk_qi * %d;\n"
+                "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx;\n"
+                "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_cols) continue;\n",
+                nq, pass);
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
     jk_buf_printf(b,
-                  "      const _jk_s _jk_o_%s = (_jk_s)_jk_r * _jk_s_%s_0 + (_jk_s)_jk_cc * "
-                  "_jk_s_%s_1;\n",
-                  d->name, d->name, d->name);
+                  "      const _jk_s _jk_o_%s = %s%s%s(_jk_s)_jk_r * _jk_s_%s_%d + (_jk_s)_jk_cc * "
+                  "_jk_s_%s_%d;\n",
+                  d->name, BASE(d->name), d->name, k, d->name, last);
   }
-  emit_element(b, in, file, NULL, "_jk_r * _jk_ext1 + _jk_cc");
+  /* The element's index in the loop, by Horner's rule over the
+   * coordinates of every dimension (the compiler drops it when the
+   * operation does not read i). */
+  if (!batched) {
+    emit_element(b, in, file, NULL, "_jk_r * _jk_ext1 + _jk_cc");
+  } else {
+    for (int d = 0; d < nd; d++) {
+      char c[24];
+      if (d == k)
+        snprintf(c, sizeof c, "_jk_r");
+      else if (d == last)
+        snprintf(c, sizeof c, "_jk_cc");
+      else
+        snprintf(c, sizeof c, "(_jk_u)_jk_bc%d", d);
+      if (d == 0)
+        jk_buf_printf(b, "      _jk_u _jk_ix = %s;\n", c);
+      else
+        jk_buf_printf(b, "      _jk_ix = _jk_ix * _jk_ext%d + %s;\n", d, c);
+    }
+    emit_element(b, in, file, NULL, "_jk_ix");
+  }
   jk_buf_puts(b, "    }\n");
   if (any) jk_buf_puts(b, "    __syncthreads();\n");
   jk_buf_puts(b, "  }\n");
+#undef BASE
 }
 
 void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams,

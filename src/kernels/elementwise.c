@@ -310,9 +310,13 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   if (units == 0) units = 1;
   uint64_t per_block = (uint64_t)block * (s->unroll > 1 ? s->unroll : 1);
   uint64_t blocks = (units + per_block - 1) / per_block;
-  if (s->tiled) /* one block per tile */
-    blocks = (uint64_t)((it->shape[0] + s->tile - 1) / s->tile) *
-             (uint64_t)((it->shape[1] + s->tile - 1) / s->tile);
+  if (s->tiled) { /* one block per tile, over every batch of tiles */
+    int last = it->ndim - 1;
+    blocks = (uint64_t)((it->shape[s->tile_dim] + s->tile - 1) / s->tile) *
+             (uint64_t)((it->shape[last] + s->tile - 1) / s->tile);
+    for (int d = 0; d < last; d++)
+      if (d != s->tile_dim) blocks *= (uint64_t)it->shape[d];
+  }
   uint64_t cap = k->fill_grid ? v->max_blocks : 0x7fffffffu;
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
@@ -430,40 +434,53 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
   spec->vec = (unsigned char)vector_width(pl, &pl->head, unaligned);
   spec->peel = pl->head > 0;
   spec->unroll = (unsigned char)(spec->vec > 1 ? k->unroll : 1);
-  /* Two dimensions with an input that walks the outer one contiguously
-   * (a transposed view), outputs along the inner one: the tiled path. Its
+  /* An input that walks a dimension other than the innermost
+   * contiguously (a transposed or permuted view), outputs along the
+   * innermost: the tiled path, over that dimension and the innermost. Its
    * threads are laid out over a tile for jitk's own block size, so a
    * launch with another one takes the scalar loop, which runs with any. */
-  if (spec->vec == 1 && pl->iter.ndim == 2 && block == JK_EW_BLOCK) {
+  if (spec->vec == 1 && pl->iter.ndim >= 2 && block == JK_EW_BLOCK) {
     const jk_iter *it = &pl->iter;
-    bool outputs_inner = true, any = false;
+    int nd = it->ndim, last = nd - 1, tdim = -1;
+    bool outputs_inner = true;
     for (int p = 0; p < n; p++) {
       if (pl->operand[p] < 0) continue;
       const int64_t *sd = it->ops[pl->operand[p]].strides;
-      if (k->g.params.params[p].output)
-        outputs_inner &= sd[1] == 1;
-      else if ((sd[0] == 1 || sd[0] == -1) && sd[1] != 0 && sd[1] != 1 && sd[1] != -1) {
-        spec->transposed[p] = 1;
-        any = true;
+      if (k->g.params.params[p].output) {
+        outputs_inner &= sd[last] == 1;
+        continue;
       }
+      if (sd[last] == 0 || sd[last] == 1 || sd[last] == -1) continue;
+      /* The first such input decides the tile's rows; another input
+       * contiguous along that dimension shares the tile's layout, one
+       * contiguous along a third is read along the innermost. */
+      for (int d = 0; d < last && tdim < 0; d++)
+        if (sd[d] == 1 || sd[d] == -1) tdim = d;
+      if (tdim >= 0 && (sd[tdim] == 1 || sd[tdim] == -1)) spec->transposed[p] = 1;
     }
     /* Tiles of 64 while their shared memory stays within the 48 KiB a
-     * block may have statically, then tiles of 32, no tiles otherwise. */
+     * block may have statically, then tiles of 32, no tiles otherwise.
+     * With batches of tiles (three or more dimensions), both tiled
+     * extents must fill at least half a tile of 32, or most of every
+     * tile would be idle; tiles of 32 where either is below 64. */
     size_t row_bytes = 0;
     for (int p = 0; p < n; p++)
       if (spec->transposed[p]) row_bytes += jk_dtype(pl->a.dtype[p])->size;
+    int64_t rows = tdim >= 0 ? it->shape[tdim] : 0, cols = it->shape[last];
+    bool small = nd > 2 && (rows < 64 || cols < 64);
     spec->tile = 0;
-    if (outputs_inner && any) {
-      if (row_bytes * 64 * 65 <= 48 * 1024 && k->tile == 64)
+    if (outputs_inner && tdim >= 0 && (nd == 2 || (rows >= 16 && cols >= 16))) {
+      if (row_bytes * 64 * 65 <= 48 * 1024 && k->tile == 64 && !small)
         spec->tile = 64;
       else if (row_bytes * 32 * 33 <= 48 * 1024)
         spec->tile = 32;
     }
     spec->tiled = spec->tile != 0;
+    spec->tile_dim = (unsigned char)(spec->tiled ? tdim : 0);
     if (!spec->tiled) memset(spec->transposed, 0, sizeof spec->transposed);
     for (int p = 0; spec->tiled && p < n; p++)
       if (pl->operand[p] >= 0 && !k->g.params.params[p].output && !spec->transposed[p])
-        spec->outer_bcast[p] = it->ops[pl->operand[p]].strides[0] == 0;
+        spec->outer_bcast[p] = it->ops[pl->operand[p]].strides[tdim] == 0;
   }
   for (int p = 0; p < n; p++) {
     const jk_param_decl *d = &k->g.params.params[p];

@@ -870,3 +870,116 @@ Test(elementwise, stepped_inputs) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Permuted 3-D and 4-D views (x = buffer.transpose(perm)) that no
+ * collapsing brings down to two dimensions: every permutation of a 3-D and
+ * of a 4-D buffer whose extents do not divide the tiles, with y a full
+ * array broadcast along one dimension of the view (a different one for
+ * each permutation, so that it is at times constant along the tile's
+ * rows), and z = x + y * (i % 8), which checks the element index through
+ * the batches of tiles. Where the tiled path applies (the outputs' inner
+ * extent and x's contiguous extent both at least 16) it must be the one
+ * taken. */
+Test(elementwise, tiled_permutations) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "perm", NULL,
+                                   &k));
+  const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_FLOAT64};
+  const int64_t buf3[3] = {70, 33, 100}, buf4[4] = {5, 70, 3, 66};
+  uint64_t seed = 0x7E23;
+  int tiled_runs = 0;
+  for (int t = 0; t < 3; t++) {
+    jitk_dtype d = dts[t];
+    jitk_dtype_info info;
+    JT_OK(NULL, jitk_dtype_get_info(d, &info));
+    for (int nd = 3; nd <= 4; nd++) {
+      const int64_t *bs = nd == 3 ? buf3 : buf4;
+      size_t n = 1;
+      for (int a = 0; a < nd; a++) n *= (size_t)bs[a];
+      size_t bytes = n * info.size;
+      unsigned char *hx = malloc(bytes), *hy = malloc(bytes), *hz = malloc(bytes);
+      for (size_t i = 0; i < n; i++) {
+        write_random(hx, d, i, &seed);
+        write_random(hy, d, i, &seed);
+      }
+      unsigned char *dx = jt_dev_alloc(e, bytes), *dy = jt_dev_alloc(e, bytes),
+                    *dz = jt_dev_alloc(e, bytes);
+      jt_to_dev(e, dx, hx, bytes);
+      jt_to_dev(e, dy, hy, bytes);
+      int64_t bstr[4];
+      bstr[nd - 1] = 1;
+      for (int a = nd - 2; a >= 0; a--) bstr[a] = bstr[a + 1] * bs[a + 1];
+      /* Every permutation, in lexicographic order. */
+      int perm[4] = {0, 1, 2, 3};
+      for (int count = 0;; count++) {
+        int64_t vs[4], xs[4], ys[4];
+        for (int j = 0; j < nd; j++) {
+          vs[j] = bs[perm[j]];
+          xs[j] = bstr[perm[j]];
+        }
+        int bd = count % nd; /* y's broadcast dimension */
+        ys[nd - 1] = 1;
+        for (int j = nd - 2; j >= 0; j--) ys[j] = ys[j + 1] * vs[j + 1];
+        ys[bd] = 0;
+        jt_poison(e, dz, bytes);
+        DLTensor tx = jt_tensor(dx, d, nd, vs, xs), ty = jt_tensor(dy, d, nd, vs, ys);
+        DLTensor tz = jt_tensor(dz, d, nd, vs, NULL);
+        jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+        JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+        jt_to_host(e, hz, dz, bytes);
+        int xunit = -1;
+        for (int j = 0; j < nd; j++)
+          if (xs[j] == 1) xunit = j;
+        if (xunit != nd - 1 && vs[xunit] >= 16 && vs[nd - 1] >= 16) {
+          const char *src = NULL;
+          JT_OK(e, jitk_elementwise_source(k, &src));
+          cr_assert(strstr(src, "tiled path") != NULL, "%s, %d-D permutation %d %d %d %d: %s",
+                    info.name, nd, perm[0], perm[1], perm[2], perm[3], src);
+          tiled_runs++;
+        }
+        for (size_t i = 0; i < n; i++) {
+          size_t r = i, xo = 0, yo = 0;
+          for (int j = nd - 1; j >= 0; j--) {
+            size_t c = r % (size_t)vs[j];
+            r /= (size_t)vs[j];
+            xo += c * (size_t)xs[j];
+            yo += c * (size_t)ys[j];
+          }
+          double x = jt_read_real(hx, d, xo), y = jt_read_real(hy, d, yo);
+          double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, i);
+          if (!(fabs(got - want) <= add_tolerance(d, fabs(x) + fabs(y) * 8)))
+            cr_assert_fail("%s, %d-D permutation %d %d %d %d, y broadcast along %d: element %zu "
+                           "is %g, want %g",
+                           info.name, nd, perm[0], perm[1], perm[2], perm[3], bd, i, got, want);
+        }
+        /* The next permutation (Narayana's algorithm); done after the
+         * last. */
+        int a = nd - 2;
+        while (a >= 0 && perm[a] > perm[a + 1]) a--;
+        if (a < 0) break;
+        int b = nd - 1;
+        while (perm[b] < perm[a]) b--;
+        int tmp = perm[a];
+        perm[a] = perm[b];
+        perm[b] = tmp;
+        for (int lo = a + 1, hi = nd - 1; lo < hi; lo++, hi--) {
+          tmp = perm[lo];
+          perm[lo] = perm[hi];
+          perm[hi] = tmp;
+        }
+      }
+      JT_OK(e, jitk_device_free(e, dx, NULL));
+      JT_OK(e, jitk_device_free(e, dy, NULL));
+      JT_OK(e, jitk_device_free(e, dz, NULL));
+      free(hx);
+      free(hy);
+      free(hz);
+    }
+  }
+  /* The 4-D buffer alone has permutations that put its 66 contiguous
+   * elements along a tile's rows and its 70 along the outputs. */
+  cr_assert(tiled_runs >= 3 * 4, "%d runs were tiled", tiled_runs);
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}

@@ -146,6 +146,57 @@ Test(elementwise_gen, tiled_path_compiles) {
   jitk_engine_destroy(e);
 }
 
+/* The tiled path with batches of tiles (a permuted 3-D or 4-D view): the
+ * tile's rows along each dimension but the innermost, the batch's
+ * coordinates found per tile, and the element index i, compiled. */
+Test(elementwise_gen, tiled_batches_compile) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list pl;
+  memset(&pl, 0, sizeof pl);
+  JT_OK(e, jk_params_parse(e, "T x, T b", "in_params", false, &pl));
+  JT_OK(e, jk_params_parse(e, "T y", "out_params", true, &pl));
+  bool load[3] = {false, false, false};
+  for (int nd = 3; nd <= 4; nd++)
+    for (int td = 0; td < nd - 1; td++) {
+      jk_ew_spec spec;
+      memset(&spec, 0, sizeof spec);
+      spec.nparams = 3;
+      spec.ndim = (unsigned char)nd;
+      spec.vec = 1;
+      spec.unroll = 1;
+      spec.tiled = 1;
+      spec.tile = (unsigned char)(td % 2 ? 32 : 64);
+      spec.tile_dim = (unsigned char)td;
+      spec.idx64 = nd == 4;
+      for (int p = 0; p < 3; p++) {
+        spec.dtype[p] = (unsigned char)(nd == 3 ? JITK_FLOAT16 : JITK_FLOAT64);
+        spec.kind[p] = JK_EW_ARRAY;
+      }
+      spec.transposed[0] = 1;
+      spec.outer_bcast[1] = (unsigned char)(td % 2);
+      jk_ew_source_in in = {"tiledn", &pl, load, "y = x + b; if (i < 0) y = x;", NULL, NULL, NULL,
+                            &spec};
+      char *src = NULL;
+      JT_OK(e, jk_ew_generate(e, &in, &src));
+      char rows[40];
+      if (td == 0)
+        snprintf(rows, sizeof rows, "_jk_rows = _jk_n / (_jk_ext1");
+      else
+        snprintf(rows, sizeof rows, "_jk_rows = _jk_ext%d;", td);
+      cr_assert(strstr(src, rows) != NULL, "%s", src);
+      cr_assert(strstr(src, "_jk_bo_x") != NULL && strstr(src, "_jk_ix") != NULL, "%s", src);
+      char coord[40];
+      snprintf(coord, sizeof coord, "_jk_s_x_%d + (_jk_s)_jk_c * _jk_s_x_%d", td, nd - 1);
+      cr_assert(strstr(src, coord) != NULL, "%s", src);
+      jitk_module *m = NULL;
+      JT_OK(e, jitk_module_create(e, src, NULL, &m));
+      jitk_module_destroy(m);
+      jk_free(e, src);
+    }
+  jk_params_free(e, &pl);
+  jitk_engine_destroy(e);
+}
+
 Test(scan, line_directives) {
   size_t len = 0;
   cr_assert_eq(jk_code_line_directive("z = x;\n#line 1 \"map_expr\"\nz = q;", &len), 7);

@@ -6,7 +6,8 @@
  * with the memo and one without (JITK_EW_MEMO=off), are launched on the
  * same random arguments, and every launch must be the same byte for byte,
  * every failure the same status and message. The memo must also be taken:
- * the kernel with it counts its hits.
+ * the kernel with it counts its hits. The same stand-in shows the plan of
+ * permuted views: the path and the grid of their batches of tiles.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -268,5 +269,46 @@ Test(elementwise_memo, launches_are_those_of_a_fresh_plan) {
   cr_assert_eq(jk_elementwise_memo_hits(fresh), 0);
   jitk_elementwise_destroy(memo);
   jitk_elementwise_destroy(fresh);
+  jitk_engine_destroy(e);
+}
+
+/* The plan of permuted views that no collapsing brings down to two
+ * dimensions: the tiled path over x's contiguous dimension and the
+ * outputs' inner one, one block per tile of every batch of tiles; and the
+ * scalar path where the outputs' inner extent is too short to fill tiles. */
+Test(elementwise_plan, permuted_views_take_batches_of_tiles) {
+  fake_api f;
+  jitk_engine *e = fake_engine(&f);
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "perm_plan", NULL, &k));
+  struct {
+    int64_t shape[4], xs[4];
+    const char *path;
+    unsigned grid;
+  } cases[] = {
+      /* x contiguous along dimension 2; dimensions 0 and 1 collapse into
+       * one batch dimension of 32: 32 batches of 1 x 2 tiles of 64. */
+      {{4, 8, 64, 100}, {51200, 6400, 1, 64}, "tiled path", 32 * 2},
+      /* x contiguous along dimension 0 (its buffer is 6 x 50 x 20 x 40),
+       * whose 40 elements take tiles of 32; nothing collapses, and
+       * dimensions 1 and 2 number 120 batches of 2 x 2 tiles. */
+      {{40, 6, 20, 50}, {1, 40000, 40, 800}, "tiled path", 120 * 2 * 2},
+      /* Eight outputs a row: most of a tile would idle. */
+      {{4, 8, 64, 8}, {4096, 512, 1, 64}, "scalar path", 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    DLTensor x = jt_tensor(arenas[0], JITK_FLOAT32, 4, cases[c].shape, cases[c].xs);
+    DLTensor y = jt_tensor(arenas[1], JITK_FLOAT32, 4, cases[c].shape, NULL);
+    DLTensor z = jt_tensor(arenas[2], JITK_FLOAT32, 4, cases[c].shape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&y), jitk_arg_array(&z)};
+    JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+    const char *src = NULL;
+    JT_OK(e, jitk_elementwise_source(k, &src));
+    cr_assert(strstr(src, cases[c].path) != NULL, "case %zu: %s", c, src);
+    fakecuda_launch l = last_of(&f);
+    if (cases[c].grid != 0)
+      cr_assert_eq(l.grid[0], cases[c].grid, "case %zu: %u blocks", c, l.grid[0]);
+  }
+  jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
