@@ -1212,7 +1212,10 @@ typedef struct jitk_reduction_layout {
   int reduced_ndim; /* reduced dimensions after collapsing: 1 and up */
   int index_bits;   /* 32 or 64 */
   char strategy;    /* 'i': along contiguous reduced elements (rows, whole
-                       arrays); 'o': across contiguous outputs (columns) */
+                       arrays); 'o': across contiguous outputs (columns);
+                       'm': each output one element or one 16-byte vector
+                       of them (an axis of extent 1, rows of four float32),
+                       several outputs a thread; split must be 0 */
   int split;        /* 0: each output reduced in one piece; 1: in chunks
                        whose partial results a second kernel combines with
                        a warp per output; 2: with a block per output */

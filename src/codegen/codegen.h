@@ -153,7 +153,9 @@ typedef struct jk_red_spec {
   /* 'i': a group of `group` threads (32 or 256) reduces each output along
    * its reduced elements, which the inputs hold contiguously (rows, whole
    * arrays); 'o': a thread per output, 32 outputs a block, 8 threads
-   * splitting the reduced elements (columns). */
+   * splitting the reduced elements (columns); 'm': rows of one group of
+   * `vec` elements, each thread `group` (2 to 8) outputs, all their loads
+   * first. */
   unsigned char strategy;
   /* 'i': threads per output: 256, 32, or fewer (a power of two) for short
    * rows, several outputs a warp. */

@@ -3,7 +3,7 @@
  *
  * The host collapses the kept dimensions (one output per point) and the
  * reduced dimensions separately; coordinates come from linear indices by
- * multiply-shift division, as in elementwise kernels. Two strategies:
+ * multiply-shift division, as in elementwise kernels. Three strategies:
  *
  *  'i' (inner): a group of threads, a warp or the whole block, reduces one
  *      output at a time, its threads striding over the reduced elements,
@@ -14,12 +14,16 @@
  *      warp reads 32 contiguous elements of each reduced row (a column
  *      reduction); the block's 8 warps split the rows, and blockIdx.y
  *      splits them further when there are few outputs.
+ *  'm' (map): every output reduces one element or one 16-byte vector of
+ *      them (an axis of extent 1, rows of four float32); each thread takes
+ *      several outputs and loads them all before folding any.
  *
  * A split reduction writes one partial result per (output, chunk); the
  * second kernel, `name_final` (a warp per output, or a block per output
  * for few outputs of many chunks), reduces each output's chunks in order.
- * Only split specializations have it: each entry point costs NVRTC time. Every combination follows a fixed tree, so results are the same
- * bits on every run.
+ * Only split specializations have it: each entry point costs NVRTC time.
+ * Every combination follows a fixed tree, so results are the same bits on
+ * every run.
  */
 #include <stdio.h>
 #include <string.h>
@@ -200,7 +204,9 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
  * while that many remain, so that they are in flight together (a loop the
  * compiler unrolls itself keeps a branch between them, and measured half
  * the bandwidth), then one at a time. Two vectors rather than four
- * measured the same in hand-written kernels and compile faster. */
+ * measured the same in hand-written kernels and compile faster; so did
+ * eight float16 loads rather than four in column sums (H200, the sweep's
+ * float16 column sums within 0.03 of each other). */
 static void emit_reduce_loop(jk_buf *b, const jk_red_source_in *in, const char *file,
                              const char *first, const char *step) {
   int nu = in->spec->vec > 1 ? 2 : 4;
@@ -406,6 +412,63 @@ static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, 
   jk_buf_puts(b, "    }\n  }\n");
 }
 
+/* The 'm' path: every output reduces one group of `vec` elements (rows
+ * of one element, or of one vector), and each thread takes `group`
+ * outputs a block's width apart, issuing every load before the first
+ * fold, so that enough bytes are in flight. */
+static void emit_single(jk_buf *b, const jk_red_source_in *in, const char *file) {
+  const jk_red_spec *s = in->spec;
+  int u = s->group >= 1 && s->group <= 8 ? s->group : 2, v = s->vec;
+  jk_buf_printf(b,
+                "  for (_jk_u _jk_b0 = (_jk_u)blockIdx.x * %d + threadIdx.x; _jk_b0 < _jk_K;\n"
+                "       _jk_b0 += (_jk_u)gridDim.x * %d) {\n",
+                JK_RED_BLOCK * u, JK_RED_BLOCK * u);
+  for (int p = 0; p < s->nparams; p++) {
+    if (!is_input_array(in, p)) continue;
+    const char *name = in->params->params[p].name, *t = ctype_of(in, p);
+    if (v > 1)
+      jk_buf_printf(b, "    jitk::ew::vec<%s, %d> _jk_v_%s[%d];\n", t, v, name, u);
+    else
+      jk_buf_printf(b, "    %s _jk_v_%s[%d];\n", t, name, u);
+  }
+  /* Past the last output, a thread reads output 0's group again. */
+  jk_buf_printf(b,
+                "#pragma unroll\n"
+                "    for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
+                "    const _jk_u _jk_w = _jk_b0 + _jk_u4 * %d;\n"
+                "    const _jk_u _jk_k = _jk_w < _jk_K ? _jk_w : 0;\n",
+                u, JK_RED_BLOCK);
+  emit_offsets(b, in, 'k', "_jk_k", true, false);
+  for (int p = 0; p < s->nparams; p++) {
+    if (!is_input_array(in, p)) continue;
+    const char *name = in->params->params[p].name, *t = ctype_of(in, p);
+    if (v > 1)
+      jk_buf_printf(b,
+                    "    _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
+                    "_jk_p_%s + _jk_ko_%s);\n",
+                    name, t, v, name, name);
+    else
+      jk_buf_printf(b, "    _jk_v_%s[_jk_u4] = _jk_p_%s[_jk_ko_%s];\n", name, name, name);
+  }
+  jk_buf_printf(b,
+                "    }\n"
+                "#pragma unroll\n"
+                "    for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
+                "    const _jk_u _jk_k = _jk_b0 + _jk_u4 * %d;\n"
+                "    if (_jk_k >= _jk_K) break;\n",
+                u, JK_RED_BLOCK);
+  emit_offsets(b, in, 'k', "_jk_k", false, true);
+  emit_acc_init(b, in);
+  if (v > 1) {
+    jk_buf_printf(b, "#pragma unroll\n      for (int _jk_l = 0; _jk_l < %d; ++_jk_l)\n", v);
+    emit_element(b, in, file, "_jk_l", "_jk_l");
+  } else {
+    emit_element(b, in, file, NULL, "0");
+  }
+  emit_post_map(b, in, file);
+  jk_buf_puts(b, "    }\n  }\n");
+}
+
 static void emit_entry(jk_buf *b, const jk_red_source_in *in, const char *suffix) {
   jk_buf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(", JK_RED_BLOCK,
                 in->name, suffix);
@@ -425,7 +488,11 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   jk_buf_printf(&b,
                 "// Generated by jitk: reduction kernel %s, %s, %d kept and %d reduced "
                 "dimension%s, %d-bit index\n",
-                in->name, s->strategy == 'o' ? "across outputs" : "along reduced elements", s->nk,
+                in->name,
+                s->strategy == 'o'   ? "across outputs"
+                : s->strategy == 'm' ? "one group per output"
+                                     : "along reduced elements",
+                s->nk,
                 s->nr, s->nr == 1 ? "" : "s", s->idx64 ? 64 : 32);
   jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n#include <jitk/reduction.cuh>\n");
   /* The reduce type may be a half or complex type no parameter has. */
@@ -458,6 +525,8 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   emit_entry(&b, in, "");
   if (s->strategy == 'o')
     emit_outer(&b, in, file);
+  else if (s->strategy == 'm')
+    emit_single(&b, in, file);
   else
     emit_inner(&b, in, file);
   jk_buf_puts(&b, "}\n");

@@ -330,6 +330,20 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
     }
   }
   if (S < 1) S = 1;
+  /* Rows of one group (a sum over an axis of extent 1 or over no axis,
+   * or rows of four float32): each output is a single load, and a thread
+   * per output would keep 2 to 16 bytes in flight. Each thread takes
+   * several outputs instead, all their loads first, about 32 bytes of
+   * them: a map with a reduction's semantics, each output folded in the
+   * same order as before. */
+  if (pl->units == 1) {
+    size_t per = (size_t)v * widest, u = 32 / per;
+    s->strategy = 'm';
+    s->group = (unsigned short)(u < 2 ? 2 : u > 8 ? 8 : u);
+    s->ocols = 0;
+    s->owarp = 0;
+    S = 1;
+  }
   pl->chunk = pl->units == 0 ? 0 : ceil_div(pl->units, S);
   /* No empty chunk: each one's partial result holds something. */
   pl->S = pl->chunk == 0 ? 1 : ceil_div(pl->units, pl->chunk);
@@ -567,6 +581,10 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   } else if (s->strategy == 'o') {
     gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32);
     gy = (unsigned)pl->S;
+  } else if (s->strategy == 'm') {
+    /* `group` outputs a thread. */
+    uint64_t b = ceil_div((uint64_t)pl->K, (uint64_t)JK_RED_BLOCK * s->group);
+    gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
   } else {
     uint64_t b = ceil_div((uint64_t)pl->K * pl->S, JK_RED_BLOCK / s->group);
     gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
@@ -651,11 +669,11 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   if (layout->kept_ndim < 0 || layout->kept_ndim > JITK_MAX_NDIM || layout->reduced_ndim < 1 ||
       layout->reduced_ndim > JITK_MAX_NDIM ||
       (layout->index_bits != 32 && layout->index_bits != 64) ||
-      (layout->strategy != 'i' && layout->strategy != 'o') || layout->split < 0 ||
-      layout->split > 2)
+      (layout->strategy != 'i' && layout->strategy != 'o' && layout->strategy != 'm') ||
+      layout->split < 0 || layout->split > 2 || (layout->strategy == 'm' && layout->split != 0))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "layout: kept_ndim 0..%d, reduced_ndim 1..%d, index_bits 32 or 64, strategy "
-                   "'i' or 'o', split 0..2",
+                   "'i', 'o' or 'm', split 0..2 (0 for 'm')",
                    JITK_MAX_NDIM, JITK_MAX_NDIM);
   jitk_dtype bound[JK_MAX_EW_PARAMS];
   jitk_status st = jk_gen_parse_types(&k->g, types, bound);
@@ -681,8 +699,13 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
     spec.raw_ndim[p] = d->raw ? 1 : 0;
     if (!d->raw && !d->output && jk_dtype(dt)->size > widest) widest = jk_dtype(dt)->size;
   }
-  spec.vec = (unsigned char)(spec.strategy == 'i' && spec.nr == 1 && widest < 16 ? 16 / widest
+  spec.vec = (unsigned char)(spec.strategy != 'o' && spec.nr == 1 && widest < 16 ? 16 / widest
                                                                                  : 1);
+  if (spec.strategy == 'm') {
+    /* As a launch picks it: about 32 bytes of loads a thread. */
+    size_t u = 32 / (spec.vec * widest);
+    spec.group = (unsigned short)(u < 2 ? 2 : u > 8 ? 8 : u);
+  }
   return jk_gen_compile(&k->g, &spec, source, module);
 }
 

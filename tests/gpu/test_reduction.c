@@ -533,7 +533,8 @@ Test(reduction, outputs_match_the_launch) {
 /* The layouts of short rows (groups of fewer lanes than a warp, several
  * rows a warp), of narrow columns and middle axes (a block per row of
  * outputs, several reduced rows a warp), and of many outputs of few rows
- * (a warp owns a row of outputs), each with a sum and with a max
+ * (a warp owns a row of outputs), of outputs of one element or one
+ * vector (several outputs a thread), each with a sum and with a max
  * that has no identity (the partial results carry whether they hold
  * anything, and groups past the last output hold nothing), against host
  * references; the packed column sums split across the device give the
@@ -557,6 +558,9 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
        * 12 and 5 outputs, 1, 2, 2 and 6 rows at a time). */
       {2, {16, 1 << 20}, 1}, {3, {65536, 16, 16}, 2}, {3, {40000, 7, 12}, 2}, {3, {300000, 3, 5}, 2},
       {2, {1 << 20, 1}, 2},
+      /* One group an output, several outputs a thread: rows of one
+       * 16-byte vector, and axes of extent 1 between kept ones. */
+      {2, {100001, 4}, 2}, {3, {1000, 1, 37}, 2}, {3, {3, 70001, 1}, 4},
   };
   uint64_t seed = 0x5407;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -27,13 +27,17 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
     JT_OK(e, jitk_reduction_create(e, "T x", out, map, "a + b", "y = a", "0", rtype, name, NULL,
                                    &k));
     jitk_reduction_layout layouts[] = {{0, 1, 32, 'i', 0}, {2, 1, 32, 'i', 2},
-                                       {1, 2, 64, 'o', 1}, {3, 3, 32, 'o', 0}};
+                                       {1, 2, 64, 'o', 1}, {3, 3, 32, 'o', 0},
+                                       {1, 1, 32, 'm', 0}, {3, 2, 64, 'm', 0}};
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
       const char *src = NULL;
       jitk_module *m = NULL;
       JT_OK(e, jitk_reduction_compile(k, types, &layouts[l], &src, &m));
       cr_assert(strstr(src, "#line 1 \"map_expr\"") != NULL);
-      cr_assert(strstr(src, layouts[l].strategy == 'o' ? "across outputs" : "along reduced") != NULL);
+      const char *kind = layouts[l].strategy == 'o'   ? "across outputs"
+                         : layouts[l].strategy == 'm' ? "one group per output"
+                                                      : "along reduced";
+      cr_assert(strstr(src, kind) != NULL, "%s layout %zu", info.name, l);
       const jitk_kernel_resources *res;
       size_t n;
       JT_OK(e, jitk_module_resources(m, &res, &n));
@@ -70,8 +74,18 @@ Test(reduction_gen, source_shapes) {
   cr_assert(strstr(src, "jitk::ew::div_u64") != NULL, "magic division, 64-bit");
   cr_assert(strstr(src, "unsigned long long _jk_u") != NULL);
   cr_assert(strstr(src, "jitk::ew::vec") == NULL, "no vectors across outputs");
+  /* One group an output: a 16-byte vector of four float32 each, two
+   * outputs a thread, every load before the first fold. */
+  jitk_reduction_layout single = {1, 1, 32, 'm', 0};
+  JT_OK(e, jitk_reduction_compile(k, "T=float32", &single, &src, NULL));
+  cr_assert(strstr(src, "one group per output") != NULL && strstr(src, "_jk_v_x[2]") != NULL &&
+                strstr(src, "jitk::ew::vec<T, 4>") != NULL && strstr(src, "_final") == NULL,
+            "%s", src);
   jitk_reduction_layout bad = {0, 0, 32, 'i', 0};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduced_ndim", jitk_reduction_compile(k, "T=float32", &bad, &src, NULL));
+  jitk_reduction_layout split_single = {1, 1, 32, 'm', 1};
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "(0 for 'm')",
+           jitk_reduction_compile(k, "T=float32", &split_single, &src, NULL));
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_reduction_compile(k, "", NULL, &src, NULL));
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder T is bound twice",
            jitk_reduction_compile(k, "T=float32,T=float64", NULL, &src, NULL));

@@ -129,9 +129,15 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
        * reduced rows a warp. */
       {"middle axis, 16 wide", JITK_FLOAT32, 3, {256, 8192, 16}, {0}, 0, 2, false, 'o', 32, 1, 2, 1,
        0, 8, 16, 0},
-      /* Rows of four float16: one 8-byte vector a row, a thread each. */
-      {"rows of four halves", JITK_FLOAT16, 2, {1 << 20, 4}, {0}, 0, 2, false, 'i', 1, 4, 1, 1, 0,
+      /* Rows of four float16: one 8-byte vector a row, four rows a
+       * thread; rows of four float32, one 16-byte vector, two a thread. */
+      {"rows of four halves", JITK_FLOAT16, 2, {1 << 20, 4}, {0}, 0, 2, false, 'm', 4, 4, 1, 1, 0,
        1, 0, 0},
+      {"rows of four", JITK_FLOAT32, 2, {1 << 24, 4}, {0}, 0, 2, false, 'm', 2, 4, 1, 1, 0, 1, 0, 0},
+      /* A sum over an axis of extent 1: one element an output, eight
+       * float16 or float32 outputs a thread. */
+      {"axis of extent 1", JITK_FLOAT16, 2, {1 << 26, 1}, {0}, 0, 2, false, 'm', 8, 1, 1, 1, 0, 1,
+       0, 0},
       /* A sum over a short outer axis of many outputs: each warp owns 32
        * outputs and reads all 16 rows; the same with a row of 16 outputs
        * and two rows a warp at a time. */
@@ -142,7 +148,7 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
       /* Past 2^31 elements: 64-bit indexing. */
       {"past 2^31", JITK_UINT8, 2, {3, 715827889}, {0}, 0, 3, false, 'i', 256, 1, 1, 1, 1, 2112, 0, 0},
       /* Reducing nothing: one element per output. */
-      {"no axes", JITK_FLOAT32, 1, {5000}, {0}, 0, 0, false, 'o', 32, 1, 1, 1, 0, 1, 0, 0},
+      {"no axes", JITK_FLOAT32, 1, {5000}, {0}, 0, 0, false, 'm', 8, 1, 1, 1, 0, 1, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i]);
 }
