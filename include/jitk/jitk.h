@@ -1185,6 +1185,26 @@ JITK_API jitk_status jitk_reduction_launch(jitk_reduction *kernel, jitk_stream s
                                            int num_axes, int keepdims, DLManagedTensor **outputs);
 
 /*
+ * Chooses the strategy for this layout by measuring it: launches the
+ * kernel on these arguments (every output given) with each strategy that
+ * applies (along the reduced elements, across 32 outputs a block, a block
+ * per short row of outputs, warps owning rows of outputs), each timed with
+ * CUDA events on `stream` (the median of 7 after 2; the call waits for
+ * them), and keeps the fastest for every later launch of the same layout
+ * (shape, strides, dtypes, reduced axes) on this kernel, and in the
+ * kernel cache's tuning table for other kernels of the same name,
+ * expressions and parameters on the same device and target. The outputs end as a
+ * launch with the chosen strategy leaves them. Each strategy is
+ * deterministic, but two may round differently: a tuned layout gives the
+ * same bits on every run after the tuning, not necessarily the untuned
+ * bits. Without a tuning, the strategy follows from which axes are
+ * contiguous.
+ */
+JITK_API jitk_status jitk_reduction_autotune(jitk_reduction *kernel, jitk_stream stream,
+                                             const jitk_arg *args, size_t num_args,
+                                             const int *axes, int num_axes, int keepdims);
+
+/*
  * What the outputs of jitk_reduction_launch with these arguments, axes and
  * keepdims would be, without launching: specs[j] (one per out_param) gets
  * each output's dtype and shape (given outputs report their own). The

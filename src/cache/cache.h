@@ -363,6 +363,9 @@ jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t 
 /* Stores (or replaces) the choice under `key`; JITK_OK without storing
  * when the disk cache is off or read-only. */
 jitk_status jk_tuning_put(jitk_engine *e, const char *key, const char *choice);
+/* Whether some key starting with `prefix` has a choice: false when none
+ * does, the cache is off or the table does not exist. */
+bool jk_tuning_any(jitk_engine *e, const char *prefix);
 
 /* --- lock.c: cross-process key locks --- */
 /* Holds the key while this process compiles it. Waits up to `timeout_ms`

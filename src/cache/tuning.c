@@ -42,6 +42,33 @@ jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t 
   return JITK_OK;
 }
 
+bool jk_tuning_any(jitk_engine *e, const char *prefix) {
+  jk_cache *c = &e->cache;
+  size_t n = strlen(prefix);
+  if (c->mode == JITK_CACHE_OFF || n == 0 || (unsigned char)prefix[n - 1] == 0xFF) return false;
+  /* Keys from the prefix up to the prefix with its last byte raised: the
+   * primary key's index answers without a scan. */
+  char *hi = jk_malloc(e, n + 1);
+  if (hi == NULL) return false;
+  memcpy(hi, prefix, n + 1);
+  hi[n - 1] = (char)((unsigned char)hi[n - 1] + 1);
+  bool any = false;
+  pthread_mutex_lock(&c->disk_lock);
+  sqlite3_stmt *q = NULL;
+  if (jk_store_open(e) == JITK_OK &&
+      sqlite3_prepare_v2(c->db, "SELECT 1 FROM tuning WHERE key >= ?1 AND key < ?2 LIMIT 1", -1,
+                         &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, prefix, (int)n, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, hi, (int)n, SQLITE_STATIC);
+    any = sqlite3_step(q) == SQLITE_ROW;
+  }
+  /* A failed prepare is most often a database without the table yet. */
+  sqlite3_finalize(q);
+  pthread_mutex_unlock(&c->disk_lock);
+  jk_free(e, hi);
+  return any;
+}
+
 jitk_status jk_tuning_put(jitk_engine *e, const char *key, const char *choice) {
   jk_cache *c = &e->cache;
   if (c->mode == JITK_CACHE_OFF) return JITK_OK;

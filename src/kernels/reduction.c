@@ -10,18 +10,23 @@
  * partial results a second kernel combines in order; the split depends
  * only on the shapes and the device, so results repeat bit for bit.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "array/array.h"
 #include "array/iter.h"
+#include "cache/cache.h"
 #include "codegen/codegen.h"
 #include "kernels/gen.h"
 #include "kernels/kernels.h"
 #include "kernels/reduction.h"
 
 #define JK_RED_GENERATOR "reduction/1"
+#define JK_RED_TUNED 32
 
 struct jitk_reduction {
   jk_gen g; /* name, parameters, options, specializations */
@@ -31,6 +36,19 @@ struct jitk_reduction {
   int reduce_placeholder;
   jitk_dtype reduce_dtype;
   bool uses_j; /* map_expr reads _j: the reduced dimensions keep C order */
+  /* Autotuned strategies by layout (see jitk_reduction_autotune): what
+   * this kernel measured or found in the cache's tuning table, and the
+   * layouts it looked up and found nothing for (force 0), the oldest
+   * replaced first. Guarded by g.lock. */
+  struct {
+    uint64_t layout;
+    char force;
+  } tuned[JK_RED_TUNED];
+  unsigned num_tuned, next_tuned;
+  /* 0: not yet known; 1: no tuning anywhere for this target and device
+   * (a launch then spends nothing on it); 2: look layouts up. */
+  _Atomic int tune_state;
+  uint64_t ops_hash; /* of the expressions, lists and name: the tuning key's */
 };
 
 void jitk_reduction_destroy(jitk_reduction *k) {
@@ -156,6 +174,11 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   }
   k->uses_j = jk_code_uses(map_expr, "_j");
+  const char *parts[] = {map_expr, reduce_expr, post_map_expr, identity ? identity : "",
+                         reduce_type ? reduce_type : "", k->g.preamble ? k->g.preamble : "",
+                         in_params, out_params, name};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    k->ops_hash = XXH3_64bits_withSeed(parts[i], strlen(parts[i]) + 1, k->ops_hash);
   *out = k;
   return JITK_OK;
 }
@@ -239,8 +262,14 @@ static bool fits_32(const jk_red_plan *pl, int n) {
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* The strategy, the group, the vector width and the split. */
-static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
+/* The strategy, the group, the vector width and the split. `force` is 0
+ * for the layout's own choice, or a candidate of autotuning: 'i', 'o' (32
+ * outputs a block), 'c' (a block per row of at most 16 outputs) or 'w'
+ * (each warp owns a row of outputs), with the group, vector width and
+ * split that strategy would have. Returns false when the candidate does
+ * not apply to the layout (a row of more than 16 outputs for 'c'; any
+ * other than 'm' where every output is one group). */
+bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spec *s) {
   int first = -1;
   size_t widest = 1;
   for (int p = 0; p < n; p++)
@@ -258,6 +287,9 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
     s->strategy = 'o';
   else
     s->strategy = pl->R >= pl->K ? 'i' : 'o';
+  if (force != 0) s->strategy = force == 'i' ? 'i' : 'o';
+  s->ocols = 0;
+  s->owarp = 0;
   /* 16-byte loads along one contiguous reduced dimension. */
   int v = 1;
   if (s->strategy == 'i' && pl->red.ndim == 1 && widest < 16) {
@@ -312,17 +344,18 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
      * block takes that row of outputs, and each warp several reduced rows
      * at once, which lie together in memory. */
     int64_t inner = pl->kept.ndim > 0 ? pl->kept.shape[pl->kept.ndim - 1] : 1;
-    s->ocols = 0;
-    if ((ks == 1) && inner >= 1 && inner <= 16 && rs == inner) s->ocols = (unsigned char)inner;
+    if (force == 'c' && !(inner >= 1 && inner <= 16)) return false;
+    if (force == 'c' || (force == 0 && ks == 1 && inner >= 1 && inner <= 16 && rs == inner))
+      s->ocols = (unsigned char)inner;
     uint64_t per_block = s->ocols ? s->ocols : 32;
     uint64_t blocks = ceil_div((uint64_t)pl->K, per_block);
     /* Rows of outputs enough for every warp of the device several times
      * over: each warp owns one row of outputs and reads all its reduced
      * rows, without the block's shared-memory combine (many outputs of
      * few rows each, such as a sum over a short outer axis). */
-    s->owarp = blocks >= sms * 32;
+    s->owarp = force == 'w' || (force == 0 && blocks >= sms * 32);
     /* Only few blocks split (warp-owned rows are many, and never do). */
-    if (blocks < sms * 8) {
+    if (blocks < sms * 8 && !s->owarp) {
       S = sms * 16 / blocks;
       uint64_t most = pl->units / 64;
       if (S > most) S = most;
@@ -337,6 +370,7 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
    * them: a map with a reduction's semantics, each output folded in the
    * same order as before. */
   if (pl->units == 1) {
+    if (force != 0 && force != 'm') return false;
     size_t per = (size_t)v * widest, u = 32 / per;
     s->strategy = 'm';
     s->group = (unsigned short)(u < 2 ? 2 : u > 8 ? 8 : u);
@@ -350,6 +384,7 @@ static void choose(jk_red_plan *pl, int n, int sms_count, jk_red_spec *s) {
   if (pl->S == 1) pl->chunk = pl->units;
   /* The second kernel: a block per output over many chunks, else a warp. */
   s->final_group = pl->S == 1 ? 0 : pl->S >= 256 ? JK_RED_BLOCK : 32;
+  return true;
 }
 
 void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, bool keepdims,
@@ -394,7 +429,7 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
 
   spec->nk = (unsigned char)pl->kept.ndim;
   spec->nr = (unsigned char)pl->red.ndim;
-  choose(pl, n, sms, spec);
+  jk_red_choose(pl, n, sms, 0, spec);
   spec->idx64 = !fits_32(pl, n);
 }
 
@@ -456,6 +491,95 @@ static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *
   return JITK_OK;
 }
 
+/* --- autotuned strategies --- */
+
+/* What the strategy depends on besides addresses: the collapsed kept and
+ * reduced dimensions with every operand's strides there, and the dtypes
+ * and kinds of the parameters. */
+static uint64_t layout_hash(const jk_red_plan *pl, const jk_red_spec *spec) {
+  uint64_t h = XXH3_64bits(spec->dtype, (size_t)spec->nparams);
+  h = XXH3_64bits_withSeed(spec->kind, (size_t)spec->nparams, h);
+  const jk_iter *its[2] = {&pl->kept, &pl->red};
+  for (int i = 0; i < 2; i++) {
+    const jk_iter *it = its[i];
+    size_t dims = sizeof(int64_t) * (size_t)it->ndim;
+    h = XXH3_64bits_withSeed(it->shape, dims, h ^ (uint64_t)it->ndim);
+    for (int o = 0; o < it->nops; o++) h = XXH3_64bits_withSeed(it->ops[o].strides, dims, h);
+  }
+  return h;
+}
+
+/* The tuning table's key: generator, target, device, the kernel's
+ * expressions, parameter lists and name (hashed), and the layout. */
+static void tuning_prefix(const jitk_reduction *k, char *buf, size_t size) {
+  const jitk_engine *e = k->g.engine;
+  snprintf(buf, size, "%s %s %s ", JK_RED_GENERATOR, e->target.arch,
+           e->has_device ? e->info.name : "none");
+}
+
+static void tuning_key(const jitk_reduction *k, uint64_t layout, char *buf, size_t size) {
+  char prefix[512];
+  tuning_prefix(k, prefix, sizeof prefix);
+  snprintf(buf, size, "%sops=%016llx layout=%016llx", prefix, (unsigned long long)k->ops_hash,
+           (unsigned long long)layout);
+}
+
+static void remember(jitk_reduction *k, uint64_t layout, char force) {
+  pthread_mutex_lock(&k->g.lock);
+  unsigned i = 0;
+  while (i < k->num_tuned && k->tuned[i].layout != layout) i++;
+  if (i == k->num_tuned) {
+    if (k->num_tuned < JK_RED_TUNED) {
+      k->num_tuned++;
+    } else {
+      i = k->next_tuned;
+      k->next_tuned = (k->next_tuned + 1) % JK_RED_TUNED;
+    }
+  }
+  k->tuned[i].layout = layout;
+  k->tuned[i].force = force;
+  pthread_mutex_unlock(&k->g.lock);
+}
+
+/* The strategy autotuning chose for this layout: remembered by the kernel,
+ * else read once from the tuning table (a layout without one is
+ * remembered as such). 0: none. */
+static char tuned_choice(jitk_reduction *k, const jk_red_plan *pl, const jk_red_spec *spec) {
+  /* Whether the tuning table has any reduction choice for this target
+   * and device, asked once per kernel: a kernel made before another
+   * process's tuning does not see it. */
+  int state = atomic_load(&k->tune_state);
+  if (state == 0) {
+    char prefix[512];
+    tuning_prefix(k, prefix, sizeof prefix);
+    int expected = 0;
+    atomic_compare_exchange_strong(&k->tune_state, &expected,
+                                   jk_tuning_any(k->g.engine, prefix) ? 2 : 1);
+    state = atomic_load(&k->tune_state);
+  }
+  if (state != 2) return 0;
+  uint64_t layout = layout_hash(pl, spec);
+  pthread_mutex_lock(&k->g.lock);
+  for (unsigned i = 0; i < k->num_tuned; i++)
+    if (k->tuned[i].layout == layout) {
+      char f = k->tuned[i].force;
+      pthread_mutex_unlock(&k->g.lock);
+      return f;
+    }
+  pthread_mutex_unlock(&k->g.lock);
+  char key[640], choice[32];
+  bool found = false;
+  tuning_key(k, layout, key, sizeof key);
+  jk_tuning_get(k->g.engine, key, choice, sizeof choice, &found);
+  /* A choice this version does not know is no choice. */
+  char force = 0;
+  if (found && strncmp(choice, "strategy=", 9) == 0 && strlen(choice) == 10 &&
+      strchr("iocwm", choice[9]) != NULL)
+    force = choice[9];
+  remember(k, layout, force);
+  return force;
+}
+
 static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
                         size_t nargs, const int *axes, int num_axes, int keepdims,
                         DLManagedTensor **outputs, jk_red_plan *pl, jk_red_spec *spec,
@@ -499,6 +623,9 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
   }
   jk_red_layout(pl, &k->g.params, k->g.num_in, keepdims, k->uses_j, e->info.multiprocessors,
                 spec);
+  char force = tuned_choice(k, pl, spec);
+  if (force != 0 && !jk_red_choose(pl, n, e->info.multiprocessors, force, spec))
+    jk_red_choose(pl, n, e->info.multiprocessors, 0, spec);
   return JITK_OK;
 }
 
@@ -628,6 +755,109 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
+}
+
+/* Median milliseconds of a launch of variant v on the plan, timed with
+ * events on `stream` after two untimed launches. */
+static jitk_status time_variant(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                                jk_red_plan *pl, const jk_gen_variant *v, CUevent ev[2],
+                                float *ms) {
+  jitk_engine *e = k->g.engine;
+  enum { WARM = 2, RUNS = 7 };
+  float t[RUNS];
+  for (int i = 0; i < WARM + RUNS; i++) {
+    CUcontext saved;
+    jitk_status st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) return st;
+    CUresult r = e->drv.cuEventRecord(ev[0], (CUstream)stream);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuEventRecord");
+    st = run(k, stream, args, pl, v);
+    if (st != JITK_OK) return st;
+    st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) return st;
+    r = e->drv.cuEventRecord(ev[1], (CUstream)stream);
+    if (r == CUDA_SUCCESS) r = e->drv.cuEventSynchronize(ev[1]);
+    if (r == CUDA_SUCCESS && i >= WARM) r = e->drv.cuEventElapsedTime(&t[i - WARM], ev[0], ev[1]);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "timing a reduction candidate");
+  }
+  for (int i = 1; i < RUNS; i++)
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      float x = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = x;
+    }
+  *ms = t[RUNS / 2];
+  return JITK_OK;
+}
+
+jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                                    size_t nargs, const int *axes, int num_axes, int keepdims) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_autotune: kernel is NULL");
+  jitk_engine *e = k->g.engine;
+  jitk_status st = jk_require_device(e, "jitk_reduction_autotune");
+  if (st != JITK_OK) return st;
+  /* Every output given: the candidates write them, and the last to run
+   * is the one chosen, so they end as a launch would leave them. */
+  if (nargs < k->g.params.count)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_reduction_autotune: kernel %s takes %zu arguments, outputs included, "
+                   "and %zu were given: autotuning writes the outputs, so each must be given",
+                   k->g.name, k->g.params.count, nargs);
+  jk_red_plan pl;
+  jk_red_spec spec;
+  bool nothing;
+  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, NULL, &pl, &spec, &nothing);
+  if (st != JITK_OK || nothing) return st;
+  int n = (int)k->g.params.count, sms = e->info.multiprocessors;
+  uint64_t layout = layout_hash(&pl, &spec);
+  CUevent ev[2] = {NULL, NULL};
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) return st;
+  CUresult r = e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) r = e->drv.cuEventCreate(&ev[1], CU_EVENT_DEFAULT);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuEventCreate");
+  static const char candidates[] = "iocwm";
+  char best = 0;
+  float best_ms = 0;
+  for (const char *c = candidates; *c != '\0' && st == JITK_OK; c++) {
+    if (!jk_red_choose(&pl, n, sms, *c, &spec)) continue;
+    jk_gen_variant v;
+    float ms = 0;
+    st = jk_gen_variant_get(&k->g, &spec, &v);
+    if (st == JITK_OK) st = time_variant(k, stream, args, &pl, &v, ev, &ms);
+    if (st != JITK_OK) break;
+    jk_log(e, JITK_LOG_DEBUG, "reduction %s autotune: strategy %c: %.4f ms", k->g.name, *c,
+           (double)ms);
+    if (best == 0 || ms < best_ms) {
+      best = *c;
+      best_ms = ms;
+    }
+  }
+  if (jk_ctx_enter(e, &saved) == JITK_OK) {
+    if (ev[0] != NULL) e->drv.cuEventDestroy(ev[0]);
+    if (ev[1] != NULL) e->drv.cuEventDestroy(ev[1]);
+    jk_ctx_leave(e, saved);
+  }
+  if (st != JITK_OK || best == 0) return st;
+  /* The winner runs last, so that the outputs hold its results. */
+  jk_red_choose(&pl, n, sms, best, &spec);
+  jk_gen_variant v;
+  st = jk_gen_variant_get(&k->g, &spec, &v);
+  if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
+  if (st != JITK_OK) return st;
+  remember(k, layout, best);
+  atomic_store(&k->tune_state, 2);
+  char key[640], choice[32];
+  tuning_key(k, layout, key, sizeof key);
+  snprintf(choice, sizeof choice, "strategy=%c", best);
+  jk_log(e, JITK_LOG_INFO, "reduction %s autotune: %s (%.4f ms) for %s", k->g.name, choice,
+         (double)best_ms, key);
+  return jk_tuning_put(e, key, choice);
 }
 
 jitk_status jitk_reduction_outputs(jitk_reduction *k, const jitk_arg *args, size_t nargs,

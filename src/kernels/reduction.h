@@ -34,4 +34,13 @@ typedef struct jk_red_plan {
 void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, bool keepdims,
                    bool c_order, int sms, jk_red_spec *spec);
 
+/*
+ * After jk_red_layout: the strategy again, the layout's own (`force` 0)
+ * or a candidate of autotuning ('i', 'o', 'c', 'w' or 'm'; see
+ * reduction.c), with its group, vector width and split. False when the
+ * candidate does not apply; the spec and split are then to be chosen
+ * again.
+ */
+bool jk_red_choose(jk_red_plan *pl, int n, int sms, char force, jk_red_spec *spec);
+
 #endif

@@ -648,3 +648,103 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
   jitk_reduction_destroy(mx);
   jitk_engine_destroy(e);
 }
+
+/* Autotuned strategies: on a middle axis, interleaved kept and reduced
+ * axes of 3-D and 4-D shapes, columns and short rows, a sum and a max
+ * without identity are tuned on their arrays; the outputs the tuning
+ * leaves, and three launches after it (which take the tuned strategy),
+ * match the host references, and the launches give the same bits. */
+Test(reduction, autotuned_layouts, .timeout = 120) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *sum = NULL, *mx = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "tsum", NULL,
+                                 &sum));
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "max(a, b)", "y = a", NULL, NULL, "tmax",
+                                 NULL, &mx));
+  struct {
+    int ndim;
+    int64_t shape[4];
+    unsigned mask;
+  } cases[] = {
+      {3, {256, 2048, 16}, 2}, {3, {4096, 16, 16}, 5}, {2, {4096, 256}, 1},
+      {2, {300001, 7}, 2},     {4, {8, 32, 32, 64}, 7}, {4, {8, 32, 32, 64}, 10},
+  };
+  uint64_t seed = 0x7A7E;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int nd = cases[c].ndim, axes[4], na = 0, ond = 0;
+    int64_t n = 1, nout = 1, oshape[4];
+    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
+    for (int d = nd - 1, acc = 1; d >= 0; d--) {
+      rc.shape[d] = cases[c].shape[d];
+      rc.strides[d] = acc;
+      acc *= (int)cases[c].shape[d];
+    }
+    for (int d = 0; d < nd; d++) {
+      n *= cases[c].shape[d];
+      if (cases[c].mask >> d & 1)
+        axes[na++] = d;
+      else
+        oshape[ond++] = cases[c].shape[d], nout *= cases[c].shape[d];
+    }
+    float *hx = malloc((size_t)n * 4), *got = malloc((size_t)nout * 4),
+          *first = malloc((size_t)nout * 4);
+    double *hd = malloc((size_t)n * 8), *want = malloc((size_t)nout * 8),
+           *mag = malloc((size_t)nout * 8), *wmax = malloc((size_t)nout * 8);
+    for (int64_t i = 0; i < n; i++) hd[i] = hx[i] = (float)(jt_uniform(&seed) - 0.5);
+    reference_sums(&rc, hd, want, nout);
+    for (int64_t i = 0; i < n; i++) hd[i] = fabs(hd[i]);
+    reference_sums(&rc, hd, mag, nout);
+    for (int64_t o = 0; o < nout; o++) wmax[o] = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t rem = i, idx[4], o = 0;
+      for (int d = nd - 1; d >= 0; d--) idx[d] = rem % rc.shape[d], rem /= rc.shape[d];
+      for (int d = 0; d < nd; d++)
+        if (!(rc.mask >> d & 1)) o = o * rc.shape[d] + idx[d];
+      if (hx[i] > wmax[o]) wmax[o] = hx[i];
+    }
+    float *dx = jt_dev_alloc(e, (size_t)n * 4), *dy = jt_dev_alloc(e, (size_t)nout * 4);
+    jt_to_dev(e, dx, hx, (size_t)n * 4);
+    DLTensor tx = jt_tensor(dx, JITK_FLOAT32, nd, rc.shape, NULL);
+    DLTensor ty = jt_tensor(dy, JITK_FLOAT32, ond, oshape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+    for (int which = 0; which < 2; which++) {
+      jitk_reduction *k = which == 0 ? sum : mx;
+      jt_poison(e, dy, (size_t)nout * 4);
+      JT_OK(e, jitk_reduction_autotune(k, NULL, args, 2, axes, na, 0));
+      const char *src = NULL;
+      JT_OK(e, jitk_reduction_source(k, &src));
+      cr_log_info("case %zu %s: %.90s", c, which ? "max" : "sum", strchr(src, ',') + 2);
+      for (int run = 0; run < 4; run++) {
+        if (run > 0) {
+          jt_poison(e, dy, (size_t)nout * 4);
+          JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axes, na, 0, NULL));
+        }
+        jt_to_host(e, got, dy, (size_t)nout * 4);
+        for (int64_t o = 0; o < nout; o++) {
+          bool ok = which == 0 ? fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6
+                               : (double)got[o] == wmax[o];
+          if (!ok)
+            cr_assert_fail("case %zu (%s), %s, output %lld: %.9g, want %.9g", c,
+                           which ? "max" : "sum", run ? "after tuning" : "left by the tuning",
+                           (long long)o, (double)got[o], which ? wmax[o] : want[o]);
+        }
+        if (run == 1) memcpy(first, got, (size_t)nout * 4);
+        if (run > 1)
+          cr_assert(memcmp(first, got, (size_t)nout * 4) == 0, "case %zu: run %d changed the bits",
+                    c, run);
+      }
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    free(hx);
+    free(got);
+    free(first);
+    free(hd);
+    free(want);
+    free(mag);
+    free(wmax);
+  }
+  jitk_reduction_destroy(sum);
+  jitk_reduction_destroy(mx);
+  jitk_engine_destroy(e);
+}

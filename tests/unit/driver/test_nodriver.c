@@ -185,6 +185,9 @@ Test(nodriver, out_parameters_are_untouched_on_failure) {
   cr_assert_eq(m, sentinel);
   cr_assert_eq(jitk_reduction_launch(rd, NULL, NULL, 0, NULL, -1, 0, outs), JITK_ERR_NO_DEVICE);
   cr_assert_eq((void *)outs[0], sentinel);
+  cr_assert_eq(jitk_reduction_autotune(rd, NULL, NULL, 0, NULL, -1, 0), JITK_ERR_NO_DEVICE);
+  cr_assert_eq(jitk_reduction_autotune(NULL, NULL, NULL, 0, NULL, -1, 0),
+               JITK_ERR_INVALID_ARGUMENT);
   jitk_reduction_destroy(rd);
   /* Lookups. */
   JT_OK(e, jitk_module_create(e, "extern \"C\" __global__ void k() {}", NULL, &m));

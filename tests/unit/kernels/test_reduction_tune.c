@@ -1,0 +1,116 @@
+/*
+ * Autotuned reduction strategies, on the stand-in driver (tests/fakecuda),
+ * whose events time the host: jitk_reduction_autotune compiles and times
+ * every strategy that applies, keeps the fastest for later launches of the
+ * same layout on the kernel, and stores it in the cache's tuning table,
+ * where a new engine's kernel with the same expressions finds it; another
+ * layout, or a kernel with other expressions, keeps the layout's own
+ * choice. Which strategy the stand-in finds fastest is left to its clock:
+ * the test follows whichever it is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
+
+static jitk_engine *fake_engine(const char *cache_dir) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.driver_library = FAKE_PATH;
+  cfg.cache_dir = cache_dir;
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  cr_assert_eq(st, JITK_OK, "engine on the stand-in driver: %s", jitk_errmsg(NULL));
+  return e;
+}
+
+/* The strategy line of the kernel's last source ("across outputs", ...). */
+static void strategy_of(jitk_engine *e, jitk_reduction *k, char *buf, size_t size) {
+  const char *src = NULL;
+  JT_OK(e, jitk_reduction_source(k, &src));
+  const char *a = strstr(src, "reduction kernel ");
+  cr_assert_not_null(a, "%s", src);
+  a = strchr(a, ',');
+  cr_assert_not_null(a);
+  const char *b = strchr(a + 1, ',');
+  cr_assert_not_null(b);
+  snprintf(buf, size, "%.*s", (int)(b - a - 2), a + 2);
+}
+
+static jitk_reduction *make_sum(jitk_engine *e, const char *map) {
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", map, "a + b", "y = a", "0", NULL, "colsum",
+                                 NULL, &k));
+  return k;
+}
+
+Test(reduction_tune, measured_choice_is_kept_and_stored) {
+  char dir[] = "/tmp/jitk-tune-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  jitk_engine *e = fake_engine(dir);
+  jitk_reduction *k = make_sum(e, "x");
+  /* Column sums of 512 x 256 float32: across outputs by the layout. */
+  float *x = calloc(512 * 256, sizeof *x), *y = calloc(256, sizeof *y);
+  int64_t xs[2] = {512, 256}, ys[1] = {256};
+  DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL), ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  int axis0[1] = {0};
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
+  char own[64], tuned[64], again[64];
+  strategy_of(e, k, own, sizeof own);
+  cr_assert_str_eq(own, "across outputs");
+
+  JT_OK(e, jitk_reduction_autotune(k, NULL, args, 2, axis0, 1, 0));
+  strategy_of(e, k, tuned, sizeof tuned);
+  cr_log_info("the stand-in's clock chose: %s", tuned);
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
+  strategy_of(e, k, again, sizeof again);
+  cr_assert_str_eq(again, tuned, "a later launch of the layout takes the tuned strategy");
+
+  /* Another layout of the same kernel: its own choice. */
+  int64_t xs2[2] = {256, 512}, ys2[1] = {512};
+  DLTensor tx2 = jt_tensor(x, JITK_FLOAT32, 2, xs2, NULL),
+           ty2 = jt_tensor(y, JITK_FLOAT32, 1, ys2, NULL);
+  float *y2 = calloc(512, sizeof *y2);
+  ty2.data = y2;
+  jitk_arg args2[] = {jitk_arg_array(&tx2), jitk_arg_array(&ty2)};
+  JT_OK(e, jitk_reduction_launch(k, NULL, args2, 2, axis0, 1, 0, NULL));
+  strategy_of(e, k, again, sizeof again);
+  cr_assert_str_eq(again, "across outputs");
+
+  /* Errors: outputs left out, and bad axes, refused before any launch. */
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "each must be given",
+           jitk_reduction_autotune(k, NULL, args, 1, axis0, 1, 0));
+  int bad_axis[1] = {5};
+  jitk_status st = jitk_reduction_autotune(k, NULL, args, 2, bad_axis, 1, 0);
+  cr_assert_neq(st, JITK_OK);
+  cr_assert(strstr(jitk_errmsg(e), "axis") != NULL, "%s", jitk_errmsg(e));
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+
+  /* A new engine on the same cache: a kernel with the same expressions
+   * finds the tuned strategy in the tuning table; one with other
+   * expressions does not. */
+  e = fake_engine(dir);
+  k = make_sum(e, "x");
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
+  strategy_of(e, k, again, sizeof again);
+  cr_assert_str_eq(again, tuned, "the tuning table's choice");
+  jitk_reduction *other = make_sum(e, "x * x");
+  JT_OK(e, jitk_reduction_launch(other, NULL, args, 2, axis0, 1, 0, NULL));
+  strategy_of(e, other, again, sizeof again);
+  cr_assert_str_eq(again, "across outputs");
+  jitk_reduction_destroy(other);
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+  free(x);
+  free(y);
+  free(y2);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
