@@ -260,6 +260,7 @@ int main(int argc, char **argv) {
            "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
            "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
            "           --only REGEX)\n"
+           "  small    host and GPU time of cached launches on 2^10 to 2^18 elements (GPU)\n"
            "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
@@ -270,6 +271,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "matmul") == 0) return bench_matmul(argc - 2, argv + 2);
   if (strcmp(argv[1], "compile") == 0) return bench_compile(argc - 2, argv + 2);
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(argc - 2, argv + 2);
+  if (strcmp(argv[1], "small") == 0) return bench_small(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;

@@ -3,12 +3,14 @@
  * layouts, against the device-to-device copy bandwidth measured in the
  * same process, to find the layouts that fall off the bandwidth limit.
  *
- *   jitk-bench sweep [--list] [--only REGEX] [--json FILE]
+ *   jitk-bench sweep [--list] [--only REGEX] [--json FILE] [--tune]
  *
  * --list prints every case as one JSON object per line and runs nothing
  * (tools/bench/peers/sweep.py reads it to run PyTorch on the same views);
  * --only runs the cases whose id matches an extended regular expression;
- * --json appends one result object per case to FILE. The last lines
+ * --json appends one result object per case to FILE; --tune autotunes
+ * each reduction's strategy on its arrays (jitk_reduction_autotune)
+ * before timing it, and marks its results "tuned". The last lines
  * printed are the ten cases of 2^24 elements or more furthest below the
  * copy.
  *
@@ -508,6 +510,7 @@ typedef struct sw_dev {
   /* Copy times already measured, per size (copy_ms_of). */
   double copy_bytes[64], copy_ms[64];
   int num_copies;
+  bool tune; /* --tune */
 } sw_dev;
 
 static void launch_raw(jitk_engine *e, jitk_kernel *k, unsigned grid, void **params) {
@@ -621,6 +624,12 @@ static sw_result run_case(sw_dev *d, const sw_case *c, unsigned seed, double cop
   args[c->nin] = jitk_arg_array(&tout);
 
   sw_launch launch = {d, c, args};
+  if (d->tune && c->red) {
+    jitk_reduction *k = c->dt == JITK_FLOAT32 ? d->sum_same : d->sum_f32;
+    CHECK(e, jitk_reduction_autotune(k, NULL, args, 2, c->axes, c->naxes, 0));
+    /* Poisoned again: the timed launches alone must write the outputs. */
+    CHECK(e, jitk_memset(e, bufs[3], c->out_dt == JITK_INT8 ? 0x7b : 0xff, out_bytes, NULL));
+  }
   double ms = bench_time_ms(e, 3, 20, run_launch, &launch);
 
   /* Every output element against the double reference. */
@@ -695,7 +704,7 @@ static int by_ratio(const void *a, const void *b) {
 }
 
 int bench_sweep(int argc, char **argv) {
-  bool list = false;
+  bool list = false, tune = false;
   const char *only = NULL, *json = NULL;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--list") == 0) {
@@ -704,8 +713,10 @@ int bench_sweep(int argc, char **argv) {
       only = argv[++i];
     } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       json = argv[++i];
+    } else if (strcmp(argv[i], "--tune") == 0) {
+      tune = true;
     } else {
-      fprintf(stderr, "usage: jitk-bench sweep [--list] [--only REGEX] [--json FILE]\n");
+      fprintf(stderr, "usage: jitk-bench sweep [--list] [--only REGEX] [--json FILE] [--tune]\n");
       return 2;
     }
   }
@@ -730,6 +741,7 @@ int bench_sweep(int argc, char **argv) {
   if (skipped) return skipped;
   sw_dev d;
   memset(&d, 0, sizeof d);
+  d.tune = tune;
   jitk_engine *e = d.e = bs.engine;
   jitk_module *m;
   CHECK(e, jitk_module_create(e, sweep_src, NULL, &m));
@@ -765,8 +777,10 @@ int bench_sweep(int argc, char **argv) {
     if (jf != NULL)
       fprintf(jf,
               "{\"id\": \"%s\", \"who\": \"jitk\", \"ms\": %.6g, \"gbs\": %.6g, \"copy_gbs\": "
-              "%.6g, \"ratio\": %.6g, \"ratio_same_size_copy\": %.6g, \"wrong\": %llu}\n",
-              c->id, r.ms, r.gbs, bs.copy_gbs, r.ratio, r.same, r.wrong);
+              "%.6g, \"ratio\": %.6g, \"ratio_same_size_copy\": %.6g, \"wrong\": %llu, "
+              "\"tuned\": %s}\n",
+              c->id, r.ms, r.gbs, bs.copy_gbs, r.ratio, r.same, r.wrong,
+              tune && c->red ? "true" : "false");
     if (c->elements >= ((int64_t)1 << 24)) done[nd++] = (sw_done){c, r.ratio};
   }
   qsort(done, nd, sizeof *done, by_ratio);
