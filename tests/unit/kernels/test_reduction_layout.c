@@ -152,3 +152,73 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i]);
 }
+
+/* The candidates of autotuning on one layout, column sums of 16384^2
+ * float32 (the layout's own choice: across outputs, split in 4): along
+ * the reduced elements applies, with its own group and split; a block per
+ * short row of outputs does not (16384 outputs a row), nor one group an
+ * output, nor warps owning rows of 32 outputs (512 rows: fewer than eight
+ * warps a multiprocessor); 32 outputs a block does, as the layout's own.
+ * On four tall columns, a block per row of outputs applies and warps
+ * owning the single row do not. */
+Test(reduction_layout, autotune_candidates) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list params;
+  memset(&params, 0, sizeof params);
+  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &params));
+  JT_OK(e, jk_params_parse(e, "T y", "out_params", true, &params));
+  for (int shape = 0; shape < 2; shape++) {
+    static jk_red_plan pl;
+    memset(&pl, 0, sizeof pl);
+    int64_t rows = shape == 0 ? 16384 : 1 << 24, cols = shape == 0 ? 16384 : 4;
+    jk_view *x = &pl.a.views[0], *y = &pl.a.views[1];
+    x->data = (char *)(uintptr_t)0x10000000;
+    x->dtype = y->dtype = JITK_FLOAT32;
+    x->ndim = 2;
+    x->shape[0] = rows;
+    x->shape[1] = cols;
+    x->strides[0] = cols;
+    x->strides[1] = 1;
+    x->size = rows * cols;
+    y->data = (char *)(uintptr_t)0x90000000;
+    y->ndim = 1;
+    y->shape[0] = cols;
+    y->strides[0] = 1;
+    y->size = cols;
+    pl.ndim = 2;
+    pl.shape[0] = rows;
+    pl.shape[1] = cols;
+    pl.reduced[0] = true;
+    pl.K = cols;
+    pl.R = rows;
+    pl.out_ndim = 1;
+    pl.out_shape[0] = cols;
+    pl.a.is_array[0] = pl.a.is_array[1] = true;
+    pl.a.dtype[0] = pl.a.dtype[1] = JITK_FLOAT32;
+    jk_red_spec spec;
+    memset(&spec, 0, sizeof spec);
+    jk_red_layout(&pl, &params, 1, false, false, 132, &spec);
+    cr_assert_eq(spec.strategy, 'o');
+    if (shape == 1) {
+      cr_assert_eq(spec.ocols, 4);
+      cr_assert(!jk_red_choose(&pl, 2, 132, 'w', &spec), "one row of outputs for 132 SMs");
+      cr_assert(jk_red_choose(&pl, 2, 132, 'c', &spec) && spec.ocols == 4);
+      continue;
+    }
+    cr_assert_eq(pl.S, 4);
+    cr_assert(jk_red_choose(&pl, 2, 132, 'i', &spec));
+    cr_assert(spec.strategy == 'i' && spec.group == 256 && spec.vec == 1 && pl.S == 1,
+              "'i' on columns: %c, group %d, vec %d, %llu splits", spec.strategy, spec.group,
+              spec.vec, (unsigned long long)pl.S);
+    cr_assert(!jk_red_choose(&pl, 2, 132, 'c', &spec), "16384 outputs a row");
+    cr_assert(!jk_red_choose(&pl, 2, 132, 'm', &spec), "16384 elements an output");
+    cr_assert(!jk_red_choose(&pl, 2, 132, 'w', &spec), "512 rows of outputs for 132 SMs");
+    cr_assert(jk_red_choose(&pl, 2, 132, 'o', &spec));
+    cr_assert(spec.strategy == 'o' && !spec.owarp && spec.ocols == 0 && pl.S == 4);
+    cr_assert(jk_red_choose(&pl, 2, 132, 'i', &spec));
+    cr_assert(jk_red_choose(&pl, 2, 132, 0, &spec));
+    cr_assert(spec.strategy == 'o' && !spec.owarp && pl.S == 4, "back to the layout's own");
+  }
+  jk_params_free(e, &params);
+  jitk_engine_destroy(e);
+}
