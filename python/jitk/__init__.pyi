@@ -84,6 +84,14 @@ class ReductionKernel:
         out: Any = ...,
         stream: Any = ...,
     ) -> Any: ...
+    def autotune(
+        self,
+        *args: Any,
+        axis: int | Sequence[int] | None = ...,
+        keepdims: bool = ...,
+        out: Any = ...,
+        stream: Any = ...,
+    ) -> Any: ...
     def compile(
         self,
         types: str,

@@ -2330,7 +2330,9 @@ static int parse_axes(PyObject *axis, int *axes, int *num) {
   return 0;
 }
 
-static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
+/* A call of the kernel, or (tune) its autotuning on the same arguments,
+ * which leaves the outputs as the call would. */
+static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune) {
   static const char *const names[] = {"axis", "keepdims", "out", "stream"};
   PyObject *kv[4];
   const char *kname = PyUnicode_AsUTF8AndSize(k->name, NULL);
@@ -2397,8 +2399,10 @@ static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
   }
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
-      jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n, num_axes < 0 ? NULL : axes,
-                            num_axes, keepdims, NULL);
+      tune ? jitk_reduction_autotune(kern, c.stream, c.args, (size_t)c.n,
+                                     num_axes < 0 ? NULL : axes, num_axes, keepdims)
+           : jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n,
+                                   num_axes < 0 ? NULL : axes, num_axes, keepdims, NULL);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_status(engines[c.device], st, NULL);
     annotate_compile_error(red_source_of(kern), k->options, k->name);
@@ -2413,6 +2417,14 @@ fail:
   call_release(&c);
   Py_DECREF(full);
   return NULL;
+}
+
+static PyObject *red_call(red_kernel *k, PyObject *args, PyObject *kw) {
+  return red_run(k, args, kw, false);
+}
+
+static PyObject *red_autotune(red_kernel *k, PyObject *args, PyObject *kw) {
+  return red_run(k, args, kw, true);
 }
 
 static PyObject *red_compile(red_kernel *k, PyObject *args, PyObject *kw) {
@@ -2476,6 +2488,12 @@ static PyMethodDef red_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))red_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(types, *, arch=None, kept_ndim=0, reduced_ndim=1, index_bits=32) -> str\n\n"
      "Generates and compiles a specialization without arrays or a GPU; returns its source."},
+    {"autotune", (PyCFunction)(void (*)(void))red_autotune, METH_VARARGS | METH_KEYWORDS,
+     "autotune(*args, axis=None, keepdims=False, out=None, stream=None)\n\n"
+     "Runs every strategy that applies to these arguments' layout, each timed on the\n"
+     "stream (waiting for it), and keeps the fastest for later calls with the same\n"
+     "shapes, strides, dtypes and axes, here and, through the kernel cache, in other\n"
+     "processes. Returns the outputs as a call does."},
     {NULL, NULL, 0, NULL}};
 
 static PyType_Slot red_slots[] = {

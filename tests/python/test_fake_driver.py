@@ -209,6 +209,27 @@ def test_reduction_launches(tmp_path):
     """, tmp_path)
 
 
+def test_reduction_autotune_times_strategies_and_keeps_one(tmp_path):
+    run("""
+        r = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "tuned_total")
+        x = CudaArray(np.ones((512, 48), dtype=np.float32))
+        y = CudaArray(np.zeros(48, dtype=np.float32))
+        before = fake.fakecuda_launch_count()
+        r.autotune(x, y, axis=0)
+        # Several strategies, each launched nine times, then the winner once.
+        assert fake.fakecuda_launch_count() >= before + 3 * 9 + 1
+        before = fake.fakecuda_launch_count()
+        r(x, y, axis=0)
+        assert fake.fakecuda_launch_count() == before + 1
+        try:
+            r.autotune(x, y, axis=0, bogus=1)
+        except TypeError as e:
+            assert "bogus" in str(e)
+        else:
+            raise AssertionError("an unknown keyword was accepted")
+    """, tmp_path)
+
+
 def test_raw_kernel_call_binds_arguments_as_cupy_does(tmp_path):
     run("""
         k = jitk.RawKernel('extern "C" __global__ void h(int *p) {}', "h")

@@ -155,3 +155,22 @@ def test_cached_codes_count_dtype_signatures(lib):
     assert len(k._cached_codes) == 1
     k(lib.asarray(np.arange(10, dtype=np.float32)))
     assert len(k._cached_codes) == 2
+
+
+@pytest.mark.parametrize("shape,axis", [((64, 512, 16), 1), ((512, 16, 16), (0, 2)),
+                                        ((1000, 200), 0)], ids=str)
+def test_autotune_leaves_outputs_and_later_calls_right(lib, shape, axis):
+    k = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "jsum_tuned")
+    x = RNG.integers(-50, 50, size=shape).astype(np.int32)
+    want = x.sum(axis=axis, dtype=np.int32)
+    dx = lib.asarray(x)
+    tuned = k.autotune(dx, axis=axis)
+    assert lib.is_native(tuned)
+    assert_equal(lib.asnumpy(tuned), want)
+    out = lib.asarray(np.full(want.shape, -7, dtype=np.int32))
+    k.autotune(dx, axis=axis, out=out)
+    assert_equal(lib.asnumpy(out), want)
+    for _ in range(2):
+        assert_equal(lib.asnumpy(k(dx, axis=axis)), want)
+    with pytest.raises(TypeError):
+        k.autotune()
