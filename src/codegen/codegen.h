@@ -170,6 +170,10 @@ typedef struct jk_red_spec {
    * (many outputs, few rows each); otherwise a block's 8 warps split the
    * rows of one block of outputs. */
   unsigned char owarp;
+  /* 'o' only, neither ocols nor owarp: 1, or the outputs each thread
+   * takes (2: a float16 pair), read as one vector per reduced row, so
+   * that a warp reads 128 contiguous bytes of each row, not 64. */
+  unsigned char ovec;
   /* 0: one piece per output (S == 1), no second kernel; else the second
    * kernel's threads per output, 32 or 256 (S > 1). */
   unsigned short final_group;

@@ -153,11 +153,14 @@ static void emit_post_map(jk_buf *b, const jk_red_source_in *in, const char *fil
 static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, int nu,
                        const char *step) {
   const jk_red_spec *s = in->spec;
+  int ov = s->strategy == 'o' && s->ovec > 1 ? s->ovec : 1;
   jk_buf_puts(b, "      {\n");
   for (int p = 0; p < s->nparams; p++) {
     if (!is_input_array(in, p)) continue;
     const char *name = in->params->params[p].name, *t = ctype_of(in, p);
-    if (s->vec > 1)
+    if (ov > 1)
+      jk_buf_printf(b, "      jitk::ew::vec<%s, %d> _jk_v_%s[%d];\n", t, ov, name, nu);
+    else if (s->vec > 1)
       jk_buf_printf(b, "      jitk::ew::vec<%s, %d> _jk_v_%s[%d];\n", t, s->vec, name, nu);
     else
       jk_buf_printf(b, "      %s _jk_v_%s[%d];\n", t, name, nu);
@@ -167,13 +170,19 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
                 "      for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
                 "      const _jk_u _jk_jj = _jk_j + _jk_u4 * (%s);\n",
                 nu, step);
-  if (s->vec == 1) emit_offsets(b, in, 'r', "_jk_jj", true, false);
+  if (s->vec == 1 || ov > 1) emit_offsets(b, in, 'r', "_jk_jj", true, false);
   for (int p = 0; p < s->nparams; p++) {
     if (!is_input_array(in, p)) continue;
     const char *name = in->params->params[p].name, *t = ctype_of(in, p);
     /* Vectors: one reduced dimension, unit stride in every input, and
      * _jk_jj counting groups of vec elements. */
-    if (s->vec > 1)
+    if (ov > 1)
+      /* The thread's ov outputs, side by side in the row. */
+      jk_buf_printf(b,
+                    "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
+                    "_jk_p_%s + _jk_ko_%s + _jk_ro_%s);\n",
+                    name, t, ov, name, name, name);
+    else if (s->vec > 1)
       jk_buf_printf(b,
                     "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
                     "_jk_p_%s + _jk_ko_%s + (_jk_s)_jk_jj * %d);\n",
@@ -188,7 +197,16 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
                 "      for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
                 "      const _jk_u _jk_jj = _jk_j + _jk_u4 * (%s);\n",
                 nu, step);
-  if (s->vec > 1) {
+  if (ov > 1) {
+    /* Lane l of each vector folds into output l's accumulator. */
+    jk_buf_printf(b,
+                  "#pragma unroll\n      for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+                  "      _type_reduce &_jk_acc = _jk_accs[_jk_l];\n"
+                  "      int &_jk_has = _jk_hass[_jk_l];\n",
+                  ov);
+    emit_element(b, in, file, "_jk_l", "_jk_jj");
+    jk_buf_puts(b, "      }\n");
+  } else if (s->vec > 1) {
     jk_buf_printf(b, "#pragma unroll\n      for (int _jk_l = 0; _jk_l < %d; ++_jk_l)\n", s->vec);
     char jx[48];
     snprintf(jx, sizeof jx, "_jk_jj * %d + _jk_l", s->vec);
@@ -329,6 +347,60 @@ static void emit_outer_warp(jk_buf *b, const jk_red_source_in *in, const char *f
   jk_buf_puts(b, "    }\n  }\n");
 }
 
+/* The 'o' path with V outputs a thread (ovec): 32 V outputs a block, a
+ * thread's V side by side and read as one vector of each reduced row, its
+ * warp's rows a block's 8 warps apart, V accumulators; then per output the
+ * 8 warps' partial results in order, as the scalar path combines them. */
+static void emit_outer_vec(jk_buf *b, const jk_red_source_in *in, const char *file, int V) {
+  jk_buf_printf(b,
+                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
+                "sizeof(jitk::red::part<_type_reduce>)];\n"
+                "  jitk::red::part<_type_reduce> *_jk_sp = "
+                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
+                "  const unsigned int _jk_c = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
+                "  const _jk_u _jk_kk = ((_jk_u)blockIdx.x * 32 + _jk_c) * %d;\n"
+                "  const bool _jk_in = _jk_kk < _jk_K;\n"
+                "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
+                "  const _jk_u _jk_split = blockIdx.y;\n"
+                "  {\n",
+                V * JK_RED_BLOCK, V);
+  emit_offsets(b, in, 'k', "_jk_k", true, false);
+  jk_buf_printf(b,
+                "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
+                "    const _jk_u _jk_hi = !_jk_in ? _jk_lo : _jk_units - _jk_lo < _jk_chunk ? "
+                "_jk_units : _jk_lo + _jk_chunk;\n"
+                "    _type_reduce _jk_accs[%d];\n"
+                "    int _jk_hass[%d];\n"
+                "#pragma unroll\n"
+                "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+                "      _jk_accs[_jk_l] = _jk_identity();\n"
+                "      _jk_hass[_jk_l] = %d;\n"
+                "    }\n",
+                V, V, V, in->spec->has_identity ? 1 : 0);
+  emit_reduce_loop(b, in, file, "_jk_lo + _jk_ty", "8");
+  jk_buf_printf(b,
+                "#pragma unroll\n"
+                "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+                "      _jk_sp[_jk_l * %d + threadIdx.x].v = _jk_accs[_jk_l];\n"
+                "      _jk_sp[_jk_l * %d + threadIdx.x].has = _jk_hass[_jk_l];\n"
+                "    }\n"
+                "    __syncthreads();\n"
+                "    if (_jk_ty == 0 && _jk_in) {\n"
+                "#pragma unroll\n"
+                "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+                "      _type_reduce _jk_acc = _jk_accs[_jk_l];\n"
+                "      int _jk_has = _jk_hass[_jk_l];\n"
+                "#pragma unroll\n"
+                "      for (int _jk_t = 1; _jk_t < 8; ++_jk_t)\n"
+                "        jitk::red::merge(_jk_acc, _jk_has, _jk_sp[_jk_l * %d + _jk_t * 32 + _jk_c].v,\n"
+                "                         _jk_sp[_jk_l * %d + _jk_t * 32 + _jk_c].has, _jk_op());\n"
+                "      const _jk_u _jk_k = _jk_kk + _jk_l;\n",
+                V, JK_RED_BLOCK, JK_RED_BLOCK, V, JK_RED_BLOCK, JK_RED_BLOCK);
+  emit_offsets(b, in, 'k', "_jk_k", false, true);
+  emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
+  jk_buf_puts(b, "    }\n    }\n  }\n");
+}
+
 static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) {
   /* E outputs a block (32, or ocols), and P reduced rows a warp at a time
    * (32 / E): lane c + E q takes output c of the block's row and rows
@@ -336,6 +408,10 @@ static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) 
   int E = in->spec->ocols >= 1 && in->spec->ocols <= 16 ? in->spec->ocols : 32, P = 32 / E;
   if (in->spec->owarp) {
     emit_outer_warp(b, in, file, E, P);
+    return;
+  }
+  if (in->spec->ovec > 1 && E == 32) {
+    emit_outer_vec(b, in, file, in->spec->ovec);
     return;
   }
   jk_buf_printf(b,

@@ -291,6 +291,7 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
   if (force != 0) s->strategy = force == 'i' || force == 'm' ? 'i' : 'o';
   s->ocols = 0;
   s->owarp = 0;
+  s->ovec = 1;
   /* 16-byte loads along one contiguous reduced dimension. */
   int v = 1;
   if (s->strategy == 'i' && pl->red.ndim == 1 && widest < 16) {
@@ -359,6 +360,28 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
      * (measured 30 to 3,000 times slower than the other strategies). */
     if (force == 'w' && blocks < sms * 8) return false;
     s->owarp = force == 'w' || (force == 0 && blocks >= sms * 32);
+    /* Inputs of 2 bytes (or 1) or less: each thread takes a pair (or four)
+     * of neighbouring outputs, read as one vector of each row, when every
+     * input walks the kept inner dimension contiguously and every vector
+     * is aligned: a warp then reads 128 contiguous bytes of a row rather
+     * than 64 (32), the loads the float32 path makes. */
+    s->ovec = 1;
+    if (!s->ocols && !s->owarp && widest <= 2) {
+      int V = (int)(4 / widest);
+      bool ok = inner % V == 0;
+      for (int p = 0; p < n && ok; p++) {
+        if (pl->op_r[p] < 0) continue;
+        const jk_operand *q = &pl->kept.ops[pl->op_k[p]], *o = &pl->red.ops[pl->op_r[p]];
+        ok = q->strides[pl->kept.ndim - 1] == 1 &&
+             (uintptr_t)q->data % ((size_t)V * q->itemsize) == 0;
+        for (int d = 0; d < pl->kept.ndim - 1 && ok; d++) ok = q->strides[d] % V == 0;
+        for (int d = 0; d < pl->red.ndim && ok; d++) ok = o->strides[d] % V == 0;
+      }
+      if (ok) {
+        s->ovec = (unsigned char)V;
+        blocks = ceil_div((uint64_t)pl->K, 32 * (uint64_t)V);
+      }
+    }
     /* Only few blocks split (warp-owned rows are many, and never do). */
     if (blocks < sms * 8 && !s->owarp) {
       S = sms * 16 / blocks;
@@ -381,6 +404,7 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
     s->group = (unsigned short)(u < 2 ? 2 : u > 8 ? 8 : u);
     s->ocols = 0;
     s->owarp = 0;
+    s->ovec = 1;
     S = 1;
   }
   pl->chunk = pl->units == 0 ? 0 : ceil_div(pl->units, S);
@@ -712,7 +736,7 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
     uint64_t b = ceil_div(ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32), JK_RED_BLOCK / 32);
     gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
   } else if (s->strategy == 'o') {
-    gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32);
+    gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32 * (uint64_t)s->ovec);
     gy = (unsigned)pl->S;
   } else if (s->strategy == 'm') {
     /* `group` outputs a thread. */

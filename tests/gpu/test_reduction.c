@@ -748,3 +748,115 @@ Test(reduction, autotuned_layouts, .timeout = 120) {
   jitk_reduction_destroy(mx);
   jitk_engine_destroy(e);
 }
+
+/* Column reductions of 1- and 2-byte inputs, several outputs a thread:
+ * float16 summed in float32 (pairs of outputs), int8 summed in int32
+ * (fours), and a float16 max without identity, on shapes whose kept inner
+ * extent does and does not divide into pairs and fours, a view one
+ * element off (no vectors), and kept dimensions that do not collapse;
+ * every output against a host reference, and the same bits in three
+ * runs. */
+Test(reduction, narrow_types_across_outputs) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *hsum = NULL, *bsum = NULL, *hmax = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "float32 y", "(float)x", "a + b", "y = a", "0",
+                                 "float32", "hsum", NULL, &hsum));
+  JT_OK(e, jitk_reduction_create(e, "T x", "int32 y", "(int)x", "a + b", "y = a", "0", "int32",
+                                 "bsum", NULL, &bsum));
+  JT_OK(e, jitk_reduction_create(e, "T x", "float32 y", "(float)x", "max(a, b)", "y = a", NULL,
+                                 "float32", "hmax", NULL, &hmax));
+  struct {
+    jitk_dtype t;
+    int ndim;
+    int64_t shape[3];
+    unsigned mask;
+    int offset; /* elements from the buffer's start */
+  } cases[] = {
+      {JITK_FLOAT16, 2, {4096, 256}, 1, 0},  {JITK_FLOAT16, 3, {3, 1000, 98}, 1, 0},
+      {JITK_FLOAT16, 2, {5000, 130}, 1, 1},  {JITK_FLOAT16, 2, {20001, 33}, 1, 0},
+      {JITK_FLOAT16, 3, {64, 300, 40}, 2, 0}, {JITK_INT8, 2, {2048, 512}, 1, 0},
+      {JITK_INT8, 2, {777, 36}, 1, 0},       {JITK_INT8, 2, {999, 34}, 1, 0},
+  };
+  uint64_t seed = 0x16C0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jitk_dtype t = cases[c].t;
+    int nd = cases[c].ndim, axes[3], na = 0, ond = 0;
+    int64_t n = 1, nout = 1, oshape[3];
+    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
+    for (int d = nd - 1, acc = 1; d >= 0; d--) {
+      rc.shape[d] = cases[c].shape[d];
+      rc.strides[d] = acc;
+      acc *= (int)cases[c].shape[d];
+    }
+    for (int d = 0; d < nd; d++) {
+      n *= cases[c].shape[d];
+      if (cases[c].mask >> d & 1)
+        axes[na++] = d;
+      else
+        oshape[ond++] = cases[c].shape[d], nout *= cases[c].shape[d];
+    }
+    size_t isz = t == JITK_INT8 ? 1 : 2, off = (size_t)cases[c].offset;
+    unsigned char *hx = malloc(((size_t)n + off) * isz);
+    double *hd = malloc((size_t)n * 8), *want = malloc((size_t)nout * 8),
+           *wmax = malloc((size_t)nout * 8);
+    for (int64_t i = 0; i < n + (int64_t)off; i++) {
+      double v = jt_uniform(&seed);
+      if (t == JITK_INT8)
+        ((int8_t *)hx)[i] = (int8_t)(int)(v * 200 - 100);
+      else
+        ((uint16_t *)hx)[i] = jitk_float_to_half((float)(v * 4 - 2));
+    }
+    for (int64_t i = 0; i < n; i++) hd[i] = jt_read_real(hx, t, (size_t)i + off);
+    reference_sums(&rc, hd, want, nout);
+    for (int64_t o = 0; o < nout; o++) wmax[o] = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t rem = i, idx[3], o = 0;
+      for (int d = nd - 1; d >= 0; d--) idx[d] = rem % rc.shape[d], rem /= rc.shape[d];
+      for (int d = 0; d < nd; d++)
+        if (!(rc.mask >> d & 1)) o = o * rc.shape[d] + idx[d];
+      if (hd[i] > wmax[o]) wmax[o] = hd[i];
+    }
+    unsigned char *dx = jt_dev_alloc(e, ((size_t)n + off) * isz);
+    void *dy = jt_dev_alloc(e, (size_t)nout * 4);
+    jt_to_dev(e, dx, hx, ((size_t)n + off) * isz);
+    DLTensor tx = jt_tensor(dx + off * isz, t, nd, rc.shape, NULL);
+    DLTensor ty = jt_tensor(dy, t == JITK_INT8 ? JITK_INT32 : JITK_FLOAT32, ond, oshape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+    float *got = malloc((size_t)nout * 4), *first = malloc((size_t)nout * 4);
+    for (int which = 0; which < (t == JITK_INT8 ? 1 : 2); which++) {
+      jitk_reduction *k = t == JITK_INT8 ? bsum : which == 0 ? hsum : hmax;
+      for (int run = 0; run < 3; run++) {
+        jt_poison(e, dy, (size_t)nout * 4);
+        JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axes, na, 0, NULL));
+        jt_to_host(e, got, dy, (size_t)nout * 4);
+        if (run == 0) {
+          memcpy(first, got, (size_t)nout * 4);
+          for (int64_t o = 0; o < nout; o++) {
+            double g = t == JITK_INT8 ? (double)((int32_t *)got)[o] : (double)got[o];
+            double w = which == 0 ? want[o] : wmax[o];
+            /* float32 sums of n / nout values of at most 2 in size. */
+            double tol = t == JITK_INT8 || which == 1 ? 0 : 8e-7 * (double)(n / nout) + 1e-6;
+            if (!(fabs(g - w) <= tol))
+              cr_assert_fail("case %zu (%s), output %lld: %.9g, want %.9g", c,
+                             which ? "max" : "sum", (long long)o, g, w);
+          }
+        } else {
+          cr_assert(memcmp(first, got, (size_t)nout * 4) == 0, "case %zu: run %d changed the bits",
+                    c, run);
+        }
+      }
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    free(hx);
+    free(hd);
+    free(want);
+    free(wmax);
+    free(got);
+    free(first);
+  }
+  jitk_reduction_destroy(hsum);
+  jitk_reduction_destroy(bsum);
+  jitk_reduction_destroy(hmax);
+  jitk_engine_destroy(e);
+}

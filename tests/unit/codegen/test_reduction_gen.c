@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "common.h"
 
 Test(reduction_gen, every_dtype_and_layout_compiles) {
@@ -205,5 +206,49 @@ Test(reduction_gen, line_directives_are_refused) {
   JT_FAILS(e, JITK_ERR_PARSE, "preamble:1:1: #line",
            jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", &o, &k));
   cr_assert_null(k);
+  jitk_engine_destroy(e);
+}
+
+/* Columns with several outputs a thread (ovec): float16 pairs into a
+ * float32 sum, with and without identity, whole and split, and int8
+ * fours, generated directly and compiled without spills. */
+Test(reduction_gen, outputs_in_vectors_compile) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list pl;
+  memset(&pl, 0, sizeof pl);
+  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &pl));
+  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, &pl));
+  for (int c = 0; c < 4; c++) {
+    jk_red_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.nparams = 2;
+    spec.dtype[0] = (unsigned char)(c < 3 ? JITK_FLOAT16 : JITK_INT8);
+    spec.dtype[1] = JITK_FLOAT32;
+    spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
+    spec.reduce_dtype = JITK_FLOAT32;
+    spec.nk = (unsigned char)(c == 2 ? 2 : 1);
+    spec.nr = 1;
+    spec.strategy = 'o';
+    spec.group = 32;
+    spec.vec = 1;
+    spec.ovec = (unsigned char)(c < 3 ? 2 : 4);
+    spec.has_identity = c != 1;
+    spec.final_group = (unsigned short)(c == 2 ? 32 : 0);
+    jk_red_source_in in = {"colv", &pl, "(float)x", "a + b", "y = a", "0", NULL, NULL, &spec};
+    char *src = NULL;
+    JT_OK(e, jk_red_generate(e, &in, &src));
+    char want[64];
+    snprintf(want, sizeof want, "jitk::ew::vec<T, %d>", spec.ovec);
+    cr_assert(strstr(src, want) != NULL && strstr(src, "_jk_accs[") != NULL, "%s", src);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    const jitk_kernel_resources *res;
+    size_t n;
+    JT_OK(e, jitk_module_resources(m, &res, &n));
+    for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %d spills", c);
+    jitk_module_destroy(m);
+    jk_free(e, src);
+  }
+  jk_params_free(e, &pl);
   jitk_engine_destroy(e);
 }

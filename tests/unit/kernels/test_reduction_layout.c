@@ -22,6 +22,7 @@ typedef struct layout_case {
   uint64_t S;
   int ocols; /* 'o': outputs a block, when reduced rows follow one another */
   int owarp; /* 'o': each warp owns a row of outputs */
+  int ovec;  /* 'o': outputs a thread (0: 1) */
 } layout_case;
 
 static void check(const layout_case *c) {
@@ -81,6 +82,8 @@ static void check(const layout_case *c) {
   cr_assert_eq(pl.S, c->S, "%s: %llu splits", c->what, (unsigned long long)pl.S);
   cr_assert_eq(spec.ocols, c->ocols, "%s: %d outputs a block", c->what, spec.ocols);
   cr_assert_eq(spec.owarp, c->owarp, "%s: warps own outputs: %d", c->what, spec.owarp);
+  if (spec.strategy == 'o')
+    cr_assert_eq(spec.ovec, c->ovec ? c->ovec : 1, "%s: %d outputs a thread", c->what, spec.ovec);
   cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : 32, "%s: second pass",
                c->what);
   /* Chunks cover the units, none empty. */
@@ -97,58 +100,65 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
   layout_case cases[] = {
       /* The whole of 2^28 float32: along the elements, 16-byte loads, 16
        * chunks per multiprocessor. */
-      {"whole array", JITK_FLOAT32, 1, {1 << 28}, {0}, 0, 1, false, 'i', 256, 4, 1, 1, 0, 2112, 0, 0},
+      {"whole array", JITK_FLOAT32, 1, {1 << 28}, {0}, 0, 1, false, 'i', 256, 4, 1, 1, 0, 2112, 0, 0, 0},
       /* Rows of 16384: a block per row, no split. */
-      {"rows", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, false, 'i', 256, 4, 1, 1, 0, 1, 0, 0},
-      {"rows, keepdims", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, true, 'i', 256, 4, 1, 1, 0, 1, 0, 0},
+      {"rows", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, false, 'i', 256, 4, 1, 1, 0, 1, 0, 0, 0},
+      {"rows, keepdims", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, true, 'i', 256, 4, 1, 1, 0, 1, 0, 0, 0},
       /* A misaligned input: no vectors. */
-      {"rows, misaligned", JITK_FLOAT32, 2, {N, N}, {0}, 4, 2, false, 'i', 256, 1, 1, 1, 0, 1, 0, 0},
+      {"rows, misaligned", JITK_FLOAT32, 2, {N, N}, {0}, 4, 2, false, 'i', 256, 1, 1, 1, 0, 1, 0, 0, 0},
       /* Columns: across outputs, about 16 blocks per multiprocessor. */
-      {"columns", JITK_FLOAT32, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 4, 0, 0},
+      {"columns", JITK_FLOAT32, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 4, 0, 0, 0},
       /* Short rows: a group of as many lanes as a row has elements (8 for
        * 7), four rows a warp. */
-      {"short rows", JITK_FLOAT64, 2, {100000, 7}, {0}, 0, 2, false, 'i', 8, 1, 1, 1, 0, 1, 0, 0},
+      {"short rows", JITK_FLOAT64, 2, {100000, 7}, {0}, 0, 2, false, 'i', 8, 1, 1, 1, 0, 1, 0, 0, 0},
       /* Rows of 32 float32: 8 vectors each, 8 lanes a row. */
-      {"rows of 32", JITK_FLOAT32, 2, {1 << 20, 32}, {0}, 0, 2, false, 'i', 8, 4, 1, 1, 0, 1, 0, 0},
+      {"rows of 32", JITK_FLOAT32, 2, {1 << 20, 32}, {0}, 0, 2, false, 'i', 8, 4, 1, 1, 0, 1, 0, 0, 0},
       /* Rows of three: groups of four lanes, eight rows a warp. */
-      {"rows of three", JITK_FLOAT32, 2, {1 << 20, 3}, {0}, 0, 2, false, 'i', 4, 1, 1, 1, 0, 1, 0, 0},
+      {"rows of three", JITK_FLOAT32, 2, {1 << 20, 3}, {0}, 0, 2, false, 'i', 4, 1, 1, 1, 0, 1, 0, 0, 0},
       /* Few tall columns: a block takes the 4 outputs, each warp 8 rows at
        * a time, and the rows split across the device. */
       {"four tall columns", JITK_FLOAT32, 2, {1 << 24, 4}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0,
-       2112, 4, 0},
+       2112, 4, 0, 0},
+      /* Columns of float16: a pair of outputs a thread, 8 splits; not when
+       * the input is misaligned for pairs; four int8 outputs a thread. */
+      {"float16 columns", JITK_FLOAT16, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 8, 0, 0,
+       2},
+      {"float16 columns, misaligned", JITK_FLOAT16, 2, {N, N}, {0}, 2, 1, false, 'o', 32, 1, 1, 1,
+       0, 4, 0, 0, 1},
+      {"int8 columns", JITK_INT8, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 16, 0, 0, 4},
       /* Rows of a transposed view are columns in memory. */
       {"rows of a transposed view", JITK_FLOAT32, 2, {4096, 4096}, {1, 4096}, 0, 2, false, 'o', 32,
-       1, 1, 1, 0, 16, 0, 0},
+       1, 1, 1, 0, 16, 0, 0, 0},
       /* Axes 0 and 2 of a 3-D array: two reduced dimensions, contiguous
        * innermost: along the elements, without vectors, in 2 chunks. */
-      {"axes 0 and 2", JITK_FLOAT32, 3, {64, 50, 128}, {0}, 0, 5, false, 'i', 256, 1, 1, 2, 0, 2, 0, 0},
+      {"axes 0 and 2", JITK_FLOAT32, 3, {64, 50, 128}, {0}, 0, 5, false, 'i', 256, 1, 1, 2, 0, 2, 0, 0, 0},
       /* Axis 1 of a 3-D array: the outer and inner kept dimensions do not
        * merge; across outputs. */
-      {"middle axis", JITK_FLOAT32, 3, {8, 1000, 96}, {0}, 0, 2, false, 'o', 32, 1, 2, 1, 0, 15, 0, 0},
+      {"middle axis", JITK_FLOAT32, 3, {8, 1000, 96}, {0}, 0, 2, false, 'o', 32, 1, 2, 1, 0, 15, 0, 0, 0},
       /* The same with 16 outputs a row: a block per row of them, two
        * reduced rows a warp. */
       {"middle axis, 16 wide", JITK_FLOAT32, 3, {256, 8192, 16}, {0}, 0, 2, false, 'o', 32, 1, 2, 1,
-       0, 8, 16, 0},
+       0, 8, 16, 0, 0},
       /* Rows of four float16: one 8-byte vector a row, four rows a
        * thread; rows of four float32, one 16-byte vector, two a thread. */
       {"rows of four halves", JITK_FLOAT16, 2, {1 << 20, 4}, {0}, 0, 2, false, 'm', 4, 4, 1, 1, 0,
-       1, 0, 0},
-      {"rows of four", JITK_FLOAT32, 2, {1 << 24, 4}, {0}, 0, 2, false, 'm', 2, 4, 1, 1, 0, 1, 0, 0},
+       1, 0, 0, 0},
+      {"rows of four", JITK_FLOAT32, 2, {1 << 24, 4}, {0}, 0, 2, false, 'm', 2, 4, 1, 1, 0, 1, 0, 0, 0},
       /* A sum over an axis of extent 1: one element an output, eight
        * float16 or float32 outputs a thread. */
       {"axis of extent 1", JITK_FLOAT16, 2, {1 << 26, 1}, {0}, 0, 2, false, 'm', 8, 1, 1, 1, 0, 1,
-       0, 0},
+       0, 0, 0},
       /* A sum over a short outer axis of many outputs: each warp owns 32
        * outputs and reads all 16 rows; the same with a row of 16 outputs
        * and two rows a warp at a time. */
       {"short outer axis", JITK_FLOAT32, 2, {16, 1 << 20}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 1,
-       0, 1},
+       0, 1, 0},
       {"short middle axis", JITK_FLOAT32, 3, {65536, 16, 16}, {0}, 0, 2, false, 'o', 32, 1, 2, 1, 0,
-       1, 16, 1},
+       1, 16, 1, 0},
       /* Past 2^31 elements: 64-bit indexing. */
-      {"past 2^31", JITK_UINT8, 2, {3, 715827889}, {0}, 0, 3, false, 'i', 256, 1, 1, 1, 1, 2112, 0, 0},
+      {"past 2^31", JITK_UINT8, 2, {3, 715827889}, {0}, 0, 3, false, 'i', 256, 1, 1, 1, 1, 2112, 0, 0, 0},
       /* Reducing nothing: one element per output. */
-      {"no axes", JITK_FLOAT32, 1, {5000}, {0}, 0, 0, false, 'm', 8, 1, 1, 1, 0, 1, 0, 0},
+      {"no axes", JITK_FLOAT32, 1, {5000}, {0}, 0, 0, false, 'm', 8, 1, 1, 1, 0, 1, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i]);
 }
