@@ -775,7 +775,8 @@ Test(reduction, narrow_types_across_outputs) {
       {JITK_FLOAT16, 2, {4096, 256}, 1, 0},  {JITK_FLOAT16, 3, {3, 1000, 98}, 1, 0},
       {JITK_FLOAT16, 2, {5000, 130}, 1, 1},  {JITK_FLOAT16, 2, {20001, 33}, 1, 0},
       {JITK_FLOAT16, 3, {64, 300, 40}, 2, 0}, {JITK_INT8, 2, {2048, 512}, 1, 0},
-      {JITK_INT8, 2, {777, 36}, 1, 0},       {JITK_INT8, 2, {999, 34}, 1, 0},
+      {JITK_INT8, 2, {777, 36}, 1, 0},       {JITK_INT8, 2, {999, 1000}, 1, 0},
+      {JITK_FLOAT16, 2, {1500, 66}, 1, 0},
   };
   uint64_t seed = 0x16C0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -119,13 +119,16 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
        * a time, and the rows split across the device. */
       {"four tall columns", JITK_FLOAT32, 2, {1 << 24, 4}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0,
        2112, 4, 0, 0},
-      /* Columns of float16: a pair of outputs a thread, 8 splits; not when
-       * the input is misaligned for pairs; four int8 outputs a thread. */
-      {"float16 columns", JITK_FLOAT16, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 8, 0, 0,
+      /* Columns of float16: a pair of outputs a thread, split as float32
+       * columns are; not when the input is misaligned for pairs, nor for
+       * rows of fewer than 64 outputs; four int8 outputs a thread. */
+      {"float16 columns", JITK_FLOAT16, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 4, 0, 0,
        2},
+      {"float16 columns, rows of 62", JITK_FLOAT16, 2, {N, 62}, {0}, 0, 1, false, 'o', 32, 1, 1, 1,
+       0, 256, 0, 0, 1},
       {"float16 columns, misaligned", JITK_FLOAT16, 2, {N, N}, {0}, 2, 1, false, 'o', 32, 1, 1, 1,
        0, 4, 0, 0, 1},
-      {"int8 columns", JITK_INT8, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 16, 0, 0, 4},
+      {"int8 columns", JITK_INT8, 2, {N, N}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 4, 0, 0, 4},
       /* Rows of a transposed view are columns in memory. */
       {"rows of a transposed view", JITK_FLOAT32, 2, {4096, 4096}, {1, 4096}, 0, 2, false, 'o', 32,
        1, 1, 1, 0, 16, 0, 0, 0},
