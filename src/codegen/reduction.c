@@ -170,7 +170,11 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
                 "      for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
                 "      const _jk_u _jk_jj = _jk_j + _jk_u4 * (%s);\n",
                 nu, step);
-  if (s->vec == 1 || ov > 1) emit_offsets(b, in, 'r', "_jk_jj", true, false);
+  /* Vectors along one reduced dimension are _jk_jj groups from the row's
+   * start; along several, the offsets come from the coordinates, whose
+   * innermost counts groups. */
+  bool vec_nd = s->vec > 1 && s->nr > 1;
+  if (s->vec == 1 || ov > 1 || vec_nd) emit_offsets(b, in, 'r', "_jk_jj", true, false);
   for (int p = 0; p < s->nparams; p++) {
     if (!is_input_array(in, p)) continue;
     const char *name = in->params->params[p].name, *t = ctype_of(in, p);
@@ -182,6 +186,11 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
                     "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
                     "_jk_p_%s + _jk_ko_%s + _jk_ro_%s);\n",
                     name, t, ov, name, name, name);
+    else if (vec_nd)
+      jk_buf_printf(b,
+                    "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
+                    "_jk_p_%s + _jk_ko_%s + _jk_ro_%s);\n",
+                    name, t, s->vec, name, name, name);
     else if (s->vec > 1)
       jk_buf_printf(b,
                     "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("

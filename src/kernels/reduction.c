@@ -292,19 +292,24 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
   s->ocols = 0;
   s->owarp = 0;
   s->ovec = 1;
-  /* 16-byte loads along one contiguous reduced dimension. */
+  /* 16-byte loads along the contiguous innermost reduced dimension: the
+   * widest vector, up to 16 bytes, that divides its extent and that every
+   * input is aligned to there (rows shorter than 16 bytes, four float16,
+   * still load whole rows at once). With several reduced dimensions (kept
+   * and reduced ones interleaved, such as axes 0 and 2 of a 3-D array)
+   * the vectors walk runs of the innermost one, which every other stride
+   * must keep aligned. */
   int v = 1;
-  if (s->strategy == 'i' && pl->red.ndim == 1 && widest < 16) {
-    /* The widest vector, up to 16 bytes, that divides the rows and that
-     * every input's rows are aligned to: rows shorter than 16 bytes (four
-     * float16) still load whole rows at once. */
+  if (s->strategy == 'i' && widest < 16) {
+    int last = pl->red.ndim - 1;
     for (v = (int)(16 / widest); v > 1; v /= 2) {
-      bool ok = pl->R % v == 0;
+      bool ok = pl->red.shape[last] % v == 0;
       for (int p = 0; p < n && ok; p++) {
         if (pl->op_r[p] < 0) continue;
         const jk_operand *o = &pl->red.ops[pl->op_r[p]];
         const jk_operand *q = &pl->kept.ops[pl->op_k[p]];
-        ok = o->strides[0] == 1 && (uintptr_t)o->data % ((size_t)v * o->itemsize) == 0;
+        ok = o->strides[last] == 1 && (uintptr_t)o->data % ((size_t)v * o->itemsize) == 0;
+        for (int d = 0; d < last && ok; d++) ok = o->strides[d] % v == 0;
         for (int d = 0; d < pl->kept.ndim && ok; d++) ok = q->strides[d] % v == 0;
       }
       if (ok) break;
@@ -659,17 +664,22 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
   return JITK_OK;
 }
 
-static void push_dims(void **kp, int *np, unsigned char **cur, const jk_iter *it, bool wide) {
+/* The extents (and their magic numbers) of dimensions 1 and up; the
+ * innermost counted in groups of `group` elements (vectors along several
+ * reduced dimensions), else in elements. */
+static void push_dims(void **kp, int *np, unsigned char **cur, const jk_iter *it, bool wide,
+                      int group) {
   for (int d = 1; d < it->ndim; d++) {
     uint64_t magic;
     unsigned shift;
-    jk_gen_magic((uint64_t)it->shape[d], wide, &magic, &shift);
+    uint64_t extent = (uint64_t)it->shape[d] / (d == it->ndim - 1 ? (uint64_t)group : 1);
+    jk_gen_magic(extent, wide, &magic, &shift);
     if (wide) {
-      uint64_t ext = (uint64_t)it->shape[d];
+      uint64_t ext = extent;
       JK_PUSH(kp, *np, *cur, ext);
       JK_PUSH(kp, *np, *cur, magic);
     } else {
-      uint32_t ext = (uint32_t)it->shape[d], m = (uint32_t)magic;
+      uint32_t ext = (uint32_t)extent, m = (uint32_t)magic;
       JK_PUSH(kp, *np, *cur, ext);
       JK_PUSH(kp, *np, *cur, m);
     }
@@ -677,14 +687,16 @@ static void push_dims(void **kp, int *np, unsigned char **cur, const jk_iter *it
   }
 }
 
+/* An operand's strides, the innermost one per group of `group` elements. */
 static void push_strides(void **kp, int *np, unsigned char **cur, const jk_operand *op, int nd,
-                         bool wide) {
+                         bool wide, int group) {
   for (int d = 0; d < nd; d++) {
+    int64_t full = op->strides[d] * (d == nd - 1 ? group : 1);
     if (wide) {
-      int64_t st = op->strides[d];
+      int64_t st = full;
       JK_PUSH(kp, *np, *cur, st);
     } else {
-      int32_t st = (int32_t)op->strides[d];
+      int32_t st = (int32_t)full;
       JK_PUSH(kp, *np, *cur, st);
     }
   }
@@ -709,15 +721,19 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
       JK_PUSH(kp, np, cur, x);
     }
   }
-  push_dims(kp, &np, &cur, &pl->kept, wide);
-  push_dims(kp, &np, &cur, &pl->red, wide);
+  /* Vectors along several reduced dimensions walk the innermost in
+   * groups: its extent and strides are given per group. */
+  int rgroup = s->strategy == 'i' && s->vec > 1 && s->nr > 1 ? s->vec : 1;
+  push_dims(kp, &np, &cur, &pl->kept, wide, 1);
+  push_dims(kp, &np, &cur, &pl->red, wide, rgroup);
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] == JK_EW_ARRAY) {
       const jk_operand *ok = &pl->kept.ops[pl->op_k[p]];
       void *ptr = ok->data;
       JK_PUSH(kp, np, cur, ptr);
-      push_strides(kp, &np, &cur, ok, s->nk, wide);
-      if (pl->op_r[p] >= 0) push_strides(kp, &np, &cur, &pl->red.ops[pl->op_r[p]], s->nr, wide);
+      push_strides(kp, &np, &cur, ok, s->nk, wide, 1);
+      if (pl->op_r[p] >= 0)
+        push_strides(kp, &np, &cur, &pl->red.ops[pl->op_r[p]], s->nr, wide, rgroup);
     } else {
       jitk_status st = jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp,
                                          &np, &cur);

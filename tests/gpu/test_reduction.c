@@ -561,6 +561,9 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
       /* One group an output, several outputs a thread: rows of one
        * 16-byte vector, and axes of extent 1 between kept ones. */
       {2, {100001, 4}, 2}, {3, {1000, 1, 37}, 2}, {3, {3, 70001, 1}, 4},
+      /* Kept and reduced axes interleaved: vectors along runs of 16 and 6
+       * of the innermost reduced axis, none along runs of 7. */
+      {3, {4096, 16, 16}, 5}, {3, {1000, 7, 6}, 5}, {3, {999, 5, 7}, 5},
   };
   uint64_t seed = 0x5407;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -859,5 +862,39 @@ Test(reduction, narrow_types_across_outputs) {
   jitk_reduction_destroy(hsum);
   jitk_reduction_destroy(bsum);
   jitk_reduction_destroy(hmax);
+  jitk_engine_destroy(e);
+}
+
+/* The element index _j over several reduced axes read as vectors: a sum
+ * of _j over axes 0 and 2 of (64, 3, 32) float32 (vectors of four along
+ * the runs of 32) is R (R - 1) / 2 for every output only if each lane
+ * numbers its element in C order over the reduced axes. */
+Test(reduction, index_through_vectors_over_several_axes) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "(long long)_j + (x > 2.0f ? 1 : 0)",
+                                 "a + b", "y = a", "0", "int64", "jsum", NULL, &k));
+  int64_t shape[3] = {64, 3, 32}, oshape[1] = {3};
+  float *hx = malloc(64 * 3 * 32 * 4);
+  for (int i = 0; i < 64 * 3 * 32; i++) hx[i] = 0.5f;
+  float *dx = jt_dev_alloc(e, sizeof(float) * 64 * 3 * 32);
+  int64_t *dy = jt_dev_alloc(e, 3 * 8), hy[3];
+  jt_to_dev(e, dx, hx, sizeof(float) * 64 * 3 * 32);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 3, shape, NULL);
+  DLTensor ty = jt_tensor(dy, JITK_INT64, 1, oshape, NULL);
+  jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  int axes[2] = {0, 2};
+  jt_poison(e, dy, 3 * 8);
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axes, 2, 0, NULL));
+  const char *src = NULL;
+  JT_OK(e, jitk_reduction_source(k, &src));
+  cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL, "vectors of four: %s", src);
+  jt_to_host(e, hy, dy, 3 * 8);
+  const int64_t R = 64 * 32;
+  for (int o = 0; o < 3; o++) cr_assert_eq(hy[o], R * (R - 1) / 2, "output %d: %lld", o, (long long)hy[o]);
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  free(hx);
+  jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
 }

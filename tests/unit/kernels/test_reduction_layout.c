@@ -133,8 +133,15 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
       {"rows of a transposed view", JITK_FLOAT32, 2, {4096, 4096}, {1, 4096}, 0, 2, false, 'o', 32,
        1, 1, 1, 0, 16, 0, 0, 0},
       /* Axes 0 and 2 of a 3-D array: two reduced dimensions, contiguous
-       * innermost: along the elements, without vectors, in 2 chunks. */
-      {"axes 0 and 2", JITK_FLOAT32, 3, {64, 50, 128}, {0}, 0, 5, false, 'i', 256, 1, 1, 2, 0, 2, 0, 0, 0},
+       * innermost: along the elements, 16-byte vectors of its runs of
+       * 128, no split (2048 groups an output); runs of 5 take no vectors
+       * and split in 2 chunks. */
+      {"axes 0 and 2", JITK_FLOAT32, 3, {64, 50, 128}, {0}, 0, 5, false, 'i', 256, 4, 1, 2, 0, 1, 0, 0, 0},
+      {"axes 0 and 2, runs of 5", JITK_FLOAT32, 3, {2048, 50, 5}, {0}, 0, 5, false, 'i', 256, 1, 1,
+       2, 0, 2, 0, 0, 0},
+      /* Runs of 2 float32: 8-byte vectors. */
+      {"axes 0 and 2, runs of 2", JITK_FLOAT32, 3, {8192, 50, 2}, {0}, 0, 5, false, 'i', 256, 2, 1,
+       2, 0, 2, 0, 0, 0},
       /* Axis 1 of a 3-D array: the outer and inner kept dimensions do not
        * merge; across outputs. */
       {"middle axis", JITK_FLOAT32, 3, {8, 1000, 96}, {0}, 0, 2, false, 'o', 32, 1, 2, 1, 0, 15, 0, 0, 0},
