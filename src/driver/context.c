@@ -1,9 +1,11 @@
 /*
- * The engine's context and the report of a failed driver call: what every
- * stage that calls the driver needs around its calls. Kept here, in the
- * driver's stage, so that the engine's ground floor (core) does not call
- * the driver itself.
+ * The engine's context, the report of a failed driver call and the timing
+ * of a piece of work with events: what the stages that call the driver
+ * need around their calls. Kept here, in the driver's stage, so that the
+ * engine's ground floor (core) does not call the driver itself.
  */
+#include <stdio.h>
+
 #include "core/core.h"
 #include "driver/driver.h"
 
@@ -32,4 +34,58 @@ jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call) {
   else if (res == CUDA_ERROR_NO_DEVICE || res == CUDA_ERROR_INVALID_DEVICE)
     st = JITK_ERR_NO_DEVICE;
   return jk_fail(e, st, "%s failed: %s", call, desc);
+}
+
+jitk_status jk_time_median(jitk_engine *e, jitk_stream stream, int warm, int runs,
+                           jitk_status (*run)(void *ctx), void *ctx, const char *what,
+                           float *ms) {
+  enum { MOST = 16 };
+  if (runs < 1 || runs > MOST)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "timing %s: %d runs (1 to %d)", what, runs, MOST);
+  float t[MOST];
+  CUevent ev[2] = {NULL, NULL};
+  CUcontext saved;
+  jitk_status st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) return st;
+  CUresult r = e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) r = e->drv.cuEventCreate(&ev[1], CU_EVENT_DEFAULT);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuEventCreate");
+  for (int i = 0; i < warm + runs && st == JITK_OK; i++) {
+    st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) break;
+    r = e->drv.cuEventRecord(ev[0], (CUstream)stream);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) {
+      st = jk_cuda_fail(e, r, "cuEventRecord");
+      break;
+    }
+    st = run(ctx);
+    if (st != JITK_OK) break;
+    st = jk_ctx_enter(e, &saved);
+    if (st != JITK_OK) break;
+    r = e->drv.cuEventRecord(ev[1], (CUstream)stream);
+    if (r == CUDA_SUCCESS) r = e->drv.cuEventSynchronize(ev[1]);
+    if (r == CUDA_SUCCESS && i >= warm) r = e->drv.cuEventElapsedTime(&t[i - warm], ev[0], ev[1]);
+    jk_ctx_leave(e, saved);
+    if (r != CUDA_SUCCESS) {
+      char call[128];
+      snprintf(call, sizeof call, "timing %s", what);
+      st = jk_cuda_fail(e, r, call);
+    }
+  }
+  if (jk_ctx_enter(e, &saved) == JITK_OK) {
+    if (ev[0] != NULL) e->drv.cuEventDestroy(ev[0]);
+    if (ev[1] != NULL) e->drv.cuEventDestroy(ev[1]);
+    jk_ctx_leave(e, saved);
+  }
+  if (st != JITK_OK) return st;
+  for (int i = 1; i < runs; i++) /* insertion sort: a handful of values */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      float x = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = x;
+    }
+  *ms = t[runs / 2];
+  return JITK_OK;
 }

@@ -114,4 +114,12 @@ void jk_ctx_leave(jitk_engine *e, CUcontext saved);
  * description of `res` (context.c). */
 jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call);
 
+/* The median milliseconds of run(ctx) on `stream`: `warm` untimed runs,
+ * then `runs` (1 to 16) each between two events and waited for; what
+ * autotuning measures its candidates with. `what` names the work in a
+ * failure's message. Makes and frees its own events (context.c). */
+jitk_status jk_time_median(jitk_engine *e, jitk_stream stream, int warm, int runs,
+                           jitk_status (*run)(void *ctx), void *ctx, const char *what,
+                           float *ms);
+
 #endif

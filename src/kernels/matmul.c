@@ -682,41 +682,21 @@ static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, 
   return JITK_OK;
 }
 
-/* Median milliseconds of one run of kernel k, from 10 runs after 3 of
- * warm-up, each between two events on `stream`. */
-static jitk_status time_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
-                               const void *b, const void *c, void *d, const jitk_arg *extra,
-                               size_t num_extra, CUevent ev[2], float *ms) {
-  jitk_engine *e = p->engine;
-  enum { WARM = 3, RUNS = 10 };
-  float t[RUNS];
-  jitk_status st = JITK_OK;
-  for (int i = 0; i < WARM + RUNS && st == JITK_OK; i++) {
-    CUcontext saved;
-    st = jk_ctx_enter(e, &saved);
-    if (st != JITK_OK) break;
-    CUresult r = e->drv.cuEventRecord(ev[0], (CUstream)stream);
-    jk_ctx_leave(e, saved);
-    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuEventRecord");
-    st = run_kernel(p, k, stream, a, b, c, d, extra, num_extra);
-    if (st != JITK_OK) break;
-    st = jk_ctx_enter(e, &saved);
-    if (st != JITK_OK) break;
-    r = e->drv.cuEventRecord(ev[1], (CUstream)stream);
-    if (r == CUDA_SUCCESS) r = e->drv.cuEventSynchronize(ev[1]);
-    if (r == CUDA_SUCCESS && i >= WARM) r = e->drv.cuEventElapsedTime(&t[i - WARM], ev[0], ev[1]);
-    jk_ctx_leave(e, saved);
-    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "timing a matmul candidate");
-  }
-  if (st != JITK_OK) return st;
-  for (int i = 1; i < RUNS; i++) /* insertion sort: ten values */
-    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-      float x = t[j];
-      t[j] = t[j - 1];
-      t[j - 1] = x;
-    }
-  *ms = t[RUNS / 2];
-  return JITK_OK;
+/* One run of a candidate kernel on the autotune call's operands, as
+ * jk_time_median runs it. */
+typedef struct mm_timed {
+  jitk_matmul *p;
+  mm_kernel *k;
+  jitk_stream stream;
+  const void *a, *b, *c;
+  void *d;
+  const jitk_arg *extra;
+  size_t num_extra;
+} mm_timed;
+
+static jitk_status run_timed(void *ctx) {
+  mm_timed *t = ctx;
+  return run_kernel(t->p, t->k, t->stream, t->a, t->b, t->c, t->d, t->extra, t->num_extra);
 }
 
 jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
@@ -739,14 +719,6 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
                                {128, 128, 3, 0}};
   const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
   const int ncand = 4;
-  CUevent ev[2] = {NULL, NULL};
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) return st;
-  CUresult r = e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT);
-  if (r == CUDA_SUCCESS) r = e->drv.cuEventCreate(&ev[1], CU_EVENT_DEFAULT);
-  jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuEventCreate");
   const int keep[4] = {p->bn, p->arow, p->stages, p->pingpong};
   float best_ms = 0;
   int best = -1;
@@ -760,7 +732,10 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
     mm_kernel k;
     float ms = 0;
     st = build(p, kind, p->main.spec.acc, &k);
-    if (st == JITK_OK) st = time_kernel(p, &k, stream, a, b, c, d, extra, num_extra, ev, &ms);
+    /* The median of 10 runs after 3 of warm-up. */
+    mm_timed timed = {p, &k, stream, a, b, c, d, extra, num_extra};
+    if (st == JITK_OK)
+      st = jk_time_median(e, stream, 3, 10, run_timed, &timed, "a matmul candidate", &ms);
     jk_log(e, JITK_LOG_DEBUG, "matmul %s autotune: bn %d, arow %d, %d stages%s: %.4f ms", p->name,
            cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "", (double)ms);
     if (st == JITK_OK && (best < 0 || ms < best_ms)) {
@@ -770,13 +745,6 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
       best = i;
     } else {
       kernel_free(e, &k);
-    }
-  }
-  if (ev[0] != NULL || ev[1] != NULL) {
-    if (jk_ctx_enter(e, &saved) == JITK_OK) {
-      if (ev[0] != NULL) e->drv.cuEventDestroy(ev[0]);
-      if (ev[1] != NULL) e->drv.cuEventDestroy(ev[1]);
-      jk_ctx_leave(e, saved);
     }
   }
   if (st != JITK_OK) {

@@ -803,39 +803,19 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
 }
 
-/* Median milliseconds of a launch of variant v on the plan, timed with
- * events on `stream` after two untimed launches. */
-static jitk_status time_variant(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
-                                jk_red_plan *pl, const jk_gen_variant *v, CUevent ev[2],
-                                float *ms) {
-  jitk_engine *e = k->g.engine;
-  enum { WARM = 2, RUNS = 7 };
-  float t[RUNS];
-  for (int i = 0; i < WARM + RUNS; i++) {
-    CUcontext saved;
-    jitk_status st = jk_ctx_enter(e, &saved);
-    if (st != JITK_OK) return st;
-    CUresult r = e->drv.cuEventRecord(ev[0], (CUstream)stream);
-    jk_ctx_leave(e, saved);
-    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuEventRecord");
-    st = run(k, stream, args, pl, v);
-    if (st != JITK_OK) return st;
-    st = jk_ctx_enter(e, &saved);
-    if (st != JITK_OK) return st;
-    r = e->drv.cuEventRecord(ev[1], (CUstream)stream);
-    if (r == CUDA_SUCCESS) r = e->drv.cuEventSynchronize(ev[1]);
-    if (r == CUDA_SUCCESS && i >= WARM) r = e->drv.cuEventElapsedTime(&t[i - WARM], ev[0], ev[1]);
-    jk_ctx_leave(e, saved);
-    if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "timing a reduction candidate");
-  }
-  for (int i = 1; i < RUNS; i++)
-    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-      float x = t[j];
-      t[j] = t[j - 1];
-      t[j - 1] = x;
-    }
-  *ms = t[RUNS / 2];
-  return JITK_OK;
+/* One launch of a candidate on the autotune call's arguments, as
+ * jk_time_median runs it. */
+typedef struct red_timed {
+  jitk_reduction *k;
+  jitk_stream stream;
+  const jitk_arg *args;
+  jk_red_plan *pl;
+  const jk_gen_variant *v;
+} red_timed;
+
+static jitk_status run_timed(void *ctx) {
+  red_timed *t = ctx;
+  return run(t->k, t->stream, t->args, t->pl, t->v);
 }
 
 jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
@@ -859,14 +839,6 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   if (st != JITK_OK || nothing) return st;
   int n = (int)k->g.params.count, sms = e->info.multiprocessors;
   uint64_t layout = layout_hash(&pl, &spec);
-  CUevent ev[2] = {NULL, NULL};
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) return st;
-  CUresult r = e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT);
-  if (r == CUDA_SUCCESS) r = e->drv.cuEventCreate(&ev[1], CU_EVENT_DEFAULT);
-  jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuEventCreate");
   /* The layout's own choice ('d') first: another must beat it by 3%,
    * more than the timings' noise, to replace it. */
   static const char candidates[] = "diocwm";
@@ -877,7 +849,10 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
     jk_gen_variant v;
     float ms = 0;
     st = jk_gen_variant_get(&k->g, &spec, &v);
-    if (st == JITK_OK) st = time_variant(k, stream, args, &pl, &v, ev, &ms);
+    /* The median of 7 launches after 2. */
+    red_timed timed = {k, stream, args, &pl, &v};
+    if (st == JITK_OK)
+      st = jk_time_median(e, stream, 2, 7, run_timed, &timed, "a reduction candidate", &ms);
     if (st != JITK_OK) break;
     jk_log(e, JITK_LOG_DEBUG, "reduction %s autotune: strategy %c: %.4f ms", k->g.name, *c,
            (double)ms);
@@ -885,11 +860,6 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
       best = *c;
       best_ms = ms;
     }
-  }
-  if (jk_ctx_enter(e, &saved) == JITK_OK) {
-    if (ev[0] != NULL) e->drv.cuEventDestroy(ev[0]);
-    if (ev[1] != NULL) e->drv.cuEventDestroy(ev[1]);
-    jk_ctx_leave(e, saved);
   }
   if (st != JITK_OK || best == 0) return st;
   /* The winner runs last, so that the outputs hold its results. */

@@ -1,12 +1,13 @@
 /*
- * Autotuned reduction strategies, on the stand-in driver (tests/fakecuda),
- * whose events time the host: jitk_reduction_autotune compiles and times
- * every strategy that applies, keeps the fastest for later launches of the
- * same layout on the kernel, and stores it in the cache's tuning table,
- * where a new engine's kernel with the same expressions finds it; another
- * layout, or a kernel with other expressions, keeps the layout's own
- * choice. Which strategy the stand-in finds fastest is left to its clock:
- * the test follows whichever it is.
+ * Autotuning on the stand-in driver (tests/fakecuda), whose events time
+ * the host. A matmul plan's candidates are built and timed and one is
+ * kept. jitk_reduction_autotune compiles and times every strategy that
+ * applies, keeps the fastest for later launches of the same layout on the
+ * kernel, and stores it in the cache's tuning table, where a new engine's
+ * kernel with the same expressions finds it; another layout, or a kernel
+ * with other expressions, keeps the layout's own choice. Which strategy
+ * the stand-in finds fastest is left to its clock: the test follows
+ * whichever it is.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,39 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   free(x);
   free(y);
   free(y2);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* A bfloat16 plan on the stand-in's Hopper device: jitk_matmul_autotune
+ * builds and times its four candidates (each launch between events) and
+ * keeps one, which the plan's description then says; operands that are
+ * not 16-byte aligned are refused before anything runs. */
+Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
+  char dir[] = "/tmp/jitk-mmtune-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  jitk_engine *e = fake_engine(dir);
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = d.n = d.k = 256;
+  d.a_dtype = d.b_dtype = d.d_dtype = JITK_BFLOAT16;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char before[512], after[512];
+  JT_OK(e, jitk_matmul_describe(p, before, sizeof before));
+  cr_assert(strstr(before, "wgmma") != NULL && strstr(before, "; tuned") == NULL, "%s", before);
+  /* Host memory stands for device memory here; the stand-in reads none. */
+  unsigned char *buf = aligned_alloc(256, 3 * 256 * 256 * 2 + 256);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "16-byte aligned",
+           jitk_matmul_autotune(p, NULL, buf + 2, buf, NULL, buf + 2 * 256 * 256 * 2, NULL, 0));
+  JT_OK(e, jitk_matmul_autotune(p, NULL, buf, buf + 256 * 256 * 2, NULL, buf + 2 * 256 * 256 * 2,
+                                NULL, 0));
+  JT_OK(e, jitk_matmul_describe(p, after, sizeof after));
+  cr_assert(strstr(after, "; tuned") != NULL, "%s", after);
+  free(buf);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
