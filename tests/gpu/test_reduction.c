@@ -43,6 +43,26 @@ static void reference_sums(const ref_case *c, const double *x, double *out, int6
   }
 }
 
+/* The same walk for the max of x over the reduced axes (-INFINITY for an
+ * output of no element). */
+static void reference_max(const ref_case *c, const double *x, double *out, int64_t nout) {
+  for (int64_t o = 0; o < nout; o++) out[o] = -INFINITY;
+  int64_t idx[4] = {0, 0, 0, 0}, total = 1;
+  for (int d = 0; d < c->ndim; d++) total *= c->shape[d];
+  for (int64_t n = 0; n < total; n++) {
+    int64_t rem = n, off = c->offset, o = 0;
+    for (int d = c->ndim - 1; d >= 0; d--) {
+      idx[d] = rem % c->shape[d];
+      rem /= c->shape[d];
+    }
+    for (int d = 0; d < c->ndim; d++) {
+      off += idx[d] * c->strides[d];
+      if (!(c->mask >> d & 1)) o = o * c->shape[d] + idx[d];
+    }
+    if (x[off] > out[o]) out[o] = x[off];
+  }
+}
+
 /* Every subset of axes of 1-D to 4-D float64 inputs, contiguous, then
  * transposed (axes reversed), then with the last axis reversed; keepdims
  * on odd subsets. The sum of x*x + 1, checked in every output. */
@@ -583,7 +603,6 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
     for (int64_t i = 0; i < n; i++) hx[i] = (float)jt_uniform(&seed);
     double *want = malloc((size_t)nout * 8), *mag = malloc((size_t)nout * 8),
            *wmax = malloc((size_t)nout * 8);
-    for (int64_t o = 0; o < nout; o++) want[o] = mag[o] = 0, wmax[o] = -INFINITY;
     ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
     int64_t acc = 1;
     for (int d = nd - 1; d >= 0; d--) {
@@ -594,20 +613,9 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
     double *hd = malloc((size_t)n * 8);
     for (int64_t i = 0; i < n; i++) hd[i] = hx[i];
     reference_sums(&rc, hd, want, nout);
+    reference_max(&rc, hd, wmax, nout);
     for (int64_t i = 0; i < n; i++) hd[i] = fabs(hx[i]);
     reference_sums(&rc, hd, mag, nout);
-    /* The max: the output index of every element, as reference_sums
-     * computes it. */
-    for (int64_t i = 0; i < n; i++) {
-      int64_t rem = i, idx[3], o = 0;
-      for (int d = nd - 1; d >= 0; d--) {
-        idx[d] = rem % rc.shape[d];
-        rem /= rc.shape[d];
-      }
-      for (int d = 0; d < nd; d++)
-        if (!(rc.mask >> d & 1)) o = o * rc.shape[d] + idx[d];
-      if (hx[i] > wmax[o]) wmax[o] = hx[i];
-    }
     float *dx = jt_dev_alloc(e, (size_t)n * 4), *dy = jt_dev_alloc(e, (size_t)nout * 4);
     jt_to_dev(e, dx, hx, (size_t)n * 4);
     DLTensor tx = jt_tensor(dx, JITK_FLOAT32, nd, rc.shape, NULL);
@@ -695,16 +703,9 @@ Test(reduction, autotuned_layouts, .timeout = 120) {
            *mag = malloc((size_t)nout * 8), *wmax = malloc((size_t)nout * 8);
     for (int64_t i = 0; i < n; i++) hd[i] = hx[i] = (float)(jt_uniform(&seed) - 0.5);
     reference_sums(&rc, hd, want, nout);
+    reference_max(&rc, hd, wmax, nout);
     for (int64_t i = 0; i < n; i++) hd[i] = fabs(hd[i]);
     reference_sums(&rc, hd, mag, nout);
-    for (int64_t o = 0; o < nout; o++) wmax[o] = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-      int64_t rem = i, idx[4], o = 0;
-      for (int d = nd - 1; d >= 0; d--) idx[d] = rem % rc.shape[d], rem /= rc.shape[d];
-      for (int d = 0; d < nd; d++)
-        if (!(rc.mask >> d & 1)) o = o * rc.shape[d] + idx[d];
-      if (hx[i] > wmax[o]) wmax[o] = hx[i];
-    }
     float *dx = jt_dev_alloc(e, (size_t)n * 4), *dy = jt_dev_alloc(e, (size_t)nout * 4);
     jt_to_dev(e, dx, hx, (size_t)n * 4);
     DLTensor tx = jt_tensor(dx, JITK_FLOAT32, nd, rc.shape, NULL);
@@ -812,14 +813,7 @@ Test(reduction, narrow_types_across_outputs) {
     }
     for (int64_t i = 0; i < n; i++) hd[i] = jt_read_real(hx, t, (size_t)i + off);
     reference_sums(&rc, hd, want, nout);
-    for (int64_t o = 0; o < nout; o++) wmax[o] = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-      int64_t rem = i, idx[3], o = 0;
-      for (int d = nd - 1; d >= 0; d--) idx[d] = rem % rc.shape[d], rem /= rc.shape[d];
-      for (int d = 0; d < nd; d++)
-        if (!(rc.mask >> d & 1)) o = o * rc.shape[d] + idx[d];
-      if (hd[i] > wmax[o]) wmax[o] = hd[i];
-    }
+    reference_max(&rc, hd, wmax, nout);
     unsigned char *dx = jt_dev_alloc(e, ((size_t)n + off) * isz);
     void *dy = jt_dev_alloc(e, (size_t)nout * 4);
     jt_to_dev(e, dx, hx, ((size_t)n + off) * isz);
