@@ -12,7 +12,7 @@
 #include "core/core.h"
 #include "nvrtc/nvrtc.h"
 
-static bool user_label(const char *s, size_t n) {
+bool jk_log_user_label(const char *s, size_t n) {
   static const char *const labels[] = {"operation",     "preamble", "loop_prep",
                                        "after_loop",    "map_expr", "reduce_expr",
                                        "post_map_expr", "identity", "epilogue"};
@@ -34,7 +34,7 @@ static bool user_label(const char *s, size_t n) {
 static bool user_location(const char *p, size_t len, size_t *label_len, size_t *line_at,
                           size_t *line_len, size_t *rest) {
   const char *paren = memchr(p, '(', len);
-  if (paren == NULL || !user_label(p, (size_t)(paren - p))) return false;
+  if (paren == NULL || !jk_log_user_label(p, (size_t)(paren - p))) return false;
   size_t start = (size_t)(paren - p) + 1, i = start;
   while (i < len && p[i] >= '0' && p[i] <= '9') i++;
   if (i == start || i + 2 > len || p[i] != ')' || p[i + 1] != ':') return false;

@@ -269,4 +269,9 @@ char *jk_find_cuda_include(jitk_engine *e, const char *override);
  */
 char *jk_rewrite_log(jitk_engine *e, const char *log);
 
+/* Whether s[0, n) names one of the user's sections that the generators
+ * put under #line ("operation", "map_expr", ...), whose messages
+ * jk_rewrite_log rewrites (log.c). */
+bool jk_log_user_label(const char *s, size_t n);
+
 #endif

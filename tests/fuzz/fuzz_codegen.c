@@ -155,20 +155,11 @@ static void install_stubs(jitk_engine *e) {
   e->nvrtc.nvrtcAddNameExpression = stub_add_name;
 }
 
-static bool is_user_label(const char *s, size_t n) {
-  static const char *const labels[] = {"operation",     "preamble", "loop_prep",
-                                       "after_loop",    "map_expr", "reduce_expr",
-                                       "post_map_expr", "identity", "epilogue"};
-  for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
-    if (strlen(labels[i]) == n && memcmp(labels[i], s, n) == 0) return true;
-  return false;
-}
-
 /* Whether a line still has NVRTC's "label(DIGITS):" form for a user's
  * section, which the rewriter promises to turn into "label:LINE:". */
 static bool nvrtc_form(const char *line, size_t len) {
   const char *paren = memchr(line, '(', len);
-  if (paren == NULL || !is_user_label(line, (size_t)(paren - line))) return false;
+  if (paren == NULL || !jk_log_user_label(line, (size_t)(paren - line))) return false;
   size_t i = (size_t)(paren - line) + 1, digits = i;
   while (i < len && line[i] >= '0' && line[i] <= '9') i++;
   return i > digits && i + 1 < len && line[i] == ')' && line[i + 1] == ':';
