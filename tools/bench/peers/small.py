@@ -14,46 +14,17 @@ against a float64 reference. The row names are jitk-bench small's, with
 
     python3 tools/bench/peers/small.py
 """
-import statistics
 import sys
-import time
 
 
 def main():
     import torch
 
+    from _timing import per_launch, timed
+
     if not torch.cuda.is_available():
         print("PyTorch not measured: no CUDA device")
         return 0
-
-    def host_us(fn):
-        for _ in range(2000):
-            fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(400):
-            t0 = time.perf_counter()
-            for _ in range(100):
-                fn()
-            ts.append((time.perf_counter() - t0) / 100 * 1e6)
-            torch.cuda.synchronize()
-        return statistics.median(ts)
-
-    def gpu_us(fn, batch, reps, warm):
-        for _ in range(warm):
-            fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            a = torch.cuda.Event(enable_timing=True)
-            b = torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(batch):
-                fn()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b) * 1e3 / batch)
-        return statistics.median(ts)
 
     gen = torch.Generator(device="cuda")
     gen.manual_seed(20261201)
@@ -73,8 +44,9 @@ def main():
             tol = 2.4e-7 * ref.abs() if out is z else 1.2e-7 * lg * x.double().abs().sum()
             if not bool(((out.double() - ref).abs() <= tol + 1e-30).all()):
                 wrong += 1
-            rows = [("host", host_us(fn)), ("GPU, one launch", gpu_us(fn, 1, 200, 20)),
-                    ("GPU, 100 back to back", gpu_us(fn, 100, 50, 2))]
+            rows = [("host", per_launch(fn, torch.cuda.synchronize, rounds=400)),
+                    ("GPU, one launch", timed(fn, reps=200, warm=20) * 1e3),
+                    ("GPU, 100 back to back", timed(fn, reps=50, warm=2, batch=100) * 1e3)]
             for kind, us in rows:
                 name = "torch %s, 2^%d float32: %s" % (what, lg, kind)
                 print("%-56s %10.3f  us/launch" % (name, us))
