@@ -44,7 +44,7 @@ jitk_status jk_time_median(jitk_engine *e, jitk_stream stream, int warm, int run
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "timing %s: %d runs (1 to %d)", what, runs, MOST);
   float t[MOST];
   CUevent ev[2] = {NULL, NULL};
-  CUcontext saved;
+  CUcontext saved = NULL;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
   CUresult r = e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT);
