@@ -1235,7 +1235,10 @@ typedef struct jitk_reduction_layout {
                        arrays); 'o': across contiguous outputs (columns);
                        'm': each output one element or one 16-byte vector
                        of them (an axis of extent 1, rows of four float32),
-                       several outputs a thread; split must be 0 */
+                       several outputs a thread; split must be 0;
+                       'r': segments of rows of outputs read in 16-byte
+                       vectors, several rows at a time (column sums),
+                       compiled for column sums, 32 outputs a segment */
   int split;        /* 0: each output reduced in one piece; 1: in chunks
                        whose partial results a second kernel combines with
                        a warp per output; 2: with a block per output */

@@ -155,7 +155,7 @@ typedef struct jk_red_spec {
    * arrays); 'o': a thread per output, 32 outputs a block, 8 threads
    * splitting the reduced elements (columns); 'm': rows of one group of
    * `vec` elements, each thread `group` (2 to 8) outputs, all their loads
-   * first. */
+   * first; 'r': row segments (see rcols). */
   unsigned char strategy;
   /* 'i': threads per output: 256, 32, or fewer (a power of two) for short
    * rows, several outputs a warp. */
@@ -174,6 +174,13 @@ typedef struct jk_red_spec {
    * takes (2: a float16 pair), read as one vector per reduced row, so
    * that a warp reads 128 contiguous bytes of each row, not 64. */
   unsigned char ovec;
+  /* 'r' only (row segments): the innermost kept dimension and the run of
+   * `rrun` reduced elements inside each of its points (1: none) make
+   * contiguous rows, read in segments of `rcols` vectors of `vec`
+   * elements (a power of two up to 256, whole outputs); a block reads a
+   * segment of 256 / rcols rows at a time, each thread one vector, and
+   * the threads of each output combine at the end. */
+  unsigned short rcols, rrun;
   /* 0: one piece per output (S == 1), no second kernel; else the second
    * kernel's threads per output, 32 or 256 (S > 1). */
   unsigned short final_group;

@@ -17,6 +17,12 @@
  *  'm' (map): every output reduces one element or one 16-byte vector of
  *      them (an axis of extent 1, rows of four float32); each thread takes
  *      several outputs and loads them all before folding any.
+ *  'r' (row segments): where the innermost kept dimension (and a short
+ *      run of reduced elements inside each of its points) makes
+ *      contiguous rows, each thread reads one 16-byte vector of a row and
+ *      a block a segment of several rows at a time, and each output's
+ *      partial results combine across lanes and warps at the end (column
+ *      sums, kept and reduced dimensions interleaved).
  *
  * A split reduction writes one partial result per (output, chunk); the
  * second kernel, `name_final` (a warp per output, or a block per output
@@ -173,14 +179,30 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
   /* Vectors along one reduced dimension are _jk_jj groups from the row's
    * start; along several, the offsets come from the coordinates, whose
    * innermost counts groups. */
-  bool vec_nd = s->vec > 1 && s->nr > 1;
-  if (s->vec == 1 || ov > 1 || vec_nd) emit_offsets(b, in, 'r', "_jk_jj", true, false);
+  bool rows = s->strategy == 'r', vec_nd = !rows && s->vec > 1 && s->nr > 1;
+  if (rows) {
+    /* Whole rows: _jk_jj counts rows, each the start of a run. */
+    char var[48];
+    snprintf(var, sizeof var, "_jk_jj * %d", s->rrun);
+    emit_offsets(b, in, 'r', var, true, false);
+  } else if (s->vec == 1 || ov > 1 || vec_nd) {
+    emit_offsets(b, in, 'r', "_jk_jj", true, false);
+  }
   for (int p = 0; p < s->nparams; p++) {
     if (!is_input_array(in, p)) continue;
     const char *name = in->params->params[p].name, *t = ctype_of(in, p);
     /* Vectors: one reduced dimension, unit stride in every input, and
      * _jk_jj counting groups of vec elements. */
-    if (ov > 1)
+    if (rows && s->vec > 1)
+      /* The thread's vector of the row. */
+      jk_buf_printf(b,
+                    "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
+                    "_jk_p_%s + _jk_ko_%s + _jk_ro_%s + (_jk_s)_jk_c * %d);\n",
+                    name, t, s->vec, name, name, name, s->vec);
+    else if (rows)
+      jk_buf_printf(b, "      _jk_v_%s[_jk_u4] = _jk_p_%s[_jk_ko_%s + _jk_ro_%s + (_jk_s)_jk_c];\n",
+                    name, name, name, name);
+    else if (ov > 1)
       /* The thread's ov outputs, side by side in the row. */
       jk_buf_printf(b,
                     "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
@@ -206,7 +228,24 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
                 "      for (int _jk_u4 = 0; _jk_u4 < %d; ++_jk_u4) {\n"
                 "      const _jk_u _jk_jj = _jk_j + _jk_u4 * (%s);\n",
                 nu, step);
-  if (ov > 1) {
+  if (rows) {
+    /* Element l of the vector is element (c V + l) mod B of its output's
+     * run; with runs shorter than the vector, the vector holds V / B
+     * outputs, one accumulator each. */
+    int na = s->rrun < s->vec ? s->vec / s->rrun : 1;
+    char which[32];
+    snprintf(which, sizeof which, na > 1 ? "_jk_l / %d" : "0", s->rrun);
+    jk_buf_printf(b,
+                  "#pragma unroll\n      for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+                  "      _type_reduce &_jk_acc = _jk_accs[%s];\n"
+                  "      int &_jk_has = _jk_hass[%s];\n",
+                  s->vec, which, which);
+    char jx[96];
+    snprintf(jx, sizeof jx, "_jk_jj * %d + ((_jk_s)_jk_c * %d + _jk_l) %% %d", s->rrun, s->vec,
+             s->rrun);
+    emit_element(b, in, file, s->vec > 1 ? "_jk_l" : NULL, jx);
+    jk_buf_puts(b, "      }\n");
+  } else if (ov > 1) {
     /* Lane l of each vector folds into output l's accumulator. */
     jk_buf_printf(b,
                   "#pragma unroll\n      for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
@@ -236,7 +275,12 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
  * float16 column sums within 0.03 of each other). */
 static void emit_reduce_loop(jk_buf *b, const jk_red_source_in *in, const char *file,
                              const char *first, const char *step) {
-  int nu = in->spec->vec > 1 ? 2 : 4;
+  const jk_red_spec *s = in->spec;
+  /* Whole rows of 16-byte elements (complex128) load them as vectors. */
+  bool wide = false;
+  for (int p = 0; p < s->nparams && s->strategy == 'r'; p++)
+    if (is_input_array(in, p) && jk_dtype((jitk_dtype)s->dtype[p])->size >= 16) wide = true;
+  int nu = s->vec > 1 || wide ? 2 : 4;
   jk_buf_printf(b,
                 "    _jk_u _jk_j = %s;\n"
                 "    for (; _jk_j + %d * (%s) < _jk_hi; _jk_j += %d * (%s))\n",
@@ -464,6 +508,91 @@ static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) 
   jk_buf_puts(b, "    }\n  }\n");
 }
 
+/* The 'r' path (row segments): rows of the inputs made of the innermost
+ * kept dimension's outputs and, inside each, a run of B = rrun reduced
+ * elements, read in segments of C = rcols vectors of V elements (a whole
+ * narrow row, or about 32 outputs of a wide one). Thread t reads vector
+ * c = t mod C of the segment in rows t / C, t / C + P, ... (P = 256 / C
+ * rows at a time), so that the block reads P segments together; a block
+ * takes one segment (blockIdx.x) and one chunk of rows (blockIdx.y).
+ * Then each output's partial results fold in a fixed tree: across the
+ * lanes of a warp that share it (the vectors of one run, the rows of one
+ * warp), then across the warps through shared memory in order, one
+ * thread an output. */
+static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
+  const jk_red_spec *s = in->spec;
+  int C = s->rcols >= 1 && s->rcols <= 256 ? s->rcols : 32, B = s->rrun >= 1 ? s->rrun : 1;
+  int V = s->vec >= 1 ? s->vec : 1;
+  int na = B < V ? V / B : 1, g1 = B >= V ? B / V : 1, outs = C * V / B;
+  int P = JK_RED_BLOCK / C, span = C > 32 ? C : 32, parts = JK_RED_BLOCK / span;
+  jk_buf_printf(b,
+                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
+                "sizeof(jitk::red::part<_type_reduce>)];\n"
+                "  jitk::red::part<_type_reduce> *_jk_sp = "
+                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
+                "  const unsigned int _jk_c = threadIdx.x %% %d, _jk_r = threadIdx.x / %d;\n"
+                "  const _jk_u _jk_split = blockIdx.y;\n"
+                "  const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
+                "  const _jk_u _jk_hi = _jk_units - _jk_lo < _jk_chunk ? _jk_units : _jk_lo + "
+                "_jk_chunk;\n"
+                "  for (_jk_u _jk_kb = (_jk_u)blockIdx.x * %d; _jk_kb < _jk_K; _jk_kb += "
+                "(_jk_u)gridDim.x * %d) {\n",
+                JK_RED_BLOCK, C, C, outs, outs);
+  emit_offsets(b, in, 'k', "_jk_kb", true, false);
+  jk_buf_printf(b,
+                "    _type_reduce _jk_accs[%d];\n"
+                "    int _jk_hass[%d];\n"
+                "#pragma unroll\n"
+                "    for (int _jk_a = 0; _jk_a < %d; ++_jk_a) {\n"
+                "      _jk_accs[_jk_a] = _jk_identity();\n"
+                "      _jk_hass[_jk_a] = %d;\n"
+                "    }\n",
+                na, na, na, s->has_identity ? 1 : 0);
+  char step[16];
+  snprintf(step, sizeof step, "%d", P);
+  emit_reduce_loop(b, in, file, "_jk_lo + _jk_r", step);
+  /* Lanes that share an output: those whose vector lies in the same run
+   * (the low log2(B / V) bits of c) and, for rows of fewer than 32
+   * vectors, those of the other rows of the warp (the lane bits above
+   * log2(C)). Lane bits of neither kind select different outputs. */
+  for (int m = 0, bit = 1; bit < 32; m++, bit <<= 1) {
+    if (!(bit < g1 || bit >= C)) continue;
+    jk_buf_printf(b,
+                  "#pragma unroll\n"
+                  "    for (int _jk_a = 0; _jk_a < %d; ++_jk_a) {\n"
+                  "      const _type_reduce _jk_o = jitk::red::shfl_xor(_jk_accs[_jk_a], %du);\n"
+                  "      const int _jk_oh = __shfl_xor_sync(0xffffffffu, _jk_hass[_jk_a], %du);\n"
+                  "      jitk::red::merge(_jk_accs[_jk_a], _jk_hass[_jk_a], _jk_o, _jk_oh, "
+                  "_jk_op());\n"
+                  "    }\n",
+                  na, bit, bit);
+  }
+  /* Then the warps': output o's partial results are at threads c0, c0 +
+   * span, ... (c0 its first vector: the lanes above hold the same), one
+   * pass through shared memory per accumulator. */
+  jk_buf_printf(b,
+                "#pragma unroll\n"
+                "    for (int _jk_a = 0; _jk_a < %d; ++_jk_a) {\n"
+                "    __syncthreads();\n"
+                "    _jk_sp[threadIdx.x].v = _jk_accs[_jk_a];\n"
+                "    _jk_sp[threadIdx.x].has = _jk_hass[_jk_a];\n"
+                "    __syncthreads();\n"
+                "    if (threadIdx.x < %d) {\n"
+                "      const unsigned int _jk_c0 = threadIdx.x * %d;\n"
+                "      _type_reduce _jk_acc = _jk_sp[_jk_c0].v;\n"
+                "      int _jk_has = _jk_sp[_jk_c0].has;\n"
+                "#pragma unroll\n"
+                "      for (int _jk_t = 1; _jk_t < %d; ++_jk_t)\n"
+                "        jitk::red::merge(_jk_acc, _jk_has, _jk_sp[_jk_c0 + _jk_t * %d].v,\n"
+                "                         _jk_sp[_jk_c0 + _jk_t * %d].has, _jk_op());\n"
+                "      const _jk_u _jk_k = _jk_kb + threadIdx.x * %d + _jk_a;\n",
+                na, C / g1, g1, parts, span, span, na);
+  emit_offsets(b, in, 'k', "_jk_k", false, true);
+  emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
+  jk_buf_puts(b, "    }\n    }\n  }\n");
+  (void)P;
+}
+
 /* The second pass of split reductions: per output, the partial results
  * of its chunks in order, by a warp (`group` 32: many outputs) or by the
  * whole block (256: a few outputs of many chunks, such as one whole-array
@@ -576,6 +705,7 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
                 in->name,
                 s->strategy == 'o'   ? "across outputs"
                 : s->strategy == 'm' ? "one group per output"
+                : s->strategy == 'r' ? "row segments"
                                      : "along reduced elements",
                 s->nk,
                 s->nr, s->nr == 1 ? "" : "s", s->idx64 ? 64 : 32);
@@ -610,6 +740,8 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   emit_entry(&b, in, "");
   if (s->strategy == 'o')
     emit_outer(&b, in, file);
+  else if (s->strategy == 'r')
+    emit_rows(&b, in, file);
   else if (s->strategy == 'm')
     emit_single(&b, in, file);
   else

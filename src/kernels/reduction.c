@@ -270,6 +270,66 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
  * have. Returns false when the candidate does not apply to the layout (a
  * row of more than 16 outputs for 'c', outputs of more than one group for
  * 'm', fewer rows of outputs than eight warps a multiprocessor for 'w'). */
+/* Strategy 'r' (rows): where the innermost kept dimension and the run of
+ * reduced elements inside each of its points (B of them, 1 when the
+ * innermost reduced dimension is not contiguous) make one contiguous row
+ * of W = Ein B elements in every input (a column sum, axes 0 and 2 of a
+ * 3-D array), threads read rows in vectors of V and a block takes a
+ * segment of C vectors (the whole row when it is narrow) of 256 / C rows
+ * at a time. C is a power of two up to 256 whose segments tile the row
+ * and hold whole outputs, about 32 of them (as many as a block of 'o'
+ * holds: more make the partial results of a split too many) and 64 bytes
+ * at least. Applies
+ * when V and B divide one another, at most 32 vectors share an output,
+ * and every input's rows and vectors are aligned; sets the vector, the
+ * segment and the run. */
+static bool row_layout(const jk_red_plan *pl, int n, size_t widest, jk_red_spec *s) {
+  int first = -1;
+  for (int p = 0; p < n && first < 0; p++)
+    if (pl->op_r[p] >= 0) first = p;
+  if (first < 0 || pl->R <= 0 || widest > 16) return false;
+  int nk = pl->kept.ndim, nr = pl->red.ndim;
+  int64_t ein = pl->kept.shape[nk - 1];
+  const jk_operand *fr = &pl->red.ops[pl->op_r[first]];
+  bool run = nr >= 2 && fr->strides[nr - 1] == 1;
+  int64_t B = run ? pl->red.shape[nr - 1] : 1;
+  if (ein < 2 || B > 512) return false;
+  for (int p = 0; p < n; p++) {
+    if (pl->op_r[p] < 0) continue;
+    const jk_operand *q = &pl->kept.ops[pl->op_k[p]], *o = &pl->red.ops[pl->op_r[p]];
+    if (q->strides[nk - 1] != B || (run && o->strides[nr - 1] != 1)) return false;
+  }
+  int64_t W = ein * B;
+  for (int V = (int)(16 / widest); V >= 1; V /= 2) {
+    if (W % V != 0 || (B % V != 0 && V % B != 0) || (B >= V && B / V > 32)) continue;
+    /* The widest segment up to about 32 outputs (and 256 vectors) that
+     * tiles the row in whole outputs. */
+    int64_t most = 32 * B / V;
+    if ((size_t)(most * V) * widest < 64) most = (int64_t)(64 / ((size_t)V * widest));
+    if (most > 256) most = 256;
+    int64_t C = 1;
+    while (C * 2 <= most && C * 2 <= W / V) C *= 2;
+    while (C >= 1 && (W % (C * V) != 0 || (C * V) % B != 0)) C /= 2;
+    /* A segment of part of a row narrower than 64 bytes would have each
+     * block pull whole rows through the cache for a few of their bytes. */
+    if (C < 1 || (C * V != W && (size_t)(C * V) * widest < 64)) continue;
+    bool ok = true;
+    for (int p = 0; p < n && ok; p++) {
+      if (pl->op_r[p] < 0) continue;
+      const jk_operand *q = &pl->kept.ops[pl->op_k[p]], *o = &pl->red.ops[pl->op_r[p]];
+      ok = (uintptr_t)o->data % ((size_t)V * o->itemsize) == 0;
+      for (int d = 0; d < nk - 1 && ok; d++) ok = q->strides[d] % V == 0;
+      for (int d = 0; d < nr - (run ? 1 : 0) && ok; d++) ok = o->strides[d] % V == 0;
+    }
+    if (!ok) continue;
+    s->vec = (unsigned char)V;
+    s->rcols = (unsigned short)C;
+    s->rrun = (unsigned short)B;
+    return true;
+  }
+  return false;
+}
+
 bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spec *s) {
   int first = -1;
   size_t widest = 1;
@@ -292,6 +352,49 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
   s->ocols = 0;
   s->owarp = 0;
   s->ovec = 1;
+  s->rcols = 0;
+  s->rrun = 0;
+  /* Row segments in place of columns read 32 outputs a block ('o'), and
+   * of short runs read along the reduced elements ('i', kept and reduced
+   * dimensions interleaved) when the outputs are few (so that 'i' would
+   * split them); only where each thread gets 8 rows at least (fewer rows
+   * leave most of a block's threads idle: 16 rows of (16, 16, 65536) over
+   * axis 0, 2.5 times the time of warps owning their outputs). Measured
+   * on the H200 with jitk_reduction_autotune beside the other strategies
+   * (docs/PERFORMANCE.md): float16 column sums 0.89-0.94 of the time of
+   * 32 outputs a block, float32 ones 0.95-1.00, (65536, 16, 16) float32
+   * over axes 0 and 2 0.91 of the time along the elements; among 8192
+   * outputs, (256, 8192, 16) over axes 0 and 2, segments took 1.04 (and
+   * float16 1.12) of it, which the bound on outputs leaves to 'i'. */
+  if (force == 'r' || force == 0) {
+    jk_red_spec r = *s;
+    bool fits = row_layout(pl, n, widest, &r);
+    if (force == 'r' && !fits) return false;
+    uint64_t P = fits ? JK_RED_BLOCK / r.rcols : 0, rows = fits ? (uint64_t)pl->R / r.rrun : 0;
+    bool narrow_runs = s->strategy == 'i' && r.rrun > 1 && r.rrun * widest < 512 &&
+                       pl->K < 4 * (int64_t)sms_count;
+    bool narrow_cols = s->strategy == 'o' && r.rrun == 1;
+    if (fits && (force == 'r' || ((narrow_runs || narrow_cols) && rows >= 8 * P))) {
+      *s = r;
+      s->strategy = 'r';
+      s->group = 32;
+      uint64_t outs = (uint64_t)s->rcols * s->vec / s->rrun;
+      uint64_t blocks = (uint64_t)pl->K / outs, S = 1;
+      pl->units = rows;
+      if (blocks < (uint64_t)sms_count * 8) {
+        S = (uint64_t)sms_count * 16 / blocks;
+        uint64_t most = rows / (P * 8);
+        if (S > most) S = most;
+        if (S > 65535) S = 65535;
+        if (S < 1) S = 1;
+      }
+      pl->chunk = ceil_div(pl->units, S);
+      pl->S = ceil_div(pl->units, pl->chunk);
+      if (pl->S == 1) pl->chunk = pl->units;
+      s->final_group = pl->S == 1 ? 0 : pl->S >= 256 ? JK_RED_BLOCK : 32;
+      return true;
+    }
+  }
   /* 16-byte loads along the contiguous innermost reduced dimension: the
    * widest vector, up to 16 bytes, that divides its extent and that every
    * input is aligned to there (rows shorter than 16 bytes, four float16,
@@ -754,6 +857,12 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   } else if (s->strategy == 'o') {
     gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32 * (uint64_t)s->ovec);
     gy = (unsigned)pl->S;
+  } else if (s->strategy == 'r') {
+    /* A block per row of outputs (grid-strided past 2^31 - 1), the split
+     * along y. */
+    uint64_t b = (uint64_t)pl->K / ((uint64_t)s->rcols * s->vec / s->rrun);
+    gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
+    gy = (unsigned)pl->S;
   } else if (s->strategy == 'm') {
     /* `group` outputs a thread. */
     uint64_t b = ceil_div((uint64_t)pl->K, (uint64_t)JK_RED_BLOCK * s->group);
@@ -841,7 +950,7 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   uint64_t layout = layout_hash(&pl, &spec);
   /* The layout's own choice ('d') first: another must beat it by 3%,
    * more than the timings' noise, to replace it. */
-  static const char candidates[] = "diocwm";
+  static const char candidates[] = "diocwmr";
   char best = 0;
   float best_ms = 0;
   for (const char *c = candidates; *c != '\0' && st == JITK_OK; c++) {
@@ -917,11 +1026,12 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   if (layout->kept_ndim < 0 || layout->kept_ndim > JITK_MAX_NDIM || layout->reduced_ndim < 1 ||
       layout->reduced_ndim > JITK_MAX_NDIM ||
       (layout->index_bits != 32 && layout->index_bits != 64) ||
-      (layout->strategy != 'i' && layout->strategy != 'o' && layout->strategy != 'm') ||
+      (layout->strategy != 'i' && layout->strategy != 'o' && layout->strategy != 'm' &&
+       layout->strategy != 'r') ||
       layout->split < 0 || layout->split > 2 || (layout->strategy == 'm' && layout->split != 0))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "layout: kept_ndim 0..%d, reduced_ndim 1..%d, index_bits 32 or 64, strategy "
-                   "'i', 'o' or 'm', split 0..2 (0 for 'm')",
+                   "'i', 'o', 'm' or 'r', split 0..2 (0 for 'm')",
                    JITK_MAX_NDIM, JITK_MAX_NDIM);
   jitk_dtype bound[JK_MAX_EW_PARAMS];
   jitk_status st = jk_gen_parse_types(&k->g, types, bound);
@@ -949,6 +1059,13 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   }
   spec.vec = (unsigned char)(spec.strategy != 'o' && spec.nr == 1 && widest < 16 ? 16 / widest
                                                                                  : 1);
+  if (spec.strategy == 'r') {
+    /* Column sums in segments of 32 outputs read as 16-byte vectors, the
+     * form a launch picks for wide rows. */
+    spec.vec = (unsigned char)(widest < 16 ? 16 / widest : 1);
+    spec.rcols = (unsigned short)(32 / spec.vec);
+    spec.rrun = 1;
+  }
   if (spec.strategy == 'm') {
     /* As a launch picks it: about 32 bytes of loads a thread. */
     size_t u = 32 / (spec.vec * widest);

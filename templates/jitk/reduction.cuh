@@ -26,31 +26,52 @@ __device__ __forceinline__ void merge(T &acc, int &has, const T &v, int vhas, co
   }
 }
 
-// __shfl_down_sync for any trivially copyable T, one 32-bit word at a
-// time: the reduce type may be a struct of the user's preamble.
-template <typename T>
-__device__ __forceinline__ T shfl_down(const T &v, unsigned int delta) {
+// A warp shuffle of any trivially copyable T, one 32-bit word at a time
+// (the reduce type may be a struct of the user's preamble): `Sh` moves
+// one word.
+template <typename T, typename Sh>
+__device__ __forceinline__ T shfl_words(const T &v, const Sh &sh) {
   constexpr int W = (int)((sizeof(T) + 3) / 4);
   unsigned int w[W];
   memcpy(w, &v, sizeof(T));
 #pragma unroll
-  for (int i = 0; i < W; i++) w[i] = __shfl_down_sync(0xffffffffu, w[i], delta);
+  for (int i = 0; i < W; i++) w[i] = sh(w[i]);
   T r;
   memcpy(&r, w, sizeof(T));
   return r;
 }
 
-// __shfl_sync of lane `src` for any trivially copyable T.
+struct sh_down {
+  unsigned int d;
+  __device__ unsigned int operator()(unsigned int x) const {
+    return __shfl_down_sync(0xffffffffu, x, d);
+  }
+};
+struct sh_idx {
+  unsigned int src;
+  __device__ unsigned int operator()(unsigned int x) const {
+    return __shfl_sync(0xffffffffu, x, src);
+  }
+};
+struct sh_xor {
+  unsigned int mask;
+  __device__ unsigned int operator()(unsigned int x) const {
+    return __shfl_xor_sync(0xffffffffu, x, mask);
+  }
+};
+
+// __shfl_down_sync, __shfl_sync of lane `src`, __shfl_xor_sync.
+template <typename T>
+__device__ __forceinline__ T shfl_down(const T &v, unsigned int delta) {
+  return shfl_words(v, sh_down{delta});
+}
 template <typename T>
 __device__ __forceinline__ T shfl_idx(const T &v, unsigned int src) {
-  constexpr int W = (int)((sizeof(T) + 3) / 4);
-  unsigned int w[W];
-  memcpy(w, &v, sizeof(T));
-#pragma unroll
-  for (int i = 0; i < W; i++) w[i] = __shfl_sync(0xffffffffu, w[i], src);
-  T r;
-  memcpy(&r, w, sizeof(T));
-  return r;
+  return shfl_words(v, sh_idx{src});
+}
+template <typename T>
+__device__ __forceinline__ T shfl_xor(const T &v, unsigned int mask) {
+  return shfl_words(v, sh_xor{mask});
 }
 
 // The partial results of groups of G lanes (a power of two up to 32) into

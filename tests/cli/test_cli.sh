@@ -108,7 +108,7 @@ grep -q '^ *\^' err.txt || { echo "FAIL: reduction bad list: no caret line"; cat
 check "reduction error at the map expression's end cites it" 1 'map_expr:1:4: error: expected an expression' -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x +' --reduce 'a + b' --post-map 'y = a' --type T=float32 --arch sm_90
 check "reduction raw output refused" 1 "reduction outputs cannot be raw" -- "$JITK" compile reduction --in 'T x' --out 'raw T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --type T=float32
 check "reduction missing --post-map" 2 "usage" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b'
-check "reduction unknown strategy" 2 "--strategy is i, o or m" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --strategy inner
+check "reduction unknown strategy" 2 "--strategy is i, o, m or r" -- "$JITK" compile reduction --in 'T x' --out 'T y' --map 'x' --reduce 'a + b' --post-map 'y = a' --strategy inner
 
 # Matmul plans: planned, generated and compiled without a GPU.
 check "matmul --help" 0 "--epilogue" -- "$JITK" compile matmul --help

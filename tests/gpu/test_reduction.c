@@ -892,3 +892,123 @@ Test(reduction, index_through_vectors_over_several_axes) {
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Whole rows ('r'): layouts whose innermost kept dimension (with a short
+ * run of reduced elements inside each output) makes narrow contiguous
+ * rows: runs of 16 float32 and of 32 float64 (several vectors an output),
+ * runs of two int8 (eight outputs a vector), float16 and float32 columns
+ * from one vector a row to 256, kept dimensions that do not collapse, and
+ * a view one element off (scalar loads). A float64 sum, a max without
+ * identity and a sum of _j (R (R - 1) / 2 for every output only if each
+ * element is numbered in C order over the reduced axes), each against the
+ * host; the launch says it read whole rows where the layout allows, and
+ * three runs give the same bits. */
+Test(reduction, whole_rows, .timeout = 120) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *dsum = NULL, *dmax = NULL, *jsum = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "float64 y", "(double)x", "a + b", "y = a", "0",
+                                 "float64", "dsum", NULL, &dsum));
+  JT_OK(e, jitk_reduction_create(e, "T x", "float64 y", "(double)x", "max(a, b)", "y = a", NULL,
+                                 "float64", "dmax", NULL, &dmax));
+  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "(long long)_j", "a + b", "y = a", "0",
+                                 "int64", "jsum", NULL, &jsum));
+  struct {
+    jitk_dtype t;
+    int ndim;
+    int64_t shape[4];
+    unsigned mask;
+    int offset; /* elements from the buffer's start */
+    bool rows;  /* whole rows expected */
+  } cases[] = {
+      {JITK_FLOAT32, 3, {4096, 16, 16}, 5, 0, true},  {JITK_FLOAT16, 3, {256, 2048, 16}, 2, 0, true},
+      {JITK_FLOAT16, 2, {16384, 16}, 1, 0, true},     {JITK_INT8, 3, {4096, 64, 2}, 5, 0, true},
+      {JITK_FLOAT64, 3, {2048, 8, 32}, 5, 0, true},   {JITK_FLOAT32, 2, {1 << 16, 256}, 1, 0, true},
+      {JITK_FLOAT32, 2, {2048, 1024}, 1, 0, true},    {JITK_FLOAT32, 4, {8, 32, 32, 64}, 5, 0, true},
+      {JITK_FLOAT32, 2, {1 << 20, 2}, 1, 0, true},    {JITK_FLOAT32, 3, {2048, 16, 16}, 5, 1, true},
+      {JITK_FLOAT16, 3, {3000, 4, 8}, 5, 0, true},    {JITK_FLOAT32, 2, {5000, 48}, 1, 0, true},
+      {JITK_FLOAT16, 2, {4096, 4096}, 1, 0, true},    {JITK_INT8, 2, {3000, 96}, 1, 0, true},
+      {JITK_FLOAT32, 2, {5000, 7}, 1, 0, false},      {JITK_FLOAT32, 3, {64, 1024, 16}, 5, 0, false},
+  };
+  uint64_t seed = 0x3077;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jitk_dtype t = cases[c].t;
+    int nd = cases[c].ndim, axes[4], na = 0, ond = 0;
+    int64_t n = 1, nout = 1, oshape[4];
+    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
+    for (int d = nd - 1, acc = 1; d >= 0; d--) {
+      rc.shape[d] = cases[c].shape[d];
+      rc.strides[d] = acc;
+      acc *= (int)cases[c].shape[d];
+    }
+    for (int d = 0; d < nd; d++) {
+      n *= cases[c].shape[d];
+      if (cases[c].mask >> d & 1)
+        axes[na++] = d;
+      else
+        oshape[ond++] = cases[c].shape[d], nout *= cases[c].shape[d];
+    }
+    size_t isz = jt_dtype_size(t), off = (size_t)cases[c].offset;
+    unsigned char *hx = malloc(((size_t)n + off) * isz);
+    double *hd = malloc((size_t)n * 8), *want = malloc((size_t)nout * 8),
+           *wmax = malloc((size_t)nout * 8), *mag = malloc((size_t)nout * 8);
+    for (int64_t i = 0; i < n + (int64_t)off; i++) {
+      double v = jt_uniform(&seed);
+      if (t == JITK_INT8)
+        ((int8_t *)hx)[i] = (int8_t)(int)(v * 200 - 100);
+      else
+        jt_write_real(hx, t, (size_t)i, v * 4 - 2);
+    }
+    for (int64_t i = 0; i < n; i++) hd[i] = jt_read_real(hx, t, (size_t)i + off);
+    reference_sums(&rc, hd, want, nout);
+    reference_max(&rc, hd, wmax, nout);
+    for (int64_t i = 0; i < n; i++) hd[i] = fabs(hd[i]);
+    reference_sums(&rc, hd, mag, nout);
+    unsigned char *dx = jt_dev_alloc(e, ((size_t)n + off) * isz);
+    void *dy = jt_dev_alloc(e, (size_t)nout * 8);
+    jt_to_dev(e, dx, hx, ((size_t)n + off) * isz);
+    DLTensor tx = jt_tensor(dx + off * isz, t, nd, rc.shape, NULL);
+    double *got = malloc((size_t)nout * 8), *first = malloc((size_t)nout * 8);
+    for (int which = 0; which < 3; which++) {
+      jitk_reduction *k = which == 0 ? dsum : which == 1 ? dmax : jsum;
+      DLTensor ty = jt_tensor(dy, which == 2 ? JITK_INT64 : JITK_FLOAT64, ond, oshape, NULL);
+      jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+      for (int run = 0; run < 3; run++) {
+        jt_poison(e, dy, (size_t)nout * 8);
+        JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axes, na, 0, NULL));
+        jt_to_host(e, got, dy, (size_t)nout * 8);
+        if (run > 0) {
+          cr_assert(memcmp(first, got, (size_t)nout * 8) == 0, "case %zu: run %d changed the bits",
+                    c, run);
+          continue;
+        }
+        memcpy(first, got, (size_t)nout * 8);
+        const char *src = NULL;
+        JT_OK(e, jitk_reduction_source(k, &src));
+        bool rows = strstr(src, "row segments") != NULL;
+        cr_assert_eq(rows, cases[c].rows, "case %zu (%d): %.90s", c, which, strchr(src, ',') + 2);
+        double r = (double)(n / nout);
+        for (int64_t o = 0; o < nout; o++) {
+          double g = which == 2 ? (double)((int64_t *)got)[o] : got[o];
+          double w = which == 0 ? want[o] : which == 1 ? wmax[o] : r * (r - 1) / 2;
+          double tol = which == 0 ? 1e-12 * mag[o] : 0;
+          if (!(fabs(g - w) <= tol))
+            cr_assert_fail("case %zu (%s), output %lld: %.17g, want %.17g", c,
+                           which == 0 ? "sum" : which == 1 ? "max" : "_j", (long long)o, g, w);
+        }
+      }
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    free(hx);
+    free(hd);
+    free(want);
+    free(wmax);
+    free(mag);
+    free(got);
+    free(first);
+  }
+  jitk_reduction_destroy(dsum);
+  jitk_reduction_destroy(dmax);
+  jitk_reduction_destroy(jsum);
+  jitk_engine_destroy(e);
+}

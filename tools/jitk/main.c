@@ -431,10 +431,12 @@ static void usage_reduction(FILE *out) {
           "  --kept-ndim N            output dimensions after collapsing (default 0)\n"
           "  --reduced-ndim N         reduced dimensions after collapsing (default 1)\n"
           "  --index 32|64            index width (default 32); --index-bits too\n"
-          "  --strategy i|o|m         i: along contiguous reduced elements (rows);\n"
+          "  --strategy i|o|m|r       i: along contiguous reduced elements (rows);\n"
           "                           o: across contiguous outputs (columns);\n"
           "                           m: one element or vector an output, several\n"
-          "                           outputs a thread (default i)\n"
+          "                           outputs a thread; r: segments of rows of\n"
+          "                           outputs in 16-byte vectors, several rows at\n"
+          "                           once, 32 outputs a segment (default i)\n"
           "  --split 0|1|2            0: each output in one piece (default);\n"
           "                           1, 2: in chunks, combined by a second kernel\n"
           "                           with a warp (1) or a block (2) per output\n"
@@ -497,8 +499,10 @@ static int cmd_compile_reduction(int argc, char **argv) {
     } else if (strcmp(a, "--strategy") == 0) {
       /* The layout holds one character; a longer word would be cut to its
        * first letter without a word of warning, so refuse it here. */
-      if (strcmp(v, "i") != 0 && strcmp(v, "o") != 0 && strcmp(v, "m") != 0) {
-        fprintf(stderr, "%s compile reduction: --strategy is i, o or m, not '%s'\n", prog, v);
+      if (strcmp(v, "i") != 0 && strcmp(v, "o") != 0 && strcmp(v, "m") != 0 &&
+          strcmp(v, "r") != 0) {
+        fprintf(stderr, "%s compile reduction: --strategy is i, o, m or r, not '%s'\n", prog,
+                v);
         return EXIT_USAGE;
       }
       layout.strategy = v[0];

@@ -29,7 +29,8 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
                                    &k));
     jitk_reduction_layout layouts[] = {{0, 1, 32, 'i', 0}, {2, 1, 32, 'i', 2},
                                        {1, 2, 64, 'o', 1}, {3, 3, 32, 'o', 0},
-                                       {1, 1, 32, 'm', 0}, {3, 2, 64, 'm', 0}};
+                                       {1, 1, 32, 'm', 0}, {3, 2, 64, 'm', 0},
+                                       {2, 2, 64, 'r', 1}, {1, 1, 32, 'r', 0}};
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
       const char *src = NULL;
       jitk_module *m = NULL;
@@ -37,6 +38,7 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
       cr_assert(strstr(src, "#line 1 \"map_expr\"") != NULL);
       const char *kind = layouts[l].strategy == 'o'   ? "across outputs"
                          : layouts[l].strategy == 'm' ? "one group per output"
+                         : layouts[l].strategy == 'r' ? "row segments"
                                                       : "along reduced";
       cr_assert(strstr(src, kind) != NULL, "%s layout %zu", info.name, l);
       const jitk_kernel_resources *res;
@@ -246,6 +248,81 @@ Test(reduction_gen, outputs_in_vectors_compile) {
     size_t n;
     JT_OK(e, jitk_module_resources(m, &res, &n));
     for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %d spills", c);
+    jitk_module_destroy(m);
+    jk_free(e, src);
+  }
+  jk_params_free(e, &pl);
+  jitk_engine_destroy(e);
+}
+
+/* Rows ('r'): segments of C vectors of V elements with runs of B reduced
+ * elements inside each output, over the combinations the layout picks:
+ * runs as long as several vectors (float32 runs of 16, float64 of 64),
+ * runs shorter than a vector (int8 runs of 2: eight outputs a vector),
+ * columns (B 1: float16 segments of 2 vectors, float32 of one, int8 of
+ * two with 16 outputs a thread), scalar segments of 256, a split and
+ * 64-bit indices, with and without an identity, and map_expr reading _j;
+ * each compiles without spills, and the lanes that share an output
+ * shuffle over the right bits. */
+Test(reduction_gen, whole_rows_compile) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list pl;
+  memset(&pl, 0, sizeof pl);
+  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &pl));
+  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, &pl));
+  const struct {
+    jitk_dtype dt;
+    int C, B, V, nk, nr, idx64, split, identity;
+    const char *map, *xors; /* the shuffle masks expected, in order */
+  } cases[] = {
+      {JITK_FLOAT32, 64, 16, 4, 1, 2, 0, 32, 1, "(float)x", "1u 2u"},
+      {JITK_FLOAT64, 16, 64, 2, 2, 2, 1, 0, 0, "(float)x", "1u 2u 4u 8u 16u"},
+      {JITK_INT8, 8, 2, 16, 1, 2, 0, 256, 1, "(float)x + (float)_j", "8u 16u"},
+      {JITK_FLOAT16, 2, 1, 8, 2, 1, 0, 256, 1, "(float)x", "2u 4u 8u 16u"},
+      {JITK_FLOAT32, 1, 1, 4, 1, 1, 1, 0, 0, "(float)x * (float)_j", "1u 2u 4u 8u 16u"},
+      {JITK_FLOAT32, 256, 1, 1, 3, 3, 0, 32, 1, "(float)x", ""},
+      {JITK_INT8, 2, 1, 16, 2, 1, 0, 32, 1, "(float)x", "2u 4u 8u 16u"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jk_red_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.nparams = 2;
+    spec.dtype[0] = (unsigned char)cases[c].dt;
+    spec.dtype[1] = JITK_FLOAT32;
+    spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
+    spec.reduce_dtype = JITK_FLOAT32;
+    spec.nk = (unsigned char)cases[c].nk;
+    spec.nr = (unsigned char)cases[c].nr;
+    spec.idx64 = (unsigned char)cases[c].idx64;
+    spec.strategy = 'r';
+    spec.group = 32;
+    spec.vec = (unsigned char)cases[c].V;
+    spec.rcols = (unsigned short)cases[c].C;
+    spec.rrun = (unsigned short)cases[c].B;
+    spec.has_identity = (unsigned char)cases[c].identity;
+    spec.final_group = (unsigned short)cases[c].split;
+    jk_red_source_in in = {"rows", &pl, cases[c].map, "a + b", "y = a", "0", NULL, NULL, &spec};
+    char *src = NULL;
+    JT_OK(e, jk_red_generate(e, &in, &src));
+    cr_assert(strstr(src, "row segments") != NULL, "case %zu", c);
+    /* The masks of jitk::red::shfl_xor, in the order they appear. */
+    char seen[64] = "";
+    for (const char *q = strstr(src, "shfl_xor(_jk_accs"); q != NULL;
+         q = strstr(q + 1, "shfl_xor(_jk_accs")) {
+      const char *comma = strstr(q, "], ");
+      cr_assert_not_null(comma);
+      size_t used = strlen(seen);
+      snprintf(seen + used, sizeof seen - used, "%s%.*s", used ? " " : "",
+               (int)strcspn(comma + 3, ")"), comma + 3);
+    }
+    cr_assert_str_eq(seen, cases[c].xors, "case %zu shuffles over %s", c, seen);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    const jitk_kernel_resources *res;
+    size_t n;
+    JT_OK(e, jitk_module_resources(m, &res, &n));
+    cr_assert_eq(n, cases[c].split ? 2u : 1u, "case %zu: the second pass when split", c);
+    for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %zu spills", c);
     jitk_module_destroy(m);
     jk_free(e, src);
   }

@@ -56,9 +56,10 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   cr_assert_not_null(mkdtemp(dir));
   jitk_engine *e = fake_engine(dir);
   jitk_reduction *k = make_sum(e, "x");
-  /* Column sums of 512 x 256 float32: across outputs by the layout. */
-  float *x = calloc(512 * 256, sizeof *x), *y = calloc(256, sizeof *y);
-  int64_t xs[2] = {512, 256}, ys[1] = {256};
+  /* Column sums of 64 x 2048 float32: across outputs by the layout (rows
+   * of 512 vectors are too wide to be read whole). */
+  float *x = calloc(64 * 2048, sizeof *x), *y = calloc(2048, sizeof *y);
+  int64_t xs[2] = {64, 2048}, ys[1] = {2048};
   DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL), ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   int axis0[1] = {0};
@@ -75,10 +76,10 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   cr_assert_str_eq(again, tuned, "a later launch of the layout takes the tuned strategy");
 
   /* Another layout of the same kernel: its own choice. */
-  int64_t xs2[2] = {256, 512}, ys2[1] = {512};
+  int64_t xs2[2] = {32, 4096}, ys2[1] = {4096};
   DLTensor tx2 = jt_tensor(x, JITK_FLOAT32, 2, xs2, NULL),
            ty2 = jt_tensor(y, JITK_FLOAT32, 1, ys2, NULL);
-  float *y2 = calloc(512, sizeof *y2);
+  float *y2 = calloc(4096, sizeof *y2);
   ty2.data = y2;
   jitk_arg args2[] = {jitk_arg_array(&tx2), jitk_arg_array(&ty2)};
   JT_OK(e, jitk_reduction_launch(k, NULL, args2, 2, axis0, 1, 0, NULL));
