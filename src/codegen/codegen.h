@@ -84,6 +84,11 @@ typedef struct jk_ew_spec {
    * value per column, a bias along the rows), so a thread loads it once
    * per column. */
   unsigned char outer_bcast[JK_MAX_EW_PARAMS];
+  /* Tiled path only: every array has 2-byte elements, even extents and
+   * strides, and is 4-byte aligned: each thread moves pairs of elements
+   * (two columns of a row, or for transposed inputs two rows of a
+   * column), so every global access moves 4 bytes. */
+  unsigned char tpair;
   /* Vector path, one dimension: the first _jk_h elements (a kernel
    * parameter, fewer than vec) go one at a time, so that the vector groups
    * start where the outputs' addresses are aligned (a misaligned slice

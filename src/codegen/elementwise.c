@@ -108,12 +108,21 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];
     const char *t = ctype_of(in, p);
+    /* Pairs of the tiled path: element `lane` of the thread's pair. */
+    bool pair = s->tiled && s->tpair && lane != NULL;
     if (!d->output) {
-      if (s->tiled && s->transposed[p]) /* from its tile, read back transposed */
+      if (pair && s->transposed[p]) /* its tile holds columns: [column][row] */
+        jk_buf_printf(b, "    const %s %s = _jk_t_%s[2 * _jk_tx + %s][_jk_ty + _jk_q];\n", t,
+                      d->name, d->name, lane);
+      else if (s->tiled && s->transposed[p]) /* from its tile, read back transposed */
         jk_buf_printf(b, "    const %s %s = _jk_t_%s[_jk_ty + _jk_q][_jk_tx];\n", t, d->name,
                       d->name);
+      else if (pair && s->outer_bcast[p])
+        jk_buf_printf(b, "    const %s %s = _jk_l_%s.v[%s];\n", t, d->name, d->name, lane);
       else if (s->tiled && s->outer_bcast[p])
         jk_buf_printf(b, "    const %s %s = _jk_l_%s;\n", t, d->name, d->name);
+      else if (pair)
+        jk_buf_printf(b, "    const %s %s = _jk_l_%s[_jk_qi].v[%s];\n", t, d->name, d->name, lane);
       else if (s->tiled)
         jk_buf_printf(b, "    const %s %s = _jk_l_%s[_jk_qi];\n", t, d->name, d->name);
       else if (lane == NULL)
@@ -123,7 +132,9 @@ static void emit_element(jk_buf *b, const jk_ew_source_in *in, const char *file,
       else
         jk_buf_printf(b, "    const %s %s = _jk_w_%s.v[%s];\n", t, d->name, d->name, lane);
     } else if (in->load_output[p]) {
-      if (s->tiled)
+      if (pair)
+        jk_buf_printf(b, "    %s %s = _jk_l_%s[_jk_qi].v[%s];\n", t, d->name, d->name, lane);
+      else if (s->tiled)
         jk_buf_printf(b, "    %s %s = _jk_l_%s[_jk_qi];\n", t, d->name, d->name);
       else if (lane == NULL)
         jk_buf_printf(b, "    %s %s = _jk_p_%s[_jk_o_%s];\n", t, d->name, d->name, d->name);
@@ -328,13 +339,18 @@ static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
  * tile's rows (a bias along the rows) are loaded once per tile. */
 static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
-  int side = s->tile == 64 ? 64 : 32, pass = JK_EW_BLOCK / side, nq = side / pass;
+  /* With pairs (tpair), a row of the block is half a row of the tile. */
+  bool pair = s->tpair != 0;
+  int side = s->tile == 64 ? 64 : 32, tpr = pair ? side / 2 : side, pass = JK_EW_BLOCK / tpr,
+      nq = side / pass;
   int nd = s->ndim, k = s->tile_dim, last = nd - 1;
   bool batched = nd > 2;
+  /* A tile of pairs holds columns ([column][row]), each row of it written
+   * a pair of rows at a time, so it is padded by a pair. */
   for (int p = 0; p < s->nparams; p++)
     if (s->kind[p] == JK_EW_ARRAY && s->transposed[p])
-      jk_buf_printf(b, "  __shared__ %s _jk_t_%s[%d][%d];\n", ctype_of(in, p),
-                    in->params->params[p].name, side, side + 1);
+      jk_buf_printf(b, "  __shared__ __align__(4) %s _jk_t_%s[%d][%d];\n", ctype_of(in, p),
+                    in->params->params[p].name, side, side + (pair ? 2 : 1));
   /* The extents of the tile's dimensions; dimension 0's is no parameter
    * and follows from the element count. */
   if (k == 0) {
@@ -349,7 +365,7 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
                 "  const _jk_u _jk_tr = (_jk_rows + %d) / %d;\n"
                 "  const _jk_u _jk_tc = (_jk_cols + %d) / %d;\n"
                 "  const unsigned int _jk_tx = threadIdx.x %% %d, _jk_ty = threadIdx.x / %d;\n",
-                side - 1, side, side - 1, side, side, side);
+                side - 1, side, side - 1, side, tpr, tpr);
   if (batched)
     jk_buf_puts(b, "  const _jk_u _jk_tpb = _jk_tr * _jk_tc;\n"
                    "  const _jk_u _jk_tiles = _jk_n / (_jk_rows * _jk_cols) * _jk_tpb;\n");
@@ -401,6 +417,16 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
     const jk_param_decl *d = &in->params->params[p];
     if (d->output && !in->load_output[p]) continue;
     const char *t = ctype_of(in, p), *name = d->name;
+    if (pair && s->outer_bcast[p]) {
+      jk_buf_printf(b,
+                    "    jitk::ew::vec<%s, 2> _jk_l_%s;\n"
+                    "    _jk_l_%s.v[0] = _jk_l_%s.v[1] = %s();\n"
+                    "    if (_jk_c0 + 2 * _jk_tx < _jk_cols)\n"
+                    "      _jk_l_%s = *reinterpret_cast<const jitk::ew::vec<%s, 2> *>(_jk_p_%s + "
+                    "%s%s%s(_jk_s)(_jk_c0 + 2 * _jk_tx) * _jk_s_%s_%d);\n",
+                    t, name, name, name, t, name, t, name, BASE(name), name, last);
+      continue;
+    }
     if (s->outer_bcast[p]) {
       jk_buf_printf(b,
                     "    %s _jk_l_%s = %s();\n"
@@ -413,6 +439,22 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
     any |= tr;
     char along[48];
     snprintf(along, sizeof along, "_jk_ty + _jk_qi * %d", pass);
+    if (pair) {
+      /* Two columns of a row, or (transposed) two rows of a column. */
+      jk_buf_printf(b,
+                    "    jitk::ew::vec<%s, 2> _jk_l_%s[%d];\n"
+                    "#pragma unroll\n"
+                    "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
+                    "      const _jk_u _jk_r = _jk_r0 + %s, _jk_c = _jk_c0 + %s;\n"
+                    "      _jk_l_%s[_jk_qi].v[0] = _jk_l_%s[_jk_qi].v[1] = %s();\n"
+                    "      if (_jk_r < _jk_rows && _jk_c < _jk_cols)\n"
+                    "        _jk_l_%s[_jk_qi] = *reinterpret_cast<const jitk::ew::vec<%s, 2> *>("
+                    "_jk_p_%s + %s%s%s(_jk_s)_jk_r * _jk_s_%s_%d + (_jk_s)_jk_c * _jk_s_%s_%d);\n"
+                    "    }\n",
+                    t, name, nq, nq, tr ? "2 * _jk_tx" : along, tr ? along : "2 * _jk_tx", name,
+                    name, t, name, t, name, BASE(name), name, k, name, last);
+      continue;
+    }
     jk_buf_printf(b,
                   "    %s _jk_l_%s[%d];\n"
                   "#pragma unroll\n"
@@ -429,6 +471,15 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY || !s->transposed[p]) continue;
     const char *name = in->params->params[p].name;
+    if (pair) {
+      jk_buf_printf(b,
+                    "#pragma unroll\n"
+                    "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi)\n"
+                    "      *reinterpret_cast<jitk::ew::vec<%s, 2> *>(&_jk_t_%s[_jk_ty + _jk_qi * "
+                    "%d][2 * _jk_tx]) = _jk_l_%s[_jk_qi];\n",
+                    nq, ctype_of(in, p), name, pass, name);
+      continue;
+    }
     jk_buf_printf(b,
                   "#pragma unroll\n"
                   "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi)\n"
@@ -440,9 +491,9 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
                 "#pragma unroll\n"
                 "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
                 "      const int _jk_q = _jk_qi * %d;\n"
-                "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + _jk_tx;\n"
+                "      const _jk_u _jk_r = _jk_r0 + _jk_ty + _jk_q, _jk_cc = _jk_c0 + %s;\n"
                 "      if (_jk_r >= _jk_rows || _jk_cc >= _jk_cols) continue;\n",
-                nq, pass);
+                nq, pass, pair ? "2 * _jk_tx" : "_jk_tx");
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     if (s->kind[p] != JK_EW_ARRAY || !d->output) continue;
@@ -454,8 +505,15 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
   /* The element's index in the loop, by Horner's rule over the
    * coordinates of every dimension (the compiler drops it when the
    * operation does not read i). */
+  if (pair)
+    for (int p = 0; p < s->nparams; p++)
+      if (s->kind[p] == JK_EW_ARRAY && in->params->params[p].output)
+        jk_buf_printf(b, "      jitk::ew::vec<%s, 2> _jk_w_%s;\n", ctype_of(in, p),
+                      in->params->params[p].name);
+  const char *lane = pair ? "_jk_l" : NULL;
+  if (pair) jk_buf_puts(b, "#pragma unroll\n      for (int _jk_l = 0; _jk_l < 2; ++_jk_l) {\n");
   if (!batched) {
-    emit_element(b, in, file, NULL, "_jk_r * _jk_ext1 + _jk_cc");
+    emit_element(b, in, file, lane, pair ? "_jk_r * _jk_ext1 + _jk_cc + _jk_l" : "_jk_r * _jk_ext1 + _jk_cc");
   } else {
     for (int d = 0; d < nd; d++) {
       char c[24];
@@ -470,7 +528,17 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
       else
         jk_buf_printf(b, "      _jk_ix = _jk_ix * _jk_ext%d + %s;\n", d, c);
     }
-    emit_element(b, in, file, NULL, "_jk_ix");
+    emit_element(b, in, file, lane, pair ? "_jk_ix + _jk_l" : "_jk_ix");
+  }
+  if (pair) {
+    jk_buf_puts(b, "      }\n");
+    for (int p = 0; p < s->nparams; p++)
+      if (s->kind[p] == JK_EW_ARRAY && in->params->params[p].output)
+        jk_buf_printf(b,
+                      "      *reinterpret_cast<jitk::ew::vec<%s, 2> *>(_jk_p_%s + _jk_o_%s) = "
+                      "_jk_w_%s;\n",
+                      ctype_of(in, p), in->params->params[p].name, in->params->params[p].name,
+                      in->params->params[p].name);
   }
   jk_buf_puts(b, "    }\n");
   if (any) jk_buf_puts(b, "    __syncthreads();\n");
@@ -516,7 +584,10 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
 
   jk_buf_printf(&b, "// Generated by jitk: elementwise kernel %s, %d dimension%s, %d-bit index, %s\n",
                 in->name, s->ndim, s->ndim == 1 ? "" : "s", s->idx64 ? 64 : 32,
-                s->tiled ? "tiled path" : s->vec > 1 ? "vector path" : "scalar path");
+                s->tiled && s->tpair ? "tiled path, element pairs"
+                : s->tiled           ? "tiled path"
+                : s->vec > 1         ? "vector path"
+                                     : "scalar path");
   jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n");
   jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64, JITK_DTYPE_NONE);
   jk_cg_user_section(&b, "preamble", in->preamble, file);

@@ -481,6 +481,21 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
     for (int p = 0; spec->tiled && p < n; p++)
       if (pl->operand[p] >= 0 && !k->g.params.params[p].output && !spec->transposed[p])
         spec->outer_bcast[p] = it->ops[pl->operand[p]].strides[tdim] == 0;
+    /* Pairs of 2-byte elements: every array moves 4 bytes at a time along
+     * its contiguous dimension of the tile (transposed inputs the rows,
+     * the others the columns), so both extents and every other stride
+     * are even and every address 4-byte aligned. */
+    bool pair = spec->tiled && rows % 2 == 0 && cols % 2 == 0;
+    for (int p = 0; pair && p < n; p++) {
+      if (pl->operand[p] < 0) continue;
+      const jk_operand *o = &it->ops[pl->operand[p]];
+      int unit = spec->transposed[p] ? tdim : last;
+      pair = jk_dtype(pl->a.dtype[p])->size == 2 && o->strides[unit] == 1 &&
+             (uintptr_t)o->data % 4 == 0;
+      for (int d = 0; d < nd && pair; d++)
+        if (d != unit) pair = o->strides[d] % 2 == 0;
+    }
+    spec->tpair = pair;
   }
   for (int p = 0; p < n; p++) {
     const jk_param_decl *d = &k->g.params.params[p];

@@ -983,3 +983,93 @@ Test(elementwise, tiled_permutations) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* Tiles of element pairs: 2-byte transposes (x a transposed view) whose
+ * every array allows 4-byte accesses take them; float16 and int16 x + y,
+ * a bfloat16 z = z + x * b with z read and b a bias broadcast along the
+ * rows, a batched 3-D float16 permutation, and, on single elements, odd
+ * extents and a view one element off. Every element against the host;
+ * nothing written outside z (its poison around it survives). */
+Test(elementwise, tiles_of_pairs) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_elementwise *kadd = NULL, *kfma = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "padd", NULL, &kadd));
+  JT_OK(e, jitk_elementwise_create(e, "T x, T b", "T z", "z = z + x * b", "pfma", NULL, &kfma));
+  struct {
+    jitk_dtype d;
+    int nd;
+    int64_t shape[3]; /* the view's; x is a (B, C, R) buffer seen as (B, R, C) */
+    int x_off;        /* elements */
+    bool fma, pairs;
+  } cases[] = {
+      {JITK_FLOAT16, 2, {300, 512}, 0, false, true},  {JITK_INT16, 2, {64, 1000}, 0, false, true},
+      {JITK_BFLOAT16, 2, {128, 96}, 0, true, true},   {JITK_FLOAT16, 3, {6, 64, 50}, 0, false, true},
+      {JITK_FLOAT16, 2, {301, 511}, 0, false, false}, {JITK_FLOAT16, 2, {300, 512}, 1, false, false},
+  };
+  uint64_t seed = 0x9A12;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jitk_dtype d = cases[c].d;
+    int nd = cases[c].nd;
+    int64_t R = cases[c].shape[nd - 2], C = cases[c].shape[nd - 1], B = nd == 3 ? cases[c].shape[0] : 1;
+    size_t n = (size_t)(B * R * C), isz = jt_dtype_size(d), off = (size_t)cases[c].x_off;
+    unsigned char *hx = malloc((n + off) * isz), *hy = malloc(n * isz), *hz0 = malloc(n * isz),
+                  *hz = malloc((n + 64) * isz);
+    for (size_t i = 0; i < n + off; i++) write_random(hx, d, i, &seed);
+    for (size_t i = 0; i < n; i++) {
+      write_random(hy, d, i, &seed);
+      write_random(hz0, d, i, &seed);
+    }
+    unsigned char *dx = jt_dev_alloc(e, (n + off) * isz), *dy = jt_dev_alloc(e, n * isz),
+                  *dz = jt_dev_alloc(e, (n + 64) * isz);
+    jt_to_dev(e, dx, hx, (n + off) * isz);
+    jt_to_dev(e, dy, hy, n * isz);
+    jt_poison(e, dz, (n + 64) * isz);
+    unsigned char *z = dz + 32 * isz; /* poison on both sides */
+    if (cases[c].fma) jt_to_dev(e, z, hz0, n * isz);
+    int64_t vs[3], xs[3], ys[3];
+    for (int a = 0; a < nd; a++) vs[a] = cases[c].shape[a];
+    /* x: buffer (B, C, R) with (B, R, C) strides (R C, 1, R). */
+    xs[nd - 2] = 1;
+    xs[nd - 1] = R;
+    if (nd == 3) xs[0] = R * C;
+    /* y: contiguous, or for the fma the bias b of C values along the rows. */
+    ys[nd - 1] = 1;
+    ys[nd - 2] = cases[c].fma ? 0 : C;
+    if (nd == 3) ys[0] = R * C;
+    DLTensor tx = jt_tensor(dx + off * isz, d, nd, vs, xs), ty = jt_tensor(dy, d, nd, vs, ys),
+             tz = jt_tensor(z, d, nd, vs, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+    jitk_elementwise *k = cases[c].fma ? kfma : kadd;
+    JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+    const char *src = NULL;
+    JT_OK(e, jitk_elementwise_source(k, &src));
+    cr_assert(strstr(src, "tiled path") != NULL, "case %zu: %.100s", c, src);
+    cr_assert_eq(strstr(src, "element pairs") != NULL, cases[c].pairs, "case %zu: %.100s", c, src);
+    jt_to_host(e, hz, dz, (n + 64) * isz);
+    cr_assert_eq(written_outside(hz, (n + 64) * isz, 32 * isz, (n + 32) * isz), (n + 64) * isz,
+                 "case %zu wrote outside z", c);
+    for (size_t i = 0; i < n; i++) {
+      size_t b = i / (size_t)(R * C), r = i / (size_t)C % (size_t)R, col = i % (size_t)C;
+      size_t xo = off + b * (size_t)(R * C) + col * (size_t)R + r;
+      size_t yo = b * (size_t)(R * C) + (cases[c].fma ? col : r * (size_t)C + col);
+      double x = jt_read_real(hx, d, xo), y = jt_read_real(hy, d, yo);
+      double want = cases[c].fma ? jt_read_real(hz0, d, i) + x * y : x + y;
+      double got = jt_read_real(hz, d, i + 32);
+      double mag = fabs(want) + fabs(x) + fabs(y) * (cases[c].fma ? fabs(x) : 1);
+      double tol = d == JITK_BFLOAT16 ? 1e-2 * mag + 1e-2 : add_tolerance(d, mag);
+      if (!(fabs(got - want) <= tol))
+        cr_assert_fail("case %zu, element %zu (batch %zu, row %zu, column %zu): %g, want %g", c, i,
+                       b, r, col, got, want);
+    }
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+    JT_OK(e, jitk_device_free(e, dz, NULL));
+    free(hx);
+    free(hy);
+    free(hz0);
+    free(hz);
+  }
+  jitk_elementwise_destroy(kadd);
+  jitk_elementwise_destroy(kfma);
+  jitk_engine_destroy(e);
+}

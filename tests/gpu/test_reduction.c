@@ -926,7 +926,8 @@ Test(reduction, whole_rows, .timeout = 120) {
       {JITK_FLOAT32, 2, {2048, 1024}, 1, 0, true},    {JITK_FLOAT32, 4, {8, 32, 32, 64}, 5, 0, true},
       {JITK_FLOAT32, 2, {1 << 20, 2}, 1, 0, true},    {JITK_FLOAT32, 3, {2048, 16, 16}, 5, 1, true},
       {JITK_FLOAT16, 3, {3000, 4, 8}, 5, 0, true},    {JITK_FLOAT32, 2, {5000, 48}, 1, 0, true},
-      {JITK_FLOAT16, 2, {4096, 4096}, 1, 0, true},    {JITK_INT8, 2, {3000, 96}, 1, 0, true},
+      {JITK_FLOAT16, 2, {4096, 4096}, 1, 0, true},    {JITK_INT8, 2, {3000, 128}, 1, 0, true},
+      {JITK_INT8, 2, {3000, 96}, 1, 0, false},
       {JITK_FLOAT32, 2, {5000, 7}, 1, 0, false},      {JITK_FLOAT32, 3, {64, 1024, 16}, 5, 0, false},
   };
   uint64_t seed = 0x3077;

@@ -197,6 +197,63 @@ Test(elementwise_gen, tiled_batches_compile) {
   jitk_engine_destroy(e);
 }
 
+/* Tiles of element pairs (tpair): float16 in 2-D (a transposed input, a
+ * bias along the rows, an output the operation also reads) and bfloat16
+ * batches of 3-D tiles, both tile sides; every global access moves a pair
+ * (a 4-byte vector), the transposed tile is padded by a pair and read back
+ * by column, and each compiles. */
+Test(elementwise_gen, tiled_pairs_compile) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list pl;
+  memset(&pl, 0, sizeof pl);
+  JT_OK(e, jk_params_parse(e, "T x, T b", "in_params", false, &pl));
+  JT_OK(e, jk_params_parse(e, "T y", "out_params", true, &pl));
+  bool load[3] = {false, false, true};
+  for (int c = 0; c < 4; c++) {
+    jk_ew_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.nparams = 3;
+    spec.ndim = (unsigned char)(c < 2 ? 2 : 3);
+    spec.vec = 1;
+    spec.unroll = 1;
+    spec.tiled = 1;
+    spec.tpair = 1;
+    spec.tile = (unsigned char)(c % 2 ? 32 : 64);
+    spec.tile_dim = (unsigned char)(c < 2 ? 0 : 1);
+    spec.idx64 = c == 3;
+    for (int p = 0; p < 3; p++) {
+      spec.dtype[p] = (unsigned char)(c < 2 ? JITK_FLOAT16 : JITK_BFLOAT16);
+      spec.kind[p] = JK_EW_ARRAY;
+    }
+    spec.transposed[0] = 1;
+    spec.outer_bcast[1] = (unsigned char)(c % 2);
+    jk_ew_source_in in = {"tpair", &pl, load, "y = y + x * b; if (i < 0) y = x;", NULL, NULL,
+                          NULL, &spec};
+    char *src = NULL;
+    JT_OK(e, jk_ew_generate(e, &in, &src));
+    int side = c % 2 ? 32 : 64;
+    char want[96];
+    snprintf(want, sizeof want, "_jk_t_x[%d][%d]", side, side + 2);
+    cr_assert(strstr(src, "tiled path, element pairs") != NULL, "%s", src);
+    cr_assert(strstr(src, want) != NULL, "case %d: %s", c, want);
+    cr_assert(strstr(src, "_jk_t_x[2 * _jk_tx + _jk_l][_jk_ty + _jk_q]") != NULL, "%s", src);
+    cr_assert(strstr(src, "*reinterpret_cast<jitk::ew::vec<T, 2> *>(_jk_p_y + _jk_o_y)") != NULL,
+              "%s", src);
+    snprintf(want, sizeof want, "_jk_tx = threadIdx.x %% %d", side / 2);
+    cr_assert(strstr(src, want) != NULL, "case %d: %s", c, want);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    const jitk_kernel_resources *res;
+    size_t n;
+    JT_OK(e, jitk_module_resources(m, &res, &n));
+    cr_assert_eq(res[0].spill_stores, 0, "case %d spills", c);
+    jitk_module_destroy(m);
+    jk_free(e, src);
+  }
+  jk_params_free(e, &pl);
+  jitk_engine_destroy(e);
+}
+
 Test(scan, line_directives) {
   size_t len = 0;
   cr_assert_eq(jk_code_line_directive("z = x;\n#line 1 \"map_expr\"\nz = q;", &len), 7);

@@ -136,7 +136,7 @@ typedef struct launch_args {
 } launch_args;
 
 enum { ARENA = 1 << 20 };
-static unsigned char arenas[3][ARENA];
+static _Alignas(256) unsigned char arenas[3][ARENA];
 
 static void build(launch_args *a, layout *L, size_t base, bool overlap) {
   size_t ts = jt_dtype_size(L->t), us = jt_dtype_size(L->u);
@@ -310,5 +310,53 @@ Test(elementwise_plan, permuted_views_take_batches_of_tiles) {
       cr_assert_eq(l.grid[0], cases[c].grid, "case %zu: %u blocks", c, l.grid[0]);
   }
   jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* float16 transposes take tiles of element pairs only when every array
+ * allows 4-byte accesses along its contiguous dimension of the tile: even
+ * extents, even strides elsewhere, 4-byte aligned. An odd extent, an
+ * input one element off, a float32 output, or an input broadcast along
+ * the columns (stride 0 there) keep single elements; a bias along the
+ * rows does not stop pairs. */
+Test(elementwise_plan, float16_tiles_take_pairs) {
+  fake_api f;
+  jitk_engine *e = fake_engine(&f);
+  jitk_elementwise *k = NULL, *widen = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "pair_plan", NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "float32 z", "z = (float)x + (float)y",
+                                   "pair_widen", NULL, &widen));
+  struct {
+    int64_t rows, cols;
+    size_t x_off;        /* elements */
+    int64_t ys[2];       /* y's strides; {0, 0}: C order */
+    bool widen, pairs;
+  } cases[] = {
+      {256, 512, 0, {0, 0}, false, true},
+      {256, 511, 0, {0, 0}, false, false},
+      {255, 512, 0, {0, 0}, false, false},
+      {256, 512, 1, {0, 0}, false, false},
+      {256, 512, 0, {0, 1}, false, true},
+      {256, 512, 0, {1, 0}, false, false},
+      {256, 512, 0, {0, 0}, true, false},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t shape[2] = {cases[c].rows, cases[c].cols};
+    int64_t xs[2] = {1, cases[c].rows}; /* x = buffer.T */
+    int64_t ys[2] = {cases[c].ys[0], cases[c].ys[1]};
+    bool cord = ys[0] == 0 && ys[1] == 0;
+    DLTensor x = jt_tensor(arenas[0] + 2 * cases[c].x_off, JITK_FLOAT16, 2, shape, xs);
+    DLTensor y = jt_tensor(arenas[1], JITK_FLOAT16, 2, shape, cord ? NULL : ys);
+    DLTensor z = jt_tensor(arenas[2], cases[c].widen ? JITK_FLOAT32 : JITK_FLOAT16, 2, shape, NULL);
+    jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&y), jitk_arg_array(&z)};
+    jitk_elementwise *kk = cases[c].widen ? widen : k;
+    JT_OK(e, jitk_elementwise_launch(kk, NULL, args, 3, -1, NULL));
+    const char *src = NULL;
+    JT_OK(e, jitk_elementwise_source(kk, &src));
+    cr_assert(strstr(src, "tiled path") != NULL, "case %zu: %s", c, src);
+    cr_assert_eq(strstr(src, "element pairs") != NULL, cases[c].pairs, "case %zu: %.120s", c, src);
+  }
+  jitk_elementwise_destroy(k);
+  jitk_elementwise_destroy(widen);
   jitk_engine_destroy(e);
 }
