@@ -276,11 +276,19 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
 static void emit_reduce_loop(jk_buf *b, const jk_red_source_in *in, const char *file,
                              const char *first, const char *step) {
   const jk_red_spec *s = in->spec;
-  /* Whole rows of 16-byte elements (complex128) load them as vectors. */
-  bool wide = false;
-  for (int p = 0; p < s->nparams && s->strategy == 'r'; p++)
-    if (is_input_array(in, p) && jk_dtype((jitk_dtype)s->dtype[p])->size >= 16) wide = true;
-  int nu = s->vec > 1 || wide ? 2 : 4;
+  int nu = s->vec > 1 ? 2 : 4;
+  if (s->strategy == 'r') {
+    /* Row segments: 32 bytes of the widest input in flight a thread, in
+     * 2 to 8 loads (float16 vectors of four: four loads; complex128: two).
+     * Vectors of eight float16 with eight accumulators took 33 registers
+     * and left room for 6 blocks a multiprocessor, not 8. */
+    size_t widest = 1;
+    for (int p = 0; p < s->nparams; p++)
+      if (is_input_array(in, p) && jk_dtype((jitk_dtype)s->dtype[p])->size > widest)
+        widest = jk_dtype((jitk_dtype)s->dtype[p])->size;
+    size_t per = (size_t)(s->vec > 0 ? s->vec : 1) * widest;
+    nu = per >= 16 ? 2 : per >= 8 ? 4 : 8;
+  }
   jk_buf_printf(b,
                 "    _jk_u _jk_j = %s;\n"
                 "    for (; _jk_j + %d * (%s) < _jk_hi; _jk_j += %d * (%s))\n",

@@ -300,12 +300,23 @@ static bool row_layout(const jk_red_plan *pl, int n, size_t widest, jk_red_spec 
     if (q->strides[nk - 1] != B || (run && o->strides[nr - 1] != 1)) return false;
   }
   int64_t W = ein * B;
-  for (int V = (int)(16 / widest); V >= 1; V /= 2) {
+  /* At most four outputs a vector (four accumulators a thread): eight
+   * float16 outputs a thread took 33 registers, too many for eight
+   * blocks a multiprocessor (H200: 0.69 of DRAM's peak, against 0.87 for
+   * float32 segments). The loads make up in number what they lose in
+   * width. */
+  int widest_v = (int)(16 / widest);
+  if (widest_v > 4 * B) widest_v = (int)(4 * B);
+  for (int V = widest_v; V >= 1; V /= 2) {
     if (W % V != 0 || (B % V != 0 && V % B != 0) || (B >= V && B / V > 32)) continue;
     /* The widest segment up to about 32 outputs (and 256 vectors) that
      * tiles the row in whole outputs. */
     int64_t most = 32 * B / V;
     if ((size_t)(most * V) * widest < 64) most = (int64_t)(64 / ((size_t)V * widest));
+    /* Few rows: wider segments, so that each thread still reads 8 rows
+     * (64 rows: segments of 32 vectors, 8 rows at a time). */
+    int64_t rows = pl->R / B, wide = (2048 + rows - 1) / rows;
+    if (wide > most) most = wide;
     if (most > 256) most = 256;
     int64_t C = 1;
     while (C * 2 <= most && C * 2 <= W / V) C *= 2;
@@ -358,14 +369,14 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
    * of short runs read along the reduced elements ('i', kept and reduced
    * dimensions interleaved) when the outputs are few (so that 'i' would
    * split them); only where each thread gets 8 rows at least (fewer rows
-   * leave most of a block's threads idle: 16 rows of (16, 16, 65536) over
-   * axis 0, 2.5 times the time of warps owning their outputs). Measured
-   * on the H200 with jitk_reduction_autotune beside the other strategies
-   * (docs/PERFORMANCE.md): float16 column sums 0.89-0.94 of the time of
-   * 32 outputs a block, float32 ones 0.95-1.00, (65536, 16, 16) float32
-   * over axes 0 and 2 0.91 of the time along the elements; among 8192
-   * outputs, (256, 8192, 16) over axes 0 and 2, segments took 1.04 (and
-   * float16 1.12) of it, which the bound on outputs leaves to 'i'. */
+   * leave most of a block's threads idle; row_layout widens the segments
+   * of few rows to keep them). Measured on the H200 with
+   * jitk_reduction_autotune beside the other strategies (docs/
+   * PERFORMANCE.md): float16 column sums 0.81-0.92 of the time of the
+   * best other strategy, float32 ones 0.97-1.00, (65536, 16, 16) float32
+   * over axes 0 and 2 0.89 of the time along the elements; among 8192
+   * outputs, (256, 8192, 16) over axes 0 and 2, segments took 1.10 (and
+   * float16 1.19) of it, which the bound on outputs leaves to 'i'. */
   if (force == 'r' || force == 0) {
     jk_red_spec r = *s;
     bool fits = row_layout(pl, n, widest, &r);
@@ -373,7 +384,15 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
     uint64_t P = fits ? JK_RED_BLOCK / r.rcols : 0, rows = fits ? (uint64_t)pl->R / r.rrun : 0;
     bool narrow_runs = s->strategy == 'i' && r.rrun > 1 && r.rrun * widest < 512 &&
                        pl->K < 4 * (int64_t)sms_count;
-    bool narrow_cols = s->strategy == 'o' && r.rrun == 1;
+    /* Many outputs of few rows of 4-byte elements or wider stay with
+     * warps that own their outputs (a warp's lanes read 128 contiguous
+     * bytes of a row): 16 rows of (16, 16, 65536) float32, 0.90 of the
+     * time of segments; 2-byte ones read 64, and segments took 0.81 of
+     * their time on 64 rows of (64, 2^20) float16. */
+    int64_t kin = pl->kept.shape[pl->kept.ndim - 1];
+    int64_t per = kin <= 16 && fr->strides[pl->red.ndim - 1] == kin ? kin : 32;
+    bool warps = (pl->K + per - 1) / per >= 32 * (int64_t)sms_count && widest >= 4;
+    bool narrow_cols = s->strategy == 'o' && r.rrun == 1 && !warps;
     if (fits && (force == 'r' || ((narrow_runs || narrow_cols) && rows >= 8 * P))) {
       *s = r;
       s->strategy = 'r';
@@ -1062,7 +1081,7 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   if (spec.strategy == 'r') {
     /* Column sums in segments of 32 outputs read as 16-byte vectors, the
      * form a launch picks for wide rows. */
-    spec.vec = (unsigned char)(widest < 16 ? 16 / widest : 1);
+    spec.vec = (unsigned char)(widest >= 16 ? 1 : 16 / widest > 4 ? 4 : 16 / widest);
     spec.rcols = (unsigned short)(32 / spec.vec);
     spec.rrun = 1;
   }

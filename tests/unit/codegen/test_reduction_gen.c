@@ -258,9 +258,9 @@ Test(reduction_gen, outputs_in_vectors_compile) {
 /* Rows ('r'): segments of C vectors of V elements with runs of B reduced
  * elements inside each output, over the combinations the layout picks:
  * runs as long as several vectors (float32 runs of 16, float64 of 64),
- * runs shorter than a vector (int8 runs of 2: eight outputs a vector),
- * columns (B 1: float16 segments of 2 vectors, float32 of one, int8 of
- * two with 16 outputs a thread), scalar segments of 256, a split and
+ * runs shorter than a vector (int8 runs of 2: four outputs a vector),
+ * columns (B 1: float16 segments of 8 vectors of 4, float32 of one
+ * vector, int8 of 16 vectors of 4), scalar segments of 256, a split and
  * 64-bit indices, with and without an identity, and map_expr reading _j;
  * each compiles without spills, and the lanes that share an output
  * shuffle over the right bits. */
@@ -277,11 +277,11 @@ Test(reduction_gen, whole_rows_compile) {
   } cases[] = {
       {JITK_FLOAT32, 64, 16, 4, 1, 2, 0, 32, 1, "(float)x", "1u 2u"},
       {JITK_FLOAT64, 16, 64, 2, 2, 2, 1, 0, 0, "(float)x", "1u 2u 4u 8u 16u"},
-      {JITK_INT8, 8, 2, 16, 1, 2, 0, 256, 1, "(float)x + (float)_j", "8u 16u"},
-      {JITK_FLOAT16, 2, 1, 8, 2, 1, 0, 256, 1, "(float)x", "2u 4u 8u 16u"},
+      {JITK_INT8, 8, 2, 8, 1, 2, 0, 256, 1, "(float)x + (float)_j", "8u 16u"},
+      {JITK_FLOAT16, 8, 1, 4, 2, 1, 0, 256, 1, "(float)x", "8u 16u"},
       {JITK_FLOAT32, 1, 1, 4, 1, 1, 1, 0, 0, "(float)x * (float)_j", "1u 2u 4u 8u 16u"},
       {JITK_FLOAT32, 256, 1, 1, 3, 3, 0, 32, 1, "(float)x", ""},
-      {JITK_INT8, 2, 1, 16, 2, 1, 0, 32, 1, "(float)x", "2u 4u 8u 16u"},
+      {JITK_INT8, 16, 1, 4, 2, 1, 0, 32, 1, "(float)x", "16u"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     jk_red_spec spec;

@@ -130,14 +130,15 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
        * ways. */
       {"rows of 256 outputs", JITK_FLOAT32, 2, {1 << 16, 256}, {0}, 0, 1, false, 'r', 32, 4, 1, 1,
        0, 256, 0, 0, 0, 8, 1},
-      /* Columns of float16: segments of 4 vectors of 8 (32 outputs); of
-       * int8, 4 vectors of 16 (64 outputs, 64 bytes); a view misaligned
+      /* Columns of float16: segments of 8 vectors of 4 (32 outputs, four
+       * accumulators a thread); of int8, 16 vectors of 4 (64 outputs, 64
+       * bytes); a view misaligned
        * for vectors reads segments of 32 single elements. Rows of 62 and
        * 130 float16 outputs tile in no segment of 64 bytes: across
        * outputs, a pair a thread for 130, one for 62 (fewer than 64). */
-      {"float16 columns", JITK_FLOAT16, 2, {N, N}, {0}, 0, 1, false, 'r', 32, 8, 1, 1, 0, 4, 0, 0,
-       0, 4, 1},
-      {"int8 columns", JITK_INT8, 2, {N, N}, {0}, 0, 1, false, 'r', 32, 16, 1, 1, 0, 8, 0, 0, 0, 4,
+      {"float16 columns", JITK_FLOAT16, 2, {N, N}, {0}, 0, 1, false, 'r', 32, 4, 1, 1, 0, 4, 0, 0,
+       0, 8, 1},
+      {"int8 columns", JITK_INT8, 2, {N, N}, {0}, 0, 1, false, 'r', 32, 4, 1, 1, 0, 8, 0, 0, 0, 16,
        1},
       {"float16 columns, misaligned", JITK_FLOAT16, 2, {N, N}, {0}, 2, 1, false, 'r', 32, 1, 1, 1,
        0, 4, 0, 0, 0, 32, 1},
@@ -155,11 +156,11 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
       {"axes 0 and 2", JITK_FLOAT32, 3, {64, 50, 128}, {0}, 0, 5, false, 'i', 256, 4, 1, 2, 0, 1, 0, 0, 0, 0, 0},
       /* Runs of 16 float32 in rows of 256 among 16 outputs: whole rows,
        * four vectors a run; runs of two int8 in rows of 128: segments of
-       * 4 16-byte vectors of eight outputs each. */
+       * 8 vectors of 8 (four outputs each, 64 bytes). */
       {"axes 0 and 2, runs of 16", JITK_FLOAT32, 3, {65536, 16, 16}, {0}, 0, 5, false, 'r', 32, 4,
        1, 2, 0, 2048, 0, 0, 0, 64, 16},
-      {"axes 0 and 2, int8 runs of 2", JITK_INT8, 3, {4096, 64, 2}, {0}, 0, 5, false, 'r', 32, 16,
-       1, 2, 0, 8, 0, 0, 0, 4, 2},
+      {"axes 0 and 2, int8 runs of 2", JITK_INT8, 3, {4096, 64, 2}, {0}, 0, 5, false, 'r', 32, 8,
+       1, 2, 0, 16, 0, 0, 0, 8, 2},
       /* Runs of 16 among many outputs (more than four a multiprocessor):
        * along the elements, as 'i' reads them. */
       {"axes 0 and 2, 8192 outputs", JITK_FLOAT32, 3, {256, 8192, 16}, {0}, 0, 5, false, 'i', 32,
@@ -173,14 +174,14 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
        * merge; rows of 96 outputs in three segments of 32. */
       {"middle axis", JITK_FLOAT32, 3, {8, 1000, 96}, {0}, 0, 2, false, 'r', 32, 4, 2, 1, 0, 3, 0,
        0, 0, 8, 1},
-      /* The same with 16 outputs a row: whole rows of four vectors; of
-       * float16, two vectors, 128 rows a block at a time. */
+      /* The same with 16 outputs a row: whole rows of four vectors, 64
+       * rows a block at a time; of float16 too (vectors of four). */
       {"middle axis, 16 wide", JITK_FLOAT32, 3, {256, 8192, 16}, {0}, 0, 2, false, 'r', 32, 4, 2, 1,
        0, 8, 0, 0, 0, 4, 1},
       {"middle axis, 16 float16 wide", JITK_FLOAT16, 3, {256, 8192, 16}, {0}, 0, 2, false, 'r', 32,
-       8, 2, 1, 0, 8, 0, 0, 0, 2, 1},
+       4, 2, 1, 0, 8, 0, 0, 0, 4, 1},
       {"float16 axes 0 and 1, 16 wide", JITK_FLOAT16, 3, {256, 8192, 16}, {0}, 0, 3, false, 'r',
-       32, 8, 1, 1, 0, 2048, 0, 0, 0, 2, 1},
+       32, 4, 1, 1, 0, 2112, 0, 0, 0, 4, 1},
       /* Rows of four float16: one 8-byte vector a row, four rows a
        * thread; rows of four float32, one 16-byte vector, two a thread. */
       {"rows of four halves", JITK_FLOAT16, 2, {1 << 20, 4}, {0}, 0, 2, false, 'm', 4, 4, 1, 1, 0,
@@ -195,6 +196,10 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
        * and two rows a warp at a time. */
       {"short outer axis", JITK_FLOAT32, 2, {16, 1 << 20}, {0}, 0, 1, false, 'o', 32, 1, 1, 1, 0, 1,
        0, 1, 0, 0, 0},
+      /* Of float16, whose warps would read 64 bytes of a row: segments
+       * of 128 vectors, two rows at a time (8 rows a thread). */
+      {"short outer axis, float16", JITK_FLOAT16, 2, {16, 1 << 20}, {0}, 0, 1, false, 'r', 32, 4, 1,
+       1, 0, 1, 0, 0, 0, 128, 1},
       {"short middle axis", JITK_FLOAT32, 3, {65536, 16, 16}, {0}, 0, 2, false, 'o', 32, 1, 2, 1, 0,
        1, 16, 1, 0, 0, 0},
       /* Past 2^31 elements: 64-bit indexing. */
