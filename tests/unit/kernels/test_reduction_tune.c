@@ -56,10 +56,10 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   cr_assert_not_null(mkdtemp(dir));
   jitk_engine *e = fake_engine(dir);
   jitk_reduction *k = make_sum(e, "x");
-  /* Column sums of 64 x 2048 float32: across outputs by the layout (rows
-   * of 512 vectors are too wide to be read whole). */
+  /* Column sums of 64 x 2047 float32: across outputs by the layout (rows
+   * of an odd width tile into no segments of row vectors). */
   float *x = calloc(64 * 2048, sizeof *x), *y = calloc(2048, sizeof *y);
-  int64_t xs[2] = {64, 2048}, ys[1] = {2048};
+  int64_t xs[2] = {64, 2047}, ys[1] = {2047};
   DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL), ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   int axis0[1] = {0};
@@ -76,7 +76,7 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   cr_assert_str_eq(again, tuned, "a later launch of the layout takes the tuned strategy");
 
   /* Another layout of the same kernel: its own choice. */
-  int64_t xs2[2] = {32, 4096}, ys2[1] = {4096};
+  int64_t xs2[2] = {32, 4095}, ys2[1] = {4095};
   DLTensor tx2 = jt_tensor(x, JITK_FLOAT32, 2, xs2, NULL),
            ty2 = jt_tensor(y, JITK_FLOAT32, 1, ys2, NULL);
   float *y2 = calloc(4096, sizeof *y2);
