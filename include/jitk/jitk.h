@@ -1241,7 +1241,8 @@ typedef struct jitk_reduction_layout {
                        compiled for column sums, 32 outputs a segment */
   int split;        /* 0: each output reduced in one piece; 1: in chunks
                        whose partial results a second kernel combines with
-                       a warp per output; 2: with a block per output */
+                       a warp per output; 2: with a block per output; 3:
+                       with a thread per output (fewer than 32 chunks) */
 } jitk_reduction_layout;
 
 /*

@@ -187,7 +187,7 @@ typedef struct jk_red_spec {
    * the threads of each output combine at the end. */
   unsigned short rcols, rrun;
   /* 0: one piece per output (S == 1), no second kernel; else the second
-   * kernel's threads per output, 32 or 256 (S > 1). */
+   * kernel's threads per output, 1, 32 or 256 (S > 1). */
   unsigned short final_group;
   unsigned char has_identity;
 } jk_red_spec;

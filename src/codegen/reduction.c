@@ -602,9 +602,9 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
 }
 
 /* The second pass of split reductions: per output, the partial results
- * of its chunks in order, by a warp (`group` 32: many outputs) or by the
- * whole block (256: a few outputs of many chunks, such as one whole-array
- * sum). */
+ * of its chunks in order, by one thread (`group` 1: fewer than 32
+ * chunks), a warp (32) or the whole block (256: a few outputs of many
+ * chunks, such as one whole-array sum). */
 static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, int group) {
   int per = JK_RED_BLOCK / group;
   if (group == JK_RED_BLOCK)
@@ -626,7 +626,7 @@ static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, 
   if (group == JK_RED_BLOCK)
     jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
                   JK_RED_BLOCK);
-  else
+  else if (group == 32)
     jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
   jk_buf_puts(b, "    if (_jk_lane == 0) {\n");
   emit_offsets(b, in, 'k', "_jk_k", false, true);
@@ -757,7 +757,8 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   jk_buf_puts(&b, "}\n");
   if (s->final_group != 0) {
     emit_entry(&b, in, "_final");
-    emit_final(&b, in, file, s->final_group == JK_RED_BLOCK ? JK_RED_BLOCK : 32);
+    emit_final(&b, in, file,
+               s->final_group == JK_RED_BLOCK ? JK_RED_BLOCK : s->final_group == 1 ? 1 : 32);
     jk_buf_puts(&b, "}\n");
   }
   char *src = jk_buf_take(&b);

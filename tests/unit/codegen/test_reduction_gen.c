@@ -30,7 +30,8 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
     jitk_reduction_layout layouts[] = {{0, 1, 32, 'i', 0}, {2, 1, 32, 'i', 2},
                                        {1, 2, 64, 'o', 1}, {3, 3, 32, 'o', 0},
                                        {1, 1, 32, 'm', 0}, {3, 2, 64, 'm', 0},
-                                       {2, 2, 64, 'r', 1}, {1, 1, 32, 'r', 0}};
+                                       {2, 2, 64, 'r', 1}, {1, 1, 32, 'r', 0},
+                                       {2, 1, 32, 'o', 3}, {1, 2, 64, 'r', 3}};
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
       const char *src = NULL;
       jitk_module *m = NULL;
@@ -89,6 +90,11 @@ Test(reduction_gen, source_shapes) {
   jitk_reduction_layout split_single = {1, 1, 32, 'm', 1};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "(0 for 'm')",
            jitk_reduction_compile(k, "T=float32", &split_single, &src, NULL));
+  jitk_reduction_layout split_four = {1, 1, 32, 'r', 4}, strategy_x = {1, 1, 32, 'x', 0};
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "split 0..3",
+           jitk_reduction_compile(k, "T=float32", &split_four, &src, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "'i', 'o', 'm' or 'r'",
+           jitk_reduction_compile(k, "T=float32", &strategy_x, &src, NULL));
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_reduction_compile(k, "", NULL, &src, NULL));
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder T is bound twice",
            jitk_reduction_compile(k, "T=float32,T=float64", NULL, &src, NULL));
