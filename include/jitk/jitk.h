@@ -1242,7 +1242,8 @@ typedef struct jitk_reduction_layout {
   int split;        /* 0: each output reduced in one piece; 1: in chunks
                        whose partial results a second kernel combines with
                        a warp per output; 2: with a block per output; 3:
-                       with a thread per output (fewer than 32 chunks) */
+                       with a thread per output (a launch's choice for 2
+                       to 4 chunks) */
 } jitk_reduction_layout;
 
 /*

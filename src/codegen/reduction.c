@@ -602,9 +602,9 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
 }
 
 /* The second pass of split reductions: per output, the partial results
- * of its chunks in order, by one thread (`group` 1: fewer than 32
- * chunks), a warp (32) or the whole block (256: a few outputs of many
- * chunks, such as one whole-array sum). */
+ * of its chunks in order, by one thread (`group` 1: 2 to 4 chunks), a
+ * warp (32) or the whole block (256: a few outputs of many chunks, such
+ * as one whole-array sum). */
 static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, int group) {
   int per = JK_RED_BLOCK / group;
   if (group == JK_RED_BLOCK)

@@ -271,12 +271,17 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
  * row of more than 16 outputs for 'c', outputs of more than one group for
  * 'm', fewer rows of outputs than eight warps a multiprocessor for 'w'). */
 /* The second kernel's threads per output: none for one chunk, a block
- * for many (a whole-array sum), a warp from 32, and below that one
- * thread, which folds its output's few chunks in order: a warp per output
- * of 4 chunks left 28 lanes idle and took 4.6 us over 16384 outputs
- * (H200, Nsight Compute), a fifth of the time of the first kernel. */
+ * for many (a whole-array sum), a warp from 5, and for 2 to 4 chunks one
+ * thread, which folds its output's chunks in order. A warp per output of
+ * 4 chunks leaves 28 lanes idle: it took 4.6 us over 16384 outputs on
+ * the H200 (Nsight Compute), a fifth of the first kernel's time. A
+ * thread per output of 8 or 16 chunks measured slower than a warp in
+ * the layout sweep (16 chunks over 4096 outputs: 0.70 of the same-size
+ * copy against 0.77-0.79), its folds one load after another; of 2 and 4,
+ * as fast or faster (axes 0 and 3 of (16, 64, 64, 256), 2 chunks over
+ * 4096 outputs: 0.88 against 0.81-0.82). */
 static unsigned short final_group(uint64_t S) {
-  return S == 1 ? 0 : S >= 256 ? JK_RED_BLOCK : S >= 32 ? 32 : 1;
+  return S == 1 ? 0 : S >= 256 ? JK_RED_BLOCK : S > 4 ? 32 : 1;
 }
 
 /* Strategy 'r' (rows): where the innermost kept dimension and the run of

@@ -90,7 +90,7 @@ static void check(const layout_case *c) {
   cr_assert_eq(spec.rrun, c->rrun, "%s: runs of %d", c->what, spec.rrun);
   if (spec.strategy == 'r')
     cr_assert_eq(pl.units, (uint64_t)pl.R / spec.rrun, "%s: units are rows", c->what);
-  cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : c->S >= 32 ? 32 : 1,
+  cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : c->S > 4 ? 32 : 1,
                "%s: second pass",
                c->what);
   /* Chunks cover the units, none empty. */
