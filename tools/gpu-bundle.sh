@@ -37,7 +37,8 @@ for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
 done
 for b in $BINS; do cp "$b" "$DEST/bin/"; done
 cp "$ROOT/tools/gpu-run.sh" "$DEST/run.sh"
-chmod +x "$DEST/run.sh"
+cp "$ROOT/tools/gpu-ncu.sh" "$DEST/ncu.sh"
+chmod +x "$DEST/run.sh" "$DEST/ncu.sh"
 if [ -d "$ROOT/tools/bench/peers" ]; then cp -r "$ROOT/tools/bench/peers" "$DEST/peers"; fi
 
 # Non-system libraries, found with ldd. glibc's own libraries, the C++
