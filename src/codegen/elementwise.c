@@ -327,7 +327,11 @@ static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
  * dimension, as the outputs are laid out. With more than two dimensions
  * (a permuted 3-D or 4-D view that no collapsing brings down to two) the
  * other dimensions number batches of tiles: a block finds its batch's
- * coordinates with a few divisions per tile, not per element.
+ * coordinates with a few divisions per tile, not per element. With pairs
+ * (tpair: 2-byte arrays that allow 4-byte accesses) a thread takes two
+ * neighbouring columns of each of its rows, transposed inputs two
+ * neighbouring rows of each of its columns, and rows of the block are
+ * tile / 2 threads wide.
  *
  * Shaped after what measured fastest on the H200 in hand-written kernels
  * (docs/PERFORMANCE.md): a thread issues all its loads before its first
@@ -513,7 +517,8 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
   const char *lane = pair ? "_jk_l" : NULL;
   if (pair) jk_buf_puts(b, "#pragma unroll\n      for (int _jk_l = 0; _jk_l < 2; ++_jk_l) {\n");
   if (!batched) {
-    emit_element(b, in, file, lane, pair ? "_jk_r * _jk_ext1 + _jk_cc + _jk_l" : "_jk_r * _jk_ext1 + _jk_cc");
+    emit_element(b, in, file, lane,
+                 pair ? "_jk_r * _jk_ext1 + _jk_cc + _jk_l" : "_jk_r * _jk_ext1 + _jk_cc");
   } else {
     for (int d = 0; d < nd; d++) {
       char c[24];

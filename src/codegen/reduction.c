@@ -19,10 +19,10 @@
  *      several outputs and loads them all before folding any.
  *  'r' (row segments): where the innermost kept dimension (and a short
  *      run of reduced elements inside each of its points) makes
- *      contiguous rows, each thread reads one 16-byte vector of a row and
- *      a block a segment of several rows at a time, and each output's
- *      partial results combine across lanes and warps at the end (column
- *      sums, kept and reduced dimensions interleaved).
+ *      contiguous rows, each thread reads one vector (up to 16 bytes) of
+ *      a row and a block a segment of several rows at a time, and each
+ *      output's partial results combine across lanes and warps at the
+ *      end (column sums, kept and reduced dimensions interleaved).
  *
  * A split reduction writes one partial result per (output, chunk); the
  * second kernel, `name_final` (a warp per output, or a block per output
@@ -181,7 +181,7 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
    * innermost counts groups. */
   bool rows = s->strategy == 'r', vec_nd = !rows && s->vec > 1 && s->nr > 1;
   if (rows) {
-    /* Whole rows: _jk_jj counts rows, each the start of a run. */
+    /* Row segments: _jk_jj counts rows, each the start of a run. */
     char var[48];
     snprintf(var, sizeof var, "_jk_jj * %d", s->rrun);
     emit_offsets(b, in, 'r', var, true, false);
@@ -563,7 +563,7 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
    * (the low log2(B / V) bits of c) and, for rows of fewer than 32
    * vectors, those of the other rows of the warp (the lane bits above
    * log2(C)). Lane bits of neither kind select different outputs. */
-  for (int m = 0, bit = 1; bit < 32; m++, bit <<= 1) {
+  for (int bit = 1; bit < 32; bit <<= 1) {
     if (!(bit < g1 || bit >= C)) continue;
     jk_buf_printf(b,
                   "#pragma unroll\n"
@@ -598,7 +598,6 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
   emit_offsets(b, in, 'k', "_jk_k", false, true);
   emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
   jk_buf_puts(b, "    }\n    }\n  }\n");
-  (void)P;
 }
 
 /* The second pass of split reductions: per output, the partial results

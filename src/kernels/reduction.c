@@ -4,11 +4,14 @@
  * A launch binds types, broadcasts the inputs, splits the dimensions into
  * kept ones (one output per point) and reduced ones, collapses each set,
  * and chooses a strategy from the layout of the first input: along its
- * contiguous reduced elements ('i': rows, whole arrays) or across its
- * contiguous outputs ('o': columns). When that leaves too few blocks to
- * fill the device, the reduced elements are split into chunks whose
- * partial results a second kernel combines in order; the split depends
- * only on the shapes and the device, so results repeat bit for bit.
+ * contiguous reduced elements ('i': rows, whole arrays), in segments of
+ * its rows ('r': columns whose rows allow vectors, interleaved kept and
+ * reduced axes), across its contiguous outputs ('o': other columns), or
+ * several single-group outputs a thread ('m'). When that leaves too few
+ * blocks to fill the device, the reduced elements are split into chunks
+ * whose partial results a second kernel combines in order; the split
+ * depends only on the shapes and the device, so results repeat bit for
+ * bit.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -262,14 +265,6 @@ static bool fits_32(const jk_red_plan *pl, int n) {
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* The strategy, the group, the vector width and the split. `force` is 0
- * for the layout's own choice, or a candidate of autotuning: 'i', 'o' (32
- * outputs a block), 'c' (a block per row of at most 16 outputs), 'w' (each
- * warp owns a row of outputs) or 'm' (several outputs of one group a
- * thread), with the group, vector width and split that strategy would
- * have. Returns false when the candidate does not apply to the layout (a
- * row of more than 16 outputs for 'c', outputs of more than one group for
- * 'm', fewer rows of outputs than eight warps a multiprocessor for 'w'). */
 /* The second kernel's threads per output: none for one chunk, a block
  * for many (a whole-array sum), a warp from 5, and for 2 to 4 chunks one
  * thread, which folds its output's chunks in order. A warp per output of
@@ -293,10 +288,9 @@ static unsigned short final_group(uint64_t S) {
  * at a time. C is a power of two up to 256 whose segments tile the row
  * and hold whole outputs, about 32 of them (as many as a block of 'o'
  * holds: more make the partial results of a split too many) and 64 bytes
- * at least. Applies
- * when V and B divide one another, at most 32 vectors share an output,
- * and every input's rows and vectors are aligned; sets the vector, the
- * segment and the run. */
+ * at least. Applies when V and B divide one another, at most 32 vectors
+ * share an output, and every input's rows and vectors are aligned; sets
+ * the vector, the segment and the run. */
 static bool row_layout(const jk_red_plan *pl, int n, size_t widest, jk_red_spec *s) {
   int first = -1;
   for (int p = 0; p < n && first < 0; p++)
@@ -355,6 +349,15 @@ static bool row_layout(const jk_red_plan *pl, int n, size_t widest, jk_red_spec 
   return false;
 }
 
+/* The strategy, the group, the vector width and the split. `force` is 0
+ * for the layout's own choice, or a candidate of autotuning: 'i', 'o' (32
+ * outputs a block), 'c' (a block per row of at most 16 outputs), 'w' (each
+ * warp owns a row of outputs), 'm' (several outputs of one group a
+ * thread) or 'r' (row segments), with the group, vector width and split
+ * that strategy would have. Returns false when the candidate does not
+ * apply to the layout (a row of more than 16 outputs for 'c', outputs of
+ * more than one group for 'm', fewer rows of outputs than eight warps a
+ * multiprocessor for 'w', rows that no segment tiles for 'r'). */
 bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spec *s) {
   int first = -1;
   size_t widest = 1;
@@ -552,7 +555,6 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
   /* No empty chunk: each one's partial result holds something. */
   pl->S = pl->chunk == 0 ? 1 : ceil_div(pl->units, pl->chunk);
   if (pl->S == 1) pl->chunk = pl->units;
-  /* The second kernel: a block per output over many chunks, else a warp. */
   s->final_group = final_group(pl->S);
   return true;
 }
@@ -891,8 +893,8 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
     gx = (unsigned)ceil_div((uint64_t)pl->K, s->ocols ? s->ocols : 32 * (uint64_t)s->ovec);
     gy = (unsigned)pl->S;
   } else if (s->strategy == 'r') {
-    /* A block per row of outputs (grid-strided past 2^31 - 1), the split
-     * along y. */
+    /* A block per segment of outputs (grid-strided past 2^31 - 1), the
+     * split along y. */
     uint64_t b = (uint64_t)pl->K / ((uint64_t)s->rcols * s->vec / s->rrun);
     gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
     gy = (unsigned)pl->S;
@@ -1096,8 +1098,8 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
   spec.vec = (unsigned char)(spec.strategy != 'o' && spec.nr == 1 && widest < 16 ? 16 / widest
                                                                                  : 1);
   if (spec.strategy == 'r') {
-    /* Column sums in segments of 32 outputs read as 16-byte vectors, the
-     * form a launch picks for wide rows. */
+    /* Column sums in segments of 32 outputs, vectors of at most four
+     * elements, the form a launch picks for wide rows. */
     spec.vec = (unsigned char)(widest >= 16 ? 1 : 16 / widest > 4 ? 4 : 16 / widest);
     spec.rcols = (unsigned short)(32 / spec.vec);
     spec.rrun = 1;

@@ -36,7 +36,7 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
 
 /*
  * After jk_red_layout: the strategy again, the layout's own (`force` 0)
- * or a candidate of autotuning ('i', 'o', 'c', 'w' or 'm'; see
+ * or a candidate of autotuning ('i', 'o', 'c', 'w', 'm' or 'r'; see
  * reduction.c), with its group, vector width and split. False when the
  * candidate does not apply; the spec and split are then to be chosen
  * again.
