@@ -6,6 +6,8 @@
 #ifndef JITK_TESTS_FAKECUDA_H
 #define JITK_TESTS_FAKECUDA_H
 
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 enum { FAKECUDA_MAX_PARAMS = 64, FAKECUDA_PARAM_BYTES = 4096 };
@@ -26,5 +28,24 @@ typedef const fakecuda_launch *(*fakecuda_last_launch_fn)(void);
 typedef unsigned long long (*fakecuda_launch_count_fn)(void);
 /* Copies `n` parameters of the given sizes at each later launch. */
 typedef void (*fakecuda_record_params_fn)(const size_t *sizes, int n);
+
+/* The inspection functions of the stand-in an engine has already loaded
+ * from `path` (the same instance, so the launches it records are the
+ * engine's); false when it is not loaded or lacks them. */
+typedef struct fakecuda_api {
+  void *lib;
+  fakecuda_last_launch_fn last;
+  fakecuda_launch_count_fn count;
+  fakecuda_record_params_fn record;
+} fakecuda_api;
+
+static inline bool fakecuda_api_open(const char *path, fakecuda_api *f) {
+  f->lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (f->lib == NULL) return false;
+  *(void **)&f->last = dlsym(f->lib, "fakecuda_last_launch");
+  *(void **)&f->count = dlsym(f->lib, "fakecuda_launch_count");
+  *(void **)&f->record = dlsym(f->lib, "fakecuda_record_params");
+  return f->last != NULL && f->count != NULL && f->record != NULL;
+}
 
 #endif

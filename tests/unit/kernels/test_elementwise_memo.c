@@ -18,12 +18,7 @@
 
 #define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
 
-typedef struct fake_api {
-  void *lib;
-  fakecuda_last_launch_fn last;
-  fakecuda_launch_count_fn count;
-  fakecuda_record_params_fn record;
-} fake_api;
+typedef fakecuda_api fake_api;
 
 static jitk_engine *fake_engine(fake_api *f) {
   jitk_engine_config cfg;
@@ -34,12 +29,8 @@ static jitk_engine *fake_engine(fake_api *f) {
   cr_assert_eq(st, JITK_OK, "engine on the stand-in driver %s: %s", FAKE_PATH, jitk_errmsg(NULL));
   /* The engine's own handle on the library: the same instance, so the
    * launches it records are the engine's. */
-  f->lib = dlopen(FAKE_PATH, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(f->lib, "the stand-in is not loaded: %s", dlerror());
-  *(void **)&f->last = dlsym(f->lib, "fakecuda_last_launch");
-  *(void **)&f->count = dlsym(f->lib, "fakecuda_launch_count");
-  *(void **)&f->record = dlsym(f->lib, "fakecuda_record_params");
-  cr_assert(f->last && f->count && f->record, "the stand-in lacks its inspection functions");
+  cr_assert(fakecuda_api_open(FAKE_PATH, f), "the stand-in is not loaded or lacks its inspection "
+            "functions: %s", dlerror());
   /* Every parameter as 8 bytes: jitk packs each in 8-byte slots with
    * zeroed padding and ends the list with NULL. */
   size_t sizes[FAKECUDA_MAX_PARAMS];

@@ -7,7 +7,8 @@
  * kernel with the same expressions finds it; another layout, or a kernel
  * with other expressions, keeps the layout's own choice. Which strategy
  * the stand-in finds fastest is left to its clock: the test follows
- * whichever it is.
+ * whichever it is. Row segments launch the grids their layout asks for,
+ * and the second kernel of a few chunks takes a thread per output.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "fakecuda/fakecuda.h"
 
 #define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
 
@@ -147,6 +149,64 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
   cr_assert(strstr(after, "; tuned") != NULL, "%s", after);
   free(buf);
   jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Where row segments launch, on the stand-in (which records the last
+ * launch): column sums of (256, 65536) float32 take segments of 32
+ * outputs, 2048 blocks, no split; (1024, 4096) takes 128 segments split
+ * in 4 along y, whose chunks a second kernel folds with a thread per
+ * output, 4096 outputs in 16 blocks. */
+Test(reduction_launch, row_segments_on_the_stand_in) {
+  char dir[] = "/tmp/jitk-rgeo-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  jitk_engine *e = fake_engine(dir);
+  fakecuda_api f;
+  cr_assert(fakecuda_api_open(FAKE_PATH, &f), "the stand-in's inspection functions");
+  jitk_reduction *k = make_sum(e, "x");
+  float *x = calloc((size_t)256 * 65536, sizeof *x), *y = calloc(65536, sizeof *y);
+  cr_assert(x != NULL && y != NULL);
+  const struct {
+    int64_t rows, cols;
+    unsigned launches, grid_x, grid_y, final_grid;
+  } cases[] = {{256, 65536, 1, 2048, 1, 0}, {1024, 4096, 2, 128, 4, 16}};
+  int axis0[1] = {0};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t xs[2] = {cases[c].rows, cases[c].cols}, ys[1] = {cases[c].cols};
+    DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL),
+             ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+    unsigned long long before = f.count();
+    JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
+    char what[64];
+    strategy_of(e, k, what, sizeof what);
+    cr_assert_str_eq(what, "row segments", "case %zu", c);
+    cr_assert_eq(f.count() - before, cases[c].launches, "case %zu: %llu launches", c,
+                 f.count() - before);
+    const fakecuda_launch *l = f.last();
+    cr_assert_eq(l->block[0], 256);
+    if (cases[c].launches == 1) {
+      cr_assert(l->grid[0] == cases[c].grid_x && l->grid[1] == cases[c].grid_y,
+                "case %zu: grid %u x %u", c, l->grid[0], l->grid[1]);
+    } else {
+      cr_assert(strstr(l->function, "_final") != NULL, "case %zu: %s", c, l->function);
+      cr_assert(l->grid[0] == cases[c].final_grid && l->grid[1] == 1,
+                "case %zu: second kernel's grid %u x %u", c, l->grid[0], l->grid[1]);
+      const char *src = NULL;
+      JT_OK(e, jitk_reduction_source(k, &src));
+      /* A thread per output: no warp or block reduce in the second pass. */
+      const char *fin = strstr(src, "_final(");
+      cr_assert(fin != NULL && strstr(fin, "warp_reduce") == NULL &&
+                    strstr(fin, "block_reduce") == NULL,
+                "%s", fin ? fin : src);
+    }
+  }
+  free(x);
+  free(y);
+  jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
