@@ -468,8 +468,12 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
     /* A block per output for long rows, a warp for rows of 32 groups or
      * more, and for shorter rows a group of as many lanes as the row has
      * groups, several rows a warp, so that no lane idles and a warp's
-     * loads stay contiguous across rows. */
-    if (pl->units >= 2048) {
+     * loads stay contiguous across rows. Fewer outputs than
+     * multiprocessors take a block each from 256 groups on: a sum of 4096
+     * float32 in one block, one launch, where two warps of a split took a
+     * second launch and a temporary (H200: 10.2 us of host time a call
+     * against 4.7 for 16384 elements in one block, docs/PERFORMANCE.md). */
+    if (pl->units >= 2048 || (pl->units >= 256 && pl->K < (int64_t)sms)) {
       s->group = 256;
     } else if (pl->units >= 32) {
       s->group = 32;

@@ -108,6 +108,12 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
       /* The whole of 2^28 float32: along the elements, 16-byte loads, 16
        * chunks per multiprocessor. */
       {"whole array", JITK_FLOAT32, 1, {1 << 28}, {0}, 0, 1, false, 'i', 256, 4, 1, 1, 0, 2112, 0, 0, 0, 0, 0},
+      /* A whole array of 4096 float32 (1024 vectors): one block, no
+       * split; of 65536, four chunks. */
+      {"4096 elements", JITK_FLOAT32, 1, {4096}, {0}, 0, 1, false, 'i', 256, 4, 1, 1, 0, 1, 0, 0, 0,
+       0, 0},
+      {"65536 elements", JITK_FLOAT32, 1, {65536}, {0}, 0, 1, false, 'i', 256, 4, 1, 1, 0, 4, 0, 0,
+       0, 0, 0},
       /* Rows of 16384: a block per row, no split. */
       {"rows", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, false, 'i', 256, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0},
       {"rows, keepdims", JITK_FLOAT32, 2, {N, N}, {0}, 0, 2, true, 'i', 256, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0},
