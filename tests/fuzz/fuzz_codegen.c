@@ -16,8 +16,9 @@
  *           indices; bits 4-6 the vector width (elementwise) or strategy
  *           and split (reduction); bit 7 the default layout (NULL)
  *   byte 1: elementwise ndim (modulo 20), or the reduction's kept and
- *           reduced ndim (bits 0-2 and 3-5, through tables) and bit 6 an
- *           unknown strategy
+ *           reduced ndim (bits 0-2 and 3-5, through tables), bit 6 an
+ *           unknown strategy, and bit 7 the strategy's second bit ('i',
+ *           'o', 'm', 'r' by byte 0's bit 4 and this one)
  *   elementwise fields: in_params, out_params, operation, types, scalars,
  *           preamble, loop_prep, after_loop, log
  *   reduction fields: in_params, out_params, map_expr, reduce_expr,
@@ -277,9 +278,10 @@ static void run_reduction(jitk_engine *e, unsigned h0, unsigned h1, const jf_fie
   /* The first five of each table are the values real reductions use. */
   static const int kept[8] = {0, 1, 2, 3, 16, 4, 17, -1};
   static const int reduced[8] = {1, 2, 3, 4, 16, 0, 17, -1};
-  static const char strategies[2] = {'i', 'o'};
+  static const char strategies[4] = {'i', 'o', 'm', 'r'};
   jitk_reduction_layout layout = {kept[h1 & 7], reduced[(h1 >> 3) & 7], h0 & 8 ? 64 : 32,
-                                  strategies[(h0 >> 4) & 1], (int)(h0 >> 5) & 3};
+                                  strategies[((h0 >> 4) & 1) | ((h1 >> 6) & 2)],
+                                  (int)(h0 >> 5) & 3};
   if (h1 & 64) layout.strategy = 'x';
   const char *source = stub_sentinel_text;
   jitk_module *sentinel = (jitk_module *)(void *)&stub_program, *m = sentinel;
