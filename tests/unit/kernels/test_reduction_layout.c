@@ -91,8 +91,7 @@ static void check(const layout_case *c) {
   if (spec.strategy == 'r')
     cr_assert_eq(pl.units, (uint64_t)pl.R / spec.rrun, "%s: units are rows", c->what);
   cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : c->S > 4 ? 32 : 1,
-               "%s: second pass",
-               c->what);
+               "%s: second pass", c->what);
   /* Chunks cover the units, none empty. */
   cr_assert(pl.S * pl.chunk >= pl.units && (pl.S - 1) * pl.chunk < pl.units + (pl.units == 0),
             "%s: %llu chunks of %llu for %llu units", c->what, (unsigned long long)pl.S,
@@ -139,10 +138,10 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
        0, 256, 0, 0, 0, 8, 1},
       /* Columns of float16: segments of 8 vectors of 4 (32 outputs, four
        * accumulators a thread); of int8, 16 vectors of 4 (64 outputs, 64
-       * bytes); a view misaligned
-       * for vectors reads segments of 32 single elements. Rows of 62 and
-       * 130 float16 outputs tile in no segment of 64 bytes: across
-       * outputs, a pair a thread for 130, one for 62 (fewer than 64). */
+       * bytes); a view misaligned for vectors reads segments of 32 single
+       * elements. Rows of 62 and 130 float16 outputs tile in no segment
+       * of 64 bytes: across outputs, a pair a thread for 130, one for 62
+       * (fewer than 64). */
       {"float16 columns", JITK_FLOAT16, 2, {N, N}, {0}, 0, 1, false, 'r', 32, 4, 1, 1, 0, 4, 0, 0,
        0, 8, 1},
       {"int8 columns", JITK_INT8, 2, {N, N}, {0}, 0, 1, false, 'r', 32, 4, 1, 1, 0, 8, 0, 0, 0, 16,
