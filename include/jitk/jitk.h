@@ -1236,9 +1236,10 @@ typedef struct jitk_reduction_layout {
                        'm': each output one element or one 16-byte vector
                        of them (an axis of extent 1, rows of four float32),
                        several outputs a thread; split must be 0;
-                       'r': segments of rows of outputs read in 16-byte
-                       vectors, several rows at a time (column sums),
-                       compiled for column sums, 32 outputs a segment */
+                       'r': segments of rows of outputs read in vectors
+                       of up to 16 bytes, several rows at a time (column
+                       sums), compiled for column sums, 32 outputs a
+                       segment */
   int split;        /* 0: each output reduced in one piece; 1: in chunks
                        whose partial results a second kernel combines with
                        a warp per output; 2: with a block per output; 3:
