@@ -1013,3 +1013,62 @@ Test(reduction, whole_rows, .timeout = 120) {
   jitk_reduction_destroy(jsum);
   jitk_engine_destroy(e);
 }
+
+/* Row segments over two inputs of different widths: a float16 x and a
+ * float32 w read as vectors of four each (8 and 16 bytes), column sums of
+ * x w in float64 over (4096, 256), and the same with w a view one element
+ * off (segments of single elements, the same sums). */
+Test(reduction, row_segments_of_two_widths) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "float16 x, float32 w", "float64 y", "(double)x * (double)w",
+                                 "a + b", "y = a", "0", "float64", "xwsum", NULL, &k));
+  const int64_t R = 4096, C = 256;
+  size_t n = (size_t)(R * C);
+  uint16_t *hx = malloc(n * 2);
+  float *hw = malloc((n + 1) * 4);
+  double *want = calloc((size_t)C, 8), *mag = calloc((size_t)C, 8), *got = malloc((size_t)C * 8);
+  uint64_t seed = 0x2A1D;
+  for (size_t i = 0; i < n; i++) hx[i] = jitk_float_to_half((float)(jt_uniform(&seed) * 4 - 2));
+  for (size_t i = 0; i < n + 1; i++) hw[i] = (float)(jt_uniform(&seed) * 2 - 1);
+  unsigned char *dx = jt_dev_alloc(e, n * 2), *dw = jt_dev_alloc(e, (n + 1) * 4);
+  void *dy = jt_dev_alloc(e, (size_t)C * 8);
+  jt_to_dev(e, dx, hx, n * 2);
+  jt_to_dev(e, dw, hw, (n + 1) * 4);
+  int64_t xs[2] = {R, C}, ys[1] = {C};
+  int axis0[1] = {0};
+  for (int off = 0; off < 2; off++) {
+    for (int64_t c = 0; c < C; c++) want[c] = mag[c] = 0;
+    for (size_t i = 0; i < n; i++) {
+      double v = (double)jitk_half_to_float(hx[i]) * (double)hw[i + (size_t)off];
+      want[i % (size_t)C] += v;
+      mag[i % (size_t)C] += fabs(v);
+    }
+    DLTensor tx = jt_tensor(dx, JITK_FLOAT16, 2, xs, NULL),
+             tw = jt_tensor(dw + (size_t)off * 4, JITK_FLOAT32, 2, xs, NULL),
+             ty = jt_tensor(dy, JITK_FLOAT64, 1, ys, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&tw), jitk_arg_array(&ty)};
+    jt_poison(e, dy, (size_t)C * 8);
+    JT_OK(e, jitk_reduction_launch(k, NULL, args, 3, axis0, 1, 0, NULL));
+    const char *src = NULL;
+    JT_OK(e, jitk_reduction_source(k, &src));
+    cr_assert(strstr(src, "row segments") != NULL, "offset %d: %.90s", off, strchr(src, ',') + 2);
+    cr_assert_eq(strstr(src, "jitk::ew::vec<float, 4>") != NULL, off == 0,
+                 "offset %d: vectors of four float32 only when aligned", off);
+    jt_to_host(e, got, dy, (size_t)C * 8);
+    for (int64_t c = 0; c < C; c++)
+      if (!(fabs(got[c] - want[c]) <= 1e-12 * mag[c]))
+        cr_assert_fail("offset %d, output %lld: %.17g, want %.17g", off, (long long)c, got[c],
+                       want[c]);
+  }
+  JT_OK(e, jitk_device_free(e, dx, NULL));
+  JT_OK(e, jitk_device_free(e, dw, NULL));
+  JT_OK(e, jitk_device_free(e, dy, NULL));
+  free(hx);
+  free(hw);
+  free(want);
+  free(mag);
+  free(got);
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
