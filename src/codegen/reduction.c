@@ -318,6 +318,33 @@ static void emit_result(jk_buf *b, const jk_red_source_in *in, const char *file,
                 slot, slot);
 }
 
+/* Shared memory for `n` partial results; `_jk_sp` points at them as
+ * parts when `typed`. */
+static void emit_shared_parts(jk_buf *b, int n, bool typed) {
+  jk_buf_printf(b,
+                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
+                "sizeof(jitk::red::part<_type_reduce>)];\n",
+                n);
+  if (typed)
+    jk_buf_puts(b,
+                "  jitk::red::part<_type_reduce> *_jk_sp = "
+                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n");
+}
+
+/* `n` accumulators a thread (_jk_accs, _jk_hass), each starting empty or
+ * at the identity. */
+static void emit_acc_array(jk_buf *b, const jk_red_source_in *in, int n) {
+  jk_buf_printf(b,
+                "    _type_reduce _jk_accs[%d];\n"
+                "    int _jk_hass[%d];\n"
+                "#pragma unroll\n"
+                "    for (int _jk_a = 0; _jk_a < %d; ++_jk_a) {\n"
+                "      _jk_accs[_jk_a] = _jk_identity();\n"
+                "      _jk_hass[_jk_a] = %d;\n"
+                "    }\n",
+                n, n, n, in->spec->has_identity ? 1 : 0);
+}
+
 static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) {
   const jk_red_spec *s = in->spec;
   int g = s->group == 256 ? 256 : s->group >= 1 && s->group <= 32 ? s->group : 32;
@@ -325,15 +352,13 @@ static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) 
   char step[16];
   snprintf(step, sizeof step, "%d", g);
   if (g == 256) {
-    jk_buf_printf(b,
-                  "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
-                  "sizeof(jitk::red::part<_type_reduce>)];\n"
-                  "  const unsigned int _jk_lane = threadIdx.x;\n"
-                  "  const _jk_u _jk_items = _jk_K * _jk_S;\n"
-                  "  for (_jk_u _jk_w = (_jk_u)blockIdx.x; _jk_w < _jk_items; _jk_w += "
-                  "(_jk_u)gridDim.x) {\n"
-                  "    const bool _jk_ok = true;\n",
-                  JK_RED_BLOCK / 32);
+    emit_shared_parts(b, JK_RED_BLOCK / 32, false);
+    jk_buf_puts(b,
+                "  const unsigned int _jk_lane = threadIdx.x;\n"
+                "  const _jk_u _jk_items = _jk_K * _jk_S;\n"
+                "  for (_jk_u _jk_w = (_jk_u)blockIdx.x; _jk_w < _jk_items; _jk_w += "
+                "(_jk_u)gridDim.x) {\n"
+                "    const bool _jk_ok = true;\n");
   } else {
     /* Groups of a warp or less: the loop runs over the warp's first group,
      * the same for all its lanes, since the group reductions shuffle across
@@ -413,31 +438,21 @@ static void emit_outer_warp(jk_buf *b, const jk_red_source_in *in, const char *f
  * warp's rows a block's 8 warps apart, V accumulators; then per output the
  * 8 warps' partial results in order, as the scalar path combines them. */
 static void emit_outer_vec(jk_buf *b, const jk_red_source_in *in, const char *file, int V) {
+  emit_shared_parts(b, V * JK_RED_BLOCK, true);
   jk_buf_printf(b,
-                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
-                "sizeof(jitk::red::part<_type_reduce>)];\n"
-                "  jitk::red::part<_type_reduce> *_jk_sp = "
-                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
                 "  const unsigned int _jk_c = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
                 "  const _jk_u _jk_kk = ((_jk_u)blockIdx.x * 32 + _jk_c) * %d;\n"
                 "  const bool _jk_in = _jk_kk < _jk_K;\n"
                 "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
                 "  const _jk_u _jk_split = blockIdx.y;\n"
                 "  {\n",
-                V * JK_RED_BLOCK, V);
+                V);
   emit_offsets(b, in, 'k', "_jk_k", true, false);
-  jk_buf_printf(b,
-                "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
-                "    const _jk_u _jk_hi = !_jk_in ? _jk_lo : _jk_units - _jk_lo < _jk_chunk ? "
-                "_jk_units : _jk_lo + _jk_chunk;\n"
-                "    _type_reduce _jk_accs[%d];\n"
-                "    int _jk_hass[%d];\n"
-                "#pragma unroll\n"
-                "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
-                "      _jk_accs[_jk_l] = _jk_identity();\n"
-                "      _jk_hass[_jk_l] = %d;\n"
-                "    }\n",
-                V, V, V, in->spec->has_identity ? 1 : 0);
+  jk_buf_puts(b,
+              "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
+              "    const _jk_u _jk_hi = !_jk_in ? _jk_lo : _jk_units - _jk_lo < _jk_chunk ? "
+              "_jk_units : _jk_lo + _jk_chunk;\n");
+  emit_acc_array(b, in, V);
   emit_reduce_loop(b, in, file, "_jk_lo + _jk_ty", "8");
   jk_buf_printf(b,
                 "#pragma unroll\n"
@@ -475,11 +490,8 @@ static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) 
     emit_outer_vec(b, in, file, in->spec->ovec);
     return;
   }
+  emit_shared_parts(b, JK_RED_BLOCK, true);
   jk_buf_printf(b,
-                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
-                "sizeof(jitk::red::part<_type_reduce>)];\n"
-                "  jitk::red::part<_type_reduce> *_jk_sp = "
-                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
                 "  const unsigned int _jk_tx = threadIdx.x & 31, _jk_ty = threadIdx.x >> 5;\n"
                 "  const unsigned int _jk_c = _jk_tx %% %d, _jk_q = _jk_tx / %d;\n"
                 "  const _jk_u _jk_kk = (_jk_u)blockIdx.x * %d + _jk_c;\n"
@@ -487,7 +499,7 @@ static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) 
                 "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
                 "  const _jk_u _jk_split = blockIdx.y;\n"
                 "  {\n",
-                JK_RED_BLOCK, E, E, E, P);
+                E, E, E, P);
   emit_offsets(b, in, 'k', "_jk_k", true, true);
   jk_buf_puts(b,
               "    const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
@@ -533,11 +545,8 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
   int V = s->vec >= 1 ? s->vec : 1;
   int na = B < V ? V / B : 1, g1 = B >= V ? B / V : 1, outs = C * V / B;
   int P = JK_RED_BLOCK / C, span = C > 32 ? C : 32, parts = JK_RED_BLOCK / span;
+  emit_shared_parts(b, JK_RED_BLOCK, true);
   jk_buf_printf(b,
-                "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
-                "sizeof(jitk::red::part<_type_reduce>)];\n"
-                "  jitk::red::part<_type_reduce> *_jk_sp = "
-                "reinterpret_cast<jitk::red::part<_type_reduce> *>(_jk_sm);\n"
                 "  const unsigned int _jk_c = threadIdx.x %% %d, _jk_r = threadIdx.x / %d;\n"
                 "  const _jk_u _jk_split = blockIdx.y;\n"
                 "  const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
@@ -545,17 +554,9 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
                 "_jk_chunk;\n"
                 "  for (_jk_u _jk_kb = (_jk_u)blockIdx.x * %d; _jk_kb < _jk_K; _jk_kb += "
                 "(_jk_u)gridDim.x * %d) {\n",
-                JK_RED_BLOCK, C, C, outs, outs);
+                C, C, outs, outs);
   emit_offsets(b, in, 'k', "_jk_kb", true, false);
-  jk_buf_printf(b,
-                "    _type_reduce _jk_accs[%d];\n"
-                "    int _jk_hass[%d];\n"
-                "#pragma unroll\n"
-                "    for (int _jk_a = 0; _jk_a < %d; ++_jk_a) {\n"
-                "      _jk_accs[_jk_a] = _jk_identity();\n"
-                "      _jk_hass[_jk_a] = %d;\n"
-                "    }\n",
-                na, na, na, s->has_identity ? 1 : 0);
+  emit_acc_array(b, in, na);
   char step[16];
   snprintf(step, sizeof step, "%d", P);
   emit_reduce_loop(b, in, file, "_jk_lo + _jk_r", step);
@@ -606,11 +607,7 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
  * as one whole-array sum). */
 static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, int group) {
   int per = JK_RED_BLOCK / group;
-  if (group == JK_RED_BLOCK)
-    jk_buf_printf(b,
-                  "  __shared__ __align__(16) unsigned char _jk_sm[%d * "
-                  "sizeof(jitk::red::part<_type_reduce>)];\n",
-                  JK_RED_BLOCK / 32);
+  if (group == JK_RED_BLOCK) emit_shared_parts(b, JK_RED_BLOCK / 32, false);
   jk_buf_printf(b,
                 "  const unsigned int _jk_lane = threadIdx.x %% %d;\n"
                 "  for (_jk_u _jk_k = ((_jk_u)blockIdx.x * %d + threadIdx.x / %d); _jk_k < _jk_K;\n"
