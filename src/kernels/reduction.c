@@ -290,12 +290,10 @@ static unsigned short final_group(uint64_t S) {
  * holds: more make the partial results of a split too many) and 64 bytes
  * at least. Applies when V and B divide one another, at most 32 vectors
  * share an output, and every input's rows and vectors are aligned; sets
- * the vector, the segment and the run. */
-static bool row_layout(const jk_red_plan *pl, int n, size_t widest, jk_red_spec *s) {
-  int first = -1;
-  for (int p = 0; p < n && first < 0; p++)
-    if (pl->op_r[p] >= 0) first = p;
-  if (first < 0 || pl->R <= 0 || widest > 16) return false;
+ * the vector, the segment and the run. `first` is the first input the
+ * reduced dimensions walk. */
+static bool row_layout(const jk_red_plan *pl, int n, int first, size_t widest, jk_red_spec *s) {
+  if (pl->R <= 0 || widest > 16) return false;
   int nk = pl->kept.ndim, nr = pl->red.ndim;
   int64_t ein = pl->kept.shape[nk - 1];
   const jk_operand *fr = &pl->red.ops[pl->op_r[first]];
@@ -396,7 +394,7 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
    * float16 1.19) of it, which the bound on outputs leaves to 'i'. */
   if (force == 'r' || force == 0) {
     jk_red_spec r = *s;
-    bool fits = row_layout(pl, n, widest, &r);
+    bool fits = row_layout(pl, n, first, widest, &r);
     if (force == 'r' && !fits) return false;
     uint64_t P = fits ? JK_RED_BLOCK / r.rcols : 0, rows = fits ? (uint64_t)pl->R / r.rrun : 0;
     bool narrow_runs = s->strategy == 'i' && r.rrun > 1 && r.rrun * widest < 512 &&
