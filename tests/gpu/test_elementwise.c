@@ -1010,7 +1010,8 @@ Test(elementwise, tiles_of_pairs) {
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     jitk_dtype d = cases[c].d;
     int nd = cases[c].nd;
-    int64_t R = cases[c].shape[nd - 2], C = cases[c].shape[nd - 1], B = nd == 3 ? cases[c].shape[0] : 1;
+    int64_t R = cases[c].shape[nd - 2], C = cases[c].shape[nd - 1];
+    int64_t B = nd == 3 ? cases[c].shape[0] : 1;
     size_t n = (size_t)(B * R * C), isz = jt_dtype_size(d), off = (size_t)cases[c].x_off;
     unsigned char *hx = malloc((n + off) * isz), *hy = malloc(n * isz), *hz0 = malloc(n * isz),
                   *hz = malloc((n + 64) * isz);

@@ -63,6 +63,31 @@ static void reference_max(const ref_case *c, const double *x, double *out, int64
   }
 }
 
+/* A C-order case of `nd` dimensions reduced over the axes in `mask`: its
+ * reference walk, the axes, the outputs' shape, and the element counts. */
+typedef struct red_shape {
+  ref_case rc;
+  int axes[4], na, ond;
+  int64_t oshape[4], n, nout;
+} red_shape;
+
+static red_shape red_shape_of(int nd, const int64_t *shape, unsigned mask) {
+  red_shape sh = {{nd, {0}, {0}, 0, mask}, {0}, 0, 0, {0}, 1, 1};
+  for (int64_t d = nd - 1, acc = 1; d >= 0; d--) {
+    sh.rc.shape[d] = shape[d];
+    sh.rc.strides[d] = acc;
+    acc *= shape[d];
+  }
+  for (int d = 0; d < nd; d++) {
+    sh.n *= shape[d];
+    if (mask >> d & 1)
+      sh.axes[sh.na++] = d;
+    else
+      sh.oshape[sh.ond++] = shape[d], sh.nout *= shape[d];
+  }
+  return sh;
+}
+
 /* Every subset of axes of 1-D to 4-D float64 inputs, contiguous, then
  * transposed (axes reversed), then with the last axis reversed; keepdims
  * on odd subsets. The sum of x*x + 1, checked in every output. */
@@ -682,21 +707,11 @@ Test(reduction, autotuned_layouts, .timeout = 120) {
   };
   uint64_t seed = 0x7A7E;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    int nd = cases[c].ndim, axes[4], na = 0, ond = 0;
-    int64_t n = 1, nout = 1, oshape[4];
-    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
-    for (int d = nd - 1, acc = 1; d >= 0; d--) {
-      rc.shape[d] = cases[c].shape[d];
-      rc.strides[d] = acc;
-      acc *= (int)cases[c].shape[d];
-    }
-    for (int d = 0; d < nd; d++) {
-      n *= cases[c].shape[d];
-      if (cases[c].mask >> d & 1)
-        axes[na++] = d;
-      else
-        oshape[ond++] = cases[c].shape[d], nout *= cases[c].shape[d];
-    }
+    red_shape sh = red_shape_of(cases[c].ndim, cases[c].shape, cases[c].mask);
+    ref_case rc = sh.rc;
+    const int nd = cases[c].ndim, *axes = sh.axes, na = sh.na, ond = sh.ond;
+    const int64_t n = sh.n, nout = sh.nout;
+    int64_t *oshape = sh.oshape;
     float *hx = malloc((size_t)n * 4), *got = malloc((size_t)nout * 4),
           *first = malloc((size_t)nout * 4);
     double *hd = malloc((size_t)n * 8), *want = malloc((size_t)nout * 8),
@@ -785,21 +800,11 @@ Test(reduction, narrow_types_across_outputs) {
   uint64_t seed = 0x16C0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     jitk_dtype t = cases[c].t;
-    int nd = cases[c].ndim, axes[3], na = 0, ond = 0;
-    int64_t n = 1, nout = 1, oshape[3];
-    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
-    for (int d = nd - 1, acc = 1; d >= 0; d--) {
-      rc.shape[d] = cases[c].shape[d];
-      rc.strides[d] = acc;
-      acc *= (int)cases[c].shape[d];
-    }
-    for (int d = 0; d < nd; d++) {
-      n *= cases[c].shape[d];
-      if (cases[c].mask >> d & 1)
-        axes[na++] = d;
-      else
-        oshape[ond++] = cases[c].shape[d], nout *= cases[c].shape[d];
-    }
+    red_shape sh = red_shape_of(cases[c].ndim, cases[c].shape, cases[c].mask);
+    ref_case rc = sh.rc;
+    const int nd = cases[c].ndim, *axes = sh.axes, na = sh.na, ond = sh.ond;
+    const int64_t n = sh.n, nout = sh.nout;
+    int64_t *oshape = sh.oshape;
     size_t isz = t == JITK_INT8 ? 1 : 2, off = (size_t)cases[c].offset;
     unsigned char *hx = malloc(((size_t)n + off) * isz);
     double *hd = malloc((size_t)n * 8), *want = malloc((size_t)nout * 8),
@@ -933,21 +938,11 @@ Test(reduction, whole_rows, .timeout = 120) {
   uint64_t seed = 0x3077;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     jitk_dtype t = cases[c].t;
-    int nd = cases[c].ndim, axes[4], na = 0, ond = 0;
-    int64_t n = 1, nout = 1, oshape[4];
-    ref_case rc = {nd, {0}, {0}, 0, cases[c].mask};
-    for (int d = nd - 1, acc = 1; d >= 0; d--) {
-      rc.shape[d] = cases[c].shape[d];
-      rc.strides[d] = acc;
-      acc *= (int)cases[c].shape[d];
-    }
-    for (int d = 0; d < nd; d++) {
-      n *= cases[c].shape[d];
-      if (cases[c].mask >> d & 1)
-        axes[na++] = d;
-      else
-        oshape[ond++] = cases[c].shape[d], nout *= cases[c].shape[d];
-    }
+    red_shape sh = red_shape_of(cases[c].ndim, cases[c].shape, cases[c].mask);
+    ref_case rc = sh.rc;
+    const int nd = cases[c].ndim, *axes = sh.axes, na = sh.na, ond = sh.ond;
+    const int64_t n = sh.n, nout = sh.nout;
+    int64_t *oshape = sh.oshape;
     size_t isz = jt_dtype_size(t), off = (size_t)cases[c].offset;
     unsigned char *hx = malloc(((size_t)n + off) * isz);
     double *hd = malloc((size_t)n * 8), *want = malloc((size_t)nout * 8),

@@ -33,6 +33,13 @@ static jitk_engine *fake_engine(const char *cache_dir) {
   return e;
 }
 
+/* Removes a test's cache folder and everything in it. */
+static void remove_dir(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
 /* The strategy line of the kernel's last source ("across outputs", ...). */
 static void strategy_of(jitk_engine *e, jitk_reduction *k, char *buf, size_t size) {
   const char *src = NULL;
@@ -117,9 +124,7 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   free(x);
   free(y);
   free(y2);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  cr_assert_eq(system(cmd), 0);
+  remove_dir(dir);
 }
 
 /* A bfloat16 plan on the stand-in's Hopper device: jitk_matmul_autotune
@@ -150,9 +155,7 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
   free(buf);
   jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  cr_assert_eq(system(cmd), 0);
+  remove_dir(dir);
 }
 
 /* Where row segments launch, on the stand-in (which records the last
@@ -208,7 +211,5 @@ Test(reduction_launch, row_segments_on_the_stand_in) {
   free(y);
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  cr_assert_eq(system(cmd), 0);
+  remove_dir(dir);
 }
