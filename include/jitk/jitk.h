@@ -1241,10 +1241,11 @@ typedef struct jitk_reduction_layout {
                        sums), compiled for column sums, 32 outputs a
                        segment */
   int split;        /* 0: each output reduced in one piece; 1: in chunks
-                       whose partial results a second kernel combines with
-                       a warp per output; 2: with a block per output; 3:
-                       with a thread per output (a launch's choice for 2
-                       to 4 chunks) */
+                       whose partial results the last block of each tile
+                       of outputs to finish combines with a warp per
+                       output; 2: with a block per output; 3: with a
+                       thread per output (a launch's choice for 2 to 4
+                       chunks) */
 } jitk_reduction_layout;
 
 /*

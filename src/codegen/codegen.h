@@ -186,8 +186,9 @@ typedef struct jk_red_spec {
    * segment of 256 / rcols rows at a time, each thread one vector, and
    * the threads of each output combine at the end. */
   unsigned short rcols, rrun;
-  /* 0: one piece per output (S == 1), no second kernel; else the second
-   * kernel's threads per output, 1, 32 or 256 (S > 1). */
+  /* 0: one piece per output (S == 1), no combine; else the threads per
+   * output, 1, 32 or 256, that fold each output's chunks (S > 1) in the
+   * last block of its tile to finish. */
   unsigned short final_group;
   unsigned char has_identity;
 } jk_red_spec;
@@ -200,9 +201,10 @@ typedef struct jk_red_source_in {
 } jk_red_source_in;
 
 /* Writes the CUDA source of one specialization: the kernel `name`, which
- * writes the outputs or (split reductions) partial results, and for split
- * reductions `name_final`, which reduces the partial results of each output
- * in order; `name_slot` is a device array the size of one partial result. */
+ * writes the outputs; split reductions write partial results to _jk_work,
+ * and the last block of each tile of outputs to finish (counted in
+ * _jk_tick, cleared by the launch) folds them in order. `name_slot` is a
+ * device array the size of one partial result. */
 jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source);
 
 /* --- matmul plans --- */

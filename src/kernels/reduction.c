@@ -9,7 +9,8 @@
  * reduced axes), across its contiguous outputs ('o': other columns), or
  * several single-group outputs a thread ('m'). When that leaves too few
  * blocks to fill the device, the reduced elements are split into chunks
- * whose partial results a second kernel combines in order; the split
+ * whose partial results the last block of each tile of outputs to finish
+ * combines in order, in the same kernel; the split
  * depends only on the shapes and the device, so results repeat bit for
  * bit.
  */
@@ -80,10 +81,6 @@ static jitk_status red_load(void *ctx, jk_gen_variant *v) {
   CUmodule m = (CUmodule)v->entry->cu;
   char name[160];
   CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], m, k->g.name);
-  const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
-  snprintf(name, sizeof name, "%s_final", k->g.name);
-  if (r == CUDA_SUCCESS && s->final_group != 0)
-    r = e->drv.cuModuleGetFunction(&v->fn[1], m, name);
   /* The size of a partial result: the device compiler knows the reduce
    * type's size; the host may not (a struct of the preamble). */
   snprintf(name, sizeof name, "%s_slot", k->g.name);
@@ -265,9 +262,11 @@ static bool fits_32(const jk_red_plan *pl, int n) {
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-/* The second kernel's threads per output: none for one chunk, a block
- * for many (a whole-array sum), a warp from 5, and for 2 to 4 chunks one
- * thread, which folds its output's chunks in order. A warp per output of
+/* The threads per output that fold a split's chunks (in the last block
+ * of each tile to finish): none for one chunk, a block for many (a
+ * whole-array sum), a warp from 5, and for 2 to 4 chunks one thread,
+ * which folds its output's chunks in order. The figures below were
+ * measured when a second kernel did this fold. A warp per output of
  * 4 chunks leaves 28 lanes idle: it took 4.6 us over 16384 outputs on
  * the H200 (Nsight Compute), a fifth of the first kernel's time. A
  * thread per output of 8 or 16 chunks measured slower than a warp in
@@ -456,7 +455,8 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
   pl->units = (uint64_t)pl->R / (uint64_t)v;
   /* Enough blocks for a few waves of the device; fewer outputs than that
    * split their elements into chunks, each of a fair size (a split costs
-   * a temporary and a second kernel, which small reductions would feel).
+   * a temporary, cleared tickets and a combine, which small reductions
+   * would feel).
    * Measured on the H200 (docs/PERFORMANCE.md): a whole-array sum reads
    * fastest with 16 chunks per multiprocessor (1.06-1.08 of copy against
    * 1.02-1.03 with 4 or 8), a column sum of 16384^2 with about 16 blocks
@@ -880,12 +880,6 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
       if (JK_UNLIKELY(st != JITK_OK)) return st;
     }
   }
-  void *work = NULL;
-  if (pl->S > 1) {
-    jitk_status st = jk_temp_alloc(e, v->slot * (size_t)pl->K * (size_t)pl->S, stream, &work);
-    if (st != JITK_OK) return st;
-  }
-  JK_PUSH(kp, np, cur, work);
   unsigned gx, gy = 1;
   if (s->strategy == 'o' && s->owarp) {
     /* A warp per row of outputs, eight a block. */
@@ -905,22 +899,43 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
     uint64_t b = ceil_div((uint64_t)pl->K, (uint64_t)JK_RED_BLOCK * s->group);
     gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
   } else {
-    uint64_t b = ceil_div((uint64_t)pl->K * pl->S, JK_RED_BLOCK / s->group);
+    /* Groups of `group` threads, one output each, the split along y. */
+    uint64_t b = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->group);
     gx = (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b);
+    gy = (unsigned)pl->S;
   }
+  /* A split takes a temporary: the partial results, one per output and
+   * chunk, then a ticket per tile of outputs (a block's along x, which
+   * the grid covers whole when it splits: splits are for few outputs),
+   * cleared here on the stream, which the last block of each tile to
+   * finish takes to fold them (emit_combine). */
+  void *work = NULL, *tick = NULL;
+  size_t tick_bytes = 0;
+  if (pl->S > 1) {
+    size_t parts = (v->slot * (size_t)pl->K * (size_t)pl->S + 15) & ~(size_t)15;
+    tick_bytes = (size_t)gx * sizeof(unsigned int);
+    jitk_status st = jk_temp_alloc(e, parts + tick_bytes, stream, &work);
+    if (st != JITK_OK) return st;
+    tick = (unsigned char *)work + parts;
+  }
+  JK_PUSH(kp, np, cur, work);
+  JK_PUSH(kp, np, cur, tick);
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r = e->drv.cuLaunchKernel(v->fn[0], gx, gy, 1, JK_RED_BLOCK, 1, 1, 0,
-                                     (CUstream)stream, kp, NULL);
-  if (r == CUDA_SUCCESS && pl->S > 1) {
-    uint64_t b = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->final_group);
-    r = e->drv.cuLaunchKernel(v->fn[1], (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b), 1, 1,
-                              JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp, NULL);
+  if (JK_UNLIKELY(st != JITK_OK)) {
+    if (work != NULL) jk_temp_free(e, work, stream);
+    return st;
   }
+  CUresult r = CUDA_SUCCESS;
+  if (tick != NULL)
+    r = e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)tick, 0, tick_bytes, (CUstream)stream);
+  if (r == CUDA_SUCCESS)
+    r = e->drv.cuLaunchKernel(v->fn[0], gx, gy, 1, JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp,
+                              NULL);
   jk_ctx_leave(e, saved);
   if (work != NULL) jk_temp_free(e, work, stream);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
+  if (JK_UNLIKELY(r != CUDA_SUCCESS))
+    return jk_cuda_fail(e, r, tick != NULL ? "cuMemsetD8Async or cuLaunchKernel" : "cuLaunchKernel");
   return JITK_OK;
 }
 

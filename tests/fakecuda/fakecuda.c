@@ -32,6 +32,8 @@
  * parameter to copy. */
 static fakecuda_launch last_launch;
 static unsigned long long launches;
+static fakecuda_memset last_memset;
+static unsigned long long memsets;
 static size_t record_sizes[FAKECUDA_MAX_PARAMS];
 static int record_count;
 
@@ -494,8 +496,12 @@ static CUresult fk_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
 }
 
 static CUresult fk_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
-  (void)s;
   memset((void *)(uintptr_t)dst, v, n);
+  last_memset.dst = (void *)(uintptr_t)dst;
+  last_memset.value = v;
+  last_memset.bytes = n;
+  last_memset.stream = s;
+  memsets++;
   return CUDA_SUCCESS;
 }
 
@@ -684,6 +690,11 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 EXPORT const fakecuda_launch *fakecuda_last_launch(void) { return &last_launch; }
 
 EXPORT unsigned long long fakecuda_launch_count(void) { return launches; }
+
+EXPORT const fakecuda_memset *fakecuda_last_memset(unsigned long long *count) {
+  if (count != NULL) *count = memsets;
+  return &last_memset;
+}
 
 EXPORT void fakecuda_record_params(const size_t *sizes, int n) {
   record_count = n < 0 ? 0 : n > FAKECUDA_MAX_PARAMS ? FAKECUDA_MAX_PARAMS : n;

@@ -23,11 +23,21 @@ typedef struct fakecuda_launch {
   unsigned char param_bytes[FAKECUDA_PARAM_BYTES];
 } fakecuda_launch;
 
+/* The last cuMemsetD8Async: where, what, how many bytes, on which stream. */
+typedef struct fakecuda_memset {
+  void *dst;
+  unsigned char value;
+  size_t bytes;
+  void *stream;
+} fakecuda_memset;
+
 /* The last launch, and how many launches succeeded so far. */
 typedef const fakecuda_launch *(*fakecuda_last_launch_fn)(void);
 typedef unsigned long long (*fakecuda_launch_count_fn)(void);
 /* Copies `n` parameters of the given sizes at each later launch. */
 typedef void (*fakecuda_record_params_fn)(const size_t *sizes, int n);
+/* The last memset, and (into *count) how many there were. */
+typedef const fakecuda_memset *(*fakecuda_last_memset_fn)(unsigned long long *count);
 
 /* The inspection functions of the stand-in an engine has already loaded
  * from `path` (the same instance, so the launches it records are the
@@ -37,6 +47,7 @@ typedef struct fakecuda_api {
   fakecuda_last_launch_fn last;
   fakecuda_launch_count_fn count;
   fakecuda_record_params_fn record;
+  fakecuda_last_memset_fn memset;
 } fakecuda_api;
 
 static inline bool fakecuda_api_open(const char *path, fakecuda_api *f) {
@@ -45,7 +56,8 @@ static inline bool fakecuda_api_open(const char *path, fakecuda_api *f) {
   *(void **)&f->last = dlsym(f->lib, "fakecuda_last_launch");
   *(void **)&f->count = dlsym(f->lib, "fakecuda_launch_count");
   *(void **)&f->record = dlsym(f->lib, "fakecuda_record_params");
-  return f->last != NULL && f->count != NULL && f->record != NULL;
+  *(void **)&f->memset = dlsym(f->lib, "fakecuda_last_memset");
+  return f->last != NULL && f->count != NULL && f->record != NULL && f->memset != NULL;
 }
 
 #endif

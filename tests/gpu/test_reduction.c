@@ -5,8 +5,9 @@
  * broadcasting between inputs, the strategies (whole array, rows, columns,
  * split or not), every dtype, float16 accumulating in float32, integer and
  * complex sums, an argmax through a struct of the preamble, determinism
- * over 10 runs, empty reductions, and more than 2^31 elements. Outputs are
- * poisoned before each run.
+ * over 10 runs, empty reductions, more than 2^31 elements, and split
+ * reductions folding their chunks in one kernel, on concurrent streams
+ * too. Outputs are poisoned before each run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "core/core.h"
 
 /* Host reference: the sum of f(x) over the reduced axes of a C-order
  * (or strided) double array, for one output index. */
@@ -1065,5 +1067,152 @@ Test(reduction, row_segments_of_two_widths) {
   free(mag);
   free(got);
   jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* Column or row sums of a (rows, cols) C-order array of float32 or
+ * float16 (float64 references of each output and of its magnitude). */
+static void line_sums(const void *x, bool half, int64_t rows, int64_t cols, int axis,
+                      double *want, double *mag) {
+  int64_t nout = axis < 0 ? 1 : axis == 0 ? cols : rows;
+  for (int64_t o = 0; o < nout; o++) want[o] = mag[o] = 0;
+  for (int64_t i = 0; i < rows * cols; i++) {
+    double v = half ? (double)jitk_half_to_float(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+    int64_t o = axis < 0 ? 0 : axis == 0 ? i % cols : i / cols;
+    want[o] += v;
+    mag[o] += fabs(v);
+  }
+}
+
+/* Split reductions fold their chunks in the same kernel: the last block
+ * of each tile of outputs to finish folds them, with a thread per output
+ * (2 to 4 chunks), a warp (5 to 255) or the whole block (256 or more), in
+ * every strategy that splits: a whole array and rows of a block each
+ * ('i'), short rows of a warp each, columns of 32 outputs a block and of
+ * a row of 7 ('o'), float16 column pairs, row segments ('r'). Each case
+ * against float64 sums, then five more runs giving the same bits in
+ * every output. Last, one layout on three streams at once, each on its
+ * own data, ten launches each without waiting: the chunks of concurrent
+ * launches never meet (each launch has its own tickets). */
+Test(reduction, split_in_one_kernel, .timeout = 120) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_reduction *k32 = NULL, *k16 = NULL;
+  JT_OK(e, jitk_reduction_create(e, "float32 x", "float32 y", "x", "a + b", "y = a", "0", NULL,
+                                 "sum32", NULL, &k32));
+  JT_OK(e, jitk_reduction_create(e, "float16 x", "float32 y", "(float)x", "a + b", "y = a", "0",
+                                 "float32", "sum16", NULL, &k16));
+  const struct {
+    int64_t rows, cols;
+    int axis; /* -1: all */
+    bool half;
+    const char *strategy, *fold; /* the fold after the ticket: "thread", "warp", "block" */
+  } cases[] = {
+      {1, 3000007, -1, false, "along reduced", "block"},
+      {8, 1 << 20, 1, false, "along reduced", "warp"},
+      {200, 6000, 1, false, "along reduced", "thread"},
+      {4096, 3001, 0, false, "across outputs", "warp"},
+      {300000, 7, 0, false, "across outputs", "block"},
+      {32768, 66, 0, true, "across outputs", "block"},
+      {1024, 4096, 0, false, "row segments", "thread"},
+      {8192, 512, 0, false, "row segments", "warp"},
+  };
+  uint64_t seed = 0x5B11;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t R = cases[c].rows, C = cases[c].cols, n = R * C;
+    int axis = cases[c].axis;
+    int64_t nout = axis < 0 ? 1 : axis == 0 ? C : R;
+    size_t isz = cases[c].half ? 2 : 4;
+    void *hx = malloc((size_t)n * isz);
+    for (int64_t i = 0; i < n; i++) {
+      double v = jt_uniform(&seed) * 2 - 1;
+      if (cases[c].half)
+        ((uint16_t *)hx)[i] = jitk_float_to_half((float)v);
+      else
+        ((float *)hx)[i] = (float)v;
+    }
+    double *want = malloc((size_t)nout * 8), *mag = malloc((size_t)nout * 8);
+    line_sums(hx, cases[c].half, R, C, axis, want, mag);
+    void *dx = jt_dev_alloc(e, (size_t)n * isz), *dy = jt_dev_alloc(e, (size_t)nout * 4);
+    jt_to_dev(e, dx, hx, (size_t)n * isz);
+    int64_t xs[2] = {R, C}, ys[1] = {nout};
+    DLTensor tx = jt_tensor(dx, cases[c].half ? JITK_FLOAT16 : JITK_FLOAT32, 2, xs, NULL),
+             ty = jt_tensor(dy, JITK_FLOAT32, axis < 0 ? 0 : 1, ys, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+    jitk_reduction *k = cases[c].half ? k16 : k32;
+    float *got = malloc((size_t)nout * 4), *again = malloc((size_t)nout * 4);
+    for (int run = 0; run < 6; run++) {
+      jt_poison(e, dy, (size_t)nout * 4);
+      JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis < 0 ? NULL : &axis,
+                                     axis < 0 ? -1 : 1, 0, NULL));
+      jt_to_host(e, run == 0 ? got : again, dy, (size_t)nout * 4);
+      if (run > 0) {
+        cr_assert(memcmp(got, again, (size_t)nout * 4) == 0, "case %zu, run %d: other bits", c,
+                  run);
+        continue;
+      }
+      const char *src = NULL;
+      JT_OK(e, jitk_reduction_source(k, &src));
+      cr_assert(strstr(src, cases[c].strategy) != NULL, "case %zu: %.120s", c, src);
+      const char *ticket = strstr(src, "atomicInc(_jk_tick");
+      cr_assert(ticket != NULL && strstr(src, "_final") == NULL, "case %zu: not split", c);
+      const char *fold = strstr(ticket, "block_reduce") != NULL  ? "block"
+                         : strstr(ticket, "warp_reduce") != NULL ? "warp"
+                                                                  : "thread";
+      cr_assert_str_eq(fold, cases[c].fold, "case %zu", c);
+      for (int64_t o = 0; o < nout; o++)
+        if (!(fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6))
+          cr_assert_fail("case %zu, output %lld: %.9g, want %.9g", c, (long long)o,
+                         (double)got[o], want[o]);
+    }
+    free(got);
+    free(again);
+    free(want);
+    free(mag);
+    free(hx);
+    JT_OK(e, jitk_device_free(e, dx, NULL));
+    JT_OK(e, jitk_device_free(e, dy, NULL));
+  }
+
+  /* Three streams, row segments folded by warps, ten launches each. */
+  enum { NS = 3 };
+  const int64_t R = 8192, C = 512, n = R * C;
+  int axis0[1] = {0};
+  CUstream streams[NS];
+  float *hx[NS], *dx[NS], *dy[NS], got[512];
+  double want[512], mag[512];
+  e->drv.cuCtxSetCurrent(e->context);
+  for (int s = 0; s < NS; s++) {
+    cr_assert_eq(e->drv.cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    hx[s] = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) hx[s][i] = (float)(jt_uniform(&seed) * 2 - 1 + s);
+    dx[s] = jt_dev_alloc(e, (size_t)n * 4);
+    dy[s] = jt_dev_alloc(e, (size_t)C * 4);
+    jt_to_dev(e, dx[s], hx[s], (size_t)n * 4);
+    jt_poison(e, dy[s], (size_t)C * 4);
+  }
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  int64_t xs[2] = {R, C}, ys[1] = {C};
+  for (int r = 0; r < 10; r++)
+    for (int s = 0; s < NS; s++) {
+      DLTensor tx = jt_tensor(dx[s], JITK_FLOAT32, 2, xs, NULL),
+               ty = jt_tensor(dy[s], JITK_FLOAT32, 1, ys, NULL);
+      jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+      JT_OK(e, jitk_reduction_launch(k32, (jitk_stream)streams[s], args, 2, axis0, 1, 0, NULL));
+    }
+  for (int s = 0; s < NS; s++) {
+    JT_OK(e, jitk_memcpy(e, got, dy[s], (size_t)C * 4, (jitk_stream)streams[s]));
+    JT_OK(e, jitk_stream_synchronize(e, (jitk_stream)streams[s]));
+    line_sums(hx[s], false, R, C, 0, want, mag);
+    for (int64_t o = 0; o < C; o++)
+      if (!(fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6))
+        cr_assert_fail("stream %d, output %lld: %.9g, want %.9g", s, (long long)o,
+                       (double)got[o], want[o]);
+    JT_OK(e, jitk_device_free(e, dx[s], NULL));
+    JT_OK(e, jitk_device_free(e, dy[s], NULL));
+    e->drv.cuStreamDestroy(streams[s]);
+    free(hx[s]);
+  }
+  jitk_reduction_destroy(k32);
+  jitk_reduction_destroy(k16);
   jitk_engine_destroy(e);
 }

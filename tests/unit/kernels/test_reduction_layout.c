@@ -91,7 +91,7 @@ static void check(const layout_case *c) {
   if (spec.strategy == 'r')
     cr_assert_eq(pl.units, (uint64_t)pl.R / spec.rrun, "%s: units are rows", c->what);
   cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : c->S > 4 ? 32 : 1,
-               "%s: second pass", c->what);
+               "%s: the fold of the chunks", c->what);
   /* Chunks cover the units, none empty. */
   cr_assert(pl.S * pl.chunk >= pl.units && (pl.S - 1) * pl.chunk < pl.units + (pl.units == 0),
             "%s: %llu chunks of %llu for %llu units", c->what, (unsigned long long)pl.S,

@@ -8,7 +8,7 @@
  * with other expressions, keeps the layout's own choice. Which strategy
  * the stand-in finds fastest is left to its clock: the test follows
  * whichever it is. Row segments launch the grids their layout asks for,
- * and the second kernel of a few chunks takes a thread per output.
+ * and the combine of a few chunks takes a thread per output.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,10 +159,12 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
 }
 
 /* Where row segments launch, on the stand-in (which records the last
- * launch): column sums of (256, 65536) float32 take segments of 32
- * outputs, 2048 blocks, no split; (1024, 4096) takes 128 segments split
- * in 4 along y, whose chunks a second kernel folds with a thread per
- * output, 4096 outputs in 16 blocks. */
+ * launch and the last memset): column sums of (256, 65536) float32 take
+ * segments of 32 outputs, 2048 blocks, no split; (1024, 4096) takes 128
+ * segments split in 4 along y, one launch still: its 128 tickets (one a
+ * segment) are cleared on the launch's stream first, and the last block
+ * of each segment folds the 4 chunks of its outputs with a thread per
+ * output. */
 Test(reduction_launch, row_segments_on_the_stand_in) {
   char dir[] = "/tmp/jitk-rgeo-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
@@ -174,37 +176,44 @@ Test(reduction_launch, row_segments_on_the_stand_in) {
   cr_assert(x != NULL && y != NULL);
   const struct {
     int64_t rows, cols;
-    unsigned launches, grid_x, grid_y, final_grid;
-  } cases[] = {{256, 65536, 1, 2048, 1, 0}, {1024, 4096, 2, 128, 4, 16}};
+    unsigned grid_x, grid_y;
+  } cases[] = {{256, 65536, 2048, 1}, {1024, 4096, 128, 4}};
   int axis0[1] = {0};
+  jitk_stream stream = (jitk_stream)(uintptr_t)0x5150;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int64_t xs[2] = {cases[c].rows, cases[c].cols}, ys[1] = {cases[c].cols};
     DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL),
              ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
     jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
-    unsigned long long before = f.count();
-    JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
+    unsigned long long before = f.count(), memsets_before = 0, memsets = 0;
+    f.memset(&memsets_before);
+    JT_OK(e, jitk_reduction_launch(k, stream, args, 2, axis0, 1, 0, NULL));
+    const fakecuda_memset *ms = f.memset(&memsets);
     char what[64];
     strategy_of(e, k, what, sizeof what);
     cr_assert_str_eq(what, "row segments", "case %zu", c);
-    cr_assert_eq(f.count() - before, cases[c].launches, "case %zu: %llu launches", c,
-                 f.count() - before);
+    cr_assert_eq(f.count() - before, 1, "case %zu: %llu launches", c, f.count() - before);
     const fakecuda_launch *l = f.last();
     cr_assert_eq(l->block[0], 256);
-    if (cases[c].launches == 1) {
-      cr_assert(l->grid[0] == cases[c].grid_x && l->grid[1] == cases[c].grid_y,
-                "case %zu: grid %u x %u", c, l->grid[0], l->grid[1]);
+    cr_assert(l->grid[0] == cases[c].grid_x && l->grid[1] == cases[c].grid_y,
+              "case %zu: grid %u x %u", c, l->grid[0], l->grid[1]);
+    cr_assert_eq(l->stream, (void *)stream);
+    const char *src = NULL;
+    JT_OK(e, jitk_reduction_source(k, &src));
+    const char *ticket = strstr(src, "atomicInc(_jk_tick + (_jk_kb / 32)");
+    if (cases[c].grid_y == 1) {
+      cr_assert(ticket == NULL && memsets == memsets_before, "case %zu: no split, no tickets",
+                c);
     } else {
-      cr_assert(strstr(l->function, "_final") != NULL, "case %zu: %s", c, l->function);
-      cr_assert(l->grid[0] == cases[c].final_grid && l->grid[1] == 1,
-                "case %zu: second kernel's grid %u x %u", c, l->grid[0], l->grid[1]);
-      const char *src = NULL;
-      JT_OK(e, jitk_reduction_source(k, &src));
-      /* A thread per output: no warp or block reduce in the second pass. */
-      const char *fin = strstr(src, "_final(");
-      cr_assert(fin != NULL && strstr(fin, "warp_reduce") == NULL &&
-                    strstr(fin, "block_reduce") == NULL,
-                "%s", fin ? fin : src);
+      cr_assert_eq(memsets, memsets_before + 1, "case %zu: the tickets cleared once", c);
+      cr_assert(ms->bytes == cases[c].grid_x * sizeof(unsigned int) && ms->value == 0 &&
+                    ms->stream == (void *)stream,
+                "case %zu: memset of %zu bytes to %d", c, ms->bytes, ms->value);
+      /* A thread per output folds the chunks: no warp or block reduce
+       * after the ticket. */
+      cr_assert(ticket != NULL && strstr(ticket, "warp_reduce") == NULL &&
+                    strstr(ticket, "block_reduce") == NULL,
+                "%s", src);
     }
   }
   free(x);
