@@ -49,7 +49,8 @@ static bool is_input_array(const jk_red_source_in *in, int p) {
 /* The kernel's parameters; both entry points take the same list. */
 static void emit_params(jk_buf *b, const jk_red_source_in *in) {
   const jk_red_spec *s = in->spec;
-  jk_buf_puts(b, "_jk_u _jk_K, _jk_u _jk_R, _jk_u _jk_units, _jk_u _jk_S, _jk_u _jk_chunk");
+  jk_buf_puts(b,
+              "_jk_u _jk_K, _jk_u _jk_R, _jk_u _jk_units, _jk_u _jk_S, _jk_u _jk_chunk, _jk_u _jk_G");
   for (int d = 1; d < s->nk; d++)
     jk_buf_printf(b, ", _jk_u _jk_kext%d, _jk_u _jk_kmag%d, unsigned int _jk_kshf%d", d, d, d);
   for (int d = 1; d < s->nr; d++)
@@ -344,63 +345,141 @@ static void emit_acc_array(jk_buf *b, const jk_red_source_in *in, int n) {
                 n, n, n, in->spec->has_identity ? 1 : 0);
 }
 
-/* The end of a split reduction, inside the kernel: once a block has
+/* The step of a loop over tiles of `per` outputs (`_jk_wb` in 'i',
+ * `_jk_kb` in 'r'): the grid's width, or for a split, whose grid holds
+ * each tile once, the end: then nothing the reduction loop needs stays
+ * live through the combine (H200, sm_90: 32 registers against 43 for
+ * float32 row segments, eight blocks a multiprocessor against five). */
+static void split_next(const jk_red_spec *s, char *out, size_t size, int per) {
+  const char *var = s->strategy == 'r' ? "_jk_kb" : "_jk_wb";
+  if (s->final_group != 0)
+    snprintf(out, size, "%s = _jk_K", var);
+  else if (per == 1)
+    snprintf(out, size, "%s += (_jk_u)gridDim.x", var);
+  else
+    snprintf(out, size, "%s += (_jk_u)gridDim.x * %d", var, per);
+}
+
+/* One fold of a split's combine: for each output k of the tile (`n` from
+ * _jk_f0), the `count` partial results src[k * stride + from + t], t =
+ * 0, 1, ..., in order, by `g` threads an output (a thread, a warp or the
+ * block, a fixed tree whichever block runs it); then the output, or (when
+ * `to2` is not NULL) a partial result of the second level. */
+static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *file, int g,
+                            int n, const char *src, const char *stride, const char *from,
+                            const char *count, const char *to2) {
+  jk_buf_printf(b,
+                "      {\n"
+                "      const _jk_u _jk_fhi = _jk_K - _jk_f0 < %d ? _jk_K : _jk_f0 + %d;\n"
+                "      for (_jk_u _jk_k = _jk_f0 + threadIdx.x / %d; _jk_k < _jk_fhi; _jk_k += %d) "
+                "{\n",
+                n, n, g, JK_RED_BLOCK / g);
+  emit_acc_init(b, in);
+  /* Four loads in flight before their folds (a loop of one load and its
+   * fold would wait out the cache's latency at every step), in the order
+   * t = lane, lane + g, ... either way; one for a block an output, whose
+   * lanes hold one partial result each (at most 256 a fold). */
+  int nq = g == JK_RED_BLOCK ? 1 : 4;
+  jk_buf_printf(b,
+                "    const jitk::red::part<_type_reduce> *_jk_from = %s + _jk_k * (%s) + (%s);\n"
+                "    const unsigned int _jk_n = (unsigned int)(%s);\n"
+                "    for (unsigned int _jk_t = _jk_fl; _jk_t < _jk_n; _jk_t += %d) {\n"
+                "      jitk::red::part<_type_reduce> _jk_q[%d];\n"
+                "#pragma unroll\n"
+                "      for (unsigned int _jk_i = 0; _jk_i < %d; ++_jk_i)\n"
+                "        if (_jk_t + _jk_i * %du < _jk_n) _jk_q[_jk_i] = _jk_from[_jk_t + _jk_i * %du];\n"
+                "#pragma unroll\n"
+                "      for (unsigned int _jk_i = 0; _jk_i < %d; ++_jk_i)\n"
+                "        if (_jk_t + _jk_i * %du < _jk_n)\n"
+                "          jitk::red::merge(_jk_acc, _jk_has, _jk_q[_jk_i].v, _jk_q[_jk_i].has, "
+                "_jk_op());\n"
+                "    }\n",
+                src, stride, from, count, nq * g, nq, nq, g, g, nq, g);
+  if (g == JK_RED_BLOCK)
+    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_fsm);\n",
+                  JK_RED_BLOCK);
+  else if (g > 1)
+    jk_buf_printf(b, "    jitk::red::group_reduce<%d>(_jk_acc, _jk_has, _jk_op());\n", g);
+  jk_buf_puts(b, "    if (_jk_fl == 0) {\n");
+  if (to2 != NULL)
+    jk_buf_printf(b,
+                  "    if (_jk_S2 > 1) {\n"
+                  "      _jk_work2[_jk_k * _jk_S2 + %s].v = _jk_acc;\n"
+                  "      _jk_work2[_jk_k * _jk_S2 + %s].has = _jk_has;\n"
+                  "    } else {\n",
+                  to2, to2);
+  emit_offsets(b, in, 'k', "_jk_k", false, true);
+  emit_post_map(b, in, file);
+  if (to2 != NULL) jk_buf_puts(b, "    }\n");
+  jk_buf_puts(b, "    }\n      }\n      }\n");
+}
+
+/* The end of a split reduction, inside the kernel, once a block has
  * written the partial results of its tile of outputs (`n` of them from
- * `lo`, the tile numbered `tile`) for its chunk, it takes a ticket of the
- * tile; the block that takes the last one, all the tile's chunks then
- * written, folds each output's partial results in chunk order and writes
- * the output. The fold is the same tree whichever block is last: a thread
- * per output for 2 to 4 chunks, a warp from 5, the whole block from 256
- * (s->final_group), so results repeat bit for bit. One kernel in place of
- * a second pass saves its launch and the gap before it (H200: 2.9-4.6 us
- * of a 20 us reduction of 2^24 float32). The tickets start at zero (the
- * launch clears them on its stream) and atomicInc leaves each at zero
- * again after its S arrivals. */
+ * `lo`, the tile numbered `tile`) for its chunk (blockIdx.y). The chunks
+ * fold in a tree of two levels: groups of G = _jk_G consecutive chunks,
+ * then the S2 = ceil(S / G) groups (one level when G >= S). Each level
+ * counts arrivals with a ticket (atomicInc, which leaves it at zero
+ * again): the block that takes a group's last ticket folds that group's
+ * chunks for every output of the tile into a second-level partial
+ * result, and the block that takes the tile's last group ticket folds
+ * those and writes the outputs. The tree depends only on S and G, never
+ * on which block comes last, so results repeat bit for bit. One kernel in
+ * place of a second pass saves its launch and the gap before it (H200:
+ * 2.9-4.6 us of a 20 us reduction of 2^24 float32); the second level
+ * keeps the last block's fold small where one level would have it read
+ * every partial result of its tile (32 outputs of 2112 chunks: one block
+ * reading 540 KB, 55 us in the layout sweep). The tickets, S2 + 1 a tile
+ * (the groups', then the tile's), start at zero: the launch clears them
+ * on its stream. */
 static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file,
                          const char *tile, const char *lo, int n) {
-  int g = in->spec->final_group;
-  if (g == 0) return;
-  g = g == JK_RED_BLOCK ? JK_RED_BLOCK : g == 1 ? 1 : 32;
-  /* Every thread's partial results are out before thread 0 takes the
+  int most = in->spec->final_group;
+  if (most == 0) return;
+  /* Threads an output: as many as the block has for each of the tile's
+   * outputs (a power of two; a block for a tile of one output, at most a
+   * warp otherwise), up to the spec's 1, 32 or 256, so that every thread
+   * of the last block reads a share of the partial results. */
+  int g = n <= 1 ? JK_RED_BLOCK : 1;
+  while (n > 1 && g * 2 <= 32 && g * 2 * n <= JK_RED_BLOCK) g *= 2;
+  if (most == 1) g = 1;
+  else if (most == 32 && g > 32) g = 32;
+  /* Every thread's partial results are out before thread 0 takes a
    * ticket (fence, then barrier); the last block's reads come after it
    * saw every other block's ticket (barrier, then fence). */
+  static const char take[] =
+      "    __threadfence();\n"
+      "    __syncthreads();\n"
+      "    if (threadIdx.x == 0) {\n"
+      "      __threadfence();\n"
+      "      _jk_last = atomicInc(%s, (unsigned int)(%s) - 1u) == (unsigned int)(%s) - 1u;\n"
+      "    }\n"
+      "    __syncthreads();\n";
   jk_buf_printf(b,
                 "    {\n"
                 "    __shared__ unsigned int _jk_last;\n"
-                "    __threadfence();\n"
-                "    __syncthreads();\n"
-                "    if (threadIdx.x == 0) {\n"
-                "      __threadfence();\n"
-                "      _jk_last = atomicInc(_jk_tick + (%s), (unsigned int)_jk_S - 1u) == "
-                "(unsigned int)_jk_S - 1u;\n"
-                "    }\n"
-                "    __syncthreads();\n"
-                "    if (_jk_last) {\n"
-                "      __threadfence();\n",
-                tile);
-  if (g == JK_RED_BLOCK) emit_shared_parts(b, JK_RED_BLOCK / 32, false);
-  jk_buf_printf(b,
-                "      const _jk_u _jk_f0 = %s;\n"
-                "      const _jk_u _jk_fhi = _jk_K - _jk_f0 < %d ? _jk_K : _jk_f0 + %d;\n"
-                "      const unsigned int _jk_fl = threadIdx.x %% %d;\n"
-                "      for (_jk_u _jk_k = _jk_f0 + threadIdx.x / %d; _jk_k < _jk_fhi; _jk_k += %d) "
-                "{\n",
-                lo, n, n, g, g, JK_RED_BLOCK / g);
-  emit_acc_init(b, in);
-  jk_buf_printf(b,
-                "    for (_jk_u _jk_t = _jk_fl; _jk_t < _jk_S; _jk_t += %d)\n"
-                "      jitk::red::merge(_jk_acc, _jk_has, _jk_work[_jk_k * _jk_S + _jk_t].v,\n"
-                "                       _jk_work[_jk_k * _jk_S + _jk_t].has, _jk_op());\n",
-                g);
+                "    const _jk_u _jk_S2 = (_jk_S + _jk_G - 1) / _jk_G;\n"
+                "    const _jk_u _jk_grp2 = (_jk_u)blockIdx.y / _jk_G;\n"
+                "    const _jk_u _jk_c0 = _jk_grp2 * _jk_G;\n"
+                "    const _jk_u _jk_cn = _jk_S - _jk_c0 < _jk_G ? _jk_S - _jk_c0 : _jk_G;\n"
+                "    unsigned int *_jk_tk = _jk_tick + (_jk_u)(%s) * (_jk_S2 + 1);\n"
+                "    jitk::red::part<_type_reduce> *_jk_work2 = _jk_work + _jk_K * _jk_S;\n"
+                "    const _jk_u _jk_f0 = %s;\n"
+                "    const unsigned int _jk_fl = threadIdx.x %% %d;\n",
+                tile, lo, g);
   if (g == JK_RED_BLOCK)
-    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
-                  JK_RED_BLOCK);
-  else if (g == 32)
-    jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
-  jk_buf_puts(b, "    if (_jk_fl == 0) {\n");
-  emit_offsets(b, in, 'k', "_jk_k", false, true);
-  emit_post_map(b, in, file);
-  jk_buf_puts(b, "    }\n      }\n    }\n    }\n");
+    jk_buf_printf(b,
+                  "    __shared__ __align__(16) unsigned char _jk_fsm[%d * "
+                  "sizeof(jitk::red::part<_type_reduce>)];\n",
+                  JK_RED_BLOCK / 32);
+  jk_buf_printf(b, take, "_jk_tk + _jk_grp2", "_jk_cn", "_jk_cn");
+  jk_buf_puts(b, "    if (_jk_last) {\n    __threadfence();\n");
+  emit_fold_parts(b, in, file, g, n, "_jk_work", "_jk_S", "_jk_c0", "_jk_cn", "_jk_grp2");
+  jk_buf_puts(b, "    if (_jk_S2 > 1) {\n");
+  jk_buf_printf(b, take, "_jk_tk + _jk_S2", "_jk_S2", "_jk_S2");
+  jk_buf_puts(b, "    if (_jk_last) {\n    __threadfence();\n");
+  emit_fold_parts(b, in, file, g, n, "_jk_work2", "_jk_S2", "0", "_jk_S2", NULL);
+  jk_buf_puts(b, "    }\n    }\n    }\n    }\n");
 }
 
 static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) {
@@ -413,24 +492,25 @@ static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) 
    * chunk blockIdx.y of it. A block takes `per` outputs at a time from
    * _jk_wb, the same for all its threads, so that a split's combine may
    * wait for the whole block. */
+  char next[48];
+  split_next(s, next, sizeof next, per);
   if (g == 256) {
     emit_shared_parts(b, JK_RED_BLOCK / 32, false);
-    jk_buf_puts(b,
-                "  const unsigned int _jk_lane = threadIdx.x;\n"
-                "  for (_jk_u _jk_wb = (_jk_u)blockIdx.x; _jk_wb < _jk_K; _jk_wb += "
-                "(_jk_u)gridDim.x) {\n"
-                "    const _jk_u _jk_w = _jk_wb;\n"
-                "    const bool _jk_ok = true;\n");
+    jk_buf_printf(b,
+                  "  const unsigned int _jk_lane = threadIdx.x;\n"
+                  "  for (_jk_u _jk_wb = (_jk_u)blockIdx.x; _jk_wb < _jk_K; %s) {\n"
+                  "    const _jk_u _jk_w = _jk_wb;\n"
+                  "    const bool _jk_ok = true;\n",
+                  next);
   } else {
     /* Groups of a warp or less: the group reductions shuffle across the
      * whole warp, whose lanes all run every pass. */
     jk_buf_printf(b,
                   "  const unsigned int _jk_lane = threadIdx.x %% %d, _jk_grp = threadIdx.x / %d;\n"
-                  "  for (_jk_u _jk_wb = (_jk_u)blockIdx.x * %d; _jk_wb < _jk_K; _jk_wb += "
-                  "(_jk_u)gridDim.x * %d) {\n"
+                  "  for (_jk_u _jk_wb = (_jk_u)blockIdx.x * %d; _jk_wb < _jk_K; %s) {\n"
                   "    const _jk_u _jk_w = _jk_wb + _jk_grp;\n"
                   "    const bool _jk_ok = _jk_w < _jk_K;\n",
-                  g, g, per, per);
+                  g, g, per, next);
   }
   jk_buf_puts(b,
               "    const _jk_u _jk_k = _jk_ok ? _jk_w : 0;\n"
@@ -613,6 +693,8 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
   int V = s->vec >= 1 ? s->vec : 1;
   int na = B < V ? V / B : 1, g1 = B >= V ? B / V : 1, outs = C * V / B;
   int P = JK_RED_BLOCK / C, span = C > 32 ? C : 32, parts = JK_RED_BLOCK / span;
+  char next[48];
+  split_next(s, next, sizeof next, outs);
   emit_shared_parts(b, JK_RED_BLOCK, true);
   jk_buf_printf(b,
                 "  const unsigned int _jk_c = threadIdx.x %% %d, _jk_r = threadIdx.x / %d;\n"
@@ -620,9 +702,8 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
                 "  const _jk_u _jk_lo = _jk_split * _jk_chunk;\n"
                 "  const _jk_u _jk_hi = _jk_units - _jk_lo < _jk_chunk ? _jk_units : _jk_lo + "
                 "_jk_chunk;\n"
-                "  for (_jk_u _jk_kb = (_jk_u)blockIdx.x * %d; _jk_kb < _jk_K; _jk_kb += "
-                "(_jk_u)gridDim.x * %d) {\n",
-                C, C, outs, outs);
+                "  for (_jk_u _jk_kb = (_jk_u)blockIdx.x * %d; _jk_kb < _jk_K; %s) {\n",
+                C, C, outs, next);
   emit_offsets(b, in, 'k', "_jk_kb", true, false);
   emit_acc_array(b, in, na);
   char step[16];

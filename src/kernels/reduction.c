@@ -262,6 +262,17 @@ static bool fits_32(const jk_red_plan *pl, int n) {
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* The chunks of a split fold in groups of G, then the groups (see
+ * emit_combine): one level up to 32 chunks, else groups of about the
+ * square root of S, so that neither level's fold reads more than 256
+ * partial results an output. */
+uint64_t jk_red_fanin(uint64_t S) {
+  if (S <= 32) return S < 1 ? 1 : S;
+  uint64_t G = 1;
+  while (G * G < S) G++;
+  return G;
+}
+
 /* The threads per output that fold a split's chunks (in the last block
  * of each tile to finish): none for one chunk, a block for many (a
  * whole-array sum), a warp from 5, and for 2 to 4 chunks one thread,
@@ -275,7 +286,8 @@ static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
  * as fast or faster (axes 0 and 3 of (16, 64, 64, 256), 2 chunks over
  * 4096 outputs: 0.88 against 0.81-0.82). */
 static unsigned short final_group(uint64_t S) {
-  return S == 1 ? 0 : S >= 256 ? JK_RED_BLOCK : S > 4 ? 32 : 1;
+  uint64_t G = jk_red_fanin(S), S2 = ceil_div(S, G), most = G > S2 ? G : S2;
+  return S == 1 ? 0 : most > 4 ? 32 : 1;
 }
 
 /* Strategy 'r' (rows): where the innermost kept dimension and the run of
@@ -852,8 +864,9 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   void *kp[8 + 6 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + 2 * JITK_MAX_NDIM)];
   int np = 0;
   unsigned char *cur = store;
-  uint64_t sizes[5] = {(uint64_t)pl->K, (uint64_t)pl->R, pl->units, pl->S, pl->chunk};
-  for (int i = 0; i < 5; i++) {
+  uint64_t G = jk_red_fanin(pl->S), S2 = ceil_div(pl->S, G);
+  uint64_t sizes[6] = {(uint64_t)pl->K, (uint64_t)pl->R, pl->units, pl->S, pl->chunk, G};
+  for (int i = 0; i < 6; i++) {
     if (wide) {
       JK_PUSH(kp, np, cur, sizes[i]);
     } else {
@@ -905,15 +918,17 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
     gy = (unsigned)pl->S;
   }
   /* A split takes a temporary: the partial results, one per output and
-   * chunk, then a ticket per tile of outputs (a block's along x, which
-   * the grid covers whole when it splits: splits are for few outputs),
-   * cleared here on the stream, which the last block of each tile to
-   * finish takes to fold them (emit_combine). */
+   * chunk, and one per output and group of chunks, then the tickets,
+   * S2 + 1 per tile of outputs (a block's along x, which the grid covers
+   * whole when it splits: splits are for few outputs), cleared here on
+   * the stream; the blocks that take the last ones fold the partial
+   * results (emit_combine). */
   void *work = NULL, *tick = NULL;
   size_t tick_bytes = 0;
   if (pl->S > 1) {
-    size_t parts = (v->slot * (size_t)pl->K * (size_t)pl->S + 15) & ~(size_t)15;
-    tick_bytes = (size_t)gx * sizeof(unsigned int);
+    size_t parts =
+        (v->slot * (size_t)pl->K * (size_t)(pl->S + (S2 > 1 ? S2 : 0)) + 15) & ~(size_t)15;
+    tick_bytes = (size_t)gx * (size_t)(S2 + 1) * sizeof(unsigned int);
     jitk_status st = jk_temp_alloc(e, parts + tick_bytes, stream, &work);
     if (st != JITK_OK) return st;
     tick = (unsigned char *)work + parts;

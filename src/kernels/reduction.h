@@ -43,4 +43,8 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
  */
 bool jk_red_choose(jk_red_plan *pl, int n, int sms, char force, jk_red_spec *spec);
 
+/* The chunks a split folds together at the first level of its combine
+ * (all of them up to 32, else about the square root of S). */
+uint64_t jk_red_fanin(uint64_t S);
+
 #endif

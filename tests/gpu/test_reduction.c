@@ -1085,9 +1085,10 @@ static void line_sums(const void *x, bool half, int64_t rows, int64_t cols, int 
 }
 
 /* Split reductions fold their chunks in the same kernel: the last block
- * of each tile of outputs to finish folds them, with a thread per output
- * (2 to 4 chunks), a warp (5 to 255) or the whole block (256 or more), in
- * every strategy that splits: a whole array and rows of a block each
+ * to finish each group of chunks of a tile of outputs folds them, then
+ * the last of the groups folds theirs (one level up to 32 chunks), with a
+ * thread an output (at most 4 a fold) or a group of lanes, in every
+ * strategy that splits: a whole array and rows of a block each
  * ('i'), short rows of a warp each, columns of 32 outputs a block and of
  * a row of 7 ('o'), float16 column pairs, row segments ('r'). Each case
  * against float64 sums, then five more runs giving the same bits in
@@ -1105,16 +1106,19 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
     int64_t rows, cols;
     int axis; /* -1: all */
     bool half;
-    const char *strategy, *fold; /* the fold after the ticket: "thread", "warp", "block" */
+    /* The fold after the tickets: a thread an output, or a group of
+     * lanes an output (as many as the block has for each output of the
+     * tile, at most a warp); S chunks, one level up to 32. */
+    const char *strategy, *fold;
   } cases[] = {
-      {1, 3000007, -1, false, "along reduced", "block"},
-      {8, 1 << 20, 1, false, "along reduced", "warp"},
-      {200, 6000, 1, false, "along reduced", "thread"},
-      {4096, 3001, 0, false, "across outputs", "warp"},
-      {300000, 7, 0, false, "across outputs", "block"},
-      {32768, 66, 0, true, "across outputs", "block"},
-      {1024, 4096, 0, false, "row segments", "thread"},
-      {8192, 512, 0, false, "row segments", "warp"},
+      {1, 3000007, -1, false, "along reduced", "group_reduce<32>"},   /* S 732: 28 x 27 */
+      {8, 1 << 20, 1, false, "along reduced", "group_reduce<32>"},    /* S 64: 8 x 8 */
+      {200, 6000, 1, false, "along reduced", "thread"},               /* S 2, warps */
+      {4096, 3001, 0, false, "across outputs", "group_reduce<8>"},    /* S 22, one level */
+      {300000, 7, 0, false, "across outputs", "group_reduce<32>"},    /* S 2098: 46 x 46 */
+      {32768, 66, 0, true, "across outputs", "group_reduce<4>"},      /* S 512: pairs */
+      {1024, 4096, 0, false, "row segments", "thread"},               /* S 4 */
+      {8192, 512, 0, false, "row segments", "group_reduce<8>"},       /* S 32, one level */
   };
   uint64_t seed = 0x5B11;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1153,12 +1157,13 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
       const char *src = NULL;
       JT_OK(e, jitk_reduction_source(k, &src));
       cr_assert(strstr(src, cases[c].strategy) != NULL, "case %zu: %.120s", c, src);
-      const char *ticket = strstr(src, "atomicInc(_jk_tick");
+      const char *ticket = strstr(src, "atomicInc(_jk_tk");
       cr_assert(ticket != NULL && strstr(src, "_final") == NULL, "case %zu: not split", c);
-      const char *fold = strstr(ticket, "block_reduce") != NULL  ? "block"
-                         : strstr(ticket, "warp_reduce") != NULL ? "warp"
-                                                                  : "thread";
-      cr_assert_str_eq(fold, cases[c].fold, "case %zu", c);
+      if (strcmp(cases[c].fold, "thread") == 0)
+        cr_assert(strstr(ticket, "group_reduce") == NULL && strstr(ticket, "block_reduce") == NULL,
+                  "case %zu: a thread an output", c);
+      else
+        cr_assert(strstr(ticket, cases[c].fold) != NULL, "case %zu: %s", c, cases[c].fold);
       for (int64_t o = 0; o < nout; o++)
         if (!(fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6))
           cr_assert_fail("case %zu, output %lld: %.9g, want %.9g", c, (long long)o,

@@ -46,7 +46,7 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
       size_t n;
       JT_OK(e, jitk_module_resources(m, &res, &n));
       cr_assert_eq(n, 1u, "one kernel, split or not");
-      cr_assert_eq(strstr(src, "atomicInc(_jk_tick") != NULL, layouts[l].split != 0,
+      cr_assert_eq(strstr(src, "atomicInc(_jk_tk") != NULL, layouts[l].split != 0,
                    "%s layout %zu: the last block's combine exactly when split", info.name, l);
       for (size_t r = 0; r < n; r++)
         cr_assert_eq(res[r].spill_stores, 0, "%s layout %zu spills", info.name, l);
@@ -71,11 +71,15 @@ Test(reduction_gen, source_shapes) {
   JT_OK(e, jitk_reduction_compile(k, "T=float32", &rows, &src, NULL));
   cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL, "16-byte loads along rows");
   cr_assert(strstr(src, "jitk::red::block_reduce<256>") != NULL);
-  /* Split: a block an output (one a tile), and the last block of each
-   * output to finish folds its chunks with a warp. */
-  const char *ticket = strstr(src, "atomicInc(_jk_tick + (_jk_wb / 1)");
-  cr_assert(ticket != NULL && strstr(ticket, "_jk_work[_jk_k * _jk_S + _jk_t]") != NULL &&
-                strstr(ticket, "jitk::red::warp_reduce") != NULL &&
+  /* Split: a block an output (one a tile, taken once: no grid stride),
+   * and the last block to finish each group of chunks, then the last of
+   * the groups, fold them with a warp (split 1: up to a warp). */
+  const char *ticket = strstr(src, "_jk_tick + (_jk_u)(_jk_wb / 1)");
+  cr_assert(ticket != NULL && strstr(src, "_jk_wb = _jk_K)") != NULL &&
+                strstr(ticket, "_jk_work + _jk_k * (_jk_S) + (_jk_c0)") != NULL &&
+                strstr(ticket, "_jk_work2 + _jk_k * (_jk_S2) + (0)") != NULL &&
+                strstr(ticket, "atomicInc(_jk_tk + _jk_S2") != NULL &&
+                strstr(ticket, "jitk::red::group_reduce<32>") != NULL &&
                 strstr(ticket, "block_reduce") == NULL && strstr(src, "k_final") == NULL,
             "the combine, a warp per output: %s", src);
   cr_assert(strstr(src, "int _jk_has = 0;") != NULL, "no identity: partial results start empty");
@@ -335,7 +339,7 @@ Test(reduction_gen, whole_rows_compile) {
     size_t n;
     JT_OK(e, jitk_module_resources(m, &res, &n));
     cr_assert_eq(n, 1u, "case %zu: one kernel", c);
-    cr_assert_eq(strstr(src, "atomicInc(_jk_tick") != NULL, cases[c].split != 0,
+    cr_assert_eq(strstr(src, "atomicInc(_jk_tk") != NULL, cases[c].split != 0,
                  "case %zu: the combine when split", c);
     for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %zu spills", c);
     jitk_module_destroy(m);

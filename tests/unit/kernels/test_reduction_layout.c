@@ -90,7 +90,13 @@ static void check(const layout_case *c) {
   cr_assert_eq(spec.rrun, c->rrun, "%s: runs of %d", c->what, spec.rrun);
   if (spec.strategy == 'r')
     cr_assert_eq(pl.units, (uint64_t)pl.R / spec.rrun, "%s: units are rows", c->what);
-  cr_assert_eq(spec.final_group, c->S == 1 ? 0 : c->S >= 256 ? 256 : c->S > 4 ? 32 : 1,
+  /* The chunks fold in groups of G, then the groups: a thread an output
+   * where neither level folds more than 4, else up to a warp. */
+  uint64_t G = jk_red_fanin(c->S), S2 = (c->S + G - 1) / G;
+  cr_assert(G >= 1 && G <= 256 && S2 <= 256 && (c->S > 32 || G == c->S),
+            "%s: %llu chunks in groups of %llu", c->what, (unsigned long long)c->S,
+            (unsigned long long)G);
+  cr_assert_eq(spec.final_group, c->S == 1 ? 0 : (G > S2 ? G : S2) > 4 ? 32 : 1,
                "%s: the fold of the chunks", c->what);
   /* Chunks cover the units, none empty. */
   cr_assert(pl.S * pl.chunk >= pl.units && (pl.S - 1) * pl.chunk < pl.units + (pl.units == 0),
