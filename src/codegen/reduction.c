@@ -368,12 +368,36 @@ static void split_next(const jk_red_spec *s, char *out, size_t size, int per) {
 static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *file, int g,
                             int n, const char *src, const char *stride, const char *from,
                             const char *count, const char *to2) {
-  jk_buf_printf(b,
-                "      {\n"
-                "      const _jk_u _jk_fhi = _jk_K - _jk_f0 < %d ? _jk_K : _jk_f0 + %d;\n"
-                "      for (_jk_u _jk_k = _jk_f0 + threadIdx.x / %d; _jk_k < _jk_fhi; _jk_k += %d) "
-                "{\n",
-                n, n, g, JK_RED_BLOCK / g);
+  /* The loop runs over each warp's first output (the block's, for a
+   * block an output), the same for all its lanes: the group reductions
+   * shuffle across the whole warp, so lanes whose output is past the
+   * tile's end (_jk_fok false) fold nothing but still take part. */
+  int pw = g >= 32 ? 1 : 32 / g;
+  if (g == JK_RED_BLOCK)
+    jk_buf_printf(b,
+                  "      {\n"
+                  "      const _jk_u _jk_fhi = _jk_K - _jk_f0 < %d ? _jk_K : _jk_f0 + %d;\n"
+                  "      for (_jk_u _jk_k = _jk_f0; _jk_k < _jk_fhi; ++_jk_k) {\n"
+                  "    const bool _jk_fok = true;\n",
+                  n, n);
+  else if (n * g <= JK_RED_BLOCK)
+    /* One pass covers the tile (no loop: fewer registers). */
+    jk_buf_printf(b,
+                  "      {\n"
+                  "      const _jk_u _jk_fhi = _jk_K - _jk_f0 < %d ? _jk_K : _jk_f0 + %d;\n"
+                  "      {\n"
+                  "    const _jk_u _jk_k = _jk_f0 + threadIdx.x / %d;\n"
+                  "    const bool _jk_fok = _jk_k < _jk_fhi;\n",
+                  n, n, g);
+  else
+    jk_buf_printf(b,
+                  "      {\n"
+                  "      const _jk_u _jk_fhi = _jk_K - _jk_f0 < %d ? _jk_K : _jk_f0 + %d;\n"
+                  "      for (_jk_u _jk_kw = _jk_f0 + (threadIdx.x >> 5) * %d; _jk_kw < _jk_fhi; "
+                  "_jk_kw += %d) {\n"
+                  "    const _jk_u _jk_k = _jk_kw + (threadIdx.x & 31) / %d;\n"
+                  "    const bool _jk_fok = _jk_k < _jk_fhi;\n",
+                  n, n, pw, JK_RED_BLOCK / g, g);
   emit_acc_init(b, in);
   /* Four loads in flight before their folds (a loop of one load and its
    * fold would wait out the cache's latency at every step), in the order
@@ -382,7 +406,7 @@ static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *f
   int nq = g == JK_RED_BLOCK ? 1 : 4;
   jk_buf_printf(b,
                 "    const jitk::red::part<_type_reduce> *_jk_from = %s + _jk_k * (%s) + (%s);\n"
-                "    const unsigned int _jk_n = (unsigned int)(%s);\n"
+                "    const unsigned int _jk_n = _jk_fok ? (unsigned int)(%s) : 0u;\n"
                 "    for (unsigned int _jk_t = _jk_fl; _jk_t < _jk_n; _jk_t += %d) {\n"
                 "      jitk::red::part<_type_reduce> _jk_q[%d];\n"
                 "#pragma unroll\n"
@@ -400,7 +424,7 @@ static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *f
                   JK_RED_BLOCK);
   else if (g > 1)
     jk_buf_printf(b, "    jitk::red::group_reduce<%d>(_jk_acc, _jk_has, _jk_op());\n", g);
-  jk_buf_puts(b, "    if (_jk_fl == 0) {\n");
+  jk_buf_puts(b, "    if (_jk_fl == 0 && _jk_fok) {\n");
   if (to2 != NULL)
     jk_buf_printf(b,
                   "    if (_jk_S2 > 1) {\n"
