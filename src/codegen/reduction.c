@@ -468,15 +468,17 @@ static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file
   while (n > 1 && g * 2 <= 32 && g * 2 * n <= JK_RED_BLOCK) g *= 2;
   if (most == 1) g = 1;
   else if (most == 32 && g > 32) g = 32;
-  /* Every thread's partial results are out before thread 0 takes a
-   * ticket (fence, then barrier); the last block's reads come after it
-   * saw every other block's ticket (barrier, then fence). */
+  /* The block's partial results are all written before thread 0 takes a
+   * ticket (the barrier, then its fence: a release that covers what the
+   * barrier ordered before it), and the last block reads the others'
+   * only after thread 0 saw their tickets (its fence after the atomic,
+   * an acquire, then the barrier), the pattern of a grid-wide barrier. */
   static const char take[] =
-      "    __threadfence();\n"
       "    __syncthreads();\n"
       "    if (threadIdx.x == 0) {\n"
       "      __threadfence();\n"
       "      _jk_last = atomicInc(%s, (unsigned int)(%s) - 1u) == (unsigned int)(%s) - 1u;\n"
+      "      __threadfence();\n"
       "    }\n"
       "    __syncthreads();\n";
   jk_buf_printf(b,
@@ -497,11 +499,11 @@ static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file
                   "sizeof(jitk::red::part<_type_reduce>)];\n",
                   JK_RED_BLOCK / 32);
   jk_buf_printf(b, take, "_jk_tk + _jk_grp2", "_jk_cn", "_jk_cn");
-  jk_buf_puts(b, "    if (_jk_last) {\n    __threadfence();\n");
+  jk_buf_puts(b, "    if (_jk_last) {\n");
   emit_fold_parts(b, in, file, g, n, "_jk_work", "_jk_S", "_jk_c0", "_jk_cn", "_jk_grp2");
   jk_buf_puts(b, "    if (_jk_S2 > 1) {\n");
   jk_buf_printf(b, take, "_jk_tk + _jk_S2", "_jk_S2", "_jk_S2");
-  jk_buf_puts(b, "    if (_jk_last) {\n    __threadfence();\n");
+  jk_buf_puts(b, "    if (_jk_last) {\n");
   emit_fold_parts(b, in, file, g, n, "_jk_work2", "_jk_S2", "0", "_jk_S2", NULL);
   jk_buf_puts(b, "    }\n    }\n    }\n    }\n");
 }
