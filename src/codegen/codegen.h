@@ -187,9 +187,11 @@ typedef struct jk_red_spec {
    * the threads of each output combine at the end. */
   unsigned short rcols, rrun;
   /* 0: one piece per output (S == 1), no combine; else the threads per
-   * output, 1, 32 or 256, that fold each output's chunks (S > 1) in the
-   * last block of its tile to finish. */
+   * output, 1, 32 or 256, that fold each output's chunks (S > 1): in the
+   * last block of its tile to finish, or with `second_pass` in a second
+   * kernel, `name_final`. */
   unsigned short final_group;
+  unsigned char second_pass;
   unsigned char has_identity;
 } jk_red_spec;
 
@@ -203,8 +205,9 @@ typedef struct jk_red_source_in {
 /* Writes the CUDA source of one specialization: the kernel `name`, which
  * writes the outputs; split reductions write partial results to _jk_work,
  * and the last block of each tile of outputs to finish (counted in
- * _jk_tick, cleared by the launch) folds them in order. `name_slot` is a
- * device array the size of one partial result. */
+ * _jk_tick, cleared by the launch) folds them in order, or with
+ * `second_pass` the kernel `name_final` does. `name_slot` is a device
+ * array the size of one partial result. */
 jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source);
 
 /* --- matmul plans --- */

@@ -25,9 +25,10 @@
  *      end (column sums, kept and reduced dimensions interleaved).
  *
  * A split reduction (blockIdx.y numbers the chunks) writes one partial
- * result per (output, chunk); the last block to finish a tile of outputs
- * then folds each output's chunks in order and writes it (emit_combine),
- * in the same kernel. Every combination follows a fixed tree, so results
+ * result per (output, chunk); the last blocks to finish a tile of outputs
+ * then fold each output's chunks in order and write it (emit_combine), in
+ * the same kernel, or (large reductions, `second_pass`) a second kernel,
+ * `name_final`, does. Every combination follows a fixed tree, so results
  * are the same bits on every run.
  */
 #include <stdio.h>
@@ -459,7 +460,7 @@ static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *f
 static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file,
                          const char *tile, const char *lo, int n) {
   int most = in->spec->final_group;
-  if (most == 0) return;
+  if (most == 0 || in->spec->second_pass) return;
   /* Threads an output: as many as the block has for each of the tile's
    * outputs (a power of two; a block for a tile of one output, at most a
    * warp otherwise), up to the spec's 1, 32 or 256, so that every thread
@@ -780,6 +781,35 @@ static void emit_rows(jk_buf *b, const jk_red_source_in *in, const char *file) {
   jk_buf_puts(b, "  }\n");
 }
 
+/* The second pass of split reductions with `second_pass`: per output,
+ * the partial results of its chunks in order, by one thread (`group` 1:
+ * 2 to 4 chunks), a warp (32) or the whole block (256: a few outputs of
+ * many chunks, such as one whole-array sum). */
+static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, int group) {
+  int per = JK_RED_BLOCK / group;
+  if (group == JK_RED_BLOCK) emit_shared_parts(b, JK_RED_BLOCK / 32, false);
+  jk_buf_printf(b,
+                "  const unsigned int _jk_lane = threadIdx.x %% %d;\n"
+                "  for (_jk_u _jk_k = ((_jk_u)blockIdx.x * %d + threadIdx.x / %d); _jk_k < _jk_K;\n"
+                "       _jk_k += (_jk_u)gridDim.x * %d) {\n",
+                group, per, group, per);
+  emit_acc_init(b, in);
+  jk_buf_printf(b,
+                "    for (_jk_u _jk_t = _jk_lane; _jk_t < _jk_S; _jk_t += %d)\n"
+                "      jitk::red::merge(_jk_acc, _jk_has, _jk_work[_jk_k * _jk_S + _jk_t].v,\n"
+                "                       _jk_work[_jk_k * _jk_S + _jk_t].has, _jk_op());\n",
+                group);
+  if (group == JK_RED_BLOCK)
+    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
+                  JK_RED_BLOCK);
+  else if (group == 32)
+    jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
+  jk_buf_puts(b, "    if (_jk_lane == 0) {\n");
+  emit_offsets(b, in, 'k', "_jk_k", false, true);
+  emit_post_map(b, in, file);
+  jk_buf_puts(b, "    }\n  }\n");
+}
+
 /* The 'm' path: every output reduces one group of `vec` elements (rows
  * of one element, or of one vector), and each thread takes `group`
  * outputs a block's width apart, issuing every load before the first
@@ -901,6 +931,12 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   else
     emit_inner(&b, in, file);
   jk_buf_puts(&b, "}\n");
+  if (s->final_group != 0 && s->second_pass) {
+    emit_entry(&b, in, "_final");
+    emit_final(&b, in, file,
+               s->final_group == JK_RED_BLOCK ? JK_RED_BLOCK : s->final_group == 1 ? 1 : 32);
+    jk_buf_puts(&b, "}\n");
+  }
   char *src = jk_buf_take(&b);
   if (src == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory generating a kernel");
   *source = src;

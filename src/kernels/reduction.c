@@ -81,6 +81,10 @@ static jitk_status red_load(void *ctx, jk_gen_variant *v) {
   CUmodule m = (CUmodule)v->entry->cu;
   char name[160];
   CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], m, k->g.name);
+  const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
+  snprintf(name, sizeof name, "%s_final", k->g.name);
+  if (r == CUDA_SUCCESS && s->final_group != 0 && s->second_pass)
+    r = e->drv.cuModuleGetFunction(&v->fn[1], m, name);
   /* The size of a partial result: the device compiler knows the reduce
    * type's size; the host may not (a struct of the preamble). */
   snprintf(name, sizeof name, "%s_slot", k->g.name);
@@ -273,21 +277,35 @@ uint64_t jk_red_fanin(uint64_t S) {
   return G;
 }
 
-/* The threads per output that fold a split's chunks (in the last block
- * of each tile to finish): none for one chunk, a block for many (a
- * whole-array sum), a warp from 5, and for 2 to 4 chunks one thread,
- * which folds its output's chunks in order. The figures below were
- * measured when a second kernel did this fold. A warp per output of
- * 4 chunks leaves 28 lanes idle: it took 4.6 us over 16384 outputs on
- * the H200 (Nsight Compute), a fifth of the first kernel's time. A
- * thread per output of 8 or 16 chunks measured slower than a warp in
- * the layout sweep (16 chunks over 4096 outputs: 0.70 of the same-size
- * copy against 0.77-0.79), its folds one load after another; of 2 and 4,
- * as fast or faster (axes 0 and 3 of (16, 64, 64, 256), 2 chunks over
- * 4096 outputs: 0.88 against 0.81-0.82). */
-static unsigned short final_group(uint64_t S) {
-  uint64_t G = jk_red_fanin(S), S2 = ceil_div(S, G), most = G > S2 ? G : S2;
-  return S == 1 ? 0 : most > 4 ? 32 : 1;
+/* How a split folds its chunks. Reductions reading less than
+ * JK_RED_PASS_BYTES fold them in the same kernel (emit_combine): one
+ * launch and a memset of the tickets in place of two launches, which
+ * halved the host time of sums of 2^16 and 2^18 float32 on the H200
+ * (12 us to 6) and cut their GPU time back to back from 11-12 us to 7.
+ * Larger ones use a second kernel: beside it, in one session on one
+ * H200, the combine in the kernel took 1.05-1.15 of its time on the
+ * sweep's split reductions of 2^24 to 2^26 elements (every block's
+ * ticket, and the memset, cost more there than a second launch); sizes
+ * between 1 and 64 MiB were not measured. The fold's threads per output:
+ * in the kernel, a thread where neither level of the tree folds more
+ * than 4 (emit_combine picks the lanes from the tile otherwise); in the
+ * second kernel, a block for many chunks (a whole-array sum), a warp
+ * from 5, a thread for 2 to 4 (a warp per output of 4 chunks left 28
+ * lanes idle: 4.6 us over 16384 outputs in Nsight Compute; a thread per
+ * output of 8 or 16 chunks measured slower than a warp, its folds one
+ * load after another). */
+#define JK_RED_PASS_BYTES ((uint64_t)16 << 20)
+
+static void choose_combine(const jk_red_plan *pl, size_t widest, jk_red_spec *s) {
+  uint64_t S = pl->S, G = jk_red_fanin(S), S2 = ceil_div(S, G), most = G > S2 ? G : S2;
+  uint64_t bytes = (uint64_t)pl->K * (uint64_t)pl->R * widest;
+  s->second_pass = S > 1 && bytes >= JK_RED_PASS_BYTES;
+  if (S == 1)
+    s->final_group = 0;
+  else if (s->second_pass)
+    s->final_group = S >= 256 ? JK_RED_BLOCK : S > 4 ? 32 : 1;
+  else
+    s->final_group = most > 4 ? 32 : 1;
 }
 
 /* Strategy 'r' (rows): where the innermost kept dimension and the run of
@@ -436,7 +454,7 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
       pl->chunk = ceil_div(pl->units, S);
       pl->S = ceil_div(pl->units, pl->chunk);
       if (pl->S == 1) pl->chunk = pl->units;
-      s->final_group = final_group(pl->S);
+      choose_combine(pl, widest, s);
       return true;
     }
   }
@@ -569,7 +587,7 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
   /* No empty chunk: each one's partial result holds something. */
   pl->S = pl->chunk == 0 ? 1 : ceil_div(pl->units, pl->chunk);
   if (pl->S == 1) pl->chunk = pl->units;
-  s->final_group = final_group(pl->S);
+  choose_combine(pl, widest, s);
   return true;
 }
 
@@ -922,16 +940,18 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
    * S2 + 1 per tile of outputs (a block's along x, which the grid covers
    * whole when it splits: splits are for few outputs), cleared here on
    * the stream; the blocks that take the last ones fold the partial
-   * results (emit_combine). */
+   * results (emit_combine). With a second pass, the partial results
+   * alone, which the second kernel folds. */
+  bool pass = pl->S > 1 && s->second_pass;
   void *work = NULL, *tick = NULL;
   size_t tick_bytes = 0;
   if (pl->S > 1) {
-    size_t parts =
-        (v->slot * (size_t)pl->K * (size_t)(pl->S + (S2 > 1 ? S2 : 0)) + 15) & ~(size_t)15;
-    tick_bytes = (size_t)gx * (size_t)(S2 + 1) * sizeof(unsigned int);
+    size_t parts = (v->slot * (size_t)pl->K * (size_t)(pl->S + (!pass && S2 > 1 ? S2 : 0)) + 15) &
+                   ~(size_t)15;
+    tick_bytes = pass ? 0 : (size_t)gx * (size_t)(S2 + 1) * sizeof(unsigned int);
     jitk_status st = jk_temp_alloc(e, parts + tick_bytes, stream, &work);
     if (st != JITK_OK) return st;
-    tick = (unsigned char *)work + parts;
+    if (!pass) tick = (unsigned char *)work + parts;
   }
   JK_PUSH(kp, np, cur, work);
   JK_PUSH(kp, np, cur, tick);
@@ -947,6 +967,11 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   if (r == CUDA_SUCCESS)
     r = e->drv.cuLaunchKernel(v->fn[0], gx, gy, 1, JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp,
                               NULL);
+  if (r == CUDA_SUCCESS && pass) {
+    uint64_t b = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->final_group);
+    r = e->drv.cuLaunchKernel(v->fn[1], (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b), 1, 1,
+                              JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp, NULL);
+  }
   jk_ctx_leave(e, saved);
   if (work != NULL) jk_temp_free(e, work, stream);
   if (JK_UNLIKELY(r != CUDA_SUCCESS))

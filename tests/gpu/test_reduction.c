@@ -1084,17 +1084,18 @@ static void line_sums(const void *x, bool half, int64_t rows, int64_t cols, int 
   }
 }
 
-/* Split reductions fold their chunks in the same kernel: the last block
- * to finish each group of chunks of a tile of outputs folds them, then
- * the last of the groups folds theirs (one level up to 32 chunks), with a
- * thread an output (at most 4 a fold) or a group of lanes, in every
- * strategy that splits: a whole array and rows of a block each
- * ('i'), short rows of a warp each, columns of 32 outputs a block and of
- * a row of 7 ('o'), float16 column pairs, row segments ('r'). Each case
- * against float64 sums, then five more runs giving the same bits in
- * every output. Last, one layout on three streams at once, each on its
- * own data, ten launches each without waiting: the chunks of concurrent
- * launches never meet (each launch has its own tickets). */
+/* Split reductions under 16 MiB fold their chunks in the same kernel:
+ * the last block to finish each group of chunks of a tile of outputs
+ * folds them, then the last of the groups folds theirs (one level up to
+ * 32 chunks), with a thread an output (at most 4 a fold) or a group of
+ * lanes, in every strategy that splits: a whole array and rows of a
+ * block each ('i'), short rows of a warp each, columns of 32 outputs a
+ * block and of a row of 7 ('o'), float16 column pairs, row segments
+ * ('r'); larger ones in a second kernel. Each case against float64 sums,
+ * then five more runs giving the same bits in every output. Last, one
+ * layout on three streams at once, each on its own data, ten launches
+ * each without waiting: the chunks of concurrent launches never meet
+ * (each launch has its own tickets). */
 Test(reduction, split_in_one_kernel, .timeout = 120) {
   jitk_engine *e = jt_gpu_engine();
   jitk_reduction *k32 = NULL, *k16 = NULL;
@@ -1106,19 +1107,24 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
     int64_t rows, cols;
     int axis; /* -1: all */
     bool half;
-    /* The fold after the tickets: a thread an output, or a group of
-     * lanes an output (as many as the block has for each output of the
-     * tile, at most a warp); S chunks, one level up to 32. */
+    /* Under 16 MiB, the fold after the tickets: a thread an output, or a
+     * group of lanes an output (as many as the block has for each output
+     * of the tile, at most a warp); S chunks, one level up to 32. From
+     * 16 MiB, "second": a second kernel folds them. */
     const char *strategy, *fold;
   } cases[] = {
       {1, 3000007, -1, false, "along reduced", "group_reduce<32>"},   /* S 732: 28 x 27 */
-      {8, 1 << 20, 1, false, "along reduced", "group_reduce<32>"},    /* S 64: 8 x 8 */
+      {8, 1 << 18, 1, false, "along reduced", "group_reduce<32>"},    /* S 16, one level */
       {200, 6000, 1, false, "along reduced", "thread"},               /* S 2, warps */
-      {4096, 3001, 0, false, "across outputs", "group_reduce<8>"},    /* S 22, one level */
+      {1024, 3001, 0, false, "across outputs", "group_reduce<8>"},    /* S 16, one level */
       {300000, 7, 0, false, "across outputs", "group_reduce<32>"},    /* S 2098: 46 x 46 */
       {32768, 66, 0, true, "across outputs", "group_reduce<4>"},      /* S 512: pairs */
-      {1024, 4096, 0, false, "row segments", "thread"},               /* S 4 */
-      {8192, 512, 0, false, "row segments", "group_reduce<8>"},       /* S 32, one level */
+      {512, 4096, 0, false, "row segments", "thread"},                /* S 2 */
+      {4096, 512, 0, false, "row segments", "group_reduce<8>"},       /* S 16, one level */
+      {1, 1 << 23, -1, false, "along reduced", "second"},             /* 32 MiB */
+      {8, 1 << 20, 1, false, "along reduced", "second"},
+      {4096, 3001, 0, false, "across outputs", "second"},
+      {1024, 4096, 0, false, "row segments", "second"},
   };
   uint64_t seed = 0x5B11;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1158,8 +1164,13 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
       JT_OK(e, jitk_reduction_source(k, &src));
       cr_assert(strstr(src, cases[c].strategy) != NULL, "case %zu: %.120s", c, src);
       const char *ticket = strstr(src, "atomicInc(_jk_tk");
-      cr_assert(ticket != NULL && strstr(src, "_final") == NULL, "case %zu: not split", c);
-      if (strcmp(cases[c].fold, "thread") == 0)
+      if (strcmp(cases[c].fold, "second") == 0)
+        cr_assert(ticket == NULL && strstr(src, "_final(") != NULL, "case %zu: two kernels", c);
+      else
+        cr_assert(ticket != NULL && strstr(src, "_final") == NULL, "case %zu: not split", c);
+      if (strcmp(cases[c].fold, "second") == 0)
+        ;
+      else if (strcmp(cases[c].fold, "thread") == 0)
         cr_assert(strstr(ticket, "group_reduce") == NULL && strstr(ticket, "block_reduce") == NULL,
                   "case %zu: a thread an output", c);
       else
@@ -1178,9 +1189,10 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
     JT_OK(e, jitk_device_free(e, dy, NULL));
   }
 
-  /* Three streams, row segments folded by warps, ten launches each. */
+  /* Three streams, row segments of 16 chunks folded in the kernel, ten
+   * launches each. */
   enum { NS = 3 };
-  const int64_t R = 8192, C = 512, n = R * C;
+  const int64_t R = 4096, C = 512, n = R * C;
   int axis0[1] = {0};
   CUstream streams[NS];
   float *hx[NS], *dx[NS], *dy[NS], got[512];

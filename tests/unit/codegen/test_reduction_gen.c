@@ -348,3 +348,72 @@ Test(reduction_gen, whole_rows_compile) {
   jk_params_free(e, &pl);
   jitk_engine_destroy(e);
 }
+
+/* Large splits fold their chunks in a second kernel, `name_final`, with a
+ * thread, a warp or a block an output: each strategy that splits ('i'
+ * with groups of a block and of a warp, 'o' with 32 outputs a block, 7,
+ * and pairs, 'r') compiles to two kernels without spills, the first
+ * writing partial results and taking no tickets. */
+Test(reduction_gen, second_pass_compiles) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_param_list pl;
+  memset(&pl, 0, sizeof pl);
+  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &pl));
+  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, &pl));
+  const struct {
+    jitk_dtype dt;
+    char strategy;
+    int group, vec, ocols, ovec, rcols, final_group;
+    const char *fold; /* in the second kernel */
+  } cases[] = {
+      {JITK_FLOAT32, 'i', 256, 4, 0, 0, 0, 256, "block_reduce<256>"},
+      {JITK_FLOAT32, 'i', 32, 4, 0, 0, 0, 1, NULL},
+      {JITK_FLOAT64, 'o', 32, 1, 0, 0, 0, 32, "warp_reduce"},
+      {JITK_FLOAT32, 'o', 32, 1, 7, 0, 0, 256, "block_reduce<256>"},
+      {JITK_FLOAT16, 'o', 32, 1, 0, 2, 0, 32, "warp_reduce"},
+      {JITK_FLOAT32, 'r', 32, 4, 0, 0, 8, 1, NULL},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    jk_red_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.nparams = 2;
+    spec.dtype[0] = (unsigned char)cases[c].dt;
+    spec.dtype[1] = JITK_FLOAT32;
+    spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
+    spec.reduce_dtype = JITK_FLOAT32;
+    spec.nk = 1;
+    spec.nr = 1;
+    spec.strategy = (unsigned char)cases[c].strategy;
+    spec.group = (unsigned short)cases[c].group;
+    spec.vec = (unsigned char)cases[c].vec;
+    spec.ocols = (unsigned char)cases[c].ocols;
+    spec.ovec = (unsigned char)(cases[c].ovec ? cases[c].ovec : 1);
+    spec.rcols = (unsigned short)cases[c].rcols;
+    spec.rrun = (unsigned short)(cases[c].rcols ? 1 : 0);
+    spec.has_identity = 1;
+    spec.final_group = (unsigned short)cases[c].final_group;
+    spec.second_pass = 1;
+    jk_red_source_in in = {"two", &pl, "(float)x", "a + b", "y = a", "0", NULL, NULL, &spec};
+    char *src = NULL;
+    JT_OK(e, jk_red_generate(e, &in, &src));
+    const char *fin = strstr(src, "two_final(");
+    cr_assert(fin != NULL && strstr(src, "atomicInc") == NULL && strstr(src, "_jk_tk") == NULL,
+              "case %zu: a second kernel, no tickets", c);
+    if (cases[c].fold != NULL)
+      cr_assert(strstr(fin, cases[c].fold) != NULL, "case %zu: %s", c, cases[c].fold);
+    else
+      cr_assert(strstr(fin, "warp_reduce") == NULL && strstr(fin, "block_reduce") == NULL,
+                "case %zu: a thread an output", c);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    const jitk_kernel_resources *res;
+    size_t n;
+    JT_OK(e, jitk_module_resources(m, &res, &n));
+    cr_assert_eq(n, 2u, "case %zu: two kernels", c);
+    for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %zu spills", c);
+    jitk_module_destroy(m);
+    jk_free(e, src);
+  }
+  jk_params_free(e, &pl);
+  jitk_engine_destroy(e);
+}

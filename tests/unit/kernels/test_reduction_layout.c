@@ -90,14 +90,20 @@ static void check(const layout_case *c) {
   cr_assert_eq(spec.rrun, c->rrun, "%s: runs of %d", c->what, spec.rrun);
   if (spec.strategy == 'r')
     cr_assert_eq(pl.units, (uint64_t)pl.R / spec.rrun, "%s: units are rows", c->what);
-  /* The chunks fold in groups of G, then the groups: a thread an output
-   * where neither level folds more than 4, else up to a warp. */
+  /* Splits reading 16 MiB or more fold their chunks in a second kernel
+   * (a block an output from 256 chunks, a warp from 5, else a thread);
+   * smaller ones in the kernel, in groups of G then the groups: a thread
+   * an output where neither level folds more than 4, else up to a warp. */
   uint64_t G = jk_red_fanin(c->S), S2 = (c->S + G - 1) / G;
   cr_assert(G >= 1 && G <= 256 && S2 <= 256 && (c->S > 32 || G == c->S),
             "%s: %llu chunks in groups of %llu", c->what, (unsigned long long)c->S,
             (unsigned long long)G);
-  cr_assert_eq(spec.final_group, c->S == 1 ? 0 : (G > S2 ? G : S2) > 4 ? 32 : 1,
-               "%s: the fold of the chunks", c->what);
+  bool pass = c->S > 1 && (uint64_t)pl.K * (uint64_t)pl.R * isz >= ((uint64_t)16 << 20);
+  cr_assert_eq(spec.second_pass, pass, "%s: second pass %d", c->what, spec.second_pass);
+  unsigned want = c->S == 1 ? 0
+                  : pass    ? (c->S >= 256 ? 256 : c->S > 4 ? 32 : 1)
+                            : ((G > S2 ? G : S2) > 4 ? 32 : 1);
+  cr_assert_eq(spec.final_group, want, "%s: the fold of the chunks", c->what);
   /* Chunks cover the units, none empty. */
   cr_assert(pl.S * pl.chunk >= pl.units && (pl.S - 1) * pl.chunk < pl.units + (pl.units == 0),
             "%s: %llu chunks of %llu for %llu units", c->what, (unsigned long long)pl.S,

@@ -8,7 +8,8 @@
  * with other expressions, keeps the layout's own choice. Which strategy
  * the stand-in finds fastest is left to its clock: the test follows
  * whichever it is. Row segments launch the grids their layout asks for,
- * and the combine of a few chunks takes a thread per output.
+ * and the fold of a few chunks takes a thread per output, in the kernel
+ * for a small split, in a second kernel for a large one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,11 +161,12 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
 
 /* Where row segments launch, on the stand-in (which records the last
  * launch and the last memset): column sums of (256, 65536) float32 take
- * segments of 32 outputs, 2048 blocks, no split; (1024, 4096) takes 128
- * segments split in 4 along y, one launch still: its 128 tickets (one a
- * segment) are cleared on the launch's stream first, and the last block
- * of each segment folds the 4 chunks of its outputs with a thread per
- * output. */
+ * segments of 32 outputs, 2048 blocks, no split; (512, 4096), 8 MiB,
+ * takes 128 segments split in 2 along y, one launch still: its tickets
+ * (two a segment) are cleared on the launch's stream first, and the last
+ * block of each segment folds the 2 chunks of its outputs with a thread
+ * an output; (1024, 4096), 16 MiB, splits in 4 and folds them in a
+ * second kernel, a thread an output, 4096 outputs in 16 blocks. */
 Test(reduction_launch, row_segments_on_the_stand_in) {
   char dir[] = "/tmp/jitk-rgeo-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
@@ -176,8 +178,10 @@ Test(reduction_launch, row_segments_on_the_stand_in) {
   cr_assert(x != NULL && y != NULL);
   const struct {
     int64_t rows, cols;
-    unsigned grid_x, grid_y;
-  } cases[] = {{256, 65536, 2048, 1}, {1024, 4096, 128, 4}};
+    unsigned launches, grid_x, grid_y, final_grid, tickets;
+  } cases[] = {{256, 65536, 1, 2048, 1, 0, 0},
+               {512, 4096, 1, 128, 2, 0, 256},
+               {1024, 4096, 2, 128, 4, 16, 0}};
   int axis0[1] = {0};
   jitk_stream stream = (jitk_stream)(uintptr_t)0x5150;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -192,26 +196,41 @@ Test(reduction_launch, row_segments_on_the_stand_in) {
     char what[64];
     strategy_of(e, k, what, sizeof what);
     cr_assert_str_eq(what, "row segments", "case %zu", c);
-    cr_assert_eq(f.count() - before, 1, "case %zu: %llu launches", c, f.count() - before);
+    cr_assert_eq(f.count() - before, cases[c].launches, "case %zu: %llu launches", c,
+                 f.count() - before);
     const fakecuda_launch *l = f.last();
     cr_assert_eq(l->block[0], 256);
-    cr_assert(l->grid[0] == cases[c].grid_x && l->grid[1] == cases[c].grid_y,
-              "case %zu: grid %u x %u", c, l->grid[0], l->grid[1]);
     cr_assert_eq(l->stream, (void *)stream);
     const char *src = NULL;
     JT_OK(e, jitk_reduction_source(k, &src));
     const char *ticket = strstr(src, "_jk_tick + (_jk_u)(_jk_kb / 32)");
+    if (cases[c].launches == 2) {
+      cr_assert(strstr(l->function, "_final") != NULL, "case %zu: %s", c, l->function);
+      cr_assert(l->grid[0] == cases[c].final_grid && l->grid[1] == 1,
+                "case %zu: second kernel's grid %u x %u", c, l->grid[0], l->grid[1]);
+      /* A thread per output: no warp or block reduce in the second pass,
+       * and no tickets. */
+      const char *fin = strstr(src, "_final(");
+      cr_assert(fin != NULL && strstr(fin, "warp_reduce") == NULL &&
+                    strstr(fin, "block_reduce") == NULL && ticket == NULL &&
+                    memsets == memsets_before,
+                "%s", fin ? fin : src);
+      continue;
+    }
+    cr_assert(l->grid[0] == cases[c].grid_x && l->grid[1] == cases[c].grid_y,
+              "case %zu: grid %u x %u", c, l->grid[0], l->grid[1]);
+    cr_assert(strstr(src, "_final(") == NULL, "case %zu: one kernel", c);
     if (cases[c].grid_y == 1) {
       cr_assert(ticket == NULL && memsets == memsets_before, "case %zu: no split, no tickets",
                 c);
     } else {
       cr_assert_eq(memsets, memsets_before + 1, "case %zu: the tickets cleared once", c);
-      /* Two tickets a segment: its group of 4 chunks', and the unused
+      /* Two tickets a segment: its group's of 2 chunks, and the unused
        * second level's. */
-      cr_assert(ms->bytes == cases[c].grid_x * 2 * sizeof(unsigned int) && ms->value == 0 &&
+      cr_assert(ms->bytes == cases[c].tickets * sizeof(unsigned int) && ms->value == 0 &&
                     ms->stream == (void *)stream,
                 "case %zu: memset of %zu bytes to %d", c, ms->bytes, ms->value);
-      /* A thread per output folds the chunks: no warp or block reduce
+      /* A thread per output folds the chunks: no group or block reduce
        * after the ticket. */
       cr_assert(ticket != NULL && strstr(ticket, "group_reduce") == NULL &&
                     strstr(ticket, "block_reduce") == NULL,
