@@ -1241,11 +1241,12 @@ typedef struct jitk_reduction_layout {
                        sums), compiled for column sums, 32 outputs a
                        segment */
   int split;        /* 0: each output reduced in one piece; 1: in chunks
-                       whose partial results the last block of each tile
-                       of outputs to finish combines with a warp per
-                       output; 2: with a block per output; 3: with a
-                       thread per output (a launch's choice for 2 to 4
-                       chunks) */
+                       whose partial results the last blocks of each tile
+                       of outputs to finish combine in the same kernel
+                       (a launch's choice below 16 MiB) with up to a warp
+                       per output; 2: up to a block per output; 3: a
+                       thread per output (a launch's choice for up to 4
+                       chunks a fold) */
 } jitk_reduction_layout;
 
 /*
