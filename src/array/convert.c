@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "array/array.h"
-#include "core/core.h"
+#include "base/base.h"
 
 typedef struct value {
   bool is_int;    /* exact integer in i or u */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "array/array.h"
-#include "core/core.h"
+#include "base/base.h"
 
 /* DLPack 0.8 added kDLBool = 6; Debian's 0.6 header lacks the name, so the
  * number is spelled here. */

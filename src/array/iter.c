@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "array/iter.h"
-#include "core/core.h"
+#include "base/base.h"
 
 jitk_status jk_broadcast_shape(const jitk_engine *e, const jk_view *const *views,
                                const char *const *names, int n, int *ndim, int64_t *shape) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "array/array.h"
-#include "core/core.h"
+#include "engine.h"
 
 static const char *device_type_name(int type) {
   switch (type) {

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 #include "driver/image.h"
 
 #define JK_DEFAULT_MAX_BYTES ((int64_t)1 << 30)

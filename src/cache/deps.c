@@ -32,7 +32,7 @@
 #include <xxhash.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 
 /* Files smaller than this are hashed on every check. */
 #define JK_MEMO_MIN_SIZE ((off_t)16 * 1024)

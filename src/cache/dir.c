@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "base/base.h"
 
 /* SQLite's Unix VFS refuses longer paths (its mxPathname is 512), and it
  * forms the -journal name from the database's, the longest of the four. */

@@ -8,7 +8,7 @@
 #include <xxhash.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 
 void jk_material_init(jk_material *m, jitk_engine *e) {
   memset(m, 0, sizeof *m);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 
 /* Offsets up to 2^62: far apart for distinct keys, valid for any off_t. */
 static off_t key_offset(const jk_key *key) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 
 extern const unsigned char jk_schema_sql[];
 

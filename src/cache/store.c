@@ -24,7 +24,7 @@
 #include <xxhash.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 
 extern const unsigned char jk_schema_sql[];
 extern const size_t jk_schema_sql_size;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 
 static const char *const create_sql =
     "CREATE TABLE IF NOT EXISTS tuning (key TEXT PRIMARY KEY, choice TEXT NOT NULL, "

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "expr/params.h"
 
 /* The most parameters an elementwise or reduction kernel takes. */

@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 
-#include "core/core.h"
+#include "engine.h"
 #include "driver/driver.h"
 
 jitk_status jk_ctx_enter(jitk_engine *e, CUcontext *saved) {

@@ -3,7 +3,7 @@
  */
 #include <stdint.h>
 
-#include "core/core.h"
+#include "engine.h"
 #include "driver/image.h"
 
 jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind kind,

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 #define JK_CHECK_ENGINE(e, fn)                                              \
   do {                                                                      \

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "array/array.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "expr/params.h"
 
 static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }

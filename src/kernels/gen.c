@@ -117,12 +117,12 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
 static void dump_source(jitk_engine *e, const char *name, const char *src) {
   const char *v = getenv("JITK_DUMP_SOURCE");
   if (v == NULL || strcmp(v, "1") != 0) return;
-  if (e->log_fn != NULL) {
+  if (e->base.log_fn != NULL) {
     jk_buf b;
     jk_buf_init(&b, e);
     jk_buf_printf(&b, "generated source of %s:\n%s", name, src);
     char *m = jk_buf_take(&b);
-    if (m) e->log_fn(e->log_user, JITK_LOG_INFO, m);
+    if (m) e->base.log_fn(e->base.log_user, JITK_LOG_INFO, m);
     jk_free(e, m);
   } else {
     fprintf(stderr, "jitk: generated source of %s:\n%s\n", name, src);

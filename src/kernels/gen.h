@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "array/array.h"
-#include "core/core.h"
+#include "engine.h"
 #include "codegen/codegen.h"
 #include "expr/params.h"
 

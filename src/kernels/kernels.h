@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 /* One declared parameter of a kernel signature. */
 typedef struct jk_param {

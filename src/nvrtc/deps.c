@@ -37,7 +37,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "core/core.h"
+#include "engine.h"
 #include "nvrtc/nvrtc.h"
 
 /* Headers larger than this are refused as unreadable rather than loaded:

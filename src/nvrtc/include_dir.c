@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 #ifndef JITK_BUILD_CUDA_INCLUDE_DIR
 #define JITK_BUILD_CUDA_INCLUDE_DIR "/usr/local/cuda/include"

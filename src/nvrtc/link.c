@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 #ifndef JITK_BUILD_CUDA_INCLUDE_DIR
 #define JITK_BUILD_CUDA_INCLUDE_DIR "/usr/local/cuda/include"

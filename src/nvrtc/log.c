@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "nvrtc/nvrtc.h"
 
 bool jk_log_user_label(const char *s, size_t n) {

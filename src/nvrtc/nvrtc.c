@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
                           const char *include_override) {

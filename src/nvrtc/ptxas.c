@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 /* The number just before `word` in `line` ("14 registers"), or 0 when
  * there is none. A number above `limit` is none that ptxas prints (and

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
-#include "core/core.h"
+#include "engine.h"
 #include "fuzz_common.h"
 
 static jitk_engine *engine;   /* on `folder` */

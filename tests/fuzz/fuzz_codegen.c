@@ -46,7 +46,7 @@
 
 #include "codegen/codegen.h"
 #include "nvrtc/nvrtc.h"
-#include "core/core.h"
+#include "engine.h"
 #include "fuzz_common.h"
 
 /* What the stubs answer for the current input. */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "engine.h"
 #include "fuzz_common.h"
 
 static jitk_engine *engine;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 static const char *saxpy_src =

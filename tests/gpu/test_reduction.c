@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "engine.h"
 
 /* Host reference: the sum of f(x) over the reduced axes of a C-order
  * (or strided) double array, for one output index. */

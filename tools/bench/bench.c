@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 #define EXIT_SKIP 77

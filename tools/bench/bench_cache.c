@@ -25,7 +25,7 @@
 
 #include "bench.h"
 #include "cache/cache.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 static const char *kernel_fmt =

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/core.h"
+#include "engine.h"
 
 #define CHECK(e, call) BENCH_CHECK(e, call)
 

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 #define CHECK(e, call) BENCH_CHECK(e, call)

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "core/core.h"
+#include "engine.h"
 
 double bench_now_us(void) {
   struct timespec ts;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "engine.h"
 
 /* A new empty folder under /tmp; removed by jt_rmdir. */
 static inline char *jt_tmpdir(void) {

@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "expr/params.h"
 
 static jitk_engine *eng;

@@ -10,7 +10,7 @@
 
 #include "codegen/codegen.h"
 #include "common.h"
-#include "core/core.h"
+#include "engine.h"
 
 /* Addresses for tensors whose memory is never touched: the calls under
  * test read descriptions only. Overlap checks compare these ranges. */

@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 static CUcontext stub_ctx = (CUcontext)(uintptr_t)0xC0;

@@ -5,7 +5,7 @@
 
 #include "array/array.h"
 #include "common.h"
-#include "core/core.h"
+#include "engine.h"
 #include "driver/image.h"
 
 static const char *saxpy =

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "engine.h"
 
 /* Each test runs in a scratch working directory of its own. */
 static char workdir[256];

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/core.h"
+#include "base/base.h"
 #include "driver/image.h"
 #include "kernels/kernels.h"
 #include "unit/cache/cache_common.h"

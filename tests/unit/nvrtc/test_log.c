@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "common.h"
-#include "core/core.h"
+#include "base/base.h"
 #include "nvrtc/nvrtc.h"
 
 Test(rewrite, user_lines_with_columns) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "engine.h"
 
 jitk_status jitk_engine_config_init(jitk_engine_config *config) {
   if (config == NULL)
@@ -152,11 +152,11 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
     return jk_fail(NULL, JITK_ERR_OUT_OF_MEMORY,
                    "jitk_engine_create: out of memory");
   memset(e, 0, sizeof *e);
-  e->alloc_fn = cfg.alloc_fn;
-  e->alloc_user = cfg.alloc_user;
-  e->log_fn = cfg.log_fn;
-  e->log_user = cfg.log_user;
-  e->log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env()
+  e->base.alloc_fn = cfg.alloc_fn;
+  e->base.alloc_user = cfg.alloc_user;
+  e->base.log_fn = cfg.log_fn;
+  e->base.log_user = cfg.log_user;
+  e->base.log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env()
                                                    : cfg.log_level;
   e->ordinal = -1;
   jk_errors_init(e);
@@ -183,8 +183,8 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
   if (st != JITK_OK) {
     /* Messages recorded on the engine die with it; move the last one to
      * the per-thread fallback, where jitk_errmsg(NULL) finds it. */
-    jk_err_record *r = e->err_key != (pthread_key_t)-1
-                           ? pthread_getspecific(e->err_key)
+    jk_err_record *r = e->base.err_key != (pthread_key_t)-1
+                           ? pthread_getspecific(e->base.err_key)
                            : NULL;
     if (r != NULL)
       jk_fail_at(NULL, st, r->offset, "%s",
@@ -235,8 +235,8 @@ void jitk_engine_destroy(jitk_engine *e) {
   jk_nvrtc_destroy(e, &e->nvrtc);
   pthread_mutex_destroy(&e->lock);
   jk_errors_destroy(e);
-  jitk_alloc_fn fn = e->alloc_fn;
-  void *user = e->alloc_user;
+  jitk_alloc_fn fn = e->base.alloc_fn;
+  void *user = e->base.alloc_user;
   if (fn != NULL)
     fn(user, e, 0);
   else
@@ -368,3 +368,10 @@ jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
   return JITK_OK;
 }
 
+jitk_status jk_require_device(const jitk_engine *e, const char *what) {
+  if (JK_LIKELY(e->has_device)) return JITK_OK;
+  return jk_fail(e, JITK_ERR_NO_DEVICE,
+                 "%s needs a GPU, but this engine only compiles (it was "
+                 "created with device = JITK_DEVICE_NONE for %s)",
+                 what, e->target.arch);
+}

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 
 jitk_log_level jk_log_level_from_env(void) {
   const char *v = getenv("JITK_LOG");
@@ -24,7 +24,7 @@ jitk_log_level jk_log_level_from_env(void) {
 }
 
 bool jk_log_enabled(const jitk_engine *e, jitk_log_level level) {
-  jitk_log_level max = e ? e->log_level : jk_log_level_from_env();
+  jitk_log_level max = e ? jk_base_of(e)->log_level : jk_log_level_from_env();
   return level != JITK_LOG_OFF && level <= max;
 }
 
@@ -61,8 +61,8 @@ void jk_log(const jitk_engine *e, jitk_log_level level, const char *fmt, ...) {
     }
   }
   va_end(again);
-  if (e != NULL && e->log_fn != NULL) {
-    e->log_fn(e->log_user, level, line);
+  if (e != NULL && jk_base_of(e)->log_fn != NULL) {
+    jk_base_of(e)->log_fn(jk_base_of(e)->log_user, level, line);
   } else {
     /* One fprintf call per line keeps lines from threads whole. */
     fprintf(stderr, "jitk: %s: %s\n", level_name(level), line);

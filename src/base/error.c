@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 
 const char *jitk_version(void) { return JITK_VERSION_STRING; }
 
@@ -54,60 +54,60 @@ static void set_fallback(jitk_status status, int offset, const char *fmt,
 static void record_destructor(void *p) {
   jk_err_record *r = p;
   jitk_engine *e = r->engine;
-  pthread_mutex_lock(&e->err_lock);
-  if (r->prev) r->prev->next = r->next; else e->err_records = r->next;
+  pthread_mutex_lock(&jk_base_of(e)->err_lock);
+  if (r->prev) r->prev->next = r->next; else jk_base_of(e)->err_records = r->next;
   if (r->next) r->next->prev = r->prev;
-  pthread_mutex_unlock(&e->err_lock);
+  pthread_mutex_unlock(&jk_base_of(e)->err_lock);
   jk_free(e, r->message);
   jk_free(e, r);
 }
 
 void jk_errors_init(jitk_engine *e) {
-  e->err_records = NULL;
-  pthread_mutex_init(&e->err_lock, NULL);
-  if (pthread_key_create(&e->err_key, record_destructor) != 0) {
+  jk_base_of(e)->err_records = NULL;
+  pthread_mutex_init(&jk_base_of(e)->err_lock, NULL);
+  if (pthread_key_create(&jk_base_of(e)->err_key, record_destructor) != 0) {
     /* Without a key every message goes to the per-thread fallback, which
      * jitk_errmsg also consults, so errors stay visible. */
-    e->err_key = (pthread_key_t)-1;
+    jk_base_of(e)->err_key = (pthread_key_t)-1;
   }
 }
 
 void jk_errors_destroy(jitk_engine *e) {
-  if (e->err_key != (pthread_key_t)-1) {
+  if (jk_base_of(e)->err_key != (pthread_key_t)-1) {
     /* Deleting the key first guarantees no thread-exit destructor runs for
      * it afterwards; the records are then ours alone to free. */
-    pthread_key_delete(e->err_key);
+    pthread_key_delete(jk_base_of(e)->err_key);
   }
-  pthread_mutex_lock(&e->err_lock);
-  jk_err_record *r = e->err_records;
-  e->err_records = NULL;
-  pthread_mutex_unlock(&e->err_lock);
+  pthread_mutex_lock(&jk_base_of(e)->err_lock);
+  jk_err_record *r = jk_base_of(e)->err_records;
+  jk_base_of(e)->err_records = NULL;
+  pthread_mutex_unlock(&jk_base_of(e)->err_lock);
   while (r) {
     jk_err_record *next = r->next;
     jk_free(e, r->message);
     jk_free(e, r);
     r = next;
   }
-  pthread_mutex_destroy(&e->err_lock);
+  pthread_mutex_destroy(&jk_base_of(e)->err_lock);
 }
 
 static jk_err_record *thread_record(jitk_engine *e, bool create) {
-  if (e->err_key == (pthread_key_t)-1) return NULL;
-  jk_err_record *r = pthread_getspecific(e->err_key);
+  if (jk_base_of(e)->err_key == (pthread_key_t)-1) return NULL;
+  jk_err_record *r = pthread_getspecific(jk_base_of(e)->err_key);
   if (r != NULL || !create) return r;
   r = jk_calloc(e, 1, sizeof *r);
   if (r == NULL) return NULL;
   r->engine = e;
   r->offset = -1;
-  if (pthread_setspecific(e->err_key, r) != 0) {
+  if (pthread_setspecific(jk_base_of(e)->err_key, r) != 0) {
     jk_free(e, r);
     return NULL;
   }
-  pthread_mutex_lock(&e->err_lock);
-  r->next = e->err_records;
+  pthread_mutex_lock(&jk_base_of(e)->err_lock);
+  r->next = jk_base_of(e)->err_records;
   if (r->next) r->next->prev = r;
-  e->err_records = r;
-  pthread_mutex_unlock(&e->err_lock);
+  jk_base_of(e)->err_records = r;
+  pthread_mutex_unlock(&jk_base_of(e)->err_lock);
   return r;
 }
 
@@ -185,14 +185,6 @@ int jitk_error_offset(const jitk_engine *ce) {
     if (r != NULL) return r->offset;
   }
   return tl_set ? tl_offset : -1;
-}
-
-jitk_status jk_require_device(const jitk_engine *e, const char *what) {
-  if (JK_LIKELY(e->has_device)) return JITK_OK;
-  return jk_fail(e, JITK_ERR_NO_DEVICE,
-                 "%s needs a GPU, but this engine only compiles (it was "
-                 "created with device = JITK_DEVICE_NONE for %s)",
-                 what, e->target.arch);
 }
 
 jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status,

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "base/base.h"
 
 void *jk_realloc(jitk_engine *e, void *ptr, size_t size) {
-  if (e != NULL && e->alloc_fn != NULL) return e->alloc_fn(e->alloc_user, ptr, size);
+  if (e != NULL && jk_base_of(e)->alloc_fn != NULL) return jk_base_of(e)->alloc_fn(jk_base_of(e)->alloc_user, ptr, size);
   if (size == 0) {
     free(ptr);
     return NULL;

@@ -1,20 +1,21 @@
 /*
- * Internal core of jitk: the engine, errors, logging and allocation.
- * Everything here is hidden from the shared library's exports; tests reach
- * it by linking the static library.
+ * The ground floor: allocation through the engine's allocator, growable
+ * strings, failures with their per-thread messages, and logging. It
+ * includes only the public header, and every other layer stands on it.
+ *
+ * The engine (src/engine.h) holds a jk_base as its first member, so these
+ * functions take any jitk_engine * without knowing the rest of it. A NULL
+ * engine (before one exists) uses the C library's allocator, the calling
+ * thread's fallback message and $JITK_LOG.
  */
-#ifndef JITK_SRC_CORE_CORE_H
-#define JITK_SRC_CORE_CORE_H
+#ifndef JITK_SRC_BASE_BASE_H
+#define JITK_SRC_BASE_BASE_H
 
 #include <jitk/jitk.h>
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
-
-#include "cache/cache.h"
-#include "driver/driver.h"
-#include "nvrtc/nvrtc.h"
 
 #if defined(__GNUC__)
 #define JK_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -36,52 +37,24 @@ typedef struct jk_err_record {
   char inline_message[512];
 } jk_err_record;
 
-/* How the engine compiles: the target and what NVRTC makes for it. */
-typedef struct jk_target {
-  char arch[24];  /* "sm_90", "sm_90a", "compute_90" */
-  int major;      /* 9 */
-  int minor;      /* 0 */
-  bool ptx;       /* true: PTX for the driver to compile, false: a cubin */
-  bool specific;  /* an "a" target (sm_90a): runs on exactly that chip */
-} jk_target;
-
-struct jitk_engine {
-  /* The allocator and log sink come first: every other part uses them. */
+/* What the ground floor keeps on the engine: its allocator and log sink
+ * (from the engine's config), and the per-thread error records. */
+typedef struct jk_base {
   jitk_alloc_fn alloc_fn;
   void *alloc_user;
   jitk_log_fn log_fn;
   void *log_user;
   jitk_log_level log_level;
-
-  /* The driver and the device; drv.loaded is false on a compile-only
-   * engine. */
-  jk_driver drv;
-  bool has_device;
-  int ordinal;
-  CUdevice device;
-  CUcontext context;
-  jitk_device_info info;
-  /* jitk's own temporaries (split reductions) come from this pool, made
-   * on first use under `lock`, which keeps freed memory for the next
-   * launch instead of unmapping it at every synchronization as the
-   * device's default pool does. NULL until then. */
-  CUmemoryPool temp_pool;
-
-  jk_target target;
-  jk_nvrtc nvrtc;
-  jk_cache cache;
-  bool cache_initialized;
-
-  /* Guards the module list and kernel creation; never held on the launch
-   * path. */
-  pthread_mutex_t lock;
-  size_t live_modules;
-
   /* Per-thread error records: the key maps a thread to its record. */
   pthread_key_t err_key;
   pthread_mutex_t err_lock;
   jk_err_record *err_records;
-};
+} jk_base;
+
+/* The engine's jk_base, its first member (src/engine.h checks that). The
+ * const is dropped: the records are the engine's, but a failure on a
+ * const engine still records its message. */
+static inline jk_base *jk_base_of(const jitk_engine *e) { return (jk_base *)(void *)e; }
 
 /* Allocation through the engine's allocator. A NULL engine (before one
  * exists) uses the C library. */
@@ -115,7 +88,8 @@ jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status,
                           const char *label, const char *text, size_t offset,
                           size_t length, const char *fmt, ...) JK_PRINTF(7, 8);
 
-/* Releases every per-thread record of the engine (at destroy). */
+/* Sets up the engine's per-thread records (at create), and releases
+ * every one of them (at destroy). */
 void jk_errors_init(jitk_engine *e);
 void jk_errors_destroy(jitk_engine *e);
 
@@ -144,14 +118,5 @@ void jk_buf_printf(jk_buf *b, const char *fmt, ...) JK_PRINTF(2, 3);
 /* Hands over the string (NUL-terminated) and resets the buffer. NULL when
  * an allocation failed. */
 char *jk_buf_take(jk_buf *b);
-
-/* Fails with JITK_ERR_NO_DEVICE on a compile-only engine. */
-jitk_status jk_require_device(const jitk_engine *e, const char *what);
-
-
-/* A temporary for jitk's own kernels, in stream order, from the engine's
- * pool; freed with jk_temp_free on the same stream. */
-jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr);
-void jk_temp_free(jitk_engine *e, void *ptr, jitk_stream stream);
 
 #endif

@@ -1,0 +1,68 @@
+/*
+ * The engine, at the top of src/: it wires the layers together (the
+ * driver and device, NVRTC and the target, the kernel cache) and every
+ * kernel kind works through it. Internal: hidden from the shared library's
+ * exports; tests reach it by linking the static library.
+ */
+#ifndef JITK_SRC_ENGINE_H
+#define JITK_SRC_ENGINE_H
+
+#include <stddef.h>
+
+#include "base/base.h"
+#include "cache/cache.h"
+#include "driver/driver.h"
+#include "nvrtc/nvrtc.h"
+
+/* How the engine compiles: the target and what NVRTC makes for it. */
+typedef struct jk_target {
+  char arch[24];  /* "sm_90", "sm_90a", "compute_90" */
+  int major;      /* 9 */
+  int minor;      /* 0 */
+  bool ptx;       /* true: PTX for the driver to compile, false: a cubin */
+  bool specific;  /* an "a" target (sm_90a): runs on exactly that chip */
+} jk_target;
+
+struct jitk_engine {
+  /* The ground floor's part comes first: base/ reaches it through any
+   * engine pointer (jk_base_of). */
+  jk_base base;
+
+  /* The driver and the device; drv.loaded is false on a compile-only
+   * engine. */
+  jk_driver drv;
+  bool has_device;
+  int ordinal;
+  CUdevice device;
+  CUcontext context;
+  jitk_device_info info;
+  /* jitk's own temporaries (split reductions) come from this pool, made
+   * on first use under `lock`, which keeps freed memory for the next
+   * launch instead of unmapping it at every synchronization as the
+   * device's default pool does. NULL until then. */
+  CUmemoryPool temp_pool;
+
+  jk_target target;
+  jk_nvrtc nvrtc;
+  jk_cache cache;
+  bool cache_initialized;
+
+  /* Guards the module list and kernel creation; never held on the launch
+   * path. */
+  pthread_mutex_t lock;
+  size_t live_modules;
+};
+
+_Static_assert(offsetof(struct jitk_engine, base) == 0,
+               "base/ finds its part at the start of the engine");
+
+/* Fails with JITK_ERR_NO_DEVICE on a compile-only engine. */
+jitk_status jk_require_device(const jitk_engine *e, const char *what);
+
+
+/* A temporary for jitk's own kernels, in stream order, from the engine's
+ * pool; freed with jk_temp_free on the same stream. */
+jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr);
+void jk_temp_free(jitk_engine *e, void *ptr, jitk_stream stream);
+
+#endif
