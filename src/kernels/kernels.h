@@ -8,13 +8,9 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "expr/signature.h"
 
 /* One declared parameter of a kernel signature. */
-typedef struct jk_param {
-  jitk_arg_kind kind;
-  jitk_dtype dtype; /* JITK_DTYPE_NONE for void* */
-  int ndim;         /* for JITK_ARG_ARRAY */
-} jk_param;
 
 struct jitk_kernel {
   jitk_engine *engine;
@@ -64,15 +60,6 @@ struct jitk_module {
 jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *program_name,
                                  jitk_module **out);
 
-/*
- * Parses a signature ("float32 a, float32* x, float32[2] y") into an
- * allocated array. JITK_ERR_PARSE with the offset on bad text.
- */
-jitk_status jk_signature_parse(jitk_engine *e, const char *text,
-                               jk_param **out, int *count);
-
-/* Describes a parameter as the signature syntax writes it ("float32[2]"). */
-void jk_param_describe(const jk_param *p, char *out, size_t size);
 
 /* How many launches of `k` took the plan of the launch before them
  * (elementwise.c's memo): for the tests. */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "array/array.h"
-#include "kernels/kernels.h"
+#include "expr/signature.h"
 
 static bool is_ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
 static bool is_ident(char c) { return isalnum((unsigned char)c) || c == '_'; }

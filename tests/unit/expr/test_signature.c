@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "common.h"
-#include "kernels/kernels.h"
+#include "expr/signature.h"
 
 static jitk_engine *eng;
 
