@@ -29,14 +29,13 @@ static const char *source =
 
 static const char *names[] = {"scale_columns<float>", "scale_columns<double>"};
 
-#define CHECK(e, call)                                                                \
-  do {                                                                                \
-    jitk_status st_ = (call);                                                         \
-    if (st_ != JITK_OK) {                                                             \
-      fprintf(stderr, "demo: %s failed: %s\n%s\n", #call, jitk_errname(st_),          \
-              jitk_errmsg(e));                                                        \
-      exit(1);                                                                        \
-    }                                                                                 \
+#define CHECK(e, call)                                                                        \
+  do {                                                                                        \
+    jitk_status st_ = (call);                                                                 \
+    if (st_ != JITK_OK) {                                                                     \
+      fprintf(stderr, "demo: %s failed: %s\n%s\n", #call, jitk_errname(st_), jitk_errmsg(e)); \
+      exit(1);                                                                                \
+    }                                                                                         \
   } while (0)
 
 static jitk_module *compile(jitk_engine *e) {
@@ -83,8 +82,9 @@ int main(void) {
     jitk_module_destroy(m);
     jitk_engine_destroy(e);
     printf("\nLaunching needs a GPU, and this machine has none: %s\n", why);
-    printf("Everything up to the cubin worked; run this demo on a machine with an NVIDIA GPU "
-           "to see the kernels run.\n");
+    printf(
+        "Everything up to the cubin worked; run this demo on a machine with an NVIDIA GPU "
+        "to see the kernels run.\n");
     return 0;
   }
   CHECK(NULL, st);
@@ -101,7 +101,8 @@ int main(void) {
    * wrong. */
   enum { ROWS = 1500, COLS = 700 };
   const size_t count = (size_t)ROWS * COLS;
-  float *a = malloc(count * sizeof *a), *f = malloc(ROWS * sizeof *f), *y = malloc(count * sizeof *y);
+  float *a = malloc(count * sizeof *a), *f = malloc(ROWS * sizeof *f),
+        *y = malloc(count * sizeof *y);
   srand(7);
   for (size_t i = 0; i < count; i++) a[i] = (float)rand() / RAND_MAX - 0.5f;
   for (int j = 0; j < ROWS; j++) f[j] = (float)(j % 13) - 6.0f;
@@ -120,8 +121,8 @@ int main(void) {
   jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_ptr(df, JITK_FLOAT32), jitk_arg_array(&yt)};
   int block, grid;
   CHECK(e, jitk_kernel_suggest_block_size(k, 0, &block, &grid));
-  CHECK(e, jitk_kernel_launch(k, (jitk_dim3){(unsigned)grid, 1, 1}, (jitk_dim3){(unsigned)block, 1, 1},
-                              0, NULL, args, 3));
+  CHECK(e, jitk_kernel_launch(k, (jitk_dim3){(unsigned)grid, 1, 1},
+                              (jitk_dim3){(unsigned)block, 1, 1}, 0, NULL, args, 3));
   CHECK(e, jitk_memcpy(e, y, dy, count * sizeof(float), NULL));
   CHECK(e, jitk_stream_synchronize(e, NULL));
 

@@ -20,14 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(e, call)                                                      \
-  do {                                                                      \
-    jitk_status st_ = (call);                                               \
-    if (st_ != JITK_OK) {                                                   \
-      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_),      \
-              jitk_errmsg(e));                                              \
-      exit(1);                                                              \
-    }                                                                       \
+#define CHECK(e, call)                                                                  \
+  do {                                                                                  \
+    jitk_status st_ = (call);                                                           \
+    if (st_ != JITK_OK) {                                                               \
+      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_), jitk_errmsg(e)); \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 /* A C-contiguous float32 DLTensor over device memory (strides NULL: C
@@ -45,10 +44,10 @@ static int compile_only(void) {
   jitk_engine *e = NULL;
   CHECK(NULL, jitk_engine_create(&cfg, &e));
   jitk_elementwise *saxpy = NULL, *bias_relu = NULL;
-  CHECK(e, jitk_elementwise_create(e, "T a, T x, T y", "T z", "z = a * x + y", "saxpy", NULL,
-                                   &saxpy));
-  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
-                                   NULL, &bias_relu));
+  CHECK(e,
+        jitk_elementwise_create(e, "T a, T x, T y", "T z", "z = a * x + y", "saxpy", NULL, &saxpy));
+  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu", NULL,
+                                   &bias_relu));
   /* The specializations a launch would pick: `a` a scalar, the rest
    * contiguous float32 arrays read 16 bytes at a time. */
   jitk_elementwise_layout layout = {1, 32, 0, "a"};
@@ -82,10 +81,10 @@ int main(int argc, char **argv) {
   CHECK(NULL, st);
 
   jitk_elementwise *saxpy = NULL, *bias_relu = NULL;
-  CHECK(e, jitk_elementwise_create(e, "T a, T x, T y", "T z", "z = a * x + y", "saxpy", NULL,
-                                   &saxpy));
-  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
-                                   NULL, &bias_relu));
+  CHECK(e,
+        jitk_elementwise_create(e, "T a, T x, T y", "T z", "z = a * x + y", "saxpy", NULL, &saxpy));
+  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu", NULL,
+                                   &bias_relu));
 
   /* Host data: a rows x cols matrix and a bias row. */
   size_t n = (size_t)(rows * cols);

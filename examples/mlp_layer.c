@@ -28,23 +28,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(e, call)                                                      \
-  do {                                                                      \
-    jitk_status st_ = (call);                                               \
-    if (st_ != JITK_OK) {                                                   \
-      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_),      \
-              jitk_errmsg(e));                                              \
-      exit(1);                                                              \
-    }                                                                       \
+#define CHECK(e, call)                                                                  \
+  do {                                                                                  \
+    jitk_status st_ = (call);                                                           \
+    if (st_ != JITK_OK) {                                                               \
+      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_), jitk_errmsg(e)); \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 enum { BATCH = 4096, IN = 1024, HIDDEN = 4096, OUT = 1024, WARMUP = 3, REPS = 10 };
 
 /* The layers' plans: bfloat16 operands, float32 sums, row-major. With an
  * epilogue, its bias is a float32 array read at the output's column. */
-static jitk_status plan_layer(jitk_engine *e, int64_t m, int64_t n, int64_t k,
-                              const char *epilogue, const char *params, const char *name,
-                              jitk_matmul **plan) {
+static jitk_status plan_layer(jitk_engine *e, int64_t m, int64_t n, int64_t k, const char *epilogue,
+                              const char *params, const char *name, jitk_matmul **plan) {
   jitk_matmul_desc desc;
   jitk_matmul_desc_init(&desc);
   desc.m = m;
@@ -59,11 +57,10 @@ static jitk_status plan_layer(jitk_engine *e, int64_t m, int64_t n, int64_t k,
 }
 
 static jitk_status plan_fused(jitk_engine *e, jitk_matmul **layer1, jitk_matmul **layer2) {
-  jitk_status st = plan_layer(e, BATCH, HIDDEN, IN, "max(acc + b1[col], (T)0)",
-                              "raw float32 b1", "mlp_layer1", layer1);
+  jitk_status st = plan_layer(e, BATCH, HIDDEN, IN, "max(acc + b1[col], (T)0)", "raw float32 b1",
+                              "mlp_layer1", layer1);
   if (st != JITK_OK) return st;
-  return plan_layer(e, BATCH, OUT, HIDDEN, "acc + b2[col]", "raw float32 b2", "mlp_layer2",
-                    layer2);
+  return plan_layer(e, BATCH, OUT, HIDDEN, "acc + b2[col]", "raw float32 b2", "mlp_layer2", layer2);
 }
 
 static void print_plan(jitk_engine *e, const char *what, jitk_matmul *plan) {
@@ -220,8 +217,8 @@ int main(void) {
    * from a product already rounded to bfloat16. */
   CHECK(e, jitk_elementwise_create(e, "float32 b", "T y", "y = (T)fmaxf((float)y + b, 0.0f)",
                                    "mlp_bias_relu", NULL, &p.bias_relu));
-  CHECK(e, jitk_elementwise_create(e, "float32 b", "T y", "y = (T)((float)y + b)", "mlp_bias",
-                                   NULL, &p.bias));
+  CHECK(e, jitk_elementwise_create(e, "float32 b", "T y", "y = (T)((float)y + b)", "mlp_bias", NULL,
+                                   &p.bias));
 
   size_t nx = (size_t)BATCH * IN, nw1 = (size_t)IN * HIDDEN, nw2 = (size_t)HIDDEN * OUT;
   size_t ny = (size_t)BATCH * OUT;
@@ -284,13 +281,15 @@ int main(void) {
     }
   }
   if (bad == 0 && max_abs > 0)
-    printf("mlp_layer: fused: %.3f ms, unfused: %.3f ms, outputs agree (%zu elements within "
-           "2e-2 of max |Y| = %.3f)\n",
-           (double)ms[0], (double)ms[1], ny, max_abs);
+    printf(
+        "mlp_layer: fused: %.3f ms, unfused: %.3f ms, outputs agree (%zu elements within "
+        "2e-2 of max |Y| = %.3f)\n",
+        (double)ms[0], (double)ms[1], ny, max_abs);
   else
-    printf("mlp_layer: fused: %.3f ms, unfused: %.3f ms, outputs WRONG: %zu of %zu elements "
-           "differ (max |Y| = %.3f)\n",
-           (double)ms[0], (double)ms[1], bad, ny, max_abs);
+    printf(
+        "mlp_layer: fused: %.3f ms, unfused: %.3f ms, outputs WRONG: %zu of %zu elements "
+        "differ (max |Y| = %.3f)\n",
+        (double)ms[0], (double)ms[1], bad, ny, max_abs);
 
   CHECK(e, jitk_device_free(e, p.x, NULL));
   CHECK(e, jitk_device_free(e, p.w1, NULL));

@@ -19,14 +19,13 @@ static const char *source =
     "    y[i] = a * x[i] + y[i];\n"
     "}\n";
 
-#define CHECK(e, call)                                                      \
-  do {                                                                      \
-    jitk_status st_ = (call);                                               \
-    if (st_ != JITK_OK) {                                                   \
-      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_),      \
-              jitk_errmsg(e));                                              \
-      exit(1);                                                              \
-    }                                                                       \
+#define CHECK(e, call)                                                                  \
+  do {                                                                                  \
+    jitk_status st_ = (call);                                                           \
+    if (st_ != JITK_OK) {                                                               \
+      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_), jitk_errmsg(e)); \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 int main(int argc, char **argv) {
@@ -81,8 +80,8 @@ int main(int argc, char **argv) {
   int block, grid;
   CHECK(e, jitk_kernel_suggest_block_size(k, 0, &block, &grid));
   const float a = 2.0f;
-  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
-                     jitk_arg_i64(n)};
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32),
+                     jitk_arg_ptr(dy, JITK_FLOAT32), jitk_arg_i64(n)};
   jitk_dim3 g = {(unsigned)grid, 1, 1}, b = {(unsigned)block, 1, 1};
   CHECK(e, jitk_kernel_launch(k, g, b, 0, NULL, args, 4));
   CHECK(e, jitk_memcpy(e, out, dy, n * sizeof(float), NULL));

@@ -21,14 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(e, call)                                                      \
-  do {                                                                      \
-    jitk_status st_ = (call);                                               \
-    if (st_ != JITK_OK) {                                                   \
-      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_),      \
-              jitk_errmsg(e));                                              \
-      exit(1);                                                              \
-    }                                                                       \
+#define CHECK(e, call)                                                                  \
+  do {                                                                                  \
+    jitk_status st_ = (call);                                                           \
+    if (st_ != JITK_OK) {                                                               \
+      fprintf(stderr, "%s failed: %s\n%s\n", #call, jitk_errname(st_), jitk_errmsg(e)); \
+      exit(1);                                                                          \
+    }                                                                                   \
   } while (0)
 
 /*

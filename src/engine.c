@@ -11,8 +11,7 @@
 
 jitk_status jitk_engine_config_init(jitk_engine_config *config) {
   if (config == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_engine_config_init: config is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_config_init: config is NULL");
   memset(config, 0, sizeof *config);
   config->struct_size = sizeof *config;
   config->device = JITK_DEVICE_DEFAULT;
@@ -24,13 +23,11 @@ jitk_status jitk_engine_config_init(jitk_engine_config *config) {
 
 /* Copies a caller's config, which may come from an older header with a
  * smaller struct: fields it does not have keep their defaults. */
-static jitk_status read_config(const jitk_engine_config *in,
-                               jitk_engine_config *out) {
+static jitk_status read_config(const jitk_engine_config *in, jitk_engine_config *out) {
   jitk_engine_config_init(out);
   if (in == NULL) return JITK_OK;
   size_t n = in->struct_size;
-  if (n < offsetof(jitk_engine_config, device) + sizeof(int) ||
-      n > sizeof *out) {
+  if (n < offsetof(jitk_engine_config, device) + sizeof(int) || n > sizeof *out) {
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_engine_create: config->struct_size is %zu; call "
                    "jitk_engine_config_init before setting fields",
@@ -60,8 +57,8 @@ static jitk_status resolve_ordinal(int requested, int *ordinal) {
   errno = 0;
   long v = strtol(env, &end, 10);
   if (errno != 0 || *end != '\0' || v < 0 || v > 1024)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "JITK_DEVICE=\"%s\" is not a device ordinal", env);
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "JITK_DEVICE=\"%s\" is not a device ordinal",
+                   env);
   *ordinal = (int)v;
   return JITK_OK;
 }
@@ -89,9 +86,8 @@ static jitk_status open_device(jitk_engine *e, const jitk_engine_config *cfg) {
   CUresult r = e->drv.cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDeviceGetCount");
   if (ordinal >= count)
-    return jk_fail(NULL, JITK_ERR_NO_DEVICE,
-                   "no CUDA device %d: the driver sees %d device%s", ordinal,
-                   count, count == 1 ? "" : "s");
+    return jk_fail(NULL, JITK_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d device%s",
+                   ordinal, count, count == 1 ? "" : "s");
   r = jk_driver_device_info(&e->drv, ordinal, &e->info);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "reading device properties");
   r = e->drv.cuDeviceGet(&e->device, ordinal);
@@ -110,8 +106,7 @@ static jitk_status open_device(jitk_engine *e, const jitk_engine_config *cfg) {
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                      "arch %s cannot run on device %d (%s, compute "
                      "capability %d.%d)",
-                     e->target.arch, ordinal, e->info.name, e->info.cc_major,
-                     e->info.cc_minor);
+                     e->target.arch, ordinal, e->info.name, e->info.cc_major, e->info.cc_minor);
   } else {
     st = jk_target_for_device(e, e->info.cc_major, e->info.cc_minor, &e->target);
     if (st != JITK_OK) return st;
@@ -130,11 +125,9 @@ static void *open_store(void *p) {
   return NULL;
 }
 
-jitk_status jitk_engine_create(const jitk_engine_config *config,
-                               jitk_engine **out) {
+jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **out) {
   if (out == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_engine_create: engine is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_create: engine is NULL");
   jitk_engine_config cfg;
   jitk_status st = read_config(config, &cfg);
   if (st != JITK_OK) return st;
@@ -148,16 +141,13 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
     e = cfg.alloc_fn(cfg.alloc_user, NULL, sizeof *e);
   else
     e = malloc(sizeof *e);
-  if (e == NULL)
-    return jk_fail(NULL, JITK_ERR_OUT_OF_MEMORY,
-                   "jitk_engine_create: out of memory");
+  if (e == NULL) return jk_fail(NULL, JITK_ERR_OUT_OF_MEMORY, "jitk_engine_create: out of memory");
   memset(e, 0, sizeof *e);
   e->base.alloc_fn = cfg.alloc_fn;
   e->base.alloc_user = cfg.alloc_user;
   e->base.log_fn = cfg.log_fn;
   e->base.log_user = cfg.log_user;
-  e->base.log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env()
-                                                   : cfg.log_level;
+  e->base.log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env() : cfg.log_level;
   e->ordinal = -1;
   jk_errors_init(e);
   pthread_mutex_init(&e->lock, NULL);
@@ -183,12 +173,10 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
   if (st != JITK_OK) {
     /* Messages recorded on the engine die with it; move the last one to
      * the per-thread fallback, where jitk_errmsg(NULL) finds it. */
-    jk_err_record *r = e->base.err_key != (pthread_key_t)-1
-                           ? pthread_getspecific(e->base.err_key)
-                           : NULL;
+    jk_err_record *r =
+        e->base.err_key != (pthread_key_t)-1 ? pthread_getspecific(e->base.err_key) : NULL;
     if (r != NULL)
-      jk_fail_at(NULL, st, r->offset, "%s",
-                 r->message ? r->message : r->inline_message);
+      jk_fail_at(NULL, st, r->offset, "%s", r->message ? r->message : r->inline_message);
     jitk_engine_destroy(e);
     return st;
   }
@@ -196,11 +184,11 @@ jitk_status jitk_engine_create(const jitk_engine_config *config,
     jk_log(e, JITK_LOG_INFO,
            "engine on device %d (%s, compute capability %d.%d), target %s, "
            "NVRTC %d.%d",
-           e->ordinal, e->info.name, e->info.cc_major, e->info.cc_minor,
-           e->target.arch, e->nvrtc.major, e->nvrtc.minor);
+           e->ordinal, e->info.name, e->info.cc_major, e->info.cc_minor, e->target.arch,
+           e->nvrtc.major, e->nvrtc.minor);
   else
-    jk_log(e, JITK_LOG_INFO, "compile-only engine, target %s, NVRTC %d.%d",
-           e->target.arch, e->nvrtc.major, e->nvrtc.minor);
+    jk_log(e, JITK_LOG_INFO, "compile-only engine, target %s, NVRTC %d.%d", e->target.arch,
+           e->nvrtc.major, e->nvrtc.minor);
   /* The store is opened with the engine rather than at the first kernel:
    * SQLite's first open in a process (its schema parse, its code paged in)
    * costs about half a millisecond, three times a disk hit, which should
@@ -243,11 +231,9 @@ void jitk_engine_destroy(jitk_engine *e) {
     free(e);
 }
 
-jitk_status jitk_engine_device_info(const jitk_engine *e,
-                                    jitk_device_info *info) {
+jitk_status jitk_engine_device_info(const jitk_engine *e, jitk_device_info *info) {
   if (e == NULL || info == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_engine_device_info: %s is NULL",
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_device_info: %s is NULL",
                    e == NULL ? "engine" : "info");
   jitk_status st = jk_require_device(e, "jitk_engine_device_info");
   if (st != JITK_OK) return st;
@@ -263,18 +249,16 @@ jitk_status jitk_engine_arch(const jitk_engine *e, const char **arch) {
   return JITK_OK;
 }
 
-jitk_status jitk_engine_cuda_include_dir(const jitk_engine *e,
-                                         const char **dir) {
+jitk_status jitk_engine_cuda_include_dir(const jitk_engine *e, const char **dir) {
   if (e == NULL || dir == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_engine_cuda_include_dir: %s is NULL",
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_cuda_include_dir: %s is NULL",
                    e == NULL ? "engine" : "dir");
   *dir = e->nvrtc.include_dir;
   return JITK_OK;
 }
 
-jitk_status jitk_driver_query(const jitk_engine_config *config,
-                              int *driver_version, int *device_count) {
+jitk_status jitk_driver_query(const jitk_engine_config *config, int *driver_version,
+                              int *device_count) {
   /* Both answers are what the call is for; a NULL one would make a
    * success that says nothing. */
   if (driver_version == NULL || device_count == NULL)
@@ -309,8 +293,7 @@ jitk_status jitk_driver_query(const jitk_engine_config *config,
 jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
                               jitk_device_info *info) {
   if (info == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_device_query: info is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_device_query: info is NULL");
   jitk_engine_config cfg;
   jitk_status st = read_config(config, &cfg);
   if (st != JITK_OK) return st;
@@ -322,8 +305,8 @@ jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
   CUresult r = drv.cuDeviceGetCount(&count);
   if (r == CUDA_SUCCESS && (ordinal < 0 || ordinal >= count)) {
     jk_driver_unload(&drv);
-    return jk_fail(NULL, JITK_ERR_NO_DEVICE,
-                   "no CUDA device %d: the driver sees %d", ordinal, count);
+    return jk_fail(NULL, JITK_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d", ordinal,
+                   count);
   }
   jitk_device_info tmp;
   if (r == CUDA_SUCCESS) r = jk_driver_device_info(&drv, ordinal, &tmp);
@@ -338,20 +321,17 @@ jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
 
 jitk_status jitk_nvrtc_version(int *major, int *minor) {
   if (major == NULL || minor == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_nvrtc_version: an argument is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_nvrtc_version: an argument is NULL");
   int mj = 0, mn = 0; /* the caller's stay untouched on failure */
   nvrtcResult r = nvrtcVersion(&mj, &mn);
   if (r != NVRTC_SUCCESS)
-    return jk_fail(NULL, JITK_ERR_NVRTC, "nvrtcVersion failed: %s",
-                   nvrtcGetErrorString(r));
+    return jk_fail(NULL, JITK_ERR_NVRTC, "nvrtcVersion failed: %s", nvrtcGetErrorString(r));
   *major = mj;
   *minor = mn;
   return JITK_OK;
 }
 
-jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
-                                       size_t *count) {
+jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity, size_t *count) {
   if (count == NULL || (archs == NULL && capacity > 0))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_nvrtc_supported_archs: an argument is NULL");

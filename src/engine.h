@@ -16,11 +16,11 @@
 
 /* How the engine compiles: the target and what NVRTC makes for it. */
 typedef struct jk_target {
-  char arch[24];  /* "sm_90", "sm_90a", "compute_90" */
-  int major;      /* 9 */
-  int minor;      /* 0 */
-  bool ptx;       /* true: PTX for the driver to compile, false: a cubin */
-  bool specific;  /* an "a" target (sm_90a): runs on exactly that chip */
+  char arch[24]; /* "sm_90", "sm_90a", "compute_90" */
+  int major;     /* 9 */
+  int minor;     /* 0 */
+  bool ptx;      /* true: PTX for the driver to compile, false: a cubin */
+  bool specific; /* an "a" target (sm_90a): runs on exactly that chip */
 } jk_target;
 
 struct jitk_engine {
@@ -58,7 +58,6 @@ _Static_assert(offsetof(struct jitk_engine, base) == 0,
 
 /* Fails with JITK_ERR_NO_DEVICE on a compile-only engine. */
 jitk_status jk_require_device(const jitk_engine *e, const char *what);
-
 
 /* A temporary for jitk's own kernels, in stream order, from the engine's
  * pool; freed with jk_temp_free on the same stream. */

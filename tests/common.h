@@ -13,23 +13,21 @@
 #include <string.h>
 
 /* Asserts a call succeeded, printing jitk's message when it did not. */
-#define JT_OK(e, call)                                                       \
-  do {                                                                       \
-    jitk_status st_ = (call);                                                \
-    cr_assert_eq(st_, JITK_OK, "%s failed with %s: %s", #call,               \
-                 jitk_errname(st_), jitk_errmsg(e));                         \
+#define JT_OK(e, call)                                                                             \
+  do {                                                                                             \
+    jitk_status st_ = (call);                                                                      \
+    cr_assert_eq(st_, JITK_OK, "%s failed with %s: %s", #call, jitk_errname(st_), jitk_errmsg(e)); \
   } while (0)
 
 /* Asserts a call failed with `code` and that the message contains
  * `needle`. */
-#define JT_FAILS(e, code, needle, call)                                      \
-  do {                                                                       \
-    jitk_status st_ = (call);                                                \
-    cr_assert_eq(st_, (code), "%s gave %s, expected %s: %s", #call,          \
-                 jitk_errname(st_), jitk_errname(code), jitk_errmsg(e));     \
-    cr_assert(strstr(jitk_errmsg(e), (needle)) != NULL,                      \
-              "message of %s lacks \"%s\": %s", #call, (needle),             \
-              jitk_errmsg(e));                                               \
+#define JT_FAILS(e, code, needle, call)                                                          \
+  do {                                                                                           \
+    jitk_status st_ = (call);                                                                    \
+    cr_assert_eq(st_, (code), "%s gave %s, expected %s: %s", #call, jitk_errname(st_),           \
+                 jitk_errname(code), jitk_errmsg(e));                                            \
+    cr_assert(strstr(jitk_errmsg(e), (needle)) != NULL, "message of %s lacks \"%s\": %s", #call, \
+              (needle), jitk_errmsg(e));                                                         \
   } while (0)
 
 static inline jitk_engine *jt_compile_engine(const char *arch) {
@@ -181,8 +179,14 @@ static inline void jt_write_int(void *buf, jitk_dtype d, size_t k, int v) {
     case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)v); break;
     case JITK_FLOAT32: ((float *)buf)[k] = (float)v; break;
     case JITK_FLOAT64: ((double *)buf)[k] = v; break;
-    case JITK_COMPLEX64: ((float *)buf)[2 * k] = (float)v; ((float *)buf)[2 * k + 1] = 0; break;
-    case JITK_COMPLEX128: ((double *)buf)[2 * k] = v; ((double *)buf)[2 * k + 1] = 0; break;
+    case JITK_COMPLEX64:
+      ((float *)buf)[2 * k] = (float)v;
+      ((float *)buf)[2 * k + 1] = 0;
+      break;
+    case JITK_COMPLEX128:
+      ((double *)buf)[2 * k] = v;
+      ((double *)buf)[2 * k + 1] = 0;
+      break;
     default: break;
   }
 }

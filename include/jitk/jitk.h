@@ -64,26 +64,26 @@ JITK_API const char *jitk_version(void);
  * part of the ABI: an entry is never renumbered or removed, new ones are
  * appended with the next free number.
  */
-#define JITK_STATUS_LIST(X)                                                   \
-  X(JITK_OK, 0, "no error")                                                   \
-  X(JITK_ERR_INVALID_ARGUMENT, 1, "invalid argument")                         \
-  X(JITK_ERR_OUT_OF_MEMORY, 2, "out of host memory")                          \
-  X(JITK_ERR_NO_DRIVER, 3, "no usable CUDA driver (libcuda.so.1)")            \
-  X(JITK_ERR_NO_DEVICE, 4, "no CUDA device")                                  \
-  X(JITK_ERR_CUDA, 5, "a CUDA driver call failed")                            \
-  X(JITK_ERR_NVRTC, 6, "NVRTC failed")                                        \
-  X(JITK_ERR_COMPILE, 7, "the CUDA source did not compile")                   \
-  X(JITK_ERR_NOT_FOUND, 8, "no such kernel or name expression")               \
-  X(JITK_ERR_ARGUMENT_COUNT, 9, "wrong number of kernel arguments")           \
-  X(JITK_ERR_ARGUMENT_TYPE, 10, "kernel argument of the wrong type or size")  \
-  X(JITK_ERR_LAUNCH_CONFIG, 11, "grid or block dimensions out of range")      \
-  X(JITK_ERR_SHARED_MEMORY, 12, "too much shared memory requested")           \
-  X(JITK_ERR_INVALID_IMAGE, 13, "invalid or incompatible kernel image")       \
-  X(JITK_ERR_IO, 14, "file input or output failed")                           \
-  X(JITK_ERR_UNSUPPORTED, 15, "not supported")                                \
-  X(JITK_ERR_DEVICE_OUT_OF_MEMORY, 16, "out of device memory")                \
-  X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                      \
-  X(JITK_ERR_PARSE, 18, "syntax error")                                       \
+#define JITK_STATUS_LIST(X)                                                  \
+  X(JITK_OK, 0, "no error")                                                  \
+  X(JITK_ERR_INVALID_ARGUMENT, 1, "invalid argument")                        \
+  X(JITK_ERR_OUT_OF_MEMORY, 2, "out of host memory")                         \
+  X(JITK_ERR_NO_DRIVER, 3, "no usable CUDA driver (libcuda.so.1)")           \
+  X(JITK_ERR_NO_DEVICE, 4, "no CUDA device")                                 \
+  X(JITK_ERR_CUDA, 5, "a CUDA driver call failed")                           \
+  X(JITK_ERR_NVRTC, 6, "NVRTC failed")                                       \
+  X(JITK_ERR_COMPILE, 7, "the CUDA source did not compile")                  \
+  X(JITK_ERR_NOT_FOUND, 8, "no such kernel or name expression")              \
+  X(JITK_ERR_ARGUMENT_COUNT, 9, "wrong number of kernel arguments")          \
+  X(JITK_ERR_ARGUMENT_TYPE, 10, "kernel argument of the wrong type or size") \
+  X(JITK_ERR_LAUNCH_CONFIG, 11, "grid or block dimensions out of range")     \
+  X(JITK_ERR_SHARED_MEMORY, 12, "too much shared memory requested")          \
+  X(JITK_ERR_INVALID_IMAGE, 13, "invalid or incompatible kernel image")      \
+  X(JITK_ERR_IO, 14, "file input or output failed")                          \
+  X(JITK_ERR_UNSUPPORTED, 15, "not supported")                               \
+  X(JITK_ERR_DEVICE_OUT_OF_MEMORY, 16, "out of device memory")               \
+  X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                     \
+  X(JITK_ERR_PARSE, 18, "syntax error")                                      \
   X(JITK_ERR_INTERNAL, 19, "internal error in jitk")                         \
   X(JITK_ERR_CACHE, 20, "the kernel cache is unavailable")
 
@@ -159,8 +159,7 @@ typedef struct jitk_dtype_info {
 
 /* The table row of `dtype`. JITK_ERR_INVALID_ARGUMENT for JITK_DTYPE_NONE
  * and values outside the enum. */
-JITK_API jitk_status jitk_dtype_get_info(jitk_dtype dtype,
-                                         jitk_dtype_info *info);
+JITK_API jitk_status jitk_dtype_get_info(jitk_dtype dtype, jitk_dtype_info *info);
 
 /* Looks a dtype up by its NumPy name ("float32", "bfloat16", "bool", ...).
  * The C spellings "float", "double", "half", "int", "long long" and the
@@ -179,8 +178,7 @@ JITK_API jitk_status jitk_dtype_from_dlpack(DLDataType dl, jitk_dtype *dtype);
  * with its 8-bit significand: it holds (u)int8 exactly, bfloat16 with
  * float16 gives float32.
  */
-JITK_API jitk_status jitk_dtype_promote(jitk_dtype a, jitk_dtype b,
-                                        jitk_dtype *result);
+JITK_API jitk_status jitk_dtype_promote(jitk_dtype a, jitk_dtype b, jitk_dtype *result);
 
 /* IEEE half and bfloat16 conversions, rounding to nearest even; NaN stays
  * NaN. Pure functions, so they return their value rather than a status. */
@@ -212,8 +210,7 @@ typedef enum jitk_log_level {
 
 /* Receives one complete line without its newline. May be called from any
  * thread that uses the engine, so it must be thread-safe. */
-typedef void (*jitk_log_fn)(void *user, jitk_log_level level,
-                            const char *message);
+typedef void (*jitk_log_fn)(void *user, jitk_log_level level, const char *message);
 
 /*
  * The engine's allocator, with realloc's contract: size 0 frees `ptr` and
@@ -308,8 +305,7 @@ JITK_API jitk_status jitk_engine_config_init(jitk_engine_config *config);
  * when NVRTC cannot target the device; JITK_ERR_INVALID_ARGUMENT for a bad
  * config (an unknown arch, a compile-only engine without an arch).
  */
-JITK_API jitk_status jitk_engine_create(const jitk_engine_config *config,
-                                        jitk_engine **engine);
+JITK_API jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **engine);
 
 /* Releases the engine's context reference and everything it owns. Modules
  * and kernels created from it must have been destroyed first. */
@@ -318,9 +314,9 @@ JITK_API void jitk_engine_destroy(jitk_engine *engine);
 typedef struct jitk_device_info {
   int ordinal;
   char name[256];
-  int cc_major, cc_minor;      /* compute capability */
+  int cc_major, cc_minor; /* compute capability */
   int multiprocessors;
-  size_t total_memory;         /* bytes */
+  size_t total_memory; /* bytes */
   int max_threads_per_block;
   int warp_size;
   size_t shared_per_block;       /* default limit per block, bytes */
@@ -332,18 +328,15 @@ typedef struct jitk_device_info {
 } jitk_device_info;
 
 /* The engine's device. JITK_ERR_NO_DEVICE on a compile-only engine. */
-JITK_API jitk_status jitk_engine_device_info(const jitk_engine *engine,
-                                             jitk_device_info *info);
+JITK_API jitk_status jitk_engine_device_info(const jitk_engine *engine, jitk_device_info *info);
 
 /* The target the engine compiles for, such as "sm_90" or "compute_120";
  * the string lives as long as the engine. */
-JITK_API jitk_status jitk_engine_arch(const jitk_engine *engine,
-                                      const char **arch);
+JITK_API jitk_status jitk_engine_arch(const jitk_engine *engine, const char **arch);
 
 /* The CUDA header folder the engine found, or NULL in *dir when none was
  * found (sources that include CUDA headers then fail to compile). */
-JITK_API jitk_status jitk_engine_cuda_include_dir(const jitk_engine *engine,
-                                                  const char **dir);
+JITK_API jitk_status jitk_engine_cuda_include_dir(const jitk_engine *engine, const char **dir);
 
 /*
  * System queries that need no engine and create no context. The config
@@ -352,18 +345,17 @@ JITK_API jitk_status jitk_engine_cuda_include_dir(const jitk_engine *engine,
  * devices (both pointers are required); JITK_ERR_NO_DRIVER when there is
  * no driver. jitk_device_query describes one device.
  */
-JITK_API jitk_status jitk_driver_query(const jitk_engine_config *config,
-                                       int *driver_version, int *device_count);
-JITK_API jitk_status jitk_device_query(const jitk_engine_config *config,
-                                       int ordinal, jitk_device_info *info);
+JITK_API jitk_status jitk_driver_query(const jitk_engine_config *config, int *driver_version,
+                                       int *device_count);
+JITK_API jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
+                                       jitk_device_info *info);
 
 /* NVRTC's version, such as 13 and 0. */
 JITK_API jitk_status jitk_nvrtc_version(int *major, int *minor);
 
 /* The sm numbers NVRTC can target (75, 80, ... 120), ascending. Writes at
  * most `capacity` of them and the total into *count. */
-JITK_API jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity,
-                                                size_t *count);
+JITK_API jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity, size_t *count);
 
 /* ------------------------------------------------------------------------ */
 /* The kernel cache                                                          */
@@ -415,42 +407,37 @@ typedef struct jitk_cache_entry_info {
  * stop. The strings live for the call only. */
 typedef int (*jitk_cache_entry_fn)(void *user, const jitk_cache_entry_info *info);
 
-JITK_API jitk_status jitk_cache_list(jitk_engine *engine, jitk_cache_entry_fn fn,
-                                     void *user);
+JITK_API jitk_status jitk_cache_list(jitk_engine *engine, jitk_cache_entry_fn fn, void *user);
 
 /* Checks every entry (key material, checksum, names) and removes those
  * that fail. Either count pointer may be NULL. */
-JITK_API jitk_status jitk_cache_verify(jitk_engine *engine, size_t *checked,
-                                       size_t *removed);
+JITK_API jitk_status jitk_cache_verify(jitk_engine *engine, size_t *checked, size_t *removed);
 
 /* Removes least recently used entries until the store holds at most
  * max_bytes (0: the configured cap). */
-JITK_API jitk_status jitk_cache_prune(jitk_engine *engine, int64_t max_bytes,
-                                      size_t *removed);
+JITK_API jitk_status jitk_cache_prune(jitk_engine *engine, int64_t max_bytes, size_t *removed);
 
 /* Removes every entry. */
 JITK_API jitk_status jitk_cache_clear(jitk_engine *engine, size_t *removed);
 
 /* Writes every entry to a new database file (which must not exist), to
  * warm the cache of other machines with jitk_cache_import. */
-JITK_API jitk_status jitk_cache_export(jitk_engine *engine, const char *file,
-                                       size_t *exported);
+JITK_API jitk_status jitk_cache_export(jitk_engine *engine, const char *file, size_t *exported);
 
 /* Adds the entries of an exported file that this store lacks. Each one is
  * verified first (its key recomputed from its key material, its checksum,
  * its size); those that fail are counted in *rejected and skipped. An
  * imported entry runs as your code: import only files you made or got
  * from someone you trust. */
-JITK_API jitk_status jitk_cache_import(jitk_engine *engine, const char *file,
-                                       size_t *imported, size_t *rejected);
+JITK_API jitk_status jitk_cache_import(jitk_engine *engine, const char *file, size_t *imported,
+                                       size_t *rejected);
 
 /* Copies every sound entry of the engine's own cache into the shared
  * cache at `dir`, creating the folder (0755) and its database (0644,
  * with a rollback journal, which readers need no write access for) when
  * they are missing. Run by the account that owns the shared cache; its
  * readers name it in cache_shared_owner. Entries already there stay. */
-JITK_API jitk_status jitk_cache_publish(jitk_engine *engine, const char *dir,
-                                        size_t *published);
+JITK_API jitk_status jitk_cache_publish(jitk_engine *engine, const char *dir, size_t *published);
 
 /* The shared cache the engine reads (NULL when none is configured) and
  * its state: "on", or "off: " and why. */
@@ -469,23 +456,20 @@ typedef struct CUstream_st *jitk_stream;
 
 /* Stream-ordered allocation from the device's default memory pool
  * (cuMemAllocAsync): usable by work on `stream` at once. */
-JITK_API jitk_status jitk_device_alloc(jitk_engine *engine, size_t bytes,
-                                       jitk_stream stream, void **ptr);
+JITK_API jitk_status jitk_device_alloc(jitk_engine *engine, size_t bytes, jitk_stream stream,
+                                       void **ptr);
 /* Frees memory from jitk_device_alloc (or cudaMallocAsync) once the work
  * queued on `stream` before it is done. NULL ptr does nothing. */
-JITK_API jitk_status jitk_device_free(jitk_engine *engine, void *ptr,
-                                      jitk_stream stream);
+JITK_API jitk_status jitk_device_free(jitk_engine *engine, void *ptr, jitk_stream stream);
 /* Copies between any two of host and device memory (unified addressing
  * tells which is which), in order on `stream`. */
-JITK_API jitk_status jitk_memcpy(jitk_engine *engine, void *dst,
-                                 const void *src, size_t bytes,
+JITK_API jitk_status jitk_memcpy(jitk_engine *engine, void *dst, const void *src, size_t bytes,
                                  jitk_stream stream);
 /* Sets `bytes` bytes of device memory to `value`, in order on `stream`. */
-JITK_API jitk_status jitk_memset(jitk_engine *engine, void *dst, int value,
-                                 size_t bytes, jitk_stream stream);
+JITK_API jitk_status jitk_memset(jitk_engine *engine, void *dst, int value, size_t bytes,
+                                 jitk_stream stream);
 /* Waits for the work queued on `stream`; reports a failed kernel. */
-JITK_API jitk_status jitk_stream_synchronize(jitk_engine *engine,
-                                             jitk_stream stream);
+JITK_API jitk_status jitk_stream_synchronize(jitk_engine *engine, jitk_stream stream);
 
 /*
  * Where `ptr` lives, for callers given a bare address
@@ -561,10 +545,8 @@ typedef struct jitk_module_options {
  * for relocatable code when no linker or no libcudadevrt.a is found (the
  * message says where it looked and what to install).
  */
-JITK_API jitk_status jitk_module_create(jitk_engine *engine,
-                                        const char *source,
-                                        const jitk_module_options *options,
-                                        jitk_module **module);
+JITK_API jitk_status jitk_module_create(jitk_engine *engine, const char *source,
+                                        const jitk_module_options *options, jitk_module **module);
 
 /*
  * Loads a cubin, a PTX text or a fatbin from memory (the bytes are copied).
@@ -572,16 +554,13 @@ JITK_API jitk_status jitk_module_create(jitk_engine *engine,
  * architecture than the engine's, is refused with JITK_ERR_INVALID_IMAGE
  * and a message that names both architectures.
  */
-JITK_API jitk_status jitk_module_create_from_image(jitk_engine *engine,
-                                                   jitk_image_kind kind,
-                                                   const void *image,
-                                                   size_t size,
+JITK_API jitk_status jitk_module_create_from_image(jitk_engine *engine, jitk_image_kind kind,
+                                                   const void *image, size_t size,
                                                    jitk_module **module);
 
 /* As jitk_module_create_from_image, reading the file at `path`.
  * JITK_ERR_IO when it cannot be read. */
-JITK_API jitk_status jitk_module_create_from_file(jitk_engine *engine,
-                                                  const char *path,
+JITK_API jitk_status jitk_module_create_from_file(jitk_engine *engine, const char *path,
                                                   jitk_module **module);
 
 /* Unloads the module and frees its kernels. NULL does nothing. */
@@ -589,37 +568,33 @@ JITK_API void jitk_module_destroy(jitk_module *module);
 
 /* The module's image (the compiled cubin or PTX, or the bytes it was loaded
  * from). The pointer lives as long as the module. */
-JITK_API jitk_status jitk_module_image(const jitk_module *module,
-                                       const void **image, size_t *size,
+JITK_API jitk_status jitk_module_image(const jitk_module *module, const void **image, size_t *size,
                                        jitk_image_kind *kind);
 
 /* The mangled name NVRTC gave a name expression ("_Z5scaleIfEvPT_i" for
  * "scale<float>"). JITK_ERR_NOT_FOUND when the expression was not given at
  * creation. The string lives as long as the module. */
 JITK_API jitk_status jitk_module_lowered_name(const jitk_module *module,
-                                              const char *name_expression,
-                                              const char **lowered);
+                                              const char *name_expression, const char **lowered);
 
 /* What ptxas reported for each kernel of a module compiled to a cubin from
  * source; modules loaded from images, or compiled to PTX, report none. */
 typedef struct jitk_kernel_resources {
   const char *name; /* the mangled (lowered) name */
   int registers;
-  size_t shared_bytes;  /* static shared memory */
-  size_t stack_bytes;   /* stack frame */
-  size_t spill_stores;  /* bytes */
-  size_t spill_loads;   /* bytes */
+  size_t shared_bytes;   /* static shared memory */
+  size_t stack_bytes;    /* stack frame */
+  size_t spill_stores;   /* bytes */
+  size_t spill_loads;    /* bytes */
   size_t constant_bytes; /* cmem[0] where ptxas reports it, else 0 */
 } jitk_kernel_resources;
 
-JITK_API jitk_status jitk_module_resources(
-    const jitk_module *module, const jitk_kernel_resources **resources,
-    size_t *count);
+JITK_API jitk_status jitk_module_resources(const jitk_module *module,
+                                           const jitk_kernel_resources **resources, size_t *count);
 
 /* NVRTC's log of a module compiled from source: ptxas's report and any
  * warnings. "" for modules from images. Lives as long as the module. */
-JITK_API jitk_status jitk_module_log(const jitk_module *module,
-                                     const char **log);
+JITK_API jitk_status jitk_module_log(const jitk_module *module, const char **log);
 
 /*
  * The device address and size in bytes of a __device__, __constant__ or
@@ -653,8 +628,7 @@ JITK_API jitk_status jitk_module_get_global(jitk_module *module, const char *nam
  * Errors: JITK_ERR_NOT_FOUND, with the module's kernels listed in the
  * message; JITK_ERR_NO_DEVICE on a compile-only engine.
  */
-JITK_API jitk_status jitk_module_get_kernel(jitk_module *module,
-                                            const char *name,
+JITK_API jitk_status jitk_module_get_kernel(jitk_module *module, const char *name,
                                             jitk_kernel **kernel);
 
 /*
@@ -668,8 +642,7 @@ JITK_API jitk_status jitk_module_get_kernel(jitk_module *module,
  * parameters the compiled kernel has. Set it before launching from other
  * threads.
  */
-JITK_API jitk_status jitk_kernel_set_signature(jitk_kernel *kernel,
-                                               const char *signature);
+JITK_API jitk_status jitk_kernel_set_signature(jitk_kernel *kernel, const char *signature);
 
 typedef struct jitk_kernel_attributes {
   int registers;
@@ -696,22 +669,18 @@ JITK_API jitk_status jitk_kernel_param_sizes(const jitk_kernel *kernel, const ui
 /* Raises (or lowers) the dynamic shared memory a launch may ask for.
  * JITK_ERR_SHARED_MEMORY when static plus dynamic would exceed the device's
  * opt-in limit. */
-JITK_API jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *kernel,
-                                                        size_t bytes);
+JITK_API jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *kernel, size_t bytes);
 
 /* The block size with the most resident threads per multiprocessor for
  * this kernel and per-block dynamic shared memory, and the smallest grid
  * that fills the device at that size (cuOccupancyMaxPotentialBlockSize). */
 JITK_API jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *kernel,
-                                                    size_t dynamic_shared,
-                                                    int *block_size,
+                                                    size_t dynamic_shared, int *block_size,
                                                     int *min_grid_size);
 
 /* How many blocks of `block_size` threads fit on one multiprocessor. */
-JITK_API jitk_status jitk_kernel_active_blocks(const jitk_kernel *kernel,
-                                               int block_size,
-                                               size_t dynamic_shared,
-                                               int *blocks_per_sm);
+JITK_API jitk_status jitk_kernel_active_blocks(const jitk_kernel *kernel, int block_size,
+                                               size_t dynamic_shared, int *blocks_per_sm);
 
 /* ------------------------------------------------------------------------ */
 /* Kernel arguments and launches                                             */
@@ -746,7 +715,7 @@ typedef struct jitk_arg {
     uint16_t f16; /* the bits of a half or a bfloat16 */
     float f32;
     double f64;
-    float c64[2];  /* real, imaginary */
+    float c64[2]; /* real, imaginary */
     double c128[2];
     void *ptr;
   } value;
@@ -768,9 +737,8 @@ typedef struct jitk_dim3 {
  * The call queues the kernel and returns; errors inside the kernel show
  * at the next synchronization.
  */
-JITK_API jitk_status jitk_kernel_launch(jitk_kernel *kernel, jitk_dim3 grid,
-                                        jitk_dim3 block, size_t dynamic_shared,
-                                        jitk_stream stream,
+JITK_API jitk_status jitk_kernel_launch(jitk_kernel *kernel, jitk_dim3 grid, jitk_dim3 block,
+                                        size_t dynamic_shared, jitk_stream stream,
                                         const jitk_arg *args, size_t num_args);
 
 /*
@@ -939,8 +907,8 @@ static inline jitk_arg jitk_arg_allocate(void) {
  */
 typedef struct jitk_output_spec {
   jitk_dtype dtype;
-  int ndim;                      /* 0 to JITK_MAX_NDIM */
-  int64_t shape[JITK_MAX_NDIM];  /* ndim extents; the rest are 0 */
+  int ndim;                     /* 0 to JITK_MAX_NDIM */
+  int64_t shape[JITK_MAX_NDIM]; /* ndim extents; the rest are 0 */
 } jitk_output_spec;
 
 /*
@@ -992,9 +960,9 @@ JITK_API void jitk_launch_options_init(jitk_launch_options *options);
 typedef struct jitk_elementwise jitk_elementwise;
 
 typedef struct jitk_elementwise_options {
-  const char *preamble;   /* code before the kernel: helper functions, types */
-  const char *loop_prep;  /* code in the kernel before the loop */
-  const char *after_loop; /* code in the kernel after the loop */
+  const char *preamble;             /* code before the kernel: helper functions, types */
+  const char *loop_prep;            /* code in the kernel before the loop */
+  const char *after_loop;           /* code in the kernel after the loop */
   const char *const *nvrtc_options; /* added to jitk's defaults */
   size_t num_nvrtc_options;
 } jitk_elementwise_options;
@@ -1101,9 +1069,9 @@ JITK_API jitk_status jitk_elementwise_param(const jitk_elementwise *kernel, int 
 
 /* The shape of the loop a compiled specialization is for. */
 typedef struct jitk_elementwise_layout {
-  int ndim;        /* loop dimensions after collapsing: 1 to JITK_MAX_NDIM */
-  int index_bits;  /* 32 or 64 */
-  int vector;      /* elements per vector access: 1 for none, 0 for the
+  int ndim;            /* loop dimensions after collapsing: 1 to JITK_MAX_NDIM */
+  int index_bits;      /* 32 or 64 */
+  int vector;          /* elements per vector access: 1 for none, 0 for the
                       widest 16-byte access the dtypes allow; else 2, 4, 8
                       or 16, at most 16 bytes of the widest array dtype */
   const char *scalars; /* comma-separated names of parameters given as
@@ -1136,7 +1104,7 @@ JITK_API jitk_status jitk_elementwise_source(jitk_elementwise *kernel, const cha
 typedef struct jitk_reduction jitk_reduction;
 
 typedef struct jitk_reduction_options {
-  const char *preamble; /* code before the kernels: helper functions, types */
+  const char *preamble;             /* code before the kernels: helper functions, types */
   const char *const *nvrtc_options; /* added to jitk's defaults */
   size_t num_nvrtc_options;
 } jitk_reduction_options;
@@ -1201,8 +1169,8 @@ JITK_API jitk_status jitk_reduction_launch(jitk_reduction *kernel, jitk_stream s
  * contiguous.
  */
 JITK_API jitk_status jitk_reduction_autotune(jitk_reduction *kernel, jitk_stream stream,
-                                             const jitk_arg *args, size_t num_args,
-                                             const int *axes, int num_axes, int keepdims);
+                                             const jitk_arg *args, size_t num_args, const int *axes,
+                                             int num_axes, int keepdims);
 
 /*
  * What the outputs of jitk_reduction_launch with these arguments, axes and
@@ -1303,7 +1271,7 @@ typedef struct jitk_matmul_desc {
   jitk_order a_order, b_order, c_order, d_order;
   int64_t lda, ldb, ldc, ldd;
   int64_t stride_a, stride_b, stride_c, stride_d;
-  int has_c; /* C is read (beta * C) */
+  int has_c;          /* C is read (beta * C) */
   double alpha, beta; /* finite (beta only matters with C) */
   const char *epilogue;
   const char *epilogue_params;

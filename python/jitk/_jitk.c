@@ -52,29 +52,28 @@ typedef struct arch_engine {
 static arch_engine arch_engines[16];
 
 /* Interned attribute names. */
-static PyObject *s_data, *s_ptr, *s_device_id, *s_shape, *s_strides, *s_c_contiguous, *s_dtype, *s_kind,
-    *s_itemsize, *s_name, *s_is_cuda, *s_data_ptr, *s_stride, *s_get_device, *s_dlpack,
+static PyObject *s_data, *s_ptr, *s_device_id, *s_shape, *s_strides, *s_c_contiguous, *s_dtype,
+    *s_kind, *s_itemsize, *s_name, *s_is_cuda, *s_data_ptr, *s_stride, *s_get_device, *s_dlpack,
     *s_dlpack_device, *s_cai, *s_cuda_stream_proto, *s_cuda_stream, *s_item, *s_stream,
-    *s_max_version, *s_str, *s_empty, *s_device, *s_dtype_kw, *s_typestr, *s_version,
-    *s_mask, *s_shape_key, *s_strides_key, *s_data_key, *s_stream_key, *s_real, *s_imag,
-    *s_cached_codes;
+    *s_max_version, *s_str, *s_empty, *s_device, *s_dtype_kw, *s_typestr, *s_version, *s_mask,
+    *s_shape_key, *s_strides_key, *s_data_key, *s_stream_key, *s_real, *s_imag, *s_cached_codes;
 
 /* The array libraries, found when their arrays first appear. */
-static PyObject *cupy_ndarray_type;     /* cupy.ndarray */
-static PyObject *cupy_get_current_stream; /* cupy.cuda.get_current_stream */
-static PyObject *cupy_get_device;       /* cupy.cuda.runtime.getDevice */
-static PyObject *cupy_device_type;      /* cupy.cuda.Device */
-static PyObject *torch_tensor_type;     /* torch.Tensor */
-static PyObject *torch_current_stream;  /* torch.cuda.current_stream */
-static PyObject *torch_empty;           /* torch.empty */
-static PyObject *torch_device_fn;       /* torch.device */
+static PyObject *cupy_ndarray_type;          /* cupy.ndarray */
+static PyObject *cupy_get_current_stream;    /* cupy.cuda.get_current_stream */
+static PyObject *cupy_get_device;            /* cupy.cuda.runtime.getDevice */
+static PyObject *cupy_device_type;           /* cupy.cuda.Device */
+static PyObject *torch_tensor_type;          /* torch.Tensor */
+static PyObject *torch_current_stream;       /* torch.cuda.current_stream */
+static PyObject *torch_empty;                /* torch.empty */
+static PyObject *torch_device_fn;            /* torch.device */
 static PyObject *torch_devices[MAX_DEVICES]; /* torch.device("cuda", d), made once */
 /* torch.empty's keywords {dtype, device} by dtype and device, made once:
  * callees never change a caller's keyword dict. */
 static PyObject *torch_empty_kw[JITK_DTYPE_COUNT][MAX_DEVICES];
 static PyObject *numpy_dtypes[JITK_DTYPE_COUNT]; /* numpy.dtype of each jitk dtype, made once */
-static PyObject *numpy_generic_type;    /* numpy.generic */
-static PyObject *cupy_memptr_type;      /* cupy.cuda.memory.MemoryPointer */
+static PyObject *numpy_generic_type;             /* numpy.generic */
+static PyObject *cupy_memptr_type;               /* cupy.cuda.memory.MemoryPointer */
 typedef struct {
   PyTypeObject *type;
   jitk_dtype dtype;
@@ -106,21 +105,12 @@ static PyObject *raise_status(jitk_engine *e, jitk_status st, const char *what) 
   switch (st) {
     case JITK_ERR_PARSE:
     case JITK_ERR_INVALID_ARGUMENT:
-    case JITK_ERR_INVALID_ARRAY:
-      type = PyExc_ValueError;
-      break;
+    case JITK_ERR_INVALID_ARRAY: type = PyExc_ValueError; break;
     case JITK_ERR_ARGUMENT_COUNT:
-    case JITK_ERR_ARGUMENT_TYPE:
-      type = PyExc_TypeError;
-      break;
-    case JITK_ERR_OUT_OF_MEMORY:
-      type = PyExc_MemoryError;
-      break;
-    case JITK_ERR_COMPILE:
-      type = CompileError;
-      break;
-    default:
-      break;
+    case JITK_ERR_ARGUMENT_TYPE: type = PyExc_TypeError; break;
+    case JITK_ERR_OUT_OF_MEMORY: type = PyExc_MemoryError; break;
+    case JITK_ERR_COMPILE: type = CompileError; break;
+    default: break;
   }
   if (type == CompileError) {
     /* The exception carries the log as an attribute as well. */
@@ -209,9 +199,9 @@ static jitk_engine *device_engine(int ordinal) {
   /* Creating an engine initializes the driver: the GIL goes meanwhile. */
   Py_BEGIN_ALLOW_THREADS st = jitk_engine_create(&cfg, &e);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
-    PyErr_Format(st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE ? PyExc_RuntimeError
-                                                                        : JitkError,
-                 "no jitk engine for CUDA device %d: %s", ordinal, jitk_errmsg(NULL));
+    PyErr_Format(
+        st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE ? PyExc_RuntimeError : JitkError,
+        "no jitk engine for CUDA device %d: %s", ordinal, jitk_errmsg(NULL));
     return NULL;
   }
   /* Another thread may have made one while the GIL was free. */
@@ -278,8 +268,7 @@ static jitk_engine *parse_engine(void) { return arch_engine_for("sm_90"); }
 
 static jitk_dtype dtype_from_kind(char kind, long itemsize, const char *name) {
   switch (kind) {
-    case 'b':
-      return itemsize == 1 ? JITK_BOOL : JITK_DTYPE_NONE;
+    case 'b': return itemsize == 1 ? JITK_BOOL : JITK_DTYPE_NONE;
     case 'i':
       return itemsize == 1   ? JITK_INT8
              : itemsize == 2 ? JITK_INT16
@@ -302,8 +291,7 @@ static jitk_dtype dtype_from_kind(char kind, long itemsize, const char *name) {
     case 'V':
       /* ml_dtypes' bfloat16, as NumPy sees it. */
       return name != NULL && strcmp(name, "bfloat16") == 0 ? JITK_BFLOAT16 : JITK_DTYPE_NONE;
-    default:
-      return JITK_DTYPE_NONE;
+    default: return JITK_DTYPE_NONE;
   }
 }
 
@@ -312,14 +300,12 @@ static jitk_dtype dtype_from_torch_name(const char *n) {
   static const struct {
     const char *name;
     jitk_dtype dtype;
-  } names[] = {{"bool", JITK_BOOL},         {"int8", JITK_INT8},
-               {"int16", JITK_INT16},       {"int32", JITK_INT32},
-               {"int64", JITK_INT64},       {"uint8", JITK_UINT8},
-               {"uint16", JITK_UINT16},     {"uint32", JITK_UINT32},
-               {"uint64", JITK_UINT64},     {"float16", JITK_FLOAT16},
-               {"bfloat16", JITK_BFLOAT16}, {"float32", JITK_FLOAT32},
-               {"float64", JITK_FLOAT64},   {"complex64", JITK_COMPLEX64},
-               {"complex128", JITK_COMPLEX128}};
+  } names[] = {
+      {"bool", JITK_BOOL},       {"int8", JITK_INT8},           {"int16", JITK_INT16},
+      {"int32", JITK_INT32},     {"int64", JITK_INT64},         {"uint8", JITK_UINT8},
+      {"uint16", JITK_UINT16},   {"uint32", JITK_UINT32},       {"uint64", JITK_UINT64},
+      {"float16", JITK_FLOAT16}, {"bfloat16", JITK_BFLOAT16},   {"float32", JITK_FLOAT32},
+      {"float64", JITK_FLOAT64}, {"complex64", JITK_COMPLEX64}, {"complex128", JITK_COMPLEX128}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(n, names[i].name) == 0) return names[i].dtype;
   return JITK_DTYPE_NONE;
@@ -465,10 +451,9 @@ static void find_torch(void) {
     torch_current_stream = attr_path(m, "cuda.current_stream");
   }
   PyErr_Clear();
-  static const char *names[] = {NULL,      "bool",     "int8",     "int16",   "int32",
-                                "int64",   "uint8",    "uint16",   "uint32",  "uint64",
-                                "float16", "bfloat16", "float32",  "float64", "complex64",
-                                "complex128"};
+  static const char *names[] = {
+      NULL,     "bool",   "int8",    "int16",    "int32",   "int64",   "uint8",     "uint16",
+      "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
     torch_dtypes[d] = PyObject_GetAttrString(m, names[d]);
     if (torch_dtypes[d] == NULL) PyErr_Clear(); /* an older torch without uint16 */
@@ -493,8 +478,8 @@ static void type_name(PyObject *o, char *buf, size_t size) {
 }
 
 static bool is_instance(PyObject *o, PyObject *type) {
-  return type != NULL && (Py_TYPE(o) == (PyTypeObject *)type ||
-                          PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)type));
+  return type != NULL &&
+         (Py_TYPE(o) == (PyTypeObject *)type || PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)type));
 }
 
 /* What jitk learned of an argument's type: its library, and for arrays of
@@ -528,7 +513,7 @@ static int lib_of(PyObject *o) {
   if (slot != NULL) return slot->lib;
   if (cupy_ndarray_type == NULL) find_cupy();
   if (torch_tensor_type == NULL) find_torch();
-  int lib = is_instance(o, cupy_ndarray_type)    ? LIB_CUPY
+  int lib = is_instance(o, cupy_ndarray_type)   ? LIB_CUPY
             : is_instance(o, torch_tensor_type) ? LIB_TORCH
                                                 : LIB_OTHER;
   if (type_cache_n < (int)(sizeof type_cache / sizeof type_cache[0])) {
@@ -780,8 +765,8 @@ static bool find_getter(PyTypeObject *tp, const char *name, fast_getter *out) {
 
 static bool cupy_fast_getters(void) {
   if (cupy_getters_state == 0) {
-    static const char *const names[FG_COUNT] = {
-        "data", "dtype", "shape", "strides", "_c_contiguous", "ndim", "ptr", "device_id"};
+    static const char *const names[FG_COUNT] = {"data",          "dtype", "shape", "strides",
+                                                "_c_contiguous", "ndim",  "ptr",   "device_id"};
     bool all = cupy_ndarray_type != NULL && cupy_memptr_type != NULL;
     for (int i = 0; all && i < FG_COUNT; i++) {
       PyObject *tp = i < FG_PTR ? cupy_ndarray_type : cupy_memptr_type;
@@ -858,8 +843,8 @@ static int cupy_pointer(PyObject *o, bool exact, void **ptr, int *device) {
   if (data == NULL) return -1;
   exact = exact && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
   PyObject *p = cupy_attr(data, exact, FG_PTR, s_ptr);
-  PyObject *dev = p != NULL && device != NULL ? cupy_attr(data, exact, FG_DEVICE_ID, s_device_id)
-                                              : NULL;
+  PyObject *dev =
+      p != NULL && device != NULL ? cupy_attr(data, exact, FG_DEVICE_ID, s_device_id) : NULL;
   Py_DECREF(data);
   if (p == NULL || (device != NULL && dev == NULL)) {
     Py_XDECREF(p);
@@ -985,8 +970,10 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
     return -1;
   }
   if (jitk_dtype_from_dlpack(t->dtype, &a->dtype) != JITK_OK) {
-    PyErr_Format(PyExc_TypeError, "%s has a DLPack dtype (code %d, %d bits, %d lanes) jitk does not "
-                 "support", what, t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    PyErr_Format(PyExc_TypeError,
+                 "%s has a DLPack dtype (code %d, %d bits, %d lanes) jitk does not "
+                 "support",
+                 what, t->dtype.code, t->dtype.bits, t->dtype.lanes);
     return -1;
   }
   a->t = *t;
@@ -1006,8 +993,7 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
   return 0;
 }
 
-static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device,
-                    const char *what) {
+static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, const char *what) {
   if (!PyDict_Check(cai)) {
     PyErr_Format(PyExc_TypeError, "%s: __cuda_array_interface__ is not a dict", what);
     return -1;
@@ -1157,7 +1143,10 @@ static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char
       *out = jitk_arg_bool(t);
       return 0;
     }
-    case JITK_INT8: case JITK_INT16: case JITK_INT32: case JITK_INT64: {
+    case JITK_INT8:
+    case JITK_INT16:
+    case JITK_INT32:
+    case JITK_INT64: {
       long long x = PyLong_AsLongLong(v);
       if (x == -1 && PyErr_Occurred()) return -1;
       *out = dtype == JITK_INT8    ? jitk_arg_i8((int8_t)x)
@@ -1166,7 +1155,10 @@ static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char
                                    : jitk_arg_i64(x);
       return 0;
     }
-    case JITK_UINT8: case JITK_UINT16: case JITK_UINT32: case JITK_UINT64: {
+    case JITK_UINT8:
+    case JITK_UINT16:
+    case JITK_UINT32:
+    case JITK_UINT64: {
       unsigned long long x = PyLong_AsUnsignedLongLong(v);
       if (x == (unsigned long long)-1 && PyErr_Occurred()) return -1;
       *out = dtype == JITK_UINT8    ? jitk_arg_u8((uint8_t)x)
@@ -1175,7 +1167,10 @@ static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char
                                     : jitk_arg_u64(x);
       return 0;
     }
-    case JITK_FLOAT16: case JITK_BFLOAT16: case JITK_FLOAT32: case JITK_FLOAT64: {
+    case JITK_FLOAT16:
+    case JITK_BFLOAT16:
+    case JITK_FLOAT32:
+    case JITK_FLOAT64: {
       double x = PyFloat_AsDouble(v);
       if (x == -1.0 && PyErr_Occurred()) return -1;
       *out = dtype == JITK_FLOAT16    ? jitk_arg_f16_bits(jitk_float_to_half((float)x))
@@ -1184,15 +1179,14 @@ static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char
                                       : jitk_arg_f64(x);
       return 0;
     }
-    case JITK_COMPLEX64: case JITK_COMPLEX128: {
+    case JITK_COMPLEX64:
+    case JITK_COMPLEX128: {
       double re = PyComplex_RealAsDouble(v), im = PyComplex_ImagAsDouble(v);
       if (PyErr_Occurred()) return -1;
       *out = dtype == JITK_COMPLEX64 ? jitk_arg_c64((float)re, (float)im) : jitk_arg_c128(re, im);
       return 0;
     }
-    default:
-      PyErr_Format(PyExc_TypeError, "%s: jitk has no scalar of that type", what);
-      return -1;
+    default: PyErr_Format(PyExc_TypeError, "%s: jitk has no scalar of that type", what); return -1;
   }
 }
 
@@ -1372,8 +1366,8 @@ static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const cha
       c->device = dev;
     } else if (dev != c->device) {
       PyErr_Format(PyExc_ValueError,
-                   "%s is on CUDA device %d, but the arguments before it are on device %d",
-                   what, dev, c->device);
+                   "%s is on CUDA device %d, but the arguments before it are on device %d", what,
+                   dev, c->device);
       return -1;
     }
     if (c->lib == LIB_OTHER) c->lib = lib;
@@ -1659,8 +1653,8 @@ typedef struct param_types {
 } param_types;
 
 /* Records parameter p's type from jitk's description of it. */
-static void note_param_type(param_types *pt, int p, const jitk_param_info *info,
-                            const char **names, int *num_names) {
+static void note_param_type(param_types *pt, int p, const jitk_param_info *info, const char **names,
+                            int *num_names) {
   pt->dtype[p] = info->placeholder ? JITK_DTYPE_NONE : info->dtype;
   pt->placeholder[p] = -1;
   if (info->placeholder == NULL) return;
@@ -1696,10 +1690,11 @@ static int check_python_ints(const param_types *pt, PyObject *args, const call *
     if (v == -1 && PyErr_Occurred()) return -1;
     bool fits;
     if (target <= JITK_INT64)
-      fits = overflow == 0 && (bits == 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1))));
+      fits =
+          overflow == 0 && (bits == 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1))));
     else if (overflow > 0)
-      fits = bits == 64 && !(PyLong_AsUnsignedLongLong(o) == (unsigned long long)-1 &&
-                             PyErr_Occurred());
+      fits = bits == 64 &&
+             !(PyLong_AsUnsignedLongLong(o) == (unsigned long long)-1 && PyErr_Occurred());
     else
       fits = overflow == 0 && v >= 0 && (bits == 64 || v < (1LL << bits));
     PyErr_Clear();
@@ -1712,12 +1707,11 @@ static int check_python_ints(const param_types *pt, PyObject *args, const call *
   return 0;
 }
 
-
 typedef struct ew_kernel {
-  PyObject_HEAD
-  PyObject *in_params, *out_params, *operation, *name, *preamble, *loop_prep, *after_loop;
-  PyObject *options; /* tuple of str */
-  PyObject *params;  /* tuple of (name, is_output, is_raw, type) */
+  PyObject_HEAD PyObject *in_params, *out_params, *operation, *name, *preamble, *loop_prep,
+      *after_loop;
+  PyObject *options;      /* tuple of str */
+  PyObject *params;       /* tuple of (name, is_output, is_raw, type) */
   PyObject *cached_codes; /* dict: the specializations compiled, as CuPy keeps them */
   int nin, nout;
   int reduce_dims, no_return, return_tuple;
@@ -1775,11 +1769,11 @@ static PyObject *param_tuple(const jitk_param_info *info) {
 }
 
 static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"in_params", "out_params", "operation", "name", "reduce_dims",
-                           "preamble", "no_return", "return_tuple", "loop_prep", "after_loop",
-                           "options", NULL};
+  static char *kwlist[] = {"in_params",   "out_params", "operation", "name",
+                           "reduce_dims", "preamble",   "no_return", "return_tuple",
+                           "loop_prep",   "after_loop", "options",   NULL};
   PyObject *in_p, *out_p, *op, *name = NULL, *preamble = NULL, *loop_prep = NULL,
-                                *after_loop = NULL, *options = NULL;
+                               *after_loop = NULL, *options = NULL;
   int reduce_dims = 1, no_return = 0, return_tuple = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "UUU|UpUppUUO:ElementwiseKernel", kwlist, &in_p,
                                    &out_p, &op, &name, &reduce_dims, &preamble, &no_return,
@@ -1893,8 +1887,8 @@ static void note_specialization(PyObject *cached_codes, unsigned char *last_sig,
     const jitk_arg *a = &c->args[p];
     /* Every array argument of a call is the tensor of one of its pyarr
      * (their first member), whose dtype was read with it. */
-    jitk_dtype d = a->kind == JITK_ARG_ARRAY ? ((const pyarr *)(const void *)a->tensor)->dtype
-                                             : a->dtype;
+    jitk_dtype d =
+        a->kind == JITK_ARG_ARRAY ? ((const pyarr *)(const void *)a->tensor)->dtype : a->dtype;
     sig[p] = (unsigned char)((a->kind == JITK_ARG_ARRAY ? 0 : 64) + d);
   }
   if (*have_sig && memcmp(sig, last_sig, (size_t)n) == 0) return;
@@ -2021,8 +2015,8 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   lo.size = size;
   lo.block_size = block;
   jitk_status st;
-  Py_BEGIN_ALLOW_THREADS st = jitk_elementwise_launch_ex(kern, c.stream, c.args, (size_t)c.n, &lo,
-                                                         NULL);
+  Py_BEGIN_ALLOW_THREADS st =
+      jitk_elementwise_launch_ex(kern, c.stream, c.args, (size_t)c.n, &lo, NULL);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_elementwise(engines[c.device], st);
     annotate_compile_error(ew_source_of(kern), k->options, k->name);
@@ -2043,8 +2037,7 @@ static PyObject *ew_compile(ew_kernel *k, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"types", "arch", "ndim", "index_bits", NULL};
   const char *types, *arch = NULL;
   int ndim = 1, bits = 32;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zii:compile", kwlist, &types, &arch, &ndim,
-                                   &bits))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$zii:compile", kwlist, &types, &arch, &ndim, &bits))
     return NULL;
   jitk_engine *e = arch_engine_for(arch);
   if (e == NULL) return NULL;
@@ -2112,11 +2105,12 @@ static PyType_Slot ew_slots[] = {
     {Py_tp_members, ew_members},
     {Py_tp_getset, ew_getset},
     {Py_tp_methods, ew_methods},
-    {Py_tp_doc, "ElementwiseKernel(in_params, out_params, operation, name='kernel', "
-                "reduce_dims=True, preamble='', no_return=False, return_tuple=False, "
-                "loop_prep='', after_loop='', options=())\n\n"
-                "A kernel written as CuPy's ElementwiseKernel, run on GPU arrays of any "
-                "library: k(*args, size=None, block_size=None, stream=None)."},
+    {Py_tp_doc,
+     "ElementwiseKernel(in_params, out_params, operation, name='kernel', "
+     "reduce_dims=True, preamble='', no_return=False, return_tuple=False, "
+     "loop_prep='', after_loop='', options=())\n\n"
+     "A kernel written as CuPy's ElementwiseKernel, run on GPU arrays of any "
+     "library: k(*args, size=None, block_size=None, stream=None)."},
     {0, NULL}};
 
 static PyType_Spec ew_spec = {"jitk.ElementwiseKernel", sizeof(ew_kernel), 0,
@@ -2127,9 +2121,8 @@ static PyType_Spec ew_spec = {"jitk.ElementwiseKernel", sizeof(ew_kernel), 0,
 /* ------------------------------------------------------------------ */
 
 typedef struct red_kernel {
-  PyObject_HEAD
-  PyObject *in_params, *out_params, *map_expr, *reduce_expr, *post_map_expr, *identity, *name,
-      *reduce_type, *preamble, *options, *params, *cached_codes;
+  PyObject_HEAD PyObject *in_params, *out_params, *map_expr, *reduce_expr, *post_map_expr,
+      *identity, *name, *reduce_type, *preamble, *options, *params, *cached_codes;
   int nin, nout, reduce_dims;
   param_types types;
   jitk_reduction *parsed;
@@ -2151,20 +2144,20 @@ static jitk_status red_create(red_kernel *k, jitk_engine *e, jitk_reduction **ou
   o.preamble = opt_str(k->preamble);
   o.nvrtc_options = opts;
   o.num_nvrtc_options = nopts;
-  jitk_status st = jitk_reduction_create(
-      e, opt_str(k->in_params), opt_str(k->out_params), opt_str(k->map_expr),
-      opt_str(k->reduce_expr), opt_str(k->post_map_expr), opt_str(k->identity),
-      opt_str(k->reduce_type), opt_str(k->name), &o, out);
+  jitk_status st = jitk_reduction_create(e, opt_str(k->in_params), opt_str(k->out_params),
+                                         opt_str(k->map_expr), opt_str(k->reduce_expr),
+                                         opt_str(k->post_map_expr), opt_str(k->identity),
+                                         opt_str(k->reduce_type), opt_str(k->name), &o, out);
   PyMem_Free(opts);
   return st;
 }
 
 static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr",
-                           "identity", "name", "reduce_type", "reduce_dims", "preamble",
-                           "options", NULL};
+  static char *kwlist[] = {"in_params",     "out_params", "map_expr", "reduce_expr",
+                           "post_map_expr", "identity",   "name",     "reduce_type",
+                           "reduce_dims",   "preamble",   "options",  NULL};
   PyObject *in_p, *out_p, *map_e, *red_e, *post_e, *ident, *name = NULL, *rtype = NULL,
-                                                            *preamble = NULL, *options = NULL;
+                                                           *preamble = NULL, *options = NULL;
   int reduce_dims = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "UUUUUO|UOpUO:ReductionKernel", kwlist, &in_p, &out_p,
                                    &map_e, &red_e, &post_e, &ident, &name, &rtype, &reduce_dims,
@@ -2229,7 +2222,8 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     jitk_reduction_param(k->parsed, k->nin, &info);
-    PyObject *t = PyUnicode_FromString(info.placeholder ? info.placeholder : dtype_name(info.dtype));
+    PyObject *t =
+        PyUnicode_FromString(info.placeholder ? info.placeholder : dtype_name(info.dtype));
     if (t == NULL) {
       Py_DECREF(k);
       return NULL;
@@ -2271,9 +2265,9 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 static void red_dealloc(red_kernel *k) {
   for (int d = 0; d < MAX_DEVICES; d++) jitk_reduction_destroy(k->per_device[d]);
   jitk_reduction_destroy(k->parsed);
-  PyObject **fields[] = {&k->in_params, &k->out_params, &k->map_expr, &k->reduce_expr,
-                         &k->post_map_expr, &k->identity, &k->name, &k->reduce_type,
-                         &k->preamble, &k->options, &k->params, &k->cached_codes};
+  PyObject **fields[] = {&k->in_params,     &k->out_params, &k->map_expr, &k->reduce_expr,
+                         &k->post_map_expr, &k->identity,   &k->name,     &k->reduce_type,
+                         &k->preamble,      &k->options,    &k->params,   &k->cached_codes};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) Py_CLEAR(*fields[i]);
   free_instance((PyObject *)k);
 }
@@ -2344,8 +2338,9 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   }
   PyObject *outarg = kv[2] != NULL && kv[2] != Py_None ? kv[2] : NULL;
   if (outarg != NULL && n != k->nin) {
-    PyErr_SetString(PyExc_ValueError, "cannot specify 'out' as both a positional and keyword "
-                                      "argument");
+    PyErr_SetString(PyExc_ValueError,
+                    "cannot specify 'out' as both a positional and keyword "
+                    "argument");
     return NULL;
   }
   if (outarg != NULL && k->nout != 1) {
@@ -2363,7 +2358,8 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   if (outarg != NULL) {
     full = PyTuple_New(n + 1);
     if (full == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SetItem(full, i, Py_NewRef(PyTuple_GetItem(args, i)));
+    for (Py_ssize_t i = 0; i < n; i++)
+      PyTuple_SetItem(full, i, Py_NewRef(PyTuple_GetItem(args, i)));
     PyTuple_SetItem(full, n, Py_NewRef(outarg));
     n++;
   } else {
@@ -2401,8 +2397,8 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   Py_BEGIN_ALLOW_THREADS st =
       tune ? jitk_reduction_autotune(kern, c.stream, c.args, (size_t)c.n,
                                      num_axes < 0 ? NULL : axes, num_axes, keepdims)
-           : jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n,
-                                   num_axes < 0 ? NULL : axes, num_axes, keepdims, NULL);
+           : jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n, num_axes < 0 ? NULL : axes,
+                                   num_axes, keepdims, NULL);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_status(engines[c.device], st, NULL);
     annotate_compile_error(red_source_of(kern), k->options, k->name);
@@ -2503,10 +2499,11 @@ static PyType_Slot red_slots[] = {
     {Py_tp_members, red_members},
     {Py_tp_getset, red_getset},
     {Py_tp_methods, red_methods},
-    {Py_tp_doc, "ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, "
-                "identity, name='reduce_kernel', reduce_type=None, reduce_dims=True, preamble='', "
-                "options=())\n\nA reduction written as CuPy's ReductionKernel: "
-                "k(*args, axis=None, keepdims=False, out=None, stream=None)."},
+    {Py_tp_doc,
+     "ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, "
+     "identity, name='reduce_kernel', reduce_type=None, reduce_dims=True, preamble='', "
+     "options=())\n\nA reduction written as CuPy's ReductionKernel: "
+     "k(*args, axis=None, keepdims=False, out=None, stream=None)."},
     {0, NULL}};
 
 static PyType_Spec red_spec = {"jitk.ReductionKernel", sizeof(red_kernel), 0,
@@ -2517,8 +2514,7 @@ static PyType_Spec red_spec = {"jitk.ReductionKernel", sizeof(red_kernel), 0,
 /* ------------------------------------------------------------------ */
 
 typedef struct raw_module {
-  PyObject_HEAD
-  PyObject *code, *path, *options, *name_expressions, *backend;
+  PyObject_HEAD PyObject *code, *path, *options, *name_expressions, *backend;
   /* What NVRTC is given: the code with <cuComplex.h> translated where
    * asked, and the options with CuPy's include folders where the code
    * includes CuPy's headers. */
@@ -2539,8 +2535,7 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
     Py_BEGIN_ALLOW_THREADS st = jitk_module_create_from_file(e, p, out);
     Py_END_ALLOW_THREADS if (st == JITK_ERR_IO && access(p, F_OK) != 0) {
       /* Named as the driver names it, as under CuPy. */
-      PyErr_Format(JitkError, "CUDA_ERROR_FILE_NOT_FOUND: file not found: %s",
-                   jitk_errmsg(e));
+      PyErr_Format(JitkError, "CUDA_ERROR_FILE_NOT_FOUND: file not found: %s", jitk_errmsg(e));
     }
     Py_DECREF(b);
     return st;
@@ -2661,8 +2656,10 @@ static PyObject *cupy_include_options(void) {
     char opt[4096];
     snprintf(opt, sizeof opt, "-I%.*s%s", dir, f, sub[i]);
     PyObject *o = PyUnicode_DecodeFSDefault(opt);
-    if (o == NULL) Py_CLEAR(r);
-    else PyTuple_SetItem(r, i, o);
+    if (o == NULL)
+      Py_CLEAR(r);
+    else
+      PyTuple_SetItem(r, i, o);
   }
   Py_DECREF(file);
   return r;
@@ -2685,8 +2682,7 @@ static int warn_jitify(PyObject *kw, int jitify) {
 }
 
 static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObject *options,
-                          PyObject *names, PyObject *backend, int cucomplex, int coop,
-                          int jitify) {
+                          PyObject *names, PyObject *backend, int cucomplex, int coop, int jitify) {
   if ((code == NULL || code == Py_None) == (path == NULL || path == Py_None)) {
     PyErr_SetString(PyExc_TypeError,
                     "Exactly one of the code and path keyword arguments must be given.");
@@ -2732,8 +2728,8 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
   bool from_file = path != NULL && path != Py_None;
   m->code = Py_NewRef(code ? code : Py_None);
   m->path = Py_NewRef(path ? path : Py_None);
-  m->options = options && options != Py_None && !from_file ? PySequence_Tuple(options)
-                                                            : PyTuple_New(0);
+  m->options =
+      options && options != Py_None && !from_file ? PySequence_Tuple(options) : PyTuple_New(0);
   m->name_expressions = names && names != Py_None ? PySequence_Tuple(names) : Py_NewRef(Py_None);
   m->backend = PyUnicode_FromString(from_file ? "nvcc" : b);
   m->translate_cucomplex = from_file ? 0 : cucomplex;
@@ -2766,12 +2762,19 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
  * name_expressions=None, jitify=False): CuPy's keywords, all of them
  * keyword-only as in CuPy. */
 static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"code", "path", "options", "backend", "translate_cucomplex",
-                           "enable_cooperative_groups", "name_expressions", "jitify", NULL};
+  static char *kwlist[] = {"code",
+                           "path",
+                           "options",
+                           "backend",
+                           "translate_cucomplex",
+                           "enable_cooperative_groups",
+                           "name_expressions",
+                           "jitify",
+                           NULL};
   PyObject *code = NULL, *path = NULL, *options = NULL, *names = NULL, *backend = NULL;
   int cucomplex = 0, coop = 0, jitify = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOppOp:RawModule", kwlist, &code, &path,
-                                   &options, &backend, &cucomplex, &coop, &names, &jitify))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOppOp:RawModule", kwlist, &code, &path, &options,
+                                   &backend, &cucomplex, &coop, &names, &jitify))
     return NULL;
   if (warn_jitify(kw, jitify) != 0) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
@@ -2920,19 +2923,19 @@ static PyType_Slot rm_slots[] = {
     {Py_tp_dealloc, rm_dealloc},
     {Py_tp_methods, rm_methods},
     {Py_tp_members, rm_members},
-    {Py_tp_doc, "RawModule(*, code=None, path=None, options=(), backend='nvrtc', "
-                "translate_cucomplex=False, enable_cooperative_groups=False, "
-                "name_expressions=None, jitify=False)\n\n"
-                "CUDA source compiled with NVRTC (or a cubin, PTX or fatbin file), as CuPy's "
-                "RawModule; get_function(name) gives its kernels."},
+    {Py_tp_doc,
+     "RawModule(*, code=None, path=None, options=(), backend='nvrtc', "
+     "translate_cucomplex=False, enable_cooperative_groups=False, "
+     "name_expressions=None, jitify=False)\n\n"
+     "CUDA source compiled with NVRTC (or a cubin, PTX or fatbin file), as CuPy's "
+     "RawModule; get_function(name) gives its kernels."},
     {0, NULL}};
 
 static PyType_Spec rm_spec = {"jitk.RawModule", sizeof(raw_module), 0,
                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, rm_slots};
 
 typedef struct raw_kernel {
-  PyObject_HEAD
-  PyObject *module; /* a RawModule */
+  PyObject_HEAD PyObject *module; /* a RawModule */
   PyObject *name;
   jitk_kernel *per_device[MAX_DEVICES];
   long long max_dynamic_shared; /* -1: not set */
@@ -2949,12 +2952,13 @@ static PyObject *rk_make(PyObject *module, PyObject *name) {
 }
 
 static PyObject *rk_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"code", "name", "options", "backend", "translate_cucomplex",
-                           "enable_cooperative_groups", "jitify", NULL};
+  static char *kwlist[] = {
+      "code",   "name", "options", "backend", "translate_cucomplex", "enable_cooperative_groups",
+      "jitify", NULL};
   PyObject *code, *name, *options = NULL, *backend = NULL;
   int cucomplex = 0, coop = 0, jitify = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|OO$ppp:RawKernel", kwlist, &code, &name,
-                                   &options, &backend, &cucomplex, &coop, &jitify))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|OO$ppp:RawKernel", kwlist, &code, &name, &options,
+                                   &backend, &cucomplex, &coop, &jitify))
     return NULL;
   if (warn_jitify(kw, jitify) != 0) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(raw_module_type, Py_tp_alloc);
@@ -2987,8 +2991,8 @@ static jitk_kernel *rk_on(raw_kernel *k, int device) {
   if (k->per_device[device] != NULL) return k->per_device[device];
   jitk_module *mod = rm_on((raw_module *)k->module, device);
   if (mod == NULL) return NULL;
-  jitk_status st = jitk_module_get_kernel(mod, PyUnicode_AsUTF8AndSize(k->name, NULL),
-                                          &k->per_device[device]);
+  jitk_status st =
+      jitk_module_get_kernel(mod, PyUnicode_AsUTF8AndSize(k->name, NULL), &k->per_device[device]);
   if (st != JITK_OK) {
     if (st == JITK_ERR_NOT_FOUND) {
       /* Under CuPy the driver reports a missing kernel; its error's name
@@ -3099,11 +3103,13 @@ static int narrow_int_args(jitk_kernel *kern, call *c, PyObject *objs, const cha
     /* Unsigned when the value is not negative: its bits are the same in
      * either type of that width. */
     if (is_signed)
-      *a = want == 1 ? jitk_arg_i8((int8_t)v) : want == 2 ? jitk_arg_i16((int16_t)v)
-                                                          : jitk_arg_i32((int32_t)v);
+      *a = want == 1   ? jitk_arg_i8((int8_t)v)
+           : want == 2 ? jitk_arg_i16((int16_t)v)
+                       : jitk_arg_i32((int32_t)v);
     else
-      *a = want == 1 ? jitk_arg_u8((uint8_t)u) : want == 2 ? jitk_arg_u16((uint16_t)u)
-                                                           : jitk_arg_u32((uint32_t)u);
+      *a = want == 1   ? jitk_arg_u8((uint8_t)u)
+           : want == 2 ? jitk_arg_u16((uint16_t)u)
+                       : jitk_arg_u32((uint32_t)u);
   }
   return 0;
 }
@@ -3136,16 +3142,15 @@ static int bind_args(PyObject *args, PyObject *kw, const char *const *names, int
   if (call_keywords(kw, names, values, n, fname) != 0) return -1;
   for (Py_ssize_t i = 0; i < npos; i++) {
     if (values[i] != NULL) {
-      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname,
-                   names[i]);
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, names[i]);
       return -1;
     }
     values[i] = PyTuple_GetItem(args, i);
   }
   for (int i = 0; i < required; i++)
     if (values[i] == NULL) {
-      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname,
-                   names[i], i + 1);
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %d)", fname, names[i],
+                   i + 1);
       return -1;
     }
   return 0;
@@ -3155,9 +3160,8 @@ static int bind_args(PyObject *args, PyObject *kw, const char *const *names, int
  * enable_cooperative_groups=False), as CuPy's Function.__call__: arrays go
  * as pointers to their first element, scalars as CuPy types them. */
 static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
-  static const char *const names[] = {"grid",   "block",
-                                      "args",   "shared_mem",
-                                      "stream", "enable_cooperative_groups"};
+  static const char *const names[] = {"grid",       "block",  "args",
+                                      "shared_mem", "stream", "enable_cooperative_groups"};
   PyObject *v[6];
   if (bind_args(args, kw, names, 6, 3, v, "RawKernel") != 0) return NULL;
   PyObject *grid_o = v[0], *block_o = v[1], *kargs = v[2], *stream_o = v[4];
@@ -3222,8 +3226,8 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
     jitk_kernel_launch_config cfg;
     jitk_kernel_launch_config_init(&cfg);
     cfg.cooperative = 1;
-    Py_BEGIN_ALLOW_THREADS st = jitk_kernel_launch_ex(kern, grid, block, (size_t)shared, c.stream,
-                                                      c.args, (size_t)n, &cfg);
+    Py_BEGIN_ALLOW_THREADS st =
+        jitk_kernel_launch_ex(kern, grid, block, (size_t)shared, c.stream, c.args, (size_t)n, &cfg);
     Py_END_ALLOW_THREADS
   } else {
     Py_BEGIN_ALLOW_THREADS st =
@@ -3258,14 +3262,13 @@ static PyObject *rk_attributes(raw_kernel *k, void *unused) {
   jitk_kernel_attributes a;
   jitk_status st = jitk_kernel_get_attributes(kern, &a);
   if (st != JITK_OK) return raise_status(NULL, st, NULL);
-  return Py_BuildValue("{s:i,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:n,s:i}", "max_threads_per_block",
-                       a.max_threads_per_block, "shared_size_bytes",
-                       (Py_ssize_t)a.static_shared_bytes, "const_size_bytes",
-                       (Py_ssize_t)a.constant_bytes, "local_size_bytes",
-                       (Py_ssize_t)a.local_bytes, "num_regs", a.registers, "ptx_version",
-                       a.ptx_version, "binary_version", a.binary_version, "cache_mode_ca", 0,
-                       "max_dynamic_shared_size_bytes", (Py_ssize_t)a.max_dynamic_shared_bytes,
-                       "preferred_shared_memory_carveout", -1);
+  return Py_BuildValue(
+      "{s:i,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:n,s:i}", "max_threads_per_block", a.max_threads_per_block,
+      "shared_size_bytes", (Py_ssize_t)a.static_shared_bytes, "const_size_bytes",
+      (Py_ssize_t)a.constant_bytes, "local_size_bytes", (Py_ssize_t)a.local_bytes, "num_regs",
+      a.registers, "ptx_version", a.ptx_version, "binary_version", a.binary_version,
+      "cache_mode_ca", 0, "max_dynamic_shared_size_bytes", (Py_ssize_t)a.max_dynamic_shared_bytes,
+      "preferred_shared_memory_carveout", -1);
 }
 
 static PyObject *rk_attr(raw_kernel *k, void *key) {
@@ -3345,16 +3348,14 @@ static PyGetSetDef rk_getset[] = {
     {"preferred_shared_memory_carveout", (getter)rk_attr, NULL, NULL,
      "preferred_shared_memory_carveout"},
     {"max_dynamic_shared_size_bytes", (getter)rk_attr, (setter)rk_set_max_dynamic,
-     "the dynamic shared memory a launch may ask for (settable)",
-     "max_dynamic_shared_size_bytes"},
+     "the dynamic shared memory a launch may ask for (settable)", "max_dynamic_shared_size_bytes"},
     {"code", (getter)rk_get_code, NULL, NULL, NULL},
     {"options", (getter)rk_get_options, NULL, NULL, NULL},
     {"backend", (getter)rk_get_backend, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMemberDef rk_members[] = {
-    {"name", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY, NULL},
-    {NULL, 0, 0, 0, NULL}};
+    {"name", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY, NULL}, {NULL, 0, 0, 0, NULL}};
 
 static PyMethodDef rk_methods[] = {
     {"compile", (PyCFunction)(void (*)(void))rk_compile, METH_VARARGS | METH_KEYWORDS,
@@ -3368,9 +3369,10 @@ static PyType_Slot rk_slots[] = {
     {Py_tp_getset, rk_getset},
     {Py_tp_members, rk_members},
     {Py_tp_methods, rk_methods},
-    {Py_tp_doc, "RawKernel(code, name, options=(), backend='nvrtc', translate_cucomplex=False, "
-                "enable_cooperative_groups=False, jitify=False)\n\nA kernel of CUDA source, as "
-                "CuPy's RawKernel: k(grid, block, args, shared_mem=0, stream=None)."},
+    {Py_tp_doc,
+     "RawKernel(code, name, options=(), backend='nvrtc', translate_cucomplex=False, "
+     "enable_cooperative_groups=False, jitify=False)\n\nA kernel of CUDA source, as "
+     "CuPy's RawKernel: k(grid, block, args, shared_mem=0, stream=None)."},
     {0, NULL}};
 
 static PyType_Spec rk_spec = {"jitk.RawKernel", sizeof(raw_kernel), 0,
@@ -3446,8 +3448,7 @@ static PyObject *py_empty(PyObject *self, PyObject *args) {
 }
 
 typedef struct mm_plan {
-  PyObject_HEAD
-  jitk_matmul *plan;
+  PyObject_HEAD jitk_matmul *plan;
   int device; /* -1 on a compile-only engine */
   int num_extra;
   jitk_engine *engine;
@@ -3477,19 +3478,20 @@ static int ints4(PyObject *seq, long long v[4], const char *what) {
  * compute, orders, lds, strides, has_c, alpha, beta, epilogue,
  * epilogue_params, preamble, num_extra, arch=None): the C API's plan. */
 static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"device", "m", "n", "k", "batch", "a_dtype", "b_dtype", "c_dtype",
-                           "d_dtype", "compute", "orders", "lds", "strides", "has_c", "alpha",
-                           "beta", "epilogue", "epilogue_params", "preamble", "num_extra",
-                           "arch", NULL};
+  static char *kwlist[] = {
+      "device",   "m",         "n",       "k",       "batch",    "a_dtype",
+      "b_dtype",  "c_dtype",   "d_dtype", "compute", "orders",   "lds",
+      "strides",  "has_c",     "alpha",   "beta",    "epilogue", "epilogue_params",
+      "preamble", "num_extra", "arch",    NULL};
   int device, compute, has_c, num_extra;
   long long m, n, k, batch;
   const char *ad, *bd, *cd, *dd, *epi, *epp, *pre, *arch = NULL;
   PyObject *orders, *lds, *strides;
   double alpha, beta;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|z:_MatmulPlan", kwlist,
-                                   &device, &m, &n, &k, &batch, &ad, &bd, &cd, &dd, &compute,
-                                   &orders, &lds, &strides, &has_c, &alpha, &beta, &epi, &epp,
-                                   &pre, &num_extra, &arch))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|z:_MatmulPlan", kwlist, &device,
+                                   &m, &n, &k, &batch, &ad, &bd, &cd, &dd, &compute, &orders, &lds,
+                                   &strides, &has_c, &alpha, &beta, &epi, &epp, &pre, &num_extra,
+                                   &arch))
     return NULL;
   jitk_matmul_desc desc;
   jitk_matmul_desc_init(&desc);
@@ -3637,12 +3639,11 @@ static PyObject *mm_source(mm_plan *p, PyObject *unused) {
   return PyUnicode_FromString(src);
 }
 
-static PyMethodDef mm_methods[] = {
-    {"execute", (PyCFunction)mm_execute, METH_VARARGS, NULL},
-    {"autotune", (PyCFunction)mm_autotune, METH_VARARGS, NULL},
-    {"describe", (PyCFunction)mm_describe, METH_NOARGS, NULL},
-    {"source", (PyCFunction)mm_source, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL}};
+static PyMethodDef mm_methods[] = {{"execute", (PyCFunction)mm_execute, METH_VARARGS, NULL},
+                                   {"autotune", (PyCFunction)mm_autotune, METH_VARARGS, NULL},
+                                   {"describe", (PyCFunction)mm_describe, METH_NOARGS, NULL},
+                                   {"source", (PyCFunction)mm_source, METH_NOARGS, NULL},
+                                   {NULL, NULL, 0, NULL}};
 
 static PyType_Slot mm_slots[] = {{Py_tp_new, mm_new},
                                  {Py_tp_dealloc, mm_dealloc},
@@ -3650,8 +3651,7 @@ static PyType_Slot mm_slots[] = {{Py_tp_new, mm_new},
                                  {Py_tp_doc, "The C API's matmul plan (see jitk.MatmulPlan)."},
                                  {0, NULL}};
 
-static PyType_Spec mm_spec = {"jitk._MatmulPlan", sizeof(mm_plan), 0, Py_TPFLAGS_DEFAULT,
-                              mm_slots};
+static PyType_Spec mm_spec = {"jitk._MatmulPlan", sizeof(mm_plan), 0, Py_TPFLAGS_DEFAULT, mm_slots};
 
 /* ------------------------------------------------------------------ */
 /* Module functions                                                   */
@@ -3664,15 +3664,14 @@ static PyObject *py_device_count(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *stats_dict(const jitk_cache_stats *s) {
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:L}", "memory_hits",
-                       (unsigned long long)s->memory_hits, "disk_hits",
-                       (unsigned long long)s->disk_hits, "misses", (unsigned long long)s->misses,
-                       "compiles", (unsigned long long)s->compiles, "compile_ms", s->compile_ms,
-                       "corrupt", (unsigned long long)s->corrupt, "evictions",
-                       (unsigned long long)s->evictions, "disk_errors",
-                       (unsigned long long)s->disk_errors, "entries",
-                       (unsigned long long)s->entries, "bytes", (unsigned long long)s->bytes,
-                       "max_bytes", (long long)s->max_bytes);
+  return Py_BuildValue(
+      "{s:K,s:K,s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:L}", "memory_hits",
+      (unsigned long long)s->memory_hits, "disk_hits", (unsigned long long)s->disk_hits, "misses",
+      (unsigned long long)s->misses, "compiles", (unsigned long long)s->compiles, "compile_ms",
+      s->compile_ms, "corrupt", (unsigned long long)s->corrupt, "evictions",
+      (unsigned long long)s->evictions, "disk_errors", (unsigned long long)s->disk_errors,
+      "entries", (unsigned long long)s->entries, "bytes", (unsigned long long)s->bytes, "max_bytes",
+      (long long)s->max_bytes);
 }
 
 /* cache_stats(): this process's counts (summed over its engines) and the
@@ -3713,8 +3712,8 @@ static PyObject *py_cache_stats(PyObject *self, PyObject *unused) {
   }
   const char *dir = NULL, *db = NULL, *state = NULL;
   jitk_cache_location(any, &dir, &db, &state);
-  PyObject *r = Py_BuildValue("{s:N,s:N,s:z,s:z,s:z}", "process", process, "disk", disk,
-                              "folder", dir, "database", db, "state", state);
+  PyObject *r = Py_BuildValue("{s:N,s:N,s:z,s:z,s:z}", "process", process, "disk", disk, "folder",
+                              dir, "database", db, "state", state);
   return r;
 }
 
@@ -3751,9 +3750,15 @@ static PyMethodDef module_methods[] = {
      "device_arch(device=0) -> str: the target jitk compiles for on that device ('sm_90')."},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_jitk",
-                                        "The C extension of the jitk package.", -1,
-                                        module_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                                        "_jitk",
+                                        "The C extension of the jitk package.",
+                                        -1,
+                                        module_methods,
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        NULL};
 
 static int intern_names(void) {
   struct {

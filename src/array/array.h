@@ -36,8 +36,8 @@ typedef struct jk_view {
  * no negative extents. `what` names the tensor in messages ("argument 2").
  * JITK_ERR_INVALID_ARRAY otherwise.
  */
-jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
-                                const char *what, jk_view *out);
+jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const char *what,
+                                jk_view *out);
 
 /* Writes scalar `a` converted to dtype `to` (as a C cast would) at `out`,
  * which has room for the largest dtype. A complex scalar for a real dtype

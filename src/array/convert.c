@@ -7,7 +7,7 @@
 #include "base/base.h"
 
 typedef struct value {
-  bool is_int;    /* exact integer in i or u */
+  bool is_int; /* exact integer in i or u */
   bool is_signed;
   int64_t i;
   uint64_t u;
@@ -18,21 +18,54 @@ static value read_arg(const jitk_arg *a) {
   value v;
   memset(&v, 0, sizeof v);
   switch (a->dtype) {
-    case JITK_BOOL: v.is_int = true; v.u = a->value.b != 0; break;
-    case JITK_INT8: v.is_int = v.is_signed = true; v.i = a->value.i8; break;
-    case JITK_INT16: v.is_int = v.is_signed = true; v.i = a->value.i16; break;
-    case JITK_INT32: v.is_int = v.is_signed = true; v.i = a->value.i32; break;
-    case JITK_INT64: v.is_int = v.is_signed = true; v.i = a->value.i64; break;
-    case JITK_UINT8: v.is_int = true; v.u = a->value.u8; break;
-    case JITK_UINT16: v.is_int = true; v.u = a->value.u16; break;
-    case JITK_UINT32: v.is_int = true; v.u = a->value.u32; break;
-    case JITK_UINT64: v.is_int = true; v.u = a->value.u64; break;
+    case JITK_BOOL:
+      v.is_int = true;
+      v.u = a->value.b != 0;
+      break;
+    case JITK_INT8:
+      v.is_int = v.is_signed = true;
+      v.i = a->value.i8;
+      break;
+    case JITK_INT16:
+      v.is_int = v.is_signed = true;
+      v.i = a->value.i16;
+      break;
+    case JITK_INT32:
+      v.is_int = v.is_signed = true;
+      v.i = a->value.i32;
+      break;
+    case JITK_INT64:
+      v.is_int = v.is_signed = true;
+      v.i = a->value.i64;
+      break;
+    case JITK_UINT8:
+      v.is_int = true;
+      v.u = a->value.u8;
+      break;
+    case JITK_UINT16:
+      v.is_int = true;
+      v.u = a->value.u16;
+      break;
+    case JITK_UINT32:
+      v.is_int = true;
+      v.u = a->value.u32;
+      break;
+    case JITK_UINT64:
+      v.is_int = true;
+      v.u = a->value.u64;
+      break;
     case JITK_FLOAT16: v.re = jitk_half_to_float(a->value.f16); break;
     case JITK_BFLOAT16: v.re = jitk_bfloat16_to_float(a->value.f16); break;
     case JITK_FLOAT32: v.re = a->value.f32; break;
     case JITK_FLOAT64: v.re = a->value.f64; break;
-    case JITK_COMPLEX64: v.re = a->value.c64[0]; v.im = a->value.c64[1]; break;
-    case JITK_COMPLEX128: v.re = a->value.c128[0]; v.im = a->value.c128[1]; break;
+    case JITK_COMPLEX64:
+      v.re = a->value.c64[0];
+      v.im = a->value.c64[1];
+      break;
+    case JITK_COMPLEX128:
+      v.re = a->value.c128[0];
+      v.im = a->value.c128[1];
+      break;
     default: break;
   }
   if (v.is_int) v.re = v.is_signed ? (double)v.i : (double)v.u;
@@ -66,17 +99,41 @@ jitk_status jk_convert_scalar(const jitk_engine *e, const jitk_arg *a, jitk_dtyp
       memcpy(out, &b, 1);
       break;
     }
-    case JITK_INT8: case JITK_UINT8: { uint8_t x = (uint8_t)bits; memcpy(out, &x, 1); break; }
-    case JITK_INT16: case JITK_UINT16: { uint16_t x = (uint16_t)bits; memcpy(out, &x, 2); break; }
-    case JITK_INT32: case JITK_UINT32: { uint32_t x = (uint32_t)bits; memcpy(out, &x, 4); break; }
-    case JITK_INT64: case JITK_UINT64: memcpy(out, &bits, 8); break;
-    case JITK_FLOAT16: { uint16_t h = jitk_float_to_half((float)v.re); memcpy(out, &h, 2); break; }
+    case JITK_INT8:
+    case JITK_UINT8: {
+      uint8_t x = (uint8_t)bits;
+      memcpy(out, &x, 1);
+      break;
+    }
+    case JITK_INT16:
+    case JITK_UINT16: {
+      uint16_t x = (uint16_t)bits;
+      memcpy(out, &x, 2);
+      break;
+    }
+    case JITK_INT32:
+    case JITK_UINT32: {
+      uint32_t x = (uint32_t)bits;
+      memcpy(out, &x, 4);
+      break;
+    }
+    case JITK_INT64:
+    case JITK_UINT64: memcpy(out, &bits, 8); break;
+    case JITK_FLOAT16: {
+      uint16_t h = jitk_float_to_half((float)v.re);
+      memcpy(out, &h, 2);
+      break;
+    }
     case JITK_BFLOAT16: {
       uint16_t h = jitk_float_to_bfloat16((float)v.re);
       memcpy(out, &h, 2);
       break;
     }
-    case JITK_FLOAT32: { float f = (float)v.re; memcpy(out, &f, 4); break; }
+    case JITK_FLOAT32: {
+      float f = (float)v.re;
+      memcpy(out, &f, 4);
+      break;
+    }
     case JITK_FLOAT64: memcpy(out, &v.re, 8); break;
     case JITK_COMPLEX64: {
       float c[2] = {(float)v.re, (float)v.im};

@@ -24,8 +24,10 @@ static const jitk_dtype_info table[JITK_DTYPE_COUNT] = {
     [JITK_BFLOAT16] = {JITK_BFLOAT16, "bfloat16", "__nv_bfloat16", 2, 2, 'f', {kDLBfloat, 16, 1}},
     [JITK_FLOAT32] = {JITK_FLOAT32, "float32", "float", 4, 4, 'f', {kDLFloat, 32, 1}},
     [JITK_FLOAT64] = {JITK_FLOAT64, "float64", "double", 8, 8, 'f', {kDLFloat, 64, 1}},
-    [JITK_COMPLEX64] = {JITK_COMPLEX64, "complex64", "jitk::complex<float>", 8, 8, 'c', {kDLComplex, 64, 1}},
-    [JITK_COMPLEX128] = {JITK_COMPLEX128, "complex128", "jitk::complex<double>", 16, 16, 'c', {kDLComplex, 128, 1}},
+    [JITK_COMPLEX64] =
+        {JITK_COMPLEX64, "complex64", "jitk::complex<float>", 8, 8, 'c', {kDLComplex, 64, 1}},
+    [JITK_COMPLEX128] =
+        {JITK_COMPLEX128, "complex128", "jitk::complex<double>", 16, 16, 'c', {kDLComplex, 128, 1}},
 };
 
 const jitk_dtype_info *jk_dtype(jitk_dtype d) {
@@ -36,8 +38,7 @@ const jitk_dtype_info *jk_dtype(jitk_dtype d) {
 jitk_status jitk_dtype_get_info(jitk_dtype dtype, jitk_dtype_info *info) {
   const jitk_dtype_info *t = jk_dtype(dtype);
   if (t == NULL || info == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_dtype_get_info: %s",
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_get_info: %s",
                    info == NULL ? "info is NULL" : "not a dtype");
   *info = *t;
   return JITK_OK;
@@ -45,8 +46,7 @@ jitk_status jitk_dtype_get_info(jitk_dtype dtype, jitk_dtype_info *info) {
 
 jitk_status jitk_dtype_from_name(const char *name, jitk_dtype *dtype) {
   if (name == NULL || dtype == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_dtype_from_name: an argument is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_from_name: an argument is NULL");
   jitk_dtype d = jk_dtype_lookup(name, strlen(name));
   if (d == JITK_DTYPE_NONE)
     return jk_fail(NULL, JITK_ERR_NOT_FOUND,
@@ -60,20 +60,18 @@ jitk_status jitk_dtype_from_name(const char *name, jitk_dtype *dtype) {
 
 jitk_dtype jk_dtype_lookup(const char *name, size_t len) {
   for (int i = 1; i < JITK_DTYPE_COUNT; i++)
-    if (strlen(table[i].name) == len && memcmp(table[i].name, name, len) == 0)
-      return (jitk_dtype)i;
+    if (strlen(table[i].name) == len && memcmp(table[i].name, name, len) == 0) return (jitk_dtype)i;
   return JITK_DTYPE_NONE;
 }
 
 jitk_status jitk_dtype_from_dlpack(DLDataType dl, jitk_dtype *dtype) {
   if (dtype == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_dtype_from_dlpack: dtype is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_from_dlpack: dtype is NULL");
   jitk_dtype d = jk_dtype_from_dl(dl);
   if (d == JITK_DTYPE_NONE)
     return jk_fail(NULL, JITK_ERR_UNSUPPORTED,
-                   "DLPack type (code %u, %u bits, %u lanes) has no jitk dtype",
-                   (unsigned)dl.code, (unsigned)dl.bits, (unsigned)dl.lanes);
+                   "DLPack type (code %u, %u bits, %u lanes) has no jitk dtype", (unsigned)dl.code,
+                   (unsigned)dl.bits, (unsigned)dl.lanes);
   *dtype = d;
   return JITK_OK;
 }
@@ -81,8 +79,7 @@ jitk_status jitk_dtype_from_dlpack(DLDataType dl, jitk_dtype *dtype) {
 jitk_dtype jk_dtype_from_dl(DLDataType dl) {
   if (dl.lanes != 1) return JITK_DTYPE_NONE;
   for (int i = 1; i < JITK_DTYPE_COUNT; i++)
-    if (table[i].dl.code == dl.code && table[i].dl.bits == dl.bits)
-      return (jitk_dtype)i;
+    if (table[i].dl.code == dl.code && table[i].dl.bits == dl.bits) return (jitk_dtype)i;
   return JITK_DTYPE_NONE;
 }
 
@@ -91,27 +88,38 @@ jitk_dtype jk_dtype_from_dl(DLDataType dl) {
  * refuses resolved by its own smallest-safe-type rule. The test compares
  * this table with the generated reference cell by cell. */
 enum {
-  B = JITK_BOOL, I1 = JITK_INT8, I2 = JITK_INT16, I4 = JITK_INT32,
-  I8 = JITK_INT64, U1 = JITK_UINT8, U2 = JITK_UINT16, U4 = JITK_UINT32,
-  U8 = JITK_UINT64, F2 = JITK_FLOAT16, BF = JITK_BFLOAT16, F4 = JITK_FLOAT32,
-  F8 = JITK_FLOAT64, C8 = JITK_COMPLEX64, C16 = JITK_COMPLEX128
+  B = JITK_BOOL,
+  I1 = JITK_INT8,
+  I2 = JITK_INT16,
+  I4 = JITK_INT32,
+  I8 = JITK_INT64,
+  U1 = JITK_UINT8,
+  U2 = JITK_UINT16,
+  U4 = JITK_UINT32,
+  U8 = JITK_UINT64,
+  F2 = JITK_FLOAT16,
+  BF = JITK_BFLOAT16,
+  F4 = JITK_FLOAT32,
+  F8 = JITK_FLOAT64,
+  C8 = JITK_COMPLEX64,
+  C16 = JITK_COMPLEX128
 };
 static const unsigned char promotion[15][15] = {
     /*        B    I1   I2   I4   I8   U1   U2   U4   U8   F2   BF   F4   F8   C8   C16  */
-    /* B   */ {B  , I1 , I2 , I4 , I8 , U1 , U2 , U4 , U8 , F2 , BF , F4 , F8 , C8 , C16},
-    /* I1  */ {I1 , I1 , I2 , I4 , I8 , I2 , I4 , I8 , F8 , F2 , BF , F4 , F8 , C8 , C16},
-    /* I2  */ {I2 , I2 , I2 , I4 , I8 , I2 , I4 , I8 , F8 , F4 , F4 , F4 , F8 , C8 , C16},
-    /* I4  */ {I4 , I4 , I4 , I4 , I8 , I4 , I4 , I8 , F8 , F8 , F8 , F8 , F8 , C16, C16},
-    /* I8  */ {I8 , I8 , I8 , I8 , I8 , I8 , I8 , I8 , F8 , F8 , F8 , F8 , F8 , C16, C16},
-    /* U1  */ {U1 , I2 , I2 , I4 , I8 , U1 , U2 , U4 , U8 , F2 , BF , F4 , F8 , C8 , C16},
-    /* U2  */ {U2 , I4 , I4 , I4 , I8 , U2 , U2 , U4 , U8 , F4 , F4 , F4 , F8 , C8 , C16},
-    /* U4  */ {U4 , I8 , I8 , I8 , I8 , U4 , U4 , U4 , U8 , F8 , F8 , F8 , F8 , C16, C16},
-    /* U8  */ {U8 , F8 , F8 , F8 , F8 , U8 , U8 , U8 , U8 , F8 , F8 , F8 , F8 , C16, C16},
-    /* F2  */ {F2 , F2 , F4 , F8 , F8 , F2 , F4 , F8 , F8 , F2 , F4 , F4 , F8 , C8 , C16},
-    /* BF  */ {BF , BF , F4 , F8 , F8 , BF , F4 , F8 , F8 , F4 , BF , F4 , F8 , C8 , C16},
-    /* F4  */ {F4 , F4 , F4 , F8 , F8 , F4 , F4 , F8 , F8 , F4 , F4 , F4 , F8 , C8 , C16},
-    /* F8  */ {F8 , F8 , F8 , F8 , F8 , F8 , F8 , F8 , F8 , F8 , F8 , F8 , F8 , C16, C16},
-    /* C8  */ {C8 , C8 , C8 , C16, C16, C8 , C8 , C16, C16, C8 , C8 , C8 , C16, C8 , C16},
+    /* B   */ {B, I1, I2, I4, I8, U1, U2, U4, U8, F2, BF, F4, F8, C8, C16},
+    /* I1  */ {I1, I1, I2, I4, I8, I2, I4, I8, F8, F2, BF, F4, F8, C8, C16},
+    /* I2  */ {I2, I2, I2, I4, I8, I2, I4, I8, F8, F4, F4, F4, F8, C8, C16},
+    /* I4  */ {I4, I4, I4, I4, I8, I4, I4, I8, F8, F8, F8, F8, F8, C16, C16},
+    /* I8  */ {I8, I8, I8, I8, I8, I8, I8, I8, F8, F8, F8, F8, F8, C16, C16},
+    /* U1  */ {U1, I2, I2, I4, I8, U1, U2, U4, U8, F2, BF, F4, F8, C8, C16},
+    /* U2  */ {U2, I4, I4, I4, I8, U2, U2, U4, U8, F4, F4, F4, F8, C8, C16},
+    /* U4  */ {U4, I8, I8, I8, I8, U4, U4, U4, U8, F8, F8, F8, F8, C16, C16},
+    /* U8  */ {U8, F8, F8, F8, F8, U8, U8, U8, U8, F8, F8, F8, F8, C16, C16},
+    /* F2  */ {F2, F2, F4, F8, F8, F2, F4, F8, F8, F2, F4, F4, F8, C8, C16},
+    /* BF  */ {BF, BF, F4, F8, F8, BF, F4, F8, F8, F4, BF, F4, F8, C8, C16},
+    /* F4  */ {F4, F4, F4, F8, F8, F4, F4, F8, F8, F4, F4, F4, F8, C8, C16},
+    /* F8  */ {F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, F8, C16, C16},
+    /* C8  */ {C8, C8, C8, C16, C16, C8, C8, C16, C16, C8, C8, C8, C16, C8, C16},
     /* C16 */ {C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16},
 };
 
@@ -122,12 +130,11 @@ jitk_dtype jk_promote(jitk_dtype a, jitk_dtype b) {
 
 jitk_status jitk_dtype_promote(jitk_dtype a, jitk_dtype b, jitk_dtype *result) {
   if (result == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_dtype_promote: result is NULL");
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_promote: result is NULL");
   jitk_dtype r = jk_promote(a, b);
   if (r == JITK_DTYPE_NONE)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_dtype_promote: %d or %d is not a dtype", (int)a, (int)b);
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_promote: %d or %d is not a dtype",
+                   (int)a, (int)b);
   *result = r;
   return JITK_OK;
 }
@@ -194,6 +201,4 @@ uint16_t jitk_float_to_bfloat16(float value) {
   return (uint16_t)(x >> 16);
 }
 
-float jitk_bfloat16_to_float(uint16_t bits) {
-  return bits_float((uint32_t)bits << 16);
-}
+float jitk_bfloat16_to_float(uint16_t bits) { return bits_float((uint32_t)bits << 16); }

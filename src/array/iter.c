@@ -155,7 +155,10 @@ bool jk_view_range(const jk_view *v, size_t itemsize, uintptr_t *lo, uintptr_t *
   intptr_t min = 0, max = 0;
   for (int d = 0; d < v->ndim; d++) {
     intptr_t span = (intptr_t)v->strides[d] * (intptr_t)(v->shape[d] - 1);
-    if (span < 0) min += span; else max += span;
+    if (span < 0)
+      min += span;
+    else
+      max += span;
   }
   *lo = (uintptr_t)v->data + (uintptr_t)(min * (intptr_t)itemsize);
   *hi = (uintptr_t)v->data + (uintptr_t)(max * (intptr_t)itemsize) + itemsize - 1;

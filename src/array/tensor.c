@@ -23,18 +23,16 @@ static const char *device_type_name(int type) {
   }
 }
 
-jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
-                                const char *what, jk_view *out) {
-  if (t == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: the DLTensor is NULL", what);
+jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const char *what,
+                                jk_view *out) {
+  if (t == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: the DLTensor is NULL", what);
   int dt = (int)t->device.device_type;
   if (dt != kDLCUDA && dt != kDLCUDAManaged && dt != kDLCUDAHost)
     return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                    "%s: the tensor is in %s; kernels need CUDA memory "
                    "(kDLCUDA, kDLCUDAManaged or kDLCUDAHost)",
                    what, device_type_name(dt));
-  if (dt != kDLCUDAHost && e != NULL && e->has_device &&
-      t->device.device_id != e->ordinal)
+  if (dt != kDLCUDAHost && e != NULL && e->has_device && t->device.device_id != e->ordinal)
     return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                    "%s: the tensor is on device %d but the engine uses device "
                    "%d",
@@ -47,9 +45,8 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
                    what, (unsigned)t->dtype.code, (unsigned)t->dtype.bits,
                    (unsigned)t->dtype.lanes);
   if (t->ndim < 0 || t->ndim > JITK_MAX_NDIM)
-    return jk_fail(e, JITK_ERR_INVALID_ARRAY,
-                   "%s: %d dimensions; jitk handles 0 to %d", what, (int)t->ndim,
-                   JITK_MAX_NDIM);
+    return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: %d dimensions; jitk handles 0 to %d", what,
+                   (int)t->ndim, JITK_MAX_NDIM);
   if (t->ndim > 0 && t->shape == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: shape is NULL", what);
 
@@ -58,9 +55,8 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
   int64_t size = 1;
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] < 0)
-      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
-                     "%s: dimension %d has negative extent %lld", what, i,
-                     (long long)t->shape[i]);
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: dimension %d has negative extent %lld", what,
+                     i, (long long)t->shape[i]);
     out->shape[i] = t->shape[i];
     if (size != 0 && t->shape[i] > INT64_MAX / (size ? size : 1))
       return jk_fail(e, JITK_ERR_INVALID_ARRAY, "%s: too many elements", what);
@@ -88,11 +84,11 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t,
   for (int i = 0; i < t->ndim && size != 0; i++) {
     if (out->shape[i] <= 1) continue;
     int64_t s = out->strides[i];
-    if (s < -(limit - 1) || s > limit - 1 || (s < 0 ? -s : s) > (limit - 1 - reach) / item /
-                                                                   (out->shape[i] - 1))
+    if (s < -(limit - 1) || s > limit - 1 ||
+        (s < 0 ? -s : s) > (limit - 1 - reach) / item / (out->shape[i] - 1))
       return jk_fail(e, JITK_ERR_INVALID_ARRAY,
-                     "%s: stride %lld in dimension %d (extent %lld) reaches past 2^62 bytes",
-                     what, (long long)s, i, (long long)out->shape[i]);
+                     "%s: stride %lld in dimension %d (extent %lld) reaches past 2^62 bytes", what,
+                     (long long)s, i, (long long)out->shape[i]);
     reach += (s < 0 ? -s : s) * (out->shape[i] - 1) * item;
   }
   out->data = (char *)t->data + t->byte_offset;

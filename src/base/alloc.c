@@ -9,7 +9,8 @@
 #include "base/base.h"
 
 void *jk_realloc(jitk_engine *e, void *ptr, size_t size) {
-  if (e != NULL && jk_base_of(e)->alloc_fn != NULL) return jk_base_of(e)->alloc_fn(jk_base_of(e)->alloc_user, ptr, size);
+  if (e != NULL && jk_base_of(e)->alloc_fn != NULL)
+    return jk_base_of(e)->alloc_fn(jk_base_of(e)->alloc_user, ptr, size);
   if (size == 0) {
     free(ptr);
     return NULL;
@@ -42,9 +43,7 @@ char *jk_strndup(jitk_engine *e, const char *s, size_t n) {
   return p;
 }
 
-char *jk_strdup(jitk_engine *e, const char *s) {
-  return jk_strndup(e, s, strlen(s));
-}
+char *jk_strdup(jitk_engine *e, const char *s) { return jk_strndup(e, s, strlen(s)); }
 
 void jk_buf_init(jk_buf *b, jitk_engine *e) {
   b->e = e;

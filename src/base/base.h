@@ -68,13 +68,11 @@ char *jk_strndup(jitk_engine *e, const char *s, size_t n);
 /* Records a failure and returns `status`, so that callers can write
  * `return jk_fail(e, JITK_ERR_..., "...")`. A NULL engine records it in the
  * calling thread's fallback. */
-jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt,
-                    ...) JK_PRINTF(3, 4);
-jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt,
-                     va_list ap);
+jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt, ...) JK_PRINTF(3, 4);
+jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt, va_list ap);
 /* As jk_fail, and remembers the byte offset for jitk_error_offset. */
-jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset,
-                       const char *fmt, ...) JK_PRINTF(4, 5);
+jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset, const char *fmt, ...)
+    JK_PRINTF(4, 5);
 
 /*
  * A parse error in a user's string, in a compiler's style:
@@ -84,17 +82,16 @@ jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset,
  * `offset` and `length` mark the bad bytes; the offset is also kept for
  * jitk_error_offset.
  */
-jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status,
-                          const char *label, const char *text, size_t offset,
-                          size_t length, const char *fmt, ...) JK_PRINTF(7, 8);
+jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status, const char *label,
+                          const char *text, size_t offset, size_t length, const char *fmt, ...)
+    JK_PRINTF(7, 8);
 
 /* Sets up the engine's per-thread records (at create), and releases
  * every one of them (at destroy). */
 void jk_errors_init(jitk_engine *e);
 void jk_errors_destroy(jitk_engine *e);
 
-void jk_log(const jitk_engine *e, jitk_log_level level, const char *fmt, ...)
-    JK_PRINTF(3, 4);
+void jk_log(const jitk_engine *e, jitk_log_level level, const char *fmt, ...) JK_PRINTF(3, 4);
 /* Whether a message at `level` would be written, to skip costly
  * formatting. */
 bool jk_log_enabled(const jitk_engine *e, jitk_log_level level);

@@ -18,8 +18,7 @@ const char *jitk_version(void) { return JITK_VERSION_STRING; }
 const char *jitk_errname(jitk_status status) {
   switch (status) {
 #define JK_ERRNAME_(name, code, text) \
-  case name:                          \
-    return #name;
+  case name: return #name;
     JITK_STATUS_LIST(JK_ERRNAME_)
 #undef JK_ERRNAME_
   }
@@ -29,8 +28,7 @@ const char *jitk_errname(jitk_status status) {
 const char *jitk_strerror(jitk_status status) {
   switch (status) {
 #define JK_STRERROR_(name, code, text) \
-  case name:                           \
-    return text;
+  case name: return text;
     JITK_STATUS_LIST(JK_STRERROR_)
 #undef JK_STRERROR_
   }
@@ -43,8 +41,7 @@ static _Thread_local char tl_message[4096];
 static _Thread_local int tl_offset = -1;
 static _Thread_local bool tl_set = false;
 
-static void set_fallback(jitk_status status, int offset, const char *fmt,
-                         va_list ap) {
+static void set_fallback(jitk_status status, int offset, const char *fmt, va_list ap) {
   int n = vsnprintf(tl_message, sizeof tl_message, fmt, ap);
   if (n < 0) snprintf(tl_message, sizeof tl_message, "%s", jitk_strerror(status));
   tl_offset = offset;
@@ -55,7 +52,10 @@ static void record_destructor(void *p) {
   jk_err_record *r = p;
   jitk_engine *e = r->engine;
   pthread_mutex_lock(&jk_base_of(e)->err_lock);
-  if (r->prev) r->prev->next = r->next; else jk_base_of(e)->err_records = r->next;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    jk_base_of(e)->err_records = r->next;
   if (r->next) r->next->prev = r->prev;
   pthread_mutex_unlock(&jk_base_of(e)->err_lock);
   jk_free(e, r->message);
@@ -111,8 +111,8 @@ static jk_err_record *thread_record(jitk_engine *e, bool create) {
   return r;
 }
 
-static jitk_status fail_common(const jitk_engine *ce, jitk_status status,
-                               int offset, const char *fmt, va_list ap) {
+static jitk_status fail_common(const jitk_engine *ce, jitk_status status, int offset,
+                               const char *fmt, va_list ap) {
   /* The record belongs to the engine, but filling it in is this thread's
    * business alone; the cast only drops the const of the caller's view. */
   jitk_engine *e = (jitk_engine *)ce;
@@ -135,8 +135,7 @@ static jitk_status fail_common(const jitk_engine *ce, jitk_status status,
       r->message = m;
     }
   } else if (n < 0) {
-    snprintf(r->inline_message, sizeof r->inline_message, "%s",
-             jitk_strerror(status));
+    snprintf(r->inline_message, sizeof r->inline_message, "%s", jitk_strerror(status));
   }
   va_end(ap2);
   r->offset = offset;
@@ -146,13 +145,11 @@ static jitk_status fail_common(const jitk_engine *ce, jitk_status status,
   return status;
 }
 
-jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt,
-                     va_list ap) {
+jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt, va_list ap) {
   return fail_common(e, status, -1, fmt, ap);
 }
 
-jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt,
-                    ...) {
+jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fail_common(e, status, -1, fmt, ap);
@@ -160,8 +157,7 @@ jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt,
   return status;
 }
 
-jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset,
-                       const char *fmt, ...) {
+jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fail_common(e, status, offset, fmt, ap);
@@ -187,9 +183,8 @@ int jitk_error_offset(const jitk_engine *ce) {
   return tl_set ? tl_offset : -1;
 }
 
-jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status,
-                          const char *label, const char *text, size_t offset,
-                          size_t length, const char *fmt, ...) {
+jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status, const char *label,
+                          const char *text, size_t offset, size_t length, const char *fmt, ...) {
   size_t tlen = strlen(text);
   if (offset > tlen) offset = tlen;
   /* Find the line holding the offset, and its number, for a
@@ -218,10 +213,8 @@ jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status,
   size_t need = strlen(label) + strlen(what) + 2 * (line_end - line_start) + length + 64;
   char *buf = need <= sizeof stack ? stack : jk_malloc((jitk_engine *)e, need);
   if (buf == NULL)
-    return jk_fail_at(e, status, (int)offset, "%s:%zu:%zu: %s", label, line_no,
-                      col + 1, what);
-  size_t n = (size_t)snprintf(buf, need, "%s:%zu:%zu: %s\n    ", label, line_no,
-                              col + 1, what);
+    return jk_fail_at(e, status, (int)offset, "%s:%zu:%zu: %s", label, line_no, col + 1, what);
+  size_t n = (size_t)snprintf(buf, need, "%s:%zu:%zu: %s\n    ", label, line_no, col + 1, what);
   memcpy(buf + n, text + line_start, line_end - line_start);
   n += line_end - line_start;
   memcpy(buf + n, "\n    ", 5);

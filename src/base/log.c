@@ -14,9 +14,8 @@ jitk_log_level jk_log_level_from_env(void) {
   static const struct {
     const char *name;
     jitk_log_level level;
-  } names[] = {{"off", JITK_LOG_OFF},     {"none", JITK_LOG_OFF},
-               {"error", JITK_LOG_ERROR}, {"warn", JITK_LOG_WARN},
-               {"warning", JITK_LOG_WARN}, {"info", JITK_LOG_INFO},
+  } names[] = {{"off", JITK_LOG_OFF},    {"none", JITK_LOG_OFF},     {"error", JITK_LOG_ERROR},
+               {"warn", JITK_LOG_WARN},  {"warning", JITK_LOG_WARN}, {"info", JITK_LOG_INFO},
                {"debug", JITK_LOG_DEBUG}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(v, names[i].name) == 0) return names[i].level;

@@ -50,10 +50,22 @@ static int64_t parse_size(const char *s) {
   while (*end == ' ') end++;
   double mult = 1;
   switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K':
+      mult = 1024.0;
+      end++;
+      break;
+    case 'M':
+      mult = 1024.0 * 1024;
+      end++;
+      break;
+    case 'G':
+      mult = 1024.0 * 1024 * 1024;
+      end++;
+      break;
+    case 'T':
+      mult = 1024.0 * 1024 * 1024 * 1024;
+      end++;
+      break;
     default: break;
   }
   if (toupper((unsigned char)*end) == 'I') end++; /* MiB */
@@ -112,8 +124,8 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
   } else {
     c->shared = cfg->cache_shared != 0;
   }
-  c->memory_capacity = cfg->cache_memory_entries ? cfg->cache_memory_entries
-                                                 : JK_DEFAULT_MEMORY_ENTRIES;
+  c->memory_capacity =
+      cfg->cache_memory_entries ? cfg->cache_memory_entries : JK_DEFAULT_MEMORY_ENTRIES;
   c->num_buckets = 64;
   while (c->num_buckets < 2 * c->memory_capacity && c->num_buckets < ((size_t)1 << 20))
     c->num_buckets *= 2;
@@ -130,7 +142,8 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
 
   /* The shared tier is read even when the engine's own store is off: it
    * is someone else's, and reading it writes nothing. */
-  const char *shared = cfg->cache_shared_dir ? cfg->cache_shared_dir : getenv("JITK_CACHE_SHARED_DIR");
+  const char *shared =
+      cfg->cache_shared_dir ? cfg->cache_shared_dir : getenv("JITK_CACHE_SHARED_DIR");
   const char *owner =
       cfg->cache_shared_owner ? cfg->cache_shared_owner : getenv("JITK_CACHE_SHARED_OWNER");
   snprintf(c->shared_why, sizeof c->shared_why, "off: no shared cache is configured");
@@ -200,15 +213,24 @@ static size_t bucket_of(const jk_cache *c, const jk_key *k) {
 }
 
 static void lru_unlink(jk_cache *c, jk_entry *x) {
-  if (x->lru_prev) x->lru_prev->lru_next = x->lru_next; else c->lru_head = x->lru_next;
-  if (x->lru_next) x->lru_next->lru_prev = x->lru_prev; else c->lru_tail = x->lru_prev;
+  if (x->lru_prev)
+    x->lru_prev->lru_next = x->lru_next;
+  else
+    c->lru_head = x->lru_next;
+  if (x->lru_next)
+    x->lru_next->lru_prev = x->lru_prev;
+  else
+    c->lru_tail = x->lru_prev;
   x->lru_prev = x->lru_next = NULL;
 }
 
 static void lru_push_front(jk_cache *c, jk_entry *x) {
   x->lru_prev = NULL;
   x->lru_next = c->lru_head;
-  if (c->lru_head) c->lru_head->lru_prev = x; else c->lru_tail = x;
+  if (c->lru_head)
+    c->lru_head->lru_prev = x;
+  else
+    c->lru_tail = x;
   c->lru_head = x;
 }
 
@@ -365,8 +387,8 @@ static void count(jitk_engine *e, uint64_t *mine, uint64_t *pending) {
 static jitk_status scan_deps(jitk_engine *e, const jk_compile_input *in, jk_deps *out) {
   char **opts = NULL;
   size_t nopts = 0;
-  jitk_status st = jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific,
-                                          &opts, &nopts);
+  jitk_status st =
+      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific, &opts, &nopts);
   if (st == JITK_OK) st = jk_deps_scan(e, in, opts, nopts, out);
   jk_options_free(e, opts, nopts);
   return st;
@@ -389,8 +411,8 @@ static void store_compiled(jitk_engine *e, const jk_compile_input *in, const jk_
   const char *changed = NULL;
   if (!jk_deps_hold(e, &x->deps, true, &changed)) {
     jk_log(e, JITK_LOG_INFO,
-           "kernel cache: %s changed while %s was compiling; the result is not stored",
-           changed, in->program_name ? in->program_name : "module.cu");
+           "kernel cache: %s changed while %s was compiling; the result is not stored", changed,
+           in->program_name ? in->program_name : "module.cu");
     return;
   }
   jk_material full;

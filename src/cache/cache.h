@@ -47,8 +47,8 @@ void jk_material_add_str(jk_material *m, const char *label, const char *s);
 void jk_material_append(jk_material *m, const void *bytes, size_t n);
 /* Walks the fields of a serialized material; returns false at the end or
  * on malformed input (then *ok is false). */
-bool jk_material_next(const unsigned char *data, size_t len, size_t *pos,
-                      const char **label, const unsigned char **bytes, size_t *n, bool *ok);
+bool jk_material_next(const unsigned char *data, size_t len, size_t *pos, const char **label,
+                      const unsigned char **bytes, size_t *n, bool *ok);
 
 void jk_hash128(const void *data, size_t n, uint8_t out[16]);
 void jk_key_hex(const jk_key *k, char out[33]);
@@ -84,7 +84,7 @@ typedef struct jk_file_memo {
  * handle made from it; the memory table holds one reference too. */
 typedef struct jk_entry {
   jk_key key; /* the request's key: what the memory table finds it by */
-  int refs; /* under the engine lock */
+  int refs;   /* under the engine lock */
   struct jk_entry *hash_next, *lru_prev, *lru_next;
   bool in_table;
 
@@ -129,9 +129,9 @@ typedef enum jk_cache_event {
 typedef struct jk_cache {
   /* Configuration, fixed at engine creation. */
   jitk_cache_mode mode;
-  char *dir;       /* NULL when no directory could be chosen */
-  bool shared;     /* a group tier (JITK_CACHE_SHARED=1) */
-  jk_trust trust;  /* the tier's rules, set at open */
+  char *dir;      /* NULL when no directory could be chosen */
+  bool shared;    /* a group tier (JITK_CACHE_SHARED=1) */
+  jk_trust trust; /* the tier's rules, set at open */
   int64_t max_bytes;
   size_t memory_capacity;
   const char *vfs; /* SQLite VFS name; tests put a faulty one here */
@@ -158,7 +158,7 @@ typedef struct jk_cache {
   pid_t owner_pid;
   sqlite3 *db;
   sqlite3_stmt *lookup; /* prepared at open, reused by every lookup */
-  int lock_fd; /* the key-lock file, -1 when closed */
+  int lock_fd;          /* the key-lock file, -1 when closed */
   bool network_fs;
   char *db_path;
   double open_us; /* how long the last open took, for the benchmarks */
@@ -219,8 +219,8 @@ void jk_cache_destroy(jitk_engine *e);
  * owns one reference; release it with jk_entry_release. Disk problems
  * never fail this call: they are logged once and the store is left alone.
  */
-jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in,
-                         const char *generator, jk_entry **out);
+jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                         jk_entry **out);
 void jk_entry_release(jitk_engine *e, jk_entry *entry);
 /* One more reference to an entry the caller holds one of. */
 void jk_entry_retain(jitk_engine *e, jk_entry *entry);
@@ -237,8 +237,8 @@ jitk_status jk_entry_from_image(jitk_engine *e, jitk_image_kind kind, const void
 jk_entry *jk_table_find(jk_cache *c, const jk_key *key);
 
 /* The full key material for an input, and its key. */
-jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in,
-                         const char *generator, jk_material *material, jk_key *key);
+jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                         jk_material *material, jk_key *key);
 
 /* The directory chosen by the rules of DESIGN.md section 4, allocated. */
 char *jk_cache_default_dir(jitk_engine *e);
@@ -287,8 +287,7 @@ jitk_status jk_store_lookup(jitk_engine *e, const jk_key *key, const jk_material
  * material and the dependency record) and records that it answers
  * `request`. */
 jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *request,
-                            const jk_material *material, const jk_entry *entry,
-                            const char *label);
+                            const jk_material *material, const jk_entry *entry, const char *label);
 /* The entry for a request whose dependency record still holds, from the
  * request's candidates, most recently used first; *found false when none
  * does. */
@@ -352,14 +351,12 @@ void jk_store_checksum(int kind, const void *image, size_t image_size, const voi
 
 /* Serializes an entry's names for the database, and back. */
 jitk_status jk_names_pack(jitk_engine *e, const jk_entry *entry, jk_material *out);
-jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n,
-                            jk_entry *entry);
+jitk_status jk_names_unpack(jitk_engine *e, const unsigned char *data, size_t n, jk_entry *entry);
 
 /* --- tuning.c: autotune choices ---
  * The choice stored under `key` (copied into choice[size]); *found false
  * when there is none, the cache is off or the table does not exist yet. */
-jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t size,
-                          bool *found);
+jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t size, bool *found);
 /* Stores (or replaces) the choice under `key`; JITK_OK without storing
  * when the disk cache is off or read-only. */
 jitk_status jk_tuning_put(jitk_engine *e, const char *key, const char *choice);

@@ -275,17 +275,14 @@ static bool dep_holds(jitk_engine *e, const jk_dep *d) {
   int r = stat(d->path, &st);
   int err = r == 0 ? 0 : errno;
   switch (d->state) {
-    case 'A':
-      return r != 0 && (err == ENOENT || err == ENOTDIR);
-    case 'O':
-      return r == 0 && !S_ISREG(st.st_mode);
+    case 'A': return r != 0 && (err == ENOENT || err == ENOTDIR);
+    case 'O': return r == 0 && !S_ISREG(st.st_mode);
     case 'F': {
       if (r != 0 || !S_ISREG(st.st_mode)) return false;
       uint8_t h[16];
       return jk_file_digest_stat(e, d->path, &st, h) && memcmp(h, d->hash, 16) == 0;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -433,7 +430,8 @@ const char *jk_toolchain(jitk_engine *e) {
       if (paths[i] == NULL || !jk_file_digest(e, paths[i], h)) {
         /* Without the file, its name stands in: a statically linked
          * NVRTC is part of the program, whose build the version tells. */
-        jk_material_add_str(&m, i ? "builtins_missing" : "library_missing", paths[i] ? paths[i] : "");
+        jk_material_add_str(&m, i ? "builtins_missing" : "library_missing",
+                            paths[i] ? paths[i] : "");
         continue;
       }
       jk_material_add(&m, i ? "builtins" : "library", h, 16);
@@ -466,11 +464,10 @@ const char *jk_linker_identity(jitk_engine *e) {
         memcpy(k.bytes, h, 16);
         char hex[33];
         jk_key_hex(&k, hex);
-        snprintf(c->linker_id, sizeof c->linker_id, "nvJitLink %u.%u %s", j->major, j->minor,
-                 hex);
+        snprintf(c->linker_id, sizeof c->linker_id, "nvJitLink %u.%u %s", j->major, j->minor, hex);
       } else {
-        snprintf(c->linker_id, sizeof c->linker_id, "nvJitLink %u.%u %.100s", j->major,
-                 j->minor, j->path ? j->path : "(path unknown)");
+        snprintf(c->linker_id, sizeof c->linker_id, "nvJitLink %u.%u %.100s", j->major, j->minor,
+                 j->path ? j->path : "(path unknown)");
       }
     } else if (linker == JK_LINKER_DRIVER) {
       /* The driver compiles PTX for the device it runs on. */

@@ -85,7 +85,8 @@ static int make_parents(const char *path) {
 }
 
 bool jk_trust_uid(const jk_trust *t, uid_t uid) {
-  return uid == 0 || uid == geteuid() || (t->kind == JK_TIER_SHARED && t->has_owner && uid == t->owner);
+  return uid == 0 || uid == geteuid() ||
+         (t->kind == JK_TIER_SHARED && t->has_owner && uid == t->owner);
 }
 
 static bool in_my_groups(gid_t g) {
@@ -244,8 +245,8 @@ jitk_status jk_cache_prepare_dir(jitk_engine *e, const char *dir, jk_trust *t, b
     if (err == ENOENT && create && make_parents(parent) == 0 && realpath(parent, real_parent))
       err = 0;
     if (err != 0)
-      return jk_fail(e, JITK_ERR_CACHE, "cannot use the %s folder %s: %s: %s",
-                     tier_name(t->kind), dir, parent, strerror(err));
+      return jk_fail(e, JITK_ERR_CACHE, "cannot use the %s folder %s: %s: %s", tier_name(t->kind),
+                     dir, parent, strerror(err));
   }
   jitk_status st = check_ancestors(e, real_parent, t, dir);
   if (st != JITK_OK) return st;
@@ -352,11 +353,11 @@ bool jk_is_network_fs_type(long type, const char **name) {
     unsigned long magic;
     const char *name;
   } fs[] = {
-      {0x6969, "NFS"},           {0x517B, "SMB"},          {0xFF534D42, "CIFS"},
-      {0xFE534D42, "SMB2"},      {0x01021997, "9P"},       {0x00C36400, "Ceph"},
-      {0x0BD00BD0, "Lustre"},    {0x47504653, "GPFS"},     {0x5346414F, "AFS"},
-      {0x65735546, "FUSE"},      {0x013111A8, "IBRIX"},    {0x19830326, "FhGFS/BeeGFS"},
-      {0x7461636f, "OCFS2"},     {0x564c, "NCP"},          {0x73757245, "Coda"},
+      {0x6969, "NFS"},        {0x517B, "SMB"},       {0xFF534D42, "CIFS"},
+      {0xFE534D42, "SMB2"},   {0x01021997, "9P"},    {0x00C36400, "Ceph"},
+      {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},  {0x5346414F, "AFS"},
+      {0x65735546, "FUSE"},   {0x013111A8, "IBRIX"}, {0x19830326, "FhGFS/BeeGFS"},
+      {0x7461636f, "OCFS2"},  {0x564c, "NCP"},       {0x73757245, "Coda"},
   };
   for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
     if ((unsigned long)(unsigned int)type == fs[i].magic) {

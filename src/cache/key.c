@@ -113,8 +113,8 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
                          jk_material *m, jk_key *key) {
   char **opts = NULL;
   size_t nopts = 0;
-  jitk_status st = jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific,
-                                           &opts, &nopts);
+  jitk_status st =
+      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific, &opts, &nopts);
   if (st != JITK_OK) return st;
   char num[32];
   snprintf(num, sizeof num, "%d", JK_CACHE_FORMAT);

@@ -27,7 +27,9 @@ static jitk_status open_for(jitk_engine *e, const char *what, bool write) {
   if (jk_store_open(e) != JITK_OK) {
     pthread_mutex_unlock(&c->disk_lock);
     return jk_fail(e, JITK_ERR_CACHE, "%s: the disk cache %s cannot be used (see the log)", what,
-                   c->db_path ? c->db_path : c->dir ? c->dir : "(no folder)");
+                   c->db_path ? c->db_path
+                   : c->dir   ? c->dir
+                              : "(no folder)");
   }
   if (write && c->disk != JK_DISK_OPEN) {
     pthread_mutex_unlock(&c->disk_lock);
@@ -107,8 +109,8 @@ jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_ca
   sqlite3_finalize(q);
   q = NULL;
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(c->db, "SELECT count(*), coalesce(sum(bytes), 0) FROM entries", -1,
-                            &q, NULL);
+    rc = sqlite3_prepare_v2(c->db, "SELECT count(*), coalesce(sum(bytes), 0) FROM entries", -1, &q,
+                            NULL);
   if (rc == SQLITE_OK) {
     if (sqlite3_step(q) == SQLITE_ROW) {
       a.entries = (uint64_t)sqlite3_column_int64(q, 0);
@@ -190,15 +192,15 @@ jitk_status jitk_cache_list(jitk_engine *e, jitk_cache_entry_fn fn, void *user) 
 
 /* What a row counts against the size cap: its stored bytes (as
  * jk_store_insert counts them), whatever its `bytes` column says. */
-#define JK_ROW_BYTES                                                                  \
+#define JK_ROW_BYTES \
   "(length(image) + length(names) + length(CAST(log AS BLOB)) + length(material) + 128)"
 
 /* Sets every row's size in database `db` ("main", "import") to what it
  * holds, and the total to their sum; inside a write transaction. */
 static int repair_sizes(jitk_engine *e, const char *db) {
   char sql[512];
-  snprintf(sql, sizeof sql, "UPDATE %s.entries SET bytes = " JK_ROW_BYTES " WHERE bytes IS NOT " JK_ROW_BYTES,
-           db);
+  snprintf(sql, sizeof sql,
+           "UPDATE %s.entries SET bytes = " JK_ROW_BYTES " WHERE bytes IS NOT " JK_ROW_BYTES, db);
   int rc = sqlite3_exec(e->cache.db, sql, NULL, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
   snprintf(sql, sizeof sql,
@@ -237,8 +239,8 @@ static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t i
   size_t log_len = (size_t)sqlite3_column_bytes(q, col_key + 5);
   const void *image = sqlite3_column_blob(q, col_key + 6);
   size_t image_len = (size_t)sqlite3_column_bytes(q, col_key + 6);
-  if (klen != 16 || key == NULL || sum_len != 16 || mat == NULL || log == NULL ||
-      image == NULL || image_len == 0)
+  if (klen != 16 || key == NULL || sum_len != 16 || mat == NULL || log == NULL || image == NULL ||
+      image_len == 0)
     return false;
   if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX) return false;
   jk_key k;
@@ -328,7 +330,8 @@ jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) 
     }
     sqlite3_finalize(ic);
   }
-  if (rc != SQLITE_OK) st = sql_fail(e, "verifying the cache", rc);
+  if (rc != SQLITE_OK)
+    st = sql_fail(e, "verifying the cache", rc);
   else {
     if (checked) *checked = n_checked;
     if (removed) *removed = n_removed;
@@ -354,8 +357,10 @@ jitk_status jitk_cache_prune(jitk_engine *e, int64_t max_bytes, size_t *removed)
   } else {
     jk_store_rollback(e);
   }
-  if (rc != SQLITE_OK) st = sql_fail(e, "pruning the cache", rc);
-  else if (removed) *removed = n;
+  if (rc != SQLITE_OK)
+    st = sql_fail(e, "pruning the cache", rc);
+  else if (removed)
+    *removed = n;
   pthread_mutex_unlock(&c->disk_lock);
   return st;
 }
@@ -373,7 +378,8 @@ static bool deletable(const char *path, const char **why) {
   uint32_t version = (uint32_t)h[60] << 24 | (uint32_t)h[61] << 16 | (uint32_t)h[62] << 8 | h[63];
   uint32_t id = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
   if (id == JK_APPLICATION_ID && version <= JK_CACHE_FORMAT) return true;
-  *why = id == JK_APPLICATION_ID ? "it is a newer jitk's cache" : "it is another program's SQLite database";
+  *why = id == JK_APPLICATION_ID ? "it is a newer jitk's cache"
+                                 : "it is another program's SQLite database";
   return false;
 }
 
@@ -404,15 +410,18 @@ static jitk_status start_afresh(jitk_engine *e) {
   if (st == JITK_OK) {
     jk_log(e, JITK_LOG_WARN, "kernel cache %s was damaged; deleted it and started afresh", db);
     if (jk_store_open(e) != JITK_OK)
-      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: a new database at %s cannot be made "
-                   "(see the log)", db);
+      st = jk_fail(e, JITK_ERR_CACHE,
+                   "jitk_cache_clear: a new database at %s cannot be made "
+                   "(see the log)",
+                   db);
   }
   jk_free(e, db);
   return st;
 }
 
 jitk_status jitk_cache_clear(jitk_engine *e, size_t *removed) {
-  if (e == NULL) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_clear: engine is NULL");
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_clear: engine is NULL");
   jk_cache *c = &e->cache;
   if (c->mode != JITK_CACHE_ON)
     return jk_fail(e, JITK_ERR_CACHE, "jitk_cache_clear: the disk cache is %s",
@@ -470,8 +479,7 @@ jitk_status jitk_cache_export(jitk_engine *e, const char *file, size_t *exported
     if (err == EEXIST)
       return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: %s exists already; choose a new file",
                      file);
-    return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: cannot create %s: %s", file,
-                   strerror(err));
+    return jk_fail(e, JITK_ERR_IO, "jitk_cache_export: cannot create %s: %s", file, strerror(err));
   }
   fchmod(fd, 0600);
   close(fd);
@@ -498,7 +506,8 @@ jitk_status jitk_cache_export(jitk_engine *e, const char *file, size_t *exported
 /* Whether database `db` of the connection has table `name`. */
 static bool has_table(jitk_engine *e, const char *db, const char *name) {
   char sql[160];
-  snprintf(sql, sizeof sql, "SELECT 1 FROM %s.sqlite_schema WHERE type = 'table' AND name = ?1", db);
+  snprintf(sql, sizeof sql, "SELECT 1 FROM %s.sqlite_schema WHERE type = 'table' AND name = ?1",
+           db);
   sqlite3_stmt *q = NULL;
   bool found = false;
   if (sqlite3_prepare_v2(e->cache.db, sql, -1, &q, NULL) == SQLITE_OK) {
@@ -540,22 +549,22 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
     pthread_mutex_unlock(&c->disk_lock);
     if (format >= 0)
       return jk_fail(e, JITK_ERR_CACHE,
-                     "jitk_cache_import: %s is a jitk cache of format %d; this jitk reads %d",
-                     file, format, JK_CACHE_FORMAT);
-    return jk_fail(e, JITK_ERR_CACHE, "jitk_cache_import: %s is not a jitk cache (%s)", file,
-                   why);
+                     "jitk_cache_import: %s is a jitk cache of format %d; this jitk reads %d", file,
+                     format, JK_CACHE_FORMAT);
+    return jk_fail(e, JITK_ERR_CACHE, "jitk_cache_import: %s is not a jitk cache (%s)", file, why);
   }
   size_t n_in = 0, n_bad = 0;
   rc = jk_store_begin(e);
   sqlite3_stmt *ins = NULL;
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(c->db,
-                            "SELECT id, " JK_ROW_COLUMNS " FROM import.entries", -1, &q, NULL);
+    rc = sqlite3_prepare_v2(c->db, "SELECT id, " JK_ROW_COLUMNS " FROM import.entries", -1, &q,
+                            NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(c->db,
                             "INSERT OR IGNORE INTO main.entries (id, key, kind, bytes, created, "
                             "last_used, compile_ms, target, label, checksum, material, names, log, "
-                            "image) SELECT id, key, kind, " JK_ROW_BYTES ", created, last_used, "
+                            "image) SELECT id, key, kind, " JK_ROW_BYTES
+                            ", created, last_used, "
                             "compile_ms, target, label, checksum, material, names, log, image FROM "
                             "import.entries WHERE id = ?1",
                             -1, &ins, NULL);
@@ -585,8 +594,10 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
                       NULL, NULL, NULL);
   if (rc == SQLITE_OK) rc = repair_sizes(e, "main");
   if (rc == SQLITE_OK) rc = jk_store_evict_to(e, c->max_bytes, -1, &evicted);
-  if (rc == SQLITE_OK) rc = jk_store_commit(e);
-  else jk_store_rollback(e);
+  if (rc == SQLITE_OK)
+    rc = jk_store_commit(e);
+  else
+    jk_store_rollback(e);
   sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
     st = sql_fail(e, "importing into the cache", rc);
@@ -684,7 +695,8 @@ jitk_status jitk_cache_publish(jitk_engine *e, const char *dir, size_t *publishe
             c->db,
             "INSERT OR IGNORE INTO pub.entries (id, key, kind, bytes, created, last_used, "
             "compile_ms, target, label, checksum, material, names, log, image) SELECT id, key, "
-            "kind, " JK_ROW_BYTES ", created, last_used, compile_ms, target, label, checksum, "
+            "kind, " JK_ROW_BYTES
+            ", created, last_used, compile_ms, target, label, checksum, "
             "material, names, log, image FROM main.entries WHERE id = ?1",
             -1, &ins, NULL);
       if (rc == SQLITE_OK)

@@ -111,7 +111,6 @@ int jk_store_commit(jitk_engine *e) {
 
 void jk_store_rollback(jitk_engine *e) { exec(e, "ROLLBACK"); }
 
-
 /* One integer pragma; SQLITE_OK or the error. */
 static int pragma_int(jitk_engine *e, const char *sql, int *value) {
   sqlite3_stmt *q = NULL;
@@ -173,10 +172,11 @@ static int set_up(jitk_engine *e) {
   if (rc == SQLITE_OK) rc = pragma_int(e, "SELECT count(*) FROM sqlite_schema", &objects);
   if (rc == SQLITE_OK && id == 0 && version == 0 && objects == 0) {
     rc = exec(e, (const char *)jk_schema_sql);
-    if (rc == SQLITE_OK) return jk_store_commit(e) == SQLITE_OK
-                                   ? exec_busy(e, e->cache.network_fs ? "PRAGMA journal_mode=DELETE"
-                                                                      : "PRAGMA journal_mode=WAL")
-                                   : sqlite3_errcode(e->cache.db);
+    if (rc == SQLITE_OK)
+      return jk_store_commit(e) == SQLITE_OK
+                 ? exec_busy(e, e->cache.network_fs ? "PRAGMA journal_mode=DELETE"
+                                                    : "PRAGMA journal_mode=WAL")
+                 : sqlite3_errcode(e->cache.db);
   }
   jk_store_rollback(e);
   return rc;
@@ -226,9 +226,9 @@ static int prepare_lookup(jitk_engine *e) {
                          -1, SQLITE_PREPARE_PERSISTENT, &c->candidates, NULL) != SQLITE_OK)
     c->candidates = NULL;
   if (rc == SQLITE_OK &&
-      sqlite3_prepare_v3(c->db,
-                         "SELECT size, mtime_ns, ctime_ns, hash FROM files WHERE dev = ?1 AND ino = ?2",
-                         -1, SQLITE_PREPARE_PERSISTENT, &c->memo_get, NULL) != SQLITE_OK)
+      sqlite3_prepare_v3(
+          c->db, "SELECT size, mtime_ns, ctime_ns, hash FROM files WHERE dev = ?1 AND ino = ?2", -1,
+          SQLITE_PREPARE_PERSISTENT, &c->memo_get, NULL) != SQLITE_OK)
     c->memo_get = NULL;
   return rc;
 }
@@ -390,9 +390,9 @@ static jitk_status store_open(jitk_engine *e) {
    * journals that mode too); SQLite never creates it. The path has no
    * links left in it, and NOFOLLOW keeps it so. */
   int oflags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
-  int rc = sqlite3_open_v2(c->db_path, &c->db,
-                           oflags | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE),
-                           c->vfs);
+  int rc =
+      sqlite3_open_v2(c->db_path, &c->db,
+                      oflags | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE), c->vfs);
   if (rc != SQLITE_OK && !read_only) {
     /* A database this user may read but not write still serves hits. */
     sqlite3_close_v2(c->db);
@@ -437,8 +437,8 @@ static jitk_status store_open(jitk_engine *e) {
       else if (format == -1)
         snprintf(why, sizeof why, "the database is empty (read-only: nothing is set up)");
       else
-        snprintf(why, sizeof why, "the database has format %d; this jitk reads format %d",
-                 format, JK_CACHE_FORMAT);
+        snprintf(why, sizeof why, "the database has format %d; this jitk reads format %d", format,
+                 JK_CACHE_FORMAT);
       jk_store_disable(e, why, 0);
     } else {
       jk_store_disable(e, "cannot read the database", rc);
@@ -476,7 +476,7 @@ void jk_store_close(jitk_engine *e) {
 
 /* XXH3-128 over the parts of a row that are used, each length-prefixed. */
 void jk_store_checksum(int kind, const void *image, size_t image_size, const void *names,
-                         size_t names_size, const char *log, size_t log_size, uint8_t out[16]) {
+                       size_t names_size, const char *log, size_t log_size, uint8_t out[16]) {
   XXH3_state_t s;
   XXH3_128bits_reset(&s);
   const void *parts[3] = {image, names, log};
@@ -596,9 +596,12 @@ static void delete_corrupt(jitk_engine *e, const jk_key *key, const char *why) {
     return;
   }
   rc = jk_store_delete_row(e, key);
-  if (rc == SQLITE_OK) rc = jk_store_commit(e);
-  else jk_store_rollback(e);
-  if (rc != SQLITE_OK && jk_store_is_fatal(rc)) jk_store_disable(e, "cannot remove a corrupt entry", rc);
+  if (rc == SQLITE_OK)
+    rc = jk_store_commit(e);
+  else
+    jk_store_rollback(e);
+  if (rc != SQLITE_OK && jk_store_is_fatal(rc))
+    jk_store_disable(e, "cannot remove a corrupt entry", rc);
 }
 
 /* A damaged row: deleted from the private tier, skipped in the shared
@@ -763,8 +766,8 @@ static int write_stamps(jitk_engine *e, int64_t now) {
   jk_cache *c = &e->cache;
   if (c->num_pending_used == 0) return SQLITE_OK;
   sqlite3_stmt *q = NULL;
-  int rc = sqlite3_prepare_v2(c->db, "UPDATE entries SET last_used = ?1 WHERE id = ?2", -1, &q,
-                              NULL);
+  int rc =
+      sqlite3_prepare_v2(c->db, "UPDATE entries SET last_used = ?1 WHERE id = ?2", -1, &q, NULL);
   for (size_t i = 0; rc == SQLITE_OK && i < c->num_pending_used; i++) {
     sqlite3_bind_int64(q, 1, now);
     sqlite3_bind_int64(q, 2, jk_key_id(&c->pending_used[i]));
@@ -787,8 +790,10 @@ void jk_store_flush(jitk_engine *e) {
   if (rc == SQLITE_OK) rc = write_stamps(e, jk_now_ms());
   if (rc == SQLITE_OK) rc = write_counters(e);
   if (rc == SQLITE_OK) rc = jk_memo_write(e);
-  if (rc == SQLITE_OK) rc = jk_store_commit(e);
-  else jk_store_rollback(e);
+  if (rc == SQLITE_OK)
+    rc = jk_store_commit(e);
+  else
+    jk_store_rollback(e);
   if (rc != SQLITE_OK) {
     if (jk_store_is_fatal(rc)) jk_store_disable(e, "cannot write to the database", rc);
     return;
@@ -828,8 +833,7 @@ static int read_total(jitk_engine *e, int64_t *total) {
 
 static int add_total(jitk_engine *e, int64_t delta) {
   sqlite3_stmt *q = NULL;
-  int rc = sqlite3_prepare_v2(e->cache.db,
-                              "UPDATE stats SET value = value + ?1 WHERE id = 8", -1,
+  int rc = sqlite3_prepare_v2(e->cache.db, "UPDATE stats SET value = value + ?1 WHERE id = 8", -1,
                               &q, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_bind_int64(q, 1, delta);
@@ -851,8 +855,9 @@ int jk_store_evict_to(jitk_engine *e, int64_t limit, int64_t keep, size_t *remov
    * sorts the small columns, and goes down to 90 % of the limit so that it
    * runs rarely. The entry just stored is never the one evicted: at most
    * the cap itself, it may stay above 90 % alone. */
-  rc = sqlite3_prepare_v2(c->db, "SELECT id, bytes FROM entries WHERE id != ?1 ORDER BY last_used, id",
-                          -1, &oldest, NULL);
+  rc = sqlite3_prepare_v2(c->db,
+                          "SELECT id, bytes FROM entries WHERE id != ?1 ORDER BY last_used, id", -1,
+                          &oldest, NULL);
   if (rc == SQLITE_OK) sqlite3_bind_int64(oldest, 1, keep);
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE id = ?1", -1, &del, NULL);
@@ -918,8 +923,7 @@ static int add_request(jitk_engine *e, const jk_key *request, int64_t id, size_t
 }
 
 jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *request,
-                            const jk_material *material, const jk_entry *entry,
-                            const char *label) {
+                            const jk_material *material, const jk_entry *entry, const char *label) {
   jk_cache *c = &e->cache;
   if (jk_store_open(e) != JITK_OK || c->disk != JK_DISK_OPEN) return JITK_OK;
   jk_material names;
@@ -932,14 +936,15 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *req
   size_t log_len = strlen(log);
   int64_t bytes = (int64_t)(entry->image_size + names.len + log_len + material->len + 128);
   if (bytes > c->max_bytes) {
-    jk_log(e, JITK_LOG_INFO, "kernel cache: an entry of %lld bytes exceeds the cap of %lld; not stored",
+    jk_log(e, JITK_LOG_INFO,
+           "kernel cache: an entry of %lld bytes exceeds the cap of %lld; not stored",
            (long long)bytes, (long long)c->max_bytes);
     jk_material_free(&names);
     return JITK_OK;
   }
   uint8_t sum[16];
-  jk_store_checksum(entry->kind, entry->image, entry->image_size, names.data, names.len, log, log_len,
-               sum);
+  jk_store_checksum(entry->kind, entry->image, entry->image_size, names.data, names.len, log,
+                    log_len, sum);
   int64_t now = jk_now_ms();
 
   int rc = jk_store_begin(e);
@@ -966,7 +971,8 @@ jitk_status jk_store_insert(jitk_engine *e, const jk_key *key, const jk_key *req
     sqlite3_bind_text(q, 7, label ? label : "", -1, SQLITE_STATIC);
     sqlite3_bind_blob(q, 8, sum, 16, SQLITE_STATIC);
     sqlite3_bind_blob(q, 9, material->data, (int)material->len, SQLITE_STATIC);
-    sqlite3_bind_blob(q, 10, names.data ? (const void *)names.data : "", (int)names.len, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 10, names.data ? (const void *)names.data : "", (int)names.len,
+                      SQLITE_STATIC);
     sqlite3_bind_text(q, 11, log, (int)log_len, SQLITE_STATIC);
     sqlite3_bind_blob(q, 12, entry->image, (int)entry->image_size, SQLITE_STATIC);
     rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
@@ -1130,8 +1136,9 @@ jitk_status jk_store_shared_open(jitk_engine *e) {
     jk_store_shared_disable(e, why, 0);
     return JITK_ERR_CACHE;
   }
-  int rc = sqlite3_open_v2(c->shared_db_path, &c->shared_db,
-                           SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, c->vfs);
+  int rc =
+      sqlite3_open_v2(c->shared_db_path, &c->shared_db,
+                      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, c->vfs);
   if (rc == SQLITE_OK) {
     sqlite3_extended_result_codes(c->shared_db, 1);
     sqlite3_busy_timeout(c->shared_db, c->busy_ms);

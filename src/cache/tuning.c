@@ -17,8 +17,7 @@ static const char *const create_sql =
     "CREATE TABLE IF NOT EXISTS tuning (key TEXT PRIMARY KEY, choice TEXT NOT NULL, "
     "measured INTEGER NOT NULL)";
 
-jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t size,
-                          bool *found) {
+jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t size, bool *found) {
   jk_cache *c = &e->cache;
   *found = false;
   if (c->mode == JITK_CACHE_OFF || size == 0) return JITK_OK;
@@ -56,8 +55,8 @@ bool jk_tuning_any(jitk_engine *e, const char *prefix) {
   pthread_mutex_lock(&c->disk_lock);
   sqlite3_stmt *q = NULL;
   if (jk_store_open(e) == JITK_OK &&
-      sqlite3_prepare_v2(c->db, "SELECT 1 FROM tuning WHERE key >= ?1 AND key < ?2 LIMIT 1", -1,
-                         &q, NULL) == SQLITE_OK) {
+      sqlite3_prepare_v2(c->db, "SELECT 1 FROM tuning WHERE key >= ?1 AND key < ?2 LIMIT 1", -1, &q,
+                         NULL) == SQLITE_OK) {
     sqlite3_bind_text(q, 1, prefix, (int)n, SQLITE_STATIC);
     sqlite3_bind_text(q, 2, hi, (int)n, SQLITE_STATIC);
     any = sqlite3_step(q) == SQLITE_ROW;
@@ -75,8 +74,10 @@ jitk_status jk_tuning_put(jitk_engine *e, const char *key, const char *choice) {
   pthread_mutex_lock(&c->disk_lock);
   jitk_status st = JITK_OK;
   if (jk_store_open(e) != JITK_OK || c->disk != JK_DISK_OPEN) {
-    jk_log(e, JITK_LOG_INFO, "the kernel cache is not writable: the tuning choice for %s is "
-           "kept by this plan only", key);
+    jk_log(e, JITK_LOG_INFO,
+           "the kernel cache is not writable: the tuning choice for %s is "
+           "kept by this plan only",
+           key);
     pthread_mutex_unlock(&c->disk_lock);
     return st;
   }
@@ -95,11 +96,13 @@ jitk_status jk_tuning_put(jitk_engine *e, const char *key, const char *choice) {
     rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
   }
   sqlite3_finalize(q);
-  if (rc == SQLITE_OK) rc = jk_store_commit(e);
-  else jk_store_rollback(e);
+  if (rc == SQLITE_OK)
+    rc = jk_store_commit(e);
+  else
+    jk_store_rollback(e);
   if (rc != SQLITE_OK) {
-    st = jk_fail(e, JITK_ERR_CACHE, "storing the tuning choice for %s: %s", key,
-                 sqlite3_errstr(rc));
+    st =
+        jk_fail(e, JITK_ERR_CACHE, "storing the tuning choice for %s: %s", key, sqlite3_errstr(rc));
     if (jk_store_is_fatal(rc)) jk_store_disable(e, "cannot write the database", rc);
   }
   pthread_mutex_unlock(&c->disk_lock);

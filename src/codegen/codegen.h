@@ -67,9 +67,9 @@ typedef struct jk_ew_spec {
   /* Vector path only: the array's innermost stride is 0 (one value per
    * row) rather than 1. */
   unsigned char inner_bcast[JK_MAX_EW_PARAMS];
-  unsigned char ndim;  /* loop dimensions, at least 1 */
-  unsigned char idx64; /* 64-bit indexing */
-  unsigned char vec;   /* elements per vector access; 1: no vectors */
+  unsigned char ndim;   /* loop dimensions, at least 1 */
+  unsigned char idx64;  /* 64-bit indexing */
+  unsigned char vec;    /* elements per vector access; 1: no vectors */
   unsigned char unroll; /* vector path: groups a thread loads before computing */
   /* An input walks a dimension other than the innermost contiguously (a
    * transposed or permuted view) while the outputs walk the innermost:
@@ -77,8 +77,8 @@ typedef struct jk_ew_spec {
    * both its reads and the outputs' writes are coalesced. The other
    * dimensions (of a permuted 3-D or 4-D view) number the tiles. */
   unsigned char tiled;
-  unsigned char tile;     /* tiled: 32 or 64 elements a side */
-  unsigned char tile_dim; /* tiled: the dimension the tile's rows run along */
+  unsigned char tile;                         /* tiled: 32 or 64 elements a side */
+  unsigned char tile_dim;                     /* tiled: the dimension the tile's rows run along */
   unsigned char transposed[JK_MAX_EW_PARAMS]; /* tiled: read through a tile */
   /* Tiled path only: the array's stride along the tile's rows is 0 (one
    * value per column, a bias along the rows), so a thread loads it once
@@ -137,9 +137,8 @@ void jk_cg_line_back(jk_buf *b, const char *file);
 /* The includes the parameters' dtypes and `extra` need (fp16/bf16,
  * complex, raw arrays), the index typedefs _jk_u and _jk_s, and a typedef
  * per placeholder. */
-void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams,
-                    const unsigned char *dtype, const unsigned char *kind, bool idx64,
-                    jitk_dtype extra);
+void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams, const unsigned char *dtype,
+                    const unsigned char *kind, bool idx64, jitk_dtype extra);
 
 /* Threads per block of every reduction kernel. */
 #define JK_RED_BLOCK 256
@@ -165,7 +164,7 @@ typedef struct jk_red_spec {
   /* 'i': threads per output: 256, 32, or fewer (a power of two) for short
    * rows, several outputs a warp. */
   unsigned short group;
-  unsigned char vec;    /* 'i' only: elements per vector access */
+  unsigned char vec; /* 'i' only: elements per vector access */
   /* 'o' only: 0, or the outputs a block takes (1 to 16, one row of the
    * innermost kept dimension) when the reduced rows lie right after one
    * another (few tall columns, a middle axis): a warp then reads 32 / ocols
@@ -224,9 +223,9 @@ typedef struct jk_mm_spec {
   bool c_row, d_row;
   bool has_c;
   double alpha, beta;
-  int stages; /* mma, wgmma: K-tiles in flight */
-  int bn;     /* mma, wgmma: tile width, 128 or 256 (the height is 128) */
-  int arow;   /* mma: bytes of K per tile row, 64 or 128 (wgmma: 128) */
+  int stages;    /* mma, wgmma: K-tiles in flight */
+  int bn;        /* mma, wgmma: tile width, 128 or 256 (the height is 128) */
+  int arow;      /* mma: bytes of K per tile row, 64 or 128 (wgmma: 128) */
   bool pingpong; /* wgmma: consumers take whole tiles in turns (bn 128) */
 } jk_mm_spec;
 
@@ -243,13 +242,12 @@ static inline bool jk_mm_transposes_b(const jk_mm_spec *s) {
 typedef struct jk_mm_source_in {
   const char *name;
   const jk_mm_spec *spec;
-  const char *epilogue; /* NULL: acc */
+  const char *epilogue;        /* NULL: acc */
   const jk_param_list *params; /* the epilogue's extra operands */
   const char *preamble;
 } jk_mm_source_in;
 
 /* The source of a plan's kernel `name`. */
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);
-
 
 #endif

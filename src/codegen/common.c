@@ -59,9 +59,8 @@ void jk_cg_user_section(jk_buf *b, const char *label, const char *code, const ch
 
 /* The includes the types need (half, complex, raw arrays), the index
  * types, and the placeholders as typedefs. */
-void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams,
-                    const unsigned char *dtype, const unsigned char *kind, bool idx64,
-                    jitk_dtype extra) {
+void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams, const unsigned char *dtype,
+                    const unsigned char *kind, bool idx64, jitk_dtype extra) {
   bool half = false, cplx = false, raw = false;
   for (int p = 0; p <= nparams; p++) {
     jitk_dtype d = p < nparams ? (jitk_dtype)dtype[p] : extra;
@@ -70,7 +69,8 @@ void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams,
     raw |= p < nparams && kind[p] == JK_EW_RAW;
   }
   if (half)
-    jk_buf_puts(b, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n");
+    jk_buf_puts(b,
+                "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n");
   if (cplx) jk_buf_puts(b, "#include <jitk/complex.cuh>\nusing jitk::complex;\n");
   if (raw) jk_buf_puts(b, "#include <jitk/array.cuh>\n");
   if (idx64)

@@ -146,8 +146,9 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
   }
   /* Loads of every group first. */
   jk_buf_printf(b, "#pragma unroll\n    for (int _jk_j = 0; _jk_j < %d; ++_jk_j) {\n", u);
-  jk_buf_puts(b, "    const _jk_u _jk_k = _jk_k0 + _jk_j * _jk_stride;\n"
-                 "    if (_jk_k >= _jk_units) break;\n");
+  jk_buf_puts(b,
+              "    const _jk_u _jk_k = _jk_k0 + _jk_j * _jk_stride;\n"
+              "    if (_jk_k >= _jk_units) break;\n");
   emit_offsets(b, in, "_jk_k", v);
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
@@ -168,15 +169,16 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
     else if (!d->output && s->step[p] > 1)
       /* A stepped input: its group spans step vectors, read whole (the
        * memory moves them anyway), and every step-th element kept. */
-      jk_buf_printf(b,
-                    "    {\n    jitk::ew::vec<%s, %d> _jk_t[%d];\n"
-                    "#pragma unroll\n    for (int _jk_q = 0; _jk_q < %d; ++_jk_q) _jk_t[_jk_q] = "
-                    "*reinterpret_cast<const jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s + _jk_q * "
-                    "%d);\n"
-                    "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
-                    "_jk_v_%s[_jk_j].v[_jk_l] = _jk_t[_jk_l * %d / %d].v[_jk_l * %d %% %d];\n    }\n",
-                    t, v, s->step[p], s->step[p], t, v, d->name, d->name, v, v, d->name,
-                    s->step[p], v, s->step[p], v);
+      jk_buf_printf(
+          b,
+          "    {\n    jitk::ew::vec<%s, %d> _jk_t[%d];\n"
+          "#pragma unroll\n    for (int _jk_q = 0; _jk_q < %d; ++_jk_q) _jk_t[_jk_q] = "
+          "*reinterpret_cast<const jitk::ew::vec<%s, %d> *>(_jk_p_%s + _jk_o_%s + _jk_q * "
+          "%d);\n"
+          "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
+          "_jk_v_%s[_jk_j].v[_jk_l] = _jk_t[_jk_l * %d / %d].v[_jk_l * %d %% %d];\n    }\n",
+          t, v, s->step[p], s->step[p], t, v, d->name, d->name, v, v, d->name, s->step[p], v,
+          s->step[p], v);
     else if ((!d->output || in->load_output[p]) && s->unaligned[p])
       jk_buf_printf(b,
                     "#pragma unroll\n    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) "
@@ -198,8 +200,9 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
   jk_buf_puts(b, "    }\n");
   /* Then compute and store each group. */
   jk_buf_printf(b, "#pragma unroll\n    for (int _jk_j = 0; _jk_j < %d; ++_jk_j) {\n", u);
-  jk_buf_puts(b, "    const _jk_u _jk_k = _jk_k0 + _jk_j * _jk_stride;\n"
-                 "    if (_jk_k >= _jk_units) break;\n");
+  jk_buf_puts(b,
+              "    const _jk_u _jk_k = _jk_k0 + _jk_j * _jk_stride;\n"
+              "    if (_jk_k >= _jk_units) break;\n");
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];
@@ -259,8 +262,9 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
  * loop's are moved past them). */
 static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
-  jk_buf_puts(b, "  if (blockIdx.x == 0 && threadIdx.x < _jk_h) {\n"
-                 "    const _jk_u _jk_k = threadIdx.x;\n");
+  jk_buf_puts(b,
+              "  if (blockIdx.x == 0 && threadIdx.x < _jk_h) {\n"
+              "    const _jk_u _jk_k = threadIdx.x;\n");
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];
@@ -326,15 +330,18 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
                 "  const unsigned int _jk_tx = threadIdx.x %% %d, _jk_ty = threadIdx.x / %d;\n",
                 side - 1, side, side - 1, side, tpr, tpr);
   if (batched)
-    jk_buf_puts(b, "  const _jk_u _jk_tpb = _jk_tr * _jk_tc;\n"
-                   "  const _jk_u _jk_tiles = _jk_n / (_jk_rows * _jk_cols) * _jk_tpb;\n");
+    jk_buf_puts(b,
+                "  const _jk_u _jk_tpb = _jk_tr * _jk_tc;\n"
+                "  const _jk_u _jk_tiles = _jk_n / (_jk_rows * _jk_cols) * _jk_tpb;\n");
   else
     jk_buf_puts(b, "  const _jk_u _jk_tiles = _jk_tr * _jk_tc;\n");
-  jk_buf_puts(b, "  for (_jk_u _jk_tile = blockIdx.x; _jk_tile < _jk_tiles; _jk_tile += gridDim.x) {\n");
+  jk_buf_puts(
+      b, "  for (_jk_u _jk_tile = blockIdx.x; _jk_tile < _jk_tiles; _jk_tile += gridDim.x) {\n");
   if (batched) {
-    jk_buf_puts(b, "    const _jk_u _jk_bt = _jk_tile / _jk_tpb;\n"
-                   "    const _jk_u _jk_tl = _jk_tile - _jk_bt * _jk_tpb;\n"
-                   "    _jk_u _jk_br = _jk_bt;\n");
+    jk_buf_puts(b,
+                "    const _jk_u _jk_bt = _jk_tile / _jk_tpb;\n"
+                "    const _jk_u _jk_tl = _jk_tile - _jk_bt * _jk_tpb;\n"
+                "    _jk_u _jk_br = _jk_bt;\n");
     /* The batch's coordinates, innermost first; the outermost batch
      * dimension takes what is left. */
     int outer = k == 0 ? 1 : 0;
@@ -387,11 +394,12 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
       continue;
     }
     if (s->outer_bcast[p]) {
-      jk_buf_printf(b,
-                    "    %s _jk_l_%s = %s();\n"
-                    "    if (_jk_c0 + _jk_tx < _jk_cols) _jk_l_%s = _jk_p_%s[%s%s%s(_jk_s)(_jk_c0 + "
-                    "_jk_tx) * _jk_s_%s_%d];\n",
-                    t, name, t, name, name, BASE(name), name, last);
+      jk_buf_printf(
+          b,
+          "    %s _jk_l_%s = %s();\n"
+          "    if (_jk_c0 + _jk_tx < _jk_cols) _jk_l_%s = _jk_p_%s[%s%s%s(_jk_s)(_jk_c0 + "
+          "_jk_tx) * _jk_s_%s_%d];\n",
+          t, name, t, name, name, BASE(name), name, last);
       continue;
     }
     bool tr = s->transposed[p];
@@ -414,18 +422,19 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
                     name, t, name, t, name, BASE(name), name, k, name, last);
       continue;
     }
-    jk_buf_printf(b,
-                  "    %s _jk_l_%s[%d];\n"
-                  "#pragma unroll\n"
-                  "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
-                  "      const _jk_u _jk_r = _jk_r0 + %s, _jk_c = _jk_c0 + %s;\n"
-                  "      _jk_l_%s[_jk_qi] = %s();\n"
-                  "      if (_jk_r < _jk_rows && _jk_c < _jk_cols)\n"
-                  "        _jk_l_%s[_jk_qi] = _jk_p_%s[%s%s%s(_jk_s)_jk_r * _jk_s_%s_%d + (_jk_s)_jk_c * "
-                  "_jk_s_%s_%d];\n"
-                  "    }\n",
-                  t, name, nq, nq, tr ? "_jk_tx" : along, tr ? along : "_jk_tx", name, t, name,
-                  name, BASE(name), name, k, name, last);
+    jk_buf_printf(
+        b,
+        "    %s _jk_l_%s[%d];\n"
+        "#pragma unroll\n"
+        "    for (int _jk_qi = 0; _jk_qi < %d; ++_jk_qi) {\n"
+        "      const _jk_u _jk_r = _jk_r0 + %s, _jk_c = _jk_c0 + %s;\n"
+        "      _jk_l_%s[_jk_qi] = %s();\n"
+        "      if (_jk_r < _jk_rows && _jk_c < _jk_cols)\n"
+        "        _jk_l_%s[_jk_qi] = _jk_p_%s[%s%s%s(_jk_s)_jk_r * _jk_s_%s_%d + (_jk_s)_jk_c * "
+        "_jk_s_%s_%d];\n"
+        "    }\n",
+        t, name, nq, nq, tr ? "_jk_tx" : along, tr ? along : "_jk_tx", name, t, name, name,
+        BASE(name), name, k, name, last);
   }
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY || !s->transposed[p]) continue;
@@ -513,7 +522,8 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
   char file[128];
   snprintf(file, sizeof file, "%s.cu", in->name);
 
-  jk_buf_printf(&b, "// Generated by jitk: elementwise kernel %s, %d dimension%s, %d-bit index, %s\n",
+  jk_buf_printf(&b,
+                "// Generated by jitk: elementwise kernel %s, %d dimension%s, %d-bit index, %s\n",
                 in->name, s->ndim, s->ndim == 1 ? "" : "s", s->idx64 ? 64 : 32,
                 s->tiled && s->tpair ? "tiled path, element pairs"
                 : s->tiled           ? "tiled path"
@@ -562,9 +572,10 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
   } else if (s->vec > 1) {
     emit_vector_loop(&b, in, file);
   } else {
-    jk_buf_puts(&b,
-                "  for (_jk_u _jk_k = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < _jk_n;\n"
-                "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n");
+    jk_buf_puts(
+        &b,
+        "  for (_jk_u _jk_k = blockIdx.x * (_jk_u)blockDim.x + threadIdx.x; _jk_k < _jk_n;\n"
+        "       _jk_k += gridDim.x * (_jk_u)blockDim.x) {\n");
     emit_offsets(&b, in, "_jk_k", 1);
     emit_element(&b, in, file, NULL, "_jk_k");
     jk_buf_puts(&b, "  }\n");

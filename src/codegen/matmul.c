@@ -17,15 +17,16 @@ static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
  * applied to one accumulator, written to D. The wgmma kernel's value
  * lambda computes the same and returns it; its put2 writes pairs when TMA
  * cannot (column-major or unaligned D). */
-static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in,
-                        const char *file, const char *acc_type) {
+static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
+                        const char *acc_type) {
   const char *acc = ct(s->acc);
   if (s->kind == JK_MM_WGMMA)
-    jk_buf_printf(b,
-                  "  auto _jk_value = [&](long long batch, long long row, long long col, float _jk_v) "
-                  "-> %s {\n"
-                  "    if (row >= _jk_m || col >= _jk_n) return static_cast<%s>(0.f);\n",
-                  ct(s->d), ct(s->d));
+    jk_buf_printf(
+        b,
+        "  auto _jk_value = [&](long long batch, long long row, long long col, float _jk_v) "
+        "-> %s {\n"
+        "    if (row >= _jk_m || col >= _jk_n) return static_cast<%s>(0.f);\n",
+        ct(s->d), ct(s->d));
   else
     jk_buf_printf(b,
                   "  auto _jk_store = [&](long long row, long long col, %s _jk_v) {\n"
@@ -37,9 +38,9 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
   else
     jk_buf_printf(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(%.17g);\n", s->alpha);
   if (s->has_c)
-    jk_buf_printf(b,
-                  "    acc += static_cast<T>(%.17g) * static_cast<T>((_jk_c + batch * _jk_sc)[%s]);\n",
-                  s->beta, s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");
+    jk_buf_printf(
+        b, "    acc += static_cast<T>(%.17g) * static_cast<T>((_jk_c + batch * _jk_sc)[%s]);\n",
+        s->beta, s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");
   jk_buf_puts(b, "    (void)acc;\n");
   if (s->kind == JK_MM_WGMMA)
     jk_buf_printf(b, "    return static_cast<%s>(static_cast<T>(\n", ct(s->d));
@@ -108,23 +109,24 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
      * r] packed: 32 x 32 tiles through shared memory, both sides
      * coalesced. B (R = K, C = N) becomes K-major; a column-major A (R =
      * K, C = M) row-major. */
-    jk_buf_printf(&b,
-                  "extern \"C\" __global__ void __launch_bounds__(256) %s_tr(const float *x, float "
-                  "*t,\n"
-                  "    long long R, long long C, long long ld, long long sx) {\n"
-                  "  __shared__ float tile[32][33];\n"
-                  "  const long long c0 = (long long)blockIdx.x * 32, r0 = (long long)blockIdx.y * 32;\n"
-                  "  const float *src = x + (long long)blockIdx.z * sx;\n"
-                  "  float *dst = t + (long long)blockIdx.z * R * C;\n"
-                  "  for (int r = threadIdx.y; r < 32; r += 8)\n"
-                  "    if (r0 + r < R && c0 + threadIdx.x < C)\n"
-                  "      tile[r][threadIdx.x] = src[(r0 + r) * ld + c0 + threadIdx.x];\n"
-                  "  __syncthreads();\n"
-                  "  for (int r = threadIdx.y; r < 32; r += 8)\n"
-                  "    if (c0 + r < C && r0 + threadIdx.x < R)\n"
-                  "      dst[(c0 + r) * R + r0 + threadIdx.x] = tile[threadIdx.x][r];\n"
-                  "}\n",
-                  in->name);
+    jk_buf_printf(
+        &b,
+        "extern \"C\" __global__ void __launch_bounds__(256) %s_tr(const float *x, float "
+        "*t,\n"
+        "    long long R, long long C, long long ld, long long sx) {\n"
+        "  __shared__ float tile[32][33];\n"
+        "  const long long c0 = (long long)blockIdx.x * 32, r0 = (long long)blockIdx.y * 32;\n"
+        "  const float *src = x + (long long)blockIdx.z * sx;\n"
+        "  float *dst = t + (long long)blockIdx.z * R * C;\n"
+        "  for (int r = threadIdx.y; r < 32; r += 8)\n"
+        "    if (r0 + r < R && c0 + threadIdx.x < C)\n"
+        "      tile[r][threadIdx.x] = src[(r0 + r) * ld + c0 + threadIdx.x];\n"
+        "  __syncthreads();\n"
+        "  for (int r = threadIdx.y; r < 32; r += 8)\n"
+        "    if (c0 + r < C && r0 + threadIdx.x < R)\n"
+        "      dst[(c0 + r) * R + r0 + threadIdx.x] = tile[threadIdx.x][r];\n"
+        "}\n",
+        in->name);
   jk_buf_printf(&b,
                 "extern \"C\" __global__ void __launch_bounds__(%s) %s(\n"
                 "    const %s *_jk_a, const %s *_jk_b, const %s *_jk_c, %s *_jk_d,\n"
@@ -153,15 +155,18 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
     emit_output(&b, s, in, file, "float");
-    jk_buf_printf(&b,
-                  "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
-                  "nullptr,\n"
-                  "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, _jk_smem, _jk_value, _jk_put2);\n"
-                  "}\n",
-                  s->a == JITK_BFLOAT16 ? 1 : s->a == JITK_FLOAT16 ? 0 : 2,
-                  !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
-                  s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
-                  s->pingpong ? "true" : "false");
+    jk_buf_printf(
+        &b,
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
+        "nullptr,\n"
+        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, _jk_smem, _jk_value, _jk_put2);\n"
+        "}\n",
+        s->a == JITK_BFLOAT16  ? 1
+        : s->a == JITK_FLOAT16 ? 0
+                               : 2,
+        !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
+        s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
+        s->pingpong ? "true" : "false");
   } else {
     jk_buf_printf(&b,
                   ") {\n"
@@ -174,21 +179,26 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n",
                   ct(s->a), ct(s->b), ct(s->d));
     emit_output(&b, s, in, file, s->kind == JK_MM_MMA ? "float" : acc);
-    jk_buf_printf(&b,
-                  "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
-                  "%d;\n",
-                  s->kind == JK_MM_MMA ? s->bn : 128);
+    jk_buf_printf(
+        &b,
+        "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
+        "%d;\n",
+        s->kind == JK_MM_MMA ? s->bn : 128);
     if (s->kind == JK_MM_MMA)
       jk_buf_printf(&b,
                     "  jitk::mm::mma_gemm<%d, %d, %s, %d, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
                     "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_smem, _jk_store);\n",
-                    s->stages, s->a == JITK_BFLOAT16 ? 1 : s->a == JITK_FLOAT16 ? 0 : 2,
+                    s->stages,
+                    s->a == JITK_BFLOAT16  ? 1
+                    : s->a == JITK_FLOAT16 ? 0
+                                           : 2,
                     s->b_n ? "true" : "false", s->bn, s->arow);
     else
-      jk_buf_printf(&b,
-                    "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
-                    "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
-                    s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc);
+      jk_buf_printf(
+          &b,
+          "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
+          "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
+          s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc);
     jk_buf_puts(&b, "}\n");
   }
   char *src = jk_buf_take(&b);

@@ -50,8 +50,8 @@ static bool is_input_array(const jk_red_source_in *in, int p) {
 /* The kernel's parameters; both entry points take the same list. */
 static void emit_params(jk_buf *b, const jk_red_source_in *in) {
   const jk_red_spec *s = in->spec;
-  jk_buf_puts(b,
-              "_jk_u _jk_K, _jk_u _jk_R, _jk_u _jk_units, _jk_u _jk_S, _jk_u _jk_chunk, _jk_u _jk_G");
+  jk_buf_puts(
+      b, "_jk_u _jk_K, _jk_u _jk_R, _jk_u _jk_units, _jk_u _jk_S, _jk_u _jk_chunk, _jk_u _jk_G");
   for (int d = 1; d < s->nk; d++)
     jk_buf_printf(b, ", _jk_u _jk_kext%d, _jk_u _jk_kmag%d, unsigned int _jk_kshf%d", d, d, d);
   for (int d = 1; d < s->nr; d++)
@@ -84,12 +84,13 @@ static void emit_offsets(jk_buf *b, const jk_red_source_in *in, char prefix, con
   if (nd > 1) {
     jk_buf_printf(b, "    _jk_u _jk_%cq = %s;\n", prefix, var);
     for (int d = nd - 1; d >= 1; d--)
-      jk_buf_printf(b,
-                    "    const _jk_u _jk_%cq%d = jitk::ew::div_%s(_jk_%cq, _jk_%cmag%d, _jk_%cshf%d);\n"
-                    "    const _jk_s _jk_%cc%d = (_jk_s)(_jk_%cq - _jk_%cq%d * _jk_%cext%d);\n"
-                    "    _jk_%cq = _jk_%cq%d;\n",
-                    prefix, d, div, prefix, prefix, d, prefix, d, prefix, d, prefix, prefix, d,
-                    prefix, d, prefix, prefix, d);
+      jk_buf_printf(
+          b,
+          "    const _jk_u _jk_%cq%d = jitk::ew::div_%s(_jk_%cq, _jk_%cmag%d, _jk_%cshf%d);\n"
+          "    const _jk_s _jk_%cc%d = (_jk_s)(_jk_%cq - _jk_%cq%d * _jk_%cext%d);\n"
+          "    _jk_%cq = _jk_%cq%d;\n",
+          prefix, d, div, prefix, prefix, d, prefix, d, prefix, d, prefix, prefix, d, prefix, d,
+          prefix, prefix, d);
     jk_buf_printf(b, "    const _jk_s _jk_%cc0 = (_jk_s)_jk_%cq;\n", prefix, prefix);
   } else {
     jk_buf_printf(b, "    const _jk_s _jk_%cc0 = (_jk_s)(%s);\n", prefix, var);
@@ -118,16 +119,16 @@ static void emit_fold(jk_buf *b, const jk_red_source_in *in, const char *v) {
 
 /* One element: the inputs as values (loaded into _jk_v_<name>[_jk_u4],
  * vectors of which `lane` picks one when not NULL), map_expr, the fold. */
-static void emit_element(jk_buf *b, const jk_red_source_in *in, const char *file,
-                         const char *lane, const char *j_expr) {
+static void emit_element(jk_buf *b, const jk_red_source_in *in, const char *file, const char *lane,
+                         const char *j_expr) {
   const jk_red_spec *s = in->spec;
   jk_buf_printf(b, "      {\n      const _jk_s _j = (_jk_s)(%s);\n      (void)_j;\n", j_expr);
   for (int p = 0; p < s->nparams; p++) {
     if (!is_input_array(in, p)) continue;
     const char *name = in->params->params[p].name;
     if (lane != NULL)
-      jk_buf_printf(b, "      const %s %s = _jk_v_%s[_jk_u4].v[%s];\n", ctype_of(in, p), name,
-                    name, lane);
+      jk_buf_printf(b, "      const %s %s = _jk_v_%s[_jk_u4].v[%s];\n", ctype_of(in, p), name, name,
+                    lane);
     else
       jk_buf_printf(b, "      const %s %s = _jk_v_%s[_jk_u4];\n", ctype_of(in, p), name, name);
     jk_buf_printf(b, "      (void)%s;\n", name);
@@ -194,8 +195,7 @@ static void emit_batch(jk_buf *b, const jk_red_source_in *in, const char *file, 
     const char *name = in->params->params[p].name, *t = ctype_of(in, p);
     /* Vectors: one reduced dimension, unit stride in every input, and
      * _jk_jj counting groups of vec elements. */
-    if (rows && s->vec > 1)
-      /* The thread's vector of the row. */
+    if (rows && s->vec > 1) /* The thread's vector of the row. */
       jk_buf_printf(b,
                     "      _jk_v_%s[_jk_u4] = *reinterpret_cast<const jitk::ew::vec<%s, %d> *>("
                     "_jk_p_%s + _jk_ko_%s + _jk_ro_%s + (_jk_s)_jk_c * %d);\n",
@@ -307,8 +307,7 @@ static void emit_acc_init(jk_buf *b, const jk_red_source_in *in) {
 /* Writes the result of output _jk_k (split _jk_split of _jk_S). */
 /* Writes the result of output _jk_k: through post_map_expr, or as the
  * partial result `slot` of a split reduction. */
-static void emit_result(jk_buf *b, const jk_red_source_in *in, const char *file,
-                        const char *slot) {
+static void emit_result(jk_buf *b, const jk_red_source_in *in, const char *file, const char *slot) {
   if (in->spec->final_group == 0) {
     emit_post_map(b, in, file);
     return;
@@ -366,8 +365,8 @@ static void split_next(const jk_red_spec *s, char *out, size_t size, int per) {
  * 0, 1, ..., in order, by `g` threads an output (a thread, a warp or the
  * block, a fixed tree whichever block runs it); then the output, or (when
  * `to2` is not NULL) a partial result of the second level. */
-static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *file, int g,
-                            int n, const char *src, const char *stride, const char *from,
+static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *file, int g, int n,
+                            const char *src, const char *stride, const char *from,
                             const char *count, const char *to2) {
   /* The loop runs over each warp's first output (the block's, for a
    * block an output), the same for all its lanes: the group reductions
@@ -405,21 +404,22 @@ static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *f
    * t = lane, lane + g, ... either way; one for a block an output, whose
    * lanes hold one partial result each (at most 256 a fold). */
   int nq = g == JK_RED_BLOCK ? 1 : 4;
-  jk_buf_printf(b,
-                "    const jitk::red::part<_type_reduce> *_jk_from = %s + _jk_k * (%s) + (%s);\n"
-                "    const unsigned int _jk_n = _jk_fok ? (unsigned int)(%s) : 0u;\n"
-                "    for (unsigned int _jk_t = _jk_fl; _jk_t < _jk_n; _jk_t += %d) {\n"
-                "      jitk::red::part<_type_reduce> _jk_q[%d];\n"
-                "#pragma unroll\n"
-                "      for (unsigned int _jk_i = 0; _jk_i < %d; ++_jk_i)\n"
-                "        if (_jk_t + _jk_i * %du < _jk_n) _jk_q[_jk_i] = _jk_from[_jk_t + _jk_i * %du];\n"
-                "#pragma unroll\n"
-                "      for (unsigned int _jk_i = 0; _jk_i < %d; ++_jk_i)\n"
-                "        if (_jk_t + _jk_i * %du < _jk_n)\n"
-                "          jitk::red::merge(_jk_acc, _jk_has, _jk_q[_jk_i].v, _jk_q[_jk_i].has, "
-                "_jk_op());\n"
-                "    }\n",
-                src, stride, from, count, nq * g, nq, nq, g, g, nq, g);
+  jk_buf_printf(
+      b,
+      "    const jitk::red::part<_type_reduce> *_jk_from = %s + _jk_k * (%s) + (%s);\n"
+      "    const unsigned int _jk_n = _jk_fok ? (unsigned int)(%s) : 0u;\n"
+      "    for (unsigned int _jk_t = _jk_fl; _jk_t < _jk_n; _jk_t += %d) {\n"
+      "      jitk::red::part<_type_reduce> _jk_q[%d];\n"
+      "#pragma unroll\n"
+      "      for (unsigned int _jk_i = 0; _jk_i < %d; ++_jk_i)\n"
+      "        if (_jk_t + _jk_i * %du < _jk_n) _jk_q[_jk_i] = _jk_from[_jk_t + _jk_i * %du];\n"
+      "#pragma unroll\n"
+      "      for (unsigned int _jk_i = 0; _jk_i < %d; ++_jk_i)\n"
+      "        if (_jk_t + _jk_i * %du < _jk_n)\n"
+      "          jitk::red::merge(_jk_acc, _jk_has, _jk_q[_jk_i].v, _jk_q[_jk_i].has, "
+      "_jk_op());\n"
+      "    }\n",
+      src, stride, from, count, nq * g, nq, nq, g, g, nq, g);
   if (g == JK_RED_BLOCK)
     jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_fsm);\n",
                   JK_RED_BLOCK);
@@ -457,8 +457,8 @@ static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *f
  * reading 540 KB, 55 us in the layout sweep). The tickets, S2 + 1 a tile
  * (the groups', then the tile's), start at zero: the launch clears them
  * on its stream. */
-static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file,
-                         const char *tile, const char *lo, int n) {
+static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file, const char *tile,
+                         const char *lo, int n) {
   int most = in->spec->final_group;
   if (most == 0 || in->spec->second_pass) return;
   /* Threads an output: as many as the block has for each of the tile's
@@ -467,8 +467,10 @@ static void emit_combine(jk_buf *b, const jk_red_source_in *in, const char *file
    * of the last block reads a share of the partial results. */
   int g = n <= 1 ? JK_RED_BLOCK : 1;
   while (n > 1 && g * 2 <= 32 && g * 2 * n <= JK_RED_BLOCK) g *= 2;
-  if (most == 1) g = 1;
-  else if (most == 32 && g > 32) g = 32;
+  if (most == 1)
+    g = 1;
+  else if (most == 32 && g > 32)
+    g = 32;
   /* The block's partial results are all written before thread 0 takes a
    * ticket (the barrier, then its fence: a release that covers what the
    * barrier ordered before it), and the last block reads the others'
@@ -568,16 +570,16 @@ static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) 
 /* The 'o' path when every warp owns its outputs: E of them (a row of
  * outputs), P reduced rows at a time, all the rows; the P partial results
  * of each output then fold in order across the warp's lanes. */
-static void emit_outer_warp(jk_buf *b, const jk_red_source_in *in, const char *file, int E,
-                            int P) {
-  jk_buf_printf(b,
-                "  const unsigned int _jk_tx = threadIdx.x & 31;\n"
-                "  const unsigned int _jk_c = _jk_tx %% %d, _jk_q = _jk_tx / %d;\n"
-                "  const _jk_u _jk_kk = ((_jk_u)blockIdx.x * %d + (threadIdx.x >> 5)) * %d + _jk_c;\n"
-                "  const bool _jk_in = _jk_kk < _jk_K && _jk_q < %d;\n"
-                "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
-                "  {\n",
-                E, E, JK_RED_BLOCK / 32, E, P);
+static void emit_outer_warp(jk_buf *b, const jk_red_source_in *in, const char *file, int E, int P) {
+  jk_buf_printf(
+      b,
+      "  const unsigned int _jk_tx = threadIdx.x & 31;\n"
+      "  const unsigned int _jk_c = _jk_tx %% %d, _jk_q = _jk_tx / %d;\n"
+      "  const _jk_u _jk_kk = ((_jk_u)blockIdx.x * %d + (threadIdx.x >> 5)) * %d + _jk_c;\n"
+      "  const bool _jk_in = _jk_kk < _jk_K && _jk_q < %d;\n"
+      "  const _jk_u _jk_k = _jk_in ? _jk_kk : 0;\n"
+      "  {\n",
+      E, E, JK_RED_BLOCK / 32, E, P);
   emit_offsets(b, in, 'k', "_jk_k", true, true);
   jk_buf_puts(b, "    const _jk_u _jk_hi = _jk_in ? _jk_units : 0;\n");
   emit_acc_init(b, in);
@@ -587,16 +589,17 @@ static void emit_outer_warp(jk_buf *b, const jk_red_source_in *in, const char *f
   /* Every lane shuffles the partial results as they were before the
    * fold (its own accumulator changes as it folds). */
   if (P > 1)
-    jk_buf_printf(b,
-                  "    const _type_reduce _jk_mine = _jk_acc;\n"
-                  "    const int _jk_mine_has = _jk_has;\n"
-                  "#pragma unroll\n"
-                  "    for (int _jk_t = 1; _jk_t < %d; ++_jk_t) {\n"
-                  "      const _type_reduce _jk_o = jitk::red::shfl_idx(_jk_mine, _jk_c + _jk_t * %d);\n"
-                  "      const int _jk_oh = __shfl_sync(0xffffffffu, _jk_mine_has, _jk_c + _jk_t * %d);\n"
-                  "      jitk::red::merge(_jk_acc, _jk_has, _jk_o, _jk_oh, _jk_op());\n"
-                  "    }\n",
-                  P, E, E);
+    jk_buf_printf(
+        b,
+        "    const _type_reduce _jk_mine = _jk_acc;\n"
+        "    const int _jk_mine_has = _jk_has;\n"
+        "#pragma unroll\n"
+        "    for (int _jk_t = 1; _jk_t < %d; ++_jk_t) {\n"
+        "      const _type_reduce _jk_o = jitk::red::shfl_idx(_jk_mine, _jk_c + _jk_t * %d);\n"
+        "      const int _jk_oh = __shfl_sync(0xffffffffu, _jk_mine_has, _jk_c + _jk_t * %d);\n"
+        "      jitk::red::merge(_jk_acc, _jk_has, _jk_o, _jk_oh, _jk_op());\n"
+        "    }\n",
+        P, E, E);
   jk_buf_puts(b, "    if (_jk_q == 0 && _jk_kk < _jk_K) {\n");
   emit_result(b, in, file, "_jk_k");
   jk_buf_puts(b, "    }\n  }\n");
@@ -623,24 +626,25 @@ static void emit_outer_vec(jk_buf *b, const jk_red_source_in *in, const char *fi
               "_jk_units : _jk_lo + _jk_chunk;\n");
   emit_acc_array(b, in, V);
   emit_reduce_loop(b, in, file, "_jk_lo + _jk_ty", "8");
-  jk_buf_printf(b,
-                "#pragma unroll\n"
-                "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
-                "      _jk_sp[_jk_l * %d + threadIdx.x].v = _jk_accs[_jk_l];\n"
-                "      _jk_sp[_jk_l * %d + threadIdx.x].has = _jk_hass[_jk_l];\n"
-                "    }\n"
-                "    __syncthreads();\n"
-                "    if (_jk_ty == 0 && _jk_in) {\n"
-                "#pragma unroll\n"
-                "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
-                "      _type_reduce _jk_acc = _jk_accs[_jk_l];\n"
-                "      int _jk_has = _jk_hass[_jk_l];\n"
-                "#pragma unroll\n"
-                "      for (int _jk_t = 1; _jk_t < 8; ++_jk_t)\n"
-                "        jitk::red::merge(_jk_acc, _jk_has, _jk_sp[_jk_l * %d + _jk_t * 32 + _jk_c].v,\n"
-                "                         _jk_sp[_jk_l * %d + _jk_t * 32 + _jk_c].has, _jk_op());\n"
-                "      const _jk_u _jk_k = _jk_kk + _jk_l;\n",
-                V, JK_RED_BLOCK, JK_RED_BLOCK, V, JK_RED_BLOCK, JK_RED_BLOCK);
+  jk_buf_printf(
+      b,
+      "#pragma unroll\n"
+      "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+      "      _jk_sp[_jk_l * %d + threadIdx.x].v = _jk_accs[_jk_l];\n"
+      "      _jk_sp[_jk_l * %d + threadIdx.x].has = _jk_hass[_jk_l];\n"
+      "    }\n"
+      "    __syncthreads();\n"
+      "    if (_jk_ty == 0 && _jk_in) {\n"
+      "#pragma unroll\n"
+      "    for (int _jk_l = 0; _jk_l < %d; ++_jk_l) {\n"
+      "      _type_reduce _jk_acc = _jk_accs[_jk_l];\n"
+      "      int _jk_has = _jk_hass[_jk_l];\n"
+      "#pragma unroll\n"
+      "      for (int _jk_t = 1; _jk_t < 8; ++_jk_t)\n"
+      "        jitk::red::merge(_jk_acc, _jk_has, _jk_sp[_jk_l * %d + _jk_t * 32 + _jk_c].v,\n"
+      "                         _jk_sp[_jk_l * %d + _jk_t * 32 + _jk_c].has, _jk_op());\n"
+      "      const _jk_u _jk_k = _jk_kk + _jk_l;\n",
+      V, JK_RED_BLOCK, JK_RED_BLOCK, V, JK_RED_BLOCK, JK_RED_BLOCK);
   emit_offsets(b, in, 'k', "_jk_k", false, true);
   emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
   jk_buf_puts(b, "    }\n    }\n  }\n");
@@ -684,18 +688,19 @@ static void emit_outer(jk_buf *b, const jk_red_source_in *in, const char *file) 
   emit_reduce_loop(b, in, file, first, step);
   /* Each output's 8 P partial results, in the order of the rows they
    * started from. */
-  jk_buf_printf(b,
-                "    _jk_sp[threadIdx.x].v = _jk_acc;\n"
-                "    _jk_sp[threadIdx.x].has = _jk_has;\n"
-                "    __syncthreads();\n"
-                "    if (_jk_ty == 0 && _jk_q == 0 && _jk_kk < _jk_K) {\n"
-                "#pragma unroll\n"
-                "      for (int _jk_t = 1; _jk_t < %d; ++_jk_t)\n"
-                "        jitk::red::merge(_jk_acc, _jk_has,\n"
-                "                         _jk_sp[(_jk_t / %d) * 32 + (_jk_t %% %d) * %d + _jk_c].v,\n"
-                "                         _jk_sp[(_jk_t / %d) * 32 + (_jk_t %% %d) * %d + _jk_c].has,"
-                " _jk_op());\n",
-                8 * P, P, P, E, P, P, E);
+  jk_buf_printf(
+      b,
+      "    _jk_sp[threadIdx.x].v = _jk_acc;\n"
+      "    _jk_sp[threadIdx.x].has = _jk_has;\n"
+      "    __syncthreads();\n"
+      "    if (_jk_ty == 0 && _jk_q == 0 && _jk_kk < _jk_K) {\n"
+      "#pragma unroll\n"
+      "      for (int _jk_t = 1; _jk_t < %d; ++_jk_t)\n"
+      "        jitk::red::merge(_jk_acc, _jk_has,\n"
+      "                         _jk_sp[(_jk_t / %d) * 32 + (_jk_t %% %d) * %d + _jk_c].v,\n"
+      "                         _jk_sp[(_jk_t / %d) * 32 + (_jk_t %% %d) * %d + _jk_c].has,"
+      " _jk_op());\n",
+      8 * P, P, P, E, P, P, E);
   emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
   jk_buf_puts(b, "    }\n  }\n");
   char lo[48];
@@ -871,10 +876,11 @@ static void emit_entry(jk_buf *b, const jk_red_source_in *in, const char *suffix
   jk_buf_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(", JK_RED_BLOCK,
                 in->name, suffix);
   emit_params(b, in);
-  jk_buf_puts(b,
-              ") {\n"
-              "  const jitk::ew::index<_jk_s> _in_ind = {(_jk_s)_jk_R}, _out_ind = {(_jk_s)_jk_K};\n"
-              "  (void)_in_ind;\n  (void)_out_ind;\n");
+  jk_buf_puts(
+      b,
+      ") {\n"
+      "  const jitk::ew::index<_jk_s> _in_ind = {(_jk_s)_jk_R}, _out_ind = {(_jk_s)_jk_K};\n"
+      "  (void)_in_ind;\n  (void)_out_ind;\n");
 }
 
 jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **source) {
@@ -891,23 +897,22 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
                 : s->strategy == 'm' ? "one group per output"
                 : s->strategy == 'r' ? "row segments"
                                      : "along reduced elements",
-                s->nk,
-                s->nr, s->nr == 1 ? "" : "s", s->idx64 ? 64 : 32);
+                s->nk, s->nr, s->nr == 1 ? "" : "s", s->idx64 ? 64 : 32);
   jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n#include <jitk/reduction.cuh>\n");
   /* The reduce type may be a half or complex type no parameter has. */
   jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64,
                  (jitk_dtype)s->reduce_dtype);
   jk_cg_user_section(&b, "preamble", in->preamble, file);
   if (s->reduce_dtype != JITK_DTYPE_NONE)
-    jk_buf_printf(&b, "typedef %s _type_reduce;\n",
-                  jk_dtype((jitk_dtype)s->reduce_dtype)->ctype);
+    jk_buf_printf(&b, "typedef %s _type_reduce;\n", jk_dtype((jitk_dtype)s->reduce_dtype)->ctype);
   else
     jk_buf_printf(&b, "typedef %s _type_reduce;\n", in->reduce_type);
-  jk_buf_puts(&b,
-              "struct _jk_op {\n"
-              "  __device__ __forceinline__ _type_reduce operator()(const _type_reduce &a,\n"
-              "                                                     const _type_reduce &b) const {\n"
-              "    return static_cast<_type_reduce>(\n");
+  jk_buf_puts(
+      &b,
+      "struct _jk_op {\n"
+      "  __device__ __forceinline__ _type_reduce operator()(const _type_reduce &a,\n"
+      "                                                     const _type_reduce &b) const {\n"
+      "    return static_cast<_type_reduce>(\n");
   jk_cg_user_code(&b, "reduce_expr", in->reduce_expr, ");", file);
   jk_buf_puts(&b, "  }\n};\n");
   jk_buf_puts(&b, "__device__ __forceinline__ _type_reduce _jk_identity() {\n");
@@ -918,8 +923,7 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   } else {
     jk_buf_puts(&b, "  return _type_reduce();\n}\n");
   }
-  jk_buf_printf(&b,
-                "__device__ unsigned char %s_slot[sizeof(jitk::red::part<_type_reduce>)];\n",
+  jk_buf_printf(&b, "__device__ unsigned char %s_slot[sizeof(jitk::red::part<_type_reduce>)];\n",
                 in->name);
   emit_entry(&b, in, "");
   if (s->strategy == 'o')
@@ -934,7 +938,9 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
   if (s->final_group != 0 && s->second_pass) {
     emit_entry(&b, in, "_final");
     emit_final(&b, in, file,
-               s->final_group == JK_RED_BLOCK ? JK_RED_BLOCK : s->final_group == 1 ? 1 : 32);
+               s->final_group == JK_RED_BLOCK ? JK_RED_BLOCK
+               : s->final_group == 1          ? 1
+                                              : 32);
     jk_buf_puts(&b, "}\n");
   }
   char *src = jk_buf_take(&b);

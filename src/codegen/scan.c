@@ -69,9 +69,8 @@ static const char *next_tok(const char *p, tok *t) {
     return q;
   }
   /* Punctuation: the two-character operators that matter here. */
-  static const char *const two[] = {"==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=",
-                                    "&=", "|=", "^=", "++", "--", "->", "::", "&&", "||",
-                                    "<<", ">>"};
+  static const char *const two[] = {"==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=",
+                                    "|=", "^=", "++", "--", "->", "::", "&&", "||", "<<", ">>"};
   for (size_t i = 0; i < sizeof two / sizeof two[0]; i++)
     if (p[0] == two[i][0] && p[1] == two[i][1]) {
       t->kind = T_PUNCT;
@@ -237,8 +236,8 @@ static void walk(const char *code, size_t stop, pp_walk *w) {
         const char *n = skip_directive_gap(q);
         /* `#line N "file"`, or the short form `# N "file"` that EDG and
          * GCC also read as a line directive. */
-        bool is_line = isdigit((unsigned char)*n) ||
-                       (strncmp(n, "line", 4) == 0 && !ident_char(n[4]));
+        bool is_line =
+            isdigit((unsigned char)*n) || (strncmp(n, "line", 4) == 0 && !ident_char(n[4]));
         if (is_line && w->directive < 0) {
           const char *end = p;
           while (*end && *end != '\n') end++;

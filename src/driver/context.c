@@ -30,15 +30,15 @@ jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call) {
   char desc[256];
   jk_driver_describe(e ? &e->drv : NULL, res, desc, sizeof desc);
   jitk_status st = JITK_ERR_CUDA;
-  if (res == CUDA_ERROR_OUT_OF_MEMORY) st = JITK_ERR_DEVICE_OUT_OF_MEMORY;
+  if (res == CUDA_ERROR_OUT_OF_MEMORY)
+    st = JITK_ERR_DEVICE_OUT_OF_MEMORY;
   else if (res == CUDA_ERROR_NO_DEVICE || res == CUDA_ERROR_INVALID_DEVICE)
     st = JITK_ERR_NO_DEVICE;
   return jk_fail(e, st, "%s failed: %s", call, desc);
 }
 
 jitk_status jk_time_median(jitk_engine *e, jitk_stream stream, int warm, int runs,
-                           jitk_status (*run)(void *ctx), void *ctx, const char *what,
-                           float *ms) {
+                           jitk_status (*run)(void *ctx), void *ctx, const char *what, float *ms) {
   enum { MOST = 16 };
   if (runs < 1 || runs > MOST)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "timing %s: %d runs (1 to %d)", what, runs, MOST);

@@ -4,12 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef CUresult (*jk_get_proc_fn)(const char *symbol, void **pfn,
-                                   int cuda_version, cuuint64_t flags,
-                                   CUdriverProcAddressQueryResult *status);
+typedef CUresult (*jk_get_proc_fn)(const char *symbol, void **pfn, int cuda_version,
+                                   cuuint64_t flags, CUdriverProcAddressQueryResult *status);
 
-jitk_status jk_driver_load(jk_driver *drv, const char *path, char *why,
-                           size_t why_size) {
+jitk_status jk_driver_load(jk_driver *drv, const char *path, char *why, size_t why_size) {
   memset(drv, 0, sizeof *drv);
   if (path == NULL) path = "libcuda.so.1";
 
@@ -39,24 +37,22 @@ jitk_status jk_driver_load(jk_driver *drv, const char *path, char *why,
     return JITK_ERR_NO_DRIVER;
   }
 
-#define JK_DRIVER_RESOLVE_(name, ver, req)                                  \
-  do {                                                                      \
-    void *fn_ = NULL;                                                       \
-    CUdriverProcAddressQueryResult st_ = CU_GET_PROC_ADDRESS_SUCCESS;       \
-    CUresult r_ = get_proc(#name, &fn_, (ver), CU_GET_PROC_ADDRESS_DEFAULT, \
-                           &st_);                                           \
-    if (r_ != CUDA_SUCCESS || st_ != CU_GET_PROC_ADDRESS_SUCCESS)           \
-      fn_ = NULL;                                                           \
-    if (fn_ == NULL && (req)) {                                             \
-      snprintf(why, why_size,                                               \
-               "the CUDA driver at %s lacks %s (CUDA %d.%d); update the "   \
-               "NVIDIA driver",                                             \
-               path, #name, (ver) / 1000, ((ver) % 1000) / 10);             \
-      dlclose(h);                                                           \
-      memset(drv, 0, sizeof *drv);                                          \
-      return JITK_ERR_NO_DRIVER;                                            \
-    }                                                                       \
-    *(void **)&drv->name = fn_;                                             \
+#define JK_DRIVER_RESOLVE_(name, ver, req)                                         \
+  do {                                                                             \
+    void *fn_ = NULL;                                                              \
+    CUdriverProcAddressQueryResult st_ = CU_GET_PROC_ADDRESS_SUCCESS;              \
+    CUresult r_ = get_proc(#name, &fn_, (ver), CU_GET_PROC_ADDRESS_DEFAULT, &st_); \
+    if (r_ != CUDA_SUCCESS || st_ != CU_GET_PROC_ADDRESS_SUCCESS) fn_ = NULL;      \
+    if (fn_ == NULL && (req)) {                                                    \
+      snprintf(why, why_size,                                                      \
+               "the CUDA driver at %s lacks %s (CUDA %d.%d); update the "          \
+               "NVIDIA driver",                                                    \
+               path, #name, (ver) / 1000, ((ver) % 1000) / 10);                    \
+      dlclose(h);                                                                  \
+      memset(drv, 0, sizeof *drv);                                                 \
+      return JITK_ERR_NO_DRIVER;                                                   \
+    }                                                                              \
+    *(void **)&drv->name = fn_;                                                    \
   } while (0);
   JK_DRIVER_FUNCS(JK_DRIVER_RESOLVE_)
 #undef JK_DRIVER_RESOLVE_
@@ -72,8 +68,7 @@ jitk_status jk_driver_load(jk_driver *drv, const char *path, char *why,
     jk_driver_describe(drv, r, desc, sizeof desc);
     bool no_device = r == CUDA_ERROR_NO_DEVICE;
     snprintf(why, why_size, "%s: cuInit failed: %s",
-             no_device ? "no CUDA device" : "the CUDA driver cannot start",
-             desc);
+             no_device ? "no CUDA device" : "the CUDA driver cannot start", desc);
     dlclose(h);
     memset(drv, 0, sizeof *drv);
     drv->version = version; /* still worth reporting without a device */
@@ -88,8 +83,7 @@ void jk_driver_unload(jk_driver *drv) {
   memset(drv, 0, sizeof *drv);
 }
 
-void jk_driver_describe(const jk_driver *drv, CUresult res, char *out,
-                        size_t size) {
+void jk_driver_describe(const jk_driver *drv, CUresult res, char *out, size_t size) {
   const char *name = NULL, *text = NULL;
   if (drv != NULL && drv->cuGetErrorName != NULL) {
     if (drv->cuGetErrorName(res, &name) != CUDA_SUCCESS) name = NULL;
@@ -101,8 +95,7 @@ void jk_driver_describe(const jk_driver *drv, CUresult res, char *out,
     snprintf(out, size, "CUDA error %d", (int)res);
 }
 
-CUresult jk_driver_device_info(const jk_driver *drv, int ordinal,
-                               jitk_device_info *info) {
+CUresult jk_driver_device_info(const jk_driver *drv, int ordinal, jitk_device_info *info) {
   CUdevice dev;
   CUresult r = drv->cuDeviceGet(&dev, ordinal);
   if (r != CUDA_SUCCESS) return r;
@@ -122,8 +115,7 @@ CUresult jk_driver_device_info(const jk_driver *drv, int ordinal,
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &info->cc_major},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &info->cc_minor},
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info->multiprocessors},
-      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-       &info->max_threads_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &info->max_threads_per_block},
       {CU_DEVICE_ATTRIBUTE_WARP_SIZE, &info->warp_size},
       {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &info->l2_cache_bytes},
       {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &info->max_grid[0]},
@@ -141,12 +133,9 @@ CUresult jk_driver_device_info(const jk_driver *drv, int ordinal,
     CUdevice_attribute attr;
     size_t *dst;
   } sizes[] = {
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
-       &info->shared_per_block},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-       &info->shared_per_block_optin},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-       &info->shared_per_multiprocessor},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &info->shared_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &info->shared_per_block_optin},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &info->shared_per_multiprocessor},
   };
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     int v = 0;

@@ -70,30 +70,31 @@ const char *jk_image_kind_name(jitk_image_kind k) {
 }
 
 static jitk_image_kind sniff(const unsigned char *p, size_t size) {
-  if (size >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) return JITK_IMAGE_CUBIN;
+  if (size >= 4 && memcmp(p,
+                          "\x7f"
+                          "ELF",
+                          4) == 0)
+    return JITK_IMAGE_CUBIN;
   if (size >= 4 && rd32(p) == JK_FATBIN_MAGIC) return JITK_IMAGE_FATBIN;
   /* PTX is text that starts, after blank lines and comments, with a
    * directive; ptxas's output starts with comments. */
   size_t i = 0;
   while (i < size && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-  if (i + 2 <= size && (memcmp(p + i, "//", 2) == 0 || p[i] == '.'))
-    return JITK_IMAGE_PTX;
+  if (i + 2 <= size && (memcmp(p + i, "//", 2) == 0 || p[i] == '.')) return JITK_IMAGE_PTX;
   return JITK_IMAGE_AUTO;
 }
 
-jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size,
-                          int *sm) {
+jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size, int *sm) {
   const unsigned char *p = data;
   if (size < 64)
-    return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                   "truncated cubin: %zu bytes, less than an ELF header", size);
+    return jk_fail(e, JITK_ERR_INVALID_IMAGE, "truncated cubin: %zu bytes, less than an ELF header",
+                   size);
   if (p[4] != 2 || p[5] != 1)
     return jk_fail(e, JITK_ERR_INVALID_IMAGE,
                    "not a cubin: the ELF file is not 64-bit little-endian");
   if (rd16(p + 18) != JK_EM_CUDA)
     return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                   "not a cubin: ELF machine %u is not NVIDIA CUDA (190)",
-                   (unsigned)rd16(p + 18));
+                   "not a cubin: ELF machine %u is not NVIDIA CUDA (190)", (unsigned)rd16(p + 18));
   uint64_t shoff = rd64(p + 40);
   uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60);
   uint64_t phoff = rd64(p + 32);
@@ -109,8 +110,7 @@ jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size,
                    (unsigned)shnum, (unsigned)shentsize, (unsigned long long)shoff, size);
   if (phnum > 0 && !in_bounds(phoff, (uint64_t)phentsize * phnum, size))
     return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                   "truncated cubin: its program headers end past its %zu bytes",
-                   size);
+                   "truncated cubin: its program headers end past its %zu bytes", size);
   for (uint16_t i = 0; i < shnum; i++) {
     elf_section sec = section_at(p, i);
     /* A NOBITS section's size is memory, not bytes of the file; the
@@ -120,8 +120,7 @@ jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size,
       return jk_fail(e, JITK_ERR_INVALID_IMAGE,
                      "truncated cubin: section %u (%llu bytes at byte %llu) does not fit "
                      "in the image's %zu bytes",
-                     (unsigned)i, (unsigned long long)sec.size, (unsigned long long)sec.off,
-                     size);
+                     (unsigned)i, (unsigned long long)sec.size, (unsigned long long)sec.off, size);
   }
   /* The architecture's place in e_flags moved with the ELF ABI that
    * CUDA 12.8 introduced (OS/ABI 0x41): bits 8-15 there, bits 0-7 before. */
@@ -131,9 +130,8 @@ jitk_status jk_cubin_arch(const jitk_engine *e, const void *data, size_t size,
   return JITK_OK;
 }
 
-jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind,
-                           const void *data, size_t size,
-                           jitk_image_kind *kind_out) {
+jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind, const void *data,
+                           size_t size, jitk_image_kind *kind_out) {
   if (data == NULL || size == 0)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "the image is %s",
                    data == NULL ? "NULL" : "empty");
@@ -141,17 +139,15 @@ jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind,
   if (kind == JITK_IMAGE_AUTO) {
     if (found == JITK_IMAGE_AUTO)
       return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                     "the %zu bytes are not a cubin (ELF), a fatbin or PTX text",
-                     size);
+                     "the %zu bytes are not a cubin (ELF), a fatbin or PTX text", size);
     kind = found;
   } else if (kind != found && !(kind == JITK_IMAGE_PTX && found == JITK_IMAGE_AUTO)) {
     if (kind < JITK_IMAGE_CUBIN || kind > JITK_IMAGE_FATBIN)
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "unknown image kind %d", (int)kind);
-    return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                   "the image was given as %s but its content is %s",
-                   jk_image_kind_name(kind),
-                   found == JITK_IMAGE_AUTO ? "none of cubin, fatbin or PTX"
-                                            : jk_image_kind_name(found));
+    return jk_fail(
+        e, JITK_ERR_INVALID_IMAGE, "the image was given as %s but its content is %s",
+        jk_image_kind_name(kind),
+        found == JITK_IMAGE_AUTO ? "none of cubin, fatbin or PTX" : jk_image_kind_name(found));
   }
   if (kind == JITK_IMAGE_CUBIN) {
     int sm = 0;
@@ -165,9 +161,8 @@ jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind,
                        "the cubin is for sm_%d, which cannot run on device %d "
                        "(%s, sm_%d%d); compile it for sm_%d%d or load PTX",
                        sm, e->ordinal, e->info.name, major, minor, major, minor);
-      return jk_fail(e, JITK_ERR_INVALID_IMAGE,
-                     "the cubin is for sm_%d but the engine targets %s", sm,
-                     e->target.arch);
+      return jk_fail(e, JITK_ERR_INVALID_IMAGE, "the cubin is for sm_%d but the engine targets %s",
+                     sm, e->target.arch);
     }
   }
   *kind_out = kind;
@@ -181,8 +176,8 @@ jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind,
 #define JK_EIFMT_SVAL 4
 #define JK_EIATTR_KPARAM_INFO 0x17
 
-int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol,
-                         uint32_t *sizes, int cap) {
+int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol, uint32_t *sizes,
+                         int cap) {
   const unsigned char *p = data;
   int sm;
   if (jk_cubin_arch(NULL, data, size, &sm) != JITK_OK) return -2;
@@ -360,8 +355,7 @@ static void match_name(void *user, const char *name, size_t len) {
   if (len == f->len && memcmp(name, f->name, len) == 0) f->found = true;
 }
 
-int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size,
-                        const char *symbol) {
+int jk_image_has_kernel(jitk_image_kind kind, const void *data, size_t size, const char *symbol) {
   find_name f = {symbol, strlen(symbol), false};
   if (jk_image_kernels(kind, data, size, match_name, &f) < 0) return -1;
   return f.found ? 1 : 0;
@@ -498,8 +492,7 @@ int jk_image_globals(jitk_image_kind kind, const void *data, size_t size, jk_ker
   return image_globals(kind, data, size, false, fn, user);
 }
 
-int jk_image_has_global(jitk_image_kind kind, const void *data, size_t size,
-                        const char *symbol) {
+int jk_image_has_global(jitk_image_kind kind, const void *data, size_t size, const char *symbol) {
   find_name f = {symbol, strlen(symbol), false};
   if (image_globals(kind, data, size, true, match_name, &f) < 0) return -1;
   return f.found ? 1 : 0;
@@ -533,7 +526,11 @@ bool jk_fatbin_cubin(const void *data, size_t size, int sm, const void **cubin,
     /* Only uncompressed ELF entries can be read; any architecture of the
      * same source has the same kernels and parameters, the device's own
      * is preferred. */
-    if (rd16(h) == JK_FATBIN_ELF && psize >= 64 && memcmp(payload, "\x7f" "ELF", 4) == 0 &&
+    if (rd16(h) == JK_FATBIN_ELF && psize >= 64 &&
+        memcmp(payload,
+               "\x7f"
+               "ELF",
+               4) == 0 &&
         (best == NULL || (int)rd32(h + 28) == sm)) {
       best = payload;
       best_size = psize;

@@ -6,8 +6,7 @@
 #include "engine.h"
 #include "driver/image.h"
 
-jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind kind,
-                           CUmodule *out) {
+jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind kind, CUmodule *out) {
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
@@ -31,8 +30,8 @@ jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind ki
     code = JITK_ERR_INVALID_IMAGE;
   else if (r == CUDA_ERROR_OUT_OF_MEMORY)
     code = JITK_ERR_DEVICE_OUT_OF_MEMORY;
-  return jk_fail(e, code, "loading the %s into device %d failed: %s%s%s",
-                 jk_image_kind_name(kind), e->ordinal, desc, errlog[0] ? "\n" : "", errlog);
+  return jk_fail(e, code, "loading the %s into device %d failed: %s%s%s", jk_image_kind_name(kind),
+                 e->ordinal, desc, errlog[0] ? "\n" : "", errlog);
 }
 
 void jk_module_unload(jitk_engine *e, CUmodule mod) {

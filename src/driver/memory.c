@@ -6,30 +6,27 @@
 
 #include "engine.h"
 
-#define JK_CHECK_ENGINE(e, fn)                                              \
-  do {                                                                      \
-    if ((e) == NULL)                                                        \
-      return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, fn ": engine is NULL"); \
-    jitk_status st_ = jk_require_device((e), fn);                           \
-    if (st_ != JITK_OK) return st_;                                         \
+#define JK_CHECK_ENGINE(e, fn)                                                               \
+  do {                                                                                       \
+    if ((e) == NULL) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, fn ": engine is NULL"); \
+    jitk_status st_ = jk_require_device((e), fn);                                            \
+    if (st_ != JITK_OK) return st_;                                                          \
   } while (0)
 
 /* Runs one driver call with the engine's context current. */
-#define JK_IN_CONTEXT(e, call, name)                                        \
-  do {                                                                      \
-    CUcontext saved_;                                                       \
-    jitk_status st_ = jk_ctx_enter((e), &saved_);                           \
-    if (st_ != JITK_OK) return st_;                                         \
-    CUresult r_ = (call);                                                   \
-    jk_ctx_leave((e), saved_);                                              \
-    if (r_ != CUDA_SUCCESS) return jk_cuda_fail((e), r_, name);             \
+#define JK_IN_CONTEXT(e, call, name)                            \
+  do {                                                          \
+    CUcontext saved_;                                           \
+    jitk_status st_ = jk_ctx_enter((e), &saved_);               \
+    if (st_ != JITK_OK) return st_;                             \
+    CUresult r_ = (call);                                       \
+    jk_ctx_leave((e), saved_);                                  \
+    if (r_ != CUDA_SUCCESS) return jk_cuda_fail((e), r_, name); \
   } while (0)
 
-jitk_status jitk_device_alloc(jitk_engine *e, size_t bytes, jitk_stream stream,
-                              void **ptr) {
+jitk_status jitk_device_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr) {
   JK_CHECK_ENGINE(e, "jitk_device_alloc");
-  if (ptr == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_device_alloc: ptr is NULL");
+  if (ptr == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_device_alloc: ptr is NULL");
   CUdeviceptr p = 0;
   /* A zero-byte request still returns a distinct, freeable pointer. */
   JK_IN_CONTEXT(e, e->drv.cuMemAllocAsync(&p, bytes ? bytes : 1, (CUstream)stream),
@@ -99,21 +96,19 @@ jitk_status jitk_memcpy(jitk_engine *e, void *dst, const void *src, size_t bytes
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_memcpy: %s is NULL",
                    dst == NULL ? "dst" : "src");
   JK_IN_CONTEXT(e,
-                e->drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst,
-                                     (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream),
+                e->drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                                     bytes, (CUstream)stream),
                 "cuMemcpyAsync");
   return JITK_OK;
 }
 
-jitk_status jitk_memset(jitk_engine *e, void *dst, int value, size_t bytes,
-                        jitk_stream stream) {
+jitk_status jitk_memset(jitk_engine *e, void *dst, int value, size_t bytes, jitk_stream stream) {
   JK_CHECK_ENGINE(e, "jitk_memset");
   if (bytes == 0) return JITK_OK;
-  if (dst == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_memset: dst is NULL");
+  if (dst == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_memset: dst is NULL");
   JK_IN_CONTEXT(e,
-                e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value,
-                                       bytes, (CUstream)stream),
+                e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, bytes,
+                                       (CUstream)stream),
                 "cuMemsetD8Async");
   return JITK_OK;
 }
@@ -145,12 +140,10 @@ jitk_status jitk_pointer_device(jitk_engine *e, const void *ptr, int *ordinal,
    * both are read into zeroed 64-bit words, which hold either. */
   unsigned long long type = 0, managed = 0;
   int device = -1;
-  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
   void *data[3] = {&type, &managed, &device};
-  JK_IN_CONTEXT(e,
-                e->drv.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr),
+  JK_IN_CONTEXT(e, e->drv.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)(uintptr_t)ptr),
                 "cuPointerGetAttributes");
   bool on_device = type == CU_MEMORYTYPE_DEVICE || managed != 0;
   *is_device_memory = on_device ? 1 : 0;

@@ -14,26 +14,56 @@ static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; 
 static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
 bool jk_is_reserved_word(const char *s, size_t n) {
-  static const char *const words[] = {
-      "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char",
-      "char16_t", "char32_t", "class", "const", "constexpr", "const_cast", "continue",
-      "decltype", "default", "delete", "do", "double", "dynamic_cast", "else", "enum",
-      "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if", "inline",
-      "int", "long", "mutable", "namespace", "new", "noexcept", "not", "nullptr", "operator",
-      "or", "private", "protected", "public", "register", "reinterpret_cast", "return", "short",
-      "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
-      "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
-      "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
-      "while", "xor", "half", "__half", "__nv_bfloat16", "size_t", "raw"};
+  static const char *const words[] = {"alignas",      "alignof",
+                                      "and",          "asm",
+                                      "auto",         "bool",
+                                      "break",        "case",
+                                      "catch",        "char",
+                                      "char16_t",     "char32_t",
+                                      "class",        "const",
+                                      "constexpr",    "const_cast",
+                                      "continue",     "decltype",
+                                      "default",      "delete",
+                                      "do",           "double",
+                                      "dynamic_cast", "else",
+                                      "enum",         "explicit",
+                                      "export",       "extern",
+                                      "false",        "float",
+                                      "for",          "friend",
+                                      "goto",         "if",
+                                      "inline",       "int",
+                                      "long",         "mutable",
+                                      "namespace",    "new",
+                                      "noexcept",     "not",
+                                      "nullptr",      "operator",
+                                      "or",           "private",
+                                      "protected",    "public",
+                                      "register",     "reinterpret_cast",
+                                      "return",       "short",
+                                      "signed",       "sizeof",
+                                      "static",       "static_assert",
+                                      "static_cast",  "struct",
+                                      "switch",       "template",
+                                      "this",         "thread_local",
+                                      "throw",        "true",
+                                      "try",          "typedef",
+                                      "typeid",       "typename",
+                                      "union",        "unsigned",
+                                      "using",        "virtual",
+                                      "void",         "volatile",
+                                      "wchar_t",      "while",
+                                      "xor",          "half",
+                                      "__half",       "__nv_bfloat16",
+                                      "size_t",       "raw"};
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
     if (strlen(words[i]) == n && memcmp(words[i], s, n) == 0) return true;
   return false;
 }
 
 static bool is_c_type(const char *s, size_t n) {
-  static const char *const types[] = {"bool",  "char",   "short",    "int",     "long",
-                                      "float", "double", "unsigned", "signed",  "half",
-                                      "__half", "__nv_bfloat16", "size_t", "void"};
+  static const char *const types[] = {"bool",   "char",          "short",    "int",    "long",
+                                      "float",  "double",        "unsigned", "signed", "half",
+                                      "__half", "__nv_bfloat16", "size_t",   "void"};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     if (strlen(types[i]) == n && memcmp(types[i], s, n) == 0) return true;
   return false;
@@ -188,8 +218,7 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
     if (text[i] == '\0') return JITK_OK;
     if (text[i] != ',')
       return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 1,
-                           "expected ',' or the end of the list after `%.*s`", (int)name_len,
-                           name);
+                           "expected ',' or the end of the list after `%.*s`", (int)name_len, name);
     i = skip_space(text, i + 1);
   }
 }

@@ -28,8 +28,7 @@ void jk_param_describe(const jk_param *p, char *out, size_t size) {
     snprintf(out, size, "%s", name);
 }
 
-jitk_status jk_signature_parse(jitk_engine *e, const char *text, jk_param **out,
-                               int *count) {
+jitk_status jk_signature_parse(jitk_engine *e, const char *text, jk_param **out, int *count) {
   static const char label[] = "signature";
   /* Commas bound the count, so one allocation fits every parameter. */
   size_t cap = 1;
@@ -71,7 +70,8 @@ jitk_status jk_signature_parse(jitk_engine *e, const char *text, jk_param **out,
       i = skip_space(text, i + 1);
       int nd = 0;
       size_t digits = i;
-      while (isdigit((unsigned char)text[i]) && nd <= JITK_MAX_NDIM) nd = nd * 10 + (text[i++] - '0');
+      while (isdigit((unsigned char)text[i]) && nd <= JITK_MAX_NDIM)
+        nd = nd * 10 + (text[i++] - '0');
       if (i == digits || nd > JITK_MAX_NDIM) {
         st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, digits, i > digits ? i - digits : 1,
                            "expected a rank from 0 to %d for the array", JITK_MAX_NDIM);

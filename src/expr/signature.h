@@ -21,8 +21,7 @@ typedef struct jk_param {
  * Parses a signature ("float32 a, float32* x, float32[2] y") into an
  * allocated array. JITK_ERR_PARSE with the offset on bad text.
  */
-jitk_status jk_signature_parse(jitk_engine *e, const char *text,
-                               jk_param **out, int *count);
+jitk_status jk_signature_parse(jitk_engine *e, const char *text, jk_param **out, int *count);
 
 /* Describes a parameter as the signature syntax writes it ("float32[2]"). */
 void jk_param_describe(const jk_param *p, char *out, size_t size);

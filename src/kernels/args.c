@@ -27,8 +27,9 @@ static jitk_status bind(const jk_gen *g, const jitk_arg *args, size_t nargs, jk_
       if ((pass == 0) != a->is_array[p]) continue;
       if (d->placeholder < 0) {
         if (a->is_array[p] && have != d->dtype)
-          return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "kernel %s: %s is %s, but its parameter says %s",
-                         g->name, g->labels[p], jk_dtype(have)->name, jk_dtype(d->dtype)->name);
+          return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                         "kernel %s: %s is %s, but its parameter says %s", g->name, g->labels[p],
+                         jk_dtype(have)->name, jk_dtype(d->dtype)->name);
         continue;
       }
       jitk_dtype *slot = &a->bound[d->placeholder];
@@ -64,8 +65,8 @@ jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, s
   int n = (int)g->params.count;
   if (JK_UNLIKELY(nargs != (size_t)g->num_in && nargs != (size_t)(g->num_in + g->num_out)))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
-                   "kernel %s takes %d inputs and %d outputs: %d or %d arguments, not %zu",
-                   g->name, g->num_in, g->num_out, g->num_in, g->num_in + g->num_out, nargs);
+                   "kernel %s takes %d inputs and %d outputs: %d or %d arguments, not %zu", g->name,
+                   g->num_in, g->num_out, g->num_in, g->num_in + g->num_out, nargs);
   if (JK_UNLIKELY(nargs > 0 && args == NULL))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: args is NULL", what);
   a->nb = 0;
@@ -135,8 +136,8 @@ jitk_status jk_gen_allocate(jitk_engine *e, jitk_stream stream, jitk_dtype dtype
   void *data = NULL;
   /* An empty array still gets a distinct allocation, so that it has an
    * address to compare. */
-  jitk_status st = jitk_device_alloc(e, count ? (size_t)count * info->size : info->size, stream,
-                                     &data);
+  jitk_status st =
+      jitk_device_alloc(e, count ? (size_t)count * info->size : info->size, stream, &data);
   if (st != JITK_OK) {
     jk_free(e, m);
     return st;

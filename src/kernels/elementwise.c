@@ -34,7 +34,7 @@ struct jitk_elementwise {
   int unroll; /* vector path: groups per thread and iteration */
   bool load_output[JK_MAX_EW_PARAMS];
   bool fill_grid; /* JITK_EW_GRID=fill: a device-filling grid that strides */
-  int tile; /* transposed path: 64, or 32 when JITK_EW_TILE=32 */
+  int tile;       /* transposed path: 64, or 32 when JITK_EW_TILE=32 */
   /* The last launch's plan (struct ew_memo; NULL when JITK_EW_MEMO=off).
    * memo_lock guards what it holds; launches only try the lock, so a
    * thread never waits for another's launch: it plans afresh instead. */
@@ -61,10 +61,9 @@ static struct ew_memo *memo_new(jitk_engine *e);
 
 jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const char *out_params,
                                     const char *operation, const char *name,
-                                    const jitk_elementwise_options *opts,
-                                    jitk_elementwise **out) {
-  if (e == NULL || in_params == NULL || out_params == NULL || operation == NULL ||
-      name == NULL || out == NULL)
+                                    const jitk_elementwise_options *opts, jitk_elementwise **out) {
+  if (e == NULL || in_params == NULL || out_params == NULL || operation == NULL || name == NULL ||
+      out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_create: an argument is NULL");
   static const char *const sections[] = {"operation", "preamble", "loop_prep", "after_loop"};
   const char *code[] = {operation, opts ? opts->preamble : NULL, opts ? opts->loop_prep : NULL,
@@ -137,8 +136,8 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
 
 static jitk_status ew_source(void *ctx, const void *spec, char **source) {
   jitk_elementwise *k = ctx;
-  jk_ew_source_in in = {k->g.name, &k->g.params, k->load_output, k->operation, k->g.preamble,
-                        k->loop_prep, k->after_loop, spec};
+  jk_ew_source_in in = {k->g.name,     &k->g.params, k->load_output, k->operation,
+                        k->g.preamble, k->loop_prep, k->after_loop,  spec};
   return jk_ew_generate(k->g.engine, &in, source);
 }
 
@@ -152,8 +151,7 @@ static jitk_status ew_load(void *ctx, jk_gen_variant *v) {
   /* Read once here, so that a launch with a block size of the caller's
    * checks it against a number rather than asking the driver. */
   if (r == CUDA_SUCCESS)
-    r = e->drv.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                  v->fn[0]);
+    r = e->drv.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, v->fn[0]);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the elementwise kernel");
   if (per_sm < 1) per_sm = 1;
   v->max_blocks = (unsigned)(per_sm * e->info.multiprocessors);
@@ -244,16 +242,16 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
   return v;
 }
 
-static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args,
-                       ew_plan *pl, const jk_gen_variant *v, unsigned block) {
+static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args, ew_plan *pl,
+                       const jk_gen_variant *v, unsigned block) {
   jitk_engine *e = k->g.engine;
   const jk_ew_spec *s = (const jk_ew_spec *)(const void *)v->spec;
   const jk_iter *it = &pl->iter;
   int nd = s->ndim, vec = s->vec;
   /* Room: n, 3 per outer dimension, pointer and strides per array, a
    * descriptor or value per other parameter. */
-  _Alignas(16) unsigned char store[8 * (4 + 3 * JITK_MAX_NDIM) +
-                                   JK_MAX_EW_PARAMS * 8 * (1 + JITK_MAX_NDIM) * 2];
+  _Alignas(16) unsigned char
+      store[8 * (4 + 3 * JITK_MAX_NDIM) + JK_MAX_EW_PARAMS * 8 * (1 + JITK_MAX_NDIM) * 2];
   void *kp[5 + 3 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + JITK_MAX_NDIM)];
   int np = 0;
   unsigned char *cur = store;
@@ -301,8 +299,8 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
         }
       }
     } else {
-      jitk_status st = jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp,
-                                         &np, &cur);
+      jitk_status st =
+          jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp, &np, &cur);
       if (JK_UNLIKELY(st != JITK_OK)) return st;
     }
   }
@@ -395,8 +393,8 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
   for (int p = k->g.num_in; p < n; p++) {
     if (pl->a.is_array[p]) continue;
     if (outputs != NULL) outputs[p - k->g.num_in] = NULL;
-    st = jk_gen_allocate(e, stream, pl->a.dtype[p], pl->ndim, pl->shape,
-                         &outputs[p - k->g.num_in], &pl->a.views[p]);
+    st = jk_gen_allocate(e, stream, pl->a.dtype[p], pl->ndim, pl->shape, &outputs[p - k->g.num_in],
+                         &pl->a.views[p]);
     if (st != JITK_OK) return st;
     pl->a.is_array[p] = true;
   }
@@ -510,7 +508,8 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
         spec->inner_bcast[p] = inner == 0;
         spec->reversed[p] = inner == -1;
         spec->step[p] =
-            (unsigned char)(!d->output && pl->iter.ndim == 1 && inner >= 2 && inner <= 4 ? inner : 0);
+            (unsigned char)(!d->output && pl->iter.ndim == 1 && inner >= 2 && inner <= 4 ? inner
+                                                                                         : 0);
         spec->unaligned[p] = unaligned[pl->operand[p]];
       }
     } else {
@@ -550,8 +549,8 @@ typedef struct ew_memo_arg {
 typedef struct ew_memo {
   bool valid;
   size_t nargs;
-  int64_t size;    /* as the caller passed it (-1: from the arrays) */
-  unsigned block;  /* as the caller passed it (0: jitk's choice) */
+  int64_t size;   /* as the caller passed it (-1: from the arrays) */
+  unsigned block; /* as the caller passed it (0: jitk's choice) */
   ew_memo_arg arg[JK_MAX_EW_PARAMS];
   ew_plan pl;
   jk_gen_variant v; /* a copy; the kernel's table keeps the variant */
@@ -697,8 +696,7 @@ jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, con
 
 jitk_status jitk_elementwise_launch_ex(jitk_elementwise *k, jitk_stream stream,
                                        const jitk_arg *args, size_t nargs,
-                                       const jitk_launch_options *opts,
-                                       DLManagedTensor **outputs) {
+                                       const jitk_launch_options *opts, DLManagedTensor **outputs) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_launch_ex: kernel is NULL");
   if (opts == NULL)
@@ -720,8 +718,8 @@ jitk_status jitk_elementwise_launch_ex(jitk_elementwise *k, jitk_stream stream,
                        "this version of jitk (%s) does not know",
                        b, JITK_VERSION_STRING);
   }
-  return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, opts->size,
-                opts->block_size, outputs);
+  return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, opts->size, opts->block_size,
+                outputs);
 }
 
 jitk_status jitk_elementwise_outputs(jitk_elementwise *k, const jitk_arg *args, size_t nargs,

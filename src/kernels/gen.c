@@ -129,9 +129,9 @@ static void dump_source(jitk_engine *e, const char *name, const char *src) {
   }
 }
 
-jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
-                         char *const *options, size_t num_options, const char *generator,
-                         bool arch_specific, jk_entry **out) {
+jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
+                         size_t num_options, const char *generator, bool arch_specific,
+                         jk_entry **out) {
   char pname[160];
   snprintf(pname, sizeof pname, "%s.cu", name);
   jk_compile_input ci;
@@ -147,16 +147,14 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
 
 /* Generates, compiles (through the cache) and loads one specialization;
  * called with g->lock held. */
-static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash,
-                                jk_gen_variant **out) {
+static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_gen_variant **out) {
   jitk_engine *e = g->engine;
   char *src = NULL;
   jitk_status st = g->source_fn(g->ctx, spec, &src);
   if (st != JITK_OK) return st;
   dump_source(e, g->name, src);
   jk_entry *entry = NULL;
-  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false,
-                    &entry);
+  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, &entry);
   if (st != JITK_OK) {
     /* Keep the source for the kind's _source call: it explains the error. */
     jk_free(e, g->failed_source);
@@ -233,8 +231,7 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy
   return st;
 }
 
-jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source,
-                           jitk_module **module) {
+jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source, jitk_module **module) {
   jitk_engine *e = g->engine;
   jk_gen_variant copy;
   jitk_status st = jk_gen_variant_get(g, spec, &copy);
@@ -382,8 +379,7 @@ jitk_status jk_gen_num_params(const jk_gen *g, int *num_in, int *num_out) {
 #define JK_PARAM_INFO_V1 (offsetof(jitk_param_info, placeholder) + sizeof(const char *))
 
 jitk_status jk_gen_param(const jk_gen *g, const char *what, int index, jitk_param_info *info) {
-  if (info == NULL)
-    return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT, "%s: info is NULL", what);
+  if (info == NULL) return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT, "%s: info is NULL", what);
   if (info->struct_size < JK_PARAM_INFO_V1)
     return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT,
                    "%s: info->struct_size is %zu; set it to sizeof(jitk_param_info)", what,

@@ -29,10 +29,10 @@ typedef struct jk_gen_variant {
   unsigned char spec[JK_GEN_SPEC_MAX];
   uint64_t hash;
   jk_entry *entry;
-  CUfunction fn[2];    /* the kind's entry points (a split reduction has two) */
-  unsigned max_blocks; /* blocks of fn[0] that fill the device once */
+  CUfunction fn[2];     /* the kind's entry points (a split reduction has two) */
+  unsigned max_blocks;  /* blocks of fn[0] that fill the device once */
   unsigned max_threads; /* the most threads per block fn[0] can run with */
-  size_t slot;         /* reduction: bytes per partial result */
+  size_t slot;          /* reduction: bytes per partial result */
   char *source;
 } jk_gen_variant;
 
@@ -72,8 +72,7 @@ typedef struct jk_gen {
  */
 jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char *in_params,
                         const char *out_params, const char *name, const char *preamble,
-                        const char *const *options, size_t num_options,
-                        const char *no_raw_outputs);
+                        const char *const *options, size_t num_options, const char *no_raw_outputs);
 void jk_gen_fini(jk_gen *g);
 
 /* Whether s is a C identifier. */
@@ -86,9 +85,9 @@ char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom);
  * cache: program "<name>.cu", NVRTC's log rewritten to cite the user's
  * sections, `generator` in the key; `arch_specific` as in
  * jk_compile_input. */
-jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source,
-                         char *const *options, size_t num_options, const char *generator,
-                         bool arch_specific, jk_entry **out);
+jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
+                         size_t num_options, const char *generator, bool arch_specific,
+                         jk_entry **out);
 
 /* The variant for `spec` (spec_size bytes, zero-padded), generated and
  * compiled when new; *copy gets its fields. */
@@ -97,8 +96,7 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy
 /* The variant for `spec` for the kinds' _compile calls: *source gets the
  * source tried (also when it failed), *module (when not NULL) a module
  * handle on the compiled image. */
-jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source,
-                           jitk_module **module);
+jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source, jitk_module **module);
 
 /* The source of the last specialization used (the kinds' _source calls). */
 jitk_status jk_gen_source(jk_gen *g, const char *what, const char **source);
@@ -181,13 +179,13 @@ jitk_status jk_gen_param(const jk_gen *g, const char *what, int index, jitk_para
  * The padding up to the next 8 bytes is zeroed, so that a launch's
  * parameter bytes do not depend on what the stack held before (the tests
  * compare launches byte for byte). */
-#define JK_PUSH(kp, np, cursor, value)                        \
-  do {                                                        \
-    size_t jk_push_room = (sizeof(value) + 7) & ~(size_t)7;   \
-    memset((cursor), 0, jk_push_room);                        \
-    memcpy((cursor), &(value), sizeof(value));                \
-    (kp)[(np)++] = (cursor);                                  \
-    (cursor) += jk_push_room;                                 \
+#define JK_PUSH(kp, np, cursor, value)                      \
+  do {                                                      \
+    size_t jk_push_room = (sizeof(value) + 7) & ~(size_t)7; \
+    memset((cursor), 0, jk_push_room);                      \
+    memcpy((cursor), &(value), sizeof(value));              \
+    (kp)[(np)++] = (cursor);                                \
+    (cursor) += jk_push_room;                               \
   } while (0)
 
 #endif

@@ -44,8 +44,9 @@ static jitk_status not_found(jitk_module *m, const char *name) {
   name_list l = {m, &b, 0};
   jk_image_kernels(m->kind, m->image, m->image_size, list_kernel, &l);
   if (m->num_names == 0 && strchr(name, '<') != NULL)
-    jk_buf_puts(&b, ". A templated kernel needs its name expression given at creation "
-                    "(jitk_module_options.name_expressions)");
+    jk_buf_puts(&b,
+                ". A templated kernel needs its name expression given at creation "
+                "(jitk_module_options.name_expressions)");
   char *msg = jk_buf_take(&b);
   jitk_status st = jk_fail(e, JITK_ERR_NOT_FOUND, "%s", msg ? msg : "no such kernel");
   jk_free(e, msg);
@@ -115,12 +116,13 @@ static jitk_status read_kernel_facts(jitk_engine *e, jitk_kernel *k) {
   return read_params(e, k);
 }
 
-jitk_status jitk_module_get_kernel(jitk_module *m, const char *name,
-                                   jitk_kernel **out) {
+jitk_status jitk_module_get_kernel(jitk_module *m, const char *name, jitk_kernel **out) {
   if (m == NULL || name == NULL || out == NULL)
     return jk_fail(m ? m->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_module_get_kernel: %s is NULL",
-                   m == NULL ? "module" : name == NULL ? "name" : "kernel");
+                   m == NULL      ? "module"
+                   : name == NULL ? "name"
+                                  : "kernel");
   jitk_engine *e = m->engine;
   jitk_status st = jk_require_device(e, "jitk_module_get_kernel");
   if (st != JITK_OK) return st;
@@ -191,8 +193,7 @@ fail:
 jitk_status jitk_kernel_set_signature(jitk_kernel *k, const char *signature) {
   if (k == NULL || signature == NULL)
     return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_kernel_set_signature: %s is NULL",
-                   k == NULL ? "kernel" : "signature");
+                   "jitk_kernel_set_signature: %s is NULL", k == NULL ? "kernel" : "signature");
   jitk_engine *e = k->engine;
   jk_param *params = NULL;
   int n = 0;
@@ -201,8 +202,8 @@ jitk_status jitk_kernel_set_signature(jitk_kernel *k, const char *signature) {
   if (k->num_params >= 0 && n != k->num_params) {
     jk_free(e, params);
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
-                   "the signature lists %d parameter%s but kernel %s has %d", n,
-                   n == 1 ? "" : "s", k->name, k->num_params);
+                   "the signature lists %d parameter%s but kernel %s has %d", n, n == 1 ? "" : "s",
+                   k->name, k->num_params);
   }
   /* Each declared parameter must also have the compiled size. */
   for (int i = 0; k->num_params >= 0 && i < n; i++) {
@@ -229,12 +230,10 @@ jitk_status jitk_kernel_set_signature(jitk_kernel *k, const char *signature) {
   return JITK_OK;
 }
 
-jitk_status jitk_kernel_get_attributes(const jitk_kernel *k,
-                                       jitk_kernel_attributes *a) {
+jitk_status jitk_kernel_get_attributes(const jitk_kernel *k, jitk_kernel_attributes *a) {
   if (k == NULL || a == NULL)
     return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_kernel_get_attributes: %s is NULL",
-                   k == NULL ? "kernel" : "attributes");
+                   "jitk_kernel_get_attributes: %s is NULL", k == NULL ? "kernel" : "attributes");
   jitk_engine *e = k->engine;
   static const CUfunction_attribute ids[] = {
       CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
@@ -262,7 +261,9 @@ jitk_status jitk_kernel_param_sizes(const jitk_kernel *k, const uint32_t **sizes
   if (k == NULL || sizes == NULL || count == NULL)
     return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_kernel_param_sizes: %s is NULL",
-                   k == NULL ? "kernel" : sizes == NULL ? "sizes" : "count");
+                   k == NULL       ? "kernel"
+                   : sizes == NULL ? "sizes"
+                                   : "count");
   *sizes = k->num_params >= 0 ? k->param_sizes : NULL;
   *count = k->num_params;
   return JITK_OK;
@@ -279,15 +280,14 @@ jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *k, size_t bytes) {
                    "kernel %s: %zu bytes of dynamic shared memory plus %zu "
                    "static exceed the device's %zu bytes per block",
                    k->name, bytes, k->static_shared, limit);
-  CUresult r = e->drv.cuFuncSetAttribute(
-      k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+  CUresult r =
+      e->drv.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
   k->max_dynamic_shared = bytes;
   return JITK_OK;
 }
 
-jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k,
-                                           size_t dynamic_shared,
+jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k, size_t dynamic_shared,
                                            int *block_size, int *min_grid) {
   if (k == NULL || block_size == NULL)
     return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
@@ -298,8 +298,8 @@ jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k,
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
-  CUresult r = e->drv.cuOccupancyMaxPotentialBlockSize(&grid, &block, k->fn, NULL,
-                                                       dynamic_shared, 0);
+  CUresult r =
+      e->drv.cuOccupancyMaxPotentialBlockSize(&grid, &block, k->fn, NULL, dynamic_shared, 0);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuOccupancyMaxPotentialBlockSize");
   *block_size = block;
@@ -307,26 +307,23 @@ jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k,
   return JITK_OK;
 }
 
-jitk_status jitk_kernel_active_blocks(const jitk_kernel *k, int block_size,
-                                      size_t dynamic_shared, int *blocks) {
+jitk_status jitk_kernel_active_blocks(const jitk_kernel *k, int block_size, size_t dynamic_shared,
+                                      int *blocks) {
   if (k == NULL || blocks == NULL)
     return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_kernel_active_blocks: %s is NULL",
-                   k == NULL ? "kernel" : "blocks_per_sm");
+                   "jitk_kernel_active_blocks: %s is NULL", k == NULL ? "kernel" : "blocks_per_sm");
   jitk_engine *e = k->engine;
   if (block_size <= 0 || block_size > k->max_threads)
-    return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
-                   "block size %d is outside 1..%d for kernel %s", block_size,
-                   k->max_threads, k->name);
+    return jk_fail(e, JITK_ERR_LAUNCH_CONFIG, "block size %d is outside 1..%d for kernel %s",
+                   block_size, k->max_threads, k->name);
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
   int n = 0;
-  CUresult r = e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_size,
-                                                                  dynamic_shared);
+  CUresult r =
+      e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->fn, block_size, dynamic_shared);
   jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS)
-    return jk_cuda_fail(e, r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   *blocks = n;
   return JITK_OK;
 }

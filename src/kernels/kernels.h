@@ -60,7 +60,6 @@ struct jitk_module {
 jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *program_name,
                                  jitk_module **out);
 
-
 /* How many launches of `k` took the plan of the launch before them
  * (elementwise.c's memo): for the tests. */
 unsigned long long jk_elementwise_memo_hits(jitk_elementwise *k);

@@ -45,11 +45,11 @@ struct jitk_matmul {
   char *name, *epilogue, *epilogue_params, *preamble;
   jk_param_list params;
   char (*labels)[JK_GEN_LABEL]; /* "epilogue operand `s`", per operand, for messages */
-  mm_kernel main, fallback; /* fallback: FFMA, made on first need */
-  int stages, bn, arow;     /* the tensor-core tile: K-tiles in flight, width, K bytes */
-  bool pingpong;            /* wgmma: the ping-pong schedule */
-  bool tuned;               /* the configuration came from the tuning table */
-  pthread_mutex_t lock;     /* guards fallback */
+  mm_kernel main, fallback;     /* fallback: FFMA, made on first need */
+  int stages, bn, arow;         /* the tensor-core tile: K-tiles in flight, width, K bytes */
+  bool pingpong;                /* wgmma: the ping-pong schedule */
+  bool tuned;                   /* the configuration came from the tuning table */
+  pthread_mutex_t lock;         /* guards fallback */
 };
 
 void jitk_matmul_desc_init(jitk_matmul_desc *d) {
@@ -93,8 +93,8 @@ static jitk_status fill_layout(jitk_engine *e, const char *what, jitk_order o, i
                                int64_t cols, int64_t batch, jitk_dtype dtype, int64_t *ld,
                                int64_t *stride) {
   if (o != JITK_ROW_MAJOR && o != JITK_COL_MAJOR)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s's order is neither row- nor column-major",
-                   what);
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: %s's order is neither row- nor column-major", what);
   int64_t least = o == JITK_ROW_MAJOR ? cols : rows;
   int64_t outer = o == JITK_ROW_MAJOR ? rows : cols;
   if (*ld == 0) *ld = least > 0 ? least : 1;
@@ -145,7 +145,8 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul: A, B, C and D must be float16, bfloat16, float32 or float64");
   if (d->b_dtype != d->a_dtype)
-    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: A is %s but B is %s; mixed inputs are not "
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: A is %s but B is %s; mixed inputs are not "
                    "supported",
                    jk_dtype(d->a_dtype)->name, jk_dtype(d->b_dtype)->name);
   /* alpha and beta become literals of the kernel's source; NaN and
@@ -153,15 +154,14 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
    * result to NaN or infinity anyway. */
   if (!isfinite(d->alpha) || (d->has_c && !isfinite(d->beta)))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s is %g; it must be a finite number",
-                   !isfinite(d->alpha) ? "alpha" : "beta", !isfinite(d->alpha) ? d->alpha : d->beta);
+                   !isfinite(d->alpha) ? "alpha" : "beta",
+                   !isfinite(d->alpha) ? d->alpha : d->beta);
   jitk_status st = jk_cg_check_user_code(e, "epilogue", d->epilogue);
   if (st == JITK_OK) st = jk_cg_check_user_code(e, "preamble", d->preamble);
   if (st != JITK_OK) return st;
   jitk_dtype in = d->a_dtype;
   switch (d->compute) {
-    case JITK_COMPUTE_DEFAULT:
-      *acc = in == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32;
-      break;
+    case JITK_COMPUTE_DEFAULT: *acc = in == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32; break;
     case JITK_COMPUTE_FLOAT32:
       if (in == JITK_FLOAT64)
         return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: float64 inputs compute in float64");
@@ -183,11 +183,13 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     }
     case JITK_COMPUTE_FLOAT64:
       if (in != JITK_FLOAT64)
-        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: float64 compute takes float64 inputs");
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                       "matmul: float64 compute takes float64 inputs");
       *acc = JITK_FLOAT64;
       break;
     default:
-      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: unknown compute type %d", (int)d->compute);
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: unknown compute type %d",
+                     (int)d->compute);
   }
   st = fill_layout(e, "A", d->a_order, d->m, d->k, d->batch, d->a_dtype, &d->lda, &d->stride_a);
   if (st == JITK_OK)
@@ -253,8 +255,7 @@ static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_ker
   char *src = NULL;
   jitk_status st = jk_mm_generate(e, &in, &src);
   if (st != JITK_OK) return st;
-  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, kind == JK_MM_WGMMA,
-                    &out->entry);
+  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, kind == JK_MM_WGMMA, &out->entry);
   out->source = src;
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
@@ -465,9 +466,9 @@ static CUtensorMapDataType map_type(jitk_dtype t) {
 /* A 3-D tensor map over p (dims innermost first, strides of dims 1 and 2
  * in bytes) whose box is b0 x b1 x 1, 128-byte swizzled, as
  * matmul_sm90.cuh reads and writes its tiles. */
-static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const void *p,
-                           uint64_t d0, uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2,
-                           uint32_t b0, uint32_t b1) {
+static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const void *p, uint64_t d0,
+                           uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2, uint32_t b0,
+                           uint32_t b1) {
   cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
   cuuint32_t box[3] = {b0, b1, 1}, unit[3] = {1, 1, 1};
   return e->drv.cuTensorMapEncodeTiled(m, map_type(t), 3, (void *)p, dims, strides, box, unit,
@@ -496,9 +497,9 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
   CUcontext saved;
   st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
-  CUresult r = e->drv.cuLaunchKernel(k->tr, (unsigned int)ceil_div(C, 32),
-                                     (unsigned int)ceil_div(R, 32), (unsigned int)nb, 32, 8, 1, 0,
-                                     stream, kp, NULL);
+  CUresult r =
+      e->drv.cuLaunchKernel(k->tr, (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
+                            (unsigned int)nb, 32, 8, 1, 0, stream, kp, NULL);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuLaunchKernel (transpose)");
   return JITK_OK;
@@ -508,9 +509,9 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
  * a row-major B transposed first into pooled buffers) and, where TMA can
  * store it, D; one resident block per multiprocessor working through all
  * tiles. */
-static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream,
-                                const void *a, const void *b, void *d, void **kp, int np,
-                                unsigned int tm, unsigned int tn) {
+static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *a,
+                                const void *b, void *d, void **kp, int np, unsigned int tm,
+                                unsigned int tn) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;
   const jk_mm_spec *s = &k->spec;
@@ -574,8 +575,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) goto done;
   unsigned int sms = (unsigned int)e->info.multiprocessors;
-  r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1,
-                            (unsigned int)k->smem, stream, kp, NULL);
+  r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1, (unsigned int)k->smem,
+                            stream, kp, NULL);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuLaunchKernel");
 done:
@@ -589,13 +590,15 @@ done:
 static jitk_status check_operands(jitk_matmul *p, const char *who, const void *a, const void *b,
                                   const void *c, const void *d, const jitk_arg *extra,
                                   size_t num_extra) {
-  if (JK_UNLIKELY(p == NULL)) return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: plan is NULL", who);
+  if (JK_UNLIKELY(p == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: plan is NULL", who);
   jitk_engine *e = p->engine;
   jitk_status st = jk_require_device(e, who);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
   if (JK_UNLIKELY(num_extra != p->params.count || (num_extra > 0 && extra == NULL)))
-    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "matmul %s: the epilogue takes %zu operands, not %zu",
-                   p->name, p->params.count, num_extra);
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
+                   "matmul %s: the epilogue takes %zu operands, not %zu", p->name, p->params.count,
+                   num_extra);
   if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (p->d.has_c && c == NULL)))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
   return JITK_OK;
@@ -633,17 +636,16 @@ static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, 
   int np = 0;
   unsigned char *cur = store;
   const void *cc = ds->has_c ? c : d;
-  long long v[11] = {ds->m, ds->n, ds->k, ds->lda, ds->ldb, ds->ldc, ds->ldd,
-                     ds->stride_a, ds->stride_b, ds->stride_c, ds->stride_d};
+  long long v[11] = {ds->m,   ds->n,        ds->k,        ds->lda,      ds->ldb,     ds->ldc,
+                     ds->ldd, ds->stride_a, ds->stride_b, ds->stride_c, ds->stride_d};
   JK_PUSH(kp, np, cur, a);
   JK_PUSH(kp, np, cur, b);
   JK_PUSH(kp, np, cur, cc);
   JK_PUSH(kp, np, cur, d);
   for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
   unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
-               tn = (unsigned int)ceil_div((uint64_t)ds->n,
-                                           k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn
-                                                                      : JK_MM_TILE);
+               tn = (unsigned int)ceil_div(
+                   (uint64_t)ds->n, k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn : JK_MM_TILE);
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
   for (size_t i = 0; i < num_extra; i++) {
@@ -662,8 +664,8 @@ static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, 
       JK_PUSH(kp, np, cur, ptr);
     } else {
       if (extra[i].kind != JITK_ARG_SCALAR)
-        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
-                       "matmul %s: epilogue operand `%s` is a scalar", p->name, pd->name);
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "matmul %s: epilogue operand `%s` is a scalar",
+                       p->name, pd->name);
       st = jk_convert_scalar(e, &extra[i], t, cur, p->labels[i]);
       if (st != JITK_OK) return st;
       kp[np++] = cur;
@@ -713,10 +715,10 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
                    "16-byte aligned",
                    p->name);
   /* The candidates: {bn, arow, stages, pingpong}. */
-  static const int wgmma[][4] = {{128, 128, 5, 1}, {128, 128, 4, 1}, {256, 128, 3, 0},
-                                 {128, 128, 4, 0}};
-  static const int mma[][4] = {{256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0},
-                               {128, 128, 3, 0}};
+  static const int wgmma[][4] = {
+      {128, 128, 5, 1}, {128, 128, 4, 1}, {256, 128, 3, 0}, {128, 128, 4, 0}};
+  static const int mma[][4] = {
+      {256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0}, {128, 128, 3, 0}};
   const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
   const int ncand = 4;
   const int keep[4] = {p->bn, p->arow, p->stages, p->pingpong};
@@ -794,15 +796,15 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
              order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
              order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
-             s->d_row ? "by TMA where aligned" : "from registers", (long long)d->m,
-             (long long)d->n, (long long)d->k, (long long)d->batch);
+             s->d_row ? "by TMA where aligned" : "from registers", (long long)d->m, (long long)d->n,
+             (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
              "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x%dx%d, %d stages "
              "(cp.async), 8 warps, A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",
              tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m16n8k8" : "m16n8k16", s->bn,
-             s->arow / (tf32 ? 4 : 2), s->stages, order_name(d->a_order), order_name(d->b_order), (long long)d->m,
-             (long long)d->n, (long long)d->k, (long long)d->batch);
+             s->arow / (tf32 ? 4 : 2), s->stages, order_name(d->a_order), order_name(d->b_order),
+             (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else
     snprintf(buf, size,
              "FFMA (simt) %s, %s accumulation, tile 128x128x%d, 8x8 per thread, 256 threads, A "

@@ -35,7 +35,7 @@ static void module_free(jitk_module *m) {
 
 /* A handle on `x`, taking over the caller's reference. */
 jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *program_name,
-                               jitk_module **out) {
+                                 jitk_module **out) {
   jitk_module *m = jk_calloc(e, 1, sizeof *m);
   char *name = jk_strdup(e, program_name);
   if (m == NULL || name == NULL) {
@@ -64,11 +64,13 @@ jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *progra
   return JITK_OK;
 }
 
-jitk_status jitk_module_create(jitk_engine *e, const char *source,
-                               const jitk_module_options *opts, jitk_module **out) {
+jitk_status jitk_module_create(jitk_engine *e, const char *source, const jitk_module_options *opts,
+                               jitk_module **out) {
   if (e == NULL || source == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_module_create: %s is NULL",
-                   e == NULL ? "engine" : source == NULL ? "source" : "module");
+                   e == NULL        ? "engine"
+                   : source == NULL ? "source"
+                                    : "module");
   jitk_module_options none;
   if (opts == NULL) {
     memset(&none, 0, sizeof none);
@@ -106,9 +108,8 @@ jitk_status jitk_module_create(jitk_engine *e, const char *source,
   return jk_module_from_entry(e, x, opts->program_name ? opts->program_name : "module.cu", out);
 }
 
-jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind,
-                                          const void *image, size_t size,
-                                          jitk_module **out) {
+jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind, const void *image,
+                                          size_t size, jitk_module **out) {
   if (e == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_module_create_from_image: %s is NULL",
                    e == NULL ? "engine" : "module");
@@ -122,15 +123,14 @@ jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind,
   return jk_module_from_entry(e, x, "image", out);
 }
 
-jitk_status jitk_module_create_from_file(jitk_engine *e, const char *path,
-                                         jitk_module **out) {
+jitk_status jitk_module_create_from_file(jitk_engine *e, const char *path, jitk_module **out) {
   if (e == NULL || path == NULL || out == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_module_create_from_file: %s is NULL",
-                   e == NULL ? "engine" : path == NULL ? "path" : "module");
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_module_create_from_file: %s is NULL",
+                   e == NULL      ? "engine"
+                   : path == NULL ? "path"
+                                  : "module");
   FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return jk_fail(e, JITK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  if (f == NULL) return jk_fail(e, JITK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
   jk_buf b;
   jk_buf_init(&b, e);
   char chunk[65536];
@@ -173,8 +173,8 @@ void jitk_module_destroy(jitk_module *m) {
   module_free(m);
 }
 
-jitk_status jitk_module_image(const jitk_module *m, const void **image,
-                              size_t *size, jitk_image_kind *kind) {
+jitk_status jitk_module_image(const jitk_module *m, const void **image, size_t *size,
+                              jitk_image_kind *kind) {
   if (m == NULL || image == NULL || size == NULL)
     return jk_fail(m ? m->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_module_image: an argument is NULL");
@@ -184,8 +184,7 @@ jitk_status jitk_module_image(const jitk_module *m, const void **image,
   return JITK_OK;
 }
 
-jitk_status jitk_module_lowered_name(const jitk_module *m, const char *expr,
-                                     const char **lowered) {
+jitk_status jitk_module_lowered_name(const jitk_module *m, const char *expr, const char **lowered) {
   if (m == NULL || expr == NULL || lowered == NULL)
     return jk_fail(m ? m->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_module_lowered_name: an argument is NULL");
@@ -200,8 +199,7 @@ jitk_status jitk_module_lowered_name(const jitk_module *m, const char *expr,
                  expr);
 }
 
-jitk_status jitk_module_resources(const jitk_module *m,
-                                  const jitk_kernel_resources **resources,
+jitk_status jitk_module_resources(const jitk_module *m, const jitk_kernel_resources **resources,
                                   size_t *count) {
   if (m == NULL || resources == NULL || count == NULL)
     return jk_fail(m ? m->engine : NULL, JITK_ERR_INVALID_ARGUMENT,

@@ -69,9 +69,9 @@ void jitk_reduction_destroy(jitk_reduction *k) {
 
 static jitk_status red_source(void *ctx, const void *spec, char **source) {
   jitk_reduction *k = ctx;
-  jk_red_source_in in = {k->g.name,      &k->g.params, k->map_expr,  k->reduce_expr,
-                         k->post_map_expr, k->identity, k->reduce_type, k->g.preamble,
-                         spec};
+  jk_red_source_in in = {k->g.name,      &k->g.params,     k->map_expr,
+                         k->reduce_expr, k->post_map_expr, k->identity,
+                         k->reduce_type, k->g.preamble,    spec};
   return jk_red_generate(k->g.engine, &in, source);
 }
 
@@ -114,8 +114,8 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
                    "jitk_reduction_create: identity is empty; pass NULL for none");
   static const char *const sections[] = {"map_expr", "reduce_expr", "post_map_expr",
                                          "identity", "reduce_type", "preamble"};
-  const char *code[] = {map_expr, reduce_expr, post_map_expr, identity, reduce_type,
-                        opts ? opts->preamble : NULL};
+  const char *code[] = {map_expr, reduce_expr, post_map_expr,
+                        identity, reduce_type, opts ? opts->preamble : NULL};
   for (int i = 0; i < 6; i++) {
     jitk_status bad = jk_cg_check_user_code(e, sections[i], code[i]);
     if (bad != JITK_OK) return bad;
@@ -178,9 +178,15 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   }
   k->uses_j = jk_code_uses(map_expr, "_j");
-  const char *parts[] = {map_expr, reduce_expr, post_map_expr, identity ? identity : "",
-                         reduce_type ? reduce_type : "", k->g.preamble ? k->g.preamble : "",
-                         in_params, out_params, name};
+  const char *parts[] = {map_expr,
+                         reduce_expr,
+                         post_map_expr,
+                         identity ? identity : "",
+                         reduce_type ? reduce_type : "",
+                         k->g.preamble ? k->g.preamble : "",
+                         in_params,
+                         out_params,
+                         name};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     k->ops_hash = XXH3_64bits_withSeed(parts[i], strlen(parts[i]) + 1, k->ops_hash);
   *out = k;
@@ -188,7 +194,6 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
 }
 
 /* --- launches --- */
-
 
 /* The reduced axes as a mask over the broadcast shape. */
 static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, jk_red_plan *pl) {
@@ -203,8 +208,8 @@ static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, j
                      "kernel %s: axis %d is out of range for %d dimensions", k->g.name, a, nd);
     if (a < 0) a += nd;
     if (pl->reduced[a])
-      return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
-                     "kernel %s: axis %d is given twice", k->g.name, axes[i]);
+      return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT, "kernel %s: axis %d is given twice",
+                     k->g.name, axes[i]);
     pl->reduced[a] = true;
   }
   return JITK_OK;
@@ -426,8 +431,8 @@ bool jk_red_choose(jk_red_plan *pl, int n, int sms_count, char force, jk_red_spe
     bool fits = row_layout(pl, n, first, widest, &r);
     if (force == 'r' && !fits) return false;
     uint64_t P = fits ? JK_RED_BLOCK / r.rcols : 0, rows = fits ? (uint64_t)pl->R / r.rrun : 0;
-    bool narrow_runs = s->strategy == 'i' && r.rrun > 1 && r.rrun * widest < 512 &&
-                       pl->K < 4 * (int64_t)sms_count;
+    bool narrow_runs =
+        s->strategy == 'i' && r.rrun > 1 && r.rrun * widest < 512 && pl->K < 4 * (int64_t)sms_count;
     /* Many outputs of few rows of 4-byte elements or wider stay with
      * warps that own their outputs (a warp's lanes read 128 contiguous
      * bytes of a row): 16 rows of (16, 16, 65536) float32, 0.90 of the
@@ -622,7 +627,8 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
     pl->op_r[p] = add_strides(&pl->red, pl, true, &pl->a.views[p], full.ops[f].strides);
   }
   jk_iter_coalesce(&pl->kept, true);
-  if (pl->R > 0) jk_iter_coalesce(&pl->red, !c_order);
+  if (pl->R > 0)
+    jk_iter_coalesce(&pl->red, !c_order);
   else {
     pl->red.ndim = 1;
     pl->red.shape[0] = 0;
@@ -641,9 +647,9 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
  * and bound, the inputs' broadcast shape, the axes, the outputs' shape,
  * and the given outputs checked against it. Reads no memory and calls no
  * driver. */
-static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *args,
-                           size_t nargs, const int *axes, int num_axes, int keepdims,
-                           bool can_allocate, jk_red_plan *pl) {
+static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *args, size_t nargs,
+                           const int *axes, int num_axes, int keepdims, bool can_allocate,
+                           jk_red_plan *pl) {
   jitk_engine *e = k->g.engine;
   int n = (int)k->g.params.count;
   jitk_status st = jk_gen_classify(&k->g, what, args, nargs, can_allocate, &pl->a);
@@ -689,8 +695,8 @@ static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *
     for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] == pl->out_shape[d];
     if (!same)
       return jk_fail(e, JITK_ERR_INVALID_ARRAY,
-                     "kernel %s: %s does not have the reduced shape (%d dimensions%s)",
-                     k->g.name, k->g.labels[p], pl->out_ndim, keepdims ? ", keepdims" : "");
+                     "kernel %s: %s does not have the reduced shape (%d dimensions%s)", k->g.name,
+                     k->g.labels[p], pl->out_ndim, keepdims ? ", keepdims" : "");
   }
   return JITK_OK;
 }
@@ -785,10 +791,9 @@ static char tuned_choice(jitk_reduction *k, const jk_red_plan *pl, const jk_red_
   return force;
 }
 
-static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
-                        size_t nargs, const int *axes, int num_axes, int keepdims,
-                        DLManagedTensor **outputs, jk_red_plan *pl, jk_red_spec *spec,
-                        bool *nothing) {
+static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *args, size_t nargs,
+                        const int *axes, int num_axes, int keepdims, DLManagedTensor **outputs,
+                        jk_red_plan *pl, jk_red_spec *spec, bool *nothing) {
   jitk_engine *e = k->g.engine;
   int n = (int)k->g.params.count;
   *nothing = false;
@@ -813,9 +818,9 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
   memset(spec, 0, sizeof *spec);
   spec->nparams = n;
   spec->has_identity = k->identity != NULL;
-  spec->reduce_dtype = (unsigned char)(k->reduce_placeholder >= 0
-                                           ? pl->a.bound[k->reduce_placeholder]
-                                           : k->reduce_dtype);
+  spec->reduce_dtype =
+      (unsigned char)(k->reduce_placeholder >= 0 ? pl->a.bound[k->reduce_placeholder]
+                                                 : k->reduce_dtype);
   for (int p = 0; p < n; p++) {
     const jk_param_decl *d = &k->g.params.params[p];
     spec->dtype[p] = (unsigned char)pl->a.dtype[p];
@@ -826,8 +831,7 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
       spec->kind[p] = pl->a.is_array[p] ? JK_EW_ARRAY : JK_EW_SCALAR;
     }
   }
-  jk_red_layout(pl, &k->g.params, k->g.num_in, keepdims, k->uses_j, e->info.multiprocessors,
-                spec);
+  jk_red_layout(pl, &k->g.params, k->g.num_in, keepdims, k->uses_j, e->info.multiprocessors, spec);
   char force = tuned_choice(k, pl, spec);
   if (force != 0 && !jk_red_choose(pl, n, e->info.multiprocessors, force, spec))
     jk_red_choose(pl, n, e->info.multiprocessors, 0, spec);
@@ -872,13 +876,13 @@ static void push_strides(void **kp, int *np, unsigned char **cur, const jk_opera
   }
 }
 
-static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
-                       jk_red_plan *pl, const jk_gen_variant *v) {
+static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *args, jk_red_plan *pl,
+                       const jk_gen_variant *v) {
   jitk_engine *e = k->g.engine;
   const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
   bool wide = s->idx64;
-  _Alignas(16) unsigned char store[8 * (8 + 6 * JITK_MAX_NDIM) +
-                                   JK_MAX_EW_PARAMS * 8 * (1 + 2 * JITK_MAX_NDIM) * 2];
+  _Alignas(16) unsigned char
+      store[8 * (8 + 6 * JITK_MAX_NDIM) + JK_MAX_EW_PARAMS * 8 * (1 + 2 * JITK_MAX_NDIM) * 2];
   void *kp[8 + 6 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + 2 * JITK_MAX_NDIM)];
   int np = 0;
   unsigned char *cur = store;
@@ -906,8 +910,8 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
       if (pl->op_r[p] >= 0)
         push_strides(kp, &np, &cur, &pl->red.ops[pl->op_r[p]], s->nr, wide, rgroup);
     } else {
-      jitk_status st = jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp,
-                                         &np, &cur);
+      jitk_status st =
+          jk_gen_push_other(&k->g, &pl->a, args, p, s->kind[p] == JK_EW_RAW, kp, &np, &cur);
       if (JK_UNLIKELY(st != JITK_OK)) return st;
     }
   }
@@ -946,8 +950,8 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   void *work = NULL, *tick = NULL;
   size_t tick_bytes = 0;
   if (pl->S > 1) {
-    size_t parts = (v->slot * (size_t)pl->K * (size_t)(pl->S + (!pass && S2 > 1 ? S2 : 0)) + 15) &
-                   ~(size_t)15;
+    size_t parts =
+        (v->slot * (size_t)pl->K * (size_t)(pl->S + (!pass && S2 > 1 ? S2 : 0)) + 15) & ~(size_t)15;
     tick_bytes = pass ? 0 : (size_t)gx * (size_t)(S2 + 1) * sizeof(unsigned int);
     jitk_status st = jk_temp_alloc(e, parts + tick_bytes, stream, &work);
     if (st != JITK_OK) return st;
@@ -975,7 +979,8 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   jk_ctx_leave(e, saved);
   if (work != NULL) jk_temp_free(e, work, stream);
   if (JK_UNLIKELY(r != CUDA_SUCCESS))
-    return jk_cuda_fail(e, r, tick != NULL ? "cuMemsetD8Async or cuLaunchKernel" : "cuLaunchKernel");
+    return jk_cuda_fail(e, r,
+                        tick != NULL ? "cuMemsetD8Async or cuLaunchKernel" : "cuLaunchKernel");
   return JITK_OK;
 }
 
@@ -1087,8 +1092,8 @@ jitk_status jitk_reduction_outputs(jitk_reduction *k, const jitk_arg *args, size
   if (specs == NULL)
     return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_outputs: specs is NULL");
   jk_red_plan pl;
-  jitk_status st = prepare(k, "jitk_reduction_outputs", args, nargs, axes, num_axes, keepdims,
-                           true, &pl);
+  jitk_status st =
+      prepare(k, "jitk_reduction_outputs", args, nargs, axes, num_axes, keepdims, true, &pl);
   if (st == JITK_OK) st = jk_gen_check_overlap(&k->g, &pl.a);
   if (st != JITK_OK) return st;
   jk_gen_output_specs(&k->g, &pl.a, pl.out_ndim, pl.out_shape, specs);
@@ -1141,8 +1146,8 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
                                       : layout->split == 2 ? 256
                                                            : 1);
   spec.has_identity = k->identity != NULL;
-  spec.reduce_dtype = (unsigned char)(k->reduce_placeholder >= 0 ? bound[k->reduce_placeholder]
-                                                                  : k->reduce_dtype);
+  spec.reduce_dtype =
+      (unsigned char)(k->reduce_placeholder >= 0 ? bound[k->reduce_placeholder] : k->reduce_dtype);
   size_t widest = 1;
   for (int p = 0; p < spec.nparams; p++) {
     const jk_param_decl *d = &k->g.params.params[p];
@@ -1152,8 +1157,7 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
     spec.raw_ndim[p] = d->raw ? 1 : 0;
     if (!d->raw && !d->output && jk_dtype(dt)->size > widest) widest = jk_dtype(dt)->size;
   }
-  spec.vec = (unsigned char)(spec.strategy != 'o' && spec.nr == 1 && widest < 16 ? 16 / widest
-                                                                                 : 1);
+  spec.vec = (unsigned char)(spec.strategy != 'o' && spec.nr == 1 && widest < 16 ? 16 / widest : 1);
   if (spec.strategy == 'r') {
     /* Column sums in segments of 32 outputs, vectors of at most four
      * elements, the form a launch picks for wide rows. */

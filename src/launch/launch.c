@@ -34,8 +34,8 @@ static const char *kind_name(jitk_arg_kind k) {
 }
 
 /* Describes an argument for messages: "a float64 scalar (8 bytes)". */
-static void describe_arg(const jitk_arg *a, jitk_dtype dtype, int ndim,
-                         size_t size, char *out, size_t n) {
+static void describe_arg(const jitk_arg *a, jitk_dtype dtype, int ndim, size_t size, char *out,
+                         size_t n) {
   const jitk_dtype_info *d = jk_dtype(dtype);
   const char *dn = d ? d->name : "untyped";
   if (a->kind == JITK_ARG_ARRAY)
@@ -44,14 +44,16 @@ static void describe_arg(const jitk_arg *a, jitk_dtype dtype, int ndim,
     snprintf(out, n, "a %s %s (%zu bytes)", dn, kind_name(a->kind), size);
 }
 
-static jitk_status check_signature(const jitk_kernel *k, int i, const jitk_arg *a,
-                                   jitk_dtype dtype, int ndim) {
+static jitk_status check_signature(const jitk_kernel *k, int i, const jitk_arg *a, jitk_dtype dtype,
+                                   int ndim) {
   const jk_param *p = &k->signature[i];
   bool ok = p->kind == a->kind;
-  if (ok && p->kind == JITK_ARG_ARRAY) ok = p->ndim == ndim && p->dtype == dtype;
+  if (ok && p->kind == JITK_ARG_ARRAY)
+    ok = p->ndim == ndim && p->dtype == dtype;
   else if (ok && p->kind == JITK_ARG_POINTER)
     ok = p->dtype == JITK_DTYPE_NONE || dtype == JITK_DTYPE_NONE || p->dtype == dtype;
-  else if (ok) ok = p->dtype == dtype;
+  else if (ok)
+    ok = p->dtype == dtype;
   if (ok) return JITK_OK;
   char want[64], got[128];
   jk_param_describe(p, want, sizeof want);
@@ -60,8 +62,8 @@ static jitk_status check_signature(const jitk_kernel *k, int i, const jitk_arg *
   char *paren = strstr(got, " (");
   if (paren) *paren = '\0';
   return jk_fail(k->engine, JITK_ERR_ARGUMENT_TYPE,
-                 "kernel %s, argument %d: got %s, but its signature says %s", k->name,
-                 i, got, want);
+                 "kernel %s, argument %d: got %s, but its signature says %s", k->name, i, got,
+                 want);
 }
 
 static jitk_status check_config(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
@@ -77,12 +79,12 @@ static jitk_status check_config(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 
                      k->name, g[0], g[1], g[2], b[0], b[1], b[2]);
     if (g[i] > (unsigned)d->max_grid[i])
       return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
-                     "kernel %s: grid dimension %c is %u; the device allows %d",
-                     k->name, "xyz"[i], g[i], d->max_grid[i]);
+                     "kernel %s: grid dimension %c is %u; the device allows %d", k->name, "xyz"[i],
+                     g[i], d -> max_grid[i]);
     if (b[i] > (unsigned)d->max_block[i])
       return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
-                     "kernel %s: block dimension %c is %u; the device allows %d",
-                     k->name, "xyz"[i], b[i], d->max_block[i]);
+                     "kernel %s: block dimension %c is %u; the device allows %d", k->name, "xyz"[i],
+                     b[i], d -> max_block[i]);
   }
   unsigned long long threads = (unsigned long long)b[0] * b[1] * b[2];
   if (threads > (unsigned long long)k->max_threads)
@@ -101,8 +103,8 @@ static jitk_status check_config(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 
 }
 
 /* Where a pointer argument's value comes from, and its element type. */
-static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a,
-                                 void **value, jitk_dtype *dtype) {
+static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a, void **value,
+                                 jitk_dtype *dtype) {
   if (a->tensor == NULL) {
     *value = a->value.ptr;
     *dtype = a->dtype;
@@ -122,8 +124,8 @@ static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a,
 }
 
 /* Writes a jitk::array<T, N> (pointer, shape[N], strides[N]) at `dst`. */
-static jitk_status pack_array(const jitk_kernel *k, int i, const jitk_arg *a,
-                              unsigned char *dst, jitk_dtype *dtype, int *ndim) {
+static jitk_status pack_array(const jitk_kernel *k, int i, const jitk_arg *a, unsigned char *dst,
+                              jitk_dtype *dtype, int *ndim) {
   char what[64];
   snprintf(what, sizeof what, "kernel %s, argument %d", k->name, i);
   jk_view v;
@@ -183,11 +185,10 @@ static CUresult launch_cooperative(const jitk_kernel *k, jitk_dim3 grid, jitk_di
   return k->engine->drv.cuLaunchKernelEx(&cfg, k->fn, params, NULL);
 }
 
-static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                                  size_t shared, jitk_stream stream,
-                                  const jitk_arg *args, int n, void **params,
-                                  void **values, unsigned char *desc,
-                                  size_t desc_cap, bool cooperative) {
+static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
+                                  jitk_stream stream, const jitk_arg *args, int n, void **params,
+                                  void **values, unsigned char *desc, size_t desc_cap,
+                                  bool cooperative) {
   jitk_engine *e = k->engine;
   size_t desc_used = 0;
   for (int i = 0; i < n; i++) {
@@ -215,8 +216,7 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
       case JITK_ARG_ARRAY: {
         if (JK_UNLIKELY(a->tensor == NULL))
           return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                         "kernel %s, argument %d: an array argument needs a DLTensor",
-                         k->name, i);
+                         "kernel %s, argument %d: an array argument needs a DLTensor", k->name, i);
         size = 8 + 16 * (size_t)(a->tensor->ndim > 0 ? a->tensor->ndim : 0);
         if (JK_UNLIKELY(desc_used + size > desc_cap))
           return jk_fail(e, JITK_ERR_INTERNAL, "descriptor storage exhausted");
@@ -228,8 +228,8 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
       }
       default:
         return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                       "kernel %s, argument %d: kind %d is not a jitk_arg_kind",
-                       k->name, i, (int)a->kind);
+                       "kernel %s, argument %d: kind %d is not a jitk_arg_kind", k->name, i,
+                       (int)a->kind);
     }
     if (JK_UNLIKELY(k->num_params >= 0 && size != k->param_sizes[i])) {
       char got[128];
@@ -277,8 +277,8 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
       return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
                      "%s refused kernel %s with grid (%u, %u, %u), block "
                      "(%u, %u, %u), %zu bytes of shared memory%s: error %d",
-                     call, k->name, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                     shared, cooperative ? ", cooperative" : "", (int)r);
+                     call, k->name, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared,
+                     cooperative ? ", cooperative" : "", (int)r);
     return jk_cuda_fail(e, r, call);
   }
   return JITK_OK;
@@ -291,25 +291,23 @@ static jitk_status launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_
                           bool cooperative, const char *fn) {
   jitk_engine *e = k->engine;
   if (JK_UNLIKELY(num_args != 0 && args == NULL))
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "%s: args is NULL but num_args is %zu", fn, num_args);
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: args is NULL but num_args is %zu", fn,
+                   num_args);
   if (JK_UNLIKELY(k->num_params >= 0 && num_args != (size_t)k->num_params))
-    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
-                   "kernel %s takes %d argument%s; %zu given", k->name,
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "kernel %s takes %d argument%s; %zu given", k->name,
                    k->num_params, k->num_params == 1 ? "" : "s", num_args);
   if (JK_UNLIKELY(k->signature != NULL && num_args != (size_t)k->num_signature))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
-                   "kernel %s takes %d argument%s by its signature; %zu given",
-                   k->name, k->num_signature, k->num_signature == 1 ? "" : "s",
-                   num_args);
+                   "kernel %s takes %d argument%s by its signature; %zu given", k->name,
+                   k->num_signature, k->num_signature == 1 ? "" : "s", num_args);
   if (JK_UNLIKELY(num_args > 65536))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "%zu arguments is too many", num_args);
 
   int n = (int)num_args;
   size_t desc_need = 0;
   for (int i = 0; i < n; i++)
-    if (args[i].kind == JITK_ARG_ARRAY && args[i].tensor != NULL &&
-        args[i].tensor->ndim > 0 && args[i].tensor->ndim <= JITK_MAX_NDIM)
+    if (args[i].kind == JITK_ARG_ARRAY && args[i].tensor != NULL && args[i].tensor->ndim > 0 &&
+        args[i].tensor->ndim <= JITK_MAX_NDIM)
       desc_need += 8 + 16 * (size_t)args[i].tensor->ndim;
     else if (args[i].kind == JITK_ARG_ARRAY)
       desc_need += 8;
@@ -318,23 +316,22 @@ static jitk_status launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_
     void *params[JK_STACK_ARGS];
     void *values[JK_STACK_ARGS];
     _Alignas(16) unsigned char desc[JK_STACK_DESC];
-    return launch_checked(k, grid, block, shared, stream, args, n, params, values,
-                          desc, sizeof desc, cooperative);
+    return launch_checked(k, grid, block, shared, stream, args, n, params, values, desc,
+                          sizeof desc, cooperative);
   }
   /* Many arguments or large descriptors: one heap block for all. */
   size_t bytes = 2 * (size_t)n * sizeof(void *) + desc_need + 16;
   void **mem = jk_malloc(e, bytes);
   if (mem == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   unsigned char *desc = (unsigned char *)(mem + 2 * (size_t)n);
-  jitk_status st = launch_checked(k, grid, block, shared, stream, args, n, mem,
-                                  mem + n, desc, desc_need, cooperative);
+  jitk_status st = launch_checked(k, grid, block, shared, stream, args, n, mem, mem + n, desc,
+                                  desc_need, cooperative);
   jk_free(e, mem);
   return st;
 }
 
-jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                               size_t shared, jitk_stream stream,
-                               const jitk_arg *args, size_t num_args) {
+jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
+                               jitk_stream stream, const jitk_arg *args, size_t num_args) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch: kernel is NULL");
   return launch(k, grid, block, shared, stream, args, num_args, false, "jitk_kernel_launch");
@@ -349,9 +346,9 @@ jitk_status jitk_kernel_launch_config_init(jitk_kernel_launch_config *config) {
   return JITK_OK;
 }
 
-jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                                  size_t shared, jitk_stream stream, const jitk_arg *args,
-                                  size_t num_args, const jitk_kernel_launch_config *config) {
+jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
+                                  jitk_stream stream, const jitk_arg *args, size_t num_args,
+                                  const jitk_kernel_launch_config *config) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: kernel is NULL");
   bool cooperative = false;

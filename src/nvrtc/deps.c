@@ -53,9 +53,9 @@
  * a generated fp16 kernel's scan drops from about 2 ms to a few µs.
  */
 typedef struct scan_event {
-  char op;   /* 'l' a lookup, 'n' one that looks at every candidate, 'c' a
+  char op;    /* 'l' a lookup, 'n' one that looks at every candidate, 'c' a
                 macro-named one, 'd' a #define */
-  char kind; /* for lookups: '"' or '<' */
+  char kind;  /* for lookups: '"' or '<' */
   char *text; /* the name, the operand, or "NAME value" */
 } scan_event;
 
@@ -453,8 +453,8 @@ static bool probe_in(scan_state *s, const char *dir, size_t dir_len, const char 
   return found;
 }
 
-static void scan_text(scan_state *s, const char *text, size_t len, const char *dir,
-                      size_t dir_len, const char *who);
+static void scan_text(scan_state *s, const char *text, size_t len, const char *dir, size_t dir_len,
+                      const char *who);
 
 /* One #include (or __has_include) of `name`. kind: '"' quoted, '<' angle,
  * 'p' a -include option; `dir` is the including file's folder, NULL where
@@ -463,8 +463,8 @@ static void scan_text(scan_state *s, const char *text, size_t len, const char *d
  * tested against NVRTC), unless `all`: #include_next starts after the
  * folder its file came from, which is simplest to cover by looking at
  * every candidate. */
-static void lookup_in(scan_state *s, char kind, const char *name, const char *dir,
-                      size_t dir_len, bool all) {
+static void lookup_in(scan_state *s, char kind, const char *name, const char *dir, size_t dir_len,
+                      bool all) {
   if (*name == '\0') return;
   for (size_t i = 0; i < s->num_headers; i++) {
     if (strcmp(s->hname[i], name) != 0) continue;
@@ -909,11 +909,10 @@ static bool resolve_computed(scan_state *s) {
   return s->out->n != before;
 }
 
-
 /* What a directive does, recorded when a CUDA header is being scanned for
  * the engine's memo (replay below does the same from the record). */
-static void ev_lookup(scan_state *s, char kind, const char *name, const char *dir,
-                      size_t dir_len, bool all) {
+static void ev_lookup(scan_state *s, char kind, const char *name, const char *dir, size_t dir_len,
+                      bool all) {
   record(s, all ? 'n' : 'l', kind, name, strlen(name));
   lookup_in(s, kind, name, dir, dir_len, all);
 }
@@ -1015,8 +1014,8 @@ static void directive(scan_state *s, const char *p, const char *end, const char 
   if (params == NULL && word_at(p, end, "define")) ev_define(s, skip_ws(p + 6, end), end);
 }
 
-static void scan_text(scan_state *s, const char *text, size_t len, const char *dir,
-                      size_t dir_len, const char *who) {
+static void scan_text(scan_state *s, const char *text, size_t len, const char *dir, size_t dir_len,
+                      const char *who) {
   size_t n = 0;
   char *c = clean(s->e, text, len, &n);
   if (c == NULL) {
@@ -1055,7 +1054,7 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
   static const char *const pre_opts[] = {"-include", "--pre-include", "--preinclude", NULL};
   /* Precompiled headers are read from and written to files NVRTC chooses:
    * what such a compile depends on cannot be told from its sources. */
-  static const char *const pch_opts[] = {"-pch", "--pch", "-create-pch", "--create-pch",
+  static const char *const pch_opts[] = {"-pch",     "--pch",     "-create-pch", "--create-pch",
                                          "-use-pch", "--use-pch", NULL};
   memset(out, 0, sizeof *out);
   scan_state s;
@@ -1123,7 +1122,8 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
   for (size_t i = 0; i < jk_num_embedded_headers; i++) {
     bool replaced = false;
     for (size_t j = 0; j < in->num_headers && !replaced; j++)
-      replaced = in->headers[j].name && strcmp(in->headers[j].name, jk_embedded_headers[i].name) == 0;
+      replaced =
+          in->headers[j].name && strcmp(in->headers[j].name, jk_embedded_headers[i].name) == 0;
     if (replaced) continue;
     s.hname[s.num_headers] = jk_embedded_headers[i].name;
     s.hsrc[s.num_headers++] = (const char *)jk_embedded_headers[i].data;
@@ -1138,39 +1138,39 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
    * the includes named by macros, with every definition found, which may
    * find more files, until nothing new turns up. */
   for (;;) {
-  while (s.num_todo > 0 && !s.oom) {
-    s.num_todo--;
-    size_t index = s.todo[s.num_todo];
-    char *text = s.todo_text[s.num_todo];
-    size_t len = s.todo_len[s.num_todo];
-    const memo_file *memo = s.todo_memo[s.num_todo];
-    /* The path is copied: scanning may grow (move) the record array. */
-    char *path = jk_strdup(e, out->v[index].path);
-    bool toolkit = out->v[index].toolkit;
-    uint8_t hash[16];
-    memcpy(hash, out->v[index].hash, 16);
-    if (path == NULL) {
+    while (s.num_todo > 0 && !s.oom) {
+      s.num_todo--;
+      size_t index = s.todo[s.num_todo];
+      char *text = s.todo_text[s.num_todo];
+      size_t len = s.todo_len[s.num_todo];
+      const memo_file *memo = s.todo_memo[s.num_todo];
+      /* The path is copied: scanning may grow (move) the record array. */
+      char *path = jk_strdup(e, out->v[index].path);
+      bool toolkit = out->v[index].toolkit;
+      uint8_t hash[16];
+      memcpy(hash, out->v[index].hash, 16);
+      if (path == NULL) {
+        jk_free(e, text);
+        s.oom = true;
+        break;
+      }
+      const char *sl = strrchr(path, '/');
+      size_t dl = sl ? (size_t)(sl - path) + (sl == path) : 0;
+      if (memo != NULL) {
+        replay(&s, memo, path, dl, path);
+      } else {
+        recording rec;
+        memset(&rec, 0, sizeof rec);
+        s.rec = toolkit ? &rec : NULL;
+        scan_text(&s, text, len, path, dl, path);
+        s.rec = NULL;
+        if (toolkit && !s.oom) memo_add(e, path, 'F', hash, &rec);
+        recording_free(e, &rec);
+      }
       jk_free(e, text);
-      s.oom = true;
-      break;
+      jk_free(e, path);
     }
-    const char *sl = strrchr(path, '/');
-    size_t dl = sl ? (size_t)(sl - path) + (sl == path) : 0;
-    if (memo != NULL) {
-      replay(&s, memo, path, dl, path);
-    } else {
-      recording rec;
-      memset(&rec, 0, sizeof rec);
-      s.rec = toolkit ? &rec : NULL;
-      scan_text(&s, text, len, path, dl, path);
-      s.rec = NULL;
-      if (toolkit && !s.oom) memo_add(e, path, 'F', hash, &rec);
-      recording_free(e, &rec);
-    }
-    jk_free(e, text);
-    jk_free(e, path);
-  }
-  if (s.oom || s.num_computed == 0 || out->unknown != NULL || !resolve_computed(&s)) break;
+    if (s.oom || s.num_computed == 0 || out->unknown != NULL || !resolve_computed(&s)) break;
   }
 
 done:

@@ -24,16 +24,14 @@
 static bool is_cuda_include(const char *dir) {
   char path[4096];
   struct stat st;
-  if (snprintf(path, sizeof path, "%s/cuda_fp16.h", dir) >= (int)sizeof path)
-    return false;
+  if (snprintf(path, sizeof path, "%s/cuda_fp16.h", dir) >= (int)sizeof path) return false;
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 static char *try_dir(jitk_engine *e, const char *base, const char *suffix) {
   if (base == NULL || *base == '\0') return NULL;
   char path[4096];
-  if (snprintf(path, sizeof path, "%s%s", base, suffix) >= (int)sizeof path)
-    return NULL;
+  if (snprintf(path, sizeof path, "%s%s", base, suffix) >= (int)sizeof path) return NULL;
   if (!is_cuda_include(path)) return NULL;
   return jk_strdup(e, path);
 }
@@ -42,11 +40,9 @@ static char *try_dir(jitk_engine *e, const char *base, const char *suffix) {
  * targets/<arch>/lib/../include. */
 static char *beside_nvrtc(jitk_engine *e) {
   Dl_info info;
-  if (dladdr((void *)&nvrtcVersion, &info) == 0 || info.dli_fname == NULL)
-    return NULL;
+  if (dladdr((void *)&nvrtcVersion, &info) == 0 || info.dli_fname == NULL) return NULL;
   char lib[4096];
-  if (snprintf(lib, sizeof lib, "%s", info.dli_fname) >= (int)sizeof lib)
-    return NULL;
+  if (snprintf(lib, sizeof lib, "%s", info.dli_fname) >= (int)sizeof lib) return NULL;
   char *slash = strrchr(lib, '/');
   if (slash == NULL) return NULL;
   *slash = '\0';
@@ -58,8 +54,7 @@ static char *beside_nvrtc(jitk_engine *e) {
 char *jk_find_cuda_include(jitk_engine *e, const char *override) {
   if (override != NULL) {
     if (!is_cuda_include(override))
-      jk_log(e, JITK_LOG_WARN,
-             "cuda_include_dir \"%s\" has no cuda_fp16.h; using it anyway",
+      jk_log(e, JITK_LOG_WARN, "cuda_include_dir \"%s\" has no cuda_fp16.h; using it anyway",
              override);
     return jk_strdup(e, override);
   }

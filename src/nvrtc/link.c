@@ -48,21 +48,33 @@
 
 /* nvJitLink's input kinds and the result that means success, as
  * nvJitLink.h numbers them (the header is not needed to build jitk). */
-enum { JK_NVJITLINK_SUCCESS = 0, JK_NVJITLINK_INPUT_CUBIN = 1, JK_NVJITLINK_INPUT_PTX = 2,
-       JK_NVJITLINK_INPUT_LIBRARY = 6 };
+enum {
+  JK_NVJITLINK_SUCCESS = 0,
+  JK_NVJITLINK_INPUT_CUBIN = 1,
+  JK_NVJITLINK_INPUT_PTX = 2,
+  JK_NVJITLINK_INPUT_LIBRARY = 6
+};
 
 static const char *jitlink_result_name(int r) {
-  static const char *const names[] = {
-      "NVJITLINK_SUCCESS",          "NVJITLINK_ERROR_UNRECOGNIZED_OPTION",
-      "NVJITLINK_ERROR_MISSING_ARCH", "NVJITLINK_ERROR_INVALID_INPUT",
-      "NVJITLINK_ERROR_PTX_COMPILE", "NVJITLINK_ERROR_NVVM_COMPILE",
-      "NVJITLINK_ERROR_INTERNAL",   "NVJITLINK_ERROR_THREADPOOL",
-      "NVJITLINK_ERROR_UNRECOGNIZED_INPUT", "NVJITLINK_ERROR_FINALIZE",
-      "NVJITLINK_ERROR_NULL_INPUT", "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS",
-      "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE", "NVJITLINK_ERROR_ARCH_MISMATCH",
-      "NVJITLINK_ERROR_OUTDATED_LIBRARY", "NVJITLINK_ERROR_MISSING_FATBIN",
-      "NVJITLINK_ERROR_UNRECOGNIZED_ARCH", "NVJITLINK_ERROR_UNSUPPORTED_ARCH",
-      "NVJITLINK_ERROR_LTO_NOT_ENABLED"};
+  static const char *const names[] = {"NVJITLINK_SUCCESS",
+                                      "NVJITLINK_ERROR_UNRECOGNIZED_OPTION",
+                                      "NVJITLINK_ERROR_MISSING_ARCH",
+                                      "NVJITLINK_ERROR_INVALID_INPUT",
+                                      "NVJITLINK_ERROR_PTX_COMPILE",
+                                      "NVJITLINK_ERROR_NVVM_COMPILE",
+                                      "NVJITLINK_ERROR_INTERNAL",
+                                      "NVJITLINK_ERROR_THREADPOOL",
+                                      "NVJITLINK_ERROR_UNRECOGNIZED_INPUT",
+                                      "NVJITLINK_ERROR_FINALIZE",
+                                      "NVJITLINK_ERROR_NULL_INPUT",
+                                      "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS",
+                                      "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE",
+                                      "NVJITLINK_ERROR_ARCH_MISMATCH",
+                                      "NVJITLINK_ERROR_OUTDATED_LIBRARY",
+                                      "NVJITLINK_ERROR_MISSING_FATBIN",
+                                      "NVJITLINK_ERROR_UNRECOGNIZED_ARCH",
+                                      "NVJITLINK_ERROR_UNSUPPORTED_ARCH",
+                                      "NVJITLINK_ERROR_LTO_NOT_ENABLED"};
   if (r >= 0 && (size_t)r < sizeof names / sizeof names[0]) return names[r];
   return "an unknown nvJitLink result";
 }
@@ -72,8 +84,8 @@ bool jk_options_rdc(const char *const *options, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const char *o = options[i];
     if (o == NULL) continue;
-    if (strcmp(o, "-dc") == 0 || strcmp(o, "--device-c") == 0 ||
-        strcmp(o, "-rdc=true") == 0 || strcmp(o, "--relocatable-device-code=true") == 0)
+    if (strcmp(o, "-dc") == 0 || strcmp(o, "--device-c") == 0 || strcmp(o, "-rdc=true") == 0 ||
+        strcmp(o, "--relocatable-device-code=true") == 0)
       rdc = true;
     else if (strcmp(o, "-rdc=false") == 0 || strcmp(o, "--relocatable-device-code=false") == 0)
       rdc = false; /* as NVRTC reads them, the last one decides */
@@ -299,8 +311,7 @@ static bool read_all(jitk_engine *e, const char *path, void **data, size_t *size
   return true;
 }
 
-jitk_status jk_find_devrt(jitk_engine *e, jk_deps *deps, char **path, void **data,
-                          size_t *size) {
+jitk_status jk_find_devrt(jitk_engine *e, jk_deps *deps, char **path, void **data, size_t *size) {
   strlist l;
   devrt_dirs(e, &l);
   if (l.oom) {
@@ -373,7 +384,7 @@ static void *jitlink_sym(void *h, const char *name, int major) {
 }
 
 static bool jitlink_resolve(jk_jitlink *j, void *h, int major) {
-#define JK_JITLINK_RESOLVE_(field, name) \
+#define JK_JITLINK_RESOLVE_(field, name)             \
   *(void **)&j->field = jitlink_sym(h, name, major); \
   if (j->field == NULL) return false;
   JK_JITLINK_RESOLVE_(create, "nvJitLinkCreate")
@@ -437,9 +448,8 @@ static void jitlink_open(jitk_engine *e) {
       continue;
     }
     Dl_info info;
-    const char *where = dladdr(*(void **)&j->create, &info) != 0 && info.dli_fname != NULL
-                            ? info.dli_fname
-                            : path;
+    const char *where =
+        dladdr(*(void **)&j->create, &info) != 0 && info.dli_fname != NULL ? info.dli_fname : path;
     j->path = jk_strdup(e, where);
     unsigned major = (unsigned)nv->major, minor = 0;
     if (j->version != NULL && j->version(&major, &minor) != JK_NVJITLINK_SUCCESS) {
@@ -567,8 +577,7 @@ static jitk_status link_jitlink(jitk_engine *e, const jk_compile_input *in,
   if (st == JITK_OK && (cubin = jk_malloc(e, size + 1)) == NULL)
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory for the linked cubin");
   if (st == JITK_OK && (r = j->cubin(h, cubin)) != JK_NVJITLINK_SUCCESS)
-    st = jk_fail(e, JITK_ERR_NVRTC, "reading nvJitLink's cubin failed: %s",
-                 jitlink_result_name(r));
+    st = jk_fail(e, JITK_ERR_NVRTC, "reading nvJitLink's cubin failed: %s", jitlink_result_name(r));
   if (st == JITK_OK && jk_log_enabled(e, JITK_LOG_DEBUG)) {
     char *info = jitlink_log(h, e, false);
     if (info != NULL && *info) jk_log(e, JITK_LOG_DEBUG, "nvJitLink: %s", info);
@@ -617,8 +626,7 @@ static jitk_status link_driver(jitk_engine *e, const jk_compile_input *in,
    * links for sm_86); PTX is compiled for the device the context is on. */
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                          CU_JIT_TARGET};
-  void *vals[] = {errlog, (void *)(uintptr_t)sizeof errlog,
-                  (void *)(uintptr_t)jit_target(e, in)};
+  void *vals[] = {errlog, (void *)(uintptr_t)sizeof errlog, (void *)(uintptr_t)jit_target(e, in)};
   unsigned nopts = e->target.ptx ? 2 : 3;
   const char *pname = in->program_name ? in->program_name : "module.cu";
   CUlinkState state = NULL;
@@ -631,8 +639,8 @@ static jitk_status link_driver(jitk_engine *e, const jk_compile_input *in,
   r = d->cuLinkAddData(state, out->ptx ? CU_JIT_INPUT_PTX : CU_JIT_INPUT_CUBIN, out->image,
                        out->ptx ? out->image_size + 1 : out->image_size, pname, 0, NULL, NULL);
   if (r == CUDA_SUCCESS) {
-    r = d->cuLinkAddData(state, CU_JIT_INPUT_LIBRARY, (void *)devrt, devrt_size,
-                         "libcudadevrt.a", 0, NULL, NULL);
+    r = d->cuLinkAddData(state, CU_JIT_INPUT_LIBRARY, (void *)devrt, devrt_size, "libcudadevrt.a",
+                         0, NULL, NULL);
     /* A driver that takes archives only as files gets the file; the
      * dependency record checks after the compile that it still holds
      * what was hashed, and an entry whose file changed is not stored. */

@@ -7,8 +7,7 @@
 
 #include "engine.h"
 
-jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
-                          const char *include_override) {
+jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv, const char *include_override) {
   memset(nv, 0, sizeof *nv);
   pthread_mutex_init(&nv->scan_lock, NULL);
   pthread_mutex_init(&nv->link_lock, NULL);
@@ -17,13 +16,11 @@ jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
 #undef JK_NVRTC_SET_
   nvrtcResult r = nv->nvrtcVersion(&nv->major, &nv->minor);
   if (r != NVRTC_SUCCESS)
-    return jk_fail(e, JITK_ERR_NVRTC, "nvrtcVersion failed: %s",
-                   nv->nvrtcGetErrorString(r));
+    return jk_fail(e, JITK_ERR_NVRTC, "nvrtcVersion failed: %s", nv->nvrtcGetErrorString(r));
   int n = 0;
   r = nv->nvrtcGetNumSupportedArchs(&n);
   if (r != NVRTC_SUCCESS || n <= 0 || n > JK_MAX_ARCHS)
-    return jk_fail(e, JITK_ERR_NVRTC,
-                   "nvrtcGetNumSupportedArchs failed or gave %d", n);
+    return jk_fail(e, JITK_ERR_NVRTC, "nvrtcGetNumSupportedArchs failed or gave %d", n);
   r = nv->nvrtcGetSupportedArchs(nv->archs);
   if (r != NVRTC_SUCCESS)
     return jk_fail(e, JITK_ERR_NVRTC, "nvrtcGetSupportedArchs failed: %s",
@@ -44,8 +41,7 @@ jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
       jk_buf_init(&b, e);
       jk_buf_printf(&b, "%s/cccl", nv->include_dir);
       nv->cccl_dir = jk_buf_take(&b);
-      if (nv->cccl_dir == NULL)
-        return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+      if (nv->cccl_dir == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
     }
   }
   return JITK_OK;
@@ -72,13 +68,11 @@ static void list_archs(const jk_nvrtc *nv, char *out, size_t size) {
   size_t used = 0;
   out[0] = '\0';
   for (int i = 0; i < nv->num_archs && used < size; i++)
-    used += (size_t)snprintf(out + used, size - used, "%s%d", i ? ", " : "",
-                             nv->archs[i]);
+    used += (size_t)snprintf(out + used, size - used, "%s%d", i ? ", " : "", nv->archs[i]);
 }
 
 jitk_status jk_target_parse(jitk_engine *e, const char *arch, jk_target *t) {
-  if (arch == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "arch is NULL");
+  if (arch == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "arch is NULL");
   jk_target tmp;
   memset(&tmp, 0, sizeof tmp);
   const char *digits;
@@ -110,8 +104,7 @@ jitk_status jk_target_parse(jitk_engine *e, const char *arch, jk_target *t) {
   if (!nvrtc_supports(&e->nvrtc, value)) {
     char list[256];
     list_archs(&e->nvrtc, list, sizeof list);
-    return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                   "NVRTC %d.%d cannot compile for %s; it supports %s",
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "NVRTC %d.%d cannot compile for %s; it supports %s",
                    e->nvrtc.major, e->nvrtc.minor, arch, list);
   }
   snprintf(tmp.arch, sizeof tmp.arch, "%s", arch);
@@ -119,8 +112,7 @@ jitk_status jk_target_parse(jitk_engine *e, const char *arch, jk_target *t) {
   return JITK_OK;
 }
 
-jitk_status jk_target_for_device(jitk_engine *e, int major, int minor,
-                                 jk_target *t) {
+jitk_status jk_target_for_device(jitk_engine *e, int major, int minor, jk_target *t) {
   int cc = major * 10 + minor;
   const jk_nvrtc *nv = &e->nvrtc;
   memset(t, 0, sizeof *t);
@@ -151,20 +143,18 @@ jitk_status jk_target_for_device(jitk_engine *e, int major, int minor,
   return JITK_OK;
 }
 
-static bool has_prefix_option(const char *const *options, size_t n,
-                              const char *const *prefixes) {
+static bool has_prefix_option(const char *const *options, size_t n, const char *const *prefixes) {
   for (size_t i = 0; i < n; i++)
     for (const char *const *p = prefixes; *p; p++)
       if (strncmp(options[i], *p, strlen(*p)) == 0) return true;
   return false;
 }
 
-jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
-                                   size_t num_options, bool arch_specific,
-                                   char ***out, size_t *num_out) {
+jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, size_t num_options,
+                                   bool arch_specific, char ***out, size_t *num_out) {
   static const char *const std_opts[] = {"-std=", "--std=", NULL};
-  static const char *const arch_opts[] = {"-arch", "--gpu-architecture",
-                                          "--gpu-code", "-code", NULL};
+  static const char *const arch_opts[] = {"-arch", "--gpu-architecture", "--gpu-code", "-code",
+                                          NULL};
   /* The engine owns the target: its modules must load on its device, and
    * one place deciding the arch keeps cache keys consistent. */
   for (size_t i = 0; i < num_options; i++)
@@ -269,38 +259,38 @@ static char *program_log(jitk_engine *e, nvrtcProgram prog) {
   return log;
 }
 
-static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in,
-                                  const char *log, char **opts, size_t nopts) {
+static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in, const char *log,
+                                  char **opts, size_t nopts) {
   jk_buf b;
   jk_buf_init(&b, e);
   char *rewritten = in->rewrite_log && log ? jk_rewrite_log(e, log) : NULL;
   if (rewritten != NULL) log = rewritten;
   if (in->what != NULL) jk_buf_printf(&b, "%s\n", in->what);
   jk_buf_printf(&b, "%s failed to compile for %s:\n%s\noptions:",
-                in->program_name ? in->program_name : "module.cu",
-                e->target.arch, log && *log ? log : "(NVRTC gave no log)");
+                in->program_name ? in->program_name : "module.cu", e->target.arch,
+                log && *log ? log : "(NVRTC gave no log)");
   for (size_t i = 0; i < nopts; i++) jk_buf_printf(&b, " %s", opts[i]);
   if (in->rewrite_log)
-    jk_buf_puts(&b, "\n(the generated source: JITK_DUMP_SOURCE=1, or the kernel's _source "
-                    "call after the failure)");
+    jk_buf_puts(&b,
+                "\n(the generated source: JITK_DUMP_SOURCE=1, or the kernel's _source "
+                "call after the failure)");
   jk_free(e, rewritten);
   char *msg = jk_buf_take(&b);
   jitk_status st = jk_fail(e, JITK_ERR_COMPILE, "%s",
-                           msg ? msg : "compilation failed (and out of memory "
-                                       "while describing why)");
+                           msg ? msg
+                               : "compilation failed (and out of memory "
+                                 "while describing why)");
   jk_free(e, msg);
   return st;
 }
 
-jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
-                             jk_compile_output *out) {
+jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out) {
   const jk_nvrtc *nv = &e->nvrtc;
   memset(out, 0, sizeof *out);
   char **opts = NULL;
   size_t nopts = 0;
   jitk_status st =
-      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific,
-                             &opts, &nopts);
+      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific, &opts, &nopts);
   if (st != JITK_OK) return st;
 
   /* The caller's headers come first, so a caller can stand in for one of
@@ -316,15 +306,14 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   }
   for (size_t i = 0; i < in->num_headers; i++) {
     if (in->headers[i].name == NULL || in->headers[i].source == NULL) {
-      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "header %zu has a NULL name or source", i);
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "header %zu has a NULL name or source", i);
       goto done;
     }
     /* NVRTC refuses two headers of one name with a bare INVALID_INPUT. */
     for (size_t j = 0; j < i; j++)
       if (strcmp(in->headers[j].name, in->headers[i].name) == 0) {
-        st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                     "headers %zu and %zu are both named \"%s\"", j, i, in->headers[i].name);
+        st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "headers %zu and %zu are both named \"%s\"", j,
+                     i, in->headers[i].name);
         goto done;
       }
     hname[i] = in->headers[i].name;
@@ -344,12 +333,10 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   }
 
   const char *pname = in->program_name ? in->program_name : "module.cu";
-  nvrtcResult r = nv->nvrtcCreateProgram(&prog, in->source, pname, (int)nh,
-                                         hsrc, hname);
+  nvrtcResult r = nv->nvrtcCreateProgram(&prog, in->source, pname, (int)nh, hsrc, hname);
   if (r != NVRTC_SUCCESS) {
     prog = NULL;
-    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY
-                                                  : JITK_ERR_NVRTC,
+    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY : JITK_ERR_NVRTC,
                  "nvrtcCreateProgram failed: %s", nv->nvrtcGetErrorString(r));
     goto done;
   }
@@ -375,8 +362,7 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
     goto done;
   }
   if (r != NVRTC_SUCCESS) {
-    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY
-                                                  : JITK_ERR_NVRTC,
+    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY : JITK_ERR_NVRTC,
                  "nvrtcCompileProgram failed: %s%s%s", nv->nvrtcGetErrorString(r),
                  log && *log ? "\n" : "", log ? log : "");
     goto done;
@@ -390,8 +376,8 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   bool want_ptx = e->target.ptx;
   r = want_ptx ? nv->nvrtcGetPTXSize(prog, &size) : nv->nvrtcGetCUBINSize(prog, &size);
   if (r != NVRTC_SUCCESS || size == 0) {
-    st = jk_fail(e, JITK_ERR_NVRTC, "NVRTC produced no %s: %s",
-                 want_ptx ? "PTX" : "cubin", nv->nvrtcGetErrorString(r));
+    st = jk_fail(e, JITK_ERR_NVRTC, "NVRTC produced no %s: %s", want_ptx ? "PTX" : "cubin",
+                 nv->nvrtcGetErrorString(r));
     goto done;
   }
   out->image = jk_malloc(e, size + 1);
@@ -435,8 +421,8 @@ jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
       }
     }
   }
-  jk_log(e, JITK_LOG_INFO, "compiled %s for %s in %.1f ms (%zu bytes of %s)",
-         pname, e->target.arch, out->milliseconds, size, want_ptx ? "PTX" : "cubin");
+  jk_log(e, JITK_LOG_INFO, "compiled %s for %s in %.1f ms (%zu bytes of %s)", pname, e->target.arch,
+         out->milliseconds, size, want_ptx ? "PTX" : "cubin");
   /* Relocatable code cannot be loaded as it is: linked with the device
    * runtime here, so that what is cached and loaded is the linked image. */
   if (jk_options_rdc(in->options, in->num_options)) {

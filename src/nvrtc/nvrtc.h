@@ -15,21 +15,21 @@
 
 /* The NVRTC entry points jitk uses. They live in a table on the engine so
  * that tests can make any one of them fail. */
-#define JK_NVRTC_FUNCS(X)     \
-  X(nvrtcGetErrorString)      \
-  X(nvrtcVersion)             \
+#define JK_NVRTC_FUNCS(X)      \
+  X(nvrtcGetErrorString)       \
+  X(nvrtcVersion)              \
   X(nvrtcGetNumSupportedArchs) \
-  X(nvrtcGetSupportedArchs)   \
-  X(nvrtcCreateProgram)       \
-  X(nvrtcDestroyProgram)      \
-  X(nvrtcCompileProgram)      \
-  X(nvrtcGetProgramLogSize)   \
-  X(nvrtcGetProgramLog)       \
-  X(nvrtcGetPTXSize)          \
-  X(nvrtcGetPTX)              \
-  X(nvrtcGetCUBINSize)        \
-  X(nvrtcGetCUBIN)            \
-  X(nvrtcAddNameExpression)   \
+  X(nvrtcGetSupportedArchs)    \
+  X(nvrtcCreateProgram)        \
+  X(nvrtcDestroyProgram)       \
+  X(nvrtcCompileProgram)       \
+  X(nvrtcGetProgramLogSize)    \
+  X(nvrtcGetProgramLog)        \
+  X(nvrtcGetPTXSize)           \
+  X(nvrtcGetPTX)               \
+  X(nvrtcGetCUBINSize)         \
+  X(nvrtcGetCUBIN)             \
+  X(nvrtcAddNameExpression)    \
   X(nvrtcGetLoweredName)
 
 #define JK_MAX_ARCHS 64
@@ -84,8 +84,7 @@ struct jk_target;
 
 /* Fills the function table with the linked NVRTC and reads its version and
  * supported architectures. */
-jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv,
-                          const char *include_override);
+jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv, const char *include_override);
 void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv);
 
 /*
@@ -93,24 +92,22 @@ void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv);
  * it against NVRTC's supported list. JITK_ERR_INVALID_ARGUMENT for a
  * malformed name, JITK_ERR_UNSUPPORTED for one NVRTC cannot target.
  */
-jitk_status jk_target_parse(jitk_engine *e, const char *arch,
-                            struct jk_target *t);
+jitk_status jk_target_parse(jitk_engine *e, const char *arch, struct jk_target *t);
 
 /* The target for a device of compute capability major.minor: its sm_XY
  * when NVRTC supports it, PTX for the newest compute_XY below it
  * otherwise. JITK_ERR_UNSUPPORTED when the device is older than NVRTC's
  * oldest target. */
-jitk_status jk_target_for_device(jitk_engine *e, int major, int minor,
-                                 struct jk_target *t);
+jitk_status jk_target_for_device(jitk_engine *e, int major, int minor, struct jk_target *t);
 
 /* --- deps.c: the files a compile reads --- */
 
 /* One path a compile's lookups touched. */
 typedef struct jk_dep {
-  char *path;    /* as NVRTC opens it: relative to the working directory, or absolute */
-  char state;    /* 'F' a regular file, 'A' nothing there, 'O' something else */
-  bool hashed;   /* `hash` holds the file's XXH3-128 */
-  bool toolkit;  /* under the CUDA header folders (checked on disk hits only) */
+  char *path;   /* as NVRTC opens it: relative to the working directory, or absolute */
+  char state;   /* 'F' a regular file, 'A' nothing there, 'O' something else */
+  bool hashed;  /* `hash` holds the file's XXH3-128 */
+  bool toolkit; /* under the CUDA header folders (checked on disk hits only) */
   uint8_t hash[16];
 } jk_dep;
 
@@ -147,7 +144,7 @@ typedef struct jk_compile_output {
   void *image; /* cubin, or NUL-terminated PTX */
   size_t image_size;
   bool ptx;
-  char *log; /* NVRTC's log, never NULL after success */
+  char *log;      /* NVRTC's log, never NULL after success */
   char **lowered; /* one per name expression */
   size_t num_lowered;
   double milliseconds; /* NVRTC's compile time, and the link's */
@@ -162,15 +159,13 @@ typedef struct jk_compile_output {
  * for cubins, and -I for the CUDA and CCCL headers. The returned array and
  * its strings are allocated; free with jk_options_free.
  */
-jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options,
-                                   size_t num_options, bool arch_specific,
-                                   char ***out, size_t *num_out);
+jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, size_t num_options,
+                                   bool arch_specific, char ***out, size_t *num_out);
 void jk_options_free(jitk_engine *e, char **options, size_t num);
 
 /* Compiles for the engine's target. JITK_ERR_COMPILE with NVRTC's log and
  * the options in the message when the source does not compile. */
-jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
-                             jk_compile_output *out);
+jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out);
 void jk_compile_output_free(jitk_engine *e, jk_compile_output *out);
 
 /* The headers under templates/, embedded at build time. */
@@ -184,8 +179,8 @@ extern const size_t jk_num_embedded_headers;
 
 /* Parses ptxas's "-v" report in an NVRTC log into one entry per kernel,
  * in the order ptxas compiled them. Free with jk_ptxas_free. */
-jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
-                           jitk_kernel_resources **out, size_t *count);
+jitk_status jk_ptxas_parse(jitk_engine *e, const char *log, jitk_kernel_resources **out,
+                           size_t *count);
 void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
 
 /* --- deps.c, continued --- */
@@ -240,8 +235,7 @@ jitk_status jk_devrt_search_dirs(jitk_engine *e, char **out);
  * with the XXH3-128 of the bytes read. JITK_ERR_UNSUPPORTED naming every
  * folder when none has it.
  */
-jitk_status jk_find_devrt(jitk_engine *e, jk_deps *deps, char **path, void **data,
-                          size_t *size);
+jitk_status jk_find_devrt(jitk_engine *e, jk_deps *deps, char **path, void **data, size_t *size);
 
 /*
  * Links NVRTC's relocatable output in `out` with libcudadevrt: through

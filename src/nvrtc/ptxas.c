@@ -19,8 +19,8 @@
 /* The number just before `word` in `line` ("14 registers"), or 0 when
  * there is none. A number above `limit` is none that ptxas prints (and
  * would not fit the field): it sets *bad and reads as 0. */
-static size_t number_before(const char *line, const char *end, const char *word,
-                            size_t limit, bool *bad) {
+static size_t number_before(const char *line, const char *end, const char *word, size_t limit,
+                            bool *bad) {
   size_t wl = strlen(word);
   for (const char *p = line; p + wl <= end; p++) {
     if (strncmp(p, word, wl) != 0) continue;
@@ -43,8 +43,8 @@ static size_t number_before(const char *line, const char *end, const char *word,
   return 0;
 }
 
-jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
-                           jitk_kernel_resources **out, size_t *count) {
+jitk_status jk_ptxas_parse(jitk_engine *e, const char *log, jitk_kernel_resources **out,
+                           size_t *count) {
   *out = NULL;
   *count = 0;
   size_t cap = 0, n = 0;
@@ -95,8 +95,8 @@ jitk_status jk_ptxas_parse(jitk_engine *e, const char *log,
        * the line. */
       if (bad)
         jk_log(e, JITK_LOG_WARN,
-               "ptxas's report for kernel %s has a number out of range, read as 0: %s",
-               cur->name, tmp);
+               "ptxas's report for kernel %s has a number out of range, read as 0: %s", cur->name,
+               tmp);
     }
     line = *end ? end + 1 : end;
   }

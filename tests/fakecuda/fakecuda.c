@@ -334,9 +334,8 @@ static CUresult fk_cuFuncGetParamInfo(CUfunction f, size_t i, size_t *off, size_
 static CUresult fk_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType t, cuuint32_t rank,
                                           void *addr, const cuuint64_t *dims,
                                           const cuuint64_t *strides, const cuuint32_t *box,
-                                          const cuuint32_t *elem_strides,
-                                          CUtensorMapInterleave il, CUtensorMapSwizzle sw,
-                                          CUtensorMapL2promotion l2,
+                                          const cuuint32_t *elem_strides, CUtensorMapInterleave il,
+                                          CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                           CUtensorMapFloatOOBfill fill) {
   (void)t, (void)addr, (void)dims, (void)strides, (void)box, (void)elem_strides;
   (void)il, (void)sw, (void)l2, (void)fill;
@@ -355,8 +354,8 @@ static CUresult fk_cuLinkAddData(CUlinkState s, CUjitInputType t, void *d, size_
   (void)s, (void)t, (void)d, (void)z, (void)name, (void)n, (void)o, (void)v;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-static CUresult fk_cuLinkAddFile(CUlinkState s, CUjitInputType t, const char *path,
-                                 unsigned int n, CUjit_option *o, void **v) {
+static CUresult fk_cuLinkAddFile(CUlinkState s, CUjitInputType t, const char *path, unsigned int n,
+                                 CUjit_option *o, void **v) {
   (void)s, (void)t, (void)path, (void)n, (void)o, (void)v;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -371,7 +370,8 @@ static CUresult fk_cuLinkDestroy(CUlinkState s) {
 
 static CUresult check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                            unsigned bz, unsigned shared, const fake_function *f) {
-  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0)
+    return CUDA_ERROR_INVALID_VALUE;
   if (gx > 2147483647u || gy > 65535 || gz > 65535) return CUDA_ERROR_INVALID_VALUE;
   if (bx > 1024 || by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024)
     return CUDA_ERROR_INVALID_VALUE;
@@ -380,11 +380,11 @@ static CUresult check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, u
 }
 
 static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                              unsigned by, unsigned bz, unsigned shared, CUstream s,
-                              void **params, void **extra) {
+                              unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
+                              void **extra) {
   fake_function *x = (fake_function *)(void *)f;
-  if (x == NULL || current == NULL) return current == NULL ? CUDA_ERROR_INVALID_CONTEXT
-                                                           : CUDA_ERROR_INVALID_VALUE;
+  if (x == NULL || current == NULL)
+    return current == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
   CUresult r = check_dims(gx, gy, gz, bx, by, bz, shared, x);
   if (r != CUDA_SUCCESS) return r;
   last_launch.function = x->name;
@@ -410,9 +410,9 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   return CUDA_SUCCESS;
 }
 
-static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                  unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                                  CUstream s, void **params, void **extra) {
+static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                  unsigned by, unsigned bz, unsigned shared, CUstream s,
+                                  void **params, void **extra) {
   return record_launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
 }
 
@@ -579,7 +579,7 @@ static CUresult fk_cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 /* Each fake has the prototype cuda.h gives the entry point it stands for
  * (through cuda.h's macros, the versioned one: cuMemAlloc_v2), so that the
  * caller's function-pointer types are right. */
-#define FAKECUDA_SAME_TYPE(name)                                                    \
+#define FAKECUDA_SAME_TYPE(name)                                                          \
   _Static_assert(__builtin_types_compatible_p(__typeof__(&fk_##name), __typeof__(&name)), \
                  "fk_" #name " has the wrong prototype");
 FAKECUDA_SAME_TYPE(cuGetErrorName)
@@ -642,38 +642,63 @@ static const struct {
   const char *name;
   void *fn;
 } entries[] = {
-    FAKECUDA_ENTRY(cuGetErrorName), FAKECUDA_ENTRY(cuGetErrorString),
-    FAKECUDA_ENTRY(cuInit), FAKECUDA_ENTRY(cuDriverGetVersion),
-    FAKECUDA_ENTRY(cuDeviceGetCount), FAKECUDA_ENTRY(cuDeviceGet),
-    FAKECUDA_ENTRY(cuDeviceGetName), FAKECUDA_ENTRY(cuDeviceGetAttribute),
-    FAKECUDA_ENTRY(cuDeviceTotalMem), FAKECUDA_ENTRY(cuDevicePrimaryCtxRetain),
-    FAKECUDA_ENTRY(cuDevicePrimaryCtxRelease), FAKECUDA_ENTRY(cuCtxGetCurrent),
-    FAKECUDA_ENTRY(cuCtxSetCurrent), FAKECUDA_ENTRY(cuCtxGetDevice),
-    FAKECUDA_ENTRY(cuCtxSynchronize), FAKECUDA_ENTRY(cuModuleLoadDataEx),
-    FAKECUDA_ENTRY(cuModuleUnload), FAKECUDA_ENTRY(cuModuleGetFunction),
-    FAKECUDA_ENTRY(cuModuleGetGlobal), FAKECUDA_ENTRY(cuFuncGetAttribute),
-    FAKECUDA_ENTRY(cuFuncSetAttribute), FAKECUDA_ENTRY(cuFuncGetParamInfo),
-    FAKECUDA_ENTRY(cuTensorMapEncodeTiled), FAKECUDA_ENTRY(cuLinkCreate),
-    FAKECUDA_ENTRY(cuLinkAddData), FAKECUDA_ENTRY(cuLinkAddFile),
-    FAKECUDA_ENTRY(cuLinkComplete), FAKECUDA_ENTRY(cuLinkDestroy),
-    FAKECUDA_ENTRY(cuLaunchKernel), FAKECUDA_ENTRY(cuLaunchKernelEx),
+    FAKECUDA_ENTRY(cuGetErrorName),
+    FAKECUDA_ENTRY(cuGetErrorString),
+    FAKECUDA_ENTRY(cuInit),
+    FAKECUDA_ENTRY(cuDriverGetVersion),
+    FAKECUDA_ENTRY(cuDeviceGetCount),
+    FAKECUDA_ENTRY(cuDeviceGet),
+    FAKECUDA_ENTRY(cuDeviceGetName),
+    FAKECUDA_ENTRY(cuDeviceGetAttribute),
+    FAKECUDA_ENTRY(cuDeviceTotalMem),
+    FAKECUDA_ENTRY(cuDevicePrimaryCtxRetain),
+    FAKECUDA_ENTRY(cuDevicePrimaryCtxRelease),
+    FAKECUDA_ENTRY(cuCtxGetCurrent),
+    FAKECUDA_ENTRY(cuCtxSetCurrent),
+    FAKECUDA_ENTRY(cuCtxGetDevice),
+    FAKECUDA_ENTRY(cuCtxSynchronize),
+    FAKECUDA_ENTRY(cuModuleLoadDataEx),
+    FAKECUDA_ENTRY(cuModuleUnload),
+    FAKECUDA_ENTRY(cuModuleGetFunction),
+    FAKECUDA_ENTRY(cuModuleGetGlobal),
+    FAKECUDA_ENTRY(cuFuncGetAttribute),
+    FAKECUDA_ENTRY(cuFuncSetAttribute),
+    FAKECUDA_ENTRY(cuFuncGetParamInfo),
+    FAKECUDA_ENTRY(cuTensorMapEncodeTiled),
+    FAKECUDA_ENTRY(cuLinkCreate),
+    FAKECUDA_ENTRY(cuLinkAddData),
+    FAKECUDA_ENTRY(cuLinkAddFile),
+    FAKECUDA_ENTRY(cuLinkComplete),
+    FAKECUDA_ENTRY(cuLinkDestroy),
+    FAKECUDA_ENTRY(cuLaunchKernel),
+    FAKECUDA_ENTRY(cuLaunchKernelEx),
     FAKECUDA_ENTRY(cuOccupancyMaxPotentialBlockSize),
     FAKECUDA_ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor),
-    FAKECUDA_ENTRY(cuMemAlloc), FAKECUDA_ENTRY(cuMemFree),
-    FAKECUDA_ENTRY(cuMemAllocAsync), FAKECUDA_ENTRY(cuMemFreeAsync),
-    FAKECUDA_ENTRY(cuMemPoolCreate), FAKECUDA_ENTRY(cuMemPoolDestroy),
-    FAKECUDA_ENTRY(cuMemPoolSetAttribute), FAKECUDA_ENTRY(cuMemAllocFromPoolAsync),
-    FAKECUDA_ENTRY(cuMemcpyAsync), FAKECUDA_ENTRY(cuMemcpy),
-    FAKECUDA_ENTRY(cuMemsetD8Async), FAKECUDA_ENTRY(cuPointerGetAttribute),
-    FAKECUDA_ENTRY(cuPointerGetAttributes), FAKECUDA_ENTRY(cuStreamCreate),
-    FAKECUDA_ENTRY(cuStreamDestroy), FAKECUDA_ENTRY(cuStreamSynchronize),
-    FAKECUDA_ENTRY(cuEventCreate), FAKECUDA_ENTRY(cuEventDestroy),
-    FAKECUDA_ENTRY(cuEventRecord), FAKECUDA_ENTRY(cuEventSynchronize),
+    FAKECUDA_ENTRY(cuMemAlloc),
+    FAKECUDA_ENTRY(cuMemFree),
+    FAKECUDA_ENTRY(cuMemAllocAsync),
+    FAKECUDA_ENTRY(cuMemFreeAsync),
+    FAKECUDA_ENTRY(cuMemPoolCreate),
+    FAKECUDA_ENTRY(cuMemPoolDestroy),
+    FAKECUDA_ENTRY(cuMemPoolSetAttribute),
+    FAKECUDA_ENTRY(cuMemAllocFromPoolAsync),
+    FAKECUDA_ENTRY(cuMemcpyAsync),
+    FAKECUDA_ENTRY(cuMemcpy),
+    FAKECUDA_ENTRY(cuMemsetD8Async),
+    FAKECUDA_ENTRY(cuPointerGetAttribute),
+    FAKECUDA_ENTRY(cuPointerGetAttributes),
+    FAKECUDA_ENTRY(cuStreamCreate),
+    FAKECUDA_ENTRY(cuStreamDestroy),
+    FAKECUDA_ENTRY(cuStreamSynchronize),
+    FAKECUDA_ENTRY(cuEventCreate),
+    FAKECUDA_ENTRY(cuEventDestroy),
+    FAKECUDA_ENTRY(cuEventRecord),
+    FAKECUDA_ENTRY(cuEventSynchronize),
     FAKECUDA_ENTRY(cuEventElapsedTime),
 };
 
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
-                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
   (void)version;
   (void)flags;
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)

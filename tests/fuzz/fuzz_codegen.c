@@ -173,13 +173,12 @@ static void check_rewrite(jitk_engine *e, const char *log) {
   for (const char *p = log; *p; p++) lines += *p == '\n';
   size_t in_len = strlen(log), out_len = strlen(out);
   /* A rewritten line trades "(N): " for ":N:COL: ", and COL is a long. */
-  JF_CHECK(out_len <= in_len + 24 * lines, "the rewritten log grew from %zu to %zu bytes",
-           in_len, out_len);
+  JF_CHECK(out_len <= in_len + 24 * lines, "the rewritten log grew from %zu to %zu bytes", in_len,
+           out_len);
   for (const char *p = out; *p;) {
     const char *nl = strchr(p, '\n');
     size_t len = nl ? (size_t)(nl - p) : strlen(p);
-    JF_CHECK(!nvrtc_form(p, len), "a line kept NVRTC's form after rewriting: %.*s", (int)len,
-             p);
+    JF_CHECK(!nvrtc_form(p, len), "a line kept NVRTC's form after rewriting: %.*s", (int)len, p);
     p += len + (nl != NULL);
   }
   jk_free(e, out);
@@ -219,8 +218,7 @@ static void check_compile(jitk_engine *e, jitk_status st, const char *call, cons
     JF_CHECK(m != sentinel && m != NULL, "%s succeeded without a module", call);
     const jitk_kernel_resources *res = NULL;
     size_t count = 0;
-    JF_CHECK(jitk_module_resources(m, &res, &count) == JITK_OK, "no resources: %s",
-             jitk_errmsg(e));
+    JF_CHECK(jitk_module_resources(m, &res, &count) == JITK_OK, "no resources: %s", jitk_errmsg(e));
     for (size_t i = 0; i < count; i++)
       JF_CHECK(res[i].name != NULL && strstr(stub_log, res[i].name) != NULL,
                "ptxas resource %zu names a kernel the log does not mention", i);
@@ -248,8 +246,8 @@ static void run_elementwise(jitk_engine *e, unsigned h0, unsigned h1, const jf_f
                                     jf_opt(f, 4)};
   const char *source = stub_sentinel_text;
   jitk_module *sentinel = (jitk_module *)(void *)&stub_program, *m = sentinel;
-  st = jitk_elementwise_compile(k, jf_get(f, 3, "T=float32"), h0 & 128 ? NULL : &layout,
-                                &source, &m);
+  st = jitk_elementwise_compile(k, jf_get(f, 3, "T=float32"), h0 & 128 ? NULL : &layout, &source,
+                                &m);
   /* The source of a failed compile is what the _source call gives. */
   const char *last = NULL;
   if (jitk_elementwise_source(k, &last) == JITK_OK && st == JITK_OK)
@@ -267,8 +265,8 @@ static void run_reduction(jitk_engine *e, unsigned h0, unsigned h1, const jf_fie
   jitk_reduction_options opts = {0};
   opts.preamble = jf_opt(f, 8);
   jitk_reduction *k = (jitk_reduction *)(void *)&stub_program;
-  jitk_status st = jitk_reduction_create(e, in, out, map, reduce, post, jf_opt(f, 5),
-                                         jf_opt(f, 6), "fuzzed", &opts, &k);
+  jitk_status st = jitk_reduction_create(e, in, out, map, reduce, post, jf_opt(f, 5), jf_opt(f, 6),
+                                         "fuzzed", &opts, &k);
   if (st != JITK_OK) {
     jf_check_failure(e, st, "jitk_reduction_create");
     JF_CHECK(k == (jitk_reduction *)(void *)&stub_program,
@@ -285,8 +283,7 @@ static void run_reduction(jitk_engine *e, unsigned h0, unsigned h1, const jf_fie
   if (h1 & 64) layout.strategy = 'x';
   const char *source = stub_sentinel_text;
   jitk_module *sentinel = (jitk_module *)(void *)&stub_program, *m = sentinel;
-  st = jitk_reduction_compile(k, jf_get(f, 7, "T=float32"), h0 & 128 ? NULL : &layout, &source,
-                              &m);
+  st = jitk_reduction_compile(k, jf_get(f, 7, "T=float32"), h0 & 128 ? NULL : &layout, &source, &m);
   const char *last = NULL;
   if (jitk_reduction_source(k, &last) == JITK_OK && st == JITK_OK)
     JF_CHECK(source != NULL && strcmp(source, last) == 0,
@@ -303,8 +300,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (jf_split(&f, data + 2, size - 2) != 0) return 0;
   bool reduction = h0 & 1;
   static const nvrtcResult outcomes[4] = {NVRTC_ERROR_COMPILATION, NVRTC_SUCCESS,
-                                          NVRTC_ERROR_INVALID_OPTION,
-                                          NVRTC_ERROR_INTERNAL_ERROR};
+                                          NVRTC_ERROR_INVALID_OPTION, NVRTC_ERROR_INTERNAL_ERROR};
   stub_result = outcomes[(h0 >> 1) & 3];
   stub_log = jf_get(&f, reduction ? 9 : 8, "");
   stub_programs = 0;

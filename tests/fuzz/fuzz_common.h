@@ -82,8 +82,8 @@ static inline const char *jf_opt(const jf_fields *f, int i) {
 
 /* A failed call must leave a real status and a message. */
 static inline void jf_check_failure(jitk_engine *e, jitk_status st, const char *call) {
-  JF_CHECK(strcmp(jitk_errname(st), "JITK_ERR_UNKNOWN") != 0, "%s returned %d, not a status",
-           call, (int)st);
+  JF_CHECK(strcmp(jitk_errname(st), "JITK_ERR_UNKNOWN") != 0, "%s returned %d, not a status", call,
+           (int)st);
   JF_CHECK(jitk_errmsg(e)[0] != '\0' && strcmp(jitk_errmsg(e), "no error") != 0,
            "%s failed with %s but left no message", call, jitk_errname(st));
 }

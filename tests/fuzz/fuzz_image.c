@@ -85,9 +85,8 @@ static void walk(jitk_image_kind kind, const unsigned char *data, size_t size) {
      * not a promise that lookups find them. */
     JF_CHECK(count < 0 || jk_image_has_kernel(kind, data, size, n.name[i]) == 1,
              "kernel %s was listed but not found", n.name[i]);
-    int r = kind == JITK_IMAGE_PTX
-                ? jk_ptx_param_sizes((const char *)data, n.name[i], sizes, CAP)
-                : jk_cubin_param_sizes(data, size, n.name[i], sizes, CAP);
+    int r = kind == JITK_IMAGE_PTX ? jk_ptx_param_sizes((const char *)data, n.name[i], sizes, CAP)
+                                   : jk_cubin_param_sizes(data, size, n.name[i], sizes, CAP);
     JF_CHECK(r >= -2 && r <= CAP, "%d parameters", r);
     for (int p = 0; kind != JITK_IMAGE_PTX && p < r; p++)
       JF_CHECK(sizes[p] < (1u << 14), "parameter %d of %u bytes", p, sizes[p]);
@@ -126,7 +125,10 @@ static void check_fatbin(const unsigned char *data, size_t size) {
     JF_CHECK(c >= data && cubin_size <= size && (size_t)(c - data) <= size - cubin_size,
              "jk_fatbin_cubin returned bytes %td..%td of a %zu-byte fatbin", c - data,
              c - data + (ptrdiff_t)cubin_size, size);
-    JF_CHECK(cubin_size >= 64 && memcmp(c, "\x7f" "ELF", 4) == 0,
+    JF_CHECK(cubin_size >= 64 && memcmp(c,
+                                        "\x7f"
+                                        "ELF",
+                                        4) == 0,
              "jk_fatbin_cubin returned something that is not a cubin");
     if (i == 0) check_cubin(c, cubin_size);
   }
@@ -199,7 +201,11 @@ static uint64_t interesting(uint64_t *s, size_t size, uint64_t other) {
 }
 
 static bool mutate_elf(uint8_t *d, size_t size, uint64_t *s) {
-  if (size < 64 || memcmp(d, "\x7f" "ELF", 4) != 0) return false;
+  if (size < 64 || memcmp(d,
+                          "\x7f"
+                          "ELF",
+                          4) != 0)
+    return false;
   uint64_t shoff = rd_le(d + 40, 8), entsize = rd_le(d + 58, 2), shnum = rd_le(d + 60, 2);
   if (entsize < 64 || shnum == 0 || shoff > size || entsize * shnum > size - shoff) {
     /* Only the header can be edited: the section table's own fields. */
@@ -218,9 +224,9 @@ static bool mutate_elf(uint8_t *d, size_t size, uint64_t *s) {
     }
     case 1: wr_le(sh + 24, 8, interesting(s, size, rd_le(sh + 24, 8))); break; /* sh_offset */
     case 2: wr_le(sh + 32, 8, interesting(s, size, rd_le(sh + 32, 8))); break; /* sh_size */
-    case 3: wr_le(sh + 40, 4, rng_next(s) % (shnum + 2)); break;                /* sh_link */
-    case 4: wr_le(sh, 4, interesting(s, size, rd_le(sh, 4))); break;            /* sh_name */
-    case 5: wr_le(d + 62, 2, rng_next(s) % (shnum + 2)); break;                 /* e_shstrndx */
+    case 3: wr_le(sh + 40, 4, rng_next(s) % (shnum + 2)); break;               /* sh_link */
+    case 4: wr_le(sh, 4, interesting(s, size, rd_le(sh, 4))); break;           /* sh_name */
+    case 5: wr_le(d + 62, 2, rng_next(s) % (shnum + 2)); break;                /* e_shstrndx */
     default: { /* one symbol of a symbol table: a kernel with any name */
       uint64_t off = rd_le(sh + 24, 8), len = rd_le(sh + 32, 8);
       if (rd_le(sh + 4, 4) != 2 || off > size || len > size - off || len < 24) return false;
@@ -258,8 +264,8 @@ static bool mutate_fatbin(uint8_t *d, size_t size, uint64_t *s) {
   switch (rng_next(s) % 4) {
     case 0: wr_le(h + 4, 4, interesting(s, size - off, rd_le(h + 4, 4))); break; /* hsize */
     case 1: wr_le(h + 8, 8, interesting(s, size - off, rd_le(h + 8, 8))); break; /* psize */
-    case 2: wr_le(h, 2, 1 + rng_next(s) % 2); break;                            /* kind */
-    default: wr_le(h + 28, 4, rng_next(s) % 2 ? 90 : 80); break;                /* sm */
+    case 2: wr_le(h, 2, 1 + rng_next(s) % 2); break;                             /* kind */
+    default: wr_le(h + 28, 4, rng_next(s) % 2 ? 90 : 80); break;                 /* sm */
   }
   return true;
 }

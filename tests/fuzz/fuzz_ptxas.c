@@ -54,9 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const char *q = memchr(p, '\'', (size_t)(end - p));
       if (q != NULL) {
         JF_CHECK(i < count, "only %zu entries for a log naming more kernels", count);
-        JF_CHECK(strlen(res[i].name) == (size_t)(q - p) &&
-                     memcmp(res[i].name, p, (size_t)(q - p)) == 0,
-                 "entry %zu is named \"%s\", not \"%.*s\"", i, res[i].name, (int)(q - p), p);
+        JF_CHECK(
+            strlen(res[i].name) == (size_t)(q - p) && memcmp(res[i].name, p, (size_t)(q - p)) == 0,
+            "entry %zu is named \"%s\", not \"%.*s\"", i, res[i].name, (int)(q - p), p);
         i++;
       }
     }

@@ -86,8 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t at = 1;
   uint32_t psizes[8] = {0};
   for (int i = 0; i < nparams; i++)
-    psizes[i] = param_sizes[at < size ? data[at++] % (sizeof param_sizes / sizeof *param_sizes)
-                                      : 0];
+    psizes[i] =
+        param_sizes[at < size ? data[at++] % (sizeof param_sizes / sizeof *param_sizes) : 0];
   size_t tlen = size - (at < size ? at : size);
   char *text = malloc(tlen + 1);
   if (text == NULL) return 0;
@@ -133,22 +133,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (st2 == JITK_OK) {
     JF_CHECK(st == JITK_OK, "jitk_kernel_set_signature accepted what the parser refused");
     JF_CHECK(nparams < 0 || k.num_signature == nparams,
-             "a signature of %d parameters was set on a kernel of %d", k.num_signature,
-             nparams);
+             "a signature of %d parameters was set on a kernel of %d", k.num_signature, nparams);
     for (int i = 0; nparams >= 0 && i < nparams; i++) {
       const jk_param *q = &k.signature[i];
       uint32_t want = q->kind == JITK_ARG_SCALAR    ? (uint32_t)jk_dtype(q->dtype)->size
                       : q->kind == JITK_ARG_POINTER ? 8u
                                                     : 8u + 16u * (uint32_t)q->ndim;
-      JF_CHECK(want == psizes[i], "parameter %d of %u bytes accepted for %u", i, want,
-               psizes[i]);
+      JF_CHECK(want == psizes[i], "parameter %d of %u bytes accepted for %u", i, want, psizes[i]);
     }
   } else {
     jf_check_failure(engine, st2, "jitk_kernel_set_signature");
-    JF_CHECK(st2 == st || (st == JITK_OK && (st2 == JITK_ERR_ARGUMENT_COUNT ||
-                                              st2 == JITK_ERR_ARGUMENT_TYPE)),
-             "jitk_kernel_set_signature failed with %s after the parser's %s",
-             jitk_errname(st2), jitk_errname(st));
+    JF_CHECK(st2 == st || (st == JITK_OK &&
+                           (st2 == JITK_ERR_ARGUMENT_COUNT || st2 == JITK_ERR_ARGUMENT_TYPE)),
+             "jitk_kernel_set_signature failed with %s after the parser's %s", jitk_errname(st2),
+             jitk_errname(st));
     JF_CHECK(k.signature == before && k.num_signature == 1,
              "a refused signature replaced the kernel's");
   }

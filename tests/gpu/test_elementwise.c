@@ -29,8 +29,14 @@ static void write_random(void *buf, jitk_dtype d, size_t k, uint64_t *seed) {
     case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)r); break;
     case JITK_FLOAT32: ((float *)buf)[k] = (float)r; break;
     case JITK_FLOAT64: ((double *)buf)[k] = r; break;
-    case JITK_COMPLEX64: ((float *)buf)[2 * k] = (float)r; ((float *)buf)[2 * k + 1] = (float)r2; break;
-    case JITK_COMPLEX128: ((double *)buf)[2 * k] = r; ((double *)buf)[2 * k + 1] = r2; break;
+    case JITK_COMPLEX64:
+      ((float *)buf)[2 * k] = (float)r;
+      ((float *)buf)[2 * k + 1] = (float)r2;
+      break;
+    case JITK_COMPLEX128:
+      ((double *)buf)[2 * k] = r;
+      ((double *)buf)[2 * k + 1] = r2;
+      break;
     default: break;
   }
 }
@@ -43,7 +49,8 @@ Test(elementwise, every_dtype) {
   jitk_elementwise *k = NULL;
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x * y + x", "mul_add", NULL, &k));
   jitk_elementwise *kb = NULL; /* bool has no useful *, +: use logic */
-  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = (x && !y) || (y && !x)", "xor_", NULL, &kb));
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = (x && !y) || (y && !x)", "xor_", NULL,
+                                   &kb));
   const size_t n = 100003;
   uint64_t seed = 0xE1E0;
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
@@ -83,12 +90,12 @@ Test(elementwise, every_dtype) {
       switch (d) {
         case JITK_FLOAT16: tol = 2e-3 * fabs(want) + 1e-2; break;
         case JITK_BFLOAT16: tol = 1.6e-2 * fabs(want) + 1e-1; break;
-        case JITK_FLOAT32: case JITK_COMPLEX64:
+        case JITK_FLOAT32:
+        case JITK_COMPLEX64:
           tol = 1e-6 * (hypot(x, xi) * hypot(y, yi) + hypot(x, xi)) + 1e-6;
           break;
-        case JITK_FLOAT64: case JITK_COMPLEX128:
-          tol = 1e-14 * (hypot(x, xi) * hypot(y, yi) + hypot(x, xi));
-          break;
+        case JITK_FLOAT64:
+        case JITK_COMPLEX128: tol = 1e-14 * (hypot(x, xi) * hypot(y, yi) + hypot(x, xi)); break;
         default: tol = 0; break;
       }
       if (info.kind == 'i' || info.kind == 'u') {
@@ -145,7 +152,8 @@ Test(elementwise, broadcast_views_in_place) {
   float *hx = malloc(count * 4), *hb = malloc(C * 4), *hy = malloc(count * 4);
   for (size_t i = 0; i < count; i++) hx[i] = (float)jt_uniform(&seed);
   for (int j = 0; j < C; j++) hb[j] = (float)jt_uniform(&seed) * 0.5f;
-  float *dx = jt_dev_alloc(e, count * 4), *db = jt_dev_alloc(e, C * 4), *dy = jt_dev_alloc(e, count * 4);
+  float *dx = jt_dev_alloc(e, count * 4), *db = jt_dev_alloc(e, C * 4),
+        *dy = jt_dev_alloc(e, count * 4);
   jt_to_dev(e, dx, hx, count * 4);
   jt_to_dev(e, db, hb, C * 4);
   struct {
@@ -179,12 +187,14 @@ Test(elementwise, broadcast_views_in_place) {
 
   /* In place: y = a * x + y, where y is both input and output. */
   jitk_elementwise *saxpy = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "float32 a, T x", "T y", "y = a * x + y", "saxpy", NULL, &saxpy));
+  JT_OK(e, jitk_elementwise_create(e, "float32 a, T x", "T y", "y = a * x + y", "saxpy", NULL,
+                                   &saxpy));
   float *before = malloc(count * 4);
   jt_to_dev(e, dy, hx, count * 4);
   memcpy(before, hx, count * 4);
   int64_t sh[1] = {(int64_t)count};
-  DLTensor t1 = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), t2 = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
+  DLTensor t1 = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL),
+           t2 = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
   jitk_arg sargs[] = {jitk_arg_f64(2.5), jitk_arg_array(&t1), jitk_arg_array(&t2)};
   JT_OK(e, jitk_elementwise_launch(saxpy, NULL, sargs, 3, -1, NULL));
   jt_to_host(e, hy, dy, count * 4);
@@ -211,7 +221,8 @@ Test(elementwise, broadcast_views_in_place) {
     jt_to_dev(e, dy, hy0, count * 4);
     int64_t shy[2] = {R, C};
     DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, views[1].shape, views[1].strides);
-    DLTensor tw = jt_tensor(dw, JITK_FLOAT32, 2, shy, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 2, shy, NULL);
+    DLTensor tw = jt_tensor(dw, JITK_FLOAT32, 2, shy, NULL),
+             ty = jt_tensor(dy, JITK_FLOAT32, 2, shy, NULL);
     jitk_arg aargs[] = {jitk_arg_array(&tx), jitk_arg_array(&tw), jitk_arg_array(&ty)};
     JT_OK(e, jitk_elementwise_launch(acc, NULL, aargs, 3, -1, NULL));
     jt_to_host(e, hy, dy, count * 4);
@@ -238,7 +249,8 @@ Test(elementwise, broadcast_views_in_place) {
   DLTensor hi = jt_tensor(dy, JITK_FLOAT32, 1, half_shape, NULL);
   hi.byte_offset = 4 * 10;
   jitk_arg shifted[] = {jitk_arg_array(&lo), jitk_arg_array(&hi)};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps", jitk_elementwise_launch(inplace, NULL, shifted, 2, -1, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps",
+           jitk_elementwise_launch(inplace, NULL, shifted, 2, -1, NULL));
   free(before);
   jitk_elementwise_destroy(inplace);
   jitk_elementwise_destroy(saxpy);
@@ -270,7 +282,8 @@ Test(elementwise, allocated_outputs_raw_and_index) {
   jt_to_dev(e, dx, hx, n * 8);
   jt_to_dev(e, dr, hr, n * 8);
   int64_t sh[1] = {n};
-  DLTensor tx = jt_tensor(dx, JITK_FLOAT64, 1, sh, NULL), tr = jt_tensor(dr, JITK_FLOAT64, 1, sh, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT64, 1, sh, NULL),
+           tr = jt_tensor(dr, JITK_FLOAT64, 1, sh, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&tr)};
   DLManagedTensor *outs[2] = {NULL, NULL};
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "U", jitk_elementwise_launch(k, NULL, args, 2, -1, outs));
@@ -299,7 +312,8 @@ Test(elementwise, allocated_outputs_raw_and_index) {
   JT_OK(e, jitk_elementwise_create(e, "raw T r", "T y", "y = r[2 * i]", "evens", NULL, &gather));
   jitk_arg rargs[] = {jitk_arg_array(&tr)};
   DLManagedTensor *g = NULL;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_launch(gather, NULL, rargs, 1, -1, &g));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size",
+           jitk_elementwise_launch(gather, NULL, rargs, 1, -1, &g));
   JT_OK(e, jitk_elementwise_launch(gather, NULL, rargs, 1, n / 2, &g));
   jt_to_host(e, hy, g->dl_tensor.data, (size_t)(n / 2) * 8);
   for (int i = 0; i < n / 2; i++) cr_assert_eq(hy[i], hr[2 * i]);
@@ -335,7 +349,8 @@ Test(elementwise, binding_and_errors) {
   float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4);
   jt_to_dev(e, dx, hx, n * 4);
   int64_t sh[1] = {n};
-  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL),
+           ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
   /* An int64 scalar where T is float32, and a float64 for a float16. */
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_i64(3), jitk_arg_f64(0.5), jitk_arg_array(&ty)};
   jt_poison(e, dy, n * 4);
@@ -353,21 +368,28 @@ Test(elementwise, binding_and_errors) {
            jitk_elementwise_launch(k, NULL, clash, 4, -1, NULL));
   /* A complex scalar for a real parameter. */
   jitk_arg cplx[] = {jitk_arg_array(&tx), jitk_arg_c64(1, 1), jitk_arg_f32(0), jitk_arg_array(&ty)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "imaginary", jitk_elementwise_launch(k, NULL, cplx, 4, -1, NULL));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "imaginary",
+           jitk_elementwise_launch(k, NULL, cplx, 4, -1, NULL));
   /* Shapes that do not broadcast. */
   int64_t sh2[1] = {n - 1};
   DLTensor tshort = jt_tensor(dy, JITK_FLOAT32, 1, sh2, NULL);
-  jitk_arg bad_shape[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_f32(0), jitk_arg_array(&tshort)};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not broadcast", jitk_elementwise_launch(k, NULL, bad_shape, 4, -1, NULL));
+  jitk_arg bad_shape[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_f32(0),
+                          jitk_arg_array(&tshort)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not broadcast",
+           jitk_elementwise_launch(k, NULL, bad_shape, 4, -1, NULL));
   /* A pointer argument is not an array. */
-  jitk_arg ptr[] = {jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_f32(1), jitk_arg_f32(0), jitk_arg_array(&ty)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "DLTensor", jitk_elementwise_launch(k, NULL, ptr, 4, -1, NULL));
-  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 3 inputs", jitk_elementwise_launch(k, NULL, ptr, 2, -1, NULL));
+  jitk_arg ptr[] = {jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_f32(1), jitk_arg_f32(0),
+                    jitk_arg_array(&ty)};
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "DLTensor",
+           jitk_elementwise_launch(k, NULL, ptr, 4, -1, NULL));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 3 inputs",
+           jitk_elementwise_launch(k, NULL, ptr, 2, -1, NULL));
   jitk_elementwise_destroy(k);
 
   /* An operation that does not compile: the error names its own line. */
   jitk_elementwise *bad = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x", "T y", "T t = x;\ny = t + undefined_name", "bad", NULL, &bad));
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T y", "T t = x;\ny = t + undefined_name", "bad", NULL,
+                                   &bad));
   jitk_arg one[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   JT_FAILS(e, JITK_ERR_COMPILE, "operation:2:9: error: identifier \"undefined_name\" is undefined",
            jitk_elementwise_launch(bad, NULL, one, 2, -1, NULL));
@@ -395,8 +417,8 @@ Test(elementwise, binding_and_errors) {
 Test(elementwise, past_two_to_the_31, .timeout = 120) {
   jitk_engine *e = jt_gpu_engine();
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "int8 x", "int8 y", "y = (signed char)(x + (signed char)(i % 7))",
-                                   "big", NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "int8 x", "int8 y",
+                                   "y = (signed char)(x + (signed char)(i % 7))", "big", NULL, &k));
   const int64_t rows = 65539, cols = 32771; /* 2,147,778,169 elements */
   const size_t n = (size_t)(rows * cols);
   int8_t *h = malloc(n);
@@ -405,7 +427,8 @@ Test(elementwise, past_two_to_the_31, .timeout = 120) {
   jt_to_dev(e, dx, h, n);
   jt_poison(e, dy, n);
   int64_t shape[2] = {rows, cols};
-  DLTensor tx = jt_tensor(dx, JITK_INT8, 2, shape, NULL), ty = jt_tensor(dy, JITK_INT8, 2, shape, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_INT8, 2, shape, NULL),
+           ty = jt_tensor(dy, JITK_INT8, 2, shape, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, -1, NULL));
   const char *src;
@@ -445,10 +468,12 @@ Test(elementwise, raw_outputs) {
   jt_to_dev(e, dx, hx, n * 4);
   jt_to_dev(e, dy, hy, n * 4);
   int64_t sh[1] = {n};
-  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL), ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 1, sh, NULL),
+           ty = jt_tensor(dy, JITK_FLOAT32, 1, sh, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   DLManagedTensor *out = NULL;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_launch(k, NULL, args, 2, -1, &out));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size",
+           jitk_elementwise_launch(k, NULL, args, 2, -1, &out));
   cr_assert_null(out);
   jitk_output_spec spec;
   JT_OK(e, jitk_elementwise_outputs(k, args, 2, n, &spec));
@@ -485,8 +510,8 @@ Test(elementwise, raw_outputs) {
 
   /* With non-raw arrays: the loop is theirs, and so is the shape of an
    * allocated raw output; z(r, c) by coordinates. */
-  JT_OK(e, jitk_elementwise_create(e, "T a", "raw T z, T w",
-                                   "z(i / 10, i % 10) = a * 2; w = a + 1", "mixed", NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "T a", "raw T z, T w", "z(i / 10, i % 10) = a * 2; w = a + 1",
+                                   "mixed", NULL, &k));
   int64_t sh2[2] = {10, 10};
   DLTensor ta = jt_tensor(dy, JITK_FLOAT32, 2, sh2, NULL);
   jitk_arg a1[] = {jitk_arg_array(&ta)};
@@ -511,7 +536,8 @@ Test(elementwise, raw_outputs) {
   /* A raw output partly over the non-raw input: refused. */
   DLTensor tover = jt_tensor(dy + 1, JITK_FLOAT32, 2, sh2, NULL);
   jitk_arg over[] = {jitk_arg_array(&ta), jitk_arg_array(&tover), jitk_arg_allocate()};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps", jitk_elementwise_launch(k, NULL, over, 3, -1, outs));
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps",
+           jitk_elementwise_launch(k, NULL, over, 3, -1, outs));
   jitk_elementwise_destroy(k);
 
   /* A loop over rank-0 arrays allocates a rank-0 raw output, z[i]. */
@@ -548,7 +574,8 @@ Test(elementwise, block_size) {
   float *dx = jt_dev_alloc(e, n * 4), *dz = jt_dev_alloc(e, n * 4);
   jt_to_dev(e, dx, hx, n * 4);
   int64_t sh[3] = {2, 3, 4};
-  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 3, sh, NULL), tz = jt_tensor(dz, JITK_FLOAT32, 3, sh, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 3, sh, NULL),
+           tz = jt_tensor(dz, JITK_FLOAT32, 3, sh, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_f32(1), jitk_arg_array(&tz)};
   jitk_launch_options o;
   jitk_launch_options_init(&o);
@@ -567,7 +594,8 @@ Test(elementwise, block_size) {
   /* A transposed input runs tiled at jitk's block size; with another the
    * plain loop runs, with the same result. */
   int64_t tsh[2] = {cols, rows}, tst[2] = {1, cols}, zsh[2] = {cols, rows};
-  DLTensor tt = jt_tensor(dx, JITK_FLOAT32, 2, tsh, tst), tz2 = jt_tensor(dz, JITK_FLOAT32, 2, zsh, NULL);
+  DLTensor tt = jt_tensor(dx, JITK_FLOAT32, 2, tsh, tst),
+           tz2 = jt_tensor(dz, JITK_FLOAT32, 2, zsh, NULL);
   jitk_arg targs[] = {jitk_arg_array(&tt), jitk_arg_f32(0.5f), jitk_arg_array(&tz2)};
   const char *src = NULL;
   JT_OK(e, jitk_elementwise_launch(k, NULL, targs, 3, -1, NULL));
@@ -669,8 +697,8 @@ static size_t written_outside(const unsigned char *h, size_t bytes, size_t first
 Test(elementwise, misaligned_starts) {
   jitk_engine *e = jt_gpu_engine();
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "peel", NULL,
-                                   &k));
+  JT_OK(e,
+        jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "peel", NULL, &k));
   const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_INT8, JITK_FLOAT64};
   const size_t lengths[] = {1, 3, 7, 17, 33, 100003};
   uint64_t seed = 0x9EE1;
@@ -711,7 +739,8 @@ Test(elementwise, misaligned_starts) {
             JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
             jt_to_host(e, hz, dz, bytes);
             for (size_t i = 0; i < n; i++) {
-              double x = jt_read_real(hx, d, i + (size_t)ox), y = jt_read_real(hy, d, i + (size_t)oy);
+              double x = jt_read_real(hx, d, i + (size_t)ox),
+                     y = jt_read_real(hy, d, i + (size_t)oy);
               double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, i + (size_t)oz);
               double tol = add_tolerance(d, fabs(x) + fabs(y) * 8);
               if (d == JITK_INT8) want = (double)(int8_t)(int)want;
@@ -746,8 +775,8 @@ Test(elementwise, misaligned_starts) {
 Test(elementwise, reversed_vectors) {
   jitk_engine *e = jt_gpu_engine();
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "rev", NULL,
-                                   &k));
+  JT_OK(e,
+        jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "rev", NULL, &k));
   const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_INT8};
   const size_t lengths[] = {5, 19, 100003};
   uint64_t seed = 0x4E7;
@@ -852,7 +881,8 @@ Test(elementwise, stepped_inputs) {
           JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
           jt_to_host(e, hz, dz, n * info.size);
           for (size_t i = 0; i < n; i++) {
-            double x = jt_read_real(hx, d, (size_t)off + (size_t)step * i), y = jt_read_real(hy, d, i);
+            double x = jt_read_real(hx, d, (size_t)off + (size_t)step * i),
+                   y = jt_read_real(hy, d, i);
             double want = x + y, got = jt_read_real(hz, d, i);
             double tol = add_tolerance(d, fabs(x) + fabs(y));
             if (!(fabs(got - want) <= tol))
@@ -883,8 +913,8 @@ Test(elementwise, stepped_inputs) {
 Test(elementwise, tiled_permutations) {
   jitk_engine *e = jt_gpu_engine();
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "perm", NULL,
-                                   &k));
+  JT_OK(e,
+        jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y * (T)(i % 8)", "perm", NULL, &k));
   const jitk_dtype dts[] = {JITK_FLOAT32, JITK_FLOAT16, JITK_FLOAT64};
   const int64_t buf3[3] = {70, 33, 100}, buf4[4] = {5, 70, 3, 66};
   uint64_t seed = 0x7E23;
@@ -949,9 +979,10 @@ Test(elementwise, tiled_permutations) {
           double x = jt_read_real(hx, d, xo), y = jt_read_real(hy, d, yo);
           double want = x + y * (double)(i % 8), got = jt_read_real(hz, d, i);
           if (!(fabs(got - want) <= add_tolerance(d, fabs(x) + fabs(y) * 8)))
-            cr_assert_fail("%s, %d-D permutation %d %d %d %d, y broadcast along %d: element %zu "
-                           "is %g, want %g",
-                           info.name, nd, perm[0], perm[1], perm[2], perm[3], bd, i, got, want);
+            cr_assert_fail(
+                "%s, %d-D permutation %d %d %d %d, y broadcast along %d: element %zu "
+                "is %g, want %g",
+                info.name, nd, perm[0], perm[1], perm[2], perm[3], bd, i, got, want);
         }
         /* The next permutation (Narayana's algorithm); done after the
          * last. */
@@ -1002,9 +1033,12 @@ Test(elementwise, tiles_of_pairs) {
     int x_off;        /* elements */
     bool fma, pairs;
   } cases[] = {
-      {JITK_FLOAT16, 2, {300, 512}, 0, false, true},  {JITK_INT16, 2, {64, 1000}, 0, false, true},
-      {JITK_BFLOAT16, 2, {128, 96}, 0, true, true},   {JITK_FLOAT16, 3, {6, 64, 50}, 0, false, true},
-      {JITK_FLOAT16, 2, {301, 511}, 0, false, false}, {JITK_FLOAT16, 2, {300, 512}, 1, false, false},
+      {JITK_FLOAT16, 2, {300, 512}, 0, false, true},
+      {JITK_INT16, 2, {64, 1000}, 0, false, true},
+      {JITK_BFLOAT16, 2, {128, 96}, 0, true, true},
+      {JITK_FLOAT16, 3, {6, 64, 50}, 0, false, true},
+      {JITK_FLOAT16, 2, {301, 511}, 0, false, false},
+      {JITK_FLOAT16, 2, {300, 512}, 1, false, false},
   };
   uint64_t seed = 0x9A12;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -25,10 +25,10 @@ typedef struct mm_case {
   int has_c;
   double alpha, beta;
   const char *epilogue, *params;
-  int misalign;         /* elements of offset added to A and B */
-  const char *kind;     /* "tensor cores" or "FFMA", expected in the description */
-  jitk_dtype ddt;       /* D's dtype (C's too); JITK_DTYPE_NONE: dt */
-  int64_t pad;          /* elements each row (or column) of A and B is padded by, poisoned */
+  int misalign;     /* elements of offset added to A and B */
+  const char *kind; /* "tensor cores" or "FFMA", expected in the description */
+  jitk_dtype ddt;   /* D's dtype (C's too); JITK_DTYPE_NONE: dt */
+  int64_t pad;      /* elements each row (or column) of A and B is padded by, poisoned */
 } mm_case;
 
 /* The host's value of element i after rounding to dt. */
@@ -38,14 +38,16 @@ static double rounded(jitk_dtype dt, double v) {
   return jt_read_real(buf, dt, 0);
 }
 
-static double epilogue_ref(const mm_case *c, double acc, int64_t row, int64_t col, const double *bias) {
+static double epilogue_ref(const mm_case *c, double acc, int64_t row, int64_t col,
+                           const double *bias) {
   if (c->epilogue == NULL) return acc;
   if (strcmp(c->epilogue, "acc + bias[col]") == 0) return acc + bias[col];
   if (strcmp(c->epilogue, "max(acc + bias[col], (T)0)") == 0)
     return acc + bias[col] > 0 ? acc + bias[col] : 0;
   if (strcmp(c->epilogue, "gelu(acc)") == 0)
     return 0.5 * acc * (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
-  if (strcmp(c->epilogue, "acc * s + (T)(row - 2 * col)") == 0) return acc * 0.5 + (double)(row - 2 * col);
+  if (strcmp(c->epilogue, "acc * s + (T)(row - 2 * col)") == 0)
+    return acc * 0.5 + (double)(row - 2 * col);
   return NAN;
 }
 
@@ -79,16 +81,17 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   char desc[512];
   JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
-  if (!c->misalign)
-    cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
+  if (!c->misalign) cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
   size_t es = jt_dtype_size(c->dt), des = jt_dtype_size(ddt);
   int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
   size_t na = (size_t)(M * K * B), nb = (size_t)(K * N * B), nd = (size_t)(M * N * B);
   /* Stored with leading dimensions d.lda and d.ldb: the padding is NaN,
    * which would show in D if a kernel read it. */
   size_t sna = (size_t)(B * a_outer * d.lda), snb = (size_t)(B * b_outer * d.ldb);
-  double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hc = malloc(nd * 8), *hbias = malloc((size_t)N * 8);
-  unsigned char *sa = malloc(sna * es + 64), *sb = malloc(snb * es + 64), *sc = malloc(nd * des), *sd = malloc(nd * des);
+  double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hc = malloc(nd * 8),
+         *hbias = malloc((size_t)N * 8);
+  unsigned char *sa = malloc(sna * es + 64), *sb = malloc(snb * es + 64), *sc = malloc(nd * des),
+                *sd = malloc(nd * des);
   for (size_t i = 0; i < sna + 64 / es; i++) jt_write_real(sa, c->dt, i, NAN);
   for (size_t i = 0; i < snb + 64 / es; i++) jt_write_real(sb, c->dt, i, NAN);
   for (size_t i = 0; i < na; i++) {
@@ -111,7 +114,8 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
     hbias[j] = fbias[j];
   }
   void *da = jt_dev_alloc(e, sna * es + 64), *db = jt_dev_alloc(e, snb * es + 64),
-       *dc = jt_dev_alloc(e, nd * des), *dd = jt_dev_alloc(e, nd * des), *dbias = jt_dev_alloc(e, (size_t)N * 4);
+       *dc = jt_dev_alloc(e, nd * des), *dd = jt_dev_alloc(e, nd * des),
+       *dbias = jt_dev_alloc(e, (size_t)N * 4);
   jt_to_dev(e, da, sa, sna * es + 64);
   jt_to_dev(e, db, sb, snb * es + 64);
   jt_to_dev(e, dc, sc, nd * des);
@@ -121,8 +125,9 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   size_t nextra = 0;
   if (c->params && strstr(c->params, "bias")) extra[nextra++] = jitk_arg_ptr(dbias, JITK_FLOAT32);
   if (c->params && strstr(c->params, " s")) extra[nextra++] = jitk_arg_f64(0.5);
-  JT_OK(e, jitk_matmul_execute(p, NULL, (char *)da + c->misalign * es, (char *)db + c->misalign * es,
-                               c->has_c ? dc : NULL, dd, extra, nextra));
+  JT_OK(e,
+        jitk_matmul_execute(p, NULL, (char *)da + c->misalign * es, (char *)db + c->misalign * es,
+                            c->has_c ? dc : NULL, dd, extra, nextra));
   jt_to_host(e, sd, dd, nd * des);
   double err2 = 0, ref2 = 0;
   size_t nan_count = 0;
@@ -144,12 +149,14 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
         err2 += (got - want) * (got - want);
         ref2 += want * want;
       }
-  double tol = c->dt == JITK_FLOAT64 ? 1e-12
+  double tol = c->dt == JITK_FLOAT64   ? 1e-12
                : c->dt == JITK_FLOAT32 ? (c->compute == JITK_COMPUTE_TF32 ? 1e-3 : 1e-5)
                                        : 1e-2;
   double rel = sqrt(err2 / (ref2 > 0 ? ref2 : 1));
-  cr_assert(nan_count == 0 && rel <= tol, "%s (%s): relative L2 error %.3g (tolerance %.0e), %zu "
-            "elements not finite (poison left)", c->what, desc, rel, tol, nan_count);
+  cr_assert(nan_count == 0 && rel <= tol,
+            "%s (%s): relative L2 error %.3g (tolerance %.0e), %zu "
+            "elements not finite (poison left)",
+            c->what, desc, rel, tol, nan_count);
   JT_OK(e, jitk_device_free(e, da, NULL));
   JT_OK(e, jitk_device_free(e, db, NULL));
   JT_OK(e, jitk_device_free(e, dc, NULL));
@@ -183,11 +190,13 @@ Test(matmul, tensor_cores) {
       {"f16 batch 3, C, alpha, beta, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136,
        64, 3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"bf16 row and col in the epilogue", JITK_BFLOAT16, JITK_COMPUTE_FLOAT32, 64, 64, 8, 1, R, R,
-       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores", JITK_DTYPE_NONE, 0},
+       R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, "tensor cores", JITK_DTYPE_NONE,
+       0},
       {"tf32, B column-major, batch 2", JITK_FLOAT32, JITK_COMPUTE_TF32, 128, 256, 96, 2, R, C, R,
        0, 1, 0, NULL, NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
       {"tf32, B row-major, bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0,
-       1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
+       1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "tensor cores tf32", JITK_DTYPE_NONE,
+       0},
       {"bf16 large, K tail", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288, 200, 1, R, R, R, 0, 1,
        0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"bf16 more tiles than blocks, batch 2, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1100,
@@ -211,7 +220,8 @@ Test(matmul, tensor_cores) {
        JITK_COMPUTE_TF32, 140, 264, 60, 2, C, R, R, 0, 1, 0, "acc + bias[col]", "raw T bias", 0,
        "A column-major (transposed first), B row-major (transposed first)", JITK_DTYPE_NONE, 4},
       {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
-       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE, 0},
+       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE,
+       0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -226,7 +236,8 @@ Test(matmul, tensor_cores_cooperative) {
       {"cooperative bf16 128 x 256 tile, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288,
        200, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
        "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
-       "(cooperative)", JITK_DTYPE_NONE, 0},
+       "(cooperative)",
+       JITK_DTYPE_NONE, 0},
       {"cooperative bf16, more tiles than blocks, batch 2", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
        1100, 2056, 72, 2, R, C, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0,
        "(cooperative)", JITK_DTYPE_NONE, 0},
@@ -280,9 +291,25 @@ Test(matmul, autotune) {
   jitk_matmul_destroy(p);
 
   /* Another shape of the class (M, N, K rounded up to powers of two). */
-  const mm_case tuned = {"a tuned plan of the class", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1020,
-                         1600, 136, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)",
-                         "raw float32 bias", 0, "; tuned", JITK_DTYPE_NONE, 0};
+  const mm_case tuned = {"a tuned plan of the class",
+                         JITK_BFLOAT16,
+                         JITK_COMPUTE_DEFAULT,
+                         1020,
+                         1600,
+                         136,
+                         1,
+                         R,
+                         R,
+                         R,
+                         0,
+                         1,
+                         0,
+                         "max(acc + bias[col], (T)0)",
+                         "raw float32 bias",
+                         0,
+                         "; tuned",
+                         JITK_DTYPE_NONE,
+                         0};
   run_case(e, &tuned, &seed);
   jitk_engine *e2 = jt_gpu_engine(); /* reads the choice from the database */
   run_case(e2, &tuned, &seed);
@@ -313,7 +340,8 @@ Test(matmul, tensor_cores_mma_sync) {
   uint64_t seed = 0x4B1;
   const mm_case cases[] = {
       {"mma.sync bf16 bias+ReLU, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 1288, 200, 1, R,
-       R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
+       R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "(mma.sync)",
+       JITK_DTYPE_NONE, 0},
       {"mma.sync f16 batch 3, C, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136, 64,
        3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
       {"mma.sync tf32 B row-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0, 1,
@@ -332,7 +360,8 @@ Test(matmul, ffma) {
       {"f32 A and B column-major, K = 1", JITK_FLOAT32, JITK_COMPUTE_FLOAT32, 70, 90, 1, 1, C, C, R,
        0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f32 whole tiles (vector loads), K tail", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 256, 100,
-       1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE, 0},
+       1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE,
+       0},
       {"f32 A and B column-major, tails", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 260, 300, 37, 1, C, C,
        R, 0, 1, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
       {"f32 column-major D", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 128, 96, 40, 1, R, R, C, 0, 1, 0,

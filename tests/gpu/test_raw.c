@@ -39,8 +39,8 @@ Test(raw, saxpy_random_data) {
   JT_OK(e, jitk_engine_device_info(e, &info));
   const char *arch;
   JT_OK(e, jitk_engine_arch(e, &arch));
-  cr_log_info("device %s, cc %d.%d, %d SMs, target %s", info.name, info.cc_major,
-              info.cc_minor, info.multiprocessors, arch);
+  cr_log_info("device %s, cc %d.%d, %d SMs, target %s", info.name, info.cc_major, info.cc_minor,
+              info.multiprocessors, arch);
 
   jitk_module *m = NULL;
   JT_OK(e, jitk_module_create(e, saxpy_src, NULL, &m));
@@ -68,8 +68,9 @@ Test(raw, saxpy_random_data) {
 
   /* Plain pointers. */
   jt_poison(e, dout, n * 4);
-  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
-                     jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32),
+                     jitk_arg_ptr(dy, JITK_FLOAT32), jitk_arg_ptr(dout, JITK_FLOAT32),
+                     jitk_arg_i64(n)};
   JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, args, 5));
   jt_to_host(e, out, dout, n * 4);
   check_saxpy(out, a, x, y, n, "pointers");
@@ -83,7 +84,8 @@ Test(raw, saxpy_random_data) {
   DLTensor to = jt_tensor(dout, JITK_FLOAT32, 1, shape, NULL);
   tx.byte_offset = ty.byte_offset = 5 * sizeof(float);
   jt_poison(e, dout, n * 4);
-  JT_OK(e, jitk_kernel_set_signature(k, "float32 a, float32* x, float32* y, float32* out, int64 n"));
+  JT_OK(e,
+        jitk_kernel_set_signature(k, "float32 a, float32* x, float32* y, float32* out, int64 n"));
   jitk_arg targs[] = {jitk_arg_f32(a), jitk_arg_tensor_ptr(&tx), jitk_arg_tensor_ptr(&ty),
                       jitk_arg_tensor_ptr(&to), jitk_arg_i64(m5)};
   JT_OK(e, jitk_kernel_launch(k, grid, blk, 0, NULL, targs, 5));
@@ -240,8 +242,8 @@ Test(raw, descriptors_on_strided_views) {
       for (int64_t j = 0; j < w->shape[1]; j++) {
         float want = host[w->offset + i * w->strides[0] + j * w->strides[1]];
         float got = out[i * w->shape[1] + j];
-        cr_assert_eq(got, want, "%s view: (%lld, %lld) is %g, expected %g", w->name,
-                     (long long)i, (long long)j, got, want);
+        cr_assert_eq(got, want, "%s view: (%lld, %lld) is %g, expected %g", w->name, (long long)i,
+                     (long long)j, got, want);
       }
   }
 
@@ -338,7 +340,8 @@ Test(raw, bad_input_errors) {
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "  if (i < n) x[i] = a;\n"
       "}\n"
-      "extern \"C\" __global__ void __launch_bounds__(128) small(float *x) { x[threadIdx.x] = 1; }\n"
+      "extern \"C\" __global__ void __launch_bounds__(128) small(float *x) { x[threadIdx.x] = 1; "
+      "}\n"
       "extern \"C\" __global__ void dyn(float *x) {\n"
       "  extern __shared__ float s[];\n"
       "  s[threadIdx.x * 200] = threadIdx.x;\n"
@@ -349,29 +352,37 @@ Test(raw, bad_input_errors) {
   JT_OK(e, jitk_module_create(e, src, NULL, &m));
   jitk_kernel *k = NULL;
   JT_FAILS(e, JITK_ERR_NOT_FOUND, "no kernel \"nope\"", jitk_module_get_kernel(m, "nope", &k));
-  cr_assert(strstr(jitk_errmsg(e), "small") != NULL, "the message lists the kernels: %s", jitk_errmsg(e));
+  cr_assert(strstr(jitk_errmsg(e), "small") != NULL, "the message lists the kernels: %s",
+            jitk_errmsg(e));
   JT_OK(e, jitk_module_get_kernel(m, "k", &k));
   float *dx = jt_dev_alloc(e, 1024 * sizeof(float));
   jitk_dim3 one = {1, 1, 1}, b32 = {32, 1, 1};
 
   jitk_arg two[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_FLOAT32)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 3 arguments; 2 given", jitk_kernel_launch(k, one, b32, 0, NULL, two, 2));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 3 arguments; 2 given",
+           jitk_kernel_launch(k, one, b32, 0, NULL, two, 2));
   jitk_arg wide[] = {jitk_arg_f64(1), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(32)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float64 scalar (8 bytes)", jitk_kernel_launch(k, one, b32, 0, NULL, wide, 3));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float64 scalar (8 bytes)",
+           jitk_kernel_launch(k, one, b32, 0, NULL, wide, 3));
   cr_assert(strstr(jitk_errmsg(e), "is 4 bytes") != NULL, "%s", jitk_errmsg(e));
   int64_t shape[1] = {1024};
   DLTensor t = jt_tensor(dx, JITK_FLOAT32, 1, shape, NULL);
   jitk_arg desc[] = {jitk_arg_f32(1), jitk_arg_array(&t), jitk_arg_i32(32)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "array descriptor", jitk_kernel_launch(k, one, b32, 0, NULL, desc, 3));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "array descriptor",
+           jitk_kernel_launch(k, one, b32, 0, NULL, desc, 3));
 
   /* With a signature, a same-size wrong dtype is caught too. */
-  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "lists 2 parameters", jitk_kernel_set_signature(k, "float32, float32*"));
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float64", jitk_kernel_set_signature(k, "float64 a, float32* x, int32 n"));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "lists 2 parameters",
+           jitk_kernel_set_signature(k, "float32, float32*"));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "float64",
+           jitk_kernel_set_signature(k, "float64 a, float32* x, int32 n"));
   JT_OK(e, jitk_kernel_set_signature(k, "float32 a, float32* x, int32 n"));
   jitk_arg swapped[] = {jitk_arg_i32(1), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(32)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "signature says float32", jitk_kernel_launch(k, one, b32, 0, NULL, swapped, 3));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "signature says float32",
+           jitk_kernel_launch(k, one, b32, 0, NULL, swapped, 3));
   jitk_arg wrongptr[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_INT32), jitk_arg_i32(32)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "int32 pointer", jitk_kernel_launch(k, one, b32, 0, NULL, wrongptr, 3));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "int32 pointer",
+           jitk_kernel_launch(k, one, b32, 0, NULL, wrongptr, 3));
   jitk_arg good[] = {jitk_arg_f32(1), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_i32(32)};
 
   /* Grid, block and shared memory out of range. */
@@ -453,7 +464,8 @@ Test(raw, bad_input_errors) {
   JT_FAILS(NULL, JITK_ERR_NO_DRIVER, "could not load", jitk_engine_create(&cfg, &none));
   cfg.driver_library = NULL;
   cfg.arch = "sm_80";
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "cannot run on device", jitk_engine_create(&cfg, &none));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "cannot run on device",
+           jitk_engine_create(&cfg, &none));
 
   /* After all that, the engine still works. */
   jt_poison(e, dx, 1024 * sizeof(float));
@@ -499,7 +511,8 @@ Test(raw, attributes_ptx_and_files) {
   int blocks = 0;
   JT_OK(e, jitk_kernel_active_blocks(k, 256, 0, &blocks));
   cr_assert(blocks >= 1, "%d blocks of 256 per SM", blocks);
-  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "outside 1..1024", jitk_kernel_active_blocks(k, 4096, 0, &blocks));
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "outside 1..1024",
+           jitk_kernel_active_blocks(k, 4096, 0, &blocks));
 
   /* PTX from a compile-only engine, compiled by the driver here. */
   char arch[32];
@@ -537,7 +550,8 @@ Test(raw, attributes_ptx_and_files) {
     x[i] = (float)jt_uniform(&seed);
     y[i] = (float)jt_uniform(&seed);
   }
-  float *dx = jt_dev_alloc(e, sizeof x), *dy = jt_dev_alloc(e, sizeof y), *dout = jt_dev_alloc(e, sizeof out);
+  float *dx = jt_dev_alloc(e, sizeof x), *dy = jt_dev_alloc(e, sizeof y),
+        *dout = jt_dev_alloc(e, sizeof out);
   jt_to_dev(e, dx, x, sizeof x);
   jt_to_dev(e, dy, y, sizeof y);
   jitk_module *mods[] = {loaded, from_file};
@@ -545,9 +559,11 @@ Test(raw, attributes_ptx_and_files) {
     jitk_kernel *kk = NULL;
     JT_OK(e, jitk_module_get_kernel(mods[i], "saxpy", &kk));
     jt_poison(e, dout, sizeof out);
-    jitk_arg args[] = {jitk_arg_f32(0.5f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
-                       jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
-    JT_OK(e, jitk_kernel_launch(kk, (jitk_dim3){4, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
+    jitk_arg args[] = {jitk_arg_f32(0.5f), jitk_arg_ptr(dx, JITK_FLOAT32),
+                       jitk_arg_ptr(dy, JITK_FLOAT32), jitk_arg_ptr(dout, JITK_FLOAT32),
+                       jitk_arg_i64(n)};
+    JT_OK(e,
+          jitk_kernel_launch(kk, (jitk_dim3){4, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
     jt_to_host(e, out, dout, sizeof out);
     check_saxpy(out, 0.5f, x, y, n, i == 0 ? "PTX module" : "cubin file");
   }
@@ -587,13 +603,17 @@ static void *work(void *p) {
   int ok = jitk_device_alloc(e, n * 4, st, &dx) == JITK_OK &&
            jitk_device_alloc(e, n * 4, st, &dy) == JITK_OK &&
            jitk_device_alloc(e, n * 4, st, &dout) == JITK_OK &&
-           jitk_memcpy(e, dx, x, n * 4, st) == JITK_OK && jitk_memcpy(e, dy, y, n * 4, st) == JITK_OK;
+           jitk_memcpy(e, dx, x, n * 4, st) == JITK_OK &&
+           jitk_memcpy(e, dy, y, n * 4, st) == JITK_OK;
   float a = (float)w->id + 0.5f;
-  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
-                     jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(dx, JITK_FLOAT32),
+                     jitk_arg_ptr(dy, JITK_FLOAT32), jitk_arg_ptr(dout, JITK_FLOAT32),
+                     jitk_arg_i64(n)};
   for (int r = 0; ok && r < 200; r++)
-    ok = jitk_kernel_launch(w->k, (jitk_dim3){64, 1, 1}, (jitk_dim3){256, 1, 1}, 0, st, args, 5) == JITK_OK;
-  ok = ok && jitk_memcpy(e, out, dout, n * 4, st) == JITK_OK && jitk_stream_synchronize(e, st) == JITK_OK;
+    ok = jitk_kernel_launch(w->k, (jitk_dim3){64, 1, 1}, (jitk_dim3){256, 1, 1}, 0, st, args, 5) ==
+         JITK_OK;
+  ok = ok && jitk_memcpy(e, out, dout, n * 4, st) == JITK_OK &&
+       jitk_stream_synchronize(e, st) == JITK_OK;
   for (long long i = 0; ok && i < n; i++) {
     double ref = (double)a * x[i] + y[i];
     if (fabs(out[i] - ref) > 1e-6 * (fabs(ref) + 1)) ok = 0;
@@ -641,9 +661,11 @@ Test(raw, fatbin_from_nvcc) {
   float *d = jt_dev_alloc(e, n * sizeof(float));
   jt_poison(e, d, n * sizeof(float));
   jitk_arg args[] = {jitk_arg_f32(0.25f), jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n)};
-  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){(n + 127) / 128, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, args, 3));
+  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){(n + 127) / 128, 1, 1}, (jitk_dim3){128, 1, 1}, 0,
+                              NULL, args, 3));
   jitk_arg wrong[] = {jitk_arg_f64(0.25), jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "is 4 bytes", jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, wrong, 3));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "is 4 bytes",
+           jitk_kernel_launch(k, (jitk_dim3){1, 1, 1}, (jitk_dim3){128, 1, 1}, 0, NULL, wrong, 3));
   float *h = malloc(n * sizeof(float));
   jt_to_host(e, h, d, n * sizeof(float));
   for (int i = 0; i < n; i++) cr_assert_eq(h[i], 0.25f * (float)i, "element %d", i);
@@ -686,13 +708,16 @@ Test(raw, disk_cache_hit_runs) {
       x[i] = (float)jt_uniform(&seed);
       y[i] = (float)jt_uniform(&seed);
     }
-    float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4), *dout = jt_dev_alloc(e, n * 4);
+    float *dx = jt_dev_alloc(e, n * 4), *dy = jt_dev_alloc(e, n * 4),
+          *dout = jt_dev_alloc(e, n * 4);
     jt_to_dev(e, dx, x, n * 4);
     jt_to_dev(e, dy, y, n * 4);
     jt_poison(e, dout, n * 4);
-    jitk_arg args[] = {jitk_arg_f32(3.0f), jitk_arg_ptr(dx, JITK_FLOAT32), jitk_arg_ptr(dy, JITK_FLOAT32),
-                       jitk_arg_ptr(dout, JITK_FLOAT32), jitk_arg_i64(n)};
-    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){40, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
+    jitk_arg args[] = {jitk_arg_f32(3.0f), jitk_arg_ptr(dx, JITK_FLOAT32),
+                       jitk_arg_ptr(dy, JITK_FLOAT32), jitk_arg_ptr(dout, JITK_FLOAT32),
+                       jitk_arg_i64(n)};
+    JT_OK(e,
+          jitk_kernel_launch(k, (jitk_dim3){40, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
     jt_to_host(e, out, dout, n * 4);
     check_saxpy(out, 3.0f, x, y, n, round ? "from the disk cache" : "compiled");
     JT_OK(e, jitk_device_free(e, dx, NULL));
@@ -801,9 +826,11 @@ Test(raw, module_globals) {
   size_t pb = 77;
   JT_FAILS(e, JITK_ERR_NOT_FOUND, "no __device__ or __constant__ variable \"nope\"",
            jitk_module_get_global(m, "nope", &p, &pb));
-  cr_assert(strstr(jitk_errmsg(e), "counter") != NULL && strstr(jitk_errmsg(e), "_ZN2ns6offsetE") != NULL,
-            "%s", jitk_errmsg(e));
-  JT_FAILS(e, JITK_ERR_NOT_FOUND, "multiply_by_const", jitk_module_get_global(m, "multiply_by_const", &p, &pb));
+  cr_assert(
+      strstr(jitk_errmsg(e), "counter") != NULL && strstr(jitk_errmsg(e), "_ZN2ns6offsetE") != NULL,
+      "%s", jitk_errmsg(e));
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "multiply_by_const",
+           jitk_module_get_global(m, "multiply_by_const", &p, &pb));
   cr_assert_eq(p, (void *)(uintptr_t)0x5e5e);
   cr_assert_eq(pb, 77);
 
@@ -826,7 +853,8 @@ static const char *device_launch_src =
     "}\n"
     "__global__ void test_kernel(float *arr, int N, int inner_blk) {\n"
     "  unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;\n"
-    "  if (tid < N / inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr + tid * inner_blk, inner_blk);\n"
+    "  if (tid < N / inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr + tid * inner_blk, "
+    "inner_blk);\n"
     "}\n"
     "}\n";
 
@@ -854,7 +882,8 @@ static void run_device_launch(jitk_engine *e, const char *how) {
     jitk_arg args[] = {jitk_arg_ptr(d, JITK_FLOAT32), jitk_arg_i32(n), jitk_arg_i32(inner)};
     unsigned block = parents < 256 ? (unsigned)parents : 256u;
     unsigned grid = ((unsigned)parents + block - 1) / block;
-    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){grid, 1, 1}, (jitk_dim3){block, 1, 1}, 0, NULL, args, 3));
+    JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){grid, 1, 1}, (jitk_dim3){block, 1, 1}, 0, NULL, args,
+                                3));
     JT_OK(e, jitk_stream_synchronize(e, NULL));
     float *h = malloc((size_t)n * 4);
     jt_to_host(e, h, d, (size_t)n * 4);
@@ -871,7 +900,7 @@ Test(raw, device_side_launch) {
   jk_linker linker = jk_link_probe(e);
   cr_log_info("relocatable code links through %s", linker == JK_LINKER_NVJITLINK ? "nvJitLink"
                                                    : linker == JK_LINKER_DRIVER  ? "the driver"
-                                                                                  : "nothing");
+                                                                                 : "nothing");
   run_device_launch(e, linker == JK_LINKER_NVJITLINK ? "nvJitLink" : "the driver's linker");
   jitk_module *m = NULL;
   JT_FAILS(e, JITK_ERR_COMPILE, "device-side kernel launch",
@@ -893,7 +922,8 @@ Test(raw, device_side_launch) {
 static const char *grid_sync_src =
     "#include <cooperative_groups.h>\n"
     "namespace cg = cooperative_groups;\n"
-    "extern \"C\" __global__ void grid_exchange(int *a, int *b, int *partial, int *sums, int total) {\n"
+    "extern \"C\" __global__ void grid_exchange(int *a, int *b, int *partial, int *sums, int "
+    "total) {\n"
     "  cg::grid_group grid = cg::this_grid();\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  a[i] = i + 1;\n"
@@ -946,7 +976,8 @@ Test(raw, cooperative_grid_sync) {
     jt_to_host(e, hb, b, (size_t)total * 4);
     jt_to_host(e, hs, sums, grid * 4);
     for (int i = 0; i < total; i++)
-      cr_assert_eq(hb[i], total - i, "grid %u: b[%d] is %d, expected %d", grid, i, hb[i], total - i);
+      cr_assert_eq(hb[i], total - i, "grid %u: b[%d] is %d, expected %d", grid, i, hb[i],
+                   total - i);
     long long want = (long long)grid * (grid + 1) / 2;
     for (unsigned j = 0; j < grid; j++)
       cr_assert_eq(hs[j], want, "grid %u: block %u summed %d, expected %lld", grid, j, hs[j], want);

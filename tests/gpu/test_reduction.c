@@ -152,8 +152,8 @@ Test(reduction, every_axis_subset) {
         jt_to_host(e, got, dy, (size_t)nout * 8);
         for (int64_t o = 0; o < nout; o++)
           cr_assert(fabs(got[o] - want[o]) <= 1e-12 * (fabs(want[o]) + 1),
-                    "%d-D, view %d, axes mask %u, output %lld: %.17g, want %.17g", nd, view,
-                    mask, (long long)o, got[o], want[o]);
+                    "%d-D, view %d, axes mask %u, output %lld: %.17g, want %.17g", nd, view, mask,
+                    (long long)o, got[o], want[o]);
       }
     }
     JT_OK(e, jitk_device_free(e, dx, NULL));
@@ -175,16 +175,16 @@ Test(reduction, every_axis_subset) {
 Test(reduction, strategies_and_determinism) {
   jitk_engine *e = jt_gpu_engine();
   jitk_reduction *k = NULL;
-  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "sum", NULL,
-                                 &k));
+  JT_OK(e,
+        jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "sum", NULL, &k));
   struct {
     int64_t rows, cols;
     int axis; /* -1: all */
     const char *strategy;
   } cases[] = {
-      {1, 3000007, -1, "along reduced"},  {1000, 4099, 1, "along reduced"},
-      {5000, 37, 1, "along reduced"},     {4096, 3001, 0, "across outputs"},
-      {300000, 7, 0, "across outputs"},   {64, 70000, 0, "across outputs"},
+      {1, 3000007, -1, "along reduced"}, {1000, 4099, 1, "along reduced"},
+      {5000, 37, 1, "along reduced"},    {4096, 3001, 0, "across outputs"},
+      {300000, 7, 0, "across outputs"},  {64, 70000, 0, "across outputs"},
   };
   uint64_t seed = 0xC0FFEE;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -198,8 +198,8 @@ Test(reduction, strategies_and_determinism) {
     jitk_arg args[] = {jitk_arg_array(&tx)};
     DLManagedTensor *out[1] = {NULL};
     int axis = cases[c].axis;
-    JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, axis < 0 ? NULL : &axis, axis < 0 ? -1 : 1,
-                                   0, out));
+    JT_OK(e, jitk_reduction_launch(k, NULL, args, 1, axis < 0 ? NULL : &axis, axis < 0 ? -1 : 1, 0,
+                                   out));
     const char *src;
     JT_OK(e, jitk_reduction_source(k, &src));
     cr_assert(strstr(src, cases[c].strategy) != NULL, "case %zu: %.200s", c, src);
@@ -215,8 +215,8 @@ Test(reduction, strategies_and_determinism) {
         want += v;
         mag += fabs(v);
       }
-      cr_assert(fabs(got[o] - want) <= 1e-5 * mag + 1e-6,
-                "case %zu, output %lld: %.9g, want %.9g", c, (long long)o, (double)got[o], want);
+      cr_assert(fabs(got[o] - want) <= 1e-5 * mag + 1e-6, "case %zu, output %lld: %.9g, want %.9g",
+                c, (long long)o, (double)got[o], want);
     }
     if (axis < 0) {
       uint32_t first;
@@ -248,9 +248,9 @@ Test(reduction, types_scalars_broadcast) {
   uint64_t seed = 0xFACE;
   /* Mean over rows of float16 x * w * s, accumulated in float32. */
   jitk_reduction *mean = NULL;
-  JT_OK(e, jitk_reduction_create(e, "T x, T w, float32 s", "float32 y",
-                                 "(float)x * (float)w * s", "a + b", "y = a / _in_ind.size()", "0",
-                                 "float32", "wmean", NULL, &mean));
+  JT_OK(e, jitk_reduction_create(e, "T x, T w, float32 s", "float32 y", "(float)x * (float)w * s",
+                                 "a + b", "y = a / _in_ind.size()", "0", "float32", "wmean", NULL,
+                                 &mean));
   uint16_t *hx = malloc(R * C * 2), *hw = malloc(C * 2);
   for (int i = 0; i < R * C; i++) hx[i] = jitk_float_to_half((float)jt_uniform(&seed));
   for (int j = 0; j < C; j++) hw[j] = jitk_float_to_half((float)jt_uniform(&seed));
@@ -258,7 +258,8 @@ Test(reduction, types_scalars_broadcast) {
   jt_to_dev(e, dx, hx, R * C * 2);
   jt_to_dev(e, dw, hw, C * 2);
   int64_t sx[2] = {R, C}, sw[1] = {C}, sy[1] = {R};
-  DLTensor tx = jt_tensor(dx, JITK_FLOAT16, 2, sx, NULL), tw = jt_tensor(dw, JITK_FLOAT16, 1, sw, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT16, 2, sx, NULL),
+           tw = jt_tensor(dw, JITK_FLOAT16, 1, sw, NULL);
   DLTensor ty = jt_tensor(dy, JITK_FLOAT32, 1, sy, NULL);
   jt_poison(e, dy, R * 4);
   jitk_arg margs[] = {jitk_arg_array(&tx), jitk_arg_array(&tw), jitk_arg_f32(0.5f),
@@ -362,7 +363,8 @@ Test(reduction, argmax_no_identity_empty) {
   jt_to_dev(e, dx, hx, R * C * 4);
   int64_t sx[2] = {R, C}, sy[1] = {C};
   int64_t *dy = jt_dev_alloc(e, C * 8);
-  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, sx, NULL), ty = jt_tensor(dy, JITK_INT64, 1, sy, NULL);
+  DLTensor tx = jt_tensor(dx, JITK_FLOAT32, 2, sx, NULL),
+           ty = jt_tensor(dy, JITK_INT64, 1, sy, NULL);
   jt_poison(e, dy, C * 8);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   int axis = 0;
@@ -477,10 +479,10 @@ Test(reduction, past_two_to_the_31, .timeout = 120) {
 Test(reduction, every_dtype) {
   jitk_engine *e = jt_gpu_engine();
   jitk_reduction *k = NULL, *count = NULL;
-  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "dsum", NULL,
-                                 &k));
-  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "x ? 1 : 0", "a + b", "y = a", "0",
-                                 "int64", "count", NULL, &count));
+  JT_OK(e,
+        jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "dsum", NULL, &k));
+  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "x ? 1 : 0", "a + b", "y = a", "0", "int64",
+                                 "count", NULL, &count));
   enum { R = 5, C = 20 };
   uint64_t seed = 0xD7E5;
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
@@ -510,7 +512,8 @@ Test(reduction, every_dtype) {
         long want = 0;
         for (int j = 0; j < (axis == 0 ? R : C); j++)
           want += vals[axis == 0 ? j * C + o : o * C + j];
-        double got = is_bool ? (double)((int64_t *)out)[o] : jt_read_real(out, (jitk_dtype)d, (size_t)o);
+        double got =
+            is_bool ? (double)((int64_t *)out)[o] : jt_read_real(out, (jitk_dtype)d, (size_t)o);
         cr_assert_eq(got, (double)want, "%s, axis %d, output %d: %g, want %ld", info.name, axis, o,
                      got, want);
         if (info.kind == 'c')
@@ -598,19 +601,33 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
     int64_t shape[3];
     unsigned mask;
   } cases[] = {
-      {2, {1 << 20, 32}, 2}, {2, {100003, 3}, 2},  {2, {65537, 1}, 2},  {2, {50001, 12}, 2},
-      {2, {1 << 22, 4}, 1},  {2, {300001, 12}, 1}, {2, {200003, 1}, 1}, {3, {64, 4096, 16}, 2},
-      {3, {33, 1000, 5}, 2}, {3, {7, 65536, 2}, 5},
+      {2, {1 << 20, 32}, 2},
+      {2, {100003, 3}, 2},
+      {2, {65537, 1}, 2},
+      {2, {50001, 12}, 2},
+      {2, {1 << 22, 4}, 1},
+      {2, {300001, 12}, 1},
+      {2, {200003, 1}, 1},
+      {3, {64, 4096, 16}, 2},
+      {3, {33, 1000, 5}, 2},
+      {3, {7, 65536, 2}, 5},
       /* Many outputs of few rows: a warp owns each row of outputs (32, 16,
        * 12 and 5 outputs, 1, 2, 2 and 6 rows at a time). */
-      {2, {16, 1 << 20}, 1}, {3, {65536, 16, 16}, 2}, {3, {40000, 7, 12}, 2}, {3, {300000, 3, 5}, 2},
+      {2, {16, 1 << 20}, 1},
+      {3, {65536, 16, 16}, 2},
+      {3, {40000, 7, 12}, 2},
+      {3, {300000, 3, 5}, 2},
       {2, {1 << 20, 1}, 2},
       /* One group an output, several outputs a thread: rows of one
        * 16-byte vector, and axes of extent 1 between kept ones. */
-      {2, {100001, 4}, 2}, {3, {1000, 1, 37}, 2}, {3, {3, 70001, 1}, 4},
+      {2, {100001, 4}, 2},
+      {3, {1000, 1, 37}, 2},
+      {3, {3, 70001, 1}, 4},
       /* Kept and reduced axes interleaved: vectors along runs of 16 and 6
        * of the innermost reduced axis, none along runs of 7. */
-      {3, {4096, 16, 16}, 5}, {3, {1000, 7, 6}, 5}, {3, {999, 5, 7}, 5},
+      {3, {4096, 16, 16}, 5},
+      {3, {1000, 7, 6}, 5},
+      {3, {999, 5, 7}, 5},
   };
   uint64_t seed = 0x5407;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -661,8 +678,8 @@ Test(reduction, short_rows_and_narrow_columns, .timeout = 120) {
             cr_assert_fail("case %zu (sum), output %lld: %.9g, want %.9g", c, (long long)o,
                            (double)got[o], want[o]);
       } else {
-        cr_assert(memcmp(first, got, (size_t)nout * 4) == 0, "case %zu: run %d changed the bits",
-                  c, run);
+        cr_assert(memcmp(first, got, (size_t)nout * 4) == 0, "case %zu: run %d changed the bits", c,
+                  run);
       }
     }
     jt_poison(e, dy, (size_t)nout * 4);
@@ -704,7 +721,7 @@ Test(reduction, autotuned_layouts, .timeout = 120) {
     int64_t shape[4];
     unsigned mask;
   } cases[] = {
-      {3, {256, 2048, 16}, 2}, {3, {4096, 16, 16}, 5}, {2, {4096, 256}, 1},
+      {3, {256, 2048, 16}, 2}, {3, {4096, 16, 16}, 5},  {2, {4096, 256}, 1},
       {2, {300001, 7}, 2},     {4, {8, 32, 32, 64}, 7}, {4, {8, 32, 32, 64}, 10},
   };
   uint64_t seed = 0x7A7E;
@@ -793,10 +810,10 @@ Test(reduction, narrow_types_across_outputs) {
     unsigned mask;
     int offset; /* elements from the buffer's start */
   } cases[] = {
-      {JITK_FLOAT16, 2, {4096, 256}, 1, 0},  {JITK_FLOAT16, 3, {3, 1000, 98}, 1, 0},
-      {JITK_FLOAT16, 2, {5000, 130}, 1, 1},  {JITK_FLOAT16, 2, {20001, 33}, 1, 0},
+      {JITK_FLOAT16, 2, {4096, 256}, 1, 0},   {JITK_FLOAT16, 3, {3, 1000, 98}, 1, 0},
+      {JITK_FLOAT16, 2, {5000, 130}, 1, 1},   {JITK_FLOAT16, 2, {20001, 33}, 1, 0},
       {JITK_FLOAT16, 3, {64, 300, 40}, 2, 0}, {JITK_INT8, 2, {2048, 512}, 1, 0},
-      {JITK_INT8, 2, {777, 36}, 1, 0},       {JITK_INT8, 2, {999, 1000}, 1, 0},
+      {JITK_INT8, 2, {777, 36}, 1, 0},        {JITK_INT8, 2, {999, 1000}, 1, 0},
       {JITK_FLOAT16, 2, {1500, 66}, 1, 0},
   };
   uint64_t seed = 0x16C0;
@@ -873,8 +890,8 @@ Test(reduction, narrow_types_across_outputs) {
 Test(reduction, index_through_vectors_over_several_axes) {
   jitk_engine *e = jt_gpu_engine();
   jitk_reduction *k = NULL;
-  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "(long long)_j + (x > 2.0f ? 1 : 0)",
-                                 "a + b", "y = a", "0", "int64", "jsum", NULL, &k));
+  JT_OK(e, jitk_reduction_create(e, "T x", "int64 y", "(long long)_j + (x > 2.0f ? 1 : 0)", "a + b",
+                                 "y = a", "0", "int64", "jsum", NULL, &k));
   int64_t shape[3] = {64, 3, 32}, oshape[1] = {3};
   float *hx = malloc(64 * 3 * 32 * 4);
   for (int i = 0; i < 64 * 3 * 32; i++) hx[i] = 0.5f;
@@ -892,7 +909,8 @@ Test(reduction, index_through_vectors_over_several_axes) {
   cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL, "vectors of four: %s", src);
   jt_to_host(e, hy, dy, 3 * 8);
   const int64_t R = 64 * 32;
-  for (int o = 0; o < 3; o++) cr_assert_eq(hy[o], R * (R - 1) / 2, "output %d: %lld", o, (long long)hy[o]);
+  for (int o = 0; o < 3; o++)
+    cr_assert_eq(hy[o], R * (R - 1) / 2, "output %d: %lld", o, (long long)hy[o]);
   JT_OK(e, jitk_device_free(e, dx, NULL));
   JT_OK(e, jitk_device_free(e, dy, NULL));
   free(hx);
@@ -927,15 +945,23 @@ Test(reduction, whole_rows, .timeout = 120) {
     int offset; /* elements from the buffer's start */
     bool rows;  /* whole rows expected */
   } cases[] = {
-      {JITK_FLOAT32, 3, {4096, 16, 16}, 5, 0, true},  {JITK_FLOAT16, 3, {256, 2048, 16}, 2, 0, true},
-      {JITK_FLOAT16, 2, {16384, 16}, 1, 0, true},     {JITK_INT8, 3, {4096, 64, 2}, 5, 0, true},
-      {JITK_FLOAT64, 3, {2048, 8, 32}, 5, 0, true},   {JITK_FLOAT32, 2, {1 << 16, 256}, 1, 0, true},
-      {JITK_FLOAT32, 2, {2048, 1024}, 1, 0, true},    {JITK_FLOAT32, 4, {8, 32, 32, 64}, 5, 0, true},
-      {JITK_FLOAT32, 2, {1 << 20, 2}, 1, 0, true},    {JITK_FLOAT32, 3, {2048, 16, 16}, 5, 1, true},
-      {JITK_FLOAT16, 3, {3000, 4, 8}, 5, 0, true},    {JITK_FLOAT32, 2, {5000, 48}, 1, 0, true},
-      {JITK_FLOAT16, 2, {4096, 4096}, 1, 0, true},    {JITK_INT8, 2, {3000, 128}, 1, 0, true},
+      {JITK_FLOAT32, 3, {4096, 16, 16}, 5, 0, true},
+      {JITK_FLOAT16, 3, {256, 2048, 16}, 2, 0, true},
+      {JITK_FLOAT16, 2, {16384, 16}, 1, 0, true},
+      {JITK_INT8, 3, {4096, 64, 2}, 5, 0, true},
+      {JITK_FLOAT64, 3, {2048, 8, 32}, 5, 0, true},
+      {JITK_FLOAT32, 2, {1 << 16, 256}, 1, 0, true},
+      {JITK_FLOAT32, 2, {2048, 1024}, 1, 0, true},
+      {JITK_FLOAT32, 4, {8, 32, 32, 64}, 5, 0, true},
+      {JITK_FLOAT32, 2, {1 << 20, 2}, 1, 0, true},
+      {JITK_FLOAT32, 3, {2048, 16, 16}, 5, 1, true},
+      {JITK_FLOAT16, 3, {3000, 4, 8}, 5, 0, true},
+      {JITK_FLOAT32, 2, {5000, 48}, 1, 0, true},
+      {JITK_FLOAT16, 2, {4096, 4096}, 1, 0, true},
+      {JITK_INT8, 2, {3000, 128}, 1, 0, true},
       {JITK_INT8, 2, {3000, 96}, 1, 0, false},
-      {JITK_FLOAT32, 2, {5000, 7}, 1, 0, false},      {JITK_FLOAT32, 3, {64, 1024, 16}, 5, 0, false},
+      {JITK_FLOAT32, 2, {5000, 7}, 1, 0, false},
+      {JITK_FLOAT32, 3, {64, 1024, 16}, 5, 0, false},
   };
   uint64_t seed = 0x3077;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -991,7 +1017,10 @@ Test(reduction, whole_rows, .timeout = 120) {
           double tol = which == 0 ? 1e-12 * mag[o] : 0;
           if (!(fabs(g - w) <= tol))
             cr_assert_fail("case %zu (%s), output %lld: %.17g, want %.17g", c,
-                           which == 0 ? "sum" : which == 1 ? "max" : "_j", (long long)o, g, w);
+                           which == 0   ? "sum"
+                           : which == 1 ? "max"
+                                        : "_j",
+                           (long long)o, g, w);
         }
       }
     }
@@ -1072,8 +1101,8 @@ Test(reduction, row_segments_of_two_widths) {
 
 /* Column or row sums of a (rows, cols) C-order array of float32 or
  * float16 (float64 references of each output and of its magnitude). */
-static void line_sums(const void *x, bool half, int64_t rows, int64_t cols, int axis,
-                      double *want, double *mag) {
+static void line_sums(const void *x, bool half, int64_t rows, int64_t cols, int axis, double *want,
+                      double *mag) {
   int64_t nout = axis < 0 ? 1 : axis == 0 ? cols : rows;
   for (int64_t o = 0; o < nout; o++) want[o] = mag[o] = 0;
   for (int64_t i = 0; i < rows * cols; i++) {
@@ -1113,15 +1142,15 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
      * 16 MiB, "second": a second kernel folds them. */
     const char *strategy, *fold;
   } cases[] = {
-      {1, 3000007, -1, false, "along reduced", "group_reduce<32>"},   /* S 732: 28 x 27 */
-      {8, 1 << 18, 1, false, "along reduced", "group_reduce<32>"},    /* S 16, one level */
-      {200, 6000, 1, false, "along reduced", "thread"},               /* S 2, warps */
-      {1024, 3001, 0, false, "across outputs", "group_reduce<8>"},    /* S 16, one level */
-      {300000, 7, 0, false, "across outputs", "group_reduce<32>"},    /* S 2098: 46 x 46 */
-      {32768, 66, 0, true, "across outputs", "group_reduce<4>"},      /* S 512: pairs */
-      {512, 4096, 0, false, "row segments", "thread"},                /* S 2 */
-      {4096, 512, 0, false, "row segments", "group_reduce<8>"},       /* S 16, one level */
-      {1, 1 << 23, -1, false, "along reduced", "second"},             /* 32 MiB */
+      {1, 3000007, -1, false, "along reduced", "group_reduce<32>"}, /* S 732: 28 x 27 */
+      {8, 1 << 18, 1, false, "along reduced", "group_reduce<32>"},  /* S 16, one level */
+      {200, 6000, 1, false, "along reduced", "thread"},             /* S 2, warps */
+      {1024, 3001, 0, false, "across outputs", "group_reduce<8>"},  /* S 16, one level */
+      {300000, 7, 0, false, "across outputs", "group_reduce<32>"},  /* S 2098: 46 x 46 */
+      {32768, 66, 0, true, "across outputs", "group_reduce<4>"},    /* S 512: pairs */
+      {512, 4096, 0, false, "row segments", "thread"},              /* S 2 */
+      {4096, 512, 0, false, "row segments", "group_reduce<8>"},     /* S 16, one level */
+      {1, 1 << 23, -1, false, "along reduced", "second"},           /* 32 MiB */
       {8, 1 << 20, 1, false, "along reduced", "second"},
       {4096, 3001, 0, false, "across outputs", "second"},
       {1024, 4096, 0, false, "row segments", "second"},
@@ -1152,8 +1181,8 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
     float *got = malloc((size_t)nout * 4), *again = malloc((size_t)nout * 4);
     for (int run = 0; run < 6; run++) {
       jt_poison(e, dy, (size_t)nout * 4);
-      JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis < 0 ? NULL : &axis,
-                                     axis < 0 ? -1 : 1, 0, NULL));
+      JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis < 0 ? NULL : &axis, axis < 0 ? -1 : 1,
+                                     0, NULL));
       jt_to_host(e, run == 0 ? got : again, dy, (size_t)nout * 4);
       if (run > 0) {
         cr_assert(memcmp(got, again, (size_t)nout * 4) == 0, "case %zu, run %d: other bits", c,
@@ -1177,8 +1206,8 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
         cr_assert(strstr(ticket, cases[c].fold) != NULL, "case %zu: %s", c, cases[c].fold);
       for (int64_t o = 0; o < nout; o++)
         if (!(fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6))
-          cr_assert_fail("case %zu, output %lld: %.9g, want %.9g", c, (long long)o,
-                         (double)got[o], want[o]);
+          cr_assert_fail("case %zu, output %lld: %.9g, want %.9g", c, (long long)o, (double)got[o],
+                         want[o]);
     }
     free(got);
     free(again);
@@ -1222,8 +1251,8 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
     line_sums(hx[s], false, R, C, 0, want, mag);
     for (int64_t o = 0; o < C; o++)
       if (!(fabs(got[o] - want[o]) <= 1e-5 * mag[o] + 1e-6))
-        cr_assert_fail("stream %d, output %lld: %.9g, want %.9g", s, (long long)o,
-                       (double)got[o], want[o]);
+        cr_assert_fail("stream %d, output %lld: %.9g, want %.9g", s, (long long)o, (double)got[o],
+                       want[o]);
     JT_OK(e, jitk_device_free(e, dx[s], NULL));
     JT_OK(e, jitk_device_free(e, dy[s], NULL));
     e->drv.cuStreamDestroy(streams[s]);

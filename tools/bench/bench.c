@@ -30,13 +30,13 @@
 /* The benchmarks here name their engine `e`. */
 #define CHECK(call) BENCH_CHECK(e, call)
 
-#define CU(call)                                                             \
-  do {                                                                       \
-    CUresult r_ = (call);                                                    \
-    if (r_ != CUDA_SUCCESS) {                                                \
-      fprintf(stderr, "jitk-bench: %s failed: error %d\n", #call, (int)r_);  \
-      exit(1);                                                               \
-    }                                                                        \
+#define CU(call)                                                            \
+  do {                                                                      \
+    CUresult r_ = (call);                                                   \
+    if (r_ != CUDA_SUCCESS) {                                               \
+      fprintf(stderr, "jitk-bench: %s failed: error %d\n", #call, (int)r_); \
+      exit(1);                                                              \
+    }                                                                       \
   } while (0)
 
 const char *bench_kernels_src =
@@ -57,8 +57,10 @@ int bench_open(const char *what, int argc, char **argv, bench_session *s) {
   memset(s, 0, sizeof *s);
   s->elements = (int64_t)1 << 28;
   for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) s->json = argv[++i];
-    else if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc) s->elements = atoll(argv[++i]);
+    if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+      s->json = argv[++i];
+    else if (strcmp(argv[i], "--elements") == 0 && i + 1 < argc)
+      s->elements = atoll(argv[++i]);
   }
   if (jitk_engine_create(NULL, &s->engine) != JITK_OK) {
     printf("jitk-bench %s: no CUDA device (%s); nothing measured\n", what, jitk_errmsg(NULL));
@@ -117,9 +119,8 @@ double bench_copy_bandwidth(jitk_engine *e, jitk_kernel *fill) {
  * fills and the figure stays a host cost. */
 enum { ROUNDS = 1000, PER_ROUND = 100 };
 
-void bench_launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args,
-                            size_t nargs, void **bare_params, double *bare_us,
-                            double *jitk_us) {
+void bench_launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args, size_t nargs,
+                           void **bare_params, double *bare_us, double *jitk_us) {
   jitk_dim3 one = {1, 1, 1};
   double *tb = malloc(ROUNDS * sizeof *tb), *tj = malloc(ROUNDS * sizeof *tj);
   if (tb == NULL || tj == NULL) exit(1);
@@ -216,8 +217,8 @@ static int cmd_limits(int argc, char **argv) {
   long long n = 1;
   void *x = buf, *y = (char *)buf + 128;
   void *bare[] = {&a, &x, &y, &n};
-  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(x, JITK_FLOAT32),
-                     jitk_arg_ptr(y, JITK_FLOAT32), jitk_arg_i64(n)};
+  jitk_arg args[] = {jitk_arg_f32(a), jitk_arg_ptr(x, JITK_FLOAT32), jitk_arg_ptr(y, JITK_FLOAT32),
+                     jitk_arg_i64(n)};
   bench_launch_overhead(e, four, args, 4, bare, &fb, &fj);
   /* The same launch with the arguments in one buffer laid out as the
    * kernel's parameters are (cuLaunchKernel's `extra`), against the array
@@ -239,8 +240,8 @@ static int cmd_limits(int argc, char **argv) {
       {"bare cuLaunchKernel, 4 arguments in one buffer", xb, "us/launch", note_x},
   };
   char title[400];
-  snprintf(title, sizeof title, "limits on %s (%d SMs), %s", e->info.name,
-           e->info.multiprocessors, e->target.arch);
+  snprintf(title, sizeof title, "limits on %s (%d SMs), %s", e->info.name, e->info.multiprocessors,
+           e->target.arch);
   bench_print(title, rows, sizeof rows / sizeof rows[0], json);
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
@@ -249,19 +250,20 @@ static int cmd_limits(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    printf("usage: jitk-bench <benchmark> [--json FILE]\n"
-           "  limits   copy bandwidth and launch overhead, the reference figures (GPU)\n"
-           "  cache    what the kernel cache costs: hits, misses, a 10,000-entry store\n"
-           "  elementwise  bandwidth of generated kernels against the copy, launch cost (GPU)\n"
-           "  reduction    bytes read per second of generated reductions against the copy,\n"
-           "               launch cost (GPU)\n"
-           "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
-           "               float16, tf32, float32, TFLOP/s (GPU)\n"
-           "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
-           "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
-           "           --only REGEX)\n"
-           "  small    host and GPU time of cached launches on 2^10 to 2^18 elements (GPU)\n"
-           "--json FILE appends one JSON line per figure.\n");
+    printf(
+        "usage: jitk-bench <benchmark> [--json FILE]\n"
+        "  limits   copy bandwidth and launch overhead, the reference figures (GPU)\n"
+        "  cache    what the kernel cache costs: hits, misses, a 10,000-entry store\n"
+        "  elementwise  bandwidth of generated kernels against the copy, launch cost (GPU)\n"
+        "  reduction    bytes read per second of generated reductions against the copy,\n"
+        "               launch cost (GPU)\n"
+        "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
+        "               float16, tf32, float32, TFLOP/s (GPU)\n"
+        "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
+        "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
+        "           --only REGEX)\n"
+        "  small    host and GPU time of cached launches on 2^10 to 2^18 elements (GPU)\n"
+        "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
   if (strcmp(argv[1], "limits") == 0) return cmd_limits(argc - 2, argv + 2);

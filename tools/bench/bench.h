@@ -10,13 +10,13 @@
 /* Any failure of a jitk call ends the benchmark with the engine's message:
  * a figure measured after an error would mean nothing. Needs <stdio.h>,
  * <stdlib.h> and <jitk/jitk.h>. */
-#define BENCH_CHECK(e, call)                                                  \
-  do {                                                                        \
-    jitk_status st_ = (call);                                                 \
-    if (st_ != JITK_OK) {                                                     \
-      fprintf(stderr, "jitk-bench: %s failed: %s\n", #call, jitk_errmsg(e));  \
-      exit(1);                                                                \
-    }                                                                         \
+#define BENCH_CHECK(e, call)                                                 \
+  do {                                                                       \
+    jitk_status st_ = (call);                                                \
+    if (st_ != JITK_OK) {                                                    \
+      fprintf(stderr, "jitk-bench: %s failed: %s\n", #call, jitk_errmsg(e)); \
+      exit(1);                                                               \
+    }                                                                        \
   } while (0)
 
 typedef struct bench_row {

@@ -71,8 +71,8 @@ int bench_elementwise(int argc, char **argv) {
   jitk_elementwise *fill = bench_fill_create(e), *add, *saxpy, *bias_relu;
   CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "add", NULL, &add));
   CHECK(e, jitk_elementwise_create(e, "T a, T x", "T y", "y = a * x + y", "saxpy", NULL, &saxpy));
-  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu",
-                                   NULL, &bias_relu));
+  CHECK(e, jitk_elementwise_create(e, "T x, T b", "T y", "y = max(x + b, (T)0)", "bias_relu", NULL,
+                                   &bias_relu));
 
   bench_row rows[28];
   char notes[28][96];
@@ -213,12 +213,11 @@ int bench_elementwise(int argc, char **argv) {
     total_bad += bad;
     free(hy);
     snprintf(notes[nr], sizeof notes[nr], "%.3f of copy; %zu wrong", gbs / copy, bad);
-    static const char *bnames[5] = {
-        "float32 bias+ReLU, bias along rows, 16384^2",
-        "float32 bias+ReLU, bias along rows, fill grid",
-        "float32 bias+ReLU, x a transposed view, 16384^2",
-        "float32 bias+ReLU, transposed, fill grid",
-        "float32 bias+ReLU, transposed, tiles of 32"};
+    static const char *bnames[5] = {"float32 bias+ReLU, bias along rows, 16384^2",
+                                    "float32 bias+ReLU, bias along rows, fill grid",
+                                    "float32 bias+ReLU, x a transposed view, 16384^2",
+                                    "float32 bias+ReLU, transposed, fill grid",
+                                    "float32 bias+ReLU, transposed, tiles of 32"};
     rows[nr] = (bench_row){bnames[run], gbs, "GB/s", notes[nr]};
     nr++;
   }
@@ -271,11 +270,12 @@ int bench_elementwise(int argc, char **argv) {
   free(tt);
   rows[nr++] = (bench_row){"bare cuLaunchKernel, empty kernel", bare_us, "us/launch", ""};
   snprintf(notes[nr], sizeof notes[nr], "%.3fx bare", ew_us / bare_us);
-  rows[nr] = (bench_row){"jitk_elementwise_launch, cached z = x + y", ew_us, "us/launch", notes[nr]};
+  rows[nr] =
+      (bench_row){"jitk_elementwise_launch, cached z = x + y", ew_us, "us/launch", notes[nr]};
   nr++;
   snprintf(notes[nr], sizeof notes[nr], "%.3fx bare", ex_us / bare_us);
-  rows[nr] = (bench_row){"jitk_elementwise_launch_ex, block_size 128", ex_us, "us/launch",
-                         notes[nr]};
+  rows[nr] =
+      (bench_row){"jitk_elementwise_launch_ex, block_size 128", ex_us, "us/launch", notes[nr]};
   nr++;
   CHECK(e, jitk_device_free(e, sx.data, NULL));
   CHECK(e, jitk_device_free(e, sy.data, NULL));
@@ -283,7 +283,8 @@ int bench_elementwise(int argc, char **argv) {
   CHECK(e, jitk_stream_synchronize(e, NULL));
 
   char title[300];
-  snprintf(title, sizeof title, "elementwise on %s (%d SMs)", e->info.name, e->info.multiprocessors);
+  snprintf(title, sizeof title, "elementwise on %s (%d SMs)", e->info.name,
+           e->info.multiprocessors);
   bench_print(title, rows, (size_t)nr, json);
   if (total_bad) printf("jitk-bench elementwise: %zu WRONG ELEMENTS\n", total_bad);
   jitk_elementwise_destroy(fill);
@@ -331,8 +332,8 @@ int bench_compile(int argc, char **argv) {
         jitk_elementwise_destroy(k);
       } else {
         jitk_reduction *k = NULL;
-        CHECK(e, jitk_reduction_create(e, "T x", "T y", "x * x", "a + b", "y = a", "0", NULL,
-                                       kname, NULL, &k));
+        CHECK(e, jitk_reduction_create(e, "T x", "T y", "x * x", "a + b", "y = a", "0", NULL, kname,
+                                       NULL, &k));
         t0 = bench_now_us();
         CHECK(e, jitk_reduction_compile(k, types[t], NULL, &src, NULL));
         times[r] = (bench_now_us() - t0) / 1000.0;

@@ -46,19 +46,19 @@ enum { WARMUP = 3, REPS = 10, SAMPLES = 1000, MAX_ROWS = 32 };
 /* The cuBLASLt entry points this benchmark calls, with their prototypes
  * taken from cublasLt.h so that a changed signature fails to compile
  * instead of failing at run time. */
-#define LT_FUNCS(X)                                                           \
-  X(cublasLtCreate)                                                           \
-  X(cublasLtDestroy)                                                          \
-  X(cublasLtGetStatusName)                                                    \
-  X(cublasLtMatmulDescCreate)                                                 \
-  X(cublasLtMatmulDescDestroy)                                                \
-  X(cublasLtMatmulDescSetAttribute)                                           \
-  X(cublasLtMatrixLayoutCreate)                                               \
-  X(cublasLtMatrixLayoutDestroy)                                              \
-  X(cublasLtMatmulPreferenceCreate)                                           \
-  X(cublasLtMatmulPreferenceDestroy)                                          \
-  X(cublasLtMatmulPreferenceSetAttribute)                                     \
-  X(cublasLtMatmulAlgoGetHeuristic)                                           \
+#define LT_FUNCS(X)                       \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtGetStatusName)                \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmul)
 
 typedef struct lt_lib {
@@ -101,13 +101,13 @@ static int lt_load(lt_lib *lt, char *why, size_t why_size) {
     snprintf(why, why_size, "cuBLASLt not loaded (%s); its rows are skipped", first);
     return 0;
   }
-#define LT_RESOLVE_(name)                                                     \
-  *(void **)&lt->name = dlsym(lt->dl, #name);                                 \
-  if (lt->name == NULL) {                                                     \
+#define LT_RESOLVE_(name)                                                      \
+  *(void **)&lt->name = dlsym(lt->dl, #name);                                  \
+  if (lt->name == NULL) {                                                      \
     snprintf(why, why_size, "cuBLASLt lacks %s; its rows are skipped", #name); \
-    dlclose(lt->dl);                                                          \
-    lt->dl = NULL;                                                            \
-    return 0;                                                                 \
+    dlclose(lt->dl);                                                           \
+    lt->dl = NULL;                                                             \
+    return 0;                                                                  \
   }
   LT_FUNCS(LT_RESOLVE_)
 #undef LT_RESOLVE_
@@ -194,8 +194,8 @@ static cublasStatus_t lt_plan_create(lt_lib *lt, cublasComputeType_t compute, cu
  * is the driver's NULL stream, where jitk queues its work too. */
 static cublasStatus_t lt_run(lt_lib *lt, const lt_plan *p, const void *a, const void *b, void *d) {
   const float alpha = 1.0f, beta = 0.0f;
-  return lt->cublasLtMatmul(lt->handle, p->desc, &alpha, b, p->a, a, p->b, &beta, d, p->d, d,
-                            p->d, &p->algo, lt->workspace, LT_WORKSPACE, (cudaStream_t)0);
+  return lt->cublasLtMatmul(lt->handle, p->desc, &alpha, b, p->a, a, p->b, &beta, d, p->d, d, p->d,
+                            &p->algo, lt->workspace, LT_WORKSPACE, (cudaStream_t)0);
 }
 
 /* One case's operands and its three ways of computing D, handed to the
@@ -469,8 +469,10 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
 
   if (lt->dl == NULL) {
     char note[400];
-    if (check) snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
-    else snprintf(note, sizeof note, "%s", lt_why);
+    if (check)
+      snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
+    else
+      snprintf(note, sizeof note, "%s", lt_why);
     add_row(t, dname, shape, "jitk fused", jitk_tf, note);
     t->wrong += jitk_bad;
     case_free(&c);
@@ -493,9 +495,9 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
 
   double un_tf = 0;
   size_t un_bad = 0;
-  cublasStatus_t plain_st = lt_plan_create(lt, CUBLAS_COMPUTE_32F, type, m, n, kk,
-                                           CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_32F,
-                                           &c.lt_plain);
+  cublasStatus_t plain_st =
+      lt_plan_create(lt, CUBLAS_COMPUTE_32F, type, m, n, kk, CUBLASLT_EPILOGUE_DEFAULT, NULL,
+                     CUDA_R_32F, &c.lt_plain);
   if (plain_st == CUBLAS_STATUS_SUCCESS) {
     poison(e, &c.d);
     un_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_unfused, &c));
@@ -517,8 +519,10 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
              lt->cublasLtGetStatusName(why));
   add_row(t, dname, shape, "jitk fused", jitk_tf, note);
   if (have_fused) {
-    if (check) snprintf(note, sizeof note, "%s; %zu wrong", bias_used, lt_bad);
-    else snprintf(note, sizeof note, "%s", bias_used);
+    if (check)
+      snprintf(note, sizeof note, "%s; %zu wrong", bias_used, lt_bad);
+    else
+      snprintf(note, sizeof note, "%s", bias_used);
     add_row(t, dname, shape, "cuBLASLt RELU_BIAS", lt_tf, note);
   }
   if (plain_st == CUBLAS_STATUS_SUCCESS) {
@@ -564,10 +568,11 @@ static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   char note[200];
   cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
   if (lt->dl != NULL)
-    st = lt_plan_create(lt, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F,
-                        m, n, kk, CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_32F, &c.lt_plain);
+    st = lt_plan_create(lt, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F, m,
+                        n, kk, CUBLASLT_EPILOGUE_DEFAULT, NULL, CUDA_R_32F, &c.lt_plain);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    if (lt->dl == NULL) snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
+    if (lt->dl == NULL)
+      snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
     else
       snprintf(note, sizeof note, "%zu wrong; cuBLASLt has no product here (%s)", jitk_bad,
                lt->cublasLtGetStatusName(st));
@@ -581,8 +586,8 @@ static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   size_t lt_bad = check_sample(e, &c.d, &s, 0, tol, got_lt);
   size_t differ = count_differ(got_jitk, got_lt, &s, 0, tol);
   snprintf(note, sizeof note,
-           "%.2f of cuBLASLt (goal >= %.2f); %zu wrong; %zu differ from cuBLASLt",
-           jitk_tf / lt_tf, goal, jitk_bad, differ);
+           "%.2f of cuBLASLt (goal >= %.2f); %zu wrong; %zu differ from cuBLASLt", jitk_tf / lt_tf,
+           goal, jitk_bad, differ);
   add_row(t, dname, shape, "jitk", jitk_tf, note);
   snprintf(note, sizeof note, "%s; %zu wrong",
            tf32 ? "CUBLAS_COMPUTE_32F_FAST_TF32" : "CUBLAS_COMPUTE_32F", lt_bad);

@@ -137,8 +137,10 @@ int bench_reduction(int argc, char **argv) {
       poison(e, &y);
       launch(e, sumsq, args, 2, NULL, -1);
       uint32_t bits = scalar_bits(e, &y);
-      if (r == 0) first = bits;
-      else if (bits != first) same = 0;
+      if (r == 0)
+        first = bits;
+      else if (bits != first)
+        same = 0;
     }
     size_t bad = sum_ok(bits_to_float(first), want, want) ? 0 : 1;
     total_bad += bad;
@@ -148,7 +150,8 @@ int bench_reduction(int argc, char **argv) {
     static char name[64];
     if (n > 0 && (n & (n - 1)) == 0)
       snprintf(name, sizeof name, "float32 sum(x*x), all axes, 2^%d", (int)log2((double)n));
-    else snprintf(name, sizeof name, "float32 sum(x*x), all axes, %lld", (long long)n);
+    else
+      snprintf(name, sizeof name, "float32 sum(x*x), all axes, %lld", (long long)n);
     rows[nr] = (bench_row){name, gbs, "GB/s", notes[nr]};
     nr++;
     CHECK(e, jitk_device_free(e, x.data, NULL));
@@ -258,8 +261,8 @@ int bench_reduction(int argc, char **argv) {
     rows[nr++] = (bench_row){"bare cuLaunchKernel, empty kernel", bare_us, "us/launch", ""};
     snprintf(notes[nr], sizeof notes[nr], "%.3fx bare (goal <= 1.5x); %zu wrong", red_us / bare_us,
              bad);
-    rows[nr] = (bench_row){"jitk_reduction_launch, cached, 1024 elements", red_us, "us/launch",
-                           notes[nr]};
+    rows[nr] =
+        (bench_row){"jitk_reduction_launch, cached, 1024 elements", red_us, "us/launch", notes[nr]};
     nr++;
     CHECK(e, jitk_device_free(e, sx.data, NULL));
     CHECK(e, jitk_device_free(e, sy.data, NULL));

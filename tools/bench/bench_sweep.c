@@ -188,7 +188,10 @@ static void build_cases(sw_list *l) {
       int64_t n = (int64_t)1 << k;
       c->out = contiguous(1, &n);
       for (int i = 0; i < nin; i++) c->in[i] = c->out;
-      finish_ew(c, "ew-contig", "flat", JITK_FLOAT32, nin == 1 ? OP_MUL2 : nin == 2 ? OP_ADD : OP_ADDMUL,
+      finish_ew(c, "ew-contig", "flat", JITK_FLOAT32,
+                nin == 1   ? OP_MUL2
+                : nin == 2 ? OP_ADD
+                           : OP_ADDMUL,
                 nin);
     }
   const jitk_dtype others[] = {JITK_FLOAT16, JITK_BFLOAT16, JITK_INT8, JITK_FLOAT64,
@@ -211,7 +214,8 @@ static void build_cases(sw_list *l) {
       jitk_dtype dt = lay_dts[t];
       int64_t n = (int64_t)1 << k;
       int64_t s2[2] = {(int64_t)1 << (k / 2), (int64_t)1 << (k - k / 2)};
-      int64_t s3[3] = {(int64_t)1 << (k / 3), (int64_t)1 << (k / 3), (int64_t)1 << (k - 2 * (k / 3))};
+      int64_t s3[3] = {(int64_t)1 << (k / 3), (int64_t)1 << (k / 3),
+                       (int64_t)1 << (k - 2 * (k / 3))};
       int64_t s4[4] = {16, (int64_t)1 << ((k - 4) / 3), (int64_t)1 << ((k - 4) / 3),
                        (int64_t)1 << (k - 4 - 2 * ((k - 4) / 3))};
       sw_case *c;
@@ -413,10 +417,12 @@ static const char *sweep_src =
     "      if (a.op == 0) { want = 2 * x[p]; mag = fabs(want); }\n"
     "      else if (a.op == 1) { want = x[p] + y[p]; mag = fabs(x[p]) + fabs(y[p]); }\n"
     "      else {\n"
-    "        double yw = parts == 2 ? (p == 0 ? y[0] * w[0] - y[1] * w[1] : y[0] * w[1] + y[1] * w[0])\n"
+    "        double yw = parts == 2 ? (p == 0 ? y[0] * w[0] - y[1] * w[1] : y[0] * w[1] + y[1] * "
+    "w[0])\n"
     "                               : y[p] * w[p];\n"
     "        want = x[p] + yw;\n"
-    "        mag = fabs(x[p]) + (parts == 2 ? (fabs(y[0]) + fabs(y[1])) * (fabs(w[0]) + fabs(w[1]))\n"
+    "        mag = fabs(x[p]) + (parts == 2 ? (fabs(y[0]) + fabs(y[1])) * (fabs(w[0]) + "
+    "fabs(w[1]))\n"
     "                                       : fabs(yw));\n"
     "      }\n"
     "      double got = ld(a.out, oo, a.odt, p);\n"
@@ -456,7 +462,8 @@ static const char *sweep_src =
     "    s[threadIdx.x] = sum; m[threadIdx.x] = mag;\n"
     "    __syncthreads();\n"
     "    for (int w = blockDim.x / 2; w > 0; w /= 2) {\n"
-    "      if (threadIdx.x < w) { s[threadIdx.x] += s[threadIdx.x + w]; m[threadIdx.x] += m[threadIdx.x + w]; }\n"
+    "      if (threadIdx.x < w) { s[threadIdx.x] += s[threadIdx.x + w]; m[threadIdx.x] += "
+    "m[threadIdx.x + w]; }\n"
     "      __syncthreads();\n"
     "    }\n"
     "    if (threadIdx.x == 0) {\n"
@@ -482,22 +489,22 @@ typedef struct ck_args {
 
 static int dcode(jitk_dtype d) {
   switch (d) {
-  case JITK_FLOAT32: return 0;
-  case JITK_FLOAT16: return 1;
-  case JITK_BFLOAT16: return 2;
-  case JITK_INT8: return 3;
-  case JITK_FLOAT64: return 4;
-  default: return 5;
+    case JITK_FLOAT32: return 0;
+    case JITK_FLOAT16: return 1;
+    case JITK_BFLOAT16: return 2;
+    case JITK_INT8: return 3;
+    case JITK_FLOAT64: return 4;
+    default: return 5;
   }
 }
 
 static double eps_of(jitk_dtype d) {
   switch (d) {
-  case JITK_FLOAT16: return 9.8e-4;
-  case JITK_BFLOAT16: return 7.9e-3;
-  case JITK_FLOAT64: return 2.3e-16;
-  case JITK_INT8: return 0;
-  default: return 1.2e-7;
+    case JITK_FLOAT16: return 9.8e-4;
+    case JITK_BFLOAT16: return 7.9e-3;
+    case JITK_FLOAT64: return 2.3e-16;
+    case JITK_INT8: return 0;
+    default: return 1.2e-7;
   }
 }
 
@@ -601,8 +608,7 @@ static void run_launch(void *ctx) {
     jitk_reduction *k = c->dt == JITK_FLOAT32 ? l->d->sum_same : l->d->sum_f32;
     CHECK(e, jitk_reduction_launch(k, NULL, l->args, 2, c->axes, c->naxes, 0, NULL));
   } else {
-    CHECK(e, jitk_elementwise_launch(l->d->ew[c->op], NULL, l->args, (size_t)c->nin + 1, -1,
-                                     NULL));
+    CHECK(e, jitk_elementwise_launch(l->d->ew[c->op], NULL, l->args, (size_t)c->nin + 1, -1, NULL));
   }
 }
 
@@ -755,8 +761,8 @@ int bench_sweep(int argc, char **argv) {
   CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "sw_add", NULL, &d.ew[1]));
   CHECK(e, jitk_elementwise_create(e, "T x, T y, T w", "T z", "z = x + y * w", "sw_addmul", NULL,
                                    &d.ew[2]));
-  CHECK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "sw_sum",
-                                 NULL, &d.sum_same));
+  CHECK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "sw_sum", NULL,
+                                 &d.sum_same));
   CHECK(e, jitk_reduction_create(e, "T x", "float32 y", "(float)x", "a + b", "y = a", "0",
                                  "float32", "sw_sum32", NULL, &d.sum_f32));
 
@@ -771,8 +777,7 @@ int bench_sweep(int argc, char **argv) {
     if (only != NULL && regexec(&re, c->id, 0, NULL, 0) != 0) continue;
     sw_result r = run_case(&d, c, (unsigned)i + 1u, bs.copy_gbs);
     total_wrong += r.wrong;
-    printf("%-58s %10.4f %10.1f %8.3f %8.3f %llu\n", c->id, r.ms, r.gbs, r.ratio, r.same,
-           r.wrong);
+    printf("%-58s %10.4f %10.1f %8.3f %8.3f %llu\n", c->id, r.ms, r.gbs, r.ratio, r.same, r.wrong);
     fflush(stdout);
     if (jf != NULL)
       fprintf(jf,

@@ -79,9 +79,12 @@ double *bench_array_to_host(jitk_engine *e, const bench_array *a) {
   BENCH_CHECK(e, jitk_memcpy(e, raw, a->data, bench_array_bytes(a), NULL));
   BENCH_CHECK(e, jitk_stream_synchronize(e, NULL));
   for (size_t i = 0; i < n; i++) {
-    if (a->dtype == JITK_FLOAT32) out[i] = ((float *)raw)[i];
-    else if (a->dtype == JITK_FLOAT16) out[i] = jitk_half_to_float(((uint16_t *)raw)[i]);
-    else out[i] = jitk_bfloat16_to_float(((uint16_t *)raw)[i]);
+    if (a->dtype == JITK_FLOAT32)
+      out[i] = ((float *)raw)[i];
+    else if (a->dtype == JITK_FLOAT16)
+      out[i] = jitk_half_to_float(((uint16_t *)raw)[i]);
+    else
+      out[i] = jitk_bfloat16_to_float(((uint16_t *)raw)[i]);
   }
   free(raw);
   return out;

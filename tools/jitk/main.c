@@ -172,10 +172,10 @@ static int cmd_doctor(int argc, char **argv) {
     human_bytes(info.total_memory, mem, sizeof mem);
     human_bytes((size_t)info.l2_cache_bytes, l2, sizeof l2);
     human_bytes(info.shared_per_block_optin, smem, sizeof smem);
-    printf("  device %d: %s, compute capability %d.%d, %d SMs, %s memory, "
-           "%s L2, %s shared per block (opt-in)\n",
-           d, info.name, info.cc_major, info.cc_minor, info.multiprocessors, mem,
-           l2, smem);
+    printf(
+        "  device %d: %s, compute capability %d.%d, %d SMs, %s memory, "
+        "%s L2, %s shared per block (opt-in)\n",
+        d, info.name, info.cc_major, info.cc_minor, info.multiprocessors, mem, l2, smem);
   }
   return 0;
 }
@@ -355,18 +355,27 @@ static int cmd_compile_elementwise(int argc, char **argv) {
       return EXIT_USAGE;
     }
     const char *v = argv[++i];
-    if (strcmp(a, "--in") == 0) in = v;
-    else if (strcmp(a, "--out") == 0) out_params = v;
-    else if (strcmp(a, "--op") == 0) op = v;
-    else if (strcmp(a, "--name") == 0) name = v;
-    else if (strcmp(a, "--arch") == 0) arch = v;
-    else if (strcmp(a, "--emit") == 0) emit = v;
-    else if (strcmp(a, "-o") == 0) output = v;
-    else if (strcmp(a, "--preamble") == 0) eo.preamble = v;
-    else if (strcmp(a, "--loop-prep") == 0) eo.loop_prep = v;
-    else if (strcmp(a, "--after-loop") == 0) eo.after_loop = v;
-    else if (strcmp(a, "--ndim") == 0 || strcmp(a, "--index") == 0 ||
-             strcmp(a, "--vector") == 0) {
+    if (strcmp(a, "--in") == 0)
+      in = v;
+    else if (strcmp(a, "--out") == 0)
+      out_params = v;
+    else if (strcmp(a, "--op") == 0)
+      op = v;
+    else if (strcmp(a, "--name") == 0)
+      name = v;
+    else if (strcmp(a, "--arch") == 0)
+      arch = v;
+    else if (strcmp(a, "--emit") == 0)
+      emit = v;
+    else if (strcmp(a, "-o") == 0)
+      output = v;
+    else if (strcmp(a, "--preamble") == 0)
+      eo.preamble = v;
+    else if (strcmp(a, "--loop-prep") == 0)
+      eo.loop_prep = v;
+    else if (strcmp(a, "--after-loop") == 0)
+      eo.after_loop = v;
+    else if (strcmp(a, "--ndim") == 0 || strcmp(a, "--index") == 0 || strcmp(a, "--vector") == 0) {
       int *dst = a[2] == 'n' ? &layout.ndim : a[2] == 'i' ? &layout.index_bits : &layout.vector;
       if (!parse_int(v, dst)) {
         fprintf(stderr, "%s compile elementwise: '%s' is not a valid value for %s\n", prog, v, a);
@@ -472,18 +481,30 @@ static int cmd_compile_reduction(int argc, char **argv) {
       return EXIT_USAGE;
     }
     const char *v = argv[++i];
-    if (strcmp(a, "--in") == 0) in = v;
-    else if (strcmp(a, "--out") == 0) out_params = v;
-    else if (strcmp(a, "--map") == 0) map = v;
-    else if (strcmp(a, "--reduce") == 0) reduce = v;
-    else if (strcmp(a, "--post-map") == 0) post_map = v;
-    else if (strcmp(a, "--identity") == 0) identity = v;
-    else if (strcmp(a, "--reduce-type") == 0) reduce_type = v;
-    else if (strcmp(a, "--name") == 0) name = v;
-    else if (strcmp(a, "--arch") == 0) arch = v;
-    else if (strcmp(a, "--emit") == 0) emit = v;
-    else if (strcmp(a, "-o") == 0) output = v;
-    else if (strcmp(a, "--preamble") == 0) ro.preamble = v;
+    if (strcmp(a, "--in") == 0)
+      in = v;
+    else if (strcmp(a, "--out") == 0)
+      out_params = v;
+    else if (strcmp(a, "--map") == 0)
+      map = v;
+    else if (strcmp(a, "--reduce") == 0)
+      reduce = v;
+    else if (strcmp(a, "--post-map") == 0)
+      post_map = v;
+    else if (strcmp(a, "--identity") == 0)
+      identity = v;
+    else if (strcmp(a, "--reduce-type") == 0)
+      reduce_type = v;
+    else if (strcmp(a, "--name") == 0)
+      name = v;
+    else if (strcmp(a, "--arch") == 0)
+      arch = v;
+    else if (strcmp(a, "--emit") == 0)
+      emit = v;
+    else if (strcmp(a, "-o") == 0)
+      output = v;
+    else if (strcmp(a, "--preamble") == 0)
+      ro.preamble = v;
     /* --index as elementwise spells it; --index-bits after the layout's
      * field, so that either spelling works. */
     else if (strcmp(a, "--kept-ndim") == 0 || strcmp(a, "--reduced-ndim") == 0 ||
@@ -502,8 +523,7 @@ static int cmd_compile_reduction(int argc, char **argv) {
        * first letter without a word of warning, so refuse it here. */
       if (strcmp(v, "i") != 0 && strcmp(v, "o") != 0 && strcmp(v, "m") != 0 &&
           strcmp(v, "r") != 0) {
-        fprintf(stderr, "%s compile reduction: --strategy is i, o, m or r, not '%s'\n", prog,
-                v);
+        fprintf(stderr, "%s compile reduction: --strategy is i, o, m or r, not '%s'\n", prog, v);
         return EXIT_USAGE;
       }
       layout.strategy = v[0];
@@ -621,15 +641,24 @@ static int cmd_compile_matmul(int argc, char **argv) {
     }
     const char *v = argv[++i];
     int ok = 1;
-    if (strcmp(a, "--m") == 0) ok = parse_int64(v, &desc.m);
-    else if (strcmp(a, "--n") == 0) ok = parse_int64(v, &desc.n);
-    else if (strcmp(a, "--k") == 0) ok = parse_int64(v, &desc.k);
-    else if (strcmp(a, "--batch") == 0) ok = parse_int64(v, &desc.batch);
-    else if (strcmp(a, "--alpha") == 0) ok = parse_double(v, &desc.alpha);
-    else if (strcmp(a, "--beta") == 0) ok = parse_double(v, &desc.beta);
-    else if (strcmp(a, "--a") == 0) ok = jitk_dtype_from_name(v, &desc.a_dtype) == JITK_OK;
-    else if (strcmp(a, "--b") == 0) ok = jitk_dtype_from_name(v, &desc.b_dtype) == JITK_OK;
-    else if (strcmp(a, "--d") == 0) ok = jitk_dtype_from_name(v, &desc.d_dtype) == JITK_OK;
+    if (strcmp(a, "--m") == 0)
+      ok = parse_int64(v, &desc.m);
+    else if (strcmp(a, "--n") == 0)
+      ok = parse_int64(v, &desc.n);
+    else if (strcmp(a, "--k") == 0)
+      ok = parse_int64(v, &desc.k);
+    else if (strcmp(a, "--batch") == 0)
+      ok = parse_int64(v, &desc.batch);
+    else if (strcmp(a, "--alpha") == 0)
+      ok = parse_double(v, &desc.alpha);
+    else if (strcmp(a, "--beta") == 0)
+      ok = parse_double(v, &desc.beta);
+    else if (strcmp(a, "--a") == 0)
+      ok = jitk_dtype_from_name(v, &desc.a_dtype) == JITK_OK;
+    else if (strcmp(a, "--b") == 0)
+      ok = jitk_dtype_from_name(v, &desc.b_dtype) == JITK_OK;
+    else if (strcmp(a, "--d") == 0)
+      ok = jitk_dtype_from_name(v, &desc.d_dtype) == JITK_OK;
     else if (strcmp(a, "--c") == 0) {
       ok = jitk_dtype_from_name(v, &desc.c_dtype) == JITK_OK;
       desc.has_c = 1;
@@ -647,12 +676,18 @@ static int cmd_compile_matmul(int argc, char **argv) {
           desc.compute = computes[c].compute;
           ok = 1;
         }
-    } else if (strcmp(a, "--epilogue") == 0) desc.epilogue = v;
-    else if (strcmp(a, "--params") == 0) desc.epilogue_params = v;
-    else if (strcmp(a, "--preamble") == 0) desc.preamble = v;
-    else if (strcmp(a, "--name") == 0) desc.name = v;
-    else if (strcmp(a, "--arch") == 0) arch = v;
-    else if (strcmp(a, "--emit") == 0) emit = v;
+    } else if (strcmp(a, "--epilogue") == 0)
+      desc.epilogue = v;
+    else if (strcmp(a, "--params") == 0)
+      desc.epilogue_params = v;
+    else if (strcmp(a, "--preamble") == 0)
+      desc.preamble = v;
+    else if (strcmp(a, "--name") == 0)
+      desc.name = v;
+    else if (strcmp(a, "--arch") == 0)
+      arch = v;
+    else if (strcmp(a, "--emit") == 0)
+      emit = v;
     else {
       fprintf(stderr, "%s compile matmul: unknown option '%s'\n", prog, a);
       usage_matmul(stderr);
@@ -808,8 +843,8 @@ static int cmd_compile(int argc, char **argv) {
     rc = 1;
     goto done;
   }
-  printf("%s: %zu bytes of %s for %s\n", dest, image_size,
-         kind == JITK_IMAGE_PTX ? "PTX" : "cubin", target);
+  printf("%s: %zu bytes of %s for %s\n", dest, image_size, kind == JITK_IMAGE_PTX ? "PTX" : "cubin",
+         target);
 
   print_resources(m, exprs, nexpr);
 
@@ -855,9 +890,12 @@ static long long parse_bytes(const char *s) {
   /* NaN fails both comparisons; inf and 1e30 would not fit. */
   if (end == s || !(v >= 0) || v > 1e18) return -1;
   double mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
-  else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, end++;
-  else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
+  if (*end == 'K' || *end == 'k')
+    mult = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1024.0 * 1024, end++;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1024.0 * 1024 * 1024, end++;
   if (*end == 'i' || *end == 'I') end++;
   if (*end == 'B' || *end == 'b') end++;
   if (*end != '\0' || v * mult > 9.0e18) return -1;
@@ -877,8 +915,8 @@ static void print_time(long long t) {
 static int print_entry(void *user, const jitk_cache_entry_info *info) {
   int *n = user;
   if ((*n)++ == 0)
-    printf("%-12s %-11s %-6s %10s %10s  %-17s %s\n", "key", "target", "kind", "bytes",
-           "compile", "last used", "program");
+    printf("%-12s %-11s %-6s %10s %10s  %-17s %s\n", "key", "target", "kind", "bytes", "compile",
+           "last used", "program");
   printf("%-12.12s %-11s %-6s %10zu %7.1f ms  ", info->key, info->target,
          info->kind == JITK_IMAGE_PTX ? "PTX" : "cubin", info->bytes, info->compile_ms);
   print_time(info->last_used);
@@ -971,15 +1009,15 @@ static int cmd_cache(int argc, char **argv) {
     if (st != JITK_OK) {
       rc = fail(e, st, "cache stats");
     } else if (json) {
-      printf("{\"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %lld, "
-             "\"memory_hits\": %llu, \"disk_hits\": %llu, \"misses\": %llu, "
-             "\"compiles\": %llu, \"compile_ms\": %.3f, \"corrupt\": %llu, "
-             "\"evictions\": %llu}\n",
-             (unsigned long long)all.entries, (unsigned long long)all.bytes,
-             (long long)all.max_bytes, (unsigned long long)all.memory_hits,
-             (unsigned long long)all.disk_hits, (unsigned long long)all.misses,
-             (unsigned long long)all.compiles, all.compile_ms, (unsigned long long)all.corrupt,
-             (unsigned long long)all.evictions);
+      printf(
+          "{\"entries\": %llu, \"bytes\": %llu, \"max_bytes\": %lld, "
+          "\"memory_hits\": %llu, \"disk_hits\": %llu, \"misses\": %llu, "
+          "\"compiles\": %llu, \"compile_ms\": %.3f, \"corrupt\": %llu, "
+          "\"evictions\": %llu}\n",
+          (unsigned long long)all.entries, (unsigned long long)all.bytes, (long long)all.max_bytes,
+          (unsigned long long)all.memory_hits, (unsigned long long)all.disk_hits,
+          (unsigned long long)all.misses, (unsigned long long)all.compiles, all.compile_ms,
+          (unsigned long long)all.corrupt, (unsigned long long)all.evictions);
     } else {
       char size[32], cap[32];
       human_bytes((size_t)all.bytes, size, sizeof size);
@@ -996,39 +1034,53 @@ static int cmd_cache(int argc, char **argv) {
   } else if (strcmp(sub, "ls") == 0) {
     int n = 0;
     st = jitk_cache_list(e, print_entry, &n);
-    if (st != JITK_OK) rc = fail(e, st, "cache ls");
-    else if (n == 0) printf("the cache is empty\n");
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache ls");
+    else if (n == 0)
+      printf("the cache is empty\n");
   } else if (strcmp(sub, "verify") == 0) {
     size_t checked = 0, removed = 0;
     st = jitk_cache_verify(e, &checked, &removed);
-    if (st != JITK_OK) rc = fail(e, st, "cache verify");
-    else printf("checked %zu entr%s, removed %zu bad\n", checked, checked == 1 ? "y" : "ies", removed);
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache verify");
+    else
+      printf("checked %zu entr%s, removed %zu bad\n", checked, checked == 1 ? "y" : "ies", removed);
   } else if (strcmp(sub, "prune") == 0) {
     size_t removed = 0;
     st = jitk_cache_prune(e, (int64_t)max_size, &removed);
-    if (st != JITK_OK) rc = fail(e, st, "cache prune");
-    else printf("removed %zu entr%s\n", removed, removed == 1 ? "y" : "ies");
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache prune");
+    else
+      printf("removed %zu entr%s\n", removed, removed == 1 ? "y" : "ies");
   } else if (strcmp(sub, "clear") == 0) {
     size_t removed = 0;
     st = jitk_cache_clear(e, &removed);
-    if (st != JITK_OK) rc = fail(e, st, "cache clear");
-    else printf("removed %zu entr%s\n", removed, removed == 1 ? "y" : "ies");
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache clear");
+    else
+      printf("removed %zu entr%s\n", removed, removed == 1 ? "y" : "ies");
   } else if (strcmp(sub, "export") == 0) {
     size_t n = 0;
     st = jitk_cache_export(e, file, &n);
-    if (st != JITK_OK) rc = fail(e, st, "cache export");
-    else printf("exported %zu entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache export");
+    else
+      printf("exported %zu entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
   } else if (strcmp(sub, "publish") == 0) {
     size_t n = 0;
     st = jitk_cache_publish(e, file, &n);
-    if (st != JITK_OK) rc = fail(e, st, "cache publish");
-    else printf("published %zu new entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache publish");
+    else
+      printf("published %zu new entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
   } else if (strcmp(sub, "import") == 0) {
     size_t n = 0, bad = 0;
     st = jitk_cache_import(e, file, &n, &bad);
-    if (st != JITK_OK) rc = fail(e, st, "cache import");
-    else printf("imported %zu entr%s from %s, rejected %zu that failed verification\n", n,
-                n == 1 ? "y" : "ies", file, bad);
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache import");
+    else
+      printf("imported %zu entr%s from %s, rejected %zu that failed verification\n", n,
+             n == 1 ? "y" : "ies", file, bad);
   }
   jitk_engine_destroy(e);
   return rc;

@@ -13,10 +13,11 @@ int main(void) {
     return 1;
   }
   jitk_module *m = NULL;
-  jitk_status st = jitk_module_create(
-      e, "#include <jitk/array.cuh>\n"
-         "extern \"C\" __global__ void k(jitk::array<float, 1> a) { a(0) = 1; }\n",
-      NULL, &m);
+  jitk_status st =
+      jitk_module_create(e,
+                         "#include <jitk/array.cuh>\n"
+                         "extern \"C\" __global__ void k(jitk::array<float, 1> a) { a(0) = 1; }\n",
+                         NULL, &m);
   if (st != JITK_OK) {
     fprintf(stderr, "compile: %s\n", jitk_errmsg(e));
     return 1;

@@ -5,10 +5,9 @@
 #include "array/array.h"
 #include "common.h"
 
-static const char *names[] = {"bool", "int8", "int16", "int32", "int64",
-                              "uint8", "uint16", "uint32", "uint64", "float16",
-                              "bfloat16", "float32", "float64", "complex64",
-                              "complex128"};
+static const char *names[] = {"bool",     "int8",    "int16",   "int32",     "int64",
+                              "uint8",    "uint16",  "uint32",  "uint64",    "float16",
+                              "bfloat16", "float32", "float64", "complex64", "complex128"};
 
 Test(dtype, table_rows) {
   static const struct {
@@ -41,8 +40,10 @@ Test(dtype, table_rows) {
     cr_assert_eq(info.dl.lanes, 1);
   }
   jitk_dtype_info info;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype", jitk_dtype_get_info(JITK_DTYPE_NONE, &info));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype", jitk_dtype_get_info((jitk_dtype)16, &info));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
+           jitk_dtype_get_info(JITK_DTYPE_NONE, &info));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
+           jitk_dtype_get_info((jitk_dtype)16, &info));
 }
 
 Test(dtype, names_and_dlpack_round_trip) {
@@ -106,7 +107,8 @@ Test(dtype, promotion_properties) {
     }
   }
   jitk_dtype r;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype", jitk_dtype_promote(JITK_DTYPE_NONE, JITK_INT8, &r));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
+           jitk_dtype_promote(JITK_DTYPE_NONE, JITK_INT8, &r));
 }
 
 Test(dtype, half_round_trips_every_value) {

@@ -33,7 +33,8 @@ Test(iter, broadcast_shapes) {
   jk_view c = view(1, s3, st3, JITK_FLOAT32, 0x3000);
   const jk_view *bad[] = {&a, &c};
   const char *bn[] = {"argument `x`", "argument `y`"};
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "argument `y` (extent 2", jk_broadcast_shape(NULL, bad, bn, 2, &nd, shape));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "argument `y` (extent 2",
+           jk_broadcast_shape(NULL, bad, bn, 2, &nd, shape));
   cr_assert(strstr(jitk_errmsg(NULL), "argument `x`") != NULL, "%s", jitk_errmsg(NULL));
 }
 

@@ -69,7 +69,8 @@ Test(tensor, strides_reaching_past_2_62_bytes) {
   int64_t shape[2] = {4, 3};
   int64_t huge[2] = {(int64_t)1 << 61, 1}, most[2] = {INT64_MIN, 1}, fine[2] = {1 << 20, -1};
   DLTensor t = jt_tensor(fake_storage, JITK_FLOAT32, 2, shape, huge);
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "reaches past 2^62 bytes", jk_view_from_tensor(NULL, &t, "x", &v));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "reaches past 2^62 bytes",
+           jk_view_from_tensor(NULL, &t, "x", &v));
   t.strides = most;
   JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "stride -9223372036854775808 in dimension 0",
            jk_view_from_tensor(NULL, &t, "x", &v));

@@ -5,7 +5,6 @@
 
 #include "common.h"
 
-
 static const char *source =
     "#include \"extra.h\"\n"
     "#include <jitk/array.cuh>\n"
@@ -63,8 +62,8 @@ Test(alloc, each_failure_is_clean, .timeout = 240) {
   for (long n = 1; n <= full.calls; n++) {
     jt_counter c = {0, 0, n};
     jitk_status st = scenario(&c);
-    cr_assert(st == JITK_OK || st == JITK_ERR_OUT_OF_MEMORY,
-              "failing allocation %ld gave %s: %s", n, jitk_errname(st), jitk_errmsg(NULL));
+    cr_assert(st == JITK_OK || st == JITK_ERR_OUT_OF_MEMORY, "failing allocation %ld gave %s: %s",
+              n, jitk_errname(st), jitk_errmsg(NULL));
     cr_assert_eq(c.live, 0, "failing allocation %ld leaked %ld blocks", n, c.live);
   }
 }

@@ -33,9 +33,9 @@ Test(errors, codes_are_stable) {
 }
 
 Test(errors, every_code_has_a_name_and_text) {
-#define CHECK_NAME(name, code, text)                       \
-  cr_assert_str_eq(jitk_errname(name), #name);             \
-  cr_assert_str_eq(jitk_strerror(name), text);             \
+#define CHECK_NAME(name, code, text)           \
+  cr_assert_str_eq(jitk_errname(name), #name); \
+  cr_assert_str_eq(jitk_strerror(name), text); \
   cr_assert(strlen(text) > 0);
   JITK_STATUS_LIST(CHECK_NAME)
 #undef CHECK_NAME
@@ -105,7 +105,8 @@ static void *fail_in_thread(void *p) {
 
 Test(errors, messages_are_per_thread) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  thread_arg args[2] = {{e, "-arch=sm_80", JITK_OK, ""}, {e, "--gpu-architecture=sm_75", JITK_OK, ""}};
+  thread_arg args[2] = {{e, "-arch=sm_80", JITK_OK, ""},
+                        {e, "--gpu-architecture=sm_75", JITK_OK, ""}};
   pthread_t th[2];
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, fail_in_thread, &args[i]);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);

@@ -46,8 +46,8 @@ static inline void jt_log_fn(void *user, jitk_log_level level, const char *messa
 
 /* A compile-only sm_90 engine on cache folder `dir`. */
 static inline jitk_engine *jt_cache_engine_ex(const char *dir, jitk_cache_mode mode,
-                                              int64_t max_bytes, size_t memory_entries,
-                                              int shared, jt_log *log) {
+                                              int64_t max_bytes, size_t memory_entries, int shared,
+                                              jt_log *log) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;

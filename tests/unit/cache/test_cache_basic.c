@@ -142,7 +142,8 @@ Test(cache, key_is_complete) {
   }
   for (int i = 0; i < N; i++)
     for (int j = i + 1; j < N; j++)
-      cr_assert(memcmp(keys[i].bytes, keys[j].bytes, 16) != 0, "variants %d and %d share a key", i, j);
+      cr_assert(memcmp(keys[i].bytes, keys[j].bytes, 16) != 0, "variants %d and %d share a key", i,
+                j);
   /* The same input gives the same key: nothing that varies goes in. */
   jk_compile_input in;
   memset(&in, 0, sizeof in);
@@ -195,7 +196,10 @@ Test(cache, memory_table_is_bounded) {
   const void *img;
   size_t size;
   JT_OK(e, jitk_module_image(held, &img, &size, NULL));
-  cr_assert(size > 0 && memcmp(img, "\x7f" "ELF", 4) == 0);
+  cr_assert(size > 0 && memcmp(img,
+                               "\x7f"
+                               "ELF",
+                               4) == 0);
   jitk_module_destroy(held);
   jitk_engine_destroy(e);
   jt_rmdir(dir);
@@ -358,8 +362,9 @@ Test(cache, maintenance) {
   /* A damaged export: entries that fail verification are rejected. */
   sqlite3 *db;
   cr_assert_eq(sqlite3_open(file, &db), SQLITE_OK);
-  cr_assert_eq(sqlite3_exec(db, "UPDATE entries SET image = zeroblob(64) WHERE label = 'k1.cu';"
-                                "UPDATE entries SET material = x'00' WHERE label = 'k2.cu'",
+  cr_assert_eq(sqlite3_exec(db,
+                            "UPDATE entries SET image = zeroblob(64) WHERE label = 'k1.cu';"
+                            "UPDATE entries SET material = x'00' WHERE label = 'k2.cu'",
                             NULL, NULL, NULL),
                SQLITE_OK);
   sqlite3_close(db);

@@ -337,9 +337,9 @@ Test(cache_deps, large_headers_are_remembered_until_they_change) {
   struct stat st;
   cr_assert_eq(stat("a/h.cuh", &st), 0);
   sqlite3_stmt *q;
-  cr_assert_eq(sqlite3_prepare_v2(db, "SELECT size FROM files WHERE dev = ?1 AND ino = ?2", -1, &q,
-                                  NULL),
-               SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(db, "SELECT size FROM files WHERE dev = ?1 AND ino = ?2", -1, &q, NULL),
+      SQLITE_OK);
   sqlite3_bind_int64(q, 1, (int64_t)st.st_dev);
   sqlite3_bind_int64(q, 2, (int64_t)st.st_ino);
   cr_assert_eq(sqlite3_step(q), SQLITE_ROW, "the large header's hash is not remembered");

@@ -141,8 +141,7 @@ Test(cache_dir, unusable_database_degrades) {
   rmdir(db);
   /* A file that is not a database. */
   FILE *f = fopen(db, "w");
-  fputs("this is not an SQLite database, not even close, and it is long enough to be read",
-        f);
+  fputs("this is not an SQLite database, not even close, and it is long enough to be read", f);
   fclose(f);
   jt_log log = {0, 0, ""};
   jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
@@ -295,7 +294,10 @@ Test(cache_dir, sample_of_format_1) {
       bool found = false;
       JT_OK(e, jk_store_lookup(e, &key, &m, &x, &found));
       cr_assert(found, "an entry of the sample was not served");
-      cr_assert(x.image_size > 0 && memcmp(x.image, "\x7f" "ELF", 4) == 0);
+      cr_assert(x.image_size > 0 && memcmp(x.image,
+                                           "\x7f"
+                                           "ELF",
+                                           4) == 0);
       served++;
       jk_free(e, x.image);
       jk_free(e, x.log);
@@ -367,9 +369,9 @@ Test(cache_dir, other_formats_are_left_alone) {
   expect_refused(dir, 0, "format 2; this jitk reads format 1");
   /* Another program's database at that path. */
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-  cr_assert_eq(sqlite3_exec(db, "PRAGMA user_version = 1; PRAGMA application_id = 42", NULL, NULL,
-                            NULL),
-               SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_exec(db, "PRAGMA user_version = 1; PRAGMA application_id = 42", NULL, NULL, NULL),
+      SQLITE_OK);
   sqlite3_close(db);
   expect_refused(dir, 0, "another program's SQLite database");
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
@@ -414,8 +416,9 @@ Test(cache_dir, locked_database_degrades) {
   sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
 
   /* A holder that keeps readers out too: the store cannot even open. */
-  cr_assert_eq(sqlite3_exec(holder, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; "
-                                    "UPDATE stats SET value = value WHERE id = 1; COMMIT",
+  cr_assert_eq(sqlite3_exec(holder,
+                            "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; "
+                            "UPDATE stats SET value = value WHERE id = 1; COMMIT",
                             NULL, NULL, NULL),
                SQLITE_OK);
   log = (jt_log){0, 0, ""};

@@ -41,7 +41,9 @@ static int f_sync(sqlite3_file *f, int flags) {
   if (should_fail()) return SQLITE_IOERR_FSYNC;
   return REAL(f)->pMethods->xSync(REAL(f), flags);
 }
-static int f_size(sqlite3_file *f, sqlite3_int64 *n) { return REAL(f)->pMethods->xFileSize(REAL(f), n); }
+static int f_size(sqlite3_file *f, sqlite3_int64 *n) {
+  return REAL(f)->pMethods->xFileSize(REAL(f), n);
+}
 static int f_lock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
 static int f_unlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
 static int f_check(sqlite3_file *f, int *r) {
@@ -63,9 +65,9 @@ static int f_shm_unmap(sqlite3_file *f, int d) { return REAL(f)->pMethods->xShmU
 
 /* No memory-mapped reads (xFetch), so every write goes through xWrite. */
 static const sqlite3_io_methods faulty_methods = {
-    2,       f_close,   f_read,     f_write,       f_truncate,   f_sync,  f_size,
-    f_lock,  f_unlock,  f_check,    f_control,     f_sector,     f_chars, f_shm_map,
-    f_shm_lock, f_shm_barrier, f_shm_unmap, NULL, NULL};
+    2,          f_close,       f_read,      f_write,   f_truncate, f_sync,  f_size,
+    f_lock,     f_unlock,      f_check,     f_control, f_sector,   f_chars, f_shm_map,
+    f_shm_lock, f_shm_barrier, f_shm_unmap, NULL,      NULL};
 
 static sqlite3_vfs faulty_vfs;
 
@@ -168,7 +170,6 @@ Test(cache_faults, io_errors_at_every_write_and_sync, .timeout = 280) {
 }
 
 /* --- allocation failures through create, compile, store and load --- */
-
 
 static jitk_engine *counted_engine(const char *dir, jt_counter *c, jitk_status *st) {
   jitk_engine_config cfg;

@@ -55,8 +55,8 @@ Test(cache_stress, stampede, .timeout = 280) {
     for (int p = 0; p < STAMPEDE_PROCS; p++) {
       int status = 0;
       waitpid(pids[p], &status, 0);
-      cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "round %d: process %d failed",
-                round, p);
+      cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "round %d: process %d failed", round,
+                p);
     }
     jitk_engine *e = jt_cache_engine(dir);
     jitk_cache_stats all = jt_stats_all(e);
@@ -228,7 +228,8 @@ Test(cache_stress, killed_at_random, .timeout = 280) {
   cr_assert_eq(removed, 0, "%zu of %zu entries were damaged", removed, checked);
   sqlite3_stmt *q = NULL;
   pthread_mutex_lock(&e->cache.disk_lock);
-  cr_assert_eq(sqlite3_prepare_v2(e->cache.db, "SELECT image FROM entries", -1, &q, NULL), SQLITE_OK);
+  cr_assert_eq(sqlite3_prepare_v2(e->cache.db, "SELECT image FROM entries", -1, &q, NULL),
+               SQLITE_OK);
   while (sqlite3_step(q) == SQLITE_ROW) {
     const void *img = sqlite3_column_blob(q, 0);
     size_t n = (size_t)sqlite3_column_bytes(q, 0);
@@ -238,8 +239,8 @@ Test(cache_stress, killed_at_random, .timeout = 280) {
   }
   sqlite3_finalize(q);
   pthread_mutex_unlock(&e->cache.disk_lock);
-  cr_log_info("%d kills, %d inside a write transaction, %zu entries left, all sound", KILLS,
-              inside, checked);
+  cr_log_info("%d kills, %d inside a write transaction, %zu entries left, all sound", KILLS, inside,
+              checked);
   jitk_engine_destroy(e);
   for (int i = 0; i < IMAGES; i++) free(images[i]);
   jt_rmdir(dir);
@@ -286,7 +287,8 @@ Test(cache_stress, size_cap_holds, .timeout = 280) {
     }
   }
   jitk_cache_stats all = jt_stats_all(e);
-  cr_assert(all.entries < KERNELS && all.entries > 10, "%llu entries", (unsigned long long)all.entries);
+  cr_assert(all.entries < KERNELS && all.entries > 10, "%llu entries",
+            (unsigned long long)all.entries);
   cr_assert(all.evictions >= KERNELS - all.entries);
   jitk_engine_destroy(e);
 

@@ -110,8 +110,9 @@ static int member_compiles(void *p) {
   jitk_cache_stats s;
   jitk_cache_get_stats(e, &s, NULL);
   int ok = log.warnings == 0 && (int)s.disk_hits == j->expect_hits;
-  if (!ok) fprintf(stderr, "member: %d warnings (%s), %llu hits\n", log.warnings, log.last_warning,
-                   (unsigned long long)s.disk_hits);
+  if (!ok)
+    fprintf(stderr, "member: %d warnings (%s), %llu hits\n", log.warnings, log.last_warning,
+            (unsigned long long)s.disk_hits);
   jitk_engine_destroy(e);
   return ok ? 0 : 12;
 }
@@ -375,7 +376,8 @@ Test(cache_tiers, long_paths_are_refused_with_the_reason) {
   char *root = jt_tmpdir();
   char dir[2700];
   int n = snprintf(dir, sizeof dir, "%s", root);
-  while (n < 2500) n += snprintf(dir + n, sizeof dir - (size_t)n, "/%s", "a-rather-long-folder-name");
+  while (n < 2500)
+    n += snprintf(dir + n, sizeof dir - (size_t)n, "/%s", "a-rather-long-folder-name");
   jt_log log = {0, 0, ""};
   jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 0, &log);
   jitk_module_destroy(jt_kernel(e, 1));
@@ -526,9 +528,9 @@ Test(cache_tiers, import_counts_what_rows_hold) {
                 (unsigned long long)all.bytes);
   pthread_mutex_lock(&e->cache.disk_lock);
   sqlite3_stmt *q;
-  cr_assert_eq(sqlite3_prepare_v2(e->cache.db, "SELECT value FROM stats WHERE id = 8", -1, &q,
-                                  NULL),
-               SQLITE_OK);
+  cr_assert_eq(
+      sqlite3_prepare_v2(e->cache.db, "SELECT value FROM stats WHERE id = 8", -1, &q, NULL),
+      SQLITE_OK);
   cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
   cr_assert_eq((uint64_t)sqlite3_column_int64(q, 0), all.bytes, "the kept total is the sum");
   sqlite3_finalize(q);

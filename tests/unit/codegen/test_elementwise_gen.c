@@ -66,14 +66,18 @@ Test(elementwise_gen, paths_in_the_source) {
   cr_assert(strstr(src, "jitk::array<const T, 1> r") != NULL, "raw as a descriptor");
   cr_assert(strstr(src, "typedef float T;") != NULL);
   cr_assert(strstr(src, "#line 1 \"operation\"") != NULL);
-  cr_assert(strstr(src, " / ") == NULL || strstr(src, "_jk_n / 4") != NULL, "no division in the loop");
+  cr_assert(strstr(src, " / ") == NULL || strstr(src, "_jk_n / 4") != NULL,
+            "no division in the loop");
   jitk_elementwise_layout wide = {3, 64, 1, NULL};
   JT_OK(e, jitk_elementwise_compile(k, "T=float64", &wide, &src, NULL));
   cr_assert(strstr(src, "jitk::ew::div_u64") != NULL);
   cr_assert(strstr(src, "unsigned long long _jk_u") != NULL);
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_elementwise_compile(k, "", NULL, &src, NULL));
-  JT_FAILS(e, JITK_ERR_PARSE, "not a placeholder", jitk_elementwise_compile(k, "Q=float32", NULL, &src, NULL));
-  JT_FAILS(e, JITK_ERR_PARSE, "unknown dtype", jitk_elementwise_compile(k, "T=float", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type",
+           jitk_elementwise_compile(k, "", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_PARSE, "not a placeholder",
+           jitk_elementwise_compile(k, "Q=float32", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_PARSE, "unknown dtype",
+           jitk_elementwise_compile(k, "T=float", NULL, &src, NULL));
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
@@ -86,15 +90,18 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
   jitk_elementwise *k = NULL;
   JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = helper(x)", "k", &o, &k));
   const char *src;
-  JT_FAILS(e, JITK_ERR_COMPILE, "preamble:2:14: error", jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_COMPILE, "preamble:2:14: error",
+           jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
   jitk_elementwise_destroy(k);
   JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "T t = x;\nT u = t +;\nz = u", "k2", NULL, &k));
-  JT_FAILS(e, JITK_ERR_COMPILE, "operation:2:", jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_COMPILE,
+           "operation:2:", jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
   cr_assert(strstr(jitk_errmsg(e), "JITK_DUMP_SOURCE=1") != NULL);
   JT_OK(e, jitk_elementwise_source(k, &src));
   cr_assert(strstr(src, "T u = t +;") != NULL, "the failed source is kept");
   jitk_elementwise_destroy(k);
-  JT_FAILS(e, JITK_ERR_PARSE, "C identifier", jitk_elementwise_create(e, "T x", "T z", "z = x", "2bad", NULL, &k));
+  JT_FAILS(e, JITK_ERR_PARSE, "C identifier",
+           jitk_elementwise_create(e, "T x", "T z", "z = x", "2bad", NULL, &k));
   jitk_engine_destroy(e);
 }
 
@@ -134,8 +141,7 @@ Test(elementwise_gen, tiled_path_compiles) {
     char decl[32];
     snprintf(decl, sizeof decl, "_jk_t_x[%d][%d]", side, side + 1);
     cr_assert(strstr(src, "__shared__") != NULL && strstr(src, decl) != NULL, "%s", src);
-    cr_assert(strstr(src, c % 2 ? "b = _jk_l_b;" : "b = _jk_l_b[_jk_qi];") != NULL,
-              "%s", src);
+    cr_assert(strstr(src, c % 2 ? "b = _jk_l_b;" : "b = _jk_l_b[_jk_qi];") != NULL, "%s", src);
     cr_assert((strstr(src, "y = _jk_l_y[_jk_qi];") != NULL) == load[3], "%s", src);
     jitk_module *m = NULL;
     JT_OK(e, jitk_module_create(e, src, NULL, &m));
@@ -174,8 +180,8 @@ Test(elementwise_gen, tiled_batches_compile) {
       }
       spec.transposed[0] = 1;
       spec.outer_bcast[1] = (unsigned char)(td % 2);
-      jk_ew_source_in in = {"tiledn", &pl, load, "y = x + b; if (i < 0) y = x;", NULL, NULL, NULL,
-                            &spec};
+      jk_ew_source_in in = {"tiledn", &pl,  load, "y = x + b; if (i < 0) y = x;",
+                            NULL,     NULL, NULL, &spec};
       char *src = NULL;
       JT_OK(e, jk_ew_generate(e, &in, &src));
       char rows[40];
@@ -227,8 +233,8 @@ Test(elementwise_gen, tiled_pairs_compile) {
     }
     spec.transposed[0] = 1;
     spec.outer_bcast[1] = (unsigned char)(c % 2);
-    jk_ew_source_in in = {"tpair", &pl, load, "y = y + x * b; if (i < 0) y = x;", NULL, NULL,
-                          NULL, &spec};
+    jk_ew_source_in in = {"tpair", &pl,  load, "y = y + x * b; if (i < 0) y = x;",
+                          NULL,    NULL, NULL, &spec};
     char *src = NULL;
     JT_OK(e, jk_ew_generate(e, &in, &src));
     int side = c % 2 ? 32 : 64;
@@ -287,11 +293,11 @@ Test(scan, tail_open) {
     const char *code;
     bool open;
   } cases[] = {
-      {"x * x", false},          {"x * x // sq", true},      {"x /* c */", false},
-      {"x /* c", true},          {"#define N 4", true},      {"x \\", true},
-      {"s = \"a\"", false},      {"s = \"a", true},          {"x = 1;\n#include <a.h>", true},
-      {"#define A 1\nx", false}, {"// c\nx", false},         {"R\"(a)\"", false},
-      {"R\"(a", true},           {"x // a \\\n b", true},    {"c = '\\''", false},
+      {"x * x", false},          {"x * x // sq", true},   {"x /* c */", false},
+      {"x /* c", true},          {"#define N 4", true},   {"x \\", true},
+      {"s = \"a\"", false},      {"s = \"a", true},       {"x = 1;\n#include <a.h>", true},
+      {"#define A 1\nx", false}, {"// c\nx", false},      {"R\"(a)\"", false},
+      {"R\"(a", true},           {"x // a \\\n b", true}, {"c = '\\''", false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     cr_assert_eq(jk_code_tail_open(cases[i].code, strlen(cases[i].code)), cases[i].open, "%s",
@@ -305,9 +311,8 @@ Test(elementwise_gen, line_directives_are_refused) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_elementwise *k = NULL;
   JT_FAILS(e, JITK_ERR_PARSE, "operation:2:1: #line directives are not allowed in operation",
-           jitk_elementwise_create(e, "T x", "T z",
-                                   "z = x;\n#line 1 \"map_expr(\\n\\n5):w\"\nz = qq;", "k", NULL,
-                                   &k));
+           jitk_elementwise_create(
+               e, "T x", "T z", "z = x;\n#line 1 \"map_expr(\\n\\n5):w\"\nz = qq;", "k", NULL, &k));
   cr_assert_null(k, "nothing is made");
   cr_assert(strstr(jitk_errmsg(e), "^~~~") != NULL, "%s", jitk_errmsg(e));
   const char *where[] = {"preamble", "loop_prep", "after_loop"};
@@ -320,7 +325,8 @@ Test(elementwise_gen, line_directives_are_refused) {
     if (i == 2) o.after_loop = bad;
     char want[64];
     snprintf(want, sizeof want, "%s:2:3: #line directives", where[i]);
-    JT_FAILS(e, JITK_ERR_PARSE, want, jitk_elementwise_create(e, "T x", "T z", "z = x", "k", &o, &k));
+    JT_FAILS(e, JITK_ERR_PARSE, want,
+             jitk_elementwise_create(e, "T x", "T z", "z = x", "k", &o, &k));
   }
   /* Text that only looks like one is fine. */
   JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x; // #line 1\n/*\n#line 2 */", "k", NULL,
@@ -357,7 +363,8 @@ Test(elementwise_gen, errors_at_the_end_of_a_section) {
     jitk_elementwise *k = NULL;
     JT_OK(e, jitk_elementwise_create(e, "T x", "T z", cases[c].op, "k", &o, &k));
     const char *src;
-    const char *want = cases[c].want ? cases[c].want : "after_loop:1:12: error: expected an expression";
+    const char *want =
+        cases[c].want ? cases[c].want : "after_loop:1:12: error: expected an expression";
     JT_FAILS(e, JITK_ERR_COMPILE, want, jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
     cr_assert(strstr(jitk_errmsg(e), "k.cu(") == NULL, "case %zu cites generated code: %s", c,
               jitk_errmsg(e));
@@ -383,14 +390,15 @@ Test(elementwise_gen, errors_at_the_end_of_a_section) {
 Test(elementwise_gen, layout_and_types_are_checked) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T a, T x, raw T r", "T z", "z = a * x + r[0]", "k", NULL,
-                                   &k));
+  JT_OK(e,
+        jitk_elementwise_create(e, "T a, T x, raw T r", "T z", "z = a * x + r[0]", "k", NULL, &k));
   const char *src;
   jitk_elementwise_layout l = {1, 32, 0, "a, q"};
   JT_FAILS(e, JITK_ERR_PARSE, "scalars:1:4: kernel k has no parameter `q`",
            jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
   l.scalars = "a,a";
-  JT_FAILS(e, JITK_ERR_PARSE, "`a` is listed twice", jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  JT_FAILS(e, JITK_ERR_PARSE, "`a` is listed twice",
+           jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
   l.scalars = "r";
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "raw parameter r cannot be a scalar",
            jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
@@ -400,11 +408,14 @@ Test(elementwise_gen, layout_and_types_are_checked) {
   l.scalars = "a";
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder T is bound twice (to float32, then float64)",
            jitk_elementwise_compile(k, "T=float32,T=float64", &l, &src, NULL));
-  JT_FAILS(e, JITK_ERR_PARSE, "bound twice", jitk_elementwise_compile(k, "T=float32, T=float32", &l, &src, NULL));
+  JT_FAILS(e, JITK_ERR_PARSE, "bound twice",
+           jitk_elementwise_compile(k, "T=float32, T=float32", &l, &src, NULL));
   l.vector = 3;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "vector is 3", jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "vector is 3",
+           jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
   l.vector = 4;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "32-byte access", jitk_elementwise_compile(k, "T=float64", &l, &src, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "32-byte access",
+           jitk_elementwise_compile(k, "T=float64", &l, &src, NULL));
   JT_OK(e, jitk_elementwise_compile(k, "T=float32", &l, &src, NULL));
   cr_assert(strstr(src, "jitk::ew::vec<T, 4>") != NULL);
   jitk_elementwise_destroy(k);

@@ -25,13 +25,12 @@ Test(reduction_gen, every_dtype_and_layout_compiles) {
     const char *rtype = d == JITK_BOOL ? "int64" : half ? "float32" : NULL;
     const char *out = d == JITK_BOOL ? "int64 y" : half ? "float32 y" : "T y";
     jitk_reduction *k = NULL;
-    JT_OK(e, jitk_reduction_create(e, "T x", out, map, "a + b", "y = a", "0", rtype, name, NULL,
-                                   &k));
-    jitk_reduction_layout layouts[] = {{0, 1, 32, 'i', 0}, {2, 1, 32, 'i', 2},
-                                       {1, 2, 64, 'o', 1}, {3, 3, 32, 'o', 0},
-                                       {1, 1, 32, 'm', 0}, {3, 2, 64, 'm', 0},
-                                       {2, 2, 64, 'r', 1}, {1, 1, 32, 'r', 0},
-                                       {2, 1, 32, 'o', 3}, {1, 2, 64, 'r', 3}};
+    JT_OK(e,
+          jitk_reduction_create(e, "T x", out, map, "a + b", "y = a", "0", rtype, name, NULL, &k));
+    jitk_reduction_layout layouts[] = {{0, 1, 32, 'i', 0}, {2, 1, 32, 'i', 2}, {1, 2, 64, 'o', 1},
+                                       {3, 3, 32, 'o', 0}, {1, 1, 32, 'm', 0}, {3, 2, 64, 'm', 0},
+                                       {2, 2, 64, 'r', 1}, {1, 1, 32, 'r', 0}, {2, 1, 32, 'o', 3},
+                                       {1, 2, 64, 'r', 3}};
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
       const char *src = NULL;
       jitk_module *m = NULL;
@@ -97,7 +96,8 @@ Test(reduction_gen, source_shapes) {
                 strstr(src, "jitk::ew::vec<T, 4>") != NULL && strstr(src, "atomicInc") == NULL,
             "%s", src);
   jitk_reduction_layout bad = {0, 0, 32, 'i', 0};
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduced_ndim", jitk_reduction_compile(k, "T=float32", &bad, &src, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduced_ndim",
+           jitk_reduction_compile(k, "T=float32", &bad, &src, NULL));
   jitk_reduction_layout split_single = {1, 1, 32, 'm', 1};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "(0 for 'm')",
            jitk_reduction_compile(k, "T=float32", &split_single, &src, NULL));
@@ -106,7 +106,8 @@ Test(reduction_gen, source_shapes) {
            jitk_reduction_compile(k, "T=float32", &split_four, &src, NULL));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "'i', 'o', 'm' or 'r'",
            jitk_reduction_compile(k, "T=float32", &strategy_x, &src, NULL));
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type", jitk_reduction_compile(k, "", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type",
+           jitk_reduction_compile(k, "", NULL, &src, NULL));
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder T is bound twice",
            jitk_reduction_compile(k, "T=float32,T=float64", NULL, &src, NULL));
   jitk_reduction_destroy(k);
@@ -147,24 +148,30 @@ Test(reduction_gen, errors_cite_the_users_expressions) {
     JT_OK(e, jitk_reduction_create(e, "T x", "T y", cases[c].map, cases[c].reduce, cases[c].post,
                                    cases[c].identity, NULL, "bad", NULL, &k));
     const char *src;
-    JT_FAILS(e, JITK_ERR_COMPILE, cases[c].want, jitk_reduction_compile(k, "T=float32", NULL, &src, NULL));
+    JT_FAILS(e, JITK_ERR_COMPILE, cases[c].want,
+             jitk_reduction_compile(k, "T=float32", NULL, &src, NULL));
     jitk_reduction_destroy(k);
   }
   jitk_reduction *k = NULL;
-  JT_FAILS(e, JITK_ERR_PARSE, "map_expr is empty",
-           jitk_reduction_create(e, "T x", "T y", "  ", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(
+      e, JITK_ERR_PARSE, "map_expr is empty",
+      jitk_reduction_create(e, "T x", "T y", "  ", "a + b", "y = a", "0", NULL, "k", NULL, &k));
   JT_FAILS(e, JITK_ERR_PARSE, "identity is empty",
            jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "", NULL, "k", NULL, &k));
   JT_FAILS(e, JITK_ERR_PARSE, "at least one input and one output",
            jitk_reduction_create(e, "T x", "", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
-  JT_FAILS(e, JITK_ERR_PARSE, "^",
-           jitk_reduction_create(e, "T x, T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
-  JT_FAILS(e, JITK_ERR_PARSE, "C identifier",
-           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "1k", NULL, &k));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "NULL",
-           jitk_reduction_create(e, "T x", "T y", NULL, "a + b", "y = a", "0", NULL, "k", NULL, &k));
-  JT_FAILS(e, JITK_ERR_PARSE, "reduction outputs cannot be raw",
-           jitk_reduction_create(e, "T x", "raw T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(
+      e, JITK_ERR_PARSE, "^",
+      jitk_reduction_create(e, "T x, T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(
+      e, JITK_ERR_PARSE, "C identifier",
+      jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "1k", NULL, &k));
+  JT_FAILS(
+      e, JITK_ERR_INVALID_ARGUMENT, "NULL",
+      jitk_reduction_create(e, "T x", "T y", NULL, "a + b", "y = a", "0", NULL, "k", NULL, &k));
+  JT_FAILS(
+      e, JITK_ERR_PARSE, "reduction outputs cannot be raw",
+      jitk_reduction_create(e, "T x", "raw T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &k));
   jitk_engine_destroy(e);
 }
 
@@ -219,8 +226,8 @@ Test(reduction_gen, line_directives_are_refused) {
   JT_FAILS(e, JITK_ERR_PARSE, "identity:2:1: #line",
            jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", bad, NULL, "k", NULL, &k));
   JT_FAILS(e, JITK_ERR_PARSE, "reduce_type:2:1: #line",
-           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", "float\n#line 3",
-                                 "k", NULL, &k));
+           jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", "float\n#line 3", "k",
+                                 NULL, &k));
   jitk_reduction_options o = {"#line 5", NULL, 0};
   JT_FAILS(e, JITK_ERR_PARSE, "preamble:1:1: #line",
            jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", &o, &k));

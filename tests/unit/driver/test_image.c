@@ -54,7 +54,8 @@ Test(image, wrong_arch_is_refused) {
   void *cubin = compile("sm_80", &size);
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_module *m = NULL;
-  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "sm_80", jitk_module_create_from_image(e, JITK_IMAGE_AUTO, cubin, size, &m));
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "sm_80",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, cubin, size, &m));
   cr_assert(strstr(jitk_errmsg(e), "sm_90") != NULL, "%s", jitk_errmsg(e));
   jitk_engine_destroy(e);
   free(cubin);
@@ -70,7 +71,8 @@ Test(image, truncated_cubins_are_refused) {
   size_t cuts[] = {3, 40, 63, 64, 200, size / 2, size - 64, size - 1};
   for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
     jitk_status st = jitk_module_create_from_image(e, JITK_IMAGE_AUTO, cubin, cuts[i], &m);
-    cr_assert(st == JITK_ERR_INVALID_IMAGE, "cut at %zu of %zu gave %s", cuts[i], size, jitk_errname(st));
+    cr_assert(st == JITK_ERR_INVALID_IMAGE, "cut at %zu of %zu gave %s", cuts[i], size,
+              jitk_errname(st));
     cr_assert(cuts[i] < 4 || strstr(jitk_errmsg(e), "truncated") != NULL, "cut %zu: %s", cuts[i],
               jitk_errmsg(e));
   }
@@ -82,7 +84,8 @@ Test(image, kinds_by_content) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_module *m = NULL;
   const char garbage[] = "\x01\x02\x03\x04garbage bytes";
-  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "not a cubin", jitk_module_create_from_image(e, JITK_IMAGE_AUTO, garbage, sizeof garbage, &m));
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "not a cubin",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, garbage, sizeof garbage, &m));
   const char *ptx = "//\n// hand-written\n.version 8.0\n.target sm_90\n.address_size 64\n";
   JT_OK(e, jitk_module_create_from_image(e, JITK_IMAGE_AUTO, ptx, strlen(ptx), &m));
   jitk_image_kind kind;
@@ -98,16 +101,19 @@ Test(image, kinds_by_content) {
   jitk_module_destroy(m);
   JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "given as cubin but its content is PTX",
            jitk_module_create_from_image(e, JITK_IMAGE_CUBIN, ptx, strlen(ptx), &m));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "empty", jitk_module_create_from_image(e, JITK_IMAGE_AUTO, ptx, 0, &m));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "empty",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, ptx, 0, &m));
   unsigned char elf32[64] = {0x7f, 'E', 'L', 'F', 1, 1};
-  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "64-bit", jitk_module_create_from_image(e, JITK_IMAGE_AUTO, elf32, sizeof elf32, &m));
+  JT_FAILS(e, JITK_ERR_INVALID_IMAGE, "64-bit",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, elf32, sizeof elf32, &m));
   jitk_engine_destroy(e);
 }
 
 Test(image, files) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_module *m = NULL;
-  JT_FAILS(e, JITK_ERR_IO, "/nonexistent/k.cubin", jitk_module_create_from_file(e, "/nonexistent/k.cubin", &m));
+  JT_FAILS(e, JITK_ERR_IO, "/nonexistent/k.cubin",
+           jitk_module_create_from_file(e, "/nonexistent/k.cubin", &m));
   char path[] = "/tmp/jitk-image-XXXXXX";
   int fd = mkstemp(path);
   cr_assert(fd >= 0);
@@ -133,7 +139,8 @@ Test(image, files) {
 
 static const char *params_src =
     "struct D { float *p; long long s[4]; };\n"
-    "extern \"C\" __global__ void k(float a, const float *x, D d, long long n, char c, double2 z) {\n"
+    "extern \"C\" __global__ void k(float a, const float *x, D d, long long n, char c, double2 z) "
+    "{\n"
     "  if (n < 0) d.p[0] = a + x[0] + c + z.x;\n"
     "}\n"
     "extern \"C\" __global__ void none() {}\n";
@@ -141,7 +148,8 @@ static const char *params_src =
 static void expect_params(int n, const uint32_t *sizes) {
   static const uint32_t want[] = {4, 8, 40, 8, 1, 16};
   cr_assert_eq(n, 6);
-  for (int i = 0; i < 6; i++) cr_assert_eq(sizes[i], want[i], "parameter %d: %u bytes", i, sizes[i]);
+  for (int i = 0; i < 6; i++)
+    cr_assert_eq(sizes[i], want[i], "parameter %d: %u bytes", i, sizes[i]);
 }
 
 Test(image, parameter_sizes_from_cubin_and_ptx) {
@@ -410,16 +418,19 @@ Test(image, fatbin_entries_stay_inside) {
   unsigned char *f = buf;
   put32(f, 0xBA55ED50u);
   f[4] = 1;
-  f[6] = 16;               /* header size */
-  put64(f + 8, 48);        /* entries: bytes 16..63 */
-  f[16] = 2;               /* an ELF entry */
-  put32(f + 16 + 4, 49);   /* its header is 49 bytes: past the image's end */
-  put64(f + 16 + 8, 64);   /* and a 64-byte payload */
-  memcpy(buf + 65, "\x7f" "ELF", 4);
+  f[6] = 16;             /* header size */
+  put64(f + 8, 48);      /* entries: bytes 16..63 */
+  f[16] = 2;             /* an ELF entry */
+  put32(f + 16 + 4, 49); /* its header is 49 bytes: past the image's end */
+  put64(f + 16 + 8, 64); /* and a 64-byte payload */
+  memcpy(buf + 65,
+         "\x7f"
+         "ELF",
+         4);
   const void *c = NULL;
   size_t cs = 0;
-  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs), "returned %p + %zu for a 64-byte image at %p",
-            c, cs, (void *)f);
+  cr_assert(!jk_fatbin_cubin(f, 64, 90, &c, &cs), "returned %p + %zu for a 64-byte image at %p", c,
+            cs, (void *)f);
   /* Sizes that wrap: a payload size near 2^64, a header size near 2^32,
    * a fatbin header size outside the image. */
   put32(f + 16 + 4, 32);
@@ -441,7 +452,10 @@ Test(image, fatbin_entries_stay_inside) {
   f[16] = 2;
   put32(f + 16 + 4, 32);
   put64(f + 16 + 8, 64);
-  memcpy(f + 48, "\x7f" "ELF", 4);
+  memcpy(f + 48,
+         "\x7f"
+         "ELF",
+         4);
   cr_assert(jk_fatbin_cubin(f, 112, 90, &c, &cs));
   cr_assert(c == f + 48 && cs == 64);
   cr_assert(!jk_fatbin_cubin(f, 111, 90, &c, &cs), "one byte short");
@@ -555,6 +569,10 @@ Test(image, global_variables) {
   cr_assert_eq(jk_image_has_global(JITK_IMAGE_PTX, ptx, strlen(ptx), "%r1"), 0);
   cr_assert_eq(jk_image_globals(JITK_IMAGE_PTX, ptx, strlen(ptx), NULL, NULL), 2);
   /* Images that cannot tell leave the answer to the driver. */
-  cr_assert_eq(jk_image_has_global(JITK_IMAGE_CUBIN, "\x7f" "ELF", 4, "m"), -1);
+  cr_assert_eq(jk_image_has_global(JITK_IMAGE_CUBIN,
+                                   "\x7f"
+                                   "ELF",
+                                   4, "m"),
+               -1);
   cr_assert_eq(jk_image_has_global(JITK_IMAGE_FATBIN, "\x50\xed\x55\xba", 4, "m"), -1);
 }

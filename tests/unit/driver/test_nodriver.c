@@ -31,8 +31,8 @@ Test(nodriver, default_device_on_this_machine) {
    * a clean status. */
   jitk_engine *e = NULL;
   jitk_status st = jitk_engine_create(NULL, &e);
-  cr_assert(st == JITK_OK || st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE,
-            "%s: %s", jitk_errname(st), jitk_errmsg(NULL));
+  cr_assert(st == JITK_OK || st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE, "%s: %s",
+            jitk_errname(st), jitk_errmsg(NULL));
   jitk_engine_destroy(e);
 }
 
@@ -41,7 +41,8 @@ Test(nodriver, compile_only_engine_refuses_gpu_work) {
   jitk_device_info info;
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_engine_device_info(e, &info));
   void *p = NULL;
-  JT_FAILS(e, JITK_ERR_NO_DEVICE, "jitk_device_alloc needs a GPU", jitk_device_alloc(e, 16, NULL, &p));
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "jitk_device_alloc needs a GPU",
+           jitk_device_alloc(e, 16, NULL, &p));
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_memcpy(e, &info, &info, 4, NULL));
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_memset(e, &info, 0, 4, NULL));
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_stream_synchronize(e, NULL));
@@ -62,24 +63,33 @@ Test(nodriver, compile_only_engine_refuses_gpu_work) {
 Test(nodriver, null_arguments) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_module *m = NULL;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "engine is NULL", jitk_module_create(NULL, "", NULL, &m));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "engine is NULL",
+           jitk_module_create(NULL, "", NULL, &m));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "source is NULL", jitk_module_create(e, NULL, NULL, &m));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "NULL", jitk_module_create_from_image(e, JITK_IMAGE_AUTO, NULL, 4, &m));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "NULL",
+           jitk_module_create_from_image(e, JITK_IMAGE_AUTO, NULL, 4, &m));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "path is NULL", jitk_module_create_from_file(e, NULL, &m));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
            jitk_kernel_launch(NULL, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "module is NULL", jitk_module_get_kernel(NULL, "k", NULL));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_set_signature(NULL, "int32"));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_set_max_dynamic_shared(NULL, 0));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "module is NULL",
+           jitk_module_get_kernel(NULL, "k", NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_kernel_set_signature(NULL, "int32"));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_kernel_set_max_dynamic_shared(NULL, 0));
   jitk_kernel_attributes a;
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_get_attributes(NULL, &a));
   const uint32_t *sizes = NULL;
   int nsizes = 0;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_param_sizes(NULL, &sizes, &nsizes));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_kernel_param_sizes(NULL, &sizes, &nsizes));
   int bs;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_suggest_block_size(NULL, 0, &bs, NULL));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_kernel_active_blocks(NULL, 32, 0, &bs));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "engine is NULL", jitk_device_alloc(NULL, 4, NULL, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_kernel_suggest_block_size(NULL, 0, &bs, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_kernel_active_blocks(NULL, 32, 0, &bs));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "engine is NULL",
+           jitk_device_alloc(NULL, 4, NULL, NULL));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "NULL", jitk_engine_arch(NULL, NULL));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "NULL", jitk_engine_config_init(NULL));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "NULL", jitk_nvrtc_version(NULL, NULL));
@@ -90,10 +100,14 @@ Test(nodriver, null_arguments) {
   JT_OK(e, jitk_module_create(e, "extern \"C\" __constant__ float c[4];", NULL, &m));
   void *global = NULL;
   size_t global_bytes = 0;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "module is NULL", jitk_module_get_global(NULL, "c", &global, &global_bytes));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "name is NULL", jitk_module_get_global(m, NULL, &global, &global_bytes));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "ptr is NULL", jitk_module_get_global(m, "c", NULL, &global_bytes));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "bytes is NULL", jitk_module_get_global(m, "c", &global, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "module is NULL",
+           jitk_module_get_global(NULL, "c", &global, &global_bytes));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "name is NULL",
+           jitk_module_get_global(m, NULL, &global, &global_bytes));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "ptr is NULL",
+           jitk_module_get_global(m, "c", NULL, &global_bytes));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "bytes is NULL",
+           jitk_module_get_global(m, "c", &global, NULL));
   cr_assert_null(global);
   jitk_module_destroy(m);
   jitk_kernel_launch_config lc;
@@ -101,7 +115,8 @@ Test(nodriver, null_arguments) {
   JT_OK(NULL, jitk_kernel_launch_config_init(&lc));
   cr_assert_eq(lc.struct_size, sizeof lc);
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: kernel is NULL",
-           jitk_kernel_launch_ex(NULL, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0, &lc));
+           jitk_kernel_launch_ex(NULL, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0,
+                                 &lc));
   /* The config is read before anything else, so a stand-in kernel on a
    * compile-only engine shows its checks without a GPU. */
   jitk_kernel stand_in;
@@ -109,11 +124,14 @@ Test(nodriver, null_arguments) {
   stand_in.engine = e;
   stand_in.name = "stand_in";
   lc.struct_size = 0;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "config->struct_size is 0; call jitk_kernel_launch_config_init",
-           jitk_kernel_launch_ex(&stand_in, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0, &lc));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT,
+           "config->struct_size is 0; call jitk_kernel_launch_config_init",
+           jitk_kernel_launch_ex(&stand_in, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL,
+                                 NULL, 0, &lc));
   lc.struct_size = sizeof lc + 1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size",
-           jitk_kernel_launch_ex(&stand_in, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL, NULL, 0, &lc));
+           jitk_kernel_launch_ex(&stand_in, (jitk_dim3){1, 1, 1}, (jitk_dim3){1, 1, 1}, 0, NULL,
+                                 NULL, 0, &lc));
   jitk_engine_destroy(e);
 }
 
@@ -121,9 +139,12 @@ Test(nodriver, null_arguments) {
  * (jitk_driver_query(NULL, NULL, NULL) succeeded, issue 11). */
 Test(nodriver, driver_query_needs_its_outputs) {
   int v = -1, n = -1;
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "driver_version is NULL", jitk_driver_query(NULL, NULL, NULL));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "device_count is NULL", jitk_driver_query(NULL, &v, NULL));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "driver_version is NULL", jitk_driver_query(NULL, NULL, &n));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "driver_version is NULL",
+           jitk_driver_query(NULL, NULL, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "device_count is NULL",
+           jitk_driver_query(NULL, &v, NULL));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "driver_version is NULL",
+           jitk_driver_query(NULL, NULL, &n));
   cr_assert(v == -1 && n == -1);
 }
 
@@ -143,15 +164,17 @@ Test(nodriver, out_parameters_are_untouched_on_failure) {
   jitk_module *m = sentinel;
   cr_assert_eq(jitk_module_create(e, "not cuda", NULL, &m), JITK_ERR_COMPILE);
   cr_assert_eq(m, sentinel);
-  cr_assert_eq(jitk_module_create_from_image(e, JITK_IMAGE_AUTO, "xyz", 3, &m), JITK_ERR_INVALID_IMAGE);
+  cr_assert_eq(jitk_module_create_from_image(e, JITK_IMAGE_AUTO, "xyz", 3, &m),
+               JITK_ERR_INVALID_IMAGE);
   cr_assert_eq(m, sentinel);
   jitk_elementwise *ew = sentinel;
-  cr_assert_eq(jitk_elementwise_create(e, "T x, T x", "T z", "z = x", "k", NULL, &ew), JITK_ERR_PARSE);
+  cr_assert_eq(jitk_elementwise_create(e, "T x, T x", "T z", "z = x", "k", NULL, &ew),
+               JITK_ERR_PARSE);
   cr_assert_eq(ew, sentinel);
   jitk_reduction *rd = sentinel;
-  cr_assert_eq(jitk_reduction_create(e, "T x, T x", "T y", "x", "a + b", "y = a", "0", NULL, "k",
-                                     NULL, &rd),
-               JITK_ERR_PARSE);
+  cr_assert_eq(
+      jitk_reduction_create(e, "T x, T x", "T y", "x", "a + b", "y = a", "0", NULL, "k", NULL, &rd),
+      JITK_ERR_PARSE);
   cr_assert_eq(rd, sentinel);
   jitk_matmul *mm = sentinel;
   jitk_matmul_desc d;
@@ -176,8 +199,8 @@ Test(nodriver, out_parameters_are_untouched_on_failure) {
   cr_assert_eq(jitk_elementwise_launch(ew, NULL, NULL, 0, 4, outs), JITK_ERR_NO_DEVICE);
   cr_assert_eq((void *)outs[0], sentinel);
   jitk_elementwise_destroy(ew);
-  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x +", "a + b", "y = a", "0", NULL, "k", NULL,
-                                 &rd));
+  JT_OK(e,
+        jitk_reduction_create(e, "T x", "T y", "x +", "a + b", "y = a", "0", NULL, "k", NULL, &rd));
   src = sentinel;
   m = sentinel;
   cr_assert_eq(jitk_reduction_compile(rd, "T=float32", NULL, &src, &m), JITK_ERR_COMPILE);

@@ -13,13 +13,15 @@ TestSuite(params, .init = setup, .fini = teardown);
 Test(params, valid_lists) {
   jk_param_list l;
   memset(&l, 0, sizeof l);
-  JT_OK(eng, jk_params_parse(eng, "T x, raw T y, float32 a,U  b ,raw  bfloat16 table", "in_params", false, &l));
+  JT_OK(eng, jk_params_parse(eng, "T x, raw T y, float32 a,U  b ,raw  bfloat16 table", "in_params",
+                             false, &l));
   JT_OK(eng, jk_params_parse(eng, "T z, complex64 w", "out_params", true, &l));
   cr_assert_eq(l.count, 7);
   cr_assert_eq(l.num_placeholders, 2);
   cr_assert_str_eq(l.placeholders[0], "T");
   cr_assert_str_eq(l.placeholders[1], "U");
-  cr_assert(!l.params[0].raw && l.params[0].placeholder == 0 && l.params[0].dtype == JITK_DTYPE_NONE);
+  cr_assert(!l.params[0].raw && l.params[0].placeholder == 0 &&
+            l.params[0].dtype == JITK_DTYPE_NONE);
   cr_assert(l.params[1].raw && l.params[1].placeholder == 0);
   cr_assert(l.params[2].dtype == JITK_FLOAT32 && l.params[2].placeholder == -1);
   cr_assert_str_eq(l.params[3].name, "b");

@@ -14,7 +14,9 @@ TestSuite(signature, .init = setup, .fini = teardown);
 Test(signature, valid) {
   jk_param *p;
   int n;
-  JT_OK(eng, jk_signature_parse(eng, "float32 a, float32* x, float32 [ 2 ] y, int64 n, void *raw, complex128[0]", &p, &n));
+  JT_OK(eng, jk_signature_parse(
+                 eng, "float32 a, float32* x, float32 [ 2 ] y, int64 n, void *raw, complex128[0]",
+                 &p, &n));
   cr_assert_eq(n, 6);
   cr_assert(p[0].kind == JITK_ARG_SCALAR && p[0].dtype == JITK_FLOAT32);
   cr_assert(p[1].kind == JITK_ARG_POINTER && p[1].dtype == JITK_FLOAT32);

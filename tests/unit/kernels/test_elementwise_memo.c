@@ -29,8 +29,10 @@ static jitk_engine *fake_engine(fake_api *f) {
   cr_assert_eq(st, JITK_OK, "engine on the stand-in driver %s: %s", FAKE_PATH, jitk_errmsg(NULL));
   /* The engine's own handle on the library: the same instance, so the
    * launches it records are the engine's. */
-  cr_assert(fakecuda_api_open(FAKE_PATH, f), "the stand-in is not loaded or lacks its inspection "
-            "functions: %s", dlerror());
+  cr_assert(fakecuda_api_open(FAKE_PATH, f),
+            "the stand-in is not loaded or lacks its inspection "
+            "functions: %s",
+            dlerror());
   /* Every parameter as 8 bytes: jitk packs each in 8-byte slots with
    * zeroed padding and ends the list with NULL. */
   size_t sizes[FAKECUDA_MAX_PARAMS];
@@ -138,8 +140,8 @@ static void build(launch_args *a, layout *L, size_t base, bool overlap) {
   a->r_shape[0] = L->r_len;
   a->r = jt_tensor(arenas[2] + base, L->t, 1, a->r_shape, NULL);
   /* Overlapping: z starts one element into x's memory. */
-  void *zdata = overlap ? (unsigned char *)a->x.data + ts
-                        : arenas[2] + base + 4096 + (size_t)L->z_off * ts;
+  void *zdata =
+      overlap ? (unsigned char *)a->x.data + ts : arenas[2] + base + 4096 + (size_t)L->z_off * ts;
   a->z = jt_tensor(zdata, L->t, L->ndim, L->shape, L->z_strided ? L->zs : NULL);
   a->args[0] = jitk_arg_array(&a->x);
   a->args[1] = L->y_scalar ? jitk_arg_f32(0.5f) : jitk_arg_array(&a->y);
@@ -154,15 +156,14 @@ static fakecuda_launch last_of(const fake_api *f) { return *f->last(); }
 static void same_launch(const fakecuda_launch *a, const fakecuda_launch *b, int step) {
   cr_assert(memcmp(a->grid, b->grid, sizeof a->grid) == 0 &&
                 memcmp(a->block, b->block, sizeof a->block) == 0 && a->shared == b->shared,
-            "step %d: grid %u/%u or block %u/%u differ", step, a->grid[0], b->grid[0],
-            a->block[0], b->block[0]);
+            "step %d: grid %u/%u or block %u/%u differ", step, a->grid[0], b->grid[0], a->block[0],
+            b->block[0]);
   cr_assert_eq(a->num_params, b->num_params, "step %d: %d parameters against %d", step,
                a->num_params, b->num_params);
   cr_assert(a->num_params > 0 && a->num_params < FAKECUDA_MAX_PARAMS,
             "step %d: %d parameters recorded", step, a->num_params);
   size_t bytes = a->param_offset[a->num_params - 1] + 8;
-  for (int i = 0; i < a->num_params; i++)
-    cr_assert_eq(a->param_offset[i], b->param_offset[i]);
+  for (int i = 0; i < a->num_params; i++) cr_assert_eq(a->param_offset[i], b->param_offset[i]);
   cr_assert(memcmp(a->param_bytes, b->param_bytes, bytes) == 0,
             "step %d: the parameter bytes differ", step);
 }
@@ -192,34 +193,35 @@ Test(elementwise_memo, launches_are_those_of_a_fresh_plan) {
        * that the memo must see that difference. */
       int64_t first;
       switch (pick(&seed, 5)) {
-      case 0: /* x's strides */
-        twin.x_strided = true;
-        random_strides(&seed, twin.ndim, twin.shape, twin.xs, &first);
-        twin.x_off = first;
-        break;
-      case 1: /* y's strides */
-        twin.y_strided = !twin.y_strided;
-        random_strides(&seed, twin.ndim, twin.ys_shape, twin.ys, &first);
-        twin.y_off = twin.y_strided ? first : 0;
-        break;
-      case 2: /* a scalar y, or one of the other type */
-        twin.y_scalar = true;
-        twin.u = twin.u == JITK_FLOAT32 ? JITK_INT32 : JITK_FLOAT32;
-        break;
-      case 3: /* z's strides */
-        twin.z_strided = !twin.z_strided;
-        random_strides(&seed, twin.ndim, twin.shape, twin.zs, &first);
-        for (int d = 0; d < twin.ndim; d++) twin.zs[d] = twin.zs[d] < 0 ? -twin.zs[d] : twin.zs[d];
-        break;
-      default: /* y broadcast along one more or one fewer dimension */
-        for (int d = 0; d < twin.ndim; d++)
-          if (twin.shape[d] > 1) {
-            twin.ys_shape[d] = twin.ys_shape[d] == 1 ? twin.shape[d] : 1;
-            break;
-          }
-        twin.y_strided = false;
-        twin.y_off = 0;
-        break;
+        case 0: /* x's strides */
+          twin.x_strided = true;
+          random_strides(&seed, twin.ndim, twin.shape, twin.xs, &first);
+          twin.x_off = first;
+          break;
+        case 1: /* y's strides */
+          twin.y_strided = !twin.y_strided;
+          random_strides(&seed, twin.ndim, twin.ys_shape, twin.ys, &first);
+          twin.y_off = twin.y_strided ? first : 0;
+          break;
+        case 2: /* a scalar y, or one of the other type */
+          twin.y_scalar = true;
+          twin.u = twin.u == JITK_FLOAT32 ? JITK_INT32 : JITK_FLOAT32;
+          break;
+        case 3: /* z's strides */
+          twin.z_strided = !twin.z_strided;
+          random_strides(&seed, twin.ndim, twin.shape, twin.zs, &first);
+          for (int d = 0; d < twin.ndim; d++)
+            twin.zs[d] = twin.zs[d] < 0 ? -twin.zs[d] : twin.zs[d];
+          break;
+        default: /* y broadcast along one more or one fewer dimension */
+          for (int d = 0; d < twin.ndim; d++)
+            if (twin.shape[d] > 1) {
+              twin.ys_shape[d] = twin.ys_shape[d] == 1 ? twin.shape[d] : 1;
+              break;
+            }
+          twin.y_strided = false;
+          twin.y_off = 0;
+          break;
       }
       L = &twin;
     }
@@ -319,16 +321,13 @@ Test(elementwise_plan, float16_tiles_take_pairs) {
                                    "pair_widen", NULL, &widen));
   struct {
     int64_t rows, cols;
-    size_t x_off;        /* elements */
-    int64_t ys[2];       /* y's strides; {0, 0}: C order */
+    size_t x_off;  /* elements */
+    int64_t ys[2]; /* y's strides; {0, 0}: C order */
     bool widen, pairs;
   } cases[] = {
-      {256, 512, 0, {0, 0}, false, true},
-      {256, 511, 0, {0, 0}, false, false},
-      {255, 512, 0, {0, 0}, false, false},
-      {256, 512, 1, {0, 0}, false, false},
-      {256, 512, 0, {0, 1}, false, true},
-      {256, 512, 0, {1, 0}, false, false},
+      {256, 512, 0, {0, 0}, false, true},  {256, 511, 0, {0, 0}, false, false},
+      {255, 512, 0, {0, 0}, false, false}, {256, 512, 1, {0, 0}, false, false},
+      {256, 512, 0, {0, 1}, false, true},  {256, 512, 0, {1, 0}, false, false},
       {256, 512, 0, {0, 0}, true, false},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

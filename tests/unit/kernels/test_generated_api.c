@@ -45,13 +45,14 @@ static void assert_spec(const jitk_output_spec *s, jitk_dtype dtype, int ndim,
 Test(raw_outputs, shapes_and_size) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "raw T x, raw T y", "raw T z", "z[i] = x[i] + y[i]",
-                                   "manual", NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "raw T x, raw T y", "raw T z", "z[i] = x[i] + y[i]", "manual",
+                                   NULL, &k));
   int64_t sh[1] = {100};
   DLTensor x = tensor(0, JITK_FLOAT32, 1, sh, NULL), y = tensor(1024, JITK_FLOAT32, 1, sh, NULL);
   jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&y)};
   jitk_output_spec spec = poisoned_spec();
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_outputs(k, args, 2, -1, &spec));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size",
+           jitk_elementwise_outputs(k, args, 2, -1, &spec));
   JT_OK(e, jitk_elementwise_outputs(k, args, 2, 100, &spec));
   int64_t want[1] = {100};
   assert_spec(&spec, JITK_FLOAT32, 1, want);
@@ -66,7 +67,8 @@ Test(raw_outputs, shapes_and_size) {
   int64_t zsh[2] = {3, 5};
   DLTensor z = tensor(4096, JITK_FLOAT32, 2, zsh, NULL);
   jitk_arg given[] = {jitk_arg_array(&x), jitk_arg_array(&y), jitk_arg_array(&z)};
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size", jitk_elementwise_outputs(k, given, 3, -1, &spec));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size",
+           jitk_elementwise_outputs(k, given, 3, -1, &spec));
   JT_OK(e, jitk_elementwise_outputs(k, given, 3, 100, &spec));
   assert_spec(&spec, JITK_FLOAT32, 2, zsh);
   /* Its dtype binds T as any array's does. */
@@ -82,8 +84,8 @@ Test(raw_outputs, shapes_and_size) {
 
   /* With non-raw arrays the loop has their broadcast shape, which an
    * allocated raw output takes. */
-  JT_OK(e, jitk_elementwise_create(e, "T a, T b", "raw T z, T w", "z[i] = a; w = b", "mixed",
-                                   NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "T a, T b", "raw T z, T w", "z[i] = a; w = b", "mixed", NULL,
+                                   &k));
   int64_t ash[2] = {4, 1}, bsh[1] = {6}, loop[2] = {4, 6};
   DLTensor a = tensor(0, JITK_INT16, 2, ash, NULL), b = tensor(512, JITK_INT16, 1, bsh, NULL);
   jitk_arg ab[] = {jitk_arg_array(&a), jitk_arg_array(&b)};
@@ -100,7 +102,8 @@ Test(raw_outputs, shapes_and_size) {
   DLTensor w = tensor(8192, JITK_INT16, 2, wsh, NULL);
   jitk_arg bad_w[] = {jitk_arg_array(&a), jitk_arg_array(&b), jitk_arg_allocate(),
                       jitk_arg_array(&w)};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not broadcast", jitk_elementwise_outputs(k, bad_w, 4, -1, specs));
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not broadcast",
+           jitk_elementwise_outputs(k, bad_w, 4, -1, specs));
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
@@ -110,8 +113,8 @@ Test(raw_outputs, shapes_and_size) {
 Test(raw_outputs, overlap_rules) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x, raw T r", "raw T z", "z[i] = x + r[i]", "ov", NULL,
-                                   &k));
+  JT_OK(e,
+        jitk_elementwise_create(e, "T x, raw T r", "raw T z", "z[i] = x + r[i]", "ov", NULL, &k));
   int64_t sh[1] = {64}, zero[1] = {0};
   DLTensor x = tensor(0, JITK_FLOAT32, 1, sh, NULL);
   DLTensor r = tensor(4096, JITK_FLOAT32, 1, sh, NULL);
@@ -158,7 +161,8 @@ Test(raw_outputs, overlap_rules) {
   JT_OK(e, jitk_elementwise_create(e, "T x", "T y", "y = x", "plain", NULL, &k));
   DLTensor y0 = tensor(16384, JITK_FLOAT32, 1, sh, zero);
   jitk_arg y0args[] = {jitk_arg_array(&x), jitk_arg_array(&y0)};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "stride 0", jitk_elementwise_outputs(k, y0args, 2, -1, &spec));
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "stride 0",
+           jitk_elementwise_outputs(k, y0args, 2, -1, &spec));
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
@@ -179,8 +183,8 @@ Test(raw_outputs, generated_and_compiled) {
   jitk_elementwise_layout scalar = {2, 64, 1, NULL};
   JT_OK(e, jitk_elementwise_compile(k, "T=complex128", &scalar, &src, NULL));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "cannot be a scalar",
-           jitk_elementwise_compile(k, "T=float32", &(jitk_elementwise_layout){1, 32, 0, "z"},
-                                    &src, NULL));
+           jitk_elementwise_compile(k, "T=float32", &(jitk_elementwise_layout){1, 32, 0, "z"}, &src,
+                                    NULL));
   jitk_elementwise_destroy(k);
 
   /* Rank 0: the source of a specialization whose raw output has no
@@ -231,8 +235,8 @@ Test(raw_outputs, reductions_refuse_them) {
 Test(elementwise_outputs, same_rules_as_a_launch) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_elementwise *k = NULL;
-  JT_OK(e, jitk_elementwise_create(e, "T x, T y, float32 s", "T z, int64 n",
-                                   "z = x * y + s; n = i", "k", NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y, float32 s", "T z, int64 n", "z = x * y + s; n = i",
+                                   "k", NULL, &k));
   int64_t xs[2] = {3, 1}, ys[2] = {1, 5}, loop[2] = {3, 5};
   DLTensor x = tensor(0, JITK_FLOAT64, 2, xs, NULL), y = tensor(256, JITK_FLOAT64, 2, ys, NULL);
   jitk_output_spec specs[2] = {poisoned_spec(), poisoned_spec()}, before[2];
@@ -254,13 +258,15 @@ Test(elementwise_outputs, same_rules_as_a_launch) {
   int64_t bad[2] = {2, 5};
   DLTensor yb = tensor(256, JITK_FLOAT64, 2, bad, NULL);
   jitk_arg nb[] = {jitk_arg_array(&x), jitk_arg_array(&yb), jitk_arg_f64(1)};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not broadcast", jitk_elementwise_outputs(k, nb, 3, -1, specs));
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not broadcast",
+           jitk_elementwise_outputs(k, nb, 3, -1, specs));
   DLTensor y32 = tensor(256, JITK_FLOAT32, 2, ys, NULL);
   jitk_arg clash[] = {jitk_arg_array(&x), jitk_arg_array(&y32), jitk_arg_f64(1)};
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "placeholder T is bound to both",
            jitk_elementwise_outputs(k, clash, 3, -1, specs));
   /* A fixed dtype is checked for given outputs. */
-  DLTensor z = tensor(4096, JITK_FLOAT64, 2, loop, NULL), n32 = tensor(8192, JITK_INT32, 2, loop, NULL);
+  DLTensor z = tensor(4096, JITK_FLOAT64, 2, loop, NULL),
+           n32 = tensor(8192, JITK_INT32, 2, loop, NULL);
   jitk_arg wrong_n[] = {args[0], args[1], args[2], jitk_arg_array(&z), jitk_arg_array(&n32)};
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "output `n` is int32, but its parameter says int64",
            jitk_elementwise_outputs(k, wrong_n, 5, -1, specs));
@@ -276,8 +282,10 @@ Test(elementwise_outputs, same_rules_as_a_launch) {
   JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "kDLCPU", jitk_elementwise_outputs(k, on_host, 3, -1, specs));
   jitk_arg ptr[] = {jitk_arg_ptr(arena, JITK_FLOAT64), args[1], args[2]};
   JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "DLTensor", jitk_elementwise_outputs(k, ptr, 3, -1, specs));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "specs is NULL", jitk_elementwise_outputs(k, args, 3, -1, NULL));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "args is NULL", jitk_elementwise_outputs(k, NULL, 3, -1, specs));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "specs is NULL",
+           jitk_elementwise_outputs(k, args, 3, -1, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "args is NULL",
+           jitk_elementwise_outputs(k, NULL, 3, -1, specs));
   cr_assert_eq(memcmp(specs, before, sizeof specs), 0, "specs untouched by failures");
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
            jitk_elementwise_outputs(NULL, args, 3, -1, specs));
@@ -289,7 +297,8 @@ Test(elementwise_outputs, same_rules_as_a_launch) {
   int64_t s3[3] = {2, 3, 4};
   DLTensor x3 = tensor(0, JITK_FLOAT32, 3, s3, NULL), y3 = tensor(4096, JITK_UINT8, 3, s3, NULL);
   jitk_arg only_x[] = {jitk_arg_array(&x3)};
-  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "not bound", jitk_elementwise_outputs(k, only_x, 1, -1, specs));
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "not bound",
+           jitk_elementwise_outputs(k, only_x, 1, -1, specs));
   jitk_arg with_y[] = {jitk_arg_array(&x3), jitk_arg_array(&y3)};
   JT_OK(e, jitk_elementwise_outputs(k, with_y, 2, -1, specs));
   assert_spec(&specs[0], JITK_UINT8, 3, s3);
@@ -364,7 +373,8 @@ Test(reduction_outputs, axes_keepdims_and_errors) {
   JT_FAILS(e, JITK_ERR_ARGUMENT_COUNT, "takes 2 inputs and 2 outputs",
            jitk_reduction_outputs(k, over, 3, axes, 2, 0, specs));
   jitk_arg over4[] = {args[0], args[1], jitk_arg_array(&y_over), jitk_arg_allocate()};
-  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps", jitk_reduction_outputs(k, over4, 4, axes, 2, 0, specs));
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps",
+           jitk_reduction_outputs(k, over4, 4, axes, 2, 0, specs));
   /* Only raw inputs give no shape to reduce. */
   jitk_arg raw_only[] = {jitk_arg_f32(1), args[1]};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "no non-raw array input",
@@ -375,8 +385,8 @@ Test(reduction_outputs, axes_keepdims_and_errors) {
   jitk_reduction_destroy(k);
 
   /* An empty reduction needs an identity. */
-  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "max(a, b)", "y = a", NULL, NULL, "mx",
-                                 NULL, &k));
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "max(a, b)", "y = a", NULL, NULL, "mx", NULL,
+                                 &k));
   int64_t es[2] = {3, 0};
   DLTensor empty = tensor(0, JITK_INT32, 2, es, NULL);
   jitk_arg eargs[] = {jitk_arg_array(&empty)};
@@ -430,7 +440,8 @@ Test(launch_options, init_and_checks) {
            jitk_elementwise_launch_ex(k, NULL, args, 2, &newer.base, NULL));
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "jitk_elementwise_launch_ex needs a GPU",
            jitk_elementwise_launch_ex(k, NULL, args, 2, NULL, NULL));
-  JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_elementwise_launch_ex(k, NULL, args, 2, &o, NULL));
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU",
+           jitk_elementwise_launch_ex(k, NULL, args, 2, &o, NULL));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
            jitk_elementwise_launch_ex(NULL, NULL, args, 2, &o, NULL));
 
@@ -441,7 +452,8 @@ Test(launch_options, init_and_checks) {
   e->info.max_threads_per_block = 1024;
   o.block_size = 1025;
   DLManagedTensor *outs[1] = {(DLManagedTensor *)(uintptr_t)0x5e};
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "block_size 1025 is more threads than a block of a stand-in GPU can have (1024)",
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT,
+           "block_size 1025 is more threads than a block of a stand-in GPU can have (1024)",
            jitk_elementwise_launch_ex(k, NULL, args, 1, &o, outs));
   cr_assert_eq((uintptr_t)outs[0], 0x5e, "outputs untouched");
   e->has_device = false;
@@ -467,8 +479,10 @@ Test(params, introspection) {
     int out, raw;
     jitk_dtype dtype;
     const char *placeholder;
-  } want[] = {{"x", 0, 0, JITK_DTYPE_NONE, "T"},   {"r", 0, 1, JITK_DTYPE_NONE, "U"},
-              {"h", 0, 0, JITK_FLOAT16, NULL},     {"z", 1, 1, JITK_DTYPE_NONE, "T"},
+  } want[] = {{"x", 0, 0, JITK_DTYPE_NONE, "T"},
+              {"r", 0, 1, JITK_DTYPE_NONE, "U"},
+              {"h", 0, 0, JITK_FLOAT16, NULL},
+              {"z", 1, 1, JITK_DTYPE_NONE, "T"},
               {"n", 1, 0, JITK_INT64, NULL}};
   for (int p = 0; p < 5; p++) {
     jitk_param_info info;
@@ -489,15 +503,19 @@ Test(params, introspection) {
   memset(&info, 0x5e, sizeof info);
   info.struct_size = sizeof info;
   jitk_param_info before = info;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "there is no parameter 5", jitk_elementwise_param(k, 5, &info));
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "there is no parameter -1", jitk_elementwise_param(k, -1, &info));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "there is no parameter 5",
+           jitk_elementwise_param(k, 5, &info));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "there is no parameter -1",
+           jitk_elementwise_param(k, -1, &info));
   info.struct_size = 0;
   before.struct_size = 0;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size", jitk_elementwise_param(k, 0, &info));
   cr_assert_eq(memcmp(&info, &before, sizeof info), 0, "untouched on failure");
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "info is NULL", jitk_elementwise_param(k, 0, NULL));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_elementwise_param(NULL, 0, &info));
-  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_elementwise_num_params(NULL, &nin, &nout));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_elementwise_param(NULL, 0, &info));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL",
+           jitk_elementwise_num_params(NULL, &nin, &nout));
   /* A caller built against a later, larger jitk_param_info: the fields
    * this version knows are written, the rest left alone. */
   struct {
@@ -527,7 +545,8 @@ Test(params, introspection) {
   cr_assert_str_eq(ri.name, "y");
   cr_assert_eq(ri.is_output, 1);
   cr_assert_str_eq(ri.placeholder, "T");
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "kernel rs has 3 parameters", jitk_reduction_param(r, 3, &ri));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "kernel rs has 3 parameters",
+           jitk_reduction_param(r, 3, &ri));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "kernel is NULL", jitk_reduction_param(NULL, 0, &ri));
   jitk_reduction_destroy(r);
   jitk_engine_destroy(e);
@@ -563,8 +582,7 @@ static CUresult stub_attributes(unsigned n, CUpointer_attribute *attrs, void **d
       case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data[i] = ptr < 0x1000 ? -2 : ptr < 0x2000 ? 3 : 1;
         break;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
+      default: return CUDA_ERROR_INVALID_VALUE;
     }
   }
   return CUDA_SUCCESS;

@@ -33,11 +33,15 @@ static void expect_kind(jitk_engine *e, const jitk_matmul_desc *d, const char *k
 Test(matmul_plan, kernel_choice_sm80) {
   jitk_engine *e = jt_compile_engine("sm_80");
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
-  expect_kind(e, &d, "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
-                     "128x256x64, 3 stages", "bf16, large");
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
+              "128x256x64, 3 stages",
+              "bf16, large");
   d.n = 512;
-  expect_kind(e, &d, "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
-                     "128x128x32, 4 stages", "bf16, narrow");
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
+              "128x128x32, 4 stages",
+              "bf16, narrow");
   d = desc(JITK_FLOAT32, 64, 64, 64);
   d.compute = JITK_COMPUTE_TF32;
   expect_kind(e, &d, "tensor cores tf32 m16n8k8 (mma.sync)", "tf32");
@@ -59,9 +63,11 @@ Test(matmul_plan, kernel_choice_sm80) {
 Test(matmul_plan, kernel_choice) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
-  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
-                     "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
-                     "warpgroups (ping-pong)", "bf16, large");
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+              "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
+              "warpgroups (ping-pong)",
+              "bf16, large");
   d.n = 4096;
   d.d_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores bfloat16", "bf16, D column-major");
@@ -209,7 +215,8 @@ Test(matmul_plan, errors) {
    * dimension given that large. */
   d = desc(JITK_FLOAT32, 3037000500, 3037000500, 16);
   d.batch = 4;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "matmul: D (3037000500 x 3037000500", jitk_matmul_create(e, &d, &p));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "matmul: D (3037000500 x 3037000500",
+           jitk_matmul_create(e, &d, &p));
   cr_assert(strstr(jitk_errmsg(e), "spans more than 2^63 bytes") != NULL, "%s", jitk_errmsg(e));
   d = desc(JITK_FLOAT32, 64, 64, 64);
   d.lda = INT64_MAX / 32;
@@ -251,8 +258,10 @@ Test(matmul_plan, cooperative_schedule) {
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
   d.epilogue = "relu(acc + bias[col])";
   d.epilogue_params = "raw T bias";
-  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
-                     "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer "
-                     "warpgroups (cooperative)", "bf16, cooperative");
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+              "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer "
+              "warpgroups (cooperative)",
+              "bf16, cooperative");
   jitk_engine_destroy(e);
 }

@@ -101,7 +101,9 @@ static void check(const layout_case *c) {
   bool pass = c->S > 1 && (uint64_t)pl.K * (uint64_t)pl.R * isz >= ((uint64_t)16 << 20);
   cr_assert_eq(spec.second_pass, pass, "%s: second pass %d", c->what, spec.second_pass);
   unsigned want = c->S == 1 ? 0
-                  : pass    ? (c->S >= 256 ? 256 : c->S > 4 ? 32 : 1)
+                  : pass    ? (c->S >= 256 ? 256
+                               : c->S > 4  ? 32
+                                           : 1)
                             : ((G > S2 ? G : S2) > 4 ? 32 : 1);
   cr_assert_eq(spec.final_group, want, "%s: the fold of the chunks", c->what);
   /* Chunks cover the units, none empty. */
@@ -115,6 +117,8 @@ static void check(const layout_case *c) {
 
 Test(reduction_layout, whole_arrays_rows_and_columns) {
   const int64_t N = 16384;
+  /* One case a line, as the fields list them. */
+  /* clang-format off */
   layout_case cases[] = {
       /* The whole of 2^28 float32: along the elements, 16-byte loads, 16
        * chunks per multiprocessor. */
@@ -225,6 +229,7 @@ Test(reduction_layout, whole_arrays_rows_and_columns) {
       /* Reducing nothing: one element per output. */
       {"no axes", JITK_FLOAT32, 1, {5000}, {0}, 0, 0, false, 'm', 8, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0},
   };
+  /* clang-format on */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check(&cases[i]);
 }
 
@@ -277,8 +282,8 @@ Test(reduction_layout, autotune_candidates) {
     if (shape == 1) {
       cr_assert(spec.strategy == 'r' && spec.rcols == 1 && spec.rrun == 1 && spec.vec == 4);
       cr_assert(!jk_red_choose(&pl, 2, 132, 'w', &spec), "one row of outputs for 132 SMs");
-      cr_assert(jk_red_choose(&pl, 2, 132, 'c', &spec) && spec.strategy == 'o' &&
-                spec.ocols == 4 && spec.rcols == 0);
+      cr_assert(jk_red_choose(&pl, 2, 132, 'c', &spec) && spec.strategy == 'o' && spec.ocols == 4 &&
+                spec.rcols == 0);
       cr_assert(jk_red_choose(&pl, 2, 132, 'o', &spec) && spec.strategy == 'o');
       cr_assert(jk_red_choose(&pl, 2, 132, 'r', &spec) && spec.strategy == 'r' &&
                 pl.units == (uint64_t)rows);

@@ -56,8 +56,8 @@ static void strategy_of(jitk_engine *e, jitk_reduction *k, char *buf, size_t siz
 
 static jitk_reduction *make_sum(jitk_engine *e, const char *map) {
   jitk_reduction *k = NULL;
-  JT_OK(e, jitk_reduction_create(e, "T x", "T y", map, "a + b", "y = a", "0", NULL, "colsum",
-                                 NULL, &k));
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", map, "a + b", "y = a", "0", NULL, "colsum", NULL,
+                                 &k));
   return k;
 }
 
@@ -70,7 +70,8 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
    * of an odd width tile into no segments of row vectors). */
   float *x = calloc(64 * 2048, sizeof *x), *y = calloc(2048, sizeof *y);
   int64_t xs[2] = {64, 2047}, ys[1] = {2047};
-  DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL), ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
+  DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL),
+           ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
   jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
   int axis0[1] = {0};
   JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
@@ -221,8 +222,7 @@ Test(reduction_launch, row_segments_on_the_stand_in) {
               "case %zu: grid %u x %u", c, l->grid[0], l->grid[1]);
     cr_assert(strstr(src, "_final(") == NULL, "case %zu: one kernel", c);
     if (cases[c].grid_y == 1) {
-      cr_assert(ticket == NULL && memsets == memsets_before, "case %zu: no split, no tickets",
-                c);
+      cr_assert(ticket == NULL && memsets == memsets_before, "case %zu: no split, no tickets", c);
     } else {
       cr_assert_eq(memsets, memsets_before + 1, "case %zu: the tickets cleared once", c);
       /* Two tickets a segment: its group's of 2 chunks, and the unused

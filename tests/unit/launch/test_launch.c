@@ -41,8 +41,8 @@ static void record_args(void **params) {
 }
 
 static CUresult stub_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                            unsigned by, unsigned bz, unsigned shared, CUstream s,
-                            void **params, void **extra) {
+                            unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
+                            void **extra) {
   cr_assert_eq(f, stub_fn);
   cr_assert_null(extra);
   seen.plain++;
@@ -54,8 +54,7 @@ static CUresult stub_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   return CUDA_SUCCESS;
 }
 
-static CUresult stub_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params,
-                               void **extra) {
+static CUresult stub_launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
   cr_assert_eq(f, stub_fn);
   cr_assert_null(extra);
   seen.ex++;
@@ -130,8 +129,8 @@ Test(launch, plain_and_cooperative_share_the_packing) {
   jitk_stream s = (jitk_stream)(uintptr_t)0x57;
 
   /* config NULL is jitk_kernel_launch. */
-  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){1000, 1, 1}, (jitk_dim3){256, 1, 1}, 128, s,
-                                 args, 2, NULL));
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){1000, 1, 1}, (jitk_dim3){256, 1, 1}, 128, s, args,
+                                 2, NULL));
   cr_assert_eq(seen.plain, 1);
   cr_assert_eq(seen.ex + seen.occupancy, 0);
   cr_assert(seen.grid[0] == 1000 && seen.block[0] == 256 && seen.shared == 128);
@@ -143,16 +142,16 @@ Test(launch, plain_and_cooperative_share_the_packing) {
   JT_OK(NULL, jitk_kernel_launch_config_init(&c));
   cr_assert_eq(c.struct_size, sizeof c);
   cr_assert_eq(c.cooperative, 0);
-  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){1000, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s,
-                                 args, 2, &c));
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){1000, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args, 2,
+                                 &c));
   cr_assert_eq(seen.plain, 2);
   cr_assert_eq(seen.ex, 0);
 
   /* Cooperative: 4 blocks of 256 threads per multiprocessor, 132 of
    * them: 528 blocks fit, in any shape. */
   c.cooperative = 1;
-  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){528, 1, 1}, (jitk_dim3){256, 1, 1}, 64, s,
-                                 args, 2, &c));
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){528, 1, 1}, (jitk_dim3){256, 1, 1}, 64, s, args, 2,
+                                 &c));
   cr_assert_eq(seen.ex, 1);
   cr_assert_eq(seen.plain, 2);
   cr_assert_eq(seen.occupancy, 1);
@@ -166,26 +165,26 @@ Test(launch, plain_and_cooperative_share_the_packing) {
   cr_assert_eq(seen.attr.id, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
   cr_assert_eq(seen.attr.value.cooperative, 1);
   cr_assert(seen.arg0 == x && seen.arg1 == 7, "the same packing as a plain launch");
-  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){11, 12, 4}, (jitk_dim3){16, 16, 1}, 0, s, args,
-                                 2, &c));
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){11, 12, 4}, (jitk_dim3){16, 16, 1}, 0, s, args, 2,
+                                 &c));
   cr_assert_eq(seen.ex, 2);
   cr_assert_eq(seen.occupancy_threads, 256, "the block's threads, all dimensions");
 
   /* One block more does not fit: refused, naming both numbers, before
    * the launch. */
-  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "529 blocks",
-           jitk_kernel_launch_ex(&k, (jitk_dim3){529, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args,
-                                 2, &c));
+  JT_FAILS(
+      e, JITK_ERR_LAUNCH_CONFIG, "529 blocks",
+      jitk_kernel_launch_ex(&k, (jitk_dim3){529, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args, 2, &c));
   cr_assert(strstr(jitk_errmsg(e), "at most 528") != NULL, "%s", jitk_errmsg(e));
   cr_assert(strstr(jitk_errmsg(e), "4 per multiprocessor") != NULL, "%s", jitk_errmsg(e));
   cr_assert(strstr(jitk_errmsg(e), "132 multiprocessors") != NULL, "%s", jitk_errmsg(e));
-  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "at most 264",
-           jitk_kernel_launch_ex(&k, (jitk_dim3){23, 23, 1}, (jitk_dim3){512, 1, 1}, 0, s, args,
-                                 2, &c));
+  JT_FAILS(
+      e, JITK_ERR_LAUNCH_CONFIG, "at most 264",
+      jitk_kernel_launch_ex(&k, (jitk_dim3){23, 23, 1}, (jitk_dim3){512, 1, 1}, 0, s, args, 2, &c));
   cr_assert_eq(seen.ex, 2, "nothing launched");
   /* An ordinary launch of that grid is fine. */
-  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){529, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args,
-                                 2, NULL));
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){529, 1, 1}, (jitk_dim3){256, 1, 1}, 0, s, args, 2,
+                                 NULL));
   stand_in_destroy(e);
 }
 

@@ -90,7 +90,8 @@ Test(nvrtc, default_options) {
   JT_OK(e, jk_nvrtc_final_options(e, mine, 2, false, &opts, &n));
   cr_assert_str_eq(opts[0], "-std=c++20");
   cr_assert_str_eq(opts[1], "-DN=3");
-  for (size_t i = 2; i < n; i++) cr_assert(strncmp(opts[i], "-std", 4) != 0, "user's -std kept alone");
+  for (size_t i = 2; i < n; i++)
+    cr_assert(strncmp(opts[i], "-std", 4) != 0, "user's -std kept alone");
   jk_options_free(e, opts, n);
 
   const char *arch_opt[] = {"-arch=sm_80"};
@@ -109,8 +110,9 @@ Test(nvrtc, default_options) {
 
 Test(nvrtc, user_options_reach_the_compiler) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  const char *src = "#if N != 3\n#error N must be 3\n#endif\n"
-                    "extern \"C\" __global__ void k(int *p) { *p = N; }\n";
+  const char *src =
+      "#if N != 3\n#error N must be 3\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = N; }\n";
   jitk_module *m = NULL;
   JT_FAILS(e, JITK_ERR_COMPILE, "N must be 3", jitk_module_create(e, src, NULL, &m));
   const char *opt = "-DN=3";
@@ -157,7 +159,8 @@ Test(nvrtc, name_expressions_and_lowered_names) {
   cr_assert_str_eq(lowered, "_Z4fillIdLi7EEvPT_");
   JT_OK(e, jitk_module_lowered_name(m, "ns::plain", &lowered));
   cr_assert_str_eq(lowered, "_ZN2ns5plainEPi");
-  JT_FAILS(e, JITK_ERR_NOT_FOUND, "fill<int, 1>", jitk_module_lowered_name(m, "fill<int, 1>", &lowered));
+  JT_FAILS(e, JITK_ERR_NOT_FOUND, "fill<int, 1>",
+           jitk_module_lowered_name(m, "fill<int, 1>", &lowered));
   const jitk_kernel_resources *res;
   size_t n;
   JT_OK(e, jitk_module_resources(m, &res, &n));
@@ -179,7 +182,8 @@ Test(nvrtc, headers_from_strings_and_embedded) {
       "#include <my/consts.h>\n"
       "#include <jitk/array.cuh>\n"
       "#include <jitk/complex.cuh>\n"
-      "extern \"C\" __global__ void k(jitk::array<float, 2> a, jitk::array<jitk::complex<double>, 1> c) {\n"
+      "extern \"C\" __global__ void k(jitk::array<float, 2> a, jitk::array<jitk::complex<double>, "
+      "1> c) {\n"
       "  a.flat(threadIdx.x) *= kScale;\n"
       "  a(1, 2) = a.size();\n"
       "  c(0) = c(0) * jitk::conj(c(1));\n"
@@ -212,8 +216,8 @@ Test(nvrtc, every_dtype_in_kernel_code) {
                           "extern \"C\" __global__ void put_%s(%s v, %s *out) { "
                           "static_assert(sizeof(%s) == %zu, \"size\"); "
                           "static_assert(alignof(%s) == %zu, \"align\"); *out = v; }\n",
-                          info.name, info.ctype, info.ctype, info.ctype, info.size,
-                          info.ctype, info.align);
+                          info.name, info.ctype, info.ctype, info.ctype, info.size, info.ctype,
+                          info.align);
   }
   jitk_module *m = NULL;
   JT_OK(e, jitk_module_create(e, src, NULL, &m));
@@ -401,7 +405,8 @@ Test(nvrtc, forced_failures) {
 
   __typeof__(e->nvrtc.nvrtcCompileProgram) compile = e->nvrtc.nvrtcCompileProgram;
   e->nvrtc.nvrtcCompileProgram = fail_oom_compile;
-  JT_FAILS(e, JITK_ERR_OUT_OF_MEMORY, "NVRTC_ERROR_OUT_OF_MEMORY", jitk_module_create(e, src, &o, &m));
+  JT_FAILS(e, JITK_ERR_OUT_OF_MEMORY, "NVRTC_ERROR_OUT_OF_MEMORY",
+           jitk_module_create(e, src, &o, &m));
   e->nvrtc.nvrtcCompileProgram = compile;
 
   __typeof__(e->nvrtc.nvrtcCreateProgram) create = e->nvrtc.nvrtcCreateProgram;
@@ -429,9 +434,10 @@ Test(nvrtc, forced_failures) {
  * versions apart by content. */
 Test(nvrtc, caller_header_replaces_an_embedded_one) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  const char *src = "#include <jitk/array.cuh>\n"
-                    "#ifndef MINE\n#define MINE 1\n#endif\n"
-                    "extern \"C\" __global__ void k(int *p) { *p = MINE; }\n";
+  const char *src =
+      "#include <jitk/array.cuh>\n"
+      "#ifndef MINE\n#define MINE 1\n#endif\n"
+      "extern \"C\" __global__ void k(int *p) { *p = MINE; }\n";
   const char *contents[] = {NULL, "#define MINE 7\n", "#define MINE 8\n"};
   void *images[3];
   size_t sizes[3];

@@ -214,8 +214,7 @@ Test(deps, headers_given_as_strings_win_and_read_nothing) {
    * name, relative to the working directory. */
   header("sub/inner.cuh", 666);
   jitk_header h2 = {"sub/outer.cuh", "#include \"inner.cuh\"\n"};
-  scan(&c,
-       "#include <sub/outer.cuh>\nextern \"C\" __global__ void k(int *p) { *p = VALUE; }\n",
+  scan(&c, "#include <sub/outer.cuh>\nextern \"C\" __global__ void k(int *p) { *p = VALUE; }\n",
        "x/k.cu", NULL, 0, &h2, 1);
   expect_read(&c, "sub/inner.cuh", 666);
   finish(&c);

@@ -32,7 +32,8 @@ static const char *parent_child =
     "}\n"
     "__global__ void test_kernel(float *arr, int N, int inner_blk) {\n"
     "  unsigned int tid = blockDim.x * blockIdx.x + threadIdx.x;\n"
-    "  if (tid < N / inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr + tid * inner_blk, inner_blk);\n"
+    "  if (tid < N / inner_blk) test_kernel_inner<<<1, inner_blk>>>(arr + tid * inner_blk, "
+    "inner_blk);\n"
     "}\n"
     "}\n";
 
@@ -80,14 +81,17 @@ static const jk_dep *devrt_dep(const jitk_module *m) {
 }
 
 Test(link, options_that_ask_for_relocatable_code) {
-  const char *yes[][2] = {{"-dc", NULL}, {"--device-c", NULL}, {"-rdc=true", NULL},
-                          {"--relocatable-device-code=true", NULL}, {"-rdc=false", "-dc"},
-                          {"-DX=1", "-rdc=true"}};
+  const char *yes[][2] = {{"-dc", NULL},         {"--device-c", NULL},
+                          {"-rdc=true", NULL},   {"--relocatable-device-code=true", NULL},
+                          {"-rdc=false", "-dc"}, {"-DX=1", "-rdc=true"}};
   for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
     cr_assert(jk_options_rdc(yes[i], yes[i][1] ? 2 : 1), "%s %s", yes[i][0],
               yes[i][1] ? yes[i][1] : "");
-  const char *no[][2] = {{"-rdc=false", NULL}, {"-dc", "-rdc=false"}, {"-DDC=1", NULL},
-                         {"--use_fast_math", NULL}, {"-dcx", NULL}};
+  const char *no[][2] = {{"-rdc=false", NULL},
+                         {"-dc", "-rdc=false"},
+                         {"-DDC=1", NULL},
+                         {"--use_fast_math", NULL},
+                         {"-dcx", NULL}};
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
     cr_assert(!jk_options_rdc(no[i], no[i][1] ? 2 : 1), "%s", no[i][0]);
   cr_assert(!jk_options_rdc(NULL, 0));
@@ -133,7 +137,8 @@ Test(link, device_launch_links_for_sm90_without_a_gpu) {
 Test(link, device_launch_without_dc_is_a_compile_error) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_module *m = (jitk_module *)(uintptr_t)0x5e5e;
-  JT_FAILS(e, JITK_ERR_COMPILE, "device-side kernel launch", create_with(e, parent_child, NULL, &m));
+  JT_FAILS(e, JITK_ERR_COMPILE, "device-side kernel launch",
+           create_with(e, parent_child, NULL, &m));
   cr_assert_eq(m, (jitk_module *)(uintptr_t)0x5e5e);
   JT_FAILS(e, JITK_ERR_COMPILE, "parent_child.cu", create_with(e, parent_child, "-rdc=false", &m));
   jitk_engine_destroy(e);

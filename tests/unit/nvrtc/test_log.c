@@ -10,14 +10,15 @@
 
 Test(rewrite, user_lines_with_columns) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  const char *log = "operation(2): error: identifier \"w\" is undefined\n"
-                    "    y = x + w;\n"
-                    "            ^\n"
-                    "\n"
-                    "kernel.cu(30): warning: something generated\n"
-                    "operation(2): error: identifier \"w\" is undefined\n"
-                    "    y = x + w;\n"
-                    "            ^\n";
+  const char *log =
+      "operation(2): error: identifier \"w\" is undefined\n"
+      "    y = x + w;\n"
+      "            ^\n"
+      "\n"
+      "kernel.cu(30): warning: something generated\n"
+      "operation(2): error: identifier \"w\" is undefined\n"
+      "    y = x + w;\n"
+      "            ^\n";
   char *out = jk_rewrite_log(e, log);
   cr_assert(strstr(out, "operation:2:11: error: identifier \"w\" is undefined") != NULL, "%s", out);
   cr_assert(strstr(out, "kernel.cu(30): warning") != NULL, "%s", out);
@@ -82,9 +83,9 @@ Test(rewrite, hostile_logs_stay_in_their_lines) {
 /* Random logs built from the pieces the parser looks for. */
 Test(rewrite, random_logs) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  static const char *const pieces[] = {"operation", "map_expr", "(", ")", ":", ": ", "\n", " ",
-                                       "^",         "1",        "42", "-", "  ^", "error",
-                                       "\t",        "999999999999"};
+  static const char *const pieces[] = {"operation", "map_expr", "(",  ")",           ":",  ": ",
+                                       "\n",        " ",        "^",  "1",           "42", "-",
+                                       "  ^",       "error",    "\t", "999999999999"};
   uint64_t seed = 11;
   for (int round = 0; round < 20000; round++) {
     char log[256];
