@@ -13,9 +13,10 @@ case "$what" in
 esac
 
 PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev"
-# clang builds the libFuzzer targets that .ci/run runs after the tests; the
-# Python package's tests need Python's headers and venv.
-[ "$what" = test ] && PACKAGES="$PACKAGES clang python3-dev python3-venv"
+# clang builds the libFuzzer targets that .ci/run runs after the tests, and
+# clang-tidy analyzes src/ there; the Python package's tests need Python's
+# headers and venv.
+[ "$what" = test ] && PACKAGES="$PACKAGES clang clang-tidy python3-dev python3-venv"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -24,7 +24,7 @@ static value read_arg(const jitk_arg *a) {
       break;
     case JITK_INT8:
       v.is_int = v.is_signed = true;
-      v.i = a->value.i8;
+      v.i = a->value.i8; /* NOLINT(bugprone-signed-char-misuse): a number, not a character */
       break;
     case JITK_INT16:
       v.is_int = v.is_signed = true;

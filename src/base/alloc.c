@@ -110,7 +110,7 @@ char *jk_buf_take(jk_buf *b) {
     jk_buf_free(b);
     return NULL;
   }
-  if (b->data == NULL && !buf_reserve(b, 0)) return NULL;
+  if (b->data == NULL && (!buf_reserve(b, 0) || b->data == NULL)) return NULL;
   if (b->len == 0) b->data[0] = '\0';
   char *s = b->data;
   jk_buf_init(b, b->e);

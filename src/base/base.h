@@ -67,8 +67,13 @@ char *jk_strndup(jitk_engine *e, const char *s, size_t n);
 
 /* Records a failure and returns `status`, so that callers can write
  * `return jk_fail(e, JITK_ERR_..., "...")`. A NULL engine records it in the
- * calling thread's fallback. */
-jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt, ...) JK_PRINTF(3, 4);
+ * calling thread's fallback. The macro returns `status` itself (it has no
+ * side effects at any call), so that a reader, and the static analyzer,
+ * which sees one file at a time, know that `st = jk_fail(...)` failed. */
+jitk_status jk_fail_record(const jitk_engine *e, jitk_status status, const char *fmt, ...)
+    JK_PRINTF(3, 4);
+static inline jitk_status jk_status_of(jitk_status status) { return status; }
+#define jk_fail(e, status, ...) jk_status_of((jk_fail_record((e), (status), __VA_ARGS__), (status)))
 jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt, va_list ap);
 /* As jk_fail, and remembers the byte offset for jitk_error_offset. */
 jitk_status jk_fail_at(const jitk_engine *e, jitk_status status, int offset, const char *fmt, ...)

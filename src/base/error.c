@@ -149,7 +149,7 @@ jitk_status jk_failv(const jitk_engine *e, jitk_status status, const char *fmt, 
   return fail_common(e, status, -1, fmt, ap);
 }
 
-jitk_status jk_fail(const jitk_engine *e, jitk_status status, const char *fmt, ...) {
+jitk_status jk_fail_record(const jitk_engine *e, jitk_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fail_common(e, status, -1, fmt, ap);

@@ -129,7 +129,7 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
   c->num_buckets = 64;
   while (c->num_buckets < 2 * c->memory_capacity && c->num_buckets < ((size_t)1 << 20))
     c->num_buckets *= 2;
-  c->buckets = jk_calloc(e, c->num_buckets, sizeof *c->buckets);
+  c->buckets = jk_calloc(e, c->num_buckets, sizeof(jk_entry *));
   if (c->buckets == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
 
   if (c->mode != JITK_CACHE_OFF) {

@@ -781,10 +781,12 @@ static int write_stamps(jitk_engine *e, int64_t now) {
 void jk_store_flush(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->disk != JK_DISK_OPEN || c->owner_pid != getpid()) return;
-  jk_counters zero;
-  memset(&zero, 0, sizeof zero);
-  if (c->num_pending_used == 0 && memcmp(&c->pending, &zero, sizeof zero) == 0 &&
-      atomic_load(&c->memory_hits_unflushed) == 0 && !jk_memo_pending(e))
+  const jk_counters *p = &c->pending;
+  bool none = p->memory_hits == 0 && p->disk_hits == 0 && p->misses == 0 && p->compiles == 0 &&
+              p->corrupt == 0 && p->evictions == 0 && p->disk_errors == 0 && p->shared_hits == 0 &&
+              p->compile_ms == 0;
+  if (c->num_pending_used == 0 && none && atomic_load(&c->memory_hits_unflushed) == 0 &&
+      !jk_memo_pending(e))
     return;
   int rc = jk_store_begin(e);
   if (rc == SQLITE_OK) rc = write_stamps(e, jk_now_ms());

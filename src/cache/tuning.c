@@ -29,8 +29,9 @@ jitk_status jk_tuning_get(jitk_engine *e, const char *key, char *choice, size_t 
     sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
     if (sqlite3_step(q) == SQLITE_ROW) {
       const unsigned char *text = sqlite3_column_text(q, 0);
-      if (text != NULL && strlen((const char *)text) < size) {
-        strcpy(choice, (const char *)text);
+      size_t len = text != NULL ? strlen((const char *)text) : 0;
+      if (text != NULL && len < size) {
+        memcpy(choice, text, len + 1);
         *found = true;
       }
     }

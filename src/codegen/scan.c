@@ -20,15 +20,14 @@ typedef struct tok {
 static const char *skip_trivia(const char *p) {
   for (;;) {
     while (*p && isspace((unsigned char)*p)) p++;
-    if (p[0] == '/' && p[1] == '/') {
+    if ((p[0] == '/' && p[1] == '/') || p[0] == '#') {
+      /* A line comment, or a preprocessor line, which is not the
+       * operation's own code. */
       while (*p && *p != '\n') p++;
     } else if (p[0] == '/' && p[1] == '*') {
       p += 2;
       while (*p && !(p[0] == '*' && p[1] == '/')) p++;
       if (*p) p += 2;
-    } else if (p[0] == '#') {
-      /* A preprocessor line is not the operation's own code. */
-      while (*p && *p != '\n') p++;
     } else {
       return p;
     }

@@ -42,7 +42,7 @@ jitk_status jk_time_median(jitk_engine *e, jitk_stream stream, int warm, int run
   enum { MOST = 16 };
   if (runs < 1 || runs > MOST)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "timing %s: %d runs (1 to %d)", what, runs, MOST);
-  float t[MOST];
+  float t[MOST] = {0};
   CUevent ev[2] = {NULL, NULL};
   CUcontext saved = NULL;
   jitk_status st = jk_ctx_enter(e, &saved);

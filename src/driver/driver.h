@@ -77,7 +77,10 @@ typedef struct jk_driver {
   bool loaded;
   void *handle; /* from dlopen */
   int version;  /* cuDriverGetVersion */
-#define JK_DRIVER_FIELD_(name, ver, req) __typeof__(&name) name;
+/* A field named as the function, of its pointer type (no parentheses
+ * possible around a declared name). */
+#define JK_DRIVER_FIELD_(name, ver, req) \
+  __typeof__(&name) name; /* NOLINT(bugprone-macro-parentheses) */
   JK_DRIVER_FUNCS(JK_DRIVER_FIELD_)
 #undef JK_DRIVER_FIELD_
 } jk_driver;

@@ -455,17 +455,16 @@ static int ptx_globals(const char *ptx, bool all, jk_kernel_name_fn fn, void *us
         } else {
           declaration = false;
         }
-      } else if (wl == 7 && memcmp(w, ".extern", 7) == 0) {
-        declaration = false;
       } else if ((wl == 7 && memcmp(w, ".global", 7) == 0) ||
                  (wl == 6 && memcmp(w, ".const", 6) == 0)) {
         space = true;
       } else if (wl == 6 && memcmp(w, ".align", 6) == 0) {
         skip_next = true;
-      } else if (!space && !(wl == 8 && memcmp(w, ".visible", 8) == 0) &&
-                 !(wl == 5 && memcmp(w, ".weak", 5) == 0) &&
-                 !(wl == 7 && memcmp(w, ".common", 7) == 0)) {
-        declaration = false; /* .reg, .shared, .entry, .version ... */
+      } else if ((wl == 7 && memcmp(w, ".extern", 7) == 0) ||
+                 (!space && !(wl == 8 && memcmp(w, ".visible", 8) == 0) &&
+                  !(wl == 5 && memcmp(w, ".weak", 5) == 0) &&
+                  !(wl == 7 && memcmp(w, ".common", 7) == 0))) {
+        declaration = false; /* .extern, .reg, .shared, .entry, .version ... */
       }
     }
     if (name != NULL && nl > 0 && (all || !internal_global(name, nl))) {

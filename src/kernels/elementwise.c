@@ -228,7 +228,8 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
    * outputs come first) is aligned; a peel of h elements moves a forward
    * operand's groups up by h, a reversed one's down. */
   int ref = 0;
-  while (mis[ref] < 0) ref++;
+  while (ref < it->nops && mis[ref] < 0) ref++;
+  if (ref == it->nops) return 1;
   *head = back[ref] ? mis[ref] : (v - mis[ref]) % v;
   if (it->size - *head < v) {
     *head = 0;

@@ -1051,7 +1051,7 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   char best = 0;
   float best_ms = 0;
   for (const char *c = candidates; *c != '\0' && st == JITK_OK; c++) {
-    if (!jk_red_choose(&pl, n, sms, *c == 'd' ? 0 : *c, &spec)) continue;
+    if (!jk_red_choose(&pl, n, sms, (char)(*c == 'd' ? 0 : *c), &spec)) continue;
     jk_gen_variant v;
     float ms = 0;
     st = jk_gen_variant_get(&k->g, &spec, &v);
@@ -1069,12 +1069,12 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   }
   if (st != JITK_OK || best == 0) return st;
   /* The winner runs last, so that the outputs hold its results. */
-  jk_red_choose(&pl, n, sms, best == 'd' ? 0 : best, &spec);
+  jk_red_choose(&pl, n, sms, (char)(best == 'd' ? 0 : best), &spec);
   jk_gen_variant v;
   st = jk_gen_variant_get(&k->g, &spec, &v);
   if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   if (st != JITK_OK) return st;
-  remember(k, layout, best == 'd' ? 0 : best);
+  remember(k, layout, (char)(best == 'd' ? 0 : best));
   atomic_store(&k->tune_state, 2);
   char key[640], choice[32];
   tuning_key(k, layout, key, sizeof key);

@@ -194,7 +194,7 @@ static void memo_add(jitk_engine *e, const char *path, char state, const uint8_t
   jk_scan_memo *m = nv->scan_memo;
   if (m == NULL && (m = jk_calloc(e, 1, sizeof *m)) != NULL) {
     m->num_buckets = 1024;
-    m->buckets = jk_calloc(e, m->num_buckets, sizeof *m->buckets);
+    m->buckets = jk_calloc(e, m->num_buckets, sizeof(memo_file *));
     if (m->buckets == NULL) {
       jk_free(e, m);
       m = NULL;
@@ -301,7 +301,7 @@ static bool push_todo(scan_state *s, size_t index, char *text, size_t len, const
     if (tt != NULL) s->todo_text = tt;
     size_t *tl = tt ? jk_realloc(s->e, s->todo_len, cap * sizeof *tl) : NULL;
     if (tl != NULL) s->todo_len = tl;
-    const memo_file **tm = tl ? jk_realloc(s->e, s->todo_memo, cap * sizeof *tm) : NULL;
+    const memo_file **tm = tl ? jk_realloc(s->e, s->todo_memo, cap * sizeof(memo_file *)) : NULL;
     if (tm == NULL) return false;
     s->todo_memo = tm;
     s->cap_todo = cap;
@@ -508,7 +508,7 @@ static bool ends_in_number(const char *out, size_t o) {
   size_t k = o;
   while (k > 0 && (ident_char(out[k - 1]) || out[k - 1] == '.' || out[k - 1] == '\'')) k--;
   if (k == o) return false;
-  char first = out[k] == '.' && k + 1 < o ? out[k + 1] : out[k];
+  char first = (char)(out[k] == '.' && k + 1 < o ? out[k + 1] : out[k]);
   return first >= '0' && first <= '9';
 }
 

@@ -599,7 +599,7 @@ static jitk_status link_jitlink(jitk_engine *e, const jk_compile_input *in,
 static unsigned jit_target(const jitk_engine *e, const jk_compile_input *in) {
   unsigned v = (unsigned)(e->target.major * 10 + e->target.minor);
   size_t n = strlen(e->target.arch);
-  char last = n ? e->target.arch[n - 1] : '\0';
+  char last = (char)(n ? e->target.arch[n - 1] : '\0');
 #ifdef CU_COMPUTE_FAMILY_TARGET_BASE
   if (e->target.specific && last == 'f') return v + CU_COMPUTE_FAMILY_TARGET_BASE;
 #endif

@@ -55,7 +55,7 @@ typedef struct jk_jitlink {
 } jk_jitlink;
 
 typedef struct jk_nvrtc {
-#define JK_NVRTC_FIELD_(name) __typeof__(&name) name;
+#define JK_NVRTC_FIELD_(name) __typeof__(&name) name; /* NOLINT(bugprone-macro-parentheses) */
   JK_NVRTC_FUNCS(JK_NVRTC_FIELD_)
 #undef JK_NVRTC_FIELD_
   int major, minor;
