@@ -15,42 +15,13 @@
 #include <string.h>
 
 #include "array/array.h"
-#include "cache/cache.h"
-#include "codegen/codegen.h"
-#include "kernels/gen.h"
-#include "kernels/kernels.h"
-
-#define JK_MM_GENERATOR "matmul/1"
-#define JK_MM_STAGES 4
-#define JK_MM_TILE 128
-
-typedef struct mm_kernel {
-  jk_mm_spec spec;
-  jk_entry *entry;
-  CUfunction fn;
-  CUfunction tr; /* wgmma tf32 with column-major A or row-major B: their transpose */
-  char *source;
-  size_t smem; /* dynamic shared memory per block */
-} mm_kernel;
+#include "kernels/matmul.h"
 
 /* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size. */
 static size_t wgmma_smem(int bn, int stages) {
   return (size_t)stages * (128 * 128 + (size_t)bn * 128) + 2 * 32768 + (size_t)stages * 16 + 16 +
          1024;
 }
-
-struct jitk_matmul {
-  jitk_engine *engine;
-  jitk_matmul_desc d; /* strings below are the plan's own copies */
-  char *name, *epilogue, *epilogue_params, *preamble;
-  jk_param_list params;
-  char (*labels)[JK_GEN_LABEL]; /* "epilogue operand `s`", per operand, for messages */
-  mm_kernel main, fallback;     /* fallback: FFMA, made on first need */
-  int stages, bn, arow;         /* the tensor-core tile: K-tiles in flight, width, K bytes */
-  bool pingpong;                /* wgmma: the ping-pong schedule */
-  bool tuned;                   /* the configuration came from the tuning table */
-  pthread_mutex_t lock;         /* guards fallback */
-};
 
 void jitk_matmul_desc_init(jitk_matmul_desc *d) {
   if (d == NULL) return;
@@ -60,7 +31,7 @@ void jitk_matmul_desc_init(jitk_matmul_desc *d) {
   d->alpha = 1.0;
 }
 
-static void kernel_free(jitk_engine *e, mm_kernel *k) {
+void jk_mm_kernel_free(jitk_engine *e, mm_kernel *k) {
   jk_entry_release(e, k->entry);
   jk_free(e, k->source);
   memset(k, 0, sizeof *k);
@@ -69,8 +40,8 @@ static void kernel_free(jitk_engine *e, mm_kernel *k) {
 void jitk_matmul_destroy(jitk_matmul *p) {
   if (p == NULL) return;
   jitk_engine *e = p->engine;
-  kernel_free(e, &p->main);
-  kernel_free(e, &p->fallback);
+  jk_mm_kernel_free(e, &p->main);
+  jk_mm_kernel_free(e, &p->fallback);
   jk_params_free(e, &p->params);
   jk_free(e, p->labels);
   jk_free(e, p->name);
@@ -229,7 +200,7 @@ static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   return k;
 }
 
-static jitk_status build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
+jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *d = &p->d;
   memset(out, 0, sizeof *out);
@@ -295,7 +266,7 @@ static int log2_up(int64_t v) {
  * of two (the shape class). The epilogue is left out, so that one tuning
  * serves every epilogue of a shape: it runs once per output whatever the
  * tile, while the tile decides the MMAs' speed. */
-static void tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t size) {
+void jk_mm_tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t size) {
   const jitk_engine *e = p->engine;
   const jitk_matmul_desc *d = &p->d;
   snprintf(buf, size,
@@ -310,7 +281,7 @@ static void tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t 
 
 /* A configuration as the tuning table spells it, and back; a choice that
  * does not parse or does not fit the kind is ignored. */
-static void choice_format(const jitk_matmul *p, char *buf, size_t size) {
+void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size) {
   snprintf(buf, size, "bn=%d arow=%d stages=%d pingpong=%d", p->bn, p->arow, p->stages,
            (int)p->pingpong);
 }
@@ -426,7 +397,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
       getenv("JITK_MM_TILE") == NULL) {
     char key[512], choice[128];
     bool found = false;
-    tuning_key(p, kind, key, sizeof key);
+    jk_mm_tuning_key(p, kind, key, sizeof key);
     jk_tuning_get(e, key, choice, sizeof choice, &found);
     if (found) p->tuned = choice_parse(p, kind, choice);
   }
@@ -439,337 +410,13 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->stages = tst;
     p->pingpong = tbn == 128 && p->pingpong;
   }
-  st = build(p, kind, acc, &p->main);
+  st = jk_mm_build(p, kind, acc, &p->main);
   if (st != JITK_OK) {
     jitk_matmul_destroy(p);
     return st;
   }
   *out = p;
   return JITK_OK;
-}
-
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
-                              const void *b, const void *c, void *d, const jitk_arg *extra,
-                              size_t num_extra);
-
-static CUtensorMapDataType map_type(jitk_dtype t) {
-  switch (t) {
-    case JITK_FLOAT16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    case JITK_BFLOAT16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    case JITK_FLOAT64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
-    default: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  }
-}
-
-/* A 3-D tensor map over p (dims innermost first, strides of dims 1 and 2
- * in bytes) whose box is b0 x b1 x 1, 128-byte swizzled, as
- * matmul_sm90.cuh reads and writes its tiles. */
-static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const void *p, uint64_t d0,
-                           uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2, uint32_t b0,
-                           uint32_t b1) {
-  cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
-  cuuint32_t box[3] = {b0, b1, 1}, unit[3] = {1, 1, 1};
-  return e->drv.cuTensorMapEncodeTiled(m, map_type(t), 3, (void *)p, dims, strides, box, unit,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
-/* A pooled, packed transpose of x (each batch's R x C row-major matrix,
- * leading dimension ld, batch stride sx, float32) made by the plan's "_tr"
- * kernel on `stream`; *t is freed by the caller with jk_temp_free. */
-static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream stream,
-                                   const void *x, uint64_t R, uint64_t C, uint64_t ld, uint64_t sx,
-                                   void **t) {
-  jitk_engine *e = p->engine;
-  const uint64_t nb = (uint64_t)p->d.batch;
-  *t = NULL;
-  if (ceil_div(R, 32) > 65535)
-    return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                   "matmul %s: tf32 transposes an operand first, which takes K up to 2097120",
-                   p->name);
-  jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * C * 4), (jitk_stream)stream, t);
-  if (st != JITK_OK) return st;
-  long long args[4] = {(long long)R, (long long)C, (long long)ld, (long long)sx};
-  void *kp[6] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3]};
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) return st;
-  CUresult r =
-      e->drv.cuLaunchKernel(k->tr, (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
-                            (unsigned int)nb, 32, 8, 1, 0, stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuLaunchKernel (transpose)");
-  return JITK_OK;
-}
-
-/* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
- * a row-major B transposed first into pooled buffers) and, where TMA can
- * store it, D; one resident block per multiprocessor working through all
- * tiles. */
-static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *a,
-                                const void *b, void *d, void **kp, int np, unsigned int tm,
-                                unsigned int tn) {
-  jitk_engine *e = p->engine;
-  const jitk_matmul_desc *ds = &p->d;
-  const jk_mm_spec *s = &k->spec;
-  const uint64_t es = jk_dtype(s->a)->size, des = jk_dtype(s->d)->size;
-  const uint64_t M = (uint64_t)ds->m, N = (uint64_t)ds->n, K = (uint64_t)ds->k,
-                 nb = (uint64_t)ds->batch;
-  uint64_t work64 = (uint64_t)tm * tn * nb;
-  if (work64 > UINT32_MAX)
-    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: more than 2^32 tiles", p->name);
-  unsigned int work = (unsigned int)work64;
-  int use_td = 0;
-  CUtensorMap maps[3];
-  memset(maps, 0, sizeof maps);
-  void *at = NULL, *bt = NULL;
-  const void *ak = a, *bk = b; /* A and B as the kernel reads them */
-  uint64_t lda = (uint64_t)ds->lda, sa = (uint64_t)ds->stride_a;
-  uint64_t ldb = (uint64_t)ds->ldb, sb = (uint64_t)ds->stride_b;
-  bool a_k = s->a_k, b_n = s->b_n;
-  CUresult r = CUDA_SUCCESS;
-  jitk_status st = JITK_OK;
-  if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * K + k] */
-    st = transpose_first(p, k, stream, a, K, M, lda, sa, &at);
-    ak = at;
-    lda = K;
-    sa = M * K;
-    a_k = true;
-  }
-  if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * K + k] */
-    st = transpose_first(p, k, stream, b, K, N, ldb, sb, &bt);
-    bk = bt;
-    ldb = K;
-    sb = K * N;
-    b_n = false;
-  }
-  if (st != JITK_OK) goto done;
-  if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
-    r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128);
-  else /* M-major: boxes of 64 m by 64 k */
-    r = encode_map(e, &maps[0], s->a, ak, M, K, nb, lda * es, sa * es, 64, 64);
-  if (r == CUDA_SUCCESS) {
-    if (b_n) /* N-major: boxes of 64 n by 64 k */
-      r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
-    else
-      r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
-                     (uint32_t)s->bn);
-  }
-  /* D through TMA when row-major with 16-byte aligned rows. */
-  uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
-  if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 && sd % 16 == 0 &&
-      encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
-          CUDA_SUCCESS)
-    use_td = 1;
-  if (r != CUDA_SUCCESS) {
-    st = jk_cuda_fail(e, r, "cuTensorMapEncodeTiled");
-    goto done;
-  }
-  for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
-  kp[np++] = &work;
-  kp[np++] = &use_td;
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) goto done;
-  unsigned int sms = (unsigned int)e->info.multiprocessors;
-  r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1, (unsigned int)k->smem,
-                            stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuLaunchKernel");
-done:
-  if (at != NULL) jk_temp_free(e, at, (jitk_stream)stream);
-  if (bt != NULL) jk_temp_free(e, bt, (jitk_stream)stream);
-  return st;
-}
-
-/* What execute and autotune both require: a plan, a device, the
- * epilogue's operand count, and the matrices' pointers. */
-static jitk_status check_operands(jitk_matmul *p, const char *who, const void *a, const void *b,
-                                  const void *c, const void *d, const jitk_arg *extra,
-                                  size_t num_extra) {
-  if (JK_UNLIKELY(p == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: plan is NULL", who);
-  jitk_engine *e = p->engine;
-  jitk_status st = jk_require_device(e, who);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  if (JK_UNLIKELY(num_extra != p->params.count || (num_extra > 0 && extra == NULL)))
-    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
-                   "matmul %s: the epilogue takes %zu operands, not %zu", p->name, p->params.count,
-                   num_extra);
-  if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (p->d.has_c && c == NULL)))
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
-  return JITK_OK;
-}
-
-jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
-                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
-  jitk_status st = check_operands(p, "jitk_matmul_execute", a, b, c, d, extra, num_extra);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  const jitk_matmul_desc *ds = &p->d;
-  if (ds->m == 0 || ds->n == 0) return JITK_OK;
-  mm_kernel *k = &p->main;
-  /* Tensor cores stage A and B in 16-byte chunks. */
-  if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
-    pthread_mutex_lock(&p->lock);
-    st = p->fallback.entry != NULL ? JITK_OK : build(p, JK_MM_SIMT, k->spec.acc, &p->fallback);
-    pthread_mutex_unlock(&p->lock);
-    if (st != JITK_OK) return st;
-    k = &p->fallback;
-  }
-  return run_kernel(p, k, stream, a, b, c, d, extra, num_extra);
-}
-
-/* Packs the parameters of kernel k of plan p and launches it. */
-static jitk_status run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
-                              const void *b, const void *c, void *d, const jitk_arg *extra,
-                              size_t num_extra) {
-  jitk_engine *e = p->engine;
-  const jitk_matmul_desc *ds = &p->d;
-  jitk_status st;
-  /* Parameters: pointers, sizes, leading dimensions, strides, tiles, then
-   * the epilogue's operands. */
-  _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2];
-  void *kp[24 + JK_MAX_EW_PARAMS];
-  int np = 0;
-  unsigned char *cur = store;
-  const void *cc = ds->has_c ? c : d;
-  long long v[11] = {ds->m,   ds->n,        ds->k,        ds->lda,      ds->ldb,     ds->ldc,
-                     ds->ldd, ds->stride_a, ds->stride_b, ds->stride_c, ds->stride_d};
-  JK_PUSH(kp, np, cur, a);
-  JK_PUSH(kp, np, cur, b);
-  JK_PUSH(kp, np, cur, cc);
-  JK_PUSH(kp, np, cur, d);
-  for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
-  unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
-               tn = (unsigned int)ceil_div(
-                   (uint64_t)ds->n, k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn : JK_MM_TILE);
-  JK_PUSH(kp, np, cur, tm);
-  JK_PUSH(kp, np, cur, tn);
-  for (size_t i = 0; i < num_extra; i++) {
-    const jk_param_decl *pd = &p->params.params[i];
-    jitk_dtype t = pd->placeholder >= 0 ? k->spec.acc : pd->dtype;
-    if (pd->raw) {
-      const jitk_arg *x = &extra[i];
-      const void *ptr = NULL;
-      if (x->kind == JITK_ARG_POINTER)
-        ptr = x->tensor ? (const char *)x->tensor->data + x->tensor->byte_offset : x->value.ptr;
-      if (ptr == NULL)
-        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
-                       "matmul %s: epilogue operand `%s` is an array: pass a device pointer "
-                       "(jitk_arg_ptr or jitk_arg_tensor_ptr)",
-                       p->name, pd->name);
-      JK_PUSH(kp, np, cur, ptr);
-    } else {
-      if (extra[i].kind != JITK_ARG_SCALAR)
-        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "matmul %s: epilogue operand `%s` is a scalar",
-                       p->name, pd->name);
-      st = jk_convert_scalar(e, &extra[i], t, cur, p->labels[i]);
-      if (st != JITK_OK) return st;
-      kp[np++] = cur;
-      cur += 16;
-    }
-  }
-  if (k->spec.kind == JK_MM_WGMMA)
-    return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r = e->drv.cuLaunchKernel(k->fn, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
-                                     (unsigned int)k->smem, (CUstream)stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
-  return JITK_OK;
-}
-
-/* One run of a candidate kernel on the autotune call's operands, as
- * jk_time_median runs it. */
-typedef struct mm_timed {
-  jitk_matmul *p;
-  mm_kernel *k;
-  jitk_stream stream;
-  const void *a, *b, *c;
-  void *d;
-  const jitk_arg *extra;
-  size_t num_extra;
-} mm_timed;
-
-static jitk_status run_timed(void *ctx) {
-  mm_timed *t = ctx;
-  return run_kernel(t->p, t->k, t->stream, t->a, t->b, t->c, t->d, t->extra, t->num_extra);
-}
-
-jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
-                                 const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
-  jitk_status st = check_operands(p, "jitk_matmul_autotune", a, b, c, d, extra, num_extra);
-  if (st != JITK_OK) return st;
-  jitk_engine *e = p->engine;
-  const jitk_matmul_desc *ds = &p->d;
-  const jk_mm_kind kind = p->main.spec.kind;
-  if (kind == JK_MM_SIMT || ds->m == 0 || ds->n == 0) return JITK_OK; /* one configuration */
-  if ((((uintptr_t)a | (uintptr_t)b) & 15) != 0)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "matmul %s: autotuning times the tensor-core kernels, which need A and B "
-                   "16-byte aligned",
-                   p->name);
-  /* The candidates: {bn, arow, stages, pingpong}. */
-  static const int wgmma[][4] = {
-      {128, 128, 5, 1}, {128, 128, 4, 1}, {256, 128, 3, 0}, {128, 128, 4, 0}};
-  static const int mma[][4] = {
-      {256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0}, {128, 128, 3, 0}};
-  const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
-  const int ncand = 4;
-  const int keep[4] = {p->bn, p->arow, p->stages, p->pingpong};
-  float best_ms = 0;
-  int best = -1;
-  mm_kernel best_k;
-  memset(&best_k, 0, sizeof best_k);
-  for (int i = 0; i < ncand && st == JITK_OK; i++) {
-    p->bn = cand[i][0];
-    p->arow = cand[i][1];
-    p->stages = cand[i][2];
-    p->pingpong = cand[i][3] != 0;
-    mm_kernel k;
-    float ms = 0;
-    st = build(p, kind, p->main.spec.acc, &k);
-    /* The median of 10 runs after 3 of warm-up. */
-    mm_timed timed = {p, &k, stream, a, b, c, d, extra, num_extra};
-    if (st == JITK_OK)
-      st = jk_time_median(e, stream, 3, 10, run_timed, &timed, "a matmul candidate", &ms);
-    jk_log(e, JITK_LOG_DEBUG, "matmul %s autotune: bn %d, arow %d, %d stages%s: %.4f ms", p->name,
-           cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "", (double)ms);
-    if (st == JITK_OK && (best < 0 || ms < best_ms)) {
-      kernel_free(e, &best_k);
-      best_k = k;
-      best_ms = ms;
-      best = i;
-    } else {
-      kernel_free(e, &k);
-    }
-  }
-  if (st != JITK_OK) {
-    kernel_free(e, &best_k);
-    p->bn = keep[0];
-    p->arow = keep[1];
-    p->stages = keep[2];
-    p->pingpong = keep[3] != 0;
-    return st;
-  }
-  p->bn = cand[best][0];
-  p->arow = cand[best][1];
-  p->stages = cand[best][2];
-  p->pingpong = cand[best][3] != 0;
-  kernel_free(e, &p->main);
-  p->main = best_k;
-  p->tuned = true;
-  char key[512], choice[128];
-  tuning_key(p, kind, key, sizeof key);
-  choice_format(p, choice, sizeof choice);
-  jk_log(e, JITK_LOG_INFO, "matmul %s autotune: %s (%.4f ms) for %s", p->name, choice,
-         (double)best_ms, key);
-  return jk_tuning_put(e, key, choice);
 }
 
 jitk_status jitk_matmul_source(jitk_matmul *p, const char **source) {

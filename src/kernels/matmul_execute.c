@@ -1,0 +1,247 @@
+/*
+ * Executing a matmul plan: checking the operands, packing the parameters
+ * (and, for wgmma, encoding the operands' tensor maps, transposing a tf32
+ * operand the tensor cores cannot read as it lies) and launching; a plan
+ * whose tensor-core kernel meets misaligned pointers compiles its FFMA
+ * twin once and uses that.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array/array.h"
+#include "kernels/matmul.h"
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+static CUtensorMapDataType map_type(jitk_dtype t) {
+  switch (t) {
+    case JITK_FLOAT16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case JITK_BFLOAT16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case JITK_FLOAT64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    default: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  }
+}
+
+/* A 3-D tensor map over p (dims innermost first, strides of dims 1 and 2
+ * in bytes) whose box is b0 x b1 x 1, 128-byte swizzled, as
+ * matmul_sm90.cuh reads and writes its tiles. */
+static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const void *p, uint64_t d0,
+                           uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2, uint32_t b0,
+                           uint32_t b1) {
+  cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
+  cuuint32_t box[3] = {b0, b1, 1}, unit[3] = {1, 1, 1};
+  return e->drv.cuTensorMapEncodeTiled(m, map_type(t), 3, (void *)p, dims, strides, box, unit,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* A pooled, packed transpose of x (each batch's R x C row-major matrix,
+ * leading dimension ld, batch stride sx, float32) made by the plan's "_tr"
+ * kernel on `stream`; *t is freed by the caller with jk_temp_free. */
+static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream stream,
+                                   const void *x, uint64_t R, uint64_t C, uint64_t ld, uint64_t sx,
+                                   void **t) {
+  jitk_engine *e = p->engine;
+  const uint64_t nb = (uint64_t)p->d.batch;
+  *t = NULL;
+  if (ceil_div(R, 32) > 65535)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul %s: tf32 transposes an operand first, which takes K up to 2097120",
+                   p->name);
+  jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * C * 4), (jitk_stream)stream, t);
+  if (st != JITK_OK) return st;
+  long long args[4] = {(long long)R, (long long)C, (long long)ld, (long long)sx};
+  void *kp[6] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3]};
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) return st;
+  CUresult r =
+      e->drv.cuLaunchKernel(k->tr, (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
+                            (unsigned int)nb, 32, 8, 1, 0, stream, kp, NULL);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuLaunchKernel (transpose)");
+  return JITK_OK;
+}
+
+/* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
+ * a row-major B transposed first into pooled buffers) and, where TMA can
+ * store it, D; one resident block per multiprocessor working through all
+ * tiles. */
+static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *a,
+                                const void *b, void *d, void **kp, int np, unsigned int tm,
+                                unsigned int tn) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *ds = &p->d;
+  const jk_mm_spec *s = &k->spec;
+  const uint64_t es = jk_dtype(s->a)->size, des = jk_dtype(s->d)->size;
+  const uint64_t M = (uint64_t)ds->m, N = (uint64_t)ds->n, K = (uint64_t)ds->k,
+                 nb = (uint64_t)ds->batch;
+  uint64_t work64 = (uint64_t)tm * tn * nb;
+  if (work64 > UINT32_MAX)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: more than 2^32 tiles", p->name);
+  unsigned int work = (unsigned int)work64;
+  int use_td = 0;
+  CUtensorMap maps[3];
+  memset(maps, 0, sizeof maps);
+  void *at = NULL, *bt = NULL;
+  const void *ak = a, *bk = b; /* A and B as the kernel reads them */
+  uint64_t lda = (uint64_t)ds->lda, sa = (uint64_t)ds->stride_a;
+  uint64_t ldb = (uint64_t)ds->ldb, sb = (uint64_t)ds->stride_b;
+  bool a_k = s->a_k, b_n = s->b_n;
+  CUresult r = CUDA_SUCCESS;
+  jitk_status st = JITK_OK;
+  if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * K + k] */
+    st = transpose_first(p, k, stream, a, K, M, lda, sa, &at);
+    ak = at;
+    lda = K;
+    sa = M * K;
+    a_k = true;
+  }
+  if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * K + k] */
+    st = transpose_first(p, k, stream, b, K, N, ldb, sb, &bt);
+    bk = bt;
+    ldb = K;
+    sb = K * N;
+    b_n = false;
+  }
+  if (st != JITK_OK) goto done;
+  if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
+    r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128);
+  else /* M-major: boxes of 64 m by 64 k */
+    r = encode_map(e, &maps[0], s->a, ak, M, K, nb, lda * es, sa * es, 64, 64);
+  if (r == CUDA_SUCCESS) {
+    if (b_n) /* N-major: boxes of 64 n by 64 k */
+      r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
+    else
+      r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
+                     (uint32_t)s->bn);
+  }
+  /* D through TMA when row-major with 16-byte aligned rows. */
+  uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
+  if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 && sd % 16 == 0 &&
+      encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
+          CUDA_SUCCESS)
+    use_td = 1;
+  if (r != CUDA_SUCCESS) {
+    st = jk_cuda_fail(e, r, "cuTensorMapEncodeTiled");
+    goto done;
+  }
+  for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
+  kp[np++] = &work;
+  kp[np++] = &use_td;
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (st != JITK_OK) goto done;
+  unsigned int sms = (unsigned int)e->info.multiprocessors;
+  r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1, (unsigned int)k->smem,
+                            stream, kp, NULL);
+  jk_ctx_leave(e, saved);
+  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuLaunchKernel");
+done:
+  if (at != NULL) jk_temp_free(e, at, (jitk_stream)stream);
+  if (bt != NULL) jk_temp_free(e, bt, (jitk_stream)stream);
+  return st;
+}
+
+/* What execute and autotune both require: a plan, a device, the
+ * epilogue's operand count, and the matrices' pointers. */
+jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const void *a, const void *b,
+                                 const void *c, const void *d, const jitk_arg *extra,
+                                 size_t num_extra) {
+  if (JK_UNLIKELY(p == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: plan is NULL", who);
+  jitk_engine *e = p->engine;
+  jitk_status st = jk_require_device(e, who);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  if (JK_UNLIKELY(num_extra != p->params.count || (num_extra > 0 && extra == NULL)))
+    return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
+                   "matmul %s: the epilogue takes %zu operands, not %zu", p->name, p->params.count,
+                   num_extra);
+  if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (p->d.has_c && c == NULL)))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
+                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
+  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute", a, b, c, d, extra, num_extra);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  const jitk_matmul_desc *ds = &p->d;
+  if (ds->m == 0 || ds->n == 0) return JITK_OK;
+  mm_kernel *k = &p->main;
+  /* Tensor cores stage A and B in 16-byte chunks. */
+  if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
+    pthread_mutex_lock(&p->lock);
+    st =
+        p->fallback.entry != NULL ? JITK_OK : jk_mm_build(p, JK_MM_SIMT, k->spec.acc, &p->fallback);
+    pthread_mutex_unlock(&p->lock);
+    if (st != JITK_OK) return st;
+    k = &p->fallback;
+  }
+  return jk_mm_run_kernel(p, k, stream, a, b, c, d, extra, num_extra);
+}
+
+/* Packs the parameters of kernel k of plan p and launches it. */
+jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
+                             const void *b, const void *c, void *d, const jitk_arg *extra,
+                             size_t num_extra) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *ds = &p->d;
+  jitk_status st;
+  /* Parameters: pointers, sizes, leading dimensions, strides, tiles, then
+   * the epilogue's operands. */
+  _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2];
+  void *kp[24 + JK_MAX_EW_PARAMS];
+  int np = 0;
+  unsigned char *cur = store;
+  const void *cc = ds->has_c ? c : d;
+  long long v[11] = {ds->m,   ds->n,        ds->k,        ds->lda,      ds->ldb,     ds->ldc,
+                     ds->ldd, ds->stride_a, ds->stride_b, ds->stride_c, ds->stride_d};
+  JK_PUSH(kp, np, cur, a);
+  JK_PUSH(kp, np, cur, b);
+  JK_PUSH(kp, np, cur, cc);
+  JK_PUSH(kp, np, cur, d);
+  for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
+  unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
+               tn = (unsigned int)ceil_div(
+                   (uint64_t)ds->n, k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn : JK_MM_TILE);
+  JK_PUSH(kp, np, cur, tm);
+  JK_PUSH(kp, np, cur, tn);
+  for (size_t i = 0; i < num_extra; i++) {
+    const jk_param_decl *pd = &p->params.params[i];
+    jitk_dtype t = pd->placeholder >= 0 ? k->spec.acc : pd->dtype;
+    if (pd->raw) {
+      const jitk_arg *x = &extra[i];
+      const void *ptr = NULL;
+      if (x->kind == JITK_ARG_POINTER)
+        ptr = x->tensor ? (const char *)x->tensor->data + x->tensor->byte_offset : x->value.ptr;
+      if (ptr == NULL)
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                       "matmul %s: epilogue operand `%s` is an array: pass a device pointer "
+                       "(jitk_arg_ptr or jitk_arg_tensor_ptr)",
+                       p->name, pd->name);
+      JK_PUSH(kp, np, cur, ptr);
+    } else {
+      if (extra[i].kind != JITK_ARG_SCALAR)
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "matmul %s: epilogue operand `%s` is a scalar",
+                       p->name, pd->name);
+      st = jk_convert_scalar(e, &extra[i], t, cur, p->labels[i]);
+      if (st != JITK_OK) return st;
+      kp[np++] = cur;
+      cur += 16;
+    }
+  }
+  if (k->spec.kind == JK_MM_WGMMA)
+    return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
+  CUcontext saved;
+  st = jk_ctx_enter(e, &saved);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  CUresult r = e->drv.cuLaunchKernel(k->fn, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
+                                     (unsigned int)k->smem, (CUstream)stream, kp, NULL);
+  jk_ctx_leave(e, saved);
+  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
+  return JITK_OK;
+}
