@@ -230,3 +230,51 @@ void jk_params_free(jitk_engine *e, jk_param_list *l) {
   jk_free(e, l->placeholders);
   memset(l, 0, sizeof *l);
 }
+
+/* "T=float32, U=int8": each placeholder bound once, every one bound; the
+ * errors point at the bytes of `types`, labelled "types". */
+jitk_status jk_params_bind_types(jitk_engine *e, const jk_param_list *params, const char *types,
+                                 jitk_dtype *bound) {
+  for (size_t h = 0; h < params->num_placeholders; h++) bound[h] = JITK_DTYPE_NONE;
+  const char *p = types ? types : "";
+  while (*p) {
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    const char *eq = strchr(p, '=');
+    const char *end = p + strcspn(p, ",");
+    if (eq == NULL || eq > end)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types),
+                           (size_t)(end - p), "expected PLACEHOLDER=DTYPE");
+    size_t nl = (size_t)(eq - p);
+    while (nl > 0 && p[nl - 1] == ' ') nl--;
+    int found = -1;
+    for (size_t h = 0; h < params->num_placeholders; h++)
+      if (strlen(params->placeholders[h]) == nl && memcmp(params->placeholders[h], p, nl) == 0)
+        found = (int)h;
+    if (found < 0)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types), nl,
+                           "`%.*s` is not a placeholder of this kernel", (int)nl, p);
+    const char *t = eq + 1;
+    while (*t == ' ') t++;
+    size_t tl = (size_t)(end - t);
+    while (tl > 0 && t[tl - 1] == ' ') tl--;
+    jitk_dtype d = jk_dtype_lookup(t, tl);
+    if (d == JITK_DTYPE_NONE)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(t - types), tl ? tl : 1,
+                           "unknown dtype `%.*s`", (int)tl, t);
+    /* A second binding would silently win over the first: "T=float32,
+     * T=float64" is a mistake whichever was meant. */
+    if (bound[found] != JITK_DTYPE_NONE)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types), nl,
+                           "placeholder %s is bound twice (to %s, then %s)",
+                           params->placeholders[found], jk_dtype(bound[found])->name,
+                           jk_dtype(d)->name);
+    bound[found] = d;
+    p = end;
+  }
+  for (size_t h = 0; h < params->num_placeholders; h++)
+    if (bound[h] == JITK_DTYPE_NONE)
+      return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "placeholder %s has no type; bind it (%s=float32)",
+                     params->placeholders[h], params->placeholders[h]);
+  return JITK_OK;
+}

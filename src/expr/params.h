@@ -38,6 +38,13 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
                             jk_param_list *list);
 void jk_params_free(jitk_engine *e, jk_param_list *list);
 
+/* Binds the list's placeholders from "T=float32, U=int8" into bound[h]
+ * (one per placeholder): JITK_ERR_PARSE with a caret for a pair that is
+ * not PLACEHOLDER=DTYPE, an unknown placeholder or dtype, or a placeholder
+ * bound twice; JITK_ERR_ARGUMENT_TYPE when one is left unbound. */
+jitk_status jk_params_bind_types(jitk_engine *e, const jk_param_list *params, const char *types,
+                                 jitk_dtype *bound);
+
 /* Whether `s` (n bytes) is a C++ keyword or a C type word (`float`,
  * `unsigned`), which cannot name a parameter or a placeholder. */
 bool jk_is_reserved_word(const char *s, size_t n);

@@ -772,7 +772,7 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
                    "widest 16-byte access)",
                    vq);
   jitk_dtype bound[JK_MAX_EW_PARAMS];
-  jitk_status st = jk_gen_parse_types(&k->g, types, bound);
+  jitk_status st = jk_params_bind_types(k->g.engine, &k->g.params, types, bound);
   if (st == JITK_OK) st = jk_gen_check_names(&k->g, "scalars", layout->scalars);
   if (st != JITK_OK) return st;
   jk_ew_spec spec;

@@ -152,9 +152,6 @@ jitk_status jk_gen_push_other(const jk_gen *g, const jk_gen_args *a, const jitk_
  * templates/jitk/elementwise.cuh). */
 void jk_gen_magic(uint64_t d, bool wide, uint64_t *magic, unsigned *shift);
 
-/* "T=float16, U=int32" into the placeholders. */
-jitk_status jk_gen_parse_types(const jk_gen *g, const char *types, jitk_dtype *bound);
-
 /* Whether `name` is in the comma- or space-separated `list`. */
 bool jk_gen_listed(const char *list, const char *name);
 

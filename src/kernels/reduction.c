@@ -1131,7 +1131,7 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
                    "'i', 'o', 'm' or 'r', split 0..3 (0 for 'm')",
                    JITK_MAX_NDIM, JITK_MAX_NDIM);
   jitk_dtype bound[JK_MAX_EW_PARAMS];
-  jitk_status st = jk_gen_parse_types(&k->g, types, bound);
+  jitk_status st = jk_params_bind_types(k->g.engine, &k->g.params, types, bound);
   if (st != JITK_OK) return st;
   jk_red_spec spec;
   memset(&spec, 0, sizeof spec);

@@ -83,3 +83,29 @@ Test(params, messages_name_the_list) {
   cr_assert(strstr(jitk_errmsg(eng), "out_params:2:") != NULL, "%s", jitk_errmsg(eng));
   jk_params_free(eng, &l);
 }
+
+/* Binding placeholders from "T=float32, U=int8": spaces around either
+ * side, any order; each mistake gets its own message and caret, and
+ * leaves nothing half bound that the caller could use. */
+Test(params, bind_types) {
+  jk_param_list l;
+  memset(&l, 0, sizeof l);
+  JT_OK(eng, jk_params_parse(eng, "T x, U y, float32 a", "in_params", false, &l));
+  jitk_dtype bound[2];
+  JT_OK(eng, jk_params_bind_types(eng, &l, " U = int8 ,T=float32", bound));
+  cr_assert(bound[0] == JITK_FLOAT32 && bound[1] == JITK_INT8);
+  JT_FAILS(eng, JITK_ERR_PARSE, "expected PLACEHOLDER=DTYPE",
+           jk_params_bind_types(eng, &l, "T float32", bound));
+  JT_FAILS(eng, JITK_ERR_PARSE, "`V` is not a placeholder of this kernel",
+           jk_params_bind_types(eng, &l, "T=float32, V=int8", bound));
+  cr_assert_eq(jitk_error_offset(eng), 11);
+  JT_FAILS(eng, JITK_ERR_PARSE, "unknown dtype `float33`",
+           jk_params_bind_types(eng, &l, "T=float33, U=int8", bound));
+  JT_FAILS(eng, JITK_ERR_PARSE, "placeholder T is bound twice (to float32, then float64)",
+           jk_params_bind_types(eng, &l, "T=float32, U=int8, T=float64", bound));
+  JT_FAILS(eng, JITK_ERR_ARGUMENT_TYPE, "placeholder U has no type; bind it (U=float32)",
+           jk_params_bind_types(eng, &l, "T=float32", bound));
+  JT_FAILS(eng, JITK_ERR_ARGUMENT_TYPE, "placeholder T has no type",
+           jk_params_bind_types(eng, &l, NULL, bound));
+  jk_params_free(eng, &l);
+}
