@@ -9,42 +9,10 @@
 
 #include "base/base.h"
 #include "expr/params.h"
+#include "expr/scan.h"
 
 /* The most parameters an elementwise or reduction kernel takes. */
 #define JK_MAX_EW_PARAMS 64
-
-/* --- scanning users' code --- */
-
-/* Whether identifier `name` occurs in `code` as a token (outside comments,
- * string and character literals). */
-bool jk_code_uses(const char *code, const char *name);
-
-/*
- * Whether the first thing `code` does to `name` is a plain assignment at
- * the top level (`name = ...;` as a whole statement, outside any if, loop
- * or block, whose right-hand side does not mention `name`): then its old
- * value is never seen, and a kernel need not load it. Anything else
- * (`name += x`, `name = name * 2`, `if (c) name = x;`, a read) is false.
- */
-bool jk_code_assigns_first(const char *code, const char *name);
-
-/*
- * Where `code` has a line directive (`#line N "file"`, or its short form
- * `# N "file"`), as a byte offset, with the directive's length in
- * *length; -1 when it has none. Comments, literals (raw ones too) and the
- * `#` operator inside a macro body are not directives.
- */
-long jk_code_line_directive(const char *code, size_t *length);
-
-/*
- * Refuses user code that could renumber its own lines. Each section of a
- * user's code sits under a `#line 1 "section"` of jitk's, and compiler
- * messages are mapped back to the user's text by those names; a directive
- * of the user's would make messages cite another section, or text that
- * does not exist, as if jitk had written it. JITK_ERR_PARSE with a caret
- * under the directive; JITK_OK for NULL.
- */
-jitk_status jk_cg_check_user_code(jitk_engine *e, const char *label, const char *code);
 
 /* --- elementwise kernels --- */
 
@@ -119,10 +87,6 @@ typedef struct jk_ew_source_in {
  * under #line directives naming `operation`, `preamble`, `loop_prep` and
  * `after_loop`, so NVRTC's messages cite the user's own lines. */
 jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **source);
-
-/* Whether text put right after the first `len` bytes of `code` would fall
- * in a comment, a literal, a preprocessor line or a backslash splice. */
-bool jk_code_tail_open(const char *code, size_t len);
 
 /* Shared by the generators. A user's code under `#line 1 "label"`, then
  * `close` (the generated text that completes it: ";", ")", "));"), on the

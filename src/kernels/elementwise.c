@@ -69,7 +69,7 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
   const char *code[] = {operation, opts ? opts->preamble : NULL, opts ? opts->loop_prep : NULL,
                         opts ? opts->after_loop : NULL};
   for (int i = 0; i < 4; i++) {
-    jitk_status bad = jk_cg_check_user_code(e, sections[i], code[i]);
+    jitk_status bad = jk_code_check_directives(e, sections[i], code[i]);
     if (bad != JITK_OK) return bad;
   }
   jitk_elementwise *k = jk_calloc(e, 1, sizeof *k);

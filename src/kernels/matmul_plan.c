@@ -127,8 +127,8 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s is %g; it must be a finite number",
                    !isfinite(d->alpha) ? "alpha" : "beta",
                    !isfinite(d->alpha) ? d->alpha : d->beta);
-  jitk_status st = jk_cg_check_user_code(e, "epilogue", d->epilogue);
-  if (st == JITK_OK) st = jk_cg_check_user_code(e, "preamble", d->preamble);
+  jitk_status st = jk_code_check_directives(e, "epilogue", d->epilogue);
+  if (st == JITK_OK) st = jk_code_check_directives(e, "preamble", d->preamble);
   if (st != JITK_OK) return st;
   jitk_dtype in = d->a_dtype;
   switch (d->compute) {

@@ -117,7 +117,7 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   const char *code[] = {map_expr, reduce_expr, post_map_expr,
                         identity, reduce_type, opts ? opts->preamble : NULL};
   for (int i = 0; i < 6; i++) {
-    jitk_status bad = jk_cg_check_user_code(e, sections[i], code[i]);
+    jitk_status bad = jk_code_check_directives(e, sections[i], code[i]);
     if (bad != JITK_OK) return bad;
   }
   jitk_reduction *k = jk_calloc(e, 1, sizeof *k);

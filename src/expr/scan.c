@@ -7,7 +7,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "codegen/codegen.h"
+#include "expr/scan.h"
 
 typedef enum { T_END, T_IDENT, T_PUNCT, T_OTHER } tok_kind;
 
@@ -288,7 +288,7 @@ bool jk_code_tail_open(const char *code, size_t len) {
   return w.open;
 }
 
-jitk_status jk_cg_check_user_code(jitk_engine *e, const char *label, const char *code) {
+jitk_status jk_code_check_directives(jitk_engine *e, const char *label, const char *code) {
   size_t len = 0;
   long at = jk_code_line_directive(code, &len);
   if (at < 0) return JITK_OK;

@@ -1,0 +1,49 @@
+/*
+ * Scanning users' C++ code without compiling it (scan.c): which names it
+ * uses or assigns first, where it has a line directive, whether its end
+ * is open (inside a comment, a literal or a splice).
+ */
+#ifndef JITK_SRC_EXPR_SCAN_H
+#define JITK_SRC_EXPR_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/base.h"
+
+/* Whether identifier `name` occurs in `code` as a token (outside comments,
+ * string and character literals). */
+bool jk_code_uses(const char *code, const char *name);
+
+/*
+ * Whether the first thing `code` does to `name` is a plain assignment at
+ * the top level (`name = ...;` as a whole statement, outside any if, loop
+ * or block, whose right-hand side does not mention `name`): then its old
+ * value is never seen, and a kernel need not load it. Anything else
+ * (`name += x`, `name = name * 2`, `if (c) name = x;`, a read) is false.
+ */
+bool jk_code_assigns_first(const char *code, const char *name);
+
+/*
+ * Where `code` has a line directive (`#line N "file"`, or its short form
+ * `# N "file"`), as a byte offset, with the directive's length in
+ * *length; -1 when it has none. Comments, literals (raw ones too) and the
+ * `#` operator inside a macro body are not directives.
+ */
+long jk_code_line_directive(const char *code, size_t *length);
+
+/*
+ * Refuses user code that could renumber its own lines. Each section of a
+ * user's code sits under a `#line 1 "section"` of jitk's, and compiler
+ * messages are mapped back to the user's text by those names; a directive
+ * of the user's would make messages cite another section, or text that
+ * does not exist, as if jitk had written it. JITK_ERR_PARSE with a caret
+ * under the directive; JITK_OK for NULL.
+ */
+jitk_status jk_code_check_directives(jitk_engine *e, const char *label, const char *code);
+
+/* Whether text put right after the first `len` bytes of `code` would fall
+ * in a comment, a literal, a preprocessor line or a backslash splice. */
+bool jk_code_tail_open(const char *code, size_t len);
+
+#endif
