@@ -11,6 +11,49 @@
 #include "codegen/codegen.h"
 #include "common.h"
 
+/* "T x" into "float32 y": the parameters the generator tests below give
+ * jk_red_generate directly. */
+static void sum_params(jitk_engine *e, jk_param_list *pl) {
+  memset(pl, 0, sizeof *pl);
+  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, pl));
+  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, pl));
+}
+
+/* The spec of those parameters with x of dtype `dt`, summed in float32
+ * with `strategy`: one kept and one reduced dimension, groups of a warp,
+ * no vectors; each test sets the rest. */
+static jk_red_spec sum_spec(jitk_dtype dt, char strategy) {
+  jk_red_spec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.nparams = 2;
+  spec.dtype[0] = (unsigned char)dt;
+  spec.dtype[1] = JITK_FLOAT32;
+  spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
+  spec.reduce_dtype = JITK_FLOAT32;
+  spec.nk = 1;
+  spec.nr = 1;
+  spec.strategy = (unsigned char)strategy;
+  spec.group = 32;
+  spec.vec = 1;
+  spec.ovec = 1;
+  return spec;
+}
+
+/* Compiles a generated source (which it frees): `kernels` entry points,
+ * none spilling. */
+static void compile_clean(jitk_engine *e, char *src, size_t kernels, const char *what, size_t c) {
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, NULL, &m));
+  const jitk_kernel_resources *res;
+  size_t n;
+  JT_OK(e, jitk_module_resources(m, &res, &n));
+  cr_assert_eq(n, kernels, "%s case %zu: %zu kernels", what, c, n);
+  for (size_t r = 0; r < n; r++)
+    cr_assert_eq(res[r].spill_stores, 0, "%s case %zu spills", what, c);
+  jitk_module_destroy(m);
+  jk_free(e, src);
+}
+
 Test(reduction_gen, every_dtype_and_layout_compiles) {
   jitk_engine *e = jt_compile_engine("sm_90");
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
@@ -241,22 +284,10 @@ Test(reduction_gen, line_directives_are_refused) {
 Test(reduction_gen, outputs_in_vectors_compile) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_param_list pl;
-  memset(&pl, 0, sizeof pl);
-  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &pl));
-  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, &pl));
+  sum_params(e, &pl);
   for (int c = 0; c < 4; c++) {
-    jk_red_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.nparams = 2;
-    spec.dtype[0] = (unsigned char)(c < 3 ? JITK_FLOAT16 : JITK_INT8);
-    spec.dtype[1] = JITK_FLOAT32;
-    spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
-    spec.reduce_dtype = JITK_FLOAT32;
+    jk_red_spec spec = sum_spec(c < 3 ? JITK_FLOAT16 : JITK_INT8, 'o');
     spec.nk = (unsigned char)(c == 2 ? 2 : 1);
-    spec.nr = 1;
-    spec.strategy = 'o';
-    spec.group = 32;
-    spec.vec = 1;
     spec.ovec = (unsigned char)(c < 3 ? 2 : 4);
     spec.has_identity = c != 1;
     spec.final_group = (unsigned short)(c == 2 ? 32 : 0);
@@ -266,14 +297,7 @@ Test(reduction_gen, outputs_in_vectors_compile) {
     char want[64];
     snprintf(want, sizeof want, "jitk::ew::vec<T, %d>", spec.ovec);
     cr_assert(strstr(src, want) != NULL && strstr(src, "_jk_accs[") != NULL, "%s", src);
-    jitk_module *m = NULL;
-    JT_OK(e, jitk_module_create(e, src, NULL, &m));
-    const jitk_kernel_resources *res;
-    size_t n;
-    JT_OK(e, jitk_module_resources(m, &res, &n));
-    for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %d spills", c);
-    jitk_module_destroy(m);
-    jk_free(e, src);
+    compile_clean(e, src, 1, "columns of vectors", (size_t)c);
   }
   jk_params_free(e, &pl);
   jitk_engine_destroy(e);
@@ -291,9 +315,7 @@ Test(reduction_gen, outputs_in_vectors_compile) {
 Test(reduction_gen, whole_rows_compile) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_param_list pl;
-  memset(&pl, 0, sizeof pl);
-  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &pl));
-  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, &pl));
+  sum_params(e, &pl);
   const struct {
     jitk_dtype dt;
     int C, B, V, nk, nr, idx64, split, identity;
@@ -308,18 +330,10 @@ Test(reduction_gen, whole_rows_compile) {
       {JITK_INT8, 16, 1, 4, 2, 1, 0, 32, 1, "(float)x", "16u"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    jk_red_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.nparams = 2;
-    spec.dtype[0] = (unsigned char)cases[c].dt;
-    spec.dtype[1] = JITK_FLOAT32;
-    spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
-    spec.reduce_dtype = JITK_FLOAT32;
+    jk_red_spec spec = sum_spec(cases[c].dt, 'r');
     spec.nk = (unsigned char)cases[c].nk;
     spec.nr = (unsigned char)cases[c].nr;
     spec.idx64 = (unsigned char)cases[c].idx64;
-    spec.strategy = 'r';
-    spec.group = 32;
     spec.vec = (unsigned char)cases[c].V;
     spec.rcols = (unsigned short)cases[c].C;
     spec.rrun = (unsigned short)cases[c].B;
@@ -340,17 +354,9 @@ Test(reduction_gen, whole_rows_compile) {
                (int)strcspn(comma + 3, ")"), comma + 3);
     }
     cr_assert_str_eq(seen, cases[c].xors, "case %zu shuffles over %s", c, seen);
-    jitk_module *m = NULL;
-    JT_OK(e, jitk_module_create(e, src, NULL, &m));
-    const jitk_kernel_resources *res;
-    size_t n;
-    JT_OK(e, jitk_module_resources(m, &res, &n));
-    cr_assert_eq(n, 1u, "case %zu: one kernel", c);
     cr_assert_eq(strstr(src, "atomicInc(_jk_tk") != NULL, cases[c].split != 0,
                  "case %zu: the combine when split", c);
-    for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %zu spills", c);
-    jitk_module_destroy(m);
-    jk_free(e, src);
+    compile_clean(e, src, 1, "row segments", c);
   }
   jk_params_free(e, &pl);
   jitk_engine_destroy(e);
@@ -364,9 +370,7 @@ Test(reduction_gen, whole_rows_compile) {
 Test(reduction_gen, second_pass_compiles) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_param_list pl;
-  memset(&pl, 0, sizeof pl);
-  JT_OK(e, jk_params_parse(e, "T x", "in_params", false, &pl));
-  JT_OK(e, jk_params_parse(e, "float32 y", "out_params", true, &pl));
+  sum_params(e, &pl);
   const struct {
     jitk_dtype dt;
     char strategy;
@@ -381,16 +385,7 @@ Test(reduction_gen, second_pass_compiles) {
       {JITK_FLOAT32, 'r', 32, 4, 0, 0, 8, 1, NULL},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    jk_red_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.nparams = 2;
-    spec.dtype[0] = (unsigned char)cases[c].dt;
-    spec.dtype[1] = JITK_FLOAT32;
-    spec.kind[0] = spec.kind[1] = JK_EW_ARRAY;
-    spec.reduce_dtype = JITK_FLOAT32;
-    spec.nk = 1;
-    spec.nr = 1;
-    spec.strategy = (unsigned char)cases[c].strategy;
+    jk_red_spec spec = sum_spec(cases[c].dt, cases[c].strategy);
     spec.group = (unsigned short)cases[c].group;
     spec.vec = (unsigned char)cases[c].vec;
     spec.ocols = (unsigned char)cases[c].ocols;
@@ -411,15 +406,7 @@ Test(reduction_gen, second_pass_compiles) {
     else
       cr_assert(strstr(fin, "warp_reduce") == NULL && strstr(fin, "block_reduce") == NULL,
                 "case %zu: a thread an output", c);
-    jitk_module *m = NULL;
-    JT_OK(e, jitk_module_create(e, src, NULL, &m));
-    const jitk_kernel_resources *res;
-    size_t n;
-    JT_OK(e, jitk_module_resources(m, &res, &n));
-    cr_assert_eq(n, 2u, "case %zu: two kernels", c);
-    for (size_t r = 0; r < n; r++) cr_assert_eq(res[r].spill_stores, 0, "case %zu spills", c);
-    jitk_module_destroy(m);
-    jk_free(e, src);
+    compile_clean(e, src, 2, "second pass", c);
   }
   jk_params_free(e, &pl);
   jitk_engine_destroy(e);
