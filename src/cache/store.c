@@ -263,6 +263,32 @@ static int ensure_tables(jitk_engine *e) {
   return rc;
 }
 
+/* Whether a file with jitk's marks has the tables every version of the
+ * format has, with their columns. Preparing a statement reads the schema
+ * and writes nothing, so a file that only looks like a cache (another
+ * program's, or one damaged before its tables were made) is found out
+ * before ensure_tables or the journal mode could change it. Returns
+ * SQLITE_OK with *whole set, or the error that stopped the reading. */
+static int core_tables(jitk_engine *e, bool *whole) {
+  static const char *const probes[] = {
+      "SELECT id, key, kind, bytes, created, last_used, compile_ms, target, label, checksum, "
+      "material, names, log, image FROM entries LIMIT 0",
+      "SELECT id, name, value FROM stats LIMIT 0"};
+  *whole = true;
+  for (size_t i = 0; i < 2 && *whole; i++) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(e->cache.db, probes[i], -1, &q, NULL);
+    sqlite3_finalize(q);
+    /* A missing table or column is SQLITE_ERROR; anything else (a
+     * damaged schema page, a lock held too long) is a failure to read. */
+    if ((rc & 0xff) == SQLITE_ERROR)
+      *whole = false;
+    else if (rc != SQLITE_OK)
+      return rc;
+  }
+  return SQLITE_OK;
+}
+
 /* Ends a use of the lookup statement: its read transaction too. */
 static void release_lookup(sqlite3_stmt *q) {
   sqlite3_reset(q);
@@ -420,7 +446,14 @@ static jitk_status store_open(jitk_engine *e) {
       return JITK_ERR_CACHE;
     }
     format = read_format(e, &rc);
-  } else if (rc == SQLITE_OK && !read_only && c->network_fs && format == JK_CACHE_FORMAT) {
+  }
+  /* Marks without the tables (-3) are not a cache either: nothing below
+   * writes to such a file. */
+  bool whole = true;
+  if (rc == SQLITE_OK && format == JK_CACHE_FORMAT && (rc = core_tables(e, &whole)) == SQLITE_OK &&
+      !whole)
+    format = -3;
+  if (rc == SQLITE_OK && !read_only && c->network_fs && format == JK_CACHE_FORMAT) {
     /* A database made elsewhere in WAL mode, now seen over the network. */
     rc = exec_busy(e, "PRAGMA journal_mode=DELETE");
   }
@@ -434,6 +467,9 @@ static jitk_status store_open(jitk_engine *e) {
       if (format == -2)
         snprintf(why, sizeof why,
                  "the file is another program's SQLite database; it is left as it is");
+      else if (format == -3)
+        snprintf(why, sizeof why,
+                 "the file carries jitk's marks but not the cache's tables; it is left as it is");
       else if (format == -1)
         snprintf(why, sizeof why, "the database is empty (read-only: nothing is set up)");
       else
