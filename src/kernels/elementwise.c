@@ -23,6 +23,7 @@
 #include "driver/image.h"
 #include "kernels/gen.h"
 #include "kernels/kernels.h"
+#include "launch/launch.h"
 
 #define JK_EW_GENERATOR "elementwise/1"
 #define JK_EW_LABEL 80
@@ -322,14 +323,7 @@ static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *
   /* The driver reads as many parameters as the kernel has; the NULL after
    * them tells a stand-in driver where they end. */
   kp[np] = NULL;
-  CUcontext saved;
-  jitk_status st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r = e->drv.cuLaunchKernel(v->fn[0], (unsigned)blocks, 1, 1, block, 1, 1, 0,
-                                     (CUstream)stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
-  return JITK_OK;
+  return jk_launch_fn(e, stream, v->fn[0], k->g.name, (unsigned)blocks, 1, 1, block, 1, 1, 0, kp);
 }
 
 /* What a launch and jitk_elementwise_outputs share: the arguments

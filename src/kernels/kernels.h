@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "expr/signature.h"
+#include "launch/launch.h"
 
 /* One declared parameter of a kernel signature. */
 
@@ -16,21 +17,8 @@ struct jitk_kernel {
   jitk_engine *engine;
   jitk_module *module;
   jitk_kernel *next; /* the module's list */
-  CUfunction fn;
-  char *name;   /* as asked for */
-  char *symbol; /* the lowered name */
-
-  /* From cuFuncGetParamInfo; num_params is -1 when the driver is older
-   * than 12.4 and cannot tell. */
-  int num_params;
-  uint32_t *param_sizes;
-
-  jk_param *signature; /* NULL until jitk_kernel_set_signature */
-  int num_signature;
-
-  int max_threads;
-  size_t static_shared;
-  size_t max_dynamic_shared; /* the current limit */
+  char *symbol;      /* the lowered name */
+  jk_fn_facts f;     /* the function, its name and what launches check */
 };
 
 /* A user's handle on a cache entry. The fields below `entry` point into

@@ -55,15 +55,9 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
   if (st != JITK_OK) return st;
   long long args[4] = {(long long)R, (long long)C, (long long)ld, (long long)sx};
   void *kp[6] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3]};
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) return st;
-  CUresult r =
-      e->drv.cuLaunchKernel(k->tr, (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
-                            (unsigned int)nb, 32, 8, 1, 0, stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuLaunchKernel (transpose)");
-  return JITK_OK;
+  return jk_launch_fn(e, (jitk_stream)stream, k->tr, "the tf32 operand transpose",
+                      (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
+                      (unsigned int)nb, 32, 8, 1, 0, kp);
 }
 
 /* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
@@ -132,14 +126,9 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
   kp[np++] = &work;
   kp[np++] = &use_td;
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (st != JITK_OK) goto done;
   unsigned int sms = (unsigned int)e->info.multiprocessors;
-  r = e->drv.cuLaunchKernel(k->fn, work < sms ? work : sms, 1, 1, 384, 1, 1, (unsigned int)k->smem,
-                            stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuLaunchKernel");
+  st = jk_launch_fn(e, (jitk_stream)stream, k->fn, p->name, work < sms ? work : sms, 1, 1, 384, 1,
+                    1, (unsigned int)k->smem, kp);
 done:
   if (at != NULL) jk_temp_free(e, at, (jitk_stream)stream);
   if (bt != NULL) jk_temp_free(e, bt, (jitk_stream)stream);
@@ -236,12 +225,6 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, c
   }
   if (k->spec.kind == JK_MM_WGMMA)
     return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r = e->drv.cuLaunchKernel(k->fn, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
-                                     (unsigned int)k->smem, (CUstream)stream, kp, NULL);
-  jk_ctx_leave(e, saved);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS)) return jk_cuda_fail(e, r, "cuLaunchKernel");
-  return JITK_OK;
+  return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
+                      (unsigned int)k->smem, kp);
 }

@@ -21,10 +21,8 @@ static void module_free(jitk_module *m) {
   jitk_kernel *k = m->kernels;
   while (k != NULL) {
     jitk_kernel *next = k->next;
-    jk_free(e, k->name);
+    jk_fn_facts_free(e, &k->f);
     jk_free(e, k->symbol);
-    jk_free(e, k->param_sizes);
-    jk_free(e, k->signature);
     jk_free(e, k);
     k = next;
   }

@@ -27,6 +27,7 @@
 #include "codegen/codegen.h"
 #include "kernels/gen.h"
 #include "kernels/kernels.h"
+#include "launch/launch.h"
 #include "kernels/reduction.h"
 
 #define JK_RED_GENERATOR "reduction/1"
@@ -959,29 +960,27 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   }
   JK_PUSH(kp, np, cur, work);
   JK_PUSH(kp, np, cur, tick);
-  CUcontext saved;
-  jitk_status st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) {
-    if (work != NULL) jk_temp_free(e, work, stream);
-    return st;
-  }
-  CUresult r = CUDA_SUCCESS;
+  /* The tickets' clearing, the kernel, and the second pass's kernel. */
+  jk_launch_op ops[3];
+  int n = 0;
   if (tick != NULL)
-    r = e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)tick, 0, tick_bytes, (CUstream)stream);
-  if (r == CUDA_SUCCESS)
-    r = e->drv.cuLaunchKernel(v->fn[0], gx, gy, 1, JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp,
-                              NULL);
-  if (r == CUDA_SUCCESS && pass) {
+    ops[n++] = (jk_launch_op){.name = k->g.name, .clear = tick, .clear_bytes = tick_bytes};
+  ops[n++] = (jk_launch_op){.fn = v->fn[0],
+                            .name = k->g.name,
+                            .grid = {gx, gy, 1},
+                            .block = {JK_RED_BLOCK, 1, 1},
+                            .params = kp};
+  if (pass) {
     uint64_t b = ceil_div((uint64_t)pl->K, JK_RED_BLOCK / s->final_group);
-    r = e->drv.cuLaunchKernel(v->fn[1], (unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b), 1, 1,
-                              JK_RED_BLOCK, 1, 1, 0, (CUstream)stream, kp, NULL);
+    ops[n++] = (jk_launch_op){.fn = v->fn[1],
+                              .name = k->g.name,
+                              .grid = {(unsigned)(b > 0x7fffffffu ? 0x7fffffffu : b), 1, 1},
+                              .block = {JK_RED_BLOCK, 1, 1},
+                              .params = kp};
   }
-  jk_ctx_leave(e, saved);
+  jitk_status st = jk_launch_ops(e, stream, ops, n);
   if (work != NULL) jk_temp_free(e, work, stream);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS))
-    return jk_cuda_fail(e, r,
-                        tick != NULL ? "cuMemsetD8Async or cuLaunchKernel" : "cuLaunchKernel");
-  return JITK_OK;
+  return st;
 }
 
 jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,

@@ -1,22 +1,22 @@
 /*
- * Launching: argument checks and packing, then cuLaunchKernel (or, for a
- * cooperative launch, cuLaunchKernelEx with the cooperative attribute).
+ * Launching (launch.h): the steps of every kind's launches, and the
+ * argument checks and packing of raw kernels' jitk_arg lists.
  *
  * This is the hot path. It allocates nothing for ordinary launches (the
  * argument pointers and descriptors live on the stack), takes no lock and
  * touches the driver twice: cuCtxGetCurrent and cuLaunchKernel. Every
- * check is a comparison against facts read once when the kernel was
- * created, and the error branches are marked unlikely. Both public entry
- * points go through the same checks and packing; a cooperative launch
- * adds one occupancy query, which depends on the block and shared memory
- * it is given.
+ * check is a comparison against facts read once when the function was
+ * loaded, and the error branches are marked unlikely. A cooperative
+ * launch adds one occupancy query, which depends on the block and shared
+ * memory it is given.
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "array/array.h"
-#include "kernels/kernels.h"
+#include "driver/image.h"
+#include "launch/launch.h"
 
 /* Arguments beyond this many take a heap path; real kernels have far
  * fewer. */
@@ -44,8 +44,8 @@ static void describe_arg(const jitk_arg *a, jitk_dtype dtype, int ndim, size_t s
     snprintf(out, n, "a %s %s (%zu bytes)", dn, kind_name(a->kind), size);
 }
 
-static jitk_status check_signature(const jitk_kernel *k, int i, const jitk_arg *a, jitk_dtype dtype,
-                                   int ndim) {
+static jitk_status check_signature(jitk_engine *e, const jk_fn_facts *k, int i, const jitk_arg *a,
+                                   jitk_dtype dtype, int ndim) {
   const jk_param *p = &k->signature[i];
   bool ok = p->kind == a->kind;
   if (ok && p->kind == JITK_ARG_ARRAY)
@@ -61,14 +61,13 @@ static jitk_status check_signature(const jitk_kernel *k, int i, const jitk_arg *
   /* Drop the " (0 bytes)" the size-less description carries. */
   char *paren = strstr(got, " (");
   if (paren) *paren = '\0';
-  return jk_fail(k->engine, JITK_ERR_ARGUMENT_TYPE,
+  return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                  "kernel %s, argument %d: got %s, but its signature says %s", k->name, i, got,
                  want);
 }
 
-static jitk_status check_config(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                                size_t shared) {
-  const jitk_engine *e = k->engine;
+static jitk_status check_config(const jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid,
+                                jitk_dim3 block, size_t shared) {
   const jitk_device_info *d = &e->info;
   unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   for (int i = 0; i < 3; i++) {
@@ -103,8 +102,8 @@ static jitk_status check_config(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 
 }
 
 /* Where a pointer argument's value comes from, and its element type. */
-static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a, void **value,
-                                 jitk_dtype *dtype) {
+static jitk_status pointer_value(jitk_engine *e, const jk_fn_facts *k, int i, const jitk_arg *a,
+                                 void **value, jitk_dtype *dtype) {
   if (a->tensor == NULL) {
     *value = a->value.ptr;
     *dtype = a->dtype;
@@ -116,7 +115,7 @@ static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a,
     char what[64];
     snprintf(what, sizeof what, "kernel %s, argument %d", k->name, i);
     jk_view v;
-    return jk_view_from_tensor(k->engine, t, what, &v);
+    return jk_view_from_tensor(e, t, what, &v);
   }
   *value = (char *)t->data + t->byte_offset;
   *dtype = jk_dtype_from_dl(t->dtype);
@@ -124,12 +123,12 @@ static jitk_status pointer_value(const jitk_kernel *k, int i, const jitk_arg *a,
 }
 
 /* Writes a jitk::array<T, N> (pointer, shape[N], strides[N]) at `dst`. */
-static jitk_status pack_array(const jitk_kernel *k, int i, const jitk_arg *a, unsigned char *dst,
-                              jitk_dtype *dtype, int *ndim) {
+static jitk_status pack_array(jitk_engine *e, const jk_fn_facts *k, int i, const jitk_arg *a,
+                              unsigned char *dst, jitk_dtype *dtype, int *ndim) {
   char what[64];
   snprintf(what, sizeof what, "kernel %s, argument %d", k->name, i);
   jk_view v;
-  jitk_status st = jk_view_from_tensor(k->engine, a->tensor, what, &v);
+  jitk_status st = jk_view_from_tensor(e, a->tensor, what, &v);
   if (st != JITK_OK) return st;
   void *p = v.data;
   memcpy(dst, &p, sizeof p);
@@ -143,53 +142,98 @@ static jitk_status pack_array(const jitk_kernel *k, int i, const jitk_arg *a, un
 /* A cooperative grid runs all its blocks at once, which only works when
  * they all fit; the driver would refuse a larger one with a bare
  * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. With the context current. */
-static jitk_status check_coresident(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                                    size_t shared) {
-  const jitk_engine *e = k->engine;
+static jitk_status check_coresident(jitk_engine *e, const jk_launch_op *op) {
   int per_sm = 0;
-  int threads = (int)(block.x * block.y * block.z); /* at most max_threads: checked */
-  CUresult r = e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, threads, shared);
+  int threads = (int)(op->block[0] * op->block[1] * op->block[2]);
+  CUresult r =
+      e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, op->fn, threads, op->shared);
   if (JK_UNLIKELY(r != CUDA_SUCCESS))
     return jk_cuda_fail(e, r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-  unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+  unsigned long long blocks = (unsigned long long)op->grid[0] * op->grid[1] * op->grid[2];
   unsigned long long fit = (unsigned long long)per_sm * (unsigned long long)e->info.multiprocessors;
   if (JK_UNLIKELY(blocks > fit))
     return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
                    "kernel %s: a cooperative launch needs all %llu blocks of its grid (%u, %u, %u) "
                    "resident at once, but at most %llu fit on device %d: %d per multiprocessor "
-                   "with blocks of %d threads and %zu bytes of dynamic shared memory, times %d "
+                   "with blocks of %d threads and %u bytes of dynamic shared memory, times %d "
                    "multiprocessors",
-                   k->name, blocks, grid.x, grid.y, grid.z, fit, e->ordinal, per_sm, threads,
-                   shared, e->info.multiprocessors);
+                   op->name, blocks, op->grid[0], op->grid[1], op->grid[2], fit, e->ordinal, per_sm,
+                   threads, op->shared, e->info.multiprocessors);
   return JITK_OK;
 }
 
-static CUresult launch_cooperative(const jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block,
-                                   size_t shared, jitk_stream stream, void **params) {
+static CUresult launch_cooperative(jitk_engine *e, CUstream stream, const jk_launch_op *op) {
   CUlaunchAttribute attr;
   memset(&attr, 0, sizeof attr);
   attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
   attr.value.cooperative = 1;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = grid.x;
-  cfg.gridDimY = grid.y;
-  cfg.gridDimZ = grid.z;
-  cfg.blockDimX = block.x;
-  cfg.blockDimY = block.y;
-  cfg.blockDimZ = block.z;
-  cfg.sharedMemBytes = (unsigned)shared;
-  cfg.hStream = (CUstream)stream;
+  cfg.gridDimX = op->grid[0];
+  cfg.gridDimY = op->grid[1];
+  cfg.gridDimZ = op->grid[2];
+  cfg.blockDimX = op->block[0];
+  cfg.blockDimY = op->block[1];
+  cfg.blockDimZ = op->block[2];
+  cfg.sharedMemBytes = op->shared;
+  cfg.hStream = stream;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  return k->engine->drv.cuLaunchKernelEx(&cfg, k->fn, params, NULL);
+  return e->drv.cuLaunchKernelEx(&cfg, op->fn, op->params, NULL);
 }
 
-static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
-                                  jitk_stream stream, const jitk_arg *args, int n, void **params,
-                                  void **values, unsigned char *desc, size_t desc_cap,
-                                  bool cooperative) {
-  jitk_engine *e = k->engine;
+/* The report of a step the driver refused: a configuration it rejects is
+ * the caller's to fix, so it is named whole. */
+static jitk_status refused(jitk_engine *e, const jk_launch_op *op, const char *call, CUresult r) {
+  if (op->fn == NULL) return jk_cuda_fail(e, r, call);
+  if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
+      r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                   "%s refused kernel %s with grid (%u, %u, %u), block (%u, %u, %u), %u bytes of "
+                   "shared memory%s: error %d",
+                   call, op->name, op->grid[0], op->grid[1], op->grid[2], op->block[0],
+                   op->block[1], op->block[2], op->shared, op->cooperative ? ", cooperative" : "",
+                   (int)r);
+  return jk_cuda_fail(e, r, call);
+}
+
+jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op *ops, int n) {
+  for (int i = 0; i < n; i++)
+    if (JK_UNLIKELY(ops[i].cooperative && e->drv.cuLaunchKernelEx == NULL))
+      return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                     "kernel %s: a cooperative launch needs cuLaunchKernelEx, which this CUDA "
+                     "driver lacks; update the NVIDIA driver",
+                     ops[i].name);
+  CUcontext saved;
+  jitk_status st = jk_ctx_enter(e, &saved);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  CUstream s = (CUstream)stream;
+  for (int i = 0; i < n && st == JITK_OK; i++) {
+    const jk_launch_op *op = &ops[i];
+    CUresult r;
+    const char *call = "cuLaunchKernel";
+    if (op->fn == NULL) {
+      call = "cuMemsetD8Async";
+      r = e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)op->clear, 0, op->clear_bytes, s);
+    } else if (JK_LIKELY(!op->cooperative)) {
+      r = e->drv.cuLaunchKernel(op->fn, op->grid[0], op->grid[1], op->grid[2], op->block[0],
+                                op->block[1], op->block[2], op->shared, s, op->params, NULL);
+    } else {
+      call = "cuLaunchKernelEx";
+      st = check_coresident(e, op);
+      if (st != JITK_OK) break;
+      r = launch_cooperative(e, s, op);
+    }
+    if (JK_UNLIKELY(r != CUDA_SUCCESS)) st = refused(e, op, call, r);
+  }
+  jk_ctx_leave(e, saved);
+  return st;
+}
+
+static jitk_status launch_checked(jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid,
+                                  jitk_dim3 block, size_t shared, jitk_stream stream,
+                                  const jitk_arg *args, int n, void **params, void **values,
+                                  unsigned char *desc, size_t desc_cap, bool cooperative) {
   size_t desc_used = 0;
   for (int i = 0; i < n; i++) {
     const jitk_arg *a = &args[i];
@@ -207,7 +251,7 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
         break;
       }
       case JITK_ARG_POINTER: {
-        jitk_status st = pointer_value(k, i, a, &values[i], &dtype);
+        jitk_status st = pointer_value(e, k, i, a, &values[i], &dtype);
         if (JK_UNLIKELY(st != JITK_OK)) return st;
         size = sizeof(void *);
         params[i] = &values[i];
@@ -220,7 +264,7 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
         size = 8 + 16 * (size_t)(a->tensor->ndim > 0 ? a->tensor->ndim : 0);
         if (JK_UNLIKELY(desc_used + size > desc_cap))
           return jk_fail(e, JITK_ERR_INTERNAL, "descriptor storage exhausted");
-        jitk_status st = pack_array(k, i, a, desc + desc_used, &dtype, &ndim);
+        jitk_status st = pack_array(e, k, i, a, desc + desc_used, &dtype, &ndim);
         if (JK_UNLIKELY(st != JITK_OK)) return st;
         params[i] = desc + desc_used;
         desc_used += size;
@@ -240,58 +284,29 @@ static jitk_status launch_checked(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
                      k->name, i, got, i, (unsigned)k->param_sizes[i]);
     }
     if (k->signature != NULL) {
-      jitk_status st = check_signature(k, i, a, dtype, ndim);
+      jitk_status st = check_signature(e, k, i, a, dtype, ndim);
       if (JK_UNLIKELY(st != JITK_OK)) return st;
     }
   }
-  jitk_status st = check_config(k, grid, block, shared);
+  jitk_status st = check_config(e, k, grid, block, shared);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-
-  if (JK_UNLIKELY(cooperative && e->drv.cuLaunchKernelEx == NULL))
-    return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                   "kernel %s: a cooperative launch needs cuLaunchKernelEx, which this CUDA "
-                   "driver lacks; update the NVIDIA driver",
-                   k->name);
-
-  CUcontext saved;
-  st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  CUresult r;
-  const char *call = "cuLaunchKernel";
-  if (JK_LIKELY(!cooperative)) {
-    r = e->drv.cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                              (unsigned)shared, (CUstream)stream, params, NULL);
-  } else {
-    call = "cuLaunchKernelEx";
-    st = check_coresident(k, grid, block, shared);
-    if (st != JITK_OK) {
-      jk_ctx_leave(e, saved);
-      return st;
-    }
-    r = launch_cooperative(k, grid, block, shared, stream, params);
-  }
-  jk_ctx_leave(e, saved);
-  if (JK_UNLIKELY(r != CUDA_SUCCESS)) {
-    if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
-        r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
-      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
-                     "%s refused kernel %s with grid (%u, %u, %u), block "
-                     "(%u, %u, %u), %zu bytes of shared memory%s: error %d",
-                     call, k->name, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared,
-                     cooperative ? ", cooperative" : "", (int)r);
-    return jk_cuda_fail(e, r, call);
-  }
-  return JITK_OK;
+  jk_launch_op op = {k->fn,
+                     k->name,
+                     {grid.x, grid.y, grid.z},
+                     {block.x, block.y, block.z},
+                     (unsigned)shared,
+                     params,
+                     cooperative,
+                     NULL,
+                     0};
+  return jk_launch_ops(e, stream, &op, 1);
 }
 
-/* What both entry points share: counts, then packing on the stack (or,
- * for many arguments, in one heap block), checks and the launch. */
-static jitk_status launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
-                          jitk_stream stream, const jitk_arg *args, size_t num_args,
-                          bool cooperative, const char *fn) {
-  jitk_engine *e = k->engine;
+jitk_status jk_launch_args(jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid, jitk_dim3 block,
+                           size_t shared, jitk_stream stream, const jitk_arg *args, size_t num_args,
+                           bool cooperative, const char *entry) {
   if (JK_UNLIKELY(num_args != 0 && args == NULL))
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: args is NULL but num_args is %zu", fn,
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: args is NULL but num_args is %zu", entry,
                    num_args);
   if (JK_UNLIKELY(k->num_params >= 0 && num_args != (size_t)k->num_params))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT, "kernel %s takes %d argument%s; %zu given", k->name,
@@ -316,7 +331,7 @@ static jitk_status launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_
     void *params[JK_STACK_ARGS];
     void *values[JK_STACK_ARGS];
     _Alignas(16) unsigned char desc[JK_STACK_DESC];
-    return launch_checked(k, grid, block, shared, stream, args, n, params, values, desc,
+    return launch_checked(e, k, grid, block, shared, stream, args, n, params, values, desc,
                           sizeof desc, cooperative);
   }
   /* Many arguments or large descriptors: one heap block for all. */
@@ -324,49 +339,88 @@ static jitk_status launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_
   void **mem = jk_malloc(e, bytes);
   if (mem == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   unsigned char *desc = (unsigned char *)(mem + 2 * (size_t)n);
-  jitk_status st = launch_checked(k, grid, block, shared, stream, args, n, mem, mem + n, desc,
+  jitk_status st = launch_checked(e, k, grid, block, shared, stream, args, n, mem, mem + n, desc,
                                   desc_need, cooperative);
   jk_free(e, mem);
   return st;
 }
 
-jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
-                               jitk_stream stream, const jitk_arg *args, size_t num_args) {
-  if (JK_UNLIKELY(k == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch: kernel is NULL");
-  return launch(k, grid, block, shared, stream, args, num_args, false, "jitk_kernel_launch");
-}
+/* The most parameters jitk reads per function; the driver's parameter
+ * space (32 KiB) cannot hold more non-empty ones. */
+#define JK_MAX_PARAMS 8192
 
-jitk_status jitk_kernel_launch_config_init(jitk_kernel_launch_config *config) {
-  if (config == NULL)
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_kernel_launch_config_init: config is NULL");
-  memset(config, 0, sizeof *config);
-  config->struct_size = sizeof *config;
+/*
+ * The number and sizes of the function's parameters, which every launch
+ * checks its arguments against. Cubins and PTX describe them, so they are
+ * read from the image (a fatbin's cubin); the driver is asked only when the
+ * image cannot tell (a fatbin of compressed or PTX entries), because
+ * cuFuncGetParamInfo can only be probed past the last parameter, and the
+ * CUDA_ERROR_INVALID_VALUE that ends the probe shows up in tools such as
+ * compute-sanitizer as an error in the user's program.
+ */
+static jitk_status read_params(jitk_engine *e, const jk_fn_source *src, jk_fn_facts *f) {
+  uint32_t *sizes = jk_calloc(e, JK_MAX_PARAMS, sizeof *sizes);
+  if (sizes == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  int n = -1;
+  const void *cubin = NULL;
+  size_t cubin_size = 0;
+  if (src->kind == JITK_IMAGE_CUBIN) {
+    cubin = src->image;
+    cubin_size = src->image_size;
+  } else if (src->kind == JITK_IMAGE_FATBIN) {
+    jk_fatbin_cubin(src->image, src->image_size, e->info.cc_major * 10 + e->info.cc_minor, &cubin,
+                    &cubin_size);
+  }
+  if (cubin != NULL)
+    n = jk_cubin_param_sizes(cubin, cubin_size, src->symbol, sizes, JK_MAX_PARAMS);
+  else if (src->kind == JITK_IMAGE_PTX)
+    n = jk_ptx_param_sizes(src->image, src->symbol, sizes, JK_MAX_PARAMS);
+  if (n < 0 && e->drv.cuFuncGetParamInfo != NULL) {
+    size_t off, size;
+    n = 0;
+    while (n < JK_MAX_PARAMS &&
+           e->drv.cuFuncGetParamInfo(f->fn, (size_t)n, &off, &size) == CUDA_SUCCESS)
+      sizes[n++] = (uint32_t)size;
+  }
+  f->num_params = n < 0 ? -1 : n;
+  if (n > 0) {
+    f->param_sizes = jk_realloc(e, sizes, (size_t)n * sizeof *sizes);
+    if (f->param_sizes == NULL) {
+      jk_free(e, sizes);
+      return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+  } else {
+    jk_free(e, sizes);
+  }
   return JITK_OK;
 }
 
-jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, size_t shared,
-                                  jitk_stream stream, const jitk_arg *args, size_t num_args,
-                                  const jitk_kernel_launch_config *config) {
-  if (JK_UNLIKELY(k == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: kernel is NULL");
-  bool cooperative = false;
-  if (config != NULL) {
-    /* A caller built against an older header passes a smaller struct: the
-     * fields it lacks keep their defaults. */
-    size_t n = config->struct_size;
-    if (JK_UNLIKELY(n < offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int) ||
-                    n > sizeof(jitk_kernel_launch_config)))
-      return jk_fail(k->engine, JITK_ERR_INVALID_ARGUMENT,
-                     "jitk_kernel_launch_ex: config->struct_size is %zu; call "
-                     "jitk_kernel_launch_config_init before setting fields",
-                     n);
-    jitk_kernel_launch_config c;
-    jitk_kernel_launch_config_init(&c);
-    memcpy(&c, config, n);
-    cooperative = c.cooperative != 0;
+jitk_status jk_fn_read_facts(jitk_engine *e, CUfunction fn, const char *name,
+                             const jk_fn_source *src, jk_fn_facts *f) {
+  memset(f, 0, sizeof *f);
+  f->fn = fn;
+  f->name = jk_strdup(e, name);
+  if (f->name == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  static const CUfunction_attribute ids[3] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                              CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES};
+  int v[3] = {0, 0, 0};
+  jitk_status st = JITK_OK;
+  for (int i = 0; i < 3 && st == JITK_OK; i++) {
+    CUresult r = e->drv.cuFuncGetAttribute(&v[i], ids[i], fn);
+    if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuFuncGetAttribute");
   }
-  return launch(k, grid, block, shared, stream, args, num_args, cooperative,
-                "jitk_kernel_launch_ex");
+  f->max_threads = v[0];
+  f->static_shared = (size_t)v[1];
+  f->max_dynamic_shared = (size_t)v[2];
+  if (st == JITK_OK) st = read_params(e, src, f);
+  if (st != JITK_OK) jk_fn_facts_free(e, f);
+  return st;
+}
+
+void jk_fn_facts_free(jitk_engine *e, jk_fn_facts *f) {
+  jk_free(e, f->name);
+  jk_free(e, f->param_sizes);
+  jk_free(e, f->signature);
+  memset(f, 0, sizeof *f);
 }

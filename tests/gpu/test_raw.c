@@ -501,8 +501,8 @@ Test(raw, attributes_ptx_and_files) {
   cr_assert_eq(nsizes, 5);
   for (int i = 0; i < 5; i++) {
     size_t off, size;
-    cr_assert_eq(e->drv.cuFuncGetParamInfo(k->fn, (size_t)i, &off, &size), CUDA_SUCCESS);
-    cr_assert_eq(size, k->param_sizes[i], "parameter %d", i);
+    cr_assert_eq(e->drv.cuFuncGetParamInfo(k->f.fn, (size_t)i, &off, &size), CUDA_SUCCESS);
+    cr_assert_eq(size, k->f.param_sizes[i], "parameter %d", i);
     cr_assert_eq(size, sizes[i], "parameter %d", i);
   }
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "count is NULL", jitk_kernel_param_sizes(k, &sizes, NULL));
@@ -656,7 +656,7 @@ Test(raw, fatbin_from_nvcc) {
   jitk_kernel *k = NULL;
   JT_FAILS(e, JITK_ERR_NOT_FOUND, "it has fill", jitk_module_get_kernel(m, "fil", &k));
   JT_OK(e, jitk_module_get_kernel(m, "fill", &k));
-  cr_assert_eq(k->num_params, 3, "parameters read from the fatbin's cubin");
+  cr_assert_eq(k->f.num_params, 3, "parameters read from the fatbin's cubin");
   const int n = 5000;
   float *d = jt_dev_alloc(e, n * sizeof(float));
   jt_poison(e, d, n * sizeof(float));

@@ -125,14 +125,14 @@ void bench_launch_overhead(jitk_engine *e, jitk_kernel *k, const jitk_arg *args,
   double *tb = malloc(ROUNDS * sizeof *tb), *tj = malloc(ROUNDS * sizeof *tj);
   if (tb == NULL || tj == NULL) exit(1);
   for (int w = 0; w < 2000; w++) {
-    CU(e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL));
+    CU(e->drv.cuLaunchKernel(k->f.fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL));
     CHECK(jitk_kernel_launch(k, one, one, 0, NULL, args, nargs));
   }
   CHECK(jitk_stream_synchronize(e, NULL));
   for (int r = 0; r < ROUNDS; r++) {
     double t0 = bench_now_us();
     for (int i = 0; i < PER_ROUND; i++)
-      e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL);
+      e->drv.cuLaunchKernel(k->f.fn, 1, 1, 1, 1, 1, 1, 0, NULL, bare_params, NULL);
     double t1 = bench_now_us();
     CHECK(jitk_stream_synchronize(e, NULL));
     double t2 = bench_now_us();
@@ -163,14 +163,14 @@ static double bench_launch_extra(jitk_engine *e, jitk_kernel *k, float a, void *
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                    CU_LAUNCH_PARAM_END};
   for (int w = 0; w < 2000; w++)
-    CU(e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra));
+    CU(e->drv.cuLaunchKernel(k->f.fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra));
   CHECK(jitk_stream_synchronize(e, NULL));
   double *t = malloc(ROUNDS * sizeof *t);
   if (t == NULL) exit(1);
   for (int r = 0; r < ROUNDS; r++) {
     double t0 = bench_now_us();
     for (int i = 0; i < PER_ROUND; i++)
-      e->drv.cuLaunchKernel(k->fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra);
+      e->drv.cuLaunchKernel(k->f.fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra);
     double t1 = bench_now_us();
     CHECK(jitk_stream_synchronize(e, NULL));
     t[r] = (t1 - t0) / PER_ROUND;

@@ -523,7 +523,7 @@ typedef struct sw_dev {
 static void launch_raw(jitk_engine *e, jitk_kernel *k, unsigned grid, void **params) {
   CUcontext saved;
   CHECK(e, jk_ctx_enter(e, &saved));
-  CUresult r = e->drv.cuLaunchKernel(k->fn, grid, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
+  CUresult r = e->drv.cuLaunchKernel(k->f.fn, grid, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) {
     fprintf(stderr, "jitk-bench sweep: a checker launch failed (%d)\n", (int)r);

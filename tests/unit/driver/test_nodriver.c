@@ -122,7 +122,7 @@ Test(nodriver, null_arguments) {
   jitk_kernel stand_in;
   memset(&stand_in, 0, sizeof stand_in);
   stand_in.engine = e;
-  stand_in.name = "stand_in";
+  stand_in.f.name = "stand_in";
   lc.struct_size = 0;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT,
            "config->struct_size is 0; call jitk_kernel_launch_config_init",

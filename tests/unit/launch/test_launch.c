@@ -12,6 +12,7 @@
 #include "common.h"
 #include "base/base.h"
 #include "kernels/kernels.h"
+#include "launch/launch.h"
 
 static CUcontext stub_ctx = (CUcontext)(uintptr_t)0xC0;
 static CUfunction stub_fn = (CUfunction)(uintptr_t)0xF0;
@@ -101,13 +102,13 @@ static jitk_engine *stand_in(jitk_kernel *k) {
   e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor = stub_occupancy;
   memset(k, 0, sizeof *k);
   k->engine = e;
-  k->fn = stub_fn;
-  k->name = "stand_in";
+  k->f.fn = stub_fn;
+  k->f.name = "stand_in";
   k->symbol = "stand_in";
-  k->num_params = 2;
-  k->param_sizes = stand_in_sizes;
-  k->max_threads = 1024;
-  k->max_dynamic_shared = 49152;
+  k->f.num_params = 2;
+  k->f.param_sizes = stand_in_sizes;
+  k->f.max_threads = 1024;
+  k->f.max_dynamic_shared = 49152;
   memset(&seen, 0, sizeof seen);
   return e;
 }
@@ -263,4 +264,68 @@ Test(launch, grid_sync_compiles_without_relocatable_code) {
   JT_OK(e, jitk_module_create(e, src, NULL, &m));
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
+}
+
+/* The steps of one launch, as a split reduction makes them: its tickets
+ * cleared, its kernel, the second pass's kernel, in that order on one
+ * stream; the first step the driver refuses ends the launch with a
+ * message that names the kernel and its configuration, and the steps
+ * after it do not run. */
+static char order[8];
+static int steps;
+static CUresult memset_result;
+
+static CUresult stub_memset(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  cr_assert_eq(p, (CUdeviceptr)0x1000);
+  cr_assert_eq(v, 0);
+  cr_assert_eq(n, 96);
+  cr_assert_eq(s, (CUstream)(uintptr_t)0x5);
+  order[steps++] = 'm';
+  return memset_result;
+}
+
+static CUresult stub_launch_step(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned shared, CUstream s,
+                                 void **params, void **extra) {
+  (void)gy, (void)gz, (void)by, (void)bz, (void)shared, (void)params, (void)extra;
+  cr_assert_eq(s, (CUstream)(uintptr_t)0x5);
+  cr_assert_eq(bx, 256);
+  order[steps++] = f == stub_fn ? 'k' : 'f';
+  return gx == 7 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+Test(launch, steps_run_in_order_and_stop_at_a_refusal) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  e->drv.cuMemsetD8Async = stub_memset;
+  e->drv.cuLaunchKernel = stub_launch_step;
+  CUfunction second = (CUfunction)(uintptr_t)0xF1;
+  void *params[1] = {NULL};
+  jk_launch_op ops[3] = {
+      {.name = "red", .clear = (void *)0x1000, .clear_bytes = 96},
+      {.fn = stub_fn, .name = "red", .grid = {64, 16, 1}, .block = {256, 1, 1}, .params = params},
+      {.fn = second, .name = "red", .grid = {4, 1, 1}, .block = {256, 1, 1}, .params = params},
+  };
+  jitk_stream stream = (jitk_stream)(uintptr_t)0x5;
+  memset_result = CUDA_SUCCESS;
+  steps = 0;
+  JT_OK(e, jk_launch_ops(e, stream, ops, 3));
+  cr_assert_eq(steps, 3);
+  cr_assert(memcmp(order, "mkf", 3) == 0, "%.3s", order);
+
+  /* The second pass refused: named whole, after the two steps before. */
+  ops[2].grid[0] = 7;
+  steps = 0;
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG,
+           "cuLaunchKernel refused kernel red with grid (7, 1, 1), block (256, 1, 1)",
+           jk_launch_ops(e, stream, ops, 3));
+  cr_assert_eq(steps, 3);
+
+  /* The memset failing: nothing launches. */
+  memset_result = CUDA_ERROR_OUT_OF_MEMORY;
+  steps = 0;
+  JT_FAILS(e, JITK_ERR_DEVICE_OUT_OF_MEMORY, "cuMemsetD8Async failed",
+           jk_launch_ops(e, stream, ops, 3));
+  cr_assert_eq(steps, 1);
+  stand_in_destroy(e);
 }
