@@ -94,6 +94,7 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
   c->busy_ms = 30000;
   c->owner_pid = getpid();
   pthread_mutex_init(&c->disk_lock, NULL);
+  pthread_mutex_init(&c->table_lock, NULL);
   pthread_cond_init(&c->compiled, NULL);
   atomic_init(&c->memory_hits, 0);
   atomic_init(&c->memory_hits_unflushed, 0);
@@ -200,11 +201,12 @@ void jk_cache_destroy(jitk_engine *e) {
   jk_free(e, c->shared_dir);
   jk_free(e, c->shared_db_path);
   pthread_cond_destroy(&c->compiled);
+  pthread_mutex_destroy(&c->table_lock);
   pthread_mutex_destroy(&c->disk_lock);
   memset(c, 0, sizeof *c);
 }
 
-/* --- the in-memory table, under the engine lock --- */
+/* --- the in-memory table, under the cache's table_lock --- */
 
 static size_t bucket_of(const jk_cache *c, const jk_key *k) {
   uint64_t h = 0;
@@ -302,16 +304,16 @@ static void inflight_remove(jk_cache *c, const jk_key *key) {
 
 void jk_entry_release(jitk_engine *e, jk_entry *x) {
   if (x == NULL) return;
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->cache.table_lock);
   bool last = --x->refs == 0;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->cache.table_lock);
   if (last) entry_free(e, x);
 }
 
 void jk_entry_retain(jitk_engine *e, jk_entry *x) {
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->cache.table_lock);
   x->refs++;
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->cache.table_lock);
 }
 
 jitk_status jk_entry_from_image(jitk_engine *e, jitk_image_kind kind, const void *image,
@@ -512,14 +514,14 @@ jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char 
     return st;
   }
 
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->cache.table_lock);
   for (;;) {
     jk_entry *hit = jk_table_find(c, &key);
     if (hit != NULL) {
       hit->refs++;
       lru_unlink(c, hit);
       lru_push_front(c, hit);
-      pthread_mutex_unlock(&e->lock);
+      pthread_mutex_unlock(&e->cache.table_lock);
       if (memory_hit_holds(e, hit)) {
         atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
@@ -529,22 +531,22 @@ jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char 
       }
       /* Stale: out of the table (handles keep their module), and compiled
        * again below. */
-      pthread_mutex_lock(&e->lock);
+      pthread_mutex_lock(&e->cache.table_lock);
       if (hit->in_table) {
         table_remove(c, hit);
         hit->refs--;
       }
       bool last = --hit->refs == 0;
-      pthread_mutex_unlock(&e->lock);
+      pthread_mutex_unlock(&e->cache.table_lock);
       if (last) entry_free(e, hit);
-      pthread_mutex_lock(&e->lock);
+      pthread_mutex_lock(&e->cache.table_lock);
       continue;
     }
     if (!inflight_has(c, &key)) break;
-    pthread_cond_wait(&c->compiled, &e->lock);
+    pthread_cond_wait(&c->compiled, &e->cache.table_lock);
   }
   bool added = inflight_add(e, &key);
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->cache.table_lock);
   if (!added) {
     jk_material_free(&mat);
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
@@ -565,7 +567,7 @@ jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char 
     x->cu = mod;
   }
 
-  pthread_mutex_lock(&e->lock);
+  pthread_mutex_lock(&e->cache.table_lock);
   inflight_remove(c, &key);
   pthread_cond_broadcast(&c->compiled);
   jk_entry *dead = NULL;
@@ -573,7 +575,7 @@ jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char 
     x->refs = 1; /* the caller's */
     dead = table_insert(c, x);
   }
-  pthread_mutex_unlock(&e->lock);
+  pthread_mutex_unlock(&e->cache.table_lock);
   while (dead != NULL) {
     jk_entry *next = dead->hash_next;
     entry_free(e, dead);

@@ -84,7 +84,7 @@ typedef struct jk_file_memo {
  * handle made from it; the memory table holds one reference too. */
 typedef struct jk_entry {
   jk_key key; /* the request's key: what the memory table finds it by */
-  int refs;   /* under the engine lock */
+  int refs;   /* under the cache's table_lock */
   struct jk_entry *hash_next, *lru_prev, *lru_next;
   bool in_table;
 
@@ -140,13 +140,16 @@ typedef struct jk_cache {
   void *test_user;
 
   /* The in-memory table: a hash of entries with an LRU list, most recent
-   * first. Guarded by the engine lock. */
+   * first, and the entries' reference counts. Guarded by table_lock, the
+   * cache's own: nothing else of the engine is under it, and the engine's
+   * lock is never taken inside it. */
+  pthread_mutex_t table_lock;
   jk_entry **buckets;
   size_t num_buckets, count;
   jk_entry *lru_head, *lru_tail;
 
   /* Keys being compiled by a thread of this engine; others wait on
-   * `compiled`. Guarded by the engine lock. */
+   * `compiled`. Guarded by table_lock. */
   jk_key *inflight;
   size_t num_inflight, cap_inflight;
   pthread_cond_t compiled;
@@ -233,7 +236,7 @@ void jk_entry_retain(jitk_engine *e, jk_entry *entry);
 jitk_status jk_entry_from_image(jitk_engine *e, jitk_image_kind kind, const void *image,
                                 size_t size, jk_entry **out);
 
-/* The loaded entry for a key, or NULL; under the engine lock. */
+/* The loaded entry for a key, or NULL; under the cache's table_lock. */
 jk_entry *jk_table_find(jk_cache *c, const jk_key *key);
 
 /* The full key material for an input, and its key. */
