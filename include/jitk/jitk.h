@@ -730,7 +730,10 @@ typedef struct jitk_dim3 {
  * arguments are checked against the kernel's parameters: their number, and
  * each one's size (and kind and dtype, where a signature was set); the
  * grid and block against the device's limits and the kernel's maximum
- * threads; the dynamic shared memory against the kernel's current limit.
+ * threads. Dynamic shared memory beyond the kernel's current limit raises
+ * the limit (as jitk_kernel_set_max_dynamic_shared would), so a launch may
+ * ask for more than 48 KiB without opting in first; more than the device
+ * allows with the kernel's static shared memory is JITK_ERR_SHARED_MEMORY.
  * Array arguments must be CUDA memory (kDLCUDA, kDLCUDAManaged or
  * kDLCUDAHost) of the engine's device; their byte_offset is honoured and
  * NULL strides mean C-contiguous.
@@ -756,6 +759,20 @@ typedef struct jitk_kernel_launch_config {
    * memory and this block size allow (jitk_kernel_active_blocks) times
    * the device's multiprocessors. */
   int cooperative;
+  /* Thread-block clusters (compute capability 9.0 and newer): the blocks
+   * of each cluster of this shape run at once on one GPU processing
+   * cluster and may read and write each other's shared memory
+   * (cooperative_groups::this_cluster(), distributed shared memory). The
+   * grid must be a whole number of clusters, of at most 8 blocks each.
+   * {0, 0, 0}, the default: no clusters (a kernel compiled with
+   * __cluster_dims__ still gets its own). */
+  jitk_dim3 cluster;
+  /* Non-zero: programmatic dependent launch. The kernel may begin while
+   * the kernel before it on the stream is still running, once that one
+   * calls cudaTriggerProgrammaticLaunchCompletion() (or as it finishes);
+   * it must call cudaGridDependencySynchronize() before it reads what the
+   * one before wrote. Hides the gap between back-to-back kernels. */
+  int programmatic_dependent_launch;
 } jitk_kernel_launch_config;
 
 /* Fills `config` with the defaults (an ordinary launch) and sets
@@ -765,12 +782,15 @@ JITK_API jitk_status jitk_kernel_launch_config_init(jitk_kernel_launch_config *c
 /*
  * jitk_kernel_launch with a launch configuration; config NULL is exactly
  * jitk_kernel_launch. The arguments, grid, block and shared memory are
- * checked as there. A cooperative launch goes through cuLaunchKernelEx
- * with the cooperative attribute, after a check that the whole grid can
- * be resident at once: JITK_ERR_LAUNCH_CONFIG otherwise, giving the
- * grid's blocks and the most that fit. JITK_ERR_INVALID_ARGUMENT for a
- * config whose struct_size was not set by jitk_kernel_launch_config_init
- * (or is larger than this library's).
+ * checked as there. A cooperative, clustered or programmatic dependent
+ * launch goes through cuLaunchKernelEx with those attributes. A
+ * cooperative one is checked first for a grid that can be resident at
+ * once: JITK_ERR_LAUNCH_CONFIG otherwise, giving the grid's blocks and the
+ * most that fit. Clusters: JITK_ERR_LAUNCH_CONFIG for a grid that is not
+ * a whole number of them, a zero dimension or more than 8 blocks;
+ * JITK_ERR_UNSUPPORTED before compute capability 9.0. JITK_ERR_INVALID_ARGUMENT
+ * for a config whose struct_size was not set by
+ * jitk_kernel_launch_config_init (or is larger than this library's).
  */
 JITK_API jitk_status jitk_kernel_launch_ex(jitk_kernel *kernel, jitk_dim3 grid, jitk_dim3 block,
                                            size_t dynamic_shared, jitk_stream stream,

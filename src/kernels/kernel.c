@@ -206,18 +206,7 @@ jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *k, size_t bytes) {
   if (k == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_kernel_set_max_dynamic_shared: kernel is NULL");
-  jitk_engine *e = k->engine;
-  size_t limit = e->info.shared_per_block_optin;
-  if (k->f.static_shared > limit || bytes > limit - k->f.static_shared)
-    return jk_fail(e, JITK_ERR_SHARED_MEMORY,
-                   "kernel %s: %zu bytes of dynamic shared memory plus %zu "
-                   "static exceed the device's %zu bytes per block",
-                   k->f.name, bytes, k->f.static_shared, limit);
-  CUresult r = e->drv.cuFuncSetAttribute(k->f.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         (int)bytes);
-  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
-  k->f.max_dynamic_shared = bytes;
-  return JITK_OK;
+  return jk_fn_set_max_dynamic_shared(k->engine, &k->f, bytes);
 }
 
 jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k, size_t dynamic_shared,
@@ -265,7 +254,7 @@ jitk_status jitk_kernel_launch(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 block, 
                                jitk_stream stream, const jitk_arg *args, size_t num_args) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch: kernel is NULL");
-  return jk_launch_args(k->engine, &k->f, grid, block, shared, stream, args, num_args, false,
+  return jk_launch_args(k->engine, &k->f, grid, block, shared, stream, args, num_args, NULL,
                         "jitk_kernel_launch");
 }
 
@@ -283,7 +272,7 @@ jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
                                   const jitk_kernel_launch_config *config) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_launch_ex: kernel is NULL");
-  bool cooperative = false;
+  jk_launch_how how = {false, {0, 0, 0}, false};
   if (config != NULL) {
     /* A caller built against an older header passes a smaller struct: the
      * fields it lacks keep their defaults. */
@@ -297,8 +286,12 @@ jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
     jitk_kernel_launch_config c;
     jitk_kernel_launch_config_init(&c);
     memcpy(&c, config, n);
-    cooperative = c.cooperative != 0;
+    how.cooperative = c.cooperative != 0;
+    how.cluster[0] = c.cluster.x;
+    how.cluster[1] = c.cluster.y;
+    how.cluster[2] = c.cluster.z;
+    how.pdl = c.programmatic_dependent_launch != 0;
   }
-  return jk_launch_args(k->engine, &k->f, grid, block, shared, stream, args, num_args, cooperative,
+  return jk_launch_args(k->engine, &k->f, grid, block, shared, stream, args, num_args, &how,
                         "jitk_kernel_launch_ex");
 }

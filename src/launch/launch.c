@@ -66,8 +66,8 @@ static jitk_status check_signature(jitk_engine *e, const jk_fn_facts *k, int i, 
                  want);
 }
 
-static jitk_status check_config(const jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid,
-                                jitk_dim3 block, size_t shared) {
+static jitk_status check_config(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid, jitk_dim3 block,
+                                size_t shared, const jk_launch_how *how) {
   const jitk_device_info *d = &e->info;
   unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   for (int i = 0; i < 3; i++) {
@@ -91,13 +91,39 @@ static jitk_status check_config(const jitk_engine *e, const jk_fn_facts *k, jitk
                    "kernel %s: a block of %llu threads; this kernel allows at most %d "
                    "(its registers and launch bounds decide)",
                    k->name, threads, k->max_threads);
-  if (shared > k->max_dynamic_shared)
-    return jk_fail(e, JITK_ERR_SHARED_MEMORY,
-                   "kernel %s: %zu bytes of dynamic shared memory requested; its "
-                   "limit is %zu (raise it with jitk_kernel_set_max_dynamic_shared; "
-                   "the device allows %zu per block with %zu static)",
-                   k->name, shared, k->max_dynamic_shared, d->shared_per_block_optin,
-                   k->static_shared);
+  if (how != NULL && (how->cluster[0] | how->cluster[1] | how->cluster[2]) != 0) {
+    const unsigned *c = how->cluster;
+    if (c[0] == 0 || c[1] == 0 || c[2] == 0)
+      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                     "kernel %s: cluster (%u, %u, %u) has a zero dimension; leave all three 0 "
+                     "for no clusters",
+                     k->name, c[0], c[1], c[2]);
+    if (d->cc_major < 9)
+      return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                     "kernel %s: thread-block clusters need compute capability 9.0 or newer; "
+                     "device %d (%s) is %d.%d",
+                     k->name, e->ordinal, d->name, d->cc_major, d->cc_minor);
+    for (int i = 0; i < 3; i++)
+      if (g[i] % c[i] != 0)
+        return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                       "kernel %s: grid (%u, %u, %u) is not a whole number of clusters (%u, %u, "
+                       "%u): dimension %c",
+                       k->name, g[0], g[1], g[2], c[0], c[1], c[2], "xyz"[i]);
+    unsigned long long size = (unsigned long long)c[0] * c[1] * c[2];
+    if (size > 8)
+      return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
+                     "kernel %s: a cluster of %llu blocks (%u, %u, %u); at most 8, the size "
+                     "every device with clusters supports",
+                     k->name, size, c[0], c[1], c[2]);
+  }
+  /* More dynamic shared memory than the function's limit raises the
+   * limit, as far as the device allows (above 48 KiB a kernel must opt
+   * in); the limit is read and written without a lock, the value being
+   * one the driver holds too. */
+  if (shared > __atomic_load_n(&k->max_dynamic_shared, __ATOMIC_RELAXED)) {
+    jitk_status st = jk_fn_set_max_dynamic_shared(e, k, shared);
+    if (st != JITK_OK) return st;
+  }
   return JITK_OK;
 }
 
@@ -162,11 +188,27 @@ static jitk_status check_coresident(jitk_engine *e, const jk_launch_op *op) {
   return JITK_OK;
 }
 
-static CUresult launch_cooperative(jitk_engine *e, CUstream stream, const jk_launch_op *op) {
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-  attr.value.cooperative = 1;
+/* A launch with attributes: cooperative, clusters, programmatic
+ * dependent launch (the kernel may start before the one before it on the
+ * stream ends, and waits for it with cudaGridDependencySynchronize). */
+static CUresult launch_ex(jitk_engine *e, CUstream stream, const jk_launch_op *op) {
+  CUlaunchAttribute attr[3];
+  memset(attr, 0, sizeof attr);
+  unsigned n = 0;
+  if (op->cooperative) {
+    attr[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr[n++].value.cooperative = 1;
+  }
+  if (op->cluster[0] != 0) {
+    attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr[n].value.clusterDim.x = op->cluster[0];
+    attr[n].value.clusterDim.y = op->cluster[1];
+    attr[n++].value.clusterDim.z = op->cluster[2];
+  }
+  if (op->pdl) {
+    attr[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = op->grid[0];
@@ -177,33 +219,47 @@ static CUresult launch_cooperative(jitk_engine *e, CUstream stream, const jk_lau
   cfg.blockDimZ = op->block[2];
   cfg.sharedMemBytes = op->shared;
   cfg.hStream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
   return e->drv.cuLaunchKernelEx(&cfg, op->fn, op->params, NULL);
+}
+
+static bool needs_ex(const jk_launch_op *op) {
+  return op->cooperative || op->cluster[0] != 0 || op->pdl;
 }
 
 /* The report of a step the driver refused: a configuration it rejects is
  * the caller's to fix, so it is named whole. */
 static jitk_status refused(jitk_engine *e, const jk_launch_op *op, const char *call, CUresult r) {
   if (op->fn == NULL) return jk_cuda_fail(e, r, call);
-  if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ||
-      r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+  char how_text[96] = "";
+  if (op->cooperative) snprintf(how_text, sizeof how_text, ", cooperative");
+  if (op->cluster[0] != 0)
+    snprintf(how_text + strlen(how_text), sizeof how_text - strlen(how_text),
+             ", clusters (%u, %u, %u)", op->cluster[0], op->cluster[1], op->cluster[2]);
+  if (op->pdl)
+    snprintf(how_text + strlen(how_text), sizeof how_text - strlen(how_text),
+             ", programmatic dependent");
+  if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_CLUSTER_SIZE ||
+      r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES || r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
     return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
                    "%s refused kernel %s with grid (%u, %u, %u), block (%u, %u, %u), %u bytes of "
                    "shared memory%s: error %d",
                    call, op->name, op->grid[0], op->grid[1], op->grid[2], op->block[0],
-                   op->block[1], op->block[2], op->shared, op->cooperative ? ", cooperative" : "",
-                   (int)r);
+                   op->block[1], op->block[2], op->shared, how_text, (int)r);
   return jk_cuda_fail(e, r, call);
 }
 
 jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op *ops, int n) {
   for (int i = 0; i < n; i++)
-    if (JK_UNLIKELY(ops[i].cooperative && e->drv.cuLaunchKernelEx == NULL))
+    if (JK_UNLIKELY(needs_ex(&ops[i]) && e->drv.cuLaunchKernelEx == NULL))
       return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                     "kernel %s: a cooperative launch needs cuLaunchKernelEx, which this CUDA "
-                     "driver lacks; update the NVIDIA driver",
-                     ops[i].name);
+                     "kernel %s: a %s launch needs cuLaunchKernelEx, which this CUDA driver "
+                     "lacks; update the NVIDIA driver",
+                     ops[i].name,
+                     ops[i].cooperative  ? "cooperative"
+                     : ops[i].cluster[0] ? "clustered"
+                                         : "programmatic dependent");
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
@@ -215,14 +271,13 @@ jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op
     if (op->fn == NULL) {
       call = "cuMemsetD8Async";
       r = e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)op->clear, 0, op->clear_bytes, s);
-    } else if (JK_LIKELY(!op->cooperative)) {
+    } else if (JK_LIKELY(!needs_ex(op))) {
       r = e->drv.cuLaunchKernel(op->fn, op->grid[0], op->grid[1], op->grid[2], op->block[0],
                                 op->block[1], op->block[2], op->shared, s, op->params, NULL);
     } else {
       call = "cuLaunchKernelEx";
-      st = check_coresident(e, op);
-      if (st != JITK_OK) break;
-      r = launch_cooperative(e, s, op);
+      if (op->cooperative && (st = check_coresident(e, op)) != JITK_OK) break;
+      r = launch_ex(e, s, op);
     }
     if (JK_UNLIKELY(r != CUDA_SUCCESS)) st = refused(e, op, call, r);
   }
@@ -230,10 +285,10 @@ jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op
   return st;
 }
 
-static jitk_status launch_checked(jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid,
-                                  jitk_dim3 block, size_t shared, jitk_stream stream,
-                                  const jitk_arg *args, int n, void **params, void **values,
-                                  unsigned char *desc, size_t desc_cap, bool cooperative) {
+static jitk_status launch_checked(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid, jitk_dim3 block,
+                                  size_t shared, jitk_stream stream, const jitk_arg *args, int n,
+                                  void **params, void **values, unsigned char *desc,
+                                  size_t desc_cap, const jk_launch_how *how) {
   size_t desc_used = 0;
   for (int i = 0; i < n; i++) {
     const jitk_arg *a = &args[i];
@@ -288,23 +343,25 @@ static jitk_status launch_checked(jitk_engine *e, const jk_fn_facts *k, jitk_dim
       if (JK_UNLIKELY(st != JITK_OK)) return st;
     }
   }
-  jitk_status st = check_config(e, k, grid, block, shared);
+  jitk_status st = check_config(e, k, grid, block, shared, how);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-  jk_launch_op op = {k->fn,
-                     k->name,
-                     {grid.x, grid.y, grid.z},
-                     {block.x, block.y, block.z},
-                     (unsigned)shared,
-                     params,
-                     cooperative,
-                     NULL,
-                     0};
+  jk_launch_op op = {.fn = k->fn,
+                     .name = k->name,
+                     .grid = {grid.x, grid.y, grid.z},
+                     .block = {block.x, block.y, block.z},
+                     .shared = (unsigned)shared,
+                     .params = params};
+  if (how != NULL) {
+    op.cooperative = how->cooperative;
+    op.pdl = how->pdl;
+    memcpy(op.cluster, how->cluster, sizeof op.cluster);
+  }
   return jk_launch_ops(e, stream, &op, 1);
 }
 
-jitk_status jk_launch_args(jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid, jitk_dim3 block,
+jitk_status jk_launch_args(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid, jitk_dim3 block,
                            size_t shared, jitk_stream stream, const jitk_arg *args, size_t num_args,
-                           bool cooperative, const char *entry) {
+                           const jk_launch_how *how, const char *entry) {
   if (JK_UNLIKELY(num_args != 0 && args == NULL))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: args is NULL but num_args is %zu", entry,
                    num_args);
@@ -332,7 +389,7 @@ jitk_status jk_launch_args(jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid,
     void *values[JK_STACK_ARGS];
     _Alignas(16) unsigned char desc[JK_STACK_DESC];
     return launch_checked(e, k, grid, block, shared, stream, args, n, params, values, desc,
-                          sizeof desc, cooperative);
+                          sizeof desc, how);
   }
   /* Many arguments or large descriptors: one heap block for all. */
   size_t bytes = 2 * (size_t)n * sizeof(void *) + desc_need + 16;
@@ -340,7 +397,7 @@ jitk_status jk_launch_args(jitk_engine *e, const jk_fn_facts *k, jitk_dim3 grid,
   if (mem == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   unsigned char *desc = (unsigned char *)(mem + 2 * (size_t)n);
   jitk_status st = launch_checked(e, k, grid, block, shared, stream, args, n, mem, mem + n, desc,
-                                  desc_need, cooperative);
+                                  desc_need, how);
   jk_free(e, mem);
   return st;
 }
@@ -416,6 +473,20 @@ jitk_status jk_fn_read_facts(jitk_engine *e, CUfunction fn, const char *name,
   if (st == JITK_OK) st = read_params(e, src, f);
   if (st != JITK_OK) jk_fn_facts_free(e, f);
   return st;
+}
+
+jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes) {
+  size_t limit = e->info.shared_per_block_optin;
+  if (f->static_shared > limit || bytes > limit - f->static_shared)
+    return jk_fail(e, JITK_ERR_SHARED_MEMORY,
+                   "kernel %s: %zu bytes of dynamic shared memory plus %zu static exceed the "
+                   "device's %zu bytes per block",
+                   f->name, bytes, f->static_shared, limit);
+  CUresult r =
+      e->drv.cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
+  __atomic_store_n(&f->max_dynamic_shared, bytes, __ATOMIC_RELAXED);
+  return JITK_OK;
 }
 
 void jk_fn_facts_free(jitk_engine *e, jk_fn_facts *f) {

@@ -45,6 +45,8 @@ typedef struct jk_launch_op {
   unsigned shared;
   void **params; /* as cuLaunchKernel takes them */
   bool cooperative;
+  unsigned cluster[3]; /* thread-block clusters; {0, 0, 0}: none */
+  bool pdl;            /* programmatic dependent launch */
   void *clear;
   size_t clear_bytes;
 } jk_launch_op;
@@ -59,18 +61,37 @@ static inline jitk_status jk_launch_fn(jitk_engine *e, jitk_stream stream, CUfun
                                        const char *name, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
                                        void **params) {
-  jk_launch_op op = {fn, name, {gx, gy, gz}, {bx, by, bz}, shared, params, false, NULL, 0};
+  jk_launch_op op = {.fn = fn,
+                     .name = name,
+                     .grid = {gx, gy, gz},
+                     .block = {bx, by, bz},
+                     .shared = shared,
+                     .params = params};
   return jk_launch_ops(e, stream, &op, 1);
 }
+
+/* How a raw launch runs beyond its grid, block and shared memory. */
+typedef struct jk_launch_how {
+  bool cooperative;
+  unsigned cluster[3];
+  bool pdl;
+} jk_launch_how;
 
 /* A user's launch of a raw function: the arguments counted, checked
  * against the function's parameter sizes and signature, and packed (array
  * descriptors on the stack), the configuration checked against the
- * device and the function, then one step. `entry` names the public call
- * for messages. */
-jitk_status jk_launch_args(jitk_engine *e, const jk_fn_facts *f, jitk_dim3 grid, jitk_dim3 block,
+ * device and the function (dynamic shared memory beyond the function's
+ * limit raises the limit, up to what the device allows), then one step.
+ * `how` NULL is an ordinary launch; `entry` names the public call for
+ * messages. */
+jitk_status jk_launch_args(jitk_engine *e, jk_fn_facts *f, jitk_dim3 grid, jitk_dim3 block,
                            size_t shared, jitk_stream stream, const jitk_arg *args, size_t num_args,
-                           bool cooperative, const char *entry);
+                           const jk_launch_how *how, const char *entry);
+
+/* Sets the dynamic shared memory the function's launches may ask for
+ * (cuFuncSetAttribute), after checking it against the device's opt-in
+ * limit with the function's static shared memory. */
+jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes);
 
 /* Where a function was loaded from: its image, which describes its
  * parameters, and its symbol there. */

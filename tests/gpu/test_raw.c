@@ -1005,3 +1005,136 @@ Test(raw, cooperative_grid_sync) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+/* Thread-block clusters: each block writes its shared memory, the
+ * cluster syncs, and each block reads its neighbour's through distributed
+ * shared memory (map_shared_rank), then records its rank. */
+static const char *cluster_src =
+    "#include <cooperative_groups.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "extern \"C\" __global__ void cluster_swap(int *out, int *ranks) {\n"
+    "  extern __shared__ int sm[];\n"
+    "  cg::cluster_group cl = cg::this_cluster();\n"
+    "  unsigned rank = cl.block_rank();\n"
+    "  sm[threadIdx.x] = (int)(blockIdx.x * 1000 + threadIdx.x);\n"
+    "  cl.sync();\n"
+    "  int *peer = cl.map_shared_rank(sm, (rank + 1) % cl.num_blocks());\n"
+    "  int v = peer[threadIdx.x];\n"
+    "  cl.sync();\n"
+    "  out[blockIdx.x * blockDim.x + threadIdx.x] = v;\n"
+    "  if (threadIdx.x == 0) ranks[blockIdx.x] = (int)rank;\n"
+    "}\n"
+    /* 100 KiB of dynamic shared memory, read back reversed. */
+    "extern \"C\" __global__ void big_shared(int *out, int n) {\n"
+    "  extern __shared__ int sm[];\n"
+    "  for (int i = threadIdx.x; i < n; i += blockDim.x) sm[i] = 3 * i;\n"
+    "  __syncthreads();\n"
+    "  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = sm[n - 1 - i];\n"
+    "}\n"
+    /* A programmatic dependent pair: the second waits for the first's
+     * writes with griddepcontrol.wait, the first lets it start early. */
+    "extern \"C\" __global__ void produce(int *a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) a[i] = i + 1;\n"
+    "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+    "}\n"
+    "extern \"C\" __global__ void consume(const int *a, int *b, int n) {\n"
+    "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) b[i] = 2 * a[i];\n"
+    "}\n";
+
+Test(raw, clusters_shared_memory_and_dependent_launch) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, cluster_src, NULL, &m));
+  jitk_kernel *k = NULL, *big = NULL, *produce = NULL, *consume = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "cluster_swap", &k));
+  JT_OK(e, jitk_module_get_kernel(m, "big_shared", &big));
+  JT_OK(e, jitk_module_get_kernel(m, "produce", &produce));
+  JT_OK(e, jitk_module_get_kernel(m, "consume", &consume));
+
+  const unsigned grid = 64, block = 128;
+  int *out = jt_dev_alloc(e, grid * block * 4), *ranks = jt_dev_alloc(e, grid * 4);
+  int *h = malloc(grid * block * 4), *hr = malloc(grid * 4);
+  jitk_kernel_launch_config c;
+  JT_OK(e, jitk_kernel_launch_config_init(&c));
+  for (unsigned cs = 2; cs <= 8; cs *= 2) {
+    c.cluster = (jitk_dim3){cs, 1, 1};
+    jt_poison(e, out, grid * block * 4);
+    jt_poison(e, ranks, grid * 4);
+    jitk_arg args[] = {jitk_arg_ptr(out, JITK_INT32), jitk_arg_ptr(ranks, JITK_INT32)};
+    JT_OK(e, jitk_kernel_launch_ex(k, (jitk_dim3){grid, 1, 1}, (jitk_dim3){block, 1, 1}, block * 4,
+                                   NULL, args, 2, &c));
+    JT_OK(e, jitk_stream_synchronize(e, NULL));
+    jt_to_host(e, h, out, grid * block * 4);
+    jt_to_host(e, hr, ranks, grid * 4);
+    for (unsigned b = 0; b < grid; b++) {
+      cr_assert_eq(hr[b], (int)(b % cs), "clusters of %u: block %u has rank %d", cs, b, hr[b]);
+      unsigned peer = b - b % cs + (b % cs + 1) % cs;
+      for (unsigned t = 0; t < block; t++)
+        cr_assert_eq(h[b * block + t], (int)(peer * 1000 + t),
+                     "clusters of %u: block %u thread %u read %d", cs, b, t, h[b * block + t]);
+    }
+  }
+  /* A grid the cluster does not divide never reaches the driver. */
+  c.cluster = (jitk_dim3){4, 1, 1};
+  jitk_arg args[] = {jitk_arg_ptr(out, JITK_INT32), jitk_arg_ptr(ranks, JITK_INT32)};
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "not a whole number of clusters",
+           jitk_kernel_launch_ex(k, (jitk_dim3){6, 1, 1}, (jitk_dim3){block, 1, 1}, block * 4, NULL,
+                                 args, 2, &c));
+
+  /* 100 KiB of dynamic shared memory with no opt-in call first. */
+  const int n = 25600;
+  int *big_out = jt_dev_alloc(e, (size_t)n * 4), *hb = malloc((size_t)n * 4);
+  jt_poison(e, big_out, (size_t)n * 4);
+  jitk_arg bargs[] = {jitk_arg_ptr(big_out, JITK_INT32), jitk_arg_i32(n)};
+  JT_OK(e, jitk_kernel_launch(big, (jitk_dim3){1, 1, 1}, (jitk_dim3){256, 1, 1}, (size_t)n * 4,
+                              NULL, bargs, 2));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jt_to_host(e, hb, big_out, (size_t)n * 4);
+  for (int i = 0; i < n; i++) cr_assert_eq(hb[i], 3 * (n - 1 - i), "big_shared[%d] = %d", i, hb[i]);
+  jitk_kernel_attributes at;
+  JT_OK(e, jitk_kernel_get_attributes(big, &at));
+  cr_assert_eq(at.max_dynamic_shared_bytes, (size_t)n * 4, "the limit was raised");
+  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "exceed the device's",
+           jitk_kernel_launch(big, (jitk_dim3){1, 1, 1}, (jitk_dim3){256, 1, 1}, 1 << 20, NULL,
+                              bargs, 2));
+
+  /* Programmatic dependent launch: the consumer always sees the whole of
+   * what the producer wrote, over runs on fresh poison. */
+  const int count = 1 << 22;
+  int *pa = jt_dev_alloc(e, (size_t)count * 4), *pb = jt_dev_alloc(e, (size_t)count * 4);
+  int *hp = malloc((size_t)count * 4);
+  jitk_kernel_launch_config pc;
+  JT_OK(e, jitk_kernel_launch_config_init(&pc));
+  pc.programmatic_dependent_launch = 1;
+  for (int run = 0; run < 3; run++) {
+    jt_poison(e, pa, (size_t)count * 4);
+    jt_poison(e, pb, (size_t)count * 4);
+    jitk_arg a1[] = {jitk_arg_ptr(pa, JITK_INT32), jitk_arg_i32(count)};
+    jitk_arg a2[] = {jitk_arg_ptr(pa, JITK_INT32), jitk_arg_ptr(pb, JITK_INT32),
+                     jitk_arg_i32(count)};
+    unsigned g = (unsigned)(count / 256);
+    JT_OK(e, jitk_kernel_launch(produce, (jitk_dim3){g, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, a1,
+                                2));
+    JT_OK(e, jitk_kernel_launch_ex(consume, (jitk_dim3){g, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL,
+                                   a2, 3, &pc));
+    JT_OK(e, jitk_stream_synchronize(e, NULL));
+    jt_to_host(e, hp, pb, (size_t)count * 4);
+    for (int i = 0; i < count; i++)
+      cr_assert_eq(hp[i], 2 * (i + 1), "run %d: b[%d] = %d", run, i, hp[i]);
+  }
+
+  JT_OK(e, jitk_device_free(e, out, NULL));
+  JT_OK(e, jitk_device_free(e, ranks, NULL));
+  JT_OK(e, jitk_device_free(e, big_out, NULL));
+  JT_OK(e, jitk_device_free(e, pa, NULL));
+  JT_OK(e, jitk_device_free(e, pb, NULL));
+  free(h);
+  free(hr);
+  free(hb);
+  free(hp);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}

@@ -23,7 +23,8 @@ static struct {
   unsigned grid[3], block[3], shared;
   CUstream stream;
   unsigned num_attrs;
-  CUlaunchAttribute attr;
+  CUlaunchAttribute attr, attrs[4];
+  int raised;
   void *arg0;
   int32_t arg1;
   int occupancy_threads;
@@ -65,8 +66,16 @@ static CUresult stub_launch_ex(const CUlaunchConfig *c, CUfunction f, void **par
   seen.stream = c->hStream;
   seen.num_attrs = c->numAttrs;
   if (c->numAttrs > 0) seen.attr = c->attrs[0];
+  for (unsigned i = 0; i < c->numAttrs && i < 4; i++) seen.attrs[i] = c->attrs[i];
   record_args(params);
   return seen.ex_result;
+}
+
+static CUresult stub_set_attribute(CUfunction f, CUfunction_attribute attr, int value) {
+  cr_assert_eq(f, stub_fn);
+  cr_assert_eq(attr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  seen.raised = value;
+  return CUDA_SUCCESS;
 }
 
 /* Four blocks of up to 256 threads fit on a multiprocessor, two of more. */
@@ -100,6 +109,7 @@ static jitk_engine *stand_in(jitk_kernel *k) {
   e->drv.cuLaunchKernel = stub_launch;
   e->drv.cuLaunchKernelEx = stub_launch_ex;
   e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor = stub_occupancy;
+  e->drv.cuFuncSetAttribute = stub_set_attribute;
   memset(k, 0, sizeof *k);
   k->engine = e;
   k->f.fn = stub_fn;
@@ -205,8 +215,8 @@ Test(launch, cooperative_launches_check_what_plain_ones_check) {
            jitk_kernel_launch_ex(&k, one, one, 0, NULL, NULL, 2, &c));
   JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "a block of 2048 threads",
            jitk_kernel_launch_ex(&k, one, (jitk_dim3){1024, 2, 1}, 0, NULL, args, 2, &c));
-  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "65536 bytes",
-           jitk_kernel_launch_ex(&k, one, one, 65536, NULL, args, 2, &c));
+  JT_FAILS(e, JITK_ERR_SHARED_MEMORY, "240000 bytes of dynamic shared memory",
+           jitk_kernel_launch_ex(&k, one, one, 240000, NULL, args, 2, &c));
   cr_assert_eq(seen.ex + seen.plain + seen.occupancy, 0, "nothing reached the driver");
 
   /* The driver's own refusal reads as a launch configuration error. */
@@ -327,5 +337,75 @@ Test(launch, steps_run_in_order_and_stop_at_a_refusal) {
   JT_FAILS(e, JITK_ERR_DEVICE_OUT_OF_MEMORY, "cuMemsetD8Async failed",
            jk_launch_ops(e, stream, ops, 3));
   cr_assert_eq(steps, 1);
+  stand_in_destroy(e);
+}
+
+/* Clusters and programmatic dependent launch go through cuLaunchKernelEx
+ * with their attributes, after the grid is checked against the cluster's
+ * shape; a launch asking for more dynamic shared memory than the kernel's
+ * limit raises the limit first. */
+Test(launch, clusters_dependent_launch_and_shared_memory) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  e->info.cc_major = 9;
+  jitk_kernel_launch_config c;
+  jitk_kernel_launch_config_init(&c);
+  cr_assert(c.cluster.x == 0 && c.cluster.y == 0 && c.cluster.z == 0);
+  cr_assert_eq(c.programmatic_dependent_launch, 0);
+  jitk_arg args[] = {jitk_arg_ptr(NULL, JITK_FLOAT32), jitk_arg_i32(7)};
+  jitk_stream s = (jitk_stream)(uintptr_t)0x5;
+
+  c.cluster = (jitk_dim3){2, 1, 1};
+  c.programmatic_dependent_launch = 1;
+  JT_OK(e,
+        jitk_kernel_launch_ex(&k, (jitk_dim3){8, 2, 1}, (jitk_dim3){128, 1, 1}, 0, s, args, 2, &c));
+  cr_assert_eq(seen.ex, 1);
+  cr_assert_eq(seen.plain, 0);
+  cr_assert_eq(seen.num_attrs, 2);
+  cr_assert_eq(seen.attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  cr_assert_eq(seen.attrs[0].value.clusterDim.x, 2);
+  cr_assert_eq(seen.attrs[0].value.clusterDim.y, 1);
+  cr_assert_eq(seen.attrs[1].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  cr_assert_eq(seen.attrs[1].value.programmaticStreamSerializationAllowed, 1);
+  cr_assert_eq(seen.grid[0], 8);
+  cr_assert_eq(seen.stream, (CUstream)s);
+  cr_assert_eq(seen.arg1, 7);
+
+  /* Shapes the grid does not divide, zero dimensions, too many blocks. */
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "not a whole number of clusters (2, 1, 1): dimension x",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){7, 1, 1}, one, 0, s, args, 2, &c));
+  c.cluster = (jitk_dim3){2, 0, 1};
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "cluster (2, 0, 1) has a zero dimension",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){8, 1, 1}, one, 0, s, args, 2, &c));
+  c.cluster = (jitk_dim3){4, 4, 1};
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "a cluster of 16 blocks",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){8, 8, 1}, one, 0, s, args, 2, &c));
+  /* A device before Hopper has none. */
+  e->info.cc_major = 8;
+  c.cluster = (jitk_dim3){2, 1, 1};
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "clusters need compute capability 9.0",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){8, 1, 1}, one, 0, s, args, 2, &c));
+  e->info.cc_major = 9;
+  cr_assert_eq(seen.ex, 1, "no refused configuration reached the driver");
+
+  /* The driver refusing a cluster is named with it. */
+  seen.ex_result = CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "clusters (2, 1, 1), programmatic dependent: error",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){8, 1, 1}, one, 0, s, args, 2, &c));
+  seen.ex_result = CUDA_SUCCESS;
+  e->drv.cuLaunchKernelEx = NULL;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "a clustered launch needs cuLaunchKernelEx",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){8, 1, 1}, one, 0, s, args, 2, &c));
+  e->drv.cuLaunchKernelEx = stub_launch_ex;
+
+  /* 100 KiB of dynamic shared memory: the limit (48 KiB) is raised, once. */
+  seen.raised = 0;
+  JT_OK(e, jitk_kernel_launch(&k, one, one, 102400, s, args, 2));
+  cr_assert_eq(seen.raised, 102400);
+  cr_assert_eq(k.f.max_dynamic_shared, 102400);
+  cr_assert_eq(seen.shared, 102400);
+  seen.raised = 0;
+  JT_OK(e, jitk_kernel_launch(&k, one, one, 65536, s, args, 2));
+  cr_assert_eq(seen.raised, 0, "within the raised limit: no driver call");
   stand_in_destroy(e);
 }
