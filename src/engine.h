@@ -64,4 +64,10 @@ jitk_status jk_require_device(const jitk_engine *e, const char *what);
 jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr);
 void jk_temp_free(jitk_engine *e, void *ptr, jitk_stream stream);
 
+/* Whether `stream` is capturing a CUDA graph (cuStreamIsCapturing);
+ * false when the driver cannot tell. jitk compiles and loads nothing
+ * while a launch's stream captures: the compile's work would not be in
+ * the graph, and timing it would end the capture. */
+jitk_status jk_stream_capturing(jitk_engine *e, jitk_stream stream, bool *capturing);
+
 #endif

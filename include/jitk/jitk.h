@@ -85,7 +85,8 @@ JITK_API const char *jitk_version(void);
   X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                     \
   X(JITK_ERR_PARSE, 18, "syntax error")                                      \
   X(JITK_ERR_INTERNAL, 19, "internal error in jitk")                         \
-  X(JITK_ERR_CACHE, 20, "the kernel cache is unavailable")
+  X(JITK_ERR_CACHE, 20, "the kernel cache is unavailable")                   \
+  X(JITK_ERR_STREAM_CAPTURE, 21, "not allowed while the stream captures a CUDA graph")
 
 typedef enum jitk_status {
 #define JITK_STATUS_ENUM_(name, code, text) name = code,
@@ -1057,6 +1058,19 @@ JITK_API jitk_status jitk_elementwise_launch_ex(jitk_elementwise *kernel, jitk_s
                                                 DLManagedTensor **outputs);
 
 /*
+ * Compiles and loads the specialization a launch with these arguments
+ * would use (their dtypes and layout; `size` as in jitk_elementwise_launch),
+ * and runs nothing, so that a later launch with such arguments can be
+ * captured into a CUDA graph: a captured launch that needs a specialization
+ * not compiled yet fails with JITK_ERR_STREAM_CAPTURE, since jitk neither
+ * compiles nor loads while the launch's stream captures. Outputs may be
+ * left out, as in a launch; none is kept. The errors of a launch's
+ * arguments.
+ */
+JITK_API jitk_status jitk_elementwise_prepare(jitk_elementwise *kernel, const jitk_arg *args,
+                                              size_t num_args, int64_t size);
+
+/*
  * What the outputs of a launch with these arguments would be, without
  * launching: specs[j] (one per out_param) gets each output's dtype and
  * shape. Given outputs report their own (a raw output's shape is its
@@ -1171,6 +1185,15 @@ JITK_API void jitk_reduction_destroy(jitk_reduction *kernel);
 JITK_API jitk_status jitk_reduction_launch(jitk_reduction *kernel, jitk_stream stream,
                                            const jitk_arg *args, size_t num_args, const int *axes,
                                            int num_axes, int keepdims, DLManagedTensor **outputs);
+
+/*
+ * jitk_elementwise_prepare for a reduction: the specialization a launch
+ * with these arguments, axes and keepdims would use, compiled and loaded,
+ * nothing run, so that such a launch can be captured into a CUDA graph.
+ */
+JITK_API jitk_status jitk_reduction_prepare(jitk_reduction *kernel, const jitk_arg *args,
+                                            size_t num_args, const int *axes, int num_axes,
+                                            int keepdims);
 
 /*
  * Chooses the strategy for this layout by measuring it: launches the

@@ -67,6 +67,13 @@
   X(cuStreamCreate, 12000, true)                              \
   X(cuStreamDestroy, 12000, true)                             \
   X(cuStreamSynchronize, 12000, true)                         \
+  X(cuStreamIsCapturing, 12000, false)                        \
+  X(cuStreamBeginCapture, 12000, false)                       \
+  X(cuStreamEndCapture, 12000, false)                         \
+  X(cuGraphInstantiate, 12000, false)                         \
+  X(cuGraphLaunch, 12000, false)                              \
+  X(cuGraphExecDestroy, 12000, false)                         \
+  X(cuGraphDestroy, 12000, false)                             \
   X(cuEventCreate, 12000, true)                               \
   X(cuEventDestroy, 12000, true)                              \
   X(cuEventRecord, 12000, true)                               \

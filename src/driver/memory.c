@@ -63,10 +63,22 @@ static jitk_status temp_pool(jitk_engine *e, CUmemoryPool *out) {
 }
 
 jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void **ptr) {
-  CUmemoryPool pool;
-  jitk_status st = temp_pool(e, &pool);
+  /* Under a graph's capture the allocation becomes a memory node the
+   * graph owns: it is made as captured allocations are documented, with
+   * cuMemAllocAsync from the device's own pool, not from jitk's pool. */
+  bool capturing = false;
+  jitk_status st = jk_stream_capturing(e, stream, &capturing);
   if (st != JITK_OK) return st;
   CUdeviceptr p = 0;
+  if (capturing) {
+    JK_IN_CONTEXT(e, e->drv.cuMemAllocAsync(&p, bytes ? bytes : 1, (CUstream)stream),
+                  "cuMemAllocAsync");
+    *ptr = (void *)(uintptr_t)p;
+    return JITK_OK;
+  }
+  CUmemoryPool pool;
+  st = temp_pool(e, &pool);
+  if (st != JITK_OK) return st;
   JK_IN_CONTEXT(e, e->drv.cuMemAllocFromPoolAsync(&p, bytes ? bytes : 1, pool, (CUstream)stream),
                 "cuMemAllocFromPoolAsync");
   *ptr = (void *)(uintptr_t)p;
@@ -116,6 +128,16 @@ jitk_status jitk_memset(jitk_engine *e, void *dst, int value, size_t bytes, jitk
 jitk_status jitk_stream_synchronize(jitk_engine *e, jitk_stream stream) {
   JK_CHECK_ENGINE(e, "jitk_stream_synchronize");
   JK_IN_CONTEXT(e, e->drv.cuStreamSynchronize((CUstream)stream), "cuStreamSynchronize");
+  return JITK_OK;
+}
+
+jitk_status jk_stream_capturing(jitk_engine *e, jitk_stream stream, bool *capturing) {
+  *capturing = false;
+  if (e->drv.cuStreamIsCapturing == NULL) return JITK_OK;
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  JK_IN_CONTEXT(e, e->drv.cuStreamIsCapturing((CUstream)stream, &cs), "cuStreamIsCapturing");
+  /* An invalidated capture still belongs to its stream until it ends. */
+  *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
   return JITK_OK;
 }
 

@@ -624,7 +624,7 @@ static void memo_record(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t 
  * the memo's, as the launch path promises. */
 static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream stream,
                           const jitk_arg *args, size_t nargs, int64_t size, unsigned block,
-                          DLManagedTensor **outputs) {
+                          DLManagedTensor **outputs, bool prepare) {
   jitk_engine *e = k->g.engine;
   jitk_status st = jk_require_device(e, what);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
@@ -640,7 +640,7 @@ static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream str
   /* The memo: taken when the arguments have its layout, otherwise planned
    * into, when no other thread holds it. */
   ew_memo *m = NULL;
-  if (k->memo != NULL && pthread_mutex_trylock(&k->memo_lock) == 0) {
+  if (!prepare && k->memo != NULL && pthread_mutex_trylock(&k->memo_lock) == 0) {
     m = k->memo;
     if (memo_take(m, args, nargs, size, asked)) {
       k->memo_hits++;
@@ -661,9 +661,16 @@ static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream str
    * so a failed launch leaves the caller's `outputs` as it was. */
   DLManagedTensor *made[JK_MAX_EW_PARAMS];
   for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
-  st = plan(k, what, stream, args, nargs, size, block, outputs ? made : NULL, pl, &spec, &empty);
+  st = plan(k, what, stream, args, nargs, size, block, outputs || prepare ? made : NULL, pl, &spec,
+            &empty);
+  if (st == JITK_OK && !empty && prepare) {
+    /* Compiled and loaded, nothing run; outputs made for the plan go. */
+    st = jk_gen_variant_get(&k->g, &spec, NULL, NULL, v);
+    jk_gen_release_outputs(k->g.num_out, made);
+    return st;
+  }
   if (st == JITK_OK && !empty) {
-    st = jk_gen_variant_get(&k->g, &spec, v);
+    st = jk_gen_variant_get(&k->g, &spec, &stream, "jitk_elementwise_prepare", v);
     /* The compiled kernel's own limit: its registers may allow fewer
      * threads than the device does. */
     if (st == JITK_OK && chosen && JK_UNLIKELY(block > v->max_threads))
@@ -682,7 +689,14 @@ jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, con
                                     size_t nargs, int64_t size, DLManagedTensor **outputs) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_launch: kernel is NULL");
-  return launch(k, "jitk_elementwise_launch", stream, args, nargs, size, 0, outputs);
+  return launch(k, "jitk_elementwise_launch", stream, args, nargs, size, 0, outputs, false);
+}
+
+jitk_status jitk_elementwise_prepare(jitk_elementwise *k, const jitk_arg *args, size_t nargs,
+                                     int64_t size) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_prepare: kernel is NULL");
+  return launch(k, "jitk_elementwise_prepare", NULL, args, nargs, size, 0, NULL, true);
 }
 
 /* The end of the first version of jitk_launch_options: every caller's
@@ -695,7 +709,7 @@ jitk_status jitk_elementwise_launch_ex(jitk_elementwise *k, jitk_stream stream,
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_launch_ex: kernel is NULL");
   if (opts == NULL)
-    return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, -1, 0, outputs);
+    return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, -1, 0, outputs, false);
   if (JK_UNLIKELY(opts->struct_size < JK_LAUNCH_OPTIONS_V1))
     return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_elementwise_launch_ex: options->struct_size is %zu; fill the options "
@@ -714,7 +728,7 @@ jitk_status jitk_elementwise_launch_ex(jitk_elementwise *k, jitk_stream stream,
                        b, JITK_VERSION_STRING);
   }
   return launch(k, "jitk_elementwise_launch_ex", stream, args, nargs, opts->size, opts->block_size,
-                outputs);
+                outputs, false);
 }
 
 jitk_status jitk_elementwise_outputs(jitk_elementwise *k, const jitk_arg *args, size_t nargs,

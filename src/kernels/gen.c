@@ -197,7 +197,8 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_g
 /* XXH3 over the whole (zero-padded) specialization: a few dozen
  * nanoseconds, where a byte-wise hash of its few hundred bytes cost a fair
  * part of a launch. */
-jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy) {
+jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, const jitk_stream *launching,
+                               const char *prepare, jk_gen_variant *copy) {
   /* A loop calls a kernel with one layout again and again: the variant
    * found last is compared first, which costs a memcmp where hashing the
    * spec costs several times that. */
@@ -224,6 +225,30 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy
       return JITK_OK;
     }
   }
+  pthread_mutex_unlock(&g->lock);
+  if (launching != NULL) {
+    bool capturing = false;
+    jitk_status st = jk_stream_capturing(g->engine, *launching, &capturing);
+    if (st != JITK_OK) return st;
+    if (capturing)
+      return jk_fail(g->engine, JITK_ERR_STREAM_CAPTURE,
+                     "kernel %s: this launch needs a specialization (its arguments' dtypes and "
+                     "layout) that is not compiled yet, and its stream is capturing a CUDA "
+                     "graph, during which jitk neither compiles nor loads a module; launch it "
+                     "once with such arguments before the capture, or call %s with them",
+                     g->name, prepare);
+  }
+  pthread_mutex_lock(&g->lock);
+  /* Another thread may have made it meanwhile. */
+  for (size_t i = 0; i < g->num_variants; i++) {
+    jk_gen_variant *v = &g->variants[i];
+    if (v->hash == h && memcmp(v->spec, spec, g->spec_size) == 0) {
+      *copy = *v;
+      g->last_source = v->source;
+      pthread_mutex_unlock(&g->lock);
+      return JITK_OK;
+    }
+  }
   jk_gen_variant *made = NULL;
   jitk_status st = make_variant(g, spec, h, &made);
   if (st == JITK_OK) *copy = *made;
@@ -234,7 +259,7 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy
 jitk_status jk_gen_compile(jk_gen *g, const void *spec, const char **source, jitk_module **module) {
   jitk_engine *e = g->engine;
   jk_gen_variant copy;
-  jitk_status st = jk_gen_variant_get(g, spec, &copy);
+  jitk_status st = jk_gen_variant_get(g, spec, NULL, NULL, &copy);
   /* Out-parameters are written only on success, as the API promises; the
    * source of a failed compile is the kind's _source call's to give. */
   if (st != JITK_OK) return st;

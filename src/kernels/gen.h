@@ -90,8 +90,12 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
                          jk_entry **out);
 
 /* The variant for `spec` (spec_size bytes, zero-padded), generated and
- * compiled when new; *copy gets its fields. */
-jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, jk_gen_variant *copy);
+ * compiled when new; *copy gets its fields. `launching`, when not NULL,
+ * is the stream of the launch that asks: a new variant is then refused
+ * with JITK_ERR_STREAM_CAPTURE while that stream captures a graph, and
+ * `prepare` names the call that would have made it beforehand. */
+jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, const jitk_stream *launching,
+                               const char *prepare, jk_gen_variant *copy);
 
 /* The variant for `spec` for the kinds' _compile calls: *source gets the
  * source tried (also when it failed), *module (when not NULL) a module

@@ -164,8 +164,16 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   /* Tensor cores stage A and B in 16-byte chunks. */
   if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
     pthread_mutex_lock(&p->lock);
-    st =
-        p->fallback.entry != NULL ? JITK_OK : jk_mm_build(p, JK_MM_SIMT, k->spec.acc, &p->fallback);
+    bool built = p->fallback.entry != NULL, capturing = false;
+    if (!built) st = jk_stream_capturing(p->engine, stream, &capturing);
+    if (st == JITK_OK && capturing)
+      st = jk_fail(p->engine, JITK_ERR_STREAM_CAPTURE,
+                   "matmul %s: A or B is not 16-byte aligned, which takes a kernel of CUDA "
+                   "cores that is not compiled yet, and the stream is capturing a CUDA graph, "
+                   "during which jitk does not compile; execute the plan once with such "
+                   "pointers before the capture",
+                   p->name);
+    if (st == JITK_OK && !built) st = jk_mm_build(p, JK_MM_SIMT, k->spec.acc, &p->fallback);
     pthread_mutex_unlock(&p->lock);
     if (st != JITK_OK) return st;
     k = &p->fallback;

@@ -1002,10 +1002,33 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
             &nothing);
   if (st == JITK_OK && !nothing) {
     jk_gen_variant v;
-    st = jk_gen_variant_get(&k->g, &spec, &v);
+    st = jk_gen_variant_get(&k->g, &spec, &stream, "jitk_reduction_prepare", &v);
     if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   }
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
+}
+
+jitk_status jitk_reduction_prepare(jitk_reduction *k, const jitk_arg *args, size_t nargs,
+                                   const int *axes, int num_axes, int keepdims) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_prepare: kernel is NULL");
+  jitk_engine *e = k->g.engine;
+  jitk_status st = jk_require_device(e, "jitk_reduction_prepare");
+  if (st != JITK_OK) return st;
+  /* The plan of a launch (outputs it would allocate are made and let go),
+   * then its specialization compiled and loaded; nothing runs. */
+  DLManagedTensor *made[JK_MAX_EW_PARAMS];
+  for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
+  jk_red_plan pl;
+  jk_red_spec spec;
+  bool nothing;
+  st = plan(k, NULL, args, nargs, axes, num_axes, keepdims, made, &pl, &spec, &nothing);
+  if (st == JITK_OK && !nothing) {
+    jk_gen_variant v;
+    st = jk_gen_variant_get(&k->g, &spec, NULL, NULL, &v);
+  }
+  jk_gen_release_outputs(k->g.num_out, made);
+  return st;
 }
 
 /* One launch of a candidate on the autotune call's arguments, as
@@ -1037,6 +1060,15 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
                    "jitk_reduction_autotune: kernel %s takes %zu arguments, outputs included, "
                    "and %zu were given: autotuning writes the outputs, so each must be given",
                    k->g.name, k->g.params.count, nargs);
+  /* Timing synchronizes on events: it would end a graph's capture. */
+  bool capturing = false;
+  st = jk_stream_capturing(e, stream, &capturing);
+  if (st == JITK_OK && capturing)
+    st = jk_fail(e, JITK_ERR_STREAM_CAPTURE,
+                 "jitk_reduction_autotune: kernel %s: the stream is capturing a CUDA graph; "
+                 "autotune before the capture (a captured launch then uses the choice)",
+                 k->g.name);
+  if (st != JITK_OK) return st;
   jk_red_plan pl;
   jk_red_spec spec;
   bool nothing;
@@ -1053,7 +1085,7 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
     if (!jk_red_choose(&pl, n, sms, (char)(*c == 'd' ? 0 : *c), &spec)) continue;
     jk_gen_variant v;
     float ms = 0;
-    st = jk_gen_variant_get(&k->g, &spec, &v);
+    st = jk_gen_variant_get(&k->g, &spec, NULL, NULL, &v);
     /* The median of 7 launches after 2. */
     red_timed timed = {k, stream, args, &pl, &v};
     if (st == JITK_OK)
@@ -1070,7 +1102,7 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   /* The winner runs last, so that the outputs hold its results. */
   jk_red_choose(&pl, n, sms, (char)(best == 'd' ? 0 : best), &spec);
   jk_gen_variant v;
-  st = jk_gen_variant_get(&k->g, &spec, &v);
+  st = jk_gen_variant_get(&k->g, &spec, NULL, NULL, &v);
   if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
   if (st != JITK_OK) return st;
   remember(k, layout, (char)(best == 'd' ? 0 : best));

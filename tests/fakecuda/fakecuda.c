@@ -544,6 +544,16 @@ static CUresult fk_cuStreamDestroy(CUstream s) {
   return CUDA_SUCCESS;
 }
 
+/* The stream a test says is capturing a graph (fakecuda_set_capturing). */
+static CUstream capturing_stream;
+static bool capture_on;
+
+static CUresult fk_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
+  *status = capture_on && s == capturing_stream ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
 static CUresult fk_cuStreamSynchronize(CUstream s) {
   (void)s;
   return CUDA_SUCCESS;
@@ -630,6 +640,7 @@ FAKECUDA_SAME_TYPE(cuPointerGetAttributes)
 FAKECUDA_SAME_TYPE(cuStreamCreate)
 FAKECUDA_SAME_TYPE(cuStreamDestroy)
 FAKECUDA_SAME_TYPE(cuStreamSynchronize)
+FAKECUDA_SAME_TYPE(cuStreamIsCapturing)
 FAKECUDA_SAME_TYPE(cuEventCreate)
 FAKECUDA_SAME_TYPE(cuEventDestroy)
 FAKECUDA_SAME_TYPE(cuEventRecord)
@@ -690,6 +701,7 @@ static const struct {
     FAKECUDA_ENTRY(cuStreamCreate),
     FAKECUDA_ENTRY(cuStreamDestroy),
     FAKECUDA_ENTRY(cuStreamSynchronize),
+    FAKECUDA_ENTRY(cuStreamIsCapturing),
     FAKECUDA_ENTRY(cuEventCreate),
     FAKECUDA_ENTRY(cuEventDestroy),
     FAKECUDA_ENTRY(cuEventRecord),
@@ -715,6 +727,11 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 EXPORT const fakecuda_launch *fakecuda_last_launch(void) { return &last_launch; }
 
 EXPORT unsigned long long fakecuda_launch_count(void) { return launches; }
+
+EXPORT void fakecuda_set_capturing(void *stream, bool on) {
+  capturing_stream = (CUstream)stream;
+  capture_on = on;
+}
 
 EXPORT const fakecuda_memset *fakecuda_last_memset(unsigned long long *count) {
   if (count != NULL) *count = memsets;

@@ -39,6 +39,10 @@ typedef void (*fakecuda_record_params_fn)(const size_t *sizes, int n);
 /* The last memset, and (into *count) how many there were. */
 typedef const fakecuda_memset *(*fakecuda_last_memset_fn)(unsigned long long *count);
 
+/* Makes cuStreamIsCapturing say that `stream` captures a graph (on) or
+ * that no stream does (off). */
+typedef void (*fakecuda_set_capturing_fn)(void *stream, bool on);
+
 /* The inspection functions of the stand-in an engine has already loaded
  * from `path` (the same instance, so the launches it records are the
  * engine's); false when it is not loaded or lacks them. */
@@ -48,6 +52,7 @@ typedef struct fakecuda_api {
   fakecuda_launch_count_fn count;
   fakecuda_record_params_fn record;
   fakecuda_last_memset_fn memset;
+  fakecuda_set_capturing_fn capture;
 } fakecuda_api;
 
 static inline bool fakecuda_api_open(const char *path, fakecuda_api *f) {
@@ -57,7 +62,9 @@ static inline bool fakecuda_api_open(const char *path, fakecuda_api *f) {
   *(void **)&f->count = dlsym(f->lib, "fakecuda_launch_count");
   *(void **)&f->record = dlsym(f->lib, "fakecuda_record_params");
   *(void **)&f->memset = dlsym(f->lib, "fakecuda_last_memset");
-  return f->last != NULL && f->count != NULL && f->record != NULL && f->memset != NULL;
+  *(void **)&f->capture = dlsym(f->lib, "fakecuda_set_capturing");
+  return f->last != NULL && f->count != NULL && f->record != NULL && f->memset != NULL &&
+         f->capture != NULL;
 }
 
 #endif

@@ -1138,3 +1138,141 @@ Test(raw, clusters_shared_memory_and_dependent_launch) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+/* Each kind captured into one CUDA graph and replayed on fresh inputs:
+ * a raw kernel (y = 2 x), an elementwise kernel (z = y + x), a reduction
+ * (column sums of z as 4096 x 256: few outputs, which the planner
+ * splits in chunks, so a temporary and a memset are captured with it) and a matmul (D = A B). The
+ * reduction is prepared first; the elementwise kernel is not, and its
+ * captured launch is refused until it is. The capture runs in the
+ * driver's global mode, where an unsafe call on the capturing thread would
+ * end it. */
+static const char *twice_src =
+    "extern \"C\" __global__ void twice(const float *x, float *y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = 2.0f * x[i];\n"
+    "}\n";
+
+Test(raw, graphs_capture_every_kind) {
+  jitk_engine *e = jt_gpu_engine();
+  cr_assert(e->drv.cuStreamBeginCapture != NULL && e->drv.cuGraphInstantiate != NULL);
+  enum { R = 4096, C = 256, N = R * C, MM = 128, MK = 64 };
+  jitk_module *m = NULL;
+  jitk_kernel *twice = NULL;
+  JT_OK(e, jitk_module_create(e, twice_src, NULL, &m));
+  JT_OK(e, jitk_module_get_kernel(m, "twice", &twice));
+  jitk_elementwise *add = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = y + x", "graph_add", NULL, &add));
+  jitk_reduction *colsum = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T z", "T s", "z", "a + b", "s = a", "0", NULL, "graph_colsum",
+                                 NULL, &colsum));
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = d.n = MM;
+  d.k = MK;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = JITK_FLOAT32;
+  d.lda = MK;
+  d.ldb = MM;
+  jitk_matmul *mm = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &mm));
+
+  float *x = jt_dev_alloc(e, N * 4), *y = jt_dev_alloc(e, N * 4), *z = jt_dev_alloc(e, N * 4);
+  float *s = jt_dev_alloc(e, C * 4);
+  float *a = jt_dev_alloc(e, MM * MK * 4), *b = jt_dev_alloc(e, MK * MM * 4),
+        *dd = jt_dev_alloc(e, MM * MM * 4);
+  int64_t flat[1] = {N}, rc[2] = {R, C}, cs[1] = {C};
+  DLTensor tx = jt_tensor(x, JITK_FLOAT32, 1, flat, NULL),
+           ty = jt_tensor(y, JITK_FLOAT32, 1, flat, NULL),
+           tz = jt_tensor(z, JITK_FLOAT32, 1, flat, NULL),
+           tz2 = jt_tensor(z, JITK_FLOAT32, 2, rc, NULL),
+           ts = jt_tensor(s, JITK_FLOAT32, 1, cs, NULL);
+  jitk_arg raw_args[] = {jitk_arg_ptr(x, JITK_FLOAT32), jitk_arg_ptr(y, JITK_FLOAT32),
+                         jitk_arg_i32(N)};
+  jitk_arg ew_args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty), jitk_arg_array(&tz)};
+  jitk_arg red_args[] = {jitk_arg_array(&tz2), jitk_arg_array(&ts)};
+  int axis0[1] = {0};
+  JT_OK(e, jitk_reduction_prepare(colsum, red_args, 2, axis0, 1, 0));
+
+  CUcontext saved;
+  JT_OK(e, jk_ctx_enter(e, &saved));
+  CUstream st = NULL;
+  cr_assert_eq(e->drv.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  jitk_stream js = (jitk_stream)st;
+
+  /* Not prepared: refused, and the capture goes on. */
+  cr_assert_eq(e->drv.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  JT_FAILS(e, JITK_ERR_STREAM_CAPTURE, "jitk_elementwise_prepare",
+           jitk_elementwise_launch(add, js, ew_args, 3, -1, NULL));
+  CUgraph g = NULL;
+  cr_assert_eq(e->drv.cuStreamEndCapture(st, &g), CUDA_SUCCESS, "the capture survived");
+  cr_assert_eq(e->drv.cuGraphDestroy(g), CUDA_SUCCESS);
+  JT_OK(e, jitk_elementwise_prepare(add, ew_args, 3, -1));
+
+  cr_assert_eq(e->drv.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  JT_OK(e, jitk_kernel_launch(twice, (jitk_dim3){N / 256, 1, 1}, (jitk_dim3){256, 1, 1}, 0, js,
+                              raw_args, 3));
+  JT_OK(e, jitk_elementwise_launch(add, js, ew_args, 3, -1, NULL));
+  JT_OK(e, jitk_reduction_launch(colsum, js, red_args, 2, axis0, 1, 0, NULL));
+  JT_OK(e, jitk_matmul_execute(mm, js, a, b, NULL, dd, NULL, 0));
+  g = NULL;
+  CUresult r = e->drv.cuStreamEndCapture(st, &g);
+  cr_assert_eq(r, CUDA_SUCCESS, "cuStreamEndCapture: %d", (int)r);
+  CUgraphExec ge = NULL;
+  r = e->drv.cuGraphInstantiate(&ge, g, 0);
+  cr_assert_eq(r, CUDA_SUCCESS, "cuGraphInstantiate: %d", (int)r);
+
+  float *hx = malloc(N * 4), *hz = malloc(N * 4), *hs = malloc(C * 4);
+  float *ha = malloc(MM * MK * 4), *hb = malloc(MK * MM * 4), *hd = malloc(MM * MM * 4);
+  uint64_t seed = 77;
+  for (int rep = 0; rep < 3; rep++) {
+    for (int i = 0; i < N; i++) hx[i] = (float)(jt_uniform(&seed) * 2 - 1);
+    for (int i = 0; i < MM * MK; i++) ha[i] = (float)(jt_uniform(&seed) * 2 - 1);
+    for (int i = 0; i < MK * MM; i++) hb[i] = (float)(jt_uniform(&seed) * 2 - 1);
+    jt_to_dev(e, x, hx, N * 4);
+    jt_to_dev(e, a, ha, MM * MK * 4);
+    jt_to_dev(e, b, hb, MK * MM * 4);
+    jt_poison(e, y, N * 4);
+    jt_poison(e, z, N * 4);
+    jt_poison(e, s, C * 4);
+    jt_poison(e, dd, MM * MM * 4);
+    cr_assert_eq(e->drv.cuGraphLaunch(ge, st), CUDA_SUCCESS);
+    cr_assert_eq(e->drv.cuStreamSynchronize(st), CUDA_SUCCESS);
+    jt_to_host(e, hz, z, N * 4);
+    jt_to_host(e, hs, s, C * 4);
+    jt_to_host(e, hd, dd, MM * MM * 4);
+    for (int i = 0; i < N; i++) {
+      float want = 2.0f * hx[i] + hx[i];
+      cr_assert(hz[i] == want, "replay %d: z[%d] = %g, expected %g", rep, i, hz[i], want);
+    }
+    for (int j = 0; j < C; j++) {
+      double want = 0;
+      for (int i = 0; i < R; i++) want += (double)(2.0f * hx[i * C + j] + hx[i * C + j]);
+      cr_assert(fabs(hs[j] - want) <= 1e-4 * R, "replay %d: s[%d] = %g, expected %g", rep, j, hs[j],
+                want);
+    }
+    for (int i = 0; i < MM; i++)
+      for (int j = 0; j < MM; j++) {
+        double want = 0;
+        for (int k = 0; k < MK; k++) want += (double)ha[i * MK + k] * hb[k * MM + j];
+        cr_assert(fabs(hd[i * MM + j] - want) <= 1e-3, "replay %d: D[%d][%d] = %g, expected %g",
+                  rep, i, j, hd[i * MM + j], want);
+      }
+  }
+  cr_assert_eq(e->drv.cuGraphExecDestroy(ge), CUDA_SUCCESS);
+  cr_assert_eq(e->drv.cuGraphDestroy(g), CUDA_SUCCESS);
+  cr_assert_eq(e->drv.cuStreamDestroy(st), CUDA_SUCCESS);
+  jk_ctx_leave(e, saved);
+  free(hx), free(hz), free(hs), free(ha), free(hb), free(hd);
+  JT_OK(e, jitk_device_free(e, x, NULL));
+  JT_OK(e, jitk_device_free(e, y, NULL));
+  JT_OK(e, jitk_device_free(e, z, NULL));
+  JT_OK(e, jitk_device_free(e, s, NULL));
+  JT_OK(e, jitk_device_free(e, a, NULL));
+  JT_OK(e, jitk_device_free(e, b, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  jitk_matmul_destroy(mm);
+  jitk_reduction_destroy(colsum);
+  jitk_elementwise_destroy(add);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}

@@ -30,6 +30,8 @@ Test(errors, codes_are_stable) {
   cr_assert_eq(JITK_ERR_INVALID_ARRAY, 17);
   cr_assert_eq(JITK_ERR_PARSE, 18);
   cr_assert_eq(JITK_ERR_INTERNAL, 19);
+  cr_assert_eq(JITK_ERR_CACHE, 20);
+  cr_assert_eq(JITK_ERR_STREAM_CAPTURE, 21);
 }
 
 Test(errors, every_code_has_a_name_and_text) {
