@@ -17,6 +17,10 @@
  * macro for a versioned symbol (cuDeviceTotalMem is cuDeviceTotalMem_v2);
  * the field gets the expanded name and the prototype that goes with it,
  * while cuGetProcAddress is asked for the plain name with the version.
+ * Where the plain name at that version is an older function than the
+ * macro's (cuGraphInstantiate gives the CUDA 10 one, whose five
+ * parameters the macro's three do not match), the entry names the new
+ * function itself (cuGraphInstantiateWithFlags).
  */
 #define JK_DRIVER_FUNCS(X)                                    \
   X(cuGetErrorName, 12000, true)                              \
@@ -70,7 +74,7 @@
   X(cuStreamIsCapturing, 12000, false)                        \
   X(cuStreamBeginCapture, 12000, false)                       \
   X(cuStreamEndCapture, 12000, false)                         \
-  X(cuGraphInstantiate, 12000, false)                         \
+  X(cuGraphInstantiateWithFlags, 12000, false)                \
   X(cuGraphLaunch, 12000, false)                              \
   X(cuGraphExecDestroy, 12000, false)                         \
   X(cuGraphDestroy, 12000, false)                             \
