@@ -150,6 +150,7 @@ jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **o
   e->base.log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env() : cfg.log_level;
   e->ordinal = -1;
   jk_errors_init(e);
+  jk_trace_init(e);
   pthread_mutex_init(&e->lock, NULL);
 
   st = jk_nvrtc_init(e, &e->nvrtc, cfg.cuda_include_dir);
@@ -222,6 +223,7 @@ void jitk_engine_destroy(jitk_engine *e) {
   if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
   jk_nvrtc_destroy(e, &e->nvrtc);
   pthread_mutex_destroy(&e->lock);
+  jk_trace_fini(e);
   jk_errors_destroy(e);
   jitk_alloc_fn fn = e->base.alloc_fn;
   void *user = e->base.alloc_user;

@@ -49,12 +49,34 @@ typedef struct jk_base {
   pthread_key_t err_key;
   pthread_mutex_t err_lock;
   jk_err_record *err_records;
+  /* The NVTX domain "jitk" when JITK_NVTX=1 at the engine's creation,
+   * else NULL: ranges cost one test then (trace.c). */
+  void *trace_domain;
 } jk_base;
 
 /* The engine's jk_base, its first member (src/engine.h checks that). The
  * const is dropped: the records are the engine's, but a failure on a
  * const engine still records its message. */
 static inline jk_base *jk_base_of(const jitk_engine *e) { return (jk_base *)(void *)e; }
+
+/* NVTX ranges around jitk's work, for Nsight Systems: compiles, cache
+ * lookups, module loads and launches, in the domain "jitk". Off unless the
+ * environment has JITK_NVTX=1 when the engine is made; then a range costs
+ * an NVTX push and pop, which do nothing unless a tool is attached. The
+ * name is formatted (at most 127 characters) only when tracing is on. */
+void jk_trace_init(jitk_engine *e);
+void jk_trace_fini(jitk_engine *e);
+void jk_trace_push_(const jitk_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void jk_trace_pop_(const jitk_engine *e);
+#define jk_trace_push(e, ...)                                                               \
+  do {                                                                                      \
+    if (JK_UNLIKELY(jk_base_of(e)->trace_domain != NULL)) jk_trace_push_((e), __VA_ARGS__); \
+  } while (0)
+#define jk_trace_pop(e)                                                     \
+  do {                                                                      \
+    if (JK_UNLIKELY(jk_base_of(e)->trace_domain != NULL)) jk_trace_pop_(e); \
+  } while (0)
 
 /* Allocation through the engine's allocator. A NULL engine (before one
  * exists) uses the C library. */

@@ -502,8 +502,8 @@ static bool memory_hit_holds(jitk_engine *e, jk_entry *hit) {
   return holds;
 }
 
-jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
-                         jk_entry **out) {
+static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                             jk_entry **out) {
   jk_cache *c = &e->cache;
   jk_material mat;
   jk_material_init(&mat, e);
@@ -587,4 +587,12 @@ jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char 
   }
   *out = x;
   return JITK_OK;
+}
+
+jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                         jk_entry **out) {
+  jk_trace_push(e, "jitk cache get %s", in->program_name ? in->program_name : "program");
+  jitk_status st = cache_get(e, in, generator, out);
+  jk_trace_pop(e);
+  return st;
 }

@@ -16,7 +16,9 @@ jitk_status jk_module_load(jitk_engine *e, const void *image, jitk_image_kind ki
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[] = {errlog, (void *)(uintptr_t)sizeof errlog};
   CUmodule mod = NULL;
+  jk_trace_push(e, "jitk load %s", jk_image_kind_name(kind));
   CUresult r = e->drv.cuModuleLoadDataEx(&mod, image, 2, opts, vals);
+  jk_trace_pop(e);
   jk_ctx_leave(e, saved);
   if (r == CUDA_SUCCESS) {
     *out = mod;

@@ -260,9 +260,13 @@ jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op
                      ops[i].cooperative  ? "cooperative"
                      : ops[i].cluster[0] ? "clustered"
                                          : "programmatic dependent");
+  jk_trace_push(e, "jitk launch %s", ops[n - 1].name ? ops[n - 1].name : "kernel");
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  if (JK_UNLIKELY(st != JITK_OK)) {
+    jk_trace_pop(e);
+    return st;
+  }
   CUstream s = (CUstream)stream;
   for (int i = 0; i < n && st == JITK_OK; i++) {
     const jk_launch_op *op = &ops[i];
@@ -282,6 +286,7 @@ jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op
     if (JK_UNLIKELY(r != CUDA_SUCCESS)) st = refused(e, op, call, r);
   }
   jk_ctx_leave(e, saved);
+  jk_trace_pop(e);
   return st;
 }
 

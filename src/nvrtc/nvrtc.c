@@ -284,7 +284,8 @@ static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in, co
   return st;
 }
 
-jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out) {
+static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
+                                 jk_compile_output *out) {
   const jk_nvrtc *nv = &e->nvrtc;
   memset(out, 0, sizeof *out);
   char **opts = NULL;
@@ -450,4 +451,11 @@ void jk_compile_output_free(jitk_engine *e, jk_compile_output *out) {
     for (size_t i = 0; i < out->num_lowered; i++) jk_free(e, out->lowered[i]);
   jk_free(e, out->lowered);
   memset(out, 0, sizeof *out);
+}
+
+jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out) {
+  jk_trace_push(e, "jitk compile %s", in->program_name ? in->program_name : "program");
+  jitk_status st = nvrtc_compile(e, in, out);
+  jk_trace_pop(e);
+  return st;
 }
