@@ -672,6 +672,54 @@ JITK_API jitk_status jitk_kernel_param_sizes(const jitk_kernel *kernel, const ui
  * opt-in limit. */
 JITK_API jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *kernel, size_t bytes);
 
+/* Every attribute the driver reports of a kernel (cuFuncGetAttribute),
+ * numbered as CUfunction_attribute is. */
+typedef enum jitk_kernel_attribute {
+  JITK_KERNEL_MAX_THREADS_PER_BLOCK = 0,
+  JITK_KERNEL_SHARED_SIZE_BYTES = 1, /* static */
+  JITK_KERNEL_CONST_SIZE_BYTES = 2,
+  JITK_KERNEL_LOCAL_SIZE_BYTES = 3, /* per thread */
+  JITK_KERNEL_NUM_REGS = 4,
+  JITK_KERNEL_PTX_VERSION = 5,
+  JITK_KERNEL_BINARY_VERSION = 6,
+  JITK_KERNEL_CACHE_MODE_CA = 7,
+  JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,    /* settable */
+  JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT = 9, /* settable: -1, or 0 to 100 % */
+  JITK_KERNEL_CLUSTER_SIZE_MUST_BE_SET = 10,
+  JITK_KERNEL_REQUIRED_CLUSTER_WIDTH = 11,              /* settable */
+  JITK_KERNEL_REQUIRED_CLUSTER_HEIGHT = 12,             /* settable */
+  JITK_KERNEL_REQUIRED_CLUSTER_DEPTH = 13,              /* settable */
+  JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,   /* settable: 0 or 1 */
+  JITK_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15 /* settable */
+} jitk_kernel_attribute;
+
+/* One attribute's value. JITK_ERR_INVALID_ARGUMENT for a number outside
+ * the list; the driver's error when it does not know the attribute. */
+JITK_API jitk_status jitk_kernel_get_attribute(const jitk_kernel *kernel,
+                                               jitk_kernel_attribute attribute, int *value);
+
+/* Sets a settable attribute (cuFuncSetAttribute): the dynamic shared memory
+ * limit (as jitk_kernel_set_max_dynamic_shared), the preferred carveout of
+ * shared memory against L1, the cluster shape a launch must use, whether
+ * clusters may be larger than 8 blocks (up to 16 on the H100 and H200,
+ * which launches then allow), the cluster scheduling policy.
+ * JITK_ERR_INVALID_ARGUMENT for a read-only attribute or a value out of
+ * range, with the reason; the driver's refusal otherwise. */
+JITK_API jitk_status jitk_kernel_set_attribute(jitk_kernel *kernel, jitk_kernel_attribute attribute,
+                                               int value);
+
+/* Whether the kernel would rather have more shared memory or more L1
+ * (cuFuncSetCacheConfig), numbered as CUfunc_cache is. A preference: the
+ * driver may use another configuration. */
+typedef enum jitk_cache_preference {
+  JITK_PREFER_NONE = 0,
+  JITK_PREFER_SHARED = 1,
+  JITK_PREFER_L1 = 2,
+  JITK_PREFER_EQUAL = 3
+} jitk_cache_preference;
+JITK_API jitk_status jitk_kernel_set_cache_preference(jitk_kernel *kernel,
+                                                      jitk_cache_preference preference);
+
 /* The block size with the most resident threads per multiprocessor for
  * this kernel and per-block dynamic shared memory, and the smallest grid
  * that fills the device at that size (cuOccupancyMaxPotentialBlockSize). */

@@ -44,6 +44,7 @@
   X(cuModuleGetGlobal, 12000, true)                           \
   X(cuFuncGetAttribute, 12000, true)                          \
   X(cuFuncSetAttribute, 12000, true)                          \
+  X(cuFuncSetCacheConfig, 12000, false)                       \
   X(cuFuncGetParamInfo, 12040, false)                         \
   X(cuTensorMapEncodeTiled, 12000, false)                     \
   X(cuLinkCreate, 12000, false)                               \

@@ -190,6 +190,94 @@ jitk_status jitk_kernel_get_attributes(const jitk_kernel *k, jitk_kernel_attribu
   return JITK_OK;
 }
 
+_Static_assert(JITK_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE ==
+                       (int)CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE &&
+                   JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES ==
+                       (int)CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+                   JITK_PREFER_EQUAL == (int)CU_FUNC_CACHE_PREFER_EQUAL,
+               "jitk's numbers are the driver's");
+
+static jitk_status check_attribute(const jitk_kernel *k, jitk_kernel_attribute a,
+                                   const char *what) {
+  if ((int)a < 0 || (int)a > JITK_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE)
+    return jk_fail(k->engine, JITK_ERR_INVALID_ARGUMENT,
+                   "%s: kernel %s: %d is not a jitk_kernel_attribute (0 to %d)", what, k->f.name,
+                   (int)a, (int)JITK_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
+  return JITK_OK;
+}
+
+jitk_status jitk_kernel_get_attribute(const jitk_kernel *k, jitk_kernel_attribute a, int *value) {
+  if (k == NULL || value == NULL)
+    return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_get_attribute: %s is NULL", k == NULL ? "kernel" : "value");
+  jitk_status st = check_attribute(k, a, "jitk_kernel_get_attribute");
+  if (st != JITK_OK) return st;
+  jitk_engine *e = k->engine;
+  CUresult r = e->drv.cuFuncGetAttribute(value, (CUfunction_attribute)a, k->f.fn);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncGetAttribute");
+  return JITK_OK;
+}
+
+jitk_status jitk_kernel_set_attribute(jitk_kernel *k, jitk_kernel_attribute a, int value) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_kernel_set_attribute: kernel is NULL");
+  jitk_status st = check_attribute(k, a, "jitk_kernel_set_attribute");
+  if (st != JITK_OK) return st;
+  jitk_engine *e = k->engine;
+  const char *bad = NULL;
+  switch (a) {
+    case JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      if (value < 0) bad = "a size is not negative";
+      break;
+    case JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      if (value < -1 || value > 100) bad = "the carveout is -1 (the default) or 0 to 100 percent";
+      break;
+    case JITK_KERNEL_REQUIRED_CLUSTER_WIDTH:
+    case JITK_KERNEL_REQUIRED_CLUSTER_HEIGHT:
+    case JITK_KERNEL_REQUIRED_CLUSTER_DEPTH:
+      if (value < 0) bad = "a cluster dimension is not negative";
+      break;
+    case JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      if (value != 0 && value != 1) bad = "it is 0 or 1";
+      break;
+    case JITK_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE: break;
+    default:
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "jitk_kernel_set_attribute: kernel %s: attribute %d is read-only; the "
+                     "settable ones are 8, 9 and 11 to 15",
+                     k->f.name, (int)a);
+  }
+  if (bad != NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_set_attribute: kernel %s: %d for attribute %d: %s", k->f.name,
+                   value, (int)a, bad);
+  if (a == JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    return jk_fn_set_max_dynamic_shared(e, &k->f, (size_t)value);
+  CUresult r = e->drv.cuFuncSetAttribute(k->f.fn, (CUfunction_attribute)a, value);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
+  if (a == JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
+    __atomic_store_n(&k->f.non_portable_clusters, value == 1, __ATOMIC_RELAXED);
+  return JITK_OK;
+}
+
+jitk_status jitk_kernel_set_cache_preference(jitk_kernel *k, jitk_cache_preference p) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_set_cache_preference: kernel is NULL");
+  jitk_engine *e = k->engine;
+  if ((int)p < 0 || (int)p > JITK_PREFER_EQUAL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_kernel_set_cache_preference: kernel %s: %d is not a "
+                   "jitk_cache_preference (0 to 3)",
+                   k->f.name, (int)p);
+  if (e->drv.cuFuncSetCacheConfig == NULL)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "jitk_kernel_set_cache_preference: this CUDA driver lacks cuFuncSetCacheConfig");
+  CUresult r = e->drv.cuFuncSetCacheConfig(k->f.fn, (CUfunc_cache)p);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetCacheConfig");
+  return JITK_OK;
+}
+
 jitk_status jitk_kernel_param_sizes(const jitk_kernel *k, const uint32_t **sizes, int *count) {
   if (k == NULL || sizes == NULL || count == NULL)
     return jk_fail(k ? k->engine : NULL, JITK_ERR_INVALID_ARGUMENT,

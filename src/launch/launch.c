@@ -110,11 +110,15 @@ static jitk_status check_config(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid, 
                        "%u): dimension %c",
                        k->name, g[0], g[1], g[2], c[0], c[1], c[2], "xyz"[i]);
     unsigned long long size = (unsigned long long)c[0] * c[1] * c[2];
-    if (size > 8)
+    bool wide = __atomic_load_n(&k->non_portable_clusters, __ATOMIC_RELAXED);
+    unsigned long long most = wide ? 16 : 8;
+    if (size > most)
       return jk_fail(e, JITK_ERR_LAUNCH_CONFIG,
-                     "kernel %s: a cluster of %llu blocks (%u, %u, %u); at most 8, the size "
-                     "every device with clusters supports",
-                     k->name, size, c[0], c[1], c[2]);
+                     "kernel %s: a cluster of %llu blocks (%u, %u, %u); at most %llu%s", k->name,
+                     size, c[0], c[1], c[2], most,
+                     wide ? ""
+                          : ", the size every device with clusters supports (set "
+                            "JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED for up to 16)");
   }
   /* More dynamic shared memory than the function's limit raises the
    * limit, as far as the device allows (above 48 KiB a kernel must opt

@@ -33,7 +33,8 @@ typedef struct jk_fn_facts {
   int num_signature;
   int max_threads;
   size_t static_shared;
-  size_t max_dynamic_shared; /* the current limit */
+  size_t max_dynamic_shared;  /* the current limit */
+  bool non_portable_clusters; /* clusters of up to 16 blocks allowed */
 } jk_fn_facts;
 
 /* One step of a launch: a kernel, or (fn NULL) clearing `clear_bytes`

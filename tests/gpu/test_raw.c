@@ -1282,3 +1282,50 @@ Test(raw, graphs_capture_every_kind) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+/* Attributes read and set on the device: what the driver reports, the
+ * carveout and cluster permission read back as set, the cache preference
+ * taken, and the kernel still runs. */
+Test(raw, kernel_attributes_on_the_device) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_device_info info;
+  JT_OK(e, jitk_engine_device_info(e, &info));
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, saxpy_src, NULL, &m));
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "saxpy", &k));
+  int v = 0;
+  JT_OK(e, jitk_kernel_get_attribute(k, JITK_KERNEL_NUM_REGS, &v));
+  cr_assert(v > 0 && v <= 255, "%d registers", v);
+  JT_OK(e, jitk_kernel_get_attribute(k, JITK_KERNEL_BINARY_VERSION, &v));
+  cr_assert_eq(v, info.cc_major * 10 + info.cc_minor);
+  JT_OK(e, jitk_kernel_set_attribute(k, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, 25));
+  JT_OK(e, jitk_kernel_get_attribute(k, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, &v));
+  cr_assert_eq(v, 25);
+  JT_OK(e, jitk_kernel_set_attribute(k, JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+  JT_OK(e, jitk_kernel_get_attribute(k, JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, &v));
+  cr_assert_eq(v, 1);
+  JT_OK(e, jitk_kernel_set_cache_preference(k, JITK_PREFER_SHARED));
+  const long long n = 4096;
+  float *x = jt_dev_alloc(e, n * 4), *y = jt_dev_alloc(e, n * 4), *out = jt_dev_alloc(e, n * 4);
+  float *hx = malloc(n * 4), *hy = malloc(n * 4), *ho = malloc(n * 4);
+  uint64_t seed = 5;
+  for (long long i = 0; i < n; i++)
+    hx[i] = (float)jt_uniform(&seed), hy[i] = (float)jt_uniform(&seed);
+  jt_to_dev(e, x, hx, n * 4);
+  jt_to_dev(e, y, hy, n * 4);
+  jt_poison(e, out, n * 4);
+  jitk_arg args[] = {jitk_arg_f32(3.0f), jitk_arg_ptr(x, JITK_FLOAT32),
+                     jitk_arg_ptr(y, JITK_FLOAT32), jitk_arg_ptr(out, JITK_FLOAT32),
+                     jitk_arg_i64(n)};
+  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){16, 1, 1}, (jitk_dim3){256, 1, 1}, 0, NULL, args, 5));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jt_to_host(e, ho, out, n * 4);
+  check_saxpy(ho, 3.0f, hx, hy, n, "after setting attributes");
+  JT_OK(e, jitk_device_free(e, x, NULL));
+  JT_OK(e, jitk_device_free(e, y, NULL));
+  JT_OK(e, jitk_device_free(e, out, NULL));
+  free(hx), free(hy), free(ho);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}

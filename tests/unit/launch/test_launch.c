@@ -24,7 +24,7 @@ static struct {
   CUstream stream;
   unsigned num_attrs;
   CUlaunchAttribute attr, attrs[4];
-  int raised;
+  int raised, set_attr, set_value, cache;
   void *arg0;
   int32_t arg1;
   int occupancy_threads;
@@ -73,8 +73,22 @@ static CUresult stub_launch_ex(const CUlaunchConfig *c, CUfunction f, void **par
 
 static CUresult stub_set_attribute(CUfunction f, CUfunction_attribute attr, int value) {
   cr_assert_eq(f, stub_fn);
-  cr_assert_eq(attr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-  seen.raised = value;
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    seen.raised = value;
+  else
+    seen.set_attr = (int)attr, seen.set_value = value;
+  return CUDA_SUCCESS;
+}
+
+static CUresult stub_get_attribute(int *v, CUfunction_attribute attr, CUfunction f) {
+  cr_assert_eq(f, stub_fn);
+  *v = 1000 + (int)attr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult stub_cache_config(CUfunction f, CUfunc_cache c) {
+  cr_assert_eq(f, stub_fn);
+  seen.cache = (int)c;
   return CUDA_SUCCESS;
 }
 
@@ -407,5 +421,60 @@ Test(launch, clusters_dependent_launch_and_shared_memory) {
   seen.raised = 0;
   JT_OK(e, jitk_kernel_launch(&k, one, one, 65536, s, args, 2));
   cr_assert_eq(seen.raised, 0, "within the raised limit: no driver call");
+  stand_in_destroy(e);
+}
+
+/* Every attribute the driver reports, the settable ones set, the rest
+ * refused with the reason; the cache preference; clusters of up to 16
+ * blocks once the kernel allows them. */
+Test(launch, kernel_attributes) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  e->info.cc_major = 9;
+  e->drv.cuFuncGetAttribute = stub_get_attribute;
+  int v = 0;
+  for (int a = 0; a <= JITK_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE; a++) {
+    JT_OK(e, jitk_kernel_get_attribute(&k, (jitk_kernel_attribute)a, &v));
+    cr_assert_eq(v, 1000 + a);
+  }
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "16 is not a jitk_kernel_attribute",
+           jitk_kernel_get_attribute(&k, (jitk_kernel_attribute)16, &v));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "value is NULL",
+           jitk_kernel_get_attribute(&k, JITK_KERNEL_NUM_REGS, NULL));
+
+  JT_OK(e, jitk_kernel_set_attribute(&k, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
+  cr_assert_eq(seen.set_attr, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
+  cr_assert_eq(seen.set_value, 50);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "0 to 100 percent",
+           jitk_kernel_set_attribute(&k, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, 101));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "attribute 4 is read-only",
+           jitk_kernel_set_attribute(&k, JITK_KERNEL_NUM_REGS, 32));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "0 or 1",
+           jitk_kernel_set_attribute(&k, JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 2));
+  /* The shared memory limit goes where launches read it. */
+  JT_OK(e, jitk_kernel_set_attribute(&k, JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES, 70000));
+  cr_assert_eq(seen.raised, 70000);
+  cr_assert_eq(k.f.max_dynamic_shared, 70000);
+
+  /* Clusters of 16 only once allowed. */
+  jitk_kernel_launch_config c;
+  jitk_kernel_launch_config_init(&c);
+  c.cluster = (jitk_dim3){16, 1, 1};
+  jitk_arg args[] = {jitk_arg_ptr(NULL, JITK_FLOAT32), jitk_arg_i32(7)};
+  JT_FAILS(e, JITK_ERR_LAUNCH_CONFIG, "JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED",
+           jitk_kernel_launch_ex(&k, (jitk_dim3){16, 1, 1}, one, 0, NULL, args, 2, &c));
+  JT_OK(e, jitk_kernel_set_attribute(&k, JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+  JT_OK(e, jitk_kernel_launch_ex(&k, (jitk_dim3){16, 1, 1}, one, 0, NULL, args, 2, &c));
+  cr_assert_eq(seen.attrs[0].value.clusterDim.x, 16);
+
+  /* The cache preference, and a driver without the call. */
+  e->drv.cuFuncSetCacheConfig = stub_cache_config;
+  JT_OK(e, jitk_kernel_set_cache_preference(&k, JITK_PREFER_SHARED));
+  cr_assert_eq(seen.cache, CU_FUNC_CACHE_PREFER_SHARED);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "not a jitk_cache_preference",
+           jitk_kernel_set_cache_preference(&k, (jitk_cache_preference)4));
+  e->drv.cuFuncSetCacheConfig = NULL;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "cuFuncSetCacheConfig",
+           jitk_kernel_set_cache_preference(&k, JITK_PREFER_L1));
   stand_in_destroy(e);
 }
