@@ -122,20 +122,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   jitk_kernel k;
   memset(&k, 0, sizeof k);
   k.engine = engine;
-  k.name = "fuzzed";
-  k.num_params = nparams;
-  k.param_sizes = psizes;
+  k.f.name = "fuzzed";
+  k.f.num_params = nparams;
+  k.f.param_sizes = psizes;
   jk_param *before = jk_calloc(engine, 1, sizeof *before);
   if (before == NULL) abort();
-  k.signature = before;
-  k.num_signature = 1;
+  k.f.signature = before;
+  k.f.num_signature = 1;
   jitk_status st2 = jitk_kernel_set_signature(&k, text);
   if (st2 == JITK_OK) {
     JF_CHECK(st == JITK_OK, "jitk_kernel_set_signature accepted what the parser refused");
-    JF_CHECK(nparams < 0 || k.num_signature == nparams,
-             "a signature of %d parameters was set on a kernel of %d", k.num_signature, nparams);
+    JF_CHECK(nparams < 0 || k.f.num_signature == nparams,
+             "a signature of %d parameters was set on a kernel of %d", k.f.num_signature, nparams);
     for (int i = 0; nparams >= 0 && i < nparams; i++) {
-      const jk_param *q = &k.signature[i];
+      const jk_param *q = &k.f.signature[i];
       uint32_t want = q->kind == JITK_ARG_SCALAR    ? (uint32_t)jk_dtype(q->dtype)->size
                       : q->kind == JITK_ARG_POINTER ? 8u
                                                     : 8u + 16u * (uint32_t)q->ndim;
@@ -147,10 +147,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            (st2 == JITK_ERR_ARGUMENT_COUNT || st2 == JITK_ERR_ARGUMENT_TYPE)),
              "jitk_kernel_set_signature failed with %s after the parser's %s", jitk_errname(st2),
              jitk_errname(st));
-    JF_CHECK(k.signature == before && k.num_signature == 1,
+    JF_CHECK(k.f.signature == before && k.f.num_signature == 1,
              "a refused signature replaced the kernel's");
   }
-  jk_free(engine, k.signature);
+  jk_free(engine, k.f.signature);
   free(text);
   return 0;
 }
