@@ -73,14 +73,13 @@ jitk_status jk_temp_alloc(jitk_engine *e, size_t bytes, jitk_stream stream, void
   if (capturing) {
     JK_IN_CONTEXT(e, e->drv.cuMemAllocAsync(&p, bytes ? bytes : 1, (CUstream)stream),
                   "cuMemAllocAsync");
-    *ptr = (void *)(uintptr_t)p;
-    return JITK_OK;
+  } else {
+    CUmemoryPool pool;
+    st = temp_pool(e, &pool);
+    if (st != JITK_OK) return st;
+    JK_IN_CONTEXT(e, e->drv.cuMemAllocFromPoolAsync(&p, bytes ? bytes : 1, pool, (CUstream)stream),
+                  "cuMemAllocFromPoolAsync");
   }
-  CUmemoryPool pool;
-  st = temp_pool(e, &pool);
-  if (st != JITK_OK) return st;
-  JK_IN_CONTEXT(e, e->drv.cuMemAllocFromPoolAsync(&p, bytes ? bytes : 1, pool, (CUstream)stream),
-                "cuMemAllocFromPoolAsync");
   *ptr = (void *)(uintptr_t)p;
   return JITK_OK;
 }

@@ -194,6 +194,21 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_g
   return JITK_OK;
 }
 
+/* The variant of `spec` (hash h) already made, copied into *copy and
+ * remembered as the last hit; under g->lock. */
+static bool find_variant(jk_gen *g, const void *spec, uint64_t h, jk_gen_variant *copy) {
+  for (size_t i = 0; i < g->num_variants; i++) {
+    jk_gen_variant *v = &g->variants[i];
+    if (v->hash == h && memcmp(v->spec, spec, g->spec_size) == 0) {
+      *copy = *v;
+      g->last_source = v->source;
+      g->last_hit = i + 1;
+      return true;
+    }
+  }
+  return false;
+}
+
 /* XXH3 over the whole (zero-padded) specialization: a few dozen
  * nanoseconds, where a byte-wise hash of its few hundred bytes cost a fair
  * part of a launch. */
@@ -215,18 +230,14 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, const jitk_stream *l
   pthread_mutex_unlock(&g->lock);
   uint64_t h = XXH3_64bits(spec, g->spec_size);
   pthread_mutex_lock(&g->lock);
-  for (size_t i = 0; i < g->num_variants; i++) {
-    jk_gen_variant *v = &g->variants[i];
-    if (v->hash == h && memcmp(v->spec, spec, g->spec_size) == 0) {
-      *copy = *v;
-      g->last_source = v->source;
-      g->last_hit = i + 1;
-      pthread_mutex_unlock(&g->lock);
-      return JITK_OK;
-    }
+  if (find_variant(g, spec, h, copy)) {
+    pthread_mutex_unlock(&g->lock);
+    return JITK_OK;
   }
-  pthread_mutex_unlock(&g->lock);
   if (launching != NULL) {
+    /* A launch's miss: the driver is asked outside the lock, then the
+     * table again, which another thread may have filled meanwhile. */
+    pthread_mutex_unlock(&g->lock);
     bool capturing = false;
     jitk_status st = jk_stream_capturing(g->engine, *launching, &capturing);
     if (st != JITK_OK) return st;
@@ -237,14 +248,8 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, const jitk_stream *l
                      "graph, during which jitk neither compiles nor loads a module; launch it "
                      "once with such arguments before the capture, or call %s with them",
                      g->name, prepare);
-  }
-  pthread_mutex_lock(&g->lock);
-  /* Another thread may have made it meanwhile. */
-  for (size_t i = 0; i < g->num_variants; i++) {
-    jk_gen_variant *v = &g->variants[i];
-    if (v->hash == h && memcmp(v->spec, spec, g->spec_size) == 0) {
-      *copy = *v;
-      g->last_source = v->source;
+    pthread_mutex_lock(&g->lock);
+    if (find_variant(g, spec, h, copy)) {
       pthread_mutex_unlock(&g->lock);
       return JITK_OK;
     }

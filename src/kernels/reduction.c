@@ -983,13 +983,14 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   return st;
 }
 
-jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
-                                  size_t nargs, const int *axes, int num_axes, int keepdims,
-                                  DLManagedTensor **outputs) {
-  if (JK_UNLIKELY(k == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_launch: kernel is NULL");
+/* What a launch and jitk_reduction_prepare share: the plan, then the
+ * specialization; a launch runs it (and hands over the outputs it made),
+ * a prepare lets the outputs go. */
+static jitk_status launch(jitk_reduction *k, const char *what, jitk_stream stream,
+                          const jitk_arg *args, size_t nargs, const int *axes, int num_axes,
+                          int keepdims, DLManagedTensor **outputs, bool prepare) {
   jitk_engine *e = k->g.engine;
-  jitk_status st = jk_require_device(e, "jitk_reduction_launch");
+  jitk_status st = jk_require_device(e, what);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
   /* Outputs are made into a local array and handed over only on success,
    * so a failed launch leaves the caller's `outputs` as it was. */
@@ -998,37 +999,35 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
   jk_red_plan pl;
   jk_red_spec spec;
   bool nothing;
-  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs ? made : NULL, &pl, &spec,
-            &nothing);
+  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs || prepare ? made : NULL, &pl,
+            &spec, &nothing);
   if (st == JITK_OK && !nothing) {
     jk_gen_variant v;
-    st = jk_gen_variant_get(&k->g, &spec, &stream, "jitk_reduction_prepare", &v);
-    if (st == JITK_OK) st = run(k, stream, args, &pl, &v);
+    st = jk_gen_variant_get(&k->g, &spec, prepare ? NULL : &stream, "jitk_reduction_prepare", &v);
+    if (st == JITK_OK && !prepare) st = run(k, stream, args, &pl, &v);
+  }
+  if (prepare) {
+    jk_gen_release_outputs(k->g.num_out, made);
+    return st;
   }
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
+}
+
+jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
+                                  size_t nargs, const int *axes, int num_axes, int keepdims,
+                                  DLManagedTensor **outputs) {
+  if (JK_UNLIKELY(k == NULL))
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_launch: kernel is NULL");
+  return launch(k, "jitk_reduction_launch", stream, args, nargs, axes, num_axes, keepdims, outputs,
+                false);
 }
 
 jitk_status jitk_reduction_prepare(jitk_reduction *k, const jitk_arg *args, size_t nargs,
                                    const int *axes, int num_axes, int keepdims) {
   if (JK_UNLIKELY(k == NULL))
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_prepare: kernel is NULL");
-  jitk_engine *e = k->g.engine;
-  jitk_status st = jk_require_device(e, "jitk_reduction_prepare");
-  if (st != JITK_OK) return st;
-  /* The plan of a launch (outputs it would allocate are made and let go),
-   * then its specialization compiled and loaded; nothing runs. */
-  DLManagedTensor *made[JK_MAX_EW_PARAMS];
-  for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
-  jk_red_plan pl;
-  jk_red_spec spec;
-  bool nothing;
-  st = plan(k, NULL, args, nargs, axes, num_axes, keepdims, made, &pl, &spec, &nothing);
-  if (st == JITK_OK && !nothing) {
-    jk_gen_variant v;
-    st = jk_gen_variant_get(&k->g, &spec, NULL, NULL, &v);
-  }
-  jk_gen_release_outputs(k->g.num_out, made);
-  return st;
+  return launch(k, "jitk_reduction_prepare", NULL, args, nargs, axes, num_axes, keepdims, NULL,
+                true);
 }
 
 /* One launch of a candidate on the autotune call's arguments, as
