@@ -180,6 +180,67 @@ static double bench_launch_extra(jitk_engine *e, jitk_kernel *k, float a, void *
   return us;
 }
 
+/* Host microseconds per launch of `k` (no arguments) on one block of one
+ * thread: bare cuLaunchKernelEx with the attributes of `cfg` (cuLaunchKernel
+ * when it asks for none) against
+ * jitk_kernel_launch_ex with `cfg`, timed as bench_launch_overhead times,
+ * the two interleaved round by round. */
+static void bench_launch_config(jitk_engine *e, jitk_kernel *k,
+                                const jitk_kernel_launch_config *cfg, double *bare_us,
+                                double *jitk_us) {
+  jitk_dim3 one = {1, 1, 1};
+  CUlaunchAttribute attrs[2];
+  unsigned na = 0;
+  memset(attrs, 0, sizeof attrs);
+  if (cfg->cluster.x != 0) {
+    attrs[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[na].value.clusterDim.x = cfg->cluster.x;
+    attrs[na].value.clusterDim.y = cfg->cluster.y;
+    attrs[na].value.clusterDim.z = cfg->cluster.z;
+    na++;
+  }
+  if (cfg->programmatic_dependent_launch) {
+    attrs[na].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[na].value.programmaticStreamSerializationAllowed = 1;
+    na++;
+  }
+  CUlaunchConfig lc;
+  memset(&lc, 0, sizeof lc);
+  lc.gridDimX = lc.gridDimY = lc.gridDimZ = 1;
+  lc.blockDimX = lc.blockDimY = lc.blockDimZ = 1;
+  lc.attrs = attrs;
+  lc.numAttrs = na;
+  double *tb = malloc(ROUNDS * sizeof *tb), *tj = malloc(ROUNDS * sizeof *tj);
+  if (tb == NULL || tj == NULL) exit(1);
+  for (int w = 0; w < 2000; w++) {
+    CU(e->drv.cuLaunchKernelEx(&lc, k->f.fn, NULL, NULL));
+    CHECK(jitk_kernel_launch_ex(k, one, one, 0, NULL, NULL, 0, cfg));
+  }
+  CHECK(jitk_stream_synchronize(e, NULL));
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = bench_now_us();
+    /* Without attributes the bare call is cuLaunchKernel, which jitk's
+     * launch takes then too. */
+    for (int i = 0; i < PER_ROUND; i++)
+      if (na == 0)
+        e->drv.cuLaunchKernel(k->f.fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+      else
+        e->drv.cuLaunchKernelEx(&lc, k->f.fn, NULL, NULL);
+    double t1 = bench_now_us();
+    CHECK(jitk_stream_synchronize(e, NULL));
+    double t2 = bench_now_us();
+    for (int i = 0; i < PER_ROUND; i++) jitk_kernel_launch_ex(k, one, one, 0, NULL, NULL, 0, cfg);
+    double t3 = bench_now_us();
+    CHECK(jitk_stream_synchronize(e, NULL));
+    tb[r] = (t1 - t0) / PER_ROUND;
+    tj[r] = (t3 - t2) / PER_ROUND;
+  }
+  *bare_us = bench_median(tb, ROUNDS);
+  *jitk_us = bench_median(tj, ROUNDS);
+  free(tb);
+  free(tj);
+}
+
 static int cmd_limits(int argc, char **argv) {
   const char *json = NULL;
   for (int i = 0; i < argc; i++) {
@@ -227,7 +288,28 @@ static int cmd_limits(int argc, char **argv) {
   CHECK(jitk_device_free(e, buf, NULL));
   CHECK(jitk_stream_synchronize(e, NULL));
 
-  char note_e[64], note_f[64], note_x[64];
+  /* Launches with a launch configuration: the defaults (which take
+   * cuLaunchKernel's path), a cluster of one block, and programmatic
+   * dependent launch (both through cuLaunchKernelEx), each against the
+   * bare driver call that does the same. */
+  jitk_kernel_launch_config plain, cluster, pdl;
+  CHECK(jitk_kernel_launch_config_init(&plain));
+  cluster = plain;
+  cluster.cluster = (jitk_dim3){1, 1, 1};
+  pdl = plain;
+  pdl.programmatic_dependent_launch = 1;
+  double cb_plain, cj_plain, cb_cluster = 0, cj_cluster = 0, cb_pdl, cj_pdl;
+  bench_launch_config(e, empty, &plain, &cb_plain, &cj_plain);
+  bool has_clusters = e->info.cc_major >= 9;
+  if (has_clusters) bench_launch_config(e, empty, &cluster, &cb_cluster, &cj_cluster);
+  bench_launch_config(e, empty, &pdl, &cb_pdl, &cj_pdl);
+
+  char note_e[64], note_f[64], note_x[64], note_cp[64], note_cc[64], note_cd[64];
+  snprintf(note_cp, sizeof note_cp, "%.3fx bare cuLaunchKernel", cj_plain / cb_plain);
+  snprintf(note_cc, sizeof note_cc, "%.3fx bare cuLaunchKernelEx, %.3fx cuLaunchKernel",
+           has_clusters ? cj_cluster / cb_cluster : 0.0, has_clusters ? cj_cluster / eb : 0.0);
+  snprintf(note_cd, sizeof note_cd, "%.3fx bare cuLaunchKernelEx, %.3fx cuLaunchKernel",
+           cj_pdl / cb_pdl, cj_pdl / eb);
   snprintf(note_x, sizeof note_x, "%.3fx bare", xb / fb);
   snprintf(note_e, sizeof note_e, "%.3fx bare", ej / eb);
   snprintf(note_f, sizeof note_f, "%.3fx bare", fj / fb);
@@ -238,6 +320,11 @@ static int cmd_limits(int argc, char **argv) {
       {"bare cuLaunchKernel, 4 arguments", fb, "us/launch", ""},
       {"jitk_kernel_launch, 4 arguments", fj, "us/launch", note_f},
       {"bare cuLaunchKernel, 4 arguments in one buffer", xb, "us/launch", note_x},
+      {"jitk_kernel_launch_ex, default config, empty kernel", cj_plain, "us/launch", note_cp},
+      {"bare cuLaunchKernelEx, cluster 1x1x1", cb_cluster, "us/launch", ""},
+      {"jitk_kernel_launch_ex, cluster 1x1x1", cj_cluster, "us/launch", note_cc},
+      {"bare cuLaunchKernelEx, programmatic dependent", cb_pdl, "us/launch", ""},
+      {"jitk_kernel_launch_ex, programmatic dependent", cj_pdl, "us/launch", note_cd},
   };
   char title[400];
   snprintf(title, sizeof title, "limits on %s (%d SMs), %s", e->info.name, e->info.multiprocessors,
@@ -263,6 +350,8 @@ int main(int argc, char **argv) {
         "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
         "           --only REGEX)\n"
         "  small    host and GPU time of cached launches on 2^10 to 2^18 elements (GPU)\n"
+        "  graph    replay of a CUDA graph of 100 captured elementwise launches against\n"
+        "           one of 100 bare cuLaunchKernel calls (GPU)\n"
         "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
@@ -274,6 +363,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "compile") == 0) return bench_compile(argc - 2, argv + 2);
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(argc - 2, argv + 2);
   if (strcmp(argv[1], "small") == 0) return bench_small(argc - 2, argv + 2);
+  if (strcmp(argv[1], "graph") == 0) return bench_graph(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;
