@@ -564,6 +564,105 @@ JITK_API jitk_status jitk_module_create_from_image(jitk_engine *engine, jitk_ima
 JITK_API jitk_status jitk_module_create_from_file(jitk_engine *engine, const char *path,
                                                   jitk_module **module);
 
+/* What one piece of a linked program is (jitk_module_link). */
+typedef enum jitk_link_kind {
+  /* CUDA C++ source, compiled by NVRTC as relocatable device code: to a
+   * cubin, or to LTO-IR when the link optimizes across pieces. Its
+   * kernels and device functions may call those of other pieces. */
+  JITK_LINK_CUDA = 0,
+  JITK_LINK_PTX = 1,    /* PTX text of relocatable code (nvcc -rdc=true -ptx) */
+  JITK_LINK_CUBIN = 2,  /* a relocatable cubin (nvcc -rdc=true -cubin) */
+  JITK_LINK_FATBIN = 3, /* a fatbin (nvcc -rdc=true -fatbin) */
+  JITK_LINK_LTO_IR = 4, /* LTO-IR (nvcc -dlto -dc, or NVRTC with -dlto) */
+  /* A host object file with device code in it, as nvcc -dc (with -dlto
+   * or without) writes it: `nvcc -rdc=true -dlto -c file.cu`. */
+  JITK_LINK_OBJECT = 5,
+  JITK_LINK_LIBRARY = 6, /* an archive (.a) of such objects */
+  /* The CUDA device runtime (libcudadevrt.a), which kernels that launch
+   * kernels need: found where jitk_module_create looks for it; `data`,
+   * `size` and `path` are not used. */
+  JITK_LINK_DEVICE_RUNTIME = 7
+} jitk_link_kind;
+
+/* One piece of a linked program. */
+typedef struct jitk_link_piece {
+  jitk_link_kind kind;
+  /* JITK_LINK_CUDA: the source text, NUL-terminated (`size` is not used).
+   * Other kinds: the bytes, `size` of them, copied; or NULL with `path`
+   * set, to read the file there. */
+  const void *data;
+  size_t size;
+  const char *path;
+  /* The name the linker's messages and jitk's errors give the piece;
+   * NULL: the file name for a piece read from `path`, else "pieceN". A
+   * CUDA piece's NVRTC messages cite options->program_name when it is
+   * set, else this name. */
+  const char *name;
+  /* JITK_LINK_CUDA only (NULL for the defaults): NVRTC options, name
+   * expressions and headers, as for jitk_module_create. jitk adds
+   * "-rdc=true" (and "-dlto" when the link optimizes). */
+  const jitk_module_options *options;
+} jitk_link_piece;
+
+/* Link-time optimization. */
+typedef enum jitk_lto {
+  /* On when some piece is LTO-IR, an object or a library (which may carry
+   * LTO-IR), or when every piece is CUDA source: the CUDA pieces are then
+   * compiled to LTO-IR and optimized together (a device function of one
+   * source is inlined into a kernel of another). Off otherwise. */
+  JITK_LTO_AUTO = 0,
+  JITK_LTO_ON = 1, /* CUDA pieces to LTO-IR, nvJitLink -lto */
+  JITK_LTO_OFF = 2 /* CUDA pieces to relocatable cubins; LTO-IR pieces are refused */
+} jitk_lto;
+
+typedef struct jitk_link_options {
+  /* sizeof(jitk_link_options) as the caller was compiled; set by
+   * jitk_link_options_init. */
+  size_t struct_size;
+  jitk_lto lto;
+  /* Options for nvJitLink, such as "-O3", "-maxrregcount=64",
+   * "-lineinfo", "-ftz=1" or "-Xptxas=-v"; jitk adds the target
+   * ("-arch=sm_90") and "-lto" as decided above. */
+  const char *const *options;
+  size_t num_options;
+  /* The name of the linked program in messages, the cache's listing and
+   * NVTX ranges; NULL: "linked.cu". */
+  const char *program_name;
+} jitk_link_options;
+
+/* Fills `options` with the defaults and sets struct_size. */
+JITK_API jitk_status jitk_link_options_init(jitk_link_options *options);
+
+/*
+ * Builds one module from several pieces, linked by nvJitLink
+ * (libnvJitLink.so of NVRTC's major version, opened with dlopen where
+ * jitk_module_create looks for it; no GPU is needed, so a compile-only
+ * engine links too). CUDA pieces are compiled by NVRTC first, each with
+ * its own options. The module's kernels are found by symbol, or by a name
+ * expression given with any CUDA piece's options.
+ * The linked image goes through the kernel cache like any compiled one:
+ * its key covers every piece (the bytes of binary ones, the source,
+ * options, headers and name expressions of CUDA ones, the folders searched
+ * for the device runtime), the link options, whether the link optimized,
+ * and nvJitLink's version and library; a later call with the same pieces
+ * is a hit and runs neither NVRTC nor the linker. What the CUDA pieces'
+ * #includes read from disk, and the device runtime found, are checked on
+ * every hit, as for jitk_module_create.
+ * Errors: JITK_ERR_INVALID_ARGUMENT for no pieces, a piece of an unknown
+ * kind, a CUDA piece without source, a binary one without bytes or path,
+ * an LTO-IR piece with JITK_LTO_OFF, or options whose struct_size was not
+ * set by jitk_link_options_init; JITK_ERR_IO for a path that cannot be
+ * read; JITK_ERR_INVALID_IMAGE for a cubin piece that is not one, or is
+ * for another architecture; JITK_ERR_COMPILE with NVRTC's log (naming the
+ * piece) or with nvJitLink's (an undefined or twice-defined symbol, a
+ * piece it cannot read); JITK_ERR_UNSUPPORTED when nvJitLink cannot be
+ * found (the message says where it looked and what to install) or the
+ * engine's target is PTX (a device newer than NVRTC).
+ */
+JITK_API jitk_status jitk_module_link(jitk_engine *engine, const jitk_link_piece *pieces,
+                                      size_t num_pieces, const jitk_link_options *options,
+                                      jitk_module **module);
+
 /* Unloads the module and frees its kernels. NULL does nothing. */
 JITK_API void jitk_module_destroy(jitk_module *module);
 

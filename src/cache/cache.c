@@ -386,13 +386,36 @@ static void count(jitk_engine *e, uint64_t *mine, uint64_t *pending) {
 }
 
 /* Lists what the compile reads from disk (src/nvrtc/deps.c). */
-static jitk_status scan_deps(jitk_engine *e, const jk_compile_input *in, jk_deps *out) {
+static jitk_status scan_one(jitk_engine *e, const jk_compile_input *in, jk_deps *out) {
   char **opts = NULL;
   size_t nopts = 0;
   jitk_status st =
-      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific, &opts, &nopts);
+      jk_nvrtc_final_options(e, in->options, in->num_options, jk_final_flags(in), &opts, &nopts);
   if (st == JITK_OK) st = jk_deps_scan(e, in, opts, nopts, out);
   jk_options_free(e, opts, nopts);
+  return st;
+}
+
+/* The same for a linked program: what each CUDA piece reads, with the
+ * options the link compiles it with, in one record. */
+static jitk_status scan_deps(jitk_engine *e, const jk_compile_input *in, jk_deps *out) {
+  if (in->link == NULL) return scan_one(e, in, out);
+  const jk_link_input *li = in->link;
+  jitk_status st = JITK_OK;
+  for (size_t i = 0; i < li->num_pieces && st == JITK_OK; i++) {
+    if (li->pieces[i].kind != JITK_LINK_CUDA) continue;
+    jk_compile_input ci;
+    const char **storage = NULL;
+    jk_deps one;
+    memset(&one, 0, sizeof one);
+    st = jk_link_piece_input(e, li->pieces[i].cuda, li->lto, &ci, &storage);
+    if (st == JITK_OK) st = scan_one(e, &ci, &one);
+    jk_free(e, storage);
+    if (st == JITK_OK)
+      st = jk_deps_move(e, out, &one);
+    else
+      jk_deps_free(e, &one);
+  }
   return st;
 }
 

@@ -109,20 +109,14 @@ void jk_headers_digest(jitk_engine *e, char out[33]) {
   jk_material_free(&m);
 }
 
-jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char *generator,
-                         jk_material *m, jk_key *key) {
+/* The fields of one NVRTC compile: final options, name, source, name
+ * expressions and headers. */
+static jitk_status add_program(jitk_engine *e, jk_material *m, const jk_compile_input *in) {
   char **opts = NULL;
   size_t nopts = 0;
   jitk_status st =
-      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific, &opts, &nopts);
+      jk_nvrtc_final_options(e, in->options, in->num_options, jk_final_flags(in), &opts, &nopts);
   if (st != JITK_OK) return st;
-  char num[32];
-  snprintf(num, sizeof num, "%d", JK_CACHE_FORMAT);
-  jk_material_add_str(m, "format", num);
-  jk_material_add_str(m, "generator", generator);
-  jk_material_add_str(m, "nvrtc", e->cache.nvrtc_id);
-  jk_material_add_str(m, "target", e->target.arch);
-  jk_material_add_str(m, "output", e->target.ptx ? "ptx" : "cubin");
   for (size_t i = 0; i < nopts; i++) jk_material_add_str(m, "option", opts[i]);
   jk_options_free(e, opts, nopts);
   jk_material_add_str(m, "program_name", in->program_name ? in->program_name : "module.cu");
@@ -133,21 +127,75 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
     jk_material_add_str(m, "header_name", in->headers[i].name);
     jk_material_add_str(m, "header", in->headers[i].source);
   }
+  return JITK_OK;
+}
+
+/* The linker and the folders searched for libcudadevrt.a belong to the
+ * request (the library found, and every place before it, to the entry's
+ * dependency record). */
+static jitk_status add_devrt_search(jitk_engine *e, jk_material *m) {
+  char *dirs = NULL;
+  jitk_status st = jk_devrt_search_dirs(e, &dirs);
+  if (st != JITK_OK) return st;
+  jk_material_add_str(m, "devrt_search", dirs);
+  jk_free(e, dirs);
+  return JITK_OK;
+}
+
+/* A linked program: the link's own settings, then every piece in order,
+ * CUDA ones by what compiles them (with the options the link adds), the
+ * others by their bytes. */
+static jitk_status add_link(jitk_engine *e, jk_material *m, const jk_compile_input *in) {
+  const jk_link_input *li = in->link;
+  jk_material_add_str(m, "program_name", in->program_name ? in->program_name : "linked.cu");
+  jk_material_add_str(m, "linker", jk_linker_identity(e));
+  jk_material_add_str(m, "lto", li->lto ? "on" : "off");
+  for (size_t i = 0; i < li->num_options; i++)
+    jk_material_add_str(m, "link_option", li->options[i]);
+  for (size_t i = 0; i < li->num_pieces; i++) {
+    const jk_link_piece *p = &li->pieces[i];
+    char kind[16];
+    snprintf(kind, sizeof kind, "%d", (int)p->kind);
+    jk_material_add_str(m, "piece", kind);
+    jk_material_add_str(m, "piece_name", p->name);
+    jitk_status st = JITK_OK;
+    if (p->kind == JITK_LINK_CUDA) {
+      jk_compile_input ci;
+      const char **storage = NULL;
+      st = jk_link_piece_input(e, p->cuda, li->lto, &ci, &storage);
+      if (st == JITK_OK) st = add_program(e, m, &ci);
+      jk_free(e, storage);
+    } else if (p->kind == JITK_LINK_DEVICE_RUNTIME) {
+      st = add_devrt_search(e, m);
+    } else {
+      jk_material_add(m, "piece_bytes", p->data, p->size);
+    }
+    if (st != JITK_OK) return st;
+  }
+  return JITK_OK;
+}
+
+jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                         jk_material *m, jk_key *key) {
+  char num[32];
+  snprintf(num, sizeof num, "%d", JK_CACHE_FORMAT);
+  jk_material_add_str(m, "format", num);
+  jk_material_add_str(m, "generator", generator);
+  jk_material_add_str(m, "nvrtc", e->cache.nvrtc_id);
+  jk_material_add_str(m, "target", e->target.arch);
+  jk_material_add_str(m, "output", e->target.ptx ? "ptx" : "cubin");
+  jitk_status st = in->link != NULL ? add_link(e, m, in) : add_program(e, m, in);
+  if (st != JITK_OK) return st;
   /* jitk's own device headers are part of every program; their digest
    * (computed once per engine) stands for them, since they are the same
    * for every kernel of a jitk build. */
   jk_material_add_str(m, "jitk_headers", e->cache.headers_digest);
-  /* Relocatable code is linked with libcudadevrt after NVRTC: the linker
-   * and the folders searched for the library belong to the request (the
-   * library found, and every place before it, to the entry's dependency
-   * record). Other programs' keys are as they always were. */
-  if (jk_options_rdc(in->options, in->num_options)) {
-    char *dirs = NULL;
-    st = jk_devrt_search_dirs(e, &dirs);
-    if (st != JITK_OK) return st;
+  /* Relocatable code is linked with libcudadevrt after NVRTC. Other
+   * programs' keys are as they always were. */
+  if (in->link == NULL && jk_options_rdc(in->options, in->num_options)) {
     jk_material_add_str(m, "linker", jk_linker_identity(e));
-    jk_material_add_str(m, "devrt_search", dirs);
-    jk_free(e, dirs);
+    st = add_devrt_search(e, m);
+    if (st != JITK_OK) return st;
   }
   if (m->failed) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory building a cache key");
   jk_hash128(m->data, m->len, key->bytes);

@@ -15,6 +15,10 @@
  * rest), which also covers PTX targets, whose linked code only the driver
  * can compile for the device.
  *
+ * Programs of several pieces (jitk_module_link) are linked here too, by
+ * nvJitLink only: the driver's linker takes no LTO-IR, and a program that
+ * links on one machine should link on every machine of its toolkit.
+ *
  * libcudadevrt.a is read by jitk and handed to the linker as bytes, so
  * that what was linked is exactly what was hashed: every place searched
  * goes into the compile's dependency record (nothing there, or the file
@@ -52,6 +56,9 @@ enum {
   JK_NVJITLINK_SUCCESS = 0,
   JK_NVJITLINK_INPUT_CUBIN = 1,
   JK_NVJITLINK_INPUT_PTX = 2,
+  JK_NVJITLINK_INPUT_LTOIR = 3,
+  JK_NVJITLINK_INPUT_FATBIN = 4,
+  JK_NVJITLINK_INPUT_OBJECT = 5,
   JK_NVJITLINK_INPUT_LIBRARY = 6
 };
 
@@ -266,6 +273,11 @@ jitk_status jk_deps_move(jitk_engine *e, jk_deps *to, jk_deps *from) {
     memcpy(to->v + to->n, from->v, from->n * sizeof *from->v);
     to->n = need;
     from->n = 0;
+  }
+  /* A record that cannot be complete stays so once joined to another. */
+  if (to->unknown == NULL) {
+    to->unknown = from->unknown;
+    from->unknown = NULL;
   }
   jk_deps_free(e, from);
   return JITK_OK;
@@ -740,4 +752,256 @@ jitk_status jk_link_devrt(jitk_engine *e, const jk_compile_input *in, jk_compile
   jk_free(e, devrt);
   jk_free(e, devrt_path);
   return st;
+}
+
+/* --- Programs of several pieces --- */
+
+static const char *piece_kind_name(jitk_link_kind k) {
+  static const char *const names[] = {"CUDA source", "PTX",    "cubin",   "fatbin",
+                                      "LTO-IR",      "object", "library", "device runtime"};
+  return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
+}
+
+jitk_status jk_link_piece_input(jitk_engine *e, const jk_compile_input *cuda, bool lto,
+                                jk_compile_input *out, const char ***storage) {
+  size_t n = cuda->num_options;
+  const char **opts = jk_calloc(e, n + 1, sizeof *opts);
+  if (opts == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < n; i++) opts[i] = cuda->options[i];
+  /* Last, so that it wins over a caller's -rdc=false: a piece that is not
+   * relocatable cannot call into the others. "-dlto" comes from the
+   * output (jk_nvrtc_final_options), since a caller's own is refused. */
+  opts[n++] = "-rdc=true";
+  *out = *cuda;
+  out->options = opts;
+  out->num_options = n;
+  out->output = lto ? JK_OUTPUT_LTO_IR : JK_OUTPUT_RELOCATABLE;
+  out->link = NULL;
+  *storage = opts;
+  return JITK_OK;
+}
+
+/* The pieces in words, for messages: "a.cu (CUDA source), b (LTO-IR)". */
+static void describe_pieces(jk_buf *b, const jk_link_input *li) {
+  for (size_t i = 0; i < li->num_pieces; i++)
+    jk_buf_printf(b, "%s%s (%s)", i ? ", " : "", li->pieces[i].name,
+                  piece_kind_name(li->pieces[i].kind));
+}
+
+static jitk_status link_program_failed(jitk_engine *e, const char *pname, const jk_link_input *li,
+                                       const char *what, const char *log) {
+  jk_buf b;
+  jk_buf_init(&b, e);
+  describe_pieces(&b, li);
+  char *pieces = jk_buf_take(&b);
+  jitk_status st =
+      jk_fail(e, JITK_ERR_COMPILE, "linking %s (%s) through nvJitLink failed: %s%s%s", pname,
+              pieces ? pieces : "", what, log && *log ? ":\n" : "", log ? log : "");
+  jk_free(e, pieces);
+  return st;
+}
+
+/* Compiles the CUDA pieces into cubins or LTO-IR (images[i], sizes[i]),
+ * gathering their logs and lowered names into `out`. */
+static jitk_status compile_pieces(jitk_engine *e, const jk_compile_input *in,
+                                  jk_compile_output *out, void **images, size_t *sizes,
+                                  jk_buf *log) {
+  const jk_link_input *li = in->link;
+  const char *pname = in->program_name ? in->program_name : "linked.cu";
+  size_t at = 0;
+  for (size_t i = 0; i < li->num_pieces; i++) {
+    const jk_link_piece *p = &li->pieces[i];
+    if (p->kind != JITK_LINK_CUDA) continue;
+    jk_compile_input ci;
+    const char **storage = NULL;
+    jitk_status st = jk_link_piece_input(e, p->cuda, li->lto, &ci, &storage);
+    if (st != JITK_OK) return st;
+    char what[512];
+    snprintf(what, sizeof what, "piece %zu (%s) of the linked program %s:", i, p->name, pname);
+    ci.what = what;
+    jk_compile_output co;
+    st = jk_nvrtc_compile(e, &ci, &co);
+    jk_free(e, storage);
+    if (st != JITK_OK) return st;
+    images[i] = co.image;
+    sizes[i] = co.image_size;
+    co.image = NULL;
+    out->milliseconds += co.milliseconds;
+    if (co.log != NULL && *co.log) jk_buf_printf(log, "%s:\n%s\n", p->name, co.log);
+    for (size_t j = 0; j < co.num_lowered && at < out->num_lowered; j++) {
+      out->lowered[at++] = co.lowered[j];
+      co.lowered[j] = NULL;
+    }
+    jk_compile_output_free(e, &co);
+  }
+  return JITK_OK;
+}
+
+static jitk_status no_jitlink_for_link(jitk_engine *e) {
+  jk_nvrtc *nv = &e->nvrtc;
+  pthread_mutex_lock(&nv->link_lock);
+  const char *why = nv->jitlink_why ? nv->jitlink_why : "nvJitLink is not used here";
+  jitk_status st = jk_fail(e, JITK_ERR_UNSUPPORTED,
+                           "jitk_module_link links through nvJitLink, which could not be loaded: "
+                           "%s. Install the CUDA toolkit's nvJitLink (libnvJitLink.so.%d, in the "
+                           "toolkit's lib64) or NVIDIA's wheel nvidia-nvjitlink beside "
+                           "nvidia-cuda-nvrtc, or set CUDA_HOME to a toolkit that has it",
+                           why, nv->major);
+  pthread_mutex_unlock(&nv->link_lock);
+  return st;
+}
+
+/* Hands every piece to nvJitLink and reads the linked cubin back. */
+static jitk_status jitlink_pieces(jitk_engine *e, const char *pname, const jk_link_input *li,
+                                  void *const *images, const size_t *sizes, const void *devrt,
+                                  size_t devrt_size, jk_compile_output *out, jk_buf *log) {
+  const jk_jitlink *j = &e->nvrtc.jitlink;
+  char arch[48];
+  snprintf(arch, sizeof arch, "-arch=%s", e->target.arch);
+  size_t nopts = 0;
+  const char **opts = jk_calloc(e, li->num_options + 3, sizeof *opts);
+  if (opts == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  opts[nopts++] = arch;
+  if (li->lto) opts[nopts++] = "-lto";
+  /* ptxas's report of every kernel it compiles at the link (all of them
+   * with LTO, those of PTX pieces without), for jitk_module_resources. */
+  opts[nopts++] = "-Xptxas=-v";
+  for (size_t i = 0; i < li->num_options; i++) opts[nopts++] = li->options[i];
+  void *h = NULL;
+  int r = j->create(&h, (uint32_t)nopts, opts);
+  jitk_status st = JITK_OK;
+  if (r != JK_NVJITLINK_SUCCESS) {
+    /* A bad option is the caller's; the log says which. */
+    char *elog = h != NULL ? jitlink_log(h, e, true) : NULL;
+    jk_buf b;
+    jk_buf_init(&b, e);
+    for (size_t i = 0; i < nopts; i++) jk_buf_printf(&b, "%s%s", i ? " " : "", opts[i]);
+    char *all = jk_buf_take(&b);
+    st = jk_fail(e, r == 1 ? JITK_ERR_INVALID_ARGUMENT : JITK_ERR_NVRTC,
+                 "nvJitLinkCreate failed for %s: %s, with the options %s%s%s", pname,
+                 jitlink_result_name(r), all ? all : "", elog && *elog ? ":\n" : "",
+                 elog ? elog : "");
+    jk_free(e, all);
+    jk_free(e, elog);
+    if (h != NULL) j->destroy(&h);
+    jk_free(e, opts);
+    return st;
+  }
+  jk_free(e, opts);
+  for (size_t i = 0; i < li->num_pieces && st == JITK_OK; i++) {
+    const jk_link_piece *p = &li->pieces[i];
+    int kind = 0;
+    const void *data = p->data;
+    size_t size = p->size;
+    switch (p->kind) {
+      case JITK_LINK_CUDA:
+        kind = li->lto ? JK_NVJITLINK_INPUT_LTOIR : JK_NVJITLINK_INPUT_CUBIN;
+        data = images[i];
+        size = sizes[i];
+        break;
+      case JITK_LINK_PTX: kind = JK_NVJITLINK_INPUT_PTX; break;
+      case JITK_LINK_CUBIN: kind = JK_NVJITLINK_INPUT_CUBIN; break;
+      case JITK_LINK_FATBIN: kind = JK_NVJITLINK_INPUT_FATBIN; break;
+      case JITK_LINK_LTO_IR: kind = JK_NVJITLINK_INPUT_LTOIR; break;
+      case JITK_LINK_OBJECT: kind = JK_NVJITLINK_INPUT_OBJECT; break;
+      case JITK_LINK_LIBRARY: kind = JK_NVJITLINK_INPUT_LIBRARY; break;
+      case JITK_LINK_DEVICE_RUNTIME:
+        kind = JK_NVJITLINK_INPUT_LIBRARY;
+        data = devrt;
+        size = devrt_size;
+        break;
+    }
+    r = j->add_data(h, kind, data, size, p->name);
+    if (r != JK_NVJITLINK_SUCCESS) {
+      char *elog = jitlink_log(h, e, true);
+      char what[320];
+      snprintf(what, sizeof what, "nvJitLinkAddData of %s (%s) gave %s", p->name,
+               piece_kind_name(p->kind), jitlink_result_name(r));
+      st = link_program_failed(e, pname, li, what, elog);
+      jk_free(e, elog);
+    }
+  }
+  if (st == JITK_OK && (r = j->complete(h)) != JK_NVJITLINK_SUCCESS) {
+    char *elog = jitlink_log(h, e, true);
+    char what[160];
+    snprintf(what, sizeof what, "nvJitLinkComplete gave %s", jitlink_result_name(r));
+    st = link_program_failed(e, pname, li, what, elog);
+    jk_free(e, elog);
+  }
+  size_t size = 0;
+  if (st == JITK_OK && ((r = j->cubin_size(h, &size)) != JK_NVJITLINK_SUCCESS || size == 0))
+    st = jk_fail(e, JITK_ERR_NVRTC, "nvJitLink produced no cubin for %s: %s", pname,
+                 jitlink_result_name(r));
+  unsigned char *cubin = NULL;
+  if (st == JITK_OK && (cubin = jk_malloc(e, size + 1)) == NULL)
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory for the linked cubin");
+  if (st == JITK_OK && (r = j->cubin(h, cubin)) != JK_NVJITLINK_SUCCESS)
+    st = jk_fail(e, JITK_ERR_NVRTC, "reading nvJitLink's cubin failed: %s", jitlink_result_name(r));
+  if (st == JITK_OK) {
+    char *info = jitlink_log(h, e, false);
+    if (info != NULL && *info) jk_buf_printf(log, "nvJitLink:\n%s\n", info);
+    jk_free(e, info);
+    cubin[size] = '\0';
+    out->image = cubin;
+    out->image_size = size;
+    cubin = NULL;
+  }
+  jk_free(e, cubin);
+  j->destroy(&h);
+  return st;
+}
+
+jitk_status jk_link_program(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out) {
+  const jk_link_input *li = in->link;
+  const char *pname = in->program_name ? in->program_name : "linked.cu";
+  memset(out, 0, sizeof *out);
+  if (e->target.ptx)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "jitk_module_link: the engine's target is PTX (%s, for a device newer than "
+                   "this NVRTC), and nvJitLink links only for a cubin target (sm_XY); use an "
+                   "NVRTC that knows the device",
+                   e->target.arch);
+  if (jk_link_probe(e) != JK_LINKER_NVJITLINK) return no_jitlink_for_link(e);
+  size_t n = li->num_pieces;
+  void **images = jk_calloc(e, n, sizeof *images);
+  size_t *sizes = jk_calloc(e, n, sizeof *sizes);
+  if (in->num_name_expressions > 0) {
+    out->lowered = jk_calloc(e, in->num_name_expressions, sizeof *out->lowered);
+    out->num_lowered = in->num_name_expressions;
+  }
+  jk_buf log;
+  jk_buf_init(&log, e);
+  jitk_status st = JITK_OK;
+  if (images == NULL || sizes == NULL || (in->num_name_expressions > 0 && out->lowered == NULL))
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  if (st == JITK_OK) st = compile_pieces(e, in, out, images, sizes, &log);
+  char *devrt_path = NULL;
+  void *devrt = NULL;
+  size_t devrt_size = 0;
+  for (size_t i = 0; i < n && st == JITK_OK && devrt == NULL; i++)
+    if (li->pieces[i].kind == JITK_LINK_DEVICE_RUNTIME)
+      st = jk_find_devrt(e, &out->deps, &devrt_path, &devrt, &devrt_size);
+  double t0 = now_ms();
+  if (st == JITK_OK) st = jitlink_pieces(e, pname, li, images, sizes, devrt, devrt_size, out, &log);
+  double ms = now_ms() - t0;
+  for (size_t i = 0; images != NULL && i < n; i++) jk_free(e, images[i]);
+  jk_free(e, images);
+  jk_free(e, sizes);
+  jk_free(e, devrt);
+  jk_free(e, devrt_path);
+  if (st == JITK_OK) {
+    out->log = jk_buf_take(&log);
+    if (out->log == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  } else {
+    jk_buf_free(&log);
+  }
+  if (st != JITK_OK) {
+    jk_compile_output_free(e, out);
+    return st;
+  }
+  out->ptx = false;
+  out->milliseconds += ms;
+  jk_log(e, JITK_LOG_INFO, "linked %s from %zu pieces through nvJitLink%s in %.1f ms", pname, n,
+         li->lto ? " with link-time optimization" : "", ms);
+  return JITK_OK;
 }

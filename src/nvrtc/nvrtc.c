@@ -150,8 +150,14 @@ static bool has_prefix_option(const char *const *options, size_t n, const char *
   return false;
 }
 
+unsigned jk_final_flags(const jk_compile_input *in) {
+  return (in->arch_specific ? JK_FINAL_ARCH_SPECIFIC : 0u) |
+         (in->output == JK_OUTPUT_LTO_IR ? JK_FINAL_LTO_IR : 0u);
+}
+
 jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, size_t num_options,
-                                   bool arch_specific, char ***out, size_t *num_out) {
+                                   unsigned flags, char ***out, size_t *num_out) {
+  bool arch_specific = (flags & JK_FINAL_ARCH_SPECIFIC) != 0;
   static const char *const std_opts[] = {"-std=", "--std=", NULL};
   static const char *const arch_opts[] = {"-arch", "--gpu-architecture", "--gpu-code", "-code",
                                           NULL};
@@ -210,8 +216,11 @@ jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, s
   if ((v[n++] = jk_buf_take(&b)) == NULL) oom = true;
   /* ptxas's report costs nothing and gives registers, spills and shared
    * memory per kernel even without a GPU. It only exists for cubins. */
-  if (!e->target.ptx)
+  if (!e->target.ptx && !(flags & JK_FINAL_LTO_IR))
     if ((v[n++] = jk_strdup(e, "--ptxas-options=-v")) == NULL) oom = true;
+  /* LTO-IR for a piece of a linked program: ptxas runs at the link. */
+  if (flags & JK_FINAL_LTO_IR)
+    if ((v[n++] = jk_strdup(e, "-dlto")) == NULL) oom = true;
   if (e->nvrtc.include_dir != NULL) {
     jk_buf_init(&b, e);
     jk_buf_printf(&b, "-I%s", e->nvrtc.include_dir);
@@ -291,7 +300,7 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   char **opts = NULL;
   size_t nopts = 0;
   jitk_status st =
-      jk_nvrtc_final_options(e, in->options, in->num_options, in->arch_specific, &opts, &nopts);
+      jk_nvrtc_final_options(e, in->options, in->num_options, jk_final_flags(in), &opts, &nopts);
   if (st != JITK_OK) return st;
 
   /* The caller's headers come first, so a caller can stand in for one of
@@ -374,11 +383,13 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   }
 
   size_t size = 0;
-  bool want_ptx = e->target.ptx;
-  r = want_ptx ? nv->nvrtcGetPTXSize(prog, &size) : nv->nvrtcGetCUBINSize(prog, &size);
+  bool want_ptx = e->target.ptx, want_lto = in->output == JK_OUTPUT_LTO_IR;
+  const char *made = want_lto ? "LTO-IR" : want_ptx ? "PTX" : "cubin";
+  r = want_lto   ? nv->nvrtcGetLTOIRSize(prog, &size)
+      : want_ptx ? nv->nvrtcGetPTXSize(prog, &size)
+                 : nv->nvrtcGetCUBINSize(prog, &size);
   if (r != NVRTC_SUCCESS || size == 0) {
-    st = jk_fail(e, JITK_ERR_NVRTC, "NVRTC produced no %s: %s", want_ptx ? "PTX" : "cubin",
-                 nv->nvrtcGetErrorString(r));
+    st = jk_fail(e, JITK_ERR_NVRTC, "NVRTC produced no %s: %s", made, nv->nvrtcGetErrorString(r));
     goto done;
   }
   out->image = jk_malloc(e, size + 1);
@@ -386,7 +397,9 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory for the image");
     goto done;
   }
-  r = want_ptx ? nv->nvrtcGetPTX(prog, out->image) : nv->nvrtcGetCUBIN(prog, out->image);
+  r = want_lto   ? nv->nvrtcGetLTOIR(prog, out->image)
+      : want_ptx ? nv->nvrtcGetPTX(prog, out->image)
+                 : nv->nvrtcGetCUBIN(prog, out->image);
   if (r != NVRTC_SUCCESS) {
     st = jk_fail(e, JITK_ERR_NVRTC, "reading the compiled image failed: %s",
                  nv->nvrtcGetErrorString(r));
@@ -395,9 +408,9 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   ((char *)out->image)[size] = '\0';
   /* NVRTC counts PTX's terminating NUL; the image is the text alone (the
    * NUL stays in the buffer for the driver). */
-  if (want_ptx) size = strlen(out->image);
+  if (want_ptx && !want_lto) size = strlen(out->image);
   out->image_size = size;
-  out->ptx = want_ptx;
+  out->ptx = want_ptx && !want_lto;
 
   if (in->num_name_expressions > 0) {
     out->lowered = jk_calloc(e, in->num_name_expressions, sizeof *out->lowered);
@@ -423,10 +436,11 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
     }
   }
   jk_log(e, JITK_LOG_INFO, "compiled %s for %s in %.1f ms (%zu bytes of %s)", pname, e->target.arch,
-         out->milliseconds, size, want_ptx ? "PTX" : "cubin");
+         out->milliseconds, size, made);
   /* Relocatable code cannot be loaded as it is: linked with the device
-   * runtime here, so that what is cached and loaded is the linked image. */
-  if (jk_options_rdc(in->options, in->num_options)) {
+   * runtime here, so that what is cached and loaded is the linked image.
+   * A piece of a linked program is linked with the others instead. */
+  if (in->output == JK_OUTPUT_PROGRAM && jk_options_rdc(in->options, in->num_options)) {
     st = jk_link_devrt(e, in, out);
     if (st != JITK_OK) goto done;
   }
@@ -455,7 +469,7 @@ void jk_compile_output_free(jitk_engine *e, jk_compile_output *out) {
 
 jitk_status jk_nvrtc_compile(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out) {
   jk_trace_push(e, "jitk compile %s", in->program_name ? in->program_name : "program");
-  jitk_status st = nvrtc_compile(e, in, out);
+  jitk_status st = in->link != NULL ? jk_link_program(e, in, out) : nvrtc_compile(e, in, out);
   jk_trace_pop(e);
   return st;
 }

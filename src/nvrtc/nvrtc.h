@@ -29,6 +29,8 @@
   X(nvrtcGetPTX)               \
   X(nvrtcGetCUBINSize)         \
   X(nvrtcGetCUBIN)             \
+  X(nvrtcGetLTOIRSize)         \
+  X(nvrtcGetLTOIR)             \
   X(nvrtcAddNameExpression)    \
   X(nvrtcGetLoweredName)
 
@@ -119,6 +121,17 @@ typedef struct jk_deps {
   char *unknown;
 } jk_deps;
 
+struct jk_link_input;
+
+/* What NVRTC's output is for: a program loaded as it is, or one piece of
+ * a linked program (compiled as relocatable code and not linked with the
+ * device runtime here: the program's link does that). */
+typedef enum jk_piece_output {
+  JK_OUTPUT_PROGRAM = 0,
+  JK_OUTPUT_RELOCATABLE, /* a relocatable cubin */
+  JK_OUTPUT_LTO_IR       /* LTO-IR (-dlto) */
+} jk_piece_output;
+
 typedef struct jk_compile_input {
   const char *source;
   const char *program_name; /* NULL: "module.cu" */
@@ -138,10 +151,15 @@ typedef struct jk_compile_input {
    * "sm_90" engine), whose instructions (wgmma, setmaxnreg) run on exactly
    * that chip. Only for cubin targets; the engine's device is that chip. */
   bool arch_specific;
+  jk_piece_output output;
+  /* A linked program (jitk_module_link): the pieces, compiled and linked
+   * by jk_link_program; `source`, `options` and `headers` are unused, and
+   * `name_expressions` are those of every CUDA piece in order. */
+  const struct jk_link_input *link;
 } jk_compile_input;
 
 typedef struct jk_compile_output {
-  void *image; /* cubin, or NUL-terminated PTX */
+  void *image; /* cubin, NUL-terminated PTX, or LTO-IR for JK_OUTPUT_LTO_IR */
   size_t image_size;
   bool ptx;
   char *log;      /* NVRTC's log, never NULL after success */
@@ -153,14 +171,24 @@ typedef struct jk_compile_output {
   jk_deps deps;
 } jk_compile_output;
 
+/* How jk_nvrtc_final_options completes the caller's options. */
+enum {
+  JK_FINAL_ARCH_SPECIFIC = 1u, /* the target's "a" variant (sm_90a) */
+  JK_FINAL_LTO_IR = 2u         /* "-dlto": LTO-IR for a piece of a linked program */
+};
+/* The flags for a compile input. */
+unsigned jk_final_flags(const jk_compile_input *in);
+
 /*
  * The options NVRTC receives: the caller's, then "-std=c++17" unless one
  * is given, the engine's target unless one is given, "--ptxas-options=-v"
- * for cubins, and -I for the CUDA and CCCL headers. The returned array and
- * its strings are allocated; free with jk_options_free.
+ * for cubins, "-dlto" with JK_FINAL_LTO_IR, and -I for the CUDA and CCCL
+ * headers. A caller's own -dlto (and other options that make no loadable
+ * image) is refused. The returned array and its strings are allocated;
+ * free with jk_options_free.
  */
 jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, size_t num_options,
-                                   bool arch_specific, char ***out, size_t *num_out);
+                                   unsigned flags, char ***out, size_t *num_out);
 void jk_options_free(jitk_engine *e, char **options, size_t num);
 
 /* Compiles for the engine's target. JITK_ERR_COMPILE with NVRTC's log and
@@ -267,5 +295,43 @@ char *jk_rewrite_log(jitk_engine *e, const char *log);
  * put under #line ("operation", "map_expr", ...), whose messages
  * jk_rewrite_log rewrites (log.c). */
 bool jk_log_user_label(const char *s, size_t n);
+
+/* --- link.c: programs linked from several pieces (jitk_module_link) --- */
+
+/* One piece as jk_link_program takes it: binary pieces by their bytes
+ * (read from files already), CUDA ones by their compile input. */
+typedef struct jk_link_piece {
+  jitk_link_kind kind;
+  const void *data; /* binary pieces; PTX need not end in a NUL */
+  size_t size;
+  const char *name;
+  /* JITK_LINK_CUDA: the source and its options as the caller gave them;
+   * jk_link_piece_input adds what a piece needs. */
+  const jk_compile_input *cuda;
+} jk_link_piece;
+
+typedef struct jk_link_input {
+  const jk_link_piece *pieces;
+  size_t num_pieces;
+  bool lto;
+  const char *const *options; /* nvJitLink's, the caller's */
+  size_t num_options;
+} jk_link_input;
+
+/* A CUDA piece's compile input as the link compiles it: the caller's
+ * options with "-rdc=true" added, in `storage`
+ * (allocated; free it with jk_free), and the output set. The key and the
+ * dependency scan use it too, so that all three see the same options. */
+jitk_status jk_link_piece_input(jitk_engine *e, const jk_compile_input *cuda, bool lto,
+                                jk_compile_input *out, const char ***storage);
+
+/*
+ * Compiles the CUDA pieces of in->link and links every piece with
+ * nvJitLink for the engine's target. out->image is the linked cubin,
+ * out->log the pieces' NVRTC logs and the linker's, out->lowered the
+ * lowered names of every CUDA piece's name expressions in order, out->deps
+ * the device runtime's search when a piece asks for it.
+ */
+jitk_status jk_link_program(jitk_engine *e, const jk_compile_input *in, jk_compile_output *out);
 
 #endif

@@ -1329,3 +1329,84 @@ Test(raw, kernel_attributes_on_the_device) {
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
+
+/* Linked programs (jitk_module_link) run: a kernel calling a device
+ * function of another source, with link-time optimization and without,
+ * and (when the build had nvcc) the same function from an object nvcc
+ * built with -rdc=true -dlto, linked with a kernel jitk compiles. */
+#ifdef JITK_TEST_HAVE_DLTO_OBJECT
+extern const unsigned char jt_dlto_object[];
+extern const size_t jt_dlto_object_size;
+#endif
+
+static const char *link_lib_src = "__device__ float scale(float x) { return 3.0f * x + 1.0f; }\n";
+static const char *link_main_src =
+    "extern __device__ float scale(float x);\n"
+    "extern \"C\" __global__ void apply(const float *x, float *y, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] = scale(x[i]);\n"
+    "}\n";
+
+static void run_linked(jitk_engine *e, jitk_module *m, const char *what) {
+  enum { N = 100003 };
+  jitk_kernel *k = NULL;
+  JT_OK(e, jitk_module_get_kernel(m, "apply", &k));
+  float *x = jt_dev_alloc(e, N * 4), *y = jt_dev_alloc(e, N * 4);
+  float *hx = malloc(N * 4), *hy = malloc(N * 4);
+  uint64_t seed = 5;
+  for (int i = 0; i < N; i++) hx[i] = (float)(jt_uniform(&seed) * 2 - 1);
+  jt_to_dev(e, x, hx, N * 4);
+  jt_poison(e, y, N * 4);
+  jitk_arg args[] = {jitk_arg_ptr(x, JITK_FLOAT32), jitk_arg_ptr(y, JITK_FLOAT32),
+                     jitk_arg_i32(N)};
+  JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){(N + 255) / 256, 1, 1}, (jitk_dim3){256, 1, 1}, 0,
+                              NULL, args, 3));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jt_to_host(e, hy, y, N * 4);
+  for (int i = 0; i < N; i++) {
+    /* 3x + 1 in float32, with or without a fused multiply-add. */
+    double want = 3.0 * (double)hx[i] + 1.0;
+    cr_assert(fabs(hy[i] - want) <= 1e-6 * (1 + fabs(want)), "%s: y[%d] = %g, expected %g", what,
+              i, hy[i], want);
+  }
+  jitk_device_free(e, x, NULL);
+  jitk_device_free(e, y, NULL);
+  free(hx);
+  free(hy);
+}
+
+Test(raw, linked_programs_run) {
+  jitk_engine *e = jt_gpu_engine();
+  jitk_link_piece p[2];
+  memset(p, 0, sizeof p);
+  p[0].kind = JITK_LINK_CUDA;
+  p[0].data = link_lib_src;
+  p[0].name = "lib.cu";
+  p[1].kind = JITK_LINK_CUDA;
+  p[1].data = link_main_src;
+  p[1].name = "main.cu";
+  jitk_link_options o;
+  jitk_link_options_init(&o);
+  const jitk_lto modes[] = {JITK_LTO_ON, JITK_LTO_OFF};
+  for (int i = 0; i < 2; i++) {
+    o.lto = modes[i];
+    jitk_module *m = NULL;
+    jitk_status st = jitk_module_link(e, p, 2, &o, &m);
+    if (st == JITK_ERR_UNSUPPORTED) cr_skip_test("%s", jitk_errmsg(e));
+    JT_OK(e, st);
+    run_linked(e, m, i == 0 ? "two sources, LTO" : "two sources, no LTO");
+    jitk_module_destroy(m);
+  }
+#ifdef JITK_TEST_HAVE_DLTO_OBJECT
+  p[0].kind = JITK_LINK_OBJECT;
+  p[0].data = jt_dlto_object;
+  p[0].size = jt_dlto_object_size;
+  p[0].name = "link_scale.o";
+  jitk_link_options_init(&o);
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_link(e, p, 2, &o, &m));
+  run_linked(e, m, "nvcc -dlto object");
+  jitk_module_destroy(m);
+#endif
+  jitk_engine_destroy(e);
+}
