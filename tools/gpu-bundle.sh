@@ -35,7 +35,10 @@ BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tes
 for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
   [ -x "$BUILD/tests/$t" ] && BINS="$BINS $BUILD/tests/$t"
 done
+[ -x "$BUILD/examples/link" ] && BINS="$BINS $BUILD/examples/link"
 for b in $BINS; do cp "$b" "$DEST/bin/"; done
+# The object examples/link links, built by nvcc here.
+[ -e "$BUILD/examples/activations.o" ] && cp "$BUILD/examples/activations.o" "$DEST/bin/"
 cp "$ROOT/tools/gpu-run.sh" "$DEST/run.sh"
 cp "$ROOT/tools/gpu-ncu.sh" "$DEST/ncu.sh"
 chmod +x "$DEST/run.sh" "$DEST/ncu.sh"

@@ -59,6 +59,7 @@ step example_elementwise "$HERE/bin/elementwise"
 [ -x "$HERE/bin/reduction" ] && step example_reduction "$HERE/bin/reduction"
 [ -x "$HERE/bin/mlp_layer" ] && step example_mlp_layer "$HERE/bin/mlp_layer"
 [ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
+[ -x "$HERE/bin/link" ] && step example_link "$HERE/bin/link" "$HERE/bin/activations.o"
 if command -v compute-sanitizer >/dev/null; then
   # Memory errors and failed API calls anywhere in the GPU tests.
   step memcheck_tests compute-sanitizer --tool memcheck --error-exitcode 1 \
