@@ -83,18 +83,18 @@ static jitk_status open_device(jitk_engine *e, const jitk_engine_config *cfg) {
   if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
 
   int count = 0;
-  CUresult r = e->drv.cuDeviceGetCount(&count);
+  CUresult r = jk_cu_device_count(&e->drv, &count);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDeviceGetCount");
   if (ordinal >= count)
     return jk_fail(NULL, JITK_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d device%s",
                    ordinal, count, count == 1 ? "" : "s");
   r = jk_driver_device_info(&e->drv, ordinal, &e->info);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "reading device properties");
-  r = e->drv.cuDeviceGet(&e->device, ordinal);
+  r = jk_cu_device_get(&e->drv, ordinal, &e->device);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDeviceGet");
   /* The primary context is the one the CUDA runtime uses, so buffers from
    * cudaMalloc and cudaStream_t streams belong to it already. */
-  r = e->drv.cuDevicePrimaryCtxRetain(&e->context, e->device);
+  r = jk_cu_primary_ctx_retain(&e->drv, e->device, &e->context);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(NULL, r, "cuDevicePrimaryCtxRetain");
   e->ordinal = ordinal;
   e->has_device = true;
@@ -218,8 +218,8 @@ void jitk_engine_destroy(jitk_engine *e) {
            e->live_modules);
   /* The cache goes first: its entries unload modules through the driver. */
   if (e->cache_initialized) jk_cache_destroy(e);
-  if (e->temp_pool != NULL) e->drv.cuMemPoolDestroy(e->temp_pool);
-  if (e->has_device) e->drv.cuDevicePrimaryCtxRelease(e->device);
+  if (e->temp_pool != NULL) jk_cu_mem_pool_destroy(e, e->temp_pool);
+  if (e->has_device) jk_cu_primary_ctx_release(&e->drv, e->device);
   if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
   jk_nvrtc_destroy(e, &e->nvrtc);
   pthread_mutex_destroy(&e->lock);
@@ -280,7 +280,7 @@ jitk_status jitk_driver_query(const jitk_engine_config *config, int *driver_vers
   }
   if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
   int count = 0;
-  CUresult r = drv.cuDeviceGetCount(&count);
+  CUresult r = jk_cu_device_count(&drv, &count);
   if (r != CUDA_SUCCESS) {
     st = jk_cuda_fail(NULL, r, "cuDeviceGetCount");
     jk_driver_unload(&drv);
@@ -304,7 +304,7 @@ jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
   st = jk_driver_load(&drv, cfg.driver_library, why, sizeof why);
   if (st != JITK_OK) return jk_fail(NULL, st, "%s", why);
   int count = 0;
-  CUresult r = drv.cuDeviceGetCount(&count);
+  CUresult r = jk_cu_device_count(&drv, &count);
   if (r == CUDA_SUCCESS && (ordinal < 0 || ordinal >= count)) {
     jk_driver_unload(&drv);
     return jk_fail(NULL, JITK_ERR_NO_DEVICE, "no CUDA device %d: the driver sees %d", ordinal,

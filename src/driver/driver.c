@@ -145,3 +145,17 @@ CUresult jk_driver_device_info(const jk_driver *drv, int ordinal, jitk_device_in
   }
   return CUDA_SUCCESS;
 }
+
+CUresult jk_cu_device_count(const jk_driver *d, int *count) { return d->cuDeviceGetCount(count); }
+
+CUresult jk_cu_device_get(const jk_driver *d, int ordinal, CUdevice *device) {
+  return d->cuDeviceGet(device, ordinal);
+}
+
+CUresult jk_cu_primary_ctx_retain(const jk_driver *d, CUdevice device, CUcontext *ctx) {
+  return d->cuDevicePrimaryCtxRetain(ctx, device);
+}
+
+CUresult jk_cu_primary_ctx_release(const jk_driver *d, CUdevice device) {
+  return d->cuDevicePrimaryCtxRelease(device);
+}

@@ -133,4 +133,141 @@ jitk_status jk_cuda_fail(const jitk_engine *e, CUresult res, const char *call);
 jitk_status jk_time_median(jitk_engine *e, jitk_stream stream, int warm, int runs,
                            jitk_status (*run)(void *ctx), void *ctx, const char *what, float *ms);
 
+/*
+ * The driver's entry points as the rest of src/ calls them: only this
+ * floor reaches into the table (tools/check_layers.py checks it), so that
+ * what jitk asks of the driver is listed in one place and a stand-in or a
+ * trace of the calls has one place to go. Each wrapper is one call and
+ * returns the driver's CUresult, which the caller turns into a jitk error
+ * (jk_cuda_fail) with its own words. Wrappers that need a context expect
+ * the caller to have made the engine's current (jk_ctx_enter).
+ *
+ * The launches are inline here, since they sit in the launch loop and must
+ * cost what the bare call costs; being defined before the engine's struct
+ * exists, they take the table rather than the engine.
+ */
+
+/* cuLaunchKernel without the extra-options array, which jitk never uses. */
+static inline CUresult jk_cu_launch(const jk_driver *d, CUfunction fn, unsigned gx, unsigned gy,
+                                    unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                    unsigned shared, CUstream stream, void **params) {
+  return d->cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
+}
+
+/* Whether the driver has cuLaunchKernelEx (from 12.0, but resolved as
+ * optional), which cooperative, clustered and programmatic dependent
+ * launches need. */
+static inline bool jk_cu_has_launch_ex(const jk_driver *d) { return d->cuLaunchKernelEx != NULL; }
+
+/* cuLaunchKernelEx; the caller checks jk_cu_has_launch_ex first. */
+static inline CUresult jk_cu_launch_ex(const jk_driver *d, const CUlaunchConfig *cfg, CUfunction fn,
+                                       void **params) {
+  return d->cuLaunchKernelEx(cfg, fn, params, NULL);
+}
+
+/* Sets `bytes` bytes at `p` to `value` in stream order. */
+static inline CUresult jk_cu_memset_d8_async(const jk_driver *d, CUdeviceptr p, unsigned char value,
+                                             size_t bytes, CUstream stream) {
+  return d->cuMemsetD8Async(p, value, bytes, stream);
+}
+
+/* Devices and the primary context (driver.c). They take the table, not
+ * an engine, because jitk_driver_query and jitk_device_query ask them of
+ * a driver loaded without one. */
+CUresult jk_cu_device_count(const jk_driver *d, int *count);
+CUresult jk_cu_device_get(const jk_driver *d, int ordinal, CUdevice *device);
+CUresult jk_cu_primary_ctx_retain(const jk_driver *d, CUdevice device, CUcontext *ctx);
+CUresult jk_cu_primary_ctx_release(const jk_driver *d, CUdevice device);
+
+/* Destroys a memory pool made by jitk (memory.c). */
+CUresult jk_cu_mem_pool_destroy(const jitk_engine *e, CUmemoryPool pool);
+
+/* Modules and functions (function.c), with the engine's context current. */
+
+/* The kernel `name` (a mangled or extern "C" name) of module `m`. */
+CUresult jk_cu_get_function(const jitk_engine *e, CUmodule m, const char *name, CUfunction *fn);
+
+/* The address and size of the __device__ or __constant__ variable `name`
+ * of module `m`; either output may be NULL. */
+CUresult jk_cu_module_global(const jitk_engine *e, CUmodule m, const char *name, CUdeviceptr *ptr,
+                             size_t *bytes);
+
+/* Reads and sets one attribute of a kernel. */
+CUresult jk_cu_func_attribute(const jitk_engine *e, CUfunction fn, CUfunction_attribute a,
+                              int *value);
+CUresult jk_cu_set_func_attribute(const jitk_engine *e, CUfunction fn, CUfunction_attribute a,
+                                  int value);
+
+/* Whether the driver has cuFuncSetCacheConfig, and the call itself, which
+ * answers CUDA_ERROR_NOT_SUPPORTED on a driver without it. */
+bool jk_cu_has_cache_config(const jitk_engine *e);
+CUresult jk_cu_set_cache_config(const jitk_engine *e, CUfunction fn, CUfunc_cache config);
+
+/* Whether the driver has cuFuncGetParamInfo (CUDA 12.4), and the offset
+ * and size of parameter `index` of a kernel; past the last parameter the
+ * driver answers CUDA_ERROR_INVALID_VALUE, and a driver without the entry
+ * point CUDA_ERROR_NOT_SUPPORTED. */
+bool jk_cu_has_param_info(const jitk_engine *e);
+CUresult jk_cu_func_param_info(const jitk_engine *e, CUfunction fn, size_t index, size_t *offset,
+                               size_t *size);
+
+/* How many blocks of `block_size` threads and `dynamic_shared` bytes of
+ * dynamic shared memory fit on one multiprocessor at once. */
+CUresult jk_cu_occupancy_blocks(const jitk_engine *e, CUfunction fn, int block_size,
+                                size_t dynamic_shared, int *blocks);
+
+/* The block size that gives the most resident blocks, and the smallest
+ * grid that fills the device with it (min_grid may be NULL). */
+CUresult jk_cu_occupancy_block_size(const jitk_engine *e, CUfunction fn, size_t dynamic_shared,
+                                    int *min_grid, int *block_size);
+
+/* Whether the driver has cuTensorMapEncodeTiled, which Hopper's wgmma
+ * kernels need, and the call itself (CUDA_ERROR_NOT_SUPPORTED without
+ * it). The arguments are the driver's, in its order. */
+bool jk_cu_has_tensor_map(const jitk_engine *e);
+CUresult jk_cu_tensor_map(const jitk_engine *e, CUtensorMap *map, CUtensorMapDataType type,
+                          cuuint32_t rank, void *base, const cuuint64_t *dims,
+                          const cuuint64_t *strides, const cuuint32_t *box,
+                          const cuuint32_t *element_strides, CUtensorMapInterleave interleave,
+                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion,
+                          CUtensorMapFloatOOBfill fill);
+
+/* Linking with the driver's own linker (link.c). */
+
+/* One input of a link: what cuLinkAddData takes. PTX text is counted
+ * with its terminating NUL. */
+typedef struct jk_cu_link_piece {
+  CUjitInputType type; /* CU_JIT_INPUT_PTX, _CUBIN, _LIBRARY, ... */
+  const void *data;
+  size_t size;
+  const char *name; /* for the driver's messages */
+} jk_cu_link_piece;
+
+/* Whether the driver has the linker's entry points (cuLinkCreate,
+ * cuLinkAddData, cuLinkComplete, cuLinkDestroy; cuLinkAddFile is only the
+ * fallback below). */
+bool jk_cu_has_linker(const jitk_engine *e);
+
+/*
+ * Links `n` pieces, in order, into one cubin, with the engine's context
+ * current. `target` is CU_JIT_TARGET's value, or 0 to let the driver
+ * compile for the context's device. A CU_JIT_INPUT_LIBRARY piece the
+ * driver refuses as data (CUDA_ERROR_INVALID_VALUE or _NOT_SUPPORTED: some
+ * drivers take archives only as files) is added from `library_file`
+ * instead, when that is not NULL and the driver has cuLinkAddFile.
+ *
+ * The driver's error log is written into `log` (log_size bytes, at least
+ * 1), emptied before the fallback so that it tells only of the file.
+ * On failure the result is the failed call's, named in *step
+ * ("cuLinkCreate", "cuLinkAddData", "cuLinkAddFile", "cuLinkComplete").
+ * On CUDA_SUCCESS, *image is the cubin copied into jk_malloc'd memory
+ * (with a NUL after it, not counted in *image_size), for the caller to
+ * jk_free; *image is NULL when the driver produced nothing (*image_size 0)
+ * or when the copy found no memory (*image_size the cubin's size, *step
+ * "copying the linked cubin").
+ */
+CUresult jk_cu_link(jitk_engine *e, const jk_cu_link_piece *pieces, int n, const char *library_file,
+                    unsigned target, char *log, size_t log_size, void **image, size_t *image_size,
+                    const char **step);
+
 #endif

@@ -171,3 +171,7 @@ jitk_status jitk_pointer_device(jitk_engine *e, const void *ptr, int *ordinal,
   *ordinal = on_device ? device : -1;
   return JITK_OK;
 }
+
+CUresult jk_cu_mem_pool_destroy(const jitk_engine *e, CUmemoryPool pool) {
+  return e->drv.cuMemPoolDestroy(pool);
+}

@@ -145,14 +145,13 @@ static jitk_status ew_source(void *ctx, const void *spec, char **source) {
 static jitk_status ew_load(void *ctx, jk_gen_variant *v) {
   jitk_elementwise *k = ctx;
   jitk_engine *e = k->g.engine;
-  CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], (CUmodule)v->entry->cu, k->g.name);
+  CUresult r = jk_cu_get_function(e, (CUmodule)v->entry->cu, k->g.name, &v->fn[0]);
   int per_sm = 0, max_threads = 0;
-  if (r == CUDA_SUCCESS)
-    r = e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, v->fn[0], JK_EW_BLOCK, 0);
+  if (r == CUDA_SUCCESS) r = jk_cu_occupancy_blocks(e, v->fn[0], JK_EW_BLOCK, 0, &per_sm);
   /* Read once here, so that a launch with a block size of the caller's
    * checks it against a number rather than asking the driver. */
   if (r == CUDA_SUCCESS)
-    r = e->drv.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, v->fn[0]);
+    r = jk_cu_func_attribute(e, v->fn[0], CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the elementwise kernel");
   if (per_sm < 1) per_sm = 1;
   v->max_blocks = (unsigned)(per_sm * e->info.multiprocessors);

@@ -94,7 +94,7 @@ jitk_status jitk_module_get_kernel(jitk_module *m, const char *name, jitk_kernel
   if (st != JITK_OK) goto fail;
   entered = true;
   CUfunction fn = NULL;
-  CUresult r = e->drv.cuModuleGetFunction(&fn, m->cu, symbol);
+  CUresult r = jk_cu_get_function(e, m->cu, symbol, &fn);
   if (r == CUDA_ERROR_NOT_FOUND) {
     st = not_found(m, name);
     goto fail;
@@ -174,7 +174,7 @@ jitk_status jitk_kernel_get_attributes(const jitk_kernel *k, jitk_kernel_attribu
       CU_FUNC_ATTRIBUTE_BINARY_VERSION};
   int v[5];
   for (int i = 0; i < 5; i++) {
-    CUresult r = e->drv.cuFuncGetAttribute(&v[i], ids[i], k->f.fn);
+    CUresult r = jk_cu_func_attribute(e, k->f.fn, ids[i], &v[i]);
     if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncGetAttribute");
   }
   memset(a, 0, sizeof *a);
@@ -213,7 +213,7 @@ jitk_status jitk_kernel_get_attribute(const jitk_kernel *k, jitk_kernel_attribut
   jitk_status st = check_attribute(k, a, "jitk_kernel_get_attribute");
   if (st != JITK_OK) return st;
   jitk_engine *e = k->engine;
-  CUresult r = e->drv.cuFuncGetAttribute(value, (CUfunction_attribute)a, k->f.fn);
+  CUresult r = jk_cu_func_attribute(e, k->f.fn, (CUfunction_attribute)a, value);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncGetAttribute");
   return JITK_OK;
 }
@@ -253,7 +253,7 @@ jitk_status jitk_kernel_set_attribute(jitk_kernel *k, jitk_kernel_attribute a, i
                    value, (int)a, bad);
   if (a == JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES)
     return jk_fn_set_max_dynamic_shared(e, &k->f, (size_t)value);
-  CUresult r = e->drv.cuFuncSetAttribute(k->f.fn, (CUfunction_attribute)a, value);
+  CUresult r = jk_cu_set_func_attribute(e, k->f.fn, (CUfunction_attribute)a, value);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
   if (a == JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
     __atomic_store_n(&k->f.non_portable_clusters, value == 1, __ATOMIC_RELAXED);
@@ -270,10 +270,10 @@ jitk_status jitk_kernel_set_cache_preference(jitk_kernel *k, jitk_cache_preferen
                    "jitk_kernel_set_cache_preference: kernel %s: %d is not a "
                    "jitk_cache_preference (0 to 3)",
                    k->f.name, (int)p);
-  if (e->drv.cuFuncSetCacheConfig == NULL)
+  if (!jk_cu_has_cache_config(e))
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "jitk_kernel_set_cache_preference: this CUDA driver lacks cuFuncSetCacheConfig");
-  CUresult r = e->drv.cuFuncSetCacheConfig(k->f.fn, (CUfunc_cache)p);
+  CUresult r = jk_cu_set_cache_config(e, k->f.fn, (CUfunc_cache)p);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetCacheConfig");
   return JITK_OK;
 }
@@ -308,8 +308,7 @@ jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k, size_t dynamic_
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
-  CUresult r =
-      e->drv.cuOccupancyMaxPotentialBlockSize(&grid, &block, k->f.fn, NULL, dynamic_shared, 0);
+  CUresult r = jk_cu_occupancy_block_size(e, k->f.fn, dynamic_shared, &grid, &block);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuOccupancyMaxPotentialBlockSize");
   *block_size = block;
@@ -330,8 +329,7 @@ jitk_status jitk_kernel_active_blocks(const jitk_kernel *k, int block_size, size
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
   int n = 0;
-  CUresult r =
-      e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k->f.fn, block_size, dynamic_shared);
+  CUresult r = jk_cu_occupancy_blocks(e, k->f.fn, block_size, dynamic_shared, &n);
   jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   *blocks = n;

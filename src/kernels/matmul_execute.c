@@ -32,10 +32,9 @@ static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const v
                            uint32_t b1) {
   cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
   cuuint32_t box[3] = {b0, b1, 1}, unit[3] = {1, 1, 1};
-  return e->drv.cuTensorMapEncodeTiled(m, map_type(t), 3, (void *)p, dims, strides, box, unit,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return jk_cu_tensor_map(e, m, map_type(t), 3, (void *)p, dims, strides, box, unit,
+                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 /* A pooled, packed transpose of x (each batch's R x C row-major matrix,

@@ -190,7 +190,7 @@ static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   bool b_n = d->b_order == JITK_ROW_MAJOR;
   bool mma_ok = d->a_order == JITK_ROW_MAJOR && d->k % ch == 0 && !(b_n && d->n % ch);
   bool hopper = !e->target.ptx && e->target.major == 9 && e->target.minor == 0 &&
-                (!e->has_device || e->drv.cuTensorMapEncodeTiled != NULL);
+                (!e->has_device || jk_cu_has_tensor_map(e));
   jk_mm_kind k = hopper ? JK_MM_WGMMA : mma_ok ? JK_MM_MMA : JK_MM_SIMT;
   const char *force = getenv("JITK_MM_KIND");
   if (force != NULL) {
@@ -236,18 +236,18 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
     CUcontext saved;
     st = jk_ctx_enter(e, &saved);
     if (st != JITK_OK) return st;
-    CUresult r = e->drv.cuModuleGetFunction(&out->fn, (CUmodule)out->entry->cu, p->name);
+    CUresult r = jk_cu_get_function(e, (CUmodule)out->entry->cu, p->name, &out->fn);
     if (r == CUDA_SUCCESS && (jk_mm_transposes_a(s) || jk_mm_transposes_b(s))) {
       char tr[512];
       if (snprintf(tr, sizeof tr, "%s_tr", p->name) >= (int)sizeof tr) {
         jk_ctx_leave(e, saved);
         return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
       }
-      r = e->drv.cuModuleGetFunction(&out->tr, (CUmodule)out->entry->cu, tr);
+      r = jk_cu_get_function(e, (CUmodule)out->entry->cu, tr, &out->tr);
     }
     if (r == CUDA_SUCCESS && out->smem > 48 * 1024)
-      r = e->drv.cuFuncSetAttribute(out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    (int)out->smem);
+      r = jk_cu_set_func_attribute(e, out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   (int)out->smem);
     jk_ctx_leave(e, saved);
     if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the matmul kernel");
   }

@@ -81,17 +81,16 @@ static jitk_status red_load(void *ctx, jk_gen_variant *v) {
   jitk_engine *e = k->g.engine;
   CUmodule m = (CUmodule)v->entry->cu;
   char name[160];
-  CUresult r = e->drv.cuModuleGetFunction(&v->fn[0], m, k->g.name);
+  CUresult r = jk_cu_get_function(e, m, k->g.name, &v->fn[0]);
   const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
   snprintf(name, sizeof name, "%s_final", k->g.name);
   if (r == CUDA_SUCCESS && s->final_group != 0 && s->second_pass)
-    r = e->drv.cuModuleGetFunction(&v->fn[1], m, name);
+    r = jk_cu_get_function(e, m, name, &v->fn[1]);
   /* The size of a partial result: the device compiler knows the reduce
    * type's size; the host may not (a struct of the preamble). */
   snprintf(name, sizeof name, "%s_slot", k->g.name);
-  CUdeviceptr slot_ptr;
   size_t slot = 0;
-  if (r == CUDA_SUCCESS) r = e->drv.cuModuleGetGlobal(&slot_ptr, &slot, m, name);
+  if (r == CUDA_SUCCESS) r = jk_cu_module_global(e, m, name, NULL, &slot);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the reduction kernel");
   v->slot = slot;
   return JITK_OK;

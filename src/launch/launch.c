@@ -175,8 +175,7 @@ static jitk_status pack_array(jitk_engine *e, const jk_fn_facts *k, int i, const
 static jitk_status check_coresident(jitk_engine *e, const jk_launch_op *op) {
   int per_sm = 0;
   int threads = (int)(op->block[0] * op->block[1] * op->block[2]);
-  CUresult r =
-      e->drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, op->fn, threads, op->shared);
+  CUresult r = jk_cu_occupancy_blocks(e, op->fn, threads, op->shared, &per_sm);
   if (JK_UNLIKELY(r != CUDA_SUCCESS))
     return jk_cuda_fail(e, r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   unsigned long long blocks = (unsigned long long)op->grid[0] * op->grid[1] * op->grid[2];
@@ -225,7 +224,7 @@ static CUresult launch_ex(jitk_engine *e, CUstream stream, const jk_launch_op *o
   cfg.hStream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n;
-  return e->drv.cuLaunchKernelEx(&cfg, op->fn, op->params, NULL);
+  return jk_cu_launch_ex(&e->drv, &cfg, op->fn, op->params);
 }
 
 static bool needs_ex(const jk_launch_op *op) {
@@ -256,7 +255,7 @@ static jitk_status refused(jitk_engine *e, const jk_launch_op *op, const char *c
 
 jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op *ops, int n) {
   for (int i = 0; i < n; i++)
-    if (JK_UNLIKELY(needs_ex(&ops[i]) && e->drv.cuLaunchKernelEx == NULL))
+    if (JK_UNLIKELY(needs_ex(&ops[i]) && !jk_cu_has_launch_ex(&e->drv)))
       return jk_fail(e, JITK_ERR_UNSUPPORTED,
                      "kernel %s: a %s launch needs cuLaunchKernelEx, which this CUDA driver "
                      "lacks; update the NVIDIA driver",
@@ -278,10 +277,10 @@ jitk_status jk_launch_ops(jitk_engine *e, jitk_stream stream, const jk_launch_op
     const char *call = "cuLaunchKernel";
     if (op->fn == NULL) {
       call = "cuMemsetD8Async";
-      r = e->drv.cuMemsetD8Async((CUdeviceptr)(uintptr_t)op->clear, 0, op->clear_bytes, s);
+      r = jk_cu_memset_d8_async(&e->drv, (CUdeviceptr)(uintptr_t)op->clear, 0, op->clear_bytes, s);
     } else if (JK_LIKELY(!needs_ex(op))) {
-      r = e->drv.cuLaunchKernel(op->fn, op->grid[0], op->grid[1], op->grid[2], op->block[0],
-                                op->block[1], op->block[2], op->shared, s, op->params, NULL);
+      r = jk_cu_launch(&e->drv, op->fn, op->grid[0], op->grid[1], op->grid[2], op->block[0],
+                       op->block[1], op->block[2], op->shared, s, op->params);
     } else {
       call = "cuLaunchKernelEx";
       if (op->cooperative && (st = check_coresident(e, op)) != JITK_OK) break;
@@ -441,11 +440,11 @@ static jitk_status read_params(jitk_engine *e, const jk_fn_source *src, jk_fn_fa
     n = jk_cubin_param_sizes(cubin, cubin_size, src->symbol, sizes, JK_MAX_PARAMS);
   else if (src->kind == JITK_IMAGE_PTX)
     n = jk_ptx_param_sizes(src->image, src->symbol, sizes, JK_MAX_PARAMS);
-  if (n < 0 && e->drv.cuFuncGetParamInfo != NULL) {
+  if (n < 0 && jk_cu_has_param_info(e)) {
     size_t off, size;
     n = 0;
     while (n < JK_MAX_PARAMS &&
-           e->drv.cuFuncGetParamInfo(f->fn, (size_t)n, &off, &size) == CUDA_SUCCESS)
+           jk_cu_func_param_info(e, f->fn, (size_t)n, &off, &size) == CUDA_SUCCESS)
       sizes[n++] = (uint32_t)size;
   }
   f->num_params = n < 0 ? -1 : n;
@@ -473,7 +472,7 @@ jitk_status jk_fn_read_facts(jitk_engine *e, CUfunction fn, const char *name,
   int v[3] = {0, 0, 0};
   jitk_status st = JITK_OK;
   for (int i = 0; i < 3 && st == JITK_OK; i++) {
-    CUresult r = e->drv.cuFuncGetAttribute(&v[i], ids[i], fn);
+    CUresult r = jk_cu_func_attribute(e, fn, ids[i], &v[i]);
     if (r != CUDA_SUCCESS) st = jk_cuda_fail(e, r, "cuFuncGetAttribute");
   }
   f->max_threads = v[0];
@@ -491,8 +490,8 @@ jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t 
                    "kernel %s: %zu bytes of dynamic shared memory plus %zu static exceed the "
                    "device's %zu bytes per block",
                    f->name, bytes, f->static_shared, limit);
-  CUresult r =
-      e->drv.cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+  CUresult r = jk_cu_set_func_attribute(e, f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        (int)bytes);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
   __atomic_store_n(&f->max_dynamic_shared, bytes, __ATOMIC_RELAXED);
   return JITK_OK;
