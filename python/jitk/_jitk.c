@@ -2939,6 +2939,7 @@ typedef struct raw_kernel {
   PyObject *name;
   jitk_kernel *per_device[MAX_DEVICES];
   long long max_dynamic_shared; /* -1: not set */
+  int carveout;                 /* -2: not set */
 } raw_kernel;
 
 static PyObject *rk_make(PyObject *module, PyObject *name) {
@@ -2948,6 +2949,7 @@ static PyObject *rk_make(PyObject *module, PyObject *name) {
   k->module = Py_NewRef(module);
   k->name = Py_NewRef(name);
   k->max_dynamic_shared = -1;
+  k->carveout = -2;
   return (PyObject *)k;
 }
 
@@ -2977,6 +2979,7 @@ static PyObject *rk_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->module = (PyObject *)m;
   k->name = Py_NewRef(name);
   k->max_dynamic_shared = -1;
+  k->carveout = -2;
   return (PyObject *)k;
 }
 
@@ -3004,13 +3007,15 @@ static jitk_kernel *rk_on(raw_kernel *k, int device) {
     raise_status(engines[device], st, NULL);
     return NULL;
   }
-  if (k->max_dynamic_shared >= 0) {
+  if (k->max_dynamic_shared >= 0)
     st = jitk_kernel_set_max_dynamic_shared(k->per_device[device], (size_t)k->max_dynamic_shared);
-    if (st != JITK_OK) {
-      raise_status(engines[device], st, NULL);
-      k->per_device[device] = NULL;
-      return NULL;
-    }
+  if (st == JITK_OK && k->carveout >= -1)
+    st = jitk_kernel_set_attribute(k->per_device[device],
+                                   JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, k->carveout);
+  if (st != JITK_OK) {
+    raise_status(engines[device], st, NULL);
+    k->per_device[device] = NULL;
+    return NULL;
   }
   return k->per_device[device];
 }
@@ -3261,14 +3266,18 @@ static PyObject *rk_attributes(raw_kernel *k, void *unused) {
   if (kern == NULL) return NULL;
   jitk_kernel_attributes a;
   jitk_status st = jitk_kernel_get_attributes(kern, &a);
+  int cache_ca = 0, carveout = -1;
+  if (st == JITK_OK) st = jitk_kernel_get_attribute(kern, JITK_KERNEL_CACHE_MODE_CA, &cache_ca);
+  if (st == JITK_OK)
+    st = jitk_kernel_get_attribute(kern, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, &carveout);
   if (st != JITK_OK) return raise_status(NULL, st, NULL);
   return Py_BuildValue(
       "{s:i,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:n,s:i}", "max_threads_per_block", a.max_threads_per_block,
       "shared_size_bytes", (Py_ssize_t)a.static_shared_bytes, "const_size_bytes",
       (Py_ssize_t)a.constant_bytes, "local_size_bytes", (Py_ssize_t)a.local_bytes, "num_regs",
       a.registers, "ptx_version", a.ptx_version, "binary_version", a.binary_version,
-      "cache_mode_ca", 0, "max_dynamic_shared_size_bytes", (Py_ssize_t)a.max_dynamic_shared_bytes,
-      "preferred_shared_memory_carveout", -1);
+      "cache_mode_ca", cache_ca, "max_dynamic_shared_size_bytes",
+      (Py_ssize_t)a.max_dynamic_shared_bytes, "preferred_shared_memory_carveout", carveout);
 }
 
 static PyObject *rk_attr(raw_kernel *k, void *key) {
@@ -3297,6 +3306,38 @@ static int rk_set_max_dynamic(raw_kernel *k, PyObject *v, void *unused) {
   for (int d = 0; d < MAX_DEVICES; d++) {
     if (k->per_device[d] == NULL) continue;
     jitk_status st = jitk_kernel_set_max_dynamic_shared(k->per_device[d], (size_t)bytes);
+    if (st != JITK_OK) {
+      raise_status(engines[d], st, NULL);
+      return -1;
+    }
+  }
+  if (count_devices() > 0 && rk_current(k) == NULL) return -1;
+  return 0;
+}
+
+/* CuPy's setter of the preferred carveout: -1 (no preference) or a
+ * percentage of shared memory against L1, on every device the kernel is
+ * loaded on and on those it loads on later. */
+static int rk_set_carveout(raw_kernel *k, PyObject *v, void *unused) {
+  (void)unused;
+  if (v == NULL) {
+    PyErr_SetString(PyExc_TypeError, "cannot delete preferred_shared_memory_carveout");
+    return -1;
+  }
+  long percent = PyLong_AsLong(v);
+  if (percent == -1 && PyErr_Occurred()) return -1;
+  if (percent < -1 || percent > 100) {
+    PyErr_Format(PyExc_ValueError,
+                 "preferred_shared_memory_carveout must be -1 or a percentage from 0 to 100, not "
+                 "%ld",
+                 percent);
+    return -1;
+  }
+  k->carveout = (int)percent;
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    if (k->per_device[d] == NULL) continue;
+    jitk_status st = jitk_kernel_set_attribute(
+        k->per_device[d], JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, (int)percent);
     if (st != JITK_OK) {
       raise_status(engines[d], st, NULL);
       return -1;
@@ -3345,7 +3386,8 @@ static PyGetSetDef rk_getset[] = {
     {"ptx_version", (getter)rk_attr, NULL, NULL, "ptx_version"},
     {"binary_version", (getter)rk_attr, NULL, NULL, "binary_version"},
     {"cache_mode_ca", (getter)rk_attr, NULL, NULL, "cache_mode_ca"},
-    {"preferred_shared_memory_carveout", (getter)rk_attr, NULL, NULL,
+    {"preferred_shared_memory_carveout", (getter)rk_attr, (setter)rk_set_carveout,
+     "the preferred share of shared memory against L1, in percent (-1: none; settable)",
      "preferred_shared_memory_carveout"},
     {"max_dynamic_shared_size_bytes", (getter)rk_attr, (setter)rk_set_max_dynamic,
      "the dynamic shared memory a launch may ask for (settable)", "max_dynamic_shared_size_bytes"},

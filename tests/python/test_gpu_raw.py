@@ -127,6 +127,14 @@ def test_attributes_and_dynamic_shared_memory(lib):
     assert k.num_regs > 0
     assert k.max_threads_per_block > 0
     assert k.shared_size_bytes == 0
+    # jitk reads the cache preference and carveout from the driver (CuPy
+    # reports the same two): the carveout is -1 until set.
+    assert k.cache_mode_ca in (0, 1)
+    assert k.preferred_shared_memory_carveout == -1
+    k.preferred_shared_memory_carveout = 50
+    assert k.preferred_shared_memory_carveout == 50
+    with pytest.raises(ValueError):
+        k.preferred_shared_memory_carveout = 101
     # The source names the library: kernels of one source share one loaded
     # module (in jitk as in CuPy), so the other library's run would already
     # have raised this kernel's limit.
@@ -134,12 +142,20 @@ def test_attributes_and_dynamic_shared_memory(lib):
         extern __shared__ float s[]; s[threadIdx.x] = 1; __syncthreads();
         y[threadIdx.x] = s[blockDim.x - 1 - threadIdx.x]; }''', "big")
     out = lib.asarray(np.zeros(32, dtype=np.float32))
-    with pytest.raises((ValueError, jitk.JitkError)):
-        big(1, 32, (out,), shared_mem=100 * 1024)  # past the default 48 KiB
-    big.max_dynamic_shared_size_bytes = 100 * 1024
-    assert big.max_dynamic_shared_size_bytes == 100 * 1024
+    # Past the default 48 KiB with no opt-in: jitk raises the kernel's
+    # limit itself (CuPy would fail with CUDA_ERROR_INVALID_VALUE), and
+    # the attribute shows the new limit.
     big(1, 32, (out,), shared_mem=100 * 1024)
     assert_equal(lib.asnumpy(out), np.ones(32, dtype=np.float32))
+    assert big.max_dynamic_shared_size_bytes >= 100 * 1024
+    big.max_dynamic_shared_size_bytes = 120 * 1024
+    assert big.max_dynamic_shared_size_bytes == 120 * 1024
+    out[...] = 0
+    big(1, 32, (out,), shared_mem=120 * 1024)
+    assert_equal(lib.asnumpy(out), np.ones(32, dtype=np.float32))
+    # More than a block can have on the device is still refused.
+    with pytest.raises((ValueError, jitk.JitkError)):
+        big(1, 32, (out,), shared_mem=1024 * 1024)
 
 
 def test_module_name_expressions(lib):
