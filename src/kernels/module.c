@@ -482,7 +482,7 @@ jitk_status jitk_module_get_global(jitk_module *m, const char *name, void **ptr,
   if (st != JITK_OK) return st;
   CUdeviceptr dptr = 0;
   size_t size = 0;
-  CUresult r = e->drv.cuModuleGetGlobal(&dptr, &size, m->cu, symbol);
+  CUresult r = jk_cu_module_global(e, m->cu, symbol, &dptr, &size);
   jk_ctx_leave(e, saved);
   if (r == CUDA_ERROR_NOT_FOUND) return global_not_found(m, name, symbol);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuModuleGetGlobal");

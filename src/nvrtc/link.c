@@ -494,9 +494,7 @@ jk_linker jk_link_probe(jitk_engine *e) {
   /* PTX targets are for devices this NVRTC does not know; the driver
    * compiles their code for the device, and only it can link it. */
   if (!e->target.ptx && have) return JK_LINKER_NVJITLINK;
-  if (e->has_device && e->drv.cuLinkCreate != NULL && e->drv.cuLinkAddData != NULL &&
-      e->drv.cuLinkComplete != NULL && e->drv.cuLinkDestroy != NULL)
-    return JK_LINKER_DRIVER;
+  if (e->has_device && jk_cu_has_linker(e)) return JK_LINKER_DRIVER;
   return JK_LINKER_NONE;
 }
 
@@ -628,67 +626,36 @@ static jitk_status link_driver(jitk_engine *e, const jk_compile_input *in,
                                const jk_compile_output *out, const char *devrt_path,
                                const void *devrt, size_t devrt_size, void **image,
                                size_t *image_size) {
-  const jk_driver *d = &e->drv;
   CUcontext saved;
   jitk_status st = jk_ctx_enter(e, &saved);
   if (st != JITK_OK) return st;
   char errlog[8192];
   errlog[0] = '\0';
-  /* A cubin target keeps its own sm (an sm_86 program on an sm_89 device
-   * links for sm_86); PTX is compiled for the device the context is on. */
-  CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                         CU_JIT_TARGET};
-  void *vals[] = {errlog, (void *)(uintptr_t)sizeof errlog, (void *)(uintptr_t)jit_target(e, in)};
-  unsigned nopts = e->target.ptx ? 2 : 3;
   const char *pname = in->program_name ? in->program_name : "module.cu";
-  CUlinkState state = NULL;
-  CUresult r = d->cuLinkCreate(nopts, opts, vals, &state);
-  if (r != CUDA_SUCCESS) {
-    jk_ctx_leave(e, saved);
-    return jk_cuda_fail(e, r, "cuLinkCreate");
-  }
-  const char *step = "cuLinkAddData";
-  r = d->cuLinkAddData(state, out->ptx ? CU_JIT_INPUT_PTX : CU_JIT_INPUT_CUBIN, out->image,
-                       out->ptx ? out->image_size + 1 : out->image_size, pname, 0, NULL, NULL);
-  if (r == CUDA_SUCCESS) {
-    r = d->cuLinkAddData(state, CU_JIT_INPUT_LIBRARY, (void *)devrt, devrt_size, "libcudadevrt.a",
-                         0, NULL, NULL);
-    /* A driver that takes archives only as files gets the file; the
-     * dependency record checks after the compile that it still holds
-     * what was hashed, and an entry whose file changed is not stored. */
-    if ((r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED) &&
-        d->cuLinkAddFile != NULL) {
-      step = "cuLinkAddFile";
-      errlog[0] = '\0';
-      r = d->cuLinkAddFile(state, CU_JIT_INPUT_LIBRARY, devrt_path, 0, NULL, NULL);
-    }
-  }
-  void *linked = NULL;
+  /* A cubin target keeps its own sm (an sm_86 program on an sm_89 device
+   * links for sm_86); PTX is compiled for the device the context is on.
+   * A driver that takes archives only as files gets the file; the
+   * dependency record checks after the compile that it still holds what
+   * was hashed, and an entry whose file changed is not stored. */
+  jk_cu_link_piece pieces[] = {{out->ptx ? CU_JIT_INPUT_PTX : CU_JIT_INPUT_CUBIN, out->image,
+                                out->ptx ? out->image_size + 1 : out->image_size, pname},
+                               {CU_JIT_INPUT_LIBRARY, devrt, devrt_size, "libcudadevrt.a"}};
+  void *cubin = NULL;
   size_t size = 0;
-  if (r == CUDA_SUCCESS) {
-    step = "cuLinkComplete";
-    r = d->cuLinkComplete(state, &linked, &size);
-  }
-  unsigned char *cubin = NULL;
+  const char *step = "cuLinkCreate";
+  CUresult r = jk_cu_link(e, pieces, 2, devrt_path, e->target.ptx ? 0u : jit_target(e, in), errlog,
+                          sizeof errlog, &cubin, &size, &step);
+  jk_ctx_leave(e, saved);
   if (r != CUDA_SUCCESS) {
     char desc[256], what[320];
-    jk_driver_describe(d, r, desc, sizeof desc);
+    jk_driver_describe(&e->drv, r, desc, sizeof desc);
     snprintf(what, sizeof what, "%s gave %s", step, desc);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
-      st = jk_fail(e, JITK_ERR_DEVICE_OUT_OF_MEMORY, "%s", what);
-    else
-      st = link_failed(e, in, "the CUDA driver", devrt_path, what, errlog);
-  } else if (size == 0 || (cubin = jk_malloc(e, size + 1)) == NULL) {
-    st = size == 0 ? jk_fail(e, JITK_ERR_CUDA, "cuLinkComplete produced no cubin")
-                   : jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory for the linked cubin");
-  } else {
-    /* The driver's buffer dies with the link state. */
-    memcpy(cubin, linked, size);
-    cubin[size] = '\0';
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return jk_fail(e, JITK_ERR_DEVICE_OUT_OF_MEMORY, "%s", what);
+    return link_failed(e, in, "the CUDA driver", devrt_path, what, errlog);
   }
-  d->cuLinkDestroy(state);
-  jk_ctx_leave(e, saved);
-  if (st != JITK_OK) return st;
+  if (cubin == NULL)
+    return size == 0 ? jk_fail(e, JITK_ERR_CUDA, "cuLinkComplete produced no cubin")
+                     : jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory for the linked cubin");
   *image = cubin;
   *image_size = size;
   return JITK_OK;

@@ -1357,8 +1357,7 @@ static void run_linked(jitk_engine *e, jitk_module *m, const char *what) {
   for (int i = 0; i < N; i++) hx[i] = (float)(jt_uniform(&seed) * 2 - 1);
   jt_to_dev(e, x, hx, N * 4);
   jt_poison(e, y, N * 4);
-  jitk_arg args[] = {jitk_arg_ptr(x, JITK_FLOAT32), jitk_arg_ptr(y, JITK_FLOAT32),
-                     jitk_arg_i32(N)};
+  jitk_arg args[] = {jitk_arg_ptr(x, JITK_FLOAT32), jitk_arg_ptr(y, JITK_FLOAT32), jitk_arg_i32(N)};
   JT_OK(e, jitk_kernel_launch(k, (jitk_dim3){(N + 255) / 256, 1, 1}, (jitk_dim3){256, 1, 1}, 0,
                               NULL, args, 3));
   JT_OK(e, jitk_stream_synchronize(e, NULL));
@@ -1366,8 +1365,8 @@ static void run_linked(jitk_engine *e, jitk_module *m, const char *what) {
   for (int i = 0; i < N; i++) {
     /* 3x + 1 in float32, with or without a fused multiply-add. */
     double want = 3.0 * (double)hx[i] + 1.0;
-    cr_assert(fabs(hy[i] - want) <= 1e-6 * (1 + fabs(want)), "%s: y[%d] = %g, expected %g", what,
-              i, hy[i], want);
+    cr_assert(fabs(hy[i] - want) <= 1e-6 * (1 + fabs(want)), "%s: y[%d] = %g, expected %g", what, i,
+              hy[i], want);
   }
   jitk_device_free(e, x, NULL);
   jitk_device_free(e, y, NULL);
