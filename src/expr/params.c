@@ -2,16 +2,13 @@
  * The parameter-list parser. Hand-written so that every error can point at
  * its byte: "in_params:1:10: `int` is a C type; use a dtype name ...".
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "array/array.h"
 #include "base/base.h"
+#include "expr/lex.h"
 #include "expr/params.h"
-
-static bool ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
-static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
 bool jk_is_reserved_word(const char *s, size_t n) {
   static const char *const words[] = {"alignas",      "alignof",
@@ -69,19 +66,6 @@ static bool is_c_type(const char *s, size_t n) {
   return false;
 }
 
-static size_t skip_space(const char *s, size_t i) {
-  while (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
-  return i;
-}
-
-/* Reads an identifier at i; returns its length (0 if none). */
-static size_t ident_at(const char *s, size_t i) {
-  if (!ident_start(s[i])) return 0;
-  size_t n = 1;
-  while (ident_char(s[i + n])) n++;
-  return n;
-}
-
 static int find_placeholder(const jk_param_list *l, const char *s, size_t n) {
   for (size_t i = 0; i < l->num_placeholders; i++)
     if (strlen(l->placeholders[i]) == n && memcmp(l->placeholders[i], s, n) == 0) return (int)i;
@@ -108,11 +92,14 @@ static jitk_status add_placeholder(jitk_engine *e, jk_param_list *l, const char 
 jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label, bool outputs,
                             jk_param_list *l) {
   if (text == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s is NULL", label);
-  size_t i = skip_space(text, 0);
-  if (text[i] == '\0') return JITK_OK; /* an empty list */
+  jk_lex lx;
+  jk_lex_init(&lx, text);
+  jk_lex_skip_space(&lx);
+  if (jk_lex_peek(&lx) == '\0') return JITK_OK; /* an empty list */
   for (;;) {
     /* [raw] TYPE NAME */
-    size_t n = ident_at(text, i);
+    size_t i = lx.pos;
+    size_t n = jk_lex_ident(&lx);
     if (n == 0)
       return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 1,
                            text[i] == '\0' ? "expected a parameter after ','"
@@ -120,19 +107,21 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
                                              "such as T)");
     bool raw = false;
     if (n == 3 && memcmp(text + i, "raw", 3) == 0) {
-      size_t j = skip_space(text, i + 3);
-      size_t m = ident_at(text, j);
-      size_t k = m ? skip_space(text, j + m) : j;
       /* "raw T x": raw is the qualifier. "raw x" alone would make raw a
-       * type, which it cannot be. */
-      if (m != 0 && ident_at(text, k) != 0) {
-        raw = true;
-        i = j;
-        n = m;
-      } else {
+       * type, which it cannot be. The two words after it are looked at on
+       * a copy of the cursor. */
+      jk_lex ahead = lx;
+      jk_lex_skip_space(&ahead);
+      size_t j = ahead.pos;
+      size_t m = jk_lex_ident(&ahead);
+      jk_lex_skip_space(&ahead);
+      if (m == 0 || jk_lex_ident(&ahead) == 0)
         return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 3,
                              "`raw` needs a type and a name after it: raw TYPE NAME");
-      }
+      raw = true;
+      i = j;
+      n = m;
+      lx.pos = j + m;
     }
     size_t type_at = i, type_len = n;
     jitk_dtype dtype = jk_dtype_lookup(text + i, n);
@@ -151,8 +140,9 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
         return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, n,
                              "names starting with _jk are reserved for jitk");
     }
-    i = skip_space(text, i + n);
-    size_t name_len = ident_at(text, i);
+    jk_lex_skip_space(&lx);
+    i = lx.pos;
+    size_t name_len = jk_lex_ident(&lx);
     if (name_len == 0) {
       if (text[i] == '\0' || text[i] == ',')
         return jk_fail_caret(e, JITK_ERR_PARSE, label, text, type_at, type_len,
@@ -214,12 +204,12 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
     d->placeholder = placeholder;
     d->offset = name_at;
     l->count++;
-    i = skip_space(text, i + name_len);
-    if (text[i] == '\0') return JITK_OK;
-    if (text[i] != ',')
-      return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 1,
+    jk_lex_skip_space(&lx);
+    if (jk_lex_peek(&lx) == '\0') return JITK_OK;
+    if (!jk_lex_accept(&lx, ','))
+      return jk_fail_caret(e, JITK_ERR_PARSE, label, text, lx.pos, 1,
                            "expected ',' or the end of the list after `%.*s`", (int)name_len, name);
-    i = skip_space(text, i + 1);
+    jk_lex_skip_space(&lx);
   }
 }
 
@@ -231,22 +221,31 @@ void jk_params_free(jitk_engine *e, jk_param_list *l) {
   memset(l, 0, sizeof *l);
 }
 
+/* The length of the first n bytes of s without the spaces that end them. */
+static size_t trim_spaces(const char *s, size_t n) {
+  while (n > 0 && s[n - 1] == ' ') n--;
+  return n;
+}
+
 /* "T=float32, U=int8": each placeholder bound once, every one bound; the
  * errors point at the bytes of `types`, labelled "types". */
 jitk_status jk_params_bind_types(jitk_engine *e, const jk_param_list *params, const char *types,
                                  jitk_dtype *bound) {
   for (size_t h = 0; h < params->num_placeholders; h++) bound[h] = JITK_DTYPE_NONE;
-  const char *p = types ? types : "";
-  while (*p) {
-    while (*p == ' ' || *p == ',') p++;
-    if (!*p) break;
-    const char *eq = strchr(p, '=');
-    const char *end = p + strcspn(p, ",");
-    if (eq == NULL || eq > end)
-      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types),
-                           (size_t)(end - p), "expected PLACEHOLDER=DTYPE");
-    size_t nl = (size_t)(eq - p);
-    while (nl > 0 && p[nl - 1] == ' ') nl--;
+  jk_lex lx;
+  jk_lex_init(&lx, types ? types : "");
+  for (;;) {
+    jk_lex_skip(&lx, " ,");
+    if (jk_lex_peek(&lx) == '\0') break;
+    /* One pair, up to the next comma, split at its '='. */
+    const char *p = lx.text + lx.pos;
+    size_t pair_len = jk_lex_span(&lx, ",");
+    const char *end = p + pair_len;
+    const char *eq = memchr(p, '=', pair_len);
+    if (eq == NULL)
+      return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(p - types), pair_len,
+                           "expected PLACEHOLDER=DTYPE");
+    size_t nl = trim_spaces(p, (size_t)(eq - p));
     int found = -1;
     for (size_t h = 0; h < params->num_placeholders; h++)
       if (strlen(params->placeholders[h]) == nl && memcmp(params->placeholders[h], p, nl) == 0)
@@ -256,8 +255,7 @@ jitk_status jk_params_bind_types(jitk_engine *e, const jk_param_list *params, co
                            "`%.*s` is not a placeholder of this kernel", (int)nl, p);
     const char *t = eq + 1;
     while (*t == ' ') t++;
-    size_t tl = (size_t)(end - t);
-    while (tl > 0 && t[tl - 1] == ' ') tl--;
+    size_t tl = trim_spaces(t, (size_t)(end - t));
     jitk_dtype d = jk_dtype_lookup(t, tl);
     if (d == JITK_DTYPE_NONE)
       return jk_fail_caret(e, JITK_ERR_PARSE, "types", types, (size_t)(t - types), tl ? tl : 1,
@@ -270,7 +268,6 @@ jitk_status jk_params_bind_types(jitk_engine *e, const jk_param_list *params, co
                            params->placeholders[found], jk_dtype(bound[found])->name,
                            jk_dtype(d)->name);
     bound[found] = d;
-    p = end;
   }
   for (size_t h = 0; h < params->num_placeholders; h++)
     if (bound[h] == JITK_DTYPE_NONE)

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "expr/lex.h"
 #include "expr/scan.h"
 
 typedef enum { T_END, T_IDENT, T_PUNCT, T_OTHER } tok_kind;
@@ -17,68 +18,53 @@ typedef struct tok {
   size_t n;
 } tok;
 
-static const char *skip_trivia(const char *p) {
+/* Skips whitespace, comments and preprocessor lines, which are not the
+ * operation's own code. */
+static void skip_trivia(jk_lex *lx) {
   for (;;) {
-    while (*p && isspace((unsigned char)*p)) p++;
-    if ((p[0] == '/' && p[1] == '/') || p[0] == '#') {
-      /* A line comment, or a preprocessor line, which is not the
-       * operation's own code. */
-      while (*p && *p != '\n') p++;
-    } else if (p[0] == '/' && p[1] == '*') {
-      p += 2;
-      while (*p && !(p[0] == '*' && p[1] == '/')) p++;
-      if (*p) p += 2;
-    } else {
-      return p;
-    }
+    jk_lex_skip_space_comments(lx);
+    if (jk_lex_peek(lx) != '#') return;
+    jk_lex_skip_line(lx);
   }
 }
 
-static const char *next_tok(const char *p, tok *t) {
-  p = skip_trivia(p);
+/* Reads the next token into *t, which points into the text. */
+static void next_tok(jk_lex *lx, tok *t) {
+  skip_trivia(lx);
+  const char *p = lx->text + lx->pos;
   t->s = p;
+  t->n = 0;
   if (*p == '\0') {
     t->kind = T_END;
-    t->n = 0;
-    return p;
+    return;
   }
-  if (isalpha((unsigned char)*p) || *p == '_') {
-    const char *q = p;
-    while (isalnum((unsigned char)*q) || *q == '_') q++;
+  if ((t->n = jk_lex_ident(lx)) > 0) {
     t->kind = T_IDENT;
-    t->n = (size_t)(q - p);
-    return q;
+    return;
   }
+  t->kind = T_OTHER;
   if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
     const char *q = p;
     while (isalnum((unsigned char)*q) || *q == '.' || *q == '_' ||
            ((*q == '+' || *q == '-') && (q[-1] == 'e' || q[-1] == 'E' || q[-1] == 'p')))
       q++;
-    t->kind = T_OTHER;
     t->n = (size_t)(q - p);
-    return q;
-  }
-  if (*p == '"' || *p == '\'') {
+  } else if (*p == '"' || *p == '\'') {
     char quote = *p;
     const char *q = p + 1;
     while (*q && *q != quote) q += (*q == '\\' && q[1]) ? 2 : 1;
     if (*q) q++;
-    t->kind = T_OTHER;
     t->n = (size_t)(q - p);
-    return q;
+  } else {
+    /* Punctuation: the two-character operators that matter here. */
+    static const char *const two[] = {"==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=",
+                                      "|=", "^=", "++", "--", "->", "::", "&&", "||", "<<", ">>"};
+    t->kind = T_PUNCT;
+    t->n = 1;
+    for (size_t i = 0; i < sizeof two / sizeof two[0]; i++)
+      if (p[0] == two[i][0] && p[1] == two[i][1]) t->n = 2;
   }
-  /* Punctuation: the two-character operators that matter here. */
-  static const char *const two[] = {"==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=",
-                                    "|=", "^=", "++", "--", "->", "::", "&&", "||", "<<", ">>"};
-  for (size_t i = 0; i < sizeof two / sizeof two[0]; i++)
-    if (p[0] == two[i][0] && p[1] == two[i][1]) {
-      t->kind = T_PUNCT;
-      t->n = 2;
-      return p + 2;
-    }
-  t->kind = T_PUNCT;
-  t->n = 1;
-  return p + 1;
+  lx->pos += t->n;
 }
 
 static bool is(const tok *t, const char *s) {
@@ -89,7 +75,9 @@ bool jk_code_uses(const char *code, const char *name) {
   if (code == NULL) return false;
   size_t len = strlen(name);
   tok t, prev = {T_END, NULL, 0};
-  for (const char *p = next_tok(code, &t); t.kind != T_END; p = next_tok(p, &t)) {
+  jk_lex lx;
+  jk_lex_init(&lx, code);
+  for (next_tok(&lx, &t); t.kind != T_END; next_tok(&lx, &t)) {
     /* `x.i` or `x->i` is a member, not the name itself. */
     bool member = prev.kind == T_PUNCT && (is(&prev, ".") || is(&prev, "->"));
     if (t.kind == T_IDENT && t.n == len && memcmp(t.s, name, len) == 0 && !member) return true;
@@ -104,15 +92,17 @@ bool jk_code_assigns_first(const char *code, const char *name) {
   int depth = 0;          /* (), [], {} nesting */
   bool stmt_start = true; /* the next token begins a top-level statement */
   tok t;
-  for (const char *p = next_tok(code, &t); t.kind != T_END; p = next_tok(p, &t)) {
+  jk_lex lx;
+  jk_lex_init(&lx, code);
+  for (next_tok(&lx, &t); t.kind != T_END; next_tok(&lx, &t)) {
     if (t.kind == T_IDENT && t.n == len && memcmp(t.s, name, len) == 0) {
       if (!(stmt_start && depth == 0)) return false;
       tok n;
-      const char *q = next_tok(p, &n);
+      next_tok(&lx, &n);
       if (!is(&n, "=")) return false;
       /* `name = ...;`: the right-hand side must not read it (y = a*x + y). */
       int d = 0;
-      for (q = next_tok(q, &n); n.kind != T_END; q = next_tok(q, &n)) {
+      for (next_tok(&lx, &n); n.kind != T_END; next_tok(&lx, &n)) {
         if (n.kind == T_PUNCT && (is(&n, "(") || is(&n, "[") || is(&n, "{"))) d++;
         if (n.kind == T_PUNCT && (is(&n, ")") || is(&n, "]") || is(&n, "}"))) d--;
         if (d <= 0 && n.kind == T_PUNCT && is(&n, ";")) break;
@@ -132,52 +122,48 @@ bool jk_code_assigns_first(const char *code, const char *name) {
 
 /* --- preprocessor line directives in users' code --- */
 
-static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
-
 /* Skips what may stand between a directive's `#` and its name: blanks,
  * block comments and backslash-newline splices. */
-static const char *skip_directive_gap(const char *p) {
+static void skip_directive_gap(jk_lex *lx) {
   for (;;) {
-    if (*p == ' ' || *p == '\t' || *p == '\f' || *p == '\v' || *p == '\r') {
-      p++;
-    } else if (p[0] == '\\' && p[1] == '\n') {
-      p += 2;
-    } else if (p[0] == '\\' && p[1] == '\r' && p[2] == '\n') {
-      p += 3;
-    } else if (p[0] == '/' && p[1] == '*') {
-      p += 2;
-      while (*p && !(p[0] == '*' && p[1] == '/')) p++;
-      if (*p) p += 2;
-    } else {
-      return p;
-    }
+    if (jk_lex_skip(lx, JK_LEX_BLANK) > 0 || jk_lex_splice(lx)) continue;
+    if (jk_lex_peek(lx) != '/' || jk_lex_peek_at(lx, 1) != '*') return;
+    jk_lex_block_comment(lx);
   }
 }
 
-/* The end of a string or character literal opened at p (a quote): past
- * its closing quote (*closed true), or at the end of the line for an
- * unterminated one. */
-static const char *skip_quoted(const char *p, bool *closed) {
-  char quote = *p++;
-  while (*p && *p != quote && *p != '\n') p += (*p == '\\' && p[1]) ? 2 : 1;
-  *closed = *p == quote;
-  return *closed ? p + 1 : p;
+/* Whether the directive whose `#` was just read is a line directive:
+ * `#line N "file"`, or the short form `# N "file"` that EDG and GCC also
+ * read as one. */
+static bool is_line_directive(jk_lex after_hash) {
+  skip_directive_gap(&after_hash);
+  if (isdigit((unsigned char)jk_lex_peek(&after_hash))) return true;
+  const char *word = after_hash.text + after_hash.pos;
+  return jk_lex_ident(&after_hash) == 4 && memcmp(word, "line", 4) == 0;
 }
 
-/* A raw string literal R"delim( ... )delim" whose quote is at p. */
-static const char *skip_raw(const char *p, bool *closed) {
-  const char *d = p + 1;
+/* A raw string literal R"delim( ... )delim" whose quote is at the cursor:
+ * past its end (true), or at the end of the text when it has none. */
+static bool skip_raw(jk_lex *lx) {
+  const char *d = lx->text + lx->pos + 1;
   const char *open = d;
   while (*open && *open != '(' && open - d <= 16) open++;
-  if (*open != '(') return skip_quoted(p, closed); /* not a raw string: as an ordinary one */
+  if (*open != '(') return jk_lex_quoted(lx); /* not a raw string: as an ordinary one */
   size_t dl = (size_t)(open - d);
   for (const char *q = open + 1; *q; q++)
     if (*q == ')' && strncmp(q + 1, d, dl) == 0 && q[1 + dl] == '"') {
-      *closed = true;
-      return q + dl + 2;
+      lx->pos = (size_t)(q + dl + 2 - lx->text);
+      return true;
     }
-  *closed = false;
-  return p + strlen(p);
+  lx->pos += strlen(lx->text + lx->pos);
+  return false;
+}
+
+/* Whether the identifier of n bytes at s, followed by a quote, is the
+ * prefix of a raw string literal (R, LR, uR, UR, u8R). */
+static bool raw_prefix(const char *s, size_t n) {
+  return s[n - 1] == 'R' && (n == 1 || (n == 2 && strchr("LuU", s[0]) != NULL) ||
+                             (n == 3 && s[0] == 'u' && s[1] == '8'));
 }
 
 /* What a walk over the first `stop` bytes of some code found. */
@@ -194,82 +180,58 @@ static void walk(const char *code, size_t stop, pp_walk *w) {
   w->directive = -1;
   w->directive_len = 0;
   w->open = false;
-  const char *p = code, *limit = code + stop;
+  jk_lex lx;
+  jk_lex_init(&lx, code);
   bool line_start = true; /* nothing but blanks and comments so far on this line */
   bool in_directive = false;
-  while (p < limit) {
-    char c = *p;
-    const char *q = p;
-    if (c == '\n') {
+  while (lx.pos < stop) {
+    size_t at = lx.pos;
+    char c = jk_lex_peek(&lx);
+    if (jk_lex_accept(&lx, '\n')) {
       line_start = true;
       in_directive = false;
-      p++;
       continue;
     }
-    if (c == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
-      p += p[1] == '\n' ? 2 : 3; /* a splice continues the same logical line */
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r') {
-      p++;
-      continue;
-    }
+    /* A splice continues the same logical line. */
+    if (jk_lex_splice(&lx) || jk_lex_skip(&lx, JK_LEX_BLANK) > 0) continue;
     /* Comments and literals: `closed` when their end is part of them (a
      * line comment's newline is not). */
-    bool closed = true, comment = c == '/' && (p[1] == '/' || p[1] == '*');
-    if (c == '/' && p[1] == '/') {
+    char c1 = c != '\0' ? jk_lex_peek_at(&lx, 1) : '\0';
+    bool closed = true, comment = c == '/' && (c1 == '/' || c1 == '*');
+    if (c == '/' && c1 == '/') {
       /* A line comment ends at a newline that no backslash splices away. */
-      q = p + 2;
-      while (*q && !(*q == '\n' && q[-1] != '\\')) q++;
+      jk_lex_skip_logical_line(&lx);
       closed = false;
-    } else if (c == '/' && p[1] == '*') {
+    } else if (c == '/' && c1 == '*') {
       /* A comment is one space, even across lines: it does not start a new one. */
-      q = p + 2;
-      while (*q && !(q[0] == '*' && q[1] == '/')) q++;
-      closed = *q != '\0';
-      if (closed) q += 2;
-    } else if (c == '#' || (c == '%' && p[1] == ':')) {
-      q = p + (c == '#' ? 1 : 2);
+      closed = jk_lex_block_comment(&lx);
+    } else if (c == '#' || (c == '%' && c1 == ':')) {
+      lx.pos += c == '#' ? 1 : 2;
       if (line_start) {
         in_directive = true;
-        const char *n = skip_directive_gap(q);
-        /* `#line N "file"`, or the short form `# N "file"` that EDG and
-         * GCC also read as a line directive. */
-        bool is_line =
-            isdigit((unsigned char)*n) || (strncmp(n, "line", 4) == 0 && !ident_char(n[4]));
-        if (is_line && w->directive < 0) {
-          const char *end = p;
-          while (*end && *end != '\n') end++;
-          w->directive = (long)(p - code);
-          w->directive_len = (size_t)(end - p);
+        if (w->directive < 0 && is_line_directive(lx)) {
+          jk_lex line = lx;
+          jk_lex_skip_line(&line);
+          w->directive = (long)at;
+          w->directive_len = line.pos - at;
         }
       }
       /* Otherwise the # or ## operator inside a macro body. */
     } else if (c == '"' || c == '\'') {
-      q = skip_quoted(p, &closed);
-    } else if (ident_char(c) || (c == '.' && isdigit((unsigned char)p[1]))) {
-      if (isdigit((unsigned char)c) || c == '.') {
-        /* A pp-number, with C++14 digit separators (1'000) and exponents. */
-        while (ident_char(*q) || *q == '.' || (*q == '\'' && ident_char(q[1])) ||
-               ((*q == '+' || *q == '-') && strchr("eEpP", q[-1]) != NULL))
-          q++;
-      } else {
-        while (ident_char(*q)) q++;
-        size_t n = (size_t)(q - p);
-        bool raw = *q == '"' && p[n - 1] == 'R' &&
-                   (n == 1 || (n == 2 && strchr("LuU", p[0]) != NULL) ||
-                    (n == 3 && p[0] == 'u' && p[1] == '8'));
-        if (raw) q = skip_raw(q, &closed);
-      }
+      closed = jk_lex_quoted(&lx);
+    } else if (isdigit((unsigned char)c) || (c == '.' && isdigit((unsigned char)c1))) {
+      jk_lex_pp_number(&lx);
+    } else if (jk_lex_ident_start(c)) {
+      size_t n = jk_lex_ident(&lx);
+      if (jk_lex_peek(&lx) == '"' && raw_prefix(code + at, n)) closed = skip_raw(&lx);
     } else {
-      q = p + 1;
+      lx.pos++;
     }
     if (!comment) line_start = false;
-    if (q > limit || (!closed && q >= limit)) {
+    if (lx.pos > stop || (!closed && lx.pos >= stop)) {
       w->open = true;
       return;
     }
-    p = q;
   }
   w->open = in_directive || (stop > 0 && code[stop - 1] == '\\');
 }

@@ -2,20 +2,12 @@
  * Kernel signatures: "float32 a, float32* x, float32[2] y, int64 n".
  * A small hand-written scanner, so each error can point at its byte.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "array/array.h"
+#include "expr/lex.h"
 #include "expr/signature.h"
-
-static bool is_ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
-static bool is_ident(char c) { return isalnum((unsigned char)c) || c == '_'; }
-
-static size_t skip_space(const char *s, size_t i) {
-  while (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') i++;
-  return i;
-}
 
 void jk_param_describe(const jk_param *p, char *out, size_t size) {
   const jitk_dtype_info *d = jk_dtype(p->dtype);
@@ -37,73 +29,72 @@ jitk_status jk_signature_parse(jitk_engine *e, const char *text, jk_param **out,
   jk_param *v = jk_calloc(e, cap, sizeof *v);
   if (v == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   int n = 0;
-  size_t i = skip_space(text, 0);
+  jk_lex lx;
+  jk_lex_init(&lx, text);
+  jk_lex_skip_space(&lx);
   jitk_status st = JITK_OK;
-  if (text[i] == '\0') goto done; /* no parameters */
+  if (jk_lex_peek(&lx) == '\0') goto done; /* no parameters */
   for (;;) {
-    size_t start = i;
-    if (!is_ident_start(text[i])) {
-      st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 1,
-                         text[i] ? "expected a dtype name" : "expected a parameter after ','");
+    size_t start = lx.pos;
+    size_t len = jk_lex_ident(&lx);
+    if (len == 0) {
+      st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, start, 1,
+                         text[start] ? "expected a dtype name" : "expected a parameter after ','");
       goto done;
     }
-    while (is_ident(text[i])) i++;
     jk_param p = {JITK_ARG_SCALAR, JITK_DTYPE_NONE, 0};
-    bool is_void = i - start == 4 && memcmp(text + start, "void", 4) == 0;
+    bool is_void = len == 4 && memcmp(text + start, "void", 4) == 0;
     if (!is_void) {
-      p.dtype = jk_dtype_lookup(text + start, i - start);
+      p.dtype = jk_dtype_lookup(text + start, len);
       if (p.dtype == JITK_DTYPE_NONE) {
-        st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, start, i - start,
+        st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, start, len,
                            "unknown dtype \"%.*s\"; use bool, int8-64, "
                            "uint8-64, float16, bfloat16, float32, float64, "
                            "complex64 or complex128",
-                           (int)(i - start), text + start);
+                           (int)len, text + start);
         goto done;
       }
     }
-    i = skip_space(text, i);
-    if (text[i] == '*') {
+    jk_lex_skip_space(&lx);
+    if (jk_lex_accept(&lx, '*')) {
       p.kind = JITK_ARG_POINTER;
-      i = skip_space(text, i + 1);
-    } else if (text[i] == '[') {
-      size_t open = i;
-      i = skip_space(text, i + 1);
-      int nd = 0;
-      size_t digits = i;
-      while (isdigit((unsigned char)text[i]) && nd <= JITK_MAX_NDIM)
-        nd = nd * 10 + (text[i++] - '0');
-      if (i == digits || nd > JITK_MAX_NDIM) {
-        st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, digits, i > digits ? i - digits : 1,
+      jk_lex_skip_space(&lx);
+    } else if (jk_lex_peek(&lx) == '[') {
+      size_t open = lx.pos;
+      jk_lex_accept(&lx, '[');
+      jk_lex_skip_space(&lx);
+      size_t digits = lx.pos;
+      long nd = 0;
+      size_t nd_len = jk_lex_number(&lx, JITK_MAX_NDIM, &nd);
+      if (nd_len == 0 || nd > JITK_MAX_NDIM) {
+        st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, digits, nd_len ? nd_len : 1,
                            "expected a rank from 0 to %d for the array", JITK_MAX_NDIM);
         goto done;
       }
-      i = skip_space(text, i);
-      if (text[i] != ']') {
-        st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 1,
+      jk_lex_skip_space(&lx);
+      if (!jk_lex_accept(&lx, ']')) {
+        st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, lx.pos, 1,
                            "expected ']' to close the '[' at column %zu", open + 1);
         goto done;
       }
       p.kind = JITK_ARG_ARRAY;
-      p.ndim = nd;
-      i = skip_space(text, i + 1);
+      p.ndim = (int)nd;
+      jk_lex_skip_space(&lx);
     }
     if (is_void && p.kind != JITK_ARG_POINTER) {
       st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, start, 4,
                          "void is only a pointer type (void*)");
       goto done;
     }
-    if (is_ident_start(text[i])) { /* the optional name */
-      while (is_ident(text[i])) i++;
-      i = skip_space(text, i);
-    }
+    if (jk_lex_ident(&lx) > 0) jk_lex_skip_space(&lx); /* the optional name */
     v[n++] = p;
-    if (text[i] == '\0') break;
-    if (text[i] != ',') {
-      st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, 1,
+    if (jk_lex_peek(&lx) == '\0') break;
+    if (!jk_lex_accept(&lx, ',')) {
+      st = jk_fail_caret(e, JITK_ERR_PARSE, label, text, lx.pos, 1,
                          "expected ',' or the end of the signature");
       goto done;
     }
-    i = skip_space(text, i + 1);
+    jk_lex_skip_space(&lx);
   }
 done:
   if (st != JITK_OK) {

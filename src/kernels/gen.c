@@ -11,16 +11,14 @@
 #include <xxhash.h>
 
 #include "array/iter.h"
+#include "expr/lex.h"
 #include "kernels/kernels.h"
 
 bool jk_gen_is_identifier(const char *s) {
-  if (s == NULL || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
-    return false;
-  for (const char *p = s; *p; p++)
-    if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-          (*p >= '0' && *p <= '9')))
-      return false;
-  return true;
+  if (s == NULL) return false;
+  jk_lex lx;
+  jk_lex_init(&lx, s);
+  return jk_lex_ident(&lx) > 0 && jk_lex_peek(&lx) == '\0';
 }
 
 char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom) {
@@ -294,14 +292,19 @@ jitk_status jk_gen_source(jk_gen *g, const char *what, const char **source) {
   return JITK_OK;
 }
 
+/* The next name of a comma- or space-separated list: its length, 0 at the
+ * end of the list; it ends at the cursor. */
+static size_t next_name(jk_lex *lx) {
+  jk_lex_skip(lx, " ,");
+  return jk_lex_span(lx, " ,");
+}
+
 jitk_status jk_gen_check_names(const jk_gen *g, const char *label, const char *list) {
   if (list == NULL) return JITK_OK;
-  for (const char *p = list; *p;) {
-    while (*p == ' ' || *p == ',') p++;
-    const char *q = p;
-    while (*q && *q != ',' && *q != ' ') q++;
-    size_t n = (size_t)(q - p);
-    if (n == 0) break;
+  jk_lex lx;
+  jk_lex_init(&lx, list);
+  for (size_t n; (n = next_name(&lx)) > 0;) {
+    const char *p = list + lx.pos - n;
     int found = -1;
     for (size_t i = 0; i < g->params.count; i++)
       if (strlen(g->params.params[i].name) == n && memcmp(g->params.params[i].name, p, n) == 0)
@@ -310,16 +313,11 @@ jitk_status jk_gen_check_names(const jk_gen *g, const char *label, const char *l
       return jk_fail_caret(g->engine, JITK_ERR_PARSE, label, list, (size_t)(p - list), n,
                            "kernel %s has no parameter `%.*s`", g->name, (int)n, p);
     /* Listed again further on: one of the two is a typo for another name. */
-    for (const char *r = q; *r;) {
-      while (*r == ' ' || *r == ',') r++;
-      const char *t = r;
-      while (*t && *t != ',' && *t != ' ') t++;
-      if ((size_t)(t - r) == n && memcmp(r, p, n) == 0)
-        return jk_fail_caret(g->engine, JITK_ERR_PARSE, label, list, (size_t)(r - list), n,
+    jk_lex rest = lx;
+    for (size_t m; (m = next_name(&rest)) > 0;)
+      if (m == n && memcmp(list + rest.pos - m, p, n) == 0)
+        return jk_fail_caret(g->engine, JITK_ERR_PARSE, label, list, rest.pos - m, n,
                              "`%.*s` is listed twice", (int)n, p);
-      r = t;
-    }
-    p = q;
   }
   return JITK_OK;
 }
@@ -327,13 +325,10 @@ jitk_status jk_gen_check_names(const jk_gen *g, const char *label, const char *l
 bool jk_gen_listed(const char *list, const char *name) {
   if (list == NULL) return false;
   size_t n = strlen(name);
-  for (const char *p = list; *p;) {
-    while (*p == ' ' || *p == ',') p++;
-    const char *q = p;
-    while (*q && *q != ',' && *q != ' ') q++;
-    if ((size_t)(q - p) == n && memcmp(p, name, n) == 0) return true;
-    p = q;
-  }
+  jk_lex lx;
+  jk_lex_init(&lx, list);
+  for (size_t m; (m = next_name(&lx)) > 0;)
+    if (m == n && memcmp(list + lx.pos - m, name, n) == 0) return true;
   return false;
 }
 
