@@ -56,7 +56,7 @@ void jk_lex_skip_space_comments(jk_lex *lx) {
     jk_lex_skip(lx, " \t\n\v\f\r");
     if (jk_lex_peek(lx) != '/') return;
     if (jk_lex_peek_at(lx, 1) == '/')
-      jk_lex_skip_line(lx);
+      jk_lex_skip_logical_line(lx);
     else if (jk_lex_peek_at(lx, 1) == '*')
       jk_lex_block_comment(lx);
     else

@@ -53,8 +53,8 @@ size_t jk_lex_span(jk_lex *lx, const char *stop);
 void jk_lex_skip_space(jk_lex *lx);
 
 /* Moves past whitespace (as isspace in the C locale), line comments and
- * block comments. A line comment ends at the first newline: it is not
- * continued by a backslash splice. */
+ * block comments. A line comment goes on past a backslash splice, as
+ * jk_lex_skip_logical_line. */
 void jk_lex_skip_space_comments(jk_lex *lx);
 
 /* Moves past a backslash-newline splice ("\\\n" or "\\\r\n"); whether

@@ -18,53 +18,82 @@ typedef struct tok {
   size_t n;
 } tok;
 
+/* A raw string literal R"delim( ... )delim" whose quote is at the cursor:
+ * past its end (true), or at the end of the text when it has none. */
+static bool skip_raw(jk_lex *lx) {
+  const char *d = lx->text + lx->pos + 1;
+  const char *open = d;
+  while (*open && *open != '(' && open - d <= 16) open++;
+  if (*open != '(') return jk_lex_quoted(lx); /* not a raw string: as an ordinary one */
+  size_t dl = (size_t)(open - d);
+  for (const char *q = open + 1; *q; q++)
+    if (*q == ')' && strncmp(q + 1, d, dl) == 0 && q[1 + dl] == '"') {
+      lx->pos = (size_t)(q + dl + 2 - lx->text);
+      return true;
+    }
+  lx->pos += strlen(lx->text + lx->pos);
+  return false;
+}
+
+/* Whether the identifier of n bytes at s, followed by a quote, is the
+ * prefix of a raw string literal (R, LR, uR, UR, u8R). */
+static bool raw_prefix(const char *s, size_t n) {
+  return s[n - 1] == 'R' && (n == 1 || (n == 2 && strchr("LuU", s[0]) != NULL) ||
+                             (n == 3 && s[0] == 'u' && s[1] == '8'));
+}
+
+/* Reads an identifier, with the raw string literal it prefixes when it
+ * is one's prefix: whether it was (*closed then says whether the literal
+ * ends). */
+static bool read_word(jk_lex *lx, bool *closed) {
+  size_t start = lx->pos, n = jk_lex_ident(lx);
+  if (jk_lex_peek(lx) != '"' || !raw_prefix(lx->text + start, n)) return false;
+  *closed = skip_raw(lx);
+  return true;
+}
+
 /* Skips whitespace, comments and preprocessor lines, which are not the
- * operation's own code. */
+ * operation's own code. A directive goes on past a backslash splice, as a
+ * #define's body does. */
 static void skip_trivia(jk_lex *lx) {
   for (;;) {
     jk_lex_skip_space_comments(lx);
     if (jk_lex_peek(lx) != '#') return;
-    jk_lex_skip_line(lx);
+    jk_lex_skip_logical_line(lx);
   }
 }
 
-/* Reads the next token into *t, which points into the text. */
+/* Reads the next token into *t, which points into the text. Numbers and
+ * literals are read as the directive walk below reads them, so that a
+ * digit separator (1'000) or a quote inside a raw string cannot open a
+ * literal that hides the code after it. */
 static void next_tok(jk_lex *lx, tok *t) {
   skip_trivia(lx);
-  const char *p = lx->text + lx->pos;
+  size_t start = lx->pos;
+  const char *p = lx->text + start;
+  bool closed;
   t->s = p;
-  t->n = 0;
   if (*p == '\0') {
     t->kind = T_END;
-    return;
-  }
-  if ((t->n = jk_lex_ident(lx)) > 0) {
-    t->kind = T_IDENT;
-    return;
-  }
-  t->kind = T_OTHER;
-  if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
-    const char *q = p;
-    while (isalnum((unsigned char)*q) || *q == '.' || *q == '_' ||
-           ((*q == '+' || *q == '-') && (q[-1] == 'e' || q[-1] == 'E' || q[-1] == 'p')))
-      q++;
-    t->n = (size_t)(q - p);
+  } else if (jk_lex_ident_start(*p)) {
+    t->kind = read_word(lx, &closed) ? T_OTHER : T_IDENT;
+  } else if (isdigit((unsigned char)*p) || (*p == '.' && isdigit((unsigned char)p[1]))) {
+    t->kind = T_OTHER;
+    jk_lex_pp_number(lx);
   } else if (*p == '"' || *p == '\'') {
-    char quote = *p;
-    const char *q = p + 1;
-    while (*q && *q != quote) q += (*q == '\\' && q[1]) ? 2 : 1;
-    if (*q) q++;
-    t->n = (size_t)(q - p);
+    t->kind = T_OTHER;
+    jk_lex_quoted(lx);
   } else {
     /* Punctuation: the two-character operators that matter here. */
     static const char *const two[] = {"==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=",
                                       "|=", "^=", "++", "--", "->", "::", "&&", "||", "<<", ">>"};
     t->kind = T_PUNCT;
-    t->n = 1;
+    size_t n = 1;
     for (size_t i = 0; i < sizeof two / sizeof two[0]; i++)
-      if (p[0] == two[i][0] && p[1] == two[i][1]) t->n = 2;
+      if (p[0] == two[i][0] && p[1] == two[i][1]) n = 2;
+    lx->pos += n;
   }
-  lx->pos += t->n;
+  t->n = lx->pos - start;
 }
 
 static bool is(const tok *t, const char *s) {
@@ -142,30 +171,6 @@ static bool is_line_directive(jk_lex after_hash) {
   return jk_lex_ident(&after_hash) == 4 && memcmp(word, "line", 4) == 0;
 }
 
-/* A raw string literal R"delim( ... )delim" whose quote is at the cursor:
- * past its end (true), or at the end of the text when it has none. */
-static bool skip_raw(jk_lex *lx) {
-  const char *d = lx->text + lx->pos + 1;
-  const char *open = d;
-  while (*open && *open != '(' && open - d <= 16) open++;
-  if (*open != '(') return jk_lex_quoted(lx); /* not a raw string: as an ordinary one */
-  size_t dl = (size_t)(open - d);
-  for (const char *q = open + 1; *q; q++)
-    if (*q == ')' && strncmp(q + 1, d, dl) == 0 && q[1 + dl] == '"') {
-      lx->pos = (size_t)(q + dl + 2 - lx->text);
-      return true;
-    }
-  lx->pos += strlen(lx->text + lx->pos);
-  return false;
-}
-
-/* Whether the identifier of n bytes at s, followed by a quote, is the
- * prefix of a raw string literal (R, LR, uR, UR, u8R). */
-static bool raw_prefix(const char *s, size_t n) {
-  return s[n - 1] == 'R' && (n == 1 || (n == 2 && strchr("LuU", s[0]) != NULL) ||
-                             (n == 3 && s[0] == 'u' && s[1] == '8'));
-}
-
 /* What a walk over the first `stop` bytes of some code found. */
 typedef struct pp_walk {
   long directive;       /* offset of the first line directive, or -1 */
@@ -222,8 +227,7 @@ static void walk(const char *code, size_t stop, pp_walk *w) {
     } else if (isdigit((unsigned char)c) || (c == '.' && isdigit((unsigned char)c1))) {
       jk_lex_pp_number(&lx);
     } else if (jk_lex_ident_start(c)) {
-      size_t n = jk_lex_ident(&lx);
-      if (jk_lex_peek(&lx) == '"' && raw_prefix(code + at, n)) closed = skip_raw(&lx);
+      read_word(&lx, &closed);
     } else {
       lx.pos++;
     }

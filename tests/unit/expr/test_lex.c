@@ -1,6 +1,7 @@
 /* The shared lexer: what each reader takes, and where it leaves the cursor. */
 #include "common.h"
 #include "expr/lex.h"
+#include "expr/scan.h"
 
 /* A cursor at the start of `text`. */
 static jk_lex at(const char *text) {
@@ -72,8 +73,9 @@ Test(lex, skipping) {
       /* Blanks inside a directive: no newline. */
       {skip_blanks, " \t\f\v\r\nx", 5},
       {jk_lex_skip_space_comments, " /* a */\f// b\n\v/**/x", 19},
-      /* A line comment ends at its newline, spliced or not. */
-      {jk_lex_skip_space_comments, "// a \\\nx", 7},
+      /* A line comment goes on past a spliced newline, not past the next. */
+      {jk_lex_skip_space_comments, "// a \\\nx", 8},
+      {jk_lex_skip_space_comments, "// a \\\nx\ny", 9},
       /* A lone slash is not a comment. */
       {jk_lex_skip_space_comments, " / x", 1},
       {jk_lex_skip_space_comments, "  /* open", 9},
@@ -156,4 +158,23 @@ Test(lex, pp_numbers) {
     cr_assert_eq(jk_lex_pp_number(&lx), cases[i].len, "%s", cases[i].text);
     cr_assert_eq(lx.pos, cases[i].len);
   }
+}
+
+/* The C++ scanner reads numbers, literals and lines with the readers the
+ * directive walk uses: a digit separator, a quote in a raw string or a
+ * spliced directive does not hide or invent the code after it. */
+Test(scan, reads_as_the_preprocessor) {
+  /* y is read on the right: the kernel must load it. */
+  cr_assert(!jk_code_assigns_first("y = 1'000 * y;", "y"));
+  cr_assert(jk_code_uses("a = 1'000; b = x;", "x"));
+  cr_assert(jk_code_uses("s = R\"(\")\"; t = x;", "x"));
+  cr_assert(!jk_code_uses("s = R\"d(x)\")d\";", "x"));
+  cr_assert(jk_code_assigns_first("y = 1e-3 * x;", "y"));
+  /* A #define's body and a line comment go on past a splice: neither
+   * assigns y before the code reads it. */
+  cr_assert(!jk_code_assigns_first("#define F \\\n y = 1;\nz = y;", "y"));
+  cr_assert(!jk_code_assigns_first("// c \\\n y = 1;\nz = y;", "y"));
+  cr_assert(!jk_code_uses("#define F \\\n x\n", "x"));
+  /* An unterminated literal ends with its line. */
+  cr_assert(jk_code_uses("c = 'a\nb = x;", "x"));
 }
