@@ -257,3 +257,54 @@ void jk_gen_magic(uint64_t d, bool wide, uint64_t *magic, unsigned *shift) {
   }
   *shift = s;
 }
+
+/* --- The launch memo --- */
+
+bool jk_memo_record(jk_memo_arg *rec, const jitk_arg *args, size_t nargs) {
+  for (size_t p = 0; p < nargs; p++) {
+    const jitk_arg *x = &args[p];
+    jk_memo_arg *a = &rec[p];
+    memset(a, 0, sizeof *a);
+    a->kind = x->kind;
+    if (x->kind == JITK_ARG_SCALAR) {
+      a->dtype = x->dtype;
+    } else if (x->kind == JITK_ARG_ARRAY) {
+      const DLTensor *t = x->tensor;
+      a->device = t->device;
+      a->dl = t->dtype;
+      a->strided = t->strides != NULL;
+      a->align = (unsigned char)(((uintptr_t)t->data + (uintptr_t)t->byte_offset) & 15u);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool jk_memo_matches(const jk_memo_arg *rec, const jk_view *views, const jitk_arg *args,
+                     size_t nargs) {
+  if (nargs > 0 && args == NULL) return false;
+  for (size_t p = 0; p < nargs; p++) {
+    const jitk_arg *x = &args[p];
+    const jk_memo_arg *a = &rec[p];
+    if (x->kind != a->kind) return false;
+    if (x->kind == JITK_ARG_SCALAR) {
+      if (x->dtype != a->dtype) return false;
+      continue;
+    }
+    const DLTensor *t = x->tensor;
+    const jk_view *v = &views[p];
+    if (t == NULL || t->ndim != v->ndim || t->device.device_type != a->device.device_type ||
+        t->device.device_id != a->device.device_id || t->dtype.code != a->dl.code ||
+        t->dtype.bits != a->dl.bits || t->dtype.lanes != a->dl.lanes ||
+        (t->strides != NULL) != a->strided)
+      return false;
+    size_t dims = sizeof(int64_t) * (size_t)v->ndim;
+    if (v->ndim > 0 && (t->shape == NULL || memcmp(t->shape, v->shape, dims) != 0)) return false;
+    if (t->strides != NULL && v->ndim > 0 && memcmp(t->strides, v->strides, dims) != 0)
+      return false;
+    uintptr_t first = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    if ((first & 15u) != a->align || (t->data == NULL && v->size != 0)) return false;
+  }
+  return true;
+}

@@ -521,19 +521,6 @@ void jitk_launch_options_init(jitk_launch_options *o) {
   o->block_size = 0;
 }
 
-/* What a launch's plan depends on, per argument, besides what the plan's
- * views record (each array's extents, and its strides when it has them):
- * the rest of its DLTensor, and the alignment of its first element, which
- * decides the vector width. A scalar's plan depends on its dtype alone. */
-typedef struct ew_memo_arg {
-  jitk_arg_kind kind;
-  jitk_dtype dtype; /* a scalar's */
-  DLDevice device;
-  DLDataType dl;
-  bool strided;        /* the tensor has strides (not NULL) */
-  unsigned char align; /* the first element's address modulo 16 */
-} ew_memo_arg;
-
 /* The plan of the kernel's last successful launch with every output
  * given. A launch whose arguments match it in everything but their
  * addresses (and scalar values) takes the plan as it is, with the new
@@ -545,7 +532,7 @@ typedef struct ew_memo {
   size_t nargs;
   int64_t size;   /* as the caller passed it (-1: from the arrays) */
   unsigned block; /* as the caller passed it (0: jitk's choice) */
-  ew_memo_arg arg[JK_MAX_EW_PARAMS];
+  jk_memo_arg arg[JK_MAX_EW_PARAMS];
   ew_plan pl;
   jk_gen_variant v; /* a copy; the kernel's table keeps the variant */
 } ew_memo;
@@ -557,29 +544,7 @@ static ew_memo *memo_new(jitk_engine *e) { return jk_calloc(e, 1, sizeof(ew_memo
 static bool memo_take(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t size,
                       unsigned block) {
   if (!m->valid || m->nargs != nargs || m->size != size || m->block != block) return false;
-  if (nargs > 0 && args == NULL) return false;
-  for (size_t p = 0; p < nargs; p++) {
-    const jitk_arg *x = &args[p];
-    const ew_memo_arg *a = &m->arg[p];
-    if (x->kind != a->kind) return false;
-    if (x->kind == JITK_ARG_SCALAR) {
-      if (x->dtype != a->dtype) return false;
-      continue;
-    }
-    const DLTensor *t = x->tensor;
-    const jk_view *v = &m->pl.a.views[p];
-    if (t == NULL || t->ndim != v->ndim || t->device.device_type != a->device.device_type ||
-        t->device.device_id != a->device.device_id || t->dtype.code != a->dl.code ||
-        t->dtype.bits != a->dl.bits || t->dtype.lanes != a->dl.lanes ||
-        (t->strides != NULL) != a->strided)
-      return false;
-    size_t dims = sizeof(int64_t) * (size_t)v->ndim;
-    if (v->ndim > 0 && (t->shape == NULL || memcmp(t->shape, v->shape, dims) != 0)) return false;
-    if (t->strides != NULL && v->ndim > 0 && memcmp(t->strides, v->strides, dims) != 0)
-      return false;
-    uintptr_t first = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    if ((first & 15u) != a->align || (t->data == NULL && v->size != 0)) return false;
-  }
+  if (!jk_memo_matches(m->arg, m->pl.a.views, args, nargs)) return false;
   for (size_t p = 0; p < nargs; p++) {
     if (args[p].kind != JITK_ARG_ARRAY) continue;
     char *first = (char *)args[p].tensor->data + args[p].tensor->byte_offset;
@@ -598,24 +563,7 @@ static void memo_record(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t 
   m->nargs = nargs;
   m->size = size;
   m->block = block;
-  for (size_t p = 0; p < nargs; p++) {
-    const jitk_arg *x = &args[p];
-    ew_memo_arg *a = &m->arg[p];
-    memset(a, 0, sizeof *a);
-    a->kind = x->kind;
-    if (x->kind == JITK_ARG_SCALAR) {
-      a->dtype = x->dtype;
-    } else if (x->kind == JITK_ARG_ARRAY) {
-      const DLTensor *t = x->tensor;
-      a->device = t->device;
-      a->dl = t->dtype;
-      a->strided = t->strides != NULL;
-      a->align = (unsigned char)(((uintptr_t)t->data + (uintptr_t)t->byte_offset) & 15u);
-    } else {
-      return;
-    }
-  }
-  m->valid = true;
+  m->valid = jk_memo_record(m->arg, args, nargs);
 }
 
 /* The launch both public calls make. Nothing here allocates host memory

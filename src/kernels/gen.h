@@ -147,6 +147,33 @@ jitk_status jk_gen_finish_outputs(jitk_status st, int num_out, DLManagedTensor *
  * with raw arrays. Outputs not made yet (not arrays) are skipped. */
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a);
 
+/* --- The launch memo (args.c): a kernel's last plan, reused by a launch
+ * whose arguments have the same layout. --- */
+
+/* What a launch's plan depends on, per argument, besides what the plan's
+ * views record (each array's extents, and its strides when it has them):
+ * the rest of its DLTensor, and the alignment of its first element, which
+ * decides the vector width. A scalar's plan depends on its dtype alone. */
+typedef struct jk_memo_arg {
+  jitk_arg_kind kind;
+  jitk_dtype dtype; /* a scalar's */
+  DLDevice device;
+  DLDataType dl;
+  bool strided;        /* the tensor has strides (not NULL) */
+  unsigned char align; /* the first element's address modulo 16 */
+} jk_memo_arg;
+
+/* Records the layout of `nargs` arguments; false when one cannot be
+ * recorded (an output left to jitk, which the next launch allocates
+ * again). */
+bool jk_memo_record(jk_memo_arg *rec, const jitk_arg *args, size_t nargs);
+
+/* Whether the arguments have the recorded layout: `rec` for the kinds,
+ * dtypes, devices and alignments, the plan's `views` for the extents and
+ * strides. Reads the tensors' descriptions only. */
+bool jk_memo_matches(const jk_memo_arg *rec, const jk_view *views, const jitk_arg *args,
+                     size_t nargs);
+
 /* Packs parameter p when it is raw (its jitk::array descriptor) or a
  * scalar (its value, converted to the parameter's dtype) at *cur. */
 jitk_status jk_gen_push_other(const jk_gen *g, const jk_gen_args *a, const jitk_arg *args, int p,

@@ -51,5 +51,7 @@ jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *progra
 /* How many launches of `k` took the plan of the launch before them
  * (elementwise.c's memo): for the tests. */
 unsigned long long jk_elementwise_memo_hits(jitk_elementwise *k);
+/* The same for a reduction's memo. */
+unsigned long long jk_reduction_memo_hits(jitk_reduction *k);
 
 #endif

@@ -54,6 +54,30 @@ struct jitk_reduction {
    * (a launch then spends nothing on it); 2: look layouts up. */
   _Atomic int tune_state;
   uint64_t ops_hash; /* of the expressions, lists and name: the tuning key's */
+  /* The last launch's plan (struct red_memo; NULL when JITK_RED_MEMO=off),
+   * as the elementwise kernels keep theirs: a loop that reduces arrays of
+   * one layout plans once. memo_lock guards it; launches only try it. */
+  pthread_mutex_t memo_lock;
+  struct red_memo *memo;
+  unsigned long long memo_hits; /* under memo_lock */
+};
+
+/* The plan of the kernel's last successful launch with every output
+ * given. A launch whose arguments match it in everything but their
+ * addresses (and scalar values), with the same axes and keepdims, takes
+ * the plan and the specialization as they are, with the new addresses
+ * written into them. What depends on the addresses is done again: the
+ * overlap rules, the temporary of a split, and the parameters packed. */
+struct red_memo {
+  bool valid;
+  size_t nargs;
+  bool all_axes; /* axes NULL or num_axes < 0 */
+  int num_axes;
+  int axes[JITK_MAX_NDIM];
+  int keepdims;
+  jk_memo_arg arg[JK_MAX_EW_PARAMS];
+  jk_red_plan pl;
+  jk_gen_variant v; /* a copy; the kernel's table keeps the variant */
 };
 
 void jitk_reduction_destroy(jitk_reduction *k) {
@@ -64,6 +88,8 @@ void jitk_reduction_destroy(jitk_reduction *k) {
   jk_free(e, k->post_map_expr);
   jk_free(e, k->identity);
   jk_free(e, k->reduce_type);
+  jk_free(e, k->memo);
+  pthread_mutex_destroy(&k->memo_lock);
   jk_gen_fini(&k->g);
   jk_free(e, k);
 }
@@ -122,6 +148,7 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   }
   jitk_reduction *k = jk_calloc(e, 1, sizeof *k);
   if (k == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  pthread_mutex_init(&k->memo_lock, NULL);
   jitk_status st = jk_gen_init(&k->g, e, "jitk_reduction_create", in_params, out_params, name,
                                opts ? opts->preamble : NULL, opts ? opts->nvrtc_options : NULL,
                                opts ? opts->num_nvrtc_options : 0,
@@ -189,6 +216,16 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
                          name};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     k->ops_hash = XXH3_64bits_withSeed(parts[i], strlen(parts[i]) + 1, k->ops_hash);
+  /* JITK_RED_MEMO=off plans every launch afresh: the tests compare the
+   * two (tests/unit/kernels/test_reduction_memo.c). */
+  const char *memo = getenv("JITK_RED_MEMO");
+  if (memo == NULL || strcmp(memo, "off") != 0) {
+    k->memo = jk_calloc(e, 1, sizeof(struct red_memo));
+    if (k->memo == NULL) {
+      jitk_reduction_destroy(k);
+      return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+  }
   *out = k;
   return JITK_OK;
 }
@@ -883,7 +920,8 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   bool wide = s->idx64;
   _Alignas(16) unsigned char
       store[8 * (8 + 6 * JITK_MAX_NDIM) + JK_MAX_EW_PARAMS * 8 * (1 + 2 * JITK_MAX_NDIM) * 2];
-  void *kp[8 + 6 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + 2 * JITK_MAX_NDIM)];
+  /* One slot more than the parameters for the NULL that ends the list. */
+  void *kp[9 + 6 * JITK_MAX_NDIM + JK_MAX_EW_PARAMS * (1 + 2 * JITK_MAX_NDIM)];
   int np = 0;
   unsigned char *cur = store;
   uint64_t G = jk_red_fanin(pl->S), S2 = ceil_div(pl->S, G);
@@ -959,6 +997,9 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   }
   JK_PUSH(kp, np, cur, work);
   JK_PUSH(kp, np, cur, tick);
+  /* The driver reads as many parameters as the kernel has; the NULL after
+   * them tells the stand-in driver of the tests where the list ends. */
+  kp[np] = NULL;
   /* The tickets' clearing, the kernel, and the second pass's kernel. */
   jk_launch_op ops[3];
   int n = 0;
@@ -982,34 +1023,103 @@ static jitk_status run(jitk_reduction *k, jitk_stream stream, const jitk_arg *ar
   return st;
 }
 
+/* Whether a launch's arguments, axes and keepdims are the memo's; when
+ * they are, their addresses are written into its plan. */
+static bool memo_take(struct red_memo *m, const jitk_arg *args, size_t nargs, const int *axes,
+                      int num_axes, int keepdims) {
+  bool all = axes == NULL || num_axes < 0;
+  if (!m->valid || m->nargs != nargs || m->keepdims != keepdims || m->all_axes != all) return false;
+  if (!all &&
+      (m->num_axes != num_axes || memcmp(m->axes, axes, sizeof(int) * (size_t)num_axes) != 0))
+    return false;
+  if (!jk_memo_matches(m->arg, m->pl.a.views, args, nargs)) return false;
+  jk_red_plan *pl = &m->pl;
+  for (size_t p = 0; p < nargs; p++) {
+    if (args[p].kind != JITK_ARG_ARRAY) continue;
+    char *first = (char *)args[p].tensor->data + args[p].tensor->byte_offset;
+    pl->a.views[p].data = first;
+    if (pl->op_k[p] >= 0) pl->kept.ops[pl->op_k[p]].data = first;
+    if (pl->op_r[p] >= 0) pl->red.ops[pl->op_r[p]].data = first;
+  }
+  return true;
+}
+
+/* Records the layout of a launch that just ran with the plan in m->pl and
+ * the variant in m->v. Not recorded: launches that allocated outputs (the
+ * next one allocates again), more axes than dimensions can be, and plans
+ * whose operands do not start where their views do (a memo hit writes
+ * one address into both). */
+static void memo_record(struct red_memo *m, const jitk_arg *args, size_t nargs, const int *axes,
+                        int num_axes, int keepdims) {
+  const jk_red_plan *pl = &m->pl;
+  m->all_axes = axes == NULL || num_axes < 0;
+  if (pl->a.need_alloc || (!m->all_axes && num_axes > JITK_MAX_NDIM)) return;
+  for (size_t p = 0; p < nargs; p++) {
+    if (!pl->a.is_array[p]) continue;
+    const void *first = pl->a.views[p].data;
+    if ((pl->op_k[p] >= 0 && pl->kept.ops[pl->op_k[p]].data != first) ||
+        (pl->op_r[p] >= 0 && pl->red.ops[pl->op_r[p]].data != first))
+      return;
+  }
+  m->nargs = nargs;
+  m->keepdims = keepdims;
+  m->num_axes = m->all_axes ? 0 : num_axes;
+  if (!m->all_axes) memcpy(m->axes, axes, sizeof(int) * (size_t)num_axes);
+  m->valid = jk_memo_record(m->arg, args, nargs);
+}
+
 /* What a launch and jitk_reduction_prepare share: the plan, then the
  * specialization; a launch runs it (and hands over the outputs it made),
- * a prepare lets the outputs go. */
+ * a prepare lets the outputs go. A launch of the memo's layout skips the
+ * plan and the lookup. */
 static jitk_status launch(jitk_reduction *k, const char *what, jitk_stream stream,
                           const jitk_arg *args, size_t nargs, const int *axes, int num_axes,
                           int keepdims, DLManagedTensor **outputs, bool prepare) {
   jitk_engine *e = k->g.engine;
   jitk_status st = jk_require_device(e, what);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
+  struct red_memo *m = NULL;
+  if (!prepare && k->memo != NULL && pthread_mutex_trylock(&k->memo_lock) == 0) {
+    m = k->memo;
+    if (memo_take(m, args, nargs, axes, num_axes, keepdims)) {
+      k->memo_hits++;
+      st = jk_gen_check_overlap(&k->g, &m->pl.a);
+      if (st == JITK_OK) st = run(k, stream, args, &m->pl, &m->v);
+      pthread_mutex_unlock(&k->memo_lock);
+      return st;
+    }
+    m->valid = false;
+  }
   /* Outputs are made into a local array and handed over only on success,
    * so a failed launch leaves the caller's `outputs` as it was. */
   DLManagedTensor *made[JK_MAX_EW_PARAMS];
   for (int j = 0; j < k->g.num_out; j++) made[j] = NULL;
-  jk_red_plan pl;
+  jk_red_plan local;
+  jk_red_plan *pl = m != NULL ? &m->pl : &local;
+  jk_gen_variant local_v;
+  jk_gen_variant *v = m != NULL ? &m->v : &local_v;
   jk_red_spec spec;
   bool nothing;
-  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs || prepare ? made : NULL, &pl,
+  st = plan(k, stream, args, nargs, axes, num_axes, keepdims, outputs || prepare ? made : NULL, pl,
             &spec, &nothing);
   if (st == JITK_OK && !nothing) {
-    jk_gen_variant v;
-    st = jk_gen_variant_get(&k->g, &spec, prepare ? NULL : &stream, "jitk_reduction_prepare", &v);
-    if (st == JITK_OK && !prepare) st = run(k, stream, args, &pl, &v);
+    st = jk_gen_variant_get(&k->g, &spec, prepare ? NULL : &stream, "jitk_reduction_prepare", v);
+    if (st == JITK_OK && !prepare) st = run(k, stream, args, pl, v);
+    if (st == JITK_OK && m != NULL) memo_record(m, args, nargs, axes, num_axes, keepdims);
   }
+  if (m != NULL) pthread_mutex_unlock(&k->memo_lock);
   if (prepare) {
     jk_gen_release_outputs(k->g.num_out, made);
     return st;
   }
   return jk_gen_finish_outputs(st, k->g.num_out, made, outputs);
+}
+
+unsigned long long jk_reduction_memo_hits(jitk_reduction *k) {
+  pthread_mutex_lock(&k->memo_lock);
+  unsigned long long n = k->memo_hits;
+  pthread_mutex_unlock(&k->memo_lock);
+  return n;
 }
 
 jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const jitk_arg *args,
@@ -1105,6 +1215,12 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   if (st != JITK_OK) return st;
   remember(k, layout, (char)(best == 'd' ? 0 : best));
   atomic_store(&k->tune_state, 2);
+  /* The memo's plan may hold the strategy this choice replaces. */
+  if (k->memo != NULL) {
+    pthread_mutex_lock(&k->memo_lock);
+    k->memo->valid = false;
+    pthread_mutex_unlock(&k->memo_lock);
+  }
   char key[640], choice[32];
   tuning_key(k, layout, key, sizeof key);
   snprintf(choice, sizeof choice, "strategy=%c", best);
