@@ -76,8 +76,9 @@ bool jk_lex_block_comment(jk_lex *lx);
 size_t jk_lex_ident(jk_lex *lx);
 
 /* Reads decimal digits into *value, stopping once the value is above
- * `max` (so it never overflows); how many digits it read. The caller
- * tells a number out of range by *value > max. */
+ * `max` (so it never overflows while max is below LONG_MAX / 10); how
+ * many digits it read. The caller tells a number out of range by
+ * *value > max. */
 size_t jk_lex_number(jk_lex *lx, long max, long *value);
 
 /* Reads a preprocessing number (a digit, or a '.' and a digit, then
