@@ -11,6 +11,8 @@
  *    would (nvcc -rdc=true -dlto -c), linked with a kernel jitk compiles
  *    at run time that calls its gelu() and softplus(). The build makes
  *    the object when it finds nvcc and passes its path.
+ * 3. The same object linked with a kernel jitk generates: an elementwise
+ *    kernel whose operation, y = gelu(x), calls the object's function.
  *
  * Each result is checked against a double-precision reference on the CPU.
  * The linked images go through the kernel cache: a second run compiles
@@ -150,6 +152,22 @@ int main(int argc, char **argv) {
     printf("no object given (the build passes activations.o when it finds nvcc)\n");
   }
 
+  /* 3. A kernel jitk generates, an ElementwiseKernel, calling the
+   * object's gelu(): declared in the preamble, linked at each compile. */
+  jitk_elementwise *ew = NULL;
+  if (object != NULL) {
+    jitk_elementwise_options eo;
+    memset(&eo, 0, sizeof eo);
+    eo.preamble = "extern __device__ float gelu(float x);";
+    CHECK(e,
+          jitk_elementwise_create(e, "float32 x", "float32 y", "y = gelu(x)", "gelu_ew", &eo, &ew));
+    jitk_link_piece obj = {JITK_LINK_OBJECT, NULL, 0, object, NULL, NULL};
+    CHECK(e, jitk_elementwise_link(ew, &obj, 1, NULL));
+    const char *src;
+    CHECK(e, jitk_elementwise_compile(ew, "", NULL, &src, NULL));
+    printf("elementwise y = gelu(x) + %s: linked\n", object);
+  }
+
   int wrong = 0;
   if (!gpu) {
     printf("linked; running them needs a GPU\n");
@@ -179,6 +197,19 @@ int main(int argc, char **argv) {
       CHECK(e, jitk_stream_synchronize(e, NULL));
       wrong += check("gelu from activations.o", a, x, N, gelu);
       wrong += check("softplus from activations.o", b, x, N, softplus);
+      int64_t shape[1] = {N};
+      DLTensor tx = {.data = dx,
+                     .device = {kDLCUDA, 0},
+                     .ndim = 1,
+                     .dtype = {kDLFloat, 32, 1},
+                     .shape = shape};
+      DLTensor ty = tx;
+      ty.data = db;
+      jitk_arg ea[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+      CHECK(e, jitk_elementwise_launch(ew, NULL, ea, 2, -1, NULL));
+      CHECK(e, jitk_memcpy(e, b, db, N * 4, NULL));
+      CHECK(e, jitk_stream_synchronize(e, NULL));
+      wrong += check("elementwise gelu from activations.o", b, x, N, gelu);
     }
     CHECK(e, jitk_device_free(e, dx, NULL));
     CHECK(e, jitk_device_free(e, da, NULL));
@@ -187,6 +218,7 @@ int main(int argc, char **argv) {
     free(a);
     free(b);
   }
+  jitk_elementwise_destroy(ew);
   jitk_module_destroy(m1);
   jitk_module_destroy(m2);
   jitk_engine_destroy(e);

@@ -1160,6 +1160,25 @@ JITK_API jitk_status jitk_elementwise_create(jitk_engine *engine, const char *in
 JITK_API void jitk_elementwise_destroy(jitk_elementwise *kernel);
 
 /*
+ * Links every specialization of the kernel with compiled pieces (PTX,
+ * cubins, fatbins, LTO-IR, objects and libraries as nvcc -dc or
+ * nvcc -rdc=true -dlto -c writes them, the device runtime), as
+ * jitk_module_link links a module: the operation may then call device
+ * functions defined in them, declared in the preamble
+ * ("extern __device__ float gelu(float);"). The generated source is
+ * compiled as relocatable code and linked by nvJitLink; with LTO-IR, an
+ * object or a library among the pieces (JITK_LTO_AUTO) the link optimizes
+ * across them, so the functions are inlined as if they were in the
+ * preamble. Bytes and files are read and copied now; each specialization's
+ * cache key covers them. Call it once, before the kernel's first launch,
+ * prepare or compile. Errors: those of jitk_module_link, and
+ * JITK_ERR_INVALID_ARGUMENT for a CUDA source piece (source goes into the
+ * preamble), a second call, or a kernel that has compiled already.
+ */
+JITK_API jitk_status jitk_elementwise_link(jitk_elementwise *kernel, const jitk_link_piece *pieces,
+                                           size_t num_pieces, const jitk_link_options *options);
+
+/*
  * Runs the kernel on `stream`. args has one entry per in_param, then
  * optionally one per out_param: a DLTensor (jitk_arg_array), a scalar
  * (jitk_arg_f32 ...), or jitk_arg_allocate() for an output jitk allocates;
@@ -1318,6 +1337,11 @@ JITK_API jitk_status jitk_reduction_create(jitk_engine *engine, const char *in_p
                                            jitk_reduction **kernel);
 
 JITK_API void jitk_reduction_destroy(jitk_reduction *kernel);
+
+/* jitk_elementwise_link for a reduction: its map, reduce and post-map
+ * expressions may call device functions of the pieces. */
+JITK_API jitk_status jitk_reduction_link(jitk_reduction *kernel, const jitk_link_piece *pieces,
+                                         size_t num_pieces, const jitk_link_options *options);
 
 /*
  * Reduces over `axes` (num_axes of them, negative ones counting from the

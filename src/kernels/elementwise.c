@@ -639,6 +639,13 @@ jitk_status jitk_elementwise_launch(jitk_elementwise *k, jitk_stream stream, con
   return launch(k, "jitk_elementwise_launch", stream, args, nargs, size, 0, outputs, false);
 }
 
+jitk_status jitk_elementwise_link(jitk_elementwise *k, const jitk_link_piece *pieces,
+                                  size_t num_pieces, const jitk_link_options *options) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_elementwise_link: kernel is NULL");
+  return jk_gen_set_link(&k->g, "jitk_elementwise_link", pieces, num_pieces, options);
+}
+
 jitk_status jitk_elementwise_prepare(jitk_elementwise *k, const jitk_arg *args, size_t nargs,
                                      int64_t size) {
   if (JK_UNLIKELY(k == NULL))

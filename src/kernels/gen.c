@@ -43,6 +43,8 @@ void jk_gen_fini(jk_gen *g) {
   jk_free(e, g->options);
   jk_free(e, g->name);
   jk_free(e, g->preamble);
+  jk_link_set_free(e, g->link);
+  jk_free(e, g->link);
   pthread_mutex_destroy(&g->lock);
   memset(g, 0, sizeof *g);
 }
@@ -129,7 +131,7 @@ static void dump_source(jitk_engine *e, const char *name, const char *src) {
 
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
                          size_t num_options, const char *generator, bool arch_specific,
-                         jk_entry **out) {
+                         const jk_link_set *link, jk_entry **out) {
   char pname[160];
   snprintf(pname, sizeof pname, "%s.cu", name);
   jk_compile_input ci;
@@ -140,7 +142,24 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
   ci.num_options = num_options;
   ci.rewrite_log = true;
   ci.arch_specific = arch_specific;
-  return jk_cache_get(e, &ci, generator, out);
+  if (link == NULL) return jk_cache_get(e, &ci, generator, out);
+  /* Linked: the generated source is the first piece, the kernel's
+   * compiled pieces follow; the key covers them all. */
+  jk_link_piece *pieces = jk_calloc(e, link->n + 1, sizeof *pieces);
+  if (pieces == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  pieces[0].kind = JITK_LINK_CUDA;
+  pieces[0].name = pname;
+  pieces[0].cuda = &ci;
+  memcpy(pieces + 1, link->pieces, link->n * sizeof *pieces);
+  jk_link_input li;
+  jk_link_set_input(link, pieces, link->n + 1, &li);
+  jk_compile_input in;
+  memset(&in, 0, sizeof in);
+  in.program_name = pname;
+  in.link = &li;
+  jitk_status st = jk_cache_get(e, &in, generator, out);
+  jk_free(e, pieces);
+  return st;
 }
 
 /* Generates, compiles (through the cache) and loads one specialization;
@@ -152,7 +171,8 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_g
   if (st != JITK_OK) return st;
   dump_source(e, g->name, src);
   jk_entry *entry = NULL;
-  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, &entry);
+  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, g->link,
+                    &entry);
   if (st != JITK_OK) {
     /* Keep the source for the kind's _source call: it explains the error. */
     jk_free(e, g->failed_source);

@@ -60,6 +60,9 @@ typedef struct jk_gen {
   size_t last_hit;         /* the variant the last lookup found, plus one; 0: none */
   const char *last_source; /* a variant's source, or failed_source */
   char *failed_source;     /* of the last specialization that failed */
+  /* Compiled pieces every specialization is linked with (jk_gen_set_link),
+   * or NULL. Set once, before the first specialization. */
+  struct jk_link_set *link;
 } jk_gen;
 
 /*
@@ -87,7 +90,15 @@ char *jk_gen_dup(jitk_engine *e, const char *s, bool *oom);
  * jk_compile_input. */
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
                          size_t num_options, const char *generator, bool arch_specific,
-                         jk_entry **out);
+                         const struct jk_link_set *link, jk_entry **out);
+
+/* Links every specialization of the kernel compiled from now on with
+ * `pieces` (jitk_elementwise_link, jitk_reduction_link; link.c): checked,
+ * read and copied here. JITK_ERR_INVALID_ARGUMENT once the kernel has
+ * pieces or a specialization already, and for what jk_link_set_make
+ * refuses. */
+jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *pieces, size_t n,
+                            const jitk_link_options *options);
 
 /* The variant for `spec` (spec_size bytes, zero-padded), generated and
  * compiled when new; *copy gets its fields. `launching`, when not NULL,

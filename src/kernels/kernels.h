@@ -48,6 +48,46 @@ struct jitk_module {
 jitk_status jk_module_from_entry(jitk_engine *e, jk_entry *x, const char *program_name,
                                  jitk_module **out);
 
+/* Reads the whole file at `path` into `b` (initialized here). JITK_ERR_IO
+ * when it cannot be read, JITK_ERR_INVALID_IMAGE when it is empty. */
+jitk_status jk_read_file(jitk_engine *e, const char *path, jk_buf *b);
+
+/* Refuses module options whose arrays or entries are NULL; `what` names
+ * the API call. */
+jitk_status jk_check_module_options(jitk_engine *e, const jitk_module_options *opts,
+                                    const char *what);
+/* The compile input of `source` with `opts`. */
+void jk_program_input(const char *source, const jitk_module_options *opts, jk_compile_input *in);
+
+/* --- link.c: the pieces of a linked program --- */
+
+/* Pieces checked, named and read (and copied, for a generated kernel's),
+ * with the decision whether the link optimizes and nvJitLink's options. */
+typedef struct jk_link_set {
+  jk_link_piece *pieces;
+  size_t n;
+  jk_compile_input *inputs; /* of CUDA pieces */
+  char **names;
+  jk_buf *files; /* bytes read from files, or copied */
+  bool lto;
+  char **options;
+  size_t num_options;
+  const char **name_expressions; /* every CUDA piece's, in order */
+  size_t num_name_expressions;
+} jk_link_set;
+
+/* Makes a set from the caller's pieces and options (NULL: defaults);
+ * `generated` for a generated kernel's, which copies every byte and takes
+ * no CUDA piece. Errors name the API call `what` and the piece. */
+jitk_status jk_link_set_make(jitk_engine *e, const char *what, const jitk_link_piece *pieces,
+                             size_t n, const jitk_link_options *options, bool generated,
+                             jk_link_set *set);
+void jk_link_set_free(jitk_engine *e, jk_link_set *set);
+/* The linker's input over `pieces` (the set's, or a generated kernel's
+ * own source followed by them) with the set's decision and options. */
+void jk_link_set_input(const jk_link_set *set, const jk_link_piece *pieces, size_t n,
+                       jk_link_input *li);
+
 /* How many launches of `k` took the plan of the launch before them
  * (elementwise.c's memo): for the tests. */
 unsigned long long jk_elementwise_memo_hits(jitk_elementwise *k);

@@ -226,7 +226,8 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   char *src = NULL;
   jitk_status st = jk_mm_generate(e, &in, &src);
   if (st != JITK_OK) return st;
-  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, kind == JK_MM_WGMMA, &out->entry);
+  st = jk_gen_cache(e, p->name, src, NULL, 0, JK_MM_GENERATOR, kind == JK_MM_WGMMA, NULL,
+                    &out->entry);
   out->source = src;
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)

@@ -1131,6 +1131,13 @@ jitk_status jitk_reduction_launch(jitk_reduction *k, jitk_stream stream, const j
                 false);
 }
 
+jitk_status jitk_reduction_link(jitk_reduction *k, const jitk_link_piece *pieces, size_t num_pieces,
+                                const jitk_link_options *options) {
+  if (k == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_reduction_link: kernel is NULL");
+  return jk_gen_set_link(&k->g, "jitk_reduction_link", pieces, num_pieces, options);
+}
+
 jitk_status jitk_reduction_prepare(jitk_reduction *k, const jitk_arg *args, size_t nargs,
                                    const int *axes, int num_axes, int keepdims) {
   if (JK_UNLIKELY(k == NULL))

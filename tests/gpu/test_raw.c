@@ -1406,6 +1406,39 @@ Test(raw, linked_programs_run) {
   JT_OK(e, jitk_module_link(e, p, 2, &o, &m));
   run_linked(e, m, "nvcc -dlto object");
   jitk_module_destroy(m);
+
+  /* A generated kernel calling the object's function. */
+  enum { N = 70001 };
+  jitk_elementwise_options eo;
+  memset(&eo, 0, sizeof eo);
+  eo.preamble = "extern __device__ float scale(float x);";
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "float32 x", "float32 y", "y = scale(x)", "linked_scale", &eo,
+                                   &k));
+  JT_OK(e, jitk_elementwise_link(k, p, 1, NULL));
+  float *x = jt_dev_alloc(e, N * 4), *y = jt_dev_alloc(e, N * 4);
+  float *hx = malloc(N * 4), *hy = malloc(N * 4);
+  uint64_t seed = 9;
+  for (int i = 0; i < N; i++) hx[i] = (float)(jt_uniform(&seed) * 2 - 1);
+  jt_to_dev(e, x, hx, N * 4);
+  jt_poison(e, y, N * 4);
+  int64_t shape[1] = {N};
+  DLTensor tx = jt_tensor(x, JITK_FLOAT32, 1, shape, NULL),
+           ty = jt_tensor(y, JITK_FLOAT32, 1, shape, NULL);
+  jitk_arg ea[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, ea, 2, -1, NULL));
+  JT_OK(e, jitk_stream_synchronize(e, NULL));
+  jt_to_host(e, hy, y, N * 4);
+  for (int i = 0; i < N; i++) {
+    double want = 3.0 * (double)hx[i] + 1.0;
+    cr_assert(fabs(hy[i] - want) <= 1e-6 * (1 + fabs(want)), "elementwise: y[%d] = %g, expected %g",
+              i, hy[i], want);
+  }
+  jitk_elementwise_destroy(k);
+  jitk_device_free(e, x, NULL);
+  jitk_device_free(e, y, NULL);
+  free(hx);
+  free(hy);
 #endif
   jitk_engine_destroy(e);
 }

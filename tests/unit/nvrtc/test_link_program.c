@@ -446,3 +446,81 @@ Test(link_program, without_nvjitlink_the_error_says_what_to_install) {
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "target is PTX", link_with(e, p, 2, JITK_LTO_AUTO, &m));
   jitk_engine_destroy(e);
 }
+
+/* Generated kernels linked with compiled pieces: the operation calls a
+ * device function of an LTO-IR piece (or of the nvcc object) declared in
+ * the preamble; without the piece it does not link. */
+Test(link_program, generated_kernels_link_with_pieces) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  need_jitlink(e);
+  size_t size = 0;
+  void *ir = nvrtc_build(JITK_LINK_LTO_IR, &size);
+  jitk_link_piece p = bytes_piece(JITK_LINK_LTO_IR, ir, size, "lib.ltoir");
+  jitk_elementwise_options eo;
+  memset(&eo, 0, sizeof eo);
+  eo.preamble = "extern __device__ float scale(float x);";
+
+  /* Unlinked, scale is defined nowhere: NVRTC's whole-program compile
+   * cannot resolve it. */
+  jitk_elementwise *bare = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "float32 x", "float32 y", "y = scale(x)", "unlinked", &eo,
+                                   &bare));
+  const char *src = NULL;
+  cr_assert_neq(jitk_elementwise_compile(bare, "", NULL, &src, NULL), JITK_OK);
+  jitk_elementwise_destroy(bare);
+
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "float32 x", "float32 y", "y = scale(x)", "scaled", &eo, &k));
+  JT_OK(e, jitk_elementwise_link(k, &p, 1, NULL));
+  /* The bytes were copied: the caller's may go. */
+  memset(ir, 0, size);
+  free(ir);
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_elementwise_compile(k, "", NULL, &src, &m));
+  assert_linked(e, m, "scaled");
+  jitk_module_destroy(m);
+  /* Once only, and before the first compile. */
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "is linked with pieces already",
+           jitk_elementwise_link(k, &p, 1, NULL));
+  jitk_elementwise_destroy(k);
+  /* A compile that failed leaves nothing compiled: the pieces may still
+   * be given, and then it links. */
+  JT_OK(e, jitk_elementwise_create(e, "float32 x", "float32 y", "y = scale(x)", "retry", &eo, &k));
+  cr_assert_neq(jitk_elementwise_compile(k, "", NULL, &src, NULL), JITK_OK);
+  jitk_link_piece cuda = cuda_piece(lib_src, "lib.cu", NULL);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "goes into its preamble",
+           jitk_elementwise_link(k, &cuda, 1, NULL));
+  size = 0;
+  ir = nvrtc_build(JITK_LINK_LTO_IR, &size);
+  p = bytes_piece(JITK_LINK_LTO_IR, ir, size, "lib.ltoir");
+  JT_OK(e, jitk_elementwise_link(k, &p, 1, NULL));
+  JT_OK(e, jitk_elementwise_compile(k, "", NULL, &src, NULL));
+  jitk_elementwise_destroy(k);
+  /* One that compiled a specialization refuses them. */
+  JT_OK(e, jitk_elementwise_create(e, "float32 x", "float32 y", "y = 2 * x", "early", NULL, &k));
+  JT_OK(e, jitk_elementwise_compile(k, "", NULL, &src, NULL));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has compiled specializations already",
+           jitk_elementwise_link(k, &p, 1, NULL));
+  jitk_elementwise_destroy(k);
+
+  /* A reduction whose map calls the function. */
+#ifdef JITK_TEST_HAVE_DLTO_OBJECT
+  jitk_link_piece obj =
+      bytes_piece(JITK_LINK_OBJECT, jt_dlto_object, jt_dlto_object_size, "link_scale.o");
+  jitk_reduction_options ro;
+  memset(&ro, 0, sizeof ro);
+  ro.preamble = "extern __device__ float scale(float x);";
+  jitk_reduction *r = NULL;
+  JT_OK(e, jitk_reduction_create(e, "float32 x", "float32 s", "scale(x)", "a + b", "s = a", "0",
+                                 NULL, "scaled_sum", &ro, &r));
+  JT_OK(e, jitk_reduction_link(r, &obj, 1, NULL));
+  JT_OK(e, jitk_reduction_compile(r, "", NULL, &src, &m));
+  assert_linked(e, m, "scaled_sum");
+  jitk_module_destroy(m);
+  jitk_reduction_destroy(r);
+#endif
+  cr_assert_eq(jitk_reduction_link(NULL, &p, 1, NULL), JITK_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(jitk_errmsg(NULL), "kernel is NULL") != NULL, "%s", jitk_errmsg(NULL));
+  free(ir);
+  jitk_engine_destroy(e);
+}
