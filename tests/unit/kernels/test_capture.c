@@ -12,24 +12,11 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "fakecuda/fakecuda.h"
-
-#define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
-
-static jitk_engine *fake_engine(fakecuda_api *f) {
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.driver_library = FAKE_PATH;
-  jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
-  cr_assert_eq(st, JITK_OK, "engine on the stand-in driver: %s", jitk_errmsg(NULL));
-  cr_assert(fakecuda_api_open(FAKE_PATH, f), "the stand-in lacks its functions: %s", dlerror());
-  return e;
-}
+#include "fakecuda/fixture.h"
 
 Test(capture, elementwise_needs_its_specialization_before_the_capture) {
   fakecuda_api f;
-  jitk_engine *e = fake_engine(&f);
+  jitk_engine *e = jt_fake_engine(&f, NULL);
   /* Streams are handles the stand-in only compares. */
   jitk_stream s = (jitk_stream)(uintptr_t)0x51, other = (jitk_stream)(uintptr_t)0x52;
   jitk_elementwise *k = NULL;
@@ -75,7 +62,7 @@ Test(capture, elementwise_needs_its_specialization_before_the_capture) {
 
 Test(capture, reduction_prepare_and_autotune) {
   fakecuda_api f;
-  jitk_engine *e = fake_engine(&f);
+  jitk_engine *e = jt_fake_engine(&f, NULL);
   jitk_stream s = (jitk_stream)(uintptr_t)0x51;
   jitk_reduction *k = NULL;
   JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "colsum", NULL,

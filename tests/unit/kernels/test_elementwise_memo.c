@@ -9,37 +9,13 @@
  * the kernel with it counts its hits. The same stand-in shows the plan of
  * permuted views: the path and the grid of their batches of tiles.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 
 #include "common.h"
-#include "fakecuda/fakecuda.h"
+#include "fakecuda/fixture.h"
 #include "kernels/kernels.h"
 
-#define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
-
 typedef fakecuda_api fake_api;
-
-static jitk_engine *fake_engine(fake_api *f) {
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.driver_library = FAKE_PATH;
-  jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
-  cr_assert_eq(st, JITK_OK, "engine on the stand-in driver %s: %s", FAKE_PATH, jitk_errmsg(NULL));
-  /* The engine's own handle on the library: the same instance, so the
-   * launches it records are the engine's. */
-  cr_assert(fakecuda_api_open(FAKE_PATH, f),
-            "the stand-in is not loaded or lacks its inspection "
-            "functions: %s",
-            dlerror());
-  /* Every parameter as 8 bytes: jitk packs each in 8-byte slots with
-   * zeroed padding and ends the list with NULL. */
-  size_t sizes[FAKECUDA_MAX_PARAMS];
-  for (int i = 0; i < FAKECUDA_MAX_PARAMS; i++) sizes[i] = 8;
-  f->record(sizes, FAKECUDA_MAX_PARAMS);
-  return e;
-}
 
 /* One argument layout: for x, y (or a scalar y), the raw r and the output
  * z, the extents and strides (elements) and the offset of the first
@@ -170,7 +146,7 @@ static void same_launch(const fakecuda_launch *a, const fakecuda_launch *b, int 
 
 Test(elementwise_memo, launches_are_those_of_a_fresh_plan) {
   fake_api f;
-  jitk_engine *e = fake_engine(&f);
+  jitk_engine *e = jt_fake_engine(&f, NULL);
   const char *in = "T x, U y, raw T r", *out = "T z", *op = "z = x + (T)y + r[0]";
   jitk_elementwise *memo = NULL, *fresh = NULL;
   JT_OK(e, jitk_elementwise_create(e, in, out, op, "memo_on", NULL, &memo));
@@ -271,7 +247,7 @@ Test(elementwise_memo, launches_are_those_of_a_fresh_plan) {
  * scalar path where the outputs' inner extent is too short to fill tiles. */
 Test(elementwise_plan, permuted_views_take_batches_of_tiles) {
   fake_api f;
-  jitk_engine *e = fake_engine(&f);
+  jitk_engine *e = jt_fake_engine(&f, NULL);
   jitk_elementwise *k = NULL;
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "perm_plan", NULL, &k));
   struct {
@@ -314,7 +290,7 @@ Test(elementwise_plan, permuted_views_take_batches_of_tiles) {
  * rows does not stop pairs. */
 Test(elementwise_plan, float16_tiles_take_pairs) {
   fake_api f;
-  jitk_engine *e = fake_engine(&f);
+  jitk_engine *e = jt_fake_engine(&f, NULL);
   jitk_elementwise *k = NULL, *widen = NULL;
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x + y", "pair_plan", NULL, &k));
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "float32 z", "z = (float)x + (float)y",

@@ -9,30 +9,11 @@
  * status and message. The memo must be taken, and must be left when the
  * axes, keepdims, a stride, a dtype or the alignment change.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 
 #include "common.h"
-#include "fakecuda/fakecuda.h"
+#include "fakecuda/fixture.h"
 #include "kernels/kernels.h"
-
-#define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
-
-static jitk_engine *fake_engine(fakecuda_api *f) {
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.driver_library = FAKE_PATH;
-  jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
-  cr_assert_eq(st, JITK_OK, "engine on the stand-in driver: %s", jitk_errmsg(NULL));
-  cr_assert(fakecuda_api_open(FAKE_PATH, f), "the stand-in lacks its functions: %s", dlerror());
-  /* Every parameter as 8 bytes: jitk packs each in an 8-byte slot with
-   * zeroed padding. */
-  size_t sizes[FAKECUDA_MAX_PARAMS];
-  for (int i = 0; i < FAKECUDA_MAX_PARAMS; i++) sizes[i] = 8;
-  f->record(sizes, FAKECUDA_MAX_PARAMS);
-  return e;
-}
 
 static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(jt_next(s) % (uint64_t)n); }
 
@@ -132,7 +113,7 @@ static void same_launch(const fakecuda_launch *a, const fakecuda_launch *b, int 
 
 Test(reduction_memo, launches_are_those_of_a_fresh_plan) {
   fakecuda_api f;
-  jitk_engine *e = fake_engine(&f);
+  jitk_engine *e = jt_fake_engine(&f, NULL);
   jitk_reduction *memo = NULL, *fresh = NULL;
   JT_OK(e, jitk_reduction_create(e, "T x", "T s", "x * x", "a + b", "s = a", "0", NULL, "memo_on",
                                  NULL, &memo));

@@ -17,22 +17,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "fakecuda/fakecuda.h"
-
-#define FAKE_PATH JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
-
-static jitk_engine *fake_engine(const char *cache_dir) {
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.driver_library = FAKE_PATH;
-  cfg.cache_dir = cache_dir;
-  /* The tests run with JITK_CACHE=off; the tuning table needs the disk. */
-  cfg.cache_mode = JITK_CACHE_ON;
-  jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
-  cr_assert_eq(st, JITK_OK, "engine on the stand-in driver: %s", jitk_errmsg(NULL));
-  return e;
-}
+#include "fakecuda/fixture.h"
 
 /* Removes a test's cache folder and everything in it. */
 static void remove_dir(const char *dir) {
@@ -64,7 +49,7 @@ static jitk_reduction *make_sum(jitk_engine *e, const char *map) {
 Test(reduction_tune, measured_choice_is_kept_and_stored) {
   char dir[] = "/tmp/jitk-tune-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
-  jitk_engine *e = fake_engine(dir);
+  jitk_engine *e = jt_fake_engine(NULL, dir);
   jitk_reduction *k = make_sum(e, "x");
   /* Column sums of 64 x 2047 float32: across outputs by the layout (rows
    * of an odd width tile into no segments of row vectors). */
@@ -110,7 +95,7 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   /* A new engine on the same cache: a kernel with the same expressions
    * finds the tuned strategy in the tuning table; one with other
    * expressions does not. */
-  e = fake_engine(dir);
+  e = jt_fake_engine(NULL, dir);
   k = make_sum(e, "x");
   JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
   strategy_of(e, k, again, sizeof again);
@@ -136,7 +121,7 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
 Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
   char dir[] = "/tmp/jitk-mmtune-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
-  jitk_engine *e = fake_engine(dir);
+  jitk_engine *e = jt_fake_engine(NULL, dir);
   jitk_matmul_desc d;
   jitk_matmul_desc_init(&d);
   d.m = d.n = d.k = 256;
@@ -171,9 +156,9 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
 Test(reduction_launch, row_segments_on_the_stand_in) {
   char dir[] = "/tmp/jitk-rgeo-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
-  jitk_engine *e = fake_engine(dir);
+  jitk_engine *e = jt_fake_engine(NULL, dir);
   fakecuda_api f;
-  cr_assert(fakecuda_api_open(FAKE_PATH, &f), "the stand-in's inspection functions");
+  cr_assert(fakecuda_api_open(JT_FAKE_PATH, &f), "the stand-in's inspection functions");
   jitk_reduction *k = make_sum(e, "x");
   float *x = calloc((size_t)256 * 65536, sizeof *x), *y = calloc(65536, sizeof *y);
   cr_assert(x != NULL && y != NULL);

@@ -195,12 +195,6 @@ Test(link, the_option_changes_the_key_and_nothing_else) {
   jitk_engine_destroy(e);
 }
 
-static jitk_cache_stats stats_of(jitk_engine *e) {
-  jitk_cache_stats s;
-  JT_OK(e, jitk_cache_get_stats(e, &s, NULL));
-  return s;
-}
-
 Test(link, a_second_compile_is_a_cache_hit) {
   char *dir = jt_tmpdir();
   jitk_engine *e = jt_cache_engine(dir);
@@ -208,7 +202,7 @@ Test(link, a_second_compile_is_a_cache_hit) {
   jitk_module *m1 = NULL, *m2 = NULL;
   JT_OK(e, create_with(e, parent_child, "-dc", &m1));
   JT_OK(e, create_with(e, parent_child, "-dc", &m2));
-  jitk_cache_stats s = stats_of(e);
+  jitk_cache_stats s = jt_stats_mine(e);
   cr_assert_eq(s.compiles, 1);
   cr_assert_eq(s.memory_hits, 1);
   const void *img1, *img2;
@@ -223,7 +217,7 @@ Test(link, a_second_compile_is_a_cache_hit) {
   /* Another engine (as another process would) reads it from disk. */
   e = jt_cache_engine(dir);
   JT_OK(e, create_with(e, parent_child, "-dc", &m2));
-  s = stats_of(e);
+  s = jt_stats_mine(e);
   cr_assert_eq(s.disk_hits, 1);
   cr_assert_eq(s.compiles, 0);
   JT_OK(e, jitk_module_image(m2, &img2, &n2, NULL));
@@ -281,14 +275,14 @@ Test(link, another_devrt_is_a_miss) {
   e = jt_cache_engine(dir);
   e->nvrtc.devrt_dirs = dirs;
   JT_OK(e, create_with(e, parent_child, "-dc", &m));
-  cr_assert_eq(stats_of(e).disk_hits, 1);
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
   jitk_module_destroy(m);
   /* Now the first folder has one too. */
   char earlier[4096];
   snprintf(earlier, sizeof earlier, "%s/libcudadevrt.a", first);
   copy_file(path, earlier);
   JT_OK(e, create_with(e, parent_child, "-dc", &m));
-  jitk_cache_stats s = stats_of(e);
+  jitk_cache_stats s = jt_stats_mine(e);
   cr_assert_eq(s.memory_hits, 0, "a memory hit whose record no longer holds is refused");
   cr_assert_eq(s.compiles, 1);
   d = devrt_dep(m);
@@ -302,7 +296,7 @@ Test(link, another_devrt_is_a_miss) {
   e = jt_cache_engine(dir);
   e->nvrtc.devrt_dirs = dirs;
   JT_OK(e, create_with(e, parent_child, "-dc", &m));
-  s = stats_of(e);
+  s = jt_stats_mine(e);
   cr_assert_eq(s.disk_hits, 1);
   cr_assert_eq(s.compiles, 0);
   cr_assert_str_eq(devrt_dep(m)->path, earlier);
@@ -311,8 +305,8 @@ Test(link, another_devrt_is_a_miss) {
   unlink(earlier);
   JT_OK(e, create_with(e, parent_child, "-dc", &m));
   cr_assert_str_eq(devrt_dep(m)->path, path);
-  cr_assert_eq(stats_of(e).compiles, 0, "the older entry serves again");
-  cr_assert_eq(stats_of(e).disk_hits, 2);
+  cr_assert_eq(jt_stats_mine(e).compiles, 0, "the older entry serves again");
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 2);
   jitk_module_destroy(m);
   jitk_engine_destroy(e);
   jt_rmdir(dir);

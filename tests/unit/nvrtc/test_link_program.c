@@ -259,12 +259,6 @@ Test(link_program, the_device_runtime_as_a_piece) {
   jitk_engine_destroy(e);
 }
 
-static jitk_cache_stats stats_of(jitk_engine *e) {
-  jitk_cache_stats s;
-  JT_OK(e, jitk_cache_get_stats(e, &s, NULL));
-  return s;
-}
-
 Test(link_program, cached_and_keyed_over_every_piece) {
   char *dir = jt_tmpdir();
   jitk_engine *e = jt_cache_engine(dir);
@@ -276,7 +270,7 @@ Test(link_program, cached_and_keyed_over_every_piece) {
   jitk_module *m1 = NULL, *m2 = NULL;
   JT_OK(e, link_with(e, p, 2, JITK_LTO_AUTO, &m1));
   JT_OK(e, link_with(e, p, 2, JITK_LTO_AUTO, &m2));
-  jitk_cache_stats s = stats_of(e);
+  jitk_cache_stats s = jt_stats_mine(e);
   cr_assert_eq(s.compiles, 1);
   cr_assert_eq(s.memory_hits, 1);
   const void *img1;
@@ -291,7 +285,7 @@ Test(link_program, cached_and_keyed_over_every_piece) {
   /* Another engine, as another process: from disk, nothing compiled. */
   e = jt_cache_engine(dir);
   JT_OK(e, link_with(e, p, 2, JITK_LTO_AUTO, &m1));
-  s = stats_of(e);
+  s = jt_stats_mine(e);
   cr_assert_eq(s.disk_hits, 1);
   cr_assert_eq(s.compiles, 0);
   const void *img2;
@@ -345,7 +339,7 @@ Test(link_program, cached_and_keyed_over_every_piece) {
     }
     JT_OK(e, st);
     compiles++;
-    s = stats_of(e);
+    s = jt_stats_mine(e);
     cr_assert_eq(s.compiles, compiles, "change %d was served from the cache", change);
     jitk_module_destroy(m1);
   }
