@@ -1335,8 +1335,8 @@ Test(raw, kernel_attributes_on_the_device) {
  * and (when the build had nvcc) the same function from an object nvcc
  * built with -rdc=true -dlto, linked with a kernel jitk compiles. */
 #ifdef JITK_TEST_HAVE_DLTO_OBJECT
-extern const unsigned char jt_dlto_object[];
-extern const size_t jt_dlto_object_size;
+extern const unsigned char jt_dlto_object[], jt_rdc_fatbin[], jt_rdc_library[];
+extern const size_t jt_dlto_object_size, jt_rdc_fatbin_size, jt_rdc_library_size;
 #endif
 
 static const char *link_lib_src = "__device__ float scale(float x) { return 3.0f * x + 1.0f; }\n";
@@ -1405,6 +1405,21 @@ Test(raw, linked_programs_run) {
   jitk_module *m = NULL;
   JT_OK(e, jitk_module_link(e, p, 2, &o, &m));
   run_linked(e, m, "nvcc -dlto object");
+  jitk_module_destroy(m);
+  jitk_link_piece q[2] = {p[0], p[1]};
+  q[0].kind = JITK_LINK_FATBIN;
+  q[0].data = jt_rdc_fatbin;
+  q[0].size = jt_rdc_fatbin_size;
+  q[0].name = "link_scale.fatbin";
+  JT_OK(e, jitk_module_link(e, q, 2, &o, &m));
+  run_linked(e, m, "nvcc relocatable fatbin");
+  jitk_module_destroy(m);
+  q[0].kind = JITK_LINK_LIBRARY;
+  q[0].data = jt_rdc_library;
+  q[0].size = jt_rdc_library_size;
+  q[0].name = "liblink_scale.a";
+  JT_OK(e, jitk_module_link(e, q, 2, &o, &m));
+  run_linked(e, m, "nvcc device library");
   jitk_module_destroy(m);
 
   /* A generated kernel calling the object's function. */

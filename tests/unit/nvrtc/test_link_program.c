@@ -24,8 +24,11 @@ const char *__lsan_default_options(void);
 const char *__lsan_default_options(void) { return "print_suppressions=0"; }
 
 #ifdef JITK_TEST_HAVE_DLTO_OBJECT
-extern const unsigned char jt_dlto_object[];
-extern const size_t jt_dlto_object_size;
+/* tests/gpu/link_scale.cu built by nvcc: an object with LTO-IR
+ * (-rdc=true -dlto -c), a relocatable fatbin (-rdc=true -fatbin) and an
+ * archive (-rdc=true -lib). */
+extern const unsigned char jt_dlto_object[], jt_rdc_fatbin[], jt_rdc_library[];
+extern const size_t jt_dlto_object_size, jt_rdc_fatbin_size, jt_rdc_library_size;
 #endif
 
 /* A device function in one source... */
@@ -230,6 +233,17 @@ Test(link_program, an_nvcc_dlto_object_links_with_a_jitk_kernel) {
   JT_OK(e, link_with(e, p, 2, JITK_LTO_AUTO, &m));
   assert_linked(e, m, "apply");
   jitk_module_destroy(m);
+  /* The fatbin and the archive, with and without LTO. */
+  jitk_link_piece others[] = {
+      bytes_piece(JITK_LINK_FATBIN, jt_rdc_fatbin, jt_rdc_fatbin_size, "link_scale.fatbin"),
+      bytes_piece(JITK_LINK_LIBRARY, jt_rdc_library, jt_rdc_library_size, "liblink_scale.a")};
+  for (int i = 0; i < 2; i++)
+    for (int lto = 0; lto < 2; lto++) {
+      p[0] = others[i];
+      JT_OK(e, link_with(e, p, 2, lto ? JITK_LTO_ON : JITK_LTO_OFF, &m));
+      assert_linked(e, m, "apply");
+      jitk_module_destroy(m);
+    }
   jitk_engine_destroy(e);
 }
 #endif
