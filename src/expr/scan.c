@@ -201,7 +201,8 @@ static void walk(const char *code, size_t stop, pp_walk *w) {
     if (jk_lex_splice(&lx) || jk_lex_skip(&lx, JK_LEX_BLANK) > 0) continue;
     /* Comments and literals: `closed` when their end is part of them (a
      * line comment's newline is not). */
-    char c1 = c != '\0' ? jk_lex_peek_at(&lx, 1) : '\0';
+    char c1 = '\0';
+    if (c != '\0') c1 = jk_lex_peek_at(&lx, 1);
     bool closed = true, comment = c == '/' && (c1 == '/' || c1 == '*');
     if (c == '/' && c1 == '/') {
       /* A line comment ends at a newline that no backslash splices away. */

@@ -99,7 +99,7 @@ static jitk_status check_piece(jitk_engine *e, const char *what, const jitk_link
    * bytes need not have. */
   const unsigned char *bytes = f->data != NULL ? (const unsigned char *)f->data : p->data;
   size_t size = f->data != NULL ? f->len : p->size;
-  if (p->kind == JITK_LINK_PTX && bytes[size - 1] != '\0') {
+  if (p->kind == JITK_LINK_PTX && bytes != NULL && size > 0 && bytes[size - 1] != '\0') {
     if (f->data == NULL) jk_buf_append(f, p->data, p->size);
     jk_buf_append(f, "", 1);
   }
