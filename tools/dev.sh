@@ -12,11 +12,11 @@ case "$what" in
   *) echo "usage: tools/dev.sh demo|test" >&2; exit 2 ;;
 esac
 
-PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev"
+PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev libhiredis-dev"
 # clang builds the libFuzzer targets that .ci/run runs after the tests, and
 # clang-tidy analyzes src/ there; the Python package's tests need Python's
-# headers and venv.
-[ "$what" = test ] && PACKAGES="$PACKAGES clang clang-tidy python3-dev python3-venv"
+# headers and venv; the remote cache tier's tests run a Redis server.
+[ "$what" = test ] && PACKAGES="$PACKAGES clang clang-tidy python3-dev python3-venv redis-server"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -291,6 +291,21 @@ typedef struct jitk_engine_config {
    */
   const char *cache_shared_dir;
   const char *cache_shared_owner;
+
+  /*
+   * A remote tier shared by the machines of a cluster, asked after the
+   * local ones miss and given every new compile:
+   * "redis://[user:password@]host[:port][/db]" (port 6379, database 0 by
+   * default). NULL: $JITK_CACHE_REMOTE, else the first line of the file
+   * named by $JITK_CACHE_REMOTE_FILE (refused when it holds a password and
+   * others can read it), else none. Whoever can write to that database is
+   * trusted as the cache's folder is: entries are checked as local ones
+   * are, but one planted by such a writer passes the checks. A URL that
+   * does not parse, a jitk built without hiredis, or a server that cannot
+   * be reached turns the remote off with one warning; nothing fails for
+   * it (docs/GUIDE.md, "A cache for a cluster").
+   */
+  const char *cache_remote;
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */
@@ -387,6 +402,29 @@ typedef struct jitk_cache_stats {
  * JITK_ERR_CACHE when it is off or unusable, with the reason. */
 JITK_API jitk_status jitk_cache_get_stats(jitk_engine *engine, jitk_cache_stats *mine,
                                           jitk_cache_stats *all);
+
+/* The remote tier (jitk_engine_config.cache_remote) and what it did for
+ * this engine. */
+typedef struct jitk_cache_remote_info {
+  /* sizeof(jitk_cache_remote_info) as the caller was compiled; set by
+   * jitk_cache_remote_info_init. */
+  size_t struct_size;
+  const char *url;      /* as configured, the password shown as ***; NULL: none */
+  const char *state;    /* "on", "not contacted yet", "off: " and why, "off for
+                        30 s after an error: " and which; it may change */
+  uint64_t hits;        /* entries it served (checked, then written locally) */
+  uint64_t misses;      /* requests it did not have, or not for this machine */
+  uint64_t errors;      /* failed connections and requests */
+  uint64_t rejected;    /* entries it returned that failed their checks */
+  uint64_t stores;      /* compiles sent to it */
+  uint64_t lease_waits; /* misses that waited for another process's compile */
+  uint64_t bytes_read, bytes_written;
+} jitk_cache_remote_info;
+
+JITK_API jitk_status jitk_cache_remote_info_init(jitk_cache_remote_info *info);
+/* The strings live as long as the engine. JITK_ERR_INVALID_ARGUMENT for an
+ * info whose struct_size was not set by jitk_cache_remote_info_init. */
+JITK_API jitk_status jitk_cache_remote_get_info(jitk_engine *engine, jitk_cache_remote_info *info);
 
 /* The cache's folder and database file (NULL when there is none), and
  * the state of the disk cache in words: "on", "read-only", or "off: "

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -160,7 +161,7 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
     if (st != JITK_OK) return st;
     c->shared_trust.has_owner = true;
   }
-  return JITK_OK;
+  return jk_remote_init(e, cfg);
 }
 
 static void entry_free(jitk_engine *e, jk_entry *x) {
@@ -178,6 +179,8 @@ static void entry_free(jitk_engine *e, jk_entry *x) {
   jk_free(e, x->image);
   jk_free(e, x);
 }
+
+void jk_entry_discard(jitk_engine *e, jk_entry *x) { entry_free(e, x); }
 
 void jk_cache_destroy(jitk_engine *e) {
   jk_cache *c = &e->cache;
@@ -199,6 +202,7 @@ void jk_cache_destroy(jitk_engine *e) {
   jk_free(e, c->dir);
   jk_free(e, c->db_path);
   jk_free(e, c->shared_dir);
+  jk_remote_destroy(e);
   jk_free(e, c->shared_db_path);
   pthread_cond_destroy(&c->compiled);
   pthread_mutex_destroy(&c->table_lock);
@@ -419,37 +423,124 @@ static jitk_status scan_deps(jitk_engine *e, const jk_compile_input *in, jk_deps
   return st;
 }
 
-/* Stores a new compile with its dependency record, unless the record is
- * incomplete or a file changed while NVRTC ran (then what NVRTC read is
- * unknown). Under disk_lock. */
-static void store_compiled(jitk_engine *e, const jk_compile_input *in, const jk_key *request,
-                           const jk_material *mat, jk_entry *x) {
+/* The full key material of a new compile (the request's and the
+ * dependency record), unless the record is incomplete or a file changed
+ * while NVRTC ran (then what NVRTC read is unknown, and the entry is
+ * stored in no tier). Under disk_lock. */
+static bool full_material(jitk_engine *e, const jk_compile_input *in, const jk_key *request,
+                          const jk_material *mat, const jk_entry *x, jk_material *full) {
   char hex[33];
   jk_key_hex(request, hex);
   if (x->deps.unknown != NULL) {
     jk_log(e, JITK_LOG_INFO,
-           "kernel cache: %s (request %s) is not stored on disk: %s, so the files it reads "
-           "cannot all be told",
+           "kernel cache: %s (request %s) is not stored: %s, so the files it reads cannot all be "
+           "told",
            in->program_name ? in->program_name : "module.cu", hex, x->deps.unknown);
-    return;
+    return false;
   }
   const char *changed = NULL;
   if (!jk_deps_hold(e, &x->deps, true, &changed)) {
     jk_log(e, JITK_LOG_INFO,
            "kernel cache: %s changed while %s was compiling; the result is not stored", changed,
            in->program_name ? in->program_name : "module.cu");
-    return;
+    return false;
   }
-  jk_material full;
-  jk_material_init(&full, e);
-  jk_material_append(&full, mat->data, mat->len);
-  jk_deps_material(&full, jk_toolchain(e), &x->deps);
-  if (!full.failed) {
-    jk_key key;
-    jk_hash128(full.data, full.len, key.bytes);
-    jk_store_insert(e, &key, request, &full, x, in->program_name ? in->program_name : "module.cu");
+  jk_material_append(full, mat->data, mat->len);
+  jk_deps_material(full, jk_toolchain(e), &x->deps);
+  return !full->failed;
+}
+
+/* Stores an entry under the key of its full material (the local tier's
+ * row, which also records that it answers `request`). Under disk_lock. */
+static void store_local(jitk_engine *e, const jk_compile_input *in, const jk_key *request,
+                        const jk_material *full, jk_entry *x) {
+  jk_key key;
+  jk_hash128(full->data, full->len, key.bytes);
+  jk_store_insert(e, &key, request, full, x, in->program_name ? in->program_name : "module.cu");
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The lease just taken: whoever held it before may have stored the entry
+ * and let go between this process's empty lookup and its lease, so the
+ * remote is asked again before compiling. */
+static jitk_status after_lease(jitk_engine *e, const jk_key *key, const jk_material *mat,
+                               jk_entry *x, bool *found, jk_lease *lease) {
+  bool present;
+  jitk_status st = jk_remote_find(e, key, mat, x, found, &present);
+  if (st != JITK_OK || *found) {
+    jk_remote_release(e, key);
+    *lease = JK_LEASE_NONE;
   }
-  jk_material_free(&full);
+  return st;
+}
+
+static jitk_status remote_wait(jitk_engine *e, const jk_key *key, const jk_material *mat,
+                               jk_entry *x, bool *found, jk_lease *lease);
+
+/* The remote tier after both local ones missed: its entry, or, when
+ * another process of the cluster holds the request's lease, the entry it
+ * is compiling (remote_wait). *lease says whether this process now
+ * compiles the request for the cluster. A lookup that ends without an
+ * entry counts as the remote's miss. */
+static jitk_status remote_lookup(jitk_engine *e, const jk_key *key, const jk_material *mat,
+                                 jk_entry *x, bool *found, jk_lease *lease) {
+  *lease = JK_LEASE_NONE;
+  bool present = false;
+  jitk_status st = jk_remote_find(e, key, mat, x, found, &present);
+  if (st == JITK_OK && !*found) {
+    *lease = jk_remote_lease(e, key);
+    /* Asked again only after an empty lookup: a value that did not serve
+     * is still there. */
+    if (*lease == JK_LEASE_MINE && !present)
+      st = after_lease(e, key, mat, x, found, lease);
+    else if (*lease == JK_LEASE_OTHERS)
+      st = remote_wait(e, key, mat, x, found, lease);
+  }
+  if (st == JITK_OK && !*found) {
+    jk_remote *r = &e->cache.remote;
+    pthread_mutex_lock(&r->lock);
+    r->stats.misses++;
+    pthread_mutex_unlock(&r->lock);
+  }
+  return st;
+}
+
+/* Another process of the cluster holds the request's lease: its entry,
+ * waited for at most the remote's wait; the lease taken over when it ends
+ * without one (the holder failed, or died and the lease expired). */
+static jitk_status remote_wait(jitk_engine *e, const jk_key *key, const jk_material *mat,
+                               jk_entry *x, bool *found, jk_lease *lease) {
+  jk_remote *r = &e->cache.remote;
+  pthread_mutex_lock(&r->lock);
+  r->stats.lease_waits++;
+  pthread_mutex_unlock(&r->lock);
+  int64_t deadline = mono_ms() + r->wait_ms;
+  int pause = 5;
+  jitk_status st = JITK_OK;
+  while (mono_ms() < deadline) {
+    struct timespec ts = {0, (long)pause * 1000000L};
+    nanosleep(&ts, NULL);
+    if (pause < 100) pause *= 2;
+    bool present;
+    st = jk_remote_find(e, key, mat, x, found, &present);
+    if (st != JITK_OK || *found) return st;
+    if (!jk_remote_lease_held(e, key)) {
+      *lease = jk_remote_lease(e, key);
+      if (*lease == JK_LEASE_MINE) return after_lease(e, key, mat, x, found, lease);
+      if (*lease != JK_LEASE_OTHERS) return JITK_OK;
+    }
+  }
+  jk_log(e, JITK_LOG_INFO,
+         "kernel cache: another process of the cluster is still compiling a kernel after %d ms; "
+         "compiling it here too",
+         r->wait_ms);
+  *lease = JK_LEASE_NONE;
+  return JITK_OK;
 }
 
 /* From the store, or compiled (and stored) while holding the request's
@@ -485,27 +576,41 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
     pthread_mutex_unlock(&c->disk_lock);
   } else if (st == JITK_OK) {
     count(e, &c->stats.misses, &c->pending.misses);
-    /* The headers are read before NVRTC runs and checked again after it:
-     * a file edited meanwhile leaves what NVRTC saw unknown. */
-    st = scan_deps(e, in, &x->deps);
-    jk_compile_output co;
-    if (st == JITK_OK) st = jk_nvrtc_compile(e, in, &co);
-    if (st == JITK_OK) {
-      st = entry_from_compile(e, in, &co, x);
-      jk_compile_output_free(e, &co);
-      pthread_mutex_lock(&c->disk_lock);
-      c->stats.compiles++;
-      c->pending.compiles++;
-      c->stats.compile_ms += x->compile_ms;
-      c->pending.compile_ms += x->compile_ms;
-      pthread_mutex_unlock(&c->disk_lock);
-      if (c->test_hook) c->test_hook(c->test_user, JK_EVENT_COMPILED);
+    /* Both local tiers missed: the cluster's, when there is one. */
+    jk_lease lease = JK_LEASE_NONE;
+    if (jk_remote_on(e)) st = remote_lookup(e, key, mat, x, &found, &lease);
+    bool compiled = false;
+    if (st == JITK_OK && !found) {
+      /* The headers are read before NVRTC runs and checked again after
+       * it: a file edited meanwhile leaves what NVRTC saw unknown. */
+      st = scan_deps(e, in, &x->deps);
+      jk_compile_output co;
+      if (st == JITK_OK) st = jk_nvrtc_compile(e, in, &co);
+      if (st == JITK_OK) {
+        st = entry_from_compile(e, in, &co, x);
+        jk_compile_output_free(e, &co);
+        pthread_mutex_lock(&c->disk_lock);
+        c->stats.compiles++;
+        c->pending.compiles++;
+        c->stats.compile_ms += x->compile_ms;
+        c->pending.compile_ms += x->compile_ms;
+        pthread_mutex_unlock(&c->disk_lock);
+        if (c->test_hook) c->test_hook(c->test_user, JK_EVENT_COMPILED);
+        compiled = st == JITK_OK;
+      }
     }
-    if (st == JITK_OK && writable) {
+    /* A compile goes to every tier, a remote hit to the local one. */
+    if (st == JITK_OK && (writable || compiled)) {
+      jk_material full;
+      jk_material_init(&full, e);
       pthread_mutex_lock(&c->disk_lock);
-      store_compiled(e, in, key, mat, x);
+      bool ok = full_material(e, in, key, mat, x, &full);
+      if (ok && writable) store_local(e, in, key, &full, x);
       pthread_mutex_unlock(&c->disk_lock);
+      if (ok && compiled) jk_remote_put(e, key, &full, x);
+      jk_material_free(&full);
     }
+    if (lease == JK_LEASE_MINE) jk_remote_release(e, key);
   }
   if (locked) jk_key_unlock(e, key);
   return st;

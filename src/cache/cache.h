@@ -126,6 +126,40 @@ typedef enum jk_cache_event {
   JK_EVENT_COMPILED = 3
 } jk_cache_event;
 
+/* The remote tier on Redis (remote.c). */
+typedef struct jk_remote_counters {
+  uint64_t hits, misses, errors, rejected, stores, lease_waits, bytes_read, bytes_written;
+} jk_remote_counters;
+
+typedef struct jk_remote {
+  bool inited;     /* the lock exists */
+  bool configured; /* a URL was given */
+  bool enabled;    /* it parsed, and jitk has hiredis */
+  char *url;       /* as given, its password hidden */
+  char *host, *user, *password;
+  int port, db;
+  /* Timeouts and waits, in milliseconds: connecting and its first answer,
+   * every later request, the pause after a failure, a lease's life, and
+   * how long a process waits for another's compile. */
+  int connect_ms, request_ms, backoff_ms, lease_ms, wait_ms;
+  char node[320]; /* host:pid, the lease's value */
+  /* Under lock: the connection (a redisContext), the process that made
+   * it, when to try again after a failure, the state in words. */
+  pthread_mutex_t lock;
+  void *conn;
+  pid_t pid;
+  int64_t retry_at;
+  bool warned;
+  char state[640];
+  jk_remote_counters stats;
+} jk_remote;
+
+typedef enum jk_lease {
+  JK_LEASE_NONE = 0, /* no remote, or it failed */
+  JK_LEASE_MINE,     /* this process compiles the request */
+  JK_LEASE_OTHERS    /* another process of the cluster does */
+} jk_lease;
+
 typedef struct jk_cache {
   /* Configuration, fixed at engine creation. */
   jitk_cache_mode mode;
@@ -203,6 +237,9 @@ typedef struct jk_cache {
   char *shared_db_path;
   char shared_why[768]; /* "on", or "off: " and why */
 
+  /* The remote tier, asked after both local tiers miss. */
+  jk_remote remote;
+
   /* This engine's counters (memory hits kept apart: they are counted on
    * the fast path, without the disk lock). */
   jk_counters stats;
@@ -225,6 +262,9 @@ void jk_cache_destroy(jitk_engine *e);
 jitk_status jk_cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
                          jk_entry **out);
 void jk_entry_release(jitk_engine *e, jk_entry *entry);
+/* Frees an entry that was never handed out (no references, in no table),
+ * with whatever fields it has. */
+void jk_entry_discard(jitk_engine *e, jk_entry *entry);
 /* One more reference to an entry the caller holds one of. */
 void jk_entry_retain(jitk_engine *e, jk_entry *entry);
 /*
@@ -298,6 +338,15 @@ jitk_status jk_store_find(jitk_engine *e, const jk_key *request, const jk_materi
                           jk_entry *out, bool *found);
 /* Drops request rows whose entry is gone; inside a write transaction. */
 int jk_store_forget_requests(jitk_engine *e);
+/* The checks of a stored entry against the key material it must have
+ * (`material`: the full one, the request's and the dependency record),
+ * and `out` filled from it: *found false and *why set when it fails one.
+ * The local tiers' rows and the remote's values go through it alike. */
+jitk_status jk_store_check_entry(jitk_engine *e, int kind, double ms, const void *sum,
+                                 size_t sum_len, const void *mat, size_t mat_len, const void *names,
+                                 size_t names_len, const char *log, size_t log_len,
+                                 const void *image, size_t image_len, const jk_material *material,
+                                 jk_entry *out, bool *found, const char **why);
 /* The shared tier: opened read-only after its checks; turned off with one
  * warning when it cannot be used. */
 jitk_status jk_store_shared_open(jitk_engine *e);
@@ -400,5 +449,27 @@ jitk_status jk_parse_owner(jitk_engine *e, const char *text, uid_t *uid);
 bool jk_is_network_fs(const char *path, const char **name);
 /* The same decision from a statfs f_type. */
 bool jk_is_network_fs_type(long type, const char **name);
+
+/* --- remote.c: the remote tier --- */
+/* Reads cache_remote or the environment; an unusable configuration turns
+ * the remote off with one warning, never fails the engine. */
+jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg);
+void jk_remote_destroy(jitk_engine *e);
+bool jk_remote_on(jitk_engine *e);
+/* The remote's entry for a request, checked as a local row is; *found
+ * false on a miss, when the remote is off or failing. *present: the
+ * remote had a value for the request (one that may have failed its
+ * checks, or be for other files). Counts hits, not misses (the caller
+ * knows when a lookup ends in one). */
+jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_material *req,
+                           jk_entry *out, bool *found, bool *present);
+/* Sends a compiled entry (its full key material) to the remote. */
+void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *full,
+                   const jk_entry *x);
+/* Takes the request's lease for this process when nobody holds it. */
+jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request);
+void jk_remote_release(jitk_engine *e, const jk_key *request);
+/* Whether some process holds the request's lease. */
+bool jk_remote_lease_held(jitk_engine *e, const jk_key *request);
 
 #endif

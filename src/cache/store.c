@@ -686,7 +686,21 @@ static jitk_status read_row(jitk_engine *e, sqlite3_stmt *q, const jk_key *key,
       if (memcmp(check, stored_key, 16) == 0) return JITK_OK;
     }
     *why = "its key does not match its key material";
-  } else if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
+    return JITK_OK;
+  }
+  return jk_store_check_entry(e, kind, ms, sum, (size_t)sum_len, mat, mat_len, names, names_len,
+                              log, log_len, image, image_len, material, out, found, why);
+}
+
+jitk_status jk_store_check_entry(jitk_engine *e, int kind, double ms, const void *sum,
+                                 size_t sum_len, const void *mat, size_t mat_len, const void *names,
+                                 size_t names_len, const char *log, size_t log_len,
+                                 const void *image, size_t image_len, const jk_material *material,
+                                 jk_entry *out, bool *found, const char **why) {
+  *found = false;
+  *why = NULL;
+  uint8_t check[16];
+  if (mat_len != material->len || (mat_len && memcmp(mat, material->data, mat_len) != 0))
     *why = "its key material differs";
   else if (kind != JITK_IMAGE_CUBIN && kind != JITK_IMAGE_PTX)
     *why = "unknown image kind";

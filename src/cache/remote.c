@@ -1,0 +1,659 @@
+/*
+ * The remote tier: compiled entries shared by the machines of a cluster
+ * through Redis, behind the local SQLite store.
+ *
+ * On a local miss the remote is asked for the request; what it returns is
+ * checked exactly as a row of the local store is (format, the key
+ * recomputed from the stored key material, the request it answers, the
+ * toolchain, the dependency record against this machine's files, the
+ * checksum, the names), and then written into the local store. After a
+ * compile the entry goes to the remote too. A request being compiled by
+ * some process of the cluster is marked with a lease (SET NX PX); other
+ * processes wait for its entry for a bounded time, then compile
+ * themselves. A process that dies releases nothing, and its lease expires.
+ *
+ * The remote is never in the way: the connection and its first answer
+ * have short timeouts, a failure turns the remote off for a back-off
+ * period with one warning for the process, and jitk carries on with the
+ * local tier. Nothing it returns is loaded without the checks above.
+ * Whoever may write to the Redis database may plant entries that pass
+ * them: it must be trusted as the local cache's folder is (docs/GUIDE.md).
+ *
+ * Redis holds, per request, the most recent entry compiled for it, under
+ * "jitk:<format>:<request key>", and the lease under
+ * "jitk:<format>:lease:<request key>". The entry is one binary value:
+ * the magic "JITKRMT1", then little-endian u32 format, u32 image kind,
+ * f64 compile milliseconds, and five fields of a u64 length and the
+ * bytes: key material, checksum, names, log, image.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "engine.h"
+
+#ifdef JITK_HAVE_HIREDIS
+#include <hiredis/hiredis.h>
+#endif
+
+#define JK_REMOTE_MAGIC "JITKRMT1"
+
+/* --- Configuration --- */
+
+/* The URL without its password, for messages and the info call. */
+static char *hide_password(jitk_engine *e, const char *url) {
+  const char *scheme = strstr(url, "://");
+  const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+  const char *colon = NULL;
+  if (at != NULL)
+    for (const char *p = scheme + 3; p < at; p++)
+      if (*p == ':') colon = p;
+  if (colon == NULL) return jk_strdup(e, url);
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_append(&b, url, (size_t)(colon - url) + 1);
+  jk_buf_puts(&b, "***");
+  jk_buf_puts(&b, at);
+  return jk_buf_take(&b);
+}
+
+/* Parses redis://[user:password@]host[:port][/db]. Returns NULL on
+ * success, else why the URL is refused. */
+static const char *parse_url(jitk_engine *e, const char *url, jk_remote *r) {
+  const char *p = NULL;
+  if (strncmp(url, "redis://", 8) == 0) {
+    p = url + 8;
+  } else if (strncmp(url, "rediss://", 9) == 0) {
+    return "rediss:// (TLS) needs hiredis 1.0 or newer built with TLS, which this jitk was not "
+           "built with; use redis:// over a trusted network or a tunnel";
+  } else {
+    return "it does not start with redis://";
+  }
+  const char *at = strchr(p, '@');
+  if (at != NULL) {
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    if (colon != NULL) {
+      r->user = colon > p ? jk_strndup(e, p, (size_t)(colon - p)) : NULL;
+      r->password = jk_strndup(e, colon + 1, (size_t)(at - colon - 1));
+    } else {
+      r->password = jk_strndup(e, p, (size_t)(at - p));
+    }
+    p = at + 1;
+  }
+  const char *end = p + strcspn(p, ":/");
+  if (end == p) return "it names no host";
+  r->host = jk_strndup(e, p, (size_t)(end - p));
+  r->port = 6379;
+  if (*end == ':') {
+    char *stop = NULL;
+    errno = 0;
+    long port = strtol(end + 1, &stop, 10);
+    if (errno != 0 || stop == end + 1 || port < 1 || port > 65535 || (*stop && *stop != '/'))
+      return "its port is not a number from 1 to 65535";
+    r->port = (int)port;
+    end = stop;
+  }
+  r->db = 0;
+  if (*end == '/' && end[1] != '\0') {
+    char *stop = NULL;
+    errno = 0;
+    long db = strtol(end + 1, &stop, 10);
+    if (errno != 0 || *stop != '\0' || db < 0 || db > 1000000)
+      return "its database (after the /) is not a number";
+    r->db = (int)db;
+  }
+  if (r->host == NULL) return "out of memory";
+  return NULL;
+}
+
+/* The URL from the first line of `path`. A password in a file that others
+ * can read is refused: anyone on the machine could then write the cluster's
+ * cache. */
+static char *url_from_file(jitk_engine *e, const char *path, const char **why) {
+  struct stat st;
+  FILE *f = fopen(path, "r");
+  if (f == NULL || fstat(fileno(f), &st) != 0) {
+    if (f) fclose(f);
+    *why = "the file named by JITK_CACHE_REMOTE_FILE cannot be read";
+    return NULL;
+  }
+  char line[2048];
+  if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
+  fclose(f);
+  line[strcspn(line, "\r\n")] = '\0';
+  char *url = jk_strdup(e, line);
+  jk_remote probe;
+  memset(&probe, 0, sizeof probe);
+  if (url != NULL && parse_url(e, url, &probe) == NULL && probe.password != NULL &&
+      (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    *why =
+        "the file named by JITK_CACHE_REMOTE_FILE holds a password and others can read it "
+        "(chmod 600 it)";
+    jk_free(e, url);
+    url = NULL;
+  }
+  jk_free(e, probe.user);
+  jk_free(e, probe.password);
+  jk_free(e, probe.host);
+  return url;
+}
+
+static void set_off(jk_remote *r, const char *fmt, const char *detail) {
+  snprintf(r->state, sizeof r->state, fmt, detail);
+}
+
+jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg) {
+  jk_remote *r = &e->cache.remote;
+  memset(r, 0, sizeof *r);
+  pthread_mutex_init(&r->lock, NULL);
+  r->inited = true;
+  r->connect_ms = 25;
+  r->request_ms = 1000;
+  r->backoff_ms = 30000;
+  r->lease_ms = 60000;
+  r->wait_ms = 60000;
+  snprintf(r->state, sizeof r->state, "off: no remote cache is configured");
+  const char *why = NULL;
+  char *url = NULL;
+  const char *given = cfg->cache_remote ? cfg->cache_remote : getenv("JITK_CACHE_REMOTE");
+  const char *file = getenv("JITK_CACHE_REMOTE_FILE");
+  if (given != NULL && *given != '\0') {
+    url = jk_strdup(e, given);
+  } else if (file != NULL && *file != '\0') {
+    url = url_from_file(e, file, &why);
+  } else {
+    return JITK_OK;
+  }
+  r->configured = true;
+  if (url == NULL) {
+    set_off(r, "off: %s", why ? why : "out of memory");
+  } else {
+    r->url = hide_password(e, url);
+    why = parse_url(e, url, r);
+    if (why != NULL) set_off(r, "off: the URL is refused: %s", why);
+  }
+#ifndef JITK_HAVE_HIREDIS
+  if (why == NULL && url != NULL) {
+    why = "this jitk was built without hiredis";
+    set_off(r, "off: %s (install libhiredis-dev and build again)", why);
+  }
+#endif
+  jk_free(e, url);
+  if (why != NULL) {
+    jk_log(e, JITK_LOG_WARN, "kernel cache: the remote %s is %s", r->url ? r->url : "tier",
+           r->state);
+    return JITK_OK;
+  }
+  r->enabled = true;
+  snprintf(r->state, sizeof r->state, "not contacted yet");
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  snprintf(r->node, sizeof r->node, "%s:%ld", host, (long)getpid());
+  /* The tests shorten the waits. */
+  const char *v = getenv("JITK_CACHE_REMOTE_WAIT_MS");
+  if (v != NULL && *v != '\0') r->wait_ms = atoi(v);
+  v = getenv("JITK_CACHE_REMOTE_LEASE_MS");
+  if (v != NULL && *v != '\0') r->lease_ms = atoi(v);
+  return JITK_OK;
+}
+
+bool jk_remote_on(jitk_engine *e) { return e->cache.remote.enabled; }
+
+#ifdef JITK_HAVE_HIREDIS
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void disconnect(jk_remote *r) {
+  if (r->conn != NULL) redisFree((redisContext *)r->conn);
+  r->conn = NULL;
+}
+
+/* Turns the remote off for the back-off period after a failure; the first
+ * failure of the process is a warning, the later ones debug lines. Under
+ * r->lock. */
+static void failed(jitk_engine *e, jk_remote *r, const char *what, const char *detail) {
+  disconnect(r);
+  r->stats.errors++;
+  r->retry_at = now_ms() + r->backoff_ms;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+  snprintf(r->state, sizeof r->state, "off for %d s after an error: %s", r->backoff_ms / 1000, msg);
+  jk_log(e, r->warned ? JITK_LOG_DEBUG : JITK_LOG_WARN,
+         "kernel cache: the remote %s cannot be used (%s); going on with the local cache, trying "
+         "again in %d s",
+         r->url, msg, r->backoff_ms / 1000);
+  r->warned = true;
+}
+
+static void set_timeout(redisContext *c, int ms) {
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  redisSetTimeout(c, tv);
+}
+
+/* A reply of the expected type, or NULL after reporting the failure. */
+static redisReply *command(jitk_engine *e, jk_remote *r, const char *what, redisReply *reply) {
+  redisContext *c = r->conn;
+  if (reply == NULL) {
+    failed(e, r, what, c && c->errstr[0] ? c->errstr : "no answer");
+    return NULL;
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", reply->str ? reply->str : "an error");
+    freeReplyObject(reply);
+    failed(e, r, what, detail);
+    return NULL;
+  }
+  return reply;
+}
+
+/* The connection, made (with AUTH, SELECT and a PING, each bounded by the
+ * short timeout) when there is none and the back-off has passed. Under
+ * r->lock; NULL when the remote cannot be used now. */
+static redisContext *connection(jitk_engine *e, jk_remote *r) {
+  if (r->conn != NULL && r->pid != getpid()) {
+    /* A forked child never uses its parent's socket. */
+    redisFree((redisContext *)r->conn);
+    r->conn = NULL;
+  }
+  if (r->conn != NULL) return r->conn;
+  if (r->retry_at != 0 && now_ms() < r->retry_at) return NULL;
+  struct timeval tv = {r->connect_ms / 1000, (r->connect_ms % 1000) * 1000};
+  redisContext *c = redisConnectWithTimeout(r->host, r->port, tv);
+  if (c == NULL || c->err) {
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", c ? c->errstr : "out of memory");
+    if (c) redisFree(c);
+    failed(e, r, "connecting", detail);
+    return NULL;
+  }
+  r->conn = c;
+  r->pid = getpid();
+  set_timeout(c, r->connect_ms);
+  redisReply *rep = NULL;
+  if (r->password != NULL) {
+    rep = r->user ? redisCommand(c, "AUTH %s %s", r->user, r->password)
+                  : redisCommand(c, "AUTH %s", r->password);
+    if ((rep = command(e, r, "AUTH", rep)) == NULL) return NULL;
+    freeReplyObject(rep);
+  }
+  if (r->db != 0) {
+    if ((rep = command(e, r, "SELECT", redisCommand(c, "SELECT %d", r->db))) == NULL) return NULL;
+    freeReplyObject(rep);
+  }
+  if ((rep = command(e, r, "PING", redisCommand(c, "PING"))) == NULL) return NULL;
+  freeReplyObject(rep);
+  set_timeout(c, r->request_ms);
+  r->retry_at = 0;
+  snprintf(r->state, sizeof r->state, "on");
+  return c;
+}
+
+static void key_name(const jk_key *k, const char *kind, char *out, size_t n) {
+  char hex[33];
+  jk_key_hex(k, hex);
+  snprintf(out, n, "jitk:%d:%s%s", JK_CACHE_FORMAT, kind, hex);
+}
+
+/* --- The value's encoding --- */
+
+static void put_u32(jk_material *m, uint32_t v) {
+  unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                        (unsigned char)(v >> 24)};
+  jk_material_append(m, b, 4);
+}
+
+static void put_u64(jk_material *m, uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  jk_material_append(m, b, 8);
+}
+
+static void put_field(jk_material *m, const void *data, size_t n) {
+  put_u64(m, n);
+  jk_material_append(m, data, n);
+}
+
+/* A reader over a value that never reads past its end. */
+typedef struct reader {
+  const unsigned char *p;
+  size_t n, at;
+  bool ok;
+} reader;
+
+static uint64_t get_u(reader *rd, int bytes) {
+  if (!rd->ok || rd->n - rd->at < (size_t)bytes) {
+    rd->ok = false;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)rd->p[rd->at + (size_t)i] << (8 * i);
+  rd->at += (size_t)bytes;
+  return v;
+}
+
+static const unsigned char *get_field(reader *rd, size_t *len) {
+  uint64_t n = get_u(rd, 8);
+  if (!rd->ok || n > rd->n - rd->at) {
+    rd->ok = false;
+    *len = 0;
+    return NULL;
+  }
+  const unsigned char *f = rd->p + rd->at;
+  rd->at += (size_t)n;
+  *len = (size_t)n;
+  return f;
+}
+
+/* Checks a value for the request and fills `out`; *why says what was
+ * wrong with a value that does not serve (NULL: it does, or it is for
+ * files this machine does not have, which is a miss, not damage). */
+static jitk_status decode(jitk_engine *e, const unsigned char *v, size_t n, const jk_material *req,
+                          jk_entry *out, bool *found, const char **why) {
+  *found = false;
+  *why = NULL;
+  reader rd = {v, n, 0, true};
+  if (n < 8 || memcmp(v, JK_REMOTE_MAGIC, 8) != 0) {
+    *why = "it is not a jitk entry";
+    return JITK_OK;
+  }
+  rd.at = 8;
+  uint32_t format = (uint32_t)get_u(&rd, 4), kind = (uint32_t)get_u(&rd, 4);
+  uint64_t ms_bits = get_u(&rd, 8);
+  size_t mat_len, sum_len, names_len, log_len, image_len;
+  const unsigned char *mat = get_field(&rd, &mat_len), *sum = get_field(&rd, &sum_len),
+                      *names = get_field(&rd, &names_len), *log = get_field(&rd, &log_len),
+                      *image = get_field(&rd, &image_len);
+  if (!rd.ok || rd.at != n) {
+    *why = "it is truncated or has bytes past its end";
+    return JITK_OK;
+  }
+  if (format != JK_CACHE_FORMAT) {
+    *why = "it is of another format";
+    return JITK_OK;
+  }
+  /* The request it answers is the start of its key material. */
+  if (mat_len <= req->len || memcmp(mat, req->data, req->len) != 0) {
+    *why = "it answers another request";
+    return JITK_OK;
+  }
+  const unsigned char *tc;
+  size_t tcl;
+  jk_deps deps;
+  jitk_status st = jk_deps_parse(e, mat, mat_len, req->len, &tc, &tcl, &deps);
+  if (st == JITK_ERR_INVALID_IMAGE) {
+    *why = "its dependency record does not parse";
+    return JITK_OK;
+  }
+  if (st != JITK_OK) return st;
+  const char *toolchain = jk_toolchain(e);
+  const char *changed = NULL;
+  if (tcl != strlen(toolchain) || memcmp(tc, toolchain, tcl) != 0 ||
+      !jk_deps_hold(e, &deps, true, &changed)) {
+    /* Compiled against other files or another NVRTC build: not ours. */
+    jk_deps_free(e, &deps);
+    return JITK_OK;
+  }
+  double ms;
+  memcpy(&ms, &ms_bits, sizeof ms);
+  jk_material view = {e, (unsigned char *)mat, mat_len, mat_len, false};
+  st = jk_store_check_entry(e, (int)kind, ms, sum, sum_len, mat, mat_len, names, names_len,
+                            (const char *)log, log_len, image, image_len, &view, out, found, why);
+  if (*found) {
+    out->deps = deps;
+  } else {
+    jk_deps_free(e, &deps);
+  }
+  return st;
+}
+
+jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_material *req,
+                           jk_entry *out, bool *found, bool *present) {
+  jk_remote *r = &e->cache.remote;
+  *found = false;
+  *present = false;
+  if (!r->enabled) return JITK_OK;
+  pthread_mutex_lock(&r->lock);
+  redisContext *c = connection(e, r);
+  jitk_status st = JITK_OK;
+  if (c != NULL) {
+    char name[96];
+    key_name(request, "", name, sizeof name);
+    redisReply *rep = command(e, r, "GET", redisCommand(c, "GET %s", name));
+    if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+      *present = true;
+      r->stats.bytes_read += (uint64_t)rep->len;
+      const char *why = NULL;
+      /* Decoded into an entry of its own: one that fails a check after
+       * some fields were read leaves `out` as it was. */
+      jk_entry *got = jk_calloc(e, 1, sizeof *got);
+      if (got == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+      if (got != NULL)
+        st = decode(e, (const unsigned char *)rep->str, (size_t)rep->len, req, got, found, &why);
+      if (got != NULL && *found) {
+        out->kind = got->kind;
+        out->compile_ms = got->compile_ms;
+        out->image = got->image;
+        out->image_size = got->image_size;
+        out->log = got->log;
+        out->name_expressions = got->name_expressions;
+        out->lowered = got->lowered;
+        out->num_names = got->num_names;
+        out->deps = got->deps;
+        jk_free(e, got);
+      } else if (got != NULL) {
+        jk_entry_discard(e, got);
+      }
+      if (why != NULL) {
+        r->stats.rejected++;
+        jk_log(e, JITK_LOG_WARN, "kernel cache: the remote's entry for request %s is not used: %s",
+               name, why);
+      }
+    }
+    if (rep != NULL) freeReplyObject(rep);
+  }
+  if (*found) r->stats.hits++;
+  pthread_mutex_unlock(&r->lock);
+  return st;
+}
+
+void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *full,
+                   const jk_entry *x) {
+  jk_remote *r = &e->cache.remote;
+  if (!r->enabled) return;
+  jk_material names, v;
+  jk_material_init(&names, e);
+  jk_material_init(&v, e);
+  if (jk_names_pack(e, x, &names) != JITK_OK) {
+    jk_material_free(&names);
+    return;
+  }
+  const char *log = x->log ? x->log : "";
+  size_t log_len = strlen(log);
+  uint8_t sum[16];
+  jk_store_checksum(x->kind, x->image, x->image_size, names.data, names.len, log, log_len, sum);
+  uint64_t ms_bits;
+  memcpy(&ms_bits, &x->compile_ms, sizeof ms_bits);
+  jk_material_append(&v, JK_REMOTE_MAGIC, 8);
+  put_u32(&v, JK_CACHE_FORMAT);
+  put_u32(&v, (uint32_t)x->kind);
+  put_u64(&v, ms_bits);
+  put_field(&v, full->data, full->len);
+  put_field(&v, sum, 16);
+  put_field(&v, names.data, names.len);
+  put_field(&v, log, log_len);
+  put_field(&v, x->image, x->image_size);
+  jk_material_free(&names);
+  if (!v.failed) {
+    pthread_mutex_lock(&r->lock);
+    redisContext *c = connection(e, r);
+    if (c != NULL) {
+      char name[96];
+      key_name(request, "", name, sizeof name);
+      redisReply *rep = command(e, r, "SET", redisCommand(c, "SET %s %b", name, v.data, v.len));
+      if (rep != NULL) {
+        r->stats.stores++;
+        r->stats.bytes_written += v.len;
+        freeReplyObject(rep);
+      }
+    }
+    pthread_mutex_unlock(&r->lock);
+  }
+  jk_material_free(&v);
+}
+
+jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
+  jk_remote *r = &e->cache.remote;
+  if (!r->enabled) return JK_LEASE_NONE;
+  pthread_mutex_lock(&r->lock);
+  redisContext *c = connection(e, r);
+  jk_lease got = JK_LEASE_NONE;
+  if (c != NULL) {
+    char name[96];
+    key_name(request, "lease:", name, sizeof name);
+    redisReply *rep =
+        command(e, r, "SET NX", redisCommand(c, "SET %s %s NX PX %d", name, r->node, r->lease_ms));
+    if (rep != NULL) {
+      got = rep->type == REDIS_REPLY_STATUS ? JK_LEASE_MINE : JK_LEASE_OTHERS;
+      freeReplyObject(rep);
+    }
+  }
+  pthread_mutex_unlock(&r->lock);
+  return got;
+}
+
+void jk_remote_release(jitk_engine *e, const jk_key *request) {
+  jk_remote *r = &e->cache.remote;
+  if (!r->enabled) return;
+  pthread_mutex_lock(&r->lock);
+  redisContext *c = connection(e, r);
+  if (c != NULL) {
+    char name[96];
+    key_name(request, "lease:", name, sizeof name);
+    /* Only this process's lease: one that expired may be another's now. */
+    redisReply *rep = command(e, r, "EVAL",
+                              redisCommand(c, "EVAL %s 1 %s %s",
+                                           "if redis.call('get', KEYS[1]) == ARGV[1] then "
+                                           "return redis.call('del', KEYS[1]) end return 0",
+                                           name, r->node));
+    if (rep != NULL) freeReplyObject(rep);
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
+  jk_remote *r = &e->cache.remote;
+  if (!r->enabled) return false;
+  pthread_mutex_lock(&r->lock);
+  redisContext *c = connection(e, r);
+  bool held = false;
+  if (c != NULL) {
+    char name[96];
+    key_name(request, "lease:", name, sizeof name);
+    redisReply *rep = command(e, r, "EXISTS", redisCommand(c, "EXISTS %s", name));
+    if (rep != NULL) {
+      held = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+      freeReplyObject(rep);
+    }
+  }
+  pthread_mutex_unlock(&r->lock);
+  return held;
+}
+
+void jk_remote_destroy(jitk_engine *e) {
+  jk_remote *r = &e->cache.remote;
+  disconnect(r);
+  jk_free(e, r->url);
+  jk_free(e, r->host);
+  jk_free(e, r->user);
+  jk_free(e, r->password);
+  if (r->inited) pthread_mutex_destroy(&r->lock);
+  memset(r, 0, sizeof *r);
+}
+
+#else /* !JITK_HAVE_HIREDIS: the remote is never on (jk_remote_init said why). */
+
+jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_material *req,
+                           jk_entry *out, bool *found, bool *present) {
+  (void)e, (void)request, (void)req, (void)out;
+  *found = false;
+  *present = false;
+  return JITK_OK;
+}
+
+void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *full,
+                   const jk_entry *x) {
+  (void)e, (void)request, (void)full, (void)x;
+}
+
+jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
+  (void)e, (void)request;
+  return JK_LEASE_NONE;
+}
+
+void jk_remote_release(jitk_engine *e, const jk_key *request) { (void)e, (void)request; }
+
+bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
+  (void)e, (void)request;
+  return false;
+}
+
+void jk_remote_destroy(jitk_engine *e) {
+  jk_remote *r = &e->cache.remote;
+  jk_free(e, r->url);
+  jk_free(e, r->host);
+  jk_free(e, r->user);
+  jk_free(e, r->password);
+  if (r->inited) pthread_mutex_destroy(&r->lock);
+  memset(r, 0, sizeof *r);
+}
+
+#endif
+
+jitk_status jitk_cache_remote_info_init(jitk_cache_remote_info *info) {
+  if (info == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_info_init: info is NULL");
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  return JITK_OK;
+}
+
+jitk_status jitk_cache_remote_get_info(jitk_engine *e, jitk_cache_remote_info *info) {
+  if (e == NULL || info == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_get_info: %s is NULL",
+                   e == NULL ? "engine" : "info");
+  size_t size = info->struct_size;
+  if (size < offsetof(jitk_cache_remote_info, state) + sizeof(const char *) || size > sizeof *info)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_cache_remote_get_info: info->struct_size is %zu; call "
+                   "jitk_cache_remote_info_init first",
+                   size);
+  jk_remote *r = &e->cache.remote;
+  jitk_cache_remote_info v;
+  jitk_cache_remote_info_init(&v);
+  pthread_mutex_lock(&r->lock);
+  v.url = r->url;
+  v.state = r->state;
+  v.hits = r->stats.hits;
+  v.misses = r->stats.misses;
+  v.errors = r->stats.errors;
+  v.rejected = r->stats.rejected;
+  v.stores = r->stats.stores;
+  v.lease_waits = r->stats.lease_waits;
+  v.bytes_read = r->stats.bytes_read;
+  v.bytes_written = r->stats.bytes_written;
+  pthread_mutex_unlock(&r->lock);
+  memcpy(info, &v, size);
+  info->struct_size = size;
+  return JITK_OK;
+}

@@ -1,0 +1,487 @@
+/*
+ * The remote tier on a real Redis server (redis-server on 127.0.0.1 at a
+ * free port, no persistence, started by each test and killed at its end):
+ * two "machines" (engines on separate cache folders) compile each kernel
+ * once between them; processes sharing one server compile each kernel of
+ * overlapping sets once in all; entries damaged or planted in Redis are
+ * never loaded; a server killed in the middle, one that accepts
+ * connections and never answers, and one that was never there each cost
+ * one warning and a bounded delay, and everything still compiles; keys
+ * Redis evicts under maxmemory are recompiled without an error; a URL
+ * that does not parse, or a password in a file others can read, turns the
+ * remote off with one warning. Skipped where redis-server is not
+ * installed.
+ */
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "unit/cache/cache_common.h"
+
+/* A port nothing listens on now (the kernel's choice for a bound socket,
+ * released). */
+static int free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t n = sizeof a;
+  cr_assert_eq(getsockname(s, (struct sockaddr *)&a, &n), 0);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+typedef struct server {
+  pid_t pid;
+  int port;
+  char url[64];
+} server;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* redis-server with no persistence on a free port, answering PING. */
+static server start_server(void) {
+  if (system("command -v redis-server >/dev/null 2>&1") != 0)
+    cr_skip_test("redis-server is not installed (Debian: redis-server)");
+  server s;
+  s.port = free_port();
+  snprintf(s.url, sizeof s.url, "redis://127.0.0.1:%d", s.port);
+  s.pid = fork();
+  cr_assert_geq(s.pid, 0);
+  if (s.pid == 0) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", s.port);
+    /* The server dies with the test's process, whatever ends it, and
+     * keeps none of its output streams open. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+           "--appendonly", "no", "--protected-mode", "no", (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 200; i++) {
+    redisContext *c = redisConnect("127.0.0.1", s.port);
+    if (c != NULL && !c->err) {
+      redisReply *r = redisCommand(c, "PING");
+      bool up = r != NULL && r->type == REDIS_REPLY_STATUS;
+      if (r) freeReplyObject(r);
+      redisFree(c);
+      if (up) return s;
+    } else if (c != NULL) {
+      redisFree(c);
+    }
+    usleep(10000);
+  }
+  cr_assert_fail("redis-server did not start on port %d", s.port);
+  return s;
+}
+
+static void stop_server(server *s) {
+  if (s->pid > 0) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+  }
+  s->pid = 0;
+}
+
+static redisContext *client(const server *s) {
+  redisContext *c = redisConnect("127.0.0.1", s->port);
+  cr_assert(c != NULL && !c->err, "connecting to the test's server");
+  return c;
+}
+
+/* A compile-only engine on cache folder `dir` with the remote `url`. */
+static jitk_engine *remote_engine(const char *dir, const char *url, jt_log *log) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.cache_dir = dir;
+  cfg.cache_mode = JITK_CACHE_ON;
+  cfg.cache_remote = url;
+  cfg.log_fn = jt_log_fn;
+  cfg.log_user = log;
+  cfg.log_level = JITK_LOG_WARN;
+  jitk_engine *e = NULL;
+  cr_assert_eq(jitk_engine_create(&cfg, &e), JITK_OK, "%s", jitk_errmsg(NULL));
+  return e;
+}
+
+static jitk_cache_remote_info remote_info(jitk_engine *e) {
+  jitk_cache_remote_info i;
+  jitk_cache_remote_info_init(&i);
+  JT_OK(e, jitk_cache_remote_get_info(e, &i));
+  return i;
+}
+
+/* Kernel number `n`: distinct source, so a distinct request. */
+static const char *kernel_source(int n, char *buf, size_t size) {
+  snprintf(buf, size, "extern \"C\" __global__ void k%d(float *x) { x[0] = %d.0f; }\n", n, n);
+  return buf;
+}
+
+/* Kernel number `n` with 16 KiB of initialized data in its image, for a
+ * server that runs out of memory. */
+static void build_big(jitk_engine *e, int n) {
+  char src[256];
+  snprintf(src, sizeof src,
+           "__device__ float table%d[4096] = {%d.0f, 1.0f};\n"
+           "extern \"C\" __global__ void big%d(float *x) { x[0] = table%d[x[1] > 0]; }\n",
+           n, n, n, n);
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, NULL, &m));
+  jitk_module_destroy(m);
+}
+
+static void build(jitk_engine *e, int n) {
+  char src[256];
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, kernel_source(n, src, sizeof src), NULL, &m));
+  jitk_module_destroy(m);
+}
+
+/* The one value under jitk's request keys in the server (there must be
+ * exactly `expect` of them). */
+static size_t entry_keys(redisContext *c, char keys[][96], size_t max) {
+  redisReply *r = redisCommand(c, "KEYS jitk:*");
+  cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+  size_t n = 0;
+  for (size_t i = 0; i < r->elements && n < max; i++)
+    if (strstr(r->element[i]->str, ":lease:") == NULL)
+      snprintf(keys[n++], 96, "%s", r->element[i]->str);
+  freeReplyObject(r);
+  return n;
+}
+
+Test(remote, two_machines_compile_once) {
+  server s = start_server();
+  char *a = jt_tmpdir(), *b = jt_tmpdir();
+  jt_log la = {0}, lb = {0};
+  jitk_engine *ea = remote_engine(a, s.url, &la);
+  build(ea, 1);
+  jitk_cache_remote_info ia = remote_info(ea);
+  cr_assert_eq(jt_stats_mine(ea).compiles, 1);
+  cr_assert_eq(ia.stores, 1);
+  cr_assert_eq(ia.misses, 1);
+  cr_assert_str_eq(ia.state, "on");
+  cr_assert(ia.bytes_written > 0);
+
+  /* Another machine: its own folder, the same server. */
+  jitk_engine *eb = remote_engine(b, s.url, &lb);
+  build(eb, 1);
+  jitk_cache_remote_info ib = remote_info(eb);
+  cr_assert_eq(jt_stats_mine(eb).compiles, 0, "the remote's entry served");
+  cr_assert_eq(ib.hits, 1);
+  cr_assert(ib.bytes_read > 0);
+  jitk_engine_destroy(eb);
+  /* ...and went into its local tier: a process there without the remote
+   * finds it on disk. */
+  jitk_engine *local = jt_cache_engine(b);
+  build(local, 1);
+  cr_assert_eq(jt_stats_mine(local).disk_hits, 1);
+  cr_assert_eq(jt_stats_mine(local).compiles, 0);
+  jitk_engine_destroy(local);
+  cr_assert_eq(la.warnings + lb.warnings, 0, "%s %s", la.last_warning, lb.last_warning);
+  /* The URL is shown, its password never. */
+  jitk_engine_destroy(ea);
+  char url[128];
+  snprintf(url, sizeof url, "redis://someone:s3cret@127.0.0.1:%d/0", s.port);
+  jt_log lp = {0};
+  jitk_engine *ep = remote_engine(a, url, &lp);
+  jitk_cache_remote_info ip = remote_info(ep);
+  cr_assert(strstr(ip.url, "s3cret") == NULL && strstr(ip.url, "***") != NULL, "%s", ip.url);
+  jitk_engine_destroy(ep);
+  stop_server(&s);
+  jt_rmdir(a);
+  jt_rmdir(b);
+}
+
+/* Replaces the value of `key` on the server with `v` (n bytes). */
+static void set_value(redisContext *c, const char *key, const void *v, size_t n) {
+  redisReply *r = redisCommand(c, "SET %s %b", key, v, n);
+  cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+}
+
+static void *get_value(redisContext *c, const char *key, size_t *n) {
+  redisReply *r = redisCommand(c, "GET %s", key);
+  cr_assert(r != NULL && r->type == REDIS_REPLY_STRING, "no value under %s", key);
+  void *v = malloc(r->len);
+  memcpy(v, r->str, r->len);
+  *n = r->len;
+  freeReplyObject(r);
+  return v;
+}
+
+Test(remote, damaged_or_planted_entries_are_never_loaded) {
+  server s = start_server();
+  redisContext *c = client(&s);
+  char *a = jt_tmpdir();
+  jt_log la = {0};
+  jitk_engine *ea = remote_engine(a, s.url, &la);
+  build(ea, 1);
+  build(ea, 2);
+  jitk_engine_destroy(ea);
+  char keys[8][96];
+  cr_assert_eq(entry_keys(c, keys, 8), 2);
+  size_t n1, n2;
+  unsigned char *v1 = get_value(c, keys[0], &n1), *v2 = get_value(c, keys[1], &n2);
+
+  /* Each damage, then a fresh machine asking for both kernels: it never
+   * serves the damaged value, compiles instead and stores its own. */
+  const char *what[] = {"a flipped byte of the image", "truncated",        "bytes past its end",
+                        "the other request's entry",   "not a jitk value", "empty"};
+  for (int d = 0; d < 6; d++) {
+    unsigned char *bad = malloc(n1 + 16);
+    size_t bn = n1;
+    memcpy(bad, v1, n1);
+    if (d == 0) bad[n1 - 3] ^= 0x40;
+    if (d == 1) bn = n1 / 2;
+    if (d == 2) bad[bn++] = 0;
+    if (d == 3) {
+      free(bad);
+      bad = malloc(n2);
+      memcpy(bad, v2, n2);
+      bn = n2;
+    }
+    if (d == 4) memcpy(bad, "not jitk", 8);
+    if (d == 5) bn = 0;
+    set_value(c, keys[0], bad, bn);
+    free(bad);
+    char *dir = jt_tmpdir();
+    jt_log l = {0};
+    jitk_engine *e = remote_engine(dir, s.url, &l);
+    build(e, 1);
+    build(e, 2);
+    jitk_cache_remote_info i = remote_info(e);
+    jitk_cache_stats st = jt_stats_mine(e);
+    /* One of the two is damaged: compiled here; the other served. */
+    cr_assert_eq(st.compiles, 1, "%s: %llu compiles", what[d], (unsigned long long)st.compiles);
+    cr_assert_eq(i.hits, 1, "%s", what[d]);
+    if (d != 3) {
+      cr_assert_eq(i.rejected, 1, "%s: %llu rejected", what[d], (unsigned long long)i.rejected);
+      cr_assert_eq(l.warnings, 1, "%s: one warning, not %d", what[d], l.warnings);
+    }
+    jitk_engine_destroy(e);
+    jt_rmdir(dir);
+    /* The compile replaced the damaged value with a good one. */
+    size_t fixed_n;
+    free(get_value(c, keys[0], &fixed_n));
+    cr_assert(fixed_n > 64, "%s: the value was not replaced", what[d]);
+  }
+  free(v1);
+  free(v2);
+  redisFree(c);
+  stop_server(&s);
+  jt_rmdir(a);
+}
+
+Test(remote, processes_sharing_a_server_compile_each_kernel_once) {
+  server s = start_server();
+  enum { PROCS = 16, KINDS = 6 };
+  char *dirs[PROCS];
+  int pipes[PROCS][2];
+  pid_t kids[PROCS];
+  for (int p = 0; p < PROCS; p++) {
+    dirs[p] = jt_tmpdir();
+    cr_assert_eq(pipe(pipes[p]), 0);
+    kids[p] = fork();
+    cr_assert_geq(kids[p], 0);
+    if (kids[p] == 0) {
+      /* Each process builds three of the six kernels, starting at its own
+       * place, so the sets overlap and the same kernel is asked for at
+       * the same moment by several processes. */
+      jt_log l = {0};
+      jitk_engine *e = remote_engine(dirs[p], s.url, &l);
+      for (int k = 0; k < 3; k++) build(e, 100 + (p + k) % KINDS);
+      unsigned long long compiles = jt_stats_mine(e).compiles;
+      jitk_engine_destroy(e);
+      if (write(pipes[p][1], &compiles, sizeof compiles) != sizeof compiles) _exit(2);
+      _exit(l.warnings == 0 ? 0 : 3);
+    }
+    close(pipes[p][1]);
+  }
+  unsigned long long total = 0;
+  for (int p = 0; p < PROCS; p++) {
+    unsigned long long n = 0;
+    cr_assert_eq(read(pipes[p][0], &n, sizeof n), (ssize_t)sizeof n, "process %d reported", p);
+    close(pipes[p][0]);
+    int status = 0;
+    waitpid(kids[p], &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "process %d: status %d", p, status);
+    total += n;
+    jt_rmdir(dirs[p]);
+  }
+  cr_assert_eq(total, KINDS, "%llu compiles among %d processes for %d kernels", total, PROCS,
+               KINDS);
+  stop_server(&s);
+}
+
+Test(remote, a_server_killed_in_the_middle) {
+  server s = start_server();
+  char *a = jt_tmpdir();
+  jt_log l = {0};
+  jitk_engine *e = remote_engine(a, s.url, &l);
+  build(e, 1);
+  stop_server(&s);
+  for (int k = 2; k < 6; k++) build(e, k);
+  jitk_cache_remote_info i = remote_info(e);
+  cr_assert_eq(jt_stats_mine(e).compiles, 5, "everything still compiles");
+  cr_assert_eq(l.warnings, 1, "one warning for the process, not %d: %s", l.warnings,
+               l.last_warning);
+  cr_assert_eq(i.errors, 1, "one attempt, then the back-off");
+  cr_assert(strncmp(i.state, "off for", 7) == 0, "%s", i.state);
+  jitk_engine_destroy(e);
+  jt_rmdir(a);
+}
+
+/* The extra time of a first compile against an engine without a remote:
+ * the remote's cost alone. */
+static double first_compile_ms(const char *url, jt_log *l) {
+  char *a = jt_tmpdir();
+  jitk_engine *e = remote_engine(a, url, l);
+  double t0 = now_ms();
+  build(e, 7);
+  double ms = now_ms() - t0;
+  jitk_engine_destroy(e);
+  jt_rmdir(a);
+  return ms;
+}
+
+Test(remote, unreachable_or_silent_servers_cost_little) {
+  char *a = jt_tmpdir();
+  jt_log l0 = {0};
+  jitk_engine *e0 = jt_cache_engine(a);
+  (void)l0;
+  build(e0, 7); /* NVRTC warmed up, so the timings below are the compile's */
+  jitk_engine_destroy(e0);
+  jt_rmdir(a);
+  double plain = first_compile_ms(NULL, &l0);
+
+  /* Nothing listens on the port. */
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", free_port());
+  jt_log l1 = {0};
+  double dead = first_compile_ms(url, &l1);
+  cr_assert_eq(l1.warnings, 1, "%d warnings", l1.warnings);
+  cr_log_info("first compile: %.1f ms without a remote, %.1f ms with a dead one", plain, dead);
+  cr_assert_lt(dead - plain, 50.0, "a dead server added %.1f ms", dead - plain);
+
+  /* A server that accepts connections (the kernel does, from the listen
+   * backlog) and never answers. */
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+  socklen_t n = sizeof sa;
+  getsockname(s, (struct sockaddr *)&sa, &n);
+  cr_assert_eq(listen(s, 16), 0);
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+  jt_log l2 = {0};
+  double silent = first_compile_ms(url, &l2);
+  close(s);
+  cr_assert_eq(l2.warnings, 1, "%d warnings", l2.warnings);
+  cr_log_info("first compile with a silent server: %.1f ms", silent);
+  cr_assert_lt(silent - plain, 50.0, "a silent server added %.1f ms", silent - plain);
+}
+
+Test(remote, evicted_keys_are_compiled_again) {
+  server s = start_server();
+  redisContext *c = client(&s);
+  /* Room for about half of the entries above what the server uses. */
+  redisReply *r = redisCommand(c, "INFO memory");
+  const char *used = r && r->str ? strstr(r->str, "used_memory:") : NULL;
+  cr_assert_not_null(used);
+  long long base = atoll(used + strlen("used_memory:"));
+  freeReplyObject(r);
+  r = redisCommand(c, "CONFIG SET maxmemory %lld", base + 400000);
+  freeReplyObject(r);
+  r = redisCommand(c, "CONFIG SET maxmemory-policy allkeys-lru");
+  freeReplyObject(r);
+  char *a = jt_tmpdir(), *b = jt_tmpdir();
+  jt_log la = {0}, lb = {0};
+  jitk_engine *ea = remote_engine(a, s.url, &la);
+  for (int k = 0; k < 40; k++) build_big(ea, 200 + k);
+  jitk_cache_remote_info ia = remote_info(ea);
+  cr_log_info("40 entries of %llu bytes on average sent",
+              (unsigned long long)ia.bytes_written / 40);
+  jitk_engine_destroy(ea);
+  /* The older ones were evicted; a new machine gets the rest and
+   * compiles those (newest first: its own stores evict the oldest). */
+  jitk_engine *eb = remote_engine(b, s.url, &lb);
+  for (int k = 39; k >= 0; k--) build_big(eb, 200 + k);
+  jitk_cache_remote_info i = remote_info(eb);
+  cr_log_info("after eviction: %llu hits, %llu compiled again", (unsigned long long)i.hits,
+              (unsigned long long)jt_stats_mine(eb).compiles);
+  cr_assert_eq(i.hits + jt_stats_mine(eb).compiles, 40);
+  cr_assert_gt(jt_stats_mine(eb).compiles, 0, "nothing was evicted; the test tests nothing");
+  cr_assert_gt(i.hits, 0);
+  cr_assert_eq(i.errors, 0);
+  cr_assert_eq(la.warnings + lb.warnings, 0);
+  jitk_engine_destroy(eb);
+  redisFree(c);
+  stop_server(&s);
+  jt_rmdir(a);
+  jt_rmdir(b);
+}
+
+Test(remote, bad_configurations_turn_the_remote_off) {
+  char *a = jt_tmpdir();
+  const char *bad[] = {"http://127.0.0.1:6379", "redis://",
+                       "redis://host:99999",    "redis://host:12x",
+                       "redis://host:6379/db",  "rediss://host:6380"};
+  const char *why[] = {"redis://", "no host", "port", "port", "database", "TLS"};
+  for (int i = 0; i < 6; i++) {
+    jt_log l = {0};
+    jitk_engine *e = remote_engine(a, bad[i], &l);
+    jitk_cache_remote_info info = remote_info(e);
+    cr_assert(strncmp(info.state, "off:", 4) == 0, "%s: %s", bad[i], info.state);
+    cr_assert(strstr(info.state, why[i]) != NULL, "%s: %s", bad[i], info.state);
+    cr_assert_eq(l.warnings, 1, "%s", bad[i]);
+    build(e, 1); /* still compiles */
+    jitk_engine_destroy(e);
+  }
+  /* A password in a file that others can read. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/remote.url", a);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "redis://user:s3cret@127.0.0.1:6379\n");
+  fclose(f);
+  chmod(path, 0644);
+  setenv("JITK_CACHE_REMOTE_FILE", path, 1);
+  jt_log l = {0};
+  jitk_engine *e = remote_engine(a, NULL, &l);
+  jitk_cache_remote_info info = remote_info(e);
+  cr_assert(strstr(info.state, "chmod 600") != NULL, "%s", info.state);
+  cr_assert_eq(l.warnings, 1);
+  jitk_engine_destroy(e);
+  /* The same file, private: used (the server is not there, which is the
+   * back-off's business, not the configuration's). */
+  chmod(path, 0600);
+  jt_log l2 = {0};
+  e = remote_engine(a, NULL, &l2);
+  info = remote_info(e);
+  cr_assert_str_eq(info.state, "not contacted yet");
+  cr_assert(strstr(info.url, "***") != NULL, "%s", info.url);
+  jitk_engine_destroy(e);
+  unsetenv("JITK_CACHE_REMOTE_FILE");
+  jt_rmdir(a);
+}
