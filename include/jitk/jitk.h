@@ -422,9 +422,20 @@ typedef struct jitk_cache_remote_info {
 } jitk_cache_remote_info;
 
 JITK_API jitk_status jitk_cache_remote_info_init(jitk_cache_remote_info *info);
-/* The strings live as long as the engine. JITK_ERR_INVALID_ARGUMENT for an
- * info whose struct_size was not set by jitk_cache_remote_info_init. */
-JITK_API jitk_status jitk_cache_remote_get_info(jitk_engine *engine, jitk_cache_remote_info *info);
+/* `mine`: this engine's remote and counters; `all`: the same URL and
+ * state, with hits, misses, errors, rejected entries and bytes summed over
+ * every process of this machine's cache (stores and lease waits are
+ * zero there); it needs the disk cache, JITK_ERR_CACHE otherwise. Either
+ * may be NULL. The strings live as long as the engine.
+ * JITK_ERR_INVALID_ARGUMENT for an info whose struct_size was not set by
+ * jitk_cache_remote_info_init. */
+JITK_API jitk_status jitk_cache_remote_get_info(jitk_engine *engine, jitk_cache_remote_info *mine,
+                                                jitk_cache_remote_info *all);
+/* Connects to the remote now (whatever the back-off) and asks it to
+ * answer; *milliseconds (may be NULL) gets how long that took.
+ * JITK_ERR_CACHE, saying why, when there is no remote or it does not
+ * answer (which turns it off for the back-off, as any failure does). */
+JITK_API jitk_status jitk_cache_remote_ping(jitk_engine *engine, double *milliseconds);
 
 /* The cache's folder and database file (NULL when there is none), and
  * the state of the disk cache in words: "on", "read-only", or "off: "

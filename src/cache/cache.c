@@ -506,6 +506,7 @@ static jitk_status remote_lookup(jitk_engine *e, const jk_key *key, const jk_mat
     pthread_mutex_lock(&r->lock);
     r->stats.misses++;
     pthread_mutex_unlock(&r->lock);
+    jk_remote_count(e, 0, 1, 0, 0, 0, 0);
   }
   return st;
 }

@@ -117,6 +117,9 @@ typedef struct jk_counters {
   uint64_t memory_hits, disk_hits, misses, compiles, corrupt, evictions, disk_errors;
   uint64_t shared_hits; /* of disk_hits, those the shared tier served */
   double compile_ms;
+  /* The remote tier's, added under disk_lock (remote.c, with the
+   * remote's lock held first). */
+  uint64_t remote_hits, remote_misses, remote_errors, remote_rejected, remote_read, remote_written;
 } jk_counters;
 
 /* Events for tests: called, when set, at points where a crash matters. */
@@ -237,8 +240,11 @@ typedef struct jk_cache {
   char *shared_db_path;
   char shared_why[768]; /* "on", or "off: " and why */
 
-  /* The remote tier, asked after both local tiers miss. */
+  /* The remote tier, asked after both local tiers miss, and its counters
+   * over every process as jitk_cache_get_stats last read them (stats rows
+   * 9 to 14, under disk_lock). */
   jk_remote remote;
+  uint64_t remote_totals[6];
 
   /* This engine's counters (memory hits kept apart: they are counted on
    * the fast path, without the disk lock). */
@@ -367,7 +373,13 @@ enum {
   JK_STAT_COMPILE_US = 5,
   JK_STAT_CORRUPT = 6,
   JK_STAT_EVICTIONS = 7,
-  JK_STAT_TOTAL_BYTES = 8
+  JK_STAT_TOTAL_BYTES = 8,
+  JK_STAT_REMOTE_HITS = 9,
+  JK_STAT_REMOTE_MISSES = 10,
+  JK_STAT_REMOTE_ERRORS = 11,
+  JK_STAT_REMOTE_REJECTED = 12,
+  JK_STAT_REMOTE_READ = 13,
+  JK_STAT_REMOTE_WRITTEN = 14
 };
 
 /* Unix time in milliseconds: created and last_used stamps. */
@@ -466,6 +478,10 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
 /* Sends a compiled entry (its full key material) to the remote. */
 void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *full,
                    const jk_entry *x);
+/* Adds to the database's pending remote counters (hits, misses, errors,
+ * rejected, bytes read, bytes written); takes disk_lock. */
+void jk_remote_count(jitk_engine *e, uint64_t hits, uint64_t misses, uint64_t errors,
+                     uint64_t rejected, uint64_t read, uint64_t written);
 /* Takes the request's lease for this process when nobody holds it. */
 jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request);
 void jk_remote_release(jitk_engine *e, const jk_key *request);

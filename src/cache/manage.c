@@ -102,6 +102,12 @@ jitk_status jitk_cache_get_stats(jitk_engine *e, jitk_cache_stats *mine, jitk_ca
       case JK_STAT_COMPILE_US: a.compile_ms = (double)v / 1000.0; break;
       case JK_STAT_CORRUPT: a.corrupt = (uint64_t)v; break;
       case JK_STAT_EVICTIONS: a.evictions = (uint64_t)v; break;
+      case JK_STAT_REMOTE_HITS:
+      case JK_STAT_REMOTE_MISSES:
+      case JK_STAT_REMOTE_ERRORS:
+      case JK_STAT_REMOTE_REJECTED:
+      case JK_STAT_REMOTE_READ:
+      case JK_STAT_REMOTE_WRITTEN: c->remote_totals[id - JK_STAT_REMOTE_HITS] = (uint64_t)v; break;
       default: break;
     }
   }

@@ -205,6 +205,19 @@ jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg) {
 
 bool jk_remote_on(jitk_engine *e) { return e->cache.remote.enabled; }
 
+void jk_remote_count(jitk_engine *e, uint64_t hits, uint64_t misses, uint64_t errors,
+                     uint64_t rejected, uint64_t read, uint64_t written) {
+  jk_cache *c = &e->cache;
+  pthread_mutex_lock(&c->disk_lock);
+  c->pending.remote_hits += hits;
+  c->pending.remote_misses += misses;
+  c->pending.remote_errors += errors;
+  c->pending.remote_rejected += rejected;
+  c->pending.remote_read += read;
+  c->pending.remote_written += written;
+  pthread_mutex_unlock(&c->disk_lock);
+}
+
 #ifdef JITK_HAVE_HIREDIS
 
 static int64_t now_ms(void) {
@@ -224,6 +237,7 @@ static void disconnect(jk_remote *r) {
 static void failed(jitk_engine *e, jk_remote *r, const char *what, const char *detail) {
   disconnect(r);
   r->stats.errors++;
+  jk_remote_count(e, 0, 0, 1, 0, 0, 0);
   r->retry_at = now_ms() + r->backoff_ms;
   char msg[512];
   snprintf(msg, sizeof msg, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
@@ -396,10 +410,15 @@ static jitk_status decode(jitk_engine *e, const unsigned char *v, size_t n, cons
     return JITK_OK;
   }
   if (st != JITK_OK) return st;
+  /* The toolchain's digest and the dependency checks are the disk
+   * lock's (their remembered hashes); taken after the remote's. */
+  pthread_mutex_lock(&e->cache.disk_lock);
   const char *toolchain = jk_toolchain(e);
   const char *changed = NULL;
-  if (tcl != strlen(toolchain) || memcmp(tc, toolchain, tcl) != 0 ||
-      !jk_deps_hold(e, &deps, true, &changed)) {
+  bool holds = tcl == strlen(toolchain) && memcmp(tc, toolchain, tcl) == 0 &&
+               jk_deps_hold(e, &deps, true, &changed);
+  pthread_mutex_unlock(&e->cache.disk_lock);
+  if (!holds) {
     /* Compiled against other files or another NVRTC build: not ours. */
     jk_deps_free(e, &deps);
     return JITK_OK;
@@ -433,6 +452,7 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
     if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
       *present = true;
       r->stats.bytes_read += (uint64_t)rep->len;
+      jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
       const char *why = NULL;
       /* Decoded into an entry of its own: one that fails a check after
        * some fields were read leaves `out` as it was. */
@@ -456,13 +476,17 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
       }
       if (why != NULL) {
         r->stats.rejected++;
+        jk_remote_count(e, 0, 0, 0, 1, 0, 0);
         jk_log(e, JITK_LOG_WARN, "kernel cache: the remote's entry for request %s is not used: %s",
                name, why);
       }
     }
     if (rep != NULL) freeReplyObject(rep);
   }
-  if (*found) r->stats.hits++;
+  if (*found) {
+    r->stats.hits++;
+    jk_remote_count(e, 1, 0, 0, 0, 0, 0);
+  }
   pthread_mutex_unlock(&r->lock);
   return st;
 }
@@ -504,6 +528,7 @@ void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *ful
       if (rep != NULL) {
         r->stats.stores++;
         r->stats.bytes_written += v.len;
+        jk_remote_count(e, 0, 0, 0, 0, 0, v.len);
         freeReplyObject(rep);
       }
     }
@@ -628,32 +653,97 @@ jitk_status jitk_cache_remote_info_init(jitk_cache_remote_info *info) {
   return JITK_OK;
 }
 
-jitk_status jitk_cache_remote_get_info(jitk_engine *e, jitk_cache_remote_info *info) {
-  if (e == NULL || info == NULL)
-    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_get_info: %s is NULL",
-                   e == NULL ? "engine" : "info");
+/* Checks a caller's info struct. */
+static jitk_status check_info(jitk_engine *e, const jitk_cache_remote_info *info) {
   size_t size = info->struct_size;
   if (size < offsetof(jitk_cache_remote_info, state) + sizeof(const char *) || size > sizeof *info)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_cache_remote_get_info: info->struct_size is %zu; call "
+                   "jitk_cache_remote_get_info: struct_size is %zu; call "
                    "jitk_cache_remote_info_init first",
                    size);
-  jk_remote *r = &e->cache.remote;
-  jitk_cache_remote_info v;
-  jitk_cache_remote_info_init(&v);
-  pthread_mutex_lock(&r->lock);
-  v.url = r->url;
-  v.state = r->state;
-  v.hits = r->stats.hits;
-  v.misses = r->stats.misses;
-  v.errors = r->stats.errors;
-  v.rejected = r->stats.rejected;
-  v.stores = r->stats.stores;
-  v.lease_waits = r->stats.lease_waits;
-  v.bytes_read = r->stats.bytes_read;
-  v.bytes_written = r->stats.bytes_written;
-  pthread_mutex_unlock(&r->lock);
-  memcpy(info, &v, size);
-  info->struct_size = size;
   return JITK_OK;
+}
+
+jitk_status jitk_cache_remote_get_info(jitk_engine *e, jitk_cache_remote_info *mine,
+                                       jitk_cache_remote_info *all) {
+  if (e == NULL || (mine == NULL && all == NULL))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_get_info: %s is NULL",
+                   e == NULL ? "engine" : "both infos");
+  jitk_status st = JITK_OK;
+  if (mine != NULL) st = check_info(e, mine);
+  if (st == JITK_OK && all != NULL) st = check_info(e, all);
+  if (st != JITK_OK) return st;
+  jk_remote *r = &e->cache.remote;
+  jitk_cache_remote_info m, a;
+  jitk_cache_remote_info_init(&m);
+  pthread_mutex_lock(&r->lock);
+  m.url = r->url;
+  m.state = r->state;
+  m.hits = r->stats.hits;
+  m.misses = r->stats.misses;
+  m.errors = r->stats.errors;
+  m.rejected = r->stats.rejected;
+  m.stores = r->stats.stores;
+  m.lease_waits = r->stats.lease_waits;
+  m.bytes_read = r->stats.bytes_read;
+  m.bytes_written = r->stats.bytes_written;
+  pthread_mutex_unlock(&r->lock);
+  if (all != NULL) {
+    /* The database's sums, read (with this process's pending counts
+     * added first) by the local stats call. */
+    jitk_cache_stats ignored;
+    st = jitk_cache_get_stats(e, NULL, &ignored);
+    if (st != JITK_OK) return st;
+    a = m;
+    jk_cache *c = &e->cache;
+    pthread_mutex_lock(&c->disk_lock);
+    a.hits = c->remote_totals[0];
+    a.misses = c->remote_totals[1];
+    a.errors = c->remote_totals[2];
+    a.rejected = c->remote_totals[3];
+    a.bytes_read = c->remote_totals[4];
+    a.bytes_written = c->remote_totals[5];
+    pthread_mutex_unlock(&c->disk_lock);
+    /* Stores and lease waits are this engine's only. */
+    a.stores = 0;
+    a.lease_waits = 0;
+    size_t size = all->struct_size;
+    memcpy(all, &a, size);
+    all->struct_size = size;
+  }
+  if (mine != NULL) {
+    size_t size = mine->struct_size;
+    memcpy(mine, &m, size);
+    mine->struct_size = size;
+  }
+  return JITK_OK;
+}
+
+jitk_status jitk_cache_remote_ping(jitk_engine *e, double *milliseconds) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_ping: engine is NULL");
+  jk_remote *r = &e->cache.remote;
+  if (!r->enabled) return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", r->state);
+#ifdef JITK_HAVE_HIREDIS
+  pthread_mutex_lock(&r->lock);
+  /* A check asked for now: the back-off does not apply. */
+  r->retry_at = 0;
+  int64_t t0 = now_ms();
+  redisContext *c = connection(e, r);
+  jitk_status st = JITK_OK;
+  if (c != NULL) {
+    redisReply *rep = command(e, r, "PING", redisCommand(c, "PING"));
+    if (rep != NULL)
+      freeReplyObject(rep);
+    else
+      c = NULL;
+  }
+  if (c == NULL) st = jk_fail(e, JITK_ERR_CACHE, "the remote cache %s is %s", r->url, r->state);
+  if (c != NULL && milliseconds != NULL) *milliseconds = (double)(now_ms() - t0);
+  pthread_mutex_unlock(&r->lock);
+  return st;
+#else
+  (void)milliseconds;
+  return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", r->state);
+#endif
 }

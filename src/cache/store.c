@@ -794,6 +794,12 @@ static int write_counters(jitk_engine *e) {
       {JK_STAT_COMPILE_US, "compile_us", (int64_t)(p->compile_ms * 1000.0)},
       {JK_STAT_CORRUPT, "corrupt", (int64_t)p->corrupt},
       {JK_STAT_EVICTIONS, "evictions", (int64_t)p->evictions},
+      {JK_STAT_REMOTE_HITS, "remote_hits", (int64_t)p->remote_hits},
+      {JK_STAT_REMOTE_MISSES, "remote_misses", (int64_t)p->remote_misses},
+      {JK_STAT_REMOTE_ERRORS, "remote_errors", (int64_t)p->remote_errors},
+      {JK_STAT_REMOTE_REJECTED, "remote_rejected", (int64_t)p->remote_rejected},
+      {JK_STAT_REMOTE_READ, "remote_bytes_read", (int64_t)p->remote_read},
+      {JK_STAT_REMOTE_WRITTEN, "remote_bytes_written", (int64_t)p->remote_written},
   };
   sqlite3_stmt *q = NULL;
   int rc = sqlite3_prepare_v2(c->db,
@@ -834,7 +840,9 @@ void jk_store_flush(jitk_engine *e) {
   const jk_counters *p = &c->pending;
   bool none = p->memory_hits == 0 && p->disk_hits == 0 && p->misses == 0 && p->compiles == 0 &&
               p->corrupt == 0 && p->evictions == 0 && p->disk_errors == 0 && p->shared_hits == 0 &&
-              p->compile_ms == 0;
+              p->compile_ms == 0 && p->remote_hits == 0 && p->remote_misses == 0 &&
+              p->remote_errors == 0 && p->remote_rejected == 0 && p->remote_read == 0 &&
+              p->remote_written == 0;
   if (c->num_pending_used == 0 && none && atomic_load(&c->memory_hits_unflushed) == 0 &&
       !jk_memo_pending(e))
     return;

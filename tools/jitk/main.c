@@ -149,6 +149,16 @@ static int cmd_doctor(int argc, char **argv) {
   const char *inc = NULL;
   jitk_engine_cuda_include_dir(ce, &inc);
   printf("CUDA headers: %s\n", inc ? inc : "NOT FOUND (set CUDA_HOME)");
+  /* The remote cache tier, when one is configured: asked to answer now. */
+  jitk_cache_remote_info ri;
+  jitk_cache_remote_info_init(&ri);
+  if (jitk_cache_remote_get_info(ce, &ri, NULL) == JITK_OK && ri.url != NULL) {
+    double ms = 0;
+    if (jitk_cache_remote_ping(ce, &ms) == JITK_OK)
+      printf("remote cache: %s, answers in %.1f ms\n", ri.url, ms);
+    else
+      printf("remote cache: %s, NOT USABLE: %s\n", ri.url, jitk_errmsg(ce));
+  }
   jitk_engine_destroy(ce);
 
   int version = 0, count = 0;
@@ -1030,6 +1040,22 @@ static int cmd_cache(int argc, char **argv) {
              all.compile_ms / 1000.0);
       printf("corrupt:      %llu removed\nevictions:    %llu\n", (unsigned long long)all.corrupt,
              (unsigned long long)all.evictions);
+      /* The remote tier's counters over every process, when there is a
+       * remote or ever was one. */
+      jitk_cache_remote_info ra;
+      jitk_cache_remote_info_init(&ra);
+      if (jitk_cache_remote_get_info(e, NULL, &ra) == JITK_OK &&
+          (ra.url != NULL || ra.hits + ra.misses + ra.errors > 0)) {
+        char in[32], out[32];
+        human_bytes((size_t)ra.bytes_read, in, sizeof in);
+        human_bytes((size_t)ra.bytes_written, out, sizeof out);
+        printf("remote:       %s (%s)\n", ra.url ? ra.url : "none now", ra.state);
+        printf(
+            "remote hits:  %llu\nremote misses: %llu\nremote errors: %llu (%llu entries "
+            "rejected)\nremote bytes: %s read, %s written\n",
+            (unsigned long long)ra.hits, (unsigned long long)ra.misses,
+            (unsigned long long)ra.errors, (unsigned long long)ra.rejected, in, out);
+      }
     }
   } else if (strcmp(sub, "ls") == 0) {
     int n = 0;

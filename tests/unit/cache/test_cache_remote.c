@@ -126,7 +126,7 @@ static jitk_engine *remote_engine(const char *dir, const char *url, jt_log *log)
 static jitk_cache_remote_info remote_info(jitk_engine *e) {
   jitk_cache_remote_info i;
   jitk_cache_remote_info_init(&i);
-  JT_OK(e, jitk_cache_remote_get_info(e, &i));
+  JT_OK(e, jitk_cache_remote_get_info(e, &i, NULL));
   return i;
 }
 
@@ -189,6 +189,16 @@ Test(remote, two_machines_compile_once) {
   cr_assert_eq(jt_stats_mine(eb).compiles, 0, "the remote's entry served");
   cr_assert_eq(ib.hits, 1);
   cr_assert(ib.bytes_read > 0);
+  /* The database's sums over every process (of machine b's cache), and a
+   * check of the server that the doctor runs. */
+  jitk_cache_remote_info all;
+  jitk_cache_remote_info_init(&all);
+  JT_OK(eb, jitk_cache_remote_get_info(eb, NULL, &all));
+  cr_assert_eq(all.hits, 1);
+  cr_assert_eq(all.bytes_read, ib.bytes_read);
+  double ms = -1;
+  JT_OK(eb, jitk_cache_remote_ping(eb, &ms));
+  cr_assert(ms >= 0 && ms < 1000, "%g ms", ms);
   jitk_engine_destroy(eb);
   /* ...and went into its local tier: a process there without the remote
    * finds it on disk. */
@@ -347,6 +357,7 @@ Test(remote, a_server_killed_in_the_middle) {
                l.last_warning);
   cr_assert_eq(i.errors, 1, "one attempt, then the back-off");
   cr_assert(strncmp(i.state, "off for", 7) == 0, "%s", i.state);
+  JT_FAILS(e, JITK_ERR_CACHE, "off for", jitk_cache_remote_ping(e, NULL));
   jitk_engine_destroy(e);
   jt_rmdir(a);
 }
