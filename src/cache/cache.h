@@ -141,10 +141,10 @@ typedef struct jk_remote {
   char *url;       /* as given, its password hidden */
   char *host, *user, *password;
   int port, db;
-  /* Timeouts and waits, in milliseconds: connecting and its first answer,
-   * every later request, the pause after a failure, a lease's life, and
-   * how long a process waits for another's compile. */
-  int connect_ms, request_ms, backoff_ms, lease_ms, wait_ms;
+  /* Timeouts and waits, in milliseconds: connecting, the first answers
+   * on a new connection, every later request, the pause after a failure,
+   * a lease's life, and how long a process waits for another's compile. */
+  int connect_ms, answer_ms, request_ms, backoff_ms, lease_ms, wait_ms;
   char node[320]; /* host:pid, the lease's value */
   /* Under lock: the connection (a redisContext), the process that made
    * it, when to try again after a failure, the state in words. */

@@ -154,6 +154,7 @@ jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg) {
   pthread_mutex_init(&r->lock, NULL);
   r->inited = true;
   r->connect_ms = 25;
+  r->answer_ms = 250;
   r->request_ms = 1000;
   r->backoff_ms = 30000;
   r->lease_ms = 60000;
@@ -235,12 +236,14 @@ static void disconnect(jk_remote *r) {
  * failure of the process is a warning, the later ones debug lines. Under
  * r->lock. */
 static void failed(jitk_engine *e, jk_remote *r, const char *what, const char *detail) {
+  /* The message first: `detail` may be the connection's own error text,
+   * which the disconnect frees. */
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
   disconnect(r);
   r->stats.errors++;
   jk_remote_count(e, 0, 0, 1, 0, 0, 0);
   r->retry_at = now_ms() + r->backoff_ms;
-  char msg[512];
-  snprintf(msg, sizeof msg, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
   snprintf(r->state, sizeof r->state, "off for %d s after an error: %s", r->backoff_ms / 1000, msg);
   jk_log(e, r->warned ? JITK_LOG_DEBUG : JITK_LOG_WARN,
          "kernel cache: the remote %s cannot be used (%s); going on with the local cache, trying "
@@ -271,8 +274,11 @@ static redisReply *command(jitk_engine *e, jk_remote *r, const char *what, redis
   return reply;
 }
 
-/* The connection, made (with AUTH, SELECT and a PING, each bounded by the
- * short timeout) when there is none and the back-off has passed. Under
+/* The connection, made when there is none and the back-off has passed:
+ * the connect bounded by connect_ms (what a dead or unreachable server
+ * costs), then AUTH, SELECT and a PING each by answer_ms (what a server
+ * that accepts and never answers costs; longer, as a live server on a
+ * loaded machine may take a moment to answer the first time). Under
  * r->lock; NULL when the remote cannot be used now. */
 static redisContext *connection(jitk_engine *e, jk_remote *r) {
   if (r->conn != NULL && r->pid != getpid()) {
@@ -293,7 +299,7 @@ static redisContext *connection(jitk_engine *e, jk_remote *r) {
   }
   r->conn = c;
   r->pid = getpid();
-  set_timeout(c, r->connect_ms);
+  set_timeout(c, r->answer_ms);
   redisReply *rep = NULL;
   if (r->password != NULL) {
     rep = r->user ? redisCommand(c, "AUTH %s %s", r->user, r->password)

@@ -246,9 +246,26 @@ jitk_status jitk_module_link(jitk_engine *e, const jitk_link_piece *pieces, size
   return jk_module_from_entry(e, x, pname, out);
 }
 
+/* The refusal of pieces given too late. */
+static jitk_status too_late(jk_gen *g, const char *what) {
+  pthread_mutex_lock(&g->lock);
+  bool linked = g->link != NULL;
+  pthread_mutex_unlock(&g->lock);
+  return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT,
+                 "%s: kernel %s %s; give its pieces once, before its first launch or compile", what,
+                 g->name,
+                 linked ? "is linked with pieces already" : "has compiled specializations already");
+}
+
 jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *pieces, size_t n,
                             const jitk_link_options *options) {
   jitk_engine *e = g->engine;
+  /* Refused before the pieces are read: a kernel that cannot take them
+   * reads nothing of the caller's. Checked again below, under the lock. */
+  pthread_mutex_lock(&g->lock);
+  bool late = g->link != NULL || g->num_variants > 0;
+  pthread_mutex_unlock(&g->lock);
+  if (late) return too_late(g, what);
   jk_link_set *w = jk_calloc(e, 1, sizeof *w);
   if (w == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jitk_status st = jk_link_set_make(e, what, pieces, n, options, true, w);
@@ -257,14 +274,10 @@ jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *
     return st;
   }
   pthread_mutex_lock(&g->lock);
-  if (g->link != NULL || g->num_variants > 0)
-    st = jk_fail(
-        e, JITK_ERR_INVALID_ARGUMENT,
-        "%s: kernel %s %s; give its pieces once, before its first launch or compile", what, g->name,
-        g->link != NULL ? "is linked with pieces already" : "has compiled specializations already");
-  else
-    g->link = w;
+  late = g->link != NULL || g->num_variants > 0;
+  if (!late) g->link = w;
   pthread_mutex_unlock(&g->lock);
+  if (late) st = too_late(g, what);
   if (st != JITK_OK) {
     jk_link_set_free(e, w);
     jk_free(e, w);

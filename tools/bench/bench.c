@@ -352,6 +352,8 @@ int main(int argc, char **argv) {
         "  small    host and GPU time of cached launches on 2^10 to 2^18 elements (GPU)\n"
         "  graph    replay of a CUDA graph of 100 captured elementwise launches against\n"
         "           one of 100 bare cuLaunchKernel calls (GPU)\n"
+        "  remote   the cache's remote tier on a loopback redis-server: compiles of\n"
+        "           2 nodes x 8 processes, a remote hit against a disk hit\n"
         "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
@@ -364,6 +366,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(argc - 2, argv + 2);
   if (strcmp(argv[1], "small") == 0) return bench_small(argc - 2, argv + 2);
   if (strcmp(argv[1], "graph") == 0) return bench_graph(argc - 2, argv + 2);
+  if (strcmp(argv[1], "remote") == 0) return bench_remote(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;
