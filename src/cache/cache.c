@@ -187,6 +187,8 @@ void jk_cache_destroy(jitk_engine *e) {
   pthread_mutex_lock(&c->disk_lock);
   jk_store_close(e);
   jk_store_shared_close(e);
+  /* What the close could not write (a store that failed meanwhile). */
+  jk_store_drop_deferred(e);
   pthread_mutex_unlock(&c->disk_lock);
   /* Entries still referenced by modules are the caller's mistake (modules
    * must go before their engine); the table's own are freed here. */
@@ -600,13 +602,16 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
         compiled = st == JITK_OK;
       }
     }
-    /* A compile goes to every tier, a remote hit to the local one. */
+    /* A compile goes to every tier, a remote hit to the local one, at
+     * the next flush (jk_store_defer says why). */
     if (st == JITK_OK && (writable || compiled)) {
       jk_material full;
       jk_material_init(&full, e);
       pthread_mutex_lock(&c->disk_lock);
       bool ok = full_material(e, in, key, mat, x, &full);
-      if (ok && writable) store_local(e, in, key, &full, x);
+      if (ok && writable && compiled) store_local(e, in, key, &full, x);
+      if (ok && writable && !compiled)
+        jk_store_defer(e, key, &full, x, in->program_name ? in->program_name : "module.cu");
       pthread_mutex_unlock(&c->disk_lock);
       if (ok && compiled) jk_remote_put(e, key, &full, x);
       jk_material_free(&full);

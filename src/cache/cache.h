@@ -240,6 +240,13 @@ typedef struct jk_cache {
   char *shared_db_path;
   char shared_why[768]; /* "on", or "off: " and why */
 
+  /* Entries the remote served, written to the local store at the next
+   * flush rather than during the lookup (a first write of a process costs
+   * the database's new write-ahead log, milliseconds that a remote hit
+   * should not wait for). Under disk_lock. */
+  struct jk_deferred *deferred;
+  size_t num_deferred;
+
   /* The remote tier, asked after both local tiers miss, and its counters
    * over every process as jitk_cache_get_stats last read them (stats rows
    * 9 to 14, under disk_lock). */
@@ -412,6 +419,14 @@ jitk_status jk_store_locate(jitk_engine *e, const char *dir, jk_trust *t, bool c
  * length-prefixed: the checksum stored with the row. */
 void jk_store_checksum(int kind, const void *image, size_t image_size, const void *names,
                        size_t names_size, const char *log, size_t log_size, uint8_t out[16]);
+
+/* Queues an entry for the local store (its key material `full`, the
+ * request it answers, a label), copying what a row needs; written by the
+ * next jk_store_flush, at once when 8 are queued. Under disk_lock. */
+void jk_store_defer(jitk_engine *e, const jk_key *request, const jk_material *full,
+                    const jk_entry *entry, const char *label);
+/* Frees what is queued without writing it (a forked child's copy). */
+void jk_store_drop_deferred(jitk_engine *e);
 
 /* Serializes an entry's names for the database, and back. */
 jitk_status jk_names_pack(jitk_engine *e, const jk_entry *entry, jk_material *out);

@@ -361,6 +361,8 @@ static jitk_status store_open(jitk_engine *e) {
     c->lock_fd = -1;
     c->num_pending_used = 0;
     memset(&c->pending, 0, sizeof c->pending);
+    /* The parent writes the entries it queued. */
+    jk_store_drop_deferred(e);
   }
   c->owner_pid = getpid();
   if (c->dir == NULL) {
@@ -834,9 +836,90 @@ static int write_stamps(jitk_engine *e, int64_t now) {
   return rc;
 }
 
+/* One entry queued for the local store. */
+struct jk_deferred {
+  jk_key request;
+  jk_material full;
+  jk_entry entry; /* image, log, kind, compile_ms and names: copies */
+  char *label;
+};
+
+static void deferred_free(jitk_engine *e, struct jk_deferred *d) {
+  jk_material_free(&d->full);
+  jk_free(e, d->entry.image);
+  jk_free(e, d->entry.log);
+  for (size_t i = 0; i < d->entry.num_names; i++) {
+    if (d->entry.name_expressions) jk_free(e, d->entry.name_expressions[i]);
+    if (d->entry.lowered) jk_free(e, d->entry.lowered[i]);
+  }
+  jk_free(e, d->entry.name_expressions);
+  jk_free(e, d->entry.lowered);
+  jk_free(e, d->label);
+}
+
+void jk_store_drop_deferred(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  for (size_t i = 0; i < c->num_deferred; i++) deferred_free(e, &c->deferred[i]);
+  jk_free(e, c->deferred);
+  c->deferred = NULL;
+  c->num_deferred = 0;
+}
+
+/* Writes the queued entries, each in its own transaction, as a compile's
+ * is written. */
+static void write_deferred(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  for (size_t i = 0; i < c->num_deferred; i++) {
+    struct jk_deferred *d = &c->deferred[i];
+    jk_key key;
+    jk_hash128(d->full.data, d->full.len, key.bytes);
+    jk_store_insert(e, &key, &d->request, &d->full, &d->entry, d->label);
+  }
+  jk_store_drop_deferred(e);
+}
+
+void jk_store_defer(jitk_engine *e, const jk_key *request, const jk_material *full,
+                    const jk_entry *x, const char *label) {
+  jk_cache *c = &e->cache;
+  struct jk_deferred *grown =
+      jk_realloc(e, c->deferred, (c->num_deferred + 1) * sizeof *c->deferred);
+  if (grown == NULL) return; /* a cache: the entry is simply not kept */
+  c->deferred = grown;
+  struct jk_deferred *d = &c->deferred[c->num_deferred];
+  memset(d, 0, sizeof *d);
+  d->request = *request;
+  jk_material_init(&d->full, e);
+  jk_material_append(&d->full, full->data, full->len);
+  d->entry.kind = x->kind;
+  d->entry.compile_ms = x->compile_ms;
+  d->entry.image = jk_malloc(e, x->image_size + 1);
+  d->entry.image_size = x->image_size;
+  d->entry.log = jk_strdup(e, x->log ? x->log : "");
+  d->label = jk_strdup(e, label);
+  bool ok = !d->full.failed && d->entry.image != NULL && d->entry.log != NULL && d->label != NULL;
+  if (ok) memcpy(d->entry.image, x->image, x->image_size + 1);
+  if (ok && x->num_names > 0) {
+    d->entry.name_expressions = jk_calloc(e, x->num_names, sizeof(char *));
+    d->entry.lowered = jk_calloc(e, x->num_names, sizeof(char *));
+    ok = d->entry.name_expressions != NULL && d->entry.lowered != NULL;
+    if (ok) d->entry.num_names = x->num_names;
+    for (size_t i = 0; ok && i < x->num_names; i++) {
+      d->entry.name_expressions[i] = jk_strdup(e, x->name_expressions[i]);
+      d->entry.lowered[i] = jk_strdup(e, x->lowered[i]);
+      ok = d->entry.name_expressions[i] != NULL && d->entry.lowered[i] != NULL;
+    }
+  }
+  if (!ok) {
+    deferred_free(e, d);
+    return;
+  }
+  if (++c->num_deferred >= 8) write_deferred(e);
+}
+
 void jk_store_flush(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->disk != JK_DISK_OPEN || c->owner_pid != getpid()) return;
+  if (c->num_deferred > 0) write_deferred(e);
   const jk_counters *p = &c->pending;
   bool none = p->memory_hits == 0 && p->disk_hits == 0 && p->misses == 0 && p->compiles == 0 &&
               p->corrupt == 0 && p->evictions == 0 && p->disk_errors == 0 && p->shared_hits == 0 &&
