@@ -437,6 +437,20 @@ JITK_API jitk_status jitk_cache_remote_get_info(jitk_engine *engine, jitk_cache_
  * answer (which turns it off for the back-off, as any failure does). */
 JITK_API jitk_status jitk_cache_remote_ping(jitk_engine *engine, double *milliseconds);
 
+/* Copies every entry of the local store to the remote (each under the
+ * request it answers, replacing what the remote had): `jitk cache push`.
+ * *pushed (may be NULL) counts them. JITK_ERR_CACHE when there is no
+ * remote, no usable disk cache, or the remote fails (the entries sent
+ * before stay sent). */
+JITK_API jitk_status jitk_cache_remote_push(jitk_engine *engine, size_t *pushed);
+/* Copies every entry of the remote that serves this machine into the
+ * local store, each checked as a lookup checks it (and its key checked
+ * against the request it is stored under): `jitk cache pull`. Entries
+ * for other files or another NVRTC build are left alone; values that fail
+ * a check are counted in *rejected and warned about. JITK_ERR_CACHE as
+ * for push, or when the disk cache is read-only. */
+JITK_API jitk_status jitk_cache_remote_pull(jitk_engine *engine, size_t *pulled, size_t *rejected);
+
 /* The cache's folder and database file (NULL when there is none), and
  * the state of the disk cache in words: "on", "read-only", or "off: "
  * and why. The strings live as long as the engine. */

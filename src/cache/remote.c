@@ -497,6 +497,42 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
   return st;
 }
 
+/* The value of an entry: its fields as the remote stores them, the
+ * checksum computed over them as the local store's is. */
+static void encode(jk_material *v, int kind, double ms, const jk_material *full, const void *names,
+                   size_t names_len, const char *log, size_t log_len, const void *image,
+                   size_t image_len) {
+  uint8_t sum[16];
+  jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, sum);
+  uint64_t ms_bits;
+  memcpy(&ms_bits, &ms, sizeof ms_bits);
+  jk_material_append(v, JK_REMOTE_MAGIC, 8);
+  put_u32(v, JK_CACHE_FORMAT);
+  put_u32(v, (uint32_t)kind);
+  put_u64(v, ms_bits);
+  put_field(v, full->data, full->len);
+  put_field(v, sum, 16);
+  put_field(v, names, names_len);
+  put_field(v, log, log_len);
+  put_field(v, image, image_len);
+}
+
+/* SETs a value under the request's key; false when the remote failed.
+ * Under r->lock. */
+static bool send_value(jitk_engine *e, jk_remote *r, const jk_key *request, const jk_material *v) {
+  redisContext *c = connection(e, r);
+  if (c == NULL) return false;
+  char name[96];
+  key_name(request, "", name, sizeof name);
+  redisReply *rep = command(e, r, "SET", redisCommand(c, "SET %s %b", name, v->data, v->len));
+  if (rep == NULL) return false;
+  r->stats.stores++;
+  r->stats.bytes_written += v->len;
+  jk_remote_count(e, 0, 0, 0, 0, 0, v->len);
+  freeReplyObject(rep);
+  return true;
+}
+
 void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *full,
                    const jk_entry *x) {
   jk_remote *r = &e->cache.remote;
@@ -509,38 +545,212 @@ void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *ful
     return;
   }
   const char *log = x->log ? x->log : "";
-  size_t log_len = strlen(log);
-  uint8_t sum[16];
-  jk_store_checksum(x->kind, x->image, x->image_size, names.data, names.len, log, log_len, sum);
-  uint64_t ms_bits;
-  memcpy(&ms_bits, &x->compile_ms, sizeof ms_bits);
-  jk_material_append(&v, JK_REMOTE_MAGIC, 8);
-  put_u32(&v, JK_CACHE_FORMAT);
-  put_u32(&v, (uint32_t)x->kind);
-  put_u64(&v, ms_bits);
-  put_field(&v, full->data, full->len);
-  put_field(&v, sum, 16);
-  put_field(&v, names.data, names.len);
-  put_field(&v, log, log_len);
-  put_field(&v, x->image, x->image_size);
+  encode(&v, x->kind, x->compile_ms, full, names.data, names.len, log, strlen(log), x->image,
+         x->image_size);
   jk_material_free(&names);
   if (!v.failed) {
     pthread_mutex_lock(&r->lock);
-    redisContext *c = connection(e, r);
-    if (c != NULL) {
-      char name[96];
-      key_name(request, "", name, sizeof name);
-      redisReply *rep = command(e, r, "SET", redisCommand(c, "SET %s %b", name, v.data, v.len));
-      if (rep != NULL) {
-        r->stats.stores++;
-        r->stats.bytes_written += v.len;
-        jk_remote_count(e, 0, 0, 0, 0, 0, v.len);
-        freeReplyObject(rep);
-      }
-    }
+    send_value(e, r, request, &v);
     pthread_mutex_unlock(&r->lock);
   }
   jk_material_free(&v);
+}
+
+/* Where the request ends in a full key material: at its dependency
+ * record, whose first field is the toolchain's. */
+static bool request_end(const unsigned char *m, size_t n, size_t *end) {
+  size_t pos = 0, at = 0;
+  const char *label;
+  const unsigned char *bytes;
+  size_t len;
+  bool ok = true;
+  while (jk_material_next(m, n, &pos, &label, &bytes, &len, &ok)) {
+    if (strcmp(label, "toolchain") == 0) {
+      *end = at;
+      return at > 0;
+    }
+    at = pos;
+  }
+  return false;
+}
+
+jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_push: engine is NULL");
+  jk_remote *r = &e->cache.remote;
+  jk_cache *c = &e->cache;
+  if (!r->enabled) return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", r->state);
+  size_t sent = 0;
+  int64_t last = INT64_MIN;
+  jitk_status st = JITK_OK;
+  for (;;) {
+    /* A batch of rows read under the disk's lock, sent under the
+     * remote's: the two locks are never held the other way round. */
+    enum { BATCH = 16 };
+    jk_key requests[BATCH];
+    jk_material values[BATCH];
+    int n = 0, rows = 0;
+    pthread_mutex_lock(&c->disk_lock);
+    if (c->mode == JITK_CACHE_OFF || jk_store_open(e) != JITK_OK || c->db == NULL) {
+      pthread_mutex_unlock(&c->disk_lock);
+      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_push: the disk cache cannot be used");
+      break;
+    }
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(c->db,
+                                "SELECT id, kind, compile_ms, material, names, log, image FROM "
+                                "entries WHERE id > ?1 ORDER BY id LIMIT 16",
+                                -1, &q, NULL);
+    if (rc == SQLITE_OK) sqlite3_bind_int64(q, 1, last);
+    while (rc == SQLITE_OK && rows < BATCH && sqlite3_step(q) == SQLITE_ROW) {
+      last = sqlite3_column_int64(q, 0);
+      rows++;
+      const unsigned char *mat = sqlite3_column_blob(q, 3);
+      size_t mat_len = (size_t)sqlite3_column_bytes(q, 3), end = 0;
+      if (mat == NULL || !request_end(mat, mat_len, &end)) continue;
+      jk_hash128(mat, end, requests[n].bytes);
+      jk_material full = {e, (unsigned char *)mat, mat_len, mat_len, false};
+      jk_material_init(&values[n], e);
+      const char *log = (const char *)sqlite3_column_text(q, 5);
+      encode(&values[n], sqlite3_column_int(q, 1), sqlite3_column_double(q, 2), &full,
+             sqlite3_column_blob(q, 4), (size_t)sqlite3_column_bytes(q, 4), log ? log : "",
+             (size_t)sqlite3_column_bytes(q, 5), sqlite3_column_blob(q, 6),
+             (size_t)sqlite3_column_bytes(q, 6));
+      n++;
+    }
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&c->disk_lock);
+    bool failed_send = false;
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < n; i++) {
+      if (!failed_send && !values[i].failed && send_value(e, r, &requests[i], &values[i]))
+        sent++;
+      else if (!values[i].failed)
+        failed_send = true;
+      jk_material_free(&values[i]);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (failed_send) {
+      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_push: the remote %s is %s", r->url,
+                   r->state);
+      break;
+    }
+    if (rc != SQLITE_OK) {
+      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_push: cannot read the entries");
+      break;
+    }
+    if (rows == 0) break;
+  }
+  if (pushed != NULL) *pushed = sent;
+  return st;
+}
+
+jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejected) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_pull: engine is NULL");
+  jk_remote *r = &e->cache.remote;
+  jk_cache *c = &e->cache;
+  if (!r->enabled) return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", r->state);
+  pthread_mutex_lock(&c->disk_lock);
+  bool writable =
+      c->mode != JITK_CACHE_OFF && jk_store_open(e) == JITK_OK && c->disk == JK_DISK_OPEN;
+  pthread_mutex_unlock(&c->disk_lock);
+  if (!writable)
+    return jk_fail(e, JITK_ERR_CACHE,
+                   "jitk_cache_remote_pull: the disk cache cannot be written (off or read-only)");
+  size_t got = 0, bad = 0;
+  char cursor[32] = "0";
+  char pattern[32];
+  snprintf(pattern, sizeof pattern, "jitk:%d:*", JK_CACHE_FORMAT);
+  size_t prefix = strlen(pattern) - 1;
+  jitk_status st = JITK_OK;
+  do {
+    pthread_mutex_lock(&r->lock);
+    redisContext *ctx = connection(e, r);
+    redisReply *scan =
+        ctx ? command(e, r, "SCAN",
+                      redisCommand(ctx, "SCAN %s MATCH %s COUNT 100", cursor, pattern))
+            : NULL;
+    if (scan == NULL || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2 ||
+        scan->element[0]->type != REDIS_REPLY_STRING) {
+      if (scan) freeReplyObject(scan);
+      pthread_mutex_unlock(&r->lock);
+      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s is %s", r->url,
+                   r->state);
+      break;
+    }
+    snprintf(cursor, sizeof cursor, "%s", scan->element[0]->str);
+    redisReply *keys = scan->element[1];
+    for (size_t i = 0; i < keys->elements; i++) {
+      const char *name = keys->element[i]->str;
+      /* A request's key: 32 hexadecimal digits after the prefix. */
+      jk_key request;
+      if (strlen(name) != prefix + 32) continue;
+      bool hex_ok = true;
+      for (int b = 0; b < 16 && hex_ok; b++) {
+        unsigned v;
+        hex_ok = sscanf(name + prefix + 2 * b, "%2x", &v) == 1;
+        request.bytes[b] = (unsigned char)v;
+      }
+      if (!hex_ok) continue;
+      redisReply *rep = command(e, r, "GET", redisCommand(ctx, "GET %s", name));
+      if (rep == NULL) break;
+      bool found = false;
+      const char *why = NULL;
+      jk_entry *x = NULL;
+      jk_material full = {0};
+      if (rep->type == REDIS_REPLY_STRING) {
+        r->stats.bytes_read += (uint64_t)rep->len;
+        jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
+        /* The value must answer the request it is stored under. */
+        reader rd = {(const unsigned char *)rep->str, (size_t)rep->len, 8 + 16, true};
+        size_t mat_len = 0, end = 0;
+        const unsigned char *mat = rep->len > 24 ? get_field(&rd, &mat_len) : NULL;
+        jk_key check;
+        if (mat != NULL && request_end(mat, mat_len, &end)) jk_hash128(mat, end, check.bytes);
+        if (mat == NULL || end == 0 || memcmp(check.bytes, request.bytes, 16) != 0) {
+          why = "it does not answer the request it is stored under";
+        } else {
+          jk_material req = {e, (unsigned char *)mat, end, end, false};
+          x = jk_calloc(e, 1, sizeof *x);
+          if (x != NULL)
+            st =
+                decode(e, (const unsigned char *)rep->str, (size_t)rep->len, &req, x, &found, &why);
+          if (found) {
+            jk_material_init(&full, e);
+            jk_material_append(&full, mat, mat_len);
+          }
+        }
+      }
+      freeReplyObject(rep);
+      if (why != NULL) {
+        bad++;
+        r->stats.rejected++;
+        jk_remote_count(e, 0, 0, 0, 1, 0, 0);
+        jk_log(e, JITK_LOG_WARN, "kernel cache: the remote's %s is not pulled: %s", name, why);
+      }
+      if (found && !full.failed) {
+        /* The local store's write under its own lock, the remote's let go
+         * first (the order the locks are always taken in). */
+        pthread_mutex_unlock(&r->lock);
+        jk_key key;
+        jk_hash128(full.data, full.len, key.bytes);
+        pthread_mutex_lock(&c->disk_lock);
+        if (jk_store_insert(e, &key, &request, &full, x, "pulled") == JITK_OK) got++;
+        pthread_mutex_unlock(&c->disk_lock);
+        pthread_mutex_lock(&r->lock);
+        ctx = connection(e, r);
+      }
+      if (full.e != NULL) jk_material_free(&full);
+      if (x != NULL) jk_entry_discard(e, x);
+      if (st != JITK_OK || ctx == NULL) break;
+    }
+    freeReplyObject(scan);
+    pthread_mutex_unlock(&r->lock);
+  } while (st == JITK_OK && strcmp(cursor, "0") != 0);
+  if (pulled != NULL) *pulled = got;
+  if (rejected != NULL) *rejected = bad;
+  return st;
 }
 
 jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
@@ -633,6 +843,21 @@ jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
 }
 
 void jk_remote_release(jitk_engine *e, const jk_key *request) { (void)e, (void)request; }
+
+jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
+  if (pushed != NULL) *pushed = 0;
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_push: engine is NULL");
+  return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", e->cache.remote.state);
+}
+
+jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejected) {
+  if (pulled != NULL) *pulled = 0;
+  if (rejected != NULL) *rejected = 0;
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_cache_remote_pull: engine is NULL");
+  return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", e->cache.remote.state);
+}
 
 bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
   (void)e, (void)request;

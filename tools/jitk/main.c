@@ -890,7 +890,10 @@ static void usage_cache(FILE *out) {
           "                        import only files you made or trust: they are code\n"
           "  publish DIR           copy this cache's entries into the shared cache DIR,\n"
           "                        for others to read (JITK_CACHE_SHARED_DIR=DIR with\n"
-          "                        JITK_CACHE_SHARED_OWNER naming you)\n",
+          "                        JITK_CACHE_SHARED_OWNER naming you)\n"
+          "  push                  copy every entry to the remote tier (JITK_CACHE_REMOTE)\n"
+          "  pull                  copy the remote's entries that serve this machine here,\n"
+          "                        each verified\n",
           prog);
 }
 
@@ -971,8 +974,8 @@ static int cmd_cache(int argc, char **argv) {
     usage_cache(stdout);
     return 0;
   }
-  static const char *const subs[] = {"path",  "stats",  "ls",     "verify",  "prune",
-                                     "clear", "export", "import", "publish", NULL};
+  static const char *const subs[] = {"path",   "stats",  "ls",      "verify", "prune", "clear",
+                                     "export", "import", "publish", "push",   "pull",  NULL};
   int known = 0;
   for (int i = 0; subs[i]; i++) known |= strcmp(sub, subs[i]) == 0;
   if (!known) {
@@ -1099,6 +1102,21 @@ static int cmd_cache(int argc, char **argv) {
       rc = fail(e, st, "cache publish");
     else
       printf("published %zu new entr%s to %s\n", n, n == 1 ? "y" : "ies", file);
+  } else if (strcmp(sub, "push") == 0) {
+    size_t n = 0;
+    st = jitk_cache_remote_push(e, &n);
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache push");
+    else
+      printf("pushed %zu entr%s to the remote\n", n, n == 1 ? "y" : "ies");
+  } else if (strcmp(sub, "pull") == 0) {
+    size_t n = 0, bad = 0;
+    st = jitk_cache_remote_pull(e, &n, &bad);
+    if (st != JITK_OK)
+      rc = fail(e, st, "cache pull");
+    else
+      printf("pulled %zu entr%s from the remote, rejected %zu that failed verification\n", n,
+             n == 1 ? "y" : "ies", bad);
   } else if (strcmp(sub, "import") == 0) {
     size_t n = 0, bad = 0;
     st = jitk_cache_import(e, file, &n, &bad);

@@ -498,3 +498,54 @@ Test(remote, bad_configurations_turn_the_remote_off) {
   unsetenv("JITK_CACHE_REMOTE_FILE");
   jt_rmdir(a);
 }
+
+Test(remote, push_and_pull_copy_between_tiers) {
+  server s = start_server();
+  char *a = jt_tmpdir(), *b = jt_tmpdir();
+  /* Machine a compiles three kernels with no remote, then pushes them. */
+  jitk_engine *la = jt_cache_engine(a);
+  for (int k = 0; k < 3; k++) build(la, 300 + k);
+  jitk_engine_destroy(la);
+  jt_log l = {0};
+  jitk_engine *ea = remote_engine(a, s.url, &l);
+  size_t pushed = 0;
+  JT_OK(ea, jitk_cache_remote_push(ea, &pushed));
+  cr_assert_eq(pushed, 3);
+  jitk_engine_destroy(ea);
+  /* A planted value under a request's name, and garbage. */
+  redisContext *c = client(&s);
+  char keys[8][96];
+  cr_assert_eq(entry_keys(c, keys, 8), 3);
+  size_t n0;
+  unsigned char *v0 = get_value(c, keys[0], &n0);
+  char other[96];
+  snprintf(other, sizeof other, "jitk:1:%032x", 7);
+  set_value(c, other, v0, n0); /* another request's name */
+  snprintf(other, sizeof other, "jitk:1:%032x", 8);
+  set_value(c, other, "garbage", 7);
+  free(v0);
+  redisFree(c);
+  /* Machine b pulls: the three, and not the two planted. */
+  jt_log lb = {0};
+  jitk_engine *eb = remote_engine(b, s.url, &lb);
+  size_t pulled = 0, rejected = 0;
+  JT_OK(eb, jitk_cache_remote_pull(eb, &pulled, &rejected));
+  cr_assert_eq(pulled, 3);
+  cr_assert_eq(rejected, 2);
+  cr_assert_eq(lb.warnings, 2);
+  jitk_engine_destroy(eb);
+  /* Then b has them on disk, with no remote at all. */
+  jitk_engine *lb2 = jt_cache_engine(b);
+  for (int k = 0; k < 3; k++) build(lb2, 300 + k);
+  cr_assert_eq(jt_stats_mine(lb2).disk_hits, 3);
+  cr_assert_eq(jt_stats_mine(lb2).compiles, 0);
+  jitk_engine_destroy(lb2);
+  /* Without a remote, both say so. */
+  jitk_engine *none = jt_cache_engine(b);
+  JT_FAILS(none, JITK_ERR_CACHE, "no remote cache", jitk_cache_remote_push(none, NULL));
+  JT_FAILS(none, JITK_ERR_CACHE, "no remote cache", jitk_cache_remote_pull(none, NULL, NULL));
+  jitk_engine_destroy(none);
+  stop_server(&s);
+  jt_rmdir(a);
+  jt_rmdir(b);
+}
