@@ -549,3 +549,55 @@ Test(remote, push_and_pull_copy_between_tiers) {
   jt_rmdir(a);
   jt_rmdir(b);
 }
+
+Test(remote, wrong_password_and_full_server) {
+  server s = start_server();
+  redisContext *c = client(&s);
+  redisReply *r = redisCommand(c, "CONFIG SET requirepass s3cret");
+  cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  char *a = jt_tmpdir();
+  /* The wrong password: one warning, and everything compiles. */
+  char url[128];
+  snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", s.port);
+  jt_log l1 = {0};
+  jitk_engine *e = remote_engine(a, url, &l1);
+  build(e, 1);
+  build(e, 2);
+  jitk_cache_remote_info i = remote_info(e);
+  cr_assert_eq(l1.warnings, 1, "%d warnings", l1.warnings);
+  cr_assert(strstr(i.state, "AUTH") != NULL, "%s", i.state);
+  cr_assert_eq(jt_stats_mine(e).compiles, 2);
+  jitk_engine_destroy(e);
+  /* The right one: used. */
+  snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", s.port);
+  jt_log l2 = {0};
+  e = remote_engine(a, url, &l2);
+  build(e, 3);
+  i = remote_info(e);
+  cr_assert_eq(i.stores, 1, "%s", i.state);
+  cr_assert_eq(l2.warnings, 0, "%s", l2.last_warning);
+  jitk_engine_destroy(e);
+  /* A full server that refuses writes (noeviction): one warning, the
+   * kernel compiled and kept locally, nothing lost. */
+  r = redisCommand(c, "AUTH s3cret");
+  freeReplyObject(r);
+  r = redisCommand(c, "CONFIG SET maxmemory-policy noeviction");
+  freeReplyObject(r);
+  r = redisCommand(c, "CONFIG SET maxmemory 1");
+  freeReplyObject(r);
+  jt_log l3 = {0};
+  e = remote_engine(a, url, &l3);
+  build(e, 4);
+  i = remote_info(e);
+  cr_assert_eq(l3.warnings, 1, "%d warnings", l3.warnings);
+  cr_assert(strstr(i.state, "OOM") != NULL || strstr(i.state, "memory") != NULL, "%s", i.state);
+  jitk_engine_destroy(e);
+  jitk_engine *local = jt_cache_engine(a);
+  build(local, 4);
+  cr_assert_eq(jt_stats_mine(local).disk_hits, 1, "the compile was kept locally");
+  jitk_engine_destroy(local);
+  redisFree(c);
+  stop_server(&s);
+  jt_rmdir(a);
+}
