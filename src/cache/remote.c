@@ -811,17 +811,6 @@ bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
   return held;
 }
 
-void jk_remote_destroy(jitk_engine *e) {
-  jk_remote *r = &e->cache.remote;
-  disconnect(r);
-  jk_free(e, r->url);
-  jk_free(e, r->host);
-  jk_free(e, r->user);
-  jk_free(e, r->password);
-  if (r->inited) pthread_mutex_destroy(&r->lock);
-  memset(r, 0, sizeof *r);
-}
-
 #else /* !JITK_HAVE_HIREDIS: the remote is never on (jk_remote_init said why). */
 
 jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_material *req,
@@ -864,8 +853,13 @@ bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
   return false;
 }
 
+#endif
+
 void jk_remote_destroy(jitk_engine *e) {
   jk_remote *r = &e->cache.remote;
+#ifdef JITK_HAVE_HIREDIS
+  disconnect(r);
+#endif
   jk_free(e, r->url);
   jk_free(e, r->host);
   jk_free(e, r->user);
@@ -873,8 +867,6 @@ void jk_remote_destroy(jitk_engine *e) {
   if (r->inited) pthread_mutex_destroy(&r->lock);
   memset(r, 0, sizeof *r);
 }
-
-#endif
 
 jitk_status jitk_cache_remote_info_init(jitk_cache_remote_info *info) {
   if (info == NULL)

@@ -74,6 +74,7 @@ typedef struct jk_link_set {
   size_t num_options;
   const char **name_expressions; /* every CUDA piece's, in order */
   size_t num_name_expressions;
+  const char *program_name; /* the caller's options', while the call lasts; NULL: none */
 } jk_link_set;
 
 /* Makes a set from the caller's pieces and options (NULL: defaults);

@@ -168,6 +168,7 @@ jitk_status jk_link_set_make(jitk_engine *e, const char *what, const jitk_link_p
                      what, size);
     memcpy(&o, options, size);
   }
+  w->program_name = o.program_name;
   if (o.num_options > 0 && o.options == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "%s: options->options is NULL but num_options is %zu", what, o.num_options);
@@ -226,11 +227,7 @@ jitk_status jitk_module_link(jitk_engine *e, const jitk_link_piece *pieces, size
   jk_link_set w;
   jitk_status st = jk_link_set_make(e, "jitk_module_link", pieces, n, options, false, &w);
   if (st != JITK_OK) return st;
-  const char *pname = "linked.cu";
-  if (options != NULL &&
-      options->struct_size >= offsetof(jitk_link_options, program_name) + sizeof(const char *) &&
-      options->program_name != NULL)
-    pname = options->program_name;
+  const char *pname = w.program_name ? w.program_name : "linked.cu";
   jk_link_input li;
   jk_link_set_input(&w, w.pieces, n, &li);
   jk_compile_input in;
@@ -269,6 +266,8 @@ jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *
   jk_link_set *w = jk_calloc(e, 1, sizeof *w);
   if (w == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jitk_status st = jk_link_set_make(e, what, pieces, n, options, true, w);
+  /* The set outlives the call; the caller's name does not. */
+  w->program_name = NULL;
   if (st != JITK_OK) {
     jk_free(e, w);
     return st;
