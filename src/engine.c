@@ -38,6 +38,36 @@ static jitk_status read_config(const jitk_engine_config *in, jitk_engine_config 
   return JITK_OK;
 }
 
+/* The compile pool's size: the config's, $JITK_COMPILE_THREADS, or the
+ * CPUs this process may use. More threads than that only share the same
+ * cores; the bound keeps a typo from starting thousands. */
+static jitk_status compile_threads(const jitk_engine_config *cfg, int *out) {
+  enum { MOST = 1024 };
+  if (cfg->compile_threads < 0 || cfg->compile_threads > MOST)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_create: compile_threads is %d; give 0 (as many as the CPUs) or "
+                   "1 to %d",
+                   cfg->compile_threads, MOST);
+  if (cfg->compile_threads > 0) {
+    *out = cfg->compile_threads;
+    return JITK_OK;
+  }
+  const char *env = getenv("JITK_COMPILE_THREADS");
+  if (env == NULL || *env == '\0') {
+    *out = jk_cpu_count();
+    return JITK_OK;
+  }
+  char *end;
+  errno = 0;
+  long v = strtol(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 1 || v > MOST)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "JITK_COMPILE_THREADS=\"%s\" is not a number of threads from 1 to %d", env,
+                   MOST);
+  *out = (int)v;
+  return JITK_OK;
+}
+
 static jitk_status resolve_ordinal(int requested, int *ordinal) {
   if (requested >= 0) {
     *ordinal = requested;
@@ -136,6 +166,10 @@ jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **o
                    "jitk_engine_create: a compile-only engine "
                    "(JITK_DEVICE_NONE) needs an arch, such as \"sm_90\"");
 
+  int threads = 0;
+  st = compile_threads(&cfg, &threads);
+  if (st != JITK_OK) return st;
+
   jitk_engine *e;
   if (cfg.alloc_fn != NULL)
     e = cfg.alloc_fn(cfg.alloc_user, NULL, sizeof *e);
@@ -149,6 +183,7 @@ jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **o
   e->base.log_user = cfg.log_user;
   e->base.log_level = cfg.log_level == JITK_LOG_DEFAULT ? jk_log_level_from_env() : cfg.log_level;
   e->ordinal = -1;
+  e->compile_threads = threads;
   jk_errors_init(e);
   jk_trace_init(e);
   pthread_mutex_init(&e->lock, NULL);
@@ -356,4 +391,21 @@ jitk_status jk_require_device(const jitk_engine *e, const char *what) {
                  "%s needs a GPU, but this engine only compiles (it was "
                  "created with device = JITK_DEVICE_NONE for %s)",
                  what, e->target.arch);
+}
+
+jitk_status jitk_engine_compile_threads(const jitk_engine *e, int *threads) {
+  if (e == NULL || threads == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_compile_threads: %s is NULL",
+                   e == NULL ? "engine" : "threads");
+  *threads = e->compile_threads;
+  return JITK_OK;
+}
+
+jitk_status jitk_parallel(jitk_engine *e, size_t count, jitk_task_fn task, void *user,
+                          jitk_status *statuses) {
+  if (e == NULL || task == NULL)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_parallel: %s is NULL",
+                   e == NULL ? "engine" : "task");
+  if (count == 0) return JITK_OK;
+  return jk_parallel_run(e, count, e->compile_threads, task, user, statuses, NULL, NULL);
 }

@@ -51,6 +51,9 @@ struct jitk_engine {
    * path. */
   pthread_mutex_t lock;
   size_t live_modules;
+
+  /* Threads of the compile pool (jitk_parallel), fixed at creation. */
+  int compile_threads;
 };
 
 _Static_assert(offsetof(struct jitk_engine, base) == 0,

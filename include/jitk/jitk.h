@@ -306,6 +306,24 @@ typedef struct jitk_engine_config {
    * it (docs/GUIDE.md, "A cache for a cluster").
    */
   const char *cache_remote;
+
+  /*
+   * The warm-up manifest: when set, every kernel the engine looks up in the
+   * cache (once per kernel and engine, whether it was compiled or found)
+   * is appended to this file as one line that says how to compile it
+   * again, for `jitk cache warm` (jitk_cache_warm). NULL:
+   * $JITK_CACHE_RECORD, else none. The file is created readable by its
+   * owner alone, since it holds the kernels' sources. A file that cannot
+   * be written turns recording off with one warning.
+   */
+  const char *cache_record;
+
+  /*
+   * How many compiles the engine runs at once when it is given several
+   * (jitk_parallel, jitk_cache_warm). 0: $JITK_COMPILE_THREADS, else the
+   * number of CPUs this process may run on.
+   */
+  int compile_threads;
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */
@@ -365,6 +383,29 @@ JITK_API jitk_status jitk_driver_query(const jitk_engine_config *config, int *dr
                                        int *device_count);
 JITK_API jitk_status jitk_device_query(const jitk_engine_config *config, int ordinal,
                                        jitk_device_info *info);
+
+/*
+ * Runs task(user, i) for every i below `count` on the engine's compile
+ * pool: up to jitk_engine_compile_threads threads, the calling one among
+ * them, which returns when every task has. Compiles are what a program
+ * waits for at its start, and NVRTC compiles one program on one thread:
+ * a task that creates a module, compiles a kernel's specialization
+ * (jitk_elementwise_compile, jitk_reduction_compile, the _prepare calls)
+ * or makes a matmul plan runs beside the others, each from the cache or
+ * compiled once however many tasks ask for it. Every jitk call on one
+ * engine may be made from several threads at once.
+ * `statuses` (may be NULL) gets each task's status. Returns JITK_OK when
+ * every task succeeded, else the status of the lowest index that failed,
+ * with jitk_errmsg on the calling thread naming that task and its
+ * message (a task's own jitk_errmsg is on the thread that ran it, and
+ * gone when the call returns).
+ */
+typedef jitk_status (*jitk_task_fn)(void *user, size_t index);
+JITK_API jitk_status jitk_parallel(jitk_engine *engine, size_t count, jitk_task_fn task, void *user,
+                                   jitk_status *statuses);
+
+/* The number of threads the engine's compile pool uses. */
+JITK_API jitk_status jitk_engine_compile_threads(const jitk_engine *engine, int *threads);
 
 /* NVRTC's version, such as 13 and 0. */
 JITK_API jitk_status jitk_nvrtc_version(int *major, int *minor);
@@ -450,6 +491,53 @@ JITK_API jitk_status jitk_cache_remote_push(jitk_engine *engine, size_t *pushed)
  * a check are counted in *rejected and warned about. JITK_ERR_CACHE as
  * for push, or when the disk cache is read-only. */
 JITK_API jitk_status jitk_cache_remote_pull(jitk_engine *engine, size_t *pulled, size_t *rejected);
+
+/*
+ * Warming a cache from a manifest (jitk_engine_config.cache_record,
+ * JITK_CACHE_RECORD): every kernel recorded for the engine's target is
+ * looked up and, where no tier has it, compiled, on the engine's compile
+ * pool, into the engine's tiers: the local one, and the remote one when
+ * it is configured (a compile-only engine with the cache off and a remote
+ * fills the remote alone). The engine's target must be the recorded one:
+ * kernels recorded for other targets are counted and left alone, since
+ * what jitk generates can depend on the device. `jitk cache warm`.
+ */
+typedef struct jitk_cache_warm_options {
+  /* sizeof(jitk_cache_warm_options); set by jitk_cache_warm_options_init. */
+  size_t struct_size;
+  int threads; /* compiles at once; 0: the engine's compile pool */
+  /* Called after each kernel, one call at a time, from any of the
+   * compiling threads; NULL: none. */
+  void (*progress)(void *user, size_t finished, size_t total, size_t failed);
+  void *progress_user;
+} jitk_cache_warm_options;
+
+JITK_API jitk_status jitk_cache_warm_options_init(jitk_cache_warm_options *options);
+
+typedef struct jitk_cache_warm_report {
+  size_t struct_size;   /* sizeof(jitk_cache_warm_report), set by the caller */
+  size_t lines;         /* lines that are not empty */
+  size_t kernels;       /* distinct kernels for the engine's target */
+  size_t compiled;      /* of those, compiled now (the others were in a tier, or failed) */
+  size_t remote_hits;   /* of those, found in the remote tier */
+  size_t failed;        /* kernels that do not compile now (each warned about) */
+  size_t damaged;       /* lines skipped: cut short, edited, not a record, a newer format */
+  size_t duplicates;    /* lines repeating an earlier one */
+  size_t other_targets; /* kernels recorded for other targets */
+  double seconds;
+} jitk_cache_warm_report;
+
+/*
+ * Warms the engine's tiers from the manifest at `path`; `options` may be
+ * NULL, `report` too. A damaged line or a kernel that no longer compiles
+ * (a header changed, an option no longer accepted) is one warning in the
+ * engine's log, counted in the report, and the others go on: the call
+ * still returns JITK_OK. JITK_ERR_IO when the file cannot be read,
+ * JITK_ERR_OUT_OF_MEMORY, JITK_ERR_INVALID_ARGUMENT for bad options.
+ */
+JITK_API jitk_status jitk_cache_warm(jitk_engine *engine, const char *path,
+                                     const jitk_cache_warm_options *options,
+                                     jitk_cache_warm_report *report);
 
 /* The cache's folder and database file (NULL when there is none), and
  * the state of the disk cache in words: "on", "read-only", or "off: "

@@ -78,6 +78,20 @@ void jk_trace_pop_(const jitk_engine *e);
     if (JK_UNLIKELY(jk_base_of(e)->trace_domain != NULL)) jk_trace_pop_(e); \
   } while (0)
 
+/* The compile pool (parallel.c): runs fn(user, i) for every i below
+ * `count` on up to `threads` threads, the calling one among them, and
+ * returns the status of the lowest index that failed, its message
+ * prefixed with the index (JITK_OK when none did). `statuses` (may be
+ * NULL) gets every task's status. `progress`, when set, is called after
+ * each task, one call at a time, with the tasks finished and failed so
+ * far. */
+typedef jitk_status (*jk_task_fn)(void *user, size_t index);
+typedef void (*jk_progress_fn)(void *user, size_t finished, size_t total, size_t failed);
+jitk_status jk_parallel_run(jitk_engine *e, size_t count, int threads, jk_task_fn fn, void *user,
+                            jitk_status *statuses, jk_progress_fn progress, void *progress_user);
+/* The CPUs this process may run on. */
+int jk_cpu_count(void);
+
 /* Allocation through the engine's allocator. A NULL engine (before one
  * exists) uses the C library. */
 void *jk_malloc(jitk_engine *e, size_t size);

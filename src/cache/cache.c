@@ -161,6 +161,8 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
     if (st != JITK_OK) return st;
     c->shared_trust.has_owner = true;
   }
+  jitk_status st = jk_manifest_init(e, cfg);
+  if (st != JITK_OK) return st;
   return jk_remote_init(e, cfg);
 }
 
@@ -204,6 +206,7 @@ void jk_cache_destroy(jitk_engine *e) {
   jk_free(e, c->dir);
   jk_free(e, c->db_path);
   jk_free(e, c->shared_dir);
+  jk_free(e, c->record_path);
   jk_remote_destroy(e);
   jk_free(e, c->shared_db_path);
   pthread_cond_destroy(&c->compiled);
@@ -719,6 +722,8 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
     entry_free(e, x);
     return st;
   }
+  /* Once per kernel and engine: later lookups are memory hits. */
+  if (c->record_path != NULL) jk_manifest_record(e, in, generator);
   *out = x;
   return JITK_OK;
 }

@@ -253,6 +253,11 @@ typedef struct jk_cache {
   jk_remote remote;
   uint64_t remote_totals[6];
 
+  /* The warm-up manifest this engine records into (manifest.c), or NULL;
+   * record_off once writing it failed. */
+  char *record_path;
+  atomic_bool record_off;
+
   /* This engine's counters (memory hits kept apart: they are counted on
    * the fast path, without the disk lock). */
   jk_counters stats;
@@ -476,6 +481,17 @@ jitk_status jk_parse_owner(jitk_engine *e, const char *text, uid_t *uid);
 bool jk_is_network_fs(const char *path, const char **name);
 /* The same decision from a statfs f_type. */
 bool jk_is_network_fs_type(long type, const char **name);
+
+/* --- manifest.c: the warm-up manifest --- */
+/* Reads cache_record or $JITK_CACHE_RECORD. */
+jitk_status jk_manifest_init(jitk_engine *e, const jitk_engine_config *cfg);
+/* Appends a request the engine looked up (compiled, or found in a tier)
+ * to the manifest, when one is recorded; a failure to write turns
+ * recording off with one warning. */
+void jk_manifest_record(jitk_engine *e, const jk_compile_input *in, const char *generator);
+/* The manifest line of a request, newline included, allocated. */
+jitk_status jk_manifest_line(jitk_engine *e, const jk_compile_input *in, const char *generator,
+                             const char *target, char **out);
 
 /* --- remote.c: the remote tier --- */
 /* Reads cache_remote or the environment; an unusable configuration turns

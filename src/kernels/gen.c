@@ -162,9 +162,13 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
   return st;
 }
 
-/* Generates, compiles (through the cache) and loads one specialization;
- * called with g->lock held. */
-static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_gen_variant **out) {
+/* Generates, compiles (through the cache) and loads one specialization,
+ * without g->lock: specializations of one kernel compile side by side
+ * (jitk_parallel), and the cache compiles each key once however many
+ * threads ask. On failure *failed_source gets the source, which explains
+ * the error. */
+static jitk_status build_variant(jk_gen *g, const void *spec, uint64_t hash, jk_gen_variant *out,
+                                 char **failed_source) {
   jitk_engine *e = g->engine;
   char *src = NULL;
   jitk_status st = g->source_fn(g->ctx, spec, &src);
@@ -174,10 +178,7 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_g
   st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, g->link,
                     &entry);
   if (st != JITK_OK) {
-    /* Keep the source for the kind's _source call: it explains the error. */
-    jk_free(e, g->failed_source);
-    g->failed_source = src;
-    g->last_source = src;
+    *failed_source = src;
     return st;
   }
   jk_gen_variant v;
@@ -194,21 +195,25 @@ static jitk_status make_variant(jk_gen *g, const void *spec, uint64_t hash, jk_g
       jk_ctx_leave(e, saved);
     }
   }
-  jk_gen_variant *grown = NULL;
-  if (st == JITK_OK) {
-    grown = jk_realloc(e, g->variants, (g->num_variants + 1) * sizeof *grown);
-    if (grown == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
-  }
   if (st != JITK_OK) {
     jk_entry_release(e, entry);
     jk_free(e, src);
     return st;
   }
+  *out = v;
+  return JITK_OK;
+}
+
+/* Adds a built variant to the table; under g->lock. */
+static jitk_status add_variant(jk_gen *g, const jk_gen_variant *v, jk_gen_variant *copy) {
+  jitk_engine *e = g->engine;
+  jk_gen_variant *grown = jk_realloc(e, g->variants, (g->num_variants + 1) * sizeof *grown);
+  if (grown == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   g->variants = grown;
-  g->variants[g->num_variants] = v;
-  *out = &g->variants[g->num_variants++];
+  g->variants[g->num_variants++] = *v;
   g->last_hit = g->num_variants;
-  g->last_source = (*out)->source;
+  g->last_source = v->source;
+  *copy = *v;
   return JITK_OK;
 }
 
@@ -272,9 +277,34 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, const jitk_stream *l
       return JITK_OK;
     }
   }
-  jk_gen_variant *made = NULL;
-  jitk_status st = make_variant(g, spec, h, &made);
-  if (st == JITK_OK) *copy = *made;
+  pthread_mutex_unlock(&g->lock);
+  jk_gen_variant v;
+  char *failed = NULL;
+  jitk_status st = build_variant(g, spec, h, &v, &failed);
+  pthread_mutex_lock(&g->lock);
+  if (find_variant(g, spec, h, copy)) {
+    /* Another thread made it meanwhile (from the same cache entry): its
+     * variant stays, and this one goes. */
+    pthread_mutex_unlock(&g->lock);
+    if (st == JITK_OK) {
+      jk_entry_release(g->engine, v.entry);
+      jk_free(g->engine, v.source);
+    }
+    jk_free(g->engine, failed);
+    return JITK_OK;
+  }
+  if (st == JITK_OK) {
+    st = add_variant(g, &v, copy);
+    if (st != JITK_OK) {
+      jk_entry_release(g->engine, v.entry);
+      jk_free(g->engine, v.source);
+    }
+  } else if (failed != NULL) {
+    /* Kept for the kind's _source call: it explains the error. */
+    jk_free(g->engine, g->failed_source);
+    g->failed_source = failed;
+    g->last_source = failed;
+  }
   pthread_mutex_unlock(&g->lock);
   return st;
 }

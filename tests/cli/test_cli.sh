@@ -177,5 +177,37 @@ check "a shared cache serves the reader" 0 "cubin" -- \
 if cmp -s two.cubin three.cubin; then echo "ok: the shared entry is the same kernel"; else
   echo "FAIL: the shared cache served another kernel"; fails=$((fails + 1)); fi
 
+# A run recorded into a manifest, then warmed into a fresh cache (issue 15).
+check "a recording run" 0 "cubin" -- env JITK_CACHE_RECORD="$WORK/m.jsonl" \
+  "$JITK" compile elementwise --in 'T x, T y' --out 'T z' --op 'z = x + y' --type T=float16
+env JITK_CACHE_RECORD="$WORK/m.jsonl" "$JITK" compile good.cu --arch sm_90 >/dev/null 2>&1
+env JITK_CACHE_RECORD="$WORK/m.jsonl" "$JITK" compile hk.cu --arch sm_90 -Iinc >/dev/null 2>&1
+check "the manifest is private" 0 "600" -- stat -c %a "$WORK/m.jsonl"
+check "cache warm" 0 "sm_90: 3 kernels: 3 compiled, 0 already cached, 0 failed" -- \
+  "$JITK" cache warm "$WORK/m.jsonl" --dir "$WORK/warmed" --threads 2
+check "cache warm again" 0 "0 compiled, 3 already cached" -- \
+  "$JITK" cache warm "$WORK/m.jsonl" --dir "$WORK/warmed"
+check "the warmed cache serves the run" 0 "cubin" -- env JITK_CACHE_DIR="$WORK/warmed" \
+  "$JITK" compile hk.cu --arch sm_90 -Iinc
+# The warm-up's 3 compiles, and 3 + 1 disk hits: the second warm-up's and the run's.
+check "with no compile" 0 "disk hits:    4" -- "$JITK" cache stats --dir "$WORK/warmed"
+check "but the warm-up's" 0 "compiles:     3 " -- "$JITK" cache stats --dir "$WORK/warmed"
+echo "garbage" >>"$WORK/m.jsonl"
+echo '#define VALUE not C++' >inc/h.cuh
+check "cache warm with a damaged line and a kernel that no longer compiles" 1 \
+  "m.jsonl:4: not a manifest record; skipped" -- \
+  "$JITK" cache warm "$WORK/m.jsonl" --dir "$WORK/warmed2"
+grep -q "does not compile now" err.txt && grep -q "2 compiled, 0 already cached, 1 failed" out.txt &&
+  echo "ok: the broken kernel is named, the others warmed" ||
+  { echo "FAIL: cache warm's report"; cat out.txt err.txt; fails=$((fails + 1)); }
+check "cache warm for a target not recorded" 1 "records no kernels for sm_80" -- \
+  "$JITK" cache warm "$WORK/m.jsonl" --dir "$WORK/warmed2" --arch sm_80
+check "cache warm of a missing file" 1 "cannot read" -- "$JITK" cache warm "$WORK/none.jsonl"
+check "cache warm without a file" 2 "which manifest FILE" -- "$JITK" cache warm
+check "cache warm --threads 0" 2 "not a number from 1 to 1024" -- \
+  "$JITK" cache warm "$WORK/m.jsonl" --threads 0
+check "cache warm --remote-only without a remote" 2 "needs a remote tier" -- \
+  env -u JITK_CACHE_REMOTE "$JITK" cache warm "$WORK/m.jsonl" --remote-only
+
 if [ "$fails" -ne 0 ]; then echo "$fails CLI check(s) failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EXIT_USAGE 2
 
@@ -893,8 +894,179 @@ static void usage_cache(FILE *out) {
           "                        JITK_CACHE_SHARED_OWNER naming you)\n"
           "  push                  copy every entry to the remote tier (JITK_CACHE_REMOTE)\n"
           "  pull                  copy the remote's entries that serve this machine here,\n"
-          "                        each verified\n",
+          "                        each verified\n"
+          "  warm FILE [--arch A]... [--threads N] [--remote-only]\n"
+          "                        compile every kernel the manifest FILE recorded\n"
+          "                        (JITK_CACHE_RECORD=FILE in a run) that no tier has yet,\n"
+          "                        in parallel, for its recorded targets (--arch: only\n"
+          "                        those), into this cache and the remote when one is\n"
+          "                        configured (--remote-only: the remote alone); needs\n"
+          "                        no GPU\n",
           prog);
+}
+
+/* The targets a manifest's lines were recorded for, in order of first
+ * appearance: the "target" field, which every line has near its start. */
+static int manifest_targets(const char *path, char targets[][32], int most) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  int n = 0;
+  char head[256];
+  while (fgets(head, sizeof head, f) != NULL) {
+    size_t len = strlen(head);
+    /* Skip the rest of a long line. */
+    int ch = 0;
+    if (len > 0 && head[len - 1] != '\n')
+      while ((ch = fgetc(f)) != EOF && ch != '\n') {
+      }
+    const char *t = strstr(head, "\"target\":\"");
+    if (t == NULL) continue;
+    t += 10;
+    const char *end = strchr(t, '"');
+    if (end == NULL || end - t >= 32 || end == t) continue;
+    int known = 0;
+    for (int i = 0; i < n && !known; i++)
+      known = strncmp(targets[i], t, (size_t)(end - t)) == 0 && targets[i][end - t] == '\0';
+    if (!known && n < most) {
+      memcpy(targets[n], t, (size_t)(end - t));
+      targets[n][end - t] = '\0';
+      n++;
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+typedef struct warm_bar {
+  const char *arch;
+  int width;
+} warm_bar;
+
+static void warm_progress(void *user, size_t finished, size_t total, size_t failed) {
+  const warm_bar *b = user;
+  int fill = total ? (int)((double)finished / (double)total * b->width) : b->width;
+  char bar[128];
+  for (int i = 0; i < b->width; i++) bar[i] = i < fill ? '#' : '.';
+  bar[b->width] = '\0';
+  fprintf(stderr, "\r%s [%s] %zu/%zu", b->arch, bar, finished, total);
+  if (failed) fprintf(stderr, ", %zu failed", failed);
+  if (finished == total) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static int cmd_cache_warm(int argc, char **argv) {
+  const char *file = NULL, *dir = NULL;
+  const char *archs[32];
+  int narchs = 0, threads = 0, remote_only = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage_cache(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc && narchs < 32) {
+      archs[narchs++] = argv[++i];
+    } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1 || v > 1024) {
+        fprintf(stderr, "%s cache warm: --threads '%s' is not a number from 1 to 1024\n", prog,
+                argv[i]);
+        return EXIT_USAGE;
+      }
+      threads = (int)v;
+    } else if (strcmp(argv[i], "--remote-only") == 0) {
+      remote_only = 1;
+    } else if (argv[i][0] != '-' && file == NULL) {
+      file = argv[i];
+    } else {
+      fprintf(stderr, "%s cache warm: unexpected argument '%s'\n", prog, argv[i]);
+      usage_cache(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (file == NULL) {
+    fprintf(stderr, "%s cache warm: which manifest FILE?\n", prog);
+    return EXIT_USAGE;
+  }
+  char recorded[32][32];
+  int nrec = manifest_targets(file, recorded, 32);
+  if (nrec < 0) {
+    fprintf(stderr, "%s cache warm: cannot read %s: %s\n", prog, file, strerror(errno));
+    return 1;
+  }
+  if (narchs == 0)
+    for (int i = 0; i < nrec; i++) archs[narchs++] = recorded[i];
+  if (narchs == 0) {
+    printf("%s records no kernels\n", file);
+    return 0;
+  }
+  int rc = 0;
+  for (int a = 0; a < narchs; a++) {
+    int known = 0;
+    for (int i = 0; i < nrec && !known; i++) known = strcmp(recorded[i], archs[a]) == 0;
+    if (!known) {
+      /* What jitk generates can depend on the device, so a manifest is
+       * not compiled for a target it was not recorded on. */
+      fprintf(stderr,
+              "%s cache warm: %s records no kernels for %s; record a run on a device of that "
+              "target\n",
+              prog, file, archs[a]);
+      rc = 1;
+      continue;
+    }
+    jitk_engine_config cfg;
+    jitk_engine_config_init(&cfg);
+    cfg.device = JITK_DEVICE_NONE;
+    cfg.arch = archs[a];
+    cfg.cache_dir = dir;
+    cfg.cache_mode = remote_only ? JITK_CACHE_OFF : JITK_CACHE_ON;
+    if (threads > 0) cfg.compile_threads = threads;
+    jitk_engine *e = NULL;
+    jitk_status st = jitk_engine_create(&cfg, &e);
+    if (st != JITK_OK) return fail(NULL, st, "creating an engine");
+    if (remote_only) {
+      jitk_cache_remote_info ri;
+      jitk_cache_remote_info_init(&ri);
+      if (jitk_cache_remote_get_info(e, &ri, NULL) != JITK_OK || ri.url == NULL) {
+        fprintf(stderr,
+                "%s cache warm: --remote-only needs a remote tier (JITK_CACHE_REMOTE); none is "
+                "configured\n",
+                prog);
+        jitk_engine_destroy(e);
+        return EXIT_USAGE;
+      }
+    }
+    int pool = 0;
+    jitk_engine_compile_threads(e, &pool);
+    jitk_cache_warm_options opt;
+    jitk_cache_warm_options_init(&opt);
+    warm_bar bar = {archs[a], 40};
+    if (isatty(2)) {
+      opt.progress = warm_progress;
+      opt.progress_user = &bar;
+    }
+    jitk_cache_warm_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.struct_size = sizeof rep;
+    st = jitk_cache_warm(e, file, &opt, &rep);
+    if (st != JITK_OK) {
+      rc = fail(e, st, "cache warm");
+    } else {
+      size_t found = rep.kernels - rep.compiled - rep.failed;
+      printf("%s: %zu kernel%s: %zu compiled, %zu already cached", archs[a], rep.kernels,
+             rep.kernels == 1 ? "" : "s", rep.compiled, found);
+      if (rep.remote_hits) printf(" (%zu in the remote)", rep.remote_hits);
+      printf(", %zu failed; in %.1f s on %d thread%s\n", rep.failed, rep.seconds, pool,
+             pool == 1 ? "" : "s");
+      if (rep.damaged || rep.duplicates)
+        printf("%s: %zu damaged line%s skipped, %zu repeated\n", file, rep.damaged,
+               rep.damaged == 1 ? "" : "s", rep.duplicates);
+      if (rep.failed || rep.damaged) rc = 1;
+    }
+    jitk_engine_destroy(e);
+  }
+  return rc;
 }
 
 static long long parse_bytes(const char *s) {
@@ -943,6 +1115,7 @@ static int cmd_cache(int argc, char **argv) {
     return EXIT_USAGE;
   }
   const char *sub = argv[0];
+  if (strcmp(sub, "warm") == 0) return cmd_cache_warm(argc, argv);
   const char *dir = NULL, *file = NULL;
   int json = 0;
   long long max_size = 0;

@@ -532,3 +532,70 @@ Test(link_program, generated_kernels_link_with_pieces) {
   free(ir);
   jitk_engine_destroy(e);
 }
+
+/* Linked programs go into the warm-up manifest with every piece (binary
+ * ones as their bytes), and a warm-up compiles them into another cache
+ * under the keys the recording run looked up. */
+Test(link_program, linked_programs_are_recorded_and_warmed) {
+  char *work = jt_tmpdir();
+  char man[4096], a[4096], b[4096];
+  snprintf(man, sizeof man, "%s/m.jsonl", work);
+  snprintf(a, sizeof a, "%s/a", work);
+  snprintf(b, sizeof b, "%s/b", work);
+  size_t ir_size = 0, ptx_size = 0;
+  void *ir = nvrtc_build(JITK_LINK_LTO_IR, &ir_size);
+  void *ptx = nvrtc_build(JITK_LINK_PTX, &ptx_size);
+  static const char *const names[] = {"fill<float>"};
+  jitk_module_options lib_opts;
+  memset(&lib_opts, 0, sizeof lib_opts);
+  lib_opts.name_expressions = names;
+  lib_opts.num_name_expressions = 1;
+  for (int round = 0; round < 3; round++) {
+    jitk_engine_config cfg;
+    jitk_engine_config_init(&cfg);
+    cfg.device = JITK_DEVICE_NONE;
+    cfg.arch = "sm_90";
+    cfg.cache_mode = JITK_CACHE_ON;
+    /* Recorded on cache a; warmed into b; then the same links on b. */
+    cfg.cache_dir = round == 0 ? a : b;
+    cfg.cache_record = round == 0 ? man : NULL;
+    jitk_engine *e = NULL;
+    JT_OK(NULL, jitk_engine_create(&cfg, &e));
+    need_jitlink(e);
+    if (round == 1) {
+      jitk_cache_warm_report rep;
+      memset(&rep, 0, sizeof rep);
+      rep.struct_size = sizeof rep;
+      JT_OK(e, jitk_cache_warm(e, man, NULL, &rep));
+      cr_assert_eq(rep.kernels, 3);
+      cr_assert_eq(rep.compiled, 3);
+      cr_assert_eq(rep.failed + rep.damaged, 0);
+      jitk_engine_destroy(e);
+      continue;
+    }
+    jitk_link_piece p1[] = {bytes_piece(JITK_LINK_LTO_IR, ir, ir_size, "lib.ltoir"),
+                            cuda_piece(main_src, "main.cu", NULL)};
+    jitk_link_piece p2[] = {bytes_piece(JITK_LINK_PTX, ptx, ptx_size, "lib.ptx"),
+                            cuda_piece(main_src, "main.cu", NULL)};
+    jitk_link_piece p3[] = {cuda_piece(lib_src, "lib.cu", &lib_opts),
+                            cuda_piece(main_src, "main.cu", NULL),
+                            bytes_piece(JITK_LINK_DEVICE_RUNTIME, NULL, 0, NULL)};
+    jitk_module *m = NULL;
+    JT_OK(e, link_with(e, p1, 2, JITK_LTO_AUTO, &m));
+    jitk_module_destroy(m);
+    JT_OK(e, link_with(e, p2, 2, JITK_LTO_OFF, &m));
+    jitk_module_destroy(m);
+    JT_OK(e, link_with(e, p3, 3, JITK_LTO_ON, &m));
+    const char *lowered = NULL;
+    JT_OK(e, jitk_module_lowered_name(m, "fill<float>", &lowered));
+    jitk_module_destroy(m);
+    jitk_cache_stats s;
+    JT_OK(e, jitk_cache_get_stats(e, &s, NULL));
+    cr_assert_eq(s.compiles, round == 0 ? 3 : 0, "round %d: %llu compiles", round,
+                 (unsigned long long)s.compiles);
+    jitk_engine_destroy(e);
+  }
+  free(ir);
+  free(ptx);
+  jt_rmdir(work);
+}
