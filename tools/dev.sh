@@ -3,20 +3,21 @@
 # toolkit installed:
 #   tools/dev.sh demo   installs the Debian packages jitk needs, builds, runs the demo
 #   tools/dev.sh test   installs them, builds, runs the whole test suite (C and Python)
+#   tools/dev.sh deps   installs what `test` needs, and nothing else (.ci/run)
 # BUILD_DIR (default: build) chooses the build folder.
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-}
 case "$what" in
-  demo | test) ;;
-  *) echo "usage: tools/dev.sh demo|test" >&2; exit 2 ;;
+  demo | test | deps) ;;
+  *) echo "usage: tools/dev.sh demo|test|deps" >&2; exit 2 ;;
 esac
 
 PACKAGES="build-essential cmake pkg-config libsqlite3-dev libxxhash-dev libcriterion-dev libdlpack-dev libhiredis-dev"
 # clang builds the libFuzzer targets that .ci/run runs after the tests, and
 # clang-tidy analyzes src/ there; the Python package's tests need Python's
 # headers and venv; the remote cache tier's tests run a Redis server.
-[ "$what" = test ] && PACKAGES="$PACKAGES clang clang-tidy python3-dev python3-venv redis-server"
+[ "$what" != demo ] && PACKAGES="$PACKAGES clang clang-tidy python3-dev python3-venv redis-server"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -29,6 +30,8 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
+
+[ "$what" = deps ] && exit 0
 
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   PATH=/usr/local/cuda/bin:$PATH

@@ -43,8 +43,9 @@ static int free_port(void) {
 }
 
 typedef struct server {
-  pid_t pid;
+  pid_t pid; /* 0: the server .ci/run started, not this test's */
   int port;
+  int db;
   char url[64];
 } server;
 
@@ -60,6 +61,7 @@ static server start_server(void) {
     cr_skip_test("redis-server is not installed (Debian: redis-server)");
   server s;
   s.port = free_port();
+  s.db = 0;
   snprintf(s.url, sizeof s.url, "redis://127.0.0.1:%d", s.port);
   s.pid = fork();
   cr_assert_geq(s.pid, 0);
@@ -103,7 +105,32 @@ static void stop_server(server *s) {
 static redisContext *client(const server *s) {
   redisContext *c = redisConnect("127.0.0.1", s->port);
   cr_assert(c != NULL && !c->err, "connecting to the test's server");
+  if (s->db != 0) {
+    redisReply *r = redisCommand(c, "SELECT %d", s->db);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "SELECT %d", s->db);
+    freeReplyObject(r);
+  }
   return c;
+}
+
+/* The server .ci/run started for the suite ($JITK_TEST_REDIS_PORT), in a
+ * database of the test's own (emptied first), for the tests that neither
+ * stop the server nor change its settings; else a server of the test's
+ * own. */
+static server shared_server(int db) {
+  const char *port = getenv("JITK_TEST_REDIS_PORT");
+  if (port == NULL || *port == '\0') return start_server();
+  server s;
+  s.pid = 0;
+  s.port = atoi(port);
+  s.db = db;
+  snprintf(s.url, sizeof s.url, "redis://127.0.0.1:%d/%d", s.port, db);
+  redisContext *c = client(&s);
+  redisReply *r = redisCommand(c, "FLUSHDB");
+  cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "FLUSHDB on the suite's server");
+  freeReplyObject(r);
+  redisFree(c);
+  return s;
 }
 
 /* A compile-only engine on cache folder `dir` with the remote `url`. */
@@ -170,7 +197,7 @@ static size_t entry_keys(redisContext *c, char keys[][96], size_t max) {
 }
 
 Test(remote, two_machines_compile_once) {
-  server s = start_server();
+  server s = shared_server(1);
   char *a = jt_tmpdir(), *b = jt_tmpdir();
   jt_log la = {0}, lb = {0};
   jitk_engine *ea = remote_engine(a, s.url, &la);
@@ -211,7 +238,7 @@ Test(remote, two_machines_compile_once) {
   /* The URL is shown, its password never. */
   jitk_engine_destroy(ea);
   char url[128];
-  snprintf(url, sizeof url, "redis://someone:s3cret@127.0.0.1:%d/0", s.port);
+  snprintf(url, sizeof url, "redis://someone:s3cret@127.0.0.1:%d/%d", s.port, s.db);
   jt_log lp = {0};
   jitk_engine *ep = remote_engine(a, url, &lp);
   jitk_cache_remote_info ip = remote_info(ep);
@@ -240,7 +267,7 @@ static void *get_value(redisContext *c, const char *key, size_t *n) {
 }
 
 Test(remote, damaged_or_planted_entries_are_never_loaded) {
-  server s = start_server();
+  server s = shared_server(2);
   redisContext *c = client(&s);
   char *a = jt_tmpdir();
   jt_log la = {0};
@@ -303,7 +330,7 @@ Test(remote, damaged_or_planted_entries_are_never_loaded) {
 }
 
 Test(remote, processes_sharing_a_server_compile_each_kernel_once) {
-  server s = start_server();
+  server s = shared_server(3);
   enum { PROCS = 16, KINDS = 6 };
   char *dirs[PROCS];
   int pipes[PROCS][2];
@@ -500,7 +527,7 @@ Test(remote, bad_configurations_turn_the_remote_off) {
 }
 
 Test(remote, push_and_pull_copy_between_tiers) {
-  server s = start_server();
+  server s = shared_server(4);
   char *a = jt_tmpdir(), *b = jt_tmpdir();
   /* Machine a compiles three kernels with no remote, then pushes them. */
   jitk_engine *la = jt_cache_engine(a);
@@ -600,4 +627,54 @@ Test(remote, wrong_password_and_full_server) {
   redisFree(c);
   stop_server(&s);
   jt_rmdir(a);
+}
+
+/* A manifest warmed into the remote alone (a build machine with no local
+ * cache): a fresh machine then finds every kernel there. */
+Test(remote, a_manifest_warms_the_remote) {
+  server s = shared_server(5);
+  char *work = jt_tmpdir();
+  char man[512];
+  snprintf(man, sizeof man, "%s/m.jsonl", work);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.cache_mode = JITK_CACHE_OFF;
+  cfg.cache_record = man;
+  jitk_engine *rec = NULL;
+  JT_OK(NULL, jitk_engine_create(&cfg, &rec));
+  for (int k = 0; k < 4; k++) build(rec, 500 + k);
+  jitk_engine_destroy(rec);
+
+  cfg.cache_record = NULL;
+  cfg.cache_remote = s.url;
+  jitk_engine *warm = NULL;
+  JT_OK(NULL, jitk_engine_create(&cfg, &warm));
+  jitk_cache_warm_report rep;
+  memset(&rep, 0, sizeof rep);
+  rep.struct_size = sizeof rep;
+  JT_OK(warm, jitk_cache_warm(warm, man, NULL, &rep));
+  cr_assert_eq(rep.kernels, 4);
+  cr_assert_eq(rep.compiled, 4);
+  cr_assert_eq(remote_info(warm).stores, 4);
+  /* Warming again, in a new process, finds them in the remote. */
+  jitk_engine_destroy(warm);
+  JT_OK(NULL, jitk_engine_create(&cfg, &warm));
+  JT_OK(warm, jitk_cache_warm(warm, man, NULL, &rep));
+  cr_assert_eq(rep.compiled, 0);
+  cr_assert_eq(rep.remote_hits, 4);
+  jitk_engine_destroy(warm);
+
+  char *fresh = jt_tmpdir();
+  jt_log l = {0};
+  jitk_engine *e = remote_engine(fresh, s.url, &l);
+  for (int k = 0; k < 4; k++) build(e, 500 + k);
+  cr_assert_eq(jt_stats_mine(e).compiles, 0);
+  cr_assert_eq(remote_info(e).hits, 4);
+  cr_assert_eq(l.warnings, 0, "%s", l.last_warning);
+  jitk_engine_destroy(e);
+  stop_server(&s);
+  jt_rmdir(fresh);
+  jt_rmdir(work);
 }
