@@ -37,7 +37,10 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
     jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v);\n");
   else
     jk_buf_printf(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(%.17g);\n", s->alpha);
-  if (s->has_c)
+  /* BLAS's rule: with beta = 0, C is not read, so a C of NaN or of
+   * memory never written gives the D of alpha * A * B alone (0 * NaN
+   * would be NaN). */
+  if (s->has_c && s->beta != 0.0)
     jk_buf_printf(
         b, "    acc += static_cast<T>(%.17g) * static_cast<T>((_jk_c + batch * _jk_sc)[%s]);\n",
         s->beta, s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");

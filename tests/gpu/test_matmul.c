@@ -104,9 +104,10 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
     size_t o = i / (size_t)b_inner, in = i % (size_t)b_inner;
     jt_write_real(sb, c->dt, o * (size_t)d.ldb + in + (size_t)c->misalign, hb[i]);
   }
+  /* With beta = 0, BLAS reads no C: it is NaN here, which would show. */
   for (size_t i = 0; i < nd; i++) {
     hc[i] = rounded(ddt, jt_uniform(seed));
-    jt_write_real(sc, ddt, i, hc[i]);
+    jt_write_real(sc, ddt, i, c->beta == 0 ? NAN : hc[i]);
   }
   float *fbias = malloc((size_t)N * 4);
   for (int64_t j = 0; j < N; j++) {
@@ -141,7 +142,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
           acc += av * bv;
         }
         acc *= c->alpha;
-        if (c->has_c) acc += c->beta * hc[b * M * N + i * N + j];
+        if (c->has_c && c->beta != 0) acc += c->beta * hc[b * M * N + i * N + j];
         double want = epilogue_ref(c, acc, i, j, hbias);
         size_t o = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
         double got = jt_read_real(sd, ddt, o);
@@ -222,6 +223,15 @@ Test(matmul, tensor_cores) {
       {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
        R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE,
        0},
+      {"bf16 C of NaN with beta = 0, bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 256, 264, 128,
+       1, R, R, R, 1, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores",
+       JITK_DTYPE_NONE, 0},
+      {"f16 C of NaN with beta = 0, D column-major", JITK_FLOAT16, JITK_COMPUTE_FLOAT16, 130, 136,
+       64, 2, R, R, C, 1, 0.5, 0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
+      {"tf32 C of NaN with beta = 0", JITK_FLOAT32, JITK_COMPUTE_TF32, 128, 256, 96, 1, R, C, R, 1,
+       1, 0, NULL, NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
+      {"bf16 C of NaN with beta = 0, misaligned: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       128, 128, 64, 1, R, R, R, 1, 1, 0, NULL, NULL, 1, "tensor cores", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -346,6 +356,8 @@ Test(matmul, tensor_cores_mma_sync) {
        3, R, R, C, 1, 0.5, -2.0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
       {"mma.sync tf32 B row-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 132, 36, 1, R, R, R, 0, 1,
        0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
+      {"mma.sync bf16 C of NaN with beta = 0", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 200, 136, 72, 1,
+       R, R, C, 1, 2, 0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -373,6 +385,10 @@ Test(matmul, ffma) {
        3},
       {"f32 padded rows", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 130, 140, 33, 1, R, C, R, 0, 1, 0,
        NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 5},
+      {"f32 C of NaN with beta = 0, bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 1,
+       R, R, R, 1, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA", JITK_DTYPE_NONE, 0},
+      {"f64 C of NaN with beta = 0", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 2, R, R, C, 1,
+       2.0, 0, NULL, NULL, 0, "FFMA", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);

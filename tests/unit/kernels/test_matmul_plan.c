@@ -265,3 +265,31 @@ Test(matmul_plan, cooperative_schedule) {
               "bf16, cooperative");
   jitk_engine_destroy(e);
 }
+
+/* BLAS's rule: C is read only when beta is not 0 (a C of NaN or never
+ * written then gives the D of alpha * A * B). Every kind of kernel. */
+Test(matmul_plan, beta_zero_reads_no_c) {
+  static const char *const archs[] = {"sm_90", "sm_80"};
+  for (int a = 0; a < 2; a++) {
+    jitk_engine *e = jt_compile_engine(archs[a]);
+    const jitk_dtype dts[] = {JITK_BFLOAT16, JITK_FLOAT32, JITK_FLOAT64};
+    for (int t = 0; t < 3; t++) {
+      for (int beta = 0; beta < 2; beta++) {
+        jitk_matmul_desc d = desc(dts[t], 256, 256, 128);
+        d.has_c = true;
+        d.beta = beta ? -0.5 : 0.0;
+        jitk_matmul *p = NULL;
+        JT_OK(e, jitk_matmul_create(e, &d, &p));
+        const char *src = NULL;
+        JT_OK(e, jitk_matmul_source(p, &src));
+        bool reads = strstr(src, "(_jk_c + batch * _jk_sc)[") != NULL;
+        char what[256];
+        JT_OK(e, jitk_matmul_describe(p, what, sizeof what));
+        cr_assert(reads == (beta != 0), "%s, %s, beta %g: C %s", archs[a], what, d.beta,
+                  reads ? "read" : "not read");
+        jitk_matmul_destroy(p);
+      }
+    }
+    jitk_engine_destroy(e);
+  }
+}
