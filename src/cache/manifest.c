@@ -419,11 +419,8 @@ static bool grow(jk_jp *j, void **v, size_t n, size_t size) {
   return true;
 }
 
-static bool read_list(jk_jp *j, char ***v, size_t *n) {
-  if (*v != NULL || *n != 0) {
-    j->why = "a field given twice";
-    return false;
-  }
+/* An array: '[', items separated by commas, ']'; `item` reads one. */
+static bool read_array(jk_jp *j, bool (*item)(jk_jp *j, void *ctx), void *ctx) {
   if (!expect(j, '[')) return false;
   skip_ws(j);
   if (j->p < j->end && *j->p == ']') {
@@ -431,10 +428,7 @@ static bool read_list(jk_jp *j, char ***v, size_t *n) {
     return true;
   }
   for (;;) {
-    if (!grow(j, (void **)v, *n, sizeof **v)) return false;
-    char *s = read_string(j);
-    if (s == NULL) return false;
-    (*v)[(*n)++] = s;
+    if (!item(j, ctx)) return false;
     skip_ws(j);
     if (j->p < j->end && *j->p == ',') {
       j->p++;
@@ -444,46 +438,61 @@ static bool read_list(jk_jp *j, char ***v, size_t *n) {
   }
 }
 
+typedef struct jk_str_list {
+  char ***v;
+  size_t *n;
+} jk_str_list;
+
+static bool list_item(jk_jp *j, void *ctx) {
+  jk_str_list *l = ctx;
+  if (!grow(j, (void **)l->v, *l->n, sizeof **l->v)) return false;
+  char *s = read_string(j);
+  if (s == NULL) return false;
+  (*l->v)[(*l->n)++] = s;
+  return true;
+}
+
+static bool read_list(jk_jp *j, char ***v, size_t *n) {
+  if (*v != NULL || *n != 0) {
+    j->why = "a field given twice";
+    return false;
+  }
+  jk_str_list l = {v, n};
+  return read_array(j, list_item, &l);
+}
+
+/* {"name": ..., "source": ...} */
+static bool header_item(jk_jp *j, void *ctx) {
+  jk_manifest_rec *r = ctx;
+  if (!grow(j, (void **)&r->headers, r->num_headers, sizeof *r->headers)) return false;
+  jitk_header *h = &r->headers[r->num_headers];
+  memset(h, 0, sizeof *h);
+  r->num_headers++;
+  char *name = NULL, *src = NULL;
+  bool ok = expect(j, '{');
+  for (int field = 0; ok && field < 2; field++) {
+    char *key = read_string(j);
+    ok = key != NULL && expect(j, ':');
+    if (ok && strcmp(key, "name") == 0 && name == NULL)
+      ok = (name = read_string(j)) != NULL;
+    else if (ok && strcmp(key, "source") == 0 && src == NULL)
+      ok = (src = read_string(j)) != NULL;
+    else if (ok)
+      ok = false, j->why = "a header that is not {\"name\", \"source\"}";
+    jk_free(j->e, key);
+    if (ok) ok = expect(j, field == 0 ? ',' : '}');
+  }
+  h->name = name;
+  h->source = src;
+  return ok;
+}
+
 static bool read_headers(jk_jp *j, jk_manifest_rec *r) {
   if (r->headers != NULL) {
     j->why = "a field given twice";
     return false;
   }
-  if (!expect(j, '[')) return false;
-  skip_ws(j);
-  if (j->p < j->end && *j->p == ']') {
-    j->p++;
-    return true;
-  }
-  for (;;) {
-    if (!grow(j, (void **)&r->headers, r->num_headers, sizeof *r->headers)) return false;
-    jitk_header *h = &r->headers[r->num_headers];
-    memset(h, 0, sizeof *h);
-    r->num_headers++;
-    char *name = NULL, *src = NULL;
-    bool ok = expect(j, '{');
-    for (int field = 0; ok && field < 2; field++) {
-      char *key = read_string(j);
-      ok = key != NULL && expect(j, ':');
-      if (ok && strcmp(key, "name") == 0 && name == NULL)
-        ok = (name = read_string(j)) != NULL;
-      else if (ok && strcmp(key, "source") == 0 && src == NULL)
-        ok = (src = read_string(j)) != NULL;
-      else if (ok)
-        ok = false, j->why = "a header that is not {\"name\", \"source\"}";
-      jk_free(j->e, key);
-      if (ok) ok = expect(j, field == 0 ? ',' : '}');
-    }
-    h->name = name;
-    h->source = src;
-    if (!ok) return false;
-    skip_ws(j);
-    if (j->p < j->end && *j->p == ',') {
-      j->p++;
-      continue;
-    }
-    return expect(j, ']');
-  }
+  return read_array(j, header_item, r);
 }
 
 static int base64_value(char ch) {
@@ -534,6 +543,16 @@ static bool read_base64(jk_jp *j, jk_manifest_rec *r) {
 
 static bool read_members(jk_jp *j, jk_manifest_rec *r, bool piece, bool top);
 
+/* One piece of a link: an object of a piece's fields. */
+static bool piece_item(jk_jp *j, void *ctx) {
+  jk_manifest_rec *r = ctx;
+  if (!grow(j, (void **)&r->pieces, r->num_pieces, sizeof *r->pieces)) return false;
+  jk_manifest_rec *pc = &r->pieces[r->num_pieces++];
+  memset(pc, 0, sizeof *pc);
+  pc->kind = -1;
+  return expect(j, '{') && read_members(j, pc, true, false);
+}
+
 /* A linked program: {"lto": ..., "options": [...], "pieces": [...]}. */
 static bool read_link(jk_jp *j, jk_manifest_rec *r) {
   if (r->linked) {
@@ -559,25 +578,7 @@ static bool read_link(jk_jp *j, jk_manifest_rec *r) {
       ok = read_list(j, &r->link_options, &r->num_link_options);
     } else if (ok && strcmp(key, "pieces") == 0 && !pieces) {
       pieces = true;
-      ok = expect(j, '[');
-      skip_ws(j);
-      bool empty = ok && j->p < j->end && *j->p == ']';
-      if (empty) j->p++;
-      while (ok && !empty) {
-        ok = grow(j, (void **)&r->pieces, r->num_pieces, sizeof *r->pieces);
-        if (!ok) break;
-        jk_manifest_rec *pc = &r->pieces[r->num_pieces++];
-        memset(pc, 0, sizeof *pc);
-        pc->kind = -1;
-        ok = expect(j, '{') && read_members(j, pc, true, false);
-        skip_ws(j);
-        if (ok && j->p < j->end && *j->p == ',') {
-          j->p++;
-          continue;
-        }
-        ok = ok && expect(j, ']');
-        break;
-      }
+      ok = read_array(j, piece_item, r);
     } else if (ok) {
       j->why = "an unknown field of a link";
       ok = false;
