@@ -48,25 +48,62 @@ JITK_HALF_BINARY(pow, powf)
 // the value in float and apply the built-in operator, which is what CuPy's
 // float16 gives for the same expression: a float (a double with a double),
 // rounded once where it is stored.
-#define JITK_HALF_MIXED(H, TOF, S, op)                                                    \
-  __device__ __forceinline__ auto operator op(H a, S b)->decltype(TOF(a) op b) {          \
-    return TOF(a) op b;                                                                   \
-  }                                                                                       \
-  __device__ __forceinline__ auto operator op(S a, H b)->decltype(a op TOF(b)) {          \
-    return a op TOF(b);                                                                   \
+//
+// They are templates over the number's type, not one function per type:
+// 320 functions (2 halves, 8 numbers, 10 operators, both sides) made
+// every operator in the kernel, and the header itself, weigh each of them,
+// which cost NVRTC about 100 ms of a float16 kernel's compile. A template
+// is only weighed where its first argument deduces, and does what the
+// functions did: plain() picks, by the same overload resolution, the one
+// of the eight number types a value would have been passed as, and the
+// value is converted to it as that parameter would have converted it, so
+// every expression that compiled gives the same code (the bytes of 760
+// such expressions were compared), and the halves among themselves keep
+// CUDA's own operators.
+namespace jitk {
+namespace hm {
+// Declared only, for overload resolution in decltype.
+__device__ int plain(int);
+__device__ unsigned int plain(unsigned int);
+__device__ long plain(long);
+__device__ unsigned long plain(unsigned long);
+__device__ long long plain(long long);
+__device__ unsigned long long plain(unsigned long long);
+__device__ float plain(float);
+__device__ double plain(double);
+// The result type R, except for a half or bfloat16 on both sides.
+template <typename S, typename R>
+struct mixed {
+  typedef R type;
+};
+template <typename R>
+struct mixed<__half, R> {};
+template <typename R>
+struct mixed<__nv_bfloat16, R> {};
+// The implicit conversion a parameter of type P would make.
+template <typename P>
+__device__ __forceinline__ P as(P v) {
+  return v;
+}
+}  // namespace hm
+}  // namespace jitk
+#define JITK_HALF_MIXED(H, TOF, op)                                                 \
+  template <typename S>                                                             \
+  __device__ __forceinline__ auto operator op(H a, S b)                             \
+      ->typename jitk::hm::mixed<S, decltype(TOF(a) op jitk::hm::plain(b))>::type { \
+    return TOF(a) op jitk::hm::as<decltype(jitk::hm::plain(b))>(b);                 \
+  }                                                                                 \
+  template <typename S>                                                             \
+  __device__ __forceinline__ auto operator op(S a, H b)                             \
+      ->typename jitk::hm::mixed<S, decltype(jitk::hm::plain(a) op TOF(b))>::type { \
+    return jitk::hm::as<decltype(jitk::hm::plain(a))>(a) op TOF(b);                 \
   }
-#define JITK_HALF_MIXED_OPS(H, TOF, S)                                                    \
-  JITK_HALF_MIXED(H, TOF, S, +) JITK_HALF_MIXED(H, TOF, S, -) JITK_HALF_MIXED(H, TOF, S, *) \
-  JITK_HALF_MIXED(H, TOF, S, /) JITK_HALF_MIXED(H, TOF, S, <) JITK_HALF_MIXED(H, TOF, S, >) \
-  JITK_HALF_MIXED(H, TOF, S, <=) JITK_HALF_MIXED(H, TOF, S, >=)                            \
-  JITK_HALF_MIXED(H, TOF, S, ==) JITK_HALF_MIXED(H, TOF, S, !=)
-#define JITK_HALF_MIXED_TYPES(H, TOF)                                                     \
-  JITK_HALF_MIXED_OPS(H, TOF, int) JITK_HALF_MIXED_OPS(H, TOF, unsigned int)              \
-  JITK_HALF_MIXED_OPS(H, TOF, long) JITK_HALF_MIXED_OPS(H, TOF, unsigned long)            \
-  JITK_HALF_MIXED_OPS(H, TOF, long long) JITK_HALF_MIXED_OPS(H, TOF, unsigned long long)  \
-  JITK_HALF_MIXED_OPS(H, TOF, float) JITK_HALF_MIXED_OPS(H, TOF, double)
-JITK_HALF_MIXED_TYPES(__half, __half2float)
-JITK_HALF_MIXED_TYPES(__nv_bfloat16, __bfloat162float)
-#undef JITK_HALF_MIXED_TYPES
+#define JITK_HALF_MIXED_OPS(H, TOF)                                                        \
+  JITK_HALF_MIXED(H, TOF, +) JITK_HALF_MIXED(H, TOF, -) JITK_HALF_MIXED(H, TOF, *)         \
+  JITK_HALF_MIXED(H, TOF, /) JITK_HALF_MIXED(H, TOF, <) JITK_HALF_MIXED(H, TOF, >)         \
+  JITK_HALF_MIXED(H, TOF, <=) JITK_HALF_MIXED(H, TOF, >=) JITK_HALF_MIXED(H, TOF, ==)      \
+  JITK_HALF_MIXED(H, TOF, !=)
+JITK_HALF_MIXED_OPS(__half, __half2float)
+JITK_HALF_MIXED_OPS(__nv_bfloat16, __bfloat162float)
 #undef JITK_HALF_MIXED_OPS
 #undef JITK_HALF_MIXED

@@ -496,3 +496,98 @@ Test(nvrtc, options_with_other_outputs_are_refused) {
   jk_options_free(e, opts, n);
   jitk_engine_destroy(e);
 }
+
+/* Builds a kernel that meets a float16 and a bfloat16 with a value of each
+ * plain type under every operator, on both sides: through jitk/half_math's
+ * operators (`explicit_form` false), or written out as what those
+ * operators are to do, the half in float and the value passed as the
+ * number type overload resolution picks for it (an int for types that
+ * promote to it, an unsigned int for char32_t, a float for a class that
+ * converts to one). */
+static char *mixed_source(bool explicit_form) {
+  static const struct {
+    const char *type, *init, *as;
+  } plain[] = {
+      {"bool", "(bool)d[0]", "int"},
+      {"char", "(char)d[1]", "int"},
+      {"signed char", "(signed char)d[2]", "int"},
+      {"unsigned char", "(unsigned char)d[3]", "int"},
+      {"short", "(short)d[4]", "int"},
+      {"unsigned short", "(unsigned short)d[5]", "int"},
+      {"int", "(int)d[6]", "int"},
+      {"unsigned int", "(unsigned int)d[7]", "unsigned int"},
+      {"long", "(long)d[8]", "long"},
+      {"unsigned long", "(unsigned long)d[9]", "unsigned long"},
+      {"long long", "(long long)d[10]", "long long"},
+      {"unsigned long long", "(unsigned long long)d[11]", "unsigned long long"},
+      {"float", "(float)d[12]", "float"},
+      {"double", "d[13]", "double"},
+      {"E", "(E)(int)d[14]", "int"},
+      {"C", "C{(float)d[15]}", "float"},
+      {"char16_t", "(char16_t)d[16]", "int"},
+      {"char32_t", "(char32_t)d[17]", "unsigned int"},
+      {"wchar_t", "(wchar_t)d[18]", "int"},
+  };
+  static const char *const ops[] = {"+", "-", "*", "/", "<", ">", "<=", ">=", "==", "!="};
+  static const struct {
+    const char *array, *to_float;
+  } halves[] = {{"h", "__half2float"}, {"b", "__bfloat162float"}};
+  size_t cap = 1 << 20, len = 0;
+  char *s = malloc(cap);
+  len += (size_t)snprintf(
+      s + len, cap - len,
+      "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n"
+      "enum E { e0, e1, e7 = 7 };\n"
+      "struct C { float v; __device__ operator float() const { return v; } };\n"
+      "template <typename T> __device__ double as_d(T v) { return (double)v; }\n"
+      "extern \"C\" __global__ void k(const __half *h, const __nv_bfloat16 *b, const double *d,\n"
+      "                             double *out) {\n"
+      "  int t = threadIdx.x;\n  double acc = 0;\n");
+  for (size_t p = 0; p < sizeof plain / sizeof plain[0]; p++) {
+    len +=
+        (size_t)snprintf(s + len, cap - len, "  {\n    %s s = %s;\n", plain[p].type, plain[p].init);
+    for (size_t h = 0; h < 2; h++)
+      for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        if (explicit_form)
+          len += (size_t)snprintf(
+              s + len, cap - len,
+              "    acc += as_d(%s(%s[t]) %s (%s)s);\n    acc += as_d((%s)s %s %s(%s[t]));\n",
+              halves[h].to_float, halves[h].array, ops[o], plain[p].as, plain[p].as, ops[o],
+              halves[h].to_float, halves[h].array);
+        else
+          len += (size_t)snprintf(s + len, cap - len,
+                                  "    acc += as_d(%s[t] %s s);\n    acc += as_d(s %s %s[t]);\n",
+                                  halves[h].array, ops[o], ops[o], halves[h].array);
+      }
+    len += (size_t)snprintf(s + len, cap - len, "  }\n");
+  }
+  snprintf(s + len, cap - len, "  out[t] = acc;\n}\n");
+  return s;
+}
+
+/* jitk/half_math.cuh's operators between a half and a plain number are
+ * templates that must do what one function per number type did: the same
+ * code as the arithmetic written out, for 760 expressions. */
+Test(nvrtc, half_math_mixed_operators_are_the_written_out_arithmetic) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  void *images[2];
+  size_t sizes[2];
+  for (int i = 0; i < 2; i++) {
+    char *src = mixed_source(i == 1);
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, src, NULL, &m));
+    const void *img;
+    jitk_image_kind kind;
+    JT_OK(e, jitk_module_image(m, &img, &sizes[i], &kind));
+    images[i] = malloc(sizes[i]);
+    memcpy(images[i], img, sizes[i]);
+    jitk_module_destroy(m);
+    free(src);
+  }
+  cr_assert_eq(sizes[0], sizes[1]);
+  cr_assert(memcmp(images[0], images[1], sizes[0]) == 0,
+            "the operators compile to other code than the arithmetic they stand for");
+  free(images[0]);
+  free(images[1]);
+  jitk_engine_destroy(e);
+}
