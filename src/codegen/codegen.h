@@ -100,9 +100,11 @@ void jk_cg_user_section(jk_buf *b, const char *label, const char *code, const ch
 void jk_cg_line_back(jk_buf *b, const char *file);
 /* The includes the parameters' dtypes and `extra` need (fp16/bf16,
  * complex, raw arrays), the index typedefs _jk_u and _jk_s, and a typedef
- * per placeholder. */
+ * per placeholder. `code` (NULL entries allowed) is every section of the
+ * user's: a float16 kernel reads cuda_bf16.h only when it names bfloat16. */
 void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams, const unsigned char *dtype,
-                    const unsigned char *kind, bool idx64, jitk_dtype extra);
+                    const unsigned char *kind, bool idx64, jitk_dtype extra,
+                    const char *const *code, size_t ncode);
 
 /* Threads per block of every reduction kernel. */
 #define JK_RED_BLOCK 256

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "array/array.h"
 #include "codegen/codegen.h"
@@ -57,20 +58,44 @@ void jk_cg_user_section(jk_buf *b, const char *label, const char *code, const ch
   jk_cg_user_code(b, label, code, ";", file);
 }
 
+/* Whether the user's code names anything of bfloat16: the type
+ * (__nv_bfloat16, nv_bfloat16, __nv_bfloat162), its conversions
+ * (__float2bfloat16...) and constants (CUDART_INF_BF16...) all spell
+ * "bfloat16" or "bf16", and its overloads of other names (hexp, __hadd,
+ * __shfl_sync) take one of those. Comments and strings count too, which
+ * only errs towards reading the header. */
+static bool names_bfloat16(const char *const *code, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (code[i] == NULL) continue;
+    for (const char *c = code[i]; *c != '\0'; c++)
+      if ((c[0] | 0x20) == 'b' && (((c[1] | 0x20) == 'f' && c[2] == '1' && c[3] == '6') ||
+                                   strncasecmp(c, "bfloat16", 8) == 0))
+        return true;
+  }
+  return false;
+}
+
 /* The includes the types need (half, complex, raw arrays), the index
  * types, and the placeholders as typedefs. */
 void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams, const unsigned char *dtype,
-                    const unsigned char *kind, bool idx64, jitk_dtype extra) {
-  bool half = false, cplx = false, raw = false;
+                    const unsigned char *kind, bool idx64, jitk_dtype extra,
+                    const char *const *code, size_t ncode) {
+  bool half = false, bf16 = false, cplx = false, raw = false;
   for (int p = 0; p <= nparams; p++) {
     jitk_dtype d = p < nparams ? (jitk_dtype)dtype[p] : extra;
-    half |= d == JITK_FLOAT16 || d == JITK_BFLOAT16;
+    half |= d == JITK_FLOAT16;
+    bf16 |= d == JITK_BFLOAT16;
     cplx |= d == JITK_COMPLEX64 || d == JITK_COMPLEX128;
     raw |= p < nparams && kind[p] == JK_EW_RAW;
   }
-  if (half)
-    jk_buf_puts(b,
-                "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n");
+  /* cuda_bf16.h (which includes cuda_fp16.h) costs NVRTC about 25 ms
+   * more than cuda_fp16.h alone: a float16 kernel reads it only when its
+   * code speaks of bfloat16. */
+  if (half && !bf16) bf16 = names_bfloat16(code, ncode);
+  if (half || bf16)
+    jk_buf_puts(
+        b, bf16 ? "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n"
+                : "#include <cuda_fp16.h>\n#include <jitk/half_math.cuh>\n");
   if (cplx) jk_buf_puts(b, "#include <jitk/complex.cuh>\nusing jitk::complex;\n");
   if (raw) jk_buf_puts(b, "#include <jitk/array.cuh>\n");
   if (idx64)

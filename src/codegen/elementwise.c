@@ -530,7 +530,9 @@ jitk_status jk_ew_generate(jitk_engine *e, const jk_ew_source_in *in, char **sou
                 : s->vec > 1         ? "vector path"
                                      : "scalar path");
   jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n");
-  jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64, JITK_DTYPE_NONE);
+  const char *const code[] = {in->operation, in->preamble, in->loop_prep, in->after_loop};
+  jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64, JITK_DTYPE_NONE, code,
+                 sizeof code / sizeof code[0]);
   jk_cg_user_section(&b, "preamble", in->preamble, file);
 
   /* A peeled loop takes the arrays' pointers and the element count as

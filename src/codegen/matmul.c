@@ -98,7 +98,9 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   if (wg) jk_buf_puts(&b, "#include <jitk/matmul_sm90.cuh>\n");
   jk_param_list none;
   memset(&none, 0, sizeof none);
-  jk_cg_prologue(&b, &none, n, dts, kinds, false, JITK_DTYPE_NONE);
+  const char *const code[] = {in->epilogue, in->preamble};
+  jk_cg_prologue(&b, &none, n, dts, kinds, false, JITK_DTYPE_NONE, code,
+                 sizeof code / sizeof code[0]);
   jk_buf_puts(&b,
               "using jitk::mm::relu;\nusing jitk::mm::gelu;\nusing jitk::mm::sigmoid;\n"
               "using jitk::mm::silu;\n");

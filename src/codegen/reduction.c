@@ -905,8 +905,10 @@ jitk_status jk_red_generate(jitk_engine *e, const jk_red_source_in *in, char **s
                 s->nk, s->nr, s->nr == 1 ? "" : "s", s->idx64 ? 64 : 32);
   jk_buf_puts(&b, "#include <jitk/elementwise.cuh>\n#include <jitk/reduction.cuh>\n");
   /* The reduce type may be a half or complex type no parameter has. */
+  const char *const code[] = {in->map_expr, in->reduce_expr, in->post_map_expr,
+                              in->identity, in->reduce_type, in->preamble};
   jk_cg_prologue(&b, in->params, s->nparams, s->dtype, s->kind, s->idx64,
-                 (jitk_dtype)s->reduce_dtype);
+                 (jitk_dtype)s->reduce_dtype, code, sizeof code / sizeof code[0]);
   jk_cg_user_section(&b, "preamble", in->preamble, file);
   if (s->reduce_dtype != JITK_DTYPE_NONE)
     jk_buf_printf(&b, "typedef %s _type_reduce;\n", jk_dtype((jitk_dtype)s->reduce_dtype)->ctype);

@@ -1,15 +1,24 @@
 // jitk/half_math.cuh: math on float16 and bfloat16 written as on float, so
 // that an operation such as `y = exp(x) * a` compiles whatever the dtype.
 // Included by generated kernels when a float16 or bfloat16 is bound; needs
-// cuda_fp16.h and cuda_bf16.h first. Each function computes in float and
-// rounds once.
+// cuda_fp16.h first, and cuda_bf16.h for its bfloat16 half. Each function
+// computes in float and rounds once.
 #pragma once
 
-#define JITK_HALF_UNARY(name, fn)                                                     \
+// A float16 kernel reads cuda_bf16.h only when its code names bfloat16
+// (it costs NVRTC about 25 ms more than cuda_fp16.h alone), so what is
+// here for bfloat16 is only there when that header is.
+#ifdef __CUDA_BF16_TYPES_EXIST__
+#define JITK_HALF_BF16(...) __VA_ARGS__
+#else
+#define JITK_HALF_BF16(...)
+#endif
+
+#define JITK_HALF_UNARY(name, fn)                                                                \
   __device__ __forceinline__ __half name(__half x) { return __float2half(fn(__half2float(x))); } \
-  __device__ __forceinline__ __nv_bfloat16 name(__nv_bfloat16 x) {                     \
-    return __float2bfloat16(fn(__bfloat162float(x)));                                 \
-  }
+  JITK_HALF_BF16(__device__ __forceinline__ __nv_bfloat16 name(__nv_bfloat16 x) {                \
+    return __float2bfloat16(fn(__bfloat162float(x)));                                            \
+  })
 JITK_HALF_UNARY(exp, expf)
 JITK_HALF_UNARY(exp2, exp2f)
 JITK_HALF_UNARY(log, logf)
@@ -27,13 +36,13 @@ JITK_HALF_UNARY(floor, floorf)
 JITK_HALF_UNARY(ceil, ceilf)
 #undef JITK_HALF_UNARY
 
-#define JITK_HALF_BINARY(name, fn)                                                    \
-  __device__ __forceinline__ __half name(__half a, __half b) {                        \
-    return __float2half(fn(__half2float(a), __half2float(b)));                        \
-  }                                                                                   \
-  __device__ __forceinline__ __nv_bfloat16 name(__nv_bfloat16 a, __nv_bfloat16 b) {   \
-    return __float2bfloat16(fn(__bfloat162float(a), __bfloat162float(b)));            \
-  }
+#define JITK_HALF_BINARY(name, fn)                                                                 \
+  __device__ __forceinline__ __half name(__half a, __half b) {                                     \
+    return __float2half(fn(__half2float(a), __half2float(b)));                                     \
+  }                                                                                                \
+  JITK_HALF_BF16(__device__ __forceinline__ __nv_bfloat16 name(__nv_bfloat16 a, __nv_bfloat16 b) { \
+    return __float2bfloat16(fn(__bfloat162float(a), __bfloat162float(b)));                         \
+  })
 JITK_HALF_BINARY(max, fmaxf)
 JITK_HALF_BINARY(min, fminf)
 JITK_HALF_BINARY(fmax, fmaxf)
@@ -78,8 +87,7 @@ struct mixed {
 };
 template <typename R>
 struct mixed<__half, R> {};
-template <typename R>
-struct mixed<__nv_bfloat16, R> {};
+JITK_HALF_BF16(template <typename R> struct mixed<__nv_bfloat16, R> {};)
 // The implicit conversion a parameter of type P would make.
 template <typename P>
 __device__ __forceinline__ P as(P v) {
@@ -98,12 +106,13 @@ __device__ __forceinline__ P as(P v) {
       ->typename jitk::hm::mixed<S, decltype(jitk::hm::plain(a) op TOF(b))>::type { \
     return jitk::hm::as<decltype(jitk::hm::plain(a))>(a) op TOF(b);                 \
   }
-#define JITK_HALF_MIXED_OPS(H, TOF)                                                        \
-  JITK_HALF_MIXED(H, TOF, +) JITK_HALF_MIXED(H, TOF, -) JITK_HALF_MIXED(H, TOF, *)         \
-  JITK_HALF_MIXED(H, TOF, /) JITK_HALF_MIXED(H, TOF, <) JITK_HALF_MIXED(H, TOF, >)         \
-  JITK_HALF_MIXED(H, TOF, <=) JITK_HALF_MIXED(H, TOF, >=) JITK_HALF_MIXED(H, TOF, ==)      \
+#define JITK_HALF_MIXED_OPS(H, TOF)                                                   \
+  JITK_HALF_MIXED(H, TOF, +) JITK_HALF_MIXED(H, TOF, -) JITK_HALF_MIXED(H, TOF, *)    \
+  JITK_HALF_MIXED(H, TOF, /) JITK_HALF_MIXED(H, TOF, <) JITK_HALF_MIXED(H, TOF, >)    \
+  JITK_HALF_MIXED(H, TOF, <=) JITK_HALF_MIXED(H, TOF, >=) JITK_HALF_MIXED(H, TOF, ==) \
   JITK_HALF_MIXED(H, TOF, !=)
 JITK_HALF_MIXED_OPS(__half, __half2float)
-JITK_HALF_MIXED_OPS(__nv_bfloat16, __bfloat162float)
+JITK_HALF_BF16(JITK_HALF_MIXED_OPS(__nv_bfloat16, __bfloat162float))
 #undef JITK_HALF_MIXED_OPS
 #undef JITK_HALF_MIXED
+#undef JITK_HALF_BF16

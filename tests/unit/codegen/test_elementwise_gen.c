@@ -421,3 +421,32 @@ Test(elementwise_gen, layout_and_types_are_checked) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* A float16 kernel reads cuda_bf16.h (25 ms of NVRTC) only when its code
+ * names bfloat16; a bfloat16 kernel, and one of both types, always. */
+Test(elementwise_gen, bfloat16_header_only_when_named) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const struct {
+    const char *in, *op, *types;
+    bool bf16;
+  } cases[] = {
+      {"T x", "z = exp(x) * (T)2 + x", "T=float16", false},
+      {"T x", "z = x + __float2half(__bfloat162float(__float2bfloat16(1.5f)))", "T=float16", true},
+      {"T x", "__nv_bfloat162 p = __floats2bfloat162_rn(1.f, 2.f); z = x + (T)__low2float(p)",
+       "T=float16", true},
+      {"T x", "nv_bfloat16 b = __float2bfloat16((float)x); z = (T)(float)b", "T=float16", true},
+      {"T x", "z = x * x", "T=bfloat16", true},
+      {"T x, U u", "z = x + (T)(float)u", "T=float16, U=bfloat16", true},
+      {"T x", "z = x + x", "T=float32", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    jitk_elementwise *k = NULL;
+    JT_OK(e, jitk_elementwise_create(e, cases[i].in, "T z", cases[i].op, "k", NULL, &k));
+    const char *src = NULL;
+    JT_OK(e, jitk_elementwise_compile(k, cases[i].types, NULL, &src, NULL));
+    cr_assert_eq(strstr(src, "#include <cuda_bf16.h>") != NULL, cases[i].bf16, "case %zu:\n%s", i,
+                 src);
+    jitk_elementwise_destroy(k);
+  }
+  jitk_engine_destroy(e);
+}

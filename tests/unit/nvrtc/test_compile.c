@@ -504,7 +504,7 @@ Test(nvrtc, options_with_other_outputs_are_refused) {
  * number type overload resolution picks for it (an int for types that
  * promote to it, an unsigned int for char32_t, a float for a class that
  * converts to one). */
-static char *mixed_source(bool explicit_form) {
+static char *mixed_source(bool explicit_form, bool bf16) {
   static const struct {
     const char *type, *init, *as;
   } plain[] = {
@@ -536,17 +536,18 @@ static char *mixed_source(bool explicit_form) {
   char *s = malloc(cap);
   len += (size_t)snprintf(
       s + len, cap - len,
-      "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n"
+      "#include <cuda_fp16.h>\n%s#include <jitk/half_math.cuh>\n"
       "enum E { e0, e1, e7 = 7 };\n"
       "struct C { float v; __device__ operator float() const { return v; } };\n"
       "template <typename T> __device__ double as_d(T v) { return (double)v; }\n"
-      "extern \"C\" __global__ void k(const __half *h, const __nv_bfloat16 *b, const double *d,\n"
+      "extern \"C\" __global__ void k(const __half *h, const %s *b, const double *d,\n"
       "                             double *out) {\n"
-      "  int t = threadIdx.x;\n  double acc = 0;\n");
+      "  int t = threadIdx.x;\n  double acc = 0;\n",
+      bf16 ? "#include <cuda_bf16.h>\n" : "", bf16 ? "__nv_bfloat16" : "void");
   for (size_t p = 0; p < sizeof plain / sizeof plain[0]; p++) {
     len +=
         (size_t)snprintf(s + len, cap - len, "  {\n    %s s = %s;\n", plain[p].type, plain[p].init);
-    for (size_t h = 0; h < 2; h++)
+    for (size_t h = 0; h < (bf16 ? 2u : 1u); h++)
       for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
         if (explicit_form)
           len += (size_t)snprintf(
@@ -567,13 +568,14 @@ static char *mixed_source(bool explicit_form) {
 
 /* jitk/half_math.cuh's operators between a half and a plain number are
  * templates that must do what one function per number type did: the same
- * code as the arithmetic written out, for 760 expressions. */
-Test(nvrtc, half_math_mixed_operators_are_the_written_out_arithmetic) {
+ * code as the arithmetic written out, for 760 expressions; and for the 380
+ * of float16 alone, without cuda_bf16.h, as a float16 kernel reads it. */
+static void same_code_as_written_out(bool bf16) {
   jitk_engine *e = jt_compile_engine("sm_90");
   void *images[2];
   size_t sizes[2];
   for (int i = 0; i < 2; i++) {
-    char *src = mixed_source(i == 1);
+    char *src = mixed_source(i == 1, bf16);
     jitk_module *m = NULL;
     JT_OK(e, jitk_module_create(e, src, NULL, &m));
     const void *img;
@@ -590,4 +592,9 @@ Test(nvrtc, half_math_mixed_operators_are_the_written_out_arithmetic) {
   free(images[0]);
   free(images[1]);
   jitk_engine_destroy(e);
+}
+
+Test(nvrtc, half_math_mixed_operators_are_the_written_out_arithmetic) {
+  same_code_as_written_out(true);
+  same_code_as_written_out(false);
 }
