@@ -147,6 +147,83 @@ static jitk_status open_device(jitk_engine *e, const jitk_engine_config *cfg) {
 /* Opens the engine's cache store; run on a helper thread while the main
  * one brings up the driver, so that SQLite's first-open cost (about half a
  * millisecond) hides under cuInit's (a hundred and more). */
+/* Which compiles use NVRTC's precompiled headers: the config's, else
+ * $JITK_PCH, else generated kernels while the disk cache is on (a cache
+ * that is off or read-only is a wish to write nothing into its folder).
+ * *asked says whether the config or the environment chose. */
+static jitk_pch_mode pch_mode(jitk_engine *e, const jitk_engine_config *cfg, bool *asked) {
+  *asked = true;
+  if (cfg->pch != JITK_PCH_DEFAULT) return cfg->pch;
+  const char *v = getenv("JITK_PCH");
+  if (v != NULL && *v != '\0') {
+    if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) return JITK_PCH_OFF;
+    if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) return JITK_PCH_ON;
+    if (strcmp(v, "all") == 0) return JITK_PCH_ALL;
+    jk_log(e, JITK_LOG_WARN, "JITK_PCH=\"%s\" is not off, on or all; using the default", v);
+  }
+  *asked = false;
+  return e->cache.mode == JITK_CACHE_ON ? JITK_PCH_ON : JITK_PCH_OFF;
+}
+
+/* Where the engine's precompiled headers go: <cache folder>/pch, both
+ * checked with the private tier's rules, since a file planted there would
+ * be loaded by NVRTC as compiled code. A group cache is written by others
+ * and a network filesystem is slow and shared between machines whose
+ * processes cannot use each other's files, so neither gets them. Nothing
+ * here fails the engine: precompiled headers are off, and the reason is
+ * one log line (a warning when they were asked for, else information). */
+static void pch_setup(jitk_engine *e, const jitk_engine_config *cfg) {
+  bool asked = false;
+  jitk_pch_mode mode = pch_mode(e, cfg, &asked);
+  char why[768];
+  why[0] = '\0';
+  char *dir = NULL, *real = NULL, *pch = NULL, *root = NULL;
+  jk_trust t;
+  memset(&t, 0, sizeof t);
+  t.kind = JK_TIER_PRIVATE;
+  const char *fs = NULL;
+  if (mode == JITK_PCH_OFF) {
+    snprintf(why, sizeof why, "%s",
+             asked ? "turned off (jitk_engine_config.pch or JITK_PCH=off)"
+                   : "the disk cache is not on (JITK_PCH=on uses its folder anyway)");
+    asked = false;
+  } else if (!jk_pch_available(&e->nvrtc)) {
+    snprintf(why, sizeof why, "NVRTC %d.%d has none (they came with CUDA 12.8)", e->nvrtc.major,
+             e->nvrtc.minor);
+  } else if (e->cache.shared) {
+    snprintf(why, sizeof why,
+             "the cache is a group cache (JITK_CACHE_SHARED=1), whose folder others write; they "
+             "are kept only in a private one");
+  } else if ((dir = e->cache.dir     ? jk_strdup(e, e->cache.dir)
+                    : cfg->cache_dir ? jk_strdup(e, cfg->cache_dir)
+                                     : jk_cache_default_dir(e)) == NULL) {
+    snprintf(why, sizeof why, "no cache folder (set JITK_CACHE_DIR)");
+  } else if (jk_cache_prepare_dir(e, dir, &t, true, &real) != JITK_OK) {
+    snprintf(why, sizeof why, "%s", jitk_errmsg(e));
+  } else {
+    jk_buf b;
+    jk_buf_init(&b, e);
+    jk_buf_printf(&b, "%s/pch", real);
+    pch = jk_buf_take(&b);
+    if (pch == NULL)
+      snprintf(why, sizeof why, "out of memory");
+    else if (jk_cache_prepare_dir(e, pch, &t, true, &root) != JITK_OK)
+      snprintf(why, sizeof why, "%s", jitk_errmsg(e));
+    else if (jk_is_network_fs(root, &fs))
+      snprintf(why, sizeof why, "the cache folder is on a network filesystem (%s)", fs);
+  }
+  if (why[0] != '\0') {
+    jk_free(e, root);
+    root = NULL;
+    if (mode != JITK_PCH_OFF)
+      jk_log(e, asked ? JITK_LOG_WARN : JITK_LOG_INFO, "precompiled headers off: %s", why);
+  }
+  jk_free(e, dir);
+  jk_free(e, real);
+  jk_free(e, pch);
+  jk_pch_configure(e, mode, root, why);
+}
+
 static void *open_store(void *p) {
   jitk_engine *e = p;
   pthread_mutex_lock(&e->cache.disk_lock);
@@ -169,6 +246,9 @@ jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **o
   int threads = 0;
   st = compile_threads(&cfg, &threads);
   if (st != JITK_OK) return st;
+  if (cfg.pch < JITK_PCH_DEFAULT || cfg.pch > JITK_PCH_ALL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_create: pch %d is not a jitk_pch_mode", (int)cfg.pch);
 
   jitk_engine *e;
   if (cfg.alloc_fn != NULL)
@@ -206,6 +286,7 @@ jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **o
       st = open_device(e, &cfg);
   }
   if (opening) pthread_join(opener, NULL);
+  if (st == JITK_OK) pch_setup(e, &cfg);
   if (st != JITK_OK) {
     /* Messages recorded on the engine die with it; move the last one to
      * the per-thread fallback, where jitk_errmsg(NULL) finds it. */

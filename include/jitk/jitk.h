@@ -232,6 +232,15 @@ typedef enum jitk_cache_mode {
 #define JITK_DEVICE_DEFAULT (-1) /* $JITK_DEVICE if set, else device 0 */
 #define JITK_DEVICE_NONE (-2)    /* compile only: no driver, no GPU */
 
+/* Which compiles use NVRTC's precompiled headers (jitk_engine_config.pch,
+ * docs/GUIDE.md, "Precompiled headers"). */
+typedef enum jitk_pch_mode {
+  JITK_PCH_DEFAULT = 0, /* $JITK_PCH (off, on, all), else on while the disk cache is on */
+  JITK_PCH_OFF = 1,     /* none */
+  JITK_PCH_ON = 2,      /* generated kernels (elementwise, reduction, matmul) */
+  JITK_PCH_ALL = 3      /* generated kernels and raw modules */
+} jitk_pch_mode;
+
 typedef struct jitk_engine_config {
   /* sizeof(jitk_engine_config) as the caller was compiled; set by
    * jitk_engine_config_init so that later fields can be added. */
@@ -324,6 +333,22 @@ typedef struct jitk_engine_config {
    * number of CPUs this process may run on.
    */
   int compile_threads;
+
+  /*
+   * NVRTC's precompiled headers (NVRTC 12.8 and newer): NVRTC's state after
+   * the large headers a compile reads (cuda_fp16.h, CUB) is saved in a file,
+   * made beside the first compile of those headers by a thread of the
+   * engine, and later compiles of this process that start with the same
+   * headers load it instead of reading them again. The images are the same
+   * bytes either way, so cache keys do not change. The files live in a
+   * folder of the engine's own under <cache folder>/pch, under the private
+   * cache's trust rules, and are removed with the engine; no trusted
+   * folder, no precompiled headers. Nothing fails for them: any problem
+   * means a plain compile and at most one log line (docs/GUIDE.md,
+   * "Precompiled headers"). JITK_PCH_DEFAULT: $JITK_PCH, else JITK_PCH_ON
+   * while cache_mode is on.
+   */
+  jitk_pch_mode pch;
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */
@@ -413,6 +438,28 @@ JITK_API jitk_status jitk_nvrtc_version(int *major, int *minor);
 /* The sm numbers NVRTC can target (75, 80, ... 120), ascending. Writes at
  * most `capacity` of them and the total into *count. */
 JITK_API jitk_status jitk_nvrtc_supported_archs(int *archs, size_t capacity, size_t *count);
+
+/* What an engine does with NVRTC's precompiled headers (jitk_engine_config.pch). */
+typedef struct jitk_pch_info {
+  size_t struct_size; /* sizeof(jitk_pch_info), set by the caller */
+  /* "on", or "off: " and why; lives as long as the engine. */
+  const char *state;
+  /* The engine's folder of precompiled headers, or NULL before its first
+   * use or when off; lives as long as the engine. */
+  const char *dir;
+  uint64_t compiles;   /* compiles that gave NVRTC one to make or to load */
+  uint64_t created;    /* files made, by such a compile or by the engine's thread */
+  uint64_t used;       /* compiles that loaded one */
+  uint64_t failed;     /* files that could not be made (heap, disk, a source NVRTC
+                          cannot save) or that NVRTC refused to load twice */
+  uint64_t heap_grown; /* times the engine grew NVRTC's heap for them */
+  uint64_t bytes;      /* size of the files the engine's folder holds */
+  size_t heap_bytes;   /* NVRTC's heap for them now (one for the whole process) */
+  int making;          /* 1 while a thread of the engine makes one */
+} jitk_pch_info;
+
+/* Fills `info` for the engine; its struct_size must be set. */
+JITK_API jitk_status jitk_engine_pch_info(jitk_engine *engine, jitk_pch_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* The kernel cache                                                          */

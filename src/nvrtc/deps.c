@@ -1052,8 +1052,14 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
                          jk_deps *out) {
   static const char *const include_opts[] = {"-I", "--include-path", NULL};
   static const char *const pre_opts[] = {"-include", "--pre-include", "--preinclude", NULL};
-  /* Precompiled headers are read from and written to files NVRTC chooses:
-   * what such a compile depends on cannot be told from its sources. */
+  /* A caller's own precompiled headers are read from files NVRTC chooses
+   * (-pch) or the caller names, made from headers NVRTC does not compare
+   * with what they hold now: what such a compile depends on cannot be told
+   * from its sources. jitk's own (pch.c) never come through here: they are
+   * added after the key and this scan, each file is made from exactly the
+   * headers this record lists, and the image is the same bytes. Options
+   * that only say where or how verbosely (--pch-dir, --pch-messages) read
+   * nothing by themselves. */
   static const char *const pch_opts[] = {"-pch",     "--pch",     "-create-pch", "--create-pch",
                                          "-use-pch", "--use-pch", NULL};
   memset(out, 0, sizeof *out);
@@ -1109,9 +1115,11 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
       add_macro(&s, def, def + strlen(def));
       jk_free(e, def);
     } else {
-      for (const char *const *p = pch_opts; *p; p++)
-        if (strncmp(opts[i], *p, strlen(*p)) == 0)
+      for (const char *const *p = pch_opts; *p; p++) {
+        size_t l = strlen(*p);
+        if (strncmp(opts[i], *p, l) == 0 && (opts[i][l] == '\0' || opts[i][l] == '='))
           set_unknown(&s, "option %s makes NVRTC read precompiled headers%s", opts[i], "");
+      }
     }
   }
   for (size_t i = 0; i < in->num_headers; i++) {

@@ -11,12 +11,14 @@ jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv, const char *include_over
   memset(nv, 0, sizeof *nv);
   pthread_mutex_init(&nv->scan_lock, NULL);
   pthread_mutex_init(&nv->link_lock, NULL);
+  pthread_mutex_init(&nv->pch.lock, NULL);
 #define JK_NVRTC_SET_(name) nv->name = name;
   JK_NVRTC_FUNCS(JK_NVRTC_SET_)
 #undef JK_NVRTC_SET_
   nvrtcResult r = nv->nvrtcVersion(&nv->major, &nv->minor);
   if (r != NVRTC_SUCCESS)
     return jk_fail(e, JITK_ERR_NVRTC, "nvrtcVersion failed: %s", nv->nvrtcGetErrorString(r));
+  jk_pch_resolve(nv);
   int n = 0;
   r = nv->nvrtcGetNumSupportedArchs(&n);
   if (r != NVRTC_SUCCESS || n <= 0 || n > JK_MAX_ARCHS)
@@ -56,6 +58,7 @@ void jk_nvrtc_destroy(jitk_engine *e, jk_nvrtc *nv) {
   pthread_mutex_destroy(&nv->scan_lock);
   jk_link_release(e);
   pthread_mutex_destroy(&nv->link_lock);
+  jk_pch_destroy(e, nv);
 }
 
 static bool nvrtc_supports(const jk_nvrtc *nv, int sm) {
@@ -293,6 +296,37 @@ static jitk_status compile_failed(jitk_engine *e, const jk_compile_input *in, co
   return st;
 }
 
+/* Creates the program, adds its name expressions and compiles it with
+ * `opts`: *r is NVRTC's answer and *log its log (NULL when out of memory).
+ * Fails only when the program cannot be made as asked. */
+static jitk_status run_nvrtc(jitk_engine *e, const jk_compile_input *in, const char *pname,
+                             size_t nh, const char **hsrc, const char **hname,
+                             const char *const *opts, size_t nopts, nvrtcProgram *prog,
+                             nvrtcResult *r, char **log, double *ms) {
+  const jk_nvrtc *nv = &e->nvrtc;
+  *prog = NULL;
+  *log = NULL;
+  nvrtcResult c = nv->nvrtcCreateProgram(prog, in->source, pname, (int)nh, hsrc, hname);
+  if (c != NVRTC_SUCCESS) {
+    *prog = NULL;
+    return jk_fail(e, c == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY : JITK_ERR_NVRTC,
+                   "nvrtcCreateProgram failed: %s", nv->nvrtcGetErrorString(c));
+  }
+  for (size_t i = 0; i < in->num_name_expressions; i++) {
+    if (in->name_expressions[i] == NULL)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "name expression %zu is NULL", i);
+    c = nv->nvrtcAddNameExpression(*prog, in->name_expressions[i]);
+    if (c != NVRTC_SUCCESS)
+      return jk_fail(e, JITK_ERR_NVRTC, "nvrtcAddNameExpression(\"%s\") failed: %s",
+                     in->name_expressions[i], nv->nvrtcGetErrorString(c));
+  }
+  double t0 = now_ms();
+  *r = nv->nvrtcCompileProgram(*prog, (int)nopts, opts);
+  *ms = now_ms() - t0;
+  *log = program_log(e, *prog);
+  return JITK_OK;
+}
+
 static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
                                  jk_compile_output *out) {
   const jk_nvrtc *nv = &e->nvrtc;
@@ -310,6 +344,9 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   const char **hname = jk_calloc(e, nh ? nh : 1, sizeof *hname);
   nvrtcProgram prog = NULL;
   char *log = NULL;
+  jk_pch_use pch;
+  memset(&pch, 0, sizeof pch);
+  const char **with_pch = NULL;
   if (hsrc == NULL || hname == NULL) {
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
     goto done;
@@ -343,30 +380,46 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   }
 
   const char *pname = in->program_name ? in->program_name : "module.cu";
-  nvrtcResult r = nv->nvrtcCreateProgram(&prog, in->source, pname, (int)nh, hsrc, hname);
-  if (r != NVRTC_SUCCESS) {
-    prog = NULL;
-    st = jk_fail(e, r == NVRTC_ERROR_OUT_OF_MEMORY ? JITK_ERR_OUT_OF_MEMORY : JITK_ERR_NVRTC,
-                 "nvrtcCreateProgram failed: %s", nv->nvrtcGetErrorString(r));
-    goto done;
-  }
-  for (size_t i = 0; i < in->num_name_expressions; i++) {
-    if (in->name_expressions[i] == NULL) {
-      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "name expression %zu is NULL", i);
-      goto done;
-    }
-    r = nv->nvrtcAddNameExpression(prog, in->name_expressions[i]);
-    if (r != NVRTC_SUCCESS) {
-      st = jk_fail(e, JITK_ERR_NVRTC, "nvrtcAddNameExpression(\"%s\") failed: %s",
-                   in->name_expressions[i], nv->nvrtcGetErrorString(r));
-      goto done;
+  /* Precompiled headers, when they apply, add options of their own after
+   * the final ones: the key and the dependency record never see them. */
+  jk_pch_begin(e, in, opts, nopts, hname, hsrc, nh, &pch);
+  if (pch.kind != 0) {
+    with_pch = jk_calloc(e, nopts + pch.num_options, sizeof *with_pch);
+    if (with_pch == NULL) {
+      jk_pch_end(e, &pch, pname, NULL, NULL);
+      jk_pch_use_free(e, &pch);
+    } else {
+      for (size_t i = 0; i < nopts; i++) with_pch[i] = opts[i];
+      for (size_t i = 0; i < pch.num_options; i++) with_pch[nopts + i] = pch.options[i];
     }
   }
-
-  double t0 = now_ms();
-  r = nv->nvrtcCompileProgram(prog, (int)nopts, (const char *const *)opts);
-  out->milliseconds = now_ms() - t0;
-  log = program_log(e, prog);
+  nvrtcResult r;
+  if (pch.kind != 0) {
+    st = run_nvrtc(e, in, pname, nh, hsrc, hname, with_pch, nopts + pch.num_options, &prog, &r,
+                   &log, &out->milliseconds);
+    /* A program that could not be made was not compiled: no file either. */
+    jk_pch_end(e, &pch, pname, st == JITK_OK ? prog : NULL, log);
+    if (st != JITK_OK) goto done;
+    if (jk_pch_retry_plain(&pch, r, log)) {
+      /* NVRTC failed where a plain compile might not: the same program
+       * again, without them, decides. */
+      nvrtcResult first = r;
+      double ms = out->milliseconds;
+      nv->nvrtcDestroyProgram(&prog);
+      prog = NULL;
+      jk_free(e, log);
+      log = NULL;
+      st = run_nvrtc(e, in, pname, nh, hsrc, hname, (const char *const *)opts, nopts, &prog, &r,
+                     &log, &out->milliseconds);
+      out->milliseconds += ms;
+      if (st != JITK_OK) goto done;
+      if (r == NVRTC_SUCCESS) jk_pch_blame(e, first);
+    }
+  } else {
+    st = run_nvrtc(e, in, pname, nh, hsrc, hname, (const char *const *)opts, nopts, &prog, &r, &log,
+                   &out->milliseconds);
+    if (st != JITK_OK) goto done;
+  }
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
     st = compile_failed(e, in, log, opts, nopts);
     goto done;
@@ -450,6 +503,8 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
 done:
   if (prog != NULL) nv->nvrtcDestroyProgram(&prog);
   jk_free(e, log);
+  jk_pch_use_free(e, &pch);
+  jk_free(e, with_pch);
   jk_free(e, hsrc);
   jk_free(e, hname);
   jk_options_free(e, opts, nopts);

@@ -34,6 +34,61 @@
   X(nvrtcAddNameExpression)    \
   X(nvrtcGetLoweredName)
 
+/* NVRTC's precompiled-header entry points (CUDA 12.8 and newer), with
+ * their prototypes written here: an older nvrtc.h does not declare them
+ * and an older libnvrtc does not have them, so pch.c looks them up in the
+ * loaded library and leaves NULL where they are missing. Same table, so
+ * tests can make them fail too. */
+#define JK_NVRTC_PCH_FUNCS(X)                                             \
+  X(nvrtcGetPCHHeapSize, nvrtcResult (*)(size_t *))                       \
+  X(nvrtcSetPCHHeapSize, nvrtcResult (*)(size_t))                         \
+  X(nvrtcGetPCHCreateStatus, nvrtcResult (*)(nvrtcProgram))               \
+  X(nvrtcGetPCHHeapSizeRequired, nvrtcResult (*)(nvrtcProgram, size_t *)) \
+  X(nvrtcSetFlowCallback, nvrtcResult (*)(nvrtcProgram, int (*)(void *, void *), void *))
+
+/* nvrtcGetPCHCreateStatus's answers, as nvrtc.h of CUDA 12.8 numbers them
+ * (an older nvrtc.h has no names for them). */
+enum {
+  JK_NVRTC_NO_PCH_CREATE_ATTEMPTED = 13,
+  JK_NVRTC_PCH_CREATE_HEAP_EXHAUSTED = 14,
+  JK_NVRTC_PCH_CREATE = 15
+};
+
+/* One header state's precompiled header (pch.c). */
+typedef struct jk_pch_state {
+  uint8_t key[16];
+  char status;   /* 'M' being made, 'R' ready, 'N' to be made again, 'X' never */
+  uint8_t tries; /* files made for it that could then not be loaded */
+} jk_pch_state;
+
+/* The engine's precompiled headers (pch.c). */
+typedef struct jk_pch {
+  /* Fixed at engine creation. */
+  char *root; /* the trusted <cache>/pch, a real path; NULL when off */
+  void *lib;  /* dlopen's handle on the loaded NVRTC, for the lookups */
+  /* Bounds and choices, which tests change. */
+  size_t heap_max;         /* the largest heap jitk asks NVRTC for */
+  uint64_t max_bytes;      /* the files an engine keeps at once */
+  size_t min_header_bytes; /* headers read from disk that make it worth it */
+  bool ahead;              /* made on a thread of their own, beside the compile */
+  /* The rest under `lock`. */
+  pthread_mutex_t lock;
+  int mode;        /* JITK_PCH_OFF, JITK_PCH_ON or JITK_PCH_ALL */
+  char state[512]; /* "on", or "off: " and why */
+  char *dir;       /* the engine's folder under root, made at first use */
+  int owner;       /* the process that made `dir` (a forked child makes its own) */
+  bool warned;     /* the one log line about a problem is spent */
+  unsigned heap_growths;
+  jk_pch_state *states;
+  size_t num_states, cap_states;
+  /* The thread making one, and what tells it to stop (read by NVRTC's
+   * flow callback on that thread, hence atomic). */
+  pthread_t maker;
+  bool maker_started, making;
+  int stop;
+  uint64_t compiles, created, used, failed, bytes;
+} jk_pch;
+
 #define JK_MAX_ARCHS 64
 
 /* nvJitLink's entry points (link.c), opened with dlopen: its handle is an
@@ -60,6 +115,10 @@ typedef struct jk_nvrtc {
 #define JK_NVRTC_FIELD_(name) __typeof__(&name) name; /* NOLINT(bugprone-macro-parentheses) */
   JK_NVRTC_FUNCS(JK_NVRTC_FIELD_)
 #undef JK_NVRTC_FIELD_
+#define JK_NVRTC_PCH_FIELD_(name, type) \
+  __typeof__(type) name; /* NOLINT(bugprone-macro-parentheses) */
+  JK_NVRTC_PCH_FUNCS(JK_NVRTC_PCH_FIELD_)
+#undef JK_NVRTC_PCH_FIELD_
   int major, minor;
   int archs[JK_MAX_ARCHS]; /* supported sm numbers, ascending: 75, 80 ... */
   int num_archs;
@@ -80,6 +139,8 @@ typedef struct jk_nvrtc {
    * ones. Set before the first compile. */
   bool no_jitlink;
   const char *const *devrt_dirs;
+  /* Precompiled headers (pch.c). */
+  jk_pch pch;
 } jk_nvrtc;
 
 struct jk_target;
@@ -230,6 +291,49 @@ void jk_deps_hash(const void *data, size_t n, uint8_t out[16]);
 /* The loaded libnvrtc and the libnvrtc-builtins it will use, allocated;
  * either is NULL when it cannot be found. */
 jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **builtins_path);
+
+/* --- pch.c: NVRTC's precompiled headers --- */
+
+/* Sets up the engine's state and looks the entry points up in the loaded
+ * NVRTC (jk_nvrtc_init); NULL where it has none. */
+void jk_pch_resolve(jk_nvrtc *nv);
+/* Whether the loaded NVRTC has every precompiled-header entry point. */
+bool jk_pch_available(const jk_nvrtc *nv);
+/* Turns precompiled headers on for the engine, their files going under
+ * `root` (a real path the cache's trust rules accepted; taken over), or
+ * off (root NULL) because of `why`. Called once, at engine creation. */
+void jk_pch_configure(jitk_engine *e, int mode, char *root, const char *why);
+/* Removes the engine's folder and frees what pch.c kept (engine destroy). */
+void jk_pch_destroy(jitk_engine *e, jk_nvrtc *nv);
+
+/* What one compile does with precompiled headers. */
+typedef struct jk_pch_use {
+  char kind;         /* 0 nothing, 'c' creates the file, 'u' loads it */
+  uint8_t key[16];   /* the header state (pch.c says what it covers) */
+  char *file;        /* the state's file */
+  char *file_option; /* "--create-pch=<file>" or "--use-pch=<file>" */
+  const char *options[6];
+  size_t num_options;
+} jk_pch_use;
+
+/* Decides whether the compile of `in`, with the final options `opts` and
+ * the headers NVRTC is given as strings, offers NVRTC precompiled headers,
+ * and fills `use` with the options to add after `opts`. Never fails: any
+ * problem means a plain compile. */
+void jk_pch_begin(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
+                  const char *const *hname, const char *const *hsrc, size_t nh, jk_pch_use *use);
+/* After the compile of program `pname`: counts what NVRTC made or loaded,
+ * grows NVRTC's heap when it was too small, and takes NVRTC's messages
+ * about precompiled headers out of `log` (may be NULL). `prog` NULL: the
+ * program was not compiled. */
+void jk_pch_end(jitk_engine *e, jk_pch_use *use, const char *pname, nvrtcProgram prog, char *log);
+/* Whether a compile that ended with `r` and `log` while offered
+ * precompiled headers is to be run again without them. */
+bool jk_pch_retry_plain(const jk_pch_use *use, nvrtcResult r, const char *log);
+/* A compile failed with precompiled headers and passed without: off for
+ * the engine, with one log line. */
+void jk_pch_blame(jitk_engine *e, nvrtcResult r);
+void jk_pch_use_free(jitk_engine *e, jk_pch_use *use);
 
 /* --- link.c: relocatable device code and the CUDA device runtime --- */
 

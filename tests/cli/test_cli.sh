@@ -43,6 +43,7 @@ printf 'extern "C" __global__ void k() { this is not cuda }\n' >bad.cu
 
 check "doctor runs with or without a driver" 0 "NVRTC:" -- "$JITK" doctor
 check "doctor names the headers" 0 "CUDA headers: /" -- "$JITK" doctor
+check "doctor says whether precompiled headers are on" 0 "precompiled headers: " -- "$JITK" doctor
 check "doctor --help" 0 "usage: jitk doctor" -- "$JITK" doctor --help
 check "help" 0 "commands:" -- "$JITK" help
 check "version" 0 "jitk 0." -- "$JITK" version

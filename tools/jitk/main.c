@@ -150,6 +150,12 @@ static int cmd_doctor(int argc, char **argv) {
   const char *inc = NULL;
   jitk_engine_cuda_include_dir(ce, &inc);
   printf("CUDA headers: %s\n", inc ? inc : "NOT FOUND (set CUDA_HOME)");
+  jitk_pch_info pi;
+  memset(&pi, 0, sizeof pi);
+  pi.struct_size = sizeof pi;
+  if (jitk_engine_pch_info(ce, &pi) == JITK_OK)
+    printf("precompiled headers: %s (NVRTC's heap for them: %zu MiB)\n", pi.state,
+           pi.heap_bytes >> 20);
   /* The remote cache tier, when one is configured: asked to answer now. */
   jitk_cache_remote_info ri;
   jitk_cache_remote_info_init(&ri);
