@@ -11,15 +11,22 @@
  *
  *   jitk-bench elementwise [--json FILE] [--elements N]
  *
- * `jitk-bench compile` measures NVRTC's cold compile of generated float32
- * and complex64 kernels with the cache off, on any machine.
+ * `jitk-bench compile` measures compiles with the cache off, on any
+ * machine: below.
  */
 #include <jitk/jitk.h>
 
+#include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
+#include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "base/base.h"
@@ -295,54 +302,389 @@ int bench_elementwise(int argc, char **argv) {
   return total_bad ? 1 : 0;
 }
 
-int bench_compile(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+/*
+ * jitk-bench compile: how long a compile takes with the cache off, for the
+ * kernels jitk generates and for raw ones, beside NVRTC compiling a bare
+ * extern "C" kernel in the same run (the baseline of issue 15's figures).
+ *
+ *   jitk-bench compile [--reps N] [--no-first] [--json FILE]
+ *
+ * In this process ("warm": NVRTC and the headers already read once), each
+ * kind is compiled with precompiled headers off and on; a new kernel name
+ * each time makes a new source, so every figure is a real compile. With
+ * them on, the first compile of a kind's headers is reported on its own
+ * row: on a machine of two CPUs or more it compiles plainly while a thread
+ * of the engine makes the file, which the rows after it wait for. Then, unless --no-first, each kind's first
+ * compile in a fresh process (this program run again), once after the
+ * CUDA headers and the NVRTC libraries are evicted from the page cache
+ * (posix_fadvise DONTNEED on every file, which needs no privileges), once
+ * without. Those processes have precompiled headers on for generated
+ * kernels, as a program's first run with the cache on has, in an empty
+ * folder, but do not store the kernel: the figure is the compile's.
+ */
+enum { CK_BARE, CK_EW_F32, CK_EW_F16, CK_EW_BF16, CK_EW_C64, CK_RED_F32, CK_CUB, CK_COUNT };
+static const char *const ck_names[CK_COUNT] = {"bare extern \"C\" kernel",
+                                               "float32 z = x + y",
+                                               "float16 z = x + y",
+                                               "bfloat16 z = x + y",
+                                               "complex64 z = x * y",
+                                               "float32 sum(x*x)",
+                                               "raw kernel with CUB block reduce"};
+static const char *const ck_args[CK_COUNT] = {"bare", "f32", "f16", "bf16", "c64", "red", "cub"};
+
+/* One compile of a new kernel of kind k (rep makes it new); its time. */
+static double compile_kind(jitk_engine *e, int k, int rep, const char *tag) {
+  char name[48];
+  snprintf(name, sizeof name, "k%s_%d_%d", tag, k, rep);
+  double t0, ms;
+  if (k == CK_BARE || k == CK_CUB) {
+    char src[512];
+    if (k == CK_BARE)
+      snprintf(src, sizeof src,
+               "extern \"C\" __global__ void %s(float *x) { x[threadIdx.x] += 1; }\n", name);
+    else
+      snprintf(src, sizeof src,
+               "#include <cub/block/block_reduce.cuh>\n"
+               "extern \"C\" __global__ void %s(float *x) {\n"
+               "  typedef cub::BlockReduce<float, 256> R;\n"
+               "  __shared__ typename R::TempStorage t;\n"
+               "  float v = R(t).Sum(x[threadIdx.x]);\n"
+               "  if (threadIdx.x == 0) x[0] = v;\n"
+               "}\n",
+               name);
+    jitk_module *m = NULL;
+    t0 = bench_now_us();
+    CHECK(e, jitk_module_create(e, src, NULL, &m));
+    ms = (bench_now_us() - t0) / 1000.0;
+    jitk_module_destroy(m);
+    return ms;
+  }
+  const char *src;
+  if (k == CK_RED_F32) {
+    jitk_reduction *r = NULL;
+    CHECK(e, jitk_reduction_create(e, "T x", "T y", "x * x", "a + b", "y = a", "0", NULL, name,
+                                   NULL, &r));
+    t0 = bench_now_us();
+    CHECK(e, jitk_reduction_compile(r, "T=float32", NULL, &src, NULL));
+    ms = (bench_now_us() - t0) / 1000.0;
+    jitk_reduction_destroy(r);
+    return ms;
+  }
+  static const char *const types[] = {"", "T=float32", "T=float16", "T=bfloat16", "T=complex64"};
+  jitk_elementwise *w = NULL;
+  CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", k == CK_EW_C64 ? "z = x * y" : "z = x + y",
+                                   name, NULL, &w));
+  t0 = bench_now_us();
+  CHECK(e, jitk_elementwise_compile(w, types[k], NULL, &src, NULL));
+  ms = (bench_now_us() - t0) / 1000.0;
+  jitk_elementwise_destroy(w);
+  return ms;
+}
+
+/* NVRTC alone on a bare kernel, with the options jitk gives it. */
+static double nvrtc_bare(jitk_engine *e, int rep) {
+  char src[160];
+  snprintf(src, sizeof src,
+           "extern \"C\" __global__ void bare%d(float *x) { x[threadIdx.x] += 1; }\n", rep);
+  char **opts = NULL;
+  size_t n = 0;
+  CHECK(e, jk_nvrtc_final_options(e, NULL, 0, 0, &opts, &n));
+  nvrtcProgram prog;
+  double t0 = bench_now_us();
+  if (nvrtcCreateProgram(&prog, src, "bare.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
+      nvrtcCompileProgram(prog, (int)n, (const char *const *)opts) != NVRTC_SUCCESS) {
+    fprintf(stderr, "jitk-bench: NVRTC failed on the bare kernel\n");
+    exit(1);
+  }
+  double ms = (bench_now_us() - t0) / 1000.0;
+  nvrtcDestroyProgram(&prog);
+  jk_options_free(e, opts, n);
+  return ms;
+}
+
+/* Waits for the engine's thread that makes a precompiled header, if one
+ * runs: the rows after a first compile are about loading it. */
+static void wait_for_pch(jitk_engine *e) {
+  jitk_pch_info info;
+  for (int i = 0; i < 6000; i++) {
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK(e, jitk_engine_pch_info(e, &info));
+    if (!info.making) return;
+    usleep(5000);
+  }
+}
+
+static jitk_engine *compile_engine(jitk_pch_mode pch, jitk_cache_mode cache, const char *dir) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
   cfg.arch = "sm_90";
-  cfg.cache_mode = JITK_CACHE_OFF;
+  cfg.cache_mode = cache;
+  cfg.cache_dir = dir;
+  cfg.pch = pch;
   jitk_engine *e = NULL;
   CHECK(NULL, jitk_engine_create(&cfg, &e));
-  const char *types[] = {"T=float32", "T=float16", "T=complex64", "T=float32"};
-  const char *names[] = {"NVRTC, generated float32 z = x + y", "NVRTC, generated float16 z = x + y",
-                         "NVRTC, generated complex64 z = x * y",
-                         "NVRTC, generated float32 reduction sum(x*x)"};
-  const char *goals[] = {"median of 7, cache off; goal <= 50 ms", "median of 7, cache off",
-                         "median of 7, cache off; goal <= 150 ms",
-                         "median of 7, cache off; goal <= 80 ms"};
-  bench_row rows[4];
-  for (int t = 0; t < 4; t++) {
-    double times[7];
-    for (int r = 0; r < 7; r++) {
-      /* A new name each time: a new source, so a real compile rather
-       * than a hit in the engine's table. */
-      char kname[32];
-      snprintf(kname, sizeof kname, "k%d_%d", t, r);
-      const char *src;
-      double t0;
-      if (t < 3) {
-        jitk_elementwise *k = NULL;
-        CHECK(e, jitk_elementwise_create(e, "T x, T y", "T z", t == 2 ? "z = x * y" : "z = x + y",
-                                         kname, NULL, &k));
-        t0 = bench_now_us();
-        CHECK(e, jitk_elementwise_compile(k, types[t], NULL, &src, NULL));
-        times[r] = (bench_now_us() - t0) / 1000.0;
-        jitk_elementwise_destroy(k);
-      } else {
-        jitk_reduction *k = NULL;
-        CHECK(e, jitk_reduction_create(e, "T x", "T y", "x * x", "a + b", "y = a", "0", NULL, kname,
-                                       NULL, &k));
-        t0 = bench_now_us();
-        CHECK(e, jitk_reduction_compile(k, types[t], NULL, &src, NULL));
-        times[r] = (bench_now_us() - t0) / 1000.0;
-        jitk_reduction_destroy(k);
-      }
-    }
-    rows[t] = (bench_row){names[t], bench_median(times, 7), "ms", goals[t]};
+  return e;
+}
+
+static int evict_one(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  if (type != FTW_F) return 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
   }
-  bench_print("compile (cold NVRTC, sm_90)", rows, 4, NULL);
+  return 0;
+}
+
+/* This process's own pages of the files `libs` (NVRTC, which it has
+ * run): posix_fadvise leaves pages that a process maps in the page cache,
+ * so they are handed back first (MADV_PAGEOUT, Linux 5.4 and newer; this
+ * process faults them in again when it next runs NVRTC). */
+static void page_out_self(const char *const *libs) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (f == NULL) return;
+  char line[4096];
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long lo, hi;
+    char path[4096];
+    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %4095s", &lo, &hi, path) != 3) continue;
+    for (const char *const *l = libs; *l; l++) {
+      char real[4096];
+      if (realpath(*l, real) != NULL && strcmp(real, path) == 0)
+        madvise((void *)lo, hi - lo, 21 /* MADV_PAGEOUT */);
+    }
+  }
+  fclose(f);
+}
+
+/* Megabytes of `path` in the page cache. */
+static double resident_mb(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  double mb = -1;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map != MAP_FAILED) {
+      long page = sysconf(_SC_PAGESIZE);
+      size_t pages = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page, in = 0;
+      unsigned char *vec = malloc(pages);
+      if (vec != NULL && mincore(map, (size_t)st.st_size, vec) == 0)
+        for (size_t i = 0; i < pages; i++) in += vec[i] & 1;
+      free(vec);
+      munmap(map, (size_t)st.st_size);
+      mb = (double)in * (double)page / (1 << 20);
+    }
+  }
+  close(fd);
+  return mb;
+}
+
+/* A fresh process's first compile of kind k: this program run again with
+ * --child, after the CUDA headers and NVRTC's libraries leave the page
+ * cache when `cold`. Its compile time, and the whole process's in
+ * *process_ms. */
+static double first_process(int k, bool cold, const char *inc, const char *const *libs,
+                            double *process_ms, double *resident) {
+  if (cold) {
+    page_out_self(libs);
+    nftw(inc, evict_one, 16, FTW_PHYS);
+    for (const char *const *l = libs; *l; l++) evict_one(*l, NULL, FTW_F, NULL);
+  }
+  *resident = libs[0] ? resident_mb(libs[0]) : -1;
+  char dir[] = "/tmp/jitk-bench-first-XXXXXX";
+  if (mkdtemp(dir) == NULL) {
+    perror("jitk-bench: mkdtemp");
+    exit(1);
+  }
+  int fds[2];
+  if (pipe(fds) != 0) exit(1);
+  double t0 = bench_now_us();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/proc/self/exe", "jitk-bench", "compile", "--child", ck_args[k], dir, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char out[128] = "";
+  ssize_t got = read(fds[0], out, sizeof out - 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *process_ms = (bench_now_us() - t0) / 1000.0;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "jitk-bench: could not remove %s\n", dir);
+  if (got <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "jitk-bench: the first-compile process of %s failed\n", ck_args[k]);
+    exit(1);
+  }
+  return atof(out);
+}
+
+static int compile_child(const char *kind, const char *dir) {
+  int k = 0;
+  while (k < CK_COUNT && strcmp(ck_args[k], kind) != 0) k++;
+  if (k == CK_COUNT) return 2;
+  /* Precompiled headers as a program's first run with the cache on gets
+   * them, without the store's writes, which are not the compile's. */
+  jitk_engine *e = compile_engine(JITK_PCH_ON, JITK_CACHE_OFF, dir);
+  double ms = compile_kind(e, k, 0, "first");
+  printf("%.3f\n", ms);
   jitk_engine_destroy(e);
+  return 0;
+}
+
+static double median_of(double *v, int n) { return bench_median(v, (size_t)n); }
+
+int bench_compile(int argc, char **argv) {
+  int reps = 7;
+  bool first = true;
+  const char *json = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--child") == 0 && i + 2 < argc)
+      return compile_child(argv[i + 1], argv[i + 2]);
+    if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--no-first") == 0) {
+      first = false;
+    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      fprintf(stderr, "usage: jitk-bench compile [--reps N] [--no-first] [--json FILE]\n");
+      return 2;
+    }
+  }
+  if (reps < 1 || reps > 99) reps = 7;
+  char dir[] = "/tmp/jitk-bench-pch-XXXXXX";
+  if (mkdtemp(dir) == NULL) {
+    perror("jitk-bench: mkdtemp");
+    return 1;
+  }
+  /* The first-process figures come first, while this process has read
+   * little of NVRTC: pages a process maps stay in the page cache whatever
+   * posix_fadvise says, so a library this process had run would not be
+   * cold for the next. */
+  jitk_engine *off = compile_engine(JITK_PCH_OFF, JITK_CACHE_OFF, NULL);
+  bench_row rows[64];
+  static char notes[64][160];
+  int nr = 0;
+  double cold[CK_COUNT] = {0}, warmp[CK_COUNT] = {0}, cold_proc[CK_COUNT] = {0},
+         warm_proc[CK_COUNT] = {0};
+  if (first) {
+    const char *inc = NULL;
+    CHECK(off, jitk_engine_cuda_include_dir(off, &inc));
+    char *nvrtc_lib = NULL, *builtins = NULL;
+    CHECK(off, jk_nvrtc_library_files(off, &nvrtc_lib, &builtins));
+    const char *libs[3] = {nvrtc_lib, builtins, NULL};
+    if (nvrtc_lib == NULL) libs[0] = builtins;
+    for (int k = 0; k < CK_RED_F32 + 1; k++) {
+      double c[3], cp[3], w[3], wp[3], res[3], ignored;
+      for (int r = 0; r < 3; r++) {
+        c[r] = first_process(k, true, inc, libs, &cp[r], &res[r]);
+        w[r] = first_process(k, false, inc, libs, &wp[r], &ignored);
+      }
+      cold[k] = median_of(c, 3);
+      warmp[k] = median_of(w, 3);
+      static char names[2 * CK_COUNT][80];
+      snprintf(names[2 * k], sizeof names[0], "%s, first process, cold pages", ck_names[k]);
+      snprintf(names[2 * k + 1], sizeof names[0], "%s, first process, warm pages", ck_names[k]);
+      cold_proc[k] = median_of(cp, 3);
+      warm_proc[k] = median_of(wp, 3);
+      snprintf(notes[nr], sizeof notes[nr],
+               "%.2fx the bare kernel's; process %.0f ms, %.2fx; NVRTC %.1f MB in memory before",
+               cold[k] / cold[CK_BARE], cold_proc[k], cold_proc[k] / cold_proc[CK_BARE],
+               median_of(res, 3));
+      rows[nr] = (bench_row){names[2 * k], cold[k], "ms", notes[nr]};
+      nr++;
+      snprintf(notes[nr], sizeof notes[nr], "%.2fx the bare kernel's; process %.0f ms, %.2fx",
+               warmp[k] / warmp[CK_BARE], warm_proc[k], warm_proc[k] / warm_proc[CK_BARE]);
+      rows[nr] = (bench_row){names[2 * k + 1], warmp[k], "ms", notes[nr]};
+      nr++;
+    }
+    free(nvrtc_lib);
+    free(builtins);
+  }
+  double off_ms[CK_COUNT], on_ms[CK_COUNT], made_ms[CK_COUNT];
+  int runs[CK_COUNT];
+
+  jitk_engine *on = compile_engine(JITK_PCH_ALL, JITK_CACHE_OFF, dir);
+  /* The baseline is measured between the others' compiles, one in every
+   * round, so that it sees the machine as they do; one compile of each
+   * engine first, untimed, so that neither's first use is counted. */
+  double base[CK_COUNT * 99], bare;
+  int nb = 0;
+  nvrtc_bare(off, 999);
+  compile_kind(off, CK_BARE, 999, "warm");
+  compile_kind(on, CK_BARE, 999, "warm");
+  int bare_row = nr++;
+  for (int k = 0; k < CK_COUNT; k++) {
+    int n = k == CK_CUB ? (reps < 3 ? reps : 3) : reps;
+    double a[99], b[99];
+    /* The compile that saves the precompiled header, then both kinds in
+     * turn, so that a busy moment of the machine falls on both. */
+    double made = compile_kind(on, k, 99, "on");
+    wait_for_pch(on);
+    for (int r = 0; r < n; r++) {
+      a[r] = compile_kind(off, k, r, "off");
+      b[r] = compile_kind(on, k, r, "on");
+      base[nb++] = nvrtc_bare(off, k * 100 + r);
+    }
+    double ma = median_of(a, n), mb = median_of(b, n);
+    off_ms[k] = ma;
+    on_ms[k] = mb;
+    made_ms[k] = made;
+    runs[k] = n;
+  }
+  {
+    double sorted[CK_COUNT * 99];
+    memcpy(sorted, base, (size_t)nb * sizeof *base);
+    bare = median_of(sorted, nb);
+  }
+  snprintf(notes[bare_row], sizeof notes[bare_row],
+           "median of %d, between the others; the baseline", nb);
+  rows[bare_row] =
+      (bench_row){"NVRTC alone, bare extern \"C\" kernel", bare, "ms", notes[bare_row]};
+  for (int k = 0; k < CK_COUNT; k++) {
+    double ma = off_ms[k], mb = on_ms[k], made = made_ms[k];
+    int n = runs[k];
+    static char names[3 * CK_COUNT][80];
+    snprintf(names[3 * k], sizeof names[0], "%s, PCH off", ck_names[k]);
+    snprintf(names[3 * k + 1], sizeof names[0], "%s, PCH on, first", ck_names[k]);
+    snprintf(names[3 * k + 2], sizeof names[0], "%s, PCH on", ck_names[k]);
+    snprintf(notes[nr], sizeof notes[nr], "median of %d; %.2fx bare", n, ma / bare);
+    rows[nr] = (bench_row){names[3 * k], ma, "ms", notes[nr]};
+    nr++;
+    snprintf(notes[nr], sizeof notes[nr], "the first compile of these headers; %.2fx bare",
+             made / bare);
+    rows[nr] = (bench_row){names[3 * k + 1], made, "ms", notes[nr]};
+    nr++;
+    snprintf(notes[nr], sizeof notes[nr], "median of %d; %.2fx bare, %.2fx PCH off", n, mb / bare,
+             mb / ma);
+    rows[nr] = (bench_row){names[3 * k + 2], mb, "ms", notes[nr]};
+    nr++;
+  }
+  jitk_pch_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  CHECK(on, jitk_engine_pch_info(on, &info));
+  char title[200];
+  snprintf(title, sizeof title,
+           "compile (NVRTC %d.%d, sm_90, cache off; PCH: %llu saved, %llu used, %llu failed)",
+           on->nvrtc.major, on->nvrtc.minor, (unsigned long long)info.created,
+           (unsigned long long)info.used, (unsigned long long)info.failed);
+  bench_print(title, rows, (size_t)nr, json);
+  jitk_engine_destroy(on);
+  jitk_engine_destroy(off);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "jitk-bench: could not remove %s\n", dir);
   return 0;
 }
