@@ -67,14 +67,13 @@
 #include "engine.h"
 #include "nvrtc/nvrtc.h"
 
-/* NVRTC's default heap is 256 MiB, which a compile that includes all of
- * CUB fills; jitk grows it to what a compile asks for, up to 1 GiB and at
- * most four times an engine. The heap is reserved address space, paged in
- * only as a precompiled header is made. */
+/* NVRTC's default heap is 256 MiB, and CUB's block reduce alone needs 176
+ * MB of it (NVRTC 13.0); jitk grows it to what a compile asks for, up to
+ * 1 GiB and at most four times an engine. */
 #define JK_PCH_HEAP_MAX ((size_t)1 << 30)
 #define JK_PCH_MAX_GROWTHS 4u
-/* Files an engine keeps at once: each is 5-10 MB for the CUDA half
- * headers, tens of MB with CUB. */
+/* Files an engine keeps at once: a file is about the heap it used, 9 MB
+ * for the CUDA half headers, 178 MB for CUB's block reduce. */
 #define JK_PCH_MAX_BYTES ((uint64_t)512 << 20)
 /* Headers from disk below this size cost NVRTC less than loading a file. */
 #define JK_PCH_MIN_HEADER_BYTES ((size_t)64 << 10)
