@@ -1675,7 +1675,62 @@ typedef enum jitk_order { JITK_ROW_MAJOR = 0, JITK_COL_MAJOR = 1 } jitk_order;
  * result is converted to D's dtype once, in registers, before D's single
  * store.
  */
+/*
+ * An output the epilogue writes besides D, as cuBLASLt's *_AUX epilogues
+ * do (the pre-activation that GELU's backward pass needs, a ReLU mask):
+ * an M x N matrix per batch, stored in D's order.
+ */
+typedef struct jitk_matmul_output {
+  /* A C identifier, distinct from the epilogue's operands, the other
+   * outputs and reductions, and the names below. */
+  const char *name;
+  /* Any real dtype of the table: float16 to float64, the integers, bool. */
+  jitk_dtype dtype;
+  /* The element at (batch, row, col): a C++ expression of `acc` (alpha *
+   * A B + beta * C, in the accumulator's type T), `value` (D's element as
+   * the epilogue made it, in T, before its conversion to D's dtype), `row`,
+   * `col`, `batch` and the epilogue's operands. Its errors cite
+   * `output NAME:LINE:COL`. */
+  const char *expr;
+  /* Leading dimension and batch stride in elements; 0: packed. */
+  int64_t ld, stride;
+} jitk_matmul_output;
+
+typedef enum jitk_reduce_op {
+  JITK_REDUCE_SUM = 0,
+  JITK_REDUCE_MAX = 1,
+  JITK_REDUCE_MIN = 2
+} jitk_reduce_op;
+
+typedef enum jitk_reduce_axis {
+  /* Over the rows: one value per column, N per batch (cuBLASLt's BGRADB:
+   * the bias gradient, the sum of dY over the rows). */
+  JITK_REDUCE_ROWS = 0,
+  /* Over the columns: one value per row, M per batch (BGRADA). */
+  JITK_REDUCE_COLUMNS = 1,
+  /* Over the whole matrix: one value per batch (an amax is the MAX of
+   * fabs(value)). */
+  JITK_REDUCE_ALL = 2
+} jitk_reduce_axis;
+
+/*
+ * A reduction of an expression of the epilogue's values, computed with
+ * the product and written to its own array. Deterministic: the terms are
+ * combined in an order fixed by the shape alone, so two executions give
+ * the same bits.
+ */
+typedef struct jitk_matmul_reduction {
+  const char *name; /* as an output's */
+  jitk_dtype dtype; /* of the result: float16, bfloat16, float32 or float64 */
+  const char *expr; /* as an output's; errors cite `reduction NAME:LINE:COL` */
+  jitk_reduce_op op;
+  jitk_reduce_axis axis;
+} jitk_matmul_reduction;
+
 typedef struct jitk_matmul_desc {
+  /* sizeof(jitk_matmul_desc) as the caller was compiled; set by
+   * jitk_matmul_desc_init. */
+  size_t struct_size;
   int64_t m, n, k;
   int64_t batch;
   jitk_dtype a_dtype, b_dtype, c_dtype, d_dtype;
@@ -1689,6 +1744,12 @@ typedef struct jitk_matmul_desc {
   const char *epilogue_params;
   const char *preamble; /* helper functions for the epilogue */
   const char *name;     /* the kernel's name (NULL: "matmul") */
+  /* Extra outputs and reductions of the epilogue's values (at most 8 of
+   * each); a plan with any is executed by jitk_matmul_execute_ex. */
+  const jitk_matmul_output *outputs;
+  size_t num_outputs;
+  const jitk_matmul_reduction *reductions;
+  size_t num_reductions;
 } jitk_matmul_desc;
 
 /* Defaults: batch 1, float32 everywhere, row-major, packed, alpha 1, beta 0,
@@ -1717,6 +1778,33 @@ JITK_API void jitk_matmul_destroy(jitk_matmul *plan);
 JITK_API jitk_status jitk_matmul_execute(jitk_matmul *plan, jitk_stream stream, const void *a,
                                          const void *b, const void *c, void *d,
                                          const jitk_arg *extra, size_t num_extra);
+
+/* What an execution works on: jitk_matmul_execute's arguments, and the
+ * arrays of the plan's outputs and reductions. */
+typedef struct jitk_matmul_operands {
+  /* sizeof(jitk_matmul_operands); set by jitk_matmul_operands_init. */
+  size_t struct_size;
+  const void *a, *b, *c; /* c: NULL without C */
+  void *d;
+  const jitk_arg *extra; /* the epilogue's operands */
+  size_t num_extra;
+  /* One device pointer per output, in the description's order. */
+  void *const *outputs;
+  /* One device pointer per reduction: batch x N elements for
+   * JITK_REDUCE_ROWS, batch x M for JITK_REDUCE_COLUMNS, batch for
+   * JITK_REDUCE_ALL, of the reduction's dtype, packed. */
+  void *const *reductions;
+} jitk_matmul_operands;
+
+JITK_API jitk_status jitk_matmul_operands_init(jitk_matmul_operands *operands);
+
+/*
+ * jitk_matmul_execute with the plan's outputs and reductions. The
+ * reductions are finished by small kernels after the product's, on the
+ * same stream, from a workspace jitk allocates in stream order.
+ */
+JITK_API jitk_status jitk_matmul_execute_ex(jitk_matmul *plan, jitk_stream stream,
+                                            const jitk_matmul_operands *operands);
 
 /*
  * Optional: times the plan's candidate configurations (tile shapes,

@@ -205,13 +205,30 @@ static inline bool jk_mm_transposes_b(const jk_mm_spec *s) {
   return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && s->b_n;
 }
 
+/* The most outputs and reductions a plan may have besides D. */
+#define JK_MM_MAX_EXTRA 8
+
 typedef struct jk_mm_source_in {
   const char *name;
   const jk_mm_spec *spec;
   const char *epilogue;        /* NULL: acc */
   const jk_param_list *params; /* the epilogue's extra operands */
   const char *preamble;
+  /* Extra outputs (ld and stride filled in) and reductions. Each
+   * reduction's terms go to a workspace of the work type (float, or
+   * double for float64), batch x M x N row-major, which the module's
+   * kernels NAME_rIa and NAME_rIb reduce. */
+  const jitk_matmul_output *outputs;
+  size_t num_outputs;
+  const jitk_matmul_reduction *reductions;
+  size_t num_reductions;
 } jk_mm_source_in;
+
+/* The workspace type of a plan's reduction: double when it or the
+ * accumulator is float64. */
+static inline jitk_dtype jk_mm_work_dtype(jitk_dtype acc, jitk_dtype red) {
+  return acc == JITK_FLOAT64 || red == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32;
+}
 
 /* The source of a plan's kernel `name`. */
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);

@@ -13,6 +13,38 @@
 
 static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
 
+/* With outputs or reductions: D's value first, then each output and each
+ * reduction's term, which may use it, then D. */
+static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
+                        const char *d_at) {
+  jk_buf_puts(b, "    const T value = static_cast<T>(\n");
+  if (in->epilogue != NULL && *in->epilogue)
+    jk_cg_user_code(b, "epilogue", in->epilogue, ");", file);
+  else
+    jk_buf_puts(b, "acc);\n");
+  jk_buf_puts(b, "    (void)value;\n");
+  char label[160];
+  for (size_t i = 0; i < in->num_outputs; i++) {
+    const jitk_matmul_output *o = &in->outputs[i];
+    jk_buf_printf(b, "    _jk_o%zu[batch * %lldLL + %s * %lldLL + %s] = static_cast<%s>(\n", i,
+                  (long long)o->stride, s->d_row ? "row" : "col", (long long)o->ld,
+                  s->d_row ? "col" : "row", ct(o->dtype));
+    snprintf(label, sizeof label, "output %s", o->name);
+    jk_cg_user_code(b, label, o->expr, ");", file);
+  }
+  for (size_t i = 0; i < in->num_reductions; i++) {
+    const jitk_matmul_reduction *r = &in->reductions[i];
+    jk_buf_printf(b, "    _jk_w%zu[(batch * _jk_m + row) * _jk_n + col] = static_cast<%s>(\n", i,
+                  ct(jk_mm_work_dtype(s->acc, r->dtype)));
+    snprintf(label, sizeof label, "reduction %s", r->name);
+    jk_cg_user_code(b, label, r->expr, ");", file);
+  }
+  if (s->kind == JK_MM_WGMMA)
+    jk_buf_printf(b, "    return static_cast<%s>(value);\n", ct(s->d));
+  else
+    jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(value);\n", d_at, ct(s->d));
+}
+
 /* The store of the mma and simt kernels: alpha, beta * C and the epilogue
  * applied to one accumulator, written to D. The wgmma kernel's value
  * lambda computes the same and returns it; its put2 writes pairs when TMA
@@ -45,15 +77,19 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
         b, "    acc += static_cast<T>(%.17g) * static_cast<T>((_jk_c + batch * _jk_sc)[%s]);\n",
         s->beta, s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");
   jk_buf_puts(b, "    (void)acc;\n");
-  if (s->kind == JK_MM_WGMMA)
-    jk_buf_printf(b, "    return static_cast<%s>(static_cast<T>(\n", ct(s->d));
-  else
-    jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(static_cast<T>(\n",
-                  s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row", ct(s->d));
-  if (in->epilogue != NULL && *in->epilogue)
-    jk_cg_user_code(b, "epilogue", in->epilogue, "));", file);
-  else
-    jk_buf_puts(b, "acc));\n");
+  const char *d_at = s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row";
+  if (in->num_outputs == 0 && in->num_reductions == 0) {
+    if (s->kind == JK_MM_WGMMA)
+      jk_buf_printf(b, "    return static_cast<%s>(static_cast<T>(\n", ct(s->d));
+    else
+      jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(static_cast<T>(\n", d_at, ct(s->d));
+    if (in->epilogue != NULL && *in->epilogue)
+      jk_cg_user_code(b, "epilogue", in->epilogue, "));", file);
+    else
+      jk_buf_puts(b, "acc));\n");
+  } else {
+    emit_extras(b, s, in, file, d_at);
+  }
   jk_buf_puts(b, "  };\n");
   if (s->kind == JK_MM_WGMMA)
     jk_buf_printf(b,
@@ -82,7 +118,8 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 : s->kind == JK_MM_MMA ? "tensor cores (mma.sync)"
                                        : "FFMA (simt)");
   /* The dtypes in play decide the includes; the extras are parameters. */
-  unsigned char dts[JK_MAX_EW_PARAMS + 4], kinds[JK_MAX_EW_PARAMS + 4];
+  unsigned char dts[JK_MAX_EW_PARAMS + 4 + 2 * JK_MM_MAX_EXTRA],
+      kinds[JK_MAX_EW_PARAMS + 4 + 2 * JK_MM_MAX_EXTRA];
   int n = 0;
   const jitk_dtype mats[4] = {s->a, s->b, s->has_c ? s->c : s->d, s->d};
   for (int i = 0; i < 4; i++) {
@@ -94,6 +131,14 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
       dts[n] = (unsigned char)in->params->params[p].dtype;
       kinds[n++] = JK_EW_SCALAR;
     }
+  for (size_t i = 0; i < in->num_outputs && n < (int)sizeof dts; i++) {
+    dts[n] = (unsigned char)in->outputs[i].dtype;
+    kinds[n++] = JK_EW_SCALAR;
+  }
+  for (size_t i = 0; i < in->num_reductions && n < (int)sizeof dts; i++) {
+    dts[n] = (unsigned char)in->reductions[i].dtype;
+    kinds[n++] = JK_EW_SCALAR;
+  }
   jk_buf_puts(&b, "#include <jitk/matmul.cuh>\n");
   if (wg) jk_buf_puts(&b, "#include <jitk/matmul_sm90.cuh>\n");
   jk_param_list none;
@@ -103,7 +148,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                  sizeof code / sizeof code[0]);
   jk_buf_puts(&b,
               "using jitk::mm::relu;\nusing jitk::mm::gelu;\nusing jitk::mm::sigmoid;\n"
-              "using jitk::mm::silu;\n");
+              "using jitk::mm::silu;\nusing jitk::mm::drelu;\nusing jitk::mm::dgelu;\n");
   jk_cg_user_section(&b, "preamble", in->preamble, file);
   if (wg)
     jk_buf_puts(&b, "extern __shared__ __align__(1024) unsigned char _jk_smem[];\n");
@@ -149,6 +194,11 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     else
       jk_buf_printf(&b, ",\n    const %s %s", t, d->name);
   }
+  for (size_t i = 0; i < in->num_outputs; i++)
+    jk_buf_printf(&b, ",\n    %s *__restrict__ _jk_o%zu", ct(in->outputs[i].dtype), i);
+  for (size_t i = 0; i < in->num_reductions; i++)
+    jk_buf_printf(&b, ",\n    %s *__restrict__ _jk_w%zu",
+                  ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)), i);
   if (wg) {
     /* The tensor maps of A, B and D, the number of tiles of all batches,
      * and whether D goes out through TMA (_jk_td is valid). */
@@ -205,6 +255,35 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
           "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
           s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc);
     jk_buf_puts(&b, "}\n");
+  }
+  /* Each reduction's kernels over its workspace (matmul.cuh says how),
+   * the operation and the result's dtype written in. */
+  static const char *const ops[] = {"sum", "max", "min"};
+  for (size_t i = 0; i < in->num_reductions; i++) {
+    const jitk_matmul_reduction *r = &in->reductions[i];
+    const char *w = ct(jk_mm_work_dtype(s->acc, r->dtype)), *o = ct(r->dtype),
+               *op = ops[(int)r->op];
+    if (r->axis == JITK_REDUCE_ROWS)
+      jk_buf_printf(&b,
+                    "extern \"C\" __global__ void __launch_bounds__(256) %s_r%zua(const %s *w, "
+                    "%s *p, long long rows, long long cols, long long chunk) {\n"
+                    "  jitk::mm::red_rows_part<jitk::mm::op_%s>(w, p, rows, cols, chunk);\n}\n"
+                    "extern \"C\" __global__ void __launch_bounds__(256) %s_r%zub(const %s *p, "
+                    "%s *out, long long chunks, long long cols) {\n"
+                    "  jitk::mm::red_rows_final<jitk::mm::op_%s>(p, out, chunks, cols);\n}\n",
+                    in->name, i, w, w, op, in->name, i, w, o, op);
+    else
+      jk_buf_printf(&b,
+                    "extern \"C\" __global__ void __launch_bounds__(256) %s_r%zua(const %s *w, "
+                    "%s *out, long long rows, long long cols) {\n"
+                    "  jitk::mm::red_cols<jitk::mm::op_%s>(w, out, rows, cols);\n}\n",
+                    in->name, i, w, r->axis == JITK_REDUCE_ALL ? w : o, op);
+    if (r->axis == JITK_REDUCE_ALL)
+      jk_buf_printf(&b,
+                    "extern \"C\" __global__ void __launch_bounds__(256) %s_r%zub(const %s *p, "
+                    "%s *out, long long n) {\n"
+                    "  jitk::mm::red_all_final<jitk::mm::op_%s>(p, out, n);\n}\n",
+                    in->name, i, w, o, op);
   }
   char *src = jk_buf_take(&b);
   if (src == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory generating a kernel");

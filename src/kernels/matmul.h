@@ -22,6 +22,9 @@ typedef struct mm_kernel {
   CUfunction tr; /* wgmma tf32 with column-major A or row-major B: their transpose */
   char *source;
   size_t smem; /* dynamic shared memory per block */
+  /* Each reduction's kernels over its workspace (NAME_rIa, NAME_rIb;
+   * the second is NULL over the columns). */
+  CUfunction red[JK_MM_MAX_EXTRA][2];
 } mm_kernel;
 
 struct jitk_matmul {
@@ -34,7 +37,12 @@ struct jitk_matmul {
   int stages, bn, arow;         /* the tensor-core tile: K-tiles in flight, width, K bytes */
   bool pingpong;                /* wgmma: the ping-pong schedule */
   bool tuned;                   /* the configuration came from the tuning table */
-  pthread_mutex_t lock;         /* guards fallback */
+  /* Outputs and reductions besides D, their strings the plan's own and
+   * the outputs' ld and stride filled in. */
+  jitk_matmul_output outs[JK_MM_MAX_EXTRA];
+  jitk_matmul_reduction reds[JK_MM_MAX_EXTRA];
+  size_t num_outs, num_reds;
+  pthread_mutex_t lock; /* guards fallback */
 };
 
 /* Releases a compiled kernel of the plan (its cache entry and source). */
@@ -51,13 +59,11 @@ void jk_mm_tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t s
 void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size);
 
 /* Checks the operands of an execution (or an autotune call) of the plan. */
-jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const void *a, const void *b,
-                                 const void *c, const void *d, const jitk_arg *extra,
-                                 size_t num_extra);
+jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_matmul_operands *o);
 
-/* Packs the parameters of kernel `k` of the plan and launches it. */
-jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
-                             const void *b, const void *c, void *d, const jitk_arg *extra,
-                             size_t num_extra);
+/* Packs the parameters of kernel `k` of the plan and launches it; `work`
+ * holds the reductions' workspaces (NULL without reductions). */
+jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
+                             const jitk_matmul_operands *o, void *const *work);
 
 #endif

@@ -136,32 +136,48 @@ done:
 
 /* What execute and autotune both require: a plan, a device, the
  * epilogue's operand count, and the matrices' pointers. */
-jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const void *a, const void *b,
-                                 const void *c, const void *d, const jitk_arg *extra,
-                                 size_t num_extra) {
-  if (JK_UNLIKELY(p == NULL))
-    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "%s: plan is NULL", who);
+jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_matmul_operands *o) {
+  if (JK_UNLIKELY(p == NULL || o == NULL))
+    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", who,
+                   p == NULL ? "plan" : "operands");
   jitk_engine *e = p->engine;
   jitk_status st = jk_require_device(e, who);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
-  if (JK_UNLIKELY(num_extra != p->params.count || (num_extra > 0 && extra == NULL)))
+  if (JK_UNLIKELY(o->num_extra != p->params.count || (o->num_extra > 0 && o->extra == NULL)))
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
                    "matmul %s: the epilogue takes %zu operands, not %zu", p->name, p->params.count,
-                   num_extra);
-  if (JK_UNLIKELY(a == NULL || b == NULL || d == NULL || (p->d.has_c && c == NULL)))
+                   o->num_extra);
+  if (JK_UNLIKELY(o->a == NULL || o->b == NULL || o->d == NULL || (p->d.has_c && o->c == NULL)))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
+  for (size_t i = 0; i < p->num_outs; i++)
+    if (JK_UNLIKELY(o->outputs == NULL || o->outputs[i] == NULL))
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "matmul %s: output `%s` has no array (operands->outputs[%zu])", p->name,
+                     p->outs[i].name, i);
+  for (size_t i = 0; i < p->num_reds; i++)
+    if (JK_UNLIKELY(o->reductions == NULL || o->reductions[i] == NULL))
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "matmul %s: reduction `%s` has no array (operands->reductions[%zu])", p->name,
+                     p->reds[i].name, i);
   return JITK_OK;
 }
 
-jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
-                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
-  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute", a, b, c, d, extra, num_extra);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  const jitk_matmul_desc *ds = &p->d;
-  if (ds->m == 0 || ds->n == 0) return JITK_OK;
+jitk_status jitk_matmul_operands_init(jitk_matmul_operands *o) {
+  if (o == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_operands_init: operands is NULL");
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  return JITK_OK;
+}
+
+/* The kernel an execution uses: the plan's, or its FFMA twin when A or B
+ * is not 16-byte aligned (compiled at the first such execution). */
+static jitk_status pick_kernel(jitk_matmul *p, jitk_stream stream, const jitk_matmul_operands *o,
+                               mm_kernel **out) {
   mm_kernel *k = &p->main;
+  jitk_status st = JITK_OK;
   /* Tensor cores stage A and B in 16-byte chunks. */
-  if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)a | (uintptr_t)b) & 15) != 0) {
+  if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)o->a | (uintptr_t)o->b) & 15) != 0) {
     pthread_mutex_lock(&p->lock);
     bool built = p->fallback.entry != NULL, capturing = false;
     if (!built) st = jk_stream_capturing(p->engine, stream, &capturing);
@@ -177,20 +193,126 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
     if (st != JITK_OK) return st;
     k = &p->fallback;
   }
-  return jk_mm_run_kernel(p, k, stream, a, b, c, d, extra, num_extra);
+  *out = k;
+  return JITK_OK;
+}
+
+jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
+                                const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
+  jitk_matmul_operands o;
+  jitk_matmul_operands_init(&o);
+  o.a = a;
+  o.b = b;
+  o.c = c;
+  o.d = d;
+  o.extra = extra;
+  o.num_extra = num_extra;
+  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute", &o);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  if (JK_UNLIKELY(p->num_outs > 0 || p->num_reds > 0))
+    return jk_fail(p->engine, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul %s: the plan has outputs or reductions besides D; execute it with "
+                   "jitk_matmul_execute_ex, which takes their arrays",
+                   p->name);
+  if (p->d.m == 0 || p->d.n == 0) return JITK_OK;
+  mm_kernel *k = NULL;
+  st = pick_kernel(p, stream, &o, &k);
+  if (st != JITK_OK) return st;
+  return jk_mm_run_kernel(p, k, stream, &o, NULL);
+}
+
+/* Launches reduction i's kernels over its workspace w into `out`; the
+ * first step over the rows writes a workspace of its own. */
+static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, jitk_stream stream,
+                                 void *w, void *out) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_reduction *r = &p->reds[i];
+  const long long M = p->d.m, N = p->d.n;
+  const unsigned int B = (unsigned int)p->d.batch;
+  const size_t ws = jk_dtype(jk_mm_work_dtype(k->spec.acc, r->dtype))->size;
+  char what[160];
+  snprintf(what, sizeof what, "the reduction `%s` of matmul %s", r->name, p->name);
+  void *part = NULL;
+  jitk_status st = JITK_OK;
+  if (r->axis == JITK_REDUCE_ROWS) {
+    if (N == 0) return JITK_OK;
+    /* Chunks of at least 64 rows, at most 65535 of them (a grid's y). */
+    long long chunk = M / 65535 + 1 > 64 ? M / 65535 + 1 : 64;
+    long long chunks = (M + chunk - 1) / chunk;
+    const unsigned int gx = (unsigned int)ceil_div((uint64_t)N, 256);
+    if (chunks > 0) {
+      st = jk_temp_alloc(e, (size_t)B * (size_t)chunks * (size_t)N * ws, stream, &part);
+      if (st != JITK_OK) return st;
+      void *kp[5] = {&w, &part, (void *)&M, (void *)&N, &chunk};
+      st = jk_launch_fn(e, stream, k->red[i][0], what, gx, (unsigned int)chunks, B, 256, 1, 1, 0,
+                        kp);
+    }
+    if (st == JITK_OK) {
+      void *kp[4] = {&part, &out, &chunks, (void *)&N};
+      st = jk_launch_fn(e, stream, k->red[i][1], what, gx, B, 1, 256, 1, 1, 0, kp);
+    }
+  } else {
+    const bool all = r->axis == JITK_REDUCE_ALL;
+    if (M > 0) {
+      if (all) st = jk_temp_alloc(e, (size_t)B * (size_t)M * ws, stream, &part);
+      void *dst = all ? part : out;
+      void *kp[4] = {&w, &dst, (void *)&M, (void *)&N};
+      if (st == JITK_OK)
+        st = jk_launch_fn(e, stream, k->red[i][0], what, (unsigned int)ceil_div((uint64_t)M, 8), B,
+                          1, 256, 1, 1, 0, kp);
+    }
+    if (st == JITK_OK && all) {
+      void *kp[3] = {&part, &out, (void *)&M};
+      st = jk_launch_fn(e, stream, k->red[i][1], what, B, 1, 1, 256, 1, 1, 0, kp);
+    }
+  }
+  if (part != NULL) jk_temp_free(e, part, stream);
+  return st;
+}
+
+jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
+                                   const jitk_matmul_operands *o) {
+  if (o != NULL && o->struct_size != sizeof *o)
+    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_matmul_execute_ex: operands->struct_size is %zu, not %zu; call "
+                   "jitk_matmul_operands_init first",
+                   o->struct_size, sizeof *o);
+  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute_ex", o);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *ds = &p->d;
+  mm_kernel *k = NULL;
+  if (ds->m > 0 && ds->n > 0) st = pick_kernel(p, stream, o, &k);
+  if (st != JITK_OK) return st;
+  if (k == NULL) k = &p->main;
+  /* Each reduction's terms go to a workspace of batch x M x N. */
+  void *work[JK_MM_MAX_EXTRA] = {NULL};
+  const size_t mn = (size_t)ds->m * (size_t)ds->n * (size_t)ds->batch;
+  for (size_t i = 0; st == JITK_OK && i < p->num_reds && mn > 0; i++)
+    st = jk_temp_alloc(e, mn * jk_dtype(jk_mm_work_dtype(k->spec.acc, p->reds[i].dtype))->size,
+                       stream, &work[i]);
+  if (st == JITK_OK && mn > 0) st = jk_mm_run_kernel(p, k, stream, o, work);
+  for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++)
+    st = run_reduction(p, k, i, stream, work[i], o->reductions[i]);
+  for (size_t i = 0; i < p->num_reds; i++)
+    if (work[i] != NULL) jk_temp_free(e, work[i], stream);
+  return st;
 }
 
 /* Packs the parameters of kernel k of plan p and launches it. */
-jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, const void *a,
-                             const void *b, const void *c, void *d, const jitk_arg *extra,
-                             size_t num_extra) {
+jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
+                             const jitk_matmul_operands *o, void *const *work) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;
   jitk_status st;
-  /* Parameters: pointers, sizes, leading dimensions, strides, tiles, then
-   * the epilogue's operands. */
-  _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2];
-  void *kp[24 + JK_MAX_EW_PARAMS];
+  const void *a = o->a, *b = o->b, *c = o->c;
+  void *d = o->d;
+  const jitk_arg *extra = o->extra;
+  const size_t num_extra = o->num_extra;
+  /* Parameters: pointers, sizes, leading dimensions, strides, tiles, the
+   * epilogue's operands, then the outputs' and the reductions' arrays. */
+  _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2 + 2 * JK_MM_MAX_EXTRA * 8];
+  void *kp[24 + JK_MAX_EW_PARAMS + 2 * JK_MM_MAX_EXTRA];
   int np = 0;
   unsigned char *cur = store;
   const void *cc = ds->has_c ? c : d;
@@ -230,6 +352,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream, c
       cur += 16;
     }
   }
+  for (size_t i = 0; i < p->num_outs; i++) JK_PUSH(kp, np, cur, o->outputs[i]);
+  for (size_t i = 0; i < p->num_reds; i++) JK_PUSH(kp, np, cur, work[i]);
   if (k->spec.kind == JK_MM_WGMMA)
     return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
   return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,

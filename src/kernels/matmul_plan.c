@@ -26,6 +26,7 @@ static size_t wgmma_smem(int bn, int stages) {
 void jitk_matmul_desc_init(jitk_matmul_desc *d) {
   if (d == NULL) return;
   memset(d, 0, sizeof *d);
+  d->struct_size = sizeof *d;
   d->batch = 1;
   d->a_dtype = d->b_dtype = d->c_dtype = d->d_dtype = JITK_FLOAT32;
   d->alpha = 1.0;
@@ -48,6 +49,14 @@ void jitk_matmul_destroy(jitk_matmul *p) {
   jk_free(e, p->epilogue);
   jk_free(e, p->epilogue_params);
   jk_free(e, p->preamble);
+  for (size_t i = 0; i < p->num_outs; i++) {
+    jk_free(e, (char *)p->outs[i].name);
+    jk_free(e, (char *)p->outs[i].expr);
+  }
+  for (size_t i = 0; i < p->num_reds; i++) {
+    jk_free(e, (char *)p->reds[i].name);
+    jk_free(e, (char *)p->reds[i].expr);
+  }
   pthread_mutex_destroy(&p->lock);
   jk_free(e, p);
 }
@@ -222,7 +231,8 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->bn = p->bn;
   s->arow = p->arow;
   s->pingpong = kind == JK_MM_WGMMA && p->pingpong;
-  jk_mm_source_in in = {p->name, s, p->epilogue, &p->params, p->preamble};
+  jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
+                        p->outs, p->num_outs, p->reds,     p->num_reds};
   char *src = NULL;
   jitk_status st = jk_mm_generate(e, &in, &src);
   if (st != JITK_OK) return st;
@@ -246,6 +256,16 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
       }
       r = jk_cu_get_function(e, (CUmodule)out->entry->cu, tr, &out->tr);
     }
+    for (size_t i = 0; r == CUDA_SUCCESS && i < p->num_reds; i++)
+      for (int step = 0; r == CUDA_SUCCESS && step < 2; step++) {
+        if (step == 1 && p->reds[i].axis == JITK_REDUCE_COLUMNS) continue;
+        char fn[512];
+        if (snprintf(fn, sizeof fn, "%s_r%zu%c", p->name, i, 'a' + step) >= (int)sizeof fn) {
+          jk_ctx_leave(e, saved);
+          return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
+        }
+        r = jk_cu_get_function(e, (CUmodule)out->entry->cu, fn, &out->red[i][step]);
+      }
     if (r == CUDA_SUCCESS && out->smem > 48 * 1024)
       r = jk_cu_set_func_attribute(e, out->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    (int)out->smem);
@@ -307,9 +327,122 @@ static bool choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
   return true;
 }
 
+/* Whether `name` is free for an output or a reduction: an identifier,
+ * not a C++ word, not a name the epilogue already has. */
+static jitk_status check_extra_name(jitk_matmul *p, const char *what, size_t index,
+                                    const char *name) {
+  jitk_engine *e = p->engine;
+  if (name == NULL || !jk_gen_is_identifier(name) || jk_is_reserved_word(name, strlen(name)) ||
+      strncmp(name, "_jk", 3) == 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: %s %zu's name %s%s%s is not a C identifier the plan can use", what,
+                   index, name ? "`" : "", name ? name : "(NULL)", name ? "`" : "");
+  static const char *const taken[] = {"acc", "value", "row", "col", "batch", "T", NULL};
+  for (int i = 0; taken[i]; i++)
+    if (strcmp(name, taken[i]) == 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "matmul: %s `%s`: the epilogue already has a `%s` (acc, value, row, col, "
+                     "batch and T are the epilogue's own)",
+                     what, name, name);
+  for (size_t i = 0; i < p->params.count; i++)
+    if (strcmp(name, p->params.params[i].name) == 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "matmul: %s `%s` has the name of an epilogue operand", what, name);
+  for (size_t i = 0; i < p->num_outs; i++)
+    if (strcmp(name, p->outs[i].name) == 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: two outputs or reductions are `%s`",
+                     name);
+  for (size_t i = 0; i < p->num_reds; i++)
+    if (strcmp(name, p->reds[i].name) == 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: two outputs or reductions are `%s`",
+                     name);
+  return JITK_OK;
+}
+
+static bool is_real(jitk_dtype t) {
+  jitk_dtype_info info;
+  return jitk_dtype_get_info(t, &info) == JITK_OK && info.kind != 'c';
+}
+
+/* The description's outputs and reductions, checked and copied into the
+ * plan (an error names the first that is wrong), with each output's
+ * leading dimension and batch stride filled in. */
+static jitk_status copy_extras(jitk_matmul *p, const jitk_matmul_desc *d) {
+  jitk_engine *e = p->engine;
+  if (d->num_outputs > JK_MM_MAX_EXTRA || d->num_reductions > JK_MM_MAX_EXTRA)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: at most %d outputs and %d reductions besides D, not %zu and %zu",
+                   JK_MM_MAX_EXTRA, JK_MM_MAX_EXTRA, d->num_outputs, d->num_reductions);
+  if ((d->num_outputs > 0 && d->outputs == NULL) ||
+      (d->num_reductions > 0 && d->reductions == NULL))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: num_%s is %zu but %s is NULL",
+                   d->outputs == NULL && d->num_outputs ? "outputs" : "reductions",
+                   d->outputs == NULL && d->num_outputs ? d->num_outputs : d->num_reductions,
+                   d->outputs == NULL && d->num_outputs ? "outputs" : "reductions");
+  for (size_t i = 0; i < d->num_outputs; i++) {
+    const jitk_matmul_output *o = &d->outputs[i];
+    jitk_status st = check_extra_name(p, "output", i, o->name);
+    if (st == JITK_OK && !is_real(o->dtype))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: output `%s`'s dtype %d is not a real dtype of the table", o->name,
+                   (int)o->dtype);
+    if (st == JITK_OK && (o->expr == NULL || o->expr[strspn(o->expr, " \t\n")] == '\0'))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: output `%s` has no expression", o->name);
+    char label[96];
+    snprintf(label, sizeof label, "output %s", o->name ? o->name : "");
+    if (st == JITK_OK) st = jk_code_check_directives(e, label, o->expr);
+    jitk_matmul_output c = *o;
+    if (st == JITK_OK) {
+      char what[96];
+      snprintf(what, sizeof what, "output `%s`", o->name);
+      st = fill_layout(e, what, d->d_order, d->m, d->n, d->batch, o->dtype, &c.ld, &c.stride);
+    }
+    if (st != JITK_OK) return st;
+    bool oom = false;
+    c.name = jk_gen_dup(e, o->name, &oom);
+    c.expr = jk_gen_dup(e, o->expr, &oom);
+    p->outs[p->num_outs++] = c;
+    if (oom) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  for (size_t i = 0; i < d->num_reductions; i++) {
+    const jitk_matmul_reduction *r = &d->reductions[i];
+    jitk_status st = check_extra_name(p, "reduction", i, r->name);
+    if (st == JITK_OK && !is_float(r->dtype))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: reduction `%s`'s dtype must be float16, bfloat16, float32 or float64",
+                   r->name);
+    if (st == JITK_OK && (r->op < JITK_REDUCE_SUM || r->op > JITK_REDUCE_MIN))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: reduction `%s`'s op %d is not SUM, MAX or MIN", r->name, (int)r->op);
+    if (st == JITK_OK && (r->axis < JITK_REDUCE_ROWS || r->axis > JITK_REDUCE_ALL))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: reduction `%s`'s axis %d is not ROWS, COLUMNS or ALL", r->name,
+                   (int)r->axis);
+    if (st == JITK_OK && (r->expr == NULL || r->expr[strspn(r->expr, " \t\n")] == '\0'))
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: reduction `%s` has no expression",
+                   r->name);
+    char label[96];
+    snprintf(label, sizeof label, "reduction %s", r->name ? r->name : "");
+    if (st == JITK_OK) st = jk_code_check_directives(e, label, r->expr);
+    if (st != JITK_OK) return st;
+    jitk_matmul_reduction c = *r;
+    bool oom = false;
+    c.name = jk_gen_dup(e, r->name, &oom);
+    c.expr = jk_gen_dup(e, r->expr, &oom);
+    p->reds[p->num_reds++] = c;
+    if (oom) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  return JITK_OK;
+}
+
 jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jitk_matmul **out) {
   if (e == NULL || desc == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_create: an argument is NULL");
+  if (desc->struct_size != sizeof *desc)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_matmul_create: desc->struct_size is %zu, not %zu; call "
+                   "jitk_matmul_desc_init before setting fields",
+                   desc->struct_size, sizeof *desc);
   jitk_matmul_desc d = *desc;
   jitk_dtype acc = JITK_FLOAT32;
   jitk_status st = check_desc(e, &d, &acc);
@@ -361,6 +494,11 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     for (size_t i = 0; i < p->params.count; i++)
       snprintf(p->labels[i], sizeof p->labels[i], "epilogue operand `%s`",
                p->params.params[i].name);
+  }
+  st = copy_extras(p, desc);
+  if (st != JITK_OK) {
+    jitk_matmul_destroy(p);
+    return st;
   }
   /* The tensor-core tile: the default measured fastest on the H200
    * (docs/PERFORMANCE.md), then a choice jitk_matmul_autotune stored, then

@@ -17,21 +17,34 @@ typedef struct mm_timed {
   jitk_matmul *p;
   mm_kernel *k;
   jitk_stream stream;
-  const void *a, *b, *c;
-  void *d;
-  const jitk_arg *extra;
-  size_t num_extra;
+  const jitk_matmul_operands *ops;
 } mm_timed;
 
 static jitk_status run_timed(void *ctx) {
   mm_timed *t = ctx;
-  return jk_mm_run_kernel(t->p, t->k, t->stream, t->a, t->b, t->c, t->d, t->extra, t->num_extra);
+  return jk_mm_run_kernel(t->p, t->k, t->stream, t->ops, NULL);
 }
 
 jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
                                  const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
-  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_autotune", a, b, c, d, extra, num_extra);
+  jitk_matmul_operands ops;
+  jitk_matmul_operands_init(&ops);
+  ops.a = a;
+  ops.b = b;
+  ops.c = c;
+  ops.d = d;
+  ops.extra = extra;
+  ops.num_extra = num_extra;
+  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_autotune", &ops);
   if (st != JITK_OK) return st;
+  if (p->num_outs > 0 || p->num_reds > 0)
+    /* The tuning table's key leaves the epilogue out: a plan of the same
+     * shape without them finds the choice too. */
+    return jk_fail(p->engine, JITK_ERR_UNSUPPORTED,
+                   "matmul %s: a plan with outputs or reductions besides D is not autotuned "
+                   "itself; autotune a plan of the same shape and dtypes without them, and "
+                   "plans made afterwards (this kind included) use its choice",
+                   p->name);
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;
   const jk_mm_kind kind = p->main.spec.kind;
@@ -62,7 +75,7 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
     float ms = 0;
     st = jk_mm_build(p, kind, p->main.spec.acc, &k);
     /* The median of 10 runs after 3 of warm-up. */
-    mm_timed timed = {p, &k, stream, a, b, c, d, extra, num_extra};
+    mm_timed timed = {p, &k, stream, &ops};
     if (st == JITK_OK)
       st = jk_time_median(e, stream, 3, 10, run_timed, &timed, "a matmul candidate", &ms);
     jk_log(e, JITK_LOG_DEBUG, "matmul %s autotune: bn %d, arow %d, %d stages%s: %.4f ms", p->name,

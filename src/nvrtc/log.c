@@ -18,6 +18,18 @@ bool jk_log_user_label(const char *s, size_t n) {
                                        "post_map_expr", "identity", "epilogue"};
   for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
     if (strlen(labels[i]) == n && memcmp(labels[i], s, n) == 0) return true;
+  /* A matmul plan's outputs and reductions: "output NAME", "reduction
+   * NAME", NAME an identifier. */
+  static const char *const named[] = {"output ", "reduction "};
+  for (size_t i = 0; i < 2; i++) {
+    size_t k = strlen(named[i]);
+    if (n <= k || memcmp(s, named[i], k) != 0) continue;
+    bool ident = !(s[k] >= '0' && s[k] <= '9');
+    for (size_t j = k; j < n && ident; j++)
+      ident = s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
+              (s[j] >= '0' && s[j] <= '9');
+    if (ident) return true;
+  }
   return false;
 }
 

@@ -29,6 +29,19 @@ __device__ __forceinline__ double gelu(double x) {
   return 0.5 * x * (1. + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
+// Their derivatives, for backward passes (gelu's is that of the tanh
+// approximation above).
+__device__ __forceinline__ float drelu(float x) { return x > 0.f ? 1.f : 0.f; }
+__device__ __forceinline__ double drelu(double x) { return x > 0. ? 1. : 0.; }
+__device__ __forceinline__ float dgelu(float x) {
+  const float t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * 0.7978845608f * (1.f + 0.134145f * x * x);
+}
+__device__ __forceinline__ double dgelu(double x) {
+  const double t = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+  return 0.5 * (1. + t) + 0.5 * x * (1. - t * t) * 0.7978845608028654 * (1. + 0.134145 * x * x);
+}
+
 // An extra operand of the epilogue, read in the accumulator's type
 // whatever its dtype.
 template <typename S, typename A>
@@ -437,6 +450,92 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
       for (int v = 0; v < 4; v++)
         store(m0 + wm * 64 + i * 16 + (lane >> 2) + (v >> 1) * 8,
               n0 + wn * WN + j * 8 + (lane & 3) * 2 + (v & 1), acc[i][j][v]);
+}
+
+// Reductions of the epilogue's values. The product's kernel writes each
+// term to a workspace w (batch x rows x cols, row-major); these kernels
+// reduce it in an order fixed by the shape alone, so that every execution
+// gives the same bits, with no atomics.
+template <typename W> __device__ __forceinline__ W infinity();
+template <> __device__ __forceinline__ float infinity<float>() { return __int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double infinity<double>() {
+  return __longlong_as_double(0x7ff0000000000000LL);
+}
+struct op_sum {
+  template <typename W> __device__ static W first() { return W(0); }
+  template <typename W> __device__ static W apply(W a, W b) { return a + b; }
+};
+// max and min keep a NaN: a term that is NaN makes the result NaN.
+struct op_max {
+  template <typename W> __device__ static W first() { return -infinity<W>(); }
+  template <typename W> __device__ static W apply(W a, W b) { return (b > a || b != b) ? b : a; }
+};
+struct op_min {
+  template <typename W> __device__ static W first() { return infinity<W>(); }
+  template <typename W> __device__ static W apply(W a, W b) { return (b < a || b != b) ? b : a; }
+};
+
+// Over the rows, first step: block (x, chunk, batch), a thread per column,
+// each reducing `chunk` rows in order into p (batch x chunks x cols).
+template <typename OP, typename W>
+__device__ __forceinline__ void red_rows_part(const W *w, W *p, long long rows, long long cols,
+                                              long long chunk) {
+  const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  const long long c = blockIdx.y, b = blockIdx.z, r1 = min(rows, (c + 1) * chunk);
+  const W *src = w + b * rows * cols + col;
+  W acc = OP::template first<W>();
+#pragma unroll 8
+  for (long long r = c * chunk; r < r1; r++) acc = OP::apply(acc, src[r * cols]);
+  p[(b * gridDim.y + c) * cols + col] = acc;
+}
+
+// Second step: a thread per column and batch (block (x, batch)) reduces
+// the chunks in order.
+template <typename OP, typename W, typename O>
+__device__ __forceinline__ void red_rows_final(const W *p, O *out, long long chunks,
+                                               long long cols) {
+  const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  const long long b = blockIdx.y;
+  W acc = OP::template first<W>();
+  for (long long c = 0; c < chunks; c++) acc = OP::apply(acc, p[(b * chunks + c) * cols + col]);
+  out[b * cols + col] = static_cast<O>(acc);
+}
+
+// Over the columns: a warp per row (block (x, batch) of 8 warps), each
+// lane reducing the columns lane, lane + 32, ... in order, then the lanes
+// pairwise (a butterfly: every lane ends with the same bits).
+template <typename OP, typename W, typename O>
+__device__ __forceinline__ void red_cols(const W *w, O *out, long long rows, long long cols) {
+  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const long long b = blockIdx.y;
+  const W *src = w + (b * rows + row) * cols;
+  W acc = OP::template first<W>();
+  for (long long c = lane; c < cols; c += 32) acc = OP::apply(acc, src[c]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc = OP::apply(acc, __shfl_xor_sync(0xffffffffu, acc, o));
+  if (lane == 0) out[b * rows + row] = static_cast<O>(acc);
+}
+
+// The whole matrix, second step: one block of 256 threads per batch
+// reduces the n per-row results p[batch * n ...] in a fixed tree.
+template <typename OP, typename W, typename O>
+__device__ __forceinline__ void red_all_final(const W *p, O *out, long long n) {
+  __shared__ W part[256];
+  const long long b = blockIdx.x;
+  W acc = OP::template first<W>();
+  for (long long i = threadIdx.x; i < n; i += 256) acc = OP::apply(acc, p[b * n + i]);
+  part[threadIdx.x] = acc;
+  __syncthreads();
+#pragma unroll
+  for (int s = 128; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) part[threadIdx.x] = OP::apply(part[threadIdx.x], part[threadIdx.x + s]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[b] = static_cast<O>(part[0]);
 }
 
 }  // namespace mm

@@ -393,3 +393,256 @@ Test(matmul, ffma) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
 }
+
+/* Outputs besides D and reductions of the epilogue's values (issue 16):
+ * D = gelu(acc + bias[col]) with its pre-activation (float32 and
+ * bfloat16) and a mask kept, and the column sums of D (a bias gradient),
+ * the row sums of D squared (float64), the amax and the column minimums,
+ * each checked against float64 from the same rounded inputs, and two
+ * executions giving the same bits. */
+typedef struct extras_case {
+  const char *what;
+  jitk_dtype dt;
+  jitk_compute compute;
+  int64_t m, n, k, batch;
+  jitk_order ao, bo, d_o;
+  int misalign;
+  const char *kind;
+} extras_case;
+
+static double gelu_ref(double x) {
+  return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static void run_extras(jitk_engine *e, const extras_case *c, uint64_t *seed) {
+  static const jitk_matmul_output outs[] = {
+      {"pre", JITK_FLOAT32, "acc + bias[col]", 0, 0},
+      {"pre16", JITK_BFLOAT16, "acc + bias[col]", 0, 0},
+      {"mask", JITK_UINT8, "acc + bias[col] > (T)0", 0, 0},
+  };
+  static const jitk_matmul_reduction reds[] = {
+      {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
+      {"rowsq", JITK_FLOAT64, "value * value", JITK_REDUCE_SUM, JITK_REDUCE_COLUMNS},
+      {"amax", JITK_FLOAT32, "fabs(value)", JITK_REDUCE_MAX, JITK_REDUCE_ALL},
+      {"colmin", JITK_FLOAT32, "value", JITK_REDUCE_MIN, JITK_REDUCE_ROWS},
+  };
+  enum { NO = 3, NR = 4 };
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = c->m;
+  d.n = c->n;
+  d.k = c->k;
+  d.batch = c->batch;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = c->dt;
+  d.compute = c->compute;
+  d.a_order = c->ao;
+  d.b_order = c->bo;
+  d.d_order = c->d_o;
+  d.epilogue = "gelu(acc + bias[col])";
+  d.epilogue_params = "raw float32 bias";
+  d.outputs = outs;
+  d.num_outputs = NO;
+  d.reductions = reds;
+  d.num_reductions = NR;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
+  const int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
+  const size_t es = jt_dtype_size(c->dt), na = (size_t)(B * M * K), nb = (size_t)(B * K * N),
+               nd = (size_t)(B * M * N);
+  double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hbias = malloc((size_t)N * 8);
+  unsigned char *sa = malloc(na * es + 64), *sb = malloc(nb * es + 64);
+  float *fbias = malloc((size_t)N * 4);
+  for (size_t i = 0; i < na; i++) {
+    ha[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sa, c->dt, i + (size_t)c->misalign, ha[i]);
+  }
+  for (size_t i = 0; i < nb; i++) {
+    hb[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sb, c->dt, i + (size_t)c->misalign, hb[i]);
+  }
+  for (int64_t j = 0; j < N; j++) hbias[j] = fbias[j] = (float)jt_uniform(seed);
+  void *da = jt_dev_alloc(e, na * es + 64), *db = jt_dev_alloc(e, nb * es + 64),
+       *dd = jt_dev_alloc(e, nd * es), *dbias = jt_dev_alloc(e, (size_t)N * 4);
+  jt_to_dev(e, da, sa, na * es + 64);
+  jt_to_dev(e, db, sb, nb * es + 64);
+  jt_to_dev(e, dbias, fbias, (size_t)N * 4);
+  const size_t osz[NO] = {4, 2, 1};
+  const size_t rlen[NR] = {(size_t)(B * N), (size_t)(B * M), (size_t)B, (size_t)(B * N)};
+  const size_t rsz[NR] = {4, 8, 4, 4};
+  void *dout[NO], *dred[NR];
+  unsigned char *hout[NO], *hred[2][NR];
+  for (int i = 0; i < NO; i++) {
+    dout[i] = jt_dev_alloc(e, nd * osz[i]);
+    jt_poison(e, dout[i], nd * osz[i]);
+    hout[i] = malloc(nd * osz[i]);
+  }
+  for (int i = 0; i < NR; i++) {
+    dred[i] = jt_dev_alloc(e, rlen[i] * rsz[i]);
+    hred[0][i] = malloc(rlen[i] * rsz[i]);
+    hred[1][i] = malloc(rlen[i] * rsz[i]);
+  }
+  unsigned char *sd = malloc(nd * es), *sd2 = malloc(nd * es);
+  jitk_arg extra[1] = {jitk_arg_ptr(dbias, JITK_FLOAT32)};
+  jitk_matmul_operands ops;
+  JT_OK(e, jitk_matmul_operands_init(&ops));
+  ops.a = (char *)da + c->misalign * es;
+  ops.b = (char *)db + c->misalign * es;
+  ops.d = dd;
+  ops.extra = extra;
+  ops.num_extra = 1;
+  ops.outputs = dout;
+  ops.reductions = dred;
+  /* The plain call refuses a plan with outputs. */
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_execute_ex",
+           jitk_matmul_execute(p, NULL, ops.a, ops.b, NULL, dd, extra, 1));
+  for (int run = 0; run < 2; run++) {
+    for (int i = 0; i < NR; i++) jt_poison(e, dred[i], rlen[i] * rsz[i]);
+    jt_poison(e, dd, nd * es);
+    JT_OK(e, jitk_matmul_execute_ex(p, NULL, &ops));
+    jt_to_host(e, run ? sd2 : sd, dd, nd * es);
+    for (int i = 0; i < NR; i++) jt_to_host(e, hred[run][i], dred[i], rlen[i] * rsz[i]);
+  }
+  for (int i = 0; i < NO; i++) jt_to_host(e, hout[i], dout[i], nd * osz[i]);
+  cr_assert(memcmp(sd, sd2, nd * es) == 0, "%s: D differs between two executions", c->what);
+  for (int i = 0; i < NR; i++)
+    cr_assert(memcmp(hred[0][i], hred[1][i], rlen[i] * rsz[i]) == 0,
+              "%s: reduction %s differs between two executions", c->what, reds[i].name);
+  /* The float64 reference. */
+  double *val = malloc(nd * 8), *pre = malloc(nd * 8);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (int64_t q = 0; q < K; q++)
+          acc += ha[b * M * K + (c->ao == JITK_ROW_MAJOR ? i * K + q : q * M + i)] *
+                 hb[b * K * N + (c->bo == JITK_ROW_MAJOR ? q * N + j : j * K + q)];
+        pre[(b * M + i) * N + j] = acc + hbias[j];
+        val[(b * M + i) * N + j] = gelu_ref(acc + hbias[j]);
+      }
+  const double tol = c->dt == JITK_FLOAT64   ? 1e-12
+                     : c->dt == JITK_FLOAT32 ? (c->compute == JITK_COMPUTE_TF32 ? 1e-3 : 1e-5)
+                                             : 1e-2;
+  double e_d = 0, e_pre = 0, e_pre16 = 0, r2 = 0, p2 = 0;
+  size_t mask_bad = 0, nonfinite = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        size_t r = (size_t)((b * M + i) * N + j);
+        size_t o = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
+        double gd = jt_read_real(sd, c->dt, o), gp = jt_read_real(hout[0], JITK_FLOAT32, o),
+               gp16 = jt_read_real(hout[1], JITK_BFLOAT16, o);
+        if (!isfinite(gd) || !isfinite(gp) || !isfinite(gp16)) nonfinite++;
+        e_d += (gd - val[r]) * (gd - val[r]);
+        e_pre += (gp - pre[r]) * (gp - pre[r]);
+        e_pre16 += (gp16 - pre[r]) * (gp16 - pre[r]);
+        r2 += val[r] * val[r];
+        p2 += pre[r] * pre[r];
+        /* The mask may differ where the pre-activation is within rounding of 0. */
+        if (hout[2][o] > 1 ||
+            (hout[2][o] != (pre[r] > 0) && fabs(pre[r]) > 4 * tol * sqrt((double)K)))
+          mask_bad++;
+      }
+  cr_assert(nonfinite == 0, "%s: %zu elements not finite (poison left)", c->what, nonfinite);
+  cr_assert(sqrt(e_d / r2) <= tol, "%s (%s): D's relative error %.3g", c->what, desc,
+            sqrt(e_d / r2));
+  cr_assert(sqrt(e_pre / p2) <= (tol < 1e-6 ? 1e-6 : tol), "%s: pre's relative error %.3g", c->what,
+            sqrt(e_pre / p2));
+  cr_assert(sqrt(e_pre16 / p2) <= 1e-2, "%s: pre16's relative error %.3g", c->what,
+            sqrt(e_pre16 / p2));
+  cr_assert(mask_bad == 0, "%s: %zu mask elements wrong", c->what, mask_bad);
+  /* The reductions, from the reference's values. */
+  double e_r[NR] = {0}, n_r[NR] = {0};
+  for (int64_t b = 0; b < B; b++) {
+    double amax = 0;
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0, mn = INFINITY;
+      for (int64_t i = 0; i < M; i++) {
+        double v = val[(b * M + i) * N + j];
+        s += v;
+        mn = v < mn ? v : mn;
+        amax = fabs(v) > amax ? fabs(v) : amax;
+      }
+      double g0 = ((float *)hred[0][0])[b * N + j], g3 = ((float *)hred[0][3])[b * N + j];
+      e_r[0] += (g0 - s) * (g0 - s);
+      n_r[0] += s * s;
+      e_r[3] += (g3 - mn) * (g3 - mn);
+      n_r[3] += mn * mn;
+    }
+    for (int64_t i = 0; i < M; i++) {
+      double s = 0;
+      for (int64_t j = 0; j < N; j++) s += val[(b * M + i) * N + j] * val[(b * M + i) * N + j];
+      double g1 = ((double *)hred[0][1])[b * M + i];
+      e_r[1] += (g1 - s) * (g1 - s);
+      n_r[1] += s * s;
+    }
+    double g2 = ((float *)hred[0][2])[b];
+    e_r[2] += (g2 - amax) * (g2 - amax);
+    n_r[2] += amax * amax;
+  }
+  for (int i = 0; i < NR; i++)
+    cr_assert(sqrt(e_r[i] / n_r[i]) <= (tol < 1e-6 ? 1e-6 : tol), "%s: reduction %s: error %.3g",
+              c->what, reds[i].name, sqrt(e_r[i] / n_r[i]));
+  for (int i = 0; i < NO; i++) {
+    JT_OK(e, jitk_device_free(e, dout[i], NULL));
+    free(hout[i]);
+  }
+  for (int i = 0; i < NR; i++) {
+    JT_OK(e, jitk_device_free(e, dred[i], NULL));
+    free(hred[0][i]);
+    free(hred[1][i]);
+  }
+  JT_OK(e, jitk_device_free(e, da, NULL));
+  JT_OK(e, jitk_device_free(e, db, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  JT_OK(e, jitk_device_free(e, dbias, NULL));
+  free(ha);
+  free(hb);
+  free(hbias);
+  free(fbias);
+  free(sa);
+  free(sb);
+  free(sd);
+  free(sd2);
+  free(val);
+  free(pre);
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul, outputs_and_reductions) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x6C1;
+  const extras_case cases[] = {
+      {"bf16 wgmma, tails, batch 2", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 300, 264, 136, 2, R, R, R,
+       0, "tensor cores bfloat16"},
+      {"f16 wgmma, B column-major, D column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 256, 200,
+       72, 1, R, C, C, 0, "tensor cores float16"},
+      {"tf32 wgmma", JITK_FLOAT32, JITK_COMPUTE_TF32, 130, 136, 40, 1, R, R, R, 0,
+       "tensor cores tf32"},
+      {"bf16 misaligned: the FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 129, 136, 64, 1, R, R,
+       R, 1, "tensor cores bfloat16"},
+      {"f32 FFMA", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 2, R, C, R, 0, "FFMA"},
+      {"f64 FFMA, D column-major", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 1, C, R, C, 0,
+       "FFMA"},
+      {"one row, the whole matrix a row", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1, 264, 64, 1, R, R,
+       R, 0, "tensor cores bfloat16"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_extras(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+Test(matmul, outputs_and_reductions_mma_sync) {
+  setenv("JITK_MM_KIND", "mma", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x6C3;
+  const extras_case cases[] = {
+      {"mma.sync bf16, tails", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 300, 264, 136, 2, R, R, R, 0,
+       "(mma.sync)"},
+      {"mma.sync f16, D column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 130, 136, 64, 1, R, C, C,
+       0, "(mma.sync)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_extras(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}

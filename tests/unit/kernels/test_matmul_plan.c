@@ -293,3 +293,128 @@ Test(matmul_plan, beta_zero_reads_no_c) {
     jitk_engine_destroy(e);
   }
 }
+
+/* Outputs besides D and reductions of the epilogue's values: a GELU
+ * forward pass that keeps its pre-activation and a ReLU mask, and the
+ * bias gradient, row sums and the amax of a backward pass, on every kind
+ * of kernel. */
+static const jitk_matmul_output fwd_outs[] = {
+    {"pre", JITK_BFLOAT16, "acc + bias[col]", 0, 0},
+    {"mask", JITK_UINT8, "value > (T)0", 0, 0},
+};
+static const jitk_matmul_reduction bwd_reds[] = {
+    {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
+    {"rows", JITK_FLOAT64, "value * value", JITK_REDUCE_SUM, JITK_REDUCE_COLUMNS},
+    {"amax", JITK_FLOAT32, "fabs(value)", JITK_REDUCE_MAX, JITK_REDUCE_ALL},
+};
+
+static jitk_matmul_desc extras_desc(jitk_dtype t) {
+  jitk_matmul_desc d = desc(t, 300, 264, 136);
+  d.epilogue = "gelu(acc + bias[col])";
+  d.epilogue_params = "raw float32 bias";
+  d.outputs = fwd_outs;
+  d.num_outputs = 2;
+  d.reductions = bwd_reds;
+  d.num_reductions = 3;
+  return d;
+}
+
+Test(matmul_plan, outputs_and_reductions_compile_on_every_kind) {
+  static const char *const archs[] = {"sm_90", "sm_80"};
+  for (int a = 0; a < 2; a++) {
+    jitk_engine *e = jt_compile_engine(archs[a]);
+    const jitk_dtype dts[] = {JITK_BFLOAT16, JITK_FLOAT16, JITK_FLOAT32, JITK_FLOAT64};
+    for (int t = 0; t < 4; t++) {
+      jitk_matmul_desc d = extras_desc(dts[t]);
+      jitk_matmul *p = NULL;
+      JT_OK(e, jitk_matmul_create(e, &d, &p));
+      const char *src = NULL;
+      JT_OK(e, jitk_matmul_source(p, &src));
+      cr_assert(strstr(src, "#line 1 \"output pre\"") != NULL);
+      cr_assert(strstr(src, "#line 1 \"reduction amax\"") != NULL);
+      cr_assert(strstr(src, "matmul_r2b") != NULL, "the amax's second kernel");
+      cr_assert(strstr(src, "matmul_r1b") == NULL, "rows over columns take one kernel");
+      jitk_matmul_destroy(p);
+    }
+    jitk_engine_destroy(e);
+  }
+}
+
+Test(matmul_plan, bad_outputs_and_reductions_fail_at_creation) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul *p = NULL;
+  jitk_matmul_desc d = extras_desc(JITK_BFLOAT16);
+  jitk_matmul_output o[2] = {fwd_outs[0], fwd_outs[1]};
+  jitk_matmul_reduction r[1] = {bwd_reds[0]};
+  d.outputs = o;
+  d.reductions = r;
+  d.num_reductions = 1;
+  o[1].name = "value";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "already has a `value`", jitk_matmul_create(e, &d, &p));
+  o[1].name = "bias";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "`bias` has the name of an epilogue operand",
+           jitk_matmul_create(e, &d, &p));
+  o[1].name = "pre";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "two outputs or reductions are `pre`",
+           jitk_matmul_create(e, &d, &p));
+  o[1].name = "2x";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "not a C identifier", jitk_matmul_create(e, &d, &p));
+  o[1].name = "while";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "not a C identifier", jitk_matmul_create(e, &d, &p));
+  o[1].name = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "(NULL)", jitk_matmul_create(e, &d, &p));
+  o[1] = fwd_outs[1];
+  o[1].dtype = JITK_COMPLEX64;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "not a real dtype", jitk_matmul_create(e, &d, &p));
+  o[1] = fwd_outs[1];
+  o[1].expr = "  ";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "output `mask` has no expression",
+           jitk_matmul_create(e, &d, &p));
+  o[1] = fwd_outs[1];
+  o[1].ld = 100; /* less than N */
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "output `mask` is 300 x 264 row-major",
+           jitk_matmul_create(e, &d, &p));
+  o[1] = fwd_outs[1];
+  r[0].dtype = JITK_INT32;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "reduction `dbias`'s dtype must be",
+           jitk_matmul_create(e, &d, &p));
+  r[0] = bwd_reds[0];
+  r[0].op = (jitk_reduce_op)7;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "op 7 is not SUM, MAX or MIN",
+           jitk_matmul_create(e, &d, &p));
+  r[0] = bwd_reds[0];
+  r[0].axis = (jitk_reduce_axis)-1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "axis -1 is not ROWS, COLUMNS or ALL",
+           jitk_matmul_create(e, &d, &p));
+  r[0] = bwd_reds[0];
+  r[0].name = "mask";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "two outputs or reductions are `mask`",
+           jitk_matmul_create(e, &d, &p));
+  r[0] = bwd_reds[0];
+  d.num_outputs = 9;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "at most 8 outputs", jitk_matmul_create(e, &d, &p));
+  d.num_outputs = 2;
+  d.reductions = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "num_reductions is 1 but reductions is NULL",
+           jitk_matmul_create(e, &d, &p));
+  d.reductions = r;
+  /* An error in an output's expression cites it. */
+  o[0].expr = "acc +* bias[col]";
+  JT_FAILS(e, JITK_ERR_COMPILE, "output pre:1:", jitk_matmul_create(e, &d, &p));
+  o[0] = fwd_outs[0];
+  r[0].expr = "value\n#line 1 \"epilogue\"";
+  JT_FAILS(e, JITK_ERR_PARSE, "reduction dbias:2:1: #line directives",
+           jitk_matmul_create(e, &d, &p));
+  r[0] = bwd_reds[0];
+  d.struct_size = 8;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_desc_init", jitk_matmul_create(e, &d, &p));
+  d.struct_size = sizeof d;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  /* Executions need a device; the operands' struct is checked first. */
+  jitk_matmul_operands ops;
+  memset(&ops, 0, sizeof ops);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_operands_init",
+           jitk_matmul_execute_ex(p, NULL, &ops));
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
