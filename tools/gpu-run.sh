@@ -58,6 +58,7 @@ step raw_saxpy "$HERE/bin/raw_saxpy"
 step example_elementwise "$HERE/bin/elementwise"
 [ -x "$HERE/bin/reduction" ] && step example_reduction "$HERE/bin/reduction"
 [ -x "$HERE/bin/mlp_layer" ] && step example_mlp_layer "$HERE/bin/mlp_layer"
+[ -x "$HERE/bin/mlp_train_step" ] && step example_mlp_train_step "$HERE/bin/mlp_train_step"
 [ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
 [ -x "$HERE/bin/link" ] && step example_link "$HERE/bin/link" "$HERE/bin/activations.o"
 if command -v compute-sanitizer >/dev/null; then
