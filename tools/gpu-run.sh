@@ -90,6 +90,8 @@ step bench_sweep "$HERE/bin/jitk-bench" sweep --json "$LOGS/sweep-jitk.jsonl"
 # Small arrays: host and GPU time per launch (peers/small.py: PyTorch's).
 step bench_small "$HERE/bin/jitk-bench" small --json "$LOGS/bench.json"
 step bench_graph "$HERE/bin/jitk-bench" graph --json "$LOGS/bench.json"
+# Cold starts: a manifest of 500 kernels warmed on one thread and on all.
+step bench_warm "$HERE/bin/jitk-bench" warm 500 --json "$LOGS/bench.json"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
     # _*.py are helpers the peers import, not peers; the sweep's peer runs
@@ -118,6 +120,7 @@ summary bench_matmul.log "TFLOP/s|WRONG|^plan|cuBLASLt"
 [ -e "$LOGS/bench_sweep.log" ] && sed -n '/^worst cases/,$p' "$LOGS/bench_sweep.log"
 summary bench_small.log "us/launch|WRONG"
 summary bench_graph.log "us/replay"
+summary bench_warm.log "jitk cache warm"
 for f in "$LOGS"/peer_*.log; do
   # The sweep's peer prints a line per case; tools/sweep_report.py reads them.
   [ "$(basename "$f")" = peer_sweep.log ] && continue
