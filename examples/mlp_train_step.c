@@ -189,7 +189,9 @@ static int lt_plan_make(lt_lib *lt, lt_plan *p, cublasOperation_t transa, cublas
                         uint64_t rows, uint64_t cols, uint64_t k, cublasLtEpilogue_t epilogue,
                         const void *bias, const void *aux, int64_t aux_ld) {
   memset(p, 0, sizeof *p);
-  int32_t bt = CUDA_R_32F, at = CUDA_R_16BF;
+  /* The bias and the bias gradient in D's dtype, which cuBLASLt takes
+   * for a bfloat16 D (float32 has no algorithm). */
+  int32_t bt = CUDA_R_16BF, at = CUDA_R_16BF;
   int ok =
       lt->desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
       lt->desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa) == 0 &&
@@ -386,7 +388,12 @@ int main(void) {
   s.dy = upload_bf16(e, hdy, (size_t)M * OUT, 1.f, &seed);
   s.w2 = upload_bf16(e, hw2, (size_t)HID * OUT, 0.05f, &seed);
   float *fb1 = malloc(HID * 4);
-  for (int j = 0; j < HID; j++) fb1[j] = (float)((j % 17) - 8) * 0.05f;
+  /* Values bfloat16 holds exactly: cuBLASLt takes its bias in D's dtype. */
+  uint16_t *b1_16 = malloc(HID * 2);
+  for (int j = 0; j < HID; j++) {
+    fb1[j] = (float)((j % 17) - 8) * 0.0625f;
+    b1_16[j] = to_bf16(fb1[j]);
+  }
   CHECK(e, jitk_device_alloc(e, HID * 4, NULL, &s.b1));
   CHECK(e, jitk_memcpy(e, s.b1, fb1, HID * 4, NULL));
   const size_t mh = (size_t)M * HID;
@@ -457,9 +464,12 @@ int main(void) {
     s.lh = device_zeros(e, mh * 2);
     s.lpre = device_zeros(e, mh * 2);
     s.ldpre = device_zeros(e, mh * 2);
-    s.ldb1 = device_zeros(e, HID * 4);
+    s.ldb1 = device_zeros(e, HID * 2);
+    void *lb1 = NULL;
+    CHECK(e, jitk_device_alloc(e, HID * 2, NULL, &lb1));
+    CHECK(e, jitk_memcpy(e, lb1, b1_16, HID * 2, NULL));
     int ok = lt_plan_make(&lt, &s.lfwd, CUBLAS_OP_N, CUBLAS_OP_N, HID, M, IN,
-                          CUBLASLT_EPILOGUE_GELU_AUX_BIAS, s.b1, s.lpre, HID) &&
+                          CUBLASLT_EPILOGUE_GELU_AUX_BIAS, lb1, s.lpre, HID) &&
              lt_plan_make(&lt, &s.lbwd, CUBLAS_OP_T, CUBLAS_OP_N, HID, M, OUT,
                           CUBLASLT_EPILOGUE_DGELU_BGRAD, s.ldb1, s.lpre, HID);
     if (!ok) {
@@ -472,8 +482,7 @@ int main(void) {
       float l_bwd = have_events ? time_ms(&s, &ev, lt_backward) : -1;
       uint16_t *lh = download16(e, s.lh, mh), *lpre = download16(e, s.lpre, mh),
                *ldpre = download16(e, s.ldpre, mh);
-      float *ldb1 = malloc(HID * 4);
-      CHECK(e, jitk_memcpy(e, ldb1, s.ldb1, HID * 4, NULL));
+      uint16_t *ldb1 = download16(e, s.ldb1, HID);
       double *a = malloc(mh * 8), *b = malloc(mh * 8), d[4];
       uint16_t *pairs[3][2] = {{gpre, lpre}, {gh, lh}, {gdpre, ldpre}};
       for (int part = 0; part < 3; part++) {
@@ -485,7 +494,7 @@ int main(void) {
       }
       for (int j = 0; j < HID; j++) {
         a[j] = gdb1[j];
-        b[j] = ldb1[j];
+        b[j] = from_bf16(ldb1[j]);
       }
       d[3] = rel_diff(a, b, HID);
       int differ = !(d[0] < 2e-2 && d[1] < 2e-2 && d[2] < 5e-2 && d[3] < 5e-2);
@@ -513,6 +522,7 @@ int main(void) {
   free(hdy);
   free(hw2);
   free(fb1);
+  free(b1_16);
   free(gh);
   free(gpre);
   free(gdpre);

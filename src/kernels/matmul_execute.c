@@ -207,13 +207,13 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   o.d = d;
   o.extra = extra;
   o.num_extra = num_extra;
-  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute", &o);
-  if (JK_UNLIKELY(st != JITK_OK)) return st;
-  if (JK_UNLIKELY(p->num_outs > 0 || p->num_reds > 0))
+  if (JK_UNLIKELY(p != NULL && (p->num_outs > 0 || p->num_reds > 0)))
     return jk_fail(p->engine, JITK_ERR_INVALID_ARGUMENT,
                    "matmul %s: the plan has outputs or reductions besides D; execute it with "
                    "jitk_matmul_execute_ex, which takes their arrays",
                    p->name);
+  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute", &o);
+  if (JK_UNLIKELY(st != JITK_OK)) return st;
   if (p->d.m == 0 || p->d.n == 0) return JITK_OK;
   mm_kernel *k = NULL;
   st = pick_kernel(p, stream, &o, &k);
