@@ -90,7 +90,11 @@ step bench_sweep "$HERE/bin/jitk-bench" sweep --json "$LOGS/sweep-jitk.jsonl"
 # Small arrays: host and GPU time per launch (peers/small.py: PyTorch's).
 step bench_small "$HERE/bin/jitk-bench" small --json "$LOGS/bench.json"
 step bench_graph "$HERE/bin/jitk-bench" graph --json "$LOGS/bench.json"
-# Cold starts: a manifest of 500 kernels warmed on one thread and on all.
+# Cold starts: NVRTC's time for each kind of generated kernel against a
+# bare kernel, precompiled headers off and on, first processes included,
+# twice; then a manifest of 500 kernels warmed on one thread and on all.
+step bench_compile "$HERE/bin/jitk-bench" compile --json "$LOGS/bench.json"
+step bench_compile2 "$HERE/bin/jitk-bench" compile --json "$LOGS/bench.json"
 step bench_warm "$HERE/bin/jitk-bench" warm 500 --json "$LOGS/bench.json"
 if [ -d "$HERE/peers" ]; then
   for p in "$HERE"/peers/*.py; do
@@ -121,6 +125,8 @@ summary bench_matmul.log "TFLOP/s|WRONG|^plan|cuBLASLt"
 summary bench_small.log "us/launch|WRONG"
 summary bench_graph.log "us/replay"
 summary bench_warm.log "jitk cache warm"
+summary bench_compile.log "ms"
+summary bench_compile2.log "ms"
 for f in "$LOGS"/peer_*.log; do
   # The sweep's peer prints a line per case; tools/sweep_report.py reads them.
   [ "$(basename "$f")" = peer_sweep.log ] && continue
