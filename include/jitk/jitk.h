@@ -143,10 +143,17 @@ typedef enum jitk_dtype {
   JITK_FLOAT32 = 12,
   JITK_FLOAT64 = 13,
   JITK_COMPLEX64 = 14,
-  JITK_COMPLEX128 = 15
+  JITK_COMPLEX128 = 15,
+  /* 8-bit floats (OCP FP8). float8_e4m3fn: 4 exponent and 3 mantissa
+   * bits, finite only (largest 448, NaN is 0x7F or 0xFF); float8_e5m2:
+   * 5 and 2, IEEE-like with infinities (largest finite 57344). In kernels
+   * they are jitk::float8_e4m3 and jitk::float8_e5m2, which are CUDA's
+   * __nv_fp8_e4m3 and __nv_fp8_e5m2 with arithmetic in float. */
+  JITK_FLOAT8_E4M3 = 16,
+  JITK_FLOAT8_E5M2 = 17
 } jitk_dtype;
 
-#define JITK_DTYPE_COUNT 16
+#define JITK_DTYPE_COUNT 18
 
 typedef struct jitk_dtype_info {
   jitk_dtype dtype;
@@ -162,14 +169,18 @@ typedef struct jitk_dtype_info {
  * and values outside the enum. */
 JITK_API jitk_status jitk_dtype_get_info(jitk_dtype dtype, jitk_dtype_info *info);
 
-/* Looks a dtype up by its NumPy name ("float32", "bfloat16", "bool", ...).
- * The C spellings "float", "double", "half", "int", "long long" and the
- * short NumPy codes are not accepted: one name per type keeps messages and
- * cache keys unambiguous. */
+/* Looks a dtype up by its NumPy name ("float32", "bfloat16", "bool", ...;
+ * "float8_e4m3fn" and "float8_e5m2" as ml_dtypes spells them, and
+ * "float8_e4m3" for the first, the name CUDA and DLPack's users often
+ * write). The C spellings "float", "double", "half", "int", "long long"
+ * and the short NumPy codes are not accepted: one name per type keeps
+ * messages and cache keys unambiguous. */
 JITK_API jitk_status jitk_dtype_from_name(const char *name, jitk_dtype *dtype);
 
 /* The dtype of a DLPack type with lanes == 1; bool is code 6 (kDLBool,
- * DLPack 0.8 and newer) with 8 bits. JITK_ERR_UNSUPPORTED otherwise. */
+ * DLPack 0.8 and newer) with 8 bits, float8_e4m3fn code 10 and
+ * float8_e5m2 code 12 (kDLFloat8_e4m3fn and kDLFloat8_e5m2, DLPack 1.1)
+ * with 8 bits. JITK_ERR_UNSUPPORTED otherwise. */
 JITK_API jitk_status jitk_dtype_from_dlpack(DLDataType dl, jitk_dtype *dtype);
 
 /*
@@ -178,6 +189,11 @@ JITK_API jitk_status jitk_dtype_from_dlpack(DLDataType dl, jitk_dtype *dtype);
  * uint64 float64, int16 with float16 float32. bfloat16 follows the same rule
  * with its 8-bit significand: it holds (u)int8 exactly, bfloat16 with
  * float16 gives float32.
+ * An 8-bit float promotes only with itself: with any other dtype, the other
+ * 8-bit float included, it is JITK_ERR_ARGUMENT_TYPE, naming both. NumPy
+ * (through ml_dtypes) has no rule for them and PyTorch refuses the mix;
+ * every candidate (float16, bfloat16, float32) would be a guess about the
+ * precision wanted, so the caller says it with an explicit type.
  */
 JITK_API jitk_status jitk_dtype_promote(jitk_dtype a, jitk_dtype b, jitk_dtype *result);
 
@@ -187,6 +203,20 @@ JITK_API uint16_t jitk_float_to_half(float value);
 JITK_API float jitk_half_to_float(uint16_t bits);
 JITK_API uint16_t jitk_float_to_bfloat16(float value);
 JITK_API float jitk_bfloat16_to_float(uint16_t bits);
+
+/* 8-bit float conversions, rounding to nearest even as CUDA's
+ * __nv_fp8_e4m3(float) and __nv_fp8_e5m2(float) do, and saturating as
+ * they do (__NV_SATFINITE): a value beyond the largest finite one,
+ * infinity included, becomes the largest finite value of its sign (448
+ * for e4m3, which has no infinity; 57344 for e5m2), so that a scalar
+ * converted here and a value stored by a kernel agree. NaN becomes 0x7F,
+ * the NaN CUDA's conversions give.
+ * Decoding is exact: every code gives its value (e5m2's infinities give
+ * infinity). */
+JITK_API uint8_t jitk_float_to_float8_e4m3(float value);
+JITK_API float jitk_float8_e4m3_to_float(uint8_t bits);
+JITK_API uint8_t jitk_float_to_float8_e5m2(float value);
+JITK_API float jitk_float8_e5m2_to_float(uint8_t bits);
 
 /* What a compiled or loaded kernel image is. */
 typedef enum jitk_image_kind {
@@ -1059,6 +1089,7 @@ typedef struct jitk_arg {
     uint32_t u32;
     uint64_t u64;
     uint16_t f16; /* the bits of a half or a bfloat16 */
+    uint8_t f8;   /* the bits of an 8-bit float */
     float f32;
     double f64;
     float c64[2]; /* real, imaginary */
@@ -1207,6 +1238,18 @@ static inline jitk_arg jitk_arg_f16_bits(uint16_t bits) {
 static inline jitk_arg jitk_arg_bf16_bits(uint16_t bits) {
   jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_BFLOAT16);
   a.value.f16 = bits;
+  return a;
+}
+/* float8_e4m3fn and float8_e5m2 from their bits; see
+ * jitk_float_to_float8_e4m3. */
+static inline jitk_arg jitk_arg_f8e4m3_bits(uint8_t bits) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_FLOAT8_E4M3);
+  a.value.f8 = bits;
+  return a;
+}
+static inline jitk_arg jitk_arg_f8e5m2_bits(uint8_t bits) {
+  jitk_arg a = jitk_arg_make_(JITK_ARG_SCALAR, JITK_FLOAT8_E5M2);
+  a.value.f8 = bits;
   return a;
 }
 static inline jitk_arg jitk_arg_f32(float v) {

@@ -289,8 +289,12 @@ static jitk_dtype dtype_from_kind(char kind, long itemsize, const char *name) {
     case 'c':
       return itemsize == 8 ? JITK_COMPLEX64 : itemsize == 16 ? JITK_COMPLEX128 : JITK_DTYPE_NONE;
     case 'V':
-      /* ml_dtypes' bfloat16, as NumPy sees it. */
-      return name != NULL && strcmp(name, "bfloat16") == 0 ? JITK_BFLOAT16 : JITK_DTYPE_NONE;
+      /* ml_dtypes' bfloat16 and 8-bit floats, as NumPy sees them. */
+      if (name == NULL) return JITK_DTYPE_NONE;
+      return strcmp(name, "bfloat16") == 0        ? JITK_BFLOAT16
+             : strcmp(name, "float8_e4m3fn") == 0 ? JITK_FLOAT8_E4M3
+             : strcmp(name, "float8_e5m2") == 0   ? JITK_FLOAT8_E5M2
+                                                  : JITK_DTYPE_NONE;
     default: return JITK_DTYPE_NONE;
   }
 }
@@ -300,12 +304,23 @@ static jitk_dtype dtype_from_torch_name(const char *n) {
   static const struct {
     const char *name;
     jitk_dtype dtype;
-  } names[] = {
-      {"bool", JITK_BOOL},       {"int8", JITK_INT8},           {"int16", JITK_INT16},
-      {"int32", JITK_INT32},     {"int64", JITK_INT64},         {"uint8", JITK_UINT8},
-      {"uint16", JITK_UINT16},   {"uint32", JITK_UINT32},       {"uint64", JITK_UINT64},
-      {"float16", JITK_FLOAT16}, {"bfloat16", JITK_BFLOAT16},   {"float32", JITK_FLOAT32},
-      {"float64", JITK_FLOAT64}, {"complex64", JITK_COMPLEX64}, {"complex128", JITK_COMPLEX128}};
+  } names[] = {{"bool", JITK_BOOL},
+               {"int8", JITK_INT8},
+               {"int16", JITK_INT16},
+               {"int32", JITK_INT32},
+               {"int64", JITK_INT64},
+               {"uint8", JITK_UINT8},
+               {"uint16", JITK_UINT16},
+               {"uint32", JITK_UINT32},
+               {"uint64", JITK_UINT64},
+               {"float16", JITK_FLOAT16},
+               {"bfloat16", JITK_BFLOAT16},
+               {"float32", JITK_FLOAT32},
+               {"float64", JITK_FLOAT64},
+               {"complex64", JITK_COMPLEX64},
+               {"complex128", JITK_COMPLEX128},
+               {"float8_e4m3fn", JITK_FLOAT8_E4M3},
+               {"float8_e5m2", JITK_FLOAT8_E5M2}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(n, names[i].name) == 0) return names[i].dtype;
   return JITK_DTYPE_NONE;
@@ -451,12 +466,14 @@ static void find_torch(void) {
     torch_current_stream = attr_path(m, "cuda.current_stream");
   }
   PyErr_Clear();
-  static const char *names[] = {
-      NULL,     "bool",   "int8",    "int16",    "int32",   "int64",   "uint8",     "uint16",
-      "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
+  static const char *names[] = {NULL,         "bool",          "int8",       "int16",   "int32",
+                                "int64",      "uint8",         "uint16",     "uint32",  "uint64",
+                                "float16",    "bfloat16",      "float32",    "float64", "complex64",
+                                "complex128", "float8_e4m3fn", "float8_e5m2"};
+  _Static_assert(sizeof names / sizeof names[0] == JITK_DTYPE_COUNT, "a torch name per dtype");
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
     torch_dtypes[d] = PyObject_GetAttrString(m, names[d]);
-    if (torch_dtypes[d] == NULL) PyErr_Clear(); /* an older torch without uint16 */
+    if (torch_dtypes[d] == NULL) PyErr_Clear(); /* an older torch without uint16 or float8 */
   }
   if (torch_tensor_type == NULL || torch_empty == NULL || torch_current_stream == NULL) {
     Py_CLEAR(torch_tensor_type);
@@ -1170,13 +1187,17 @@ static int value_to_arg(PyObject *v, jitk_dtype dtype, jitk_arg *out, const char
     case JITK_FLOAT16:
     case JITK_BFLOAT16:
     case JITK_FLOAT32:
-    case JITK_FLOAT64: {
+    case JITK_FLOAT64:
+    case JITK_FLOAT8_E4M3:
+    case JITK_FLOAT8_E5M2: {
       double x = PyFloat_AsDouble(v);
       if (x == -1.0 && PyErr_Occurred()) return -1;
-      *out = dtype == JITK_FLOAT16    ? jitk_arg_f16_bits(jitk_float_to_half((float)x))
-             : dtype == JITK_BFLOAT16 ? jitk_arg_bf16_bits(jitk_float_to_bfloat16((float)x))
-             : dtype == JITK_FLOAT32  ? jitk_arg_f32((float)x)
-                                      : jitk_arg_f64(x);
+      *out = dtype == JITK_FLOAT16       ? jitk_arg_f16_bits(jitk_float_to_half((float)x))
+             : dtype == JITK_FLOAT8_E4M3 ? jitk_arg_f8e4m3_bits(jitk_float_to_float8_e4m3((float)x))
+             : dtype == JITK_FLOAT8_E5M2 ? jitk_arg_f8e5m2_bits(jitk_float_to_float8_e5m2((float)x))
+             : dtype == JITK_BFLOAT16    ? jitk_arg_bf16_bits(jitk_float_to_bfloat16((float)x))
+             : dtype == JITK_FLOAT32     ? jitk_arg_f32((float)x)
+                                         : jitk_arg_f64(x);
       return 0;
     }
     case JITK_COMPLEX64:
@@ -1252,7 +1273,8 @@ static int to_scalar(PyObject *o, jitk_arg *out, const char *what, bool handles)
     }
     /* Integers and reals are read through their number slots
      * (__index__, __float__), without a call of .item(). */
-    if ((d >= JITK_INT8 && d <= JITK_INT64) || (d >= JITK_FLOAT16 && d <= JITK_FLOAT64))
+    if ((d >= JITK_INT8 && d <= JITK_INT64) || (d >= JITK_FLOAT16 && d <= JITK_FLOAT64) ||
+        d == JITK_FLOAT8_E4M3 || d == JITK_FLOAT8_E5M2)
       return value_to_arg(o, d, out, what) == 0 ? 1 : -1;
     PyObject *v = PyObject_CallMethodObjArgs(o, s_item, NULL);
     if (v == NULL) return -1;

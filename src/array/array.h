@@ -15,8 +15,12 @@ const jitk_dtype_info *jk_dtype(jitk_dtype d);
 /* By NumPy name, not NUL-terminated; JITK_DTYPE_NONE when unknown. */
 jitk_dtype jk_dtype_lookup(const char *name, size_t len);
 jitk_dtype jk_dtype_from_dl(DLDataType dl);
-/* JITK_DTYPE_NONE when either is not a dtype. */
+/* JITK_DTYPE_NONE when either is not a dtype, or when an 8-bit float
+ * meets another dtype (they promote only with themselves). */
 jitk_dtype jk_promote(jitk_dtype a, jitk_dtype b);
+/* A double rounded to the 8-bit float `d` (JITK_FLOAT8_E4M3 or
+ * JITK_FLOAT8_E5M2) as CUDA's saturating conversions round it. */
+uint8_t jk_double_to_float8(double value, jitk_dtype d);
 
 /* A checked view of a DLTensor: the first element's address (byte_offset
  * applied), and strides in elements, filled in for C order when the

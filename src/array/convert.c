@@ -56,6 +56,8 @@ static value read_arg(const jitk_arg *a) {
       break;
     case JITK_FLOAT16: v.re = jitk_half_to_float(a->value.f16); break;
     case JITK_BFLOAT16: v.re = jitk_bfloat16_to_float(a->value.f16); break;
+    case JITK_FLOAT8_E4M3: v.re = jitk_float8_e4m3_to_float(a->value.f8); break;
+    case JITK_FLOAT8_E5M2: v.re = jitk_float8_e5m2_to_float(a->value.f8); break;
     case JITK_FLOAT32: v.re = a->value.f32; break;
     case JITK_FLOAT64: v.re = a->value.f64; break;
     case JITK_COMPLEX64:
@@ -127,6 +129,14 @@ jitk_status jk_convert_scalar(const jitk_engine *e, const jitk_arg *a, jitk_dtyp
     case JITK_BFLOAT16: {
       uint16_t h = jitk_float_to_bfloat16((float)v.re);
       memcpy(out, &h, 2);
+      break;
+    }
+    /* Rounded once from the double, as __nv_fp8_e4m3(double) does, and
+     * saturating as CUDA's conversions do (jitk_float_to_float8_e4m3). */
+    case JITK_FLOAT8_E4M3:
+    case JITK_FLOAT8_E5M2: {
+      uint8_t q = jk_double_to_float8(v.re, to);
+      memcpy(out, &q, 1);
       break;
     }
     case JITK_FLOAT32: {

@@ -1,5 +1,6 @@
 /*
- * The dtype table, NumPy's promotion table, and half/bfloat16 conversions.
+ * The dtype table, NumPy's promotion table, and half, bfloat16 and 8-bit
+ * float conversions.
  */
 #include <string.h>
 
@@ -9,6 +10,14 @@
 /* DLPack 0.8 added kDLBool = 6; Debian's 0.6 header lacks the name, so the
  * number is spelled here. */
 #define JK_DL_BOOL 6u
+/* DLPack 1.1 numbers the 8-bit floats in DLDataTypeCode: kDLFloat8_e3m4 = 7,
+ * kDLFloat8_e4m3 = 8, kDLFloat8_e4m3b11fnuz = 9, kDLFloat8_e4m3fn = 10,
+ * kDLFloat8_e4m3fnuz = 11, kDLFloat8_e5m2 = 12, kDLFloat8_e5m2fnuz = 13.
+ * jitk's float8_e4m3fn and float8_e5m2 are 10 and 12 (the formats CUDA's
+ * __nv_fp8_e4m3 and __nv_fp8_e5m2 hold); Debian's DLPack 0.6 header has
+ * none of these names. */
+#define JK_DL_FLOAT8_E4M3FN 10u
+#define JK_DL_FLOAT8_E5M2 12u
 
 static const jitk_dtype_info table[JITK_DTYPE_COUNT] = {
     [JITK_BOOL] = {JITK_BOOL, "bool", "bool", 1, 1, 'b', {JK_DL_BOOL, 8, 1}},
@@ -28,6 +37,23 @@ static const jitk_dtype_info table[JITK_DTYPE_COUNT] = {
         {JITK_COMPLEX64, "complex64", "jitk::complex<float>", 8, 8, 'c', {kDLComplex, 64, 1}},
     [JITK_COMPLEX128] =
         {JITK_COMPLEX128, "complex128", "jitk::complex<double>", 16, 16, 'c', {kDLComplex, 128, 1}},
+    /* The kernel types are jitk's own, from jitk/fp8.cuh: CUDA's types
+     * convert to and from float only explicitly, so `z = x * y` would not
+     * compile on them. */
+    [JITK_FLOAT8_E4M3] = {JITK_FLOAT8_E4M3,
+                          "float8_e4m3fn",
+                          "jitk::float8_e4m3",
+                          1,
+                          1,
+                          'f',
+                          {JK_DL_FLOAT8_E4M3FN, 8, 1}},
+    [JITK_FLOAT8_E5M2] = {JITK_FLOAT8_E5M2,
+                          "float8_e5m2",
+                          "jitk::float8_e5m2",
+                          1,
+                          1,
+                          'f',
+                          {JK_DL_FLOAT8_E5M2, 8, 1}},
 };
 
 const jitk_dtype_info *jk_dtype(jitk_dtype d) {
@@ -52,7 +78,8 @@ jitk_status jitk_dtype_from_name(const char *name, jitk_dtype *dtype) {
     return jk_fail(NULL, JITK_ERR_NOT_FOUND,
                    "\"%s\" is not a dtype; the dtypes are bool, int8, int16, "
                    "int32, int64, uint8, uint16, uint32, uint64, float16, "
-                   "bfloat16, float32, float64, complex64 and complex128",
+                   "bfloat16, float32, float64, complex64, complex128, float8_e4m3fn and "
+                   "float8_e5m2",
                    name);
   *dtype = d;
   return JITK_OK;
@@ -61,6 +88,12 @@ jitk_status jitk_dtype_from_name(const char *name, jitk_dtype *dtype) {
 jitk_dtype jk_dtype_lookup(const char *name, size_t len) {
   for (int i = 1; i < JITK_DTYPE_COUNT; i++)
     if (strlen(table[i].name) == len && memcmp(table[i].name, name, len) == 0) return (jitk_dtype)i;
+  /* The one alias: ml_dtypes also has a float8_e4m3 (IEEE-like, with
+   * infinities), but CUDA, PyTorch's users and DLPack's code 8 readers
+   * mostly mean the "fn" format by this name, and jitk has no other e4m3,
+   * so the short name cannot pick the wrong type silently. */
+  static const char alias[] = "float8_e4m3";
+  if (len == sizeof alias - 1 && memcmp(alias, name, len) == 0) return JITK_FLOAT8_E4M3;
   return JITK_DTYPE_NONE;
 }
 
@@ -123,18 +156,31 @@ static const unsigned char promotion[15][15] = {
     /* C16 */ {C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16, C16},
 };
 
+static bool is_float8(jitk_dtype d) { return d == JITK_FLOAT8_E4M3 || d == JITK_FLOAT8_E5M2; }
+
+/* The 8-bit floats are outside the table: NumPy has no rule for them
+ * (ml_dtypes registers none), PyTorch refuses to promote them, and any
+ * wider type chosen here would be a guess at the precision the caller
+ * wants. So one meets only itself; JITK_DTYPE_NONE otherwise. */
 jitk_dtype jk_promote(jitk_dtype a, jitk_dtype b) {
   if (jk_dtype(a) == NULL || jk_dtype(b) == NULL) return JITK_DTYPE_NONE;
+  if (is_float8(a) || is_float8(b)) return a == b ? a : JITK_DTYPE_NONE;
   return (jitk_dtype)promotion[a - 1][b - 1];
 }
 
 jitk_status jitk_dtype_promote(jitk_dtype a, jitk_dtype b, jitk_dtype *result) {
   if (result == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_promote: result is NULL");
-  jitk_dtype r = jk_promote(a, b);
-  if (r == JITK_DTYPE_NONE)
+  if (jk_dtype(a) == NULL || jk_dtype(b) == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_dtype_promote: %d or %d is not a dtype",
                    (int)a, (int)b);
+  jitk_dtype r = jk_promote(a, b);
+  if (r == JITK_DTYPE_NONE)
+    return jk_fail(NULL, JITK_ERR_ARGUMENT_TYPE,
+                   "jitk_dtype_promote: %s and %s have no common dtype: an 8-bit float "
+                   "promotes only with itself; convert one of them, or bind the type "
+                   "explicitly (\"T=float32\")",
+                   jk_dtype(a)->name, jk_dtype(b)->name);
   *result = r;
   return JITK_OK;
 }
@@ -202,3 +248,65 @@ uint16_t jitk_float_to_bfloat16(float value) {
 }
 
 float jitk_bfloat16_to_float(uint16_t bits) { return bits_float((uint32_t)bits << 16); }
+
+/* An 8-bit float with `mbits` mantissa bits and exponent bias `bias`,
+ * rounded to nearest even from a double (exact from a float, and a
+ * float64 scalar rounds once, as __nv_fp8_e4m3(double) does), as a
+ * magnitude code with the sign apart. The code may exceed the format's
+ * largest finite one (rounding carries into the exponent correctly); the
+ * callers saturate. */
+static uint64_t float8_magnitude(uint64_t exp, uint64_t man, int mbits, int bias) {
+  if (exp == 0) return 0; /* zero or a double subnormal, far below half the smallest fp8 */
+  int64_t e = (int64_t)exp - 1023 + bias;
+  uint64_t sig = man | (1ull << 52); /* 53 bits, the implicit 1 included */
+  /* A normal result drops 52 - mbits bits; a subnormal one (e <= 0)
+   * 1 - e more, shifting the implicit bit into the mantissa. */
+  int64_t shift = 52 - mbits + (e >= 1 ? 0 : 1 - e);
+  if (shift > 54) return 0; /* below half the smallest subnormal */
+  uint64_t code = e >= 1 ? ((uint64_t)e << mbits) | (man >> shift) : sig >> shift;
+  uint64_t rem = (e >= 1 ? man : sig) & ((1ull << shift) - 1);
+  uint64_t mid = 1ull << (shift - 1);
+  if (rem > mid || (rem == mid && (code & 1u))) code++;
+  return code;
+}
+
+uint8_t jk_double_to_float8(double value, jitk_dtype d) {
+  uint64_t x;
+  memcpy(&x, &value, sizeof x);
+  uint8_t sign = (uint8_t)((x >> 56) & 0x80u);
+  uint64_t exp = (x >> 52) & 0x7ffu, man = x & ((1ull << 52) - 1);
+  bool e4m3 = d == JITK_FLOAT8_E4M3;
+  /* Every NaN becomes the canonical 0x7F, its sign and payload dropped,
+   * as CUDA's float conversion gives on the host and the device. */
+  if (exp == 0x7ff && man) return 0x7f;
+  /* Infinity and overflow saturate to the largest finite value: e4m3's
+   * 448 (0x7E; it has no infinity and 0x7F is NaN), and e5m2's 57344
+   * (0x7B) rather than infinity, because CUDA's __nv_fp8_e5m2(float)
+   * converts with __NV_SATFINITE, infinity included, and a kernel's stores
+   * go through it. */
+  uint64_t max = e4m3 ? 0x7eu : 0x7bu;
+  uint64_t code = exp == 0x7ff ? max : float8_magnitude(exp, man, e4m3 ? 3 : 2, e4m3 ? 7 : 15);
+  return (uint8_t)(sign | (code > max ? max : code));
+}
+
+uint8_t jitk_float_to_float8_e4m3(float value) {
+  return jk_double_to_float8(value, JITK_FLOAT8_E4M3);
+}
+
+uint8_t jitk_float_to_float8_e5m2(float value) {
+  return jk_double_to_float8(value, JITK_FLOAT8_E5M2);
+}
+
+float jitk_float8_e4m3_to_float(uint8_t bits) {
+  uint32_t sign = (uint32_t)(bits & 0x80u) << 24;
+  uint32_t exp = (bits >> 3) & 0xfu, man = bits & 0x7u;
+  if ((bits & 0x7fu) == 0x7fu) return bits_float(sign | 0x7fc00000u);
+  if (exp == 0) {
+    float f = (float)man * (1.0f / 512.0f); /* subnormal: man * 2^-9 */
+    return sign ? -f : f;
+  }
+  return bits_float(sign | ((exp + 127 - 7) << 23) | (man << 20));
+}
+
+/* e5m2 is a float16 without its low 8 bits. */
+float jitk_float8_e5m2_to_float(uint8_t bits) { return jitk_half_to_float((uint16_t)(bits << 8)); }

@@ -75,16 +75,19 @@ static bool names_bfloat16(const char *const *code, size_t n) {
   return false;
 }
 
-/* The includes the types need (half, complex, raw arrays), the index
- * types, and the placeholders as typedefs. */
+/* The includes the types need (half, 8-bit floats, complex, raw arrays),
+ * the index types, and the placeholders as typedefs. Each header comes
+ * only with its types: cuda_fp8.h and cuda_fp16.h cost NVRTC time that a
+ * float32 kernel should not pay. */
 void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams, const unsigned char *dtype,
                     const unsigned char *kind, bool idx64, jitk_dtype extra,
                     const char *const *code, size_t ncode) {
-  bool half = false, bf16 = false, cplx = false, raw = false;
+  bool half = false, bf16 = false, fp8 = false, cplx = false, raw = false;
   for (int p = 0; p <= nparams; p++) {
     jitk_dtype d = p < nparams ? (jitk_dtype)dtype[p] : extra;
     half |= d == JITK_FLOAT16;
     bf16 |= d == JITK_BFLOAT16;
+    fp8 |= d == JITK_FLOAT8_E4M3 || d == JITK_FLOAT8_E5M2;
     cplx |= d == JITK_COMPLEX64 || d == JITK_COMPLEX128;
     raw |= p < nparams && kind[p] == JK_EW_RAW;
   }
@@ -96,6 +99,7 @@ void jk_cg_prologue(jk_buf *b, const jk_param_list *params, int nparams, const u
     jk_buf_puts(
         b, bf16 ? "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <jitk/half_math.cuh>\n"
                 : "#include <cuda_fp16.h>\n#include <jitk/half_math.cuh>\n");
+  if (fp8) jk_buf_puts(b, "#include <cuda_fp8.h>\n#include <jitk/fp8.cuh>\n");
   if (cplx) jk_buf_puts(b, "#include <jitk/complex.cuh>\nusing jitk::complex;\n");
   if (raw) jk_buf_puts(b, "#include <jitk/array.cuh>\n");
   if (idx64)

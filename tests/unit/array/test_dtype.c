@@ -1,13 +1,15 @@
-/* The dtype table, NumPy's promotion and the half/bfloat16 conversions. */
+/* The dtype table, NumPy's promotion, the half/bfloat16 and 8-bit float
+ * conversions, and scalar conversion to a parameter's dtype. */
 #include <math.h>
 #include <stdio.h>
 
 #include "array/array.h"
 #include "common.h"
 
-static const char *names[] = {"bool",     "int8",    "int16",   "int32",     "int64",
-                              "uint8",    "uint16",  "uint32",  "uint64",    "float16",
-                              "bfloat16", "float32", "float64", "complex64", "complex128"};
+static const char *names[] = {"bool",          "int8",       "int16",   "int32",     "int64",
+                              "uint8",         "uint16",     "uint32",  "uint64",    "float16",
+                              "bfloat16",      "float32",    "float64", "complex64", "complex128",
+                              "float8_e4m3fn", "float8_e5m2"};
 
 Test(dtype, table_rows) {
   static const struct {
@@ -26,6 +28,9 @@ Test(dtype, table_rows) {
       {JITK_FLOAT64, 8, 'f', "double", kDLFloat, 64},
       {JITK_COMPLEX64, 8, 'c', "jitk::complex<float>", kDLComplex, 64},
       {JITK_COMPLEX128, 16, 'c', "jitk::complex<double>", kDLComplex, 128},
+      /* DLPack 1.1's kDLFloat8_e4m3fn and kDLFloat8_e5m2. */
+      {JITK_FLOAT8_E4M3, 1, 'f', "jitk::float8_e4m3", 10, 8},
+      {JITK_FLOAT8_E5M2, 1, 'f', "jitk::float8_e5m2", 12, 8},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     jitk_dtype_info info;
@@ -43,11 +48,12 @@ Test(dtype, table_rows) {
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
            jitk_dtype_get_info(JITK_DTYPE_NONE, &info));
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
-           jitk_dtype_get_info((jitk_dtype)16, &info));
+           jitk_dtype_get_info((jitk_dtype)JITK_DTYPE_COUNT, &info));
 }
 
 Test(dtype, names_and_dlpack_round_trip) {
-  for (int i = 0; i < 15; i++) {
+  cr_assert_eq(sizeof names / sizeof names[0], JITK_DTYPE_COUNT - 1);
+  for (int i = 0; i < JITK_DTYPE_COUNT - 1; i++) {
     jitk_dtype d;
     JT_OK(NULL, jitk_dtype_from_name(names[i], &d));
     cr_assert_eq((int)d, i + 1, "%s", names[i]);
@@ -64,6 +70,25 @@ Test(dtype, names_and_dlpack_round_trip) {
   JT_FAILS(NULL, JITK_ERR_UNSUPPORTED, "4 lanes", jitk_dtype_from_dlpack(vec, &d));
   DLDataType f8 = {kDLFloat, 8, 1};
   JT_FAILS(NULL, JITK_ERR_UNSUPPORTED, "8 bits", jitk_dtype_from_dlpack(f8, &d));
+  /* The other 8-bit floats of DLPack 1.1 (e4m3, e4m3fnuz, e5m2fnuz, ...)
+   * and a 16-bit code 10 are none of jitk's. */
+  for (uint8_t code = 7; code <= 13; code++) {
+    DLDataType t = {code, 8, 1};
+    jitk_status st = jitk_dtype_from_dlpack(t, &d);
+    if (code == 10 || code == 12) {
+      JT_OK(NULL, st);
+      cr_assert_eq(d, code == 10 ? JITK_FLOAT8_E4M3 : JITK_FLOAT8_E5M2);
+    } else {
+      cr_assert_eq(st, JITK_ERR_UNSUPPORTED, "code %u", code);
+    }
+  }
+  DLDataType wide = {10, 16, 1};
+  JT_FAILS(NULL, JITK_ERR_UNSUPPORTED, "code 10, 16 bits", jitk_dtype_from_dlpack(wide, &d));
+  JT_OK(NULL, jitk_dtype_from_name("float8_e4m3", &d));
+  cr_assert_eq(d, JITK_FLOAT8_E4M3, "the alias of float8_e4m3fn");
+  JT_FAILS(NULL, JITK_ERR_NOT_FOUND, "float8_e4m3fn and float8_e5m2",
+           jitk_dtype_from_name("float8_e5m2fnuz", &d));
+  JT_FAILS(NULL, JITK_ERR_NOT_FOUND, "not a dtype", jitk_dtype_from_name("float8", &d));
 }
 
 static jitk_dtype by_name(const char *n) {
@@ -109,6 +134,31 @@ Test(dtype, promotion_properties) {
   jitk_dtype r;
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
            jitk_dtype_promote(JITK_DTYPE_NONE, JITK_INT8, &r));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "not a dtype",
+           jitk_dtype_promote(JITK_FLOAT8_E4M3, (jitk_dtype)JITK_DTYPE_COUNT, &r));
+}
+
+Test(dtype, float8_promotes_only_with_itself) {
+  const jitk_dtype f8[] = {JITK_FLOAT8_E4M3, JITK_FLOAT8_E5M2};
+  for (int i = 0; i < 2; i++) {
+    jitk_dtype r = JITK_DTYPE_NONE;
+    JT_OK(NULL, jitk_dtype_promote(f8[i], f8[i], &r));
+    cr_assert_eq(r, f8[i]);
+    for (int b = 1; b < JITK_DTYPE_COUNT; b++) {
+      if (b == (int)f8[i]) continue;
+      r = JITK_DTYPE_NONE;
+      cr_assert_eq(jitk_dtype_promote(f8[i], (jitk_dtype)b, &r), JITK_ERR_ARGUMENT_TYPE);
+      cr_assert_eq(jitk_dtype_promote((jitk_dtype)b, f8[i], &r), JITK_ERR_ARGUMENT_TYPE);
+      cr_assert_eq(r, JITK_DTYPE_NONE, "no result written");
+    }
+  }
+  jitk_dtype r;
+  JT_FAILS(NULL, JITK_ERR_ARGUMENT_TYPE,
+           "float8_e4m3fn and float32 have no common dtype: an 8-bit float promotes only with "
+           "itself; convert one of them, or bind the type explicitly (\"T=float32\")",
+           jitk_dtype_promote(JITK_FLOAT8_E4M3, JITK_FLOAT32, &r));
+  JT_FAILS(NULL, JITK_ERR_ARGUMENT_TYPE, "float8_e5m2 and float8_e4m3fn have no common dtype",
+           jitk_dtype_promote(JITK_FLOAT8_E5M2, JITK_FLOAT8_E4M3, &r));
 }
 
 Test(dtype, half_round_trips_every_value) {
@@ -150,4 +200,136 @@ Test(dtype, bfloat16) {
     float f = jitk_bfloat16_to_float((uint16_t)h);
     if (!isnan(f)) cr_assert_eq(jitk_float_to_bfloat16(f), h);
   }
+}
+
+/* Every code decodes to its value and encodes back to itself; NaN stays
+ * NaN. e5m2's infinities are the exception: they decode to infinity and
+ * encode to the largest finite value, as CUDA's saturating conversion
+ * does. */
+Test(dtype, float8_round_trips_every_code) {
+  int nans4 = 0, nans5 = 0;
+  for (uint32_t c = 0; c < 256; c++) {
+    float f = jitk_float8_e4m3_to_float((uint8_t)c);
+    uint8_t back = jitk_float_to_float8_e4m3(f);
+    if (isnan(f)) {
+      nans4++;
+      cr_assert((c & 0x7f) == 0x7f, "e4m3 %02x is not NaN", c);
+      cr_assert(isnan(jitk_float8_e4m3_to_float(back)), "NaN %02x stays NaN", c);
+    } else {
+      cr_assert(!isinf(f), "e4m3 has no infinity");
+      cr_assert_eq(back, c, "e4m3 %02x -> %g -> %02x", c, f, back);
+    }
+    f = jitk_float8_e5m2_to_float((uint8_t)c);
+    back = jitk_float_to_float8_e5m2(f);
+    if (isnan(f)) {
+      nans5++;
+      cr_assert(isnan(jitk_float8_e5m2_to_float(back)), "NaN %02x stays NaN", c);
+    } else if (isinf(f)) {
+      cr_assert((c & 0x7f) == 0x7c, "e5m2 infinity is %02x", c);
+      cr_assert_eq(back, (c & 0x80) | 0x7b, "infinity saturates");
+    } else {
+      cr_assert_eq(back, c, "e5m2 %02x -> %g -> %02x", c, f, back);
+    }
+  }
+  cr_assert_eq(nans4, 2);
+  cr_assert_eq(nans5, 6);
+  /* The values themselves, at the edges of each format. */
+  cr_assert_eq(jitk_float8_e4m3_to_float(0x7e), 448.0f);
+  cr_assert_eq(jitk_float8_e4m3_to_float(0x38), 1.0f);
+  cr_assert_eq(jitk_float8_e4m3_to_float(0x08), 1.0f / 64.0f, "smallest normal 2^-6");
+  cr_assert_eq(jitk_float8_e4m3_to_float(0x01), 1.0f / 512.0f, "smallest subnormal 2^-9");
+  cr_assert_eq(jitk_float8_e4m3_to_float(0x80), -0.0f);
+  cr_assert(signbit(jitk_float8_e4m3_to_float(0x80)));
+  cr_assert_eq(jitk_float8_e5m2_to_float(0x7b), 57344.0f);
+  cr_assert_eq(jitk_float8_e5m2_to_float(0x3c), 1.0f);
+  cr_assert_eq(jitk_float8_e5m2_to_float(0x01), 1.0f / 65536.0f, "smallest subnormal 2^-16");
+  cr_assert(isinf(jitk_float8_e5m2_to_float(0xfc)) && jitk_float8_e5m2_to_float(0xfc) < 0);
+}
+
+/* Ties to even, in the normal and the subnormal range, and saturation. */
+Test(dtype, float8_rounding) {
+  /* e4m3: 1 + 2^-4 lies halfway between 1 (0x38, even) and 1.125 (0x39). */
+  cr_assert_eq(jitk_float_to_float8_e4m3(1.0625f), 0x38);
+  cr_assert_eq(jitk_float_to_float8_e4m3(1.0625f + 1e-6f), 0x39, "above the tie");
+  cr_assert_eq(jitk_float_to_float8_e4m3(1.1875f), 0x3a, "1.125 is odd: the tie goes up");
+  cr_assert_eq(jitk_float_to_float8_e4m3(-1.0625f), 0xb8);
+  /* Subnormals: 2^-10 is half the smallest, and ties to zero; 3 * 2^-10
+   * lies between 1 and 2 units and goes to 2. */
+  cr_assert_eq(jitk_float_to_float8_e4m3(1.0f / 1024.0f), 0x00);
+  cr_assert_eq(jitk_float_to_float8_e4m3(1.0f / 1024.0f + 1e-9f), 0x01);
+  cr_assert_eq(jitk_float_to_float8_e4m3(3.0f / 1024.0f), 0x02);
+  cr_assert_eq(jitk_float_to_float8_e4m3(1e-30f), 0x00);
+  cr_assert_eq(jitk_float_to_float8_e4m3(-1e-30f), 0x80, "the sign of zero stays");
+  /* The largest subnormal, 7 * 2^-9, rounds up into the smallest normal. */
+  cr_assert_eq(jitk_float_to_float8_e4m3(7.5f / 512.0f), 0x08);
+  /* Saturation: 464 is the tie between 448 and 480 (which would be NaN's
+   * code): even, 448; past it, still 448; infinity too. */
+  cr_assert_eq(jitk_float_to_float8_e4m3(464.0f), 0x7e);
+  cr_assert_eq(jitk_float_to_float8_e4m3(465.0f), 0x7e);
+  cr_assert_eq(jitk_float_to_float8_e4m3(1e30f), 0x7e);
+  cr_assert_eq(jitk_float_to_float8_e4m3(INFINITY), 0x7e);
+  cr_assert_eq(jitk_float_to_float8_e4m3(-INFINITY), 0xfe);
+  cr_assert_eq(jitk_float_to_float8_e4m3(NAN), 0x7f);
+  cr_assert_eq(jitk_float_to_float8_e4m3(-NAN), 0x7f);
+  /* e5m2: 1 + 2^-3 is halfway between 1 (0x3c) and 1.25 (0x3d). */
+  cr_assert_eq(jitk_float_to_float8_e5m2(1.125f), 0x3c);
+  cr_assert_eq(jitk_float_to_float8_e5m2(1.375f), 0x3e, "1.25 is odd: the tie goes up");
+  cr_assert_eq(jitk_float_to_float8_e5m2(1.0f / 131072.0f), 0x00, "half the smallest: to zero");
+  cr_assert_eq(jitk_float_to_float8_e5m2(3.0f / 131072.0f), 0x02);
+  /* 61440 is the tie between 57344 and 65536 (infinity's code):
+   * saturates, as does everything past it, infinity included. */
+  cr_assert_eq(jitk_float_to_float8_e5m2(61439.0f), 0x7b);
+  cr_assert_eq(jitk_float_to_float8_e5m2(61440.0f), 0x7b);
+  cr_assert_eq(jitk_float_to_float8_e5m2(1e10f), 0x7b);
+  cr_assert_eq(jitk_float_to_float8_e5m2(INFINITY), 0x7b);
+  cr_assert_eq(jitk_float_to_float8_e5m2(-INFINITY), 0xfb);
+  cr_assert_eq(jitk_float_to_float8_e5m2(NAN), 0x7f, "CUDA's canonical NaN");
+  cr_assert_eq(jitk_float_to_float8_e5m2(-NAN), 0x7f);
+  /* Every float between two neighbouring codes rounds to the nearer. */
+  for (uint32_t c = 0; c < 0x7e; c++) {
+    float lo = jitk_float8_e4m3_to_float((uint8_t)c);
+    float hi = jitk_float8_e4m3_to_float((uint8_t)(c + 1));
+    float q1 = lo + (hi - lo) * 0.25f, q3 = lo + (hi - lo) * 0.75f, mid = (lo + hi) / 2;
+    cr_assert_eq(jitk_float_to_float8_e4m3(q1), c);
+    cr_assert_eq(jitk_float_to_float8_e4m3(q3), c + 1);
+    cr_assert_eq(jitk_float_to_float8_e4m3(mid), (c & 1) ? c + 1 : c, "tie at %g", mid);
+  }
+}
+
+/* Scalars reach an 8-bit float parameter rounded once from their value,
+ * and an 8-bit float scalar reaches any parameter with its value. */
+Test(dtype, float8_scalar_conversion) {
+  uint8_t q = 0;
+  jitk_arg a = jitk_arg_f32(1.0625f);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
+  cr_assert_eq(q, 0x38);
+  a = jitk_arg_f64(1e300);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
+  cr_assert_eq(q, 0x7e, "beyond float's range: saturates, not NaN");
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E5M2, &q, "argument 1"));
+  cr_assert_eq(q, 0x7b);
+  /* A double just above e4m3's tie at 1.0625 that float would round down
+   * to the tie itself: rounded once, it goes up. */
+  a = jitk_arg_f64(1.0625 + 1e-12);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
+  cr_assert_eq(q, 0x39);
+  a = jitk_arg_i32(-3);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E5M2, &q, "argument 1"));
+  cr_assert_eq(jitk_float8_e5m2_to_float(q), -3.0f);
+  a = jitk_arg_i64(100000);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
+  cr_assert_eq(q, 0x7e);
+  a = jitk_arg_f8e4m3_bits(0xb8); /* -1 */
+  float f = 0;
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT32, &f, "argument 1"));
+  cr_assert_eq(f, -1.0f);
+  int32_t i = 0;
+  a = jitk_arg_f8e5m2_bits(0x4a); /* 12 */
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_INT32, &i, "argument 1"));
+  cr_assert_eq(i, 12);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
+  cr_assert_eq(jitk_float8_e4m3_to_float(q), 12.0f, "one 8-bit float to the other");
+  a = jitk_arg_c64(1, 2);
+  JT_FAILS(NULL, JITK_ERR_ARGUMENT_TYPE, "imaginary part",
+           jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
 }

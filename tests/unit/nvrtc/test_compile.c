@@ -208,7 +208,7 @@ Test(nvrtc, every_dtype_in_kernel_code) {
   char src[8192];
   size_t n = (size_t)snprintf(src, sizeof src,
                               "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-                              "#include <jitk/complex.cuh>\n");
+                              "#include <jitk/complex.cuh>\n#include <jitk/fp8.cuh>\n");
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
     jitk_dtype_info info;
     JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
