@@ -148,6 +148,8 @@ static inline double jt_read_real(const void *buf, jitk_dtype d, size_t k) {
     case JITK_UINT64: return (double)((const uint64_t *)buf)[k];
     case JITK_FLOAT16: return jitk_half_to_float(((const uint16_t *)buf)[k]);
     case JITK_BFLOAT16: return jitk_bfloat16_to_float(((const uint16_t *)buf)[k]);
+    case JITK_FLOAT8_E4M3: return jitk_float8_e4m3_to_float(((const uint8_t *)buf)[k]);
+    case JITK_FLOAT8_E5M2: return jitk_float8_e5m2_to_float(((const uint8_t *)buf)[k]);
     case JITK_FLOAT32: return ((const float *)buf)[k];
     case JITK_FLOAT64: return ((const double *)buf)[k];
     case JITK_COMPLEX64: return ((const float *)buf)[2 * k];
@@ -177,6 +179,8 @@ static inline void jt_write_int(void *buf, jitk_dtype d, size_t k, int v) {
     case JITK_UINT64: ((uint64_t *)buf)[k] = (uint64_t)v; break;
     case JITK_FLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_half((float)v); break;
     case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)v); break;
+    case JITK_FLOAT8_E4M3: ((uint8_t *)buf)[k] = jitk_float_to_float8_e4m3((float)v); break;
+    case JITK_FLOAT8_E5M2: ((uint8_t *)buf)[k] = jitk_float_to_float8_e5m2((float)v); break;
     case JITK_FLOAT32: ((float *)buf)[k] = (float)v; break;
     case JITK_FLOAT64: ((double *)buf)[k] = v; break;
     case JITK_COMPLEX64:
@@ -202,6 +206,8 @@ static inline void jt_write_real(void *buf, jitk_dtype d, size_t k, double v) {
   switch (d) {
     case JITK_FLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_half((float)v); break;
     case JITK_BFLOAT16: ((uint16_t *)buf)[k] = jitk_float_to_bfloat16((float)v); break;
+    case JITK_FLOAT8_E4M3: ((uint8_t *)buf)[k] = jitk_float_to_float8_e4m3((float)v); break;
+    case JITK_FLOAT8_E5M2: ((uint8_t *)buf)[k] = jitk_float_to_float8_e5m2((float)v); break;
     case JITK_FLOAT32: ((float *)buf)[k] = (float)v; break;
     case JITK_FLOAT64: ((double *)buf)[k] = v; break;
     default: break;

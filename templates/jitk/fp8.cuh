@@ -73,4 +73,60 @@ JITK_FP8_TYPE(float8_e4m3, __nv_fp8_e4m3)
 JITK_FP8_TYPE(float8_e5m2, __nv_fp8_e5m2)
 #undef JITK_FP8_TYPE
 
+// The binary operators with an 8-bit float on either side. The built-in
+// ones through the conversion to float would do alone, but where
+// jitk/half_math.cuh is included too (a float16 in the same kernel), its
+// operators between a half and a number are as good a match for `x * 2`
+// (the 2 converting to a half) and the call is ambiguous. These take both
+// operands as they are, so they win: an 8-bit float becomes a float, the
+// other operand the number type plain() picks, and the built-in operator
+// gives the result (a float, or a double with a double). A half meeting an
+// 8-bit float still takes half_math's operator, which is more specialized
+// and computes the same in float.
+namespace f8 {
+template <typename T>
+struct is {
+  static const bool value = false;
+};
+template <>
+struct is<float8_e4m3> {
+  static const bool value = true;
+};
+template <>
+struct is<float8_e5m2> {
+  static const bool value = true;
+};
+template <bool C, typename R>
+struct when {};
+template <typename R>
+struct when<true, R> {
+  typedef R type;
+};
+// An operand's value: float for an 8-bit float, else as plain() takes it.
+__device__ __forceinline__ float num(float8_e4m3 v) { return static_cast<float>(v); }
+__device__ __forceinline__ float num(float8_e5m2 v) { return static_cast<float>(v); }
+template <typename S>
+__device__ __forceinline__ auto num(S v) -> decltype(jitk::f8::plain(v)) {
+  return v;
+}
+}  // namespace f8
+#define JITK_FP8_BINARY(op)                                                       \
+  template <typename A, typename B>                                              \
+  __device__ __forceinline__ auto operator op(A a, B b)->typename jitk::f8::when< \
+      jitk::f8::is<A>::value || jitk::f8::is<B>::value,                           \
+      decltype(jitk::f8::num(a) op jitk::f8::num(b))>::type {                     \
+    return jitk::f8::num(a) op jitk::f8::num(b);                                  \
+  }
+JITK_FP8_BINARY(+)
+JITK_FP8_BINARY(-)
+JITK_FP8_BINARY(*)
+JITK_FP8_BINARY(/)
+JITK_FP8_BINARY(<)
+JITK_FP8_BINARY(>)
+JITK_FP8_BINARY(<=)
+JITK_FP8_BINARY(>=)
+JITK_FP8_BINARY(==)
+JITK_FP8_BINARY(!=)
+#undef JITK_FP8_BINARY
+
 }  // namespace jitk

@@ -284,7 +284,7 @@ Test(raw, scalars_of_every_dtype) {
   char src[8192];
   size_t len = (size_t)snprintf(src, sizeof src,
                                 "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-                                "#include <jitk/complex.cuh>\n");
+                                "#include <jitk/complex.cuh>\n#include <jitk/fp8.cuh>\n");
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
     jitk_dtype_info info;
     JT_OK(NULL, jitk_dtype_get_info((jitk_dtype)d, &info));
@@ -310,6 +310,8 @@ Test(raw, scalars_of_every_dtype) {
   values[JITK_FLOAT64] = jitk_arg_f64(-1e300);
   values[JITK_COMPLEX64] = jitk_arg_c64(1.5f, -2.5f);
   values[JITK_COMPLEX128] = jitk_arg_c128(1e-300, 2e300);
+  values[JITK_FLOAT8_E4M3] = jitk_arg_f8e4m3_bits(jitk_float_to_float8_e4m3(-448.0f));
+  values[JITK_FLOAT8_E5M2] = jitk_arg_f8e5m2_bits(jitk_float_to_float8_e5m2(0.375f));
   void *dout = jt_dev_alloc(e, 16);
   for (int d = 1; d < JITK_DTYPE_COUNT; d++) {
     jitk_dtype_info info;

@@ -87,3 +87,22 @@ Test(tensor, strides_reaching_past_2_62_bytes) {
   t.strides = huge;
   JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
 }
+
+/* DLPack 1.1's 8-bit float codes, as a producer such as PyTorch or JAX
+ * writes them by number: 10 (kDLFloat8_e4m3fn) and 12 (kDLFloat8_e5m2). */
+Test(tensor, float8_codes) {
+  int64_t shape[1] = {64};
+  DLTensor t = jt_tensor(fake_storage, JITK_FLOAT32, 1, shape, NULL);
+  t.dtype.code = 10;
+  t.dtype.bits = 8;
+  jk_view v;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.dtype, JITK_FLOAT8_E4M3);
+  cr_assert_eq(v.size, 64);
+  cr_assert_eq(v.strides[0], 1);
+  t.dtype.code = 12;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.dtype, JITK_FLOAT8_E5M2);
+  t.dtype.code = 11; /* e4m3fnuz: another format, not jitk's */
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, "code 11", jk_view_from_tensor(NULL, &t, "x", &v));
+}

@@ -448,5 +448,62 @@ Test(elementwise_gen, bfloat16_header_only_when_named) {
                  src);
     jitk_elementwise_destroy(k);
   }
+
+/* An 8-bit float kernel compiles with arithmetic written as on float
+ * (jitk/fp8.cuh computes in float and rounds where a value is stored),
+ * and cuda_fp8.h comes only with an 8-bit float. */
+Test(elementwise_gen, float8_kernels_compile) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *names[] = {"float8_e4m3fn", "float8_e5m2"};
+  const char *ctypes[] = {"jitk::float8_e4m3", "jitk::float8_e5m2"};
+  jitk_elementwise_layout scalar_y = {1, 32, 0, "y"};
+  for (int f = 0; f < 2; f++) {
+    char types[64];
+    snprintf(types, sizeof types, "T=%s", names[f]);
+    jitk_elementwise *k = NULL;
+    JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x * y + (T)1", "fma8", NULL, &k));
+    const char *src = NULL;
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_elementwise_compile(k, types, NULL, &src, &m));
+    cr_assert(strstr(src, "#include <cuda_fp8.h>") != NULL, "%s", names[f]);
+    cr_assert(strstr(src, "#include <jitk/fp8.cuh>") != NULL);
+    cr_assert(strstr(src, ctypes[f]) != NULL);
+    cr_assert(strstr(src, "jitk/half_math.cuh") == NULL, "no half header without a half");
+    jitk_module_destroy(m);
+    m = NULL;
+    JT_OK(e, jitk_elementwise_compile(k, types, &scalar_y, &src, &m));
+    jitk_module_destroy(m);
+    jitk_elementwise_destroy(k);
+    /* Comparisons, math functions, compound assignment, numbers of every
+     * kind, the other 8-bit float and a float16 in one kernel. */
+    JT_OK(e, jitk_elementwise_create(e, "T x, T y, float8_e5m2 w, float16 h, int32 n", "T z",
+                                     "z = x > y ? exp(x) : max(x, y);\n"
+                                     "z += w * 2; z *= n; z -= 0.5; z /= h;\n"
+                                     "if (x == y || x < 1.0f || !(y >= n)) z = -x;\n"
+                                     "z = z + fabsf(x) + sqrt(y) + h * x + x * h + (int)x",
+                                     "mix8", NULL, &k));
+    m = NULL;
+    JT_OK(e, jitk_elementwise_compile(k, types, NULL, &src, &m));
+    jitk_module_destroy(m);
+    jitk_elementwise_destroy(k);
+  }
+  /* An 8-bit float input, a float32 output. */
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "float8_e4m3fn x", "float32 y", "y = (float)x * 2", "up8",
+                                   NULL, &k));
+  const char *src = NULL;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_elementwise_compile(k, "", NULL, &src, &m));
+  cr_assert(strstr(src, "jitk::float8_e4m3") != NULL);
+  jitk_module_destroy(m);
+  jitk_elementwise_destroy(k);
+  /* The alias binds the same type. */
+  JT_OK(e, jitk_elementwise_create(e, "T x", "float32 y", "y = x", "alias8", NULL, &k));
+  JT_OK(e, jitk_elementwise_compile(k, "T=float8_e4m3", NULL, &src, NULL));
+  cr_assert(strstr(src, "typedef jitk::float8_e4m3 T;") != NULL);
+  /* No 8-bit float: no cuda_fp8.h. */
+  JT_OK(e, jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+  cr_assert(strstr(src, "cuda_fp8.h") == NULL && strstr(src, "fp8.cuh") == NULL);
+  jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
