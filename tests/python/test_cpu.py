@@ -133,7 +133,8 @@ SAXPY = ("T a, T x, T y", "T z", "z = a * x + y", "saxpy")
 
 @pytest.mark.parametrize("dtype", ["bool", "int8", "int32", "int64", "uint8",
                                    "uint64", "float16", "bfloat16", "float32",
-                                   "float64", "complex64", "complex128"])
+                                   "float64", "complex64", "complex128",
+                                   "float8_e4m3fn", "float8_e5m2"])
 def test_elementwise_compile_each_dtype(dtype):
     k = jitk.ElementwiseKernel(*SAXPY)
     src = k.compile(f"T={dtype}", arch=ARCH)
