@@ -448,6 +448,8 @@ Test(elementwise_gen, bfloat16_header_only_when_named) {
                  src);
     jitk_elementwise_destroy(k);
   }
+  jitk_engine_destroy(e);
+}
 
 /* An 8-bit float kernel compiles with arithmetic written as on float
  * (jitk/fp8.cuh computes in float and rounds where a value is stored),
