@@ -202,15 +202,19 @@ Test(cache_manifest, damaged_lines_are_skipped_and_the_others_warm) {
   x[2] = '4';
   fprintf(f, "%s\n", flipped);   /* 3: edited */
   fprintf(f, "hello world\n\n"); /* 4: not a record, then an empty line */
-  char *newer = resign(replace(l2, "\"jitk_manifest\":1", "\"jitk_manifest\":2"));
+  char *edits[3] = {replace(l2, "\"jitk_manifest\":1", "\"jitk_manifest\":2"),
+                    replace(l2, "\"arch_specific\"", "\"colour\":\"red\",\"arch_specific\""),
+                    replace(l2, "extern", "\\u0000extern")};
+  char *newer = resign(edits[0]);
   fputs(newer, f); /* 6: a newer format */
-  char *unknown = resign(replace(l2, "\"arch_specific\"", "\"colour\":\"red\",\"arch_specific\""));
+  char *unknown = resign(edits[1]);
   fputs(unknown, f); /* 7: a field this jitk does not know */
-  char *nul = resign(replace(l2, "extern", "\\u0000extern"));
+  char *nul = resign(edits[2]);
   fputs(nul, f);            /* 8: a NUL inside the source */
   fprintf(f, "%s\r\n", l3); /* 9: fine, with a CRLF ending */
   fprintf(f, "%s", l1);     /* 10: a duplicate, without a newline at the end */
   fclose(f);
+  for (int i = 0; i < 3; i++) free(edits[i]);
 
   jt_log log;
   memset(&log, 0, sizeof log);
