@@ -295,18 +295,54 @@ static void emit_reduce_loop(jk_buf *b, const jk_red_source_in *in, const char *
     size_t per = (size_t)(s->vec > 0 ? s->vec : 1) * widest;
     nu = per >= 16 ? 2 : per >= 8 ? 4 : 8;
   }
+  /* `unroll 1`: the batch is the unrolling. ptxas would unroll the loop
+   * again, with the loop's test between the copies, so no load moves
+   * ahead of another; it only made the code longer and cost a float32
+   * sum a quarter of its ptxas time. */
   jk_buf_printf(b,
                 "    _jk_u _jk_j = %s;\n"
+                "#pragma unroll 1\n"
                 "    for (; _jk_j + %d * (%s) < _jk_hi; _jk_j += %d * (%s))\n",
                 first, nu - 1, step, nu, step);
   emit_batch(b, in, file, nu, step);
-  jk_buf_printf(b, "    for (; _jk_j < _jk_hi; _jk_j += %s)\n", step);
+  /* What the batches leave is fewer than nu elements; after batches of
+   * two, one at most, so an `if` rather than a loop: the same code where
+   * it runs, and a loop less for ptxas, which would unroll it. */
+  if (nu == 2)
+    jk_buf_puts(b, "    if (_jk_j < _jk_hi)\n");
+  else
+    jk_buf_printf(b, "    for (; _jk_j < _jk_hi; _jk_j += %s)\n", step);
   emit_batch(b, in, file, 1, step);
 }
 
 static void emit_acc_init(jk_buf *b, const jk_red_source_in *in) {
-  jk_buf_printf(b, "    _type_reduce _jk_acc = _jk_identity();\n    int _jk_has = %d;\n",
-                in->spec->has_identity ? 1 : 0);
+  /* With an identity the flag stays 1 and the folds go without it, so it
+   * may be left unread (a partial result in a workspace still stores it). */
+  if (in->spec->has_identity)
+    jk_buf_puts(b, "    _type_reduce _jk_acc = _jk_identity();\n"
+                   "    int _jk_has __attribute__((unused)) = 1;\n");
+  else
+    jk_buf_puts(b, "    _type_reduce _jk_acc = _jk_identity();\n    int _jk_has = 0;\n");
+}
+
+/* The fold of a block's or a group's partial results into its first
+ * thread (`group` of 256, 32 or fewer lanes; nothing for 1), from the
+ * accumulators emit_acc_init began. With an identity every accumulator
+ * holds something, so the tree goes without the flags (the `_full`
+ * folds): the same bits, half the shuffles, and less for NVVM and ptxas
+ * to compile. */
+static void emit_tree(jk_buf *b, const jk_red_source_in *in, int group, const char *scratch) {
+  bool full = in->spec->has_identity;
+  if (group == JK_RED_BLOCK && full)
+    jk_buf_printf(b, "    jitk::red::block_reduce_full<%d>(_jk_acc, _jk_op(), %s);\n",
+                  JK_RED_BLOCK, scratch);
+  else if (group == JK_RED_BLOCK)
+    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), %s);\n",
+                  JK_RED_BLOCK, scratch);
+  else if (group > 1 && full)
+    jk_buf_printf(b, "    jitk::red::group_reduce_full<%d>(_jk_acc, _jk_op());\n", group);
+  else if (group > 1)
+    jk_buf_printf(b, "    jitk::red::group_reduce<%d>(_jk_acc, _jk_has, _jk_op());\n", group);
 }
 
 /* Writes the result of output _jk_k (split _jk_split of _jk_S). */
@@ -425,11 +461,7 @@ static void emit_fold_parts(jk_buf *b, const jk_red_source_in *in, const char *f
       "_jk_op());\n"
       "    }\n",
       src, stride, from, count, nq * g, nq, nq, g, g, nq, g);
-  if (g == JK_RED_BLOCK)
-    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_fsm);\n",
-                  JK_RED_BLOCK);
-  else if (g > 1)
-    jk_buf_printf(b, "    jitk::red::group_reduce<%d>(_jk_acc, _jk_has, _jk_op());\n", g);
+  emit_tree(b, in, g, "_jk_fsm");
   jk_buf_puts(b, "    if (_jk_fl == 0 && _jk_fok) {\n");
   if (to2 != NULL)
     jk_buf_printf(b,
@@ -556,13 +588,7 @@ static void emit_inner(jk_buf *b, const jk_red_source_in *in, const char *file) 
               "_jk_units : _jk_lo + _jk_chunk;\n");
   emit_acc_init(b, in);
   emit_reduce_loop(b, in, file, "_jk_lo + _jk_lane", step);
-  if (g == 256)
-    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
-                  JK_RED_BLOCK);
-  else if (g == 32)
-    jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
-  else if (g > 1)
-    jk_buf_printf(b, "    jitk::red::group_reduce<%d>(_jk_acc, _jk_has, _jk_op());\n", g);
+  emit_tree(b, in, g, "_jk_sm");
   jk_buf_puts(b, "    if (_jk_lane == 0 && _jk_ok) {\n");
   emit_result(b, in, file, "_jk_k * _jk_S + _jk_split");
   jk_buf_puts(b, "    }\n");
@@ -809,11 +835,7 @@ static void emit_final(jk_buf *b, const jk_red_source_in *in, const char *file, 
                 "      jitk::red::merge(_jk_acc, _jk_has, _jk_work[_jk_k * _jk_S + _jk_t].v,\n"
                 "                       _jk_work[_jk_k * _jk_S + _jk_t].has, _jk_op());\n",
                 group);
-  if (group == JK_RED_BLOCK)
-    jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), _jk_sm);\n",
-                  JK_RED_BLOCK);
-  else if (group == 32)
-    jk_buf_puts(b, "    jitk::red::warp_reduce(_jk_acc, _jk_has, _jk_op());\n");
+  emit_tree(b, in, group, "_jk_sm");
   jk_buf_puts(b, "    if (_jk_lane == 0) {\n");
   emit_offsets(b, in, 'k', "_jk_k", false, true);
   emit_post_map(b, in, file);

@@ -120,5 +120,35 @@ __device__ __forceinline__ void block_reduce(T &acc, int &has, const Op &op, voi
   __syncthreads();
 }
 
+// The same folds when every lane's partial result holds something, as
+// when the reduction has an identity and every accumulator starts from
+// it: the same tree, so the same bits in the first lane, without the
+// flags. Half the shuffles and no selects; the other lanes end with other
+// folds, which nothing reads. NVVM and ptxas see half the code, so a
+// reduction with an identity also compiles faster.
+template <int G, typename T, typename Op>
+__device__ __forceinline__ void group_reduce_full(T &acc, const Op &op) {
+#pragma unroll
+  for (unsigned int d = 1; d < G; d <<= 1) acc = op(acc, shfl_down(acc, d));
+}
+
+// block_reduce without the flags. `scratch` holds NT / 32 values of T
+// (the NT / 32 parts of block_reduce are room enough). Warp 0 folds only
+// its first NT / 32 lanes: block_reduce's tree, where the other lanes
+// would be empty.
+template <int NT, typename T, typename Op>
+__device__ __forceinline__ void block_reduce_full(T &acc, const Op &op, void *scratch) {
+  T *s = static_cast<T *>(scratch);
+  group_reduce_full<32>(acc, op);
+  const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) s[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    if (lane < NT / 32) acc = s[lane];
+    group_reduce_full<NT / 32>(acc, op);
+  }
+  __syncthreads();
+}
+
 }  // namespace red
 }  // namespace jitk

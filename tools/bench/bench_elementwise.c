@@ -310,8 +310,10 @@ int bench_elementwise(int argc, char **argv) {
  *   jitk-bench compile [--reps N] [--no-first] [--json FILE]
  *
  * In this process ("warm": NVRTC and the headers already read once), each
- * kind is compiled with precompiled headers off and on; a new kernel name
- * each time makes a new source, so every figure is a real compile. With
+ * kind is compiled with precompiled headers off and on, in rounds that
+ * take every kind in turn, each compile beside one of the bare kernel by
+ * NVRTC alone; a new kernel name each time makes a new source, so every
+ * figure is a real compile. With
  * them on, the first compile of a kind's headers is reported on its own
  * row: on a machine of two CPUs or more it compiles plainly while a thread
  * of the engine makes the file, which the rows after it wait for. Then, unless --no-first, each kind's first
@@ -615,44 +617,55 @@ int bench_compile(int argc, char **argv) {
     free(nvrtc_lib);
     free(builtins);
   }
-  double off_ms[CK_COUNT], on_ms[CK_COUNT], made_ms[CK_COUNT];
+  double off_ms[CK_COUNT], on_ms[CK_COUNT], made_ms[CK_COUNT], off_x[CK_COUNT], on_x[CK_COUNT];
   int runs[CK_COUNT];
 
   jitk_engine *on = compile_engine(JITK_PCH_ALL, JITK_CACHE_OFF, dir);
-  /* The baseline is measured between the others' compiles, one in every
-   * round, so that it sees the machine as they do; one compile of each
-   * engine first, untimed, so that neither's first use is counted. */
-  double base[CK_COUNT * 99], bare;
-  int nb = 0;
+  /* One compile of each engine first, untimed, so that neither's first
+   * use is counted; then each kind's compile that saves its precompiled
+   * header. */
   nvrtc_bare(off, 999);
   compile_kind(off, CK_BARE, 999, "warm");
   compile_kind(on, CK_BARE, 999, "warm");
-  int bare_row = nr++;
   for (int k = 0; k < CK_COUNT; k++) {
-    int n = k == CK_CUB ? (reps < 3 ? reps : 3) : reps;
-    double a[99], b[99];
-    /* The compile that saves the precompiled header, then both kinds in
-     * turn, so that a busy moment of the machine falls on both. */
-    double made = compile_kind(on, k, 99, "on");
+    made_ms[k] = compile_kind(on, k, 99, "on");
     wait_for_pch(on);
-    for (int r = 0; r < n; r++) {
-      a[r] = compile_kind(off, k, r, "off");
-      b[r] = compile_kind(on, k, r, "on");
-      base[nb++] = nvrtc_bare(off, k * 100 + r);
+  }
+  /* Rounds: in each, every kind with precompiled headers off and on, each
+   * beside NVRTC alone on the bare kernel. A kind's ratio is the median
+   * of its rounds' ratios, each against the bare compile next to it, so
+   * that a busy or slow spell of the machine (a machine just started
+   * gives several) falls on a kind and its baseline alike rather than on
+   * whichever kinds it happened to reach. CUB's block reduce, seconds a
+   * compile, gets three rounds at most. */
+  double a[CK_COUNT][99], b[CK_COUNT][99], ra[CK_COUNT][99], rb[CK_COUNT][99];
+  double base[CK_COUNT * 2 * 99], bare;
+  int nb = 0;
+  for (int k = 0; k < CK_COUNT; k++) runs[k] = k == CK_CUB ? (reps < 3 ? reps : 3) : reps;
+  for (int r = 0; r < reps; r++) {
+    for (int k = 0; k < CK_COUNT; k++) {
+      if (r >= runs[k]) continue;
+      double b0 = nvrtc_bare(off, k * 200 + 2 * r);
+      a[k][r] = compile_kind(off, k, r, "off");
+      double b1 = nvrtc_bare(off, k * 200 + 2 * r + 1);
+      b[k][r] = compile_kind(on, k, r, "on");
+      base[nb++] = b0;
+      base[nb++] = b1;
+      ra[k][r] = a[k][r] / b0;
+      rb[k][r] = b[k][r] / b1;
     }
-    double ma = median_of(a, n), mb = median_of(b, n);
-    off_ms[k] = ma;
-    on_ms[k] = mb;
-    made_ms[k] = made;
-    runs[k] = n;
   }
-  {
-    double sorted[CK_COUNT * 99];
-    memcpy(sorted, base, (size_t)nb * sizeof *base);
-    bare = median_of(sorted, nb);
+  for (int k = 0; k < CK_COUNT; k++) {
+    int n = runs[k];
+    off_ms[k] = median_of(a[k], n);
+    on_ms[k] = median_of(b[k], n);
+    off_x[k] = median_of(ra[k], n);
+    on_x[k] = median_of(rb[k], n);
   }
+  bare = median_of(base, nb);
+  int bare_row = nr++;
   snprintf(notes[bare_row], sizeof notes[bare_row],
-           "median of %d, between the others; the baseline", nb);
+           "median of %d, one beside each compile; the baseline", nb);
   rows[bare_row] =
       (bench_row){"NVRTC alone, bare extern \"C\" kernel", bare, "ms", notes[bare_row]};
   for (int k = 0; k < CK_COUNT; k++) {
@@ -662,14 +675,14 @@ int bench_compile(int argc, char **argv) {
     snprintf(names[3 * k], sizeof names[0], "%s, PCH off", ck_names[k]);
     snprintf(names[3 * k + 1], sizeof names[0], "%s, PCH on, first", ck_names[k]);
     snprintf(names[3 * k + 2], sizeof names[0], "%s, PCH on", ck_names[k]);
-    snprintf(notes[nr], sizeof notes[nr], "median of %d; %.2fx bare", n, ma / bare);
+    snprintf(notes[nr], sizeof notes[nr], "median of %d; %.2fx bare", n, off_x[k]);
     rows[nr] = (bench_row){names[3 * k], ma, "ms", notes[nr]};
     nr++;
-    snprintf(notes[nr], sizeof notes[nr], "the first compile of these headers; %.2fx bare",
-             made / bare);
+    snprintf(notes[nr], sizeof notes[nr],
+             "the first compile of these headers, before the rounds; %.2fx bare", made / bare);
     rows[nr] = (bench_row){names[3 * k + 1], made, "ms", notes[nr]};
     nr++;
-    snprintf(notes[nr], sizeof notes[nr], "median of %d; %.2fx bare, %.2fx PCH off", n, mb / bare,
+    snprintf(notes[nr], sizeof notes[nr], "median of %d; %.2fx bare, %.2fx PCH off", n, on_x[k],
              mb / ma);
     rows[nr] = (bench_row){names[3 * k + 2], mb, "ms", notes[nr]};
     nr++;

@@ -377,11 +377,11 @@ Test(reduction_gen, second_pass_compiles) {
     int group, vec, ocols, ovec, rcols, final_group;
     const char *fold; /* in the second kernel */
   } cases[] = {
-      {JITK_FLOAT32, 'i', 256, 4, 0, 0, 0, 256, "block_reduce<256>"},
+      {JITK_FLOAT32, 'i', 256, 4, 0, 0, 0, 256, "block_reduce_full<256>"},
       {JITK_FLOAT32, 'i', 32, 4, 0, 0, 0, 1, NULL},
-      {JITK_FLOAT64, 'o', 32, 1, 0, 0, 0, 32, "warp_reduce"},
-      {JITK_FLOAT32, 'o', 32, 1, 7, 0, 0, 256, "block_reduce<256>"},
-      {JITK_FLOAT16, 'o', 32, 1, 0, 2, 0, 32, "warp_reduce"},
+      {JITK_FLOAT64, 'o', 32, 1, 0, 0, 0, 32, "group_reduce_full<32>"},
+      {JITK_FLOAT32, 'o', 32, 1, 7, 0, 0, 256, "block_reduce_full<256>"},
+      {JITK_FLOAT16, 'o', 32, 1, 0, 2, 0, 32, "group_reduce_full<32>"},
       {JITK_FLOAT32, 'r', 32, 4, 0, 0, 8, 1, NULL},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -404,7 +404,7 @@ Test(reduction_gen, second_pass_compiles) {
     if (cases[c].fold != NULL)
       cr_assert(strstr(fin, cases[c].fold) != NULL, "case %zu: %s", c, cases[c].fold);
     else
-      cr_assert(strstr(fin, "warp_reduce") == NULL && strstr(fin, "block_reduce") == NULL,
+      cr_assert(strstr(fin, "group_reduce") == NULL && strstr(fin, "block_reduce") == NULL,
                 "case %zu: a thread an output", c);
     compile_clean(e, src, 2, "second pass", c);
   }

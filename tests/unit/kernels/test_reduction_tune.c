@@ -197,7 +197,7 @@ Test(reduction_launch, row_segments_on_the_stand_in) {
       /* A thread per output: no warp or block reduce in the second pass,
        * and no tickets. */
       const char *fin = strstr(src, "_final(");
-      cr_assert(fin != NULL && strstr(fin, "warp_reduce") == NULL &&
+      cr_assert(fin != NULL && strstr(fin, "group_reduce") == NULL &&
                     strstr(fin, "block_reduce") == NULL && ticket == NULL &&
                     memsets == memsets_before,
                 "%s", fin ? fin : src);
