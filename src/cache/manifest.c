@@ -843,6 +843,47 @@ jitk_status jitk_cache_warm_options_init(jitk_cache_warm_options *options) {
   return JITK_OK;
 }
 
+/* The checks of the lines kept, in an open-addressed table: a job's
+ * manifest holds a line for each kernel of each process that recorded
+ * it, so repeats are the rule, and comparing each line with every line
+ * kept took quadratic time. A check is already a hash of its line. */
+typedef struct {
+  uint64_t *slot; /* 0 is an empty slot; a check of 0 is `zero` */
+  size_t cap, n;
+  bool zero;
+} check_set;
+
+static bool check_set_insert(check_set *s, uint64_t c) {
+  size_t i = (size_t)c & (s->cap - 1);
+  while (s->slot[i] != 0) {
+    if (s->slot[i] == c) return false;
+    i = (i + 1) & (s->cap - 1);
+  }
+  s->slot[i] = c;
+  s->n++;
+  return true;
+}
+
+/* Adds `c`: *added says whether it was new. Fails only for memory. */
+static jitk_status check_set_add(jitk_engine *e, check_set *s, uint64_t c, bool *added) {
+  if (c == 0) {
+    *added = !s->zero;
+    s->zero = true;
+    return JITK_OK;
+  }
+  if (2 * (s->n + 1) > s->cap) {
+    check_set g = {NULL, s->cap ? 2 * s->cap : 8, 0, s->zero};
+    g.slot = jk_calloc(e, g.cap, sizeof *g.slot);
+    if (g.slot == NULL) return JITK_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->slot[i] != 0) check_set_insert(&g, s->slot[i]);
+    jk_free(e, s->slot);
+    *s = g;
+  }
+  *added = check_set_insert(s, c);
+  return JITK_OK;
+}
+
 /* Reads the whole file; JITK_ERR_IO saying why. */
 static jitk_status read_file(jitk_engine *e, const char *path, char **data, size_t *len) {
   enum { MOST = 1 << 30 };
@@ -918,7 +959,7 @@ jitk_status jitk_cache_warm(jitk_engine *e, const char *path,
 
   jk_manifest_rec *recs = NULL;
   size_t n = 0, cap = 0;
-  uint64_t *seen = NULL; /* the checks of the lines kept, for duplicates */
+  check_set seen = {NULL, 0, 0, false};
   bool version_noted = false;
   size_t line_no = 0;
   for (size_t pos = 0; pos < len && st == JITK_OK;) {
@@ -938,15 +979,19 @@ jitk_status jitk_cache_warm(jitk_engine *e, const char *path,
       continue;
     }
     r.line = line_no;
-    bool dup = false;
-    for (size_t k = 0; k < n && !dup; k++) dup = seen[k] == r.check;
-    if (dup) {
-      rep.duplicates++;
+    if (strcmp(r.target, e->target.arch) != 0) {
+      rep.other_targets++;
       rec_free(e, &r);
       continue;
     }
-    if (strcmp(r.target, e->target.arch) != 0) {
-      rep.other_targets++;
+    bool added = false;
+    if (check_set_add(e, &seen, r.check, &added) != JITK_OK) {
+      rec_free(e, &r);
+      st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory reading %s", path);
+      break;
+    }
+    if (!added) {
+      rep.duplicates++;
       rec_free(e, &r);
       continue;
     }
@@ -961,21 +1006,18 @@ jitk_status jitk_cache_warm(jitk_engine *e, const char *path,
     if (n == cap) {
       size_t nc = cap ? cap * 2 : 64;
       jk_manifest_rec *g = jk_realloc(e, recs, nc * sizeof *g);
-      uint64_t *gs = g ? jk_realloc(e, seen, nc * sizeof *gs) : NULL;
       if (g != NULL) recs = g;
-      if (gs != NULL) seen = gs;
-      if (g == NULL || gs == NULL) {
+      if (g == NULL) {
         rec_free(e, &r);
         st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory reading %s", path);
         break;
       }
       cap = nc;
     }
-    seen[n] = r.check;
     recs[n++] = r;
   }
   jk_free(e, data);
-  jk_free(e, seen);
+  jk_free(e, seen.slot);
   rep.kernels = n;
 
   if (st == JITK_OK && n > 0) {

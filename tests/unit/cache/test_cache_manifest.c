@@ -308,6 +308,37 @@ Test(cache_manifest, a_kernel_that_no_longer_compiles_is_reported_and_the_rest_w
   jt_rmdir(work);
 }
 
+/* A job's manifest repeats each kernel once per process: 300 copies of
+ * each line, interleaved, warm each kernel once (and the table of the
+ * lines' checks grows on the way). */
+Test(cache_manifest, many_repeats_warm_each_kernel_once) {
+  char *work = jt_tmpdir();
+  char *a = path_in(work, "a"), *b = path_in(work, "b"), *man = path_in(work, "m.jsonl"),
+       *big = path_in(work, "big.jsonl");
+  jitk_engine *e = recorder(a, man, NULL, NULL);
+  make_kernels(e);
+  jitk_engine_destroy(e);
+  size_t len = 0, kernels = count_lines(man);
+  char *text = slurp(man, &len);
+  FILE *f = fopen(big, "w");
+  cr_assert_not_null(f);
+  for (int r = 0; r < 300; r++) cr_assert_eq(fwrite(text, 1, len, f), len);
+  fclose(f);
+  free(text);
+  e = recorder(b, NULL, NULL, NULL);
+  jitk_cache_warm_report rep = warm(e, big);
+  cr_assert_eq(rep.lines, 300 * kernels);
+  cr_assert_eq(rep.duplicates, 299 * kernels);
+  cr_assert_eq(rep.kernels, kernels);
+  cr_assert_eq(rep.compiled, kernels);
+  jitk_engine_destroy(e);
+  free(a);
+  free(b);
+  free(man);
+  free(big);
+  jt_rmdir(work);
+}
+
 Test(cache_manifest, kernels_of_other_targets_are_counted_and_left_alone) {
   char *work = jt_tmpdir();
   char *man = path_in(work, "m.jsonl");
