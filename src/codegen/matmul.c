@@ -155,28 +155,63 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   else if (s->kind == JK_MM_MMA)
     jk_buf_puts(&b, "extern __shared__ __align__(16) unsigned char _jk_smem[];\n");
   if (jk_mm_transposes_a(s) || jk_mm_transposes_b(s))
-    /* An R x C row-major matrix x[r * ld + c] of each batch into t[c * R +
-     * r] packed: 32 x 32 tiles through shared memory, both sides
-     * coalesced. B (R = K, C = N) becomes K-major; a column-major A (R =
-     * K, C = M) row-major. */
+    /* An R x C row-major matrix x[r * ld + c] of each batch into t[c * ldt
+     * + r], ldt >= R (R rounded up so that t's rows start on 16 bytes, as
+     * TMA needs), batch after batch: 32 x 32 tiles through shared memory,
+     * both sides coalesced. B (R = K, C = N) becomes K-major; a
+     * column-major A (R = K, C = M) row-major. */
     jk_buf_printf(
         &b,
         "extern \"C\" __global__ void __launch_bounds__(256) %s_tr(const float *x, float "
         "*t,\n"
-        "    long long R, long long C, long long ld, long long sx) {\n"
+        "    long long R, long long C, long long ld, long long sx, long long ldt) {\n"
         "  __shared__ float tile[32][33];\n"
         "  const long long c0 = (long long)blockIdx.x * 32, r0 = (long long)blockIdx.y * 32;\n"
         "  const float *src = x + (long long)blockIdx.z * sx;\n"
-        "  float *dst = t + (long long)blockIdx.z * R * C;\n"
+        "  float *dst = t + (long long)blockIdx.z * C * ldt;\n"
         "  for (int r = threadIdx.y; r < 32; r += 8)\n"
         "    if (r0 + r < R && c0 + threadIdx.x < C)\n"
         "      tile[r][threadIdx.x] = src[(r0 + r) * ld + c0 + threadIdx.x];\n"
         "  __syncthreads();\n"
         "  for (int r = threadIdx.y; r < 32; r += 8)\n"
         "    if (c0 + r < C && r0 + threadIdx.x < R)\n"
-        "      dst[(c0 + r) * R + r0 + threadIdx.x] = tile[threadIdx.x][r];\n"
+        "      dst[(c0 + r) * ldt + r0 + threadIdx.x] = tile[threadIdx.x][r];\n"
         "}\n",
         in->name);
+  if (wg) {
+    /* An R x C row-major matrix x[r * ld + c] of each batch into y[r * ldy
+     * + c], ldy a multiple of 16 bytes, batch after batch: the operand
+     * TMA reads when the user's does not start each row on 16 bytes.
+     * Element by element as raw bits, four loads in flight a thread. */
+    size_t es = jk_dtype(s->a)->size;
+    const char *u = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : "unsigned int";
+    jk_buf_printf(
+        &b,
+        "extern \"C\" __global__ void __launch_bounds__(256) %s_pad(const %s *x, %s *y,\n"
+        "    long long R, long long C, long long ld, long long sx, long long ldy,\n"
+        "    long long nb) {\n"
+        "  for (long long z = blockIdx.z; z < nb; z += gridDim.z)\n"
+        "    for (long long r = blockIdx.y; r < R; r += gridDim.y) {\n"
+        "      const %s *src = x + z * sx + r * ld;\n"
+        "      %s *dst = y + (z * R + r) * ldy;\n"
+        "      for (long long c0 = (long long)blockIdx.x * 1024; c0 < C;\n"
+        "           c0 += (long long)gridDim.x * 1024) {\n"
+        "        %s v[4] = {};\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < 4; i++) {\n"
+        "          const long long c = c0 + i * 256 + threadIdx.x;\n"
+        "          if (c < C) v[i] = src[c];\n"
+        "        }\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < 4; i++) {\n"
+        "          const long long c = c0 + i * 256 + threadIdx.x;\n"
+        "          if (c < C) dst[c] = v[i];\n"
+        "        }\n"
+        "      }\n"
+        "    }\n"
+        "}\n",
+        in->name, u, u, u, u, u);
+  }
   jk_buf_printf(&b,
                 "extern \"C\" __global__ void __launch_bounds__(%s) %s(\n"
                 "    const %s *_jk_a, const %s *_jk_b, const %s *_jk_c, %s *_jk_d,\n"

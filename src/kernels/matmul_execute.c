@@ -37,26 +37,65 @@ static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const v
                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* A pooled, packed transpose of x (each batch's R x C row-major matrix,
- * leading dimension ld, batch stride sx, float32) made by the plan's "_tr"
- * kernel on `stream`; *t is freed by the caller with jk_temp_free. */
+/* Rounds n up to a multiple of 16 bytes of elements of `es` bytes. */
+static uint64_t round16(uint64_t n, uint64_t es) {
+  const uint64_t ch = 16 / es;
+  return (n + ch - 1) / ch * ch;
+}
+
+/* A pooled transpose of x (each batch's R x C row-major matrix, leading
+ * dimension ld, batch stride sx, float32) made by the plan's "_tr" kernel
+ * on `stream`, with leading dimension *ldt (R rounded up to 16 bytes) and
+ * batch stride C * *ldt; *t is freed by the caller with jk_temp_free. */
 static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream stream,
                                    const void *x, uint64_t R, uint64_t C, uint64_t ld, uint64_t sx,
-                                   void **t) {
+                                   void **t, uint64_t *ldt) {
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *t = NULL;
+  *ldt = round16(R, 4);
   if (ceil_div(R, 32) > 65535)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul %s: tf32 transposes an operand first, which takes K up to 2097120",
                    p->name);
-  jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * C * 4), (jitk_stream)stream, t);
+  jitk_status st = jk_temp_alloc(e, (size_t)(nb * C * *ldt * 4), (jitk_stream)stream, t);
   if (st != JITK_OK) return st;
-  long long args[4] = {(long long)R, (long long)C, (long long)ld, (long long)sx};
-  void *kp[6] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3]};
+  long long args[5] = {(long long)R, (long long)C, (long long)ld, (long long)sx,
+                       (long long)*ldt};
+  void *kp[7] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3], &args[4]};
   return jk_launch_fn(e, (jitk_stream)stream, k->tr, "the tf32 operand transpose",
                       (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
                       (unsigned int)nb, 32, 8, 1, 0, kp);
+}
+
+/* Whether TMA can read an operand at p with leading dimension ld and
+ * batch stride sx (elements of es bytes) as it is: the address and every
+ * row and matrix on 16 bytes. A single matrix's stride is never used. */
+static bool tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint64_t es) {
+  return ((uintptr_t)p & 15) == 0 && (ld * es) % 16 == 0 && (nb == 1 || (sx * es) % 16 == 0);
+}
+
+/* A pooled copy of x (each batch's R x C row-major matrix, leading
+ * dimension ld, batch stride sx, elements of es bytes) whose rows start
+ * on 16 bytes, made by the plan's "_pad" kernel on `stream`: leading
+ * dimension *ldy, batch stride R * *ldy. *y is freed by the caller with
+ * jk_temp_free. */
+static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *x,
+                             uint64_t R, uint64_t C, uint64_t ld, uint64_t sx, uint64_t es,
+                             void **y, uint64_t *ldy) {
+  jitk_engine *e = p->engine;
+  const uint64_t nb = (uint64_t)p->d.batch;
+  *y = NULL;
+  *ldy = round16(C, es);
+  jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * *ldy * es), (jitk_stream)stream, y);
+  if (st != JITK_OK) return st;
+  long long args[6] = {(long long)R, (long long)C, (long long)ld, (long long)sx, (long long)*ldy,
+                       (long long)nb};
+  void *kp[8] = {(void *)&x, y, &args[0], &args[1], &args[2], &args[3], &args[4], &args[5]};
+  uint64_t gx = ceil_div(C, 1024);
+  return jk_launch_fn(e, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
+                      (unsigned int)(gx < 65535 ? gx : 65535), (unsigned int)(R < 65535 ? R : 65535),
+                      (unsigned int)(nb < 65535 ? nb : 65535), 256, 1, 1, 0, kp);
 }
 
 /* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
@@ -86,21 +125,33 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   bool a_k = s->a_k, b_n = s->b_n;
   CUresult r = CUDA_SUCCESS;
   jitk_status st = JITK_OK;
-  if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * K + k] */
-    st = transpose_first(p, k, stream, a, K, M, lda, sa, &at);
+  if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * ldt + k] */
+    st = transpose_first(p, k, stream, a, K, M, lda, sa, &at, &lda);
     ak = at;
-    lda = K;
-    sa = M * K;
+    sa = M * lda;
     a_k = true;
+  } else if (!tma_ready(a, lda, sa, nb, es)) { /* rows of K (or M) onto 16 bytes */
+    st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, &at, &lda);
+    ak = at;
+    sa = (a_k ? M : K) * lda;
   }
-  if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * K + k] */
-    st = transpose_first(p, k, stream, b, K, N, ldb, sb, &bt);
+  if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * ldt + k] */
+    st = transpose_first(p, k, stream, b, K, N, ldb, sb, &bt, &ldb);
     bk = bt;
-    ldb = K;
-    sb = K * N;
+    sb = N * ldb;
     b_n = false;
+  } else if (st == JITK_OK && !tma_ready(b, ldb, sb, nb, es)) {
+    st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, &bt, &ldb);
+    bk = bt;
+    sb = (b_n ? K : N) * ldb;
   }
   if (st != JITK_OK) goto done;
+  /* A single matrix's batch stride is never followed; TMA still checks
+   * it. */
+  if (nb == 1) {
+    sa = round16(lda, es) * (a_k ? M : K);
+    sb = round16(ldb, es) * (b_n ? K : N);
+  }
   if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
     r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128);
   else /* M-major: boxes of 64 m by 64 k */
@@ -171,13 +222,14 @@ jitk_status jitk_matmul_operands_init(jitk_matmul_operands *o) {
 }
 
 /* The kernel an execution uses: the plan's, or its FFMA twin when A or B
- * is not 16-byte aligned (compiled at the first such execution). */
+ * is not 16-byte aligned for mma.sync (compiled at the first such
+ * execution; wgmma copies such an operand onto 16 bytes instead). */
 static jitk_status pick_kernel(jitk_matmul *p, jitk_stream stream, const jitk_matmul_operands *o,
                                mm_kernel **out) {
   mm_kernel *k = &p->main;
   jitk_status st = JITK_OK;
   /* Tensor cores stage A and B in 16-byte chunks. */
-  if (k->spec.kind != JK_MM_SIMT && (((uintptr_t)o->a | (uintptr_t)o->b) & 15) != 0) {
+  if (k->spec.kind == JK_MM_MMA && (((uintptr_t)o->a | (uintptr_t)o->b) & 15) != 0) {
     pthread_mutex_lock(&p->lock);
     bool built = p->fallback.entry != NULL, capturing = false;
     if (!built) st = jk_stream_capturing(p->engine, stream, &capturing);

@@ -182,22 +182,27 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
 }
 
 /* Tensor cores when the inputs are 16-bit floats (or float32 computed in
- * tf32) and the leading dimensions and batch strides of A and B are
- * multiples of 16 bytes; FFMA otherwise (float32, float64, and layouts
- * that rule out 16-byte staging). On an sm_90 cubin target the tensor
- * cores are driven by wgmma with TMA, which takes either layout of A and B
- * and any K (TMA fills tails with zeros). Elsewhere mma.sync, whose
- * cp.async staging also needs A row-major and K (and n, for a row-major B)
- * in whole 16-byte chunks. JITK_MM_KIND=simt|mma forces a kind the
- * description allows, for measuring and testing. */
+ * tf32); FFMA otherwise (float32, float64). On an sm_90 cubin target the
+ * tensor cores are driven by wgmma with TMA, which takes either layout of
+ * A and B and any M, N and K (TMA fills tails with zeros); an operand
+ * whose rows do not start on 16 bytes (an odd K or N, an odd leading
+ * dimension or batch stride, a pointer off 16 bytes) is first copied into
+ * one whose rows do, by the module's `_pad` kernel at each execution: an
+ * extra pass over that operand, where FFMA would cost the product most of
+ * its speed. Elsewhere mma.sync, whose cp.async staging needs the leading
+ * dimensions and batch strides of A and B in whole 16-byte chunks, A
+ * row-major, and K (and N, for a row-major B) in whole chunks too.
+ * JITK_MM_KIND=simt|mma forces a kind the description allows, for
+ * measuring and testing. */
 static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   bool half = d->a_dtype == JITK_FLOAT16 || d->a_dtype == JITK_BFLOAT16;
   bool tf32 = d->a_dtype == JITK_FLOAT32 && d->compute == JITK_COMPUTE_TF32;
   if (!(half || tf32) || d->k == 0) return JK_MM_SIMT;
   int64_t ch = half ? 8 : 4; /* elements in 16 bytes */
-  if (d->lda % ch || d->ldb % ch || d->stride_a % ch || d->stride_b % ch) return JK_MM_SIMT;
+  bool aligned = !(d->lda % ch || d->ldb % ch || d->stride_a % ch || d->stride_b % ch);
   bool b_n = d->b_order == JITK_ROW_MAJOR;
-  bool mma_ok = d->a_order == JITK_ROW_MAJOR && d->k % ch == 0 && !(b_n && d->n % ch);
+  bool mma_ok =
+      aligned && d->a_order == JITK_ROW_MAJOR && d->k % ch == 0 && !(b_n && d->n % ch);
   bool hopper = !e->target.ptx && e->target.major == 9 && e->target.minor == 0 &&
                 (!e->has_device || jk_cu_has_tensor_map(e));
   jk_mm_kind k = hopper ? JK_MM_WGMMA : mma_ok ? JK_MM_MMA : JK_MM_SIMT;
@@ -255,6 +260,14 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
         return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
       }
       r = jk_cu_get_function(e, (CUmodule)out->entry->cu, tr, &out->tr);
+    }
+    if (r == CUDA_SUCCESS && kind == JK_MM_WGMMA) {
+      char pad[512];
+      if (snprintf(pad, sizeof pad, "%s_pad", p->name) >= (int)sizeof pad) {
+        jk_ctx_leave(e, saved);
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
+      }
+      r = jk_cu_get_function(e, (CUmodule)out->entry->cu, pad, &out->pad);
     }
     for (size_t i = 0; r == CUDA_SUCCESS && i < p->num_reds; i++)
       for (int step = 0; r == CUDA_SUCCESS && step < 2; step++) {

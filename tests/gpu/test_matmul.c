@@ -220,7 +220,7 @@ Test(matmul, tensor_cores) {
       {"tf32 A column-major and B row-major, both transposed first", JITK_FLOAT32,
        JITK_COMPUTE_TF32, 140, 264, 60, 2, C, R, R, 0, 1, 0, "acc + bias[col]", "raw T bias", 0,
        "A column-major (transposed first), B row-major (transposed first)", JITK_DTYPE_NONE, 4},
-      {"bf16 misaligned pointers: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
+      {"bf16 misaligned pointers: copied onto 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 128, 64, 1,
        R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "tensor cores", JITK_DTYPE_NONE,
        0},
       {"bf16 C of NaN with beta = 0, bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 256, 264, 128,
@@ -230,8 +230,44 @@ Test(matmul, tensor_cores) {
        64, 2, R, R, C, 1, 0.5, 0, NULL, NULL, 0, "tensor cores", JITK_DTYPE_NONE, 0},
       {"tf32 C of NaN with beta = 0", JITK_FLOAT32, JITK_COMPUTE_TF32, 128, 256, 96, 1, R, C, R, 1,
        1, 0, NULL, NULL, 0, "tensor cores tf32", JITK_DTYPE_NONE, 0},
-      {"bf16 C of NaN with beta = 0, misaligned: FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+      {"bf16 C of NaN with beta = 0, misaligned: copied onto 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
        128, 128, 64, 1, R, R, R, 1, 1, 0, NULL, NULL, 1, "tensor cores", JITK_DTYPE_NONE, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* Operands whose rows do not start on 16 bytes (odd K or N, odd leading
+ * dimensions, misaligned pointers) stay on wgmma: each is copied onto 16
+ * bytes first (the module's _pad kernel; tf32's transposes write such
+ * rows themselves). */
+Test(matmul, unaligned_rows_on_tensor_cores) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5B1;
+  const mm_case cases[] = {
+      {"bf16 odd K, bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 200, 264, 101, 1, R, R, R, 0,
+       1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, "tensor cores bfloat16 m64nNk16 (wgmma",
+       JITK_DTYPE_NONE, 0},
+      {"f16 odd N, B row-major, D rows off 16 bytes", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 130, 99,
+       64, 1, R, R, R, 0, 1, 0, NULL, NULL, 0, "tensor cores float16 m64nNk16 (wgmma",
+       JITK_DTYPE_NONE, 0},
+      {"bf16 odd M, N, K, A and B column-major, batch 2, C", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       131, 77, 93, 2, C, C, R, 1, 1, 0.5, NULL, NULL, 0, "tensor cores bfloat16 m64nNk16 (wgmma",
+       JITK_DTYPE_NONE, 0},
+      {"f16 rows padded by 1 (odd leading dimensions), batch 3", JITK_FLOAT16,
+       JITK_COMPUTE_DEFAULT, 140, 136, 64, 3, R, R, R, 0, 1, 0, "gelu(acc)", NULL, 0,
+       "tensor cores float16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 1},
+      {"bf16 odd K and misaligned pointers", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128, 136, 77, 1,
+       R, C, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1,
+       "tensor cores bfloat16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
+      {"tf32 odd K, A row-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 100, 68, 37, 1, R, C, R, 0, 1, 0,
+       NULL, NULL, 0, "tensor cores tf32 m64nNk8 (wgmma", JITK_DTYPE_NONE, 0},
+      {"tf32 odd M and N, A column-major and B row-major transposed first", JITK_FLOAT32,
+       JITK_COMPUTE_TF32, 67, 66, 40, 2, C, R, R, 0, 1, 0, "acc + bias[col]", "raw T bias", 0,
+       "tensor cores tf32 m64nNk8 (wgmma", JITK_DTYPE_NONE, 0},
+      {"bf16 odd K, more tiles than blocks", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1100, 2056, 203,
+       1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       "tensor cores bfloat16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);

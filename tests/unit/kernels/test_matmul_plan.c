@@ -76,13 +76,22 @@ Test(matmul_plan, kernel_choice) {
   expect_kind(e, &d, "tensor cores bfloat16", "bf16, B column-major");
   d = desc(JITK_FLOAT16, 301, 264, 136);
   expect_kind(e, &d, "tensor cores float16", "f16, odd m");
-  d.k = 100; /* K-tail chunks would straddle K */
-  expect_kind(e, &d, "FFMA", "f16, k % 8 != 0");
+  /* Rows off 16 bytes stay on wgmma: the operand is copied onto 16 bytes
+   * at each execution (the module's _pad kernel). */
+  d.k = 100;
+  expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, k % 8 != 0");
   d.k = 0; /* nothing to multiply: no tensor map can describe it */
   expect_kind(e, &d, "FFMA", "f16, k = 0");
   d = desc(JITK_FLOAT16, 64, 100, 64);
-  d.n = 100; /* row-major B: n % 8 rules out whole chunks */
-  expect_kind(e, &d, "FFMA", "f16, row-major B, n % 8 != 0");
+  d.n = 100;
+  expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, row-major B, n % 8 != 0");
+  d = desc(JITK_BFLOAT16, 4095, 4095, 4095);
+  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma", "bf16, 4095^3");
+  d = desc(JITK_FLOAT32, 64, 63, 65);
+  d.compute = JITK_COMPUTE_TF32;
+  d.a_order = JITK_COL_MAJOR;
+  expect_kind(e, &d, "tensor cores tf32 m64nNk8 (wgmma", "tf32, odd sizes, A column-major");
+  d = desc(JITK_FLOAT16, 64, 100, 64);
   d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores", "f16, column-major B, any n");
   d = desc(JITK_BFLOAT16, 64, 64, 64);
@@ -92,8 +101,8 @@ Test(matmul_plan, kernel_choice) {
   d.lda = d.ldb = 104; /* padded rows: TMA fills the K tail */
   expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, k % 8 != 0, padded rows");
   d = desc(JITK_BFLOAT16, 64, 64, 64);
-  d.lda = 68; /* not a multiple of 8 elements */
-  expect_kind(e, &d, "FFMA", "bf16, lda % 8 != 0");
+  d.lda = 68; /* not a multiple of 8 elements: copied onto 16 bytes */
+  expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma", "bf16, lda % 8 != 0");
   d = desc(JITK_FLOAT32, 64, 64, 64);
   expect_kind(e, &d, "FFMA (simt) float32, float32", "f32");
   d.compute = JITK_COMPUTE_TF32;
@@ -107,6 +116,8 @@ Test(matmul_plan, kernel_choice) {
   const char *src;
   JT_OK(e, jitk_matmul_source(p, &src));
   cr_assert(strstr(src, "matmul_tr(") != NULL, "tf32 with row-major B has its transpose: %s", src);
+  cr_assert(strstr(src, "matmul_pad(") != NULL, "wgmma modules copy operands off 16 bytes: %s",
+            src);
   jitk_matmul_destroy(p);
   d.b_order = JITK_COL_MAJOR;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
@@ -122,8 +133,8 @@ Test(matmul_plan, kernel_choice) {
   jitk_matmul_destroy(p);
   d.a_order = JITK_ROW_MAJOR;
   d.b_order = JITK_ROW_MAJOR;
-  d.n = 66; /* row-major B: n % 4 rules out whole chunks of float32 */
-  expect_kind(e, &d, "FFMA (simt) float32", "tf32, n % 4 != 0");
+  d.n = 66; /* transposed first into rows that start on 16 bytes */
+  expect_kind(e, &d, "tensor cores tf32 m64nNk8 (wgmma", "tf32, n % 4 != 0");
   d = desc(JITK_FLOAT64, 64, 64, 64);
   expect_kind(e, &d, "FFMA (simt) float64, float64", "f64");
   jitk_engine_destroy(e);
