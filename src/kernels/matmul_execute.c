@@ -60,8 +60,7 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
                    p->name);
   jitk_status st = jk_temp_alloc(e, (size_t)(nb * C * *ldt * 4), (jitk_stream)stream, t);
   if (st != JITK_OK) return st;
-  long long args[5] = {(long long)R, (long long)C, (long long)ld, (long long)sx,
-                       (long long)*ldt};
+  long long args[5] = {(long long)R, (long long)C, (long long)ld, (long long)sx, (long long)*ldt};
   void *kp[7] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3], &args[4]};
   return jk_launch_fn(e, (jitk_stream)stream, k->tr, "the tf32 operand transpose",
                       (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
@@ -89,12 +88,13 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
   *ldy = round16(C, es);
   jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * *ldy * es), (jitk_stream)stream, y);
   if (st != JITK_OK) return st;
-  long long args[6] = {(long long)R, (long long)C, (long long)ld, (long long)sx, (long long)*ldy,
-                       (long long)nb};
+  long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
+                       (long long)sx, (long long)*ldy, (long long)nb};
   void *kp[8] = {(void *)&x, y, &args[0], &args[1], &args[2], &args[3], &args[4], &args[5]};
   uint64_t gx = ceil_div(C, 1024);
   return jk_launch_fn(e, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
-                      (unsigned int)(gx < 65535 ? gx : 65535), (unsigned int)(R < 65535 ? R : 65535),
+                      (unsigned int)(gx < 65535 ? gx : 65535),
+                      (unsigned int)(R < 65535 ? R : 65535),
                       (unsigned int)(nb < 65535 ? nb : 65535), 256, 1, 1, 0, kp);
 }
 

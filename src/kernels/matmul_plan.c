@@ -201,8 +201,7 @@ static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   int64_t ch = half ? 8 : 4; /* elements in 16 bytes */
   bool aligned = !(d->lda % ch || d->ldb % ch || d->stride_a % ch || d->stride_b % ch);
   bool b_n = d->b_order == JITK_ROW_MAJOR;
-  bool mma_ok =
-      aligned && d->a_order == JITK_ROW_MAJOR && d->k % ch == 0 && !(b_n && d->n % ch);
+  bool mma_ok = aligned && d->a_order == JITK_ROW_MAJOR && d->k % ch == 0 && !(b_n && d->n % ch);
   bool hopper = !e->target.ptx && e->target.major == 9 && e->target.minor == 0 &&
                 (!e->has_device || jk_cu_has_tensor_map(e));
   jk_mm_kind k = hopper ? JK_MM_WGMMA : mma_ok ? JK_MM_MMA : JK_MM_SIMT;
