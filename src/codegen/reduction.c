@@ -319,8 +319,9 @@ static void emit_acc_init(jk_buf *b, const jk_red_source_in *in) {
   /* With an identity the flag stays 1 and the folds go without it, so it
    * may be left unread (a partial result in a workspace still stores it). */
   if (in->spec->has_identity)
-    jk_buf_puts(b, "    _type_reduce _jk_acc = _jk_identity();\n"
-                   "    int _jk_has __attribute__((unused)) = 1;\n");
+    jk_buf_puts(b,
+                "    _type_reduce _jk_acc = _jk_identity();\n"
+                "    int _jk_has __attribute__((unused)) = 1;\n");
   else
     jk_buf_puts(b, "    _type_reduce _jk_acc = _jk_identity();\n    int _jk_has = 0;\n");
 }
@@ -334,8 +335,8 @@ static void emit_acc_init(jk_buf *b, const jk_red_source_in *in) {
 static void emit_tree(jk_buf *b, const jk_red_source_in *in, int group, const char *scratch) {
   bool full = in->spec->has_identity;
   if (group == JK_RED_BLOCK && full)
-    jk_buf_printf(b, "    jitk::red::block_reduce_full<%d>(_jk_acc, _jk_op(), %s);\n",
-                  JK_RED_BLOCK, scratch);
+    jk_buf_printf(b, "    jitk::red::block_reduce_full<%d>(_jk_acc, _jk_op(), %s);\n", JK_RED_BLOCK,
+                  scratch);
   else if (group == JK_RED_BLOCK)
     jk_buf_printf(b, "    jitk::red::block_reduce<%d>(_jk_acc, _jk_has, _jk_op(), %s);\n",
                   JK_RED_BLOCK, scratch);

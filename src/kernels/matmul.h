@@ -19,7 +19,7 @@ typedef struct mm_kernel {
   jk_mm_spec spec;
   jk_entry *entry;
   CUfunction fn;
-  CUfunction tr; /* wgmma tf32 with column-major A or row-major B: their transpose */
+  CUfunction tr;  /* wgmma tf32 with column-major A or row-major B: their transpose */
   CUfunction pad; /* wgmma: the copy of an operand whose rows are off 16 bytes */
   char *source;
   size_t smem; /* dynamic shared memory per block */
