@@ -1143,19 +1143,20 @@ Test(reduction, split_in_one_kernel, .timeout = 120) {
     bool half;
     /* Under 16 MiB, the fold after the tickets: a thread an output, or a
      * group of lanes an output (as many as the block has for each output
-     * of the tile, at most a warp); S chunks, one level up to 32. From
-     * 16 MiB, "second": a second kernel folds them. */
+     * of the tile, at most a warp: a sum has an identity, so the fold
+     * goes without flags); S chunks, one level up to 32. From 16 MiB,
+     * "second": a second kernel folds them. */
     const char *strategy, *fold;
   } cases[] = {
-      {1, 3000007, -1, false, "along reduced", "group_reduce<32>"}, /* S 732: 28 x 27 */
-      {8, 1 << 18, 1, false, "along reduced", "group_reduce<32>"},  /* S 16, one level */
-      {200, 6000, 1, false, "along reduced", "thread"},             /* S 2, warps */
-      {1024, 3001, 0, false, "across outputs", "group_reduce<8>"},  /* S 16, one level */
-      {300000, 7, 0, false, "across outputs", "group_reduce<32>"},  /* S 2098: 46 x 46 */
-      {32768, 66, 0, true, "across outputs", "group_reduce<4>"},    /* S 512: pairs */
-      {512, 4096, 0, false, "row segments", "thread"},              /* S 2 */
-      {4096, 512, 0, false, "row segments", "group_reduce<8>"},     /* S 16, one level */
-      {1, 1 << 23, -1, false, "along reduced", "second"},           /* 32 MiB */
+      {1, 3000007, -1, false, "along reduced", "group_reduce_full<32>"}, /* S 732: 28 x 27 */
+      {8, 1 << 18, 1, false, "along reduced", "group_reduce_full<32>"},  /* S 16, one level */
+      {200, 6000, 1, false, "along reduced", "thread"},                  /* S 2, warps */
+      {1024, 3001, 0, false, "across outputs", "group_reduce_full<8>"},  /* S 16, one level */
+      {300000, 7, 0, false, "across outputs", "group_reduce_full<32>"},  /* S 2098: 46 x 46 */
+      {32768, 66, 0, true, "across outputs", "group_reduce_full<4>"},    /* S 512: pairs */
+      {512, 4096, 0, false, "row segments", "thread"},                   /* S 2 */
+      {4096, 512, 0, false, "row segments", "group_reduce_full<8>"},     /* S 16, one level */
+      {1, 1 << 23, -1, false, "along reduced", "second"},                /* 32 MiB */
       {8, 1 << 20, 1, false, "along reduced", "second"},
       {4096, 3001, 0, false, "across outputs", "second"},
       {1024, 4096, 0, false, "row segments", "second"},
