@@ -320,7 +320,7 @@ jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
                        stream, &work[i]);
   if (st == JITK_OK && mn > 0) st = jk_mm_run_kernel(p, k, stream, o, work);
   if (st == JITK_OK && mn == 0 && ds->has_amax_d) { /* the amax of nothing */
-    jk_launch_op clear = {.clear = o->amax_d, .clear_bytes = sizeof(float)};
+    jk_launch_op clear = {.name = p->name, .clear = o->amax_d, .clear_bytes = sizeof(float)};
     st = jk_launch_ops(e, stream, &clear, 1);
   }
   for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++)
@@ -393,7 +393,7 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
     JK_PUSH(kp, np, cur, o->amax_d);
     /* The kernel's blocks combine their maxima with atomicMax on the
      * zero this leaves, in stream order before them. */
-    jk_launch_op clear = {.clear = o->amax_d, .clear_bytes = sizeof(float)};
+    jk_launch_op clear = {.name = p->name, .clear = o->amax_d, .clear_bytes = sizeof(float)};
     st = jk_launch_ops(e, stream, &clear, 1);
     if (st != JITK_OK) return st;
   }
