@@ -6,26 +6,40 @@ between the markers in that header when a shape is added."""
 
 SHAPES = (128, 256)
 TYPES = (("f16", "f16", 16), ("bf16", "bf16", 16), ("tf32", "tf32", 8))
+# The 8-bit pairs (A's type, then B's) cuBLASLt runs on Hopper: not both
+# e5m2. K-major A and B only, so no transpose operands, as for tf32.
+FP8_TYPES = (("e4m3", "e4m3.e4m3", 32), ("e4m3_e5m2", "e4m3.e5m2", 32),
+             ("e5m2_e4m3", "e5m2.e4m3", 32))
+
+
+def wrapper(n, name, ptx, k, trans):
+    regs = n // 2
+    tmpl = "template <int TA, int TB>\n" if trans else ""
+    print(f"{tmpl}__device__ __forceinline__ void wgmma_{name}_n{n}(float (&d)[{regs}], "
+          f"unsigned long long a, unsigned long long b) {{")
+    tail = f"p, 1, 1, %{regs + 2}, %{regs + 3};" if trans else "p, 1, 1;"
+    print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+    if "." in ptx:
+        print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx} "')
+    else:
+        print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} "')
+    pieces = [f"%{i}" for i in range(regs)]
+    print('      "{"')
+    for j in range(0, regs, 16):
+        chunk = ", ".join(pieces[j:j + 16])
+        sep = ", " if j + 16 < regs else ""
+        print(f'      "{chunk}{sep}"')
+    print(f'      "}}, %{regs}, %{regs + 1}, {tail}\\n}}\\n"')
+    cons = [f'"+f"(d[{i}])' for i in range(regs)]
+    print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
+    extra = ', "n"(TA), "n"(TB)' if trans else ""
+    print(f'      : "l"(a), "l"(b){extra});')
+    print("}")
+
 
 for n in SHAPES:
-    regs = n // 2
     for name, ptx, k in TYPES:
-        trans = k == 16
-        tmpl = "template <int TA, int TB>\n" if trans else ""
-        print(f"{tmpl}__device__ __forceinline__ void wgmma_{name}_n{n}(float (&d)[{regs}], "
-              f"unsigned long long a, unsigned long long b) {{")
-        tail = f"p, 1, 1, %{regs + 2}, %{regs + 3};" if trans else "p, 1, 1;"
-        print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
-        print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} "')
-        pieces = [f"%{i}" for i in range(regs)]
-        print('      "{"')
-        for j in range(0, regs, 16):
-            chunk = ", ".join(pieces[j:j + 16])
-            sep = ", " if j + 16 < regs else ""
-            print(f'      "{chunk}{sep}"')
-        print(f'      "}}, %{regs}, %{regs + 1}, {tail}\\n}}\\n"')
-        cons = [f'"+f"(d[{i}])' for i in range(regs)]
-        print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
-        extra = ', "n"(TA), "n"(TB)' if trans else ""
-        print(f'      : "l"(a), "l"(b){extra});')
-        print("}")
+        wrapper(n, name, ptx, k, k == 16)
+for n in SHAPES:
+    for name, ptx, k in FP8_TYPES:
+        wrapper(n, name, ptx, k, False)

@@ -1793,10 +1793,60 @@ typedef struct jitk_matmul_desc {
   size_t num_outputs;
   const jitk_matmul_reduction *reductions;
   size_t num_reductions;
+  /* FP8 scaling, as cuBLASLt's A_SCALE_POINTER, B_SCALE_POINTER,
+   * D_SCALE_POINTER and AMAX_D_POINTER: nonzero when each execution passes
+   * (in jitk_matmul_operands) a device float32 scale of A (a float8 A
+   * only), of B (a float8 B only), of D (a float8 D only), or an array of
+   * one float32 for D's amax (a plan of float8 A and B only). Any other
+   * use fails at jitk_matmul_create. A plan with any of them is executed
+   * by jitk_matmul_execute_ex. See "FP8 plans" below. Fields added here;
+   * a caller compiled before them (a smaller struct_size) gets 0. */
+  int has_a_scale, has_b_scale, has_d_scale, has_amax_d;
 } jitk_matmul_desc;
 
+/*
+ * FP8 plans. A and B float8_e4m3fn or float8_e5m2 (not both e5m2, as
+ * cuBLASLt on Hopper), A row-major and B column-major (both K-major, the
+ * only layout Hopper's FP8 wgmma reads), their leading dimensions and
+ * batch strides multiples of 16 elements, compute DEFAULT or FLOAT32; C
+ * and D float16, bfloat16, float32 or either 8-bit float. Then
+ *
+ *   D = scale_d * epilogue(alpha * scale_a * scale_b * A B + beta * C)
+ *
+ * (each scale 1 when the plan has none), and amax_d = max |epilogue(...)|
+ * over all batches, before scale_d and before the conversion to D's dtype,
+ * in float32 (exact whatever the order, so deterministic; a NaN makes it
+ * NaN). A conversion to an 8-bit D rounds to nearest even and saturates
+ * to the largest finite value (448 for e4m3, 57344 for e5m2); NaN stays
+ * NaN. The epilogue's `acc` and outputs' `value` are float32 and exclude
+ * scale_d. On sm_90 the product runs on wgmma (m64nNk32, e4m3/e5m2
+ * inputs), accumulating in the tensor cores' float32 accumulator for the
+ * whole K (what cuBLASLt calls fast accumulation,
+ * CUBLASLT_MATMUL_DESC_FAST_ACCUM); on other targets, or with A or B not
+ * 16-byte aligned at execution, an FFMA kernel computes it in float32.
+ *
+ * Accuracy, checked by tests/gpu/test_matmul.c against a float64
+ * reference of the dequantized inputs (each FP8 element converted exactly
+ * to double and multiplied by its tensor's scale), the epilogue applied in
+ * float64, times scale_d, clamped to D's finite range: for each element,
+ *
+ *   |D - ref| <= 2^-12 * ceil(K / 32) * s * S + u_D * |ref| + e_D
+ *
+ * with S = sum over k of |A[i][k] B[k][j]| (dequantized), s = |alpha| *
+ * scale_d times the epilogue's Lipschitz constant (1 for bias + ReLU), u_D
+ * the unit roundoff of D's dtype (2^-24 float32, 2^-8 bfloat16, 2^-11
+ * float16, 2^-4 e4m3, 2^-3 e5m2) and e_D half its smallest subnormal
+ * (2^-10 e4m3, 2^-17 e5m2, negligible for the others). The first term is
+ * the tensor cores' accumulation: each k32 step adds 32 exact products to
+ * the float32 accumulator keeping about 13 bits below the largest addend
+ * (the FFMA path's float32 sums are well inside it). amax_d is checked
+ * exactly: for a float32 D without scale_d it is max |D| itself, and
+ * otherwise max |D| is amax_d * scale_d (in float32) converted to D's
+ * dtype, since rounding is monotonic.
+ */
+
 /* Defaults: batch 1, float32 everywhere, row-major, packed, alpha 1, beta 0,
- * no C, no epilogue. Sizes are left 0. */
+ * no C, no epilogue, no scales. Sizes are left 0. */
 JITK_API void jitk_matmul_desc_init(jitk_matmul_desc *desc);
 
 /*
@@ -1837,6 +1887,12 @@ typedef struct jitk_matmul_operands {
    * JITK_REDUCE_ROWS, batch x M for JITK_REDUCE_COLUMNS, batch for
    * JITK_REDUCE_ALL, of the reduction's dtype, packed. */
   void *const *reductions;
+  /* FP8 plans (the description's has_a_scale ... has_amax_d): device
+   * pointers to one float32 each, read (or, for amax_d, written) on the
+   * stream in order. Fields added here; a caller compiled before them (a
+   * smaller struct_size) passes none. */
+  const float *a_scale, *b_scale, *d_scale;
+  float *amax_d;
 } jitk_matmul_operands;
 
 JITK_API jitk_status jitk_matmul_operands_init(jitk_matmul_operands *operands);

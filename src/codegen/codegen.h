@@ -193,6 +193,9 @@ typedef struct jk_mm_spec {
   int bn;        /* mma, wgmma: tile width, 128 or 256 (the height is 128) */
   int arow;      /* mma: bytes of K per tile row, 64 or 128 (wgmma: 128) */
   bool pingpong; /* wgmma: consumers take whole tiles in turns (bn 128) */
+  /* FP8 plans: the kernel takes device float32 scales of A, B and D, and
+   * an amax of D (jitk.h, "FP8 plans"). */
+  bool a_scale, b_scale, d_scale, amax;
 } jk_mm_spec;
 
 /* wgmma: tf32 reads A and B K-major only, so a column-major float32 A

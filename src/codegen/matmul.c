@@ -39,10 +39,23 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
     snprintf(label, sizeof label, "reduction %s", r->name);
     jk_cg_user_code(b, label, r->expr, ");", file);
   }
+  if (s->amax) jk_buf_puts(b, "    jitk::mm::amax_fold(_jk_amax_v, value);\n");
+  const char *scaled = s->d_scale ? "value * static_cast<T>(_jk_dscale)" : "value";
   if (s->kind == JK_MM_WGMMA)
-    jk_buf_printf(b, "    return static_cast<%s>(value);\n", ct(s->d));
+    jk_buf_printf(b, "    return static_cast<%s>(%s);\n", ct(s->d), scaled);
   else
-    jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(value);\n", d_at, ct(s->d));
+    jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(%s);\n", d_at, ct(s->d), scaled);
+}
+
+/* FP8 plans' scales, read once per thread before the tile loop: A's and
+ * B's folded into alpha, D's kept for the store; and the thread's running
+ * amax of D, which amax_commit combines after the loop. */
+static void emit_scales(jk_buf *b, const jk_mm_spec *s) {
+  if (s->a_scale || s->b_scale)
+    jk_buf_printf(b, "  const float _jk_ab = static_cast<float>(%.17g)%s%s;\n", s->alpha,
+                  s->a_scale ? " * *_jk_scale_a" : "", s->b_scale ? " * *_jk_scale_b" : "");
+  if (s->d_scale) jk_buf_puts(b, "  const float _jk_dscale = *_jk_scale_d;\n");
+  if (s->amax) jk_buf_puts(b, "  float _jk_amax_v = 0.f;\n");
 }
 
 /* The store of the mma and simt kernels: alpha, beta * C and the epilogue
@@ -65,7 +78,9 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                   "    if (row >= _jk_m || col >= _jk_n) return;\n",
                   acc_type);
   jk_buf_printf(b, "    typedef %s T;\n", acc);
-  if (s->alpha == 1.0)
+  if (s->a_scale || s->b_scale)
+    jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(_jk_ab);\n");
+  else if (s->alpha == 1.0)
     jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v);\n");
   else
     jk_buf_printf(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(%.17g);\n", s->alpha);
@@ -78,7 +93,7 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
         s->beta, s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");
   jk_buf_puts(b, "    (void)acc;\n");
   const char *d_at = s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row";
-  if (in->num_outputs == 0 && in->num_reductions == 0) {
+  if (in->num_outputs == 0 && in->num_reductions == 0 && !s->d_scale && !s->amax) {
     if (s->kind == JK_MM_WGMMA)
       jk_buf_printf(b, "    return static_cast<%s>(static_cast<T>(\n", ct(s->d));
     else
@@ -233,6 +248,11 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   for (size_t i = 0; i < in->num_reductions; i++)
     jk_buf_printf(&b, ",\n    %s *__restrict__ _jk_w%zu",
                   ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)), i);
+  if (s->a_scale) jk_buf_puts(&b, ",\n    const float *__restrict__ _jk_scale_a");
+  if (s->b_scale) jk_buf_puts(&b, ",\n    const float *__restrict__ _jk_scale_b");
+  if (s->d_scale) jk_buf_puts(&b, ",\n    const float *__restrict__ _jk_scale_d");
+  if (s->amax) jk_buf_puts(&b, ",\n    float *__restrict__ _jk_amax");
+  const char *amax_commit = s->amax ? "  jitk::mm::amax_commit(_jk_amax, _jk_amax_v);\n" : "";
   if (wg) {
     /* The tensor maps of A, B and D, the number of tiles of all batches,
      * and whether D goes out through TMA (_jk_td is valid). */
@@ -243,19 +263,25 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "    unsigned int _jk_work, int _jk_use_td) {\n"
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
+    emit_scales(&b, s);
     emit_output(&b, s, in, file, "float");
+    /* matmul_sm90.cuh's KIND: the input types of the wgmma. */
+    const bool e5a = s->a == JITK_FLOAT8_E5M2, e5b = s->b == JITK_FLOAT8_E5M2;
+    const int wkind = s->a == JITK_BFLOAT16  ? 1
+                      : s->a == JITK_FLOAT16 ? 0
+                      : s->a == JITK_FLOAT32 ? 2
+                      : !e5a && !e5b         ? 3
+                      : e5b                  ? 4
+                                             : 5;
     jk_buf_printf(
         &b,
         "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
         "nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, _jk_smem, _jk_value, _jk_put2);\n"
-        "}\n",
-        s->a == JITK_BFLOAT16  ? 1
-        : s->a == JITK_FLOAT16 ? 0
-                               : 2,
-        !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
+        "%s}\n",
+        wkind, !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
         s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
-        s->pingpong ? "true" : "false");
+        s->pingpong ? "true" : "false", amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"
@@ -267,6 +293,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "  const %s *_jk_pb = _jk_b + batch * _jk_sb;\n"
                   "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n",
                   ct(s->a), ct(s->b), ct(s->d));
+    emit_scales(&b, s);
     emit_output(&b, s, in, file, s->kind == JK_MM_MMA ? "float" : acc);
     jk_buf_printf(
         &b,
@@ -288,7 +315,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
           "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
           "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
           s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc);
-    jk_buf_puts(&b, "}\n");
+    jk_buf_printf(&b, "%s}\n", amax_commit);
   }
   /* Each reduction's kernels over its workspace (matmul.cuh says how),
    * the operation and the result's dtype written in. */

@@ -6,6 +6,7 @@
  * twin once and uses that.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@ static CUtensorMapDataType map_type(jitk_dtype t) {
     case JITK_FLOAT16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     case JITK_BFLOAT16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     case JITK_FLOAT64: return CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+    /* TMA only moves the bytes; the wgmma reads them as 8-bit floats. */
+    case JITK_FLOAT8_E4M3:
+    case JITK_FLOAT8_E5M2: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
     default: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   }
 }
@@ -210,6 +214,19 @@ jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_mat
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                      "matmul %s: reduction `%s` has no array (operands->reductions[%zu])", p->name,
                      p->reds[i].name, i);
+  const jitk_matmul_desc *d = &p->d;
+  if (JK_UNLIKELY((d->has_a_scale && o->a_scale == NULL) ||
+                  (d->has_b_scale && o->b_scale == NULL) ||
+                  (d->has_d_scale && o->d_scale == NULL) || (d->has_amax_d && o->amax_d == NULL)))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul %s: the plan takes %s%s%s%s but operands->%s is NULL (execute it with "
+                   "jitk_matmul_execute_ex)",
+                   p->name, d->has_a_scale ? "a_scale " : "", d->has_b_scale ? "b_scale " : "",
+                   d->has_d_scale ? "d_scale " : "", d->has_amax_d ? "amax_d " : "",
+                   d->has_a_scale && o->a_scale == NULL   ? "a_scale"
+                   : d->has_b_scale && o->b_scale == NULL ? "b_scale"
+                   : d->has_d_scale && o->d_scale == NULL ? "d_scale"
+                                                          : "amax_d");
   return JITK_OK;
 }
 
@@ -324,11 +341,21 @@ static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, j
 
 jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
                                    const jitk_matmul_operands *o) {
-  if (o != NULL && o->struct_size != sizeof *o)
-    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_matmul_execute_ex: operands->struct_size is %zu, not %zu; call "
-                   "jitk_matmul_operands_init first",
-                   o->struct_size, sizeof *o);
+  /* A caller compiled before the FP8 fields passes the size up to them:
+   * its operands are read into a whole struct whose new fields are NULL. */
+  const size_t before_fp8 = offsetof(jitk_matmul_operands, a_scale);
+  jitk_matmul_operands whole;
+  if (o != NULL && o->struct_size != sizeof *o) {
+    if (o->struct_size != before_fp8)
+      return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
+                     "jitk_matmul_execute_ex: operands->struct_size is %zu, not %zu; call "
+                     "jitk_matmul_operands_init first",
+                     o->struct_size, sizeof *o);
+    memset(&whole, 0, sizeof whole);
+    memcpy(&whole, o, before_fp8);
+    whole.struct_size = sizeof whole;
+    o = &whole;
+  }
   jitk_status st = jk_mm_check_operands(p, "jitk_matmul_execute_ex", o);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
   jitk_engine *e = p->engine;
@@ -344,6 +371,10 @@ jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
     st = jk_temp_alloc(e, mn * jk_dtype(jk_mm_work_dtype(k->spec.acc, p->reds[i].dtype))->size,
                        stream, &work[i]);
   if (st == JITK_OK && mn > 0) st = jk_mm_run_kernel(p, k, stream, o, work);
+  if (st == JITK_OK && mn == 0 && ds->has_amax_d) { /* the amax of nothing */
+    jk_launch_op clear = {.name = p->name, .clear = o->amax_d, .clear_bytes = sizeof(float)};
+    st = jk_launch_ops(e, stream, &clear, 1);
+  }
   for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++)
     st = run_reduction(p, k, i, stream, work[i], o->reductions[i]);
   for (size_t i = 0; i < p->num_reds; i++)
@@ -363,8 +394,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   const size_t num_extra = o->num_extra;
   /* Parameters: pointers, sizes, leading dimensions, strides, tiles, the
    * epilogue's operands, then the outputs' and the reductions' arrays. */
-  _Alignas(16) unsigned char store[8 * 20 + JK_MAX_EW_PARAMS * 16 * 2 + 2 * JK_MM_MAX_EXTRA * 8];
-  void *kp[24 + JK_MAX_EW_PARAMS + 2 * JK_MM_MAX_EXTRA];
+  _Alignas(16) unsigned char store[8 * 24 + JK_MAX_EW_PARAMS * 16 * 2 + 2 * JK_MM_MAX_EXTRA * 8];
+  void *kp[28 + JK_MAX_EW_PARAMS + 2 * JK_MM_MAX_EXTRA];
   int np = 0;
   unsigned char *cur = store;
   const void *cc = ds->has_c ? c : d;
@@ -406,6 +437,18 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   }
   for (size_t i = 0; i < p->num_outs; i++) JK_PUSH(kp, np, cur, o->outputs[i]);
   for (size_t i = 0; i < p->num_reds; i++) JK_PUSH(kp, np, cur, work[i]);
+  /* FP8 plans' scales and amax, as the kernel declares them. */
+  if (k->spec.a_scale) JK_PUSH(kp, np, cur, o->a_scale);
+  if (k->spec.b_scale) JK_PUSH(kp, np, cur, o->b_scale);
+  if (k->spec.d_scale) JK_PUSH(kp, np, cur, o->d_scale);
+  if (k->spec.amax) {
+    JK_PUSH(kp, np, cur, o->amax_d);
+    /* The kernel's blocks combine their maxima with atomicMax on the
+     * zero this leaves, in stream order before them. */
+    jk_launch_op clear = {.name = p->name, .clear = o->amax_d, .clear_bytes = sizeof(float)};
+    st = jk_launch_ops(e, stream, &clear, 1);
+    if (st != JITK_OK) return st;
+  }
   if (k->spec.kind == JK_MM_WGMMA)
     return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
   return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,

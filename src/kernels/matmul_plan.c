@@ -10,6 +10,7 @@
  * uses that: slower, not wrong.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,16 @@ static bool is_float(jitk_dtype t) {
 
 static const char *order_name(jitk_order o) { return o == JITK_ROW_MAJOR ? "row" : "column"; }
 
+/* A dtype's name for messages, also for a number that is none. */
+static const char *dt_name(jitk_dtype t) { return jk_dtype(t) ? jk_dtype(t)->name : "not a dtype"; }
+
+static bool is_fp8(jitk_dtype t) { return t == JITK_FLOAT8_E4M3 || t == JITK_FLOAT8_E5M2; }
+
+/* What an FP8 plan's C and D may be: what cuBLASLt's FP8 matmuls write. */
+static bool fp8_out_ok(jitk_dtype t) {
+  return t == JITK_FLOAT16 || t == JITK_BFLOAT16 || t == JITK_FLOAT32 || is_fp8(t);
+}
+
 /* Leading dimension and batch stride of an r x c matrix: given ones are
  * checked, 0 means packed. */
 static jitk_status fill_layout(jitk_engine *e, const char *what, jitk_order o, int64_t rows,
@@ -110,7 +121,52 @@ static jitk_status fill_layout(jitk_engine *e, const char *what, jitk_order o, i
   return JITK_OK;
 }
 
+/* The rules of FP8 plans (jitk.h, "FP8 plans"), and that scales and amax
+ * belong to them only; all refused here rather than at execution. */
+static jitk_status check_fp8(jitk_engine *e, const jitk_matmul_desc *d) {
+  const bool fa = is_fp8(d->a_dtype), fb = is_fp8(d->b_dtype);
+  const char *an = dt_name(d->a_dtype), *bn = dt_name(d->b_dtype);
+  if (d->has_a_scale && !fa)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: has_a_scale is set but A is %s; scales are for float8 operands", an);
+  if (d->has_b_scale && !fb)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: has_b_scale is set but B is %s; scales are for float8 operands", bn);
+  if (d->has_d_scale && !is_fp8(d->d_dtype))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: has_d_scale is set but D is %s; D's scale is for a float8 D",
+                   dt_name(d->d_dtype));
+  if (d->has_amax_d && !(fa && fb))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: has_amax_d is set but A and B are %s and %s; D's amax is an output "
+                   "of float8 plans (elsewhere, a reduction MAX of fabs(value) gives it)",
+                   an, bn);
+  if (!fa && !fb) return JITK_OK;
+  if (fa != fb)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: A is %s but B is %s; a float8 operand takes a float8 partner", an, bn);
+  if (d->a_dtype == JITK_FLOAT8_E5M2 && d->b_dtype == JITK_FLOAT8_E5M2)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: A and B are both float8_e5m2; at most one of them may be e5m2 (as "
+                   "cuBLASLt's FP8 matmuls on Hopper): use float8_e4m3fn for the other");
+  if (!fp8_out_ok(d->d_dtype) || (d->has_c && !fp8_out_ok(d->c_dtype)))
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: a float8 plan's %s is %s; it must be float16, bfloat16, float32, "
+                   "float8_e4m3fn or float8_e5m2",
+                   fp8_out_ok(d->d_dtype) ? "C" : "D",
+                   dt_name(fp8_out_ok(d->d_dtype) ? d->c_dtype : d->d_dtype));
+  if (d->a_order != JITK_ROW_MAJOR || d->b_order != JITK_COL_MAJOR)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: float8 A and B must both be K-major, A row-major and B "
+                   "column-major (the layout Hopper's FP8 tensor cores read, and cuBLASLt's "
+                   "\"TN\"); here A is %s-major and B %s-major",
+                   d->a_order == JITK_COL_MAJOR ? "column" : "row",
+                   d->b_order == JITK_COL_MAJOR ? "column" : "row");
+  return JITK_OK;
+}
+
 static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *acc) {
+  jitk_status st;
   if (d->m < 0 || d->n < 0 || d->k < 0 || d->batch < 1)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "matmul: m, n and k must be at least 0 and batch at least 1 (m %lld, n %lld, "
@@ -121,10 +177,14 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
                    (long long)d->batch);
   if (d->m > ((int64_t)1 << 31) * JK_MM_TILE || d->n > ((int64_t)1 << 31) * JK_MM_TILE)
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: m or n too large");
-  if (!is_float(d->a_dtype) || !is_float(d->d_dtype) || (d->has_c && !is_float(d->c_dtype)))
+  st = check_fp8(e, d);
+  if (st != JITK_OK) return st;
+  if (is_fp8(d->a_dtype)) {
+    /* check_fp8 checked the rest; float32 products and sums. */
+  } else if (!is_float(d->a_dtype) || !is_float(d->d_dtype) || (d->has_c && !is_float(d->c_dtype)))
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul: A, B, C and D must be float16, bfloat16, float32 or float64");
-  if (d->b_dtype != d->a_dtype)
+  else if (d->b_dtype != d->a_dtype)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul: A is %s but B is %s; mixed inputs are not "
                    "supported",
@@ -136,10 +196,15 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s is %g; it must be a finite number",
                    !isfinite(d->alpha) ? "alpha" : "beta",
                    !isfinite(d->alpha) ? d->alpha : d->beta);
-  jitk_status st = jk_code_check_directives(e, "epilogue", d->epilogue);
+  st = jk_code_check_directives(e, "epilogue", d->epilogue);
   if (st == JITK_OK) st = jk_code_check_directives(e, "preamble", d->preamble);
   if (st != JITK_OK) return st;
   jitk_dtype in = d->a_dtype;
+  if (is_fp8(in) && d->compute != JITK_COMPUTE_DEFAULT && d->compute != JITK_COMPUTE_FLOAT32)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: float8 inputs compute in float32 (JITK_COMPUTE_DEFAULT or "
+                   "JITK_COMPUTE_FLOAT32), not compute type %d",
+                   (int)d->compute);
   switch (d->compute) {
     case JITK_COMPUTE_DEFAULT: *acc = in == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32; break;
     case JITK_COMPUTE_FLOAT32:
@@ -178,6 +243,16 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     st = fill_layout(e, "C", d->c_order, d->m, d->n, d->batch, d->c_dtype, &d->ldc, &d->stride_c);
   if (st == JITK_OK)
     st = fill_layout(e, "D", d->d_order, d->m, d->n, d->batch, d->d_dtype, &d->ldd, &d->stride_d);
+  /* TMA reads FP8 A and B in rows of 16-byte chunks, and the FFMA twin
+   * that misaligned pointers would take is no answer to a layout that is
+   * wrong for every execution, so the layout is refused here. */
+  if (st == JITK_OK && is_fp8(d->a_dtype) && d->k > 0 &&
+      (d->lda % 16 || d->ldb % 16 || d->stride_a % 16 || d->stride_b % 16))
+    st = jk_fail(e, JITK_ERR_UNSUPPORTED,
+                 "matmul: float8 A and B need leading dimensions and batch strides that are "
+                 "multiples of 16 elements (lda %lld, ldb %lld, batch strides %lld and %lld)",
+                 (long long)d->lda, (long long)d->ldb, (long long)d->stride_a,
+                 (long long)d->stride_b);
   return st;
 }
 
@@ -195,6 +270,14 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
  * JITK_MM_KIND=simt|mma forces a kind the description allows, for
  * measuring and testing. */
 static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
+  if (is_fp8(d->a_dtype)) {
+    /* check_desc left only K-major A and B with 16-byte rows, which
+     * wgmma's TMA reads with any K; elsewhere (and for forcing) FFMA in
+     * float32, which has no mma.sync twin for 8-bit inputs. */
+    bool hopper = !e->target.ptx && e->target.major == 9 && e->target.minor == 0 &&
+                  (!e->has_device || jk_cu_has_tensor_map(e));
+    return hopper && d->k > 0 && getenv("JITK_MM_KIND") == NULL ? JK_MM_WGMMA : JK_MM_SIMT;
+  }
   bool half = d->a_dtype == JITK_FLOAT16 || d->a_dtype == JITK_BFLOAT16;
   bool tf32 = d->a_dtype == JITK_FLOAT32 && d->compute == JITK_COMPUTE_TF32;
   if (!(half || tf32) || d->k == 0) return JK_MM_SIMT;
@@ -235,6 +318,10 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->bn = p->bn;
   s->arow = p->arow;
   s->pingpong = kind == JK_MM_WGMMA && p->pingpong;
+  s->a_scale = d->has_a_scale != 0;
+  s->b_scale = d->has_b_scale != 0;
+  s->d_scale = d->has_d_scale != 0;
+  s->amax = d->has_amax_d != 0;
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
   char *src = NULL;
@@ -450,12 +537,18 @@ static jitk_status copy_extras(jitk_matmul *p, const jitk_matmul_desc *d) {
 jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jitk_matmul **out) {
   if (e == NULL || desc == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_create: an argument is NULL");
-  if (desc->struct_size != sizeof *desc)
+  /* A caller compiled before the FP8 fields passes the size up to them;
+   * those fields are then 0. */
+  const size_t before_fp8 = offsetof(jitk_matmul_desc, has_a_scale);
+  if (desc->struct_size != sizeof *desc && desc->struct_size != before_fp8)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_matmul_create: desc->struct_size is %zu, not %zu; call "
                    "jitk_matmul_desc_init before setting fields",
                    desc->struct_size, sizeof *desc);
-  jitk_matmul_desc d = *desc;
+  jitk_matmul_desc d;
+  memset(&d, 0, sizeof d);
+  memcpy(&d, desc, desc->struct_size);
+  d.struct_size = sizeof d;
   jitk_dtype acc = JITK_FLOAT32;
   jitk_status st = check_desc(e, &d, &acc);
   if (st != JITK_OK) return st;
@@ -585,7 +678,20 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   const jk_mm_spec *s = &p->main.spec;
   const jitk_matmul_desc *d = &p->d;
   bool tf32 = s->a == JITK_FLOAT32;
-  if (s->kind == JK_MM_WGMMA)
+  if (s->kind == JK_MM_WGMMA && is_fp8(s->a))
+    /* 8-bit inputs: 128 of them in the 128 bytes of K a stage holds. */
+    snprintf(buf, size,
+             "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation, tile "
+             "128x%dx128, %d stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
+             "(%s), A row-major, B column-major, D %s stored %s%s%s%s%s; %lld x %lld x %lld, "
+             "batch %lld",
+             jk_dtype(s->a)->name, jk_dtype(s->b)->name, s->bn, s->stages,
+             s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
+             s->d_row ? "by TMA where aligned" : "from registers", s->a_scale ? ", scale A" : "",
+             s->b_scale ? ", scale B" : "", s->d_scale ? ", scale D" : "",
+             s->amax ? ", amax D" : "", (long long)d->m, (long long)d->n, (long long)d->k,
+             (long long)d->batch);
+  else if (s->kind == JK_MM_WGMMA)
     snprintf(buf, size,
              "tensor cores %s %s (wgmma, sm_90a), float32 accumulation, tile 128x%dx%d, %d stages "
              "(TMA), persistent, 1 producer and 2 consumer warpgroups (%s), A %s-major%s, B "
@@ -605,11 +711,12 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else
     snprintf(buf, size,
-             "FFMA (simt) %s, %s accumulation, tile 128x128x%d, 8x8 per thread, 256 threads, A "
-             "%s-major, B %s-major; %lld x %lld x %lld, batch %lld",
-             jk_dtype(s->a)->name, jk_dtype(s->acc)->name, s->acc == JITK_FLOAT64 ? 8 : 16,
-             order_name(d->a_order), order_name(d->b_order), (long long)d->m, (long long)d->n,
-             (long long)d->k, (long long)d->batch);
+             "FFMA (simt) %s%s%s, %s accumulation, tile 128x128x%d, 8x8 per thread, 256 threads, "
+             "A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",
+             jk_dtype(s->a)->name, s->b != s->a ? " x " : "",
+             s->b != s->a ? jk_dtype(s->b)->name : "", jk_dtype(s->acc)->name,
+             s->acc == JITK_FLOAT64 ? 8 : 16, order_name(d->a_order), order_name(d->b_order),
+             (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   size_t used = strlen(buf);
   if (p->tuned && used + 1 < size) snprintf(buf + used, size - used, "; tuned");
   return JITK_OK;

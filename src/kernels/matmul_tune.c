@@ -35,15 +35,20 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
   ops.d = d;
   ops.extra = extra;
   ops.num_extra = num_extra;
-  jitk_status st = jk_mm_check_operands(p, "jitk_matmul_autotune", &ops);
+  /* An FP8 plan's scales are not among autotune's arguments: such a plan
+   * is refused below, before the operands' check would ask for them. */
+  const bool fp8_extras =
+      p != NULL && (p->d.has_a_scale || p->d.has_b_scale || p->d.has_d_scale || p->d.has_amax_d);
+  jitk_status st = fp8_extras ? JITK_OK : jk_mm_check_operands(p, "jitk_matmul_autotune", &ops);
   if (st != JITK_OK) return st;
-  if (p->num_outs > 0 || p->num_reds > 0)
+  if (p->num_outs > 0 || p->num_reds > 0 || fp8_extras)
     /* The tuning table's key leaves the epilogue out: a plan of the same
      * shape without them finds the choice too. */
     return jk_fail(p->engine, JITK_ERR_UNSUPPORTED,
-                   "matmul %s: a plan with outputs or reductions besides D is not autotuned "
-                   "itself; autotune a plan of the same shape and dtypes without them, and "
-                   "plans made afterwards (this kind included) use its choice",
+                   "matmul %s: a plan with outputs or reductions besides D, or with FP8 "
+                   "scales or amax, is not autotuned itself; autotune a plan of the same shape "
+                   "and dtypes without them, and plans made afterwards (this kind included) "
+                   "use its choice",
                    p->name);
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;

@@ -63,6 +63,27 @@ __device__ __forceinline__ void tile_of(unsigned int id, unsigned int tiles_m,
   tn = r / rows;
 }
 
+// D's amax in FP8 plans: each thread keeps the largest |value| of the
+// elements it stored (a NaN, once met, stays), then amax_commit combines
+// the block's into *out, which the launch zeroed. Non-negative floats,
+// and NaN with its sign cleared (above infinity), order as their bits do
+// as unsigned integers, so an atomicMax on the bits gives the exact
+// maximum in any order: the result is the same at every execution. Every
+// thread of a warp calls amax_commit.
+__device__ __forceinline__ void amax_fold(float &m, float v) {
+  const float a = fabsf(v);
+  m = a > m || a != a ? a : m;
+}
+__device__ __forceinline__ void amax_commit(float *out, float m) {
+  unsigned int u = __float_as_uint(m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned int w = __shfl_xor_sync(0xffffffffu, u, o);
+    u = w > u ? w : u;
+  }
+  if ((threadIdx.x & 31) == 0 && u != 0) atomicMax(reinterpret_cast<unsigned int *>(out), u);
+}
+
 // --- simt ------------------------------------------------------------------
 
 // BM = BN = 128, BK = 16 (8 for double), 256 threads as 16 x 16, each 8 x 8

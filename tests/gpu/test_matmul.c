@@ -684,3 +684,279 @@ Test(matmul, outputs_and_reductions_mma_sync) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_extras(e, &cases[i], &seed);
   jitk_engine_destroy(e);
 }
+
+/* --- FP8 plans (issue 16) ---
+ *
+ * Each element of D against a float64 reference of the dequantized inputs
+ * (8-bit values converted exactly, times their scales), with the bound
+ * jitk.h states ("FP8 plans"): 2^-12 ceil(K / 32) |alpha| scale_d S for
+ * the tensor cores' accumulation, S the sum of |a b|, plus the rounding of
+ * D's dtype, plus float32's rounding of the epilogue's terms; the
+ * relative L2 error besides, which a wrong tile or K offset would blow
+ * up. amax_d exactly against the host's max |D| (see jitk.h), D and amax
+ * the same bits at a second execution, amax poisoned before each (the
+ * plan must clear it). */
+typedef struct fp8_case {
+  const char *what;
+  jitk_dtype a, b, d;
+  int64_t m, n, k, batch;
+  jitk_order d_o;
+  jitk_dtype c; /* JITK_DTYPE_NONE: no C */
+  double alpha, beta;
+  float sa, sb, sd; /* 0: the plan has no such scale */
+  int bias_relu;    /* epilogue max(acc + bias[col], (T)0), bias bfloat16 */
+  int amax;
+  int misalign;     /* bytes added to A and B: the FFMA twin */
+  const char *kind; /* expected in the description */
+} fp8_case;
+
+/* Unit roundoff and half the smallest subnormal of D's dtype. */
+static void fp8_rounding(jitk_dtype t, double *u, double *sub) {
+  *sub = 0;
+  switch (t) {
+    case JITK_FLOAT8_E4M3: *u = ldexp(1, -4), *sub = ldexp(1, -10); break;
+    case JITK_FLOAT8_E5M2: *u = ldexp(1, -3), *sub = ldexp(1, -17); break;
+    case JITK_BFLOAT16: *u = ldexp(1, -8), *sub = ldexp(1, -134); break;
+    case JITK_FLOAT16: *u = ldexp(1, -11), *sub = ldexp(1, -25); break;
+    default: *u = ldexp(1, -24), *sub = ldexp(1, -150); break;
+  }
+}
+
+static double fp8_finite_max(jitk_dtype t) {
+  return t == JITK_FLOAT8_E4M3 ? 448 : t == JITK_FLOAT8_E5M2 ? 57344 : INFINITY;
+}
+
+static void run_fp8(jitk_engine *e, const fp8_case *c, uint64_t *seed) {
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  const int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
+  d.m = M;
+  d.n = N;
+  d.k = K;
+  d.batch = B;
+  d.a_dtype = c->a;
+  d.b_dtype = c->b;
+  d.d_dtype = c->d;
+  d.has_c = c->c != JITK_DTYPE_NONE;
+  d.c_dtype = d.has_c ? c->c : c->d;
+  d.a_order = JITK_ROW_MAJOR;
+  d.b_order = JITK_COL_MAJOR;
+  d.d_order = c->d_o;
+  /* Rows of A and B padded to 16 elements, the padding NaN (0x7F in both
+   * formats), which would show if a kernel read it. */
+  const int64_t ld = (K + 15) / 16 * 16;
+  d.lda = d.ldb = ld;
+  d.alpha = c->alpha;
+  d.beta = c->beta;
+  if (c->bias_relu) {
+    d.epilogue = "max(acc + bias[col], (T)0)";
+    d.epilogue_params = "raw bfloat16 bias";
+  }
+  d.has_a_scale = c->sa != 0;
+  d.has_b_scale = c->sb != 0;
+  d.has_d_scale = c->sd != 0;
+  d.has_amax_d = c->amax;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
+  const size_t sna = (size_t)(B * M * ld), snb = (size_t)(B * N * ld), nd = (size_t)(B * M * N);
+  const size_t des = jt_dtype_size(c->d), ces = jt_dtype_size(d.c_dtype);
+  uint8_t *sa = malloc(sna + 64), *sb = malloc(snb + 64);
+  memset(sa, 0x7F, sna + 64);
+  memset(sb, 0x7F, snb + 64);
+  double *ha = malloc(sizeof(double) * (size_t)(B * M * K)),
+         *hb = malloc(sizeof(double) * (size_t)(B * N * K));
+  for (int64_t r = 0; r < B * M; r++)
+    for (int64_t q = 0; q < K; q++) {
+      const size_t at = (size_t)(r * ld + q) + (size_t)c->misalign;
+      jt_write_real(sa, c->a, at, 2 * jt_uniform(seed));
+      ha[r * K + q] = jt_read_real(sa, c->a, at);
+    }
+  for (int64_t r = 0; r < B * N; r++) /* B column-major: column j of batch b is row b * N + j */
+    for (int64_t q = 0; q < K; q++) {
+      const size_t at = (size_t)(r * ld + q) + (size_t)c->misalign;
+      jt_write_real(sb, c->b, at, 2 * jt_uniform(seed));
+      hb[r * K + q] = jt_read_real(sb, c->b, at);
+    }
+  unsigned char *sc = malloc(nd * ces), *sd = malloc(nd * des), *sd2 = malloc(nd * des);
+  double *hc = malloc(nd * sizeof(double));
+  for (size_t i = 0; i < nd; i++) { /* row-major C */
+    jt_write_real(sc, d.c_dtype, i, 4 * jt_uniform(seed));
+    hc[i] = jt_read_real(sc, d.c_dtype, i);
+  }
+  uint16_t *sbias = malloc((size_t)N * 2);
+  double *hbias = malloc((size_t)N * sizeof(double));
+  for (int64_t j = 0; j < N; j++) {
+    jt_write_real(sbias, JITK_BFLOAT16, (size_t)j, 8 * jt_uniform(seed));
+    hbias[j] = jt_read_real(sbias, JITK_BFLOAT16, (size_t)j);
+  }
+  float scales[3] = {c->sa, c->sb, c->sd};
+  void *da = jt_dev_alloc(e, sna + 64), *db = jt_dev_alloc(e, snb + 64),
+       *dc = jt_dev_alloc(e, nd * ces), *dd = jt_dev_alloc(e, nd * des),
+       *dbias = jt_dev_alloc(e, (size_t)N * 2), *dscales = jt_dev_alloc(e, sizeof scales),
+       *damax = jt_dev_alloc(e, 4);
+  jt_to_dev(e, da, sa, sna + 64);
+  jt_to_dev(e, db, sb, snb + 64);
+  jt_to_dev(e, dc, sc, nd * ces);
+  jt_to_dev(e, dbias, sbias, (size_t)N * 2);
+  jt_to_dev(e, dscales, scales, sizeof scales);
+  jitk_arg extra[1] = {jitk_arg_ptr(dbias, JITK_BFLOAT16)};
+  jitk_matmul_operands o;
+  JT_OK(e, jitk_matmul_operands_init(&o));
+  o.a = (char *)da + c->misalign;
+  o.b = (char *)db + c->misalign;
+  o.c = d.has_c ? dc : NULL;
+  o.d = dd;
+  o.extra = extra;
+  o.num_extra = c->bias_relu ? 1 : 0;
+  o.a_scale = c->sa != 0 ? (float *)dscales : NULL;
+  o.b_scale = c->sb != 0 ? (float *)dscales + 1 : NULL;
+  o.d_scale = c->sd != 0 ? (float *)dscales + 2 : NULL;
+  o.amax_d = c->amax ? damax : NULL;
+  float amax = 0, amax2 = 0;
+  for (int run = 0; run < 2; run++) {
+    jt_poison(e, dd, nd * des);
+    jt_poison(e, damax, 4);
+    JT_OK(e, jitk_matmul_execute_ex(p, NULL, &o));
+    jt_to_host(e, run ? sd2 : sd, dd, nd * des);
+    if (c->amax) jt_to_host(e, run ? &amax2 : &amax, damax, 4);
+  }
+  cr_assert(memcmp(sd, sd2, nd * des) == 0, "%s: D differs between two executions", c->what);
+  cr_assert(memcmp(&amax, &amax2, 4) == 0, "%s: amax differs between two executions", c->what);
+  double u, sub;
+  fp8_rounding(c->d, &u, &sub);
+  const double sa_ = c->sa != 0 ? c->sa : 1, sb_ = c->sb != 0 ? c->sb : 1,
+               sd_ = c->sd != 0 ? c->sd : 1, dmax = fp8_finite_max(c->d);
+  const double acc_eps = ldexp(1, -12) * (double)((K + 31) / 32);
+  double err2 = 0, ref2 = 0, max_d = 0, ref_amax = 0, amax_slack = 0;
+  size_t bad = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        const double *ar = ha + (b * M + i) * K, *bc = hb + (b * N + j) * K;
+        double dot = 0, s = 0;
+        for (int64_t q = 0; q < K; q++) {
+          dot += ar[q] * bc[q];
+          s += fabs(ar[q] * bc[q]);
+        }
+        dot *= sa_ * sb_;
+        s *= sa_ * sb_;
+        double v = c->alpha * dot, terms = fabs(c->alpha * dot);
+        if (d.has_c && c->beta != 0) {
+          v += c->beta * hc[(b * M + i) * N + j];
+          terms += fabs(c->beta * hc[(b * M + i) * N + j]);
+        }
+        if (c->bias_relu) {
+          terms += fabs(hbias[j]);
+          v = v + hbias[j] > 0 ? v + hbias[j] : 0;
+        }
+        if (fabs(v) > ref_amax) ref_amax = fabs(v);
+        const double acc_err = acc_eps * fabs(c->alpha) * s + 8 * ldexp(1, -24) * terms;
+        if (acc_err > amax_slack) amax_slack = acc_err;
+        double ref = sd_ * v;
+        ref = ref > dmax ? dmax : ref < -dmax ? -dmax : ref;
+        const size_t at = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
+        const double got = jt_read_real(sd, c->d, at);
+        const double bound = fabs(sd_) * acc_err + u * fabs(ref) + sub;
+        if (!(fabs(got - ref) <= bound)) {
+          if (bad++ < 5)
+            cr_log_error("%s: D[%lld][%lld][%lld] = %.9g, reference %.9g, bound %.3g", c->what,
+                         (long long)b, (long long)i, (long long)j, got, ref, bound);
+        }
+        if (fabs(got) > max_d) max_d = fabs(got);
+        err2 += (got - ref) * (got - ref);
+        ref2 += ref * ref;
+      }
+  const double rel = sqrt(err2 / (ref2 > 0 ? ref2 : 1)), rel_tol = u > 1e-3 ? 2 * u : 1e-2;
+  cr_assert(bad == 0 && rel <= rel_tol,
+            "%s (%s): %zu elements outside the bound, relative L2 error %.3g (tolerance %.3g)",
+            c->what, desc, bad, rel, rel_tol);
+  if (c->amax) {
+    /* Exact: max |D| is amax itself (float32 D, no scale of D), or amax
+     * times scale_d in float32 rounded to D's dtype, rounding being
+     * monotonic (and saturating alike). */
+    unsigned char want[8];
+    jt_write_real(want, c->d, 0, (double)(float)((float)amax * (float)fabs(sd_)));
+    const double want_d =
+        c->d == JITK_FLOAT32 && c->sd == 0 ? (double)amax : jt_read_real(want, c->d, 0);
+    cr_assert(want_d == max_d, "%s: amax %.9g (as D: %.9g) but max |D| is %.9g", c->what,
+              (double)amax, want_d, max_d);
+    cr_assert(fabs((double)amax - ref_amax) <= amax_slack + ldexp(1, -24) * ref_amax,
+              "%s: amax %.9g, reference %.9g (bound %.3g)", c->what, (double)amax, ref_amax,
+              amax_slack);
+  }
+  void *bufs[] = {da, db, dc, dd, dbias, dscales, damax};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    JT_OK(e, jitk_device_free(e, bufs[i], NULL));
+  free(sa);
+  free(sb);
+  free(ha);
+  free(hb);
+  free(sc);
+  free(sd);
+  free(sd2);
+  free(hc);
+  free(sbias);
+  free(hbias);
+  jitk_matmul_destroy(p);
+}
+
+#define E4 JITK_FLOAT8_E4M3
+#define E5 JITK_FLOAT8_E5M2
+#define NO_C JITK_DTYPE_NONE
+
+static const fp8_case fp8_cases[] = {
+    {"fp8 e4m3 x e4m3, bf16 D, bias+ReLU, scales, amax, tails, batch 2", E4, E4, JITK_BFLOAT16, 200,
+     264, 512, 2, R, NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 0, "wgmma"},
+    {"fp8 e4m3 x e5m2, f32 D, bf16 C, alpha, beta, bias+ReLU, amax", E4, E5, JITK_FLOAT32, 1000,
+     1000, 1024, 1, R, JITK_BFLOAT16, 0.75, 0.5, 0.5f, 1.25f, 0, 1, 1, 0, "wgmma"},
+    {"fp8 e4m3 x e4m3, e4m3 D, scale D, bias+ReLU, amax", E4, E4, E4, 1000, 1000, 1024, 1, R, NO_C,
+     1, 0, 0.3f, 0.7f, 0.25f, 1, 1, 0, "wgmma"},
+    {"fp8 e5m2 x e4m3, e4m3 D saturating, amax", E5, E4, E4, 256, 384, 256, 1, R, NO_C, 1, 0, 1.5f,
+     1.0f, 16.0f, 0, 1, 0, "wgmma"},
+    {"fp8 e4m3 x e5m2, e5m2 D column-major, batch 2, signs", E4, E5, E5, 200, 264, 512, 2, C, NO_C,
+     1, 0, 0.5f, 0.5f, 2.0f, 0, 1, 0, "wgmma"},
+    {"fp8 e4m3 x e4m3, f16 D, K = 200 (tail of a 128-wide K tile), C e4m3", E4, E4, JITK_FLOAT16,
+     136, 200, 200, 1, R, E4, 1, -1, 0.8f, 0.9f, 0, 1, 1, 0, "wgmma"},
+    {"fp8 e4m3 x e4m3, f32 D, no scales, no amax", E4, E4, JITK_FLOAT32, 130, 136, 96, 1, R, NO_C,
+     2, 0, 0, 0, 0, 0, 0, 0, "wgmma"},
+    {"fp8 misaligned A and B: FFMA twin, bf16 D, amax", E4, E5, JITK_BFLOAT16, 200, 264, 512, 1, R,
+     NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 1, "wgmma"},
+};
+
+Test(matmul, fp8_wgmma) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xF8;
+  for (size_t i = 0; i < sizeof fp8_cases / sizeof fp8_cases[0]; i++)
+    run_fp8(e, &fp8_cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* The cooperative schedule's 128 x 256 tiles (the n256 8-bit wgmma). */
+Test(matmul, fp8_wgmma_cooperative) {
+  setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xF9;
+  for (size_t i = 1; i < 5; i++) {
+    fp8_case c = fp8_cases[i];
+    c.kind = "(cooperative)";
+    run_fp8(e, &c, &seed);
+  }
+  jitk_engine_destroy(e);
+}
+
+/* The FFMA kernel (JITK_MM_KIND forces it; the path of GPUs without
+ * wgmma) holds to the same bounds. */
+Test(matmul, fp8_ffma) {
+  setenv("JITK_MM_KIND", "simt", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xFA;
+  for (size_t i = 0; i < 6; i++) {
+    fp8_case c = fp8_cases[i];
+    c.kind = "FFMA (simt) float8";
+    run_fp8(e, &c, &seed);
+  }
+  jitk_engine_destroy(e);
+}

@@ -9,12 +9,14 @@
  *  - cuBLASLt's plain product, then a jitk elementwise bias+ReLU in place
  *    over D: the extra pass over D that a fused epilogue saves.
  * Then tf32 and float32 at 4096^3 with no epilogue (D = A @ B), jitk's
- * plan against CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_32F.
- * Then bfloat16 bias+ReLU on shapes whose N or K is not a multiple of 8
- * (4096 x 4095 x 4096, 4096 x 4096 x 4095, 4095^3, a vocabulary
- * projection 8192 x 50257 x 1024, 2048 x 11008 x 4095), each after the
- * nearest aligned shape, its jitk row saying what fraction of that
- * shape's throughput it keeps.
+ * plan against CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_32F. Then
+ * FP8 (float8_e4m3fn A and B, bfloat16 D and bias) at 8192^3, D = A @ B +
+ * bias[col], against cuBLASLt's FP8 product with its BIAS epilogue
+ * (bench_fp8). Then bfloat16 bias+ReLU on shapes whose N or K is not a
+ * multiple of 8 (4096 x 4095 x 4096, 4096 x 4096 x 4095, 4095^3, a
+ * vocabulary projection 8192 x 50257 x 1024, 2048 x 11008 x 4095), each
+ * after the nearest aligned shape, its jitk row saying what fraction of
+ * that shape's throughput it keeps.
  *
  * Times are CUDA events around one product on the default stream, the
  * median of 10 after 3 of warm-up; TFLOP/s counts 2 M N K. At 4096^3 each
@@ -603,6 +605,269 @@ static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   case_free(&c);
 }
 
+/*
+ * FP8: bfloat16 D = A @ B + bias[col] at 8192^3, A and B float8_e4m3fn
+ * (A row-major, B column-major: both K-major, cuBLASLt's "TN"), a
+ * bfloat16 bias, scales of A and B of 1 on the device; the jitk plan
+ * against cuBLASLt's FP8 product with CUBLASLT_EPILOGUE_BIAS, with
+ * CUBLASLT_MATMUL_DESC_FAST_ACCUM (whole-K accumulation in the tensor
+ * cores, as jitk's wgmma kernel does: the like-for-like figure) and
+ * without it. 1000 sampled elements are checked against float64 with the
+ * bound of jitk.h ("FP8 plans").
+ */
+typedef struct fp8_bench {
+  jitk_engine *e;
+  lt_lib *lt;
+  jitk_matmul *plan;
+  jitk_matmul_operands ops;
+  jitk_arg extra[1];
+  lt_plan fast, slow;
+  void *a, *b, *d, *bias, *scales;
+  int64_t m, n, k;
+} fp8_bench;
+
+static void run_fp8_jitk(void *ctx) {
+  fp8_bench *f = ctx;
+  CHECK(f->e, jitk_matmul_execute_ex(f->plan, NULL, &f->ops));
+}
+
+static cublasStatus_t lt_fp8_run(fp8_bench *f, const lt_plan *p) {
+  const float alpha = 1.0f, beta = 0.0f;
+  return f->lt->cublasLtMatmul(f->lt->handle, p->desc, &alpha, f->b, p->a, f->a, p->b, &beta, f->d,
+                               p->d, f->d, p->d, &p->algo, f->lt->workspace, LT_WORKSPACE,
+                               (cudaStream_t)0);
+}
+
+static void run_fp8_lt(fp8_bench *f, const lt_plan *p) {
+  cublasStatus_t st = lt_fp8_run(f, p);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "jitk-bench: cublasLtMatmul (FP8) failed: %s\n",
+            f->lt->cublasLtGetStatusName(st));
+    exit(1);
+  }
+}
+
+static void run_fp8_lt_fast(void *ctx) {
+  fp8_bench *f = ctx;
+  run_fp8_lt(f, &f->fast);
+}
+
+static void run_fp8_lt_slow(void *ctx) {
+  fp8_bench *f = ctx;
+  run_fp8_lt(f, &f->slow);
+}
+
+/* cuBLASLt's FP8 product D^T = B^T A^T (see lt_plan): its A is our
+ * column-major B, k x n with leading dimension k, transposed; its B our
+ * row-major A, k x m with leading dimension k; D bfloat16 n x m. */
+static cublasStatus_t lt_fp8_create(fp8_bench *f, int fast, lt_plan *p) {
+  lt_lib *lt = f->lt;
+  memset(p, 0, sizeof *p);
+  cublasStatus_t st = lt->cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const cublasOperation_t op_t = CUBLAS_OP_T;
+  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  const int32_t bias_type = CUDA_R_16BF;
+  const int8_t fast_accum = (int8_t)fast;
+  const float *sa = f->scales, *sb = (const float *)f->scales + 1;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t,
+                                            sizeof op_t);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                            sizeof epi);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &f->bias,
+                                            sizeof f->bias);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                            &bias_type, sizeof bias_type);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                            sizeof fast_accum);
+  if (st == CUBLAS_STATUS_SUCCESS) /* cuBLASLt's A is our B */
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
+                                            sizeof sb);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
+                                            sizeof sa);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st =
+        lt->cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, (uint64_t)f->k, (uint64_t)f->n, f->k);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st =
+        lt->cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, (uint64_t)f->k, (uint64_t)f->m, f->k);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatrixLayoutCreate(&p->d, CUDA_R_16BF, (uint64_t)f->n, (uint64_t)f->m, f->n);
+  cublasLtMatmulPreference_t pref = NULL;
+  if (st == CUBLAS_STATUS_SUCCESS) st = lt->cublasLtMatmulPreferenceCreate(&pref);
+  uint64_t ws = LT_WORKSPACE;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t result;
+  memset(&result, 0, sizeof result);
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = lt->cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                            &result, &found);
+  if (pref != NULL) lt->cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    p->algo = result.algo;
+    st = lt_fp8_run(f, p);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS) lt_plan_destroy(lt, p);
+  return st;
+}
+
+/* Sampled elements of D against float64, within jitk.h's FP8 bound for a
+ * bfloat16 D; the others counted. */
+static size_t fp8_check(fp8_bench *f, const uint8_t *ha, const uint8_t *hb, const uint16_t *hbias) {
+  const size_t nd = (size_t)(f->m * f->n);
+  uint16_t *hd = malloc(nd * 2);
+  if (hd == NULL) return SAMPLES;
+  CHECK(f->e, jitk_memcpy(f->e, hd, f->d, nd * 2, NULL));
+  CHECK(f->e, jitk_stream_synchronize(f->e, NULL));
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  size_t bad = 0;
+  const double acc_eps = ldexp(1, -12) * (double)((f->k + 31) / 32);
+  for (int i = 0; i < SAMPLES; i++) {
+    const int64_t r = (int64_t)(next_random(&state) % (uint64_t)f->m);
+    const int64_t c = (int64_t)(next_random(&state) % (uint64_t)f->n);
+    double sum = 0, abs_sum = 0;
+    for (int64_t q = 0; q < f->k; q++) {
+      const double p = (double)jitk_float8_e4m3_to_float(ha[r * f->k + q]) *
+                       (double)jitk_float8_e4m3_to_float(hb[c * f->k + q]);
+      sum += p;
+      abs_sum += fabs(p);
+    }
+    const double bias = jitk_bfloat16_to_float(hbias[c]), want = sum + bias;
+    const double got = jitk_bfloat16_to_float(hd[r * f->n + c]);
+    if (!(fabs(got - want) <=
+          acc_eps * abs_sum + ldexp(1, -8) * fabs(want) + ldexp(1, -22) * (fabs(sum) + fabs(bias))))
+      bad++;
+  }
+  free(hd);
+  return bad;
+}
+
+static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_kernels *k,
+                      mm_table *t) {
+  fp8_bench f;
+  memset(&f, 0, sizeof f);
+  f.e = e;
+  f.lt = lt;
+  f.m = f.n = f.k = 8192;
+  const char *dname = "float8_e4m3fn", *shape = "8192^3";
+  bench_array a, b, bias;
+  bench_array_make(&a, e, JITK_FLOAT8_E4M3, 2, f.m, f.k);
+  bench_array_make(&b, e, JITK_FLOAT8_E4M3, 2, f.n, f.k); /* B column-major: n rows of k */
+  bench_array_make(&bias, e, JITK_BFLOAT16, 1, f.n, 0);
+  bench_fill_random(e, k->fill, &a, 501u);
+  bench_fill_random(e, k->fill, &b, 502u);
+  bench_fill_random(e, k->fill, &bias, 503u);
+  f.a = a.data;
+  f.b = b.data;
+  f.bias = bias.data;
+  const float ones[2] = {1.0f, 1.0f};
+  CHECK(e, jitk_device_alloc(e, (size_t)(f.m * f.n) * 2, NULL, &f.d));
+  CHECK(e, jitk_device_alloc(e, sizeof ones, NULL, &f.scales));
+  CHECK(e, jitk_memcpy(e, f.scales, ones, sizeof ones, NULL));
+
+  jitk_matmul_desc desc;
+  jitk_matmul_desc_init(&desc);
+  desc.m = f.m;
+  desc.n = f.n;
+  desc.k = f.k;
+  desc.a_dtype = desc.b_dtype = JITK_FLOAT8_E4M3;
+  desc.d_dtype = JITK_BFLOAT16;
+  desc.b_order = JITK_COL_MAJOR;
+  desc.epilogue = "acc + bias[col]";
+  desc.epilogue_params = "raw bfloat16 bias";
+  desc.has_a_scale = desc.has_b_scale = 1;
+  CHECK(e, jitk_matmul_create(e, &desc, &f.plan));
+  char described[320];
+  CHECK(e, jitk_matmul_describe(f.plan, described, sizeof described));
+  printf("jitk-bench matmul: %s %s: %s\n", dname, shape, described);
+  fflush(stdout);
+  f.extra[0] = jitk_arg_ptr(f.bias, JITK_BFLOAT16);
+  CHECK(e, jitk_matmul_operands_init(&f.ops));
+  f.ops.a = f.a;
+  f.ops.b = f.b;
+  f.ops.d = f.d;
+  f.ops.extra = f.extra;
+  f.ops.num_extra = 1;
+  f.ops.a_scale = f.scales;
+  f.ops.b_scale = (const float *)f.scales + 1;
+
+  const size_t na = (size_t)(f.m * f.k), nb = (size_t)(f.n * f.k);
+  uint8_t *ha = malloc(na), *hb = malloc(nb);
+  uint16_t *hbias = malloc((size_t)f.n * 2);
+  if (ha == NULL || hb == NULL || hbias == NULL) {
+    fprintf(stderr, "jitk-bench: out of host memory\n");
+    exit(1);
+  }
+  CHECK(e, jitk_memcpy(e, ha, f.a, na, NULL));
+  CHECK(e, jitk_memcpy(e, hb, f.b, nb, NULL));
+  CHECK(e, jitk_memcpy(e, hbias, f.bias, (size_t)f.n * 2, NULL));
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+
+  bench_array dview = {0};
+  dview.data = f.d;
+  dview.dtype = JITK_BFLOAT16;
+  dview.ndim = 2;
+  dview.shape[0] = f.m;
+  dview.shape[1] = f.n;
+  poison(e, &dview);
+  const double jitk_tf = tflops(f.m, f.n, f.k, bench_time_ms(e, WARMUP, REPS, run_fp8_jitk, &f));
+  const size_t jitk_bad = fp8_check(&f, ha, hb, hbias);
+  char note[400];
+  double lt_tf[2] = {0, 0};
+  size_t lt_bad[2] = {0, 0};
+  cublasStatus_t why[2] = {CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_NOT_INITIALIZED};
+  for (int fast = 1; fast >= 0 && lt->dl != NULL; fast--) {
+    lt_plan *p = fast ? &f.fast : &f.slow;
+    why[fast] = lt_fp8_create(&f, fast, p);
+    if (why[fast] != CUBLAS_STATUS_SUCCESS) continue;
+    poison(e, &dview);
+    lt_tf[fast] =
+        tflops(f.m, f.n, f.k,
+               bench_time_ms(e, WARMUP, REPS, fast ? run_fp8_lt_fast : run_fp8_lt_slow, &f));
+    lt_bad[fast] = fp8_check(&f, ha, hb, hbias);
+    lt_plan_destroy(lt, p);
+  }
+  if (lt->dl == NULL)
+    snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
+  else if (lt_tf[1] > 0)
+    snprintf(note, sizeof note,
+             "%.2f of cuBLASLt FP8 BIAS with fast accumulation (goal >= 0.95), %.2f of it "
+             "without; %zu wrong",
+             jitk_tf / lt_tf[1], lt_tf[0] > 0 ? jitk_tf / lt_tf[0] : 0.0, jitk_bad);
+  else
+    snprintf(note, sizeof note, "%zu wrong; cuBLASLt has no FP8 BIAS product here (%s)", jitk_bad,
+             lt->cublasLtGetStatusName(why[1]));
+  add_row(t, dname, shape, "jitk bias (bfloat16 D)", jitk_tf, note);
+  for (int fast = 1; fast >= 0; fast--)
+    if (lt_tf[fast] > 0) {
+      snprintf(note, sizeof note, "bfloat16 bias and D%s; %zu wrong",
+               fast ? ", CUBLASLT_MATMUL_DESC_FAST_ACCUM" : "", lt_bad[fast]);
+      add_row(t, dname, shape, fast ? "cuBLASLt BIAS (fast accumulation)" : "cuBLASLt BIAS",
+              lt_tf[fast], note);
+    } else if (lt->dl != NULL) {
+      printf("jitk-bench matmul: FP8: cuBLASLt%s refused (%s)\n",
+             fast ? " with fast accumulation" : "", lt->cublasLtGetStatusName(why[fast]));
+    }
+  t->wrong += jitk_bad + lt_bad[0] + lt_bad[1];
+  free(ha);
+  free(hb);
+  free(hbias);
+  jitk_matmul_destroy(f.plan);
+  void *bufs[] = {f.a, f.b, f.d, f.bias, f.scales};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    CHECK(e, jitk_device_free(e, bufs[i], NULL));
+  CHECK(e, jitk_stream_synchronize(e, NULL));
+}
+
 int bench_matmul(int argc, char **argv) {
   bench_session bs;
   int skipped = bench_open("matmul", argc, argv, &bs);
@@ -641,6 +906,7 @@ int bench_matmul(int argc, char **argv) {
                   shapes[s].name, &t);
   bench_plain(e, &lt, lt_why, &k, 1, &t);
   bench_plain(e, &lt, lt_why, &k, 0, &t);
+  bench_fp8(e, &lt, lt_why, &k, &t);
   /* N or K off a multiple of 8 (rows off 16 bytes: the plan copies the
    * operand first), each beside the nearest aligned shape in the same run;
    * issue 16's goal is >= 0.85 of its throughput. */

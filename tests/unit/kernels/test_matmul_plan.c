@@ -5,6 +5,8 @@
  * mma.sync kernels for sm_80) with a C and an epilogue, the epilogue's
  * errors citing its text, and descriptions refused with a clear message.
  */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -427,5 +429,202 @@ Test(matmul_plan, bad_outputs_and_reductions_fail_at_creation) {
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_operands_init",
            jitk_matmul_execute_ex(p, NULL, &ops));
   jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* --- FP8 plans (issue 16) --- */
+
+static const char *dtype_name(jitk_dtype t) {
+  jitk_dtype_info info;
+  return jitk_dtype_get_info(t, &info) == JITK_OK ? info.name : "?";
+}
+
+/* An FP8 description as cuBLASLt takes it: A row-major, B column-major. */
+static jitk_matmul_desc fp8_desc(jitk_dtype a, jitk_dtype b, jitk_dtype out, int64_t m, int64_t n,
+                                 int64_t k) {
+  jitk_matmul_desc d = desc(a, m, n, k);
+  d.b_dtype = b;
+  d.c_dtype = d.d_dtype = out;
+  d.b_order = JITK_COL_MAJOR;
+  return d;
+}
+
+/* Every supported pair of 8-bit inputs with D of every dtype it may have
+ * (and a C, scales, amax and bias + ReLU) plans on wgmma for sm_90a, and
+ * the generated source, which names jitk's 8-bit types, compiles. */
+Test(matmul_plan, fp8_plans_take_wgmma_and_compile) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const struct {
+    jitk_dtype a, b, d;
+    int kind;
+  } cases[] = {
+      {JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 3},
+      {JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_FLOAT32, 3},
+      {JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, 3},
+      {JITK_FLOAT8_E4M3, JITK_FLOAT8_E5M2, JITK_FLOAT16, 4},
+      {JITK_FLOAT8_E4M3, JITK_FLOAT8_E5M2, JITK_FLOAT8_E5M2, 4},
+      {JITK_FLOAT8_E5M2, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 5},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const bool d8 = cases[i].d == JITK_FLOAT8_E4M3 || cases[i].d == JITK_FLOAT8_E5M2;
+    jitk_matmul_desc d = fp8_desc(cases[i].a, cases[i].b, cases[i].d, 200, 264, 512);
+    d.batch = 2;
+    d.has_c = i % 2;
+    d.beta = 0.5;
+    d.alpha = 0.75;
+    d.epilogue = "relu(acc + bias[col])";
+    d.epilogue_params = "raw bfloat16 bias";
+    d.has_a_scale = d.has_b_scale = d.has_amax_d = 1;
+    d.has_d_scale = d8;
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    char buf[512], want[128];
+    JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+    snprintf(want, sizeof want, "tensor cores %s x %s m64nNk32 (wgmma, sm_90a)",
+             dtype_name(cases[i].a), dtype_name(cases[i].b));
+    cr_assert(strncmp(buf, want, strlen(want)) == 0, "case %zu: %s", i, buf);
+    cr_assert(strstr(buf, d8 ? "scale A, scale B, scale D, amax D" : "scale A, scale B, amax D"),
+              "case %zu: %s", i, buf);
+    const char *src;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    snprintf(want, sizeof want, "jitk::mm90::gemm<%d, false, false,", cases[i].kind);
+    cr_assert(strstr(src, want) != NULL, "case %zu: %s", i, src);
+    cr_assert(strstr(src, "#include <jitk/fp8.cuh>") != NULL, "case %zu", i);
+    cr_assert(strstr(src, "jitk::mm::amax_commit(_jk_amax, _jk_amax_v)") != NULL, "case %zu", i);
+    cr_assert((strstr(src, "value * static_cast<T>(_jk_dscale)") != NULL) == d8, "case %zu", i);
+    jitk_matmul_destroy(p);
+  }
+  /* Without scales or amax the store is the plain one. */
+  jitk_matmul_desc d = fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 64, 64, 64);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  const char *src;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  cr_assert(strstr(src, "_jk_scale_a") == NULL && strstr(src, "_jk_amax") == NULL, "%s", src);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* The cooperative schedule's 128 x 256 tiles use the n256 8-bit wgmma. */
+Test(matmul_plan, fp8_cooperative_schedule_compiles) {
+  setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d =
+      fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 4096, 4096, 4096);
+  d.epilogue = "relu(acc + bias[col])";
+  d.epilogue_params = "raw bfloat16 bias";
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "tile 128x256x128, 3 stages") != NULL, "%s", buf);
+  cr_assert(strstr(buf, "(cooperative)") != NULL, "%s", buf);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* Without wgmma (sm_80 here, or K = 0) an FP8 plan computes in float32 on
+ * CUDA cores, scales and amax included. */
+Test(matmul_plan, fp8_ffma_elsewhere) {
+  jitk_engine *e = jt_compile_engine("sm_80");
+  jitk_matmul_desc d =
+      fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E5M2, JITK_FLOAT8_E4M3, 200, 264, 512);
+  d.has_a_scale = d.has_b_scale = d.has_d_scale = d.has_amax_d = 1;
+  d.epilogue = "relu(acc + bias[col])";
+  d.epilogue_params = "raw T bias";
+  expect_kind(e, &d, "FFMA (simt) float8_e4m3fn x float8_e5m2, float32 accumulation", "sm_80");
+  jitk_engine_destroy(e);
+  e = jt_compile_engine("sm_90");
+  d.k = 0;
+  expect_kind(e, &d, "FFMA (simt) float8_e4m3fn x float8_e5m2", "k = 0");
+  jitk_engine_destroy(e);
+}
+
+/* Each description an FP8 plan cannot take fails at creation, with a
+ * message that says why. */
+Test(matmul_plan, fp8_bad_descriptions_fail_at_creation) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul *p = NULL;
+  const jitk_dtype e4 = JITK_FLOAT8_E4M3, e5 = JITK_FLOAT8_E5M2;
+  jitk_matmul_desc d = fp8_desc(e4, e4, JITK_BFLOAT16, 64, 64, 64);
+  d.a_order = JITK_COL_MAJOR;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "A is column-major and B column-major",
+           jitk_matmul_create(e, &d, &p));
+  cr_assert(strstr(jitk_errmsg(e), "must both be K-major") != NULL, "%s", jitk_errmsg(e));
+  d = fp8_desc(e4, e4, JITK_BFLOAT16, 64, 64, 64);
+  d.b_order = JITK_ROW_MAJOR;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "A is row-major and B row-major",
+           jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e5, e5, JITK_BFLOAT16, 64, 64, 64);
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "both float8_e5m2", jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, JITK_BFLOAT16, JITK_BFLOAT16, 64, 64, 64);
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "a float8 operand takes a float8 partner",
+           jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, e4, JITK_FLOAT64, 64, 64, 64);
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "D is float64; it must be float16, bfloat16, float32",
+           jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, e4, JITK_INT8, 64, 64, 64);
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "D is int8", jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, e4, JITK_BFLOAT16, 64, 64, 64);
+  d.has_c = 1;
+  d.c_dtype = JITK_FLOAT64;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "C is float64", jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, e4, JITK_BFLOAT16, 64, 64, 64);
+  d.compute = JITK_COMPUTE_TF32;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "float8 inputs compute in float32",
+           jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, e4, JITK_BFLOAT16, 64, 64, 32);
+  d.lda = 40; /* TMA's rows are whole 16-byte chunks */
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "multiples of 16 elements (lda 40",
+           jitk_matmul_create(e, &d, &p));
+  /* Scales for operands that are not 8-bit, and D's amax in a plan that
+   * is not FP8. */
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.has_a_scale = 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_a_scale is set but A is bfloat16",
+           jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_FLOAT16, 64, 64, 64);
+  d.has_b_scale = 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_b_scale is set but B is float16",
+           jitk_matmul_create(e, &d, &p));
+  d = fp8_desc(e4, e4, JITK_BFLOAT16, 64, 64, 64);
+  d.has_d_scale = 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_d_scale is set but D is bfloat16",
+           jitk_matmul_create(e, &d, &p));
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.has_amax_d = 1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_amax_d is set but A and B are bfloat16",
+           jitk_matmul_create(e, &d, &p));
+  /* A plan with scales executes only through jitk_matmul_execute_ex, and
+   * autotunes only without them; a compile-only engine executes nothing. */
+  d = fp8_desc(e4, e4, JITK_FLOAT8_E4M3, 64, 64, 64);
+  d.has_a_scale = d.has_d_scale = 1;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "FP8 scales or amax, is not autotuned",
+           jitk_matmul_autotune(p, NULL, &d, &d, NULL, &d, NULL, 0));
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "", jitk_matmul_execute(p, NULL, &d, &d, NULL, &d, NULL, 0));
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* A caller compiled before the FP8 fields (a smaller struct_size) still
+ * makes plans, and its operands still execute them. */
+Test(matmul_plan, descriptions_from_before_fp8_fields) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.struct_size = offsetof(jitk_matmul_desc, has_a_scale);
+  d.has_a_scale = 1; /* beyond the old size: never read */
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  jitk_matmul_operands o;
+  JT_OK(e, jitk_matmul_operands_init(&o));
+  o.struct_size = offsetof(jitk_matmul_operands, a_scale);
+  o.a = o.b = o.d = &d;
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "", jitk_matmul_execute_ex(p, NULL, &o));
+  o.struct_size = 12;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 12", jitk_matmul_execute_ex(p, NULL, &o));
+  jitk_matmul_destroy(p);
+  d.struct_size = 24;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 24", jitk_matmul_create(e, &d, &p));
   jitk_engine_destroy(e);
 }
