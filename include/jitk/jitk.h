@@ -1793,6 +1793,24 @@ typedef struct jitk_matmul_desc {
   size_t num_outputs;
   const jitk_matmul_reduction *reductions;
   size_t num_reductions;
+  /* Split-K, for products with too few output tiles to fill the device
+   * (decode shapes: M up to a few hundred, N and K large): K is cut into
+   * slices computed by separate blocks, whose float32 partial tiles are
+   * summed in slice order by a second small kernel that then applies
+   * alpha, beta * C, the epilogue, the outputs and the reductions once per
+   * element. 0: jitk chooses from the shape and the device's
+   * multiprocessors (and a choice jitk_matmul_autotune stored); 1: no
+   * split; N: N slices of K. Deterministic: no atomics, so two executions
+   * of a plan give the same bits; a different number of slices sums in a
+   * different order, so its last bits may differ. The workspace
+   * (slices x batch x M x N float32) is allocated in stream order at each
+   * execution, as the reductions' is. Refused when the plan is made: a
+   * negative value, more slices than the plan's kernel has K-tiles (its
+   * depth in K: 64 for 16-bit wgmma, 32 for tf32, 16 for FFMA; the message
+   * says which), and a split of a float64 plan (its sums would be rounded to
+   * float32). This field was added last: a caller compiled before it
+   * passes the smaller struct_size and gets 0. */
+  int split_k;
 } jitk_matmul_desc;
 
 /* Defaults: batch 1, float32 everywhere, row-major, packed, alpha 1, beta 0,
