@@ -705,8 +705,10 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
              order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
              order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
-             s->d_row ? "by TMA where aligned" : "from registers", (long long)d->m, (long long)d->n,
-             (long long)d->k, (long long)d->batch);
+             s->split   ? "by the split-K fix-up"
+             : s->d_row ? "by TMA where aligned"
+                        : "from registers",
+             (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
              "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x%dx%d, %d stages "
