@@ -1869,7 +1869,9 @@ JITK_API jitk_status jitk_matmul_execute_ex(jitk_matmul *plan, jitk_stream strea
 
 /*
  * Optional: times the plan's candidate configurations (tile shapes,
- * pipeline depths, schedules of its kernel kind) on the device by running
+ * pipeline depths, schedules of its kernel kind, and where the output
+ * tiles are too few to fill the device, split-K slice counts, unless the
+ * description set split_k) on the device by running
  * each on these operands, as jitk_matmul_execute would, several times after
  * a warm-up; keeps the fastest as the plan's kernel, and stores the choice
  * in the kernel cache's database under this device and the plan's shape
