@@ -443,9 +443,10 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // splits). For each output, in range or not, value(z, row, col, acc) gives
 // D's element (and must not read operands out of range); `td` and put2 are
 // as in store_rows. z is the batch, or with split-K (splits > 1) the
-// workspace's plane, slice * batches + batch. Rows from M on are not
-// computed: a 64-row half of a tile wholly beyond M issues no MMAs and
-// stores nothing, which halves the tensor work of products with M <= 64. A_MN: A is M-major (column-major), B_MN: B is N-major
+// workspace's plane, slice * batches + batch. A 64-row half of a tile
+// wholly beyond M stores nothing. (It still runs its MMAs: skipping them
+// under a branch makes ptxas serialize every wgmma of the kernel, C7520,
+// and decode shapes are bound by reading B, not by the tensor cores.) A_MN: A is M-major (column-major), B_MN: B is N-major
 // (row-major), both for 16-bit inputs only.
 //
 // PP false (cooperative): both consumers work on every tile, each on 64 of
@@ -544,10 +545,6 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       const unsigned int first = entry;
       entry += nk;
       if (PP && static_cast<int>(j & 1) != cw) continue;
-      bool live[HALVES];
-#pragma unroll
-      for (int h = 0; h < HALVES; h++)
-        live[h] = static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M;
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
 #pragma unroll
@@ -576,7 +573,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
             const unsigned long long da =
                 A_MN ? desc(sa + h * 64 * 128 + kk * KSTEP * 128, BK * 128, 1024)
                      : desc(sa + h * 64 * 128 + kk * KSTEP * ES, 16, 1024);
-            if (live[h]) wgmma<KIND, BN, A_MN ? 1 : 0, B_MN ? 1 : 0>(acc[h], da, db);
+            wgmma<KIND, BN, A_MN ? 1 : 0, B_MN ? 1 : 0>(acc[h], da, db);
           }
         }
         wg_commit();
@@ -598,7 +595,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       if (nk > 0 && lane == 0) bar_arrive(empty + 8 * prev);
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
-        if (live[h])
+        if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
           store_rows<BN>(acc[h], td, staging + cw * 32768, used, 1 + cw, static_cast<long long>(z),
                          static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
                          static_cast<long long>(tn) * BN, smem_raw, value, put2);
