@@ -542,8 +542,16 @@ static jitk_status choose_split(jitk_matmul *p, jk_mm_kind kind) {
   if (d->split_k > 65535)
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: split_k is %d; at most 65535 slices",
                    d->split_k);
+  /* JITK_MM_SPLIT=N sets the split of plans that leave it to jitk, for
+   * measuring (as JITK_MM_TILE sets the tile); one that does not fit is
+   * ignored. */
+  const char *force = getenv("JITK_MM_SPLIT");
+  int forced = force != NULL ? atoi(force) : 0;
   if (d->split_k >= 1)
     p->split = d->split_k;
+  else if (forced >= 1 && forced <= (kt > 0 ? kt : 1) &&
+           (forced == 1 || d->a_dtype != JITK_FLOAT64))
+    p->split = forced;
   else if (p->split < 1)
     p->split = jk_mm_auto_split(p, kind, jk_mm_sms(e));
   /* A tuned split may not fit a tile JITK_MM_TILE changed afterwards. */
