@@ -1802,6 +1802,24 @@ typedef struct jitk_matmul_desc {
    * by jitk_matmul_execute_ex. See "FP8 plans" below. Fields added here;
    * a caller compiled before them (a smaller struct_size) gets 0. */
   int has_a_scale, has_b_scale, has_d_scale, has_amax_d;
+  /* Split-K, for products with too few output tiles to fill the device
+   * (decode shapes: M up to a few hundred, N and K large): K is cut into
+   * slices computed by separate blocks, whose float32 partial tiles are
+   * summed in slice order by a second small kernel that then applies
+   * alpha, beta * C, the epilogue, the outputs and the reductions once per
+   * element. 0: jitk chooses from the shape and the device's
+   * multiprocessors (and a choice jitk_matmul_autotune stored); 1: no
+   * split; N: N slices of K. Deterministic: no atomics, so two executions
+   * of a plan give the same bits; a different number of slices sums in a
+   * different order, so its last bits may differ. The workspace
+   * (slices x batch x M x N float32) is allocated in stream order at each
+   * execution, as the reductions' is. Refused when the plan is made: a
+   * negative value, more slices than the plan's kernel has K-tiles (its
+   * depth in K: 64 for 16-bit wgmma, 32 for tf32, 16 for FFMA; the message
+   * says which), and a split of a float64 plan (its sums would be rounded to
+   * float32). This field was added last: a caller compiled before it
+   * passes the smaller struct_size and gets 0. */
+  int split_k;
 } jitk_matmul_desc;
 
 /*
@@ -1907,7 +1925,9 @@ JITK_API jitk_status jitk_matmul_execute_ex(jitk_matmul *plan, jitk_stream strea
 
 /*
  * Optional: times the plan's candidate configurations (tile shapes,
- * pipeline depths, schedules of its kernel kind) on the device by running
+ * pipeline depths, schedules of its kernel kind, and where the output
+ * tiles are too few to fill the device, split-K slice counts, unless the
+ * description set split_k) on the device by running
  * each on these operands, as jitk_matmul_execute would, several times after
  * a warm-up; keeps the fastest as the plan's kernel, and stores the choice
  * in the kernel cache's database under this device and the plan's shape

@@ -196,7 +196,19 @@ typedef struct jk_mm_spec {
   /* FP8 plans: the kernel takes device float32 scales of A, B and D, and
    * an amax of D (jitk.h, "FP8 plans"). */
   bool a_scale, b_scale, d_scale, amax;
+  /* Split-K: the kernel computes slice blockIdx.z (wgmma: of its work
+   * item) of K into a float32 workspace, and the module's second kernel,
+   * "<name>_sk", sums the slices in order and applies the epilogue. */
+  bool split;
 } jk_mm_spec;
+
+/* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K
+ * into: FFMA 16 (8 in float64), mma.sync arow bytes, wgmma 128 bytes. */
+static inline int jk_mm_ktile(const jk_mm_spec *s) {
+  const int es = s->a == JITK_FLOAT32 ? 4 : s->a == JITK_FLOAT64 ? 8 : 2;
+  if (s->kind == JK_MM_SIMT) return s->acc == JITK_FLOAT64 ? 8 : 16;
+  return (s->kind == JK_MM_MMA ? s->arow : 128) / es;
+}
 
 /* wgmma: tf32 reads A and B K-major only, so a column-major float32 A
  * and a row-major float32 B are first transposed by the module's second

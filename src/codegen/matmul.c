@@ -120,6 +120,42 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                   s->d_row ? "row * _jk_ldd + col + 1" : "(col + 1) * _jk_ldd + row");
 }
 
+/* The head of one of the module's kernels, NAME then `suffix`, up to its
+ * last common parameter: the matrices, sizes, leading dimensions,
+ * strides, tile counts, the epilogue's operands, the outputs, the
+ * reductions' workspaces, and an FP8 plan's scales and amax. The main
+ * kernel and split-K's fix-up take the same, so one packing serves
+ * both. */
+static void emit_head(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *bounds,
+                      const char *suffix) {
+  const char *acc = ct(s->acc);
+  jk_buf_printf(b,
+                "extern \"C\" __global__ void __launch_bounds__(%s) %s%s(\n"
+                "    const %s *_jk_a, const %s *_jk_b, const %s *_jk_c, %s *_jk_d,\n"
+                "    long long _jk_m, long long _jk_n, long long _jk_k, long long _jk_lda,\n"
+                "    long long _jk_ldb, long long _jk_ldc, long long _jk_ldd, long long _jk_sa,\n"
+                "    long long _jk_sb, long long _jk_sc, long long _jk_sd,\n"
+                "    unsigned int _jk_tiles_m, unsigned int _jk_tiles_n",
+                bounds, in->name, suffix, ct(s->a), ct(s->b), ct(s->has_c ? s->c : s->d), ct(s->d));
+  for (size_t p = 0; p < in->params->count; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    const char *t = d->placeholder >= 0 ? acc : ct(d->dtype);
+    if (d->raw)
+      jk_buf_printf(b, ",\n    jitk::mm::rd<%s, %s> %s", t, acc, d->name);
+    else
+      jk_buf_printf(b, ",\n    const %s %s", t, d->name);
+  }
+  for (size_t i = 0; i < in->num_outputs; i++)
+    jk_buf_printf(b, ",\n    %s *__restrict__ _jk_o%zu", ct(in->outputs[i].dtype), i);
+  for (size_t i = 0; i < in->num_reductions; i++)
+    jk_buf_printf(b, ",\n    %s *__restrict__ _jk_w%zu",
+                  ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)), i);
+  if (s->a_scale) jk_buf_puts(b, ",\n    const float *__restrict__ _jk_scale_a");
+  if (s->b_scale) jk_buf_puts(b, ",\n    const float *__restrict__ _jk_scale_b");
+  if (s->d_scale) jk_buf_puts(b, ",\n    const float *__restrict__ _jk_scale_d");
+  if (s->amax) jk_buf_puts(b, ",\n    float *__restrict__ _jk_amax");
+}
+
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source) {
   const jk_mm_spec *s = in->spec;
   jk_buf b;
@@ -226,36 +262,16 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "}\n",
                   in->name, u, u, u, u, u);
   }
-  jk_buf_printf(&b,
-                "extern \"C\" __global__ void __launch_bounds__(%s) %s(\n"
-                "    const %s *_jk_a, const %s *_jk_b, const %s *_jk_c, %s *_jk_d,\n"
-                "    long long _jk_m, long long _jk_n, long long _jk_k, long long _jk_lda,\n"
-                "    long long _jk_ldb, long long _jk_ldc, long long _jk_ldd, long long _jk_sa,\n"
-                "    long long _jk_sb, long long _jk_sc, long long _jk_sd,\n"
-                "    unsigned int _jk_tiles_m, unsigned int _jk_tiles_n",
-                wg ? "384, 1" : "256", in->name, ct(s->a), ct(s->b), ct(s->has_c ? s->c : s->d),
-                ct(s->d));
-  for (size_t p = 0; p < in->params->count; p++) {
-    const jk_param_decl *d = &in->params->params[p];
-    const char *t = d->placeholder >= 0 ? acc : ct(d->dtype);
-    if (d->raw)
-      jk_buf_printf(&b, ",\n    jitk::mm::rd<%s, %s> %s", t, acc, d->name);
-    else
-      jk_buf_printf(&b, ",\n    const %s %s", t, d->name);
-  }
-  for (size_t i = 0; i < in->num_outputs; i++)
-    jk_buf_printf(&b, ",\n    %s *__restrict__ _jk_o%zu", ct(in->outputs[i].dtype), i);
-  for (size_t i = 0; i < in->num_reductions; i++)
-    jk_buf_printf(&b, ",\n    %s *__restrict__ _jk_w%zu",
-                  ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)), i);
-  if (s->a_scale) jk_buf_puts(&b, ",\n    const float *__restrict__ _jk_scale_a");
-  if (s->b_scale) jk_buf_puts(&b, ",\n    const float *__restrict__ _jk_scale_b");
-  if (s->d_scale) jk_buf_puts(&b, ",\n    const float *__restrict__ _jk_scale_d");
-  if (s->amax) jk_buf_puts(&b, ",\n    float *__restrict__ _jk_amax");
-  const char *amax_commit = s->amax ? "  jitk::mm::amax_commit(_jk_amax, _jk_amax_v);\n" : "";
+  emit_head(&b, s, in, wg ? "384, 1" : "256", "");
+  if (s->split) jk_buf_puts(&b, ",\n    float *__restrict__ _jk_ws, unsigned int _jk_splits");
+  /* A split kernel writes raw partial sums: the fix-up applies the scales
+   * and takes the amax. */
+  const char *amax_commit =
+      s->amax && !s->split ? "  jitk::mm::amax_commit(_jk_amax, _jk_amax_v);\n" : "";
   if (wg) {
-    /* The tensor maps of A, B and D, the number of tiles of all batches,
-     * and whether D goes out through TMA (_jk_td is valid). */
+    /* The tensor maps of A, B and D (with split-K, of the workspace), the
+     * number of work items of all batches and slices, and whether the
+     * result goes out through TMA (_jk_td is valid). */
     jk_buf_puts(&b,
                 ",\n    const __grid_constant__ jitk::mm90::tensor_map _jk_ta,\n"
                 "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
@@ -263,8 +279,23 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "    unsigned int _jk_work, int _jk_use_td) {\n"
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
-    emit_scales(&b, s);
-    emit_output(&b, s, in, file, "float");
+    if (!s->split) emit_scales(&b, s);
+    if (s->split)
+      /* A slice's partial sums, unchanged, to its plane of the workspace
+       * (z: slice * batches + batch); the epilogue waits for the sum. */
+      jk_buf_puts(&b,
+                  "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v) "
+                  "-> float {\n"
+                  "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
+                  "  auto _jk_put2 = [&](long long z, long long row, long long col, float _jk_v0, "
+                  "float _jk_v1) {\n"
+                  "    if (row >= _jk_m) return;\n"
+                  "    float *_jk_pw = _jk_ws + (z * _jk_m + row) * _jk_n;\n"
+                  "    if (col < _jk_n) _jk_pw[col] = _jk_v0;\n"
+                  "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
+                  "  };\n");
+    else
+      emit_output(&b, s, in, file, "float");
     /* matmul_sm90.cuh's KIND: the input types of the wgmma. */
     const bool e5a = s->a == JITK_FLOAT8_E5M2, e5b = s->b == JITK_FLOAT8_E5M2;
     const int wkind = s->a == JITK_BFLOAT16  ? 1
@@ -277,11 +308,12 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         &b,
         "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
         "nullptr,\n"
-        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, _jk_smem, _jk_value, _jk_put2);\n"
+        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_m, _jk_smem, _jk_value, "
+        "_jk_put2);\n"
         "%s}\n",
         wkind, !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
         s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
-        s->pingpong ? "true" : "false", amax_commit);
+        s->pingpong ? "true" : "false", s->split ? "_jk_splits" : "1u", amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"
@@ -290,11 +322,36 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "  const long long batch = blockIdx.y;\n"
                   "  (void)batch;\n"
                   "  const %s *_jk_pa = _jk_a + batch * _jk_sa;\n"
-                  "  const %s *_jk_pb = _jk_b + batch * _jk_sb;\n"
-                  "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n",
-                  ct(s->a), ct(s->b), ct(s->d));
-    emit_scales(&b, s);
-    emit_output(&b, s, in, file, s->kind == JK_MM_MMA ? "float" : acc);
+                  "  const %s *_jk_pb = _jk_b + batch * _jk_sb;\n",
+                  ct(s->a), ct(s->b));
+    const char *kk = "_jk_k";
+    if (s->split) {
+      /* Slice blockIdx.z of K: K-tiles kt * z / splits up to kt * (z + 1) /
+       * splits (every slice has one at least, as the plan allows no more
+       * slices than K-tiles), A and B advanced to its start; its partial
+       * sums go to plane (z * batches + batch) of the workspace. */
+      jk_buf_printf(
+          &b,
+          "  const long long _jk_kt = (_jk_k + %d) / %d;\n"
+          "  const long long _jk_k0 = _jk_kt * blockIdx.z / _jk_splits * %d;\n"
+          "  const long long _jk_k1 = _jk_kt * (blockIdx.z + 1) / _jk_splits * %d < _jk_k\n"
+          "      ? _jk_kt * (blockIdx.z + 1) / _jk_splits * %d : _jk_k;\n"
+          "  _jk_pa += _jk_k0 * %s;\n"
+          "  _jk_pb += _jk_k0 * %s;\n"
+          "  float *_jk_pw = _jk_ws + ((long long)blockIdx.z * gridDim.y + batch) * _jk_m * "
+          "_jk_n;\n"
+          "  auto _jk_store = [&](long long row, long long col, float _jk_v) {\n"
+          "    if (row >= _jk_m || col >= _jk_n) return;\n"
+          "    _jk_pw[row * _jk_n + col] = _jk_v;\n"
+          "  };\n",
+          jk_mm_ktile(s) - 1, jk_mm_ktile(s), jk_mm_ktile(s), jk_mm_ktile(s), jk_mm_ktile(s),
+          s->a_k ? "1" : "_jk_lda", s->b_n ? "_jk_ldb" : "1");
+      kk = "_jk_k1 - _jk_k0";
+    } else {
+      jk_buf_printf(&b, "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n", ct(s->d));
+      emit_scales(&b, s);
+      emit_output(&b, s, in, file, s->kind == JK_MM_MMA ? "float" : acc);
+    }
     jk_buf_printf(
         &b,
         "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
@@ -302,20 +359,55 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         s->kind == JK_MM_MMA ? s->bn : 128);
     if (s->kind == JK_MM_MMA)
       jk_buf_printf(&b,
-                    "  jitk::mm::mma_gemm<%d, %d, %s, %d, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
+                    "  jitk::mm::mma_gemm<%d, %d, %s, %d, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "
                     "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_smem, _jk_store);\n",
                     s->stages,
                     s->a == JITK_BFLOAT16  ? 1
                     : s->a == JITK_FLOAT16 ? 0
                                            : 2,
-                    s->b_n ? "true" : "false", s->bn, s->arow);
+                    s->b_n ? "true" : "false", s->bn, s->arow, kk);
     else
-      jk_buf_printf(
-          &b,
-          "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, _jk_k, "
-          "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
-          s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc);
+      jk_buf_printf(&b,
+                    "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "
+                    "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
+                    s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc,
+                    kk);
     jk_buf_printf(&b, "%s}\n", amax_commit);
+  }
+  if (s->split) {
+    /* Split-K's fix-up: each element's slices summed in slice order (the
+     * same bits every run), then alpha, beta * C, the epilogue, the
+     * outputs and the reductions' terms applied once, by the store of the
+     * FFMA kernel. Threads run along D's rows, as the workspace lies;
+     * grid: (columns / 256, rows or 65535, batches). No thread returns
+     * early: an FP8 plan's amax is combined by whole warps at the end. */
+    jk_mm_spec fs = *s;
+    fs.kind = JK_MM_SIMT;
+    emit_head(&b, s, in, "256", "_sk");
+    jk_buf_printf(&b,
+                  ",\n    const float *__restrict__ _jk_ws, unsigned int _jk_splits) {\n"
+                  "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_k;\n  (void)_jk_lda;\n"
+                  "  (void)_jk_ldb;\n  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n"
+                  "  (void)_jk_sc;\n  (void)_jk_tiles_m;\n  (void)_jk_tiles_n;\n"
+                  "  const long long batch = blockIdx.z;\n"
+                  "  (void)batch;\n"
+                  "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n",
+                  ct(s->d));
+    emit_scales(&b, s);
+    emit_output(&b, &fs, in, file, "float");
+    jk_buf_puts(&b,
+                "  const long long _jk_col = (long long)blockIdx.x * 256 + threadIdx.x;\n"
+                "  const long long _jk_plane = (long long)gridDim.z * _jk_m * _jk_n;\n"
+                "  for (long long _jk_row = blockIdx.y; _jk_col < _jk_n && _jk_row < _jk_m;\n"
+                "       _jk_row += gridDim.y) {\n"
+                "    const float *_jk_p = _jk_ws + (batch * _jk_m + _jk_row) * _jk_n + _jk_col;\n"
+                "    float _jk_sum = _jk_p[0];\n"
+                "    for (unsigned int _jk_i = 1; _jk_i < _jk_splits; _jk_i++)\n"
+                "      _jk_sum += _jk_p[_jk_i * _jk_plane];\n"
+                "    _jk_store(_jk_row, _jk_col, _jk_sum);\n"
+                "  }\n");
+    if (s->amax) jk_buf_puts(&b, "  jitk::mm::amax_commit(_jk_amax, _jk_amax_v);\n");
+    jk_buf_puts(&b, "}\n");
   }
   /* Each reduction's kernels over its workspace (matmul.cuh says how),
    * the operation and the result's dtype written in. */

@@ -26,6 +26,11 @@ typedef struct mm_kernel {
   /* Each reduction's kernels over its workspace (NAME_rIa, NAME_rIb;
    * the second is NULL over the columns). */
   CUfunction red[JK_MM_MAX_EXTRA][2];
+  /* Split-K (spec.split): the fix-up kernel NAME_sk, and the slices an
+   * execution cuts K into (the kernel takes any count from 2 up to its
+   * K-tiles; autotuning times several on one compiled kernel). */
+  CUfunction fix;
+  int splits;
 } mm_kernel;
 
 struct jitk_matmul {
@@ -38,6 +43,7 @@ struct jitk_matmul {
   int stages, bn, arow;         /* the tensor-core tile: K-tiles in flight, width, K bytes */
   bool pingpong;                /* wgmma: the ping-pong schedule */
   bool tuned;                   /* the configuration came from the tuning table */
+  int split;                    /* K slices (1: none); 0 while not yet chosen */
   /* Outputs and reductions besides D, their strings the plan's own and
    * the outputs' ld and stride filled in. */
   jitk_matmul_output outs[JK_MM_MAX_EXTRA];
@@ -58,6 +64,25 @@ void jk_mm_tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t s
 
 /* The plan's tile configuration as the tuning table stores it. */
 void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size);
+
+/* A stored configuration back onto the plan, for a kernel of `kind`:
+ * false (and the plan untouched) when it does not parse or does not fit.
+ * A choice stored before split-K had no `split=`: the plan's split is then
+ * left to be chosen (0); a split beyond the K-tiles is cut to them. */
+bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *choice);
+
+/* K-tiles of the plan's kernel of `kind` in its current configuration:
+ * the most slices split-K may cut K into. */
+int64_t jk_mm_ktiles(const jitk_matmul *p, jk_mm_kind kind);
+
+/* The split jitk chooses for the plan's kernel of `kind` in its current
+ * configuration, from the shape and `sms` multiprocessors. */
+int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms);
+
+/* Multiprocessors split-K plans for: the device's, or on a compile-only
+ * engine those of the arch's data-center part (132 for sm_90, 108 for
+ * sm_80). */
+int jk_mm_sms(const jitk_engine *e);
 
 /* Checks the operands of an execution (or an autotune call) of the plan. */
 jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_matmul_operands *o);

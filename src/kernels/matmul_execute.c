@@ -107,15 +107,16 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
  * store it, D; one resident block per multiprocessor working through all
  * tiles. */
 static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *a,
-                                const void *b, void *d, void **kp, int np, unsigned int tm,
-                                unsigned int tn) {
+                                const void *b, void *d, void *ws, void **kp, int np,
+                                unsigned int tm, unsigned int tn) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;
   const jk_mm_spec *s = &k->spec;
   const uint64_t es = jk_dtype(s->a)->size, des = jk_dtype(s->d)->size;
   const uint64_t M = (uint64_t)ds->m, N = (uint64_t)ds->n, K = (uint64_t)ds->k,
                  nb = (uint64_t)ds->batch;
-  uint64_t work64 = (uint64_t)tm * tn * nb;
+  const uint64_t splits = (uint64_t)k->splits;
+  uint64_t work64 = (uint64_t)tm * tn * nb * splits;
   if (work64 > UINT32_MAX)
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: more than 2^32 tiles", p->name);
   unsigned int work = (unsigned int)work64;
@@ -167,12 +168,21 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
       r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
                      (uint32_t)s->bn);
   }
-  /* D through TMA when row-major with 16-byte aligned rows. */
+  /* D through TMA when row-major with 16-byte aligned rows; with split-K,
+   * the workspace (splits x batches planes of M x N float32) the same way
+   * when its rows are. */
   uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
-  if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 && sd % 16 == 0 &&
-      encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
-          CUDA_SUCCESS)
+  if (s->split) {
+    if (r == CUDA_SUCCESS && (N * 4) % 16 == 0 && ((uintptr_t)ws & 15) == 0 &&
+        encode_map(e, &maps[2], JITK_FLOAT32, ws, N, M, nb * splits, N * 4, M * N * 4, 32, 64) ==
+            CUDA_SUCCESS)
+      use_td = 1;
+  } else if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 &&
+             sd % 16 == 0 &&
+             encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
+                 CUDA_SUCCESS) {
     use_td = 1;
+  }
   if (r != CUDA_SUCCESS) {
     st = jk_cuda_fail(e, r, "cuTensorMapEncodeTiled");
     goto done;
@@ -449,8 +459,34 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
     st = jk_launch_ops(e, stream, &clear, 1);
     if (st != JITK_OK) return st;
   }
+  if (!k->spec.split) {
+    if (k->spec.kind == JK_MM_WGMMA)
+      return launch_wgmma(p, k, (CUstream)stream, a, b, d, NULL, kp, np, tm, tn);
+    return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
+                        (unsigned int)k->smem, kp);
+  }
+  /* Split-K: the slices' partial sums into a workspace of splits x batches
+   * planes of M x N float32, then the fix-up kernel over it, which takes
+   * the same parameters up to the reductions' and then the workspace. */
+  const unsigned int splits = (unsigned int)k->splits;
+  const size_t plane = (size_t)ds->m * (size_t)ds->n;
+  void *ws = NULL;
+  st = jk_temp_alloc(e, plane * (size_t)ds->batch * splits * sizeof(float), stream, &ws);
+  if (st != JITK_OK) return st;
+  JK_PUSH(kp, np, cur, ws);
+  JK_PUSH(kp, np, cur, splits);
+  char what[160];
+  snprintf(what, sizeof what, "the split-K fix-up of matmul %s", p->name);
   if (k->spec.kind == JK_MM_WGMMA)
-    return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
-  return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
-                      (unsigned int)k->smem, kp);
+    st = launch_wgmma(p, k, (CUstream)stream, a, b, d, ws, kp, np, tm, tn);
+  else
+    st = jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, splits, 256, 1,
+                      1, (unsigned int)k->smem, kp);
+  if (st == JITK_OK) {
+    unsigned int rows = ds->m < 65535 ? (unsigned int)ds->m : 65535;
+    st = jk_launch_fn(e, stream, k->fix, what, (unsigned int)ceil_div((uint64_t)ds->n, 256), rows,
+                      (unsigned int)ds->batch, 256, 1, 1, 0, kp);
+  }
+  jk_temp_free(e, ws, stream);
+  return st;
 }

@@ -322,6 +322,8 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->b_scale = d->has_b_scale != 0;
   s->d_scale = d->has_d_scale != 0;
   s->amax = d->has_amax_d != 0;
+  s->split = p->split > 1 && acc == JITK_FLOAT32;
+  out->splits = s->split ? p->split : 1;
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
   char *src = NULL;
@@ -354,6 +356,14 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
         return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
       }
       r = jk_cu_get_function(e, (CUmodule)out->entry->cu, pad, &out->pad);
+    }
+    if (r == CUDA_SUCCESS && s->split) {
+      char fn[512];
+      if (snprintf(fn, sizeof fn, "%s_sk", p->name) >= (int)sizeof fn) {
+        jk_ctx_leave(e, saved);
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: the kernel's name is too long");
+      }
+      r = jk_cu_get_function(e, (CUmodule)out->entry->cu, fn, &out->fix);
     }
     for (size_t i = 0; r == CUDA_SUCCESS && i < p->num_reds; i++)
       for (int step = 0; r == CUDA_SUCCESS && step < 2; step++) {
@@ -402,8 +412,8 @@ void jk_mm_tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t s
 /* A configuration as the tuning table spells it, and back; a choice that
  * does not parse or does not fit the kind is ignored. */
 void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size) {
-  snprintf(buf, size, "bn=%d arow=%d stages=%d pingpong=%d", p->bn, p->arow, p->stages,
-           (int)p->pingpong);
+  snprintf(buf, size, "bn=%d arow=%d stages=%d pingpong=%d split=%d", p->bn, p->arow, p->stages,
+           (int)p->pingpong, p->split > 1 ? p->split : 1);
 }
 
 static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingpong) {
@@ -414,16 +424,75 @@ static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingp
   return !pingpong && (size_t)stages * (size_t)arow * (128 + (size_t)bn) <= 227 * 1024;
 }
 
-static bool choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
-  int bn, arow, stages, pp;
-  if (sscanf(s, "bn=%d arow=%d stages=%d pingpong=%d", &bn, &arow, &stages, &pp) != 4 ||
-      !choice_fits(kind, bn, arow, stages, pp))
-    return false;
+bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
+  int bn, arow, stages, pp, split = 0;
+  int got =
+      sscanf(s, "bn=%d arow=%d stages=%d pingpong=%d split=%d", &bn, &arow, &stages, &pp, &split);
+  if (got < 4 || (got == 5 && split < 1) || !choice_fits(kind, bn, arow, stages, pp)) return false;
   p->bn = bn;
   p->arow = arow;
   p->stages = stages;
   p->pingpong = pp != 0;
+  /* The class's K is rounded up to a power of two: a split tuned on a
+   * longer K may not fit this one. */
+  int64_t kt = jk_mm_ktiles(p, kind);
+  p->split = got == 5 ? (int)(split > kt ? (kt > 0 ? kt : 1) : split) : 0;
+  if (p->d.a_dtype == JITK_FLOAT64 && p->split > 1) p->split = 1;
   return true;
+}
+
+int64_t jk_mm_ktiles(const jitk_matmul *p, jk_mm_kind kind) {
+  jk_mm_spec s;
+  memset(&s, 0, sizeof s);
+  s.kind = kind;
+  s.a = p->d.a_dtype;
+  s.acc = p->d.a_dtype == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32;
+  s.arow = p->arow;
+  const int64_t bk = jk_mm_ktile(&s);
+  return p->d.k > 0 ? (p->d.k + bk - 1) / bk : 0;
+}
+
+int jk_mm_sms(const jitk_engine *e) {
+  if (e->has_device && e->info.multiprocessors > 0) return e->info.multiprocessors;
+  return e->target.major == 8 && e->target.minor == 0 ? 108 : 132;
+}
+
+/*
+ * Split-K's choice: a small model of the time in K-steps of one
+ * multiprocessor (a step of a 128 x 128 tile moves 32 KiB of 16-bit A and
+ * B; about a microsecond when every multiprocessor streams at once on an
+ * H200, as decode shapes do). Unsplit, the tiles run in waves over the
+ * multiprocessors (one block each; two for the smaller mma.sync tiles),
+ * each tile all K-steps long. Cut into s slices, s times as many items
+ * run in their own waves, each K-steps / s long, and the fix-up costs a
+ * launch (about 4 steps) plus the workspace written and read once (8
+ * bytes per element and slice, at about 3 MB per step over the device).
+ * A split is taken when the model saves a tenth at least; slices keep 4
+ * K-steps at least, and 64 slices at most.
+ */
+int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
+  const jitk_matmul_desc *d = &p->d;
+  if (d->a_dtype == JITK_FLOAT64 || d->m == 0 || d->n == 0 || sms < 1) return 1;
+  const int64_t kt = jk_mm_ktiles(p, kind);
+  const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
+  const double tiles = (double)((d->m + JK_MM_TILE - 1) / JK_MM_TILE) *
+                       (double)((d->n + bn - 1) / bn) * (double)d->batch;
+  size_t smem = (size_t)p->stages * (size_t)p->arow * (JK_MM_TILE + (size_t)bn);
+  const double slots = (double)sms * (kind == JK_MM_MMA && smem <= 113 * 1024 ? 2 : 1);
+  if (tiles >= 4 * slots || kt < 8) return 1;
+  const double elems = (double)d->m * (double)d->n * (double)d->batch;
+  const double plain = ceil(tiles / slots) * (double)kt;
+  double best_cost = plain;
+  int best = 1;
+  for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
+    double cost = ceil(tiles * (double)sp / slots) * ceil((double)kt / (double)sp) + 4 +
+                  (double)sp * elems * 8 / 3e6;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = (int)sp;
+    }
+  }
+  return best_cost <= 0.9 * plain ? best : 1;
 }
 
 /* Whether `name` is free for an output or a reduction: an identifier,
@@ -534,19 +603,75 @@ static jitk_status copy_extras(jitk_matmul *p, const jitk_matmul_desc *d) {
   return JITK_OK;
 }
 
+static const char *kind_name(jk_mm_kind kind) {
+  return kind == JK_MM_WGMMA ? "wgmma" : kind == JK_MM_MMA ? "mma.sync" : "FFMA";
+}
+
+/* The plan's K slices: the description's split_k, checked against the
+ * kernel it got (every slice must have a K-tile), else a choice the tuning
+ * table gave, else jk_mm_auto_split's. */
+static jitk_status choose_split(jitk_matmul *p, jk_mm_kind kind) {
+  jitk_engine *e = p->engine;
+  const jitk_matmul_desc *d = &p->d;
+  const int64_t kt = jk_mm_ktiles(p, kind);
+  if (d->split_k < 0)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: split_k is %d; it must be 0 (jitk chooses), 1 (no split) or the "
+                   "number of slices of K",
+                   d->split_k);
+  if (d->split_k > 1 && d->a_dtype == JITK_FLOAT64)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "matmul: split_k is %d, but a float64 plan does not split K: its slices' "
+                   "partial sums would go through a float32 workspace",
+                   d->split_k);
+  if (d->split_k > 1 && d->split_k > kt) {
+    jk_mm_spec s;
+    memset(&s, 0, sizeof s);
+    s.kind = kind;
+    s.a = d->a_dtype;
+    s.acc = JITK_FLOAT32;
+    s.arow = p->arow;
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: split_k is %d, but K = %lld makes only %lld K-tile%s of %d for this "
+                   "plan's %s kernel, and every slice needs one",
+                   d->split_k, (long long)d->k, (long long)kt, kt == 1 ? "" : "s", jk_mm_ktile(&s),
+                   kind_name(kind));
+  }
+  if (d->split_k > 65535)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: split_k is %d; at most 65535 slices",
+                   d->split_k);
+  /* JITK_MM_SPLIT=N sets the split of plans that leave it to jitk, for
+   * measuring (as JITK_MM_TILE sets the tile); one that does not fit is
+   * ignored. */
+  const char *force = getenv("JITK_MM_SPLIT");
+  int forced = force != NULL ? atoi(force) : 0;
+  if (d->split_k >= 1)
+    p->split = d->split_k;
+  else if (forced >= 1 && forced <= (kt > 0 ? kt : 1) &&
+           (forced == 1 || d->a_dtype != JITK_FLOAT64))
+    p->split = forced;
+  else if (p->split < 1)
+    p->split = jk_mm_auto_split(p, kind, jk_mm_sms(e));
+  /* A tuned split may not fit a tile JITK_MM_TILE changed afterwards. */
+  if (p->split > kt) p->split = kt > 0 ? (int)kt : 1;
+  return JITK_OK;
+}
+
 jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jitk_matmul **out) {
   if (e == NULL || desc == NULL || out == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_create: an argument is NULL");
-  /* A caller compiled before the FP8 fields passes the size up to them;
-   * those fields are then 0. */
-  const size_t before_fp8 = offsetof(jitk_matmul_desc, has_a_scale);
-  if (desc->struct_size != sizeof *desc && desc->struct_size != before_fp8)
+  /* A caller compiled before the FP8 fields, or before split_k, passes
+   * the size up to them; those fields are then 0. */
+  const size_t before_fp8 = offsetof(jitk_matmul_desc, has_a_scale),
+               before_split = offsetof(jitk_matmul_desc, split_k);
+  if (desc->struct_size != sizeof *desc && desc->struct_size != before_fp8 &&
+      desc->struct_size != before_split)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_matmul_create: desc->struct_size is %zu, not %zu; call "
                    "jitk_matmul_desc_init before setting fields",
                    desc->struct_size, sizeof *desc);
   jitk_matmul_desc d;
-  memset(&d, 0, sizeof d);
+  jitk_matmul_desc_init(&d);
   memcpy(&d, desc, desc->struct_size);
   d.struct_size = sizeof d;
   jitk_dtype acc = JITK_FLOAT32;
@@ -643,7 +768,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     bool found = false;
     jk_mm_tuning_key(p, kind, key, sizeof key);
     jk_tuning_get(e, key, choice, sizeof choice, &found);
-    if (found) p->tuned = choice_parse(p, kind, choice);
+    if (found) p->tuned = jk_mm_choice_parse(p, kind, choice);
   }
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
@@ -654,7 +779,8 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->stages = tst;
     p->pingpong = tbn == 128 && p->pingpong;
   }
-  st = jk_mm_build(p, kind, acc, &p->main);
+  st = choose_split(p, kind);
+  if (st == JITK_OK) st = jk_mm_build(p, kind, acc, &p->main);
   if (st != JITK_OK) {
     jitk_matmul_destroy(p);
     return st;
@@ -700,8 +826,10 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
              order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
              order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
-             s->d_row ? "by TMA where aligned" : "from registers", (long long)d->m, (long long)d->n,
-             (long long)d->k, (long long)d->batch);
+             s->split   ? "by the split-K fix-up"
+             : s->d_row ? "by TMA where aligned"
+                        : "from registers",
+             (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
              "tensor cores %s %s (mma.sync), float32 accumulation, tile 128x%dx%d, %d stages "
@@ -718,6 +846,10 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              s->acc == JITK_FLOAT64 ? 8 : 16, order_name(d->a_order), order_name(d->b_order),
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   size_t used = strlen(buf);
+  if (p->main.splits > 1 && used + 1 < size)
+    snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, float32 workspace)",
+             p->main.splits, jk_mm_ktile(s));
+  used = strlen(buf);
   if (p->tuned && used + 1 < size) snprintf(buf + used, size - used, "; tuned");
   return JITK_OK;
 }

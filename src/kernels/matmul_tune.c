@@ -1,7 +1,8 @@
 /*
  * Autotuning a matmul plan: every tile configuration that fits, each
- * timed on the caller's operands, the fastest kept on the plan and in the
- * cache's tuning table.
+ * timed on the caller's operands (where the tiles are too few to fill the
+ * device, also split into several counts of K slices), the fastest kept
+ * on the plan and in the cache's tuning table.
  */
 #include <math.h>
 #include <stdio.h>
@@ -66,9 +67,15 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
       {256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0}, {128, 128, 3, 0}};
   const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
   const int ncand = 4;
-  const int keep[4] = {p->bn, p->arow, p->stages, p->pingpong};
+  const int keep[5] = {p->bn, p->arow, p->stages, p->pingpong, p->split};
+  /* Split-K candidates: a forced split stays; otherwise, where the tiles
+   * are few enough for it to pay (jk_mm_auto_split's test), a second
+   * kernel per tile shape that splits, timed at several slice counts (the
+   * count is a launch parameter, so one compile serves them all). */
+  static const int counts[] = {2, 3, 4, 6, 8, 12, 16, 24, 32};
+  const bool forced = ds->split_k >= 1;
   float best_ms = 0;
-  int best = -1;
+  int best = -1, best_split = 1;
   mm_kernel best_k;
   memset(&best_k, 0, sizeof best_k);
   for (int i = 0; i < ncand && st == JITK_OK; i++) {
@@ -76,36 +83,68 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
     p->arow = cand[i][1];
     p->stages = cand[i][2];
     p->pingpong = cand[i][3] != 0;
-    mm_kernel k;
-    float ms = 0;
-    st = jk_mm_build(p, kind, p->main.spec.acc, &k);
-    /* The median of 10 runs after 3 of warm-up. */
-    mm_timed timed = {p, &k, stream, &ops};
-    if (st == JITK_OK)
-      st = jk_time_median(e, stream, 3, 10, run_timed, &timed, "a matmul candidate", &ms);
-    jk_log(e, JITK_LOG_DEBUG, "matmul %s autotune: bn %d, arow %d, %d stages%s: %.4f ms", p->name,
-           cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "", (double)ms);
-    if (st == JITK_OK && (best < 0 || ms < best_ms)) {
-      jk_mm_kernel_free(e, &best_k);
-      best_k = k;
-      best_ms = ms;
-      best = i;
-    } else {
-      jk_mm_kernel_free(e, &k);
+    const int64_t kt = jk_mm_ktiles(p, kind);
+    if (forced && ds->split_k > kt) continue; /* the forced split needs the K-tiles */
+    const int64_t bn = p->bn, tiles = ((ds->m + JK_MM_TILE - 1) / JK_MM_TILE) *
+                                      ((ds->n + bn - 1) / bn) * ds->batch;
+    const bool try_split =
+        !forced && ds->a_dtype != JITK_FLOAT64 && kt >= 8 && tiles < 4 * (int64_t)jk_mm_sms(e);
+    for (int split_kernel = 0; split_kernel < (forced ? 1 : 1 + try_split) && st == JITK_OK;
+         split_kernel++) {
+      p->split = forced ? ds->split_k : split_kernel ? 2 : 1;
+      mm_kernel k;
+      st = jk_mm_build(p, kind, p->main.spec.acc, &k);
+      if (st != JITK_OK) {
+        jk_mm_kernel_free(e, &k);
+        break;
+      }
+      /* The median of 10 runs after 3 of warm-up, at each slice count. */
+      float k_ms = 0;
+      int k_split = k.splits;
+      for (size_t ci = 0; ci < (split_kernel ? sizeof counts / sizeof counts[0] : 1); ci++) {
+        if (split_kernel) {
+          if (counts[ci] > kt) break;
+          k.splits = counts[ci];
+        }
+        float ms = 0;
+        mm_timed timed = {p, &k, stream, &ops};
+        st = jk_time_median(e, stream, 3, 10, run_timed, &timed, "a matmul candidate", &ms);
+        if (st != JITK_OK) break;
+        jk_log(e, JITK_LOG_DEBUG,
+               "matmul %s autotune: bn %d, arow %d, %d stages%s, split %d: %.4f ms", p->name,
+               cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "", k.splits,
+               (double)ms);
+        if (ci == 0 || ms < k_ms) {
+          k_ms = ms;
+          k_split = k.splits;
+        }
+      }
+      k.splits = k_split;
+      if (st == JITK_OK && (best < 0 || k_ms < best_ms)) {
+        jk_mm_kernel_free(e, &best_k);
+        best_k = k;
+        best_ms = k_ms;
+        best = i;
+        best_split = k_split;
+      } else {
+        jk_mm_kernel_free(e, &k);
+      }
     }
   }
-  if (st != JITK_OK) {
+  if (st != JITK_OK || best < 0) {
     jk_mm_kernel_free(e, &best_k);
     p->bn = keep[0];
     p->arow = keep[1];
     p->stages = keep[2];
     p->pingpong = keep[3] != 0;
+    p->split = keep[4];
     return st;
   }
   p->bn = cand[best][0];
   p->arow = cand[best][1];
   p->stages = cand[best][2];
   p->pingpong = cand[best][3] != 0;
+  p->split = best_split;
   jk_mm_kernel_free(e, &p->main);
   p->main = best_k;
   p->tuned = true;

@@ -483,6 +483,23 @@ __device__ __forceinline__ void work_of(unsigned int t, unsigned int tiles_m, un
   mm::tile_of(t - batch * per, tiles_m, tiles_n, tm, tn);
 }
 
+// The i-th work item under split-K: work_of's `batch` counts slices of K
+// too (z = slice * nbatch + batch, the workspace's plane), and the slice is
+// K-tiles k0 .. k0 + nk - 1 of `ktiles`, cut as evenly as integers allow
+// (every slice has one at least when splits <= ktiles).
+__device__ __forceinline__ void item_of(unsigned int t, unsigned int tiles_m, unsigned int tiles_n,
+                                        unsigned int nbatch, unsigned int splits,
+                                        unsigned int ktiles, unsigned int &tm, unsigned int &tn,
+                                        unsigned int &b, unsigned int &z, unsigned int &k0,
+                                        unsigned int &nk) {
+  work_of(t, tiles_m, tiles_n, tm, tn, z);
+  const unsigned int slice = z / nbatch;
+  b = z - slice * nbatch;
+  k0 = static_cast<unsigned int>(static_cast<unsigned long long>(ktiles) * slice / splits);
+  nk = static_cast<unsigned int>(static_cast<unsigned long long>(ktiles) * (slice + 1) / splits) -
+       k0;
+}
+
 // Bytes of dynamic shared memory the kernel needs: the ring, 32 KiB per
 // consumer to stage D for TMA stores, the barriers, and slack to align the
 // ring to the swizzle's 1024 bytes.
@@ -586,10 +603,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 }
 
 // The whole kernel body: a block of 384 threads works through tiles
-// blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches).
-// For each output, in range or not, value(batch, row, col, acc) gives D's
-// element (and must not read operands out of range); `td` and put2 are as
-// in store_rows. A_MN: A is M-major (column-major), B_MN: B is N-major
+// blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches *
+// splits). For each output, in range or not, value(z, row, col, acc) gives
+// D's element (and must not read operands out of range); `td` and put2 are
+// as in store_rows. z is the batch, or with split-K (splits > 1) the
+// workspace's plane, slice * batches + batch. A 64-row half of a tile
+// wholly beyond M stores nothing. (It still runs its MMAs: skipping them
+// under a branch makes ptxas serialize every wgmma of the kernel, C7520,
+// and decode shapes are bound by reading B, not by the tensor cores.) A_MN: A is M-major (column-major), B_MN: B is N-major
 // (row-major), both for 16-bit inputs only.
 //
 // PP false (cooperative): both consumers work on every tile, each on 64 of
@@ -602,8 +623,8 @@ template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, typename 
           typename Put2>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
-                                     unsigned int tiles_n, unsigned int work,
-                                     unsigned char *smem_raw, const Value &value,
+                                     unsigned int tiles_n, unsigned int work, unsigned int splits,
+                                     long long M, unsigned char *smem_raw, const Value &value,
                                      const Put2 &put2) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
@@ -617,6 +638,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                      empty = full + STAGES * 8, turn = empty + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
   const unsigned int ktiles = static_cast<unsigned int>((K + BK - 1) / BK);
+  const unsigned int nbatch = work / (tiles_m * tiles_n * splits);
   if (tid == 0) {
     for (int s = 0; s < STAGES; s++) {
       bar_init(full + 8 * s, 1);
@@ -641,9 +663,10 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                    : "memory");
       unsigned int stage = 0, phase = 0;
       for (unsigned int t = blockIdx.x; t < work; t += gridDim.x) {
-        unsigned int tm, tn, b;
-        work_of(t, tiles_m, tiles_n, tm, tn, b);
-        for (unsigned int kt = 0; kt < ktiles; kt++) {
+        unsigned int tm, tn, b, z, k0, nk;
+        item_of(t, tiles_m, tiles_n, nbatch, splits, ktiles, tm, tn, b, z, k0, nk);
+        (void)z;
+        for (unsigned int kt = k0; kt < k0 + nk; kt++) {
           bar_wait(empty + 8 * stage, phase ^ 1);
           const unsigned int fb = full + 8 * stage, sa = base + stage * STAGE, sb = sa + A_BYTES;
           bar_expect(fb, STAGE);
@@ -677,23 +700,28 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     const int cw = wg - 1, lane = tid & 31;
     const bool leader = (tid & 127) == 0;
     float acc[HALVES][BN / 2];
-    unsigned int used = 0, turn_phase = 0, j = 0;
+    /* Ring entries the block's earlier items took, the other consumer's
+     * included: with split-K the items' K-step counts differ by one. */
+    unsigned int used = 0, turn_phase = 0, j = 0, entry = 0;
     for (unsigned int t = blockIdx.x; t < work; t += gridDim.x, j++) {
+      unsigned int tm, tn, b, z, k0, nk;
+      item_of(t, tiles_m, tiles_n, nbatch, splits, ktiles, tm, tn, b, z, k0, nk);
+      (void)b;
+      (void)k0;
+      const unsigned int first = entry;
+      entry += nk;
       if (PP && static_cast<int>(j & 1) != cw) continue;
-      unsigned int tm, tn, b;
-      work_of(t, tiles_m, tiles_n, tm, tn, b);
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) acc[h][i] = 0.f;
-      /* Tile j's K-steps are ring entries j * ktiles, ... in both schedules. */
-      const unsigned int first = j * ktiles;
+      /* The item's K-steps are ring entries first, first + 1, ... */
       unsigned int stage = first % STAGES, phase = (first / STAGES) & 1, prev = 0;
       if (PP) {
         bar_wait(turn + 8 * cw, turn_phase);
         turn_phase ^= 1;
       }
-      for (unsigned int kt = 0; kt < ktiles; kt++) {
+      for (unsigned int kt = 0; kt < nk; kt++) {
         bar_wait(full + 8 * stage, phase);
         /* Rows h * 64 ... of the tile: 64 rows of K in the K-major layout,
          * one slab of BK k-rows in the M-major one; the same bytes. */
@@ -715,7 +743,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           }
         }
         wg_commit();
-        if (PP && kt + 1 == ktiles && leader) bar_arrive(turn + 8 * (1 - cw)); /* your turn */
+        if (PP && kt + 1 == nk && leader) bar_arrive(turn + 8 * (1 - cw)); /* your turn */
 #pragma unroll
         for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
         /* The previous step's MMAs are done: its slot can be refilled. */
@@ -730,12 +758,13 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       wg_wait<0>();
 #pragma unroll
       for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
-      if (ktiles > 0 && lane == 0) bar_arrive(empty + 8 * prev);
+      if (nk > 0 && lane == 0) bar_arrive(empty + 8 * prev);
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
-        store_rows<BN>(acc[h], td, staging + cw * 32768, used, 1 + cw, static_cast<long long>(b),
-                       static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
-                       static_cast<long long>(tn) * BN, smem_raw, value, put2);
+        if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
+          store_rows<BN>(acc[h], td, staging + cw * 32768, used, 1 + cw, static_cast<long long>(z),
+                         static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
+                         static_cast<long long>(tn) * BN, smem_raw, value, put2);
     }
     /* Stores still in flight read shared memory, which dies with the block. */
     if (td != nullptr && leader) bulk_wait();

@@ -3,6 +3,9 @@
  *
  * For bfloat16 and float16 A, B and D (float32 accumulation, a float32
  * bias), row-major, at M x N x K = 4096^3, 8192^3 and 16384 x 4096 x 1024,
+ * and the decode shapes M x 8192 x 8192 (M = 1, 8, 16, 32, 128, 256) and
+ * 64 x 28672 x 8192, whose few tiles jitk's plan splits along K (the
+ * description printed as each case starts says how),
  * D = relu(A @ B + bias[col]) three ways:
  *  - a jitk plan whose epilogue is "max(acc + bias[col], (T)0)";
  *  - cuBLASLt with CUBLASLT_EPILOGUE_RELU_BIAS;
@@ -19,7 +22,8 @@
  * that shape's throughput it keeps.
  *
  * Times are CUDA events around one product on the default stream, the
- * median of 10 after 3 of warm-up; TFLOP/s counts 2 M N K. At 4096^3 each
+ * median of 10 after 3 of warm-up; TFLOP/s counts 2 M N K. At 4096^3 (and
+ * the decode shapes with N = 8192) each
  * row's D is copied back, poisoned before every case, and 1000 random
  * elements are checked against a float64 dot product on the host of the
  * same rounded inputs, and jitk's elements against cuBLASLt's.
@@ -413,7 +417,7 @@ static jitk_matmul *plan_create(jitk_engine *e, const mm_case *c, jitk_compute c
   desc.epilogue_params = params;
   jitk_matmul *plan = NULL;
   CHECK(e, jitk_matmul_create(e, &desc, &plan));
-  char described[256];
+  char described[512];
   CHECK(e, jitk_matmul_describe(plan, described, sizeof described));
   printf("jitk-bench matmul: %s: %s\n", label, described);
   fflush(stdout);
@@ -455,9 +459,12 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
                         jitk_dtype d, const char *dname, int64_t m, int64_t n, int64_t kk,
                         const char *shape, mm_table *t) {
   const double tol = 1e-2;
-  /* Sampled checks at 4096^3, and on the shapes whose rows are off 16
-   * bytes, which go through another path. */
-  int check = (m == 4096 && n == 4096 && kk == 4096) || n % 8 != 0 || kk % 8 != 0;
+  /* Sampled checks at 4096^3; on the shapes whose rows are off 16
+   * bytes, which go through another path; and on the decode shapes of
+   * N = 8192 (split-K's partial sums and fix-up checked too; B of 28672 x
+   * 8192 in float64 would take 1.9 GB of host memory). */
+  int check = (m == 4096 && n == 4096 && kk == 4096) || n % 8 != 0 || kk % 8 != 0 ||
+              (m <= 256 && n == 8192);
   cudaDataType_t type = d == JITK_BFLOAT16 ? CUDA_R_16BF : CUDA_R_16F;
   mm_case c;
   case_make(&c, e, lt, k, d, m, n, kk, d == JITK_BFLOAT16 ? 101u : 201u);
@@ -897,7 +904,15 @@ int bench_matmul(int argc, char **argv) {
     const char *name;
   } shapes[] = {{4096, 4096, 4096, "4096^3"},
                 {8192, 8192, 8192, "8192^3"},
-                {16384, 4096, 1024, "16384x4096x1024"}};
+                {16384, 4096, 1024, "16384x4096x1024"},
+                /* Decode shapes: too few 128-row tiles to fill the device. */
+                {1, 8192, 8192, "1x8192x8192"},
+                {8, 8192, 8192, "8x8192x8192"},
+                {16, 8192, 8192, "16x8192x8192"},
+                {32, 8192, 8192, "32x8192x8192"},
+                {128, 8192, 8192, "128x8192x8192"},
+                {256, 8192, 8192, "256x8192x8192"},
+                {64, 28672, 8192, "64x28672x8192"}};
   static const jitk_dtype dtypes[] = {JITK_BFLOAT16, JITK_FLOAT16};
   static const char *const dnames[] = {"bfloat16", "float16"};
   for (int d = 0; d < 2; d++)

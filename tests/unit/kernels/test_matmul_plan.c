@@ -3,7 +3,9 @@
  * cores where 16-byte staging is possible: wgmma on sm_90, mma.sync on
  * sm_80; FFMA otherwise), every dtype pair compiling for sm_90 (and the
  * mma.sync kernels for sm_80) with a C and an epilogue, the epilogue's
- * errors citing its text, and descriptions refused with a clear message.
+ * errors citing its text, and descriptions refused with a clear message;
+ * split-K for decode shapes (the split chosen, every kind compiling with
+ * it, bad splits refused at creation, the tuning choice's round trip).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "kernels/matmul.h"
 
 static jitk_matmul_desc desc(jitk_dtype t, int64_t m, int64_t n, int64_t k) {
   jitk_matmul_desc d;
@@ -626,5 +629,193 @@ Test(matmul_plan, descriptions_from_before_fp8_fields) {
   jitk_matmul_destroy(p);
   d.struct_size = 24;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 24", jitk_matmul_create(e, &d, &p));
+  jitk_engine_destroy(e);
+}
+
+/* --- split-K ------------------------------------------------------------- */
+
+/* The split a plan got, from its description ("; split-K N (..."), 1 for
+ * none. */
+static int split_of(jitk_engine *e, jitk_matmul *p) {
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  const char *at = strstr(buf, "; split-K ");
+  return at ? atoi(at + strlen("; split-K ")) : 1;
+}
+
+/* Decode shapes leave most of the 132 multiprocessors of an sm_90 part
+ * without a tile, so jitk splits K; a prefill shape has tiles enough. */
+Test(matmul_plan, split_k_chosen_for_decode_shapes) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const int64_t ms[] = {1, 8, 32, 128};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    jitk_matmul_desc d = desc(JITK_BFLOAT16, ms[i], 8192, 8192);
+    d.epilogue = "relu(acc + bias[col])";
+    d.epilogue_params = "raw T bias";
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    int split = split_of(e, p);
+    /* 64 tiles of 128 x 128, 128 K-tiles of 64: two slices fill 128. */
+    cr_assert(split == 2, "M %lld: split %d", (long long)ms[i], split);
+    const char *src = NULL;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    cr_assert(strstr(src, "matmul_sk(") != NULL, "the fix-up kernel");
+    cr_assert(strstr(src, "relu(acc + bias[col])") != NULL);
+    jitk_matmul_destroy(p);
+  }
+  /* 256 x 8192: 128 tiles already; 4096^2: many waves. */
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 256, 8192, 8192);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 1);
+  jitk_matmul_destroy(p);
+  d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 1);
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  cr_assert(strstr(src, "_sk(") == NULL, "no fix-up kernel without a split");
+  jitk_matmul_destroy(p);
+  /* split_k = 1 keeps a decode shape whole; N forces N slices. */
+  d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  d.split_k = 1;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 1);
+  jitk_matmul_destroy(p);
+  d.split_k = 7;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 7);
+  jitk_matmul_destroy(p);
+  /* tf32 decode: K-tiles of 32. */
+  d = desc(JITK_FLOAT32, 16, 8192, 8192);
+  d.compute = JITK_COMPUTE_TF32;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 2);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* A split plan of each kind, with tails (M 7, N 1000, K 4104, K 4100 for
+ * float32: rows of A and B stay 16-byte aligned), C and beta,
+ * a bias+ReLU epilogue, an output and reductions, compiles: wgmma for
+ * sm_90a with every layout of A and B (tf32 transposing first), mma.sync
+ * and FFMA for sm_90, mma.sync for sm_80. */
+static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute compute, jitk_order ao,
+                                  jitk_order bo, const char *kind) {
+  static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc", 0, 0}};
+  static const jitk_matmul_reduction reds[] = {
+      {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS}};
+  jitk_matmul_desc d = desc(t, 7, 1000, t == JITK_FLOAT32 ? 4100 : 4104);
+  d.compute = compute;
+  d.a_order = ao;
+  d.b_order = bo;
+  if (ao == JITK_COL_MAJOR) d.lda = 8; /* 16-byte columns for tensor cores */
+  d.has_c = true;
+  d.beta = 0.5;
+  d.epilogue = "relu(acc + bias[col])";
+  d.epilogue_params = "raw float32 bias";
+  d.outputs = outs;
+  d.num_outputs = 1;
+  d.reductions = reds;
+  d.num_reductions = 1;
+  d.split_k = 3;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, kind) != NULL, "%s", buf);
+  cr_assert(strstr(buf, "; split-K 3 (") != NULL, "%s", buf);
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  cr_assert(strstr(src, "_jk_ws") != NULL);
+  cr_assert(strstr(src, "(_jk_c + batch * _jk_sc)[") != NULL, "C read by the fix-up");
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul_plan, split_k_compiles_on_every_kind) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  expect_split_compiles(e, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_ROW_MAJOR,
+                        "(wgmma, sm_90a)");
+  expect_split_compiles(e, JITK_FLOAT16, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_COL_MAJOR,
+                        "(wgmma, sm_90a)");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_COL_MAJOR, JITK_ROW_MAJOR,
+                        "(wgmma, sm_90a)");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR,
+                        "FFMA");
+  setenv("JITK_MM_KIND", "mma", 1);
+  expect_split_compiles(e, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_COL_MAJOR,
+                        "(mma.sync)");
+  unsetenv("JITK_MM_KIND");
+  jitk_engine_destroy(e);
+  e = jt_compile_engine("sm_80");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_ROW_MAJOR, JITK_ROW_MAJOR,
+                        "(mma.sync)");
+  jitk_engine_destroy(e);
+}
+
+/* Bad splits fail when the plan is made, never at execution. */
+Test(matmul_plan, split_k_errors) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul *p = NULL;
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 16, 1000, 128);
+  d.split_k = -1;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "split_k is -1; it must be 0",
+           jitk_matmul_create(e, &d, &p));
+  /* K = 128 is two K-tiles of 64 for wgmma. */
+  d.split_k = 3;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "K = 128 makes only 2 K-tiles of 64 for this plan's wgmma",
+           jitk_matmul_create(e, &d, &p));
+  d.split_k = 2;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 2);
+  jitk_matmul_destroy(p);
+  d.k = 0;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "K = 0 makes only 0 K-tiles",
+           jitk_matmul_create(e, &d, &p));
+  /* float64 plans cannot split. */
+  d = desc(JITK_FLOAT64, 16, 1000, 4096);
+  d.split_k = 2;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "a float64 plan does not split K",
+           jitk_matmul_create(e, &d, &p));
+  d.split_k = 0;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 1, "jitk does not split a float64 plan either");
+  jitk_matmul_destroy(p);
+  /* A caller compiled before split_k passes the smaller struct_size. */
+  d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  d.split_k = 99; /* beyond the old size: not read */
+  d.struct_size = offsetof(jitk_matmul_desc, split_k);
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 2);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* The tuning table's choice carries the split and comes back as stored;
+ * choices stored before split-K still parse. */
+Test(matmul_plan, split_k_tuning_choice_round_trip) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[128];
+  jk_mm_choice_format(p, buf, sizeof buf);
+  cr_assert_str_eq(buf, "bn=128 arow=128 stages=5 pingpong=1 split=2");
+  const char *stored = "bn=256 arow=128 stages=3 pingpong=0 split=7";
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
+  jk_mm_choice_format(p, buf, sizeof buf);
+  cr_assert_str_eq(buf, stored);
+  /* Before split-K: the split is left for the plan to choose. */
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=128 stages=4 pingpong=1"));
+  cr_assert_eq(p->split, 0);
+  /* A split beyond the K-tiles (8192 / 64) is cut to them. */
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=128 stages=5 pingpong=1 split=500"));
+  cr_assert_eq(p->split, 128);
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=128 stages=5 pingpong=1 split=0"));
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=64 stages=5 pingpong=1 split=2"));
+  cr_assert_eq(p->split, 128, "a refused choice leaves the plan as it was");
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 2);
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 64), 1, "64 tiles fill 64 multiprocessors");
+  jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
 }
