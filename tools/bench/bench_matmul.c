@@ -750,9 +750,11 @@ static size_t fp8_check(fp8_bench *f, const uint8_t *ha, const uint8_t *hb, cons
     }
     const double bias = jitk_bfloat16_to_float(hbias[c]), want = sum + bias;
     const double got = jitk_bfloat16_to_float(hd[r * f->n + c]);
-    if (!(fabs(got - want) <=
-          acc_eps * abs_sum + ldexp(1, -8) * fabs(want) + ldexp(1, -22) * (fabs(sum) + fabs(bias))))
-      bad++;
+    if (!(fabs(got - want) <= acc_eps * abs_sum + ldexp(1, -8) * fabs(want) +
+                                  ldexp(1, -22) * (fabs(sum) + fabs(bias))) &&
+        ++bad <= 5)
+      printf("jitk-bench matmul: FP8 D[%lld][%lld] is %.9g, want %.9g (sum of |a b| %.6g)\n",
+             (long long)r, (long long)c, got, want, abs_sum);
   }
   free(hd);
   return bad;
