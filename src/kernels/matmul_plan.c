@@ -475,8 +475,8 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   if (d->a_dtype == JITK_FLOAT64 || d->m == 0 || d->n == 0 || sms < 1) return 1;
   const int64_t kt = jk_mm_ktiles(p, kind);
   const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
-  const double tiles = (double)((d->m + JK_MM_TILE - 1) / JK_MM_TILE) *
-                       (double)((d->n + bn - 1) / bn) * (double)d->batch;
+  const int64_t tiles_m = (d->m + JK_MM_TILE - 1) / JK_MM_TILE, tiles_n = (d->n + bn - 1) / bn;
+  const double tiles = (double)tiles_m * (double)tiles_n * (double)d->batch;
   size_t smem = (size_t)p->stages * (size_t)p->arow * (JK_MM_TILE + (size_t)bn);
   const double slots = (double)sms * (kind == JK_MM_MMA && smem <= 113 * 1024 ? 2 : 1);
   if (tiles >= 4 * slots || kt < 8) return 1;

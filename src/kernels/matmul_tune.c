@@ -28,6 +28,8 @@ static jitk_status run_timed(void *ctx) {
 
 jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void *a, const void *b,
                                  const void *c, void *d, const jitk_arg *extra, size_t num_extra) {
+  if (p == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_autotune: plan is NULL");
   jitk_matmul_operands ops;
   jitk_matmul_operands_init(&ops);
   ops.a = a;
@@ -39,7 +41,7 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
   /* An FP8 plan's scales are not among autotune's arguments: such a plan
    * is refused below, before the operands' check would ask for them. */
   const bool fp8_extras =
-      p != NULL && (p->d.has_a_scale || p->d.has_b_scale || p->d.has_d_scale || p->d.has_amax_d);
+      p->d.has_a_scale || p->d.has_b_scale || p->d.has_d_scale || p->d.has_amax_d;
   jitk_status st = fp8_extras ? JITK_OK : jk_mm_check_operands(p, "jitk_matmul_autotune", &ops);
   if (st != JITK_OK) return st;
   if (p->num_outs > 0 || p->num_reds > 0 || fp8_extras)
