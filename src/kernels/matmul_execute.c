@@ -1,9 +1,9 @@
 /*
  * Executing a matmul plan: checking the operands, packing the parameters
  * (and, for wgmma, encoding the operands' tensor maps, transposing a tf32
- * operand the tensor cores cannot read as it lies) and launching; a plan
- * whose tensor-core kernel meets misaligned pointers compiles its FFMA
- * twin once and uses that.
+ * operand the tensor cores cannot read as it lies, copying one whose rows
+ * are off 16 bytes) and launching; an mma.sync plan that meets misaligned
+ * pointers compiles its FFMA twin once and uses that.
  */
 #include <math.h>
 #include <stddef.h>

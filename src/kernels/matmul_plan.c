@@ -5,9 +5,9 @@
  * on sm_90, mma.sync elsewhere; FFMA otherwise), generates it with the
  * epilogue inlined and compiles it through the kernel cache;
  * jitk_matmul_execute only packs parameters (and, for wgmma, encodes the
- * operands' tensor maps) and launches. A plan whose tensor-core kernel
- * meets misaligned pointers at execution compiles its FFMA twin once and
- * uses that: slower, not wrong.
+ * operands' tensor maps, copying an operand whose rows are off 16 bytes)
+ * and launches. An mma.sync plan that meets misaligned pointers at
+ * execution compiles its FFMA twin once and uses that: slower, not wrong.
  */
 #include <math.h>
 #include <stddef.h>
@@ -243,9 +243,10 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     st = fill_layout(e, "C", d->c_order, d->m, d->n, d->batch, d->c_dtype, &d->ldc, &d->stride_c);
   if (st == JITK_OK)
     st = fill_layout(e, "D", d->d_order, d->m, d->n, d->batch, d->d_dtype, &d->ldd, &d->stride_d);
-  /* TMA reads FP8 A and B in rows of 16-byte chunks, and the FFMA twin
-   * that misaligned pointers would take is no answer to a layout that is
-   * wrong for every execution, so the layout is refused here. */
+  /* TMA reads FP8 A and B in rows of 16-byte chunks. A pointer off 16
+   * bytes is copied onto them at execution; a layout whose rows are off
+   * for every execution is refused here instead, so that an FP8 plan never
+   * pays that copy each time. */
   if (st == JITK_OK && is_fp8(d->a_dtype) && d->k > 0 &&
       (d->lda % 16 || d->ldb % 16 || d->stride_a % 16 || d->stride_b % 16))
     st = jk_fail(e, JITK_ERR_UNSUPPORTED,

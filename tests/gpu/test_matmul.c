@@ -398,6 +398,9 @@ Test(matmul, tensor_cores_mma_sync) {
        0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
       {"mma.sync bf16 C of NaN with beta = 0", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 200, 136, 72, 1,
        R, R, C, 1, 2, 0, NULL, NULL, 0, "(mma.sync)", JITK_DTYPE_NONE, 0},
+      {"mma.sync bf16 misaligned pointers: the FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 128,
+       128, 64, 1, R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 1, "(mma.sync)",
+       JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -665,8 +668,8 @@ Test(matmul, outputs_and_reductions) {
        72, 1, R, C, C, 0, "tensor cores float16", 0},
       {"tf32 wgmma", JITK_FLOAT32, JITK_COMPUTE_TF32, 130, 136, 40, 1, R, R, R, 0,
        "tensor cores tf32", 0},
-      {"bf16 misaligned: the FFMA twin", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 129, 136, 64, 1, R, R,
-       R, 1, "tensor cores bfloat16", 0},
+      {"bf16 misaligned: copied onto 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 129, 136, 64,
+       1, R, R, R, 1, "tensor cores bfloat16", 0},
       {"f32 FFMA", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 2, R, C, R, 0, "FFMA", 0},
       {"f64 FFMA, D column-major", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 1, C, R, C, 0,
        "FFMA", 0},
@@ -703,8 +706,8 @@ Test(matmul, split_k_outputs_and_reductions) {
        1032, 1, R, C, C, 0, "; split-K 5 (", 5},
       {"split-K 4 tf32 wgmma", JITK_FLOAT32, JITK_COMPUTE_TF32, 16, 136, 1000, 1, R, R, R, 0,
        "; split-K 4 (", 4},
-      {"split-K 2 bf16 misaligned: the FFMA twin splits too", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
-       16, 136, 640, 1, R, R, R, 1, "; split-K 2 (", 2},
+      {"split-K 2 bf16 misaligned: copied, then split", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 16,
+       136, 640, 1, R, R, R, 1, "; split-K 2 (", 2},
       {"split-K 6 f32 FFMA", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 1, 129, 1000, 2, R, C, R, 0,
        "; split-K 6 (", 6},
   };
@@ -1047,7 +1050,7 @@ typedef struct fp8_case {
   float sa, sb, sd; /* 0: the plan has no such scale */
   int bias_relu;    /* epilogue max(acc + bias[col], (T)0), bias bfloat16 */
   int amax;
-  int misalign;     /* bytes added to A and B: the FFMA twin */
+  int misalign;     /* bytes added to A and B: copied onto 16 bytes */
   const char *kind; /* expected in the description */
 } fp8_case;
 
@@ -1263,8 +1266,8 @@ static const fp8_case fp8_cases[] = {
      136, 200, 200, 1, R, E4, 1, -1, 0.8f, 0.9f, 0, 1, 1, 0, "wgmma"},
     {"fp8 e4m3 x e4m3, f32 D, no scales, no amax", E4, E4, JITK_FLOAT32, 130, 136, 96, 1, R, NO_C,
      2, 0, 0, 0, 0, 0, 0, 0, "wgmma"},
-    {"fp8 misaligned A and B: FFMA twin, bf16 D, amax", E4, E5, JITK_BFLOAT16, 200, 264, 512, 1, R,
-     NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 1, "wgmma"},
+    {"fp8 misaligned A and B: copied onto 16 bytes, bf16 D, amax", E4, E5, JITK_BFLOAT16, 200, 264,
+     512, 1, R, NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 1, "wgmma"},
 };
 
 Test(matmul, fp8_wgmma) {
