@@ -307,7 +307,7 @@ int bench_elementwise(int argc, char **argv) {
  * kernels jitk generates and for raw ones, beside NVRTC compiling a bare
  * extern "C" kernel in the same run (the baseline of issue 15's figures).
  *
- *   jitk-bench compile [--reps N] [--no-first] [--json FILE]
+ *   jitk-bench compile [--reps N] [--settle SECONDS] [--no-first] [--json FILE]
  *
  * In this process ("warm": NVRTC and the headers already read once), each
  * kind is compiled with precompiled headers off and on, in rounds that
@@ -324,15 +324,58 @@ int bench_elementwise(int argc, char **argv) {
  * first compile cannot load, and without the cache: the figure is the
  * compile's.
  */
-enum { CK_BARE, CK_EW_F32, CK_EW_F16, CK_EW_BF16, CK_EW_C64, CK_RED_F32, CK_CUB, CK_COUNT };
+enum {
+  CK_BARE,
+  CK_EW_F32,
+  CK_EW_F16,
+  CK_EW_BF16,
+  CK_EW_C64,
+  CK_RED_F32,
+  CK_HAND_RED,
+  CK_CUB,
+  CK_COUNT
+};
 static const char *const ck_names[CK_COUNT] = {"bare extern \"C\" kernel",
                                                "float32 z = x + y",
                                                "float16 z = x + y",
                                                "bfloat16 z = x + y",
                                                "complex64 z = x * y",
                                                "float32 sum(x*x)",
+                                               "hand-written sum(x*x), NVRTC alone",
                                                "raw kernel with CUB block reduce"};
-static const char *const ck_args[CK_COUNT] = {"bare", "f32", "f16", "bf16", "c64", "red", "cub"};
+static const char *const ck_args[CK_COUNT] = {"bare", "f32", "f16",  "bf16",
+                                              "c64",  "red", "hand", "cub"};
+
+/* A reduction written by hand for the same work as the generated
+ * `sum(x*x)`: each block reduces the rows it is given, four floats a load,
+ * through warp shuffles and shared memory, as anyone would write it. It is
+ * compiled by NVRTC alone, beside the generated one, because what such a
+ * kernel costs NVVM and ptxas is the floor a generated reduction can
+ * approach: a bare kernel has no loop and no shuffles. */
+static const char hand_reduction[] =
+    "extern \"C\" __global__ void __launch_bounds__(256)\n"
+    "%s(unsigned rows, unsigned units, const float4 *x, int sx, float *y, int sy) {\n"
+    "  __shared__ float s[8];\n"
+    "  for (unsigned w = blockIdx.x; w < rows; w += gridDim.x) {\n"
+    "    float acc = 0;\n"
+    "    for (unsigned j = threadIdx.x; j < units; j += 256) {\n"
+    "      float4 v = x[(int)w * sx + (int)j];\n"
+    "      acc += v.x * v.x; acc += v.y * v.y; acc += v.z * v.z; acc += v.w * v.w;\n"
+    "    }\n"
+    "    for (int d = 1; d < 32; d <<= 1) acc += __shfl_down_sync(~0u, acc, d);\n"
+    "    unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    if (lane == 0) s[warp] = acc;\n"
+    "    __syncthreads();\n"
+    "    if (warp == 0) {\n"
+    "      if (lane < 8) acc = s[lane];\n"
+    "      for (int d = 1; d < 8; d <<= 1) acc += __shfl_down_sync(~0u, acc, d);\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    if (threadIdx.x == 0) y[(int)w * sy] = acc;\n"
+    "  }\n"
+    "}\n";
+
+static double nvrtc_alone(jitk_engine *e, const char *src);
 
 /* One compile of a new kernel of kind k (rep makes it new); its time. */
 static double compile_kind(jitk_engine *e, int k, int rep, const char *tag) {
@@ -361,6 +404,11 @@ static double compile_kind(jitk_engine *e, int k, int rep, const char *tag) {
     jitk_module_destroy(m);
     return ms;
   }
+  if (k == CK_HAND_RED) {
+    char src[2048];
+    snprintf(src, sizeof src, hand_reduction, name);
+    return nvrtc_alone(e, src);
+  }
   const char *src;
   if (k == CK_RED_F32) {
     jitk_reduction *r = NULL;
@@ -383,11 +431,8 @@ static double compile_kind(jitk_engine *e, int k, int rep, const char *tag) {
   return ms;
 }
 
-/* NVRTC alone on a bare kernel, with the options jitk gives it. */
-static double nvrtc_bare(jitk_engine *e, int rep) {
-  char src[160];
-  snprintf(src, sizeof src,
-           "extern \"C\" __global__ void bare%d(float *x) { x[threadIdx.x] += 1; }\n", rep);
+/* NVRTC alone on `src`, with the options jitk gives it; its time. */
+static double nvrtc_alone(jitk_engine *e, const char *src) {
   char **opts = NULL;
   size_t n = 0;
   CHECK(e, jk_nvrtc_final_options(e, NULL, 0, 0, &opts, &n));
@@ -395,13 +440,21 @@ static double nvrtc_bare(jitk_engine *e, int rep) {
   double t0 = bench_now_us();
   if (nvrtcCreateProgram(&prog, src, "bare.cu", 0, NULL, NULL) != NVRTC_SUCCESS ||
       nvrtcCompileProgram(prog, (int)n, (const char *const *)opts) != NVRTC_SUCCESS) {
-    fprintf(stderr, "jitk-bench: NVRTC failed on the bare kernel\n");
+    fprintf(stderr, "jitk-bench: NVRTC failed on a kernel it compiles alone\n");
     exit(1);
   }
   double ms = (bench_now_us() - t0) / 1000.0;
   nvrtcDestroyProgram(&prog);
   jk_options_free(e, opts, n);
   return ms;
+}
+
+/* NVRTC alone on a bare kernel: the baseline. */
+static double nvrtc_bare(jitk_engine *e, int rep) {
+  char src[160];
+  snprintf(src, sizeof src,
+           "extern \"C\" __global__ void bare%d(float *x) { x[threadIdx.x] += 1; }\n", rep);
+  return nvrtc_alone(e, src);
 }
 
 /* Waits for the engine's thread that makes a precompiled header, if one
@@ -550,7 +603,7 @@ static int compile_child(const char *kind, const char *dir) {
 static double median_of(double *v, int n) { return bench_median(v, (size_t)n); }
 
 int bench_compile(int argc, char **argv) {
-  int reps = 7;
+  int reps = 7, settle = 0;
   bool first = true;
   const char *json = NULL;
   for (int i = 0; i < argc; i++) {
@@ -558,12 +611,16 @@ int bench_compile(int argc, char **argv) {
       return compile_child(argv[i + 1], argv[i + 2]);
     if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--settle") == 0 && i + 1 < argc) {
+      settle = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--no-first") == 0) {
       first = false;
     } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       json = argv[++i];
     } else {
-      fprintf(stderr, "usage: jitk-bench compile [--reps N] [--no-first] [--json FILE]\n");
+      fprintf(stderr,
+              "usage: jitk-bench compile [--reps N] [--settle SECONDS] [--no-first] [--json "
+              "FILE]\n");
       return 2;
     }
   }
@@ -625,6 +682,26 @@ int bench_compile(int argc, char **argv) {
    * use is counted; then each kind's compile that saves its precompiled
    * header. */
   nvrtc_bare(off, 999);
+  /* --settle: the bare kernel compiled again and again for that long
+   * before the rounds, its first and last ten compiles reported. A machine
+   * just started compiles 3-4.5 times as slowly for a while, and this
+   * shows whether the rounds ran in such a spell or after it. */
+  if (settle > 0) {
+    double t[4096], t_end = bench_now_us() + settle * 1e6;
+    int n = 0;
+    while (n < 4096 && (n < 20 || bench_now_us() < t_end)) {
+      t[n] = nvrtc_bare(off, 5000 + n);
+      n++;
+    }
+    static char settle_note[2][160];
+    snprintf(settle_note[0], sizeof settle_note[0], "median of the first 10 of %d in %d s", n,
+             settle);
+    rows[nr++] =
+        (bench_row){"settling: NVRTC alone, bare, first", median_of(t, 10), "ms", settle_note[0]};
+    snprintf(settle_note[1], sizeof settle_note[1], "median of the last 10; the rounds follow");
+    rows[nr++] = (bench_row){"settling: NVRTC alone, bare, last", median_of(t + n - 10, 10), "ms",
+                             settle_note[1]};
+  }
   compile_kind(off, CK_BARE, 999, "warm");
   compile_kind(on, CK_BARE, 999, "warm");
   for (int k = 0; k < CK_COUNT; k++) {
