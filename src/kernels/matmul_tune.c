@@ -76,6 +76,15 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
    * count is a launch parameter, so one compile serves them all). */
   static const int counts[] = {2, 3, 4, 6, 8, 12, 16, 24, 32};
   const bool forced = ds->split_k >= 1;
+  /* The plan's own configuration (the default, or a choice stored
+   * earlier) is timed too, before the candidates and after them, and its
+   * faster time is what the fastest candidate must beat by more than the
+   * noise of a median of ten (1 %). So a tuned plan is never slower than
+   * the one it replaces, and a near tie does not flip between runs. */
+  mm_timed own_timed = {p, &p->main, stream, &ops};
+  float own_ms = 0, own_again = 0;
+  st = jk_time_median(e, stream, 3, 10, run_timed, &own_timed, "the plan's configuration", &own_ms);
+  if (st != JITK_OK) return st;
   float best_ms = 0;
   int best = -1, best_split = 1;
   mm_kernel best_k;
@@ -133,27 +142,36 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
       }
     }
   }
-  if (st != JITK_OK || best < 0) {
+  if (st == JITK_OK)
+    st = jk_time_median(e, stream, 3, 10, run_timed, &own_timed, "the plan's configuration",
+                        &own_again);
+  if (own_again < own_ms) own_ms = own_again;
+  const bool own_kept = st == JITK_OK && (best < 0 || !(best_ms < 0.99f * own_ms));
+  if (st != JITK_OK || own_kept) {
     jk_mm_kernel_free(e, &best_k);
     p->bn = keep[0];
     p->arow = keep[1];
     p->stages = keep[2];
     p->pingpong = keep[3] != 0;
     p->split = keep[4];
-    return st;
+    if (st != JITK_OK) return st;
+  } else {
+    p->bn = cand[best][0];
+    p->arow = cand[best][1];
+    p->stages = cand[best][2];
+    p->pingpong = cand[best][3] != 0;
+    p->split = best_split;
+    jk_mm_kernel_free(e, &p->main);
+    p->main = best_k;
   }
-  p->bn = cand[best][0];
-  p->arow = cand[best][1];
-  p->stages = cand[best][2];
-  p->pingpong = cand[best][3] != 0;
-  p->split = best_split;
-  jk_mm_kernel_free(e, &p->main);
-  p->main = best_k;
+  /* The choice is stored even when it is the plan's own, so that plans
+   * made later (in other processes too) take it without timing anything. */
   p->tuned = true;
   char key[512], choice[128];
   jk_mm_tuning_key(p, kind, key, sizeof key);
   jk_mm_choice_format(p, choice, sizeof choice);
-  jk_log(e, JITK_LOG_INFO, "matmul %s autotune: %s (%.4f ms) for %s", p->name, choice,
-         (double)best_ms, key);
+  jk_log(e, JITK_LOG_INFO, "matmul %s autotune: %s (%.4f ms; the plan's own %.4f ms%s) for %s",
+         p->name, choice, (double)(own_kept ? own_ms : best_ms), (double)own_ms,
+         own_kept ? ", kept" : "", key);
   return jk_tuning_put(e, key, choice);
 }

@@ -346,6 +346,8 @@ int main(int argc, char **argv) {
         "               launch cost (GPU)\n"
         "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
         "               float16, tf32, float32, TFLOP/s (GPU)\n"
+        "  autotune     tuned matmul plans against the default ones, and a tuned plan\n"
+        "               created in a new engine (GPU)\n"
         "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
         "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
         "           --only REGEX)\n"
@@ -364,6 +366,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "elementwise") == 0) return bench_elementwise(argc - 2, argv + 2);
   if (strcmp(argv[1], "reduction") == 0) return bench_reduction(argc - 2, argv + 2);
   if (strcmp(argv[1], "matmul") == 0) return bench_matmul(argc - 2, argv + 2);
+  if (strcmp(argv[1], "autotune") == 0) return bench_autotune(argc - 2, argv + 2);
   if (strcmp(argv[1], "compile") == 0) return bench_compile(argc - 2, argv + 2);
   if (strcmp(argv[1], "sweep") == 0) return bench_sweep(argc - 2, argv + 2);
   if (strcmp(argv[1], "small") == 0) return bench_small(argc - 2, argv + 2);

@@ -41,6 +41,7 @@ int bench_cache(const char *self, int argc, char **argv);
 int bench_elementwise(int argc, char **argv);
 int bench_reduction(int argc, char **argv);
 int bench_matmul(int argc, char **argv);
+int bench_autotune(int argc, char **argv);
 int bench_compile(int argc, char **argv);
 int bench_sweep(int argc, char **argv);
 int bench_small(int argc, char **argv);
