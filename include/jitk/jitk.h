@@ -1938,7 +1938,10 @@ JITK_API jitk_status jitk_matmul_execute_ex(jitk_matmul *plan, jitk_stream strea
  * a warm-up; keeps the fastest as the plan's kernel, and stores the choice
  * in the kernel cache's database under this device and the plan's shape
  * class (dtypes, layouts, and M, N, K rounded up to powers of two), where
- * later plans of the class find it. D is overwritten. Compiling the
+ * later plans of the class find it, without timing anything. The plan's
+ * own configuration is timed too, before and after the candidates, and
+ * stays unless a candidate is more than 1 % faster than its better time,
+ * so a tuned plan is never slower than the one it was. D is overwritten. Compiling the
  * candidates takes seconds; the plan must not execute meanwhile. FFMA plans
  * have one configuration: nothing is timed. A tensor-core plan given
  * pointers it cannot use (see jitk_matmul_execute) fails with
