@@ -6,8 +6,9 @@
  * and beta, epilogues (none, bias, bias+ReLU, GELU, one using row and
  * col), misaligned pointers, poisoned outputs checked everywhere. On an
  * H200 the tensor-core cases run the wgmma kernel (TMA stores of 16-bit,
- * float32 and float64 D, stores from registers, more tiles than blocks,
- * tf32 with B transposed first), and again as mma.sync kernels.
+ * float32 and float64 D, rows off 16 bytes staged through shared memory,
+ * column-major D from registers, more tiles than blocks, tf32 with B
+ * transposed first), and again as mma.sync kernels.
  */
 #include <math.h>
 #include <stdio.h>
@@ -337,7 +338,9 @@ static void run_dlayout(jitk_engine *e, const dlayout_case *c, uint64_t *seed) {
   d.a_dtype = d.b_dtype = c->dt;
   d.c_dtype = d.d_dtype = c->ddt;
   d.compute = c->compute;
+  d.a_order = JITK_ROW_MAJOR;
   d.b_order = c->bo;
+  d.c_order = JITK_ROW_MAJOR;
   d.d_order = c->d_o;
   d.ldd = ldd;
   d.stride_d = sd;
