@@ -80,7 +80,9 @@ step bench_limits "$HERE/bin/jitk-bench" limits --json "$LOGS/bench.json"
 step bench_cache "$HERE/bin/jitk-bench" cache --json "$LOGS/bench.json"
 step bench_elementwise "$HERE/bin/jitk-bench" elementwise --json "$LOGS/bench.json"
 step bench_reduction "$HERE/bin/jitk-bench" reduction --json "$LOGS/bench.json"
-step bench_matmul "$HERE/bin/jitk-bench" matmul --json "$LOGS/bench.json"
+# BENCH_MATMUL_ARGS passes options, e.g. '--only unaligned' for one section.
+# shellcheck disable=SC2086
+step bench_matmul "$HERE/bin/jitk-bench" matmul --json "$LOGS/bench.json" ${BENCH_MATMUL_ARGS:-}
 step bench_autotune "$HERE/bin/jitk-bench" autotune --json "$LOGS/bench.json"
 # The layout sweep: its cases, jitk's results, then PyTorch's on the same
 # views (tools/sweep_report.py merges the three files).

@@ -60,8 +60,9 @@ static void emit_scales(jk_buf *b, const jk_mm_spec *s) {
 
 /* The store of the mma and simt kernels: alpha, beta * C and the epilogue
  * applied to one accumulator, written to D. The wgmma kernel's value
- * lambda computes the same and returns it; its put2 writes pairs when TMA
- * cannot (column-major or unaligned D). */
+ * lambda computes the same and returns it; its put2 writes pairs of a
+ * column-major D, and _jk_rowp gives the rows of a row-major D that TMA
+ * cannot store (rows off 16 bytes), which go through shared memory. */
 static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
                         const char *acc_type) {
   const char *acc = ct(s->acc);
@@ -118,6 +119,15 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                   ct(s->d), ct(s->d), ct(s->d),
                   s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row",
                   s->d_row ? "row * _jk_ldd + col + 1" : "(col + 1) * _jk_ldd + row");
+  /* Where a row of a row-major D starts, for the stores that go through
+   * shared memory when TMA cannot take D (matmul_sm90.cuh's stage_rows);
+   * a column-major D keeps put2. */
+  if (s->kind == JK_MM_WGMMA)
+    jk_buf_printf(b,
+                  "  auto _jk_rowp = [&](long long batch, long long row) -> %s * {\n"
+                  "    return _jk_d + batch * _jk_sd + row * _jk_ldd;\n"
+                  "  };\n",
+                  ct(s->d));
 }
 
 /* The head of one of the module's kernels, NAME then `suffix`, up to its
@@ -293,6 +303,9 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "    float *_jk_pw = _jk_ws + (z * _jk_m + row) * _jk_n;\n"
                   "    if (col < _jk_n) _jk_pw[col] = _jk_v0;\n"
                   "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
+                  "  };\n"
+                  "  auto _jk_rowp = [&](long long z, long long row) -> float * {\n"
+                  "    return _jk_ws + (z * _jk_m + row) * _jk_n;\n"
                   "  };\n");
     else
       emit_output(&b, s, in, file, "float");
@@ -306,14 +319,15 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                                              : 5;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
-        "nullptr,\n"
-        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_m, _jk_smem, _jk_value, "
-        "_jk_put2);\n"
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td "
+        ": nullptr,\n"
+        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_m, _jk_n, _jk_smem, _jk_value, "
+        "_jk_put2, _jk_rowp);\n"
         "%s}\n",
         wkind, !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
         s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
-        s->pingpong ? "true" : "false", s->split ? "_jk_splits" : "1u", amax_commit);
+        s->pingpong ? "true" : "false", s->split || s->d_row ? "true" : "false",
+        s->split ? "_jk_splits" : "1u", amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"

@@ -807,17 +807,18 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   bool tf32 = s->a == JITK_FLOAT32;
   if (s->kind == JK_MM_WGMMA && is_fp8(s->a))
     /* 8-bit inputs: 128 of them in the 128 bytes of K a stage holds. */
-    snprintf(buf, size,
-             "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation, tile "
-             "128x%dx128, %d stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
-             "(%s), A row-major, B column-major, D %s stored %s%s%s%s%s; %lld x %lld x %lld, "
-             "batch %lld",
-             jk_dtype(s->a)->name, jk_dtype(s->b)->name, s->bn, s->stages,
-             s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
-             s->d_row ? "by TMA where aligned" : "from registers", s->a_scale ? ", scale A" : "",
-             s->b_scale ? ", scale B" : "", s->d_scale ? ", scale D" : "",
-             s->amax ? ", amax D" : "", (long long)d->m, (long long)d->n, (long long)d->k,
-             (long long)d->batch);
+    snprintf(
+        buf, size,
+        "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation, tile "
+        "128x%dx128, %d stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
+        "(%s), A row-major, B column-major, D %s stored %s%s%s%s%s; %lld x %lld x %lld, "
+        "batch %lld",
+        jk_dtype(s->a)->name, jk_dtype(s->b)->name, s->bn, s->stages,
+        s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
+        s->d_row ? "by TMA where aligned, else in rows through shared memory" : "from registers",
+        s->a_scale ? ", scale A" : "", s->b_scale ? ", scale B" : "", s->d_scale ? ", scale D" : "",
+        s->amax ? ", amax D" : "", (long long)d->m, (long long)d->n, (long long)d->k,
+        (long long)d->batch);
   else if (s->kind == JK_MM_WGMMA)
     snprintf(buf, size,
              "tensor cores %s %s (wgmma, sm_90a), float32 accumulation, tile 128x%dx%d, %d stages "
@@ -828,7 +829,7 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
              order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
              s->split   ? "by the split-K fix-up"
-             : s->d_row ? "by TMA where aligned"
+             : s->d_row ? "by TMA where aligned, else in rows through shared memory"
                         : "from registers",
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)

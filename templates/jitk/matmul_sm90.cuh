@@ -501,12 +501,128 @@ __device__ __forceinline__ void item_of(unsigned int t, unsigned int tiles_m, un
 }
 
 // Bytes of dynamic shared memory the kernel needs: the ring, 32 KiB per
-// consumer to stage D for TMA stores, the barriers, and slack to align the
+// consumer to stage D (for TMA stores, or for stage_rows), the barriers, and slack to align the
 // ring to the swizzle's 1024 bytes.
 template <int BN, int STAGES>
 struct smem_size {
   static constexpr int value = STAGES * (128 * 128 + BN * 128) + 2 * 32768 + STAGES * 16 + 16 + 1024;
 };
+
+// Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
+// cannot reach, through its staging area, so that consecutive threads
+// write consecutive bytes of a row. The MMA fragment layout gives each
+// thread two columns of eight rows; stored as they are, a warp's 2-byte
+// stores touch eight rows at once and the odd-N shapes ran at 0.53-0.75 of
+// their aligned neighbours (docs/PERFORMANCE.md, 2026-12-02).
+//
+// Rounds of 128 bytes of each row (RW columns), in two buffers of 64 rows
+// by 144 bytes used in turn (`used` counts the rounds, so a buffer is
+// written again only after a barrier that follows its last reads; one
+// barrier a round). Row r of a round lies in its buffer shifted by s_r
+// elements, s_r being where the row's first element falls in its 16-byte
+// chunk of global memory (the same for every round, as a round starts
+// 128 bytes further): then staged chunk j of the row is global chunk j,
+// and chunks 1..7 (0..7 when s_r = 0) are stored as 16-byte vectors, one
+// a thread, 32 consecutive chunks a warp (the buffer's 144-byte rows make
+// these reads consecutive too). The V elements the shift cuts off (the
+// first V - s_r and the last s_r) go element by element, V threads a row.
+// A round that crosses N (the last tile column only) goes element by
+// element, a warp along a row; rows at or beyond M store nothing. D's
+// pointer must be aligned to its element, as for any store.
+template <int BN, typename TD, typename Value, typename RowP>
+__device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int area,
+                                           unsigned int &used, int bar, long long b,
+                                           long long row0, long long col0, long long M,
+                                           long long N, unsigned char *smem_raw,
+                                           const Value &value, const RowP &rowp) {
+  constexpr int ES = static_cast<int>(sizeof(TD));
+  constexpr int RW = 128 / ES;                /* columns a round */
+  constexpr int V = 16 / ES;                  /* elements a 16-byte chunk */
+  constexpr int P = 128 + 16;                 /* bytes between staged rows */
+  constexpr int BUF = 64 * P;                 /* one buffer: 9 KiB */
+  constexpr int G = RW / 8 < 8 ? RW / 8 : 8;  /* 8-column groups computed before any is staged */
+  static_assert(16 % ES == 0 && BN % RW == 0, "a round is whole 16-byte chunks of a tile row");
+  static_assert(2 * BUF <= 32768, "both buffers fit the staging area");
+  const int tid = threadIdx.x, t = tid & 127, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int r = warp * 16 + (lane >> 2); /* row within the 64 */
+  const long long row = row0 + r, col = col0 + (lane & 3) * 2;
+  unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
+  /* Where each row starts in its 16-byte chunk, in elements. */
+  auto shift = [&](long long rw) -> int {
+    return static_cast<int>((reinterpret_cast<unsigned long long>(rowp(b, rw) + col0) & 15u) /
+                            static_cast<unsigned int>(ES));
+  };
+  const int sh[2] = {shift(row), shift(row + 8)};
+#pragma unroll
+  for (int c0 = 0; c0 < BN; c0 += RW) {
+    unsigned char *const buf = sm + (used & 1u) * BUF;
+    used++;
+#pragma unroll
+    for (int i0 = c0 / 8; i0 < (c0 + RW) / 8; i0 += G) {
+      TD out[G][4];
+#pragma unroll
+      for (int i = 0; i < G; i++)
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+          out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
+                            acc[4 * (i0 + i) + v]);
+#pragma unroll
+      for (int i = 0; i < G; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          /* Element by element: a shift of one element leaves pairs on 2 bytes. */
+          TD *const at = reinterpret_cast<TD *>(buf + (r + h * 8) * P) +
+                         ((i0 + i) * 8 + (lane & 3) * 2 - c0 + sh[h]);
+          at[0] = out[i][2 * h];
+          at[1] = out[i][2 * h + 1];
+        }
+    }
+    wg_sync(bar);
+    const long long cr = col0 + c0, lim = N - cr; /* the round's columns inside D: lim */
+    /* A staged row's global address, and its shift in elements. */
+    auto at_row = [&](int rr, int &s) -> TD * {
+      TD *const g = rowp(b, row0 + rr) + cr;
+      s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
+                           static_cast<unsigned int>(ES));
+      return g;
+    };
+    if (lim >= RW) {
+      /* Unrolled (whole trips of 128 tasks), so that a thread's
+       * shared-memory reads can go out together. */
+#pragma unroll
+      for (int i = 0; i < (64 * 9 + 127) / 128; i++) {
+        const int q = t + i * 128, rr = q / 9, j = q - rr * 9;
+        int s;
+        if (q < 64 * 9 && row0 + rr < M) {
+          TD *const g = at_row(rr, s);
+          if (j == 0 ? s == 0 : j < 8)
+            *reinterpret_cast<uint4 *>(g - s + j * V) =
+                *reinterpret_cast<const uint4 *>(buf + rr * P + j * 16);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < (64 * V + 127) / 128; i++) {
+        const int q = t + i * 128, rr = q / V, k = q - rr * V;
+        int s;
+        if (q < 64 * V && row0 + rr < M) {
+          TD *const g = at_row(rr, s);
+          const int p = k >= s ? k : RW + k; /* staged element: the row's head, or its tail */
+          if (s != 0) g[p - s] = reinterpret_cast<const TD *>(buf + rr * P)[p];
+        }
+      }
+    } else if (lim > 0) {
+#pragma unroll 1
+      for (int q = t; q < 64 * RW; q += 128) {
+        const int rr = q / RW, c = q - rr * RW;
+        int s;
+        if (row0 + rr < M && c < lim) {
+          TD *const g = at_row(rr, s);
+          g[c] = reinterpret_cast<const TD *>(buf + rr * P)[c + s];
+        }
+      }
+    }
+  }
+}
 
 // Stores one warpgroup's 64 x BN outputs, rows row0.. and columns col0..
 // of batch b, from its accumulators: acc[4 i + v] is row lane / 4 (+ 8 for
@@ -515,19 +631,29 @@ struct smem_size {
 // With `td`, the values go to the warpgroup's 32 KiB staging area in boxes
 // of 64 rows by 128 bytes, up to four boxes a round, and one thread has TMA
 // store each round while the warpgroup moves on. `used` counts the area's
-// bytes written since the last wait for TMA to have read them. Writes to
+// bytes written since the last wait for TMA to have read them (stage_rows
+// counts its rounds in it instead: a launch takes one of the two). Writes to
 // shared memory cannot alias the operands the epilogue reads, so the
-// compiler issues a round's reads together. Without `td`, outputs go
+// compiler issues a round's reads together.
+//
+// Without `td` but with ROWS (D's rows, or split-K's workspace rows, are
+// the tile's rows in memory: rowp(b, row) points at column 0 of a row),
+// the rows start anywhere, so TMA cannot store them, yet they are still
+// written whole: stage_rows above. Otherwise (column-major D) outputs go
 // straight from registers through put2, in chunks of 32 whose reads all
 // come before their stores (a store to D might otherwise change what a
 // later read sees, as far as the compiler knows). `bar` is the
-// warpgroup's named barrier.
-template <int BN, typename Value, typename Put2>
+// warpgroup's named barrier; M and N bound D.
+template <int BN, bool ROWS, typename Value, typename Put2, typename RowP>
 __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
                                            unsigned int area, unsigned int &used, int bar,
                                            long long b, long long row0, long long col0,
-                                           unsigned char *smem_raw, const Value &value,
-                                           const Put2 &put2) {
+                                           long long M, long long N, unsigned char *smem_raw,
+                                           const Value &value, const Put2 &put2,
+                                           const RowP &rowp) {
+  (void)M;
+  (void)N;
+  (void)rowp;
   const int tid = threadIdx.x, warp = (tid >> 5) & 3, lane = tid & 31;
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
   const long long row = row0 + r, col = col0 + (lane & 3) * 2;
@@ -582,6 +708,8 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
       }
       used += ROUND;
     }
+  } else if constexpr (ROWS) {
+    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp);
   } else {
     constexpr int CH = 8;
 #pragma unroll
@@ -605,8 +733,8 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // The whole kernel body: a block of 384 threads works through tiles
 // blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches *
 // splits). For each output, in range or not, value(z, row, col, acc) gives
-// D's element (and must not read operands out of range); `td` and put2 are
-// as in store_rows. z is the batch, or with split-K (splits > 1) the
+// D's element (and must not read operands out of range); `td`, put2, ROWS
+// and rowp are as in store_rows. z is the batch, or with split-K (splits > 1) the
 // workspace's plane, slice * batches + batch. A 64-row half of a tile
 // wholly beyond M stores nothing. (It still runs its MMAs: skipping them
 // under a branch makes ptxas serialize every wgmma of the kernel, C7520,
@@ -619,13 +747,13 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // 128 rows of its tile, and hand the tensor cores to the other as soon as
 // their last MMAs are issued: one consumer's epilogue runs while the
 // other's MMAs do.
-template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, typename Value,
-          typename Put2>
+template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, bool ROWS, typename Value,
+          typename Put2, typename RowP>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
-                                     long long M, unsigned char *smem_raw, const Value &value,
-                                     const Put2 &put2) {
+                                     long long M, long long N, unsigned char *smem_raw,
+                                     const Value &value, const Put2 &put2, const RowP &rowp) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
@@ -762,9 +890,10 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
-          store_rows<BN>(acc[h], td, staging + cw * 32768, used, 1 + cw, static_cast<long long>(z),
-                         static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
-                         static_cast<long long>(tn) * BN, smem_raw, value, put2);
+          store_rows<BN, ROWS>(acc[h], td, staging + cw * 32768, used, 1 + cw,
+                               static_cast<long long>(z),
+                               static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
+                               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp);
     }
     /* Stores still in flight read shared memory, which dies with the block. */
     if (td != nullptr && leader) bulk_wait();

@@ -6,8 +6,9 @@
  * and beta, epilogues (none, bias, bias+ReLU, GELU, one using row and
  * col), misaligned pointers, poisoned outputs checked everywhere. On an
  * H200 the tensor-core cases run the wgmma kernel (TMA stores of 16-bit,
- * float32 and float64 D, stores from registers, more tiles than blocks,
- * tf32 with B transposed first), and again as mma.sync kernels.
+ * float32 and float64 D, rows off 16 bytes staged through shared memory,
+ * column-major D from registers, more tiles than blocks, tf32 with B
+ * transposed first), and again as mma.sync kernels.
  */
 #include <math.h>
 #include <stdio.h>
@@ -274,6 +275,197 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
        "tensor cores bfloat16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/*
+ * D whose rows TMA cannot store (odd N, an odd leading dimension or batch
+ * stride, a pointer off 16 bytes): a row-major D goes through shared
+ * memory and out in whole rows (matmul_sm90.cuh's stage_rows), a
+ * column-major one from registers. Every element is checked against a
+ * float64 product of the same rounded inputs, within D's rounding plus
+ * the sum's error bound; every other byte of D's buffer (before the
+ * pointer, the gaps a leading dimension or batch stride beyond the matrix
+ * leaves, and after it) must keep its poison.
+ */
+typedef struct dlayout_case {
+  const char *what;
+  jitk_dtype dt, ddt; /* A and B's dtype; D's (and C's) */
+  jitk_compute compute;
+  int64_t m, n, k, batch;
+  jitk_order bo, d_o;
+  int64_t ldd, sd, off; /* D's leading dimension and batch stride (0: packed), pointer offset */
+  int with_c;           /* C (row-major, packed) with alpha 1.5 and beta -0.5, else alpha 1 */
+  int bias_relu;        /* epilogue max(acc + bias[col], (T)0) */
+  const char *kind;     /* expected in the description */
+} dlayout_case;
+
+static void run_dlayout(jitk_engine *e, const dlayout_case *c, uint64_t *seed) {
+  const int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
+  const bool d_row = c->d_o == JITK_ROW_MAJOR, b_row = c->bo == JITK_ROW_MAJOR;
+  const int64_t d_outer = d_row ? M : N, d_inner = d_row ? N : M;
+  const int64_t ldd = c->ldd ? c->ldd : d_inner, sd = c->sd ? c->sd : d_outer * ldd;
+  const size_t es = jt_dtype_size(c->dt), des = jt_dtype_size(c->ddt);
+  const size_t na = (size_t)(B * M * K), nb = (size_t)(B * K * N), nc = (size_t)(B * M * N);
+  /* D's buffer: the offset, the batches, and 64 bytes of poison after. */
+  const size_t nd = (size_t)(c->off + (B - 1) * sd + d_outer * ldd) + 64 / des;
+  double *ha = malloc(na * 8), *hb = malloc(nb * 8), *hc = malloc(nc * 8);
+  unsigned char *sa = malloc(na * es), *sb = malloc(nb * es), *sc = malloc(nc * des);
+  unsigned char *sd_host = malloc(nd * des), *is_d = calloc(nd, 1);
+  float *fbias = malloc((size_t)N * 4);
+  for (size_t i = 0; i < na; i++) { /* A row-major, packed */
+    ha[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sa, c->dt, i, ha[i]);
+  }
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t q = 0; q < K; q++)
+      for (int64_t j = 0; j < N; j++) {
+        const size_t i = (size_t)((b * K + q) * N + j);
+        hb[i] = rounded(c->dt, jt_uniform(seed));
+        jt_write_real(sb, c->dt, (size_t)(b * K * N + (b_row ? q * N + j : j * K + q)), hb[i]);
+      }
+  for (size_t i = 0; i < nc; i++) {
+    hc[i] = rounded(c->ddt, jt_uniform(seed));
+    jt_write_real(sc, c->ddt, i, hc[i]);
+  }
+  for (int64_t j = 0; j < N; j++) fbias[j] = (float)jt_uniform(seed);
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = M;
+  d.n = N;
+  d.k = K;
+  d.batch = B;
+  d.a_dtype = d.b_dtype = c->dt;
+  d.c_dtype = d.d_dtype = c->ddt;
+  d.compute = c->compute;
+  d.a_order = JITK_ROW_MAJOR;
+  d.b_order = c->bo;
+  d.c_order = JITK_ROW_MAJOR;
+  d.d_order = c->d_o;
+  d.ldd = ldd;
+  d.stride_d = sd;
+  d.has_c = c->with_c;
+  d.alpha = c->with_c ? 1.5 : 1.0;
+  d.beta = c->with_c ? -0.5 : 0.0;
+  if (c->bias_relu) {
+    d.epilogue = "max(acc + bias[col], (T)0)";
+    d.epilogue_params = "raw float32 bias";
+  }
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char desc[512], what[768];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  snprintf(what, sizeof what, "%s: ldd %lld, stride %lld, offset %lld (%s)", c->what,
+           (long long)ldd, (long long)sd, (long long)c->off, desc);
+  cr_assert(strstr(desc, c->kind) != NULL, "%s", what);
+  void *da = jt_dev_alloc(e, na * es), *db = jt_dev_alloc(e, nb * es),
+       *dc = jt_dev_alloc(e, nc * des), *dd = jt_dev_alloc(e, nd * des),
+       *dbias = jt_dev_alloc(e, (size_t)N * 4);
+  jt_to_dev(e, da, sa, na * es);
+  jt_to_dev(e, db, sb, nb * es);
+  jt_to_dev(e, dc, sc, nc * des);
+  jt_to_dev(e, dbias, fbias, (size_t)N * 4);
+  jt_poison(e, dd, nd * des);
+  jitk_arg bias = jitk_arg_ptr(dbias, JITK_FLOAT32);
+  JT_OK(e, jitk_matmul_execute(p, NULL, da, db, c->with_c ? dc : NULL,
+                               (char *)dd + (size_t)c->off * des, &bias, c->bias_relu ? 1 : 0));
+  jt_to_host(e, sd_host, dd, nd * des);
+  /* Each element's bound: D's rounding (twice its unit roundoff) and the
+   * sum's (float32 accumulation of K terms, or tf32's rounding of the
+   * inputs), relative to the sum of the terms' magnitudes. */
+  const double out_rel = c->ddt == JITK_BFLOAT16  ? 1.0 / 128
+                         : c->ddt == JITK_FLOAT16 ? 1.0 / 1024
+                         : c->ddt == JITK_FLOAT32 ? 1e-6
+                                                  : 1e-12;
+  const double sum_rel = c->compute == JITK_COMPUTE_TF32 ? 2e-3 : 2e-5;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0, mag = 0;
+        for (int64_t q = 0; q < K; q++) {
+          const double t = ha[(b * M + i) * K + q] * hb[(b * K + q) * N + j];
+          acc += t;
+          mag += fabs(t);
+        }
+        acc = d.alpha * acc;
+        if (c->with_c) acc += d.beta * hc[(b * M + i) * N + j];
+        if (c->bias_relu) acc = acc + fbias[j] > 0 ? acc + fbias[j] : 0;
+        const double bound = out_rel * fabs(acc) + sum_rel * d.alpha * mag + 1e-6;
+        const size_t at = (size_t)(c->off + b * sd + (d_row ? i * ldd + j : j * ldd + i));
+        is_d[at] = 1;
+        const double got = jt_read_real(sd_host, c->ddt, at);
+        cr_assert(isfinite(got) && fabs(got - acc) <= bound,
+                  "%s: D[%lld][%lld][%lld] is %.9g, want %.9g (bound %.3g)", what, (long long)b,
+                  (long long)i, (long long)j, got, acc, bound);
+      }
+  for (size_t at = 0; at < nd; at++) {
+    if (is_d[at]) continue;
+    for (size_t x = 0; x < des; x++)
+      cr_assert(sd_host[at * des + x] == 0xFF,
+                "%s: element %zu of D's buffer (offset %lld, outside the matrix) was written", what,
+                at, (long long)c->off);
+  }
+  JT_OK(e, jitk_device_free(e, da, NULL));
+  JT_OK(e, jitk_device_free(e, db, NULL));
+  JT_OK(e, jitk_device_free(e, dc, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  JT_OK(e, jitk_device_free(e, dbias, NULL));
+  jitk_matmul_destroy(p);
+  free(ha);
+  free(hb);
+  free(hc);
+  free(sa);
+  free(sb);
+  free(sc);
+  free(sd_host);
+  free(is_d);
+  free(fbias);
+}
+
+#define WG "(wgmma"
+static const dlayout_case dlayout_cases[] = {
+    {"bf16 odd N, tails in M and N", JITK_BFLOAT16, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 300, 263,
+     136, 1, R, R, 0, 0, 0, 0, 1, WG},
+    {"bf16 odd ldd (gaps), odd batch stride, C with beta", JITK_BFLOAT16, JITK_BFLOAT16,
+     JITK_COMPUTE_DEFAULT, 200, 264, 72, 2, C, R, 265, 200 * 265 + 3, 0, 1, 1, WG},
+    {"f16 D pointer off by one element, batch 3", JITK_FLOAT16, JITK_FLOAT16, JITK_COMPUTE_DEFAULT,
+     200, 256, 64, 3, R, R, 0, 0, 1, 0, 0, WG},
+    {"f16 odd N, ldd 140, pointer off by 3, batch 2, C", JITK_FLOAT16, JITK_FLOAT16,
+     JITK_COMPUTE_DEFAULT, 131, 131, 80, 2, R, R, 140, 0, 3, 1, 1, WG},
+    {"f16 N = 5 (less than a round), M = 1", JITK_FLOAT16, JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 1, 5,
+     64, 1, C, R, 7, 0, 1, 0, 1, WG},
+    {"tf32 odd N, odd ldd, pointer off by 1, batch 2, bias", JITK_FLOAT32, JITK_FLOAT32,
+     JITK_COMPUTE_TF32, 190, 133, 40, 2, C, R, 137, 0, 1, 0, 1, WG},
+    {"tf32 ldd 258 (rows 8 bytes off in turn), C with beta", JITK_FLOAT32, JITK_FLOAT32,
+     JITK_COMPUTE_TF32, 130, 256, 36, 1, C, R, 258, 0, 0, 1, 0, WG},
+    {"bf16 in, float32 D, odd N, pointer off by 2", JITK_BFLOAT16, JITK_FLOAT32,
+     JITK_COMPUTE_DEFAULT, 129, 201, 64, 1, R, R, 0, 0, 2, 1, 1, WG},
+    {"f16 in, float64 D, odd N and ldd", JITK_FLOAT16, JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 70, 127,
+     40, 2, C, R, 129, 0, 1, 0, 1, WG},
+    {"bf16 more tiles than blocks, odd N and ldd, batch 2", JITK_BFLOAT16, JITK_BFLOAT16,
+     JITK_COMPUTE_DEFAULT, 1100, 2055, 72, 2, R, R, 2057, 0, 1, 0, 1, WG},
+    {"bf16 column-major D, odd ldd (from registers)", JITK_BFLOAT16, JITK_BFLOAT16,
+     JITK_COMPUTE_DEFAULT, 131, 77, 64, 2, R, C, 133, 0, 1, 1, 1, WG},
+};
+
+Test(matmul, unaligned_d_on_tensor_cores) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xD0D;
+  for (size_t i = 0; i < sizeof dlayout_cases / sizeof dlayout_cases[0]; i++)
+    run_dlayout(e, &dlayout_cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* The cooperative schedule's 128 x 256 tiles take the same path. */
+Test(matmul, unaligned_d_on_tensor_cores_cooperative) {
+  setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xD0E;
+  for (size_t i = 0; i < sizeof dlayout_cases / sizeof dlayout_cases[0]; i++) {
+    dlayout_case c = dlayout_cases[i];
+    c.kind = "(cooperative)";
+    run_dlayout(e, &c, &seed);
+  }
   jitk_engine_destroy(e);
 }
 
@@ -675,6 +867,8 @@ Test(matmul, outputs_and_reductions) {
        "FFMA", 0},
       {"one row, the whole matrix a row", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1, 264, 64, 1, R, R,
        R, 0, "tensor cores bfloat16", 0},
+      {"bf16 wgmma, odd N: D through shared memory, outputs as they are", JITK_BFLOAT16,
+       JITK_COMPUTE_DEFAULT, 300, 263, 136, 2, R, R, R, 0, "tensor cores bfloat16", 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_extras(e, &cases[i], &seed);
   jitk_engine_destroy(e);
@@ -1268,6 +1462,8 @@ static const fp8_case fp8_cases[] = {
      2, 0, 0, 0, 0, 0, 0, 0, "wgmma"},
     {"fp8 misaligned A and B: copied onto 16 bytes, bf16 D, amax", E4, E5, JITK_BFLOAT16, 200, 264,
      512, 1, R, NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 1, "wgmma"},
+    {"fp8 e4m3 x e4m3, e4m3 D, odd N: D through shared memory, batch 2, amax", E4, E4, E4, 130, 263,
+     256, 2, R, NO_C, 1, 0, 0.5f, 0.5f, 2.0f, 1, 1, 0, "wgmma"},
 };
 
 Test(matmul, fp8_wgmma) {

@@ -33,13 +33,19 @@
  * out, with a note saying so. cublasLt.h is included for its types and
  * enums only.
  *
- *   jitk-bench matmul [--json FILE]
+ *   jitk-bench matmul [--json FILE] [--only SECTION]
+ *
+ * --only runs one section: `fused` (bfloat16 and float16 bias+ReLU, the
+ * decode shapes included), `plain` (tf32 and float32), `fp8`, or
+ * `unaligned` (the shapes whose N or K is not a multiple of 8, each with
+ * its aligned neighbour).
  */
 #include <jitk/jitk.h>
 
 #include <cublasLt.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -890,6 +896,22 @@ static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_k
 }
 
 int bench_matmul(int argc, char **argv) {
+  /* Which sections run: all, or the one --only names. */
+  static const char *const sections[] = {"fused", "plain", "fp8", "unaligned"};
+  enum { NSECTIONS = sizeof sections / sizeof sections[0] };
+  bool run[NSECTIONS] = {true, true, true, true};
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--only") != 0) continue;
+    int found = -1;
+    for (int j = 0; j < NSECTIONS && i + 1 < argc; j++)
+      if (strcmp(argv[i + 1], sections[j]) == 0) found = j;
+    if (found < 0) {
+      fprintf(stderr, "jitk-bench matmul: --only takes one of fused, plain, fp8, unaligned%s%s\n",
+              i + 1 < argc ? "; not " : "", i + 1 < argc ? argv[i + 1] : "");
+      return 2;
+    }
+    for (int j = 0; j < NSECTIONS; j++) run[j] = j == found;
+  }
   bench_session bs;
   int skipped = bench_open("matmul", argc, argv, &bs);
   if (skipped) return skipped;
@@ -929,13 +951,15 @@ int bench_matmul(int argc, char **argv) {
                 {64, 28672, 8192, "64x28672x8192"}};
   static const jitk_dtype dtypes[] = {JITK_BFLOAT16, JITK_FLOAT16};
   static const char *const dnames[] = {"bfloat16", "float16"};
-  for (int d = 0; d < 2; d++)
+  for (int d = 0; d < 2 && run[0]; d++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
       bench_fused(e, &lt, lt_why, &k, dtypes[d], dnames[d], shapes[s].m, shapes[s].n, shapes[s].k,
                   shapes[s].name, &t);
-  bench_plain(e, &lt, lt_why, &k, 1, &t);
-  bench_plain(e, &lt, lt_why, &k, 0, &t);
-  bench_fp8(e, &lt, lt_why, &k, &t);
+  if (run[1]) {
+    bench_plain(e, &lt, lt_why, &k, 1, &t);
+    bench_plain(e, &lt, lt_why, &k, 0, &t);
+  }
+  if (run[2]) bench_fp8(e, &lt, lt_why, &k, &t);
   /* N or K off a multiple of 8 (rows off 16 bytes: the plan copies the
    * operand first), each beside the nearest aligned shape in the same run;
    * issue 16's goal is >= 0.85 of its throughput. */
@@ -948,7 +972,7 @@ int bench_matmul(int argc, char **argv) {
              {8192, 50257, 1024, 8192, 50264, 1024, "8192x50257x1024", "8192x50264x1024"},
              {2048, 11008, 4095, 2048, 11008, 4096, "2048x11008x4095", "2048x11008x4096"}};
   double aligned_tf[sizeof odd / sizeof odd[0]];
-  for (size_t s = 0; s < sizeof odd / sizeof odd[0]; s++) {
+  for (size_t s = 0; s < sizeof odd / sizeof odd[0] && run[3]; s++) {
     int row = t.n;
     bench_fused(e, &lt, lt_why, &k, JITK_BFLOAT16, "bfloat16", odd[s].am, odd[s].an, odd[s].ak,
                 odd[s].aligned, &t);
