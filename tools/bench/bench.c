@@ -345,14 +345,10 @@ int main(int argc, char **argv) {
         "  reduction    bytes read per second of generated reductions against the copy,\n"
         "               launch cost (GPU)\n"
         "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
-        "               float16, tf32, float32, FP8, shapes off 16 bytes, TFLOP/s (GPU;
-"
-        "               --only fused|plain|fp8|unaligned)
-"
-        "  autotune     tuned matmul plans against the default ones, and a tuned plan
-"
-        "               created in a new engine (GPU)
-"
+        "               float16, tf32, float32, FP8, shapes off 16 bytes, TFLOP/s (GPU;\n"
+        "               --only fused|plain|fp8|unaligned)\n"
+        "  autotune     tuned matmul plans against the default ones, and a tuned plan\n"
+        "               created in a new engine (GPU)\n"
         "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"
         "  sweep    elementwise and reduction layouts against the copy (GPU; --list,\n"
         "           --only REGEX)\n"
