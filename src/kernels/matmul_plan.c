@@ -478,7 +478,7 @@ bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
   /* The class's K is rounded up to a power of two: a split tuned on a
    * longer K may not fit this one. */
   int64_t kt = jk_mm_ktiles(p, kind);
-  p->split = got == 5 ? (int)(split > kt ? (kt > 0 ? kt : 1) : split) : 0;
+  p->split = got >= 5 ? (int)(split > kt ? (kt > 0 ? kt : 1) : split) : 0;
   if (p->d.a_dtype == JITK_FLOAT64 && p->split > 1) p->split = 1;
   return true;
 }

@@ -65,14 +65,16 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
   /* The candidates: {bn, arow, stages, pingpong, swap}; where A and B may
    * swap (wgmma, 16-bit or tf32) and M is small, also swapped kernels
    * with the narrowest tile that holds M, at the most stages and at
-   * half as many. */
+   * half as many (not with JITK_MM_SWAP=0). */
   int cand[6][5] = {
       {128, 128, 5, 1, 0}, {128, 128, 4, 1, 0}, {256, 128, 3, 0, 0}, {128, 128, 4, 0, 0}};
   static const int mma[][5] = {
       {256, 128, 3, 0, 0}, {128, 64, 4, 0, 0}, {256, 64, 4, 0, 0}, {128, 128, 3, 0, 0}};
   int ncand = 4;
   if (kind != JK_MM_WGMMA) memcpy(cand, mma, sizeof mma);
-  if (jk_mm_swap_allowed(p, kind) && ds->m <= 256) {
+  const char *no_swap = getenv("JITK_MM_SWAP");
+  if (jk_mm_swap_allowed(p, kind) && ds->m <= 256 &&
+      (no_swap == NULL || strcmp(no_swap, "0") != 0)) {
     const int bn = jk_mm_swap_bn(ds->m), most = jk_mm_swap_stages(bn);
     const int swapped[2][5] = {{bn, 128, most, 0, 1}, {bn, 128, most / 2 > 2 ? most / 2 : 2, 0, 1}};
     memcpy(cand[ncand], swapped, sizeof swapped);

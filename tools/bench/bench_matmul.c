@@ -4,8 +4,9 @@
  * For bfloat16 and float16 A, B and D (float32 accumulation, a float32
  * bias), row-major, at M x N x K = 4096^3, 8192^3 and 16384 x 4096 x 1024,
  * and the decode shapes M x 8192 x 8192 (M = 1, 8, 16, 32, 64, 128, 256) and
- * 64 x 28672 x 8192, whose few tiles jitk's plan splits along K (the
- * description printed as each case starts says how),
+ * 64 x 28672 x 8192, on which jitk's plan swaps A and B (M <= 64) and
+ * splits K where its tiles are few (the description printed as each case
+ * starts says how),
  * D = relu(A @ B + bias[col]) three ways:
  *  - a jitk plan whose epilogue is "max(acc + bias[col], (T)0)";
  *  - cuBLASLt with CUBLASLT_EPILOGUE_RELU_BIAS;

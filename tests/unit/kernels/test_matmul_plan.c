@@ -824,8 +824,17 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   cr_assert(p->swap);
   jk_mm_choice_format(p, buf, sizeof buf);
   cr_assert_str_eq(buf, stored);
-  /* 64 tiles of 128 rows of N, one of 8 columns of M: two slices. */
+  /* 64 tiles of 128 rows of N by two of 8 columns of M (16): 128 tiles
+   * nearly fill 132 multiprocessors, so no split; 16 tiles of 16 columns
+   * would leave 64 tiles and take two slices. */
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 1);
+  cr_assert(
+      jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=16 arow=128 stages=12 pingpong=0 swap=1") == false,
+      "swap= comes after split=");
+  cr_assert(
+      jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=16 arow=128 stages=12 pingpong=0 split=1 swap=1"));
   cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 2);
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=8 arow=128 stages=5 pingpong=0 split=3"),
             "a narrow tile needs the swap");
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA,
