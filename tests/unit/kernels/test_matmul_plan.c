@@ -655,7 +655,8 @@ Test(matmul_plan, split_k_chosen_for_decode_shapes) {
     jitk_matmul *p = NULL;
     JT_OK(e, jitk_matmul_create(e, &d, &p));
     int split = split_of(e, p);
-    /* 64 tiles of 128 x 128, 128 K-tiles of 64: two slices fill 128. */
+    /* 64 tiles (of 128 x 8 or 128 x 32 with A and B swapped), 128
+     * K-tiles of 64: two slices fill 128. */
     cr_assert(split == 2, "M %lld: split %d", (long long)ms[i], split);
     const char *src = NULL;
     JT_OK(e, jitk_matmul_source(p, &src));
