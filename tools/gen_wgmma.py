@@ -5,6 +5,9 @@ operands are too many to write by hand. Run it and paste its output
 between the markers in that header when a shape is added."""
 
 SHAPES = (128, 256)
+# The narrow tiles of swapped decode plans (D^T = B^T A^T, M the wgmma's
+# N), for 16-bit and tf32 inputs.
+SMALL = (8, 16, 32, 64)
 TYPES = (("f16", "f16", 16), ("bf16", "bf16", 16), ("tf32", "tf32", 8))
 # The 8-bit pairs (A's type, then B's) cuBLASLt runs on Hopper: not both
 # e5m2. K-major A and B only, so no transpose operands, as for tf32.
@@ -43,3 +46,6 @@ for n in SHAPES:
 for n in SHAPES:
     for name, ptx, k in FP8_TYPES:
         wrapper(n, name, ptx, k, False)
+for n in SMALL:
+    for name, ptx, k in TYPES:
+        wrapper(n, name, ptx, k, k == 16)

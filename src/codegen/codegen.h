@@ -190,7 +190,8 @@ typedef struct jk_mm_spec {
   bool has_c;
   double alpha, beta;
   int stages;    /* mma, wgmma: K-tiles in flight */
-  int bn;        /* mma, wgmma: tile width, 128 or 256 (the height is 128) */
+  int bn;        /* mma, wgmma: tile width, 128 or 256 (the height is 128);
+                  swapped wgmma plans also 8, 16, 32 or 64 */
   int arow;      /* mma: bytes of K per tile row, 64 or 128 (wgmma: 128) */
   bool pingpong; /* wgmma: consumers take whole tiles in turns (bn 128) */
   /* FP8 plans: the kernel takes device float32 scales of A, B and D, and
@@ -200,6 +201,13 @@ typedef struct jk_mm_spec {
    * item) of K into a float32 workspace, and the module's second kernel,
    * "<name>_sk", sums the slices in order and applies the epilogue. */
   bool split;
+  /* wgmma, 16-bit or tf32 inputs: the kernel computes D^T = B^T A^T, so
+   * that a small M lies along the tile's bn columns and N along its 128
+   * rows (decode shapes). The kernel's A is the user's B and its B the
+   * user's A (always K-major: a column-major A is transposed first); the
+   * epilogue still sees the user's row and col, and D, C, the outputs and
+   * the workspaces keep the user's layouts. D leaves registers directly. */
+  bool swap;
 } jk_mm_spec;
 
 /* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K
@@ -212,9 +220,11 @@ static inline int jk_mm_ktile(const jk_mm_spec *s) {
 
 /* wgmma: tf32 reads A and B K-major only, so a column-major float32 A
  * and a row-major float32 B are first transposed by the module's second
- * kernel, "<name>_tr". */
+ * kernel, "<name>_tr". A swapped plan's kernel reads the user's A as its
+ * narrow B tile, K-major only, so a column-major A of any dtype is
+ * transposed first too (it is small: M x K with M of a decode shape). */
 static inline bool jk_mm_transposes_a(const jk_mm_spec *s) {
-  return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && !s->a_k;
+  return s->kind == JK_MM_WGMMA && (s->a == JITK_FLOAT32 || s->swap) && !s->a_k;
 }
 static inline bool jk_mm_transposes_b(const jk_mm_spec *s) {
   return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && s->b_n;

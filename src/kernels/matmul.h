@@ -42,6 +42,7 @@ struct jitk_matmul {
   mm_kernel main, fallback;     /* fallback: FFMA, made on first need */
   int stages, bn, arow;         /* the tensor-core tile: K-tiles in flight, width, K bytes */
   bool pingpong;                /* wgmma: the ping-pong schedule */
+  bool swap;                    /* wgmma: D^T = B^T A^T (jk_mm_spec's swap) */
   bool tuned;                   /* the configuration came from the tuning table */
   int split;                    /* K slices (1: none); 0 while not yet chosen */
   /* Outputs and reductions besides D, their strings the plan's own and
@@ -70,6 +71,15 @@ void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size);
  * A choice stored before split-K had no `split=`: the plan's split is then
  * left to be chosen (0); a split beyond the K-tiles is cut to them. */
 bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *choice);
+
+/* Whether the plan may swap A and B (jk_mm_spec's swap) for `kind`:
+ * wgmma with 16-bit or tf32 inputs. */
+bool jk_mm_swap_allowed(const jitk_matmul *p, jk_mm_kind kind);
+
+/* A swapped plan's default tile width for M (the narrowest of 8, 16, 32
+ * and 64 that holds it, else 128) and the most stages that then fit. */
+int jk_mm_swap_bn(int64_t m);
+int jk_mm_swap_stages(int bn);
 
 /* K-tiles of the plan's kernel of `kind` in its current configuration:
  * the most slices split-K may cut K into. */

@@ -48,21 +48,23 @@ static uint64_t round16(uint64_t n, uint64_t es) {
 }
 
 /* A pooled transpose of x (each batch's R x C row-major matrix, leading
- * dimension ld, batch stride sx, float32) made by the plan's "_tr" kernel
- * on `stream`, with leading dimension *ldt (R rounded up to 16 bytes) and
- * batch stride C * *ldt; *t is freed by the caller with jk_temp_free. */
+ * dimension ld, batch stride sx, elements of es bytes: float32, or 16-bit
+ * for a swapped plan's A) made by the plan's "_tr" kernel on `stream`,
+ * with leading dimension *ldt (R rounded up to 16 bytes) and batch stride
+ * C * *ldt; *t is freed by the caller with jk_temp_free. */
 static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream stream,
                                    const void *x, uint64_t R, uint64_t C, uint64_t ld, uint64_t sx,
-                                   void **t, uint64_t *ldt) {
+                                   uint64_t es, void **t, uint64_t *ldt) {
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *t = NULL;
-  *ldt = round16(R, 4);
+  *ldt = round16(R, es);
   if (ceil_div(R, 32) > 65535)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                   "matmul %s: tf32 transposes an operand first, which takes K up to 2097120",
+                   "matmul %s: this plan transposes an operand first (tf32, or a column-major A "
+                   "with A and B swapped), which takes K up to 2097120",
                    p->name);
-  jitk_status st = jk_temp_alloc(e, (size_t)(nb * C * *ldt * 4), (jitk_stream)stream, t);
+  jitk_status st = jk_temp_alloc(e, (size_t)(nb * C * *ldt * es), (jitk_stream)stream, t);
   if (st != JITK_OK) return st;
   long long args[5] = {(long long)R, (long long)C, (long long)ld, (long long)sx, (long long)*ldt};
   void *kp[7] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3], &args[4]};
@@ -131,7 +133,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   CUresult r = CUDA_SUCCESS;
   jitk_status st = JITK_OK;
   if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * ldt + k] */
-    st = transpose_first(p, k, stream, a, K, M, lda, sa, &at, &lda);
+    st = transpose_first(p, k, stream, a, K, M, lda, sa, es, &at, &lda);
     ak = at;
     sa = M * lda;
     a_k = true;
@@ -141,7 +143,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     sa = (a_k ? M : K) * lda;
   }
   if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * ldt + k] */
-    st = transpose_first(p, k, stream, b, K, N, ldb, sb, &bt, &ldb);
+    st = transpose_first(p, k, stream, b, K, N, ldb, sb, es, &bt, &ldb);
     bk = bt;
     sb = N * ldb;
     b_n = false;
@@ -157,11 +159,22 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     sa = round16(lda, es) * (a_k ? M : K);
     sb = round16(ldb, es) * (b_n ? K : N);
   }
-  if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
+  if (s->swap) {
+    /* D^T = B^T A^T: the kernel's A is B, K-major when B is column-major
+     * (boxes of 128 n by 128 bytes of k), else N-major (boxes of 64 n by
+     * 64 k); its B is A, K-major now (boxes of bn m by 128 bytes of k). */
+    if (!b_n)
+      r = encode_map(e, &maps[0], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es), 128);
+    else
+      r = encode_map(e, &maps[0], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
+    if (r == CUDA_SUCCESS)
+      r = encode_map(e, &maps[1], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es),
+                     (uint32_t)s->bn);
+  } else if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
     r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128);
   else /* M-major: boxes of 64 m by 64 k */
     r = encode_map(e, &maps[0], s->a, ak, M, K, nb, lda * es, sa * es, 64, 64);
-  if (r == CUDA_SUCCESS) {
+  if (r == CUDA_SUCCESS && !s->swap) {
     if (b_n) /* N-major: boxes of 64 n by 64 k */
       r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
     else
@@ -170,9 +183,12 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   }
   /* D through TMA when row-major with 16-byte aligned rows; with split-K,
    * the workspace (splits x batches planes of M x N float32) the same way
-   * when its rows are. */
+   * when its rows are. A swapped kernel stores from registers (its tiles'
+   * rows are D's columns). */
   uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
-  if (s->split) {
+  if (s->swap) {
+    /* no tensor map of D */
+  } else if (s->split) {
     if (r == CUDA_SUCCESS && (N * 4) % 16 == 0 && ((uintptr_t)ws & 15) == 0 &&
         encode_map(e, &maps[2], JITK_FLOAT32, ws, N, M, nb * splits, N * 4, M * N * 4, 32, 64) ==
             CUDA_SUCCESS)
@@ -416,9 +432,13 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   JK_PUSH(kp, np, cur, cc);
   JK_PUSH(kp, np, cur, d);
   for (int i = 0; i < 11; i++) JK_PUSH(kp, np, cur, v[i]);
-  unsigned int tm = (unsigned int)ceil_div((uint64_t)ds->m, JK_MM_TILE),
+  /* Tiles of the kernel's rows and columns: a swapped kernel's run along
+   * N and M. */
+  const uint64_t krows = (uint64_t)(k->spec.swap ? ds->n : ds->m),
+                 kcols = (uint64_t)(k->spec.swap ? ds->m : ds->n);
+  unsigned int tm = (unsigned int)ceil_div(krows, JK_MM_TILE),
                tn = (unsigned int)ceil_div(
-                   (uint64_t)ds->n, k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn : JK_MM_TILE);
+                   kcols, k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn : JK_MM_TILE);
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
   for (size_t i = 0; i < num_extra; i++) {

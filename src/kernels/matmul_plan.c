@@ -18,11 +18,18 @@
 #include "array/array.h"
 #include "kernels/matmul.h"
 
-/* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size. */
-static size_t wgmma_smem(int bn, int stages) {
-  return (size_t)stages * (128 * 128 + (size_t)bn * 128) + 2 * 32768 + (size_t)stages * 16 + 16 +
-         1024;
+/* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size;
+ * a swapped kernel stores D from registers and stages none of it. */
+static size_t wgmma_smem(int bn, int stages, bool swap) {
+  return (size_t)stages * (128 * 128 + (size_t)bn * 128) + (swap ? 0 : 2 * 32768) +
+         (size_t)stages * 16 + 16 + 1024;
 }
+
+/* The most stages of a swapped kernel: as many as shared memory holds, up
+ * to 12 (with a 128 x 16 tile, 12 K-steps are 192 KiB of the large
+ * operand in flight per multiprocessor; a decode shape is bound by
+ * reading it). */
+#define JK_MM_SWAP_MAX_STAGES 12
 
 void jitk_matmul_desc_init(jitk_matmul_desc *d) {
   if (d == NULL) return;
@@ -324,6 +331,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->d_scale = d->has_d_scale != 0;
   s->amax = d->has_amax_d != 0;
   s->split = p->split > 1 && acc == JITK_FLOAT32;
+  s->swap = kind == JK_MM_WGMMA && p->swap;
   out->splits = s->split ? p->split : 1;
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
@@ -335,7 +343,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   out->source = src;
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
-              : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages)
+              : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap)
                                     : 0;
   if (e->has_device) {
     CUcontext saved;
@@ -415,29 +423,62 @@ void jk_mm_tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t s
 void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size) {
   snprintf(buf, size, "bn=%d arow=%d stages=%d pingpong=%d split=%d", p->bn, p->arow, p->stages,
            (int)p->pingpong, p->split > 1 ? p->split : 1);
+  size_t used = strlen(buf);
+  if (p->swap && used + 1 < size) snprintf(buf + used, size - used, " swap=1");
 }
 
-static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingpong) {
+bool jk_mm_swap_allowed(const jitk_matmul *p, jk_mm_kind kind) {
+  const jitk_dtype a = p->d.a_dtype;
+  return kind == JK_MM_WGMMA && (a == JITK_FLOAT16 || a == JITK_BFLOAT16 ||
+                                 (a == JITK_FLOAT32 && p->d.compute == JITK_COMPUTE_TF32));
+}
+
+int jk_mm_swap_bn(int64_t m) {
+  static const int widths[] = {8, 16, 32, 64};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+    if (m <= widths[i]) return widths[i];
+  return 128;
+}
+
+int jk_mm_swap_stages(int bn) {
+  int stages = JK_MM_SWAP_MAX_STAGES;
+  while (stages > 2 && wgmma_smem(bn, stages, true) > 227 * 1024) stages--;
+  return stages;
+}
+
+/* Whether a tile configuration fits the kind (and shared memory): swapped
+ * wgmma kernels also take the narrow tiles, up to 12 stages, and no
+ * ping-pong. */
+static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingpong, bool swap) {
+  if (swap)
+    return kind == JK_MM_WGMMA && arow == 128 && !pingpong && stages >= 2 &&
+           stages <= JK_MM_SWAP_MAX_STAGES &&
+           (bn == 8 || bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) &&
+           wgmma_smem(bn, stages, true) <= 227 * 1024;
   if ((bn != 128 && bn != 256) || (arow != 64 && arow != 128) || stages < 2 || stages > 6)
     return false;
   if (kind == JK_MM_WGMMA)
-    return arow == 128 && (!pingpong || bn == 128) && wgmma_smem(bn, stages) <= 227 * 1024;
+    return arow == 128 && (!pingpong || bn == 128) && wgmma_smem(bn, stages, false) <= 227 * 1024;
   return !pingpong && (size_t)stages * (size_t)arow * (128 + (size_t)bn) <= 227 * 1024;
 }
 
 bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
-  int bn, arow, stages, pp, split = 0;
-  int got =
-      sscanf(s, "bn=%d arow=%d stages=%d pingpong=%d split=%d", &bn, &arow, &stages, &pp, &split);
-  if (got < 4 || (got == 5 && split < 1) || !choice_fits(kind, bn, arow, stages, pp)) return false;
+  int bn, arow, stages, pp, split = 0, swap = 0;
+  int got = sscanf(s, "bn=%d arow=%d stages=%d pingpong=%d split=%d swap=%d", &bn, &arow, &stages,
+                   &pp, &split, &swap);
+  /* A choice stored before swapped plans has no swap=: unswapped. */
+  if (got < 4 || (got >= 5 && split < 1) || (got == 6 && swap != 0 && swap != 1)) return false;
+  if (swap && !jk_mm_swap_allowed(p, kind)) return false;
+  if (!choice_fits(kind, bn, arow, stages, pp, swap != 0)) return false;
   p->bn = bn;
   p->arow = arow;
   p->stages = stages;
   p->pingpong = pp != 0;
+  p->swap = swap != 0;
   /* The class's K is rounded up to a power of two: a split tuned on a
    * longer K may not fit this one. */
   int64_t kt = jk_mm_ktiles(p, kind);
-  p->split = got == 5 ? (int)(split > kt ? (kt > 0 ? kt : 1) : split) : 0;
+  p->split = got >= 5 ? (int)(split > kt ? (kt > 0 ? kt : 1) : split) : 0;
   if (p->d.a_dtype == JITK_FLOAT64 && p->split > 1) p->split = 1;
   return true;
 }
@@ -476,7 +517,10 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   if (d->a_dtype == JITK_FLOAT64 || d->m == 0 || d->n == 0 || sms < 1) return 1;
   const int64_t kt = jk_mm_ktiles(p, kind);
   const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
-  const int64_t tiles_m = (d->m + JK_MM_TILE - 1) / JK_MM_TILE, tiles_n = (d->n + bn - 1) / bn;
+  /* A swapped kernel's 128-row tiles run along N, its bn columns along M. */
+  const bool swap = kind == JK_MM_WGMMA && p->swap;
+  const int64_t rows = swap ? d->n : d->m, cols = swap ? d->m : d->n;
+  const int64_t tiles_m = (rows + JK_MM_TILE - 1) / JK_MM_TILE, tiles_n = (cols + bn - 1) / bn;
   const double tiles = (double)tiles_m * (double)tiles_n * (double)d->batch;
   size_t smem = (size_t)p->stages * (size_t)p->arow * (JK_MM_TILE + (size_t)bn);
   const double slots = (double)sms * (kind == JK_MM_MMA && smem <= 113 * 1024 ? 2 : 1);
@@ -752,6 +796,23 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;
     }
+    /* Decode shapes (M up to 64, N of a tile at least) swap A and B: D^T
+     * = B^T A^T puts N along the tile's 128 rows and M along a narrow
+     * tile of 8 to 64 columns, so that no MMA is mostly padding, and the
+     * smaller tiles of the user's A leave shared memory for more stages
+     * of B, the operand these shapes are bound by reading.
+     * JITK_MM_SWAP=1 or 0 forces it on (where the dtypes allow it) or
+     * off, for measuring and testing. */
+    const char *force = getenv("JITK_MM_SWAP");
+    bool swap = p->d.m <= 64 && p->d.n >= 128 && p->d.m < p->d.n;
+    if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0))
+      swap = force[0] == '1';
+    if (swap && jk_mm_swap_allowed(p, kind)) {
+      p->swap = true;
+      p->bn = jk_mm_swap_bn(p->d.m);
+      p->stages = jk_mm_swap_stages(p->bn);
+      p->pingpong = false;
+    }
   } else {
     /* mma.sync: 128 x 256 tiles with 128 bytes of K per stage in three
      * stages measured fastest on large products (8192^3 bf16: 342 TFLOP/s
@@ -764,7 +825,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   /* A choice jitk_matmul_autotune stored for this device and class,
    * unless a configuration is being forced for measuring. */
   if (kind != JK_MM_SIMT && e->has_device && getenv("JITK_MM_SCHEDULE") == NULL &&
-      getenv("JITK_MM_TILE") == NULL) {
+      getenv("JITK_MM_TILE") == NULL && getenv("JITK_MM_SWAP") == NULL) {
     char key[512], choice[128];
     bool found = false;
     jk_mm_tuning_key(p, kind, key, sizeof key);
@@ -774,7 +835,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
   if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
-      choice_fits(kind, tbn, tar, tst, tbn == 128 && p->pingpong)) {
+      choice_fits(kind, tbn, tar, tst, tbn == 128 && p->pingpong, p->swap)) {
     p->bn = tbn;
     p->arow = tar;
     p->stages = tst;
@@ -828,9 +889,9 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
              order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
              order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
-             s->split   ? "by the split-K fix-up"
-             : s->d_row ? "by TMA where aligned, else in rows through shared memory"
-                        : "from registers",
+             s->split               ? "by the split-K fix-up"
+             : s->d_row && !s->swap ? "by TMA where aligned, else in rows through shared memory"
+                                    : "from registers",
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
@@ -848,6 +909,12 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              s->acc == JITK_FLOAT64 ? 8 : 16, order_name(d->a_order), order_name(d->b_order),
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   size_t used = strlen(buf);
+  if (s->swap && used + 1 < size)
+    snprintf(buf + used, size - used,
+             "; A and B swapped (D^T = B^T A^T: N along the tile's 128 rows, M along its %d "
+             "columns)",
+             s->bn);
+  used = strlen(buf);
   if (p->main.splits > 1 && used + 1 < size)
     snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, float32 workspace)",
              p->main.splits, jk_mm_ktile(s));

@@ -62,14 +62,25 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
                    "matmul %s: autotuning times the tensor-core kernels, which need A and B "
                    "16-byte aligned",
                    p->name);
-  /* The candidates: {bn, arow, stages, pingpong}. */
-  static const int wgmma[][4] = {
-      {128, 128, 5, 1}, {128, 128, 4, 1}, {256, 128, 3, 0}, {128, 128, 4, 0}};
-  static const int mma[][4] = {
-      {256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0}, {128, 128, 3, 0}};
-  const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
-  const int ncand = 4;
-  const int keep[5] = {p->bn, p->arow, p->stages, p->pingpong, p->split};
+  /* The candidates: {bn, arow, stages, pingpong, swap}; where A and B may
+   * swap (wgmma, 16-bit or tf32) and M is small, also swapped kernels
+   * with the narrowest tile that holds M, at the most stages and at
+   * half as many (not with JITK_MM_SWAP=0). */
+  int cand[6][5] = {
+      {128, 128, 5, 1, 0}, {128, 128, 4, 1, 0}, {256, 128, 3, 0, 0}, {128, 128, 4, 0, 0}};
+  static const int mma[][5] = {
+      {256, 128, 3, 0, 0}, {128, 64, 4, 0, 0}, {256, 64, 4, 0, 0}, {128, 128, 3, 0, 0}};
+  int ncand = 4;
+  if (kind != JK_MM_WGMMA) memcpy(cand, mma, sizeof mma);
+  const char *no_swap = getenv("JITK_MM_SWAP");
+  if (jk_mm_swap_allowed(p, kind) && ds->m <= 256 &&
+      (no_swap == NULL || strcmp(no_swap, "0") != 0)) {
+    const int bn = jk_mm_swap_bn(ds->m), most = jk_mm_swap_stages(bn);
+    const int swapped[2][5] = {{bn, 128, most, 0, 1}, {bn, 128, most / 2 > 2 ? most / 2 : 2, 0, 1}};
+    memcpy(cand[ncand], swapped, sizeof swapped);
+    ncand += 2;
+  }
+  const int keep[6] = {p->bn, p->arow, p->stages, p->pingpong, p->split, p->swap};
   /* Split-K candidates: a forced split stays; otherwise, where the tiles
    * are few enough for it to pay (jk_mm_auto_split's test), a second
    * kernel per tile shape that splits, timed at several slice counts (the
@@ -94,10 +105,12 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
     p->arow = cand[i][1];
     p->stages = cand[i][2];
     p->pingpong = cand[i][3] != 0;
+    p->swap = cand[i][4] != 0;
     const int64_t kt = jk_mm_ktiles(p, kind);
     if (forced && ds->split_k > kt) continue; /* the forced split needs the K-tiles */
-    const int64_t bn = p->bn, tiles = ((ds->m + JK_MM_TILE - 1) / JK_MM_TILE) *
-                                      ((ds->n + bn - 1) / bn) * ds->batch;
+    const int64_t rows = p->swap ? ds->n : ds->m, cols = p->swap ? ds->m : ds->n;
+    const int64_t bn = p->bn, tiles = ((rows + JK_MM_TILE - 1) / JK_MM_TILE) *
+                                      ((cols + bn - 1) / bn) * ds->batch;
     const bool try_split =
         !forced && ds->a_dtype != JITK_FLOAT64 && kt >= 8 && tiles < 4 * (int64_t)jk_mm_sms(e);
     for (int split_kernel = 0; split_kernel < (forced ? 1 : 1 + try_split) && st == JITK_OK;
@@ -122,9 +135,9 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
         st = jk_time_median(e, stream, 3, 10, run_timed, &timed, "a matmul candidate", &ms);
         if (st != JITK_OK) break;
         jk_log(e, JITK_LOG_DEBUG,
-               "matmul %s autotune: bn %d, arow %d, %d stages%s, split %d: %.4f ms", p->name,
-               cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "", k.splits,
-               (double)ms);
+               "matmul %s autotune: bn %d, arow %d, %d stages%s%s, split %d: %.4f ms", p->name,
+               cand[i][0], cand[i][1], cand[i][2], cand[i][3] ? ", ping-pong" : "",
+               cand[i][4] ? ", A and B swapped" : "", k.splits, (double)ms);
         if (ci == 0 || ms < k_ms) {
           k_ms = ms;
           k_split = k.splits;
@@ -154,12 +167,14 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
     p->stages = keep[2];
     p->pingpong = keep[3] != 0;
     p->split = keep[4];
+    p->swap = keep[5] != 0;
     if (st != JITK_OK) return st;
   } else {
     p->bn = cand[best][0];
     p->arow = cand[best][1];
     p->stages = cand[best][2];
     p->pingpong = cand[best][3] != 0;
+    p->swap = cand[best][4] != 0;
     p->split = best_split;
     jk_mm_kernel_free(e, &p->main);
     p->main = best_k;

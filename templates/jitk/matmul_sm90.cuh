@@ -450,13 +450,179 @@ __device__ __forceinline__ void wgmma_e5m2_e4m3_n256(float (&d)[128], unsigned l
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(a), "l"(b));
 }
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_f16_n8(float (&d)[4], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3"
+      "}, %4, %5, p, 1, 1, %6, %7;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_bf16_n8(float (&d)[4], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3"
+      "}, %4, %5, p, 1, 1, %6, %7;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+__device__ __forceinline__ void wgmma_tf32_n8(float (&d)[4], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3"
+      "}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(a), "l"(b));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_f16_n16(float (&d)[8], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, %8, %9, p, 1, 1, %10, %11;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_bf16_n16(float (&d)[8], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, %8, %9, p, 1, 1, %10, %11;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+__device__ __forceinline__ void wgmma_tf32_n16(float (&d)[8], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(a), "l"(b));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_f16_n32(float (&d)[16], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, %18, %19;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_bf16_n32(float (&d)[16], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, %18, %19;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+__device__ __forceinline__ void wgmma_tf32_n32(float (&d)[16], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_f16_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, %34, %35;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_bf16_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, %34, %35;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "n"(TA), "n"(TB));
+}
+__device__ __forceinline__ void wgmma_tf32_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b));
+}
 
 // KIND: 0 float16, 1 bfloat16, 2 tf32; 8-bit A x B: 3 e4m3 x e4m3, 4 e4m3 x
-// e5m2, 5 e5m2 x e4m3 (K-major only, as tf32).
+// e5m2, 5 e5m2 x e4m3 (K-major only, as tf32). BN is 128 or 256, or for
+// 16-bit and tf32 inputs also 8, 16, 32 or 64 (the narrow tiles of
+// swapped decode plans).
 template <int KIND, int BN, int TA, int TB>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], unsigned long long a,
                                       unsigned long long b) {
-  if constexpr (BN == 256) {
+  static_assert(BN == 128 || BN == 256 ||
+                    (KIND <= 2 && (BN == 8 || BN == 16 || BN == 32 || BN == 64)),
+                "no wgmma wrapper for this tile width and input type");
+  if constexpr (BN < 128) {
+    if constexpr (BN == 8) {
+      if constexpr (KIND == 0) wgmma_f16_n8<TA, TB>(d, a, b);
+      else if constexpr (KIND == 1) wgmma_bf16_n8<TA, TB>(d, a, b);
+      else wgmma_tf32_n8(d, a, b);
+    } else if constexpr (BN == 16) {
+      if constexpr (KIND == 0) wgmma_f16_n16<TA, TB>(d, a, b);
+      else if constexpr (KIND == 1) wgmma_bf16_n16<TA, TB>(d, a, b);
+      else wgmma_tf32_n16(d, a, b);
+    } else if constexpr (BN == 32) {
+      if constexpr (KIND == 0) wgmma_f16_n32<TA, TB>(d, a, b);
+      else if constexpr (KIND == 1) wgmma_bf16_n32<TA, TB>(d, a, b);
+      else wgmma_tf32_n32(d, a, b);
+    } else {
+      if constexpr (KIND == 0) wgmma_f16_n64<TA, TB>(d, a, b);
+      else if constexpr (KIND == 1) wgmma_bf16_n64<TA, TB>(d, a, b);
+      else wgmma_tf32_n64(d, a, b);
+    }
+  } else if constexpr (BN == 256) {
     if constexpr (KIND == 0) wgmma_f16_n256<TA, TB>(d, a, b);
     else if constexpr (KIND == 1) wgmma_bf16_n256<TA, TB>(d, a, b);
     else if constexpr (KIND == 3) wgmma_e4m3_n256(d, a, b);
@@ -500,12 +666,15 @@ __device__ __forceinline__ void item_of(unsigned int t, unsigned int tiles_m, un
        k0;
 }
 
-// Bytes of dynamic shared memory the kernel needs: the ring, 32 KiB per
-// consumer to stage D (for TMA stores, or for stage_rows), the barriers, and slack to align the
-// ring to the swizzle's 1024 bytes.
-template <int BN, int STAGES>
+// Bytes of dynamic shared memory the kernel needs: the ring, STAGING bytes
+// per consumer to stage D (32 KiB, for TMA stores or for stage_rows; none
+// in a kernel that stores from registers only, such as a swapped decode
+// plan's), the barriers, and slack to align the ring to the swizzle's 1024
+// bytes.
+template <int BN, int STAGES, int STAGING = 32768>
 struct smem_size {
-  static constexpr int value = STAGES * (128 * 128 + BN * 128) + 2 * 32768 + STAGES * 16 + 16 + 1024;
+  static constexpr int value =
+      STAGES * (128 * 128 + BN * 128) + 2 * STAGING + STAGES * 16 + 16 + 1024;
 };
 
 // Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
@@ -658,11 +827,15 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
   const long long row = row0 + r, col = col0 + (lane & 3) * 2;
   typedef decltype(value(b, row, col, 0.f)) TD;
-  if (td != nullptr) {
+  /* TMA's boxes are 128 bytes of a row: a narrower tile stores from
+   * registers (the plan never gives such a kernel a tensor map of D). */
+  constexpr bool BOXES = BN * static_cast<int>(sizeof(TD)) >= 128;
+  if (BOXES && td != nullptr) {
     constexpr int BOX = 128 / static_cast<int>(sizeof(TD)); /* columns a box */
     constexpr int PER_ROUND = BOX * 4 < BN ? BOX * 4 : BN;  /* columns a round */
     constexpr unsigned int ROUND = 64u * PER_ROUND * sizeof(TD);
-    constexpr int G = 8; /* 8-column groups whose values are computed before any is written */
+    /* 8-column groups whose values are computed before any is written. */
+    constexpr int G = PER_ROUND / 8 < 8 ? PER_ROUND / 8 : 8;
     const bool leader = (tid & 127) == 0;
 #pragma unroll
     for (int c0 = 0; c0 < BN; c0 += PER_ROUND) {
@@ -711,7 +884,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   } else if constexpr (ROWS) {
     stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp);
   } else {
-    constexpr int CH = 8;
+    constexpr int CH = BN / 8 < 8 ? BN / 8 : 8;
 #pragma unroll
     for (int i0 = 0; i0 < BN / 8; i0 += CH) {
       TD out[CH][4];
@@ -747,8 +920,13 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // 128 rows of its tile, and hand the tensor cores to the other as soon as
 // their last MMAs are issued: one consumer's epilogue runs while the
 // other's MMAs do.
-template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, bool ROWS, typename Value,
-          typename Put2, typename RowP>
+//
+// STAGING: bytes of shared memory per consumer for staging D (smem_size's);
+// 0 when `td` is always null and ROWS false, which leaves more of shared
+// memory to the ring. Tiles narrower than 64 (BN 8 to 32, for swapped
+// decode plans) take B K-major only. ROWS as in store_rows.
+template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
+          typename Value, typename Put2, typename RowP>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
@@ -761,8 +939,11 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   constexpr int HALVES = PP ? 2 : 1; /* 64-row halves of a tile one consumer computes */
   static_assert(!((A_MN || B_MN) && KIND >= 2), "tf32 and 8-bit wgmma read A and B K-major only");
   static_assert(!PP || BN == 128, "ping-pong consumers hold a whole 128 x 128 tile");
+  static_assert(!B_MN || BN % 64 == 0, "an N-major B tile is whole slabs of 64 columns");
+  static_assert(STAGING == 0 || STAGING == 32768, "D's staging is 32 KiB a consumer, or none");
+  static_assert(!ROWS || STAGING == 32768, "stage_rows works in the staging area");
   const unsigned int base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * 32768,
+  const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * STAGING,
                      empty = full + STAGES * 8, turn = empty + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
   const unsigned int ktiles = static_cast<unsigned int>((K + BK - 1) / BK);
@@ -890,8 +1071,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
-          store_rows<BN, ROWS>(acc[h], td, staging + cw * 32768, used, 1 + cw,
-                               static_cast<long long>(z),
+          store_rows<BN, ROWS>(acc[h], STAGING ? td : nullptr, staging + cw * STAGING, used,
+                               1 + cw, static_cast<long long>(z),
                                static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
                                static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp);
     }

@@ -1500,3 +1500,137 @@ Test(matmul, fp8_ffma) {
   }
   jitk_engine_destroy(e);
 }
+
+/*
+ * Swapped A and B (D^T = B^T A^T) for decode shapes (issue 16): the
+ * kernel's 128-row tiles run along N and its narrow tiles (8 to 64
+ * columns, or 128) along M. jitk swaps by default for M <= 64 with N >=
+ * 128 (split_k_decode above then runs swapped for M <= 64); here
+ * JITK_MM_SWAP=1 forces it on small shapes with tails in every dimension,
+ * every layout of A, B and D, batches, C with alpha and beta (and beta 0
+ * with C of NaN), bias, an epilogue of row and col, misaligned and padded
+ * operands, D of another dtype, bfloat16, float16 and tf32, every element
+ * checked against float64.
+ */
+Test(matmul, swap_ab_forced) {
+  setenv("JITK_MM_SWAP", "1", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5A1;
+  const char *sw = "; A and B swapped";
+  const mm_case cases[] = {
+      {"swap bf16 M 1, bias+ReLU", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1, 264, 136, 1, R, R, R, 0,
+       1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, sw, JITK_DTYPE_NONE, 0},
+      {"swap bf16 M 7, row and col in the epilogue", JITK_BFLOAT16, JITK_COMPUTE_FLOAT32, 7, 200,
+       72, 1, R, R, R, 0, 1, 0, "acc * s + (T)(row - 2 * col)", "float32 s", 0, sw, JITK_DTYPE_NONE,
+       0},
+      {"swap f16 M 16, row and col, D column-major, B column-major", JITK_FLOAT16,
+       JITK_COMPUTE_FLOAT32, 16, 136, 64, 1, R, C, C, 0, 1, 0, "acc * s + (T)(row - 2 * col)",
+       "float32 s", 0, sw, JITK_DTYPE_NONE, 0},
+      {"swap bf16 M 30, A column-major (transposed first), batch 3, C, alpha, beta", JITK_BFLOAT16,
+       JITK_COMPUTE_DEFAULT, 30, 130, 100, 3, C, R, R, 1, 0.5, -2.0, NULL, NULL, 0, sw,
+       JITK_DTYPE_NONE, 0},
+      {"swap f16 M 64, A and B column-major, D column-major, C", JITK_FLOAT16, JITK_COMPUTE_DEFAULT,
+       64, 200, 136, 2, C, C, C, 1, 1, 0.5, "gelu(acc)", NULL, 0, sw, JITK_DTYPE_NONE, 0},
+      {"swap bf16 M 200 (two 128-column tiles), N 77, K 93, bias", JITK_BFLOAT16,
+       JITK_COMPUTE_DEFAULT, 200, 77, 93, 1, R, R, R, 0, 1, 0, "acc + bias[col]",
+       "raw float32 bias", 0, sw, JITK_DTYPE_NONE, 0},
+      {"swap bf16 M 9, C of NaN with beta = 0", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 9, 264, 128, 1,
+       R, C, R, 1, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, sw, JITK_DTYPE_NONE,
+       0},
+      {"swap bf16 M 5, misaligned pointers: copied onto 16 bytes", JITK_BFLOAT16,
+       JITK_COMPUTE_DEFAULT, 5, 128, 64, 1, R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias",
+       1, sw, JITK_DTYPE_NONE, 0},
+      {"swap f16 M 12, padded rows, odd K", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 12, 140, 77, 2, R,
+       R, R, 0, 1, 0, "gelu(acc)", NULL, 0, sw, JITK_DTYPE_NONE, 1},
+      {"swap bf16 in, float32 D and C, M 20", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 20, 512, 64, 1,
+       R, R, R, 1, 1, 0.5, "acc + bias[col]", "raw float32 bias", 0, sw, JITK_FLOAT32, 0},
+      {"swap tf32 M 3, B column-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 3, 256, 96, 2, R, C, R, 0,
+       1, 0, NULL, NULL, 0, sw, JITK_DTYPE_NONE, 0},
+      {"swap tf32 M 40, A column-major and B row-major, both transposed first", JITK_FLOAT32,
+       JITK_COMPUTE_TF32, 40, 264, 60, 2, C, R, C, 0, 1, 0, "acc + bias[col]", "raw T bias", 0, sw,
+       JITK_DTYPE_NONE, 4},
+      {"swap tf32 M 17, row and col, C", JITK_FLOAT32, JITK_COMPUTE_TF32, 17, 100, 36, 1, R, R, R,
+       1, 1, 0.25, "acc * s + (T)(row - 2 * col)", "float32 s", 0, sw, JITK_DTYPE_NONE, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* Swapped and split: each element within D's rounding and the sum's
+ * bound, the same bits twice, at several slice counts; M = 200 (forced)
+ * takes two tiles of 128 columns, M = 3 with N = 100 a single tile with
+ * tails everywhere. */
+Test(matmul, swap_ab_split_decode) {
+  setenv("JITK_MM_SWAP", "1", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5A2;
+  const char *sw = "; A and B swapped";
+  const split_case cases[] = {
+      {JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 200, 1000, 4100, 1, R, R, R, 1, sw},
+      {JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 200, 1000, 4100, 1, C, C, C, 0, sw},
+      {JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 3, 100, 1100, 2, C, R, C, 1, sw},
+      {JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 33, 300, 2050, 3, R, C, R, 1, sw},
+      {JITK_FLOAT32, JITK_COMPUTE_TF32, 64, 1000, 4100, 1, C, R, R, 1, sw},
+      {JITK_FLOAT32, JITK_COMPUTE_TF32, 8, 1000, 4100, 2, R, C, C, 0, sw},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_split(e, &cases[i], split_counts, NSPLITS, &seed);
+  jitk_engine_destroy(e);
+}
+
+/* Outputs (float32, bfloat16 and a byte mask), row, column and whole
+ * reductions on swapped plans, split and not: the outputs keep D's
+ * layout, the reductions the user's rows and columns. */
+Test(matmul, swap_ab_outputs_and_reductions) {
+  setenv("JITK_MM_SWAP", "1", 1);
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5A3;
+  const char *sw = "; A and B swapped";
+  const extras_case cases[] = {
+      {"swap bf16 M 7, tails, batch 2", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 7, 1000, 136, 2, R, R,
+       R, 0, sw, 0},
+      {"swap f16 M 64, B and D column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 64, 264, 72, 1, R,
+       C, C, 0, sw, 0},
+      {"swap tf32 M 16", JITK_FLOAT32, JITK_COMPUTE_TF32, 16, 136, 40, 1, R, R, R, 0, sw, 0},
+      {"swap bf16 M 130 misaligned: copied onto 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 130,
+       136, 64, 1, R, R, R, 1, sw, 0},
+      /* "columns); split-K": swapped, then split. */
+      {"swap split-K 3 bf16 M 7, tails, batch 2", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 7, 1000,
+       4104, 2, R, R, R, 0, "columns); split-K 3 (", 3},
+      {"swap split-K 4 f16 A column-major, D column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 20,
+       264, 1032, 1, C, R, C, 0, "columns); split-K 4 (", 4},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_extras(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* The swap by default: decode shapes of M <= 64 swap, M = 128 does not,
+ * and JITK_MM_SWAP=0 turns it off; both ways give the same D within
+ * rounding (each checked against float64 by run_split). */
+Test(matmul, swap_ab_default_and_off) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5A4;
+  const int auto_only[] = {0};
+  const split_case on = {JITK_BFLOAT16,      JITK_COMPUTE_DEFAULT, 16, 2048, 4096, 1, R, R, R, 1,
+                         "; A and B swapped"};
+  run_split(e, &on, auto_only, 1, &seed);
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = 128;
+  d.n = 8192;
+  d.k = 8192;
+  d.a_dtype = d.b_dtype = d.d_dtype = JITK_BFLOAT16;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, "swapped") == NULL, "M 128 is not swapped: %s", desc);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+  setenv("JITK_MM_SWAP", "0", 1);
+  e = jt_gpu_engine();
+  const split_case off = {JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 16, 2048, 4096, 1, R, R, R, 1,
+                          "(ping-pong)"};
+  run_split(e, &off, auto_only, 1, &seed);
+  jitk_engine_destroy(e);
+}

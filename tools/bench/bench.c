@@ -346,7 +346,7 @@ int main(int argc, char **argv) {
         "               launch cost (GPU)\n"
         "  matmul       fused matmul plans against cuBLASLt (when it loads): bfloat16,\n"
         "               float16, tf32, float32, FP8, shapes off 16 bytes, TFLOP/s (GPU;\n"
-        "               --only fused|plain|fp8|unaligned)\n"
+        "               --only large|decode|plain|fp8|unaligned)\n"
         "  autotune     tuned matmul plans against the default ones, and a tuned plan\n"
         "               created in a new engine (GPU)\n"
         "  compile  NVRTC time of generated kernels, cold (no GPU needed)\n"

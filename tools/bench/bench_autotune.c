@@ -45,8 +45,7 @@ typedef struct at_case {
 static void run_plan(void *ctx) {
   at_case *c = ctx;
   jitk_arg extra[] = {jitk_arg_ptr(c->bias.data, JITK_FLOAT32)};
-  CHECK(c->e,
-        jitk_matmul_execute(c->plan, NULL, c->a.data, c->b.data, NULL, c->d.data, extra, 1));
+  CHECK(c->e, jitk_matmul_execute(c->plan, NULL, c->a.data, c->b.data, NULL, c->d.data, extra, 1));
 }
 
 static jitk_matmul *at_plan(jitk_engine *e, jitk_dtype dt, int64_t m, int64_t n, int64_t k,
@@ -154,8 +153,8 @@ int bench_autotune(int argc, char **argv) {
     CHECK(e, jitk_matmul_describe(def.plan, def_desc, sizeof def_desc));
     jitk_arg extra[] = {jitk_arg_ptr(def.bias.data, JITK_FLOAT32)};
     double t0 = bench_now_us();
-    CHECK(e, jitk_matmul_autotune(tuned.plan, NULL, tuned.a.data, tuned.b.data, NULL,
-                                  tuned.d.data, extra, 1));
+    CHECK(e, jitk_matmul_autotune(tuned.plan, NULL, tuned.a.data, tuned.b.data, NULL, tuned.d.data,
+                                  extra, 1));
     CHECK(e, jitk_stream_synchronize(e, NULL));
     double tune_ms = (bench_now_us() - t0) / 1000.0;
     CHECK(e, jitk_matmul_describe(tuned.plan, tuned_desc, sizeof tuned_desc));
@@ -233,11 +232,12 @@ int bench_autotune(int argc, char **argv) {
     if (system(cmd) != 0) fprintf(stderr, "jitk-bench: could not remove %s\n", dir);
   }
   char title[320];
-  snprintf(title, sizeof title, "autotune on %s: tuned against default plans", bs.engine->info.name);
+  snprintf(title, sizeof title, "autotune on %s: tuned against default plans",
+           bs.engine->info.name);
   bench_print(title, rows, (size_t)nr, bs.json);
   if (slower) printf("jitk-bench autotune: %d tuned plan(s) slower than the default\n", slower);
-  if (wrong) printf("jitk-bench autotune: %zu WRONG (elements, or plans not taking the choice)\n",
-                    wrong);
+  if (wrong)
+    printf("jitk-bench autotune: %zu WRONG (elements, or plans not taking the choice)\n", wrong);
   bench_close(&bs);
   return wrong || slower ? 1 : 0;
 }

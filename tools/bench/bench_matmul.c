@@ -3,9 +3,10 @@
  *
  * For bfloat16 and float16 A, B and D (float32 accumulation, a float32
  * bias), row-major, at M x N x K = 4096^3, 8192^3 and 16384 x 4096 x 1024,
- * and the decode shapes M x 8192 x 8192 (M = 1, 8, 16, 32, 128, 256) and
- * 64 x 28672 x 8192, whose few tiles jitk's plan splits along K (the
- * description printed as each case starts says how),
+ * and the decode shapes M x 8192 x 8192 (M = 1, 8, 16, 32, 64, 128, 256) and
+ * 64 x 28672 x 8192, on which jitk's plan swaps A and B (M <= 64) and
+ * splits K where its tiles are few (the description printed as each case
+ * starts says how),
  * D = relu(A @ B + bias[col]) three ways:
  *  - a jitk plan whose epilogue is "max(acc + bias[col], (T)0)";
  *  - cuBLASLt with CUBLASLT_EPILOGUE_RELU_BIAS;
@@ -35,10 +36,10 @@
  *
  *   jitk-bench matmul [--json FILE] [--only SECTION]
  *
- * --only runs one section: `fused` (bfloat16 and float16 bias+ReLU, the
- * decode shapes included), `plain` (tf32 and float32), `fp8`, or
- * `unaligned` (the shapes whose N or K is not a multiple of 8, each with
- * its aligned neighbour).
+ * --only runs one section: "large" (the three bias+ReLU shapes), "decode"
+ * (the decode shapes, bfloat16 and float16; JITK_MM_SWAP=0 or 1 forces
+ * the swap of A and B off or on, JITK_MM_SPLIT=N the split), "plain"
+ * (tf32 and float32), "fp8" or "unaligned".
  */
 #include <jitk/jitk.h>
 
@@ -896,23 +897,22 @@ static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_k
 }
 
 int bench_matmul(int argc, char **argv) {
-  /* Which sections run: all, or the one --only names. */
-  static const char *const sections[] = {"fused", "plain", "fp8", "unaligned"};
-  enum { NSECTIONS = sizeof sections / sizeof sections[0] };
-  bool run[NSECTIONS] = {true, true, true, true};
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--only") != 0) continue;
-    int found = -1;
-    for (int j = 0; j < NSECTIONS && i + 1 < argc; j++)
-      if (strcmp(argv[i + 1], sections[j]) == 0) found = j;
-    if (found < 0) {
-      fprintf(stderr, "jitk-bench matmul: --only takes one of fused, plain, fp8, unaligned%s%s\n",
-              i + 1 < argc ? "; not " : "", i + 1 < argc ? argv[i + 1] : "");
-      return 2;
-    }
-    for (int j = 0; j < NSECTIONS; j++) run[j] = j == found;
-  }
   bench_session bs;
+  /* Which sections run: all, or the one --only names. */
+  const char *only = NULL;
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--only") == 0) only = i + 1 < argc ? argv[i + 1] : "";
+  static const char *const sections[] = {"large", "decode", "plain", "fp8", "unaligned"};
+  bool known = only == NULL;
+  for (size_t i = 0; !known && i < sizeof sections / sizeof sections[0]; i++)
+    known = strcmp(only, sections[i]) == 0;
+  if (!known) {
+    fprintf(stderr,
+            "jitk-bench matmul: --only takes large, decode, plain, fp8 or unaligned, not '%s'\n",
+            only);
+    return 2;
+  }
+#define SECTION(name) (only == NULL || strcmp(only, name) == 0)
   int skipped = bench_open("matmul", argc, argv, &bs);
   if (skipped) return skipped;
   jitk_engine *e = bs.engine;
@@ -946,20 +946,23 @@ int bench_matmul(int argc, char **argv) {
                 {8, 8192, 8192, "8x8192x8192"},
                 {16, 8192, 8192, "16x8192x8192"},
                 {32, 8192, 8192, "32x8192x8192"},
+                {64, 8192, 8192, "64x8192x8192"},
                 {128, 8192, 8192, "128x8192x8192"},
                 {256, 8192, 8192, "256x8192x8192"},
                 {64, 28672, 8192, "64x28672x8192"}};
   static const jitk_dtype dtypes[] = {JITK_BFLOAT16, JITK_FLOAT16};
   static const char *const dnames[] = {"bfloat16", "float16"};
-  for (int d = 0; d < 2 && run[0]; d++)
+  for (int d = 0; d < 2; d++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-      bench_fused(e, &lt, lt_why, &k, dtypes[d], dnames[d], shapes[s].m, shapes[s].n, shapes[s].k,
-                  shapes[s].name, &t);
-  if (run[1]) {
+      /* The first three are the large shapes, the rest decode shapes. */
+      if (SECTION(s < 3 ? "large" : "decode"))
+        bench_fused(e, &lt, lt_why, &k, dtypes[d], dnames[d], shapes[s].m, shapes[s].n, shapes[s].k,
+                    shapes[s].name, &t);
+  if (SECTION("plain")) {
     bench_plain(e, &lt, lt_why, &k, 1, &t);
     bench_plain(e, &lt, lt_why, &k, 0, &t);
   }
-  if (run[2]) bench_fp8(e, &lt, lt_why, &k, &t);
+  if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
   /* N or K off a multiple of 8 (rows off 16 bytes: the plan copies the
    * operand first), each beside the nearest aligned shape in the same run;
    * issue 16's goal is >= 0.85 of its throughput. */
@@ -972,7 +975,7 @@ int bench_matmul(int argc, char **argv) {
              {8192, 50257, 1024, 8192, 50264, 1024, "8192x50257x1024", "8192x50264x1024"},
              {2048, 11008, 4095, 2048, 11008, 4096, "2048x11008x4095", "2048x11008x4096"}};
   double aligned_tf[sizeof odd / sizeof odd[0]];
-  for (size_t s = 0; s < sizeof odd / sizeof odd[0] && run[3]; s++) {
+  for (size_t s = 0; s < sizeof odd / sizeof odd[0] && SECTION("unaligned"); s++) {
     int row = t.n;
     bench_fused(e, &lt, lt_why, &k, JITK_BFLOAT16, "bfloat16", odd[s].am, odd[s].an, odd[s].ak,
                 odd[s].aligned, &t);
@@ -998,4 +1001,5 @@ int bench_matmul(int argc, char **argv) {
   jitk_elementwise_destroy(k.convert);
   bench_close(&bs);
   return t.wrong ? 1 : 0;
+#undef SECTION
 }

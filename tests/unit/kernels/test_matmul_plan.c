@@ -655,7 +655,8 @@ Test(matmul_plan, split_k_chosen_for_decode_shapes) {
     jitk_matmul *p = NULL;
     JT_OK(e, jitk_matmul_create(e, &d, &p));
     int split = split_of(e, p);
-    /* 64 tiles of 128 x 128, 128 K-tiles of 64: two slices fill 128. */
+    /* 64 tiles (of 128 x 8 or 128 x 32 with A and B swapped), 128
+     * K-tiles of 64: two slices fill 128. */
     cr_assert(split == 2, "M %lld: split %d", (long long)ms[i], split);
     const char *src = NULL;
     JT_OK(e, jitk_matmul_source(p, &src));
@@ -800,7 +801,8 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   char buf[128];
   jk_mm_choice_format(p, buf, sizeof buf);
-  cr_assert_str_eq(buf, "bn=128 arow=128 stages=5 pingpong=1 split=2");
+  /* M = 16 swaps A and B: a 128 x 16 tile in 12 stages. */
+  cr_assert_str_eq(buf, "bn=16 arow=128 stages=12 pingpong=0 split=2 swap=1");
   const char *stored = "bn=256 arow=128 stages=3 pingpong=0 split=7";
   cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
   jk_mm_choice_format(p, buf, sizeof buf);
@@ -814,8 +816,178 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=128 stages=5 pingpong=1 split=0"));
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=64 stages=5 pingpong=1 split=2"));
   cr_assert_eq(p->split, 128, "a refused choice leaves the plan as it was");
+  cr_assert(!p->swap, "a choice without swap= is unswapped");
   cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 2);
   cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 64), 1, "64 tiles fill 64 multiprocessors");
+  /* Swapped choices: the narrow tiles, more stages, no ping-pong. */
+  stored = "bn=8 arow=128 stages=12 pingpong=0 split=3 swap=1";
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
+  cr_assert(p->swap);
+  jk_mm_choice_format(p, buf, sizeof buf);
+  cr_assert_str_eq(buf, stored);
+  /* 64 tiles of 128 rows of N by two of 8 columns of M (16): 128 tiles
+   * nearly fill 132 multiprocessors, so no split; 16 tiles of 16 columns
+   * would leave 64 tiles and take two slices. */
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 1);
+  cr_assert(
+      jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=16 arow=128 stages=12 pingpong=0 swap=1") == false,
+      "swap= comes after split=");
+  cr_assert(
+      jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=16 arow=128 stages=12 pingpong=0 split=1 swap=1"));
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 2);
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=8 arow=128 stages=5 pingpong=0 split=3"),
+            "a narrow tile needs the swap");
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA,
+                                "bn=16 arow=128 stages=13 pingpong=0 split=2 "
+                                "swap=1"),
+            "at most 12 stages");
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA,
+                                "bn=128 arow=128 stages=5 pingpong=1 split=2 "
+                                "swap=1"),
+            "no ping-pong when swapped");
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA,
+                                "bn=16 arow=128 stages=4 pingpong=0 split=2 "
+                                "swap=2"));
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_MMA, "bn=16 arow=128 stages=4 pingpong=0 split=2 swap=1"),
+            "only wgmma swaps");
+  cr_assert_eq(p->bn, 8, "a refused choice leaves the plan as it was");
   jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/*
+ * Swapped A and B for decode shapes (issue 16): chosen for M <= 64 with N
+ * of a tile at least (the narrowest tile of 8, 16, 32 or 64 columns that
+ * holds M), not for M = 128 or for float64, FP8 or mma.sync; JITK_MM_SWAP
+ * forces it either way; the description says so.
+ */
+static void expect_swap(jitk_engine *e, const jitk_matmul_desc *d, int bn, const char *what) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  if (bn == 0) {
+    cr_assert(strstr(buf, "swapped") == NULL, "%s: %s", what, buf);
+  } else {
+    char tile[64], cols[64];
+    snprintf(tile, sizeof tile, "tile 128x%dx", bn);
+    snprintf(cols, sizeof cols, "M along its %d columns)", bn);
+    cr_assert(strstr(buf, tile) != NULL && strstr(buf, "; A and B swapped (D^T = B^T A^T") &&
+                  strstr(buf, cols) != NULL && strstr(buf, "(cooperative)") != NULL,
+              "%s: %s", what, buf);
+    const char *src = NULL;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    cr_assert(strstr(src, "A and B swapped") != NULL, "%s", what);
+  }
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul_plan, swap_chosen_for_decode_shapes) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const int64_t ms[] = {1, 8, 9, 16, 17, 32, 33, 64};
+  static const int bns[] = {8, 8, 16, 16, 32, 32, 64, 64};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    jitk_matmul_desc d = desc(JITK_BFLOAT16, ms[i], 8192, 8192);
+    char what[64];
+    snprintf(what, sizeof what, "M %lld", (long long)ms[i]);
+    expect_swap(e, &d, bns[i], what);
+  }
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 128, 8192, 8192);
+  expect_swap(e, &d, 0, "M 128 keeps 128 x 128 tiles");
+  d = desc(JITK_BFLOAT16, 16, 100, 8192);
+  expect_swap(e, &d, 0, "N under a tile");
+  d = desc(JITK_FLOAT64, 16, 8192, 1024);
+  expect_swap(e, &d, 0, "float64 (FFMA)");
+  d = desc(JITK_FLOAT32, 16, 8192, 1024);
+  expect_swap(e, &d, 0, "float32 (FFMA)");
+  d = desc(JITK_FLOAT32, 16, 8192, 1024);
+  d.compute = JITK_COMPUTE_TF32;
+  expect_swap(e, &d, 16, "tf32");
+  /* Forced on and off. */
+  setenv("JITK_MM_SWAP", "1", 1);
+  d = desc(JITK_FLOAT16, 200, 1000, 512);
+  expect_swap(e, &d, 128, "M 200 forced: 128-column tiles");
+  d = desc(JITK_FLOAT16, 40, 64, 512);
+  expect_swap(e, &d, 64, "N 64 forced");
+  setenv("JITK_MM_SWAP", "0", 1);
+  d = desc(JITK_FLOAT16, 16, 8192, 8192);
+  expect_swap(e, &d, 0, "forced off");
+  unsetenv("JITK_MM_SWAP");
+  setenv("JITK_MM_KIND", "mma", 1);
+  d = desc(JITK_FLOAT16, 16, 8192, 8192);
+  expect_swap(e, &d, 0, "mma.sync does not swap");
+  unsetenv("JITK_MM_KIND");
+  jitk_engine_destroy(e);
+  e = jt_compile_engine("sm_80");
+  d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  expect_swap(e, &d, 0, "sm_80 (mma.sync) does not swap");
+  jitk_engine_destroy(e);
+}
+
+/* Swapped kernels compile through NVRTC for sm_90a at every tile width,
+ * for bfloat16, float16 and tf32, every layout of A and B (a column-major
+ * A transposed first, by a 16-bit transpose for 16-bit inputs), D either
+ * way, C with beta, a bias epilogue using row and col, an output, a row
+ * and a column reduction, split and not (split_k 1). */
+static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_order ao,
+                                 jitk_order bo, jitk_order dor, int split) {
+  static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc + (T)row", 0, 0}};
+  static const jitk_matmul_reduction reds[] = {
+      {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
+      {"rows", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_COLUMNS}};
+  jitk_matmul_desc d = desc(t, m, 1000, t == JITK_FLOAT32 ? 4100 : 4104);
+  if (t == JITK_FLOAT32) d.compute = JITK_COMPUTE_TF32;
+  d.a_order = ao;
+  d.b_order = bo;
+  d.d_order = dor;
+  d.batch = 2;
+  d.has_c = true;
+  d.beta = 0.5;
+  d.epilogue = "relu(acc + bias[col]) + (T)(row - col)";
+  d.epilogue_params = "raw float32 bias";
+  d.outputs = outs;
+  d.num_outputs = 1;
+  d.reductions = reds;
+  d.num_reductions = 2;
+  d.split_k = split;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "; A and B swapped") != NULL, "%s", buf);
+  if (split > 1) {
+    char need[64];
+    snprintf(need, sizeof need, "columns); split-K %d (", split);
+    cr_assert(strstr(buf, need) != NULL, "%s", buf);
+  }
+  if (ao == JITK_COL_MAJOR) cr_assert(strstr(buf, "A column-major (transposed first)"), "%s", buf);
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL || split > 1,
+            "the epilogue sees the user's row and col");
+  cr_assert(strstr(src, ", 0, false>(&_jk_ta") != NULL, "no staging of D: %s", buf);
+  if (ao == JITK_COL_MAJOR) cr_assert(strstr(src, "_tr(") != NULL, "the transpose kernel");
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul_plan, swapped_kernels_compile) {
+  setenv("JITK_MM_SWAP", "1", 1);
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const jitk_order R = JITK_ROW_MAJOR, C = JITK_COL_MAJOR;
+  /* Every tile width, and every layout of A and B once per dtype. */
+  expect_swap_compiles(e, JITK_BFLOAT16, 1, R, R, R, 1);
+  expect_swap_compiles(e, JITK_BFLOAT16, 16, C, C, C, 3);
+  expect_swap_compiles(e, JITK_BFLOAT16, 30, R, C, R, 1);
+  expect_swap_compiles(e, JITK_BFLOAT16, 64, C, R, C, 2);
+  expect_swap_compiles(e, JITK_BFLOAT16, 200, R, R, R, 1);
+  expect_swap_compiles(e, JITK_FLOAT16, 7, C, R, R, 1);
+  expect_swap_compiles(e, JITK_FLOAT16, 12, R, C, C, 2);
+  expect_swap_compiles(e, JITK_FLOAT16, 33, R, R, R, 4);
+  expect_swap_compiles(e, JITK_FLOAT16, 64, C, C, R, 1);
+  expect_swap_compiles(e, JITK_FLOAT32, 3, R, C, R, 1);
+  expect_swap_compiles(e, JITK_FLOAT32, 16, C, R, C, 2);
+  expect_swap_compiles(e, JITK_FLOAT32, 40, R, R, R, 1);
+  expect_swap_compiles(e, JITK_FLOAT32, 100, C, C, C, 3);
   jitk_engine_destroy(e);
 }
