@@ -306,14 +306,15 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                                              : 5;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? &_jk_td : "
         "nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_m, _jk_smem, _jk_value, "
         "_jk_put2);\n"
         "%s}\n",
         wkind, !s->a_k && s->a != JITK_FLOAT32 ? "true" : "false",
         s->b_n && s->a != JITK_FLOAT32 ? "true" : "false", s->bn, s->stages,
-        s->pingpong ? "true" : "false", s->split ? "_jk_splits" : "1u", amax_commit);
+        s->pingpong ? "true" : "false", s->promote ? "true" : "false",
+        s->split ? "_jk_splits" : "1u", amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"

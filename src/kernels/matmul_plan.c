@@ -200,13 +200,21 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
   if (st == JITK_OK) st = jk_code_check_directives(e, "preamble", d->preamble);
   if (st != JITK_OK) return st;
   jitk_dtype in = d->a_dtype;
-  if (is_fp8(in) && d->compute != JITK_COMPUTE_DEFAULT && d->compute != JITK_COMPUTE_FLOAT32)
+  if (is_fp8(in) && d->compute != JITK_COMPUTE_DEFAULT && d->compute != JITK_COMPUTE_FLOAT32 &&
+      d->compute != JITK_COMPUTE_FLOAT32_FAST_ACCUM)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "matmul: float8 inputs compute in float32 (JITK_COMPUTE_DEFAULT or "
-                   "JITK_COMPUTE_FLOAT32), not compute type %d",
+                   "matmul: float8 inputs compute in float32 (JITK_COMPUTE_DEFAULT, "
+                   "JITK_COMPUTE_FLOAT32 or JITK_COMPUTE_FLOAT32_FAST_ACCUM), not compute type %d",
                    (int)d->compute);
+  if (!is_fp8(in) && d->compute == JITK_COMPUTE_FLOAT32_FAST_ACCUM)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: JITK_COMPUTE_FLOAT32_FAST_ACCUM is for float8 inputs, and A is %s",
+                   jk_dtype(in)->name);
   switch (d->compute) {
     case JITK_COMPUTE_DEFAULT: *acc = in == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32; break;
+    case JITK_COMPUTE_FLOAT32_FAST_ACCUM: /* float8 inputs, checked above */
+      *acc = JITK_FLOAT32;
+      break;
     case JITK_COMPUTE_FLOAT32:
       if (in == JITK_FLOAT64)
         return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: float64 inputs compute in float64");
@@ -323,6 +331,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->b_scale = d->has_b_scale != 0;
   s->d_scale = d->has_d_scale != 0;
   s->amax = d->has_amax_d != 0;
+  s->promote = jk_mm_promotes(p, kind);
   s->split = p->split > 1 && acc == JITK_FLOAT32;
   out->splits = s->split ? p->split : 1;
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
@@ -417,9 +426,18 @@ void jk_mm_choice_format(const jitk_matmul *p, char *buf, size_t size) {
            (int)p->pingpong, p->split > 1 ? p->split : 1);
 }
 
-static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingpong) {
+bool jk_mm_promotes(const jitk_matmul *p, jk_mm_kind kind) {
+  return kind == JK_MM_WGMMA && is_fp8(p->d.a_dtype) &&
+         p->d.compute != JITK_COMPUTE_FLOAT32_FAST_ACCUM;
+}
+
+bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, int stages,
+                       int pingpong) {
   if ((bn != 128 && bn != 256) || (arow != 64 && arow != 128) || stages < 2 || stages > 6)
     return false;
+  /* Promotion's second accumulator fits the registers at 64 x 128 a
+   * consumer only (matmul_sm90.cuh, PROMOTE). */
+  if (jk_mm_promotes(p, kind) && (bn != 128 || pingpong)) return false;
   if (kind == JK_MM_WGMMA)
     return arow == 128 && (!pingpong || bn == 128) && wgmma_smem(bn, stages) <= 227 * 1024;
   return !pingpong && (size_t)stages * (size_t)arow * (128 + (size_t)bn) <= 227 * 1024;
@@ -429,7 +447,8 @@ bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
   int bn, arow, stages, pp, split = 0;
   int got =
       sscanf(s, "bn=%d arow=%d stages=%d pingpong=%d split=%d", &bn, &arow, &stages, &pp, &split);
-  if (got < 4 || (got == 5 && split < 1) || !choice_fits(kind, bn, arow, stages, pp)) return false;
+  if (got < 4 || (got == 5 && split < 1) || !jk_mm_choice_fits(p, kind, bn, arow, stages, pp))
+    return false;
   p->bn = bn;
   p->arow = arow;
   p->stages = stages;
@@ -747,7 +766,13 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->stages = 5;
     p->pingpong = true;
     const char *sched = getenv("JITK_MM_SCHEDULE");
-    if (sched != NULL && strcmp(sched, "cooperative") == 0) {
+    if (jk_mm_promotes(p, kind)) {
+      /* FP8 with promotion: its partial sums double the accumulator
+       * registers, which fit a consumer of 64 x 128 only, so cooperative
+       * consumers on 128 x 128 tiles, in five stages (the most that fit
+       * beside the staging of D). */
+      p->pingpong = false;
+    } else if (sched != NULL && strcmp(sched, "cooperative") == 0) {
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;
@@ -774,7 +799,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
   if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
-      choice_fits(kind, tbn, tar, tst, tbn == 128 && p->pingpong)) {
+      jk_mm_choice_fits(p, kind, tbn, tar, tst, tbn == 128 && p->pingpong)) {
     p->bn = tbn;
     p->arow = tar;
     p->stages = tst;
@@ -808,12 +833,14 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   if (s->kind == JK_MM_WGMMA && is_fp8(s->a))
     /* 8-bit inputs: 128 of them in the 128 bytes of K a stage holds. */
     snprintf(buf, size,
-             "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation, tile "
+             "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation (%s), tile "
              "128x%dx128, %d stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
              "(%s), A row-major, B column-major, D %s stored %s%s%s%s%s; %lld x %lld x %lld, "
              "batch %lld",
-             jk_dtype(s->a)->name, jk_dtype(s->b)->name, s->bn, s->stages,
-             s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
+             jk_dtype(s->a)->name, jk_dtype(s->b)->name,
+             s->promote ? "each K-tile's sum promoted to a separate float32 sum"
+                        : "fast: the tensor cores' accumulator over the whole K",
+             s->bn, s->stages, s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
              s->d_row ? "by TMA where aligned" : "from registers", s->a_scale ? ", scale A" : "",
              s->b_scale ? ", scale B" : "", s->d_scale ? ", scale D" : "",
              s->amax ? ", amax D" : "", (long long)d->m, (long long)d->n, (long long)d->k,

@@ -67,8 +67,11 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
       {128, 128, 5, 1}, {128, 128, 4, 1}, {256, 128, 3, 0}, {128, 128, 4, 0}};
   static const int mma[][4] = {
       {256, 128, 3, 0}, {128, 64, 4, 0}, {256, 64, 4, 0}, {128, 128, 3, 0}};
-  const int(*cand)[4] = kind == JK_MM_WGMMA ? wgmma : mma;
-  const int ncand = 4;
+  /* FP8 with promotion: cooperative 128 x 128 tiles only (registers). */
+  static const int promoted[][4] = {{128, 128, 5, 0}, {128, 128, 4, 0}, {128, 128, 3, 0}};
+  const bool promotes = jk_mm_promotes(p, kind);
+  const int(*cand)[4] = promotes ? promoted : kind == JK_MM_WGMMA ? wgmma : mma;
+  const int ncand = promotes ? 3 : 4;
   const int keep[5] = {p->bn, p->arow, p->stages, p->pingpong, p->split};
   /* Split-K candidates: a forced split stays; otherwise, where the tiles
    * are few enough for it to pay (jk_mm_auto_split's test), a second
@@ -81,6 +84,7 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
   mm_kernel best_k;
   memset(&best_k, 0, sizeof best_k);
   for (int i = 0; i < ncand && st == JITK_OK; i++) {
+    if (!jk_mm_choice_fits(p, kind, cand[i][0], cand[i][1], cand[i][2], cand[i][3])) continue;
     p->bn = cand[i][0];
     p->arow = cand[i][1];
     p->stages = cand[i][2];
