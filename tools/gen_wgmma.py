@@ -2,7 +2,11 @@
 """Prints the wgmma wrappers of templates/jitk/matmul_sm90.cuh: one inline
 PTX statement per shape and input type, whose 64 to 128 accumulator
 operands are too many to write by hand. Run it and paste its output
-between the markers in that header when a shape is added."""
+between the markers in that header when a shape is added.
+
+The 8-bit wrappers take scale_d, wgmma's scale-d predicate: 0 makes the
+MMA write A B over the accumulator instead of adding to it, which is how
+an FP8 plan with promotion starts each K-tile's partial sum."""
 
 SHAPES = (128, 256)
 # The narrow tiles of swapped decode plans (D^T = B^T A^T, M the wgmma's
@@ -15,13 +19,15 @@ FP8_TYPES = (("e4m3", "e4m3.e4m3", 32), ("e4m3_e5m2", "e4m3.e5m2", 32),
              ("e5m2_e4m3", "e5m2.e4m3", 32))
 
 
-def wrapper(n, name, ptx, k, trans):
+def wrapper(n, name, ptx, k, trans, scale_d=False):
     regs = n // 2
     tmpl = "template <int TA, int TB>\n" if trans else ""
+    extra_param = ", int scale_d" if scale_d else ""
     print(f"{tmpl}__device__ __forceinline__ void wgmma_{name}_n{n}(float (&d)[{regs}], "
-          f"unsigned long long a, unsigned long long b) {{")
+          f"unsigned long long a, unsigned long long b{extra_param}) {{")
     tail = f"p, 1, 1, %{regs + 2}, %{regs + 3};" if trans else "p, 1, 1;"
-    print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+    pred = f"%{regs + 2}" if scale_d else "1"
+    print(f'  asm volatile(\n      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, {pred}, 0;\\n"')
     if "." in ptx:
         print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx} "')
     else:
@@ -35,7 +41,7 @@ def wrapper(n, name, ptx, k, trans):
     print(f'      "}}, %{regs}, %{regs + 1}, {tail}\\n}}\\n"')
     cons = [f'"+f"(d[{i}])' for i in range(regs)]
     print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
-    extra = ', "n"(TA), "n"(TB)' if trans else ""
+    extra = ', "n"(TA), "n"(TB)' if trans else ', "r"(scale_d)' if scale_d else ""
     print(f'      : "l"(a), "l"(b){extra});')
     print("}")
 
@@ -45,7 +51,7 @@ for n in SHAPES:
         wrapper(n, name, ptx, k, k == 16)
 for n in SHAPES:
     for name, ptx, k in FP8_TYPES:
-        wrapper(n, name, ptx, k, False)
+        wrapper(n, name, ptx, k, False, True)
 for n in SMALL:
     for name, ptx, k in TYPES:
         wrapper(n, name, ptx, k, k == 16)

@@ -1700,7 +1700,13 @@ typedef enum jitk_compute {
   JITK_COMPUTE_TF32 = 2,     /* float32 inputs rounded to tf32 on tensor cores */
   JITK_COMPUTE_FLOAT16 = 3,  /* float16 inputs on tensor cores, float32 sums */
   JITK_COMPUTE_BFLOAT16 = 4, /* bfloat16 inputs on tensor cores, float32 sums */
-  JITK_COMPUTE_FLOAT64 = 5
+  JITK_COMPUTE_FLOAT64 = 5,
+  /* float8 inputs only: the tensor cores' accumulator takes the whole K,
+   * without the promotion of each K-tile's sum into a separate float32
+   * one that DEFAULT and FLOAT32 do on sm_90 (cuBLASLt's
+   * CUBLASLT_MATMUL_DESC_FAST_ACCUM): faster, less accurate over long K.
+   * See "FP8 plans" below. */
+  JITK_COMPUTE_FLOAT32_FAST_ACCUM = 6
 } jitk_compute;
 
 typedef enum jitk_order { JITK_ROW_MAJOR = 0, JITK_COL_MAJOR = 1 } jitk_order;
@@ -1838,32 +1844,50 @@ typedef struct jitk_matmul_desc {
  * to the largest finite value (448 for e4m3, 57344 for e5m2); NaN stays
  * NaN. The epilogue's `acc` and outputs' `value` are float32 and exclude
  * scale_d. On sm_90 the product runs on wgmma (m64nNk32, e4m3/e5m2
- * inputs), accumulating in the tensor cores' float32 accumulator for the
- * whole K (what cuBLASLt calls fast accumulation,
- * CUBLASLT_MATMUL_DESC_FAST_ACCUM; A or B off 16 bytes at execution is
- * copied onto 16 bytes first); on other targets an FFMA kernel computes
- * it in float32.
+ * inputs; A or B off 16 bytes at execution is copied onto 16 bytes
+ * first) with promotion: each K-tile (128 of K, four k32 steps) is summed
+ * by the tensor cores into a fresh accumulator, which is then added into
+ * a separate float32 sum with ordinary float32 additions, in K order (as
+ * cuBLASLt without CUBLASLT_MATMUL_DESC_FAST_ACCUM, and DeepGEMM, do).
+ * JITK_COMPUTE_FLOAT32_FAST_ACCUM leaves the whole K to the tensor cores'
+ * accumulator instead (cuBLASLt's FAST_ACCUM): faster, less accurate
+ * over long K. On other targets an FFMA kernel computes it in float32.
  *
  * Accuracy, checked by tests/gpu/test_matmul.c against a float64
  * reference of the dequantized inputs (each FP8 element converted exactly
  * to double and multiplied by its tensor's scale), the epilogue applied in
  * float64, times scale_d, clamped to D's finite range: for each element,
  *
- *   |D - ref| <= 2^-12 * ceil(K / 32) * s * S + u_D * |ref| + e_D
+ *   |D - ref| <= (2^-10 * min(ceil(K / 32), 4) + 2^-24 * K) * s * S
+ *                + u_D * |ref| + e_D
+ *
+ * with promotion (and on FFMA), and with fast accumulation
+ *
+ *   |D - ref| <= (2^-10 * ceil(K / 32) + 2^-24 * K) * s * S + u_D * |ref| + e_D
  *
  * with S = sum over k of |A[i][k] B[k][j]| (dequantized), s = |alpha| *
  * scale_d times the epilogue's Lipschitz constant (1 for bias + ReLU), u_D
  * the unit roundoff of D's dtype (2^-24 float32, 2^-8 bfloat16, 2^-11
  * float16, 2^-4 e4m3, 2^-3 e5m2) and e_D half its smallest subnormal
- * (2^-10 e4m3, 2^-17 e5m2, negligible for the others). The first term is
- * the tensor cores' accumulation: each k32 step adds 32 exact products to
- * the float32 accumulator keeping about 13 bits below the largest addend
- * (the FFMA path's float32 sums are well inside it). It holds in the tests
- * (K up to 1024); at 8192^3 on an H200 one element of 1,000 sampled
- * exceeded it (error 0.083 S against 0.0625 S): over long K the
- * accumulation loses more, which adding each K-tile's products into a
- * separate float32 sum (as cuBLASLt does without FAST_ACCUM) would cure,
- * and jitk does not do yet. amax_d is checked
+ * (2^-10 e4m3, 2^-17 e5m2, negligible for the others). Why: the 8-bit
+ * products are exact, but each k32 step of the tensor cores adds its 32
+ * products to the running accumulator keeping only about 13 bits below
+ * the largest of those 33 terms, truncating the rest, so a step may lose
+ * several units of that last bit, and the running sum is cut again, in
+ * the same direction, at every step. We take a step's error as at most
+ * 2^-10 of (|accumulator| + the step's sum of |a b|), so at most 2^-10 of
+ * the part of S summed so far. That figure is not documented by NVIDIA:
+ * it is the round bound consistent with what an H200 measured without
+ * promotion (0.083 S at K = 8192, beyond the 2^-12 per step of S, 0.0625
+ * S, that this header assumed before). Without promotion the accumulator
+ * carries the whole K, whose ceil(K / 32) steps then err by up to
+ * 2^-10 S each. With promotion a K-tile's accumulator starts from zero
+ * and holds that tile's terms only, so its four steps err by at most
+ * 4 * 2^-10 of the tile's share of S: 2^-8 S over all the tiles, whatever
+ * K. The float32 additions of the ceil(K / 128) partial sums add at most
+ * 2^-24 S each, as do FFMA's K float32 FMAs: the 2^-24 K S term covers
+ * both. At K = 8192 the bound with promotion is 0.0044 S, the one
+ * without 0.25 S. amax_d is checked
  * exactly: for a float32 D without scale_d it is max |D| itself, and
  * otherwise max |D| is amax_d * scale_d (in float32) converted to D's
  * dtype, since rounding is monotonic.

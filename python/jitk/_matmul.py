@@ -23,6 +23,7 @@ _COMPUTE = {
     "float16": 3,
     "bfloat16": 4,
     "float64": 5,
+    "float32_fast_accum": 6,
 }
 
 
@@ -72,7 +73,8 @@ class MatmulPlan:
 
     ``out_dtype`` is D's dtype (default: A's); ``compute`` one of
     ``"default"``, ``"float32"``, ``"tf32"``, ``"float16"``, ``"bfloat16"``,
-    ``"float64"``.
+    ``"float64"``, ``"float32_fast_accum"`` (float8 inputs: the tensor cores'
+    accumulator over the whole K, without promotion).
     """
 
     def __init__(

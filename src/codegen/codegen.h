@@ -197,6 +197,10 @@ typedef struct jk_mm_spec {
   /* FP8 plans: the kernel takes device float32 scales of A, B and D, and
    * an amax of D (jitk.h, "FP8 plans"). */
   bool a_scale, b_scale, d_scale, amax;
+  /* FP8 plans on wgmma: each K-tile's products summed apart and added
+   * into a float32 sum (matmul_sm90.cuh's PROMOTE); false: the tensor
+   * cores' accumulator takes the whole K (fast accumulation). */
+  bool promote;
   /* Split-K: the kernel computes slice blockIdx.z (wgmma: of its work
    * item) of K into a float32 workspace, and the module's second kernel,
    * "<name>_sk", sums the slices in order and applies the epilogue. */

@@ -369,15 +369,16 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? "
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? "
         "&_jk_td : nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, %s, %s, _jk_smem, _jk_value, "
         "_jk_put2, _jk_rowp);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
-        !s->swap && (s->split || s->d_row) ? "true" : "false", s->split ? "_jk_splits" : "1u",
-        s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n", amax_commit);
+        !s->swap && (s->split || s->d_row) ? "true" : "false", s->promote ? "true" : "false",
+        s->split ? "_jk_splits" : "1u", s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n",
+        amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"

@@ -60,6 +60,17 @@ void jk_mm_kernel_free(jitk_engine *e, mm_kernel *k);
  * in `acc`. */
 jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out);
 
+/* Whether the plan's kernel of `kind` promotes (FP8 on wgmma without
+ * JITK_COMPUTE_FLOAT32_FAST_ACCUM): each K-tile's sum added into a
+ * separate float32 one, which allows only cooperative 128 x 128 tiles. */
+bool jk_mm_promotes(const jitk_matmul *p, jk_mm_kind kind);
+
+/* Whether a tile configuration fits the plan's kernel of `kind`: its
+ * shared memory, its registers, and the schedules the kind has; `swap`
+ * for a kernel with A and B swapped. */
+bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, int stages,
+                       int pingpong, bool swap);
+
 /* The tuning table's key of the plan's shape and dtypes for `kind`. */
 void jk_mm_tuning_key(const jitk_matmul *p, jk_mm_kind kind, char *buf, size_t size);
 

@@ -207,13 +207,21 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
   if (st == JITK_OK) st = jk_code_check_directives(e, "preamble", d->preamble);
   if (st != JITK_OK) return st;
   jitk_dtype in = d->a_dtype;
-  if (is_fp8(in) && d->compute != JITK_COMPUTE_DEFAULT && d->compute != JITK_COMPUTE_FLOAT32)
+  if (is_fp8(in) && d->compute != JITK_COMPUTE_DEFAULT && d->compute != JITK_COMPUTE_FLOAT32 &&
+      d->compute != JITK_COMPUTE_FLOAT32_FAST_ACCUM)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "matmul: float8 inputs compute in float32 (JITK_COMPUTE_DEFAULT or "
-                   "JITK_COMPUTE_FLOAT32), not compute type %d",
+                   "matmul: float8 inputs compute in float32 (JITK_COMPUTE_DEFAULT, "
+                   "JITK_COMPUTE_FLOAT32 or JITK_COMPUTE_FLOAT32_FAST_ACCUM), not compute type %d",
                    (int)d->compute);
+  if (!is_fp8(in) && d->compute == JITK_COMPUTE_FLOAT32_FAST_ACCUM)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: JITK_COMPUTE_FLOAT32_FAST_ACCUM is for float8 inputs, and A is %s",
+                   jk_dtype(in)->name);
   switch (d->compute) {
     case JITK_COMPUTE_DEFAULT: *acc = in == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32; break;
+    case JITK_COMPUTE_FLOAT32_FAST_ACCUM: /* float8 inputs, checked above */
+      *acc = JITK_FLOAT32;
+      break;
     case JITK_COMPUTE_FLOAT32:
       if (in == JITK_FLOAT64)
         return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul: float64 inputs compute in float64");
@@ -330,6 +338,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->b_scale = d->has_b_scale != 0;
   s->d_scale = d->has_d_scale != 0;
   s->amax = d->has_amax_d != 0;
+  s->promote = jk_mm_promotes(p, kind);
   s->split = p->split > 1 && acc == JITK_FLOAT32;
   s->swap = kind == JK_MM_WGMMA && p->swap;
   out->splits = s->split ? p->split : 1;
@@ -446,17 +455,26 @@ int jk_mm_swap_stages(int bn) {
   return stages;
 }
 
-/* Whether a tile configuration fits the kind (and shared memory): swapped
- * wgmma kernels also take the narrow tiles, up to 12 stages, and no
- * ping-pong. */
-static bool choice_fits(jk_mm_kind kind, int bn, int arow, int stages, int pingpong, bool swap) {
+bool jk_mm_promotes(const jitk_matmul *p, jk_mm_kind kind) {
+  return kind == JK_MM_WGMMA && is_fp8(p->d.a_dtype) &&
+         p->d.compute != JITK_COMPUTE_FLOAT32_FAST_ACCUM;
+}
+
+/* Whether a tile configuration fits the plan's kind (and shared memory):
+ * swapped wgmma kernels (16-bit and tf32 inputs only, so never promoted)
+ * also take the narrow tiles, up to 12 stages, and no ping-pong. */
+bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, int stages,
+                       int pingpong, bool swap) {
   if (swap)
-    return kind == JK_MM_WGMMA && arow == 128 && !pingpong && stages >= 2 &&
+    return jk_mm_swap_allowed(p, kind) && arow == 128 && !pingpong && stages >= 2 &&
            stages <= JK_MM_SWAP_MAX_STAGES &&
            (bn == 8 || bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) &&
            wgmma_smem(bn, stages, true) <= 227 * 1024;
   if ((bn != 128 && bn != 256) || (arow != 64 && arow != 128) || stages < 2 || stages > 6)
     return false;
+  /* Promotion's second accumulator fits the registers at 64 x 128 a
+   * consumer only (matmul_sm90.cuh, PROMOTE). */
+  if (jk_mm_promotes(p, kind) && (bn != 128 || pingpong)) return false;
   if (kind == JK_MM_WGMMA)
     return arow == 128 && (!pingpong || bn == 128) && wgmma_smem(bn, stages, false) <= 227 * 1024;
   return !pingpong && (size_t)stages * (size_t)arow * (128 + (size_t)bn) <= 227 * 1024;
@@ -468,8 +486,7 @@ bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *s) {
                    &pp, &split, &swap);
   /* A choice stored before swapped plans has no swap=: unswapped. */
   if (got < 4 || (got >= 5 && split < 1) || (got == 6 && swap != 0 && swap != 1)) return false;
-  if (swap && !jk_mm_swap_allowed(p, kind)) return false;
-  if (!choice_fits(kind, bn, arow, stages, pp, swap != 0)) return false;
+  if (!jk_mm_choice_fits(p, kind, bn, arow, stages, pp, swap != 0)) return false;
   p->bn = bn;
   p->arow = arow;
   p->stages = stages;
@@ -791,7 +808,13 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->stages = 5;
     p->pingpong = true;
     const char *sched = getenv("JITK_MM_SCHEDULE");
-    if (sched != NULL && strcmp(sched, "cooperative") == 0) {
+    if (jk_mm_promotes(p, kind)) {
+      /* FP8 with promotion: its partial sums double the accumulator
+       * registers, which fit a consumer of 64 x 128 only, so cooperative
+       * consumers on 128 x 128 tiles, in five stages (the most that fit
+       * beside the staging of D). */
+      p->pingpong = false;
+    } else if (sched != NULL && strcmp(sched, "cooperative") == 0) {
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;
@@ -835,7 +858,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   const char *tile = getenv("JITK_MM_TILE");
   int tbn, tar, tst;
   if (tile != NULL && sscanf(tile, "%dx%dx%d", &tbn, &tar, &tst) == 3 &&
-      choice_fits(kind, tbn, tar, tst, tbn == 128 && p->pingpong, p->swap)) {
+      jk_mm_choice_fits(p, kind, tbn, tar, tst, tbn == 128 && p->pingpong, p->swap)) {
     p->bn = tbn;
     p->arow = tar;
     p->stages = tst;
@@ -870,12 +893,14 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
     /* 8-bit inputs: 128 of them in the 128 bytes of K a stage holds. */
     snprintf(
         buf, size,
-        "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation, tile "
+        "tensor cores %s x %s m64nNk32 (wgmma, sm_90a), float32 accumulation (%s), tile "
         "128x%dx128, %d stages (TMA), persistent, 1 producer and 2 consumer warpgroups "
         "(%s), A row-major, B column-major, D %s stored %s%s%s%s%s; %lld x %lld x %lld, "
         "batch %lld",
-        jk_dtype(s->a)->name, jk_dtype(s->b)->name, s->bn, s->stages,
-        s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
+        jk_dtype(s->a)->name, jk_dtype(s->b)->name,
+        s->promote ? "each K-tile's sum promoted to a separate float32 sum"
+                   : "fast: the tensor cores' accumulator over the whole K",
+        s->bn, s->stages, s->pingpong ? "ping-pong" : "cooperative", jk_dtype(s->d)->name,
         s->d_row ? "by TMA where aligned, else in rows through shared memory" : "from registers",
         s->a_scale ? ", scale A" : "", s->b_scale ? ", scale B" : "", s->d_scale ? ", scale D" : "",
         s->amax ? ", amax D" : "", (long long)d->m, (long long)d->n, (long long)d->k,

@@ -70,8 +70,15 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
       {128, 128, 5, 1, 0}, {128, 128, 4, 1, 0}, {256, 128, 3, 0, 0}, {128, 128, 4, 0, 0}};
   static const int mma[][5] = {
       {256, 128, 3, 0, 0}, {128, 64, 4, 0, 0}, {256, 64, 4, 0, 0}, {128, 128, 3, 0, 0}};
+  /* FP8 with promotion: cooperative 128 x 128 tiles only (registers). */
+  static const int promoted[][5] = {{128, 128, 5, 0, 0}, {128, 128, 4, 0, 0}, {128, 128, 3, 0, 0}};
   int ncand = 4;
-  if (kind != JK_MM_WGMMA) memcpy(cand, mma, sizeof mma);
+  if (kind != JK_MM_WGMMA) {
+    memcpy(cand, mma, sizeof mma);
+  } else if (jk_mm_promotes(p, kind)) {
+    memcpy(cand, promoted, sizeof promoted);
+    ncand = 3;
+  }
   const char *no_swap = getenv("JITK_MM_SWAP");
   if (jk_mm_swap_allowed(p, kind) && ds->m <= 256 &&
       (no_swap == NULL || strcmp(no_swap, "0") != 0)) {
@@ -101,6 +108,9 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
   mm_kernel best_k;
   memset(&best_k, 0, sizeof best_k);
   for (int i = 0; i < ncand && st == JITK_OK; i++) {
+    if (!jk_mm_choice_fits(p, kind, cand[i][0], cand[i][1], cand[i][2], cand[i][3],
+                           cand[i][4] != 0))
+      continue;
     p->bn = cand[i][0];
     p->arow = cand[i][1];
     p->stages = cand[i][2];

@@ -294,9 +294,9 @@ __device__ __forceinline__ void wgmma_tf32_n256(float (&d)[128], unsigned long l
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(a), "l"(b));
 }
-__device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
       "{"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -312,11 +312,11 @@ __device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], unsigned long lo
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-__device__ __forceinline__ void wgmma_e4m3_e5m2_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_e4m3_e5m2_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 "
       "{"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -332,11 +332,11 @@ __device__ __forceinline__ void wgmma_e4m3_e5m2_n128(float (&d)[64], unsigned lo
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-__device__ __forceinline__ void wgmma_e5m2_e4m3_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_e5m2_e4m3_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e4m3 "
       "{"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -352,11 +352,11 @@ __device__ __forceinline__ void wgmma_e5m2_e4m3_n128(float (&d)[64], unsigned lo
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-__device__ __forceinline__ void wgmma_e4m3_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_e4m3_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
       "{"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -384,11 +384,11 @@ __device__ __forceinline__ void wgmma_e4m3_n256(float (&d)[128], unsigned long l
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-__device__ __forceinline__ void wgmma_e4m3_e5m2_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_e4m3_e5m2_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e5m2 "
       "{"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -416,11 +416,11 @@ __device__ __forceinline__ void wgmma_e4m3_e5m2_n256(float (&d)[128], unsigned l
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
-__device__ __forceinline__ void wgmma_e5m2_e4m3_n256(float (&d)[128], unsigned long long a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_e5m2_e4m3_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e4m3 "
       "{"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -448,7 +448,7 @@ __device__ __forceinline__ void wgmma_e5m2_e4m3_n256(float (&d)[128], unsigned l
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "r"(scale_d));
 }
 template <int TA, int TB>
 __device__ __forceinline__ void wgmma_f16_n8(float (&d)[4], unsigned long long a, unsigned long long b) {
@@ -597,10 +597,11 @@ __device__ __forceinline__ void wgmma_tf32_n64(float (&d)[32], unsigned long lon
 // KIND: 0 float16, 1 bfloat16, 2 tf32; 8-bit A x B: 3 e4m3 x e4m3, 4 e4m3 x
 // e5m2, 5 e5m2 x e4m3 (K-major only, as tf32). BN is 128 or 256, or for
 // 16-bit and tf32 inputs also 8, 16, 32 or 64 (the narrow tiles of
-// swapped decode plans).
+// swapped decode plans). scale_d 0 (8-bit inputs only) makes the MMA
+// write A B over d instead of adding it to d.
 template <int KIND, int BN, int TA, int TB>
 __device__ __forceinline__ void wgmma(float (&d)[BN / 2], unsigned long long a,
-                                      unsigned long long b) {
+                                      unsigned long long b, int scale_d = 1) {
   static_assert(BN == 128 || BN == 256 ||
                     (KIND <= 2 && (BN == 8 || BN == 16 || BN == 32 || BN == 64)),
                 "no wgmma wrapper for this tile width and input type");
@@ -625,16 +626,16 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], unsigned long long a,
   } else if constexpr (BN == 256) {
     if constexpr (KIND == 0) wgmma_f16_n256<TA, TB>(d, a, b);
     else if constexpr (KIND == 1) wgmma_bf16_n256<TA, TB>(d, a, b);
-    else if constexpr (KIND == 3) wgmma_e4m3_n256(d, a, b);
-    else if constexpr (KIND == 4) wgmma_e4m3_e5m2_n256(d, a, b);
-    else if constexpr (KIND == 5) wgmma_e5m2_e4m3_n256(d, a, b);
+    else if constexpr (KIND == 3) wgmma_e4m3_n256(d, a, b, scale_d);
+    else if constexpr (KIND == 4) wgmma_e4m3_e5m2_n256(d, a, b, scale_d);
+    else if constexpr (KIND == 5) wgmma_e5m2_e4m3_n256(d, a, b, scale_d);
     else wgmma_tf32_n256(d, a, b);
   } else {
     if constexpr (KIND == 0) wgmma_f16_n128<TA, TB>(d, a, b);
     else if constexpr (KIND == 1) wgmma_bf16_n128<TA, TB>(d, a, b);
-    else if constexpr (KIND == 3) wgmma_e4m3_n128(d, a, b);
-    else if constexpr (KIND == 4) wgmma_e4m3_e5m2_n128(d, a, b);
-    else if constexpr (KIND == 5) wgmma_e5m2_e4m3_n128(d, a, b);
+    else if constexpr (KIND == 3) wgmma_e4m3_n128(d, a, b, scale_d);
+    else if constexpr (KIND == 4) wgmma_e4m3_e5m2_n128(d, a, b, scale_d);
+    else if constexpr (KIND == 5) wgmma_e5m2_e4m3_n128(d, a, b, scale_d);
     else wgmma_tf32_n128(d, a, b);
   }
 }
@@ -925,8 +926,24 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // 0 when `td` is always null and ROWS false, which leaves more of shared
 // memory to the ring. Tiles narrower than 64 (BN 8 to 32, for swapped
 // decode plans) take B K-major only. ROWS as in store_rows.
+//
+// PROMOTE (8-bit inputs, cooperative, BN = 128 only): two-level
+// accumulation. The tensor cores add an FP8 k32 step's products into
+// their float32 accumulator keeping only about 13 bits below its largest
+// term, so over a long K the running sum loses precision (each step
+// truncates it again). With PROMOTE each K-tile's four k32 steps (128 of
+// K) go into a fresh partial accumulator, the first step overwriting it
+// (wgmma's scale-d 0), and the partial is then added into a separate
+// float32 sum with ordinary FADDs, in K order. The tensor cores' loss
+// is then bounded by one K-tile's terms, whatever K (jitk.h, "FP8
+// plans"). The partial doubles the accumulator registers: 64 + 64 per
+// thread at BN = 128 fits the consumers' 232; BN = 256 or ping-pong (two
+// 64-row halves a consumer) would need 256 and spill. Each K-tile waits
+// for its own MMAs before adding them, so a consumer's MMAs do not
+// overlap its FADDs; the other consumer's MMAs, on the other 64 rows of
+// the same tile, fill the tensor cores meanwhile.
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          typename Value, typename Put2, typename RowP>
+          bool PROMOTE, typename Value, typename Put2, typename RowP>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
@@ -942,6 +959,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   static_assert(!B_MN || BN % 64 == 0, "an N-major B tile is whole slabs of 64 columns");
   static_assert(STAGING == 0 || STAGING == 32768, "D's staging is 32 KiB a consumer, or none");
   static_assert(!ROWS || STAGING == 32768, "stage_rows works in the staging area");
+  static_assert(!PROMOTE || (KIND >= 3 && !PP && BN == 128),
+                "promotion is for 8-bit inputs, cooperative at BN = 128 (registers)");
   const unsigned int base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * STAGING,
                      empty = full + STAGES * 8, turn = empty + STAGES * 8;
@@ -1009,6 +1028,10 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     const int cw = wg - 1, lane = tid & 31;
     const bool leader = (tid & 127) == 0;
     float acc[HALVES][BN / 2];
+    /* With PROMOTE: the current K-tile's partial sum (else unused). */
+    float part[PROMOTE ? BN / 2 : 1];
+#pragma unroll
+    for (int i = 0; i < (PROMOTE ? BN / 2 : 1); i++) part[i] = 0.f;
     /* Ring entries the block's earlier items took, the other consumer's
      * included: with split-K the items' K-step counts differ by one. */
     unsigned int used = 0, turn_phase = 0, j = 0, entry = 0;
@@ -1030,44 +1053,70 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         bar_wait(turn + 8 * cw, turn_phase);
         turn_phase ^= 1;
       }
-      for (unsigned int kt = 0; kt < nk; kt++) {
-        bar_wait(full + 8 * stage, phase);
-        /* Rows h * 64 ... of the tile: 64 rows of K in the K-major layout,
-         * one slab of BK k-rows in the M-major one; the same bytes. */
-        const unsigned int sa = base + stage * STAGE + (PP ? 0 : cw * 64 * 128),
-                           sb = base + stage * STAGE + A_BYTES;
+      if constexpr (PROMOTE) {
+        for (unsigned int kt = 0; kt < nk; kt++) {
+          bar_wait(full + 8 * stage, phase);
+          const unsigned int sa = base + stage * STAGE + cw * 64 * 128,
+                             sb = base + stage * STAGE + A_BYTES;
+          wg_pin(part);
+          wg_fence();
 #pragma unroll
-        for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
-        wg_fence();
+          for (int kk = 0; kk < BK / KSTEP; kk++)
+            wgmma<KIND, BN, 0, 0>(part, desc(sa + kk * KSTEP * ES, 16, 1024),
+                                  desc(sb + kk * KSTEP * ES, 16, 1024), kk > 0 ? 1 : 0);
+          wg_commit();
+          wg_wait<0>();
+          wg_pin(part);
+          /* This K-tile's MMAs are done: its slot can be refilled, and its
+           * partial sum joins the float32 one. */
+          if (lane == 0) bar_arrive(empty + 8 * stage);
 #pragma unroll
-        for (int kk = 0; kk < BK / KSTEP; kk++) {
-          const unsigned long long db = B_MN ? desc(sb + kk * KSTEP * 128, BK * 128, 1024)
-                                             : desc(sb + kk * KSTEP * ES, 16, 1024);
-#pragma unroll
-          for (int h = 0; h < HALVES; h++) {
-            const unsigned long long da =
-                A_MN ? desc(sa + h * 64 * 128 + kk * KSTEP * 128, BK * 128, 1024)
-                     : desc(sa + h * 64 * 128 + kk * KSTEP * ES, 16, 1024);
-            wgmma<KIND, BN, A_MN ? 1 : 0, B_MN ? 1 : 0>(acc[h], da, db);
+          for (int i = 0; i < BN / 2; i++) acc[0][i] += part[i];
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
           }
         }
-        wg_commit();
-        if (PP && kt + 1 == nk && leader) bar_arrive(turn + 8 * (1 - cw)); /* your turn */
+      } else {
+        for (unsigned int kt = 0; kt < nk; kt++) {
+          bar_wait(full + 8 * stage, phase);
+          /* Rows h * 64 ... of the tile: 64 rows of K in the K-major layout,
+           * one slab of BK k-rows in the M-major one; the same bytes. */
+          const unsigned int sa = base + stage * STAGE + (PP ? 0 : cw * 64 * 128),
+                             sb = base + stage * STAGE + A_BYTES;
+#pragma unroll
+          for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
+          wg_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / KSTEP; kk++) {
+            const unsigned long long db = B_MN ? desc(sb + kk * KSTEP * 128, BK * 128, 1024)
+                                               : desc(sb + kk * KSTEP * ES, 16, 1024);
+#pragma unroll
+            for (int h = 0; h < HALVES; h++) {
+              const unsigned long long da =
+                  A_MN ? desc(sa + h * 64 * 128 + kk * KSTEP * 128, BK * 128, 1024)
+                       : desc(sa + h * 64 * 128 + kk * KSTEP * ES, 16, 1024);
+              wgmma<KIND, BN, A_MN ? 1 : 0, B_MN ? 1 : 0>(acc[h], da, db);
+            }
+          }
+          wg_commit();
+          if (PP && kt + 1 == nk && leader) bar_arrive(turn + 8 * (1 - cw)); /* your turn */
+#pragma unroll
+          for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
+          /* The previous step's MMAs are done: its slot can be refilled. */
+          wg_wait<1>();
+          if (kt > 0 && lane == 0) bar_arrive(empty + 8 * prev);
+          prev = stage;
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+        wg_wait<0>();
 #pragma unroll
         for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
-        /* The previous step's MMAs are done: its slot can be refilled. */
-        wg_wait<1>();
-        if (kt > 0 && lane == 0) bar_arrive(empty + 8 * prev);
-        prev = stage;
-        if (++stage == STAGES) {
-          stage = 0;
-          phase ^= 1;
-        }
+        if (nk > 0 && lane == 0) bar_arrive(empty + 8 * prev);
       }
-      wg_wait<0>();
-#pragma unroll
-      for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
-      if (nk > 0 && lane == 0) bar_arrive(empty + 8 * prev);
 #pragma unroll
       for (int h = 0; h < HALVES; h++)
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)

@@ -122,6 +122,8 @@ check "matmul layout past 2^63 bytes" 1 'spans more than 2^63 bytes' -- "$JITK" 
 check "matmul --alpha nan" 1 'alpha is nan; it must be a finite number' -- "$JITK" compile matmul --m 64 --n 64 --k 64 --alpha nan
 check "matmul writes no cubin" 2 "--emit is describe or source" -- "$JITK" compile matmul --m 64 --n 64 --k 64 --emit cubin
 check "matmul unknown dtype" 2 "not a valid value" -- "$JITK" compile matmul --m 64 --n 64 --k 64 --a float128
+check "matmul fp8 promotes by default" 0 "sum promoted to a separate float32 sum" -- "$JITK" compile matmul --m 256 --n 256 --k 8192 --a float8_e4m3fn --b float8_e4m3fn --d bfloat16 --order-b col --arch sm_90
+check "matmul fp8 fast accumulation" 0 "fast: the tensor cores" -- "$JITK" compile matmul --m 256 --n 256 --k 8192 --a float8_e4m3fn --b float8_e4m3fn --d bfloat16 --order-b col --compute float32_fast_accum --arch sm_90
 
 # The kernel cache, through the CLI, from a fresh folder.
 JITK_CACHE_DIR="$WORK/cache2"

@@ -624,20 +624,47 @@ static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
 /*
  * FP8: bfloat16 D = A @ B + bias[col] at 8192^3, A and B float8_e4m3fn
  * (A row-major, B column-major: both K-major, cuBLASLt's "TN"), a
- * bfloat16 bias, scales of A and B of 1 on the device; the jitk plan
- * against cuBLASLt's FP8 product with CUBLASLT_EPILOGUE_BIAS, with
- * CUBLASLT_MATMUL_DESC_FAST_ACCUM (whole-K accumulation in the tensor
- * cores, as jitk's wgmma kernel does: the like-for-like figure) and
- * without it. 1000 sampled elements are checked against float64 with the
- * bound of jitk.h ("FP8 plans").
+ * bfloat16 bias, scales of A and B of 1 on the device. jitk's plan with
+ * promotion (the default: each K-tile's sum added into a separate float32
+ * sum) and with JITK_COMPUTE_FLOAT32_FAST_ACCUM, against cuBLASLt's FP8
+ * product without and with CUBLASLT_MATMUL_DESC_FAST_ACCUM: the like-for-
+ * like pairs. Sampled elements of each D are checked against float64 with
+ * jitk.h's bound for its accumulation ("FP8 plans"), and cuBLASLt's
+ * elements against jitk's.
+ *
+ * What cuBLASLt's documentation requires of an FP8 product on sm_90
+ * (cublasLtMatmul, "FP8" in the cuBLAS docs, and cublasLt.h's attribute
+ * notes): CUBLAS_COMPUTE_32F with scale type CUDA_R_32F; A transposed and
+ * B not ("TN"), which in its column-major terms is our product planned as
+ * D^T = B^T A^T (see lt_plan): its A is our column-major B, stored k x n
+ * with leading dimension k and CUBLASLT_MATMUL_DESC_TRANSA = CUBLAS_OP_T,
+ * its B our row-major A, k x m with leading dimension k, CUBLAS_OP_N;
+ * leading dimensions multiples of 16 and pointers on 16 bytes; A and B not
+ * both e5m2; scales as device pointers to one float32 each
+ * (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, B_SCALE_POINTER, ...); for a
+ * bfloat16 D, C bfloat16 too (C may be 8-bit only when D is), and the
+ * bias of D's type, bfloat16 (float32 and 8-bit D are the exceptions
+ * whose bias is bfloat16 or float16, cublasLt.h on BIAS_DATA_TYPE).
+ *
+ * cuBLASLt refused the bench's first such configuration on the H200
+ * (cuBLASLt 13.0, CUBLAS_STATUS_NOT_SUPPORTED) without saying where, so
+ * each product is now planned from a list of configurations, the one most
+ * like jitk's first, each with up to 8 of the heuristic's algorithms tried
+ * in turn; every refusal prints the configuration's attributes, the step
+ * that refused it (heuristic or run), its status and cuBLASLt's own error
+ * log lines; the row says which configuration ran. The last configuration
+ * has no bias in cuBLASLt (CUBLASLT_EPILOGUE_DEFAULT): its time is the
+ * plain product's, a bound on what any fused bias could reach, and its D
+ * gets the bias from a jitk elementwise pass before it is checked.
  */
 typedef struct fp8_bench {
   jitk_engine *e;
   lt_lib *lt;
-  jitk_matmul *plan;
+  jitk_matmul *plan, *plan_fast;
   jitk_matmul_operands ops;
   jitk_arg extra[1];
-  lt_plan fast, slow;
+  lt_plan plan_lt;
+  const void *lt_c; /* cuBLASLt's C pointer: D, or NULL */
   void *a, *b, *d, *bias, *scales;
   int64_t m, n, k;
 } fp8_bench;
@@ -647,15 +674,21 @@ static void run_fp8_jitk(void *ctx) {
   CHECK(f->e, jitk_matmul_execute_ex(f->plan, NULL, &f->ops));
 }
 
+static void run_fp8_jitk_fast(void *ctx) {
+  fp8_bench *f = ctx;
+  CHECK(f->e, jitk_matmul_execute_ex(f->plan_fast, NULL, &f->ops));
+}
+
 static cublasStatus_t lt_fp8_run(fp8_bench *f, const lt_plan *p) {
   const float alpha = 1.0f, beta = 0.0f;
-  return f->lt->cublasLtMatmul(f->lt->handle, p->desc, &alpha, f->b, p->a, f->a, p->b, &beta, f->d,
-                               p->d, f->d, p->d, &p->algo, f->lt->workspace, LT_WORKSPACE,
+  return f->lt->cublasLtMatmul(f->lt->handle, p->desc, &alpha, f->b, p->a, f->a, p->b, &beta,
+                               f->lt_c, p->d, f->d, p->d, &p->algo, f->lt->workspace, LT_WORKSPACE,
                                (cudaStream_t)0);
 }
 
-static void run_fp8_lt(fp8_bench *f, const lt_plan *p) {
-  cublasStatus_t st = lt_fp8_run(f, p);
+static void run_fp8_lt(void *ctx) {
+  fp8_bench *f = ctx;
+  cublasStatus_t st = lt_fp8_run(f, &f->plan_lt);
   if (st != CUBLAS_STATUS_SUCCESS) {
     fprintf(stderr, "jitk-bench: cublasLtMatmul (FP8) failed: %s\n",
             f->lt->cublasLtGetStatusName(st));
@@ -663,52 +696,77 @@ static void run_fp8_lt(fp8_bench *f, const lt_plan *p) {
   }
 }
 
-static void run_fp8_lt_fast(void *ctx) {
-  fp8_bench *f = ctx;
-  run_fp8_lt(f, &f->fast);
+/* One configuration of cuBLASLt's FP8 product, from most to least like
+ * jitk's: the product is the same in all (the bench's scales are 1). */
+typedef struct lt_fp8_config {
+  const char *what;
+  int bias;      /* CUBLASLT_EPILOGUE_BIAS with the bfloat16 bias; 0: DEFAULT */
+  int bias_type; /* CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE set to CUDA_R_16BF; 0: left unset */
+  int scales;    /* A_SCALE_POINTER and B_SCALE_POINTER set; 0: unset (1) */
+  int c_null;    /* C passed as NULL (beta is 0) rather than D, in place */
+} lt_fp8_config;
+
+static const lt_fp8_config lt_fp8_configs[] = {
+    {"EPILOGUE_BIAS, BIAS_DATA_TYPE CUDA_R_16BF, A/B_SCALE_POINTER, C = D (bf16, in place)", 1, 1,
+     1, 0},
+    {"EPILOGUE_BIAS, BIAS_DATA_TYPE left to D's (bf16), A/B_SCALE_POINTER, C = D", 1, 0, 1, 0},
+    {"EPILOGUE_BIAS, BIAS_DATA_TYPE CUDA_R_16BF, A/B_SCALE_POINTER, C NULL", 1, 1, 1, 1},
+    {"EPILOGUE_BIAS, BIAS_DATA_TYPE CUDA_R_16BF, no scale pointers (1), C = D", 1, 1, 0, 0},
+    {"EPILOGUE_BIAS, BIAS_DATA_TYPE left to D's, no scale pointers, C NULL", 1, 0, 0, 1},
+    {"EPILOGUE_DEFAULT (no bias: the plain product; bias added afterwards by jitk, untimed), "
+     "A/B_SCALE_POINTER, C = D",
+     0, 0, 1, 0},
+};
+
+/* cuBLASLt's error log lines while a configuration is tried, through its
+ * logger callback where the library has one. */
+static char lt_log[1024];
+static void lt_log_cb(int level, const char *fn, const char *msg) {
+  size_t used = strlen(lt_log);
+  if (used + 8 < sizeof lt_log)
+    snprintf(lt_log + used, sizeof lt_log - used, "%s[%d %s] %s", used ? "; " : "", level,
+             fn ? fn : "?", msg ? msg : "");
 }
 
-static void run_fp8_lt_slow(void *ctx) {
-  fp8_bench *f = ctx;
-  run_fp8_lt(f, &f->slow);
-}
-
-/* cuBLASLt's FP8 product D^T = B^T A^T (see lt_plan): its A is our
- * column-major B, k x n with leading dimension k, transposed; its B our
- * row-major A, k x m with leading dimension k; D bfloat16 n x m. */
-static cublasStatus_t lt_fp8_create(fp8_bench *f, int fast, lt_plan *p) {
+/* Plans config `cf` with fast accumulation on or off and runs it once,
+ * trying up to 8 of the heuristic's algorithms; on failure, `where` says
+ * which step refused it. */
+static cublasStatus_t lt_fp8_create(fp8_bench *f, const lt_fp8_config *cf, int fast,
+                                    const char **where) {
   lt_lib *lt = f->lt;
+  lt_plan *p = &f->plan_lt;
   memset(p, 0, sizeof *p);
+  *where = "cublasLtMatmulDescCreate";
   cublasStatus_t st = lt->cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  const cublasOperation_t op_t = CUBLAS_OP_T;
-  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epi = cf->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   const int32_t bias_type = CUDA_R_16BF;
   const int8_t fast_accum = (int8_t)fast;
   const float *sa = f->scales, *sb = (const float *)f->scales + 1;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t,
-                                            sizeof op_t);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                            sizeof epi);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &f->bias,
-                                            sizeof f->bias);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                            &bias_type, sizeof bias_type);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
-                                            sizeof fast_accum);
-  if (st == CUBLAS_STATUS_SUCCESS) /* cuBLASLt's A is our B */
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
-                                            sizeof sb);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
-                                            sizeof sa);
-  if (st == CUBLAS_STATUS_SUCCESS)
+#define LT_SET_(attr, value)                                                                \
+  if (st == CUBLAS_STATUS_SUCCESS) {                                                        \
+    *where = "cublasLtMatmulDescSetAttribute(" #attr ")";                                   \
+    st = lt->cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_##attr, &(value), \
+                                            sizeof(value));                                 \
+  }
+  LT_SET_(TRANSA, op_t)
+  LT_SET_(TRANSB, op_n)
+  LT_SET_(EPILOGUE, epi)
+  if (cf->bias) {
+    LT_SET_(BIAS_POINTER, f->bias)
+    if (cf->bias_type) LT_SET_(BIAS_DATA_TYPE, bias_type)
+  }
+  LT_SET_(FAST_ACCUM, fast_accum)
+  if (cf->scales) { /* cuBLASLt's A is our B */
+    LT_SET_(A_SCALE_POINTER, sb)
+    LT_SET_(B_SCALE_POINTER, sa)
+  }
+#undef LT_SET_
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    *where = "cublasLtMatrixLayoutCreate";
     st =
         lt->cublasLtMatrixLayoutCreate(&p->a, CUDA_R_8F_E4M3, (uint64_t)f->k, (uint64_t)f->n, f->k);
+  }
   if (st == CUBLAS_STATUS_SUCCESS)
     st =
         lt->cublasLtMatrixLayoutCreate(&p->b, CUDA_R_8F_E4M3, (uint64_t)f->k, (uint64_t)f->m, f->k);
@@ -720,27 +778,40 @@ static cublasStatus_t lt_fp8_create(fp8_bench *f, int fast, lt_plan *p) {
   if (st == CUBLAS_STATUS_SUCCESS)
     st = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &ws, sizeof ws);
-  cublasLtMatmulHeuristicResult_t result;
-  memset(&result, 0, sizeof result);
+  cublasLtMatmulHeuristicResult_t results[8];
+  memset(results, 0, sizeof results);
   int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = lt->cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1,
-                                            &result, &found);
-  if (pref != NULL) lt->cublasLtMatmulPreferenceDestroy(pref);
-  if (st == CUBLAS_STATUS_SUCCESS && found < 1) st = CUBLAS_STATUS_NOT_SUPPORTED;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    p->algo = result.algo;
-    st = lt_fp8_run(f, p);
+    *where = "cublasLtMatmulAlgoGetHeuristic";
+    st = lt->cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 8,
+                                            results, &found);
   }
-  if (st != CUBLAS_STATUS_SUCCESS) lt_plan_destroy(lt, p);
+  if (pref != NULL) lt->cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found < 1) {
+    *where = "cublasLtMatmulAlgoGetHeuristic (no algorithm)";
+    st = CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  f->lt_c = cf->c_null ? NULL : f->d;
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; i++) {
+    p->algo = results[i].algo;
+    *where = "cublasLtMatmul (each of the heuristic's algorithms)";
+    cublasStatus_t run = lt_fp8_run(f, p);
+    if (run == CUBLAS_STATUS_SUCCESS) return run;
+    if (i + 1 == found) st = run;
+  }
+  lt_plan_destroy(lt, p);
   return st;
 }
 
-/* Sampled elements of D against float64, within jitk.h's FP8 bound for a
- * bfloat16 D; the others counted. */
-static size_t fp8_check(fp8_bench *f, const uint8_t *ha, const uint8_t *hb, const uint16_t *hbias) {
+/* Sampled elements of D against float64 within jitk.h's FP8 bound for a
+ * bfloat16 D (its accumulation term for promotion or, with `fast`, for
+ * fast accumulation), and against `other` (another D, when given) within
+ * both bounds; the elements outside counted. `d` is copied into `keep`
+ * when that is given. */
+static size_t fp8_check(fp8_bench *f, const uint8_t *ha, const uint8_t *hb, const uint16_t *hbias,
+                        int fast, const uint16_t *other, uint16_t *keep, const char *who) {
   const size_t nd = (size_t)(f->m * f->n);
-  uint16_t *hd = malloc(nd * 2);
+  uint16_t *hd = keep != NULL ? keep : malloc(nd * 2);
   if (hd == NULL) return SAMPLES;
   CHECK(f->e, jitk_memcpy(f->e, hd, f->d, nd * 2, NULL));
   CHECK(f->e, jitk_stream_synchronize(f->e, NULL));
@@ -752,11 +823,15 @@ static size_t fp8_check(fp8_bench *f, const uint8_t *ha, const uint8_t *hb, cons
   for (size_t i = 0; i < nd; i++)
     if (!isfinite(jitk_bfloat16_to_float(hd[i])) && nonfinite++ == 0) first = i;
   if (nonfinite > 0) {
-    printf("jitk-bench matmul: FP8 D has %zu elements not finite, the first D[%lld][%lld]\n",
-           nonfinite, (long long)(first / (size_t)f->n), (long long)(first % (size_t)f->n));
+    printf("jitk-bench matmul: FP8 %s: D has %zu elements not finite, the first D[%lld][%lld]\n",
+           who, nonfinite, (long long)(first / (size_t)f->n), (long long)(first % (size_t)f->n));
     bad += nonfinite;
   }
-  const double acc_eps = ldexp(1, -12) * (double)((f->k + 31) / 32);
+  /* jitk.h's accumulation term: 2^-10 per k32 step, over the four of a
+   * K-tile with promotion, over all of them without; float32's sums. */
+  const int64_t steps = (f->k + 31) / 32;
+  const double acc_eps = ldexp(1, -10) * (double)(fast ? steps : 4) + ldexp(1, -24) * (double)f->k;
+  double worst = 0;
   for (int i = 0; i < SAMPLES; i++) {
     const int64_t r = (int64_t)(next_random(&state) % (uint64_t)f->m);
     const int64_t c = (int64_t)(next_random(&state) % (uint64_t)f->n);
@@ -769,13 +844,30 @@ static size_t fp8_check(fp8_bench *f, const uint8_t *ha, const uint8_t *hb, cons
     }
     const double bias = jitk_bfloat16_to_float(hbias[c]), want = sum + bias;
     const double got = jitk_bfloat16_to_float(hd[r * f->n + c]);
-    if (!(fabs(got - want) <= acc_eps * abs_sum + ldexp(1, -8) * fabs(want) +
-                                  ldexp(1, -22) * (fabs(sum) + fabs(bias))) &&
-        ++bad <= 5)
-      printf("jitk-bench matmul: FP8 D[%lld][%lld] is %.9g, want %.9g (sum of |a b| %.6g)\n",
-             (long long)r, (long long)c, got, want, abs_sum);
+    const double bound =
+        acc_eps * abs_sum + ldexp(1, -8) * fabs(want) + ldexp(1, -22) * (fabs(sum) + fabs(bias));
+    if (abs_sum > 0 && fabs(got - want) / abs_sum > worst) worst = fabs(got - want) / abs_sum;
+    if (!(fabs(got - want) <= bound) && ++bad <= 5)
+      printf(
+          "jitk-bench matmul: FP8 %s: D[%lld][%lld] is %.9g, want %.9g (sum of |a b| %.6g, "
+          "bound %.3g)\n",
+          who, (long long)r, (long long)c, got, want, abs_sum, bound);
+    if (other != NULL) {
+      const double o = jitk_bfloat16_to_float(other[r * f->n + c]);
+      /* Both within their bounds of `want` (jitk's promoted one is the
+       * tighter): within the sum of the two of each other. */
+      const double both = bound + (ldexp(1, -8) + ldexp(1, -24) * (double)f->k) * abs_sum +
+                          ldexp(1, -8) * fabs(want) + ldexp(1, -22) * (fabs(sum) + fabs(bias));
+      if (!(fabs(got - o) <= both) && ++bad <= 5)
+        printf("jitk-bench matmul: FP8 %s: D[%lld][%lld] is %.9g, jitk's %.9g\n", who, (long long)r,
+               (long long)c, got, o);
+    }
   }
-  free(hd);
+  printf(
+      "jitk-bench matmul: FP8 %s: largest sampled |D - ref| is %.3g of sum |a b| "
+      "(the accumulation's bound: %.3g)\n",
+      who, worst, acc_eps);
+  if (keep == NULL) free(hd);
   return bad;
 }
 
@@ -814,9 +906,14 @@ static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_k
   desc.epilogue_params = "raw bfloat16 bias";
   desc.has_a_scale = desc.has_b_scale = 1;
   CHECK(e, jitk_matmul_create(e, &desc, &f.plan));
-  char described[320];
+  desc.compute = JITK_COMPUTE_FLOAT32_FAST_ACCUM;
+  desc.name = "matmul_fast";
+  CHECK(e, jitk_matmul_create(e, &desc, &f.plan_fast));
+  char described[400];
   CHECK(e, jitk_matmul_describe(f.plan, described, sizeof described));
   printf("jitk-bench matmul: %s %s: %s\n", dname, shape, described);
+  CHECK(e, jitk_matmul_describe(f.plan_fast, described, sizeof described));
+  printf("jitk-bench matmul: %s %s, fast accumulation: %s\n", dname, shape, described);
   fflush(stdout);
   f.extra[0] = jitk_arg_ptr(f.bias, JITK_BFLOAT16);
   CHECK(e, jitk_matmul_operands_init(&f.ops));
@@ -828,10 +925,10 @@ static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_k
   f.ops.a_scale = f.scales;
   f.ops.b_scale = (const float *)f.scales + 1;
 
-  const size_t na = (size_t)(f.m * f.k), nb = (size_t)(f.n * f.k);
+  const size_t na = (size_t)(f.m * f.k), nb = (size_t)(f.n * f.k), nd = (size_t)(f.m * f.n);
   uint8_t *ha = malloc(na), *hb = malloc(nb);
-  uint16_t *hbias = malloc((size_t)f.n * 2);
-  if (ha == NULL || hb == NULL || hbias == NULL) {
+  uint16_t *hbias = malloc((size_t)f.n * 2), *hjitk = malloc(nd * 2);
+  if (ha == NULL || hb == NULL || hbias == NULL || hjitk == NULL) {
     fprintf(stderr, "jitk-bench: out of host memory\n");
     exit(1);
   }
@@ -846,50 +943,104 @@ static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_k
   dview.ndim = 2;
   dview.shape[0] = f.m;
   dview.shape[1] = f.n;
-  poison(e, &dview);
-  const double jitk_tf = tflops(f.m, f.n, f.k, bench_time_ms(e, WARMUP, REPS, run_fp8_jitk, &f));
-  const size_t jitk_bad = fp8_check(&f, ha, hb, hbias);
-  char note[400];
-  double lt_tf[2] = {0, 0};
-  size_t lt_bad[2] = {0, 0};
-  cublasStatus_t why[2] = {CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_NOT_INITIALIZED};
-  for (int fast = 1; fast >= 0 && lt->dl != NULL; fast--) {
-    lt_plan *p = fast ? &f.fast : &f.slow;
-    why[fast] = lt_fp8_create(&f, fast, p);
-    if (why[fast] != CUBLAS_STATUS_SUCCESS) continue;
+  dview.t.data = f.d;
+  dview.t.device.device_type = kDLCUDA;
+  dview.t.ndim = 2;
+  dview.t.dtype = bias.t.dtype; /* bfloat16, as D */
+  dview.t.shape = dview.shape;
+  /* [0]: promotion / no FAST_ACCUM; [1]: fast accumulation. */
+  double jitk_tf[2], lt_tf[2] = {0, 0};
+  size_t jitk_bad[2], lt_bad[2] = {0, 0};
+  const lt_fp8_config *lt_used[2] = {NULL, NULL};
+  for (int fast = 0; fast < 2; fast++) {
     poison(e, &dview);
-    lt_tf[fast] =
-        tflops(f.m, f.n, f.k,
-               bench_time_ms(e, WARMUP, REPS, fast ? run_fp8_lt_fast : run_fp8_lt_slow, &f));
-    lt_bad[fast] = fp8_check(&f, ha, hb, hbias);
-    lt_plan_destroy(lt, p);
+    jitk_tf[fast] = tflops(
+        f.m, f.n, f.k, bench_time_ms(e, WARMUP, REPS, fast ? run_fp8_jitk_fast : run_fp8_jitk, &f));
+    jitk_bad[fast] = fp8_check(&f, ha, hb, hbias, fast, fast ? hjitk : NULL, fast ? NULL : hjitk,
+                               fast ? "jitk, fast accumulation" : "jitk");
   }
-  if (lt->dl == NULL)
-    snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad, lt_why);
-  else if (lt_tf[1] > 0)
-    snprintf(note, sizeof note,
-             "%.2f of cuBLASLt FP8 BIAS with fast accumulation (goal >= 0.95), %.2f of it "
-             "without; %zu wrong",
-             jitk_tf / lt_tf[1], lt_tf[0] > 0 ? jitk_tf / lt_tf[0] : 0.0, jitk_bad);
-  else
-    snprintf(note, sizeof note, "%zu wrong; cuBLASLt has no FP8 BIAS product here (%s)", jitk_bad,
-             lt->cublasLtGetStatusName(why[1]));
-  add_row(t, dname, shape, "jitk bias (bfloat16 D)", jitk_tf, note);
-  for (int fast = 1; fast >= 0; fast--)
-    if (lt_tf[fast] > 0) {
-      snprintf(note, sizeof note, "bfloat16 bias and D%s; %zu wrong",
-               fast ? ", CUBLASLT_MATMUL_DESC_FAST_ACCUM" : "", lt_bad[fast]);
-      add_row(t, dname, shape, fast ? "cuBLASLt BIAS (fast accumulation)" : "cuBLASLt BIAS",
-              lt_tf[fast], note);
-    } else if (lt->dl != NULL) {
-      printf("jitk-bench matmul: FP8: cuBLASLt%s refused (%s)\n",
-             fast ? " with fast accumulation" : "", lt->cublasLtGetStatusName(why[fast]));
+  /* cuBLASLt's logger, where it has one, records why a configuration is
+   * refused. */
+  cublasStatus_t (*set_cb)(cublasLtLoggerCallback_t) = NULL;
+  cublasStatus_t (*set_level)(int) = NULL;
+  if (lt->dl != NULL) {
+    *(void **)&set_cb = dlsym(lt->dl, "cublasLtLoggerSetCallback");
+    *(void **)&set_level = dlsym(lt->dl, "cublasLtLoggerSetLevel");
+  }
+  for (int fast = 0; fast < 2 && lt->dl != NULL; fast++) {
+    const size_t ncf = sizeof lt_fp8_configs / sizeof lt_fp8_configs[0];
+    for (size_t ci = 0; ci < ncf && lt_used[fast] == NULL; ci++) {
+      const lt_fp8_config *cf = &lt_fp8_configs[ci];
+      lt_log[0] = '\0';
+      if (set_cb != NULL && set_level != NULL) {
+        set_cb(lt_log_cb);
+        set_level(1); /* errors */
+      }
+      const char *where = "";
+      poison(e, &dview);
+      cublasStatus_t st = lt_fp8_create(&f, cf, fast, &where);
+      if (set_cb != NULL && set_level != NULL) {
+        set_level(0);
+        set_cb(NULL);
+      }
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        printf(
+            "jitk-bench matmul: FP8: cuBLASLt refused configuration %zu (%s; "
+            "CUBLAS_COMPUTE_32F, scale CUDA_R_32F, TRANSA T, TRANSB N, A/B CUDA_R_8F_E4M3, "
+            "C/D CUDA_R_16BF, FAST_ACCUM %d) at %s: %s%s%s\n",
+            ci + 1, cf->what, fast, where, lt->cublasLtGetStatusName(st),
+            lt_log[0] ? "; its log: " : "", lt_log);
+        continue;
+      }
+      printf("jitk-bench matmul: FP8: cuBLASLt%s runs configuration %zu: %s\n",
+             fast ? " with FAST_ACCUM" : "", ci + 1, cf->what);
+      lt_used[fast] = cf;
+      poison(e, &dview);
+      lt_tf[fast] = tflops(f.m, f.n, f.k, bench_time_ms(e, WARMUP, REPS, run_fp8_lt, &f));
+      if (!cf->bias) {
+        /* The bias the product left out, added in float32 as the fused
+         * epilogues add it, so that the check sees the same D. */
+        jitk_elementwise *add = NULL;
+        CHECK(e, jitk_elementwise_create(e, "bfloat16 b", "T y", "y = (T)((float)y + (float)b)",
+                                         "fp8_bias_add", NULL, &add));
+        jitk_arg args[] = {jitk_arg_array(&bias.t), jitk_arg_array(&dview.t)};
+        CHECK(e, jitk_elementwise_launch(add, NULL, args, 2, -1, NULL));
+        jitk_elementwise_destroy(add);
+      }
+      lt_bad[fast] = fp8_check(&f, ha, hb, hbias, fast, hjitk, NULL,
+                               fast ? "cuBLASLt, FAST_ACCUM" : "cuBLASLt");
+      lt_plan_destroy(lt, &f.plan_lt);
     }
-  t->wrong += jitk_bad + lt_bad[0] + lt_bad[1];
+  }
+  static const char *const jitk_rows[2] = {"jitk bias (bfloat16 D, promotion)",
+                                           "jitk bias (bfloat16 D, fast accumulation)"};
+  static const char *const lt_rows[2] = {"cuBLASLt (no FAST_ACCUM)", "cuBLASLt (FAST_ACCUM)"};
+  for (int fast = 0; fast < 2; fast++) {
+    char note[400];
+    if (lt->dl == NULL)
+      snprintf(note, sizeof note, "%zu wrong; %s", jitk_bad[fast], lt_why);
+    else if (lt_tf[fast] > 0)
+      snprintf(note, sizeof note, "%.2f of cuBLASLt %s (goal >= 0.95); %zu wrong",
+               jitk_tf[fast] / lt_tf[fast], fast ? "with FAST_ACCUM" : "without FAST_ACCUM",
+               jitk_bad[fast]);
+    else
+      snprintf(note, sizeof note, "%zu wrong; cuBLASLt refused every FP8 configuration (above)",
+               jitk_bad[fast]);
+    add_row(t, dname, shape, jitk_rows[fast], jitk_tf[fast], note);
+  }
+  for (int fast = 0; fast < 2; fast++)
+    if (lt_tf[fast] > 0) {
+      char note[400];
+      snprintf(note, sizeof note, "%s; %zu wrong", lt_used[fast]->what, lt_bad[fast]);
+      add_row(t, dname, shape, lt_rows[fast], lt_tf[fast], note);
+    }
+  t->wrong += jitk_bad[0] + jitk_bad[1] + lt_bad[0] + lt_bad[1];
   free(ha);
   free(hb);
   free(hbias);
+  free(hjitk);
   jitk_matmul_destroy(f.plan);
+  jitk_matmul_destroy(f.plan_fast);
   void *bufs[] = {f.a, f.b, f.d, f.bias, f.scales};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     CHECK(e, jitk_device_free(e, bufs[i], NULL));

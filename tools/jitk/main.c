@@ -595,9 +595,10 @@ static void usage_matmul(FILE *out) {
           "  --batch B                matrices per operand (default 1)\n"
           "  --a, --b, --d DTYPE      dtypes of A, B and D (default float32)\n"
           "  --c DTYPE                C's dtype; giving it reads C (beta * C)\n"
-          "  --compute default|float32|tf32|float16|bfloat16|float64\n"
+          "  --compute default|float32|tf32|float16|bfloat16|float64|float32_fast_accum\n"
           "                           the products' and sums' arithmetic (default:\n"
-          "                           float64 for float64 inputs, else float32)\n"
+          "                           float64 for float64 inputs, else float32;\n"
+          "                           float32_fast_accum: float8 inputs without promotion)\n"
           "  --order-a, --order-b, --order-c, --order-d row|col\n"
           "                           storage order (default row)\n"
           "  --epilogue EXPR          the result from acc, row, col, batch and the\n"
@@ -638,9 +639,13 @@ static int cmd_compile_matmul(int argc, char **argv) {
   static const struct {
     const char *name;
     jitk_compute compute;
-  } computes[] = {{"default", JITK_COMPUTE_DEFAULT},   {"float32", JITK_COMPUTE_FLOAT32},
-                  {"tf32", JITK_COMPUTE_TF32},         {"float16", JITK_COMPUTE_FLOAT16},
-                  {"bfloat16", JITK_COMPUTE_BFLOAT16}, {"float64", JITK_COMPUTE_FLOAT64}};
+  } computes[] = {{"default", JITK_COMPUTE_DEFAULT},
+                  {"float32", JITK_COMPUTE_FLOAT32},
+                  {"tf32", JITK_COMPUTE_TF32},
+                  {"float16", JITK_COMPUTE_FLOAT16},
+                  {"bfloat16", JITK_COMPUTE_BFLOAT16},
+                  {"float64", JITK_COMPUTE_FLOAT64},
+                  {"float32_fast_accum", JITK_COMPUTE_FLOAT32_FAST_ACCUM}};
   jitk_matmul_desc desc;
   jitk_matmul_desc_init(&desc);
   desc.m = desc.n = desc.k = -1;

@@ -508,7 +508,9 @@ Test(matmul_plan, fp8_plans_take_wgmma_and_compile) {
   jitk_engine_destroy(e);
 }
 
-/* The cooperative schedule's 128 x 256 tiles use the n256 8-bit wgmma. */
+/* With fast accumulation, JITK_MM_SCHEDULE=cooperative's 128 x 256 tiles
+ * use the n256 8-bit wgmma; a plan that promotes (the default) keeps its
+ * cooperative 128 x 128 tiles, whose two accumulators fit the registers. */
 Test(matmul_plan, fp8_cooperative_schedule_compiles) {
   setenv("JITK_MM_SCHEDULE", "cooperative", 1);
   jitk_engine *e = jt_compile_engine("sm_90");
@@ -516,6 +518,7 @@ Test(matmul_plan, fp8_cooperative_schedule_compiles) {
       fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 4096, 4096, 4096);
   d.epilogue = "relu(acc + bias[col])";
   d.epilogue_params = "raw bfloat16 bias";
+  d.compute = JITK_COMPUTE_FLOAT32_FAST_ACCUM;
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   char buf[512];
@@ -523,6 +526,78 @@ Test(matmul_plan, fp8_cooperative_schedule_compiles) {
   cr_assert(strstr(buf, "tile 128x256x128, 3 stages") != NULL, "%s", buf);
   cr_assert(strstr(buf, "(cooperative)") != NULL, "%s", buf);
   jitk_matmul_destroy(p);
+  d.compute = JITK_COMPUTE_DEFAULT;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
+/* FP8 on wgmma promotes by default (DEFAULT and FLOAT32 compute): each
+ * K-tile's sum goes into a fresh accumulator, added into the float32 one,
+ * on cooperative 128 x 128 tiles in five stages; the kernel's PROMOTE
+ * argument says so. JITK_COMPUTE_FLOAT32_FAST_ACCUM keeps the ping-pong
+ * kernel without promotion. Configurations whose registers would not
+ * hold both accumulators (128 x 256, ping-pong) are refused for a
+ * promoting plan, from the tuning table and from JITK_MM_TILE alike, and
+ * every input pair compiles both ways. */
+Test(matmul_plan, fp8_promotion_is_the_default) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const jitk_dtype pairs[][2] = {{JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3},
+                                        {JITK_FLOAT8_E4M3, JITK_FLOAT8_E5M2},
+                                        {JITK_FLOAT8_E5M2, JITK_FLOAT8_E4M3}};
+  static const jitk_compute computes[] = {JITK_COMPUTE_DEFAULT, JITK_COMPUTE_FLOAT32,
+                                          JITK_COMPUTE_FLOAT32_FAST_ACCUM};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+    for (size_t c = 0; c < sizeof computes / sizeof computes[0]; c++) {
+      const bool fast = computes[c] == JITK_COMPUTE_FLOAT32_FAST_ACCUM;
+      jitk_matmul_desc d = fp8_desc(pairs[i][0], pairs[i][1], JITK_BFLOAT16, 8192, 8192, 8192);
+      d.compute = computes[c];
+      d.epilogue = "acc + bias[col]";
+      d.epilogue_params = "raw bfloat16 bias";
+      d.has_a_scale = d.has_b_scale = d.has_amax_d = 1;
+      jitk_matmul *p = NULL;
+      JT_OK(e, jitk_matmul_create(e, &d, &p));
+      char buf[512], want[128];
+      JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+      cr_assert(strstr(buf, fast ? "(fast: the tensor cores' accumulator over the whole K)"
+                                 : "(each K-tile's sum promoted to a separate float32 sum)"),
+                "pair %zu compute %zu: %s", i, c, buf);
+      cr_assert(strstr(buf, fast ? "(ping-pong)" : "(cooperative)"), "%s", buf);
+      cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
+      const char *src;
+      JT_OK(e, jitk_matmul_source(p, &src));
+      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE>. */
+      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s>(&_jk_ta", fast ? "true" : "false",
+               fast ? "false" : "true");
+      cr_assert(strstr(src, want) != NULL, "pair %zu compute %zu: no `%s`", i, c, want);
+      /* Configurations that do not fit a promoting kernel's registers. */
+      cr_assert(jk_mm_choice_fits(p, JK_MM_WGMMA, 256, 128, 3, 0, false) == fast, "%zu %zu", i, c);
+      cr_assert(jk_mm_choice_fits(p, JK_MM_WGMMA, 128, 128, 5, 1, false) == fast, "%zu %zu", i, c);
+      cr_assert(jk_mm_choice_fits(p, JK_MM_WGMMA, 128, 128, 4, 0, false), "%zu %zu", i, c);
+      cr_assert(
+          jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=256 arow=128 stages=3 pingpong=0 split=1") == fast,
+          "%zu %zu", i, c);
+      jitk_matmul_destroy(p);
+    }
+  /* JITK_MM_TILE asking for 128 x 256 is ignored by a promoting plan. */
+  setenv("JITK_MM_TILE", "256x128x3", 1);
+  jitk_matmul_desc d =
+      fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 4096, 4096, 4096);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
+  jitk_matmul_destroy(p);
+  unsetenv("JITK_MM_TILE");
+  /* Fast accumulation is for float8 inputs only. */
+  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d.compute = JITK_COMPUTE_FLOAT32_FAST_ACCUM;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT,
+           "JITK_COMPUTE_FLOAT32_FAST_ACCUM is for float8 inputs, and A is bfloat16",
+           jitk_matmul_create(e, &d, &p));
   jitk_engine_destroy(e);
 }
 
@@ -966,7 +1041,7 @@ static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_o
   JT_OK(e, jitk_matmul_source(p, &src));
   cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL || split > 1,
             "the epilogue sees the user's row and col");
-  cr_assert(strstr(src, ", 0, false>(&_jk_ta") != NULL, "no staging of D: %s", buf);
+  cr_assert(strstr(src, ", 0, false, false>(&_jk_ta") != NULL, "no staging of D: %s", buf);
   if (ao == JITK_COL_MAJOR) cr_assert(strstr(src, "_tr(") != NULL, "the transpose kernel");
   jitk_matmul_destroy(p);
 }
