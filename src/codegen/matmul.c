@@ -329,9 +329,6 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "    float *_jk_pw = _jk_ws + z * _jk_m * _jk_n + _jk_kr;\n"
                   "    if (_jk_kc < _jk_m) _jk_pw[_jk_kc * _jk_n] = _jk_v0;\n"
                   "    if (_jk_kc + 1 < _jk_m) _jk_pw[(_jk_kc + 1) * _jk_n] = _jk_v1;\n"
-                  "  };\n"
-                  "  auto _jk_rowp = [&](long long z, long long row) -> float * {\n"
-                  "    return _jk_ws + (z * _jk_m + row) * _jk_n;\n"
                   "  };\n");
     else if (s->split)
       /* A slice's partial sums, unchanged, to its plane of the workspace
@@ -346,12 +343,16 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "    float *_jk_pw = _jk_ws + (z * _jk_m + row) * _jk_n;\n"
                   "    if (col < _jk_n) _jk_pw[col] = _jk_v0;\n"
                   "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
-                  "  };\n"
-                  "  auto _jk_rowp = [&](long long z, long long row) -> float * {\n"
-                  "    return _jk_ws + (z * _jk_m + row) * _jk_n;\n"
                   "  };\n");
     else
       emit_output(&b, s, in, file, "float");
+    /* A split kernel's workspace rows, for stage_rows (a swapped kernel,
+     * which stores from registers, passes it unused). */
+    if (s->split)
+      jk_buf_puts(&b,
+                  "  auto _jk_rowp = [&](long long z, long long row) -> float * {\n"
+                  "    return _jk_ws + (z * _jk_m + row) * _jk_n;\n"
+                  "  };\n");
     /* matmul_sm90.cuh's KIND: the input types of the wgmma. */
     const bool e5a = s->a == JITK_FLOAT8_E5M2, e5b = s->b == JITK_FLOAT8_E5M2;
     const int wkind = s->a == JITK_BFLOAT16  ? 1

@@ -678,6 +678,21 @@ struct smem_size {
       STAGES * (128 * 128 + BN * 128) + 2 * STAGING + STAGES * 16 + 16 + 1024;
 };
 
+// The epilogue's values of 8-column groups i0 .. i0 + G - 1 of a thread's
+// accumulators (acc[4 i + v]: row + 8 (v / 2), column col + 8 i + v % 2),
+// all computed before any is stored, so that the epilogue's reads of its
+// operands go out together. store_rows and stage_rows both take them so.
+template <int G, int R, typename TD, typename Value>
+__device__ __forceinline__ void values_of(TD (&out)[G][4], const float (&acc)[R], int i0,
+                                          long long b, long long row, long long col,
+                                          const Value &value) {
+#pragma unroll
+  for (int i = 0; i < G; i++)
+#pragma unroll
+    for (int v = 0; v < 4; v++)
+      out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1), acc[4 * (i0 + i) + v]);
+}
+
 // Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
 // cannot reach, through its staging area, so that consecutive threads
 // write consecutive bytes of a row. The MMA fragment layout gives each
@@ -730,12 +745,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 #pragma unroll
     for (int i0 = c0 / 8; i0 < (c0 + RW) / 8; i0 += G) {
       TD out[G][4];
-#pragma unroll
-      for (int i = 0; i < G; i++)
-#pragma unroll
-        for (int v = 0; v < 4; v++)
-          out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
-                            acc[4 * (i0 + i) + v]);
+      values_of<G>(out, acc, i0, b, row, col, value);
 #pragma unroll
       for (int i = 0; i < G; i++)
 #pragma unroll
@@ -850,12 +860,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 #pragma unroll
       for (int i0 = c0 / 8; i0 < (c0 + PER_ROUND) / 8; i0 += G) {
         TD out[G][4];
-#pragma unroll
-        for (int i = 0; i < G; i++)
-#pragma unroll
-          for (int v = 0; v < 4; v++)
-            out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
-                              acc[4 * (i0 + i) + v]);
+        values_of<G>(out, acc, i0, b, row, col, value);
 #pragma unroll
         for (int i = 0; i < G; i++)
 #pragma unroll
