@@ -1821,10 +1821,10 @@ typedef struct jitk_matmul_desc {
    * (slices x batch x M x N float32) is allocated in stream order at each
    * execution, as the reductions' is. Refused when the plan is made: a
    * negative value, more slices than the plan's kernel has K-tiles (its
-   * depth in K: 64 for 16-bit wgmma, 32 for tf32, 16 for FFMA; the message
-   * says which), and a split of a float64 plan (its sums would be rounded to
-   * float32). This field was added last: a caller compiled before it
-   * passes the smaller struct_size and gets 0. */
+   * depth in K: 64 for 16-bit wgmma, 128 for 8-bit, 32 for tf32, 16 for
+   * FFMA; the message says which), and a split of a float64 plan (its
+   * sums would be rounded to float32). This field was added last: a
+   * caller compiled before it passes the smaller struct_size and gets 0. */
   int split_k;
 } jitk_matmul_desc;
 

@@ -215,9 +215,13 @@ typedef struct jk_mm_spec {
 } jk_mm_spec;
 
 /* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K
- * into: FFMA 16 (8 in float64), mma.sync arow bytes, wgmma 128 bytes. */
+ * into: FFMA 16 (8 in float64), mma.sync arow bytes, wgmma 128 bytes (128
+ * elements of 8-bit floats, as matmul_sm90.cuh's BK). */
 static inline int jk_mm_ktile(const jk_mm_spec *s) {
-  const int es = s->a == JITK_FLOAT32 ? 4 : s->a == JITK_FLOAT64 ? 8 : 2;
+  const int es = s->a == JITK_FLOAT32                                   ? 4
+                 : s->a == JITK_FLOAT64                                 ? 8
+                 : s->a == JITK_FLOAT8_E4M3 || s->a == JITK_FLOAT8_E5M2 ? 1
+                                                                        : 2;
   if (s->kind == JK_MM_SIMT) return s->acc == JITK_FLOAT64 ? 8 : 16;
   return (s->kind == JK_MM_MMA ? s->arow : 128) / es;
 }

@@ -941,12 +941,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // (wgmma's scale-d 0), and the partial is then added into a separate
 // float32 sum with ordinary FADDs, in K order. The tensor cores' loss
 // is then bounded by one K-tile's terms, whatever K (jitk.h, "FP8
-// plans"). The partial doubles the accumulator registers: 64 + 64 per
-// thread at BN = 128 fits the consumers' 232; BN = 256 or ping-pong (two
-// 64-row halves a consumer) would need 256 and spill. Each K-tile waits
-// for its own MMAs before adding them, so a consumer's MMAs do not
-// overlap its FADDs; the other consumer's MMAs, on the other 64 rows of
-// the same tile, fill the tensor cores meanwhile.
+// plans"). Two partials are used in turn: a consumer issues K-tile t + 1's
+// MMAs into one before waiting (wait_group 1) for tile t's in the other,
+// so that its FADDs run while its own tensor-core work goes on, as the
+// plain loop's MMAs do across K-steps. That triples the accumulator
+// registers: 64 + 64 + 64 per thread at BN = 128 fits the consumers' 232
+// without spilling (ptxas: no spills, no serialized wgmma); BN = 256 or
+// ping-pong (two 64-row halves a consumer) would need 256 registers with
+// a single partial and 384 with two.
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
           bool PROMOTE, typename Value, typename Put2, typename RowP>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
@@ -1033,10 +1035,13 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     const int cw = wg - 1, lane = tid & 31;
     const bool leader = (tid & 127) == 0;
     float acc[HALVES][BN / 2];
-    /* With PROMOTE: the current K-tile's partial sum (else unused). */
-    float part[PROMOTE ? BN / 2 : 1];
+    /* With PROMOTE: the two K-tiles' partial sums used in turn (else
+     * unused). */
+    float part[PROMOTE ? 2 : 1][PROMOTE ? BN / 2 : 1];
 #pragma unroll
-    for (int i = 0; i < (PROMOTE ? BN / 2 : 1); i++) part[i] = 0.f;
+    for (int q = 0; q < (PROMOTE ? 2 : 1); q++)
+#pragma unroll
+      for (int i = 0; i < (PROMOTE ? BN / 2 : 1); i++) part[q][i] = 0.f;
     /* Ring entries the block's earlier items took, the other consumer's
      * included: with split-K the items' K-step counts differ by one. */
     unsigned int used = 0, turn_phase = 0, j = 0, entry = 0;
@@ -1059,27 +1064,68 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         turn_phase ^= 1;
       }
       if constexpr (PROMOTE) {
-        for (unsigned int kt = 0; kt < nk; kt++) {
+        /* K-tile kt's MMAs go into part[kt & 1], and tile kt + 1's are
+         * issued before tile kt's are waited for (wait_group 1), so that
+         * the FADDs adding one partial overlap the MMAs of the other. The
+         * loop is unrolled by two so that each partial is a fixed set of
+         * registers, and every path through it keeps exactly one group in
+         * flight at its head: ptxas tracks which accumulators a wait_group
+         * 1 leaves busy only then, and otherwise serializes every wgmma of
+         * the kernel (C7514), as it did with a guarded first issue. */
+        const auto issue = [&](float(&p)[BN / 2]) {
           bar_wait(full + 8 * stage, phase);
           const unsigned int sa = base + stage * STAGE + cw * 64 * 128,
                              sb = base + stage * STAGE + A_BYTES;
-          wg_pin(part);
+          wg_pin(p);
           wg_fence();
 #pragma unroll
           for (int kk = 0; kk < BK / KSTEP; kk++)
-            wgmma<KIND, BN, 0, 0>(part, desc(sa + kk * KSTEP * ES, 16, 1024),
+            wgmma<KIND, BN, 0, 0>(p, desc(sa + kk * KSTEP * ES, 16, 1024),
                                   desc(sb + kk * KSTEP * ES, 16, 1024), kk > 0 ? 1 : 0);
           wg_commit();
-          wg_wait<0>();
-          wg_pin(part);
-          /* This K-tile's MMAs are done: its slot can be refilled, and its
-           * partial sum joins the float32 one. */
-          if (lane == 0) bar_arrive(empty + 8 * stage);
-#pragma unroll
-          for (int i = 0; i < BN / 2; i++) acc[0][i] += part[i];
+          wg_pin(p);
+          prev = stage;
           if (++stage == STAGES) {
             stage = 0;
             phase ^= 1;
+          }
+        };
+        /* Once a wait_group says the MMAs into `done` (from ring slot
+         * `slot`) are complete, the slot can be refilled and the partial
+         * joins the float32 sum, in K order. */
+        const auto retire = [&](float(&done)[BN / 2], unsigned int slot) {
+          wg_pin(done);
+          if (lane == 0) bar_arrive(empty + 8 * slot);
+#pragma unroll
+          for (int i = 0; i < BN / 2; i++) acc[0][i] += done[i];
+        };
+        /* A split-K slice without a K-tile (more slices than K-tiles)
+         * leaves acc zero and the ring alone, as the plain loop does. */
+        if (nk > 0) {
+          issue(part[0]);
+          unsigned int kt = 1, older;
+          for (; kt + 1 < nk; kt += 2) {
+            older = prev;
+            issue(part[1]);
+            wg_wait<1>();
+            retire(part[0], older);
+            older = prev;
+            issue(part[0]);
+            wg_wait<1>();
+            retire(part[1], older);
+          }
+          /* The last tile or two: nk even leaves tile nk - 1 to issue into
+           * part[1]; nk odd has it in flight in part[0]. */
+          if (kt < nk) {
+            older = prev;
+            issue(part[1]);
+            wg_wait<1>();
+            retire(part[0], older);
+            wg_wait<0>();
+            retire(part[1], prev);
+          } else {
+            wg_wait<0>();
+            retire(part[0], prev);
           }
         }
       } else {

@@ -1254,6 +1254,8 @@ typedef struct fp8_case {
 #define FP8_FAST 1
 /* A and B in [0, 2): |D| is S, the hardest case for the accumulation. */
 #define FP8_POSITIVE 2
+/* jitk_matmul_desc's split_k (absent: 0, jitk's choice). */
+#define FP8_SPLIT(n) ((n) << 8)
 
 /* The accumulation's share of jitk.h's FP8 bound, as a multiple of
  * |alpha| scale_d S: the tensor cores' loss (2^-10 per k32 step, over at
@@ -1312,11 +1314,17 @@ static void run_fp8(jitk_engine *e, const fp8_case *c, int flags, uint64_t *seed
   d.has_d_scale = c->sd != 0;
   d.has_amax_d = c->amax;
   d.compute = (flags & FP8_FAST) ? JITK_COMPUTE_FLOAT32_FAST_ACCUM : JITK_COMPUTE_DEFAULT;
+  d.split_k = flags >> 8;
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   char desc[512];
   JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
   cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
+  if (d.split_k > 1) {
+    char split[64];
+    snprintf(split, sizeof split, "; split-K %d (", d.split_k);
+    cr_assert(strstr(desc, split) != NULL, "%s: %s", c->what, desc);
+  }
   const size_t sna = (size_t)(B * M * ld), snb = (size_t)(B * N * ld), nd = (size_t)(B * M * N);
   const size_t des = jt_dtype_size(c->d), ces = jt_dtype_size(d.c_dtype);
   uint8_t *sa = malloc(sna + 64), *sb = malloc(snb + 64);
@@ -1491,6 +1499,27 @@ static const fp8_case fp8_cases[] = {
      512, 1, R, NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 1, "wgmma"},
     {"fp8 e4m3 x e4m3, e4m3 D, odd N: D through shared memory, batch 2, amax", E4, E4, E4, 130, 263,
      256, 2, R, NO_C, 1, 0, 0.5f, 0.5f, 2.0f, 1, 1, 0, "wgmma"},
+    /* Promotion uses two partial sums in turn, so odd and even counts of
+     * K-tiles (of 128) end differently; fp8_split_cases below has slices
+     * of both. */
+    {"fp8 e4m3 x e4m3, bf16 D, K = 384: three K-tiles, bias+ReLU, scales, amax", E4, E4,
+     JITK_BFLOAT16, 136, 264, 384, 1, R, NO_C, 1, 0, 0.5f, 0.75f, 0, 1, 1, 0, "wgmma"},
+    {"fp8 e4m3 x e5m2, f32 D, K = 600: five K-tiles, the last a tail", E4, E5, JITK_FLOAT32, 200,
+     136, 600, 1, R, NO_C, 1, 0, 0, 0, 0, 0, 0, 0, "wgmma"},
+};
+
+/* Split-K over FP8 decode shapes: slices of two and three K-tiles, and
+ * of one. */
+static const struct {
+  fp8_case c;
+  int split_k;
+} fp8_split_cases[] = {
+    {{"fp8 bf16 D, M = 16, K = 1600: split-K 5 of 13 K-tiles (2 or 3 a slice), C", E4, E4,
+      JITK_BFLOAT16, 16, 512, 1600, 1, R, JITK_BFLOAT16, 1, 0.5, 0.5f, 0.5f, 0, 1, 1, 0, "wgmma"},
+     5},
+    {{"fp8 e5m2 x e4m3, f32 D, M = 40, K = 1664: split-K 13, a K-tile a slice", E5, E4,
+      JITK_FLOAT32, 40, 264, 1664, 1, R, NO_C, 1, 0, 0, 0, 0, 0, 1, 0, "wgmma"},
+     13},
 };
 
 Test(matmul, fp8_wgmma) {
@@ -1500,6 +1529,11 @@ Test(matmul, fp8_wgmma) {
     fp8_case c = fp8_cases[i];
     c.kind = "each K-tile's sum promoted"; /* the default on wgmma */
     run_fp8(e, &c, 0, &seed);
+  }
+  for (size_t i = 0; i < sizeof fp8_split_cases / sizeof fp8_split_cases[0]; i++) {
+    fp8_case c = fp8_split_cases[i].c;
+    c.kind = "each K-tile's sum promoted";
+    run_fp8(e, &c, FP8_SPLIT(fp8_split_cases[i].split_k), &seed);
   }
   jitk_engine_destroy(e);
 }
@@ -1513,6 +1547,11 @@ Test(matmul, fp8_wgmma_fast_accum) {
     fp8_case c = fp8_cases[i];
     c.kind = "(ping-pong)";
     run_fp8(e, &c, FP8_FAST, &seed);
+  }
+  for (size_t i = 0; i < sizeof fp8_split_cases / sizeof fp8_split_cases[0]; i++) {
+    fp8_case c = fp8_split_cases[i].c;
+    c.kind = "(ping-pong)";
+    run_fp8(e, &c, FP8_FAST | FP8_SPLIT(fp8_split_cases[i].split_k), &seed);
   }
   jitk_engine_destroy(e);
 }

@@ -452,6 +452,22 @@ static jitk_matmul_desc fp8_desc(jitk_dtype a, jitk_dtype b, jitk_dtype out, int
   return d;
 }
 
+/* The plan's main kernel as ptxas left it for sm_90a: no spills, and no
+ * wgmma serialized (C7514, which ptxas reports when it cannot tell that a
+ * wgmma's accumulators are left alone while it runs: promotion reads one
+ * partial sum while the other's MMAs run). */
+static void expect_clean_kernel(const jitk_matmul *p, const char *what, size_t i) {
+  const jk_entry *x = p->main.entry;
+  cr_assert(x != NULL && x->num_resources > 0, "%s %zu: no ptxas report", what, i);
+  for (size_t r = 0; r < x->num_resources; r++)
+    cr_assert(x->resources[r].spill_stores == 0 && x->resources[r].spill_loads == 0,
+              "%s %zu: %s spills %zu bytes (%zu loaded)", what, i, x->resources[r].name,
+              x->resources[r].spill_stores, x->resources[r].spill_loads);
+  cr_assert(x->log != NULL && strstr(x->log, "ptxas") != NULL, "%s %zu: no ptxas log", what, i);
+  cr_assert(strstr(x->log, "C7514") == NULL && strstr(x->log, "serialized") == NULL,
+            "%s %zu: ptxas serialized the wgmma: %s", what, i, x->log);
+}
+
 /* Every supported pair of 8-bit inputs with D of every dtype it may have
  * (and a C, scales, amax and bias + ReLU) plans on wgmma for sm_90a, and
  * the generated source, which names jitk's 8-bit types, compiles. */
@@ -495,6 +511,7 @@ Test(matmul_plan, fp8_plans_take_wgmma_and_compile) {
     cr_assert(strstr(src, "#include <jitk/fp8.cuh>") != NULL, "case %zu", i);
     cr_assert(strstr(src, "jitk::mm::amax_commit(_jk_amax, _jk_amax_v)") != NULL, "case %zu", i);
     cr_assert((strstr(src, "value * static_cast<T>(_jk_dscale)") != NULL) == d8, "case %zu", i);
+    expect_clean_kernel(p, "case", i);
     jitk_matmul_destroy(p);
   }
   /* Without scales or amax the store is the plain one. */
@@ -579,6 +596,7 @@ Test(matmul_plan, fp8_promotion_is_the_default) {
       cr_assert(
           jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=256 arow=128 stages=3 pingpong=0 split=1") == fast,
           "%zu %zu", i, c);
+      expect_clean_kernel(p, "pair and compute", 3 * i + c);
       jitk_matmul_destroy(p);
     }
   /* JITK_MM_TILE asking for 128 x 256 is ignored by a promoting plan. */
@@ -1064,5 +1082,34 @@ Test(matmul_plan, swapped_kernels_compile) {
   expect_swap_compiles(e, JITK_FLOAT32, 16, C, R, C, 2);
   expect_swap_compiles(e, JITK_FLOAT32, 40, R, R, R, 1);
   expect_swap_compiles(e, JITK_FLOAT32, 100, C, C, C, 3);
+  jitk_engine_destroy(e);
+}
+
+/* FP8 decode shapes split K in the 8-bit wgmma kernel's K-tiles of 128
+ * (not 64, as for 16-bit inputs): at most as many slices as those, the
+ * promoting kernel then compiling cleanly with the split's workspace. */
+Test(matmul_plan, fp8_split_k_in_k_tiles_of_128) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  /* K = 1664: 13 K-tiles of 128. */
+  jitk_matmul_desc d = fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 16, 512, 1664);
+  d.epilogue = "acc + bias[col]";
+  d.epilogue_params = "raw bfloat16 bias";
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "(each K-tile's sum promoted") != NULL, "%s", buf);
+  const int split = split_of(e, p);
+  cr_assert(split > 1 && split <= 13, "split %d: %s", split, buf);
+  cr_assert(strstr(buf, "K-tiles of 128, float32 workspace") != NULL, "%s", buf);
+  expect_clean_kernel(p, "auto split", (size_t)split);
+  jitk_matmul_destroy(p);
+  d.split_k = 13;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 13);
+  jitk_matmul_destroy(p);
+  d.split_k = 14;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "K = 1664 makes only 13 K-tiles of 128",
+           jitk_matmul_create(e, &d, &p));
   jitk_engine_destroy(e);
 }
