@@ -678,6 +678,72 @@ struct smem_size {
       STAGES * (128 * 128 + BN * 128) + 2 * STAGING + STAGES * 16 + 16 + 1024;
 };
 
+// Reductions of the epilogue's values folded per tile before they leave
+// the multiprocessor (the wgmma kernels that are neither split nor
+// swapped). store_rows hands a reduction object `red` each element's
+// terms, which the value lambda left in it: red.start() before a
+// warpgroup's 64 x BN outputs, red.fold(v) after each value (v as in
+// acc[4 i + v]), red.group(b, wrow, c) after the four values of
+// 8-column group i (wrow: the warp's first row, c: the thread's first
+// column of the group), and red.finish(b, row, tile) after the last
+// (row: the thread's first row, tile: the tile's column index). The
+// generated object writes partial results to its workspaces: over the
+// rows, one row of N per 16 rows of D (a warp's); over the columns, one
+// value per row and tile column. The order of every step is fixed by
+// the shape, so two executions give the same bits. The value lambda
+// calls red.none() for an element outside D, whose terms are then the
+// operations' identities. no_red: a kernel without such reductions.
+struct no_red {
+  __device__ __forceinline__ void none() {}
+  __device__ __forceinline__ void start() {}
+  __device__ __forceinline__ void fold(int) {}
+  __device__ __forceinline__ void group(long long, long long, long long) {}
+  __device__ __forceinline__ void finish(long long, long long, long long) {}
+};
+
+// Over the rows: a warp's 16 rows of one 8-column group. g holds the
+// thread's terms of rows r and r + 8 (v / 2) in columns c and c + 1
+// (v % 2); the two rows are combined, then the eight threads of each
+// column pair (lanes lane % 4 + 4 j) in a butterfly, which leaves the
+// lanes of a pair with the same result; lanes 0 to 3 write columns c
+// and c + 1 of the partial row `w` (the warp's row of the workspace)
+// where they are inside N. `in`: the warp's first row is inside M (a
+// warp wholly beyond M has no row of the workspace).
+template <typename OP, typename W>
+__device__ __forceinline__ void red_tile_over_rows(const W (&g)[4], W *w, long long n, long long c,
+                                                   bool in) {
+  W x0 = OP::apply(g[0], g[2]), x1 = OP::apply(g[1], g[3]);
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    x0 = OP::apply(x0, __shfl_xor_sync(0xffffffffu, x0, o));
+    x1 = OP::apply(x1, __shfl_xor_sync(0xffffffffu, x1, o));
+  }
+  if (in && (threadIdx.x & 31) < 4) {
+    if (c < n) w[c] = x0;
+    if (c + 1 < n) w[c + 1] = x1;
+  }
+}
+
+// Over the columns: q holds the thread's terms of rows row and row + 8,
+// each folded over its columns of the tile in column order; the four
+// threads of a row (lanes 4 j to 4 j + 3) combine theirs in a butterfly,
+// and the first writes w[r * tn] for each of its rows r inside M (w
+// points at the tile column's entry of row 0 of the batch).
+template <typename OP, typename W>
+__device__ __forceinline__ void red_tile_over_cols(const W (&q)[2], W *w, long long m,
+                                                   long long tn, long long row) {
+  W x[2] = {q[0], q[1]};
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) x[h] = OP::apply(x[h], __shfl_xor_sync(0xffffffffu, x[h], o));
+  if ((threadIdx.x & 3) == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      if (row + h * 8 < m) w[(row + h * 8) * tn] = x[h];
+  }
+}
+
 // Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
 // cannot reach, through its staging area, so that consecutive threads
 // write consecutive bytes of a row. The MMA fragment layout gives each
@@ -699,12 +765,12 @@ struct smem_size {
 // A round that crosses N (the last tile column only) goes element by
 // element, a warp along a row; rows at or beyond M store nothing. D's
 // pointer must be aligned to its element, as for any store.
-template <int BN, typename TD, typename Value, typename RowP>
+template <int BN, typename TD, typename Value, typename RowP, typename Red>
 __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int area,
                                            unsigned int &used, int bar, long long b,
                                            long long row0, long long col0, long long M,
                                            long long N, unsigned char *smem_raw,
-                                           const Value &value, const RowP &rowp) {
+                                           const Value &value, const RowP &rowp, Red &red) {
   constexpr int ES = static_cast<int>(sizeof(TD));
   constexpr int RW = 128 / ES;                /* columns a round */
   constexpr int V = 16 / ES;                  /* elements a 16-byte chunk */
@@ -723,6 +789,14 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
                             static_cast<unsigned int>(ES));
   };
   const int sh[2] = {shift(row), shift(row + 8)};
+  /* Element v of 8-column group i, its reductions' terms handed to red. */
+  const long long wrow = row0 + warp * 16;
+  auto elem = [&](int i, int v) -> TD {
+    const TD x = value(b, row + (v >> 1) * 8, col + i * 8 + (v & 1), acc[4 * i + v]);
+    red.fold(v);
+    if (v == 3) red.group(b, wrow, col + i * 8);
+    return x;
+  };
 #pragma unroll
   for (int c0 = 0; c0 < BN; c0 += RW) {
     unsigned char *const buf = sm + (used & 1u) * BUF;
@@ -734,8 +808,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
       for (int i = 0; i < G; i++)
 #pragma unroll
         for (int v = 0; v < 4; v++)
-          out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
-                            acc[4 * (i0 + i) + v]);
+          out[i][v] = elem(i0 + i, v);
 #pragma unroll
       for (int i = 0; i < G; i++)
 #pragma unroll
@@ -814,13 +887,13 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 // come before their stores (a store to D might otherwise change what a
 // later read sees, as far as the compiler knows). `bar` is the
 // warpgroup's named barrier; M and N bound D.
-template <int BN, bool ROWS, typename Value, typename Put2, typename RowP>
+template <int BN, bool ROWS, typename Value, typename Put2, typename RowP, typename Red>
 __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
                                            unsigned int area, unsigned int &used, int bar,
                                            long long b, long long row0, long long col0,
                                            long long M, long long N, unsigned char *smem_raw,
                                            const Value &value, const Put2 &put2,
-                                           const RowP &rowp) {
+                                           const RowP &rowp, Red &red) {
   (void)M;
   (void)N;
   (void)rowp;
@@ -828,6 +901,15 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
   const long long row = row0 + r, col = col0 + (lane & 3) * 2;
   typedef decltype(value(b, row, col, 0.f)) TD;
+  /* Element v of 8-column group i, its reductions' terms handed to red. */
+  const long long wrow = row0 + warp * 16;
+  auto elem = [&](int i, int v) -> TD {
+    const TD x = value(b, row + (v >> 1) * 8, col + i * 8 + (v & 1), acc[4 * i + v]);
+    red.fold(v);
+    if (v == 3) red.group(b, wrow, col + i * 8);
+    return x;
+  };
+  red.start();
   /* TMA's boxes are 128 bytes of a row: a narrower tile stores from
    * registers (the plan never gives such a kernel a tensor map of D). */
   constexpr bool BOXES = BN * static_cast<int>(sizeof(TD)) >= 128;
@@ -854,8 +936,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
         for (int i = 0; i < G; i++)
 #pragma unroll
           for (int v = 0; v < 4; v++)
-            out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
-                              acc[4 * (i0 + i) + v]);
+            out[i][v] = elem(i0 + i, v);
 #pragma unroll
         for (int i = 0; i < G; i++)
 #pragma unroll
@@ -883,7 +964,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
       used += ROUND;
     }
   } else if constexpr (ROWS) {
-    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp);
+    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp, red);
   } else {
     constexpr int CH = BN / 8 < 8 ? BN / 8 : 8;
 #pragma unroll
@@ -893,8 +974,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
       for (int i = 0; i < CH; i++)
 #pragma unroll
         for (int v = 0; v < 4; v++)
-          out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
-                            acc[4 * (i0 + i) + v]);
+          out[i][v] = elem(i0 + i, v);
 #pragma unroll
       for (int i = 0; i < CH; i++)
 #pragma unroll
@@ -902,13 +982,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
           put2(b, row + h * 8, col + (i0 + i) * 8, out[i][2 * h], out[i][2 * h + 1]);
     }
   }
+  red.finish(b, row, col0 / BN);
 }
 
 // The whole kernel body: a block of 384 threads works through tiles
 // blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches *
 // splits). For each output, in range or not, value(z, row, col, acc) gives
-// D's element (and must not read operands out of range); `td`, put2, ROWS
-// and rowp are as in store_rows. z is the batch, or with split-K (splits > 1) the
+// D's element (and must not read operands out of range); `td`, put2, ROWS,
+// rowp and red are as in store_rows. z is the batch, or with split-K (splits > 1) the
 // workspace's plane, slice * batches + batch. A 64-row half of a tile
 // wholly beyond M stores nothing. (It still runs its MMAs: skipping them
 // under a branch makes ptxas serialize every wgmma of the kernel, C7520,
@@ -943,12 +1024,13 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // overlap its FADDs; the other consumer's MMAs, on the other 64 rows of
 // the same tile, fill the tensor cores meanwhile.
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          bool PROMOTE, typename Value, typename Put2, typename RowP>
+          bool PROMOTE, typename Value, typename Put2, typename RowP, typename Red>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
                                      long long M, long long N, unsigned char *smem_raw,
-                                     const Value &value, const Put2 &put2, const RowP &rowp) {
+                                     const Value &value, const Put2 &put2, const RowP &rowp,
+                                     Red &red) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
@@ -1123,7 +1205,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           store_rows<BN, ROWS>(acc[h], STAGING ? td : nullptr, staging + cw * STAGING, used,
                                1 + cw, static_cast<long long>(z),
                                static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
-                               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp);
+                               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp,
+                               red);
     }
     /* Stores still in flight read shared memory, which dies with the block. */
     if (td != nullptr && leader) bulk_wait();
