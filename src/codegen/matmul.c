@@ -56,17 +56,23 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
  * (jk_mm_tile_reduces), which matmul_sm90.cuh's store_rows drives: each
  * reduction's workspace and last term (the value lambda sets it), and
  * its running values: over the rows, the thread's four terms of the
- * current 8-column group; over the columns (and the whole matrix, whose
+ * current 8-column group and the warp's results it keeps until eight
+ * groups are done; over the columns (and the whole matrix, whose
  * second steps start from per-row results), the thread's two rows folded
  * over the tile's columns so far. */
 static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in) {
   static const char *const ops[] = {"sum", "max", "min"};
-  jk_buf_puts(b, "struct _jk_reds {\n  long long m, n, parts, tn;\n");
+  jk_buf_printf(b,
+                "static_assert(%d %% 64 == 0, \"red_tile_over_rows writes 64 columns at a "
+                "time\");\n"
+                "struct _jk_reds {\n  long long m, n, parts, tn;\n",
+                s->bn);
   for (size_t i = 0; i < in->num_reductions; i++) {
     const jitk_matmul_reduction *r = &in->reductions[i];
     const char *w = ct(jk_mm_work_dtype(s->acc, r->dtype));
     jk_buf_printf(b, "  %s *w%zu;\n  %s t%zu;\n  %s %c%zu[%d];\n", w, i, w, i, w,
                   r->axis == JITK_REDUCE_ROWS ? 'g' : 'q', i, r->axis == JITK_REDUCE_ROWS ? 4 : 2);
+    if (r->axis == JITK_REDUCE_ROWS) jk_buf_printf(b, "  %s k%zu[2];\n", w, i);
   }
   jk_buf_puts(b, "  __device__ __forceinline__ void none() {\n");
   for (size_t i = 0; i < in->num_reductions; i++)
@@ -88,13 +94,13 @@ static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_i
                     ops[(int)in->reductions[i].op], i, i);
   jk_buf_puts(b,
               "  }\n  __device__ __forceinline__ void group(long long b, long long wrow, long "
-              "long c) {\n    (void)b;\n    (void)wrow;\n    (void)c;\n");
+              "long c, int i) {\n    (void)b;\n    (void)wrow;\n    (void)c;\n    (void)i;\n");
   for (size_t i = 0; i < in->num_reductions; i++)
     if (in->reductions[i].axis == JITK_REDUCE_ROWS)
       jk_buf_printf(b,
-                    "    jitk::mm90::red_tile_over_rows<jitk::mm::op_%s>(g%zu, w%zu + (b * parts "
-                    "+ wrow / 16) * n, n, c, wrow < m);\n",
-                    ops[(int)in->reductions[i].op], i, i);
+                    "    jitk::mm90::red_tile_over_rows<jitk::mm::op_%s>(g%zu, k%zu, w%zu + (b * "
+                    "parts + wrow / 16) * n, n, c, i, wrow < m);\n",
+                    ops[(int)in->reductions[i].op], i, i, i);
   jk_buf_puts(b,
               "  }\n  __device__ __forceinline__ void finish(long long b, long long row, long "
               "long tile) {\n    (void)b;\n    (void)row;\n    (void)tile;\n");

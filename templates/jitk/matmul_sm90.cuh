@@ -683,9 +683,9 @@ struct smem_size {
 // swapped). store_rows hands a reduction object `red` each element's
 // terms, which the value lambda left in it: red.start() before a
 // warpgroup's 64 x BN outputs, red.fold(v) after each value (v as in
-// acc[4 i + v]), red.group(b, wrow, c) after the four values of
+// acc[4 i + v]), red.group(b, wrow, c, i) after the four values of
 // 8-column group i (wrow: the warp's first row, c: the thread's first
-// column of the group), and red.finish(b, row, tile) after the last
+// column of the group; groups in order), and red.finish(b, row, tile) after the last
 // (row: the thread's first row, tile: the tile's column index). The
 // generated object writes partial results to its workspaces: over the
 // rows, one row of N per 16 rows of D (a warp's); over the columns, one
@@ -697,30 +697,40 @@ struct no_red {
   __device__ __forceinline__ void none() {}
   __device__ __forceinline__ void start() {}
   __device__ __forceinline__ void fold(int) {}
-  __device__ __forceinline__ void group(long long, long long, long long) {}
+  __device__ __forceinline__ void group(long long, long long, long long, int) {}
   __device__ __forceinline__ void finish(long long, long long, long long) {}
 };
 
-// Over the rows: a warp's 16 rows of one 8-column group. g holds the
+// Over the rows: a warp's 16 rows of 8-column group i. g holds the
 // thread's terms of rows r and r + 8 (v / 2) in columns c and c + 1
 // (v % 2); the two rows are combined, then the eight threads of each
-// column pair (lanes lane % 4 + 4 j) in a butterfly, which leaves the
-// lanes of a pair with the same result; lanes 0 to 3 write columns c
-// and c + 1 of the partial row `w` (the warp's row of the workspace)
-// where they are inside N. `in`: the warp's first row is inside M (a
-// warp wholly beyond M has no row of the workspace).
+// column pair (lanes lane % 4 + 4 j) in a butterfly, which leaves them
+// all with the same result. Lane j / 4 keeps it for group i % 8 in k,
+// and after every eighth group the whole warp writes the 64 columns it
+// kept to the partial row `w` (the warp's row of the workspace), those
+// inside N: 256 consecutive bytes of float32 in one store, after the
+// loads of the groups before (a store the compiler cannot tell from the
+// operands would otherwise hold each group's loads back). The tile's
+// width is a multiple of 64 (generated code checks). `in`: the warp's
+// first row is inside M (a warp wholly beyond M has no workspace row).
 template <typename OP, typename W>
-__device__ __forceinline__ void red_tile_over_rows(const W (&g)[4], W *w, long long n, long long c,
-                                                   bool in) {
+__device__ __forceinline__ void red_tile_over_rows(const W (&g)[4], W (&k)[2], W *w, long long n,
+                                                   long long c, int i, bool in) {
   W x0 = OP::apply(g[0], g[2]), x1 = OP::apply(g[1], g[3]);
 #pragma unroll
   for (int o = 4; o < 32; o <<= 1) {
     x0 = OP::apply(x0, __shfl_xor_sync(0xffffffffu, x0, o));
     x1 = OP::apply(x1, __shfl_xor_sync(0xffffffffu, x1, o));
   }
-  if (in && (threadIdx.x & 31) < 4) {
-    if (c < n) w[c] = x0;
-    if (c + 1 < n) w[c + 1] = x1;
+  const int j = static_cast<int>(threadIdx.x & 31) >> 2;
+  if (j == (i & 7)) {
+    k[0] = x0;
+    k[1] = x1;
+  }
+  if ((i & 7) == 7 && in) {
+    const long long ck = c + (j - 7) * 8; /* the kept group's first column */
+    if (ck < n) w[ck] = k[0];
+    if (ck + 1 < n) w[ck + 1] = k[1];
   }
 }
 
@@ -794,7 +804,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   auto elem = [&](int i, int v) -> TD {
     const TD x = value(b, row + (v >> 1) * 8, col + i * 8 + (v & 1), acc[4 * i + v]);
     red.fold(v);
-    if (v == 3) red.group(b, wrow, col + i * 8);
+    if (v == 3) red.group(b, wrow, col + i * 8, i);
     return x;
   };
 #pragma unroll
@@ -906,7 +916,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   auto elem = [&](int i, int v) -> TD {
     const TD x = value(b, row + (v >> 1) * 8, col + i * 8 + (v & 1), acc[4 * i + v]);
     red.fold(v);
-    if (v == 3) red.group(b, wrow, col + i * 8);
+    if (v == 3) red.group(b, wrow, col + i * 8, i);
     return x;
   };
   red.start();
