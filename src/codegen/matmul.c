@@ -13,6 +13,18 @@
 
 static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
 
+/* Whether the kernel writes its outputs besides D in whole rows through
+ * the reduction object (matmul_sm90.cuh's out_rows): a kernel that folds
+ * reductions per tile, D (and so the outputs) row-major. */
+static bool tile_outputs(const jk_mm_spec *s, const jk_mm_source_in *in) {
+  return jk_mm_tile_reduces(s) && s->d_row && in->num_outputs > 0;
+}
+
+/* Whether the kernel has a reduction object (_jk_reds) at all. */
+static bool has_red_struct(const jk_mm_spec *s, const jk_mm_source_in *in) {
+  return jk_mm_tile_reduces(s) && (in->num_reductions > 0 || tile_outputs(s, in));
+}
+
 /* With outputs or reductions: D's value first, then each output and each
  * reduction's term, which may use it, then D. */
 static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
@@ -26,9 +38,13 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
   char label[160];
   for (size_t i = 0; i < in->num_outputs; i++) {
     const jitk_matmul_output *o = &in->outputs[i];
-    jk_buf_printf(b, "    _jk_o%zu[batch * %lldLL + %s * %lldLL + %s] = static_cast<%s>(\n", i,
-                  (long long)o->stride, s->d_row ? "row" : "col", (long long)o->ld,
-                  s->d_row ? "col" : "row", ct(o->dtype));
+    /* In whole rows, a value waits in _jk_rs for store_rows to write it. */
+    if (tile_outputs(s, in))
+      jk_buf_printf(b, "    _jk_rs.u%zu = static_cast<%s>(\n", i, ct(o->dtype));
+    else
+      jk_buf_printf(b, "    _jk_o%zu[batch * %lldLL + %s * %lldLL + %s] = static_cast<%s>(\n", i,
+                    (long long)o->stride, s->d_row ? "row" : "col", (long long)o->ld,
+                    s->d_row ? "col" : "row", ct(o->dtype));
     snprintf(label, sizeof label, "output %s", o->name);
     jk_cg_user_code(b, label, o->expr, ");", file);
   }
@@ -53,7 +69,10 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
 }
 
 /* The reduction object of a kernel that folds its reductions per tile
- * (jk_mm_tile_reduces), which matmul_sm90.cuh's store_rows drives: each
+ * (jk_mm_tile_reduces), which matmul_sm90.cuh's store_rows drives (it
+ * also carries the outputs written in whole rows, tile_outputs: each
+ * one's last value, the current group's four and four groups' values
+ * before out_rows writes them): each
  * reduction's workspace and last term (the value lambda sets it), and
  * its running values: over the rows, the thread's four terms of the
  * current 8-column group and the warp's results it keeps until eight
@@ -63,10 +82,16 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
 static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in) {
   static const char *const ops[] = {"sum", "max", "min"};
   jk_buf_printf(b,
-                "static_assert(%d %% 64 == 0, \"red_tile_over_rows writes 64 columns at a "
-                "time\");\n"
+                "static_assert(%d %% 64 == 0, \"red_tile_over_rows and out_rows write blocks "
+                "of 64 and 32 columns\");\n"
                 "struct _jk_reds {\n  long long m, n, parts, tn;\n",
                 s->bn);
+  const bool outs = tile_outputs(s, in);
+  for (size_t i = 0; outs && i < in->num_outputs; i++) {
+    const char *o = ct(in->outputs[i].dtype);
+    jk_buf_printf(b, "  %s *o%zu;\n  %s u%zu;\n  %s e%zu[4];\n  %s h%zu[16];\n", o, i, o, i, o, i,
+                  o, i);
+  }
   for (size_t i = 0; i < in->num_reductions; i++) {
     const jitk_matmul_reduction *r = &in->reductions[i];
     const char *w = ct(jk_mm_work_dtype(s->acc, r->dtype));
@@ -74,7 +99,12 @@ static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_i
                   r->axis == JITK_REDUCE_ROWS ? 'g' : 'q', i, r->axis == JITK_REDUCE_ROWS ? 4 : 2);
     if (r->axis == JITK_REDUCE_ROWS) jk_buf_printf(b, "  %s k%zu[2];\n", w, i);
   }
+  /* Outside D, an output's value is 0: never stored, but defined, so
+   * that the other element of a pair the transpose moves as one word is
+   * not lost to an undefined neighbour. */
   jk_buf_puts(b, "  __device__ __forceinline__ void none() {\n");
+  for (size_t i = 0; outs && i < in->num_outputs; i++)
+    jk_buf_printf(b, "    u%zu = static_cast<%s>(0.f);\n", i, ct(in->outputs[i].dtype));
   for (size_t i = 0; i < in->num_reductions; i++)
     jk_buf_printf(b, "    t%zu = jitk::mm::op_%s::first<%s>();\n", i,
                   ops[(int)in->reductions[i].op],
@@ -86,6 +116,8 @@ static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_i
                     ops[(int)in->reductions[i].op],
                     ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)));
   jk_buf_puts(b, "  }\n  __device__ __forceinline__ void fold(int v) {\n    (void)v;\n");
+  for (size_t i = 0; outs && i < in->num_outputs; i++)
+    jk_buf_printf(b, "    e%zu[v] = u%zu;\n", i, i);
   for (size_t i = 0; i < in->num_reductions; i++)
     if (in->reductions[i].axis == JITK_REDUCE_ROWS)
       jk_buf_printf(b, "    g%zu[v] = t%zu;\n", i, i);
@@ -95,6 +127,17 @@ static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_i
   jk_buf_puts(b,
               "  }\n  __device__ __forceinline__ void group(long long b, long long wrow, long "
               "long c, int i) {\n    (void)b;\n    (void)wrow;\n    (void)c;\n    (void)i;\n");
+  /* Outputs: four groups' values, then their rows (the block's first
+   * column is c less the thread's offset and three groups). */
+  for (size_t i = 0; outs && i < in->num_outputs; i++) {
+    const jitk_matmul_output *o = &in->outputs[i];
+    jk_buf_printf(b,
+                  "    for (int v = 0; v < 4; v++) h%zu[(i & 3) * 4 + v] = e%zu[v];\n"
+                  "    if ((i & 3) == 3)\n"
+                  "      jitk::mm90::out_rows(h%zu, o%zu + b * %lldLL, %lldLL, m, n, wrow + "
+                  "((threadIdx.x & 31) >> 2), c - (threadIdx.x & 3) * 2 - 24);\n",
+                  i, i, i, i, (long long)o->stride, (long long)o->ld);
+  }
   for (size_t i = 0; i < in->num_reductions; i++)
     if (in->reductions[i].axis == JITK_REDUCE_ROWS)
       jk_buf_printf(b,
@@ -367,7 +410,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "}\n",
                   in->name, u, u, u, u, u);
   }
-  if (jk_mm_tile_reduces(s) && in->num_reductions > 0) emit_red_struct(&b, s, in);
+  if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   emit_head(&b, s, in, wg ? "384, 1" : "256", "");
   if (s->split) jk_buf_puts(&b, ",\n    float *__restrict__ _jk_ws, unsigned int _jk_splits");
   /* A split kernel writes raw partial sums: the fix-up applies the scales
@@ -387,12 +430,14 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
     if (!s->split) emit_scales(&b, s);
     /* The reductions folded per tile, or nothing for store_rows to fold. */
-    if (jk_mm_tile_reduces(s) && in->num_reductions > 0) {
+    if (has_red_struct(s, in)) {
       jk_buf_puts(&b,
                   "  _jk_reds _jk_rs;\n  _jk_rs.m = _jk_m;\n  _jk_rs.n = _jk_n;\n"
                   "  _jk_rs.parts = (_jk_m + 15) / 16;\n  _jk_rs.tn = _jk_tiles_n;\n");
       for (size_t i = 0; i < in->num_reductions; i++)
         jk_buf_printf(&b, "  _jk_rs.w%zu = _jk_w%zu;\n", i, i);
+      for (size_t i = 0; tile_outputs(s, in) && i < in->num_outputs; i++)
+        jk_buf_printf(&b, "  _jk_rs.o%zu = _jk_o%zu;\n", i, i);
     } else {
       jk_buf_puts(&b, "  jitk::mm90::no_red _jk_rs;\n");
     }

@@ -754,6 +754,92 @@ __device__ __forceinline__ void red_tile_over_cols(const W (&q)[2], W *w, long l
   }
 }
 
+// Outputs besides D, where D is row-major (so are they), written in
+// whole rows of eight elements a thread. The MMA fragment layout leaves a
+// thread two columns of two rows per 8-column group, so that stores as
+// they come are 2 to 8 bytes each, a warp's touching eight rows at once
+// (the forward pass with an auxiliary output ran at 0.62 of cuBLASLt's,
+// docs/PERFORMANCE.md). Over four groups, the four threads of a row
+// (lanes 4 j to 4 j + 3) hold 32 columns of two rows; they transpose
+// them with two rounds of shuffles (lane bit 1, then bit 0), after which
+// lane 4 j + q holds columns 8 q to 8 q + 7 of the block in order, and
+// stores each row's eight as one vector (16 bytes of a 16-bit output)
+// where the address allows and all eight are inside N, else element by
+// element. h[4 g + v]: group g's element v (as acc[4 i + v]); o points at
+// row 0, column 0 of the batch's output; row: the thread's first row;
+// c0: the block's first column.
+template <typename O>
+struct alignas(8 * sizeof(O) < 16 ? 8 * sizeof(O) : 16) out8 {
+  O e[8];
+};
+template <typename O>
+struct out_pair {
+  unsigned int w[(2 * sizeof(O) + 3) / 4];
+};
+template <typename O>
+__device__ __forceinline__ out_pair<O> out_shfl(const out_pair<O> &u, int lanes) {
+  out_pair<O> r;
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(u.w) / 4); i++)
+    r.w[i] = __shfl_xor_sync(0xffffffffu, u.w[i], lanes);
+  return r;
+}
+template <typename O>
+__device__ __forceinline__ out_pair<O> out_sel(bool c, const out_pair<O> &x, const out_pair<O> &y) {
+  out_pair<O> r;
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(x.w) / 4); i++) r.w[i] = c ? x.w[i] : y.w[i];
+  return r;
+}
+template <typename O>
+__device__ __forceinline__ void out_rows(const O (&h)[16], O *o, long long ld, long long m,
+                                         long long n, long long row, long long c0) {
+  const int q = static_cast<int>(threadIdx.x & 3);
+  const bool b1 = (q & 2) != 0, b0 = (q & 1) != 0;
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++) {
+    out_pair<O> a[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const O two[2] = {h[4 * g + 2 * hh], h[4 * g + 2 * hh + 1]};
+      a[g] = out_pair<O>{};
+      memcpy(&a[g], two, sizeof two);
+    }
+    /* Round 1: lanes q and q ^ 2 swap the groups the other keeps:
+     * t[k][j] is group 2 b1 + k of the lane whose bit 1 is j. */
+    out_pair<O> t[2][2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const out_pair<O> keep = out_sel(b1, a[2 + k], a[k]);
+      const out_pair<O> got = out_shfl(out_sel(b1, a[k], a[2 + k]), 2);
+      t[k][0] = out_sel(b1, got, keep);
+      t[k][1] = out_sel(b1, keep, got);
+    }
+    /* Round 2: lanes q and q ^ 1 swap k; res[s] is then group q's pair
+     * from lane s: columns 8 q + 2 s and 8 q + 2 s + 1. */
+    out8<O> v;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const out_pair<O> keep = out_sel(b0, t[1][j], t[0][j]);
+      const out_pair<O> got = out_shfl(out_sel(b0, t[0][j], t[1][j]), 1);
+      const out_pair<O> lo = out_sel(b0, got, keep), hi = out_sel(b0, keep, got);
+      memcpy(&v.e[4 * j], &lo, 2 * sizeof(O));
+      memcpy(&v.e[4 * j + 2], &hi, 2 * sizeof(O));
+    }
+    const long long r = row + hh * 8, c = c0 + q * 8;
+    if (r < m) {
+      O *const p = o + r * ld + c;
+      if (c + 8 <= n && reinterpret_cast<unsigned long long>(p) % alignof(out8<O>) == 0) {
+        *reinterpret_cast<out8<O> *>(p) = v;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          if (c + e < n) p[e] = v.e[e];
+      }
+    }
+  }
+}
+
 // Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
 // cannot reach, through its staging area, so that consecutive threads
 // write consecutive bytes of a row. The MMA fragment layout gives each

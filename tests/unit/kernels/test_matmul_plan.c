@@ -450,6 +450,47 @@ Test(matmul_plan, reductions_fold_per_tile_on_wgmma) {
   jitk_engine_destroy(e);
 }
 
+/* Outputs besides D leave in whole rows (matmul_sm90.cuh's out_rows) from
+ * the wgmma kernels that fold reductions per tile when D is row-major,
+ * with or without reductions; column-major, split and swapped plans
+ * write each element where it is computed. */
+static void expect_out_rows(jitk_engine *e, const jitk_matmul_desc *d, bool rows,
+                            const char *what) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  const bool has = strstr(src, "jitk::mm90::out_rows(h0, o0 + b * ") != NULL;
+  cr_assert(has == rows, "%s: outputs %s", what, has ? "in whole rows" : "element by element");
+  cr_assert((strstr(src, "_jk_o0[batch * ") != NULL) == !rows, "%s", what);
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul_plan, outputs_in_whole_rows_on_wgmma) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  /* examples/mlp_train_step's forward pass: GELU keeping its input. */
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 1024);
+  d.epilogue = "gelu(acc + b1[col])";
+  d.epilogue_params = "raw float32 b1";
+  static const jitk_matmul_output pre[] = {{"pre", JITK_BFLOAT16, "acc + b1[col]", 0, 0}};
+  d.outputs = pre;
+  d.num_outputs = 1;
+  expect_out_rows(e, &d, true, "the forward pass");
+  d = extras_desc(JITK_BFLOAT16);
+  d.d_dtype = JITK_FLOAT32;
+  expect_out_rows(e, &d, true, "bf16 and a byte mask, float32 D, with reductions");
+  /* 4-, 8- and 1-byte elements of other kinds. */
+  static const jitk_matmul_output wide[] = {{"pre32", JITK_FLOAT32, "acc + bias[col]", 0, 0},
+                                            {"at", JITK_INT64, "row * 1000 + col", 0, 0},
+                                            {"f8", JITK_FLOAT8_E4M3, "value", 0, 0}};
+  d.outputs = wide;
+  d.num_outputs = 3;
+  expect_out_rows(e, &d, true, "float32, int64 and float8 outputs");
+  d.d_order = JITK_COL_MAJOR;
+  expect_out_rows(e, &d, false, "D column-major");
+  jitk_engine_destroy(e);
+}
+
 Test(matmul_plan, bad_outputs_and_reductions_fail_at_creation) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul *p = NULL;
