@@ -920,8 +920,10 @@ Test(matmul, split_k_outputs_and_reductions) {
  * within tf32's or 16-bit inputs' rounding; tails in M (a warp's rows cut
  * by M) and N, batches, every way D leaves (TMA, staged rows, column-major
  * from registers), both schedules, and the kernels that keep writing
- * every term (split, swapped, mma.sync) for comparison. Two executions
- * give the same bits. */
+ * every term (split, swapped, mma.sync) for comparison. Outputs of D's
+ * values (bfloat16, float32 with rows off 16 bytes, a byte mask), which
+ * wgmma plans with D row-major write in whole rows, must equal D's. Two
+ * executions give the same bits. */
 static const jitk_matmul_reduction fold_reds[] = {
     {"s_rows", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
     {"x_rows", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_ROWS},
@@ -972,6 +974,19 @@ static void run_folds(jitk_engine *e, const fold_case *c, uint64_t *seed) {
   d.reductions = fold_reds;
   d.num_reductions = FOLD_NR;
   d.split_k = c->split_k;
+  /* Outputs of D's values in D's layout: bfloat16 packed, float32 with
+   * rows (or columns) one element longer than D's, so off 16 bytes, and
+   * a byte mask. Each must hold exactly what D does. */
+  const int64_t least = c->d_o == JITK_ROW_MAJOR ? c->n : c->m,
+                outer = c->d_o == JITK_ROW_MAJOR ? c->m : c->n;
+  const jitk_matmul_output outs[3] = {{"o16", JITK_BFLOAT16, "value", 0, 0},
+                                      {"o32", JITK_FLOAT32, "value", least + 1, 0},
+                                      {"o8", JITK_UINT8, "value > (T)0", 0, 0}};
+  const size_t ono[3] = {(size_t)(least * outer), (size_t)((least + 1) * outer),
+                         (size_t)(least * outer)};
+  const size_t osz[3] = {2, 4, 1};
+  d.outputs = outs;
+  d.num_outputs = 3;
   if (c->env != NULL) setenv(c->env, c->env_value, 1);
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
@@ -1011,6 +1026,12 @@ static void run_folds(jitk_engine *e, const fold_case *c, uint64_t *seed) {
     hred[0][i] = malloc(rlen[i] * rsz[i]);
     hred[1][i] = malloc(rlen[i] * rsz[i]);
   }
+  void *dout[3];
+  unsigned char *hout[3];
+  for (int i = 0; i < 3; i++) {
+    dout[i] = jt_dev_alloc(e, (size_t)B * ono[i] * osz[i]);
+    hout[i] = malloc((size_t)B * ono[i] * osz[i]);
+  }
   jitk_arg extra[1] = {jitk_arg_ptr(dbias, JITK_FLOAT32)};
   jitk_matmul_operands ops;
   JT_OK(e, jitk_matmul_operands_init(&ops));
@@ -1020,14 +1041,36 @@ static void run_folds(jitk_engine *e, const fold_case *c, uint64_t *seed) {
   ops.extra = extra;
   ops.num_extra = 1;
   ops.reductions = dred;
+  ops.outputs = dout;
   for (int run = 0; run < 2; run++) {
+    for (int i = 0; i < 3; i++) jt_poison(e, dout[i], (size_t)B * ono[i] * osz[i]);
     for (int i = 0; i < FOLD_NR; i++) jt_poison(e, dred[i], rlen[i] * rsz[i]);
     jt_poison(e, dd, nd * 4);
     JT_OK(e, jitk_matmul_execute_ex(p, NULL, &ops));
     jt_to_host(e, run ? hd2 : hd, dd, nd * 4);
     for (int i = 0; i < FOLD_NR; i++) jt_to_host(e, hred[run][i], dred[i], rlen[i] * rsz[i]);
   }
+  for (int i = 0; i < 3; i++) jt_to_host(e, hout[i], dout[i], (size_t)B * ono[i] * osz[i]);
   cr_assert(memcmp(hd, hd2, nd * 4) == 0, "%s: D differs between two executions", c->what);
+  /* The outputs, element by element (the gaps of o32's longer rows are
+   * not written and not read). */
+  size_t out_bad[3] = {0, 0, 0};
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        const int64_t x = c->d_o == JITK_ROW_MAJOR ? i : j, y = c->d_o == JITK_ROW_MAJOR ? j : i;
+        const float v = hd[b * M * N + x * least + y];
+        const double g16 =
+            jt_read_real(hout[0], JITK_BFLOAT16, (size_t)(b * (int64_t)ono[0] + x * least + y));
+        const float g32 = ((float *)hout[1])[b * (int64_t)ono[1] + x * (least + 1) + y];
+        const unsigned char g8 = hout[2][b * (int64_t)ono[2] + x * least + y];
+        if (!(fabs(g16 - v) <= fabs(v) / 256)) out_bad[0]++;
+        if (!(g32 == v)) out_bad[1]++;
+        if (g8 != (v > 0)) out_bad[2]++;
+      }
+  for (int i = 0; i < 3; i++)
+    cr_assert(out_bad[i] == 0, "%s (%s): output %s: %zu elements wrong", c->what, desc,
+              outs[i].name, out_bad[i]);
   for (int i = 0; i < FOLD_NR; i++)
     cr_assert(memcmp(hred[0][i], hred[1][i], rlen[i] * rsz[i]) == 0,
               "%s (%s): reduction %s differs between two executions", c->what, desc,
@@ -1090,6 +1133,10 @@ static void run_folds(jitk_engine *e, const fold_case *c, uint64_t *seed) {
                fabs(all_n));
   }
 #undef DV
+  for (int i = 0; i < 3; i++) {
+    JT_OK(e, jitk_device_free(e, dout[i], NULL));
+    free(hout[i]);
+  }
   for (int i = 0; i < FOLD_NR; i++) {
     JT_OK(e, jitk_device_free(e, dred[i], NULL));
     free(hred[0][i]);
