@@ -263,6 +263,19 @@ static inline jitk_dtype jk_mm_work_dtype(jitk_dtype acc, jitk_dtype red) {
   return acc == JITK_FLOAT64 || red == JITK_FLOAT64 ? JITK_FLOAT64 : JITK_FLOAT32;
 }
 
+/* Whether a plan's kernel folds its reductions per tile before they leave
+ * the multiprocessor (matmul_sm90.cuh's red_tile_over_rows and
+ * red_tile_over_cols): wgmma kernels neither split (whose epilogue runs
+ * in the fix-up kernel) nor swapped (whose tile rows are D's columns).
+ * Their workspaces then hold partial results, which the module's
+ * kernels NAME_rIa and NAME_rIb reduce as they would the terms: over the
+ * rows, batch x ceil(M / 16) x N (one row per warp's 16 rows of D); over
+ * the columns and the whole matrix, batch x M x tiles (one column per
+ * tile column of bn). Other kernels write every term, batch x M x N. */
+static inline bool jk_mm_tile_reduces(const jk_mm_spec *s) {
+  return s->kind == JK_MM_WGMMA && !s->split && !s->swap;
+}
+
 /* The source of a plan's kernel `name`. */
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);
 

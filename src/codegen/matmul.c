@@ -13,6 +13,18 @@
 
 static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
 
+/* Whether the kernel writes its outputs besides D in whole rows through
+ * the reduction object (matmul_sm90.cuh's out_rows): a kernel that folds
+ * reductions per tile, D (and so the outputs) row-major. */
+static bool tile_outputs(const jk_mm_spec *s, const jk_mm_source_in *in) {
+  return jk_mm_tile_reduces(s) && s->d_row && in->num_outputs > 0;
+}
+
+/* Whether the kernel has a reduction object (_jk_reds) at all. */
+static bool has_red_struct(const jk_mm_spec *s, const jk_mm_source_in *in) {
+  return jk_mm_tile_reduces(s) && (in->num_reductions > 0 || tile_outputs(s, in));
+}
+
 /* With outputs or reductions: D's value first, then each output and each
  * reduction's term, which may use it, then D. */
 static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
@@ -26,16 +38,25 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
   char label[160];
   for (size_t i = 0; i < in->num_outputs; i++) {
     const jitk_matmul_output *o = &in->outputs[i];
-    jk_buf_printf(b, "    _jk_o%zu[batch * %lldLL + %s * %lldLL + %s] = static_cast<%s>(\n", i,
-                  (long long)o->stride, s->d_row ? "row" : "col", (long long)o->ld,
-                  s->d_row ? "col" : "row", ct(o->dtype));
+    /* In whole rows, a value waits in _jk_rs for store_rows to write it. */
+    if (tile_outputs(s, in))
+      jk_buf_printf(b, "    _jk_rs.u%zu = static_cast<%s>(\n", i, ct(o->dtype));
+    else
+      jk_buf_printf(b, "    _jk_o%zu[batch * %lldLL + %s * %lldLL + %s] = static_cast<%s>(\n", i,
+                    (long long)o->stride, s->d_row ? "row" : "col", (long long)o->ld,
+                    s->d_row ? "col" : "row", ct(o->dtype));
     snprintf(label, sizeof label, "output %s", o->name);
     jk_cg_user_code(b, label, o->expr, ");", file);
   }
   for (size_t i = 0; i < in->num_reductions; i++) {
     const jitk_matmul_reduction *r = &in->reductions[i];
-    jk_buf_printf(b, "    _jk_w%zu[(batch * _jk_m + row) * _jk_n + col] = static_cast<%s>(\n", i,
-                  ct(jk_mm_work_dtype(s->acc, r->dtype)));
+    /* Folded per tile, a term waits in _jk_rs for store_rows to fold it. */
+    if (jk_mm_tile_reduces(s))
+      jk_buf_printf(b, "    _jk_rs.t%zu = static_cast<%s>(\n", i,
+                    ct(jk_mm_work_dtype(s->acc, r->dtype)));
+    else
+      jk_buf_printf(b, "    _jk_w%zu[(batch * _jk_m + row) * _jk_n + col] = static_cast<%s>(\n", i,
+                    ct(jk_mm_work_dtype(s->acc, r->dtype)));
     snprintf(label, sizeof label, "reduction %s", r->name);
     jk_cg_user_code(b, label, r->expr, ");", file);
   }
@@ -45,6 +66,94 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
     jk_buf_printf(b, "    return static_cast<%s>(%s);\n", ct(s->d), scaled);
   else
     jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(%s);\n", d_at, ct(s->d), scaled);
+}
+
+/* The reduction object of a kernel that folds its reductions per tile
+ * (jk_mm_tile_reduces), which matmul_sm90.cuh's store_rows drives (it
+ * also carries the outputs written in whole rows, tile_outputs: each
+ * one's last value, the current group's four and four groups' values
+ * before out_rows writes them): each
+ * reduction's workspace and last term (the value lambda sets it), and
+ * its running values: over the rows, the thread's four terms of the
+ * current 8-column group and the warp's results it keeps until eight
+ * groups are done; over the columns (and the whole matrix, whose
+ * second steps start from per-row results), the thread's two rows folded
+ * over the tile's columns so far. */
+static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in) {
+  static const char *const ops[] = {"sum", "max", "min"};
+  jk_buf_printf(b,
+                "static_assert(%d %% 64 == 0, \"red_tile_over_rows and out_rows write blocks "
+                "of 64 and 32 columns\");\n"
+                "struct _jk_reds {\n  long long m, n, parts, tn;\n",
+                s->bn);
+  const bool outs = tile_outputs(s, in);
+  for (size_t i = 0; outs && i < in->num_outputs; i++) {
+    const char *o = ct(in->outputs[i].dtype);
+    jk_buf_printf(b, "  %s *o%zu;\n  %s u%zu;\n  %s e%zu[4];\n  %s h%zu[16];\n", o, i, o, i, o, i,
+                  o, i);
+  }
+  for (size_t i = 0; i < in->num_reductions; i++) {
+    const jitk_matmul_reduction *r = &in->reductions[i];
+    const char *w = ct(jk_mm_work_dtype(s->acc, r->dtype));
+    jk_buf_printf(b, "  %s *w%zu;\n  %s t%zu;\n  %s %c%zu[%d];\n", w, i, w, i, w,
+                  r->axis == JITK_REDUCE_ROWS ? 'g' : 'q', i, r->axis == JITK_REDUCE_ROWS ? 4 : 2);
+    if (r->axis == JITK_REDUCE_ROWS) jk_buf_printf(b, "  %s k%zu[2];\n", w, i);
+  }
+  /* Outside D, an output's value is 0: never stored, but defined, so
+   * that the other element of a pair the transpose moves as one word is
+   * not lost to an undefined neighbour. */
+  jk_buf_puts(b, "  __device__ __forceinline__ void none() {\n");
+  for (size_t i = 0; outs && i < in->num_outputs; i++)
+    jk_buf_printf(b, "    u%zu = static_cast<%s>(0.f);\n", i, ct(in->outputs[i].dtype));
+  for (size_t i = 0; i < in->num_reductions; i++)
+    jk_buf_printf(b, "    t%zu = jitk::mm::op_%s::first<%s>();\n", i,
+                  ops[(int)in->reductions[i].op],
+                  ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)));
+  jk_buf_puts(b, "  }\n  __device__ __forceinline__ void start() {\n");
+  for (size_t i = 0; i < in->num_reductions; i++)
+    if (in->reductions[i].axis != JITK_REDUCE_ROWS)
+      jk_buf_printf(b, "    q%zu[0] = q%zu[1] = jitk::mm::op_%s::first<%s>();\n", i, i,
+                    ops[(int)in->reductions[i].op],
+                    ct(jk_mm_work_dtype(s->acc, in->reductions[i].dtype)));
+  jk_buf_puts(b, "  }\n  __device__ __forceinline__ void fold(int v) {\n    (void)v;\n");
+  for (size_t i = 0; outs && i < in->num_outputs; i++)
+    jk_buf_printf(b, "    e%zu[v] = u%zu;\n", i, i);
+  for (size_t i = 0; i < in->num_reductions; i++)
+    if (in->reductions[i].axis == JITK_REDUCE_ROWS)
+      jk_buf_printf(b, "    g%zu[v] = t%zu;\n", i, i);
+    else
+      jk_buf_printf(b, "    q%zu[v >> 1] = jitk::mm::op_%s::apply(q%zu[v >> 1], t%zu);\n", i,
+                    ops[(int)in->reductions[i].op], i, i);
+  jk_buf_puts(b,
+              "  }\n  __device__ __forceinline__ void group(long long b, long long wrow, long "
+              "long c, int i) {\n    (void)b;\n    (void)wrow;\n    (void)c;\n    (void)i;\n");
+  /* Outputs: four groups' values, then their rows (the block's first
+   * column is c less the thread's offset and three groups). */
+  for (size_t i = 0; outs && i < in->num_outputs; i++) {
+    const jitk_matmul_output *o = &in->outputs[i];
+    jk_buf_printf(b,
+                  "    for (int v = 0; v < 4; v++) h%zu[(i & 3) * 4 + v] = e%zu[v];\n"
+                  "    if ((i & 3) == 3)\n"
+                  "      jitk::mm90::out_rows(h%zu, o%zu + b * %lldLL, %lldLL, m, n, wrow + "
+                  "((threadIdx.x & 31) >> 2), c - (threadIdx.x & 3) * 2 - 24);\n",
+                  i, i, i, i, (long long)o->stride, (long long)o->ld);
+  }
+  for (size_t i = 0; i < in->num_reductions; i++)
+    if (in->reductions[i].axis == JITK_REDUCE_ROWS)
+      jk_buf_printf(b,
+                    "    jitk::mm90::red_tile_over_rows<jitk::mm::op_%s>(g%zu, k%zu, w%zu + (b * "
+                    "parts + wrow / 16) * n, n, c, i, wrow < m);\n",
+                    ops[(int)in->reductions[i].op], i, i, i);
+  jk_buf_puts(b,
+              "  }\n  __device__ __forceinline__ void finish(long long b, long long row, long "
+              "long tile) {\n    (void)b;\n    (void)row;\n    (void)tile;\n");
+  for (size_t i = 0; i < in->num_reductions; i++)
+    if (in->reductions[i].axis != JITK_REDUCE_ROWS)
+      jk_buf_printf(b,
+                    "    jitk::mm90::red_tile_over_cols<jitk::mm::op_%s>(q%zu, w%zu + b * m * tn "
+                    "+ tile, m, tn, row);\n",
+                    ops[(int)in->reductions[i].op], i, i);
+  jk_buf_puts(b, "  }\n};\n");
 }
 
 /* FP8 plans' scales, read once per thread before the tile loop: A's and
@@ -77,11 +186,15 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
         "    if (row >= _jk_m || col >= _jk_n) return static_cast<%s>(0.f);\n",
         ct(s->d), ct(s->d));
   else if (s->kind == JK_MM_WGMMA)
+    /* Outside D, the reductions' terms are their identities. */
     jk_buf_printf(
         b,
         "  auto _jk_value = [&](long long batch, long long row, long long col, float _jk_v) "
         "-> %s {\n"
-        "    if (row >= _jk_m || col >= _jk_n) return static_cast<%s>(0.f);\n",
+        "    if (row >= _jk_m || col >= _jk_n) {\n"
+        "      _jk_rs.none();\n"
+        "      return static_cast<%s>(0.f);\n"
+        "    }\n",
         ct(s->d), ct(s->d));
   else
     jk_buf_printf(b,
@@ -297,6 +410,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "}\n",
                   in->name, u, u, u, u, u);
   }
+  if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   emit_head(&b, s, in, wg ? "384, 1" : "256", "");
   if (s->split) jk_buf_puts(&b, ",\n    float *__restrict__ _jk_ws, unsigned int _jk_splits");
   /* A split kernel writes raw partial sums: the fix-up applies the scales
@@ -315,6 +429,18 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
     if (!s->split) emit_scales(&b, s);
+    /* The reductions folded per tile, or nothing for store_rows to fold. */
+    if (has_red_struct(s, in)) {
+      jk_buf_puts(&b,
+                  "  _jk_reds _jk_rs;\n  _jk_rs.m = _jk_m;\n  _jk_rs.n = _jk_n;\n"
+                  "  _jk_rs.parts = (_jk_m + 15) / 16;\n  _jk_rs.tn = _jk_tiles_n;\n");
+      for (size_t i = 0; i < in->num_reductions; i++)
+        jk_buf_printf(&b, "  _jk_rs.w%zu = _jk_w%zu;\n", i, i);
+      for (size_t i = 0; tile_outputs(s, in) && i < in->num_outputs; i++)
+        jk_buf_printf(&b, "  _jk_rs.o%zu = _jk_o%zu;\n", i, i);
+    } else {
+      jk_buf_puts(&b, "  jitk::mm90::no_red _jk_rs;\n");
+    }
     if (s->split && s->swap)
       /* The same, the kernel's rows and columns being the user's columns
        * and rows: the workspace keeps the user's layout, which the fix-up
@@ -373,7 +499,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? "
         "&_jk_td : nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, %s, %s, _jk_smem, _jk_value, "
-        "_jk_put2, _jk_rowp);\n"
+        "_jk_put2, _jk_rowp, _jk_rs);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,

@@ -316,13 +316,31 @@ jitk_status jitk_matmul_execute(jitk_matmul *p, jitk_stream stream, const void *
   return jk_mm_run_kernel(p, k, stream, &o, NULL);
 }
 
+/* The rows and columns of reduction i's workspace (per batch) with kernel
+ * k: M x N terms, or where k folds them per tile (jk_mm_tile_reduces)
+ * ceil(M / 16) partial rows of N over the rows, and M rows of one partial
+ * per tile column over the columns or the whole matrix. */
+static void work_shape(const jitk_matmul *p, const mm_kernel *k, size_t i, long long *rows,
+                       long long *cols) {
+  *rows = p->d.m;
+  *cols = p->d.n;
+  if (!jk_mm_tile_reduces(&k->spec)) return;
+  if (p->reds[i].axis == JITK_REDUCE_ROWS)
+    *rows = (p->d.m + 15) / 16;
+  else
+    *cols = (p->d.n + k->spec.bn - 1) / k->spec.bn;
+}
+
 /* Launches reduction i's kernels over its workspace w into `out`; the
- * first step over the rows writes a workspace of its own. */
+ * first step over the rows writes a workspace of its own. The workspace
+ * holds terms or per-tile partial results (work_shape), which reduce
+ * alike. */
 static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, jitk_stream stream,
                                  void *w, void *out) {
   jitk_engine *e = p->engine;
   const jitk_matmul_reduction *r = &p->reds[i];
-  const long long M = p->d.m, N = p->d.n;
+  long long M = 0, N = 0;
+  work_shape(p, k, i, &M, &N);
   const unsigned int B = (unsigned int)p->d.batch;
   const size_t ws = jk_dtype(jk_mm_work_dtype(k->spec.acc, r->dtype))->size;
   char what[160];
@@ -331,8 +349,11 @@ static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, j
   jitk_status st = JITK_OK;
   if (r->axis == JITK_REDUCE_ROWS) {
     if (N == 0) return JITK_OK;
-    /* Chunks of at least 64 rows, at most 65535 of them (a grid's y). */
-    long long chunk = M / 65535 + 1 > 64 ? M / 65535 + 1 : 64;
+    /* Chunks of at least 64 rows (of partial rows, 16), at most 65535
+     * of them (a grid's y): few rows per thread in the first step, few
+     * chunks in the second. */
+    const long long least = jk_mm_tile_reduces(&k->spec) ? 16 : 64;
+    long long chunk = M / 65535 + 1 > least ? M / 65535 + 1 : least;
     long long chunks = (M + chunk - 1) / chunk;
     const unsigned int gx = (unsigned int)ceil_div((uint64_t)N, 256);
     if (chunks > 0) {
@@ -390,12 +411,18 @@ jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
   if (ds->m > 0 && ds->n > 0) st = pick_kernel(p, stream, o, &k);
   if (st != JITK_OK) return st;
   if (k == NULL) k = &p->main;
-  /* Each reduction's terms go to a workspace of batch x M x N. */
+  /* Each reduction's terms, or its per-tile partial results, go to a
+   * workspace of batch x work_shape. */
   void *work[JK_MM_MAX_EXTRA] = {NULL};
   const size_t mn = (size_t)ds->m * (size_t)ds->n * (size_t)ds->batch;
-  for (size_t i = 0; st == JITK_OK && i < p->num_reds && mn > 0; i++)
-    st = jk_temp_alloc(e, mn * jk_dtype(jk_mm_work_dtype(k->spec.acc, p->reds[i].dtype))->size,
+  for (size_t i = 0; st == JITK_OK && i < p->num_reds && mn > 0; i++) {
+    long long rows = 0, cols = 0;
+    work_shape(p, k, i, &rows, &cols);
+    st = jk_temp_alloc(e,
+                       (size_t)rows * (size_t)cols * (size_t)ds->batch *
+                           jk_dtype(jk_mm_work_dtype(k->spec.acc, p->reds[i].dtype))->size,
                        stream, &work[i]);
+  }
   if (st == JITK_OK && mn > 0) st = jk_mm_run_kernel(p, k, stream, o, work);
   if (st == JITK_OK && mn == 0 && ds->has_amax_d) { /* the amax of nothing */
     jk_launch_op clear = {.name = p->name, .clear = o->amax_d, .clear_bytes = sizeof(float)};

@@ -474,9 +474,10 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
 }
 
 // Reductions of the epilogue's values. The product's kernel writes each
-// term to a workspace w (batch x rows x cols, row-major); these kernels
-// reduce it in an order fixed by the shape alone, so that every execution
-// gives the same bits, with no atomics.
+// term (or, on wgmma, each tile's partial results: codegen.h's
+// jk_mm_tile_reduces) to a workspace w (batch x rows x cols, row-major);
+// these kernels reduce it in an order fixed by the shape alone, so that
+// every execution gives the same bits, with no atomics.
 template <typename W> __device__ __forceinline__ W infinity();
 template <> __device__ __forceinline__ float infinity<float>() { return __int_as_float(0x7f800000); }
 template <> __device__ __forceinline__ double infinity<double>() {
@@ -520,6 +521,7 @@ __device__ __forceinline__ void red_rows_final(const W *p, O *out, long long chu
   if (col >= cols) return;
   const long long b = blockIdx.y;
   W acc = OP::template first<W>();
+#pragma unroll 8
   for (long long c = 0; c < chunks; c++) acc = OP::apply(acc, p[(b * chunks + c) * cols + col]);
   out[b * cols + col] = static_cast<O>(acc);
 }

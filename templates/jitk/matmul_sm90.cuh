@@ -678,19 +678,187 @@ struct smem_size {
       STAGES * (128 * 128 + BN * 128) + 2 * STAGING + STAGES * 16 + 16 + 1024;
 };
 
+// Reductions of the epilogue's values folded per tile before they leave
+// the multiprocessor (the wgmma kernels that are neither split nor
+// swapped). store_rows hands a reduction object `red` each element's
+// terms, which the value lambda left in it: red.start() before a
+// warpgroup's 64 x BN outputs, red.fold(v) after each value (v as in
+// acc[4 i + v]), red.group(b, wrow, c, i) after the four values of
+// 8-column group i (wrow: the warp's first row, c: the thread's first
+// column of the group; groups in order), and red.finish(b, row, tile) after the last
+// (row: the thread's first row, tile: the tile's column index). The
+// generated object writes partial results to its workspaces: over the
+// rows, one row of N per 16 rows of D (a warp's); over the columns, one
+// value per row and tile column. The order of every step is fixed by
+// the shape, so two executions give the same bits. The value lambda
+// calls red.none() for an element outside D, whose terms are then the
+// operations' identities. no_red: a kernel without such reductions.
+struct no_red {
+  __device__ __forceinline__ void none() {}
+  __device__ __forceinline__ void start() {}
+  __device__ __forceinline__ void fold(int) {}
+  __device__ __forceinline__ void group(long long, long long, long long, int) {}
+  __device__ __forceinline__ void finish(long long, long long, long long) {}
+};
+
+// Over the rows: a warp's 16 rows of 8-column group i. g holds the
+// thread's terms of rows r and r + 8 (v / 2) in columns c and c + 1
+// (v % 2); the two rows are combined, then the eight threads of each
+// column pair (lanes lane % 4 + 4 j) in a butterfly, which leaves them
+// all with the same result. Lane j / 4 keeps it for group i % 8 in k,
+// and after every eighth group the whole warp writes the 64 columns it
+// kept to the partial row `w` (the warp's row of the workspace), those
+// inside N: 256 consecutive bytes of float32 in one store, after the
+// loads of the groups before (a store the compiler cannot tell from the
+// operands would otherwise hold each group's loads back). The tile's
+// width is a multiple of 64 (generated code checks). `in`: the warp's
+// first row is inside M (a warp wholly beyond M has no workspace row).
+template <typename OP, typename W>
+__device__ __forceinline__ void red_tile_over_rows(const W (&g)[4], W (&k)[2], W *w, long long n,
+                                                   long long c, int i, bool in) {
+  W x0 = OP::apply(g[0], g[2]), x1 = OP::apply(g[1], g[3]);
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    x0 = OP::apply(x0, __shfl_xor_sync(0xffffffffu, x0, o));
+    x1 = OP::apply(x1, __shfl_xor_sync(0xffffffffu, x1, o));
+  }
+  const int j = static_cast<int>(threadIdx.x & 31) >> 2;
+  if (j == (i & 7)) {
+    k[0] = x0;
+    k[1] = x1;
+  }
+  if ((i & 7) == 7 && in) {
+    const long long ck = c + (j - 7) * 8; /* the kept group's first column */
+    if (ck < n) w[ck] = k[0];
+    if (ck + 1 < n) w[ck + 1] = k[1];
+  }
+}
+
+// Over the columns: q holds the thread's terms of rows row and row + 8,
+// each folded over its columns of the tile in column order; the four
+// threads of a row (lanes 4 j to 4 j + 3) combine theirs in a butterfly,
+// and the first writes w[r * tn] for each of its rows r inside M (w
+// points at the tile column's entry of row 0 of the batch).
+template <typename OP, typename W>
+__device__ __forceinline__ void red_tile_over_cols(const W (&q)[2], W *w, long long m,
+                                                   long long tn, long long row) {
+  W x[2] = {q[0], q[1]};
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) x[h] = OP::apply(x[h], __shfl_xor_sync(0xffffffffu, x[h], o));
+  if ((threadIdx.x & 3) == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      if (row + h * 8 < m) w[(row + h * 8) * tn] = x[h];
+  }
+}
+
+// Outputs besides D, where D is row-major (so are they), written in
+// whole rows of eight elements a thread. The MMA fragment layout leaves a
+// thread two columns of two rows per 8-column group, so that stores as
+// they come are 2 to 8 bytes each, a warp's touching eight rows at once
+// (the forward pass with an auxiliary output ran at 0.62 of cuBLASLt's,
+// docs/PERFORMANCE.md). Over four groups, the four threads of a row
+// (lanes 4 j to 4 j + 3) hold 32 columns of two rows; they transpose
+// them with two rounds of shuffles (lane bit 1, then bit 0), after which
+// lane 4 j + q holds columns 8 q to 8 q + 7 of the block in order, and
+// stores each row's eight as one vector (16 bytes of a 16-bit output)
+// where the address allows and all eight are inside N, else element by
+// element. h[4 g + v]: group g's element v (as acc[4 i + v]); o points at
+// row 0, column 0 of the batch's output; row: the thread's first row;
+// c0: the block's first column.
+template <typename O>
+struct alignas(8 * sizeof(O) < 16 ? 8 * sizeof(O) : 16) out8 {
+  O e[8];
+};
+template <typename O>
+struct out_pair {
+  unsigned int w[(2 * sizeof(O) + 3) / 4];
+};
+template <typename O>
+__device__ __forceinline__ out_pair<O> out_shfl(const out_pair<O> &u, int lanes) {
+  out_pair<O> r;
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(u.w) / 4); i++)
+    r.w[i] = __shfl_xor_sync(0xffffffffu, u.w[i], lanes);
+  return r;
+}
+template <typename O>
+__device__ __forceinline__ out_pair<O> out_sel(bool c, const out_pair<O> &x, const out_pair<O> &y) {
+  out_pair<O> r;
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(x.w) / 4); i++) r.w[i] = c ? x.w[i] : y.w[i];
+  return r;
+}
+template <typename O>
+__device__ __forceinline__ void out_rows(const O (&h)[16], O *o, long long ld, long long m,
+                                         long long n, long long row, long long c0) {
+  const int q = static_cast<int>(threadIdx.x & 3);
+  const bool b1 = (q & 2) != 0, b0 = (q & 1) != 0;
+#pragma unroll
+  for (int hh = 0; hh < 2; hh++) {
+    out_pair<O> a[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const O two[2] = {h[4 * g + 2 * hh], h[4 * g + 2 * hh + 1]};
+      a[g] = out_pair<O>{};
+      memcpy(&a[g], two, sizeof two);
+    }
+    /* Round 1: lanes q and q ^ 2 swap the groups the other keeps:
+     * t[k][j] is group 2 b1 + k of the lane whose bit 1 is j. */
+    out_pair<O> t[2][2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const out_pair<O> keep = out_sel(b1, a[2 + k], a[k]);
+      const out_pair<O> got = out_shfl(out_sel(b1, a[k], a[2 + k]), 2);
+      t[k][0] = out_sel(b1, got, keep);
+      t[k][1] = out_sel(b1, keep, got);
+    }
+    /* Round 2: lanes q and q ^ 1 swap k; res[s] is then group q's pair
+     * from lane s: columns 8 q + 2 s and 8 q + 2 s + 1. */
+    out8<O> v;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const out_pair<O> keep = out_sel(b0, t[1][j], t[0][j]);
+      const out_pair<O> got = out_shfl(out_sel(b0, t[0][j], t[1][j]), 1);
+      const out_pair<O> lo = out_sel(b0, got, keep), hi = out_sel(b0, keep, got);
+      memcpy(&v.e[4 * j], &lo, 2 * sizeof(O));
+      memcpy(&v.e[4 * j + 2], &hi, 2 * sizeof(O));
+    }
+    const long long r = row + hh * 8, c = c0 + q * 8;
+    if (r < m) {
+      O *const p = o + r * ld + c;
+      if (c + 8 <= n && reinterpret_cast<unsigned long long>(p) % alignof(out8<O>) == 0) {
+        *reinterpret_cast<out8<O> *>(p) = v;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          if (c + e < n) p[e] = v.e[e];
+      }
+    }
+  }
+}
+
 // The epilogue's values of 8-column groups i0 .. i0 + G - 1 of a thread's
 // accumulators (acc[4 i + v]: row + 8 (v / 2), column col + 8 i + v % 2),
 // all computed before any is stored, so that the epilogue's reads of its
-// operands go out together. store_rows and stage_rows both take them so.
-template <int G, int R, typename TD, typename Value>
+// operands go out together; each value's reduction terms go to `red` as
+// they are left there (red.fold after each value, red.group after a
+// group's four; wrow is the warp's first row). store_rows and stage_rows
+// both take them so.
+template <int G, int R, typename TD, typename Value, typename Red>
 __device__ __forceinline__ void values_of(TD (&out)[G][4], const float (&acc)[R], int i0,
                                           long long b, long long row, long long col,
-                                          const Value &value) {
+                                          long long wrow, const Value &value, Red &red) {
 #pragma unroll
   for (int i = 0; i < G; i++)
 #pragma unroll
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < 4; v++) {
       out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1), acc[4 * (i0 + i) + v]);
+      red.fold(v);
+      if (v == 3) red.group(b, wrow, col + (i0 + i) * 8, i0 + i);
+    }
 }
 
 // Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
@@ -714,12 +882,12 @@ __device__ __forceinline__ void values_of(TD (&out)[G][4], const float (&acc)[R]
 // A round that crosses N (the last tile column only) goes element by
 // element, a warp along a row; rows at or beyond M store nothing. D's
 // pointer must be aligned to its element, as for any store.
-template <int BN, typename TD, typename Value, typename RowP>
+template <int BN, typename TD, typename Value, typename RowP, typename Red>
 __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int area,
                                            unsigned int &used, int bar, long long b,
                                            long long row0, long long col0, long long M,
                                            long long N, unsigned char *smem_raw,
-                                           const Value &value, const RowP &rowp) {
+                                           const Value &value, const RowP &rowp, Red &red) {
   constexpr int ES = static_cast<int>(sizeof(TD));
   constexpr int RW = 128 / ES;                /* columns a round */
   constexpr int V = 16 / ES;                  /* elements a 16-byte chunk */
@@ -738,6 +906,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
                             static_cast<unsigned int>(ES));
   };
   const int sh[2] = {shift(row), shift(row + 8)};
+  const long long wrow = row0 + warp * 16;
 #pragma unroll
   for (int c0 = 0; c0 < BN; c0 += RW) {
     unsigned char *const buf = sm + (used & 1u) * BUF;
@@ -745,7 +914,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 #pragma unroll
     for (int i0 = c0 / 8; i0 < (c0 + RW) / 8; i0 += G) {
       TD out[G][4];
-      values_of<G>(out, acc, i0, b, row, col, value);
+      values_of<G>(out, acc, i0, b, row, col, wrow, value, red);
 #pragma unroll
       for (int i = 0; i < G; i++)
 #pragma unroll
@@ -824,13 +993,13 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 // come before their stores (a store to D might otherwise change what a
 // later read sees, as far as the compiler knows). `bar` is the
 // warpgroup's named barrier; M and N bound D.
-template <int BN, bool ROWS, typename Value, typename Put2, typename RowP>
+template <int BN, bool ROWS, typename Value, typename Put2, typename RowP, typename Red>
 __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
                                            unsigned int area, unsigned int &used, int bar,
                                            long long b, long long row0, long long col0,
                                            long long M, long long N, unsigned char *smem_raw,
                                            const Value &value, const Put2 &put2,
-                                           const RowP &rowp) {
+                                           const RowP &rowp, Red &red) {
   (void)M;
   (void)N;
   (void)rowp;
@@ -838,6 +1007,8 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
   const long long row = row0 + r, col = col0 + (lane & 3) * 2;
   typedef decltype(value(b, row, col, 0.f)) TD;
+  const long long wrow = row0 + warp * 16;
+  red.start();
   /* TMA's boxes are 128 bytes of a row: a narrower tile stores from
    * registers (the plan never gives such a kernel a tensor map of D). */
   constexpr bool BOXES = BN * static_cast<int>(sizeof(TD)) >= 128;
@@ -860,7 +1031,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 #pragma unroll
       for (int i0 = c0 / 8; i0 < (c0 + PER_ROUND) / 8; i0 += G) {
         TD out[G][4];
-        values_of<G>(out, acc, i0, b, row, col, value);
+        values_of<G>(out, acc, i0, b, row, col, wrow, value, red);
 #pragma unroll
         for (int i = 0; i < G; i++)
 #pragma unroll
@@ -888,18 +1059,13 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
       used += ROUND;
     }
   } else if constexpr (ROWS) {
-    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp);
+    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp, red);
   } else {
     constexpr int CH = BN / 8 < 8 ? BN / 8 : 8;
 #pragma unroll
     for (int i0 = 0; i0 < BN / 8; i0 += CH) {
       TD out[CH][4];
-#pragma unroll
-      for (int i = 0; i < CH; i++)
-#pragma unroll
-        for (int v = 0; v < 4; v++)
-          out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1),
-                            acc[4 * (i0 + i) + v]);
+      values_of<CH>(out, acc, i0, b, row, col, wrow, value, red);
 #pragma unroll
       for (int i = 0; i < CH; i++)
 #pragma unroll
@@ -907,13 +1073,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
           put2(b, row + h * 8, col + (i0 + i) * 8, out[i][2 * h], out[i][2 * h + 1]);
     }
   }
+  red.finish(b, row, col0 / BN);
 }
 
 // The whole kernel body: a block of 384 threads works through tiles
 // blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches *
 // splits). For each output, in range or not, value(z, row, col, acc) gives
-// D's element (and must not read operands out of range); `td`, put2, ROWS
-// and rowp are as in store_rows. z is the batch, or with split-K (splits > 1) the
+// D's element (and must not read operands out of range); `td`, put2, ROWS,
+// rowp and red are as in store_rows. z is the batch, or with split-K (splits > 1) the
 // workspace's plane, slice * batches + batch. A 64-row half of a tile
 // wholly beyond M stores nothing. (It still runs its MMAs: skipping them
 // under a branch makes ptxas serialize every wgmma of the kernel, C7520,
@@ -950,12 +1117,13 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // ping-pong (two 64-row halves a consumer) would need 256 registers with
 // a single partial and 384 with two.
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          bool PROMOTE, typename Value, typename Put2, typename RowP>
+          bool PROMOTE, typename Value, typename Put2, typename RowP, typename Red>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
                                      long long M, long long N, unsigned char *smem_raw,
-                                     const Value &value, const Put2 &put2, const RowP &rowp) {
+                                     const Value &value, const Put2 &put2, const RowP &rowp,
+                                     Red &red) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
@@ -1174,7 +1342,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           store_rows<BN, ROWS>(acc[h], STAGING ? td : nullptr, staging + cw * STAGING, used,
                                1 + cw, static_cast<long long>(z),
                                static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
-                               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp);
+                               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp,
+                               red);
     }
     /* Stores still in flight read shared memory, which dies with the block. */
     if (td != nullptr && leader) bulk_wait();

@@ -909,6 +909,287 @@ Test(matmul, split_k_outputs_and_reductions) {
   jitk_engine_destroy(e);
 }
 
+/* Reductions folded per tile on wgmma (issue 16): each tile reduces its
+ * rows (16 a warp) and its columns in registers before anything leaves
+ * the multiprocessor, and small kernels finish from those partial
+ * results. Every operation and axis at once, of float32, float64, and
+ * 16-bit results, on a float32 D that holds the values exactly, so that
+ * the host reduces the kernel's own values: maxima and minima must match
+ * to the bit (16-bit ones within their rounding), sums within float32's
+ * (float64's) rounding of the sum of magnitudes. D itself against float64
+ * within tf32's or 16-bit inputs' rounding; tails in M (a warp's rows cut
+ * by M) and N, batches, every way D leaves (TMA, staged rows, column-major
+ * from registers), both schedules, and the kernels that keep writing
+ * every term (split, swapped, mma.sync) for comparison. Outputs of D's
+ * values (bfloat16, float32 with rows off 16 bytes, a byte mask), which
+ * wgmma plans with D row-major write in whole rows, must equal D's. Two
+ * executions give the same bits. */
+static const jitk_matmul_reduction fold_reds[] = {
+    {"s_rows", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
+    {"x_rows", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_ROWS},
+    {"n_rows", JITK_BFLOAT16, "value", JITK_REDUCE_MIN, JITK_REDUCE_ROWS},
+    {"s_cols", JITK_FLOAT64, "value * value", JITK_REDUCE_SUM, JITK_REDUCE_COLUMNS},
+    {"x_cols", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_COLUMNS},
+    {"n_cols", JITK_FLOAT32, "value + row", JITK_REDUCE_MIN, JITK_REDUCE_COLUMNS},
+    {"s_all", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ALL},
+    {"n_all", JITK_FLOAT16, "value", JITK_REDUCE_MIN, JITK_REDUCE_ALL},
+};
+enum { FOLD_NR = sizeof fold_reds / sizeof fold_reds[0] };
+
+typedef struct fold_case {
+  const char *what;
+  jitk_dtype dt;
+  jitk_compute compute;
+  int64_t m, n, k, batch;
+  jitk_order ao, bo, d_o;
+  const char *env, *env_value; /* set while the plan is made (NULL: none) */
+  const char *kind;            /* expected in the description */
+  int split_k;
+} fold_case;
+
+/* Checks reduction value g against the host's h: exactly (tol 0), or
+ * within tol * scale. */
+static void fold_check(const fold_case *c, int i, int64_t at, double g, double h, double tol,
+                       double scale) {
+  const bool ok = tol == 0 ? g == h : fabs(g - h) <= tol * scale + 1e-30;
+  cr_assert(ok, "%s: reduction %s [%lld]: %.9g, the host's %.9g (tolerance %.3g x %.3g)", c->what,
+            fold_reds[i].name, (long long)at, g, h, tol, scale);
+}
+
+static void run_folds(jitk_engine *e, const fold_case *c, uint64_t *seed) {
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = c->m;
+  d.n = c->n;
+  d.k = c->k;
+  d.batch = c->batch;
+  d.a_dtype = d.b_dtype = c->dt;
+  d.c_dtype = d.d_dtype = JITK_FLOAT32;
+  d.compute = c->compute;
+  d.a_order = c->ao;
+  d.b_order = c->bo;
+  d.d_order = c->d_o;
+  d.epilogue = "gelu(acc + bias[col])";
+  d.epilogue_params = "raw float32 bias";
+  d.reductions = fold_reds;
+  d.num_reductions = FOLD_NR;
+  d.split_k = c->split_k;
+  /* Outputs of D's values in D's layout: bfloat16 packed, float32 with
+   * rows (or columns) one element longer than D's, so off 16 bytes, and
+   * a byte mask. Each must hold exactly what D does. */
+  const int64_t least = c->d_o == JITK_ROW_MAJOR ? c->n : c->m,
+                outer = c->d_o == JITK_ROW_MAJOR ? c->m : c->n;
+  const jitk_matmul_output outs[3] = {{"o16", JITK_BFLOAT16, "value", 0, 0},
+                                      {"o32", JITK_FLOAT32, "value", least + 1, 0},
+                                      {"o8", JITK_UINT8, "value > (T)0", 0, 0}};
+  const size_t ono[3] = {(size_t)(least * outer), (size_t)((least + 1) * outer),
+                         (size_t)(least * outer)};
+  const size_t osz[3] = {2, 4, 1};
+  d.outputs = outs;
+  d.num_outputs = 3;
+  if (c->env != NULL) setenv(c->env, c->env_value, 1);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  if (c->env != NULL) unsetenv(c->env);
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
+  const int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
+  const size_t es = jt_dtype_size(c->dt), na = (size_t)(B * M * K), nb = (size_t)(B * K * N),
+               nd = (size_t)(B * M * N);
+  double *ha = malloc(na * 8), *hb = malloc(nb * 8);
+  unsigned char *sa = malloc(na * es), *sb = malloc(nb * es);
+  float *fbias = malloc((size_t)N * 4), *hd = malloc(nd * 4), *hd2 = malloc(nd * 4);
+  for (size_t i = 0; i < na; i++) {
+    ha[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sa, c->dt, i, ha[i]);
+  }
+  for (size_t i = 0; i < nb; i++) {
+    hb[i] = rounded(c->dt, jt_uniform(seed));
+    jt_write_real(sb, c->dt, i, hb[i]);
+  }
+  for (int64_t j = 0; j < N; j++) fbias[j] = (float)jt_uniform(seed);
+  void *da = jt_dev_alloc(e, na * es), *db = jt_dev_alloc(e, nb * es),
+       *dd = jt_dev_alloc(e, nd * 4), *dbias = jt_dev_alloc(e, (size_t)N * 4);
+  jt_to_dev(e, da, sa, na * es);
+  jt_to_dev(e, db, sb, nb * es);
+  jt_to_dev(e, dbias, fbias, (size_t)N * 4);
+  size_t rlen[FOLD_NR], rsz[FOLD_NR];
+  void *dred[FOLD_NR];
+  unsigned char *hred[2][FOLD_NR];
+  for (int i = 0; i < FOLD_NR; i++) {
+    rlen[i] = (size_t)B * (fold_reds[i].axis == JITK_REDUCE_ROWS      ? (size_t)N
+                           : fold_reds[i].axis == JITK_REDUCE_COLUMNS ? (size_t)M
+                                                                      : 1);
+    rsz[i] = jt_dtype_size(fold_reds[i].dtype);
+    dred[i] = jt_dev_alloc(e, rlen[i] * rsz[i]);
+    hred[0][i] = malloc(rlen[i] * rsz[i]);
+    hred[1][i] = malloc(rlen[i] * rsz[i]);
+  }
+  void *dout[3];
+  unsigned char *hout[3];
+  for (int i = 0; i < 3; i++) {
+    dout[i] = jt_dev_alloc(e, (size_t)B * ono[i] * osz[i]);
+    hout[i] = malloc((size_t)B * ono[i] * osz[i]);
+  }
+  jitk_arg extra[1] = {jitk_arg_ptr(dbias, JITK_FLOAT32)};
+  jitk_matmul_operands ops;
+  JT_OK(e, jitk_matmul_operands_init(&ops));
+  ops.a = da;
+  ops.b = db;
+  ops.d = dd;
+  ops.extra = extra;
+  ops.num_extra = 1;
+  ops.reductions = dred;
+  ops.outputs = dout;
+  for (int run = 0; run < 2; run++) {
+    for (int i = 0; i < 3; i++) jt_poison(e, dout[i], (size_t)B * ono[i] * osz[i]);
+    for (int i = 0; i < FOLD_NR; i++) jt_poison(e, dred[i], rlen[i] * rsz[i]);
+    jt_poison(e, dd, nd * 4);
+    JT_OK(e, jitk_matmul_execute_ex(p, NULL, &ops));
+    jt_to_host(e, run ? hd2 : hd, dd, nd * 4);
+    for (int i = 0; i < FOLD_NR; i++) jt_to_host(e, hred[run][i], dred[i], rlen[i] * rsz[i]);
+  }
+  for (int i = 0; i < 3; i++) jt_to_host(e, hout[i], dout[i], (size_t)B * ono[i] * osz[i]);
+  cr_assert(memcmp(hd, hd2, nd * 4) == 0, "%s: D differs between two executions", c->what);
+  /* The outputs, element by element (the gaps of o32's longer rows are
+   * not written and not read). */
+  size_t out_bad[3] = {0, 0, 0};
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        const int64_t x = c->d_o == JITK_ROW_MAJOR ? i : j, y = c->d_o == JITK_ROW_MAJOR ? j : i;
+        const float v = hd[b * M * N + x * least + y];
+        const double g16 =
+            jt_read_real(hout[0], JITK_BFLOAT16, (size_t)(b * (int64_t)ono[0] + x * least + y));
+        const float g32 = ((float *)hout[1])[b * (int64_t)ono[1] + x * (least + 1) + y];
+        const unsigned char g8 = hout[2][b * (int64_t)ono[2] + x * least + y];
+        if (!(fabs(g16 - v) <= fabs(v) / 256)) out_bad[0]++;
+        if (!(g32 == v)) out_bad[1]++;
+        if (g8 != (v > 0)) out_bad[2]++;
+      }
+  for (int i = 0; i < 3; i++)
+    cr_assert(out_bad[i] == 0, "%s (%s): output %s: %zu elements wrong", c->what, desc,
+              outs[i].name, out_bad[i]);
+  for (int i = 0; i < FOLD_NR; i++)
+    cr_assert(memcmp(hred[0][i], hred[1][i], rlen[i] * rsz[i]) == 0,
+              "%s (%s): reduction %s differs between two executions", c->what, desc,
+              fold_reds[i].name);
+  /* D against float64, then the reductions of D's own values (its
+   * element (b, i, j) as the epilogue saw it). */
+  double e2 = 0, r2 = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (int64_t q = 0; q < K; q++)
+          acc += ha[b * M * K + (c->ao == JITK_ROW_MAJOR ? i * K + q : q * M + i)] *
+                 hb[b * K * N + (c->bo == JITK_ROW_MAJOR ? q * N + j : j * K + q)];
+        const double want = gelu_ref(acc + fbias[j]);
+        const double got = hd[b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i)];
+        e2 += (got - want) * (got - want);
+        r2 += want * want;
+      }
+  const double tol = c->compute == JITK_COMPUTE_TF32 ? 1e-3 : 1e-2;
+  cr_assert(sqrt(e2 / r2) <= tol, "%s (%s): D's relative error %.3g", c->what, desc, sqrt(e2 / r2));
+#define DV(b, i, j) hd[(b) * M * N + (c->d_o == JITK_ROW_MAJOR ? (i) * N + (j) : (j) * M + (i))]
+  for (int64_t b = 0; b < B; b++) {
+    double all_s = 0, all_a = 0;
+    float all_n = INFINITY;
+    for (int64_t j = 0; j < N; j++) {
+      double s = 0, a = 0;
+      float x = -INFINITY, n = INFINITY;
+      for (int64_t i = 0; i < M; i++) {
+        const float v = DV(b, i, j);
+        s += v;
+        a += fabs(v);
+        x = v > x ? v : x;
+        n = v < n ? v : n;
+      }
+      const int64_t at = b * N + j;
+      fold_check(c, 0, at, ((float *)hred[0][0])[at], s, 1e-5, a);
+      fold_check(c, 1, at, ((float *)hred[0][1])[at], x, 0, 1);
+      fold_check(c, 2, at, jt_read_real(hred[0][2], JITK_BFLOAT16, (size_t)at), n, 4e-3, fabs(n));
+      all_s += s;
+      all_a += a;
+      all_n = n < all_n ? n : all_n;
+    }
+    for (int64_t i = 0; i < M; i++) {
+      double sq = 0;
+      float x = -INFINITY, n = INFINITY;
+      for (int64_t j = 0; j < N; j++) {
+        const float v = DV(b, i, j), v2 = v * v, vr = v + (float)i;
+        sq += v2;
+        x = v > x ? v : x;
+        n = vr < n ? vr : n;
+      }
+      const int64_t at = b * M + i;
+      fold_check(c, 3, at, ((double *)hred[0][3])[at], sq, 1e-13, sq);
+      fold_check(c, 4, at, ((float *)hred[0][4])[at], x, 0, 1);
+      fold_check(c, 5, at, ((float *)hred[0][5])[at], n, 0, 1);
+    }
+    fold_check(c, 6, b, ((float *)hred[0][6])[b], all_s, 1e-5, all_a);
+    fold_check(c, 7, b, jt_read_real(hred[0][7], JITK_FLOAT16, (size_t)b), all_n, 1e-3,
+               fabs(all_n));
+  }
+#undef DV
+  for (int i = 0; i < 3; i++) {
+    JT_OK(e, jitk_device_free(e, dout[i], NULL));
+    free(hout[i]);
+  }
+  for (int i = 0; i < FOLD_NR; i++) {
+    JT_OK(e, jitk_device_free(e, dred[i], NULL));
+    free(hred[0][i]);
+    free(hred[1][i]);
+  }
+  JT_OK(e, jitk_device_free(e, da, NULL));
+  JT_OK(e, jitk_device_free(e, db, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  JT_OK(e, jitk_device_free(e, dbias, NULL));
+  free(ha);
+  free(hb);
+  free(sa);
+  free(sb);
+  free(fbias);
+  free(hd);
+  free(hd2);
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul, tile_folded_reductions) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xF01D;
+  const jitk_compute DF = JITK_COMPUTE_DEFAULT;
+  const fold_case cases[] = {
+      {"bf16 ping-pong, tails, batch 3, D by TMA", JITK_BFLOAT16, DF, 300, 264, 136, 3, R, R, R,
+       NULL, NULL, "(ping-pong)", 0},
+      {"bf16, rows off 16 bytes: D staged by rows", JITK_BFLOAT16, DF, 300, 263, 136, 2, R, R, R,
+       NULL, NULL, "(ping-pong)", 0},
+      {"f16, B and D column-major: D from registers", JITK_FLOAT16, DF, 129, 200, 72, 2, R, C, C,
+       NULL, NULL, "(ping-pong)", 0},
+      {"tf32", JITK_FLOAT32, JITK_COMPUTE_TF32, 130, 136, 40, 1, R, R, R, NULL, NULL,
+       "tensor cores tf32", 0},
+      {"bf16 M 2100: 132 partial rows", JITK_BFLOAT16, DF, 2100, 300, 64, 1, R, R, R, NULL, NULL,
+       "(ping-pong)", 0},
+      {"bf16 M 1, not swapped", JITK_BFLOAT16, DF, 1, 264, 64, 2, R, R, R, "JITK_MM_SWAP", "0",
+       "(ping-pong)", 0},
+      {"bf16 M 17, not swapped: one row in a warp", JITK_BFLOAT16, DF, 17, 130, 64, 1, R, R, R,
+       "JITK_MM_SWAP", "0", "(ping-pong)", 0},
+      {"bf16 cooperative 128 x 256, tails, batch 2", JITK_BFLOAT16, DF, 200, 520, 136, 2, R, R, R,
+       "JITK_MM_SCHEDULE", "cooperative", "(cooperative)", 0},
+      {"bf16 cooperative, D column-major", JITK_BFLOAT16, DF, 200, 300, 72, 1, C, R, C,
+       "JITK_MM_SCHEDULE", "cooperative", "(cooperative)", 0},
+      {"split-K 3 (every term)", JITK_BFLOAT16, DF, 20, 300, 4104, 2, R, R, R, "JITK_MM_SWAP", "0",
+       "; split-K 3 (", 3},
+      {"swapped (every term)", JITK_BFLOAT16, DF, 7, 1000, 136, 2, R, R, R, "JITK_MM_SWAP", "1",
+       "; A and B swapped", 0},
+      {"mma.sync (every term)", JITK_BFLOAT16, DF, 300, 264, 136, 2, R, R, R, "JITK_MM_KIND", "mma",
+       "(mma.sync)", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_folds(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
 /*
  * Split-K on decode shapes (issue 16): M 1 to 200 against N = 1000 and
  * K = 4100 (neither a multiple of a tile), every layout of A and B (rows

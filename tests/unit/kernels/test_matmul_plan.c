@@ -356,6 +356,141 @@ Test(matmul_plan, outputs_and_reductions_compile_on_every_kind) {
   }
 }
 
+/* Reductions of every operation and axis, several at once, of 16-bit,
+ * float32 and float64 results. */
+static const jitk_matmul_reduction all_reds[] = {
+    {"s_rows", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
+    {"x_rows", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_ROWS},
+    {"n_rows", JITK_BFLOAT16, "value", JITK_REDUCE_MIN, JITK_REDUCE_ROWS},
+    {"s_cols", JITK_FLOAT64, "value * value", JITK_REDUCE_SUM, JITK_REDUCE_COLUMNS},
+    {"x_cols", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_COLUMNS},
+    {"n_cols", JITK_FLOAT32, "value + row", JITK_REDUCE_MIN, JITK_REDUCE_COLUMNS},
+    {"s_all", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ALL},
+    {"n_all", JITK_FLOAT16, "value", JITK_REDUCE_MIN, JITK_REDUCE_ALL},
+};
+
+/* Whether plan d's source folds its reductions per tile (the wgmma kernels
+ * neither split nor swapped: codegen.h's jk_mm_tile_reduces) or writes
+ * every term to its workspace; it compiles either way. */
+static void expect_folds(jitk_engine *e, const jitk_matmul_desc *d, bool folds, const char *what) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+  const bool has = strstr(src, "struct _jk_reds") != NULL;
+  cr_assert(has == folds, "%s (%s): the reductions %s per tile", what, desc,
+            has ? "fold" : "do not fold");
+  cr_assert((strstr(src, "_jk_w0[(batch * _jk_m + row) * _jk_n + col]") != NULL) == !folds,
+            "%s: every term to the workspace only where the tile does not fold them", what);
+  if (folds && d->num_reductions == sizeof all_reds / sizeof all_reds[0]) {
+    cr_assert(strstr(src, "red_tile_over_rows<jitk::mm::op_max>(g1,") != NULL, "%s", what);
+    cr_assert(strstr(src, "red_tile_over_cols<jitk::mm::op_min>(q5,") != NULL, "%s", what);
+    cr_assert(strstr(src, "red_tile_over_cols<jitk::mm::op_sum>(q6,") != NULL, "%s", what);
+    cr_assert(strstr(src, "_jk_rs.none();") != NULL, "%s", what);
+  }
+  jitk_matmul_destroy(p);
+}
+
+/* The wgmma kernels fold their reductions per tile for sm_90a: ping-pong
+ * and cooperative (256 columns) tiles, D row-major (TMA or staged rows)
+ * and column-major, 16-bit and tf32 inputs; split and swapped plans, and
+ * mma.sync on sm_80, keep writing every term. */
+Test(matmul_plan, reductions_fold_per_tile_on_wgmma) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_matmul_desc d = extras_desc(JITK_BFLOAT16);
+  d.reductions = all_reds;
+  d.num_reductions = sizeof all_reds / sizeof all_reds[0];
+  d.batch = 3;
+  expect_folds(e, &d, true, "bf16 ping-pong");
+  /* examples/mlp_train_step's backward pass: dGELU and the bias gradient. */
+  jitk_matmul_desc bwd = desc(JITK_BFLOAT16, 4096, 4096, 1024);
+  bwd.b_order = JITK_COL_MAJOR;
+  bwd.epilogue = "acc * dgelu(pre[row * ld + col])";
+  bwd.epilogue_params = "raw bfloat16 pre, int64 ld";
+  bwd.reductions = all_reds;
+  bwd.num_reductions = 1;
+  expect_folds(e, &bwd, true, "the backward pass's bias gradient");
+  d.d_dtype = JITK_FLOAT32;
+  d.d_order = JITK_COL_MAJOR;
+  d.a_dtype = d.b_dtype = JITK_FLOAT16;
+  expect_folds(e, &d, true, "f16, float32 D column-major");
+  d = extras_desc(JITK_FLOAT32);
+  d.compute = JITK_COMPUTE_TF32;
+  d.reductions = all_reds;
+  d.num_reductions = sizeof all_reds / sizeof all_reds[0];
+  expect_folds(e, &d, true, "tf32");
+  setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+  d = extras_desc(JITK_BFLOAT16);
+  d.reductions = all_reds;
+  d.num_reductions = sizeof all_reds / sizeof all_reds[0];
+  d.n = 520;
+  expect_folds(e, &d, true, "bf16 cooperative 128x256");
+  unsetenv("JITK_MM_SCHEDULE");
+  d = extras_desc(JITK_BFLOAT16);
+  d.reductions = all_reds;
+  d.num_reductions = sizeof all_reds / sizeof all_reds[0];
+  d.m = 16;
+  d.k = 4096;
+  d.split_k = 3;
+  setenv("JITK_MM_SWAP", "0", 1);
+  expect_folds(e, &d, false, "split-K 3");
+  setenv("JITK_MM_SWAP", "1", 1);
+  d.m = 7;
+  d.split_k = 1;
+  expect_folds(e, &d, false, "swapped");
+  unsetenv("JITK_MM_SWAP");
+  jitk_engine_destroy(e);
+  e = jt_compile_engine("sm_80");
+  d = extras_desc(JITK_BFLOAT16);
+  d.reductions = all_reds;
+  d.num_reductions = sizeof all_reds / sizeof all_reds[0];
+  expect_folds(e, &d, false, "mma.sync");
+  jitk_engine_destroy(e);
+}
+
+/* Outputs besides D leave in whole rows (matmul_sm90.cuh's out_rows) from
+ * the wgmma kernels that fold reductions per tile when D is row-major,
+ * with or without reductions; column-major, split and swapped plans
+ * write each element where it is computed. */
+static void expect_out_rows(jitk_engine *e, const jitk_matmul_desc *d, bool rows,
+                            const char *what) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  const bool has = strstr(src, "jitk::mm90::out_rows(h0, o0 + b * ") != NULL;
+  cr_assert(has == rows, "%s: outputs %s", what, has ? "in whole rows" : "element by element");
+  cr_assert((strstr(src, "_jk_o0[batch * ") != NULL) == !rows, "%s", what);
+  jitk_matmul_destroy(p);
+}
+
+Test(matmul_plan, outputs_in_whole_rows_on_wgmma) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  /* examples/mlp_train_step's forward pass: GELU keeping its input. */
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 1024);
+  d.epilogue = "gelu(acc + b1[col])";
+  d.epilogue_params = "raw float32 b1";
+  static const jitk_matmul_output pre[] = {{"pre", JITK_BFLOAT16, "acc + b1[col]", 0, 0}};
+  d.outputs = pre;
+  d.num_outputs = 1;
+  expect_out_rows(e, &d, true, "the forward pass");
+  d = extras_desc(JITK_BFLOAT16);
+  d.d_dtype = JITK_FLOAT32;
+  expect_out_rows(e, &d, true, "bf16 and a byte mask, float32 D, with reductions");
+  /* 4-, 8- and 1-byte elements of other kinds. */
+  static const jitk_matmul_output wide[] = {{"pre32", JITK_FLOAT32, "acc + bias[col]", 0, 0},
+                                            {"at", JITK_INT64, "row * 1000 + col", 0, 0},
+                                            {"f8", JITK_FLOAT8_E4M3, "value", 0, 0}};
+  d.outputs = wide;
+  d.num_outputs = 3;
+  expect_out_rows(e, &d, true, "float32, int64 and float8 outputs");
+  d.d_order = JITK_COL_MAJOR;
+  expect_out_rows(e, &d, false, "D column-major");
+  jitk_engine_destroy(e);
+}
+
 Test(matmul_plan, bad_outputs_and_reductions_fail_at_creation) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul *p = NULL;
