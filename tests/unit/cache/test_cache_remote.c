@@ -14,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -410,14 +411,22 @@ Test(remote, unreachable_or_silent_servers_cost_little) {
   build(e0, 7); /* NVRTC warmed up, so the timings below are the compile's */
   jitk_engine_destroy(e0);
   jt_rmdir(a);
+  /* The fastest of three on each side: on a machine shared with other
+   * work, a single compile's time can take a stray 10 ms or more, which
+   * would land in the difference. */
   double plain = first_compile_ms(NULL, &l0);
+  for (int k = 0; k < 2; k++) plain = fmin(plain, first_compile_ms(NULL, &l0));
 
   /* Nothing listens on the port. */
   char url[64];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", free_port());
-  jt_log l1 = {0};
-  double dead = first_compile_ms(url, &l1);
-  cr_assert_eq(l1.warnings, 1, "%d warnings", l1.warnings);
+  double dead = 0;
+  for (int k = 0; k < 3; k++) {
+    jt_log l1 = {0};
+    double ms = first_compile_ms(url, &l1);
+    cr_assert_eq(l1.warnings, 1, "%d warnings", l1.warnings);
+    dead = k == 0 ? ms : fmin(dead, ms);
+  }
   cr_log_info("first compile: %.1f ms without a remote, %.1f ms with a dead one", plain, dead);
   cr_assert_lt(dead - plain, 50.0, "a dead server added %.1f ms", dead - plain);
 
