@@ -1336,14 +1336,33 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
         if (nk > 0 && lane == 0) bar_arrive(empty + 8 * prev);
       }
-#pragma unroll
-      for (int h = 0; h < HALVES; h++)
+      const auto store = [&](int h) {
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
-          store_rows<BN, ROWS>(acc[h], STAGING ? td : nullptr, staging + cw * STAGING, used,
+          store_rows<BN, ROWS>(acc[0], STAGING ? td : nullptr, staging + cw * STAGING, used,
                                1 + cw, static_cast<long long>(z),
                                static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
                                static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp,
                                red);
+      };
+      if constexpr (HALVES == 1) {
+        store(0);
+      } else {
+        /* One copy of the epilogue serves both halves of a ping-pong
+         * tile: the second half's accumulators move into the first's
+         * registers once it is stored. Unrolled, the halves were two
+         * copies of store_rows, which doubled the kernel's epilogue code
+         * and its compile time (the same speed on the H200). The trip
+         * count is opaque to the compiler, which otherwise peels the first
+         * trip off as a second copy where the epilogue is long. */
+        int halves = HALVES;
+        asm volatile("" : "+r"(halves));
+#pragma unroll 1
+        for (int h = 0; h < halves; h++) {
+          store(h);
+#pragma unroll
+          for (int i = 0; i < BN / 2; i++) acc[0][i] = acc[HALVES - 1][i];
+        }
+      }
     }
     /* Stores still in flight read shared memory, which dies with the block. */
     if (td != nullptr && leader) bulk_wait();
