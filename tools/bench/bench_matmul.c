@@ -277,6 +277,7 @@ static double tflops(int64_t m, int64_t n, int64_t k, double ms) {
 typedef struct mm_samples {
   int64_t row[SAMPLES], col[SAMPLES];
   double want[SAMPLES], want_fused[SAMPLES], scale[SAMPLES], scale_fused[SAMPLES];
+  double want_pre[SAMPLES]; /* acc + bias, before any activation */
 } mm_samples;
 
 /* A small xorshift generator: the sample is the same on every run and
@@ -308,6 +309,7 @@ static void samples_make(jitk_engine *e, const mm_case *c, int with_bias, mm_sam
     s->scale[i] = abs_sum;
     double bias = hbias ? hbias[col] : 0.0, fused = sum + bias;
     s->want_fused[i] = fused > 0 ? fused : 0;
+    s->want_pre[i] = fused;
     s->scale_fused[i] = abs_sum + fabs(bias);
   }
   free(ha);
@@ -566,6 +568,121 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   }
   t->wrong += jitk_bad + lt_bad + un_bad + differ;
   if (bias_copy.data != NULL) CHECK(e, jitk_device_free(e, bias_copy.data, NULL));
+  case_free(&c);
+}
+
+/* What an epilogue costs: bfloat16 plans at the MLP layer's shape (4096
+ * x 4096 x 1024, as examples/mlp_train_step's forward pass) with bias and
+ * ReLU or GELU, each with and without an auxiliary output of the
+ * pre-activation, and GELU written out with one exponential (x sigmoid(2
+ * u), the same function as 0.5 x (1 + tanh u)). D and the auxiliary output
+ * are poisoned first and sampled against float64. */
+static double gelu_ref(double x) {
+  return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static size_t check_epilogue(jitk_engine *e, const bench_array *d, const mm_samples *s, int act,
+                             double tol) {
+  double *hd = bench_array_to_host(e, d);
+  int64_t n = d->shape[1];
+  size_t bad = 0;
+  for (int i = 0; i < SAMPLES; i++) {
+    double x = s->want_pre[i], got = hd[s->row[i] * n + s->col[i]];
+    double want = act == 0 ? x : act == 1 ? (x > 0 ? x : 0) : gelu_ref(x);
+    if (!(fabs(got - want) <= tol * s->scale_fused[i]) && ++bad <= 5)
+      printf("jitk-bench matmul: epilogue %d: [%lld][%lld] is %.9g, want %.9g\n", act,
+             (long long)s->row[i], (long long)s->col[i], got, want);
+  }
+  free(hd);
+  return bad;
+}
+
+typedef struct epi_case {
+  mm_case *c;
+  bench_array *aux;
+} epi_case;
+
+static void run_epi(void *ctx) {
+  epi_case *x = ctx;
+  void *outs[1] = {x->aux ? x->aux->data : NULL};
+  jitk_matmul_operands o;
+  jitk_matmul_operands_init(&o);
+  o.a = x->c->a.data;
+  o.b = x->c->b.data;
+  o.d = x->c->d.data;
+  o.extra = x->c->extra;
+  o.num_extra = x->c->num_extra;
+  o.outputs = x->aux ? outs : NULL;
+  CHECK(x->c->e, jitk_matmul_execute_ex(x->c->plan, NULL, &o));
+}
+
+static void bench_epilogue(jitk_engine *e, lt_lib *lt, const mm_kernels *k, mm_table *t) {
+  static const struct {
+    const char *name, *expr, *preamble;
+    int act, aux;
+  } v[] = {
+      {"bias", "acc + bias[col]", NULL, 0, 0},
+      {"bias+ReLU", "relu(acc + bias[col])", NULL, 1, 0},
+      {"bias+GELU", "gelu(acc + bias[col])", NULL, 2, 0},
+      {"bias+ReLU, aux pre", "relu(acc + bias[col])", NULL, 1, 1},
+      {"bias+GELU, aux pre", "gelu(acc + bias[col])", NULL, 2, 1},
+      {"bias+GELU by one exp, aux pre", "gelu1(acc + bias[col])",
+       "__device__ __forceinline__ float gelu1(float x) {\n"
+       "  return x / (1.f + __expf(-1.5957691216f * (x + 0.044715f * x * x * x)));\n}\n",
+       2, 1},
+      {"bias+GELU by one exp, fast division", "gelu2(acc + bias[col])",
+       "__device__ __forceinline__ float gelu2(float x) {\n"
+       "  return __fdividef(x, 1.f + __expf(-1.5957691216f * (x + 0.044715f * x * x * x)));\n}\n",
+       2, 0},
+      {"bias+GELU by tanh.approx", "gelu3(acc + bias[col])",
+       "__device__ __forceinline__ float gelu3(float x) {\n"
+       "  float t, u = 0.7978845608f * (x + 0.044715f * x * x * x);\n"
+       "  asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(t) : \"f\"(u));\n"
+       "  return 0.5f * x * (1.f + t);\n}\n",
+       2, 0},
+      {"bias+ReLU, aux acc", "relu(acc + bias[col])", NULL, 1, 2},
+  };
+  const int64_t m = 4096, n = 4096, kk = 1024;
+  mm_case c;
+  case_make(&c, e, lt, k, JITK_BFLOAT16, m, n, kk, 301u);
+  bench_array aux;
+  bench_array_make(&aux, e, JITK_BFLOAT16, 2, m, n);
+  mm_samples s;
+  samples_make(e, &c, 1, &s);
+  c.extra[0] = jitk_arg_ptr(c.bias.data, JITK_FLOAT32);
+  c.num_extra = 1;
+  static const jitk_matmul_output pre[] = {{"pre", JITK_BFLOAT16, "acc + bias[col]", 0, 0}},
+                                  acc[] = {{"pre", JITK_BFLOAT16, "acc", 0, 0}};
+  double base = 0;
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    jitk_matmul_desc desc;
+    jitk_matmul_desc_init(&desc);
+    desc.m = m;
+    desc.n = n;
+    desc.k = kk;
+    desc.a_dtype = desc.b_dtype = desc.d_dtype = JITK_BFLOAT16;
+    desc.compute = JITK_COMPUTE_FLOAT32;
+    desc.epilogue = v[i].expr;
+    desc.epilogue_params = "raw float32 bias";
+    desc.preamble = v[i].preamble;
+    desc.outputs = v[i].aux == 2 ? acc : v[i].aux ? pre : NULL;
+    desc.num_outputs = v[i].aux ? 1 : 0;
+    CHECK(e, jitk_matmul_create(e, &desc, &c.plan));
+    epi_case x = {&c, v[i].aux ? &aux : NULL};
+    poison(e, &c.d);
+    poison(e, &aux);
+    double tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_epi, &x));
+    size_t bad = check_epilogue(e, &c.d, &s, v[i].act, 1e-2);
+    if (v[i].aux == 1) bad += check_epilogue(e, &aux, &s, 0, 1e-2);
+    if (i == 0) base = tf;
+    char note[200];
+    snprintf(note, sizeof note, "%.2f of the bias alone; %zu wrong", tf / base, bad);
+    add_row(t, "bfloat16", "4096x4096x1024", v[i].name, tf, note);
+    t->wrong += bad;
+    jitk_matmul_destroy(c.plan);
+    c.plan = NULL;
+  }
+  CHECK(e, jitk_device_free(e, aux.data, NULL));
   case_free(&c);
 }
 
@@ -1053,13 +1170,15 @@ int bench_matmul(int argc, char **argv) {
   const char *only = NULL;
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--only") == 0) only = i + 1 < argc ? argv[i + 1] : "";
-  static const char *const sections[] = {"large", "decode", "plain", "fp8", "unaligned"};
+  static const char *const sections[] = {"large", "decode",    "plain",
+                                         "fp8",   "unaligned", "epilogue"};
   bool known = only == NULL;
   for (size_t i = 0; !known && i < sizeof sections / sizeof sections[0]; i++)
     known = strcmp(only, sections[i]) == 0;
   if (!known) {
     fprintf(stderr,
-            "jitk-bench matmul: --only takes large, decode, plain, fp8 or unaligned, not '%s'\n",
+            "jitk-bench matmul: --only takes large, decode, plain, fp8, unaligned or epilogue, "
+            "not '%s'\n",
             only);
     return 2;
   }
@@ -1114,6 +1233,7 @@ int bench_matmul(int argc, char **argv) {
     bench_plain(e, &lt, lt_why, &k, 0, &t);
   }
   if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
+  if (SECTION("epilogue")) bench_epilogue(e, &lt, &k, &t);
   /* N or K off a multiple of 8 (rows off 16 bytes: the plan copies the
    * operand first), each beside the nearest aligned shape in the same run;
    * issue 16's goal is >= 0.85 of its throughput. */
