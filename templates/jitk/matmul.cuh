@@ -16,8 +16,8 @@ namespace jitk {
 namespace mm {
 
 // Activations the epilogue may use. The float forms are branch-free: one
-// exponential (ex2.approx) and one fast division each, a few float32 ulps
-// from the exact functions (within 1e-5 relative where they are not tiny).
+// exponential (ex2.approx) and one fast division each, within 1e-5
+// relative of the exact functions where these are not tiny.
 // tanhf and IEEE division cost an epilogue's warp tens of instructions a
 // value, and with GELU the epilogue, not the tensor cores, set the speed
 // (0.6 of the bias-only plan at 4096 x 4096 x 1024 on the H200; these
