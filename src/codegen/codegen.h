@@ -212,6 +212,13 @@ typedef struct jk_mm_spec {
    * epilogue still sees the user's row and col, and D, C, the outputs and
    * the workspaces keep the user's layouts. D leaves registers directly. */
   bool swap;
+  /* wgmma, not swapped: blocks of a cluster of this many (1 or 2) take
+   * adjacent tile-rows and load the B tile they share once, by halves,
+   * into both (TMA multicast). */
+  int cluster;
+  /* wgmma: no epilogue operand is read ahead at its columns
+   * (matmul_sm90.cuh's col_vec), for measuring. */
+  bool no_col_vecs;
 } jk_mm_spec;
 
 /* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K

@@ -13,6 +13,87 @@
 
 static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
 
+static bool ident_char(char c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Whether the epilogue's text `text` reads raw operand `name` at the
+ * element's own column, `name[col]`, where evaluating the text always
+ * evaluates that read. Only then may the kernel load the operand's
+ * columns ahead, when it takes a tile (matmul_sm90.cuh's col_vec): every
+ * element inside D evaluates the text, so the original reads every
+ * column of a tile too and the early loads touch nothing it would not.
+ * Conservatively, a text with anything that may skip or not evaluate an
+ * operand (?:, && and ||, braces, sizeof and its kin, assert) or that
+ * hides text (comments, literals, directives) reads ahead nothing. */
+static bool reads_at_col(const char *text, const char *name) {
+  if (text == NULL) return false;
+  static const char *const bad[] = {"?", "&&", "||", "{", "\"", "'", "#", "//", "/*", NULL};
+  for (int i = 0; bad[i] != NULL; i++)
+    if (strstr(text, bad[i]) != NULL) return false;
+  static const char *const unevaluated[] = {"sizeof", "decltype", "alignof", "_Alignof",
+                                            "typeid", "noexcept", "assert",  NULL};
+  size_t nlen = strlen(name);
+  bool found = false;
+  for (size_t i = 0; text[i] != '\0';) {
+    if (!ident_char(text[i]) || (text[i] >= '0' && text[i] <= '9')) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (ident_char(text[j])) j++;
+    for (int u = 0; unevaluated[u] != NULL; u++)
+      if (j - i == strlen(unevaluated[u]) && strncmp(text + i, unevaluated[u], j - i) == 0)
+        return false;
+    /* The operand itself, not a member or a qualified name of that name. */
+    bool member = i > 0 && (text[i - 1] == '.' || text[i - 1] == '>' || text[i - 1] == ':');
+    if (!member && j - i == nlen && strncmp(text + i, name, nlen) == 0) {
+      size_t k = j;
+      while (text[k] == ' ' || text[k] == '\t' || text[k] == '\n') k++;
+      if (text[k] == '[') {
+        k++;
+        while (text[k] == ' ' || text[k] == '\t' || text[k] == '\n') k++;
+        if (strncmp(text + k, "col", 3) == 0 && !ident_char(text[k + 3])) {
+          k += 3;
+          while (text[k] == ' ' || text[k] == '\t' || text[k] == '\n') k++;
+          if (text[k] == ']') found = true;
+        }
+      }
+    }
+    i = j;
+  }
+  return found;
+}
+
+/* The element type of raw operand p as the kernel declares it. */
+static const char *col_type(const jk_mm_spec *s, const jk_mm_source_in *in, size_t p) {
+  const jk_param_decl *d = &in->params->params[p];
+  return d->placeholder >= 0 ? ct(s->acc) : ct(d->dtype);
+}
+
+/* The epilogue's raw operands read ahead at their columns (at most
+ * JK_MM_COL_VECS, each BN / 32 registers a consumer thread holds through
+ * the tile's MMAs): in the wgmma kernels that are neither swapped nor
+ * split, without macros in the preamble. Their indices in the parameter
+ * list go to idx; how many. */
+#define JK_MM_COL_VECS 2
+static size_t col_vecs(const jk_mm_spec *s, const jk_mm_source_in *in, size_t idx[JK_MM_COL_VECS]) {
+  if (s->kind != JK_MM_WGMMA || s->swap || s->split || s->bn % 64 != 0 || s->no_col_vecs) return 0;
+  if (in->preamble != NULL && strstr(in->preamble, "define") != NULL) return 0;
+  size_t n = 0;
+  for (size_t p = 0; p < in->params->count && n < JK_MM_COL_VECS; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (!d->raw) continue;
+    bool at_col = reads_at_col(in->epilogue, d->name);
+    for (size_t i = 0; !at_col && i < in->num_outputs; i++)
+      at_col = reads_at_col(in->outputs[i].expr, d->name);
+    for (size_t i = 0; !at_col && i < in->num_reductions; i++)
+      at_col = reads_at_col(in->reductions[i].expr, d->name);
+    if (at_col) idx[n++] = p;
+  }
+  return n;
+}
+
 /* Whether the kernel writes its outputs besides D in whole rows through
  * the reduction object (matmul_sm90.cuh's out_rows): a kernel that folds
  * reductions per tile, D (and so the outputs) row-major. */
@@ -175,32 +256,61 @@ static void emit_scales(jk_buf *b, const jk_mm_spec *s) {
 static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
                         const char *acc_type) {
   const char *acc = ct(s->acc);
+  size_t cv[JK_MM_COL_VECS], ncv = col_vecs(s, in, cv);
+  for (size_t i = 0; i < ncv; i++)
+    jk_buf_printf(b, "  jitk::mm90::col_vec<%s, %d> _jk_cv%zu;\n", col_type(s, in, cv[i]), s->bn,
+                  i);
+  if (ncv > 0) {
+    jk_buf_puts(b, "  auto _jk_pre = [&](long long batch, long long _jk_c0) {\n    (void)batch;\n");
+    for (size_t i = 0; i < ncv; i++)
+      jk_buf_printf(b, "    _jk_cv%zu.load(%s.p, _jk_c0, _jk_n);\n", i,
+                    in->params->params[cv[i]].name);
+    jk_buf_puts(b, "  };\n");
+  }
   /* A swapped kernel's rows are the user's columns and its columns the
    * user's rows: the lambdas take the kernel's and name the user's. */
-  if (s->kind == JK_MM_WGMMA && s->swap)
+  if (s->kind == JK_MM_WGMMA && s->swap) {
     jk_buf_printf(
         b,
-        "  auto _jk_value = [&](long long batch, long long _jk_kr, long long _jk_kc, float _jk_v) "
-        "-> %s {\n"
+        "  auto _jk_value = [&](long long batch, long long _jk_kr, long long _jk_kc, float _jk_v, "
+        "int, bool) -> %s {\n"
         "    const long long row = _jk_kc, col = _jk_kr;\n"
         "    if (row >= _jk_m || col >= _jk_n) return static_cast<%s>(0.f);\n",
         ct(s->d), ct(s->d));
-  else if (s->kind == JK_MM_WGMMA)
+  } else if (s->kind == JK_MM_WGMMA) {
+    jk_buf_printf(b,
+                  "  auto _jk_value = [&](long long batch, long long row, long long col, float "
+                  "_jk_v, int _jk_slot, bool _jk_fresh) -> %s {\n"
+                  "    (void)_jk_slot;\n    (void)_jk_fresh;\n",
+                  ct(s->d));
+    /* The operands read ahead: the first value of each 8-column group
+     * fetches the group's columns (shuffles, before any lane leaves), and
+     * inside the lambda the operand's name is a view that gives the
+     * element's own column from them. */
+    for (size_t i = 0; i < ncv; i++)
+      jk_buf_printf(b,
+                    "    if (_jk_fresh) _jk_cv%zu.fetch(_jk_slot >> 1);\n"
+                    "    const %s _jk_h%zu = _jk_cv%zu.cur[_jk_slot & 1];\n",
+                    i, col_type(s, in, cv[i]), i, i);
     /* Outside D, the reductions' terms are their identities. */
-    jk_buf_printf(
-        b,
-        "  auto _jk_value = [&](long long batch, long long row, long long col, float _jk_v) "
-        "-> %s {\n"
-        "    if (row >= _jk_m || col >= _jk_n) {\n"
-        "      _jk_rs.none();\n"
-        "      return static_cast<%s>(0.f);\n"
-        "    }\n",
-        ct(s->d), ct(s->d));
-  else
+    jk_buf_printf(b,
+                  "    if (row >= _jk_m || col >= _jk_n) {\n"
+                  "      _jk_rs.none();\n"
+                  "      return static_cast<%s>(0.f);\n"
+                  "    }\n",
+                  ct(s->d));
+    for (size_t i = 0; i < ncv; i++)
+      jk_buf_printf(b,
+                    "    const jitk::mm90::col_view<%s, %s> _jk_cw%zu{%s.p, col, _jk_h%zu};\n"
+                    "    const auto &%s = _jk_cw%zu;\n",
+                    col_type(s, in, cv[i]), acc, i, in->params->params[cv[i]].name, i,
+                    in->params->params[cv[i]].name, i);
+  } else {
     jk_buf_printf(b,
                   "  auto _jk_store = [&](long long row, long long col, %s _jk_v) {\n"
                   "    if (row >= _jk_m || col >= _jk_n) return;\n",
                   acc_type);
+  }
   jk_buf_printf(b, "    typedef %s T;\n", acc);
   if (s->a_scale || s->b_scale)
     jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(_jk_ab);\n");
@@ -445,31 +555,35 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
       /* The same, the kernel's rows and columns being the user's columns
        * and rows: the workspace keeps the user's layout, which the fix-up
        * reads. */
-      jk_buf_puts(&b,
-                  "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v) "
-                  "-> float {\n"
-                  "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
-                  "  auto _jk_put2 = [&](long long z, long long _jk_kr, long long _jk_kc, "
-                  "float _jk_v0, float _jk_v1) {\n"
-                  "    if (_jk_kr >= _jk_n) return;\n"
-                  "    float *_jk_pw = _jk_ws + z * _jk_m * _jk_n + _jk_kr;\n"
-                  "    if (_jk_kc < _jk_m) _jk_pw[_jk_kc * _jk_n] = _jk_v0;\n"
-                  "    if (_jk_kc + 1 < _jk_m) _jk_pw[(_jk_kc + 1) * _jk_n] = _jk_v1;\n"
-                  "  };\n");
+      jk_buf_puts(
+          &b,
+          "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v, int, "
+          "bool) "
+          "-> float {\n"
+          "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
+          "  auto _jk_put2 = [&](long long z, long long _jk_kr, long long _jk_kc, "
+          "float _jk_v0, float _jk_v1) {\n"
+          "    if (_jk_kr >= _jk_n) return;\n"
+          "    float *_jk_pw = _jk_ws + z * _jk_m * _jk_n + _jk_kr;\n"
+          "    if (_jk_kc < _jk_m) _jk_pw[_jk_kc * _jk_n] = _jk_v0;\n"
+          "    if (_jk_kc + 1 < _jk_m) _jk_pw[(_jk_kc + 1) * _jk_n] = _jk_v1;\n"
+          "  };\n");
     else if (s->split)
       /* A slice's partial sums, unchanged, to its plane of the workspace
        * (z: slice * batches + batch); the epilogue waits for the sum. */
-      jk_buf_puts(&b,
-                  "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v) "
-                  "-> float {\n"
-                  "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
-                  "  auto _jk_put2 = [&](long long z, long long row, long long col, float _jk_v0, "
-                  "float _jk_v1) {\n"
-                  "    if (row >= _jk_m) return;\n"
-                  "    float *_jk_pw = _jk_ws + (z * _jk_m + row) * _jk_n;\n"
-                  "    if (col < _jk_n) _jk_pw[col] = _jk_v0;\n"
-                  "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
-                  "  };\n");
+      jk_buf_puts(
+          &b,
+          "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v, int, "
+          "bool) "
+          "-> float {\n"
+          "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
+          "  auto _jk_put2 = [&](long long z, long long row, long long col, float _jk_v0, "
+          "float _jk_v1) {\n"
+          "    if (row >= _jk_m) return;\n"
+          "    float *_jk_pw = _jk_ws + (z * _jk_m + row) * _jk_n;\n"
+          "    if (col < _jk_n) _jk_pw[col] = _jk_v0;\n"
+          "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
+          "  };\n");
     else
       emit_output(&b, s, in, file, "float");
     /* A split kernel's workspace rows, for stage_rows (a swapped kernel,
@@ -492,20 +606,22 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
      * tf32's operands are K-major (transposed first where needed). A
      * swapped kernel's rows run along N, and it stores from registers,
      * needing no staging for TMA. */
+    size_t cv[JK_MM_COL_VECS];
     const bool a_mn = s->a != JITK_FLOAT32 && (s->swap ? s->b_n : !s->a_k),
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s>(&_jk_ta, &_jk_tb, _jk_use_td ? "
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d>(&_jk_ta, &_jk_tb, _jk_use_td ? "
         "&_jk_td : nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, %s, %s, _jk_smem, _jk_value, "
-        "_jk_put2, _jk_rowp, _jk_rs);\n"
+        "_jk_put2, _jk_rowp, _jk_rs%s);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
         !s->swap && (s->split || s->d_row) ? "true" : "false", s->promote ? "true" : "false",
-        s->split ? "_jk_splits" : "1u", s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n",
-        amax_commit);
+        s->cluster > 1 ? s->cluster : 1, s->split ? "_jk_splits" : "1u",
+        s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n",
+        col_vecs(s, in, cv) > 0 ? ", _jk_pre" : "", amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"

@@ -43,6 +43,7 @@ struct jitk_matmul {
   int stages, bn, arow;         /* the tensor-core tile: K-tiles in flight, width, K bytes */
   bool pingpong;                /* wgmma: the ping-pong schedule */
   bool swap;                    /* wgmma: D^T = B^T A^T (jk_mm_spec's swap) */
+  int cluster;                  /* wgmma: blocks a cluster sharing B (jk_mm_spec's) */
   bool tuned;                   /* the configuration came from the tuning table */
   int split;                    /* K slices (1: none); 0 while not yet chosen */
   /* Outputs and reductions besides D, their strings the plan's own and

@@ -118,7 +118,9 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   const uint64_t M = (uint64_t)ds->m, N = (uint64_t)ds->n, K = (uint64_t)ds->k,
                  nb = (uint64_t)ds->batch;
   const uint64_t splits = (uint64_t)k->splits;
-  uint64_t work64 = (uint64_t)tm * tn * nb * splits;
+  /* With clusters, a work item is a group of `cl` tile-rows, one a block. */
+  const unsigned int cl = s->cluster > 1 ? (unsigned int)s->cluster : 1u;
+  uint64_t work64 = (uint64_t)((tm + cl - 1) / cl) * tn * nb * splits;
   if (work64 > UINT32_MAX)
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: more than 2^32 tiles", p->name);
   unsigned int work = (unsigned int)work64;
@@ -177,9 +179,9 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   if (r == CUDA_SUCCESS && !s->swap) {
     if (b_n) /* N-major: boxes of 64 n by 64 k */
       r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
-    else
+    else /* K-major: boxes of bn n (a cluster's share of them) by 128 bytes of k */
       r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
-                     (uint32_t)s->bn);
+                     (uint32_t)s->bn / cl);
   }
   /* D through TMA when row-major with 16-byte aligned rows; with split-K,
    * the workspace (splits x batches planes of M x N float32) the same way
@@ -206,9 +208,15 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
   kp[np++] = &work;
   kp[np++] = &use_td;
-  unsigned int sms = (unsigned int)e->info.multiprocessors;
-  st = jk_launch_fn(e, (jitk_stream)stream, k->fn, p->name, work < sms ? work : sms, 1, 1, 384, 1,
-                    1, (unsigned int)k->smem, kp);
+  unsigned int sms = (unsigned int)e->info.multiprocessors / cl;
+  jk_launch_op op = {.fn = k->fn,
+                     .name = p->name,
+                     .grid = {(work < sms ? work : sms) * cl, 1, 1},
+                     .block = {384, 1, 1},
+                     .shared = (unsigned int)k->smem,
+                     .params = kp,
+                     .cluster = {cl > 1 ? cl : 0, cl > 1 ? 1 : 0, cl > 1 ? 1 : 0}};
+  st = jk_launch_ops(e, (jitk_stream)stream, &op, 1);
 done:
   if (at != NULL) jk_temp_free(e, at, (jitk_stream)stream);
   if (bt != NULL) jk_temp_free(e, bt, (jitk_stream)stream);

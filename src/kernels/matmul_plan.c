@@ -341,6 +341,9 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->promote = jk_mm_promotes(p, kind);
   s->split = p->split > 1 && acc == JITK_FLOAT32;
   s->swap = kind == JK_MM_WGMMA && p->swap;
+  s->cluster = kind == JK_MM_WGMMA && !s->swap && p->cluster > 1 ? p->cluster : 1;
+  const char *cv = getenv("JITK_MM_COL_VECS");
+  s->no_col_vecs = cv != NULL && strcmp(cv, "0") == 0;
   out->splits = s->split ? p->split : 1;
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
@@ -864,6 +867,10 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->stages = tst;
     p->pingpong = tbn == 128 && p->pingpong;
   }
+  /* Clusters of two blocks sharing each B tile (JITK_MM_CLUSTER=2), for
+   * measuring. */
+  const char *cl = getenv("JITK_MM_CLUSTER");
+  p->cluster = cl != NULL && strcmp(cl, "2") == 0 ? 2 : 1;
   st = choose_split(p, kind);
   if (st == JITK_OK) st = jk_mm_build(p, kind, acc, &p->main);
   if (st != JITK_OK) {

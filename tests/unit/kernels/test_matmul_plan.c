@@ -720,9 +720,9 @@ Test(matmul_plan, fp8_promotion_is_the_default) {
       cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
       const char *src;
       JT_OK(e, jitk_matmul_source(p, &src));
-      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE>. */
-      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s>(&_jk_ta", fast ? "true" : "false",
-               fast ? "false" : "true");
+      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL>. */
+      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1>(&_jk_ta",
+               fast ? "true" : "false", fast ? "false" : "true");
       cr_assert(strstr(src, want) != NULL, "pair %zu compute %zu: no `%s`", i, c, want);
       /* Configurations that do not fit a promoting kernel's registers. */
       cr_assert(jk_mm_choice_fits(p, JK_MM_WGMMA, 256, 128, 3, 0, false) == fast, "%zu %zu", i, c);
@@ -1194,7 +1194,7 @@ static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_o
   JT_OK(e, jitk_matmul_source(p, &src));
   cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL || split > 1,
             "the epilogue sees the user's row and col");
-  cr_assert(strstr(src, ", 0, false, false>(&_jk_ta") != NULL, "no staging of D: %s", buf);
+  cr_assert(strstr(src, ", 0, false, false, 1>(&_jk_ta") != NULL, "no staging of D: %s", buf);
   if (ao == JITK_COL_MAJOR) cr_assert(strstr(src, "_tr(") != NULL, "the transpose kernel");
   jitk_matmul_destroy(p);
 }
