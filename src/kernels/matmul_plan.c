@@ -519,6 +519,16 @@ int jk_mm_sms(const jitk_engine *e) {
   return e->target.major == 8 && e->target.minor == 0 ? 108 : 132;
 }
 
+/* The share of the persistent kernel's rounds of tiles (one a
+ * multiprocessor each) that are busy, for 128 x bn tiles: the last
+ * round's idle multiprocessors are what a wider tile can lose. */
+static double wave_use(const jitk_engine *e, const jitk_matmul *p, int64_t bn) {
+  const int64_t sms = jk_mm_sms(e);
+  const int64_t tiles = (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
+  const int64_t rounds = (tiles + sms - 1) / sms;
+  return rounds > 0 ? (double)tiles / (double)(rounds * sms) : 1.0;
+}
+
 /*
  * Split-K's choice: a small model of the time in K-steps of one
  * multiprocessor (a step of a 128 x 128 tile moves 32 KiB of 16-bit A and
@@ -797,15 +807,17 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   }
   /* The tensor-core tile: the default measured fastest on the H200
    * (docs/PERFORMANCE.md), then a choice jitk_matmul_autotune stored, then
-   * JITK_MM_SCHEDULE=cooperative or JITK_MM_TILE=BNxAROWxSTAGES
-   * ("256x64x3") for measuring. */
+   * JITK_MM_SCHEDULE=cooperative (or pingpong) or
+   * JITK_MM_TILE=BNxAROWxSTAGES ("256x64x3") for measuring. */
   jk_mm_kind kind = choose_kind(e, &p->d);
   bool big = p->d.m >= 1024 && p->d.n >= 1024;
   if (kind == JK_MM_WGMMA) {
     /* Ping-pong consumers on 128 x 128 x 64 tiles in five stages (plus
      * 64 KiB staging D for TMA stores) measured faster than the
      * cooperative 128 x 256 x 64 in three at 4096^3, 8192^3 and 16384 x
-     * 4096 x 1024 (bf16 734/767/545 TFLOP/s against 675/757/467). */
+     * 4096 x 1024 (bf16 734/767/545 TFLOP/s against 675/757/467) while
+     * the epilogue read its operands as it stored; with them read ahead,
+     * long K takes the cooperative tile (below). */
     p->bn = 128;
     p->arow = 128;
     p->stages = 5;
@@ -817,7 +829,19 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
        * consumers on 128 x 128 tiles, in five stages (the most that fit
        * beside the staging of D). */
       p->pingpong = false;
-    } else if (sched != NULL && strcmp(sched, "cooperative") == 0) {
+    } else if ((sched != NULL && strcmp(sched, "cooperative") == 0) ||
+               (sched == NULL && big && p->d.k >= 4096 &&
+                (p->d.a_dtype == JITK_BFLOAT16 || p->d.a_dtype == JITK_FLOAT16) &&
+                wave_use(e, p, 256) + 0.01 >= wave_use(e, p, 128))) {
+      /* Cooperative consumers on 128 x 256 tiles in three stages: for
+       * 16-bit inputs with K of 4096 or more, faster than ping-pong since
+       * the epilogue reads its column operands ahead (bf16 + bias + ReLU:
+       * 8192^3 788-800 TFLOP/s against 748-759, 4096^3 742-748 against
+       * 733-737), while at K = 1024, where the epilogue weighs more,
+       * ping-pong stays ahead (16384 x 4096 x 1024: 664 against 642), as
+       * it does where its smaller tiles fill the last wave better (2048 x
+       * 11008 x 4096: 729 against 682, 0.95 of the multiprocessors' tile
+       * rounds busy against 0.87). */
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;
@@ -946,6 +970,10 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              "; A and B swapped (D^T = B^T A^T: N along the tile's 128 rows, M along its %d "
              "columns)",
              s->bn);
+  used = strlen(buf);
+  if (s->kind == JK_MM_WGMMA && s->cluster > 1 && used + 1 < size)
+    snprintf(buf + used, size - used, "; clusters of %d blocks sharing B (TMA multicast)",
+             s->cluster);
   used = strlen(buf);
   if (p->main.splits > 1 && used + 1 < size)
     snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, float32 workspace)",

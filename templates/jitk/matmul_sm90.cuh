@@ -7,11 +7,11 @@
 // producer, one thread of which issues the TMA copies of each K-step's A
 // and B tiles into a STAGES-deep ring; warpgroups 1 and 2 are consumers
 // running wgmma m64nBNk16 (k8 for tf32, k32 for 8-bit floats) straight
-// from shared memory. In the ping-pong schedule (the default) they take
-// whole 128 x 128 tiles in turns, so that one's epilogue overlaps the
-// other's MMAs; in the cooperative one each computes 64 rows of every
-// 128 x BN tile. Full and
-// empty mbarriers hand ring slots back and forth, so the producer runs
+// from shared memory. In the ping-pong schedule (the default but for long
+// K on 16-bit inputs) they take whole 128 x 128 tiles in turns, so that
+// one's epilogue overlaps the other's MMAs; in the cooperative one each
+// computes 64 rows of every 128 x BN tile. Full and empty mbarriers hand
+// ring slots back and forth, so the producer runs
 // ahead into the next tile during epilogues. TMA fills rows, columns and K
 // beyond the matrices with zeros, so tails need no code; TMA stores (or
 // put2) skip outputs outside D.
@@ -1201,6 +1201,12 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // 128 rows of its tile, and hand the tensor cores to the other as soon as
 // their last MMAs are issued: one consumer's epilogue runs while the
 // other's MMAs do.
+//
+// CL: blocks in a cluster (1 or 2). With 2, the cluster's blocks take
+// adjacent tile-rows of the same tile column, each producer loads half of
+// the B tile they share into both blocks' rings (TMA multicast), and a
+// ring slot is refilled only when the consumers of both blocks have
+// released it (they arrive on both blocks' empty barriers).
 //
 // pre(b, col0): called as a consumer takes a tile (batch b, first column
 // col0), before its MMAs; it loads the tile's column operands (col_vec),

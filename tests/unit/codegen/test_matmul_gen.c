@@ -32,8 +32,8 @@ static jk_mm_spec wgmma_spec(void) {
 
 /* The source of spec `s` with `epilogue` over `params`, and one output
  * of `out_expr` when it is not NULL. The caller frees it. */
-static char *generate(jitk_engine *e, const jk_mm_spec *s, const char *params,
-                      const char *epilogue, const char *out_expr, const char *preamble) {
+static char *generate(jitk_engine *e, const jk_mm_spec *s, const char *params, const char *epilogue,
+                      const char *out_expr, const char *preamble) {
   jk_param_list pl;
   memset(&pl, 0, sizeof pl);
   JT_OK(e, jk_params_parse(e, params, "epilogue_params", false, &pl));
@@ -71,11 +71,12 @@ Test(matmul_gen, column_operands_read_ahead) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *src = generate(e, &s, "raw float32 bias", cases[i].epilogue, NULL, NULL);
-    cr_assert(reads_ahead(src, "col_vec<float, 128> _jk_cv0;") == cases[i].ahead, "case %zu: %s",
-              i, cases[i].epilogue);
+    cr_assert(reads_ahead(src, "col_vec<float, 128> _jk_cv0;") == cases[i].ahead, "case %zu: %s", i,
+              cases[i].epilogue);
     cr_assert(reads_ahead(src, "_jk_rs, _jk_pre);") == cases[i].ahead, "case %zu", i);
     if (cases[i].ahead) {
-      cr_assert(strstr(src, "const float _jk_h0 = _jk_cv0.cur[_jk_slot & 1];") != NULL, "case %zu", i);
+      cr_assert(strstr(src, "const float _jk_h0 = _jk_cv0.cur[_jk_slot & 1];") != NULL, "case %zu",
+                i);
       cr_assert(strstr(src, "const auto &bias = _jk_cw0;") != NULL, "case %zu", i);
     }
     jk_free(e, src);

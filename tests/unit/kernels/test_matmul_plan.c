@@ -67,12 +67,42 @@ Test(matmul_plan, kernel_choice_sm80) {
 
 Test(matmul_plan, kernel_choice) {
   jitk_engine *e = jt_compile_engine("sm_90");
+  /* Long K takes the cooperative 128 x 256 tile, short K ping-pong. */
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+              "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer "
+              "warpgroups (cooperative)",
+              "bf16, large");
+  d.k = 1024;
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
               "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
               "warpgroups (ping-pong)",
-              "bf16, large");
+              "bf16, K = 1024");
+  /* Long K where 128 x 256 tiles would leave more of the last round of
+   * tiles idle (688 tiles on 132 multiprocessors against 1376). */
+  d = desc(JITK_BFLOAT16, 2048, 11008, 4096);
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+              "tile 128x128x64, 5 stages",
+              "bf16, 2048 x 11008 x 4096");
+  d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  setenv("JITK_MM_SCHEDULE", "pingpong", 1);
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+              "tile 128x128x64, 5 stages",
+              "bf16, ping-pong forced");
+  unsetenv("JITK_MM_SCHEDULE");
+  /* Clusters of two, for measuring: the description says so. */
+  setenv("JITK_MM_CLUSTER", "2", 1);
+  jitk_matmul *cp = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &cp));
+  char cbuf[512];
+  JT_OK(e, jitk_matmul_describe(cp, cbuf, sizeof cbuf));
+  cr_assert(strstr(cbuf, "; clusters of 2 blocks sharing B (TMA multicast)") != NULL, "%s", cbuf);
+  jitk_matmul_destroy(cp);
+  unsetenv("JITK_MM_CLUSTER");
   d.n = 4096;
   d.d_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores bfloat16", "bf16, D column-major");
