@@ -13,58 +13,6 @@
 
 static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
 
-static bool ident_char(char c) {
-  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-/* Whether the epilogue's text `text` reads raw operand `name` at the
- * element's own column, `name[col]`, where evaluating the text always
- * evaluates that read. Only then may the kernel load the operand's
- * columns ahead, when it takes a tile (matmul_sm90.cuh's col_vec): every
- * element inside D evaluates the text, so the original reads every
- * column of a tile too and the early loads touch nothing it would not.
- * Conservatively, a text with anything that may skip or not evaluate an
- * operand (?:, && and ||, braces, sizeof and its kin, assert) or that
- * hides text (comments, literals, directives) reads ahead nothing. */
-static bool reads_at_col(const char *text, const char *name) {
-  if (text == NULL) return false;
-  static const char *const bad[] = {"?", "&&", "||", "{", "\"", "'", "#", "//", "/*", NULL};
-  for (int i = 0; bad[i] != NULL; i++)
-    if (strstr(text, bad[i]) != NULL) return false;
-  static const char *const unevaluated[] = {"sizeof", "decltype", "alignof", "_Alignof",
-                                            "typeid", "noexcept", "assert",  NULL};
-  size_t nlen = strlen(name);
-  bool found = false;
-  for (size_t i = 0; text[i] != '\0';) {
-    if (!ident_char(text[i]) || (text[i] >= '0' && text[i] <= '9')) {
-      i++;
-      continue;
-    }
-    size_t j = i;
-    while (ident_char(text[j])) j++;
-    for (int u = 0; unevaluated[u] != NULL; u++)
-      if (j - i == strlen(unevaluated[u]) && strncmp(text + i, unevaluated[u], j - i) == 0)
-        return false;
-    /* The operand itself, not a member or a qualified name of that name. */
-    bool member = i > 0 && (text[i - 1] == '.' || text[i - 1] == '>' || text[i - 1] == ':');
-    if (!member && j - i == nlen && strncmp(text + i, name, nlen) == 0) {
-      size_t k = j;
-      while (text[k] == ' ' || text[k] == '\t' || text[k] == '\n') k++;
-      if (text[k] == '[') {
-        k++;
-        while (text[k] == ' ' || text[k] == '\t' || text[k] == '\n') k++;
-        if (strncmp(text + k, "col", 3) == 0 && !ident_char(text[k + 3])) {
-          k += 3;
-          while (text[k] == ' ' || text[k] == '\t' || text[k] == '\n') k++;
-          if (text[k] == ']') found = true;
-        }
-      }
-    }
-    i = j;
-  }
-  return found;
-}
-
 /* The element type of raw operand p as the kernel declares it. */
 static const char *col_type(const jk_mm_spec *s, const jk_mm_source_in *in, size_t p) {
   const jk_param_decl *d = &in->params->params[p];
@@ -84,11 +32,14 @@ static size_t col_vecs(const jk_mm_spec *s, const jk_mm_source_in *in, size_t id
   for (size_t p = 0; p < in->params->count && n < JK_MM_COL_VECS; p++) {
     const jk_param_decl *d = &in->params->params[p];
     if (!d->raw) continue;
-    bool at_col = reads_at_col(in->epilogue, d->name);
+    /* Every element inside D evaluates each of these texts, so an
+     * operand that one of them always reads at `col` has every column of a
+     * tile read anyway, and the early loads touch nothing more. */
+    bool at_col = jk_code_always_reads_at(in->epilogue, d->name, "col");
     for (size_t i = 0; !at_col && i < in->num_outputs; i++)
-      at_col = reads_at_col(in->outputs[i].expr, d->name);
+      at_col = jk_code_always_reads_at(in->outputs[i].expr, d->name, "col");
     for (size_t i = 0; !at_col && i < in->num_reductions; i++)
-      at_col = reads_at_col(in->reductions[i].expr, d->name);
+      at_col = jk_code_always_reads_at(in->reductions[i].expr, d->name, "col");
     if (at_col) idx[n++] = p;
   }
   return n;
@@ -252,8 +203,10 @@ static void emit_scales(jk_buf *b, const jk_mm_spec *s) {
  * applied to one accumulator, written to D. The wgmma kernel's value
  * lambda computes the same and returns it; its put2 writes pairs of a
  * column-major D, and _jk_rowp gives the rows of a row-major D that TMA
- * cannot store (rows off 16 bytes), which go through shared memory. */
-static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
+ * cannot store (rows off 16 bytes), which go through shared memory.
+ * Whether it defined _jk_pre, which loads the operands read ahead
+ * (col_vecs) and which the tile loop must then be given. */
+static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
                         const char *acc_type) {
   const char *acc = ct(s->acc);
   size_t cv[JK_MM_COL_VECS], ncv = col_vecs(s, in, cv);
@@ -373,6 +326,7 @@ static void emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                   "    return _jk_d + batch * _jk_sd + row * _jk_ldd;\n"
                   "  };\n",
                   ct(s->d));
+  return ncv > 0;
 }
 
 /* The head of one of the module's kernels, NAME then `suffix`, up to its
@@ -551,6 +505,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     } else {
       jk_buf_puts(&b, "  jitk::mm90::no_red _jk_rs;\n");
     }
+    bool pre = false; /* _jk_pre defined */
     if (s->split && s->swap)
       /* The same, the kernel's rows and columns being the user's columns
        * and rows: the workspace keeps the user's layout, which the fix-up
@@ -558,8 +513,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
       jk_buf_puts(
           &b,
           "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v, int, "
-          "bool) "
-          "-> float {\n"
+          "bool) -> float {\n"
           "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
           "  auto _jk_put2 = [&](long long z, long long _jk_kr, long long _jk_kc, "
           "float _jk_v0, float _jk_v1) {\n"
@@ -574,8 +528,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
       jk_buf_puts(
           &b,
           "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v, int, "
-          "bool) "
-          "-> float {\n"
+          "bool) -> float {\n"
           "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
           "  auto _jk_put2 = [&](long long z, long long row, long long col, float _jk_v0, "
           "float _jk_v1) {\n"
@@ -585,7 +538,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
           "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
           "  };\n");
     else
-      emit_output(&b, s, in, file, "float");
+      pre = emit_output(&b, s, in, file, "float");
     /* A split kernel's workspace rows, for stage_rows (a swapped kernel,
      * which stores from registers, passes it unused). */
     if (s->split)
@@ -606,7 +559,6 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
      * tf32's operands are K-major (transposed first where needed). A
      * swapped kernel's rows run along N, and it stores from registers,
      * needing no staging for TMA. */
-    size_t cv[JK_MM_COL_VECS];
     const bool a_mn = s->a != JITK_FLOAT32 && (s->swap ? s->b_n : !s->a_k),
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
@@ -620,8 +572,8 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
         !s->swap && (s->split || s->d_row) ? "true" : "false", s->promote ? "true" : "false",
         s->cluster > 1 ? s->cluster : 1, s->split ? "_jk_splits" : "1u",
-        s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n",
-        col_vecs(s, in, cv) > 0 ? ", _jk_pre" : "", amax_commit);
+        s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n", pre ? ", _jk_pre" : "",
+        amax_commit);
   } else {
     jk_buf_printf(&b,
                   ") {\n"
@@ -658,7 +610,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     } else {
       jk_buf_printf(&b, "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n", ct(s->d));
       emit_scales(&b, s);
-      emit_output(&b, s, in, file, s->kind == JK_MM_MMA ? "float" : acc);
+      (void)emit_output(&b, s, in, file, s->kind == JK_MM_MMA ? "float" : acc);
     }
     jk_buf_printf(
         &b,
@@ -702,7 +654,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n",
                   ct(s->d));
     emit_scales(&b, s);
-    emit_output(&b, &fs, in, file, "float");
+    (void)emit_output(&b, &fs, in, file, "float");
     jk_buf_puts(&b,
                 "  const long long _jk_col = (long long)blockIdx.x * 256 + threadIdx.x;\n"
                 "  const long long _jk_plane = (long long)gridDim.z * _jk_m * _jk_n;\n"

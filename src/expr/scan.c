@@ -1,8 +1,9 @@
 /*
- * A C++ token scanner just good enough to answer two questions about a
- * user's operation: does it use a name, and is a name's first use a plain
- * assignment. It skips comments and literals and tracks nesting; it never
- * needs to understand the code beyond that.
+ * A C++ token scanner just good enough to answer a few questions about a
+ * user's operation: does it use a name, is a name's first use a plain
+ * assignment, does every evaluation of an expression read name[index].
+ * It skips comments and literals and tracks nesting; it never needs to
+ * understand the code beyond that.
  */
 #include <ctype.h>
 #include <string.h>
@@ -147,6 +148,42 @@ bool jk_code_assigns_first(const char *code, const char *name) {
     stmt_start = depth == 0 && t.kind == T_PUNCT && (is(&t, ";") || is(&t, "}"));
   }
   return false;
+}
+
+bool jk_code_always_reads_at(const char *code, const char *name, const char *index) {
+  if (code == NULL) return false;
+  /* Text that may skip a read (?:, && and ||, blocks) or that hides text
+   * from the tokens below (comments, literals, directives). */
+  static const char *const bad[] = {"?", "&&", "||", "{", "\"", "'", "#", "//", "/*", NULL};
+  for (int i = 0; bad[i] != NULL; i++)
+    if (strstr(code, bad[i]) != NULL) return false;
+  /* Names whose operands are never evaluated, or may not be. */
+  static const char *const unevaluated[] = {"sizeof", "decltype", "alignof", "_Alignof",
+                                            "typeid", "noexcept", "assert",  NULL};
+  size_t len = strlen(name), ilen = strlen(index);
+  bool found = false;
+  tok t, prev = {T_END, NULL, 0};
+  jk_lex lx;
+  jk_lex_init(&lx, code);
+  for (next_tok(&lx, &t); t.kind != T_END; prev = t, next_tok(&lx, &t)) {
+    if (t.kind != T_IDENT) continue;
+    for (int u = 0; unevaluated[u] != NULL; u++)
+      if (is(&t, unevaluated[u])) return false;
+    /* `x.name`, `x->name` and `ns::name` are not the operand. */
+    bool member = prev.kind == T_PUNCT && (is(&prev, ".") || is(&prev, "->") || is(&prev, "::"));
+    if (member || t.n != len || memcmp(t.s, name, len) != 0) continue;
+    /* name [ index ], looked at from a copy of the cursor, so that every
+     * token is still checked above. */
+    jk_lex ahead = lx;
+    tok a, b, c;
+    next_tok(&ahead, &a);
+    next_tok(&ahead, &b);
+    next_tok(&ahead, &c);
+    if (is(&a, "[") && b.kind == T_IDENT && b.n == ilen && memcmp(b.s, index, ilen) == 0 &&
+        is(&c, "]"))
+      found = true;
+  }
+  return found;
 }
 
 /* --- preprocessor line directives in users' code --- */

@@ -25,6 +25,17 @@ bool jk_code_uses(const char *code, const char *name);
 bool jk_code_assigns_first(const char *code, const char *name);
 
 /*
+ * Whether every evaluation of expression `code` reads `name[index]`, both
+ * identifiers, with nothing but whitespace between the tokens: then the
+ * read may be made early, as matmul plans do for `bias[col]`.
+ * Conservatively false for any text with something that may skip or not
+ * evaluate a read (?:, && and ||, braces, sizeof and its kin, assert) or
+ * that hides text (comments, literals, directives); a `name` after `.`,
+ * `->` or `::` is another name.
+ */
+bool jk_code_always_reads_at(const char *code, const char *name, const char *index);
+
+/*
  * Where `code` has a line directive (`#line N "file"`, or its short form
  * `# N "file"`), as a byte offset, with the directive's length in
  * *length; -1 when it has none. Comments, literals (raw ones too) and the

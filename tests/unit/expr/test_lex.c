@@ -178,3 +178,32 @@ Test(scan, reads_as_the_preprocessor) {
   /* An unterminated literal ends with its line. */
   cr_assert(jk_code_uses("c = 'a\nb = x;", "x"));
 }
+
+/* Reads that every evaluation of an expression makes, which a matmul
+ * plan may make early: name[index] as tokens, nothing that may skip or
+ * never evaluate it, nothing that hides text. */
+Test(scan, always_reads_at) {
+  cr_assert(jk_code_always_reads_at("acc + bias[col]", "bias", "col"));
+  cr_assert(jk_code_always_reads_at("relu(acc + bias [ col ]) * 2", "bias", "col"));
+  cr_assert(jk_code_always_reads_at("acc>bias[col]", "bias", "col"));
+  cr_assert(jk_code_always_reads_at("(acc, bias\n[col])", "bias", "col"));
+  /* May skip the read, or never evaluates it. */
+  cr_assert(!jk_code_always_reads_at("row < 3 ? acc + bias[col] : acc", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc > 0 && bias[col] > 0", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc > 0 || bias[col] > 0", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + sizeof(bias[col])", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + decltype(bias[col])(0)", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("[&] { return bias[col]; }()", "bias", "col"));
+  /* Hides text. */
+  cr_assert(!jk_code_always_reads_at("acc + bias[col] /* c */", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + bias[col] // c", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + bias[col] + 'a'", "bias", "col"));
+  /* Other indices, other names, members. */
+  cr_assert(!jk_code_always_reads_at("acc + bias[col + 1]", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + bias[column]", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + bias2[col]", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + x.bias[col]", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + x->bias[col]", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc + ns::bias[col]", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at(NULL, "bias", "col"));
+}
