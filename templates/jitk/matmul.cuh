@@ -16,23 +16,46 @@ namespace jitk {
 namespace mm {
 
 // Activations the epilogue may use. The float forms are branch-free: one
-// exponential (ex2.approx) and one fast division each, within 1e-5
-// relative of the exact functions where these are not tiny.
-// tanhf and IEEE division cost an epilogue's warp tens of instructions a
-// value, and with GELU the epilogue, not the tensor cores, set the speed
-// (0.6 of the bias-only plan at 4096 x 4096 x 1024 on the H200; these
-// forms 0.83). tanh(u) = 1 - 2 / (1 + e^(2u)), so gelu(x) = x / (1 +
-// e^(-2u)); at the ends the exponential goes to 0 or infinity and the
-// quotient to its limit (__fdividef gives 0 for a divisor beyond 2^126).
+// base-2 exponential and one reciprocal on the multi-function unit each
+// (ex2.approx.ftz, rcp.approx.ftz), within 1e-5 relative of the exact
+// functions where these are not tiny. tanhf and IEEE division cost an
+// epilogue's warp tens of instructions a value, and with GELU the
+// epilogue, not the tensor cores, set the speed (0.6 of the bias-only plan
+// at 4096 x 4096 x 1024 on the H200; __expf and __fdividef 0.83). Those two
+// without .ftz also scale subnormal arguments and results around each
+// unit operation, a few instructions more a value; here a result below
+// 2^-126 is 0 instead, which a float32 or narrower D rounds it to anyway
+// but for the last bits of subnormals. tanh(u) = 1 - 2 / (1 + e^(2u)), so
+// gelu(x) = x / (1 + e^(-2u)); at the ends the exponential goes to 0 or
+// infinity and the reciprocal to 1 or 0. The constants fold log2(e) into
+// GELU's sqrt(2 / pi) and 0.044715.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1 / (1 + e^(2 sqrt(2 / pi) s (x + 0.044715 x^3))) for s = +-1: the
+// logistic function of GELU's argument, one exponential and one
+// reciprocal.
+template <int S>
+__device__ __forceinline__ float gelu_logistic(float x) {
+  const float c1 = S * 2.302208198144325f, c3 = S * 0.1029432395800235f;
+  return rcp_ftz(1.f + exp2_ftz(x * __fmaf_rn(c3, x * x, c1)));
+}
 __device__ __forceinline__ float relu(float x) { return x > 0.f ? x : 0.f; }
 __device__ __forceinline__ double relu(double x) { return x > 0. ? x : 0.; }
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) {
+  return rcp_ftz(1.f + exp2_ftz(-1.4426950408889634f * x));
+}
 __device__ __forceinline__ double sigmoid(double x) { return 1. / (1. + exp(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 __device__ __forceinline__ double silu(double x) { return x * sigmoid(x); }
-__device__ __forceinline__ float gelu(float x) {
-  return __fdividef(x, 1.f + __expf(-1.5957691216f * (x + 0.044715f * x * x * x)));
-}
+__device__ __forceinline__ float gelu(float x) { return x * gelu_logistic<-1>(x); }
 __device__ __forceinline__ double gelu(double x) {
   return 0.5 * x * (1. + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
@@ -42,8 +65,7 @@ __device__ __forceinline__ double gelu(double x) {
 __device__ __forceinline__ float drelu(float x) { return x > 0.f ? 1.f : 0.f; }
 __device__ __forceinline__ double drelu(double x) { return x > 0. ? 1. : 0.; }
 __device__ __forceinline__ float dgelu(float x) {
-  const float t =
-      1.f - __fdividef(2.f, 1.f + __expf(1.5957691216f * (x + 0.044715f * x * x * x)));
+  const float t = 1.f - 2.f * gelu_logistic<1>(x);
   return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * 0.7978845608f * (1.f + 0.134145f * x * x);
 }
 __device__ __forceinline__ double dgelu(double x) {
