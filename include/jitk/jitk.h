@@ -1813,8 +1813,11 @@ typedef struct jitk_matmul_desc {
    * by jitk_matmul_execute_ex. See "FP8 plans" below. Fields added here;
    * a caller compiled before them (a smaller struct_size) gets 0. */
   int has_a_scale, has_b_scale, has_d_scale, has_amax_d;
-  /* Split-K, for products with too few output tiles to fill the device
-   * (decode shapes: M up to a few hundred, N and K large): K is cut into
+  /* Split-K, for products with too few output tiles to keep the device
+   * busy (a few tiles and a long K; decode shapes, M up to a few hundred
+   * with N and K large, are bound by reading B, which the busy
+   * multiprocessors already do at the memory's pace, so jitk keeps them
+   * whole): K is cut into
    * slices computed by separate blocks, whose float32 partial tiles are
    * summed in slice order by a second small kernel that then applies
    * alpha, beta * C, the epilogue, the outputs and the reductions once per

@@ -530,18 +530,45 @@ static double wave_use(const jitk_engine *e, const jitk_matmul *p, int64_t bn) {
 }
 
 /*
- * Split-K's choice: a small model of the time in K-steps of one
- * multiprocessor (a step of a 128 x 128 tile moves 32 KiB of 16-bit A and
- * B; about a microsecond when every multiprocessor streams at once on an
- * H200, as decode shapes do). Unsplit, the tiles run in waves over the
- * multiprocessors (one block each; two for the smaller mma.sync tiles),
- * each tile all K-steps long. Cut into s slices, s times as many items
- * run in their own waves, each K-steps / s long, and the fix-up costs a
- * launch (about 4 steps) plus the workspace written and read once (8
- * bytes per element and slice, at about 3 MB per step over the device).
- * A split is taken when the model saves a tenth at least; slices keep 4
- * K-steps at least, and 64 slices at most.
+ * Split-K's choice: a model of the time a plan takes with s slices of K.
+ * Unsplit, the tiles run in rounds over the multiprocessors (one block
+ * each; two for the smaller mma.sync tiles), each tile all K-steps long;
+ * cut into s slices, s times as many items run in their own rounds, each
+ * K-steps / s long, and the fix-up adds its launch and its pass over the
+ * workspace (8 bytes per element and slice, at about 3 TB/s). A split is
+ * taken when the model saves a tenth at least; slices keep 4 K-steps at
+ * least, and 64 slices at most.
+ *
+ * wgmma kernels, in microseconds, fitted to the H200 (docs/PERFORMANCE.md,
+ * 2026-12-03, decode shapes with each split forced): a multiprocessor
+ * takes about 0.37 us for a K-step of a 128 x 128 tile (32 KiB of A and
+ * B, and its MMAs), a narrower swapped tile less in proportion to its
+ * bytes, and all of them together read A and B from memory at about 3.5
+ * TB/s: a plan takes the longer of its busiest multiprocessor's steps and
+ * that one read. Decode shapes are bound by the read, which 64 busy
+ * multiprocessors of 132 already pull (1 to 64 x 8192 x 8192 unsplit:
+ * 1.00-1.07 of cuBLASLt; cut in two, 0.86-0.96), so a split, which
+ * shortens only the steps, no longer pays there. The fix-up's launch
+ * costs 8 us (two slices of 256 x 8192 x 8192 ran 21 us longer than none,
+ * in as many rounds).
+ *
+ * The other kinds, in K-steps of one multiprocessor (a step of a 128 x
+ * 128 tile moves 32 KiB of 16-bit A and B, about a microsecond when every
+ * multiprocessor streams at once): the launch costs 4.
  */
+typedef struct split_model {
+  bool wgmma;
+  double tiles, slots, ktiles, step, read, elems;
+} split_model;
+
+static double split_cost(const split_model *m, double slices) {
+  const double steps = ceil(m->tiles * slices / m->slots) * ceil(m->ktiles / slices);
+  const double fixup = slices > 1 ? slices * m->elems * 8 / 3e6 : 0;
+  const double busy = steps * m->step;
+  if (m->wgmma) return (busy > m->read ? busy : m->read) + (slices > 1 ? 8 + fixup : 0);
+  return steps + (slices > 1 ? 4 + fixup : 0);
+}
+
 int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   const jitk_matmul_desc *d = &p->d;
   if (d->a_dtype == JITK_FLOAT64 || d->m == 0 || d->n == 0 || sms < 1) return 1;
@@ -551,17 +578,25 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   const bool swap = kind == JK_MM_WGMMA && p->swap;
   const int64_t rows = swap ? d->n : d->m, cols = swap ? d->m : d->n;
   const int64_t tiles_m = (rows + JK_MM_TILE - 1) / JK_MM_TILE, tiles_n = (cols + bn - 1) / bn;
-  const double tiles = (double)tiles_m * (double)tiles_n * (double)d->batch;
+  split_model m;
+  m.wgmma = kind == JK_MM_WGMMA;
+  m.tiles = (double)tiles_m * (double)tiles_n * (double)d->batch;
   size_t smem = (size_t)p->stages * (size_t)p->arow * (JK_MM_TILE + (size_t)bn);
-  const double slots = (double)sms * (kind == JK_MM_MMA && smem <= 113 * 1024 ? 2 : 1);
-  if (tiles >= 4 * slots || kt < 8) return 1;
-  const double elems = (double)d->m * (double)d->n * (double)d->batch;
-  const double plain = ceil(tiles / slots) * (double)kt;
+  m.slots = (double)sms * (kind == JK_MM_MMA && smem <= 113 * 1024 ? 2 : 1);
+  if (m.tiles >= 4 * m.slots || kt < 8) return 1;
+  m.ktiles = (double)kt;
+  const double narrow = (double)(JK_MM_TILE + bn) / (2.0 * JK_MM_TILE),
+               wide = (double)bn / JK_MM_TILE;
+  m.step = 0.37 * (narrow > wide ? narrow : wide);
+  m.read = ((double)d->m * (double)jk_dtype(d->a_dtype)->size +
+            (double)d->n * (double)jk_dtype(d->b_dtype)->size) *
+           (double)d->k * (double)d->batch / 3.5e6;
+  m.elems = (double)d->m * (double)d->n * (double)d->batch;
+  const double plain = split_cost(&m, 1);
   double best_cost = plain;
   int best = 1;
   for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
-    double cost = ceil(tiles * (double)sp / slots) * ceil((double)kt / (double)sp) + 4 +
-                  (double)sp * elems * 8 / 3e6;
+    const double cost = split_cost(&m, (double)sp);
     if (cost < best_cost) {
       best_cost = cost;
       best = (int)sp;

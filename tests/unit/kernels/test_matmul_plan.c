@@ -902,20 +902,29 @@ static int split_of(jitk_engine *e, jitk_matmul *p) {
 }
 
 /* Decode shapes leave most of the 132 multiprocessors of an sm_90 part
- * without a tile, so jitk splits K; a prefill shape has tiles enough. */
-Test(matmul_plan, split_k_chosen_for_decode_shapes) {
+ * without a tile, yet are bound by reading B, which the busy ones already
+ * do at the memory's pace, so jitk keeps them whole; a few tiles with a
+ * long K are bound by their multiprocessors' steps, and split. */
+Test(matmul_plan, split_k_chosen_by_the_model) {
   jitk_engine *e = jt_compile_engine("sm_90");
   static const int64_t ms[] = {1, 8, 32, 128};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
     jitk_matmul_desc d = desc(JITK_BFLOAT16, ms[i], 8192, 8192);
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    int split = split_of(e, p);
+    cr_assert(split == 1, "M %lld: split %d", (long long)ms[i], split);
+    jitk_matmul_destroy(p);
+  }
+  {
+    /* 16 tiles of 128 x 128, 1024 K-tiles of 64: 8 slices make 128
+     * items; 16 would take two rounds of 132. */
+    jitk_matmul_desc d = desc(JITK_BFLOAT16, 512, 512, 65536);
     d.epilogue = "relu(acc + bias[col])";
     d.epilogue_params = "raw T bias";
     jitk_matmul *p = NULL;
     JT_OK(e, jitk_matmul_create(e, &d, &p));
-    int split = split_of(e, p);
-    /* 64 tiles (of 128 x 8 or 128 x 32 with A and B swapped), 128
-     * K-tiles of 64: two slices fill 128. */
-    cr_assert(split == 2, "M %lld: split %d", (long long)ms[i], split);
+    cr_assert_eq(split_of(e, p), 8);
     const char *src = NULL;
     JT_OK(e, jitk_matmul_source(p, &src));
     cr_assert(strstr(src, "matmul_sk(") != NULL, "the fix-up kernel");
@@ -945,11 +954,16 @@ Test(matmul_plan, split_k_chosen_for_decode_shapes) {
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 7);
   jitk_matmul_destroy(p);
-  /* tf32 decode: K-tiles of 32. */
+  /* tf32: K-tiles of 32, a decode shape whole, long K in 8 slices. */
   d = desc(JITK_FLOAT32, 16, 8192, 8192);
   d.compute = JITK_COMPUTE_TF32;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
-  cr_assert_eq(split_of(e, p), 2);
+  cr_assert_eq(split_of(e, p), 1);
+  jitk_matmul_destroy(p);
+  d = desc(JITK_FLOAT32, 512, 512, 65536);
+  d.compute = JITK_COMPUTE_TF32;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert_eq(split_of(e, p), 8);
   jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
 }
@@ -1041,11 +1055,11 @@ Test(matmul_plan, split_k_errors) {
   cr_assert_eq(split_of(e, p), 1, "jitk does not split a float64 plan either");
   jitk_matmul_destroy(p);
   /* A caller compiled before split_k passes the smaller struct_size. */
-  d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  d = desc(JITK_BFLOAT16, 512, 512, 65536);
   d.split_k = 99; /* beyond the old size: not read */
   d.struct_size = offsetof(jitk_matmul_desc, split_k);
   JT_OK(e, jitk_matmul_create(e, &d, &p));
-  cr_assert_eq(split_of(e, p), 2);
+  cr_assert_eq(split_of(e, p), 8, "jitk's own choice");
   jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
 }
@@ -1060,7 +1074,7 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   char buf[128];
   jk_mm_choice_format(p, buf, sizeof buf);
   /* M = 16 swaps A and B: a 128 x 16 tile in 12 stages. */
-  cr_assert_str_eq(buf, "bn=16 arow=128 stages=12 pingpong=0 split=2 swap=1");
+  cr_assert_str_eq(buf, "bn=16 arow=128 stages=12 pingpong=0 split=1 swap=1");
   const char *stored = "bn=256 arow=128 stages=3 pingpong=0 split=7";
   cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
   jk_mm_choice_format(p, buf, sizeof buf);
@@ -1075,8 +1089,11 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=64 stages=5 pingpong=1 split=2"));
   cr_assert_eq(p->split, 128, "a refused choice leaves the plan as it was");
   cr_assert(!p->swap, "a choice without swap= is unswapped");
-  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 2);
-  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 64), 1, "64 tiles fill 64 multiprocessors");
+  /* 64 tiles of 128 x 128: reading B (8192 x 8192) bounds them on 132
+   * multiprocessors; on 16 they take four full rounds, which slices
+   * cannot shorten. */
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 1);
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 16), 1);
   /* Swapped choices: the narrow tiles, more stages, no ping-pong. */
   stored = "bn=8 arow=128 stages=12 pingpong=0 split=3 swap=1";
   cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
@@ -1085,14 +1102,14 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   cr_assert_str_eq(buf, stored);
   /* 64 tiles of 128 rows of N by two of 8 columns of M (16): 128 tiles
    * nearly fill 132 multiprocessors, so no split; 16 tiles of 16 columns
-   * would leave 64 tiles and take two slices. */
+   * would leave 64 tiles, still bound by reading B. */
   cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 1);
   cr_assert(
       jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=16 arow=128 stages=12 pingpong=0 swap=1") == false,
       "swap= comes after split=");
   cr_assert(
       jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=16 arow=128 stages=12 pingpong=0 split=1 swap=1"));
-  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 2);
+  cr_assert_eq(jk_mm_auto_split(p, JK_MM_WGMMA, 132), 1, "bound by reading B");
   cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=8 arow=128 stages=5 pingpong=0 split=3"),
             "a narrow tile needs the swap");
@@ -1255,8 +1272,8 @@ Test(matmul_plan, swapped_kernels_compile) {
  * promoting kernel then compiling cleanly with the split's workspace. */
 Test(matmul_plan, fp8_split_k_in_k_tiles_of_128) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  /* K = 1664: 13 K-tiles of 128. */
-  jitk_matmul_desc d = fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 16, 512, 1664);
+  /* K = 16384: 128 K-tiles of 128 for 4 tiles, which jitk splits. */
+  jitk_matmul_desc d = fp8_desc(JITK_FLOAT8_E4M3, JITK_FLOAT8_E4M3, JITK_BFLOAT16, 16, 512, 16384);
   d.epilogue = "acc + bias[col]";
   d.epilogue_params = "raw bfloat16 bias";
   jitk_matmul *p = NULL;
@@ -1265,10 +1282,12 @@ Test(matmul_plan, fp8_split_k_in_k_tiles_of_128) {
   JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
   cr_assert(strstr(buf, "(each K-tile's sum promoted") != NULL, "%s", buf);
   const int split = split_of(e, p);
-  cr_assert(split > 1 && split <= 13, "split %d: %s", split, buf);
+  cr_assert(split > 1 && split <= 32, "split %d: %s", split, buf);
   cr_assert(strstr(buf, "K-tiles of 128, float32 workspace") != NULL, "%s", buf);
   expect_clean_kernel(p, "auto split", (size_t)split);
   jitk_matmul_destroy(p);
+  /* K = 1664: 13 K-tiles of 128. */
+  d.k = 1664;
   d.split_k = 13;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 13);
