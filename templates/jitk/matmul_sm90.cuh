@@ -847,25 +847,46 @@ __device__ __forceinline__ void out_rows(const O (&h)[16], O *o, long long ld, l
       t[k][1] = out_sel(b1, keep, got);
     }
     /* Round 2: lanes q and q ^ 1 swap k; res[s] is then group q's pair
-     * from lane s: columns 8 q + 2 s and 8 q + 2 s + 1. */
-    out8<O> v;
+     * from lane s: columns 8 q + 2 s and 8 q + 2 s + 1. The eight
+     * elements go out as whole words, by vector stores written in PTX:
+     * the compiler merged a plain vector store with the element-by-element
+     * stores of the other branch, which write the same addresses, into
+     * seven narrow stores on both paths (the first row half's, in the
+     * forward pass with an output: 1.75 times the sectors, ncu). */
+    constexpr int PW = static_cast<int>(sizeof(out_pair<O>) / 4);
+    unsigned int w[4 * PW];
 #pragma unroll
     for (int j = 0; j < 2; j++) {
       const out_pair<O> keep = out_sel(b0, t[1][j], t[0][j]);
       const out_pair<O> got = out_shfl(out_sel(b0, t[0][j], t[1][j]), 1);
       const out_pair<O> lo = out_sel(b0, got, keep), hi = out_sel(b0, keep, got);
-      memcpy(&v.e[4 * j], &lo, 2 * sizeof(O));
-      memcpy(&v.e[4 * j + 2], &hi, 2 * sizeof(O));
+#pragma unroll
+      for (int i = 0; i < PW; i++) {
+        w[2 * j * PW + i] = lo.w[i];
+        w[(2 * j + 1) * PW + i] = hi.w[i];
+      }
     }
     const long long r = row + hh * 8, c = c0 + q * 8;
     if (r < m) {
       O *const p = o + r * ld + c;
       if (c + 8 <= n && reinterpret_cast<unsigned long long>(p) % alignof(out8<O>) == 0) {
-        *reinterpret_cast<out8<O> *>(p) = v;
-      } else {
+        if constexpr (sizeof(O) == 1) {
+          /* A pair is the low two bytes of its word. */
+          asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p),
+                       "r"((w[0] & 0xffffu) | (w[1] << 16)), "r"((w[2] & 0xffffu) | (w[3] << 16)));
+        } else {
 #pragma unroll
-        for (int e = 0; e < 8; e++)
-          if (c + e < n) p[e] = v.e[e];
+          for (int i = 0; i < PW; i++)
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p + 16 / sizeof(O) * i),
+                         "r"(w[4 * i]), "r"(w[4 * i + 1]), "r"(w[4 * i + 2]), "r"(w[4 * i + 3]));
+        }
+      } else {
+        O e[8];
+#pragma unroll
+        for (int k = 0; k < 4; k++) memcpy(&e[2 * k], &w[k * PW], 2 * sizeof(O));
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+          if (c + k < n) p[k] = e[k];
       }
     }
   }
