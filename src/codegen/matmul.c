@@ -57,10 +57,42 @@ static bool has_red_struct(const jk_mm_spec *s, const jk_mm_source_in *in) {
   return jk_mm_tile_reduces(s) && (in->num_reductions > 0 || tile_outputs(s, in));
 }
 
+/* Whether the wgmma value lambda may compute every element, inside D or
+ * not, and choose afterwards: its texts read memory through no operand
+ * but those read ahead at `col` (which then read registers), C is not
+ * read, no preamble declares anything they might read, and outputs and
+ * reductions wait in the reduction object rather than being stored from
+ * the lambda. The choice is then a select, where a branch around each
+ * value cost five instructions a value (a convergence barrier and its
+ * wait, the branch, two predicated moves: ncu, GELU with an output at
+ * 4096 x 4096 x 1024), as many as GELU itself. cv: the operands read
+ * ahead (col_vecs). */
+static bool whole_values(const jk_mm_spec *s, const jk_mm_source_in *in, const size_t *cv,
+                         size_t ncv) {
+  if (s->kind != JK_MM_WGMMA || s->swap || s->split || (s->has_c && s->beta != 0.0)) return false;
+  if (in->preamble != NULL && in->preamble[strspn(in->preamble, " \t\r\n")] != '\0') return false;
+  if ((in->num_outputs > 0 && !tile_outputs(s, in)) ||
+      (in->num_reductions > 0 && !jk_mm_tile_reduces(s)))
+    return false;
+  for (size_t p = 0; p < in->params->count; p++) {
+    const jk_param_decl *d = &in->params->params[p];
+    if (!d->raw) continue;
+    bool ahead = false;
+    for (size_t i = 0; i < ncv; i++) ahead = ahead || cv[i] == p;
+    const char *index = ahead ? "col" : NULL;
+    if (!jk_code_reads_only_at(in->epilogue, d->name, index)) return false;
+    for (size_t i = 0; i < in->num_outputs; i++)
+      if (!jk_code_reads_only_at(in->outputs[i].expr, d->name, index)) return false;
+    for (size_t i = 0; i < in->num_reductions; i++)
+      if (!jk_code_reads_only_at(in->reductions[i].expr, d->name, index)) return false;
+  }
+  return true;
+}
+
 /* With outputs or reductions: D's value first, then each output and each
  * reduction's term, which may use it, then D. */
 static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in, const char *file,
-                        const char *d_at) {
+                        const char *d_at, bool whole) {
   jk_buf_puts(b, "    const T value = static_cast<T>(\n");
   if (in->epilogue != NULL && *in->epilogue)
     jk_cg_user_code(b, "epilogue", in->epilogue, ");", file);
@@ -92,9 +124,18 @@ static void emit_extras(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
     snprintf(label, sizeof label, "reduction %s", r->name);
     jk_cg_user_code(b, label, r->expr, ");", file);
   }
-  if (s->amax) jk_buf_puts(b, "    jitk::mm::amax_fold(_jk_amax_v, value);\n");
+  /* whole_values: outside D, the reductions' terms are their identities,
+   * the outputs' values 0, and amax sees 0. */
+  if (whole && in->num_outputs + in->num_reductions > 0)
+    jk_buf_puts(b, "    if (!_jk_in) _jk_rs.none();\n");
+  if (s->amax)
+    jk_buf_printf(b, "    jitk::mm::amax_fold(_jk_amax_v, %s);\n",
+                  whole ? "_jk_in ? value : static_cast<T>(0)" : "value");
   const char *scaled = s->d_scale ? "value * static_cast<T>(_jk_dscale)" : "value";
-  if (s->kind == JK_MM_WGMMA)
+  if (s->kind == JK_MM_WGMMA && whole)
+    jk_buf_printf(b, "    return _jk_in ? static_cast<%s>(%s) : static_cast<%s>(0.f);\n", ct(s->d),
+                  scaled, ct(s->d));
+  else if (s->kind == JK_MM_WGMMA)
     jk_buf_printf(b, "    return static_cast<%s>(%s);\n", ct(s->d), scaled);
   else
     jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(%s);\n", d_at, ct(s->d), scaled);
@@ -210,6 +251,7 @@ static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                         const char *acc_type) {
   const char *acc = ct(s->acc);
   size_t cv[JK_MM_COL_VECS], ncv = col_vecs(s, in, cv);
+  const bool whole = whole_values(s, in, cv, ncv);
   for (size_t i = 0; i < ncv; i++)
     jk_buf_printf(b, "  jitk::mm90::col_vec<%s, %d> _jk_cv%zu;\n", col_type(s, in, cv[i]), s->bn,
                   i);
@@ -246,12 +288,15 @@ static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                     "    const %s _jk_h%zu = _jk_cv%zu.cur[_jk_slot & 1];\n",
                     i, col_type(s, in, cv[i]), i, i);
     /* Outside D, the reductions' terms are their identities. */
-    jk_buf_printf(b,
-                  "    if (row >= _jk_m || col >= _jk_n) {\n"
-                  "      _jk_rs.none();\n"
-                  "      return static_cast<%s>(0.f);\n"
-                  "    }\n",
-                  ct(s->d));
+    if (whole)
+      jk_buf_puts(b, "    const bool _jk_in = row < _jk_m && col < _jk_n;\n");
+    else
+      jk_buf_printf(b,
+                    "    if (row >= _jk_m || col >= _jk_n) {\n"
+                    "      _jk_rs.none();\n"
+                    "      return static_cast<%s>(0.f);\n"
+                    "    }\n",
+                    ct(s->d));
     for (size_t i = 0; i < ncv; i++)
       jk_buf_printf(b,
                     "    const jitk::mm90::col_view<%s, %s> _jk_cw%zu{%s.p, col, _jk_h%zu};\n"
@@ -281,7 +326,10 @@ static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
   jk_buf_puts(b, "    (void)acc;\n");
   const char *d_at = s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row";
   if (in->num_outputs == 0 && in->num_reductions == 0 && !s->d_scale && !s->amax) {
-    if (s->kind == JK_MM_WGMMA)
+    if (whole)
+      jk_buf_printf(b, "    const %s _jk_r = static_cast<%s>(static_cast<T>(\n", ct(s->d),
+                    ct(s->d));
+    else if (s->kind == JK_MM_WGMMA)
       jk_buf_printf(b, "    return static_cast<%s>(static_cast<T>(\n", ct(s->d));
     else
       jk_buf_printf(b, "    _jk_pd[%s] = static_cast<%s>(static_cast<T>(\n", d_at, ct(s->d));
@@ -289,8 +337,9 @@ static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
       jk_cg_user_code(b, "epilogue", in->epilogue, "));", file);
     else
       jk_buf_puts(b, "acc));\n");
+    if (whole) jk_buf_printf(b, "    return _jk_in ? _jk_r : static_cast<%s>(0.f);\n", ct(s->d));
   } else {
-    emit_extras(b, s, in, file, d_at);
+    emit_extras(b, s, in, file, d_at, whole);
   }
   jk_buf_puts(b, "  };\n");
   if (s->kind == JK_MM_WGMMA && s->swap) /* The pair is two of the user's rows in one column. */

@@ -150,18 +150,21 @@ bool jk_code_assigns_first(const char *code, const char *name) {
   return false;
 }
 
-bool jk_code_always_reads_at(const char *code, const char *name, const char *index) {
-  if (code == NULL) return false;
-  /* Text that may skip a read (?:, && and ||, blocks) or that hides text
-   * from the tokens below (comments, literals, directives). */
+/* Counts the occurrences of identifier `name` in `code` (`all`) and those
+ * of them that are `name[index]` (`at`; none when index is NULL). False,
+ * without counting, for text that may skip a read (?:, && and ||, blocks)
+ * or not evaluate one (sizeof and its kin, assert), or that hides text
+ * from the tokens (comments, literals, directives). */
+static bool count_reads(const char *code, const char *name, const char *index, size_t *all,
+                        size_t *at) {
+  *all = *at = 0;
+  if (code == NULL) return true;
   static const char *const bad[] = {"?", "&&", "||", "{", "\"", "'", "#", "//", "/*", NULL};
   for (int i = 0; bad[i] != NULL; i++)
     if (strstr(code, bad[i]) != NULL) return false;
-  /* Names whose operands are never evaluated, or may not be. */
   static const char *const unevaluated[] = {"sizeof", "decltype", "alignof", "_Alignof",
                                             "typeid", "noexcept", "assert",  NULL};
-  size_t len = strlen(name), ilen = strlen(index);
-  bool found = false;
+  size_t len = strlen(name), ilen = index != NULL ? strlen(index) : 0;
   tok t, prev = {T_END, NULL, 0};
   jk_lex lx;
   jk_lex_init(&lx, code);
@@ -172,6 +175,7 @@ bool jk_code_always_reads_at(const char *code, const char *name, const char *ind
     /* `x.name`, `x->name` and `ns::name` are not the operand. */
     bool member = prev.kind == T_PUNCT && (is(&prev, ".") || is(&prev, "->") || is(&prev, "::"));
     if (member || t.n != len || memcmp(t.s, name, len) != 0) continue;
+    (*all)++;
     /* name [ index ], looked at from a copy of the cursor, so that every
      * token is still checked above. */
     jk_lex ahead = lx;
@@ -179,11 +183,21 @@ bool jk_code_always_reads_at(const char *code, const char *name, const char *ind
     next_tok(&ahead, &a);
     next_tok(&ahead, &b);
     next_tok(&ahead, &c);
-    if (is(&a, "[") && b.kind == T_IDENT && b.n == ilen && memcmp(b.s, index, ilen) == 0 &&
-        is(&c, "]"))
-      found = true;
+    if (index != NULL && is(&a, "[") && b.kind == T_IDENT && b.n == ilen &&
+        memcmp(b.s, index, ilen) == 0 && is(&c, "]"))
+      (*at)++;
   }
-  return found;
+  return true;
+}
+
+bool jk_code_always_reads_at(const char *code, const char *name, const char *index) {
+  size_t all, at;
+  return code != NULL && count_reads(code, name, index, &all, &at) && at > 0;
+}
+
+bool jk_code_reads_only_at(const char *code, const char *name, const char *index) {
+  size_t all, at;
+  return count_reads(code, name, index, &all, &at) && at == all;
 }
 
 /* --- preprocessor line directives in users' code --- */

@@ -36,6 +36,14 @@ bool jk_code_assigns_first(const char *code, const char *name);
 bool jk_code_always_reads_at(const char *code, const char *name, const char *index);
 
 /*
+ * Whether `code` reads operand `name` only as `name[index]` (with index
+ * NULL: never names it), under the same conservative refusals: then,
+ * when that element is already in registers, evaluating the code reads no
+ * memory through `name`. True for NULL code.
+ */
+bool jk_code_reads_only_at(const char *code, const char *name, const char *index);
+
+/*
  * Where `code` has a line directive (`#line N "file"`, or its short form
  * `# N "file"`), as a byte offset, with the directive's length in
  * *length; -1 when it has none. Comments, literals (raw ones too) and the

@@ -124,6 +124,70 @@ Test(matmul_gen, column_operands_read_ahead) {
   jitk_engine_destroy(e);
 }
 
+/* Whether the value lambda computes every element and selects (true) or
+ * branches around the elements outside D (false). */
+static bool selects(const char *src) {
+  const bool sel = strstr(src, "const bool _jk_in = row < _jk_m && col < _jk_n;") != NULL;
+  const bool branch = strstr(src, "if (row >= _jk_m || col >= _jk_n) {") != NULL;
+  cr_assert(sel != branch, "%s", src);
+  return sel;
+}
+
+/* Elements outside D are computed and dropped only when computing them
+ * reads no memory: the operands read are read ahead at `col`, C is not
+ * read, no preamble, outputs and reductions wait in the reduction object. */
+Test(matmul_gen, values_outside_d_selected_only_without_reads) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_mm_spec s = wgmma_spec();
+  static const struct {
+    const char *params, *epilogue, *out, *preamble;
+    bool select;
+  } cases[] = {
+      {"raw float32 bias", "gelu(acc + bias[col])", "acc + bias[col]", NULL, true},
+      {"", "acc", NULL, NULL, true},
+      {"float32 k", "relu(acc) * k", "acc * k", NULL, true},
+      {"", "row < 3 ? acc : 0", NULL, NULL, true},
+      {"raw float32 bias", "acc", NULL, NULL, true},
+      /* Reads of memory outside D. */
+      {"raw float32 bias", "acc + bias[row]", NULL, NULL, false},
+      {"raw float32 bias", "acc + bias[col] + bias[(col + 1) % 7]", NULL, NULL, false},
+      {"raw float32 bias", "acc", "acc + bias[row]", NULL, false},
+      {"raw float32 bias", "acc + (row < 3 ? bias[col] : 0)", NULL, NULL, false},
+      {"raw float32 bias", "acc + bias[col]", NULL, "__device__ float t[4];\n", false},
+      {"raw float32 bias, raw float32 g", "acc + bias[col] + g[col]", "acc * g[row]", NULL, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *src =
+        generate(e, &s, cases[i].params, cases[i].epilogue, cases[i].out, cases[i].preamble);
+    cr_assert(selects(src) == cases[i].select, "case %zu: %s", i, cases[i].epilogue);
+    if (cases[i].select)
+      cr_assert(
+          strstr(src, cases[i].out
+                          ? "if (!_jk_in) _jk_rs.none();"
+                          : "return _jk_in ? _jk_r : static_cast<__nv_bfloat16>(0.f);") != NULL,
+          "case %zu: %s", i, src);
+    jk_free(e, src);
+  }
+  /* C read (beta != 0) branches; C with beta = 0 is never read. */
+  jk_mm_spec t = s;
+  t.has_c = true;
+  t.beta = 1.0;
+  char *src = generate(e, &t, "raw float32 bias", "acc + bias[col]", NULL, NULL);
+  cr_assert(!selects(src));
+  jk_free(e, src);
+  t.beta = 0.0;
+  src = generate(e, &t, "raw float32 bias", "acc + bias[col]", NULL, NULL);
+  cr_assert(selects(src));
+  jk_free(e, src);
+  /* A column-major D stores its outputs from the lambda: a branch. */
+  t = s;
+  t.d_row = false;
+  src = generate(e, &t, "", "acc", "acc * 2", NULL);
+  cr_assert(!selects(src));
+  jk_free(e, src);
+  jitk_engine_destroy(e);
+}
+
 Test(matmul_gen, cluster_size_reaches_the_tile_loop) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_mm_spec s = wgmma_spec();

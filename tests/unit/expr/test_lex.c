@@ -207,3 +207,22 @@ Test(scan, always_reads_at) {
   cr_assert(!jk_code_always_reads_at("acc + ns::bias[col]", "bias", "col"));
   cr_assert(!jk_code_always_reads_at(NULL, "bias", "col"));
 }
+
+/* Reads of an operand only at one index (or none at all): what lets a
+ * matmul plan evaluate its epilogue outside D and drop the value. */
+Test(scan, reads_only_at) {
+  cr_assert(jk_code_reads_only_at("acc + bias[col]", "bias", "col"));
+  cr_assert(jk_code_reads_only_at("gelu(acc + bias[col]) * bias [col]", "bias", "col"));
+  cr_assert(jk_code_reads_only_at("acc * 2", "bias", "col"), "not named at all");
+  cr_assert(jk_code_reads_only_at("acc * 2", "bias", NULL));
+  cr_assert(jk_code_reads_only_at(NULL, "bias", NULL));
+  cr_assert(jk_code_reads_only_at("acc + x.bias[row]", "bias", NULL), "a member is another name");
+  /* Another index, the bare name, any name with NULL. */
+  cr_assert(!jk_code_reads_only_at("acc + bias[col] + bias[row]", "bias", "col"));
+  cr_assert(!jk_code_reads_only_at("acc + *(bias.p + row)", "bias", "col"));
+  cr_assert(!jk_code_reads_only_at("acc + bias[col]", "bias", NULL));
+  /* The same refusals as always_reads_at. */
+  cr_assert(!jk_code_reads_only_at("acc + bias[col] /* bias[row] */", "bias", "col"));
+  cr_assert(!jk_code_reads_only_at("row < 3 ? bias[col] : 0", "bias", "col"));
+  cr_assert(!jk_code_reads_only_at("acc + sizeof(bias[col])", "bias", "col"));
+}
