@@ -8,10 +8,10 @@
 // and B tiles into a STAGES-deep ring; warpgroups 1 and 2 are consumers
 // running wgmma m64nBNk16 (k8 for tf32, k32 for 8-bit floats) straight
 // from shared memory. In the ping-pong schedule (the default but for long
-// K on 16-bit inputs) they take whole 128 x 128 tiles in turns, so that
-// one's epilogue overlaps the other's MMAs; in the cooperative one each
-// computes 64 rows of every 128 x BN tile. Full and empty mbarriers hand
-// ring slots back and forth, so the producer runs
+// K on 16-bit and tf32 inputs) they take whole 128 x 128 tiles in turns,
+// so that one's epilogue overlaps the other's MMAs; in the cooperative one
+// each computes 64 rows of every 128 x BN tile. Full and empty mbarriers
+// hand ring slots back and forth, so the producer runs
 // ahead into the next tile during epilogues. TMA fills rows, columns and K
 // beyond the matrices with zeros, so tails need no code; TMA stores (or
 // put2) skip outputs outside D.

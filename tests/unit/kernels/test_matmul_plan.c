@@ -80,6 +80,13 @@ Test(matmul_plan, kernel_choice) {
               "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
               "warpgroups (ping-pong)",
               "bf16, K = 1024");
+  /* tf32 too: K-steps of 32. */
+  d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  d.compute = JITK_COMPUTE_TF32;
+  expect_kind(e, &d,
+              "tensor cores tf32 m64nNk8 (wgmma, sm_90a), float32 accumulation, tile 128x256x32, "
+              "3 stages (TMA), persistent, 1 producer and 2 consumer warpgroups (cooperative)",
+              "tf32, large");
   /* Long K where 128 x 256 tiles would leave more of the last round of
    * tiles idle (688 tiles on 132 multiprocessors against 1376). */
   d = desc(JITK_BFLOAT16, 2048, 11008, 4096);
