@@ -800,10 +800,6 @@ __device__ __forceinline__ void red_tile_over_cols(const W (&q)[2], W *w, long l
 // row 0, column 0 of the batch's output; row: the thread's first row;
 // c0: the block's first column.
 template <typename O>
-struct alignas(8 * sizeof(O) < 16 ? 8 * sizeof(O) : 16) out8 {
-  O e[8];
-};
-template <typename O>
 struct out_pair {
   unsigned int w[(2 * sizeof(O) + 3) / 4];
 };
@@ -867,9 +863,11 @@ __device__ __forceinline__ void out_rows(const O (&h)[16], O *o, long long ld, l
       }
     }
     const long long r = row + hh * 8, c = c0 + q * 8;
+    /* The vector stores' alignment: the eight elements' bytes, at most 16. */
+    constexpr unsigned long long ALIGN = 8 * sizeof(O) < 16 ? 8 * sizeof(O) : 16;
     if (r < m) {
       O *const p = o + r * ld + c;
-      if (c + 8 <= n && reinterpret_cast<unsigned long long>(p) % alignof(out8<O>) == 0) {
+      if (c + 8 <= n && reinterpret_cast<unsigned long long>(p) % ALIGN == 0) {
         if constexpr (sizeof(O) == 1) {
           /* A pair is the low two bytes of its word. */
           asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p),
