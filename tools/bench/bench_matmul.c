@@ -40,6 +40,12 @@
  * (the decode shapes, bfloat16 and float16; JITK_MM_SWAP=0 or 1 forces
  * the swap of A and B off or on, JITK_MM_SPLIT=N the split), "plain"
  * (tf32 and float32), "fp8" or "unaligned".
+ *
+ *   jitk-bench matmul --shapes MxNxK[,MxNxK...]
+ *
+ * runs bfloat16 bias+ReLU on the shapes listed instead of any section (up
+ * to 16 of them), for measuring a rule of the plan's choices beyond the
+ * fixed shapes (JITK_MM_SCHEDULE and JITK_MM_TILE force a choice).
  */
 #include <jitk/jitk.h>
 
@@ -1171,12 +1177,39 @@ static void bench_fp8(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_k
 int bench_matmul(int argc, char **argv) {
   bench_session bs;
   /* Which sections run: all, or the one --only names. */
-  const char *only = NULL;
-  for (int i = 0; i < argc; i++)
+  const char *only = NULL, *list = NULL;
+  for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--only") == 0) only = i + 1 < argc ? argv[i + 1] : "";
+    if (strcmp(argv[i], "--shapes") == 0) list = i + 1 < argc ? argv[i + 1] : "";
+  }
+  /* The shapes --shapes lists, parsed before any device work so that a
+   * bad list costs nothing. */
+  enum { MAX_SHAPES = 16 };
+  int64_t user[MAX_SHAPES][3];
+  char user_name[MAX_SHAPES][64];
+  int nuser = 0;
+  for (const char *c = list; c != NULL && *c != '\0';) {
+    long long um, un, uk;
+    int used = 0;
+    if (nuser == MAX_SHAPES || sscanf(c, "%lldx%lldx%lld%n", &um, &un, &uk, &used) != 3 ||
+        um <= 0 || un <= 0 || uk <= 0 || (c[used] != ',' && c[used] != '\0')) {
+      fprintf(stderr,
+              "jitk-bench matmul: --shapes takes up to %d shapes MxNxK separated by commas, "
+              "not '%s'\n",
+              MAX_SHAPES, list);
+      return 2;
+    }
+    user[nuser][0] = um;
+    user[nuser][1] = un;
+    user[nuser][2] = uk;
+    snprintf(user_name[nuser], sizeof user_name[nuser], "%lldx%lldx%lld", um, un, uk);
+    nuser++;
+    c += used + (c[used] == ',');
+  }
+  if (list != NULL) only = nuser > 0 ? "shapes" : "";
   static const char *const sections[] = {"large", "decode",    "plain",
                                          "fp8",   "unaligned", "epilogue"};
-  bool known = only == NULL;
+  bool known = only == NULL || strcmp(only, "shapes") == 0;
   for (size_t i = 0; !known && i < sizeof sections / sizeof sections[0]; i++)
     known = strcmp(only, sections[i]) == 0;
   if (!known) {
@@ -1237,6 +1270,9 @@ int bench_matmul(int argc, char **argv) {
     bench_plain(e, &lt, lt_why, &k, 0, &t);
   }
   if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
+  for (int s = 0; s < nuser && only != NULL && strcmp(only, "shapes") == 0; s++)
+    bench_fused(e, &lt, lt_why, &k, JITK_BFLOAT16, "bfloat16", user[s][0], user[s][1], user[s][2],
+                user_name[s], &t);
   if (SECTION("epilogue")) bench_epilogue(e, &lt, &k, &t);
   /* N or K off a multiple of 8 (rows off 16 bytes: the plan copies the
    * operand first), each beside the nearest aligned shape in the same run;
