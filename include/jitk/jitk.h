@@ -1819,15 +1819,21 @@ typedef struct jitk_matmul_desc {
    * multiprocessors already do at the memory's pace, so jitk keeps them
    * whole): K is cut into
    * slices computed by separate blocks, whose float32 partial tiles are
-   * summed in slice order by a second small kernel that then applies
-   * alpha, beta * C, the epilogue, the outputs and the reductions once per
-   * element. 0: jitk chooses from the shape and the device's
-   * multiprocessors (and a choice jitk_matmul_autotune stored); 1: no
-   * split; N: N slices of K. Deterministic: no atomics, so two executions
-   * of a plan give the same bits; a different number of slices sums in a
-   * different order, so its last bits may differ. The workspace
-   * (slices x batch x M x N float32) is allocated in stream order at each
-   * execution, as the reductions' is. Refused when the plan is made: a
+   * summed in slice order, then alpha, beta * C, the epilogue, the
+   * outputs and the reductions are applied once per element. On Hopper's
+   * tensor cores (wgmma) the block that finishes a tile's last slice sums
+   * the tile's slices itself (a counter per tile says which block that
+   * is; no block waits for another); the other kernels leave the sum to
+   * a second small kernel. 0: jitk chooses from the shape and the
+   * device's multiprocessors (and a choice jitk_matmul_autotune stored);
+   * 1: no split; N: N slices of K. Deterministic: the slices are added in
+   * the same order whichever finishes last, so two executions of a plan
+   * give the same bits; a different number of slices sums in a different
+   * order, so its last bits may differ. The workspace (slices x batch x M
+   * x N float32, M and N rounded up to whole tiles on wgmma, and its
+   * counters) is allocated in stream order at each execution, as the
+   * reductions' is, so one plan may run on several streams at once.
+   * Refused when the plan is made: a
    * negative value, more slices than the plan's kernel has K-tiles (its
    * depth in K: 64 for 16-bit wgmma, 128 for 8-bit, 32 for tf32, 16 for
    * FFMA; the message says which), and a split of a float64 plan (its

@@ -201,9 +201,14 @@ typedef struct jk_mm_spec {
    * into a float32 sum (matmul_sm90.cuh's PROMOTE); false: the tensor
    * cores' accumulator takes the whole K (fast accumulation). */
   bool promote;
-  /* Split-K: the kernel computes slice blockIdx.z (wgmma: of its work
-   * item) of K into a float32 workspace, and the module's second kernel,
-   * "<name>_sk", sums the slices in order and applies the epilogue. */
+  /* Split-K. FFMA and mma.sync: the kernel computes slice blockIdx.z of
+   * K into a float32 workspace, and the module's second kernel,
+   * "<name>_sk", sums the slices in order and applies the epilogue
+   * (jk_mm_fixup). wgmma: each work item is a slice of a tile; every
+   * slice writes its partial sums to the workspace, and the slice that
+   * finishes last (a counter per tile says which) sums them in slice
+   * order and runs the epilogue as an unsplit kernel does, so the bits
+   * do not depend on which slice that is (matmul_sm90.cuh's SERIAL). */
   bool split;
   /* wgmma, 16-bit or tf32 inputs: the kernel computes D^T = B^T A^T, so
    * that a small M lies along the tile's bn columns and N along its 128
@@ -272,16 +277,22 @@ static inline jitk_dtype jk_mm_work_dtype(jitk_dtype acc, jitk_dtype red) {
 
 /* Whether a plan's kernel folds its reductions per tile before they leave
  * the multiprocessor (matmul_sm90.cuh's red_tile_over_rows and
- * red_tile_over_cols): wgmma kernels neither split (whose epilogue runs
- * in the fix-up kernel) nor swapped (whose tile rows are D's columns).
+ * red_tile_over_cols): wgmma kernels that are not swapped (whose tile
+ * rows are D's columns), split or not (a split tile's last slice runs the
+ * epilogue).
  * Their workspaces then hold partial results, which the module's
  * kernels NAME_rIa and NAME_rIb reduce as they would the terms: over the
  * rows, batch x ceil(M / 16) x N (one row per warp's 16 rows of D); over
  * the columns and the whole matrix, batch x M x tiles (one column per
  * tile column of bn). Other kernels write every term, batch x M x N. */
 static inline bool jk_mm_tile_reduces(const jk_mm_spec *s) {
-  return s->kind == JK_MM_WGMMA && !s->split && !s->swap;
+  return s->kind == JK_MM_WGMMA && !s->swap;
 }
+
+/* Whether a split plan's slices are summed by a second kernel, NAME_sk,
+ * over planes of partial sums (FFMA and mma.sync), rather than inside
+ * the kernel (wgmma). */
+static inline bool jk_mm_fixup(const jk_mm_spec *s) { return s->split && s->kind != JK_MM_WGMMA; }
 
 /* The source of a plan's kernel `name`. */
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);

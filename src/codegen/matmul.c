@@ -21,12 +21,12 @@ static const char *col_type(const jk_mm_spec *s, const jk_mm_source_in *in, size
 
 /* The epilogue's raw operands read ahead at their columns (at most
  * JK_MM_COL_VECS, each BN / 32 registers a consumer thread holds through
- * the tile's MMAs): in the wgmma kernels that are neither swapped nor
- * split, without macros in the preamble. Their indices in the parameter
+ * the tile's MMAs): in the wgmma kernels that are not swapped, without
+ * macros in the preamble. Their indices in the parameter
  * list go to idx; how many. */
 #define JK_MM_COL_VECS 2
 static size_t col_vecs(const jk_mm_spec *s, const jk_mm_source_in *in, size_t idx[JK_MM_COL_VECS]) {
-  if (s->kind != JK_MM_WGMMA || s->swap || s->split || s->bn % 64 != 0 || s->no_col_vecs) return 0;
+  if (s->kind != JK_MM_WGMMA || s->swap || s->bn % 64 != 0 || s->no_col_vecs) return 0;
   if (in->preamble != NULL && strstr(in->preamble, "define") != NULL) return 0;
   size_t n = 0;
   for (size_t p = 0; p < in->params->count && n < JK_MM_COL_VECS; p++) {
@@ -69,7 +69,7 @@ static bool has_red_struct(const jk_mm_spec *s, const jk_mm_source_in *in) {
  * ahead (col_vecs). */
 static bool whole_values(const jk_mm_spec *s, const jk_mm_source_in *in, const size_t *cv,
                          size_t ncv) {
-  if (s->kind != JK_MM_WGMMA || s->swap || s->split || (s->has_c && s->beta != 0.0)) return false;
+  if (s->kind != JK_MM_WGMMA || s->swap || (s->has_c && s->beta != 0.0)) return false;
   if (in->preamble != NULL && in->preamble[strspn(in->preamble, " \t\r\n")] != '\0') return false;
   if ((in->num_outputs > 0 && !tile_outputs(s, in)) ||
       (in->num_reductions > 0 && !jk_mm_tile_reduces(s)))
@@ -525,15 +525,23 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   emit_head(&b, s, in, wg ? "384, 1" : "256", "");
-  if (s->split) jk_buf_puts(&b, ",\n    float *__restrict__ _jk_ws, unsigned int _jk_splits");
-  /* A split kernel writes raw partial sums: the fix-up applies the scales
-   * and takes the amax. */
+  /* Split-K's workspace: planes of partial sums for the fix-up, or (wgmma)
+   * the slices' partial tiles and a counter per tile and consumer, which
+   * the launch zeroes. */
+  if (jk_mm_fixup(s))
+    jk_buf_puts(&b, ",\n    float *__restrict__ _jk_ws, unsigned int _jk_splits");
+  else if (s->split)
+    jk_buf_puts(&b,
+                ",\n    float *__restrict__ _jk_ws, unsigned int *__restrict__ _jk_count,\n"
+                "    unsigned int _jk_splits");
+  /* A kernel whose slices the fix-up sums writes raw partial sums: the
+   * fix-up applies the scales and takes the amax. */
   const char *amax_commit =
-      s->amax && !s->split ? "  jitk::mm::amax_commit(_jk_amax, _jk_amax_v);\n" : "";
+      s->amax && !jk_mm_fixup(s) ? "  jitk::mm::amax_commit(_jk_amax, _jk_amax_v);\n" : "";
   if (wg) {
-    /* The tensor maps of A, B and D (with split-K, of the workspace), the
-     * number of work items of all batches and slices, and whether the
-     * result goes out through TMA (_jk_td is valid). */
+    /* The tensor maps of A, B and D, the number of work items of all
+     * batches and slices, and whether the result goes out through TMA
+     * (_jk_td is valid). */
     jk_buf_puts(&b,
                 ",\n    const __grid_constant__ jitk::mm90::tensor_map _jk_ta,\n"
                 "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
@@ -541,7 +549,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                 "    unsigned int _jk_work, int _jk_use_td) {\n"
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
-    if (!s->split) emit_scales(&b, s);
+    emit_scales(&b, s);
     /* The reductions folded per tile, or nothing for store_rows to fold. */
     if (has_red_struct(s, in)) {
       jk_buf_puts(&b,
@@ -554,47 +562,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     } else {
       jk_buf_puts(&b, "  jitk::mm90::no_red _jk_rs;\n");
     }
-    bool pre = false; /* _jk_pre defined */
-    if (s->split && s->swap)
-      /* The same, the kernel's rows and columns being the user's columns
-       * and rows: the workspace keeps the user's layout, which the fix-up
-       * reads. */
-      jk_buf_puts(
-          &b,
-          "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v, int, "
-          "bool) -> float {\n"
-          "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
-          "  auto _jk_put2 = [&](long long z, long long _jk_kr, long long _jk_kc, "
-          "float _jk_v0, float _jk_v1) {\n"
-          "    if (_jk_kr >= _jk_n) return;\n"
-          "    float *_jk_pw = _jk_ws + z * _jk_m * _jk_n + _jk_kr;\n"
-          "    if (_jk_kc < _jk_m) _jk_pw[_jk_kc * _jk_n] = _jk_v0;\n"
-          "    if (_jk_kc + 1 < _jk_m) _jk_pw[(_jk_kc + 1) * _jk_n] = _jk_v1;\n"
-          "  };\n");
-    else if (s->split)
-      /* A slice's partial sums, unchanged, to its plane of the workspace
-       * (z: slice * batches + batch); the epilogue waits for the sum. */
-      jk_buf_puts(
-          &b,
-          "  auto _jk_value = [&](long long z, long long row, long long col, float _jk_v, int, "
-          "bool) -> float {\n"
-          "    (void)z;\n    (void)row;\n    (void)col;\n    return _jk_v;\n  };\n"
-          "  auto _jk_put2 = [&](long long z, long long row, long long col, float _jk_v0, "
-          "float _jk_v1) {\n"
-          "    if (row >= _jk_m) return;\n"
-          "    float *_jk_pw = _jk_ws + (z * _jk_m + row) * _jk_n;\n"
-          "    if (col < _jk_n) _jk_pw[col] = _jk_v0;\n"
-          "    if (col + 1 < _jk_n) _jk_pw[col + 1] = _jk_v1;\n"
-          "  };\n");
-    else
-      pre = emit_output(&b, s, in, file, "float");
-    /* A split kernel's workspace rows, for stage_rows (a swapped kernel,
-     * which stores from registers, passes it unused). */
-    if (s->split)
-      jk_buf_puts(&b,
-                  "  auto _jk_rowp = [&](long long z, long long row) -> float * {\n"
-                  "    return _jk_ws + (z * _jk_m + row) * _jk_n;\n"
-                  "  };\n");
+    const bool pre = emit_output(&b, s, in, file, "float"); /* _jk_pre defined */
     /* matmul_sm90.cuh's KIND: the input types of the wgmma. */
     const bool e5a = s->a == JITK_FLOAT8_E5M2, e5b = s->b == JITK_FLOAT8_E5M2;
     const int wkind = s->a == JITK_BFLOAT16  ? 1
@@ -612,15 +580,16 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d>(&_jk_ta, &_jk_tb, _jk_use_td ? "
-        "&_jk_td : nullptr,\n"
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s>(&_jk_ta, &_jk_tb, "
+        "_jk_use_td ? &_jk_td : nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, %s, %s, _jk_smem, _jk_value, "
         "_jk_put2, _jk_rowp, _jk_rs%s);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
-        !s->swap && (s->split || s->d_row) ? "true" : "false", s->promote ? "true" : "false",
-        s->cluster > 1 ? s->cluster : 1, s->split ? "_jk_splits" : "1u",
+        !s->swap && s->d_row ? "true" : "false", s->promote ? "true" : "false",
+        s->cluster > 1 ? s->cluster : 1, s->split ? "true" : "false",
+        s->split ? "_jk_splits, _jk_ws, _jk_count" : "1u, nullptr, nullptr",
         s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n", pre ? ", _jk_pre" : "",
         amax_commit);
   } else {
@@ -683,7 +652,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                     kk);
     jk_buf_printf(&b, "%s}\n", amax_commit);
   }
-  if (s->split) {
+  if (jk_mm_fixup(s)) {
     /* Split-K's fix-up: each element's slices summed in slice order (the
      * same bits every run), then alpha, beta * C, the epilogue, the
      * outputs and the reductions' terms applied once, by the store of the

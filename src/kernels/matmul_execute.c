@@ -82,16 +82,17 @@ static bool tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint
 
 /* A pooled copy of x (each batch's R x C row-major matrix, leading
  * dimension ld, batch stride sx, elements of es bytes) whose rows start
- * on 16 bytes, made by the plan's "_pad" kernel on `stream`: leading
+ * on `line` bytes (16 or 128), made by the plan's "_pad" kernel on
+ * `stream`: leading
  * dimension *ldy, batch stride R * *ldy. *y is freed by the caller with
  * jk_temp_free. */
 static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *x,
                              uint64_t R, uint64_t C, uint64_t ld, uint64_t sx, uint64_t es,
-                             void **y, uint64_t *ldy) {
+                             uint64_t line, void **y, uint64_t *ldy) {
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *y = NULL;
-  *ldy = round16(C, es);
+  *ldy = (C * es + line - 1) / line * line / es;
   jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * *ldy * es), (jitk_stream)stream, y);
   if (st != JITK_OK) return st;
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
@@ -109,8 +110,8 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
  * store it, D; one resident block per multiprocessor working through all
  * tiles. */
 static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *a,
-                                const void *b, void *d, void *ws, void **kp, int np,
-                                unsigned int tm, unsigned int tn) {
+                                const void *b, void *d, void **kp, int np, unsigned int tm,
+                                unsigned int tn) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *ds = &p->d;
   const jk_mm_spec *s = &k->spec;
@@ -140,7 +141,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     sa = M * lda;
     a_k = true;
   } else if (!tma_ready(a, lda, sa, nb, es)) { /* rows of K (or M) onto 16 bytes */
-    st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, &at, &lda);
+    st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, 16, &at, &lda);
     ak = at;
     sa = (a_k ? M : K) * lda;
   }
@@ -150,7 +151,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     sb = N * ldb;
     b_n = false;
   } else if (st == JITK_OK && !tma_ready(b, ldb, sb, nb, es)) {
-    st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, &bt, &ldb);
+    st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, 16, &bt, &ldb);
     bk = bt;
     sb = (b_n ? K : N) * ldb;
   }
@@ -183,18 +184,11 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
       r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
                      (uint32_t)s->bn / cl);
   }
-  /* D through TMA when row-major with 16-byte aligned rows; with split-K,
-   * the workspace (splits x batches planes of M x N float32) the same way
-   * when its rows are. A swapped kernel stores from registers (its tiles'
-   * rows are D's columns). */
+  /* D through TMA when row-major with 16-byte aligned rows. A swapped
+   * kernel stores from registers (its tiles' rows are D's columns). */
   uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
   if (s->swap) {
     /* no tensor map of D */
-  } else if (s->split) {
-    if (r == CUDA_SUCCESS && (N * 4) % 16 == 0 && ((uintptr_t)ws & 15) == 0 &&
-        encode_map(e, &maps[2], JITK_FLOAT32, ws, N, M, nb * splits, N * 4, M * N * 4, 32, 64) ==
-            CUDA_SUCCESS)
-      use_td = 1;
   } else if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 &&
              sd % 16 == 0 &&
              encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
@@ -516,14 +510,38 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   }
   if (!k->spec.split) {
     if (k->spec.kind == JK_MM_WGMMA)
-      return launch_wgmma(p, k, (CUstream)stream, a, b, d, NULL, kp, np, tm, tn);
+      return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
     return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
                         (unsigned int)k->smem, kp);
   }
-  /* Split-K: the slices' partial sums into a workspace of splits x batches
-   * planes of M x N float32, then the fix-up kernel over it, which takes
-   * the same parameters up to the reductions' and then the workspace. */
   const unsigned int splits = (unsigned int)k->splits;
+  if (k->spec.kind == JK_MM_WGMMA) {
+    /* Split-K on wgmma: the slices' copies of their tiles (splits x
+     * batches x tiles of 128 x bn float32, tile-rows rounded up to whole
+     * clusters, as the kernel numbers them), after a counter per tile and
+     * 64-row half, zeroed here; the last slice of a tile sums the copies
+     * (matmul_sm90.cuh's SERIAL). */
+    const uint64_t cl = k->spec.cluster > 1 ? (uint64_t)k->spec.cluster : 1;
+    const uint64_t tiles = ceil_div(tm, cl) * cl * tn * (uint64_t)ds->batch;
+    const size_t counts = (size_t)(tiles * 2 * sizeof(unsigned int) + 255) / 256 * 256;
+    void *ws = NULL;
+    st = jk_temp_alloc(e, counts + (size_t)(splits * tiles * 128 * (uint64_t)k->spec.bn) * 4,
+                       stream, &ws);
+    if (st != JITK_OK) return st;
+    void *copies = (char *)ws + counts;
+    JK_PUSH(kp, np, cur, copies);
+    JK_PUSH(kp, np, cur, ws);
+    JK_PUSH(kp, np, cur, splits);
+    jk_launch_op clear = {.name = p->name, .clear = ws, .clear_bytes = counts};
+    st = jk_launch_ops(e, stream, &clear, 1);
+    if (st == JITK_OK) st = launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
+    jk_temp_free(e, ws, stream);
+    return st;
+  }
+  /* Split-K (FFMA, mma.sync): the slices' partial sums into a workspace of
+   * splits x batches planes of M x N float32, then the fix-up kernel over
+   * it, which takes the same parameters up to the reductions' and then the
+   * workspace. */
   const size_t plane = (size_t)ds->m * (size_t)ds->n;
   void *ws = NULL;
   st = jk_temp_alloc(e, plane * (size_t)ds->batch * splits * sizeof(float), stream, &ws);
@@ -532,11 +550,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   JK_PUSH(kp, np, cur, splits);
   char what[160];
   snprintf(what, sizeof what, "the split-K fix-up of matmul %s", p->name);
-  if (k->spec.kind == JK_MM_WGMMA)
-    st = launch_wgmma(p, k, (CUstream)stream, a, b, d, ws, kp, np, tm, tn);
-  else
-    st = jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, splits, 256, 1,
-                      1, (unsigned int)k->smem, kp);
+  st = jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, splits, 256, 1, 1,
+                    (unsigned int)k->smem, kp);
   if (st == JITK_OK) {
     unsigned int rows = ds->m < 65535 ? (unsigned int)ds->m : 65535;
     st = jk_launch_fn(e, stream, k->fix, what, (unsigned int)ceil_div((uint64_t)ds->n, 256), rows,

@@ -378,7 +378,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
       }
       r = jk_cu_get_function(e, (CUmodule)out->entry->cu, pad, &out->pad);
     }
-    if (r == CUDA_SUCCESS && s->split) {
+    if (r == CUDA_SUCCESS && jk_mm_fixup(s)) {
       char fn[512];
       if (snprintf(fn, sizeof fn, "%s_sk", p->name) >= (int)sizeof fn) {
         jk_ctx_leave(e, saved);
@@ -558,15 +558,16 @@ static double wave_use(const jitk_engine *e, const jitk_matmul *p, int64_t bn) {
  */
 typedef struct split_model {
   bool wgmma;
-  double tiles, slots, ktiles, step, read, elems;
+  double tiles, slots, ktiles, step, read, elems, bn;
 } split_model;
 
 static double split_cost(const split_model *m, double slices) {
   const double steps = ceil(m->tiles * slices / m->slots) * ceil(m->ktiles / slices);
-  const double fixup = slices > 1 ? slices * m->elems * 8 / 3e6 : 0;
   const double busy = steps * m->step;
-  if (m->wgmma) return (busy > m->read ? busy : m->read) + (slices > 1 ? 8 + fixup : 0);
-  return steps + (slices > 1 ? 4 + fixup : 0);
+  if (m->wgmma)
+    return (busy > m->read ? busy : m->read) +
+           (slices > 1 ? 2 + slices * m->tiles * JK_MM_TILE * m->bn * 8 / 5e6 : 0);
+  return steps + (slices > 1 ? 4 + slices * m->elems * 8 / 3e6 : 0);
 }
 
 int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
@@ -592,6 +593,7 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
             (double)d->n * (double)jk_dtype(d->b_dtype)->size) *
            (double)d->k * (double)d->batch / 3.5e6;
   m.elems = (double)d->m * (double)d->n * (double)d->batch;
+  m.bn = (double)bn;
   const double plain = split_cost(&m, 1);
   double best_cost = plain;
   int best = 1;
@@ -983,9 +985,8 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              128 / (tf32 ? 4 : 2), s->stages, s->pingpong ? "ping-pong" : "cooperative",
              order_name(d->a_order), jk_mm_transposes_a(s) ? " (transposed first)" : "",
              order_name(d->b_order), jk_mm_transposes_b(s) ? " (transposed first)" : "",
-             s->split               ? "by the split-K fix-up"
-             : s->d_row && !s->swap ? "by TMA where aligned, else in rows through shared memory"
-                                    : "from registers",
+             s->d_row && !s->swap ? "by TMA where aligned, else in rows through shared memory"
+                                  : "from registers",
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
   else if (s->kind == JK_MM_MMA)
     snprintf(buf, size,
@@ -1014,8 +1015,9 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              s->cluster);
   used = strlen(buf);
   if (p->main.splits > 1 && used + 1 < size)
-    snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, float32 workspace)",
-             p->main.splits, jk_mm_ktile(s));
+    snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, float32 workspace, %s)",
+             p->main.splits, jk_mm_ktile(s),
+             jk_mm_fixup(s) ? "summed by a fix-up kernel" : "summed by each tile's last slice");
   used = strlen(buf);
   if (p->tuned && used + 1 < size) snprintf(buf + used, size - used, "; tuned");
   return JITK_OK;

@@ -136,6 +136,17 @@ __device__ __forceinline__ void wg_sync(int id) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
 }
 
+// wg_sync that also counts the warpgroup's threads whose p is true.
+__device__ __forceinline__ unsigned int wg_count(int id, bool p) {
+  unsigned int n;
+  asm volatile(
+      "{\n.reg .pred q;\nsetp.ne.u32 q, %2, 0;\nbar.red.popc.u32 %0, %1, 128, q;\n}\n"
+      : "=r"(n)
+      : "r"(id), "r"(static_cast<unsigned int>(p))
+      : "memory");
+  return n;
+}
+
 // --- wgmma ------------------------------------------------------------------
 
 // Shared-memory matrix descriptor for the 128-byte swizzle: start address,
@@ -1253,13 +1264,26 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // without spilling (ptxas: no spills, no serialized wgmma); BN = 256 or
 // ping-pong (two 64-row halves a consumer) would need 256 registers with
 // a single partial and 384 with two.
+//
+// SERIAL (split-K, `splits` slices of K): a work item is one slice of a
+// tile. Each consumer writes its float32 sums of the slice to the slice's
+// copy of the tile in `ws` (splits x batches x tiles of 128 x BN floats,
+// each thread's registers as consecutive 16-byte pieces, so that a warp's
+// stores are whole lines), then adds one to its counter in `count` (two a
+// tile, one per 64-row half; zero before the launch). The consumer whose
+// addition makes the count `splits` is the last: it resets the counter,
+// sums the copies in slice order (the same bits whichever slice is last)
+// and runs the epilogue as an unsplit kernel does; the others go on to
+// their next item. No block ever waits for another, so the kernel cannot
+// hang when fewer blocks than the grid are resident (MPS, other kernels).
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          bool PROMOTE, int CL, typename Value, typename Put2, typename RowP, typename Red,
-          typename Pre = no_pre>
+          bool PROMOTE, int CL, bool SERIAL, typename Value, typename Put2, typename RowP,
+          typename Red, typename Pre = no_pre>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
-                                     long long M, long long N, unsigned char *smem_raw,
+                                     float *ws, unsigned int *count, long long M, long long N,
+                                     unsigned char *smem_raw,
                                      const Value &value, const Put2 &put2, const RowP &rowp,
                                      Red &red, const Pre &pre = Pre()) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
@@ -1508,10 +1532,66 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
         if (nk > 0 && lane == 0) release(prev);
       }
+      if constexpr (SERIAL) {
+        const unsigned int slice = z / nbatch;
+        const unsigned long long tiles =
+                                     static_cast<unsigned long long>(tiles_mc) * CL * tiles_n *
+                                     nbatch,
+                                 tile = (static_cast<unsigned long long>(b) * tiles_mc * CL + tm) *
+                                            tiles_n +
+                                        tn;
+        const int th = tid & 127;
+        const auto copy = [&](unsigned int s, int h) -> float4 * {
+          return reinterpret_cast<float4 *>(ws + (s * tiles + tile) * (128ull * BN) +
+                                            (PP ? h : cw) * 64 * BN) +
+                 th;
+        };
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) {
+          float4 *const q = copy(slice, h);
+#pragma unroll
+          for (int i = 0; i < BN / 8; i++)
+            __stcg(q + i * 128, make_float4(acc[h][4 * i], acc[h][4 * i + 1], acc[h][4 * i + 2],
+                                            acc[h][4 * i + 3]));
+        }
+        /* Every thread's copy is visible before its counter moves; the
+         * last one's thread 0 sees every other slice's. */
+        __threadfence();
+        wg_sync(1 + cw);
+        bool last = false;
+        if (th == 0) {
+          unsigned int *const c = count + tile * 2 + (PP ? 0 : cw);
+          last = atomicAdd(c, 1u) == splits - 1;
+          if (last) {
+            *c = 0;
+            __threadfence();
+          }
+        }
+        if (wg_count(1 + cw, last) == 0) continue;
+#pragma unroll
+        for (int h = 0; h < HALVES; h++)
+#pragma unroll 1
+          for (unsigned int s = 0; s < splits; s++) {
+            const float4 *const q = copy(s, h);
+            float4 v[BN / 8];
+#pragma unroll
+            for (int i = 0; i < BN / 8; i++) v[i] = __ldcg(q + i * 128);
+#pragma unroll
+            for (int i = 0; i < BN / 8; i++) {
+              acc[h][4 * i] = s == 0 ? v[i].x : acc[h][4 * i] + v[i].x;
+              acc[h][4 * i + 1] = s == 0 ? v[i].y : acc[h][4 * i + 1] + v[i].y;
+              acc[h][4 * i + 2] = s == 0 ? v[i].z : acc[h][4 * i + 2] + v[i].z;
+              acc[h][4 * i + 3] = s == 0 ? v[i].w : acc[h][4 * i + 3] + v[i].w;
+            }
+          }
+      } else {
+        (void)ws;
+        (void)count;
+      }
       const auto store = [&](int h) {
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
           store_rows<BN, ROWS>(acc[0], STAGING ? td : nullptr, staging + cw * STAGING, used,
-                               1 + cw, static_cast<long long>(z),
+                               1 + cw, static_cast<long long>(b),
                                static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
                                static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp,
                                red);

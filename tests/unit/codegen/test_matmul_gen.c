@@ -95,7 +95,7 @@ Test(matmul_gen, column_operands_read_ahead) {
                  "#define SEL(c, a, b) ((c) ? (a) : (b))\n");
   cr_assert(strstr(src, "col_vec") == NULL, "%s", src);
   jk_free(e, src);
-  /* Kernels that do not read ahead: swapped, split-K, measuring without. */
+  /* Kernels that do not read ahead: swapped, measuring without. */
   jk_mm_spec t = s;
   t.swap = true;
   t.bn = 16;
@@ -103,10 +103,12 @@ Test(matmul_gen, column_operands_read_ahead) {
   src = generate(e, &t, "raw float32 bias", "acc + bias[col]", NULL, NULL);
   cr_assert(strstr(src, "col_vec") == NULL, "swapped");
   jk_free(e, src);
+  /* A split kernel's last slice of each tile runs the epilogue as an
+   * unsplit kernel does, reading ahead as well. */
   t = s;
   t.split = true;
   src = generate(e, &t, "raw float32 bias", "acc + bias[col]", NULL, NULL);
-  cr_assert(strstr(src, "col_vec") == NULL, "split");
+  cr_assert(strstr(src, "col_vec<float, 128> _jk_cv0;") != NULL, "split: %s", src);
   jk_free(e, src);
   t = s;
   t.no_col_vecs = true;
@@ -191,15 +193,42 @@ Test(matmul_gen, values_outside_d_selected_only_without_reads) {
 Test(matmul_gen, cluster_size_reaches_the_tile_loop) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_mm_spec s = wgmma_spec();
-  /* <KIND, A_MN, B_MN, BN, STAGES, PP, STAGING, ROWS, PROMOTE, CL>. */
+  /* <KIND, A_MN, B_MN, BN, STAGES, PP, STAGING, ROWS, PROMOTE, CL, SERIAL>. */
   char *src = generate(e, &s, "", "acc", NULL, NULL);
-  cr_assert(strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1>(") != NULL,
-            "%s", src);
+  cr_assert(
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, false>(") != NULL,
+      "%s", src);
   jk_free(e, src);
   s.cluster = 2;
   src = generate(e, &s, "", "acc", NULL, NULL);
-  cr_assert(strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2>(") != NULL,
-            "%s", src);
+  cr_assert(
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false>(") != NULL,
+      "%s", src);
+  jk_free(e, src);
+  jitk_engine_destroy(e);
+}
+
+/* Split-K on wgmma sums the slices inside the kernel (SERIAL, with the
+ * slices' copies and the counters as parameters); FFMA and mma.sync
+ * plans keep the fix-up kernel NAME_sk. Either way the epilogue, its
+ * scales and the amax are applied once, to the sum. */
+Test(matmul_gen, split_k_sums_in_the_wgmma_kernel) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_mm_spec s = wgmma_spec();
+  s.split = true;
+  char *src = generate(e, &s, "raw float32 bias", "acc + bias[col]", NULL, NULL);
+  cr_assert(
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, true>(") != NULL,
+      "%s", src);
+  cr_assert(strstr(src, "unsigned int *__restrict__ _jk_count") != NULL, "%s", src);
+  cr_assert(strstr(src, "_jk_work, _jk_splits, _jk_ws, _jk_count, _jk_m, _jk_n") != NULL, "%s",
+            src);
+  cr_assert(strstr(src, "_sk(") == NULL, "no fix-up kernel: %s", src);
+  jk_free(e, src);
+  s.kind = JK_MM_SIMT;
+  src = generate(e, &s, "raw float32 bias", "acc + bias[col]", NULL, NULL);
+  cr_assert(strstr(src, "_sk(") != NULL, "the FFMA plan's fix-up: %s", src);
+  cr_assert(strstr(src, "_jk_count") == NULL, "%s", src);
   jk_free(e, src);
   jitk_engine_destroy(e);
 }

@@ -407,7 +407,7 @@ static const jitk_matmul_reduction all_reds[] = {
 };
 
 /* Whether plan d's source folds its reductions per tile (the wgmma kernels
- * neither split nor swapped: codegen.h's jk_mm_tile_reduces) or writes
+ * not swapped: codegen.h's jk_mm_tile_reduces) or writes
  * every term to its workspace; it compiles either way. */
 static void expect_folds(jitk_engine *e, const jitk_matmul_desc *d, bool folds, const char *what) {
   jitk_matmul *p = NULL;
@@ -432,8 +432,9 @@ static void expect_folds(jitk_engine *e, const jitk_matmul_desc *d, bool folds, 
 
 /* The wgmma kernels fold their reductions per tile for sm_90a: ping-pong
  * and cooperative (256 columns) tiles, D row-major (TMA or staged rows)
- * and column-major, 16-bit and tf32 inputs; split and swapped plans, and
- * mma.sync on sm_80, keep writing every term. */
+ * and column-major, 16-bit and tf32 inputs, split plans too (each tile's
+ * last slice runs the epilogue); swapped plans, and mma.sync on sm_80,
+ * keep writing every term. */
 Test(matmul_plan, reductions_fold_per_tile_on_wgmma) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul_desc d = extras_desc(JITK_BFLOAT16);
@@ -472,7 +473,7 @@ Test(matmul_plan, reductions_fold_per_tile_on_wgmma) {
   d.k = 4096;
   d.split_k = 3;
   setenv("JITK_MM_SWAP", "0", 1);
-  expect_folds(e, &d, false, "split-K 3");
+  expect_folds(e, &d, true, "split-K 3");
   setenv("JITK_MM_SWAP", "1", 1);
   d.m = 7;
   d.split_k = 1;
@@ -757,8 +758,8 @@ Test(matmul_plan, fp8_promotion_is_the_default) {
       cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
       const char *src;
       JT_OK(e, jitk_matmul_source(p, &src));
-      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL>. */
-      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1>(&_jk_ta",
+      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL, SERIAL>. */
+      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1, false>(&_jk_ta",
                fast ? "true" : "false", fast ? "false" : "true");
       cr_assert(strstr(src, want) != NULL, "pair %zu compute %zu: no `%s`", i, c, want);
       /* Configurations that do not fit a promoting kernel's registers. */
@@ -934,7 +935,8 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
     cr_assert_eq(split_of(e, p), 8);
     const char *src = NULL;
     JT_OK(e, jitk_matmul_source(p, &src));
-    cr_assert(strstr(src, "matmul_sk(") != NULL, "the fix-up kernel");
+    /* The slices are summed in the kernel, by each tile's last. */
+    cr_assert(strstr(src, "_jk_count") != NULL && strstr(src, "matmul_sk(") == NULL, "%s", src);
     cr_assert(strstr(src, "relu(acc + bias[col])") != NULL);
     jitk_matmul_destroy(p);
   }
@@ -1246,9 +1248,11 @@ static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_o
   if (ao == JITK_COL_MAJOR) cr_assert(strstr(buf, "A column-major (transposed first)"), "%s", buf);
   const char *src = NULL;
   JT_OK(e, jitk_matmul_source(p, &src));
-  cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL || split > 1,
+  cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL,
             "the epilogue sees the user's row and col");
-  cr_assert(strstr(src, ", 0, false, false, 1>(&_jk_ta") != NULL, "no staging of D: %s", buf);
+  cr_assert(strstr(src, split > 1 ? ", 0, false, false, 1, true>(&_jk_ta"
+                                  : ", 0, false, false, 1, false>(&_jk_ta") != NULL,
+            "no staging of D: %s", buf);
   if (ao == JITK_COL_MAJOR) cr_assert(strstr(src, "_tr(") != NULL, "the transpose kernel");
   jitk_matmul_destroy(p);
 }
