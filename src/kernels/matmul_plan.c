@@ -548,9 +548,12 @@ static double wave_use(const jitk_engine *e, const jitk_matmul *p, int64_t bn) {
  * that one read. Decode shapes are bound by the read, which 64 busy
  * multiprocessors of 132 already pull (1 to 64 x 8192 x 8192 unsplit:
  * 1.00-1.07 of cuBLASLt; cut in two, 0.86-0.96), so a split, which
- * shortens only the steps, no longer pays there. The fix-up's launch
- * costs 8 us (two slices of 256 x 8192 x 8192 ran 21 us longer than none,
- * in as many rounds).
+ * shortens only the steps, no longer pays there. A split costs 8 us
+ * besides its kernel (the workspace's allocation and the zeroing of its
+ * counters, in stream order: 128 x 8192 x 8192 in two slices took 56 us
+ * against 48 whole, though ncu timed both kernels at 44.5 us), and its
+ * slices' copies of the tiles go through L2 (written once, read once, at
+ * about 5 TB/s).
  *
  * The other kinds, in K-steps of one multiprocessor (a step of a 128 x
  * 128 tile moves 32 KiB of 16-bit A and B, about a microsecond when every
@@ -566,7 +569,7 @@ static double split_cost(const split_model *m, double slices) {
   const double busy = steps * m->step;
   if (m->wgmma)
     return (busy > m->read ? busy : m->read) +
-           (slices > 1 ? 2 + slices * m->tiles * JK_MM_TILE * m->bn * 8 / 5e6 : 0);
+           (slices > 1 ? 8 + slices * m->tiles * JK_MM_TILE * m->bn * 8 / 5e6 : 0);
   return steps + (slices > 1 ? 4 + slices * m->elems * 8 / 3e6 : 0);
 }
 
