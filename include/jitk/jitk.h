@@ -1858,8 +1858,8 @@ typedef struct jitk_matmul_desc {
  * to the largest finite value (448 for e4m3, 57344 for e5m2); NaN stays
  * NaN. The epilogue's `acc` and outputs' `value` are float32 and exclude
  * scale_d. On sm_90 the product runs on wgmma (m64nNk32, e4m3/e5m2
- * inputs; A or B off 16 bytes at execution is copied onto 16 bytes
- * first) with promotion: each K-tile (128 of K, four k32 steps) is summed
+ * inputs; A or B off 16 bytes at execution is copied first, onto rows
+ * of whole 128-byte lines) with promotion: each K-tile (128 of K, four k32 steps) is summed
  * by the tensor cores into a fresh accumulator, which is then added into
  * a separate float32 sum with ordinary float32 additions, in K order (as
  * cuBLASLt without CUBLASLT_MATMUL_DESC_FAST_ACCUM, and DeepGEMM, do).

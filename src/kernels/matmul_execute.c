@@ -47,10 +47,42 @@ static uint64_t round16(uint64_t n, uint64_t es) {
   return (n + ch - 1) / ch * ch;
 }
 
+/* Rounds n up to whole 128-byte lines of elements of `es` bytes: the rows
+ * of every copy the plan makes of an operand start on a line (see
+ * line_pays). */
+static uint64_t round_line(uint64_t n, uint64_t es) {
+  const uint64_t ch = 128 / es;
+  return (n + ch - 1) / ch * ch;
+}
+
+/* Whether copying a row-major B (K x N, elements of es bytes, per batch)
+ * onto rows of whole 128-byte lines pays, its rows being 16-byte aligned
+ * but off the lines: TMA then reads each 128-byte row of a box from two
+ * lines. bf16 on the H200 (docs/PERFORMANCE.md, 2026-12-03, evening),
+ * each against the aligned neighbour: 4096 x 4104 x 4096 ran at 0.64 of
+ * it, 16384 x 4104 x 1024 at 0.68, 8192 x 50264 x 1024 at 0.70, and with
+ * B copied first at 0.81, 0.89 and 0.93. The copy reads and writes B once
+ * (about 3 TB/s); at M = 2048 (8200 x 4096) it cost more than it saved
+ * (0.77 of the aligned shape against 0.83 read as it is), so it is made
+ * when it costs under a tenth of the product at the tensor cores' pace
+ * (600 TFLOP/s for 16-bit inputs, twice that for 8-bit), M of about 4000
+ * and more for 16-bit inputs: decode shapes, which read B once anyway,
+ * keep it as it is. A row-major A whose K is off the lines lost less than
+ * its copy cost (4096 x 4096 x 4104: 664 TFLOP/s as it is, 606 copied),
+ * and is read as it is. JITK_MM_LINES=0 turns the copies off, for
+ * measuring. */
+static bool line_pays(const jitk_matmul *p, uint64_t ldb, uint64_t es) {
+  const char *env = getenv("JITK_MM_LINES");
+  if ((ldb * es) % 128 == 0 || (env != NULL && strcmp(env, "0") == 0)) return false;
+  const double rate = es == 1 ? 1.2e9 : 6e8; /* FLOP a microsecond */
+  const double m = (double)p->d.m, n = (double)p->d.n, k = (double)p->d.k;
+  return 2.0 * k * n * (double)es / 3e6 < 0.1 * 2.0 * m * n * k / rate;
+}
+
 /* A pooled transpose of x (each batch's R x C row-major matrix, leading
  * dimension ld, batch stride sx, elements of es bytes: float32, or 16-bit
  * for a swapped plan's A) made by the plan's "_tr" kernel on `stream`,
- * with leading dimension *ldt (R rounded up to 16 bytes) and batch stride
+ * with leading dimension *ldt (R rounded up to 128 bytes) and batch stride
  * C * *ldt; *t is freed by the caller with jk_temp_free. */
 static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream stream,
                                    const void *x, uint64_t R, uint64_t C, uint64_t ld, uint64_t sx,
@@ -58,7 +90,7 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *t = NULL;
-  *ldt = round16(R, es);
+  *ldt = round_line(R, es);
   if (ceil_div(R, 32) > 65535)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul %s: this plan transposes an operand first (tf32, or a column-major A "
@@ -82,17 +114,16 @@ static bool tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint
 
 /* A pooled copy of x (each batch's R x C row-major matrix, leading
  * dimension ld, batch stride sx, elements of es bytes) whose rows start
- * on `line` bytes (16 or 128), made by the plan's "_pad" kernel on
- * `stream`: leading
+ * on 128-byte lines, made by the plan's "_pad" kernel on `stream`: leading
  * dimension *ldy, batch stride R * *ldy. *y is freed by the caller with
  * jk_temp_free. */
 static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *x,
                              uint64_t R, uint64_t C, uint64_t ld, uint64_t sx, uint64_t es,
-                             uint64_t line, void **y, uint64_t *ldy) {
+                             void **y, uint64_t *ldy) {
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *y = NULL;
-  *ldy = (C * es + line - 1) / line * line / es;
+  *ldy = round_line(C, es);
   jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * *ldy * es), (jitk_stream)stream, y);
   if (st != JITK_OK) return st;
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
@@ -140,8 +171,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     ak = at;
     sa = M * lda;
     a_k = true;
-  } else if (!tma_ready(a, lda, sa, nb, es)) { /* rows of K (or M) onto 16 bytes */
-    st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, 16, &at, &lda);
+  } else if (!tma_ready(a, lda, sa, nb, es)) { /* rows onto lines */
+    st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, &at, &lda);
     ak = at;
     sa = (a_k ? M : K) * lda;
   }
@@ -150,8 +181,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     bk = bt;
     sb = N * ldb;
     b_n = false;
-  } else if (st == JITK_OK && !tma_ready(b, ldb, sb, nb, es)) {
-    st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, 16, &bt, &ldb);
+  } else if (st == JITK_OK && (!tma_ready(b, ldb, sb, nb, es) || (b_n && line_pays(p, ldb, es)))) {
+    st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, &bt, &ldb);
     bk = bt;
     sb = (b_n ? K : N) * ldb;
   }

@@ -278,6 +278,37 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
   jitk_engine_destroy(e);
 }
 
+/* A row-major B whose rows start on 16 bytes but off 128-byte lines is
+ * copied onto lines first where the product is long enough to pay for the
+ * copy (matmul_execute.c's line_pays: M of 4096 here), and read as it is
+ * otherwise (M of 1024, or an A whose K is off the lines). Each shape runs
+ * with the copies and again without (JITK_MM_LINES=0), every element
+ * checked. */
+Test(matmul, rows_off_lines) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5B7;
+  const mm_case cases[] = {
+      {"bf16 B row-major, N 1000 (2000-byte rows): copied", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       4096, 1000, 136, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       "tensor cores bfloat16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
+      {"f16 B row-major, N 520, M 4100, batch 2, C: copied", JITK_FLOAT16, JITK_COMPUTE_DEFAULT,
+       4100, 520, 72, 2, R, R, R, 1, 1, 0.5, "acc + bias[col]", "raw float32 bias", 0,
+       "tensor cores float16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
+      {"bf16 B row-major, N 1000, M 1024: read as it is", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1024,
+       1000, 136, 1, R, R, R, 0, 1, 0, NULL, NULL, 0, "tensor cores bfloat16 m64nNk16 (wgmma",
+       JITK_DTYPE_NONE, 0},
+      {"f16 A row-major, K 1000: read as it is", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 264, 2048,
+       1000, 1, R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0,
+       "tensor cores float16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
+  };
+  for (int lines = 0; lines < 2; lines++) {
+    if (lines == 1) setenv("JITK_MM_LINES", "0", 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  }
+  unsetenv("JITK_MM_LINES");
+  jitk_engine_destroy(e);
+}
+
 /*
  * D whose rows TMA cannot store (odd N, an odd leading dimension or batch
  * stride, a pointer off 16 bytes): a row-major D goes through shared
