@@ -26,7 +26,8 @@ typedef struct mm_kernel {
   /* Each reduction's kernels over its workspace (NAME_rIa, NAME_rIb;
    * the second is NULL over the columns). */
   CUfunction red[JK_MM_MAX_EXTRA][2];
-  /* Split-K (spec.split): the fix-up kernel NAME_sk, and the slices an
+  /* Split-K (spec.split): the fix-up kernel NAME_sk (FFMA and mma.sync;
+   * NULL on wgmma, whose kernel sums the slices itself), and the slices an
    * execution cuts K into (the kernel takes any count from 2 up to its
    * K-tiles; autotuning times several on one compiled kernel). */
   CUfunction fix;
