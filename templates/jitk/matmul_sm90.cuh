@@ -1533,13 +1533,11 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         if (nk > 0 && lane == 0) release(prev);
       }
       if constexpr (SERIAL) {
+        /* Tiles are numbered over whole clusters of tile-rows, as items. */
         const unsigned int slice = z / nbatch;
-        const unsigned long long tiles =
-                                     static_cast<unsigned long long>(tiles_mc) * CL * tiles_n *
-                                     nbatch,
-                                 tile = (static_cast<unsigned long long>(b) * tiles_mc * CL + tm) *
-                                            tiles_n +
-                                        tn;
+        const unsigned long long trows = static_cast<unsigned long long>(tiles_mc) * CL;
+        const unsigned long long tiles = trows * tiles_n * nbatch;
+        const unsigned long long tile = (b * trows + tm) * tiles_n + tn;
         const int th = tid & 127;
         const auto copy = [&](unsigned int s, int h) -> float4 * {
           return reinterpret_cast<float4 *>(ws + (s * tiles + tile) * (128ull * BN) +
