@@ -107,6 +107,11 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms);
  * sm_80). */
 int jk_mm_sms(const jitk_engine *e);
 
+/* Whether an execution copies its row-major B, whose rows (ldb elements
+ * of es bytes) start on 16 bytes, onto 128-byte lines first
+ * (matmul_execute.c says when that pays). */
+bool jk_mm_line_pays(const jitk_matmul *p, uint64_t ldb, uint64_t es);
+
 /* Checks the operands of an execution (or an autotune call) of the plan. */
 jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_matmul_operands *o);
 

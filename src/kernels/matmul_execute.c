@@ -49,7 +49,7 @@ static uint64_t round16(uint64_t n, uint64_t es) {
 
 /* Rounds n up to whole 128-byte lines of elements of `es` bytes: the rows
  * of every copy the plan makes of an operand start on a line (see
- * line_pays). */
+ * jk_mm_line_pays). */
 static uint64_t round_line(uint64_t n, uint64_t es) {
   const uint64_t ch = 128 / es;
   return (n + ch - 1) / ch * ch;
@@ -71,7 +71,7 @@ static uint64_t round_line(uint64_t n, uint64_t es) {
  * its copy cost (4096 x 4096 x 4104: 664 TFLOP/s as it is, 606 copied),
  * and is read as it is. JITK_MM_LINES=0 turns the copies off, for
  * measuring. */
-static bool line_pays(const jitk_matmul *p, uint64_t ldb, uint64_t es) {
+bool jk_mm_line_pays(const jitk_matmul *p, uint64_t ldb, uint64_t es) {
   const char *env = getenv("JITK_MM_LINES");
   if ((ldb * es) % 128 == 0 || (env != NULL && strcmp(env, "0") == 0)) return false;
   const double rate = es == 1 ? 1.2e9 : 6e8; /* FLOP a microsecond */
@@ -181,7 +181,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     bk = bt;
     sb = N * ldb;
     b_n = false;
-  } else if (st == JITK_OK && (!tma_ready(b, ldb, sb, nb, es) || (b_n && line_pays(p, ldb, es)))) {
+  } else if (st == JITK_OK &&
+             (!tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es)))) {
     st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, &bt, &ldb);
     bk = bt;
     sb = (b_n ? K : N) * ldb;

@@ -280,7 +280,7 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
 
 /* A row-major B whose rows start on 16 bytes but off 128-byte lines is
  * copied onto lines first where the product is long enough to pay for the
- * copy (matmul_execute.c's line_pays: M of 4096 here), and read as it is
+ * copy (matmul_execute.c's jk_mm_line_pays: M of 4096 here), and read as it is
  * otherwise (M of 1024, or an A whose K is off the lines). Each shape runs
  * with the copies and again without (JITK_MM_LINES=0), every element
  * checked. */

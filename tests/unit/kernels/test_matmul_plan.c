@@ -1073,6 +1073,32 @@ Test(matmul_plan, split_k_errors) {
   jitk_engine_destroy(e);
 }
 
+/* A row-major B whose rows are off 128-byte lines is copied onto them only
+ * where the copy costs under a tenth of the product: bf16 M of about 4000
+ * and more (4096 x 4104 x 4096, the vocabulary projection), not 2048 nor
+ * decode shapes; 8-bit inputs from about 4000 too (half the bytes to copy,
+ * twice the pace). Rows on lines, or JITK_MM_LINES=0, never copy. */
+Test(matmul_plan, b_rows_off_lines_copied_where_it_pays) {
+  struct jitk_matmul p;
+  memset(&p, 0, sizeof p);
+  p.d = desc(JITK_BFLOAT16, 4096, 4104, 4096);
+  cr_assert(jk_mm_line_pays(&p, 4104, 2), "4096 x 4104 x 4096");
+  cr_assert(!jk_mm_line_pays(&p, 4160, 2), "rows of 8320 bytes are on lines");
+  setenv("JITK_MM_LINES", "0", 1);
+  cr_assert(!jk_mm_line_pays(&p, 4104, 2), "JITK_MM_LINES=0");
+  unsetenv("JITK_MM_LINES");
+  p.d = desc(JITK_BFLOAT16, 8192, 50264, 1024);
+  cr_assert(jk_mm_line_pays(&p, 50264, 2), "the vocabulary projection");
+  p.d = desc(JITK_BFLOAT16, 2048, 8200, 4096);
+  cr_assert(!jk_mm_line_pays(&p, 8200, 2), "M = 2048: the copy costs more than it saves");
+  p.d = desc(JITK_BFLOAT16, 16, 8200, 8192);
+  cr_assert(!jk_mm_line_pays(&p, 8200, 2), "a decode shape");
+  p.d = desc(JITK_FLOAT8_E4M3, 2048, 4112, 4096);
+  cr_assert(!jk_mm_line_pays(&p, 4112, 1), "8-bit at M = 2048");
+  p.d.m = 4096;
+  cr_assert(jk_mm_line_pays(&p, 4112, 1), "8-bit at M = 4096");
+}
+
 /* The tuning table's choice carries the split and comes back as stored;
  * choices stored before split-K still parse. */
 Test(matmul_plan, split_k_tuning_choice_round_trip) {
