@@ -693,7 +693,7 @@ __device__ __forceinline__ void work_of(unsigned int t, unsigned int tiles_m, un
 }
 
 // The i-th work item under split-K: work_of's `batch` counts slices of K
-// too (z = slice * nbatch + batch, the workspace's plane), and the slice is
+// too (z = slice * nbatch + batch; b is the batch), and the slice is
 // K-tiles k0 .. k0 + nk - 1 of `ktiles`, cut as evenly as integers allow
 // (every slice has one at least when splits <= ktiles).
 __device__ __forceinline__ void item_of(unsigned int t, unsigned int tiles_m, unsigned int tiles_n,
@@ -721,8 +721,7 @@ struct smem_size {
 };
 
 // Reductions of the epilogue's values folded per tile before they leave
-// the multiprocessor (the wgmma kernels that are neither split nor
-// swapped). store_rows hands a reduction object `red` each element's
+// the multiprocessor (the wgmma kernels that are not swapped). store_rows hands a reduction object `red` each element's
 // terms, which the value lambda left in it: red.start() before a
 // warpgroup's 64 x BN outputs, red.fold(v) after each value (v as in
 // acc[4 i + v]), red.group(b, wrow, c, i) after the four values of
@@ -1123,8 +1122,8 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 // shared memory cannot alias the operands the epilogue reads, so the
 // compiler issues a round's reads together.
 //
-// Without `td` but with ROWS (D's rows, or split-K's workspace rows, are
-// the tile's rows in memory: rowp(b, row) points at column 0 of a row),
+// Without `td` but with ROWS (D's rows are the tile's rows in memory:
+// rowp(b, row) points at column 0 of a row),
 // the rows start anywhere, so TMA cannot store them, yet they are still
 // written whole: stage_rows above. Otherwise (column-major D) outputs go
 // straight from registers through put2, in chunks of 32 whose reads all
@@ -1218,8 +1217,8 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches *
 // splits). For each output, in range or not, value(z, row, col, acc) gives
 // D's element (and must not read operands out of range); `td`, put2, ROWS,
-// rowp and red are as in store_rows. z is the batch, or with split-K (splits > 1) the
-// workspace's plane, slice * batches + batch. A 64-row half of a tile
+// rowp and red are as in store_rows; z is the batch (a split tile's
+// slices are summed before the epilogue: SERIAL below). A 64-row half of a tile
 // wholly beyond M stores nothing. (It still runs its MMAs: skipping them
 // under a branch makes ptxas serialize every wgmma of the kernel, C7520,
 // and decode shapes are bound by reading B, not by the tensor cores.) A_MN: A is M-major (column-major), B_MN: B is N-major
@@ -1410,7 +1409,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       unsigned int tm, tn, b, z, k0, nk;
       item_of(t, tiles_mc, tiles_n, nbatch, splits, ktiles, tm, tn, b, z, k0, nk);
       tm = tm * CL + rank;
-      (void)b;
+      (void)z;
       (void)k0;
       const unsigned int first = entry;
       entry += nk;
