@@ -1188,7 +1188,7 @@ int bench_matmul(int argc, char **argv) {
   int64_t user[MAX_SHAPES][3];
   char user_name[MAX_SHAPES][64];
   int nuser = 0;
-  for (const char *c = list; c != NULL && *c != '\0';) {
+  for (const char *c = list; c != NULL;) {
     long long um, un, uk;
     int used = 0;
     if (nuser == MAX_SHAPES || sscanf(c, "%lldx%lldx%lld%n", &um, &un, &uk, &used) != 3 ||
@@ -1204,12 +1204,12 @@ int bench_matmul(int argc, char **argv) {
     user[nuser][2] = uk;
     snprintf(user_name[nuser], sizeof user_name[nuser], "%lldx%lldx%lld", um, un, uk);
     nuser++;
-    c += used + (c[used] == ',');
+    c = c[used] == ',' ? c + used + 1 : NULL;
   }
-  if (list != NULL) only = nuser > 0 ? "shapes" : "";
+  if (list != NULL) only = "shapes";
   static const char *const sections[] = {"large", "decode",    "plain",
                                          "fp8",   "unaligned", "epilogue"};
-  bool known = only == NULL || strcmp(only, "shapes") == 0;
+  bool known = only == NULL || list != NULL;
   for (size_t i = 0; !known && i < sizeof sections / sizeof sections[0]; i++)
     known = strcmp(only, sections[i]) == 0;
   if (!known) {
@@ -1270,7 +1270,7 @@ int bench_matmul(int argc, char **argv) {
     bench_plain(e, &lt, lt_why, &k, 0, &t);
   }
   if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
-  for (int s = 0; s < nuser && only != NULL && strcmp(only, "shapes") == 0; s++)
+  for (int s = 0; s < nuser; s++)
     bench_fused(e, &lt, lt_why, &k, JITK_BFLOAT16, "bfloat16", user[s][0], user[s][1], user[s][2],
                 user_name[s], &t);
   if (SECTION("epilogue")) bench_epilogue(e, &lt, &k, &t);
