@@ -379,6 +379,24 @@ typedef struct jitk_engine_config {
    * while cache_mode is on.
    */
   jitk_pch_mode pch;
+
+  /*
+   * Another engine of this process whose compiled images this one shares:
+   * the engines made sharing with each other (directly or through a third)
+   * keep one in-memory table of images beside each engine's own table of
+   * loaded modules. A kernel that one engine compiled or read from the
+   * cache is loaded from that table by the others whose target is the
+   * same, and a kernel one engine is compiling is waited for by the
+   * others rather than compiled again, with or without the disk cache.
+   * That is the way to drive several GPUs: one engine per device, each
+   * made sharing with the first, so that every device of an architecture
+   * costs one compile (docs/GUIDE.md, "Several GPUs"). Engines of other
+   * architectures share the table without meeting in it. The engine named
+   * must stay alive until jitk_engine_create returns; after that the
+   * engines may be destroyed in any order and used from any threads. Both
+   * must have the same alloc_fn and alloc_user. NULL: share with none.
+   */
+  jitk_engine *share_images_with;
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */

@@ -133,6 +133,19 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
     c->num_buckets *= 2;
   c->buckets = jk_calloc(e, c->num_buckets, sizeof(jk_entry *));
   if (c->buckets == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  const jitk_engine *peer = cfg->share_images_with;
+  if (peer != NULL) {
+    /* Either engine may free what the other allocated (share.c). */
+    if (peer->base.alloc_fn != e->base.alloc_fn || peer->base.alloc_user != e->base.alloc_user)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "share_images_with: that engine has another allocator (alloc_fn and "
+                     "alloc_user must be the same for engines that share images)");
+    c->share = peer->cache.share;
+    jk_share_join(c->share);
+  } else {
+    jitk_status st = jk_share_create(e, &c->share);
+    if (st != JITK_OK) return st;
+  }
 
   if (c->mode != JITK_CACHE_OFF) {
     c->dir = cfg->cache_dir ? jk_strdup(e, cfg->cache_dir) : jk_cache_default_dir(e);
@@ -169,6 +182,7 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
 static void entry_free(jitk_engine *e, jk_entry *x) {
   if (x == NULL) return;
   if (x->cu != NULL) jk_module_unload(e, (CUmodule)x->cu);
+  if (x->shared != NULL) jk_share_release(e, x);
   for (size_t i = 0; i < x->num_names; i++) {
     if (x->name_expressions) jk_free(e, x->name_expressions[i]);
     if (x->lowered) jk_free(e, x->lowered[i]);
@@ -201,6 +215,7 @@ void jk_cache_destroy(jitk_engine *e) {
     x = next;
   }
   jk_free(e, c->buckets);
+  jk_share_leave(e, c->share);
   jk_free(e, c->verified);
   jk_free(e, c->inflight);
   jk_free(e, c->dir);
@@ -693,7 +708,18 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
   if (x == NULL) st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   if (st == JITK_OK) {
     x->key = key;
-    st = fill_entry(e, in, &key, &mat, x);
+    /* Another engine of the group may have made the image; its own files
+     * are checked as a memory hit's are. */
+    jk_share_claim claim;
+    while ((claim = jk_share_get(e, &key, x)) == JK_SHARE_HIT && !memory_hit_holds(e, x))
+      jk_share_drop(e, x);
+    if (claim == JK_SHARE_HIT) {
+      atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
+    } else {
+      st = fill_entry(e, in, &key, &mat, x);
+      jk_share_put(e, &key, x, claim, st == JITK_OK);
+    }
   }
   jk_material_free(&mat);
   if (st == JITK_OK && x->kind == JITK_IMAGE_CUBIN && x->log != NULL)

@@ -80,6 +80,25 @@ typedef struct jk_file_memo {
 } jk_file_memo;
 #define JK_FILE_MEMOS 64
 
+/* An image in the share group's table (share.c): the fields an entry
+ * shows, owned here while engines' entries hold it. `refs` counts those
+ * entries, under the group's lock. */
+typedef struct jk_image {
+  jk_key key;
+  int refs;
+  bool in_table;
+  struct jk_image *next;
+  void *image;
+  size_t image_size;
+  jitk_image_kind kind;
+  char **name_expressions;
+  char **lowered;
+  size_t num_names;
+  char *log;
+  double compile_ms;
+  jk_deps deps;
+} jk_image;
+
 /* One compiled kernel image and what goes with it, shared by every module
  * handle made from it; the memory table holds one reference too. */
 typedef struct jk_entry {
@@ -99,6 +118,9 @@ typedef struct jk_entry {
   size_t num_resources;
   double compile_ms;
   void *cu; /* CUmodule, NULL on compile-only engines */
+  /* Non-NULL: the fields from image to deps are the share group's image's,
+   * which this entry holds one reference to, rather than its own. */
+  jk_image *shared;
   /* What the compile read from disk; checked again on memory hits (files
    * outside the CUDA headers) and disk hits (all). */
   jk_deps deps;
@@ -163,7 +185,13 @@ typedef enum jk_lease {
   JK_LEASE_OTHERS    /* another process of the cluster does */
 } jk_lease;
 
+typedef struct jk_share jk_share;
+
 typedef struct jk_cache {
+  /* The images shared with other engines of the process (share.c); every
+   * engine has a group, of one engine unless it was made to share. */
+  jk_share *share;
+
   /* Configuration, fixed at engine creation. */
   jitk_cache_mode mode;
   char *dir;      /* NULL when no directory could be chosen */
@@ -293,6 +321,30 @@ void jk_entry_retain(jitk_engine *e, jk_entry *entry);
  */
 jitk_status jk_entry_from_image(jitk_engine *e, jitk_image_kind kind, const void *image,
                                 size_t size, jk_entry **out);
+
+/* --- share.c: images shared by the engines of a process --- */
+jitk_status jk_share_create(jitk_engine *e, jk_share **out);
+void jk_share_join(jk_share *s);
+/* The group goes with its last engine, after that engine's entries. */
+void jk_share_leave(jitk_engine *e, jk_share *s);
+typedef enum jk_share_claim {
+  JK_SHARE_NONE = 0, /* not in the group; made here without telling the others */
+  JK_SHARE_MINE,     /* not in the group: this engine makes it, then calls jk_share_put */
+  JK_SHARE_HIT       /* `x` now shows the group's image */
+} jk_share_claim;
+/* Looks `key` up in the group, waiting while another engine makes it. */
+jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x);
+/* After JK_SHARE_MINE or NONE: the key is no longer in flight, and when
+ * `ok`, x's image joins the group (x then shows it, as on a hit). */
+void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim claim, bool ok);
+/* After a hit whose files changed: the image leaves the group's table and
+ * x no longer shows it. */
+void jk_share_drop(jitk_engine *e, jk_entry *x);
+/* Entry x lets go of its image (entry_free). */
+void jk_share_release(jitk_engine *e, jk_entry *x);
+/* The group's engines, its images and the images engines took from each
+ * other, for tests and the CLI. */
+void jk_share_counts(jitk_engine *e, size_t *engines, size_t *images, uint64_t *hits);
 
 /* The loaded entry for a key, or NULL; under the cache's table_lock. */
 jk_entry *jk_table_find(jk_cache *c, const jk_key *key);
