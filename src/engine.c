@@ -335,6 +335,12 @@ void jitk_engine_destroy(jitk_engine *e) {
   /* The cache goes first: its entries unload modules through the driver. */
   if (e->cache_initialized) jk_cache_destroy(e);
   if (e->temp_pool != NULL) jk_cu_mem_pool_destroy(e, e->temp_pool);
+  uint64_t peers = atomic_load(&e->peers);
+  for (int d = 0; d < 64; d++) {
+    CUdevice dev;
+    if ((peers >> d & 1) && jk_cu_device_get(&e->drv, d, &dev) == CUDA_SUCCESS)
+      jk_cu_primary_ctx_release(&e->drv, dev);
+  }
   if (e->has_device) jk_cu_primary_ctx_release(&e->drv, e->device);
   if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
   jk_nvrtc_destroy(e, &e->nvrtc);
@@ -347,6 +353,71 @@ void jitk_engine_destroy(jitk_engine *e) {
     fn(user, e, 0);
   else
     free(e);
+}
+
+static jitk_status enable_peer(jitk_engine *e, int peer) {
+  int count = 0;
+  CUresult r = jk_cu_device_count(&e->drv, &count);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuDeviceGetCount");
+  if (peer >= count)
+    return jk_fail(e, JITK_ERR_NO_DEVICE,
+                   "jitk_engine_enable_peer_access: no CUDA device %d: the driver sees %d device%s",
+                   peer, count, count == 1 ? "" : "s");
+  CUdevice dev;
+  r = jk_cu_device_get(&e->drv, peer, &dev);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuDeviceGet");
+  int can = 0;
+  r = jk_cu_can_access_peer(&e->drv, e->device, dev, &can);
+  if (r == CUDA_ERROR_NOT_SUPPORTED)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "jitk_engine_enable_peer_access: the driver has no cuDeviceCanAccessPeer");
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuDeviceCanAccessPeer");
+  if (!can)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "jitk_engine_enable_peer_access: device %d cannot reach device %d's memory "
+                   "(cuDeviceCanAccessPeer says no: no NVLink or PCIe path between them)",
+                   e->ordinal, peer);
+  CUcontext ctx = NULL;
+  r = jk_cu_primary_ctx_retain(&e->drv, dev, &ctx);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuDevicePrimaryCtxRetain");
+  CUcontext saved;
+  jitk_status st = jk_ctx_enter(e, &saved);
+  if (st == JITK_OK) {
+    r = jk_cu_enable_peer_access(&e->drv, ctx);
+    jk_ctx_leave(e, saved);
+    if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)
+      st = jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "jitk_engine_enable_peer_access: device %d cannot reach device %d's memory "
+                   "(cuCtxEnablePeerAccess: %s)",
+                   e->ordinal, peer,
+                   r == CUDA_ERROR_NOT_SUPPORTED ? "not in this driver" : "unsupported");
+    else if (r != CUDA_SUCCESS)
+      st = jk_cuda_fail(e, r, "cuCtxEnablePeerAccess");
+  }
+  if (st != JITK_OK) {
+    jk_cu_primary_ctx_release(&e->drv, dev);
+    return st;
+  }
+  atomic_fetch_or(&e->peers, (uint64_t)1 << peer);
+  return JITK_OK;
+}
+
+jitk_status jitk_engine_enable_peer_access(jitk_engine *e, int peer) {
+  if (e == NULL)
+    return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
+                   "jitk_engine_enable_peer_access: engine is NULL");
+  jitk_status st = jk_require_device(e, "jitk_engine_enable_peer_access");
+  if (st != JITK_OK) return st;
+  if (peer < 0 || peer == e->ordinal)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_enable_peer_access: device %d %s",
+                   peer, peer < 0 ? "is not a device ordinal" : "is the engine's own device");
+  if (peer >= 64)
+    return jk_fail(e, JITK_ERR_UNSUPPORTED,
+                   "jitk_engine_enable_peer_access: device %d: jitk tracks peers 0 to 63", peer);
+  pthread_mutex_lock(&e->lock);
+  if (!(atomic_load(&e->peers) >> peer & 1)) st = enable_peer(e, peer);
+  pthread_mutex_unlock(&e->lock);
+  return st;
 }
 
 jitk_status jitk_engine_device_info(const jitk_engine *e, jitk_device_info *info) {

@@ -7,7 +7,9 @@
 #ifndef JITK_SRC_ENGINE_H
 #define JITK_SRC_ENGINE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/base.h"
 #include "cache/cache.h"
@@ -54,10 +56,26 @@ struct jitk_engine {
 
   /* Threads of the compile pool (jitk_parallel), fixed at creation. */
   int compile_threads;
+
+  /* Devices whose memory the engine's kernels may use besides its own, bit
+   * d for ordinal d (jitk_engine_enable_peer_access): set under `lock`,
+   * read on the launch path without it. Their primary contexts are
+   * retained until the engine goes. */
+  _Atomic uint64_t peers;
 };
 
 _Static_assert(offsetof(struct jitk_engine, base) == 0,
                "base/ finds its part at the start of the engine");
+
+/* Whether a DLPack array on device `ordinal` may go to the engine's
+ * kernels: the engine's own device, or a peer enabled for it. */
+static inline bool jk_device_usable(const jitk_engine *e, int64_t ordinal) {
+  if (ordinal == e->ordinal) return true;
+  if (ordinal < 0 || ordinal >= 64) return false;
+  /* The field is atomic, the engine const for the reader only. */
+  uint64_t p = atomic_load_explicit(&((jitk_engine *)e)->peers, memory_order_acquire);
+  return (p >> ordinal) & 1;
+}
 
 /* Fails with JITK_ERR_NO_DEVICE on a compile-only engine. */
 jitk_status jk_require_device(const jitk_engine *e, const char *what);

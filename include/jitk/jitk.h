@@ -437,6 +437,23 @@ typedef struct jitk_device_info {
 /* The engine's device. JITK_ERR_NO_DEVICE on a compile-only engine. */
 JITK_API jitk_status jitk_engine_device_info(const jitk_engine *engine, jitk_device_info *info);
 
+/*
+ * Lets the engine's kernels use memory of device `peer` through NVLink or
+ * PCIe: peer access from the engine's context to the peer's primary
+ * context (cuCtxEnablePeerAccess), which stays retained until the engine
+ * is destroyed. Until then an array whose DLPack device_id names another
+ * device than the engine's is refused with JITK_ERR_INVALID_ARRAY, rather
+ * than handed to a kernel that would fault on it. Enabling it twice, or
+ * after the CUDA runtime did (cudaDeviceEnablePeerAccess), is no error;
+ * jitk never disables it. Thread-safe.
+ * Errors: JITK_ERR_NO_DEVICE on a compile-only engine or for a device the
+ * driver does not see; JITK_ERR_INVALID_ARGUMENT for the engine's own
+ * device or a negative one; JITK_ERR_UNSUPPORTED when the two devices
+ * cannot reach each other (cuDeviceCanAccessPeer), or for ordinals from
+ * 64 on.
+ */
+JITK_API jitk_status jitk_engine_enable_peer_access(jitk_engine *engine, int peer);
+
 /* The target the engine compiles for, such as "sm_90" or "compute_120";
  * the string lives as long as the engine. */
 JITK_API jitk_status jitk_engine_arch(const jitk_engine *engine, const char **arch);

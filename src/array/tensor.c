@@ -32,10 +32,11 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const c
                    "%s: the tensor is in %s; kernels need CUDA memory "
                    "(kDLCUDA, kDLCUDAManaged or kDLCUDAHost)",
                    what, device_type_name(dt));
-  if (dt != kDLCUDAHost && e != NULL && e->has_device && t->device.device_id != e->ordinal)
+  if (dt != kDLCUDAHost && e != NULL && e->has_device && !jk_device_usable(e, t->device.device_id))
     return jk_fail(e, JITK_ERR_INVALID_ARRAY,
-                   "%s: the tensor is on device %d but the engine uses device "
-                   "%d",
+                   "%s: the tensor is on device %d but the engine uses device %d (make an engine "
+                   "for that device, or let this one reach it with "
+                   "jitk_engine_enable_peer_access)",
                    what, (int)t->device.device_id, e->ordinal);
   jitk_dtype d = jk_dtype_from_dl(t->dtype);
   if (d == JITK_DTYPE_NONE)

@@ -159,3 +159,14 @@ CUresult jk_cu_primary_ctx_retain(const jk_driver *d, CUdevice device, CUcontext
 CUresult jk_cu_primary_ctx_release(const jk_driver *d, CUdevice device) {
   return d->cuDevicePrimaryCtxRelease(device);
 }
+
+CUresult jk_cu_can_access_peer(const jk_driver *d, CUdevice device, CUdevice peer, int *can) {
+  if (d->cuDeviceCanAccessPeer == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  return d->cuDeviceCanAccessPeer(can, device, peer);
+}
+
+CUresult jk_cu_enable_peer_access(const jk_driver *d, CUcontext peer) {
+  if (d->cuCtxEnablePeerAccess == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult r = d->cuCtxEnablePeerAccess(peer, 0);
+  return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
+}

@@ -38,6 +38,8 @@
   X(cuCtxSetCurrent, 12000, true)                             \
   X(cuCtxGetDevice, 12000, true)                              \
   X(cuCtxSynchronize, 12000, true)                            \
+  X(cuCtxEnablePeerAccess, 12000, false)                      \
+  X(cuDeviceCanAccessPeer, 12000, false)                      \
   X(cuModuleLoadDataEx, 12000, true)                          \
   X(cuModuleUnload, 12000, true)                              \
   X(cuModuleGetFunction, 12000, true)                         \
@@ -178,6 +180,12 @@ CUresult jk_cu_device_count(const jk_driver *d, int *count);
 CUresult jk_cu_device_get(const jk_driver *d, int ordinal, CUdevice *device);
 CUresult jk_cu_primary_ctx_retain(const jk_driver *d, CUdevice device, CUcontext *ctx);
 CUresult jk_cu_primary_ctx_release(const jk_driver *d, CUdevice device);
+/* Whether `device` can reach `peer`'s memory (cuDeviceCanAccessPeer);
+ * CUDA_ERROR_NOT_SUPPORTED from a driver without the entry point. */
+CUresult jk_cu_can_access_peer(const jk_driver *d, CUdevice device, CUdevice peer, int *can);
+/* Lets the current context reach `peer`'s memory (cuCtxEnablePeerAccess);
+ * enabled already, by jitk or the CUDA runtime, is a success. */
+CUresult jk_cu_enable_peer_access(const jk_driver *d, CUcontext peer);
 
 /* Destroys a memory pool made by jitk (memory.c). */
 CUresult jk_cu_mem_pool_destroy(const jitk_engine *e, CUmemoryPool pool);

@@ -141,7 +141,11 @@ static jitk_status pointer_value(jitk_engine *e, const jk_fn_facts *k, int i, co
   }
   const DLTensor *t = a->tensor;
   int dt = (int)t->device.device_type;
-  if (JK_UNLIKELY(dt != kDLCUDA && dt != kDLCUDAManaged && dt != kDLCUDAHost)) {
+  /* A pointer on another device than the engine's faults in the kernel
+   * (or reads through a peer mapping that was never made): refused here,
+   * where the check is one comparison. */
+  if (JK_UNLIKELY((dt != kDLCUDA && dt != kDLCUDAManaged && dt != kDLCUDAHost) ||
+                  (dt != kDLCUDAHost && !jk_device_usable(e, t->device.device_id)))) {
     char what[64];
     snprintf(what, sizeof what, "kernel %s, argument %d", k->name, i);
     jk_view v;

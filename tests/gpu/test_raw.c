@@ -438,6 +438,21 @@ Test(raw, bad_input_errors) {
   other.device.device_id = 3;
   jitk_arg op[] = {jitk_arg_f32(1), jitk_arg_array(&other), jitk_arg_i32(32)};
   JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "device 3", jitk_kernel_launch(k, one, b32, 0, NULL, op, 3));
+  /* A plain pointer argument is checked too, and the message says how to
+   * let the engine reach another device. */
+  jitk_arg opp[] = {jitk_arg_f32(1), jitk_arg_tensor_ptr(&other), jitk_arg_i32(32)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "jitk_engine_enable_peer_access",
+           jitk_kernel_launch(k, one, b32, 0, NULL, opp, 3));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "the engine's own device",
+           jitk_engine_enable_peer_access(e, 0));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "not a device ordinal",
+           jitk_engine_enable_peer_access(e, -1));
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "peers 0 to 63", jitk_engine_enable_peer_access(e, 64));
+  int version = 0, devices = 0;
+  JT_OK(NULL, jitk_driver_query(NULL, &version, &devices));
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "no CUDA device", jitk_engine_enable_peer_access(e, devices));
+  /* The refusals enabled nothing. */
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "device 3", jitk_kernel_launch(k, one, b32, 0, NULL, op, 3));
 
   /* Images for the wrong arch, and truncated. */
   jitk_engine *ce = jt_compile_engine("sm_80");

@@ -47,6 +47,10 @@ Test(nodriver, compile_only_engine_refuses_gpu_work) {
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_memset(e, &info, 0, 4, NULL));
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_stream_synchronize(e, NULL));
   JT_FAILS(e, JITK_ERR_NO_DEVICE, "needs a GPU", jitk_device_free(e, &info, NULL));
+  JT_FAILS(e, JITK_ERR_NO_DEVICE, "jitk_engine_enable_peer_access needs a GPU",
+           jitk_engine_enable_peer_access(e, 1));
+  JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "engine is NULL",
+           jitk_engine_enable_peer_access(NULL, 1));
   jitk_module *m = NULL;
   JT_OK(e, jitk_module_create(e, "extern \"C\" __global__ void k() {}", NULL, &m));
   jitk_kernel *k = NULL;
