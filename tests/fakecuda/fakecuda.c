@@ -5,7 +5,9 @@
  * parameters, the launch dimensions) in CI.
  *
  * It answers as one Hopper device (compute capability 9.0, 132
- * multiprocessors) would. "Device memory" is host memory from malloc, so
+ * multiprocessors) would, or as FAKECUDA_DEVICES of them, each with its
+ * primary context, all reaching each other's memory unless
+ * FAKECUDA_NO_PEER is set. "Device memory" is host memory from malloc, so
  * copies and memsets do what they say, but no kernel ever runs: a launch
  * checks its dimensions against the device's limits, records what it was
  * given and returns. Modules keep a copy of their image, and a function
@@ -13,11 +15,13 @@
  *
  * Only cuGetProcAddress_v2 is exported, as jitk resolves every other
  * entry point through it; the fakecuda_* functions let a test read what
- * the last launch received. Not thread-safe beyond what jitk's tests and
- * benchmarks need (one launching thread).
+ * the calling thread's last launch received. Threads may call it at once
+ * (an engine per fake device, each on its own thread): what they share,
+ * the counts and the table of allocations, is guarded.
  */
 #define _GNU_SOURCE /* memmem */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +32,25 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* What the last launch received, for tests, and how many bytes of each
- * parameter to copy. */
-static fakecuda_launch last_launch;
+/* What the calling thread's last launch received, for tests, and how many
+ * bytes of each parameter to copy. Per thread, so that threads launching
+ * at once (one per fake device) neither race nor wait for each other; the
+ * counts are over every thread. */
+static _Thread_local fakecuda_launch last_launch;
 static unsigned long long launches;
-static fakecuda_memset last_memset;
+static _Thread_local fakecuda_memset last_memset;
 static unsigned long long memsets;
 static size_t record_sizes[FAKECUDA_MAX_PARAMS];
 static int record_count;
 
-/* The one context, and the calling thread's current one. */
-static char the_context;
+/* A primary context per device (FAKECUDA_DEVICES of them, at most
+ * FAKE_DEVICES), the calling thread's current one, and which contexts may
+ * reach which devices' memory (cuCtxEnablePeerAccess). */
+enum { FAKE_DEVICES = 8 };
+static char contexts[FAKE_DEVICES];
+#define the_context (contexts[0])
 static _Thread_local CUcontext current;
+static unsigned peer_enabled[FAKE_DEVICES]; /* bit p of [d]: device d's context reaches p */
 
 typedef struct fake_module {
   size_t size;
@@ -80,6 +91,7 @@ static CUresult fk_cuGetErrorName(CUresult r, const char **s) {
     case CUDA_ERROR_NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
     case CUDA_ERROR_INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; break;
     case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: *s = "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -103,7 +115,15 @@ static CUresult fk_cuDriverGetVersion(int *v) {
 
 static int device_count(void) {
   const char *v = getenv("FAKECUDA_DEVICES");
-  return v != NULL ? atoi(v) : 1;
+  int n = v != NULL ? atoi(v) : 1;
+  return n < 0 ? 0 : n > FAKE_DEVICES ? FAKE_DEVICES : n;
+}
+
+/* The device of a context, or -1. */
+static int device_of(CUcontext c) {
+  for (int d = 0; d < FAKE_DEVICES; d++)
+    if (c == (CUcontext)(void *)&contexts[d]) return d;
+  return -1;
 }
 
 static CUresult fk_cuDeviceGetCount(int *n) {
@@ -163,7 +183,7 @@ static CUresult fk_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
 
 static CUresult fk_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
-  *c = (CUcontext)(void *)&the_context;
+  *c = (CUcontext)(void *)&contexts[d];
   return CUDA_SUCCESS;
 }
 
@@ -183,7 +203,28 @@ static CUresult fk_cuCtxSetCurrent(CUcontext c) {
 
 static CUresult fk_cuCtxGetDevice(CUdevice *d) {
   if (current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
-  *d = 0;
+  *d = device_of(current);
+  return CUDA_SUCCESS;
+}
+
+/* Every pair of fake devices can reach each other, unless
+ * FAKECUDA_NO_PEER is set. */
+static CUresult fk_cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer) {
+  if (d < 0 || d >= device_count() || peer < 0 || peer >= device_count())
+    return CUDA_ERROR_INVALID_DEVICE;
+  *can = d != peer && getenv("FAKECUDA_NO_PEER") == NULL;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fk_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  int me = device_of(current), other = device_of(peer);
+  if (me < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (other < 0 || other == me) return CUDA_ERROR_INVALID_DEVICE;
+  if (getenv("FAKECUDA_NO_PEER") != NULL) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  unsigned bit = 1u << other;
+  if (__atomic_fetch_or(&peer_enabled[me], bit, __ATOMIC_RELAXED) & bit)
+    return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   return CUDA_SUCCESS;
 }
 
@@ -392,6 +433,7 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   last_launch.block[0] = bx, last_launch.block[1] = by, last_launch.block[2] = bz;
   last_launch.shared = shared;
   last_launch.stream = s;
+  last_launch.device = device_of(current);
   last_launch.num_params = 0;
   size_t at = 0;
   /* A NULL parameter address ends the list early: jitk's generated
@@ -406,7 +448,7 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
     last_launch.num_params = i + 1;
     at += n;
   }
-  launches++;
+  __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
   return CUDA_SUCCESS;
 }
 
@@ -440,14 +482,62 @@ static CUresult fk_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunctio
   return CUDA_SUCCESS;
 }
 
+/* The fake's own allocations and the device current at each, so that
+ * cuPointerGetAttribute can name a device other than 0; any other address
+ * (a caller's host buffer) is device 0's. */
+enum { FAKE_BLOCKS = 4096 };
+static struct {
+  uintptr_t start;
+  size_t size;
+  int device;
+} blocks[FAKE_BLOCKS];
+static int blocks_top; /* no block at or above this index */
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int device_of_pointer(CUdeviceptr p) {
+  int d = 0;
+  pthread_mutex_lock(&blocks_lock);
+  for (int i = 0; i < blocks_top; i++)
+    if (blocks[i].size != 0 && p >= blocks[i].start && p - blocks[i].start < blocks[i].size) {
+      d = blocks[i].device;
+      break;
+    }
+  pthread_mutex_unlock(&blocks_lock);
+  return d;
+}
+
 static CUresult fk_cuMemAlloc(CUdeviceptr *p, size_t n) {
   void *m = malloc(n ? n : 1);
   if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = (CUdeviceptr)(uintptr_t)m;
+  int d = device_of(current);
+  if (d > 0) {
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < FAKE_BLOCKS; i++)
+      if (blocks[i].size == 0) {
+        blocks[i].start = (uintptr_t)m;
+        blocks[i].size = n ? n : 1;
+        blocks[i].device = d;
+        if (i >= blocks_top) __atomic_store_n(&blocks_top, i + 1, __ATOMIC_RELAXED);
+        break;
+      }
+    pthread_mutex_unlock(&blocks_lock);
+  }
   return CUDA_SUCCESS;
 }
 
 static CUresult fk_cuMemFree(CUdeviceptr p) {
+  /* The table is only ever filled from device 1 on: with one device, a
+   * free costs what free costs. */
+  if (__atomic_load_n(&blocks_top, __ATOMIC_RELAXED) > 0) {
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < blocks_top; i++)
+      if (blocks[i].size != 0 && blocks[i].start == p) blocks[i].size = 0;
+    int top = blocks_top;
+    while (top > 0 && blocks[top - 1].size == 0) top--;
+    __atomic_store_n(&blocks_top, top, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&blocks_lock);
+  }
   free((void *)(uintptr_t)p);
   return CUDA_SUCCESS;
 }
@@ -501,33 +591,34 @@ static CUresult fk_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, C
   last_memset.value = v;
   last_memset.bytes = n;
   last_memset.stream = s;
-  memsets++;
+  __atomic_fetch_add(&memsets, 1, __ATOMIC_RELAXED);
   return CUDA_SUCCESS;
 }
 
-/* Every address is device memory of device 0: the fake cannot tell its
- * own allocations from the caller's host buffers. */
-static CUresult pointer_attribute(void *out, CUpointer_attribute a) {
+/* Every address is device memory: of the device its allocation was made
+ * on when the fake made it, else of device 0 (the fake cannot tell a
+ * caller's host buffer from device memory). */
+static CUresult pointer_attribute(void *out, CUpointer_attribute a, CUdeviceptr p) {
   switch (a) {
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned int *)out = CU_MEMORYTYPE_DEVICE; break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)out = 0; break;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)out = 0; break;
-    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)out = (CUcontext)(void *)&the_context; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)out = device_of_pointer(p); break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *(CUcontext *)out = (CUcontext)(void *)&contexts[device_of_pointer(p)];
+      break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
 
 static CUresult fk_cuPointerGetAttribute(void *out, CUpointer_attribute a, CUdeviceptr p) {
-  (void)p;
-  return pointer_attribute(out, a);
+  return pointer_attribute(out, a, p);
 }
 
 static CUresult fk_cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a, void **out,
                                           CUdeviceptr p) {
-  (void)p;
   for (unsigned int i = 0; i < n; i++) {
-    CUresult r = pointer_attribute(out[i], a[i]);
+    CUresult r = pointer_attribute(out[i], a[i], p);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -598,6 +689,8 @@ FAKECUDA_SAME_TYPE(cuInit)
 FAKECUDA_SAME_TYPE(cuDriverGetVersion)
 FAKECUDA_SAME_TYPE(cuDeviceGetCount)
 FAKECUDA_SAME_TYPE(cuDeviceGet)
+FAKECUDA_SAME_TYPE(cuDeviceCanAccessPeer)
+FAKECUDA_SAME_TYPE(cuCtxEnablePeerAccess)
 FAKECUDA_SAME_TYPE(cuDeviceGetName)
 FAKECUDA_SAME_TYPE(cuDeviceGetAttribute)
 FAKECUDA_SAME_TYPE(cuDeviceTotalMem)
@@ -668,6 +761,8 @@ static const struct {
     FAKECUDA_ENTRY(cuCtxSetCurrent),
     FAKECUDA_ENTRY(cuCtxGetDevice),
     FAKECUDA_ENTRY(cuCtxSynchronize),
+    FAKECUDA_ENTRY(cuCtxEnablePeerAccess),
+    FAKECUDA_ENTRY(cuDeviceCanAccessPeer),
     FAKECUDA_ENTRY(cuModuleLoadDataEx),
     FAKECUDA_ENTRY(cuModuleUnload),
     FAKECUDA_ENTRY(cuModuleGetFunction),
@@ -726,7 +821,9 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 
 EXPORT const fakecuda_launch *fakecuda_last_launch(void) { return &last_launch; }
 
-EXPORT unsigned long long fakecuda_launch_count(void) { return launches; }
+EXPORT unsigned long long fakecuda_launch_count(void) {
+  return __atomic_load_n(&launches, __ATOMIC_RELAXED);
+}
 
 EXPORT void fakecuda_set_capturing(void *stream, bool on) {
   capturing_stream = (CUstream)stream;
@@ -734,7 +831,7 @@ EXPORT void fakecuda_set_capturing(void *stream, bool on) {
 }
 
 EXPORT const fakecuda_memset *fakecuda_last_memset(unsigned long long *count) {
-  if (count != NULL) *count = memsets;
+  if (count != NULL) *count = __atomic_load_n(&memsets, __ATOMIC_RELAXED);
   return &last_memset;
 }
 

@@ -21,6 +21,7 @@ typedef struct fakecuda_launch {
   int num_params;
   size_t param_offset[FAKECUDA_MAX_PARAMS];
   unsigned char param_bytes[FAKECUDA_PARAM_BYTES];
+  int device; /* whose context was current */
 } fakecuda_launch;
 
 /* The last cuMemsetD8Async: where, what, how many bytes, on which stream. */
