@@ -30,6 +30,8 @@ BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tes
 [ -x "$BUILD/tests/test_gpu_matmul" ] && BINS="$BINS $BUILD/tests/test_gpu_matmul"
 [ -x "$BUILD/examples/mlp_layer" ] && BINS="$BINS $BUILD/examples/mlp_layer"
 [ -x "$BUILD/examples/mlp_train_step" ] && BINS="$BINS $BUILD/examples/mlp_train_step"
+[ -x "$BUILD/tests/test_gpu_multi" ] && BINS="$BINS $BUILD/tests/test_gpu_multi"
+[ -x "$BUILD/examples/multi_gpu" ] && BINS="$BINS $BUILD/examples/multi_gpu"
 [ -x "$BUILD/examples/reduction" ] && BINS="$BINS $BUILD/examples/reduction"
 # The cache's tests of dependency records and of who may write a cache run
 # there too: as root, on another filesystem, beside device engines.

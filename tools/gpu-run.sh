@@ -49,6 +49,8 @@ step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
   step test_gpu_reduction "$HERE/bin/test_gpu_reduction" --jobs=1 --verbose
 [ -x "$HERE/bin/test_gpu_matmul" ] &&
   step test_gpu_matmul "$HERE/bin/test_gpu_matmul" --jobs=1 --verbose
+# Several devices: skipped with "needs two CUDA devices" on a machine of one.
+[ -x "$HERE/bin/test_gpu_multi" ] && step test_gpu_multi "$HERE/bin/test_gpu_multi" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
 for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
   [ -x "$HERE/bin/$t" ] && step "$t" "$HERE/bin/$t" --jobs=4
@@ -59,6 +61,7 @@ step example_elementwise "$HERE/bin/elementwise"
 [ -x "$HERE/bin/reduction" ] && step example_reduction "$HERE/bin/reduction"
 [ -x "$HERE/bin/mlp_layer" ] && step example_mlp_layer "$HERE/bin/mlp_layer"
 [ -x "$HERE/bin/mlp_train_step" ] && step example_mlp_train_step "$HERE/bin/mlp_train_step"
+[ -x "$HERE/bin/multi_gpu" ] && step example_multi_gpu "$HERE/bin/multi_gpu"
 [ -x "$HERE/bin/existing_cuda" ] && step existing_cuda "$HERE/bin/existing_cuda"
 [ -x "$HERE/bin/link" ] && step example_link "$HERE/bin/link" "$HERE/bin/activations.o"
 if command -v compute-sanitizer >/dev/null; then

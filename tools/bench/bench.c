@@ -359,6 +359,8 @@ int main(int argc, char **argv) {
         "           2 nodes x 8 processes, a remote hit against a disk hit\n"
         "  warm [N] `jitk cache warm` of a manifest of N kernels (500), on one thread\n"
         "           and on the compile pool (no GPU needed)\n"
+        "  multi    host time per launch with a thread and an engine per device, all\n"
+        "           devices at once, against one thread on one device (GPU; --devices N)\n"
         "--json FILE appends one JSON line per figure.\n");
     return argc < 2 ? 2 : 0;
   }
@@ -374,6 +376,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "graph") == 0) return bench_graph(argc - 2, argv + 2);
   if (strcmp(argv[1], "remote") == 0) return bench_remote(argc - 2, argv + 2);
   if (strcmp(argv[1], "warm") == 0) return bench_warm(argc - 2, argv + 2);
+  if (strcmp(argv[1], "multi") == 0) return bench_multi(argc - 2, argv + 2);
   if (strcmp(argv[1], "cache-child") == 0) return bench_cache_child(argc - 2, argv + 2);
   fprintf(stderr, "jitk-bench: unknown benchmark '%s'\n", argv[1]);
   return 2;

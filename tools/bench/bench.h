@@ -48,6 +48,7 @@ int bench_small(int argc, char **argv);
 int bench_graph(int argc, char **argv);
 int bench_remote(int argc, char **argv);
 int bench_warm(int argc, char **argv);
+int bench_multi(int argc, char **argv);
 
 /* A device array of zero, one or two dimensions (C order) with the
  * DLTensor that passes it. The DLTensor points at the struct's own shape,
