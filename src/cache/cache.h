@@ -80,25 +80,6 @@ typedef struct jk_file_memo {
 } jk_file_memo;
 #define JK_FILE_MEMOS 64
 
-/* An image in the share group's table (share.c): the fields an entry
- * shows, owned here while engines' entries hold it. `refs` counts those
- * entries, under the group's lock. */
-typedef struct jk_image {
-  jk_key key;
-  int refs;
-  bool in_table;
-  struct jk_image *next;
-  void *image;
-  size_t image_size;
-  jitk_image_kind kind;
-  char **name_expressions;
-  char **lowered;
-  size_t num_names;
-  char *log;
-  double compile_ms;
-  jk_deps deps;
-} jk_image;
-
 /* One compiled kernel image and what goes with it, shared by every module
  * handle made from it; the memory table holds one reference too. */
 typedef struct jk_entry {
@@ -118,9 +99,11 @@ typedef struct jk_entry {
   size_t num_resources;
   double compile_ms;
   void *cu; /* CUmodule, NULL on compile-only engines */
-  /* Non-NULL: the fields from image to deps are the share group's image's,
-   * which this entry holds one reference to, rather than its own. */
-  jk_image *shared;
+  /* Non-NULL: the fields from image to deps are those of the share
+   * group's entry (share.c), which this one holds a reference to, rather
+   * than its own. In the group's own entries, refs counts those holders,
+   * hash_next chains the group's buckets and cu is NULL. */
+  struct jk_entry *shared;
   /* What the compile read from disk; checked again on memory hits (files
    * outside the CUDA headers) and disk hits (all). */
   jk_deps deps;

@@ -12,8 +12,10 @@
  * read is loaded from memory, and a key another engine is compiling is
  * waited for rather than compiled twice, even with the disk cache off.
  *
- * The group holds no image of its own: an image is in the table while some
- * engine's entry holds it, and leaves with the last one, so the group never
+ * The group's table is an entry per image, which owns the image's fields
+ * (cu NULL) and which engines' entries show and hold (jk_entry.shared).
+ * The table takes no reference of its own: an image is in it while some
+ * engine's entry holds it and leaves with the last one, so the group never
  * keeps more than the engines' tables together do. Every engine made with
  * the same allocator (jitk_engine_create checks), any member frees what
  * another allocated. The group itself goes with its last engine.
@@ -31,7 +33,7 @@ struct jk_share {
   pthread_mutex_t lock;
   pthread_cond_t done; /* a key in flight finished, one way or the other */
   int engines;
-  jk_image **buckets;
+  jk_entry **buckets;
   size_t num_buckets, count;
   jk_key *inflight;
   size_t num_inflight, cap_inflight;
@@ -43,7 +45,7 @@ enum { JK_SHARE_BUCKETS = 1024 };
 
 jitk_status jk_share_create(jitk_engine *e, jk_share **out) {
   jk_share *s = jk_calloc(e, 1, sizeof *s);
-  jk_image **b = jk_calloc(e, JK_SHARE_BUCKETS, sizeof *b);
+  jk_entry **b = jk_calloc(e, JK_SHARE_BUCKETS, sizeof *b);
   if (s == NULL || b == NULL) {
     jk_free(e, s);
     jk_free(e, b);
@@ -85,17 +87,17 @@ static size_t bucket_of(const jk_share *s, const jk_key *k) {
   return (size_t)(h & (s->num_buckets - 1));
 }
 
-static jk_image *find(const jk_share *s, const jk_key *key) {
-  for (jk_image *i = s->buckets[bucket_of(s, key)]; i != NULL; i = i->next)
+static jk_entry *find(const jk_share *s, const jk_key *key) {
+  for (jk_entry *i = s->buckets[bucket_of(s, key)]; i != NULL; i = i->hash_next)
     if (memcmp(i->key.bytes, key->bytes, 16) == 0) return i;
   return NULL;
 }
 
-static void unlink_image(jk_share *s, jk_image *img) {
-  jk_image **p = &s->buckets[bucket_of(s, &img->key)];
-  while (*p != NULL && *p != img) p = &(*p)->next;
-  if (*p == img) *p = img->next;
-  img->next = NULL;
+static void unlink_image(jk_share *s, jk_entry *img) {
+  jk_entry **p = &s->buckets[bucket_of(s, &img->key)];
+  while (*p != NULL && *p != img) p = &(*p)->hash_next;
+  if (*p == img) *p = img->hash_next;
+  img->hash_next = NULL;
   img->in_table = false;
   s->count--;
 }
@@ -109,55 +111,38 @@ static bool inflight_index(const jk_share *s, const jk_key *key, size_t *at) {
   return false;
 }
 
-/* The image's fields, seen through the entry, which does not own them. */
-static void alias(jk_entry *x, jk_image *img) {
-  x->shared = img;
-  x->image = img->image;
-  x->image_size = img->image_size;
-  x->kind = img->kind;
-  x->name_expressions = img->name_expressions;
-  x->lowered = img->lowered;
-  x->num_names = img->num_names;
-  x->log = img->log;
-  x->compile_ms = img->compile_ms;
-  x->deps = img->deps;
+/* The fields of a compiled image, from one entry to another: the group's
+ * entry takes a new image's, an engine's entry shows the group's. */
+static void copy_image(jk_entry *to, const jk_entry *from) {
+  to->image = from->image;
+  to->image_size = from->image_size;
+  to->kind = from->kind;
+  to->name_expressions = from->name_expressions;
+  to->lowered = from->lowered;
+  to->num_names = from->num_names;
+  to->log = from->log;
+  to->compile_ms = from->compile_ms;
+  to->deps = from->deps;
 }
 
+/* An engine's entry stops showing the group's image. */
 static void unalias(jk_entry *x) {
+  static const jk_entry none;
+  copy_image(x, &none);
   x->shared = NULL;
-  x->image = NULL;
-  x->image_size = 0;
-  x->name_expressions = NULL;
-  x->lowered = NULL;
-  x->num_names = 0;
-  x->log = NULL;
-  x->compile_ms = 0;
-  memset(&x->deps, 0, sizeof x->deps);
-}
-
-static void image_free(jitk_engine *e, jk_image *img) {
-  for (size_t i = 0; i < img->num_names; i++) {
-    if (img->name_expressions) jk_free(e, img->name_expressions[i]);
-    if (img->lowered) jk_free(e, img->lowered[i]);
-  }
-  jk_free(e, img->name_expressions);
-  jk_free(e, img->lowered);
-  jk_deps_free(e, &img->deps);
-  jk_free(e, img->log);
-  jk_free(e, img->image);
-  jk_free(e, img);
 }
 
 jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x) {
   jk_share *s = e->cache.share;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    jk_image *img = find(s, key);
+    jk_entry *img = find(s, key);
     if (img != NULL) {
       img->refs++;
       s->hits++;
       pthread_mutex_unlock(&s->lock);
-      alias(x, img);
+      copy_image(x, img);
+      x->shared = img;
       return JK_SHARE_HIT;
     }
     size_t at;
@@ -185,31 +170,23 @@ jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x) {
 
 void jk_share_drop(jitk_engine *e, jk_entry *x) {
   jk_share *s = e->cache.share;
-  jk_image *img = x->shared;
+  jk_entry *img = x->shared;
   pthread_mutex_lock(&s->lock);
   if (img->in_table) unlink_image(s, img);
   bool last = --img->refs == 0;
   pthread_mutex_unlock(&s->lock);
   unalias(x);
-  if (last) image_free(e, img);
+  if (last) jk_entry_discard(e, img);
 }
 
 void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim claim, bool ok) {
   jk_share *s = e->cache.share;
-  jk_image *img = ok ? jk_calloc(e, 1, sizeof *img) : NULL;
+  jk_entry *img = ok ? jk_calloc(e, 1, sizeof *img) : NULL;
   if (img != NULL) {
-    /* The entry's fields move to the image, which it then holds. */
+    /* The entry's image moves to the group's entry, which it then holds. */
     img->key = *key;
     img->refs = 1;
-    img->image = x->image;
-    img->image_size = x->image_size;
-    img->kind = x->kind;
-    img->name_expressions = x->name_expressions;
-    img->lowered = x->lowered;
-    img->num_names = x->num_names;
-    img->log = x->log;
-    img->compile_ms = x->compile_ms;
-    img->deps = x->deps;
+    copy_image(img, x);
     x->shared = img;
   }
   pthread_mutex_lock(&s->lock);
@@ -220,7 +197,7 @@ void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim
    * the key without claiming it; the first one stays. */
   if (img != NULL && find(s, key) == NULL) {
     size_t b = bucket_of(s, key);
-    img->next = s->buckets[b];
+    img->hash_next = s->buckets[b];
     s->buckets[b] = img;
     img->in_table = true;
     s->count++;
@@ -230,14 +207,14 @@ void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim
 }
 
 void jk_share_release(jitk_engine *e, jk_entry *x) {
-  jk_image *img = x->shared;
+  jk_entry *img = x->shared;
   jk_share *s = e->cache.share;
   pthread_mutex_lock(&s->lock);
   bool last = --img->refs == 0;
   if (last && img->in_table) unlink_image(s, img);
   pthread_mutex_unlock(&s->lock);
   unalias(x);
-  if (last) image_free(e, img);
+  if (last) jk_entry_discard(e, img);
 }
 
 void jk_share_counts(jitk_engine *e, size_t *engines, size_t *images, uint64_t *hits) {
