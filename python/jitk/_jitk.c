@@ -185,6 +185,19 @@ static int count_devices(void) {
   return n;
 }
 
+/* The package's engines share compiled images (jitk_engine_config.
+ * share_images_with): each joins the group of the first one made, so a
+ * kernel used on several devices of one architecture, or compiled ahead
+ * with compile(), is compiled once. Engines live until the module is
+ * unloaded, so the one named outlives every engine_create. */
+static jitk_engine *share_peer(void) {
+  for (int d = 0; d < MAX_DEVICES; d++)
+    if (engines[d] != NULL) return engines[d];
+  for (size_t i = 0; i < sizeof arch_engines / sizeof arch_engines[0]; i++)
+    if (arch_engines[i].engine != NULL) return arch_engines[i].engine;
+  return NULL;
+}
+
 static jitk_engine *device_engine(int ordinal) {
   if (ordinal < 0 || ordinal >= MAX_DEVICES) {
     PyErr_Format(PyExc_ValueError, "device %d is out of range", ordinal);
@@ -194,6 +207,7 @@ static jitk_engine *device_engine(int ordinal) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = ordinal;
+  cfg.share_images_with = share_peer();
   jitk_engine *e = NULL;
   jitk_status st;
   /* Creating an engine initializes the driver: the GIL goes meanwhile. */
@@ -240,6 +254,7 @@ static jitk_engine *arch_engine_for(const char *arch) {
       jitk_engine_config_init(&cfg);
       cfg.device = JITK_DEVICE_NONE;
       cfg.arch = want;
+      cfg.share_images_with = share_peer();
       jitk_engine *e = NULL;
       jitk_status st = jitk_engine_create(&cfg, &e);
       if (st != JITK_OK) {

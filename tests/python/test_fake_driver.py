@@ -30,7 +30,8 @@ class Launch(ctypes.Structure):
     _fields_ = [("function", ctypes.c_char_p), ("grid", ctypes.c_uint * 3),
                 ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("num_params", ctypes.c_int),
-                ("param_offset", ctypes.c_size_t * 64), ("param_bytes", ctypes.c_ubyte * 4096)]
+                ("param_offset", ctypes.c_size_t * 64), ("param_bytes", ctypes.c_ubyte * 4096),
+                ("device", ctypes.c_int)]
 
 fake = ctypes.CDLL(FAKE)
 fake.fakecuda_last_launch.restype = ctypes.POINTER(Launch)
@@ -87,8 +88,9 @@ def cupy_host_allocation():
 '''
 
 
-def run(code: str, tmp_path) -> str:
+def run(code: str, tmp_path, **extra_env: str) -> str:
     env = dict(os.environ)
+    env.update(extra_env)
     env["LD_LIBRARY_PATH"] = os.path.dirname(os.path.abspath(FAKE))
     env["JITK_CACHE_DIR"] = str(tmp_path / "cache")
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -465,3 +467,63 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
     """, tmp_path)
     # Some calls must have been valid, or the test exercised only refusals.
     assert int(out.split()[-1]) > 0, out
+
+
+def test_kernels_follow_the_device_of_their_arrays(tmp_path):
+    # Two stand-in devices; memory the stand-in allocates in device 1's
+    # context is device 1's, which the driver tells jitk from the pointer.
+    run("""
+        assert jitk.device_count() == 2
+        proc, status = ctypes.c_void_p(), ctypes.c_int()
+
+        def entry(name, *types):
+            assert fake.cuGetProcAddress_v2(name.encode(), ctypes.byref(proc), 12000,
+                                            ctypes.c_uint64(0), ctypes.byref(status)) == 0
+            return ctypes.CFUNCTYPE(ctypes.c_int, *types)(proc.value)
+
+        retain = entry("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+        set_current = entry("cuCtxSetCurrent", ctypes.c_void_p)
+        mem_alloc = entry("cuMemAlloc", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)
+        ctx = ctypes.c_void_p()
+        assert retain(ctypes.byref(ctx), 1) == 0 and set_current(ctx) == 0
+
+        class OnDevice1:
+            def __init__(self, n):
+                p = ctypes.c_uint64()
+                assert mem_alloc(ctypes.byref(p), 4 * n) == 0
+                self.__cuda_array_interface__ = {
+                    "shape": (n,), "typestr": "<f4", "data": (p.value, False), "version": 3,
+                    "strides": None, "stream": None}
+
+        x1, y1, z1 = OnDevice1(1000), OnDevice1(1000), OnDevice1(1000)
+        assert set_current(None) == 0
+        x0 = CudaArray(np.arange(1000, dtype=np.float32))
+        z0 = CudaArray(np.zeros(1000, dtype=np.float32))
+
+        k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
+        before = fake.fakecuda_launch_count()
+        k(x0, x0, z0)
+        assert fake.fakecuda_last_launch().contents.device == 0
+        compiled = jitk.cache_stats()["process"]["compiles"]
+        assert compiled >= 1, jitk.cache_stats()
+        k(x1, y1, z1)
+        assert fake.fakecuda_launch_count() == before + 2
+        assert fake.fakecuda_last_launch().contents.device == 1
+        # Device 1's engine took device 0's image: no second compile.
+        assert jitk.cache_stats()["process"]["compiles"] == compiled, jitk.cache_stats()
+
+        # Arrays of both devices in one call: a clear error, nothing launched.
+        try:
+            k(x0, y1, z0)
+        except ValueError as e:
+            assert "device 1" in str(e) and "device 0" in str(e), e
+        else:
+            sys.exit("arrays of two devices were taken together")
+        assert fake.fakecuda_launch_count() == before + 2
+
+        r = jitk.RawKernel('extern "C" __global__ void f(float *p, int n) {}', "f")
+        r((1,), (32,), (z1, 1000))
+        assert fake.fakecuda_last_launch().contents.device == 1
+        r((1,), (32,), (z0, 1000))
+        assert fake.fakecuda_last_launch().contents.device == 0
+    """, tmp_path, FAKECUDA_DEVICES="2", JITK_CACHE="off")
