@@ -22,6 +22,7 @@
 #define _GNU_SOURCE /* memmem */
 #include <cuda.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +38,19 @@
  * at once (one per fake device) neither race nor wait for each other; the
  * counts are over every thread. */
 static _Thread_local fakecuda_launch last_launch;
-static unsigned long long launches;
+/* Launches and memsets are counted per thread, each thread's counts added
+ * to the `ended` ones when it ends: one shared counter bumped by threads
+ * on two cores would cost each launch a cache line's trip between them.
+ * A thread sees its own counts and those of threads that ended. */
+typedef struct counts {
+  unsigned long long launches, memsets;
+} counts;
+static counts ended;
+static _Thread_local counts mine;
+static _Thread_local bool counted;
+static pthread_key_t counts_key;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 static _Thread_local fakecuda_memset last_memset;
-static unsigned long long memsets;
 static size_t record_sizes[FAKECUDA_MAX_PARAMS];
 static int record_count;
 
@@ -420,6 +431,24 @@ static CUresult check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, u
   return CUDA_SUCCESS;
 }
 
+static void counts_end(void *p) {
+  const counts *c = p;
+  __atomic_fetch_add(&ended.launches, c->launches, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&ended.memsets, c->memsets, __ATOMIC_RELAXED);
+}
+
+static void make_counts_key(void) { pthread_key_create(&counts_key, counts_end); }
+
+/* This thread's counts, to be added to `ended` when it ends. */
+static counts *my_counts(void) {
+  if (!counted) {
+    pthread_once(&counts_once, make_counts_key);
+    pthread_setspecific(counts_key, &mine);
+    counted = true;
+  }
+  return &mine;
+}
+
 static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
                               void **extra) {
@@ -448,7 +477,7 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
     last_launch.num_params = i + 1;
     at += n;
   }
-  __atomic_fetch_add(&launches, 1, __ATOMIC_RELAXED);
+  my_counts()->launches++;
   return CUDA_SUCCESS;
 }
 
@@ -506,16 +535,27 @@ static int device_of_pointer(CUdeviceptr p) {
   return d;
 }
 
-static CUresult fk_cuMemAlloc(CUdeviceptr *p, size_t n) {
+static CUresult plain_alloc(CUdeviceptr *p, size_t n) {
   void *m = malloc(n ? n : 1);
   if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+/* Only cuMemAlloc's blocks are in the table: jitk allocates in stream
+ * order (cuMemAllocAsync, its pool), which stays off the table's lock, so
+ * that threads launching at once on their devices do not wait for each
+ * other inside the stand-in. */
+static CUresult fk_cuMemAlloc(CUdeviceptr *p, size_t n) {
+  CUresult r = plain_alloc(p, n);
+  if (r != CUDA_SUCCESS) return r;
+  uintptr_t m = (uintptr_t)*p;
   int d = device_of(current);
   if (d > 0) {
     pthread_mutex_lock(&blocks_lock);
     for (int i = 0; i < FAKE_BLOCKS; i++)
       if (blocks[i].size == 0) {
-        blocks[i].start = (uintptr_t)m;
+        blocks[i].start = m;
         blocks[i].size = n ? n : 1;
         blocks[i].device = d;
         if (i >= blocks_top) __atomic_store_n(&blocks_top, i + 1, __ATOMIC_RELAXED);
@@ -544,12 +584,13 @@ static CUresult fk_cuMemFree(CUdeviceptr p) {
 
 static CUresult fk_cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
   (void)s;
-  return fk_cuMemAlloc(p, n);
+  return plain_alloc(p, n);
 }
 
 static CUresult fk_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   (void)s;
-  return fk_cuMemFree(p);
+  free((void *)(uintptr_t)p);
+  return CUDA_SUCCESS;
 }
 
 static char the_pool;
@@ -572,7 +613,7 @@ static CUresult fk_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute 
 static CUresult fk_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool,
                                            CUstream s) {
   (void)pool, (void)s;
-  return fk_cuMemAlloc(p, n);
+  return plain_alloc(p, n);
 }
 
 static CUresult fk_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -591,7 +632,7 @@ static CUresult fk_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, C
   last_memset.value = v;
   last_memset.bytes = n;
   last_memset.stream = s;
-  __atomic_fetch_add(&memsets, 1, __ATOMIC_RELAXED);
+  my_counts()->memsets++;
   return CUDA_SUCCESS;
 }
 
@@ -822,7 +863,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 EXPORT const fakecuda_launch *fakecuda_last_launch(void) { return &last_launch; }
 
 EXPORT unsigned long long fakecuda_launch_count(void) {
-  return __atomic_load_n(&launches, __ATOMIC_RELAXED);
+  return __atomic_load_n(&ended.launches, __ATOMIC_RELAXED) + mine.launches;
 }
 
 EXPORT void fakecuda_set_capturing(void *stream, bool on) {
@@ -831,7 +872,7 @@ EXPORT void fakecuda_set_capturing(void *stream, bool on) {
 }
 
 EXPORT const fakecuda_memset *fakecuda_last_memset(unsigned long long *count) {
-  if (count != NULL) *count = __atomic_load_n(&memsets, __ATOMIC_RELAXED);
+  if (count != NULL) *count = __atomic_load_n(&ended.memsets, __ATOMIC_RELAXED) + mine.memsets;
   return &last_memset;
 }
 

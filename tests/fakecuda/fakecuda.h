@@ -32,12 +32,14 @@ typedef struct fakecuda_memset {
   void *stream;
 } fakecuda_memset;
 
-/* The last launch, and how many launches succeeded so far. */
+/* The calling thread's last launch, and how many launches succeeded so
+ * far: the calling thread's and those of threads that have ended. */
 typedef const fakecuda_launch *(*fakecuda_last_launch_fn)(void);
 typedef unsigned long long (*fakecuda_launch_count_fn)(void);
 /* Copies `n` parameters of the given sizes at each later launch. */
 typedef void (*fakecuda_record_params_fn)(const size_t *sizes, int n);
-/* The last memset, and (into *count) how many there were. */
+/* The calling thread's last memset, and (into *count) how many there
+ * were, counted as launches are. */
 typedef const fakecuda_memset *(*fakecuda_last_memset_fn)(unsigned long long *count);
 
 /* Makes cuStreamIsCapturing say that `stream` captures a graph (on) or
