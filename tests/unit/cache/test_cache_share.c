@@ -177,8 +177,7 @@ Test(cache_share, engines_at_once_compile_each_kernel_once) {
      * the same kernel. */
     char *dir = round == 1 ? jt_tmpdir() : NULL;
     jitk_engine *e[ENGINES];
-    for (int i = 0; i < ENGINES; i++)
-      e[i] = share_engine("sm_90", dir, i ? e[0] : NULL, 0);
+    for (int i = 0; i < ENGINES; i++) e[i] = share_engine("sm_90", dir, i ? e[0] : NULL, 0);
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, ENGINES);
     racer r[ENGINES];
@@ -194,8 +193,7 @@ Test(cache_share, engines_at_once_compile_each_kernel_once) {
       compiles += jt_stats_mine(e[i]).compiles;
       hits += jt_stats_mine(e[i]).memory_hits + jt_stats_mine(e[i]).disk_hits;
     }
-    cr_assert_eq(compiles, KERNELS, "round %d: %llu compiles", round,
-                 (unsigned long long)compiles);
+    cr_assert_eq(compiles, KERNELS, "round %d: %llu compiles", round, (unsigned long long)compiles);
     cr_assert_eq(hits, (ENGINES - 1) * KERNELS);
     cr_assert_eq(group(e[0]).images, KERNELS);
     for (int i = 0; i < ENGINES; i++) jitk_engine_destroy(e[i]);
@@ -298,4 +296,58 @@ Test(cache_share, an_edited_header_is_compiled_again) {
   jitk_engine_destroy(b);
   free(old);
   jt_rmdir(work);
+}
+
+/* Two engines sharing images on one counting allocator (tests/common.h):
+ * a reads kernel 1 from the disk cache and publishes it, b takes it from
+ * the group; then both go, a first. The first failure is returned. */
+static jitk_status counted_pair(const char *dir, jt_counter *c) {
+  jitk_engine *e[2] = {NULL, NULL};
+  jitk_status first = JITK_OK;
+  for (int i = 0; i < 2 && first == JITK_OK; i++) {
+    jitk_engine_config cfg;
+    jitk_engine_config_init(&cfg);
+    cfg.device = JITK_DEVICE_NONE;
+    cfg.arch = "sm_90";
+    cfg.cache_dir = dir;
+    cfg.cache_mode = JITK_CACHE_READ_ONLY;
+    cfg.alloc_fn = jt_counting;
+    cfg.alloc_user = c;
+    cfg.log_level = JITK_LOG_OFF;
+    cfg.share_images_with = e[0];
+    first = jitk_engine_create(&cfg, &e[i]);
+  }
+  jitk_module *m[2] = {NULL, NULL};
+  char src[512];
+  jt_kernel_source(1, src, sizeof src);
+  for (int i = 0; i < 2 && first == JITK_OK; i++)
+    first = jitk_module_create(e[i], src, NULL, &m[i]);
+  /* Without failures: a read from disk, then a hit in the group. */
+  if (c->fail_at == 0) {
+    cr_assert_eq(first, JITK_OK, "%s", jitk_errmsg(NULL));
+    cr_assert_eq(jt_stats_mine(e[0]).disk_hits, 1);
+    cr_assert_eq(jt_stats_mine(e[1]).memory_hits, 1);
+    cr_assert_eq(jt_stats_mine(e[1]).disk_hits + jt_stats_mine(e[1]).compiles, 0);
+  }
+  for (int i = 0; i < 2; i++) jitk_module_destroy(m[i]);
+  for (int i = 0; i < 2; i++) jitk_engine_destroy(e[i]);
+  return first;
+}
+
+Test(cache_share, allocation_failures_lose_nothing, .timeout = 280) {
+  char *dir = jt_cache_with_one_kernel();
+  jt_counter full = {0, 0, 0};
+  cr_assert_eq(counted_pair(dir, &full), JITK_OK, "%s", jitk_errmsg(NULL));
+  cr_assert_eq(full.live, 0, "%ld blocks leaked", full.live);
+  cr_log_info("%ld allocations", full.calls);
+  for (long n = 1; n <= full.calls; n++) {
+    jt_counter c = {0, 0, n};
+    jitk_status st = counted_pair(dir, &c);
+    cr_assert(st == JITK_OK || st == JITK_ERR_OUT_OF_MEMORY,
+              "failing allocation %ld of %ld gave %s: %s", n, full.calls, jitk_errname(st),
+              jitk_errmsg(NULL));
+    cr_assert_eq(c.live, 0, "failing allocation %ld of %ld leaked %ld blocks", n, full.calls,
+                 c.live);
+  }
+  jt_rmdir(dir);
 }
