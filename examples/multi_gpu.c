@@ -173,7 +173,8 @@ int main(void) {
   int version = 0, count = 0;
   jitk_status st = jitk_driver_query(NULL, &version, &count);
   if (st == JITK_ERR_NO_DRIVER || st == JITK_ERR_NO_DEVICE || (st == JITK_OK && count == 0)) {
-    printf("multi_gpu: no CUDA device: %s\n", st == JITK_OK ? "the driver sees none" : jitk_errmsg(NULL));
+    printf("multi_gpu: no CUDA device: %s\n",
+           st == JITK_OK ? "the driver sees none" : jitk_errmsg(NULL));
     return compile_only();
   }
   CHECK(NULL, st);
@@ -235,8 +236,8 @@ int main(void) {
   for (int d = 0; d < count; d++) {
     const char *arch = NULL;
     CHECK(e[d], jitk_engine_arch(e[d], &arch));
-    printf("multi_gpu: device %d (%s): elements %lld-%lld, rows %lld-%lld, %llu compiles\n", d, arch,
-           (long long)parts[d].lo, (long long)parts[d].hi - 1, (long long)parts[d].r0,
+    printf("multi_gpu: device %d (%s): elements %lld-%lld, rows %lld-%lld, %llu compiles\n", d,
+           arch, (long long)parts[d].lo, (long long)parts[d].hi - 1, (long long)parts[d].r0,
            (long long)parts[d].r1 - 1, (unsigned long long)parts[d].compiles);
   }
 

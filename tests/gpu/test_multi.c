@@ -175,8 +175,8 @@ static void check_slice(const slice *s) {
               s->device, i, (double)s->z[i], ref);
     ssq += (double)s->x[i] * s->x[i];
   }
-  cr_assert(fabs(s->ssq_out - ssq) <= 1e-4 * ssq, "device %d: sum of squares %g, not %g",
-            s->device, (double)s->ssq_out, ssq);
+  cr_assert(fabs(s->ssq_out - ssq) <= 1e-4 * ssq, "device %d: sum of squares %g, not %g", s->device,
+            (double)s->ssq_out, ssq);
   for (int r = 0; r < M; r++)
     for (int c = 0; c < COLS; c++) {
       double acc = 0;
@@ -218,8 +218,8 @@ Test(multi, every_architecture_compiles_once) {
     check_slice(&s[d]);
     if (d == 0) cr_assert_gt(compiles(e[0]), 0);
     if (arch_seen(e, d))
-      cr_assert_eq(compiles(e[d]), 0, "device %d (%s) compiled %llu kernels another device had",
-                   d, arch_of(e[d]), (unsigned long long)compiles(e[d]));
+      cr_assert_eq(compiles(e[d]), 0, "device %d (%s) compiled %llu kernels another device had", d,
+                   arch_of(e[d]), (unsigned long long)compiles(e[d]));
   }
   for (int d = 0; d < count; d++) free_kernels(&s[d]);
   for (int d = count - 1; d >= 0; d--) jitk_engine_destroy(e[d]);
@@ -320,12 +320,13 @@ Test(multi, arrays_of_another_device) {
   JT_FAILS(e[0], JITK_ERR_INVALID_ARRAY, "on device 1 but the engine uses device 0",
            jitk_elementwise_launch(k, NULL, args, 2, -1, NULL));
   jitk_module *m = NULL;
-  JT_OK(e[0], jitk_module_create(e[0],
-                                 "extern \"C\" __global__ void add1(const float *x, float *z, "
-                                 "long long n) {\n"
-                                 "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
-                                 "  if (i < n) z[i] += x[i];\n}\n",
-                                 NULL, &m));
+  JT_OK(e[0],
+        jitk_module_create(e[0],
+                           "extern \"C\" __global__ void add1(const float *x, float *z, "
+                           "long long n) {\n"
+                           "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+                           "  if (i < n) z[i] += x[i];\n}\n",
+                           NULL, &m));
   jitk_kernel *add1 = NULL;
   JT_OK(e[0], jitk_module_get_kernel(m, "add1", &add1));
   jitk_arg raw[] = {jitk_arg_tensor_ptr(&tx), jitk_arg_tensor_ptr(&tz), jitk_arg_i64(n)};

@@ -103,8 +103,7 @@ static jitk_status launch_all(work *w) {
   for (int r = 0; r < w->rounds && st == JITK_OK; r++) {
     st = jitk_elementwise_launch(w->add, w->stream, ew, 3, -1, NULL);
     if (st == JITK_OK) st = jitk_reduction_launch(w->sum, w->stream, red, 2, NULL, -1, 0, NULL);
-    if (st == JITK_OK)
-      st = jitk_matmul_execute(w->mm, w->stream, w->a, w->b, NULL, w->d, &bias, 1);
+    if (st == JITK_OK) st = jitk_matmul_execute(w->mm, w->stream, w->a, w->b, NULL, w->d, &bias, 1);
   }
   if (st != JITK_OK) snprintf(w->err, sizeof w->err, "%s", jitk_errmsg(e));
   return st;
@@ -170,13 +169,14 @@ Test(multi_device, arrays_of_the_other_device) {
            jitk_reduction_launch(w.sum, NULL, red, 2, NULL, -1, 0, NULL));
   /* A raw kernel's plain pointer argument from a DLTensor too. */
   jitk_module *m = NULL;
-  JT_OK(e0, jitk_module_create(e0, "extern \"C\" __global__ void k(float *p) { p[0] = 1; }", NULL,
-                               &m));
+  JT_OK(e0,
+        jitk_module_create(e0, "extern \"C\" __global__ void k(float *p) { p[0] = 1; }", NULL, &m));
   jitk_kernel *k = NULL;
   JT_OK(e0, jitk_module_get_kernel(m, "k", &k));
   jitk_arg raw[] = {jitk_arg_tensor_ptr(&t1)};
   jitk_dim3 one = {1, 1, 1};
-  JT_FAILS(e0, JITK_ERR_INVALID_ARRAY, "on device 1", jitk_kernel_launch(k, one, one, 0, NULL, raw, 1));
+  JT_FAILS(e0, JITK_ERR_INVALID_ARRAY, "on device 1",
+           jitk_kernel_launch(k, one, one, 0, NULL, raw, 1));
 
   JT_FAILS(e0, JITK_ERR_NO_DEVICE, "no CUDA device 2", jitk_engine_enable_peer_access(e0, 2));
   JT_OK(e0, jitk_engine_enable_peer_access(e0, 1));
