@@ -45,7 +45,7 @@ enum { JK_SHARE_BUCKETS = 1024 };
 
 jitk_status jk_share_create(jitk_engine *e, jk_share **out) {
   jk_share *s = jk_calloc(e, 1, sizeof *s);
-  jk_entry **b = jk_calloc(e, JK_SHARE_BUCKETS, sizeof *b);
+  jk_entry **b = jk_calloc(e, JK_SHARE_BUCKETS, sizeof(jk_entry *));
   if (s == NULL || b == NULL) {
     jk_free(e, s);
     jk_free(e, b);
