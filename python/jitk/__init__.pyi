@@ -6,6 +6,8 @@ __version__: str
 
 class JitkError(RuntimeError): ...
 
+class PerformanceWarning(RuntimeWarning): ...
+
 class CompileError(JitkError):
     log: str
     source: str | None

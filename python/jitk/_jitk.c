@@ -37,8 +37,9 @@ enum { LIB_OTHER = 0, LIB_CUPY = 1, LIB_TORCH = 2 };
 /* Module state                                                       */
 /* ------------------------------------------------------------------ */
 
-static PyObject *JitkError;    /* jitk.JitkError(RuntimeError) */
-static PyObject *CompileError; /* jitk.CompileError(jitk.JitkError) */
+static PyObject *JitkError;          /* jitk.JitkError(RuntimeError) */
+static PyObject *CompileError;       /* jitk.CompileError(jitk.JitkError) */
+static PyObject *PerformanceWarning; /* jitk.PerformanceWarning(RuntimeWarning) */
 
 static jitk_engine *engines[MAX_DEVICES];
 static int num_devices = -1; /* -1: not asked yet */
@@ -1325,6 +1326,7 @@ typedef struct call {
   int narr;
   int lib;    /* the library of the first CuPy or PyTorch array */
   int device; /* the arrays' device, -1 before the first */
+  bool mixed; /* arrays of more than one device (pick_device decides) */
   jitk_stream stream;
   bool stream_given;
   bool pointer_only; /* arrays are passed as their address (raw kernels) */
@@ -1340,6 +1342,7 @@ static int call_init(call *c, int n, PyObject *stream, bool pointer_only) {
   c->narr = 0;
   c->lib = LIB_OTHER;
   c->device = -1;
+  c->mixed = false;
   c->stream = NULL;
   c->stream_given = stream != NULL && stream != Py_None;
   c->pointer_only = pointer_only;
@@ -1399,14 +1402,10 @@ static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const cha
   }
   if (r == 1) {
     c->narr++;
-    if (c->device < 0) {
+    if (c->device < 0)
       c->device = dev;
-    } else if (dev != c->device) {
-      PyErr_Format(PyExc_ValueError,
-                   "%s is on CUDA device %d, but the arguments before it are on device %d", what,
-                   dev, c->device);
-      return -1;
-    }
+    else if (dev != c->device)
+      c->mixed = true;
     if (c->lib == LIB_OTHER) c->lib = lib;
     c->args[i] = jitk_arg_array(&a->t);
     return 0;
@@ -1445,6 +1444,41 @@ static int current_device(int lib) {
     Py_DECREF(torch);
     PyErr_Clear();
     return r;
+  }
+  return 0;
+}
+
+/* The device a call runs on: its arrays' device; with no arrays, or with
+ * arrays of several devices, the current one, as CuPy decides. The arrays
+ * of other devices are then read through peer access, enabled on first
+ * need with a PerformanceWarning, as CuPy enables it; devices that cannot
+ * reach each other give CuPy's ValueError. 0, or -1 with an exception. */
+static int pick_device(call *c) {
+  if (c->device >= 0 && !c->mixed) return 0;
+  find_cupy();
+  c->device = current_device(c->lib);
+  if (!c->mixed) return 0;
+  jitk_engine *e = device_engine(c->device);
+  if (e == NULL) return -1;
+  for (int i = 0; i < c->narr; i++) {
+    const DLTensor *t = &c->arrs[i].t;
+    int dev = (int)t->device.device_id;
+    if (t->device.device_type == kDLCUDAHost || dev == c->device) continue;
+    jitk_status st;
+    Py_BEGIN_ALLOW_THREADS st = jitk_engine_enable_peer_access(e, dev);
+    Py_END_ALLOW_THREADS if (st == JITK_ERR_UNSUPPORTED || st == JITK_ERR_NO_DEVICE) {
+      PyErr_Format(PyExc_ValueError,
+                   "The device where the array resides (%d) is different from the current device "
+                   "(%d). Peer access is unavailable between these devices.",
+                   dev, c->device);
+      return -1;
+    }
+    if (st != JITK_OK) return raise_status(e, st, NULL) ? 0 : -1;
+    if (PyErr_WarnFormat(PerformanceWarning, 1,
+                         "The device where the array resides (%d) is different from the current "
+                         "device (%d). Peer access has been activated automatically.",
+                         dev, c->device) != 0)
+      return -1;
   }
   return 0;
 }
@@ -2024,7 +2058,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_ValueError, "Loop size is undecided.");
     goto fail;
   }
-  if (c.device < 0) c.device = current_device(c.lib);
+  if (pick_device(&c) != 0) goto fail;
   if (finish_stream(&c) != 0) goto fail;
   jitk_elementwise *kern = ew_on(k, c.device);
   if (kern == NULL) goto fail;
@@ -2409,7 +2443,7 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   for (int i = 0; i < (int)n; i++)
     if (convert_arg(&c, PyTuple_GetItem(full, i), i, i >= k->nin, kname) != 0) goto fail;
   if (check_python_ints(&k->types, full, &c, kname) != 0) goto fail;
-  if (c.device < 0) c.device = current_device(c.lib);
+  if (pick_device(&c) != 0) goto fail;
   if (finish_stream(&c) != 0) goto fail;
   jitk_reduction *kern = red_on(k, c.device);
   if (kern == NULL) goto fail;
@@ -3251,10 +3285,7 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
       c.args[i] = jitk_arg_tensor_ptr(tensor);
     }
   }
-  if (c.device < 0) {
-    find_cupy();
-    c.device = current_device(c.lib);
-  }
+  if (pick_device(&c) != 0) goto done;
   if (finish_stream(&c) != 0) goto done;
   jitk_kernel *kern = rk_on(k, c.device);
   if (kern == NULL) goto done;
@@ -3899,9 +3930,15 @@ PyMODINIT_FUNC PyInit__jitk(void) {
       "user's own line, .source the source it was given, .options its options and .name the "
       "kernel's name.",
       JitkError, NULL);
-  if (JitkError == NULL || CompileError == NULL) goto fail;
+  PerformanceWarning = PyErr_NewExceptionWithDoc(
+      "jitk.PerformanceWarning",
+      "A call that works but costs more than it could, as CuPy's PerformanceWarning: arrays of "
+      "another device than the call's, read through peer access.",
+      PyExc_RuntimeWarning, NULL);
+  if (JitkError == NULL || CompileError == NULL || PerformanceWarning == NULL) goto fail;
   if (PyModule_AddObject(m, "JitkError", Py_NewRef(JitkError)) != 0 ||
-      PyModule_AddObject(m, "CompileError", Py_NewRef(CompileError)) != 0)
+      PyModule_AddObject(m, "CompileError", Py_NewRef(CompileError)) != 0 ||
+      PyModule_AddObject(m, "PerformanceWarning", Py_NewRef(PerformanceWarning)) != 0)
     goto fail;
   PyObject *ew = PyType_FromSpec(&ew_spec);
   PyObject *red = PyType_FromSpec(&red_spec);

@@ -512,14 +512,19 @@ def test_kernels_follow_the_device_of_their_arrays(tmp_path):
         # Device 1's engine took device 0's image: no second compile.
         assert jitk.cache_stats()["process"]["compiles"] == compiled, jitk.cache_stats()
 
-        # Arrays of both devices in one call: a clear error, nothing launched.
-        try:
+        # Arrays of both devices in one call run on the current device (0
+        # here), as CuPy runs them, reading device 1's array through peer
+        # access, which is enabled with a PerformanceWarning.
+        import warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
             k(x0, y1, z0)
-        except ValueError as e:
-            assert "device 1" in str(e) and "device 0" in str(e), e
-        else:
-            sys.exit("arrays of two devices were taken together")
-        assert fake.fakecuda_launch_count() == before + 2
+        assert fake.fakecuda_launch_count() == before + 3
+        assert fake.fakecuda_last_launch().contents.device == 0
+        assert [x.category for x in w] == [jitk.PerformanceWarning], w
+        assert "(1)" in str(w[0].message) and "(0)" in str(w[0].message), w[0].message
+        assert "activated" in str(w[0].message)
+        assert issubclass(jitk.PerformanceWarning, RuntimeWarning)
 
         r = jitk.RawKernel('extern "C" __global__ void f(float *p, int n) {}', "f")
         r((1,), (32,), (z1, 1000))
@@ -527,3 +532,46 @@ def test_kernels_follow_the_device_of_their_arrays(tmp_path):
         r((1,), (32,), (z0, 1000))
         assert fake.fakecuda_last_launch().contents.device == 0
     """, tmp_path, FAKECUDA_DEVICES="2", JITK_CACHE="off")
+
+
+def test_arrays_of_devices_that_cannot_reach_each_other(tmp_path):
+    # As above, with devices that have no peer access between them: CuPy's
+    # ValueError, and nothing launched.
+    run("""
+        proc, status = ctypes.c_void_p(), ctypes.c_int()
+
+        def entry(name, *types):
+            assert fake.cuGetProcAddress_v2(name.encode(), ctypes.byref(proc), 12000,
+                                            ctypes.c_uint64(0), ctypes.byref(status)) == 0
+            return ctypes.CFUNCTYPE(ctypes.c_int, *types)(proc.value)
+
+        retain = entry("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+        set_current = entry("cuCtxSetCurrent", ctypes.c_void_p)
+        mem_alloc = entry("cuMemAlloc", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)
+        ctx, p = ctypes.c_void_p(), ctypes.c_uint64()
+        assert retain(ctypes.byref(ctx), 1) == 0 and set_current(ctx) == 0
+        assert mem_alloc(ctypes.byref(p), 4000) == 0
+        assert set_current(None) == 0
+
+        class OnDevice1:
+            __cuda_array_interface__ = {
+                "shape": (1000,), "typestr": "<f4", "data": (p.value, False), "version": 3,
+                "strides": None, "stream": None}
+
+        x0 = CudaArray(np.arange(1000, dtype=np.float32))
+        z0 = CudaArray(np.zeros(1000, dtype=np.float32))
+        k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
+        k(x0, x0, z0)
+        before = fake.fakecuda_launch_count()
+        try:
+            k(x0, OnDevice1(), z0)
+        except ValueError as e:
+            assert "Peer access is unavailable" in str(e), e
+            assert "(1)" in str(e) and "(0)" in str(e), e
+        else:
+            sys.exit("an array of a device out of reach was taken")
+        assert fake.fakecuda_launch_count() == before
+        # The kernel still works afterwards.
+        k(x0, x0, z0)
+        assert fake.fakecuda_launch_count() == before + 1
+    """, tmp_path, FAKECUDA_DEVICES="2", FAKECUDA_NO_PEER="1", JITK_CACHE="off")
