@@ -96,6 +96,9 @@ step bench_sweep "$HERE/bin/jitk-bench" sweep --json "$LOGS/sweep-jitk.jsonl"
 # Small arrays: host and GPU time per launch (peers/small.py: PyTorch's).
 step bench_small "$HERE/bin/jitk-bench" small --json "$LOGS/bench.json"
 step bench_graph "$HERE/bin/jitk-bench" graph --json "$LOGS/bench.json"
+# A thread and an engine per device against one thread (its scaling rows
+# need two devices or more).
+step bench_multi "$HERE/bin/jitk-bench" multi --json "$LOGS/bench.json"
 # Cold starts: NVRTC's time for each kind of generated kernel against a
 # bare kernel, precompiled headers off and on, first processes included,
 # twice; then a manifest of 500 kernels warmed on one thread and on all.
@@ -130,6 +133,7 @@ summary bench_matmul.log "TFLOP/s|WRONG|^plan|cuBLASLt"
 [ -e "$LOGS/bench_sweep.log" ] && sed -n '/^worst cases/,$p' "$LOGS/bench_sweep.log"
 summary bench_small.log "us/launch|WRONG"
 summary bench_graph.log "us/replay"
+summary bench_multi.log "us/launch|WRONG"
 summary bench_warm.log "jitk cache warm"
 summary bench_compile.log "ms"
 summary bench_compile2.log "ms"
