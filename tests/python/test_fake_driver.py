@@ -88,13 +88,13 @@ def cupy_host_allocation():
 '''
 
 
-def run(code: str, tmp_path, **extra_env: str) -> str:
+def run(code: str, tmp_path, prelude: str = "", **extra_env: str) -> str:
     env = dict(os.environ)
     env.update(extra_env)
     env["LD_LIBRARY_PATH"] = os.path.dirname(os.path.abspath(FAKE))
     env["JITK_CACHE_DIR"] = str(tmp_path / "cache")
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    script = f"FAKE = {os.path.abspath(FAKE)!r}\n" + PRELUDE + textwrap.dedent(code)
+    script = f"FAKE = {os.path.abspath(FAKE)!r}\n" + PRELUDE + prelude + textwrap.dedent(code)
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -469,34 +469,40 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
     assert int(out.split()[-1]) > 0, out
 
 
+# Memory of the second stand-in device: the stand-in tags what cuMemAlloc
+# makes with the device whose context is current, and tells jitk so when
+# asked about the pointer. on_device1(n) is an array of n float32 there,
+# through __cuda_array_interface__ (which names no device).
+ON_DEVICE1 = r'''
+proc, status = ctypes.c_void_p(), ctypes.c_int()
+
+def entry(name, *types):
+    assert fake.cuGetProcAddress_v2(name.encode(), ctypes.byref(proc), 12000,
+                                    ctypes.c_uint64(0), ctypes.byref(status)) == 0
+    return ctypes.CFUNCTYPE(ctypes.c_int, *types)(proc.value)
+
+retain = entry("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+set_current = entry("cuCtxSetCurrent", ctypes.c_void_p)
+mem_alloc = entry("cuMemAlloc", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)
+
+class on_device1:
+    def __init__(self, n):
+        ctx, p = ctypes.c_void_p(), ctypes.c_uint64()
+        assert retain(ctypes.byref(ctx), 1) == 0 and set_current(ctx) == 0
+        assert mem_alloc(ctypes.byref(p), 4 * n) == 0
+        assert set_current(None) == 0
+        self.__cuda_array_interface__ = {
+            "shape": (n,), "typestr": "<f4", "data": (p.value, False), "version": 3,
+            "strides": None, "stream": None}
+'''
+
+
 def test_kernels_follow_the_device_of_their_arrays(tmp_path):
     # Two stand-in devices; memory the stand-in allocates in device 1's
     # context is device 1's, which the driver tells jitk from the pointer.
     run("""
         assert jitk.device_count() == 2
-        proc, status = ctypes.c_void_p(), ctypes.c_int()
-
-        def entry(name, *types):
-            assert fake.cuGetProcAddress_v2(name.encode(), ctypes.byref(proc), 12000,
-                                            ctypes.c_uint64(0), ctypes.byref(status)) == 0
-            return ctypes.CFUNCTYPE(ctypes.c_int, *types)(proc.value)
-
-        retain = entry("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
-        set_current = entry("cuCtxSetCurrent", ctypes.c_void_p)
-        mem_alloc = entry("cuMemAlloc", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)
-        ctx = ctypes.c_void_p()
-        assert retain(ctypes.byref(ctx), 1) == 0 and set_current(ctx) == 0
-
-        class OnDevice1:
-            def __init__(self, n):
-                p = ctypes.c_uint64()
-                assert mem_alloc(ctypes.byref(p), 4 * n) == 0
-                self.__cuda_array_interface__ = {
-                    "shape": (n,), "typestr": "<f4", "data": (p.value, False), "version": 3,
-                    "strides": None, "stream": None}
-
-        x1, y1, z1 = OnDevice1(1000), OnDevice1(1000), OnDevice1(1000)
-        assert set_current(None) == 0
+        x1, y1, z1 = on_device1(1000), on_device1(1000), on_device1(1000)
         x0 = CudaArray(np.arange(1000, dtype=np.float32))
         z0 = CudaArray(np.zeros(1000, dtype=np.float32))
 
@@ -531,40 +537,20 @@ def test_kernels_follow_the_device_of_their_arrays(tmp_path):
         assert fake.fakecuda_last_launch().contents.device == 1
         r((1,), (32,), (z0, 1000))
         assert fake.fakecuda_last_launch().contents.device == 0
-    """, tmp_path, FAKECUDA_DEVICES="2", JITK_CACHE="off")
+    """, tmp_path, ON_DEVICE1, FAKECUDA_DEVICES="2", JITK_CACHE="off")
 
 
 def test_arrays_of_devices_that_cannot_reach_each_other(tmp_path):
     # As above, with devices that have no peer access between them: CuPy's
     # ValueError, and nothing launched.
     run("""
-        proc, status = ctypes.c_void_p(), ctypes.c_int()
-
-        def entry(name, *types):
-            assert fake.cuGetProcAddress_v2(name.encode(), ctypes.byref(proc), 12000,
-                                            ctypes.c_uint64(0), ctypes.byref(status)) == 0
-            return ctypes.CFUNCTYPE(ctypes.c_int, *types)(proc.value)
-
-        retain = entry("cuDevicePrimaryCtxRetain", ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
-        set_current = entry("cuCtxSetCurrent", ctypes.c_void_p)
-        mem_alloc = entry("cuMemAlloc", ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)
-        ctx, p = ctypes.c_void_p(), ctypes.c_uint64()
-        assert retain(ctypes.byref(ctx), 1) == 0 and set_current(ctx) == 0
-        assert mem_alloc(ctypes.byref(p), 4000) == 0
-        assert set_current(None) == 0
-
-        class OnDevice1:
-            __cuda_array_interface__ = {
-                "shape": (1000,), "typestr": "<f4", "data": (p.value, False), "version": 3,
-                "strides": None, "stream": None}
-
         x0 = CudaArray(np.arange(1000, dtype=np.float32))
         z0 = CudaArray(np.zeros(1000, dtype=np.float32))
         k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
         k(x0, x0, z0)
         before = fake.fakecuda_launch_count()
         try:
-            k(x0, OnDevice1(), z0)
+            k(x0, on_device1(1000), z0)
         except ValueError as e:
             assert "Peer access is unavailable" in str(e), e
             assert "(1)" in str(e) and "(0)" in str(e), e
@@ -574,4 +560,5 @@ def test_arrays_of_devices_that_cannot_reach_each_other(tmp_path):
         # The kernel still works afterwards.
         k(x0, x0, z0)
         assert fake.fakecuda_launch_count() == before + 1
-    """, tmp_path, FAKECUDA_DEVICES="2", FAKECUDA_NO_PEER="1", JITK_CACHE="off")
+    """, tmp_path, ON_DEVICE1, FAKECUDA_DEVICES="2", FAKECUDA_NO_PEER="1",
+        JITK_CACHE="off")
