@@ -128,11 +128,11 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
   }
   c->memory_capacity =
       cfg->cache_memory_entries ? cfg->cache_memory_entries : JK_DEFAULT_MEMORY_ENTRIES;
-  c->num_buckets = 64;
-  while (c->num_buckets < 2 * c->memory_capacity && c->num_buckets < ((size_t)1 << 20))
-    c->num_buckets *= 2;
-  c->buckets = jk_calloc(e, c->num_buckets, sizeof(jk_entry *));
-  if (c->buckets == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  c->table.num_buckets = 64;
+  while (c->table.num_buckets < 2 * c->memory_capacity && c->table.num_buckets < ((size_t)1 << 20))
+    c->table.num_buckets *= 2;
+  c->table.buckets = jk_calloc(e, c->table.num_buckets, sizeof(jk_entry *));
+  if (c->table.buckets == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   const jitk_engine *peer = cfg->share_images_with;
   if (peer != NULL) {
     /* Either engine may free what the other allocated (share.c). */
@@ -214,10 +214,10 @@ void jk_cache_destroy(jitk_engine *e) {
     if (--x->refs == 0) entry_free(e, x);
     x = next;
   }
-  jk_free(e, c->buckets);
+  jk_free(e, c->table.buckets);
   jk_share_leave(e, c->share);
   jk_free(e, c->verified);
-  jk_free(e, c->inflight);
+  jk_free(e, c->inflight.v);
   jk_free(e, c->dir);
   jk_free(e, c->db_path);
   jk_free(e, c->shared_dir);
@@ -230,13 +230,64 @@ void jk_cache_destroy(jitk_engine *e) {
   memset(c, 0, sizeof *c);
 }
 
-/* --- the in-memory table, under the cache's table_lock --- */
+/* --- tables of entries and lists of keys, under their owners' locks --- */
 
-static size_t bucket_of(const jk_cache *c, const jk_key *k) {
+static jk_entry **chain_of(const jk_chains *t, const jk_key *k) {
   uint64_t h = 0;
   memcpy(&h, k->bytes + 8, sizeof h);
-  return (size_t)(h & (c->num_buckets - 1));
+  return &t->buckets[h & (t->num_buckets - 1)];
 }
+
+jk_entry *jk_chains_find(const jk_chains *t, const jk_key *key) {
+  for (jk_entry *x = *chain_of(t, key); x != NULL; x = x->hash_next)
+    if (memcmp(x->key.bytes, key->bytes, 16) == 0) return x;
+  return NULL;
+}
+
+void jk_chains_add(jk_chains *t, jk_entry *x) {
+  jk_entry **head = chain_of(t, &x->key);
+  x->hash_next = *head;
+  *head = x;
+  x->in_table = true;
+  t->count++;
+}
+
+void jk_chains_remove(jk_chains *t, jk_entry *x) {
+  jk_entry **p = chain_of(t, &x->key);
+  while (*p != NULL && *p != x) p = &(*p)->hash_next;
+  if (*p == x) *p = x->hash_next;
+  x->hash_next = NULL;
+  x->in_table = false;
+  t->count--;
+}
+
+bool jk_key_list_has(const jk_key_list *l, const jk_key *key) {
+  for (size_t i = 0; i < l->n; i++)
+    if (memcmp(l->v[i].bytes, key->bytes, 16) == 0) return true;
+  return false;
+}
+
+bool jk_key_list_add(jitk_engine *e, jk_key_list *l, const jk_key *key) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 8;
+    jk_key *v = jk_realloc(e, l->v, cap * sizeof *v);
+    if (v == NULL) return false;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *key;
+  return true;
+}
+
+void jk_key_list_remove(jk_key_list *l, const jk_key *key) {
+  for (size_t i = 0; i < l->n; i++)
+    if (memcmp(l->v[i].bytes, key->bytes, 16) == 0) {
+      l->v[i] = l->v[--l->n];
+      return;
+    }
+}
+
+/* --- the in-memory table, under the cache's table_lock --- */
 
 static void lru_unlink(jk_cache *c, jk_entry *x) {
   if (x->lru_prev)
@@ -260,35 +311,20 @@ static void lru_push_front(jk_cache *c, jk_entry *x) {
   c->lru_head = x;
 }
 
-jk_entry *jk_table_find(jk_cache *c, const jk_key *key) {
-  for (jk_entry *x = c->buckets[bucket_of(c, key)]; x != NULL; x = x->hash_next)
-    if (memcmp(x->key.bytes, key->bytes, 16) == 0) return x;
-  return NULL;
-}
-
 static void table_remove(jk_cache *c, jk_entry *x) {
-  jk_entry **p = &c->buckets[bucket_of(c, &x->key)];
-  while (*p != NULL && *p != x) p = &(*p)->hash_next;
-  if (*p == x) *p = x->hash_next;
-  x->hash_next = NULL;
+  jk_chains_remove(&c->table, x);
   lru_unlink(c, x);
-  x->in_table = false;
-  c->count--;
 }
 
 /* Inserts x (taking a reference for the table) and returns the entries
  * pushed out beyond the capacity whose last reference went with them,
  * chained through hash_next, for the caller to free outside the lock. */
 static jk_entry *table_insert(jk_cache *c, jk_entry *x) {
-  size_t b = bucket_of(c, &x->key);
-  x->hash_next = c->buckets[b];
-  c->buckets[b] = x;
+  jk_chains_add(&c->table, x);
   lru_push_front(c, x);
-  x->in_table = true;
   x->refs++;
-  c->count++;
   jk_entry *dead = NULL;
-  while (c->count > c->memory_capacity && c->lru_tail != NULL && c->lru_tail != x) {
+  while (c->table.count > c->memory_capacity && c->lru_tail != NULL && c->lru_tail != x) {
     jk_entry *victim = c->lru_tail;
     table_remove(c, victim);
     if (--victim->refs == 0) {
@@ -297,33 +333,6 @@ static jk_entry *table_insert(jk_cache *c, jk_entry *x) {
     }
   }
   return dead;
-}
-
-static bool inflight_has(const jk_cache *c, const jk_key *key) {
-  for (size_t i = 0; i < c->num_inflight; i++)
-    if (memcmp(c->inflight[i].bytes, key->bytes, 16) == 0) return true;
-  return false;
-}
-
-static bool inflight_add(jitk_engine *e, const jk_key *key) {
-  jk_cache *c = &e->cache;
-  if (c->num_inflight == c->cap_inflight) {
-    size_t cap = c->cap_inflight ? c->cap_inflight * 2 : 8;
-    jk_key *v = jk_realloc(e, c->inflight, cap * sizeof *v);
-    if (v == NULL) return false;
-    c->inflight = v;
-    c->cap_inflight = cap;
-  }
-  c->inflight[c->num_inflight++] = *key;
-  return true;
-}
-
-static void inflight_remove(jk_cache *c, const jk_key *key) {
-  for (size_t i = 0; i < c->num_inflight; i++)
-    if (memcmp(c->inflight[i].bytes, key->bytes, 16) == 0) {
-      c->inflight[i] = c->inflight[--c->num_inflight];
-      return;
-    }
 }
 
 void jk_entry_release(jitk_engine *e, jk_entry *x) {
@@ -668,7 +677,7 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
 
   pthread_mutex_lock(&e->cache.table_lock);
   for (;;) {
-    jk_entry *hit = jk_table_find(c, &key);
+    jk_entry *hit = jk_chains_find(&c->table, &key);
     if (hit != NULL) {
       hit->refs++;
       lru_unlink(c, hit);
@@ -694,10 +703,10 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
       pthread_mutex_lock(&e->cache.table_lock);
       continue;
     }
-    if (!inflight_has(c, &key)) break;
+    if (!jk_key_list_has(&c->inflight, &key)) break;
     pthread_cond_wait(&c->compiled, &e->cache.table_lock);
   }
-  bool added = inflight_add(e, &key);
+  bool added = jk_key_list_add(e, &c->inflight, &key);
   pthread_mutex_unlock(&e->cache.table_lock);
   if (!added) {
     jk_material_free(&mat);
@@ -731,7 +740,7 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
   }
 
   pthread_mutex_lock(&e->cache.table_lock);
-  inflight_remove(c, &key);
+  jk_key_list_remove(&c->inflight, &key);
   pthread_cond_broadcast(&c->compiled);
   jk_entry *dead = NULL;
   if (st == JITK_OK) {

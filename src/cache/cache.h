@@ -109,6 +109,21 @@ typedef struct jk_entry {
   jk_deps deps;
 } jk_entry;
 
+/* Entries found by key: a power-of-two array of chains through
+ * hash_next. The engine's memory table and the share group's table of
+ * images are each one, under their own lock. */
+typedef struct jk_chains {
+  jk_entry **buckets;
+  size_t num_buckets, count;
+} jk_chains;
+
+/* Keys being made by someone whom others wait for: the threads of an
+ * engine, the engines of a share group. Under the owner's lock. */
+typedef struct jk_key_list {
+  jk_key *v;
+  size_t n, cap;
+} jk_key_list;
+
 typedef enum jk_disk_state {
   JK_DISK_CLOSED = 0, /* not opened yet: opened at first use */
   JK_DISK_OPEN,
@@ -192,14 +207,12 @@ typedef struct jk_cache {
    * cache's own: nothing else of the engine is under it, and the engine's
    * lock is never taken inside it. */
   pthread_mutex_t table_lock;
-  jk_entry **buckets;
-  size_t num_buckets, count;
+  jk_chains table;
   jk_entry *lru_head, *lru_tail;
 
   /* Keys being compiled by a thread of this engine; others wait on
    * `compiled`. Guarded by table_lock. */
-  jk_key *inflight;
-  size_t num_inflight, cap_inflight;
+  jk_key_list inflight;
   pthread_cond_t compiled;
 
   /* The disk store, guarded by disk_lock. Opened lazily; reopened in a
@@ -329,8 +342,16 @@ void jk_share_release(jitk_engine *e, jk_entry *x);
  * other, for tests and the CLI. */
 void jk_share_counts(jitk_engine *e, size_t *engines, size_t *images, uint64_t *hits);
 
-/* The loaded entry for a key, or NULL; under the cache's table_lock. */
-jk_entry *jk_table_find(jk_cache *c, const jk_key *key);
+/* The table's entry for a key, or NULL. */
+jk_entry *jk_chains_find(const jk_chains *t, const jk_key *key);
+/* Adds x (in_table set), or takes it out (in_table cleared). */
+void jk_chains_add(jk_chains *t, jk_entry *x);
+void jk_chains_remove(jk_chains *t, jk_entry *x);
+/* Whether `key` is in the list; adding it (false when out of memory);
+ * taking it out. */
+bool jk_key_list_has(const jk_key_list *l, const jk_key *key);
+bool jk_key_list_add(jitk_engine *e, jk_key_list *l, const jk_key *key);
+void jk_key_list_remove(jk_key_list *l, const jk_key *key);
 
 /* The full key material for an input, and its key. */
 jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char *generator,

@@ -33,10 +33,8 @@ struct jk_share {
   pthread_mutex_t lock;
   pthread_cond_t done; /* a key in flight finished, one way or the other */
   int engines;
-  jk_entry **buckets;
-  size_t num_buckets, count;
-  jk_key *inflight;
-  size_t num_inflight, cap_inflight;
+  jk_chains table;
+  jk_key_list inflight;
   /* Images one engine took from another's compile or read. */
   uint64_t hits;
 };
@@ -54,8 +52,8 @@ jitk_status jk_share_create(jitk_engine *e, jk_share **out) {
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->done, NULL);
   s->engines = 1;
-  s->buckets = b;
-  s->num_buckets = JK_SHARE_BUCKETS;
+  s->table.buckets = b;
+  s->table.num_buckets = JK_SHARE_BUCKETS;
   *out = s;
   return JITK_OK;
 }
@@ -74,41 +72,11 @@ void jk_share_leave(jitk_engine *e, jk_share *s) {
   if (!last) return;
   /* Every engine's entries went before it left, and with them every
    * image: the table is empty. */
-  jk_free(e, s->buckets);
-  jk_free(e, s->inflight);
+  jk_free(e, s->table.buckets);
+  jk_free(e, s->inflight.v);
   pthread_cond_destroy(&s->done);
   pthread_mutex_destroy(&s->lock);
   jk_free(e, s);
-}
-
-static size_t bucket_of(const jk_share *s, const jk_key *k) {
-  uint64_t h = 0;
-  memcpy(&h, k->bytes + 8, sizeof h);
-  return (size_t)(h & (s->num_buckets - 1));
-}
-
-static jk_entry *find(const jk_share *s, const jk_key *key) {
-  for (jk_entry *i = s->buckets[bucket_of(s, key)]; i != NULL; i = i->hash_next)
-    if (memcmp(i->key.bytes, key->bytes, 16) == 0) return i;
-  return NULL;
-}
-
-static void unlink_image(jk_share *s, jk_entry *img) {
-  jk_entry **p = &s->buckets[bucket_of(s, &img->key)];
-  while (*p != NULL && *p != img) p = &(*p)->hash_next;
-  if (*p == img) *p = img->hash_next;
-  img->hash_next = NULL;
-  img->in_table = false;
-  s->count--;
-}
-
-static bool inflight_index(const jk_share *s, const jk_key *key, size_t *at) {
-  for (size_t i = 0; i < s->num_inflight; i++)
-    if (memcmp(s->inflight[i].bytes, key->bytes, 16) == 0) {
-      *at = i;
-      return true;
-    }
-  return false;
 }
 
 /* The fields of a compiled image, from one entry to another: the group's
@@ -136,7 +104,7 @@ jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x) {
   jk_share *s = e->cache.share;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    jk_entry *img = find(s, key);
+    jk_entry *img = jk_chains_find(&s->table, key);
     if (img != NULL) {
       img->refs++;
       s->hits++;
@@ -145,25 +113,12 @@ jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x) {
       x->shared = img;
       return JK_SHARE_HIT;
     }
-    size_t at;
-    if (!inflight_index(s, key, &at)) break;
+    if (!jk_key_list_has(&s->inflight, key)) break;
     pthread_cond_wait(&s->done, &s->lock);
-  }
-  jk_share_claim claim = JK_SHARE_NONE;
-  if (s->num_inflight == s->cap_inflight) {
-    size_t cap = s->cap_inflight ? 2 * s->cap_inflight : 8;
-    jk_key *v = jk_realloc(e, s->inflight, cap * sizeof *v);
-    if (v != NULL) {
-      s->inflight = v;
-      s->cap_inflight = cap;
-    }
   }
   /* Without room to say so, the key is made here without telling the
    * others: at worst another engine makes it too. */
-  if (s->num_inflight < s->cap_inflight) {
-    s->inflight[s->num_inflight++] = *key;
-    claim = JK_SHARE_MINE;
-  }
+  jk_share_claim claim = jk_key_list_add(e, &s->inflight, key) ? JK_SHARE_MINE : JK_SHARE_NONE;
   pthread_mutex_unlock(&s->lock);
   return claim;
 }
@@ -172,7 +127,7 @@ void jk_share_drop(jitk_engine *e, jk_entry *x) {
   jk_share *s = e->cache.share;
   jk_entry *img = x->shared;
   pthread_mutex_lock(&s->lock);
-  if (img->in_table) unlink_image(s, img);
+  if (img->in_table) jk_chains_remove(&s->table, img);
   bool last = --img->refs == 0;
   pthread_mutex_unlock(&s->lock);
   unalias(x);
@@ -190,18 +145,10 @@ void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim
     x->shared = img;
   }
   pthread_mutex_lock(&s->lock);
-  size_t at;
-  if (claim == JK_SHARE_MINE && inflight_index(s, key, &at))
-    s->inflight[at] = s->inflight[--s->num_inflight];
+  if (claim == JK_SHARE_MINE) jk_key_list_remove(&s->inflight, key);
   /* An image of the key may be in the table already when this engine made
    * the key without claiming it; the first one stays. */
-  if (img != NULL && find(s, key) == NULL) {
-    size_t b = bucket_of(s, key);
-    img->hash_next = s->buckets[b];
-    s->buckets[b] = img;
-    img->in_table = true;
-    s->count++;
-  }
+  if (img != NULL && jk_chains_find(&s->table, key) == NULL) jk_chains_add(&s->table, img);
   pthread_cond_broadcast(&s->done);
   pthread_mutex_unlock(&s->lock);
 }
@@ -211,7 +158,7 @@ void jk_share_release(jitk_engine *e, jk_entry *x) {
   jk_share *s = e->cache.share;
   pthread_mutex_lock(&s->lock);
   bool last = --img->refs == 0;
-  if (last && img->in_table) unlink_image(s, img);
+  if (last && img->in_table) jk_chains_remove(&s->table, img);
   pthread_mutex_unlock(&s->lock);
   unalias(x);
   if (last) jk_entry_discard(e, img);
@@ -221,7 +168,7 @@ void jk_share_counts(jitk_engine *e, size_t *engines, size_t *images, uint64_t *
   jk_share *s = e->cache.share;
   pthread_mutex_lock(&s->lock);
   if (engines) *engines = (size_t)s->engines;
-  if (images) *images = s->count;
+  if (images) *images = s->table.count;
   if (hits) *hits = s->hits;
   pthread_mutex_unlock(&s->lock);
 }

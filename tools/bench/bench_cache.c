@@ -200,7 +200,7 @@ int bench_cache(const char *self, int argc, char **argv) {
   size_t found = 0;
   for (int i = 0; i < LOOKUPS; i++) {
     pthread_mutex_lock(&e->lock);
-    found += jk_table_find(&e->cache, &key) != NULL;
+    found += jk_chains_find(&e->cache.table, &key) != NULL;
     pthread_mutex_unlock(&e->lock);
   }
   double lookup_ns = (bench_now_us() - t0) * 1000.0 / LOOKUPS;

@@ -178,7 +178,7 @@ Test(cache, memory_table_is_bounded) {
   char *dir = jt_tmpdir();
   jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 2, 0, NULL);
   for (int i = 0; i < 3; i++) jitk_module_destroy(jt_kernel(e, i));
-  cr_assert_eq(e->cache.count, 2, "the table holds its bound");
+  cr_assert_eq(e->cache.table.count, 2, "the table holds its bound");
   /* Kernel 0 was the least recently used: gone from memory, read again
    * from disk. */
   jitk_module_destroy(jt_kernel(e, 0));
