@@ -41,17 +41,12 @@ static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const v
                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-/* Rounds n up to a multiple of 16 bytes of elements of `es` bytes. */
-static uint64_t round16(uint64_t n, uint64_t es) {
-  const uint64_t ch = 16 / es;
-  return (n + ch - 1) / ch * ch;
-}
-
-/* Rounds n up to whole 128-byte lines of elements of `es` bytes: the rows
- * of every copy the plan makes of an operand start on a line (see
+/* Rounds n elements of `es` bytes up to whole runs of `bytes` bytes: 16
+ * (what TMA needs of a leading dimension), or 128, a line, on which the
+ * rows of every copy the plan makes of an operand start (see
  * jk_mm_line_pays). */
-static uint64_t round_line(uint64_t n, uint64_t es) {
-  const uint64_t ch = 128 / es;
+static uint64_t round_bytes(uint64_t n, uint64_t es, uint64_t bytes) {
+  const uint64_t ch = bytes / es;
   return (n + ch - 1) / ch * ch;
 }
 
@@ -92,7 +87,7 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *t = NULL;
-  *ldt = round_line(R, es);
+  *ldt = round_bytes(R, es, 128);
   if (ceil_div(R, 32) > 65535)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul %s: this plan transposes an operand first (tf32, or a column-major A "
@@ -125,7 +120,7 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
   jitk_engine *e = p->engine;
   const uint64_t nb = (uint64_t)p->d.batch;
   *y = NULL;
-  *ldy = round_line(C, es);
+  *ldy = round_bytes(C, es, 128);
   jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * *ldy * es), (jitk_stream)stream, y);
   if (st != JITK_OK) return st;
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
@@ -193,8 +188,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   /* A single matrix's batch stride is never followed; TMA still checks
    * it. */
   if (nb == 1) {
-    sa = round16(lda, es) * (a_k ? M : K);
-    sb = round16(ldb, es) * (b_n ? K : N);
+    sa = round_bytes(lda, es, 16) * (a_k ? M : K);
+    sb = round_bytes(ldb, es, 16) * (b_n ? K : N);
   }
   if (s->swap) {
     /* D^T = B^T A^T: the kernel's A is B, K-major when B is column-major
