@@ -465,66 +465,45 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   else if (s->kind == JK_MM_MMA)
     jk_buf_puts(&b, "extern __shared__ __align__(16) unsigned char _jk_smem[];\n");
   if (jk_mm_transposes_a(s) || jk_mm_transposes_b(s)) {
-    /* An R x C row-major matrix x[r * ld + c] of each batch into t[c * ldt
-     * + r], ldt >= R (R rounded up so that t's rows start on 16 bytes, as
-     * TMA needs), batch after batch: 32 x 32 tiles through shared memory,
-     * both sides coalesced, elements moved as raw bits. B (R = K, C = N)
-     * becomes K-major; a column-major A (R = K, C = M) row-major. */
+    /* An R x C row-major matrix x[r * ld + c] of each batch (blockIdx.z)
+     * into t[c * ldt + r], ldt >= R (R rounded up so that t's rows start on
+     * 16 bytes, as TMA needs), elements moved as raw bits (matmul.cuh's
+     * transpose_tiles). B (R = K, C = N) becomes K-major; a column-major A
+     * (R = K, C = M) row-major. */
     const char *u = jk_dtype(s->a)->size == 2 ? "unsigned short" : "unsigned int";
     jk_buf_printf(
         &b,
-        "extern \"C\" __global__ void __launch_bounds__(256) %s_tr(const %s *x, %s "
-        "*t,\n"
+        "extern \"C\" __global__ void __launch_bounds__(256) %s_tr(const %s *x, %s *t,\n"
         "    long long R, long long C, long long ld, long long sx, long long ldt) {\n"
-        "  __shared__ %s tile[32][33];\n"
-        "  const long long c0 = (long long)blockIdx.x * 32, r0 = (long long)blockIdx.y * 32;\n"
-        "  const %s *src = x + (long long)blockIdx.z * sx;\n"
-        "  %s *dst = t + (long long)blockIdx.z * C * ldt;\n"
-        "  for (int r = threadIdx.y; r < 32; r += 8)\n"
-        "    if (r0 + r < R && c0 + threadIdx.x < C)\n"
-        "      tile[r][threadIdx.x] = src[(r0 + r) * ld + c0 + threadIdx.x];\n"
-        "  __syncthreads();\n"
-        "  for (int r = threadIdx.y; r < 32; r += 8)\n"
-        "    if (c0 + r < C && r0 + threadIdx.x < R)\n"
-        "      dst[(c0 + r) * ldt + r0 + threadIdx.x] = tile[threadIdx.x][r];\n"
+        "  jitk::mm::transpose_tiles(x + (long long)blockIdx.z * sx,\n"
+        "                            t + (long long)blockIdx.z * C * ldt, R, C, ld, ldt);\n"
         "}\n",
-        in->name, u, u, u, u, u);
+        in->name, u, u);
   }
   if (wg) {
     /* An R x C row-major matrix x[r * ld + c] of each batch into y[r * ldy
      * + c], ldy a multiple of 16 bytes, batch after batch: the operand
-     * TMA reads when the user's does not start each row on 16 bytes.
-     * Element by element as raw bits, four loads in flight a thread. */
+     * TMA reads when the user's does not start each row on 16 bytes
+     * (matmul.cuh's copy_rows: 16 bytes a thread and store). */
     size_t es = jk_dtype(s->a)->size;
     const char *u = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : "unsigned int";
     jk_buf_printf(&b,
                   "extern \"C\" __global__ void __launch_bounds__(256) %s_pad(const %s *x, %s *y,\n"
                   "    long long R, long long C, long long ld, long long sx, long long ldy,\n"
                   "    long long nb) {\n"
-                  "  for (long long z = blockIdx.z; z < nb; z += gridDim.z)\n"
-                  "    for (long long r = blockIdx.y; r < R; r += gridDim.y) {\n"
-                  "      const %s *src = x + z * sx + r * ld;\n"
-                  "      %s *dst = y + (z * R + r) * ldy;\n"
-                  "      for (long long c0 = (long long)blockIdx.x * 1024; c0 < C;\n"
-                  "           c0 += (long long)gridDim.x * 1024) {\n"
-                  "        %s v[4] = {};\n"
-                  "#pragma unroll\n"
-                  "        for (int i = 0; i < 4; i++) {\n"
-                  "          const long long c = c0 + i * 256 + threadIdx.x;\n"
-                  "          if (c < C) v[i] = src[c];\n"
-                  "        }\n"
-                  "#pragma unroll\n"
-                  "        for (int i = 0; i < 4; i++) {\n"
-                  "          const long long c = c0 + i * 256 + threadIdx.x;\n"
-                  "          if (c < C) dst[c] = v[i];\n"
-                  "        }\n"
-                  "      }\n"
-                  "    }\n"
+                  "  jitk::mm::copy_rows(x, y, R, C, ld, sx, ldy, nb);\n"
                   "}\n",
-                  in->name, u, u, u, u, u);
+                  in->name, u, u);
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
-  emit_head(&b, s, in, wg ? "384, 1" : "256", "");
+  /* The FFMA kernel in float holds 159 registers a thread unbounded, so
+   * one block of 8 warps a multiprocessor; capped at 128 it spills 12
+   * bytes outside the K loop and two blocks fit, which hides the shared
+   * memory reads' latency better (docs/PERFORMANCE.md). */
+  const char *bounds = wg                                                ? "384, 1"
+                       : s->kind == JK_MM_SIMT && s->acc != JITK_FLOAT64 ? "256, 2"
+                                                                         : "256";
+  emit_head(&b, s, in, bounds, "");
   /* Split-K's workspace: planes of partial sums for the fix-up, or (wgmma)
    * the slices' partial tiles and a counter per tile and consumer, which
    * the launch zeroes. */

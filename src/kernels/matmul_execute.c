@@ -88,18 +88,14 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
   const uint64_t nb = (uint64_t)p->d.batch;
   *t = NULL;
   *ldt = round_bytes(R, es, 128);
-  if (ceil_div(R, 32) > 65535)
-    return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                   "matmul %s: this plan transposes an operand first (tf32, or a column-major A "
-                   "with A and B swapped), which takes K up to 2097120",
-                   p->name);
   jitk_status st = jk_temp_alloc(e, (size_t)(nb * C * *ldt * es), (jitk_stream)stream, t);
   if (st != JITK_OK) return st;
   long long args[5] = {(long long)R, (long long)C, (long long)ld, (long long)sx, (long long)*ldt};
   void *kp[7] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3], &args[4]};
+  const uint64_t gy = ceil_div(R, 64); /* the kernel steps over rows past 65535 tiles */
   return jk_launch_fn(e, (jitk_stream)stream, k->tr, "the tf32 operand transpose",
-                      (unsigned int)ceil_div(C, 32), (unsigned int)ceil_div(R, 32),
-                      (unsigned int)nb, 32, 8, 1, 0, kp);
+                      (unsigned int)ceil_div(C, 64), (unsigned int)(gy < 65535 ? gy : 65535),
+                      (unsigned int)nb, 256, 1, 1, 0, kp);
 }
 
 /* Whether TMA can read an operand at p with leading dimension ld and
@@ -126,7 +122,8 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
                        (long long)sx, (long long)*ldy, (long long)nb};
   void *kp[8] = {(void *)&x, y, &args[0], &args[1], &args[2], &args[3], &args[4], &args[5]};
-  uint64_t gx = ceil_div(C, 1024);
+  /* 16 bytes a thread, 1024 chunks a block: a block a row of up to 16 KB. */
+  uint64_t gx = ceil_div(C * es, 16 * 1024);
   return jk_launch_fn(e, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
                       (unsigned int)(gx < 65535 ? gx : 65535),
                       (unsigned int)(R < 65535 ? R : 65535),

@@ -278,6 +278,35 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
   jitk_engine_destroy(e);
 }
 
+/* tf32 transposes a row-major B first, 64 rows of B (values of k) a tile
+ * and at most 65535 tiles down the grid: K past 4194240 takes the
+ * transpose's blocks round again, once for the rows past the grid. */
+Test(matmul, tf32_transpose_long_k) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5B9;
+  const mm_case c = {"tf32 K = 4200000, B row-major transposed first",
+                     JITK_FLOAT32,
+                     JITK_COMPUTE_TF32,
+                     8,
+                     8,
+                     4200000,
+                     1,
+                     R,
+                     R,
+                     R,
+                     0,
+                     1,
+                     0,
+                     NULL,
+                     NULL,
+                     0,
+                     "tensor cores tf32 m64nNk8 (wgmma",
+                     JITK_DTYPE_NONE,
+                     0};
+  run_case(e, &c, &seed);
+  jitk_engine_destroy(e);
+}
+
 /* A row-major B whose rows start on 16 bytes but off 128-byte lines is
  * copied onto lines first where the product is long enough to pay for the
  * copy (matmul_execute.c's jk_mm_line_pays: M of 4096 here), and read as it is
@@ -1810,6 +1839,8 @@ static const fp8_case fp8_cases[] = {
      2, 0, 0, 0, 0, 0, 0, 0, "wgmma"},
     {"fp8 misaligned A and B: copied onto 16 bytes, bf16 D, amax", E4, E5, JITK_BFLOAT16, 200, 264,
      512, 1, R, NO_C, 1, 0, 0.37f, 1.9f, 0, 1, 1, 1, "wgmma"},
+    {"fp8 odd K = 203: rows at every offset in 16 bytes, copied onto lines, bias+ReLU", E4, E4,
+     JITK_BFLOAT16, 136, 264, 203, 1, R, NO_C, 1, 0, 0.5f, 0.75f, 0, 1, 1, 0, "wgmma"},
     {"fp8 e4m3 x e4m3, e4m3 D, odd N: D through shared memory, batch 2, amax", E4, E4, E4, 130, 263,
      256, 2, R, NO_C, 1, 0, 0.5f, 0.5f, 2.0f, 1, 1, 0, "wgmma"},
     /* Promotion uses two partial sums in turn, so odd and even counts of
