@@ -224,6 +224,9 @@ typedef struct jk_mm_spec {
   /* wgmma: no epilogue operand is read ahead at its columns
    * (matmul_sm90.cuh's col_vec), for measuring. */
   bool no_col_vecs;
+  /* FFMA in float with more blocks than multiprocessors: registers capped
+   * at 128 so that two blocks share a multiprocessor. */
+  bool two_blocks;
 } jk_mm_spec;
 
 /* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K

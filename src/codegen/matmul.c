@@ -496,13 +496,9 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   in->name, u, u);
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
-  /* The FFMA kernel in float holds 159 registers a thread unbounded, so
-   * one block of 8 warps a multiprocessor; capped at 128 it spills 12
-   * bytes outside the K loop and two blocks fit, which hides the shared
-   * memory reads' latency better (docs/PERFORMANCE.md). */
-  const char *bounds = wg                                                ? "384, 1"
-                       : s->kind == JK_MM_SIMT && s->acc != JITK_FLOAT64 ? "256, 2"
-                                                                         : "256";
+  /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c
+   * says when). */
+  const char *bounds = wg ? "384, 1" : s->two_blocks ? "256, 2" : "256";
   emit_head(&b, s, in, bounds, "");
   /* Split-K's workspace: planes of partial sums for the fix-up, or (wgmma)
    * the slices' partial tiles and a counter per tile and consumer, which

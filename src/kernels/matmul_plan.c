@@ -345,6 +345,14 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   const char *cv = getenv("JITK_MM_COL_VECS");
   s->no_col_vecs = cv != NULL && strcmp(cv, "0") == 0;
   out->splits = s->split ? p->split : 1;
+  /* Unbounded, the float FFMA kernel holds 159 registers, one block of 8
+   * warps a multiprocessor; capped at 128 two fit, which ran 0.07 faster
+   * at 4096^3, but where every block has a multiprocessor of its own the
+   * cap only costs (0.94-0.96 at 1000 x 1030 x 999 in
+   * tools/bench/study/sgemm.cu). */
+  const uint64_t blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 127) / 128) *
+                          (uint64_t)d->batch * (uint64_t)out->splits;
+  s->two_blocks = kind == JK_MM_SIMT && acc == JITK_FLOAT32 && blocks > (uint64_t)jk_mm_sms(e);
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
   char *src = NULL;

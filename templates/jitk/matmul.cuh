@@ -244,10 +244,10 @@ __device__ __forceinline__ void copy_rows(const U *x, U *y, long long R, long lo
 // other element by element under a row mask. The index math is a pointer
 // advanced by K-tile; the operand stored transposed (K-contiguous) is
 // XOR-swizzled so the stores don't conflict. Registers for float: 159 to 167
-// under __launch_bounds__(256), one block per SM; plans ask for (256, 2),
-// which caps them at 128 (12 bytes spilled outside the K loop) for two
-// blocks per SM, 0.07 faster at 4096^3; tools/bench/study/sgemm.cu measures
-// it.
+// under __launch_bounds__(256), one block per SM; plans with more blocks
+// than SMs ask for (256, 2), which caps them at 128 (12 bytes spilled
+// outside the K loop) for two blocks per SM, 0.07 faster at 4096^3;
+// tools/bench/study/sgemm.cu measures it.
 // A_K: A is K-contiguous (row-major); B_N: B is N-contiguous (row-major).
 
 // Four consecutive elements, the unit of the vector loads.

@@ -1334,3 +1334,37 @@ Test(matmul_plan, fp8_split_k_in_k_tiles_of_128) {
            jitk_matmul_create(e, &d, &p));
   jitk_engine_destroy(e);
 }
+
+/* FFMA in float asks for two blocks a multiprocessor (registers capped at
+ * 128) only where its blocks outnumber the multiprocessors (132 on a
+ * compile-only sm_90 engine); float64 never does. */
+Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const struct {
+    jitk_dtype t;
+    int64_t m, n, batch;
+    bool two;
+  } cases[] = {
+      {JITK_FLOAT32, 4096, 4096, 1, true},  /* 1024 blocks */
+      {JITK_FLOAT32, 1000, 1030, 1, false}, /* 72 */
+      {JITK_FLOAT32, 1408, 1536, 1, false}, /* 132 */
+      {JITK_FLOAT32, 1409, 1536, 1, true},  /* 144 */
+      {JITK_FLOAT32, 128, 128, 133, true},  /* a block a matrix */
+      {JITK_FLOAT64, 4096, 4096, 1, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    jitk_matmul_desc d = desc(cases[i].t, cases[i].m, cases[i].n, 64);
+    d.batch = cases[i].batch;
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    const char *src;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    const char *want =
+        cases[i].two ? "__launch_bounds__(256, 2) matmul(" : "__launch_bounds__(256) matmul(";
+    cr_assert(strstr(src, "FFMA (simt)") != NULL && strstr(src, want) != NULL,
+              "case %zu (%lld x %lld, batch %lld): wants %s in %s", i, (long long)cases[i].m,
+              (long long)cases[i].n, (long long)cases[i].batch, want, src);
+    jitk_matmul_destroy(p);
+  }
+  jitk_engine_destroy(e);
+}
