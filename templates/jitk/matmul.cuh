@@ -115,11 +115,9 @@ __device__ __forceinline__ void amax_commit(float *out, float m) {
   if ((threadIdx.x & 31) == 0 && u != 0) atomicMax(reinterpret_cast<unsigned int *>(out), u);
 }
 
-// --- operand copies ---------------------------------------------------------
-// wgmma plans read A and B with TMA, which needs every row on 16 bytes and
-// K-major operands for tf32. An operand that is not so is copied first into
-// a pooled buffer, so these two run once per product at the memory's speed:
-// 0.1 of the product's time at 4096^3 if they ran at half of it.
+// --- operand transposes -----------------------------------------------------
+// tf32 wgmma reads A and B K-major only: a column-major A or a row-major B is
+// transposed first into a pooled buffer (about 8 % of a 4096^3 product).
 
 // One R x C row-major matrix x[r * ld + c] (U: the elements' bits, 2 or 4
 // bytes) into t[c * ldt + r], 64 x 64 tiles through shared memory, 256
@@ -150,82 +148,6 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
     }
     __syncthreads();
   }
-}
-
-// Bytes off .. off + 15 of the 32 bytes lo:hi (little-endian, lo first).
-__device__ __forceinline__ uint4 bytes_at(const uint4 &lo, const uint4 &hi, unsigned int off) {
-  const unsigned int w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const unsigned int d = off / 4, s = (off % 4) * 8;
-  unsigned int o[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    // Constant indices only, so that w stays in registers.
-    unsigned int p = w[i], q = w[i + 1];
-    if (d == 1) {
-      p = w[i + 1];
-      q = w[i + 2];
-    } else if (d == 2) {
-      p = w[i + 2];
-      q = w[i + 3];
-    } else if (d == 3) {
-      p = w[i + 3];
-      q = w[i + 4];
-    }
-    o[i] = __funnelshift_r(p, q, s);
-  }
-  return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
-// One row of C elements of U (1, 2 or 4 bytes) from x, which may start
-// anywhere, to y, which starts on 16 bytes, by the block's 256 threads, 16
-// bytes a thread and store. A chunk of y comes from the two aligned 16-byte
-// chunks of x that hold it (the second a cache hit for the neighbouring
-// thread), shifted into place in registers; four chunks a thread are in
-// flight. Chunks whose aligned reads would leave the row (its first and
-// last) are copied element by element, so nothing outside the operand is
-// ever read.
-template <typename U>
-__device__ __forceinline__ void copy_row(const U *__restrict__ x, U *__restrict__ y, long long C) {
-  constexpr int V = 16 / sizeof(U);
-  const long long bytes = C * (long long)sizeof(U), chunks = (C + V - 1) / V;
-  const unsigned int off = (unsigned int)(reinterpret_cast<unsigned long long>(x) % 16);
-  const uint4 *a = reinterpret_cast<const uint4 *>(reinterpret_cast<const char *>(x) - off);
-  uint4 *out = reinterpret_cast<uint4 *>(y);
-  for (long long j0 = (long long)blockIdx.x * 1024; j0 < chunks; j0 += (long long)gridDim.x * 1024) {
-    uint4 lo[4], hi[4];
-    bool whole[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const long long j = j0 + i * 256 + threadIdx.x;
-      whole[i] = j < chunks && (off == 0 ? 16 * (j + 1) <= bytes
-                                         : j >= 1 && 16 * (j + 2) - (long long)off <= bytes);
-      if (whole[i]) {
-        lo[i] = __ldg(a + j);
-        hi[i] = off != 0 ? __ldg(a + j + 1) : lo[i];
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const long long j = j0 + i * 256 + threadIdx.x;
-      if (whole[i]) {
-        out[j] = off != 0 ? bytes_at(lo[i], hi[i], off) : lo[i];
-      } else if (j < chunks) {
-#pragma unroll
-        for (int e = 0; e < V; e++)
-          if (j * V + e < C) y[j * V + e] = x[j * V + e];
-      }
-    }
-  }
-}
-
-// Each batch's R x C row-major matrix (leading dimension ld, batch stride
-// sx) into y, rows ldy apart and batches R * ldy: a row a block at a time.
-template <typename U>
-__device__ __forceinline__ void copy_rows(const U *x, U *y, long long R, long long C, long long ld,
-                                          long long sx, long long ldy, long long nb) {
-  for (long long z = blockIdx.z; z < nb; z += gridDim.z)
-    for (long long r = blockIdx.y; r < R; r += gridDim.y)
-      copy_row(x + z * sx + r * ld, y + (z * R + r) * ldy, C);
 }
 
 // --- simt ------------------------------------------------------------------
