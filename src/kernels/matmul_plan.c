@@ -348,7 +348,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   /* Unbounded, the float FFMA kernel holds 159 registers, one block of 8
    * warps a multiprocessor; capped at 128 two fit, which ran 0.07 faster
    * at 4096^3, but where every block has a multiprocessor of its own the
-   * cap only costs (0.94-0.96 at 1000 x 1030 x 999 in
+   * cap only costs (0.94-0.97 at 1000 x 1030 x 999 in
    * tools/bench/study/sgemm.cu). */
   const uint64_t blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 127) / 128) *
                           (uint64_t)d->batch * (uint64_t)out->splits;

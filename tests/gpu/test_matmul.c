@@ -284,26 +284,12 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
 Test(matmul, tf32_transpose_long_k) {
   jitk_engine *e = jt_gpu_engine();
   uint64_t seed = 0x5B9;
-  const mm_case c = {"tf32 K = 4200000, B row-major transposed first",
-                     JITK_FLOAT32,
-                     JITK_COMPUTE_TF32,
-                     8,
-                     8,
-                     4200000,
-                     1,
-                     R,
-                     R,
-                     R,
-                     0,
-                     1,
-                     0,
-                     NULL,
-                     NULL,
-                     0,
-                     "tensor cores tf32 m64nNk8 (wgmma",
-                     JITK_DTYPE_NONE,
-                     0};
-  run_case(e, &c, &seed);
+  const mm_case c[] = {
+      {"tf32 K = 4200000, B row-major transposed first", JITK_FLOAT32, JITK_COMPUTE_TF32, 8, 8,
+       4200000, 1, R, R, R, 0, 1, 0, NULL, NULL, 0, "tensor cores tf32 m64nNk8 (wgmma",
+       JITK_DTYPE_NONE, 0},
+  };
+  run_case(e, &c[0], &seed);
   jitk_engine_destroy(e);
 }
 
