@@ -53,7 +53,7 @@ if want conformance; then
   done
 fi
 if want c && [ -x gpu-bundle/run.sh ]; then
-  (OUT="$LOGS/c" ONLY="${STEPS:-^(test_|memcheck_)}" timeout 240 gpu-bundle/run.sh \
+  (OUT="$LOGS/c" ONLY="${STEPS:-^(test_|memcheck_)}" timeout 420 gpu-bundle/run.sh \
      >"$LOGS/c.log" 2>&1; echo "exit $?" >>"$LOGS/c.log") &
   pids+=($!)
 fi
