@@ -182,7 +182,7 @@ jitk_status jk_cache_init(jitk_engine *e, const jitk_engine_config *cfg) {
 static void entry_free(jitk_engine *e, jk_entry *x) {
   if (x == NULL) return;
   if (x->cu != NULL) jk_module_unload(e, (CUmodule)x->cu);
-  if (x->shared != NULL) jk_share_release(e, x);
+  if (x->shared != NULL) jk_share_release(e, x, false);
   for (size_t i = 0; i < x->num_names; i++) {
     if (x->name_expressions) jk_free(e, x->name_expressions[i]);
     if (x->lowered) jk_free(e, x->lowered[i]);
@@ -663,6 +663,13 @@ static bool memory_hit_holds(jitk_engine *e, jk_entry *hit) {
   return holds;
 }
 
+/* A memory hit (the share group's count as one), for the statistics and
+ * for the next flush of counts to the disk store. */
+static void count_memory_hit(jk_cache *c) {
+  atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
+}
+
 static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const char *generator,
                              jk_entry **out) {
   jk_cache *c = &e->cache;
@@ -684,8 +691,7 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
       lru_push_front(c, hit);
       pthread_mutex_unlock(&e->cache.table_lock);
       if (memory_hit_holds(e, hit)) {
-        atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
+        count_memory_hit(c);
         jk_material_free(&mat);
         *out = hit;
         return JITK_OK;
@@ -721,10 +727,9 @@ static jitk_status cache_get(jitk_engine *e, const jk_compile_input *in, const c
      * are checked as a memory hit's are. */
     jk_share_claim claim;
     while ((claim = jk_share_get(e, &key, x)) == JK_SHARE_HIT && !memory_hit_holds(e, x))
-      jk_share_drop(e, x);
+      jk_share_release(e, x, true);
     if (claim == JK_SHARE_HIT) {
-      atomic_fetch_add_explicit(&c->memory_hits, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&c->memory_hits_unflushed, 1, memory_order_relaxed);
+      count_memory_hit(c);
     } else {
       st = fill_entry(e, in, &key, &mat, x);
       jk_share_put(e, &key, x, claim, st == JITK_OK);

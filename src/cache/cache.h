@@ -333,11 +333,10 @@ jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x);
 /* After JK_SHARE_MINE or NONE: the key is no longer in flight, and when
  * `ok`, x's image joins the group (x then shows it, as on a hit). */
 void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim claim, bool ok);
-/* After a hit whose files changed: the image leaves the group's table and
- * x no longer shows it. */
-void jk_share_drop(jitk_engine *e, jk_entry *x);
-/* Entry x lets go of its image (entry_free). */
-void jk_share_release(jitk_engine *e, jk_entry *x);
+/* Entry x lets go of its image (entry_free), which leaves the group's
+ * table with its last holder, or at once when `stale` (a hit whose files
+ * changed). */
+void jk_share_release(jitk_engine *e, jk_entry *x, bool stale);
 /* The group's engines, its images and the images engines took from each
  * other, for tests and the CLI. */
 void jk_share_counts(jitk_engine *e, size_t *engines, size_t *images, uint64_t *hits);

@@ -123,17 +123,6 @@ jk_share_claim jk_share_get(jitk_engine *e, const jk_key *key, jk_entry *x) {
   return claim;
 }
 
-void jk_share_drop(jitk_engine *e, jk_entry *x) {
-  jk_share *s = e->cache.share;
-  jk_entry *img = x->shared;
-  pthread_mutex_lock(&s->lock);
-  if (img->in_table) jk_chains_remove(&s->table, img);
-  bool last = --img->refs == 0;
-  pthread_mutex_unlock(&s->lock);
-  unalias(x);
-  if (last) jk_entry_discard(e, img);
-}
-
 void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim claim, bool ok) {
   jk_share *s = e->cache.share;
   jk_entry *img = ok ? jk_calloc(e, 1, sizeof *img) : NULL;
@@ -153,12 +142,12 @@ void jk_share_put(jitk_engine *e, const jk_key *key, jk_entry *x, jk_share_claim
   pthread_mutex_unlock(&s->lock);
 }
 
-void jk_share_release(jitk_engine *e, jk_entry *x) {
+void jk_share_release(jitk_engine *e, jk_entry *x, bool stale) {
   jk_entry *img = x->shared;
   jk_share *s = e->cache.share;
   pthread_mutex_lock(&s->lock);
   bool last = --img->refs == 0;
-  if (last && img->in_table) jk_chains_remove(&s->table, img);
+  if ((last || stale) && img->in_table) jk_chains_remove(&s->table, img);
   pthread_mutex_unlock(&s->lock);
   unalias(x);
   if (last) jk_entry_discard(e, img);
