@@ -336,7 +336,7 @@ void jitk_engine_destroy(jitk_engine *e) {
   if (e->cache_initialized) jk_cache_destroy(e);
   if (e->temp_pool != NULL) jk_cu_mem_pool_destroy(e, e->temp_pool);
   uint64_t peers = atomic_load(&e->peers);
-  for (int d = 0; d < 64; d++) {
+  for (int d = 0; d < JK_PEER_BITS; d++) {
     CUdevice dev;
     if ((peers >> d & 1) && jk_cu_device_get(&e->drv, d, &dev) == CUDA_SUCCESS)
       jk_cu_primary_ctx_release(&e->drv, dev);
@@ -411,9 +411,10 @@ jitk_status jitk_engine_enable_peer_access(jitk_engine *e, int peer) {
   if (peer < 0 || peer == e->ordinal)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_enable_peer_access: device %d %s",
                    peer, peer < 0 ? "is not a device ordinal" : "is the engine's own device");
-  if (peer >= 64)
+  if (peer >= JK_PEER_BITS)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
-                   "jitk_engine_enable_peer_access: device %d: jitk tracks peers 0 to 63", peer);
+                   "jitk_engine_enable_peer_access: device %d: jitk tracks peers 0 to %d", peer,
+                   JK_PEER_BITS - 1);
   pthread_mutex_lock(&e->lock);
   if (!(atomic_load(&e->peers) >> peer & 1)) st = enable_peer(e, peer);
   pthread_mutex_unlock(&e->lock);

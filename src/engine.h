@@ -64,6 +64,9 @@ struct jitk_engine {
   _Atomic uint64_t peers;
 };
 
+/* The devices `peers` has a bit for: ordinals 0 to JK_PEER_BITS - 1. */
+enum { JK_PEER_BITS = 64 };
+
 _Static_assert(offsetof(struct jitk_engine, base) == 0,
                "base/ finds its part at the start of the engine");
 
@@ -71,7 +74,7 @@ _Static_assert(offsetof(struct jitk_engine, base) == 0,
  * kernels: the engine's own device, or a peer enabled for it. */
 static inline bool jk_device_usable(const jitk_engine *e, int64_t ordinal) {
   if (ordinal == e->ordinal) return true;
-  if (ordinal < 0 || ordinal >= 64) return false;
+  if (ordinal < 0 || ordinal >= JK_PEER_BITS) return false;
   /* The field is atomic, the engine const for the reader only. */
   uint64_t p = atomic_load_explicit(&((jitk_engine *)e)->peers, memory_order_acquire);
   return (p >> ordinal) & 1;
