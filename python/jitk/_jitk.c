@@ -42,6 +42,10 @@ static PyObject *CompileError;       /* jitk.CompileError(jitk.JitkError) */
 static PyObject *PerformanceWarning; /* jitk.PerformanceWarning(RuntimeWarning) */
 
 static jitk_engine *engines[MAX_DEVICES];
+/* Bit p of peers_on[d]: device d's engine reaches device p's memory, as
+ * the package enabled it (pick_device), so later calls neither ask the
+ * driver again nor warn again. Read and set under the GIL. */
+static uint64_t peers_on[MAX_DEVICES];
 static int num_devices = -1; /* -1: not asked yet */
 static char no_device_why[1024];
 
@@ -1463,7 +1467,9 @@ static int pick_device(call *c) {
   for (int i = 0; i < c->narr; i++) {
     const DLTensor *t = &c->arrs[i].t;
     int dev = (int)t->device.device_id;
-    if (t->device.device_type == kDLCUDAHost || dev == c->device) continue;
+    if (t->device.device_type == kDLCUDAHost || dev == c->device ||
+        (dev >= 0 && dev < MAX_DEVICES && (peers_on[c->device] >> dev & 1)))
+      continue;
     jitk_status st;
     Py_BEGIN_ALLOW_THREADS st = jitk_engine_enable_peer_access(e, dev);
     Py_END_ALLOW_THREADS if (st == JITK_ERR_UNSUPPORTED || st == JITK_ERR_NO_DEVICE) {
@@ -1474,6 +1480,7 @@ static int pick_device(call *c) {
       return -1;
     }
     if (st != JITK_OK) return raise_status(e, st, NULL) ? 0 : -1;
+    peers_on[c->device] |= (uint64_t)1 << dev; /* jitk takes peers 0 to 63 only */
     if (PyErr_WarnFormat(PerformanceWarning, 1,
                          "The device where the array resides (%d) is different from the current "
                          "device (%d). Peer access has been activated automatically.",

@@ -531,6 +531,12 @@ def test_kernels_follow_the_device_of_their_arrays(tmp_path):
         assert "(1)" in str(w[0].message) and "(0)" in str(w[0].message), w[0].message
         assert "activated" in str(w[0].message)
         assert issubclass(jitk.PerformanceWarning, RuntimeWarning)
+        # Once enabled, peer access is not announced again.
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            k(x0, y1, z0)
+        assert fake.fakecuda_launch_count() == before + 4
+        assert w == [], w
 
         r = jitk.RawKernel('extern "C" __global__ void f(float *p, int n) {}', "f")
         r((1,), (32,), (z1, 1000))
