@@ -31,6 +31,10 @@ double bench_now_us(void);
  * events on the NULL stream, after `warmup` untimed runs. run exits on
  * failure, as BENCH_CHECK does. */
 double bench_time_ms(jitk_engine *e, int warmup, int reps, void (*run)(void *ctx), void *ctx);
+/* Back to back: the host's microseconds to queue a call, and the device's
+ * microseconds a call over `reps` calls queued without waiting. */
+void bench_back_to_back(jitk_engine *e, int reps, void (*run)(void *ctx), void *ctx,
+                        double *host_us, double *gpu_us);
 /* Sorts v in place and returns its median. */
 double bench_median(double *v, size_t n);
 /* Prints the rows as a table under a title, and appends them as JSON

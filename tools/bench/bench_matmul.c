@@ -46,6 +46,13 @@
  * runs bfloat16 bias+ReLU on the shapes listed instead of any section (up
  * to 16 of them), for measuring a rule of the plan's choices beyond the
  * fixed shapes (JITK_MM_SCHEDULE and JITK_MM_TILE force a choice).
+ *
+ * With JITK_BENCH_HOST=1 each bias+ReLU case also prints, for jitk and
+ * cuBLASLt, the one-call time the table's figure comes from, the time a
+ * call of 50 queued back to back (where the host's time hides behind the
+ * device's, as in a model's layers), and the host's time to queue a call:
+ * a lone call's figure includes the host's time, which differs by a
+ * factor of two between the two libraries.
  */
 #include <jitk/jitk.h>
 
@@ -571,6 +578,20 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   } else {
     printf("jitk-bench matmul: %s: cuBLASLt has no plain product (%s)\n", label,
            lt->cublasLtGetStatusName(plain_st));
+  }
+  /* JITK_BENCH_HOST=1: what each call costs the host, and the product
+   * timed back to back, where the host's time hides behind the device's. */
+  const char *host = getenv("JITK_BENCH_HOST");
+  if (host != NULL && strcmp(host, "1") == 0) {
+    double hj, gj, hl = 0, gl = 0;
+    bench_back_to_back(e, 50, run_jitk, &c, &hj, &gj);
+    if (have_fused) bench_back_to_back(e, 50, run_lt_fused, &c, &hl, &gl);
+    printf(
+        "jitk-bench matmul: %s: one call %.1f us (cuBLASLt %.1f); back to back %.1f us a "
+        "call (cuBLASLt %.1f); host %.2f us a call (cuBLASLt %.2f)\n",
+        label, 2e-6 * (double)m * (double)n * (double)kk / jitk_tf,
+        have_fused ? 2e-6 * (double)m * (double)n * (double)kk / lt_tf : 0.0, gj, gl, hj, hl);
+    fflush(stdout);
   }
   t->wrong += jitk_bad + lt_bad + un_bad + differ;
   if (bias_copy.data != NULL) CHECK(e, jitk_device_free(e, bias_copy.data, NULL));

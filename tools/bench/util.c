@@ -105,6 +105,36 @@ void bench_fill_random(jitk_engine *e, jitk_elementwise *fill, bench_array *a, u
   BENCH_CHECK(e, jitk_elementwise_launch(fill, NULL, args, 2, -1, NULL));
 }
 
+/* Runs run(ctx) `reps` times back to back on the NULL stream (after one
+ * untimed run): *host_us is the host's time a call to queue it, *gpu_us the
+ * device's time a call between events around all of them. The difference
+ * from bench_time_ms's figure is what a lone call waits for its host side. */
+void bench_back_to_back(jitk_engine *e, int reps, void (*run)(void *ctx), void *ctx,
+                        double *host_us, double *gpu_us) {
+  CUevent a, b;
+  if (e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    fprintf(stderr, "jitk-bench: cuEventCreate failed\n");
+    exit(1);
+  }
+  run(ctx);
+  float ms = 0;
+  e->drv.cuEventRecord(a, NULL);
+  double t0 = bench_now_us();
+  for (int i = 0; i < reps; i++) run(ctx);
+  double t1 = bench_now_us();
+  e->drv.cuEventRecord(b, NULL);
+  if (e->drv.cuEventSynchronize(b) != CUDA_SUCCESS ||
+      e->drv.cuEventElapsedTime(&ms, a, b) != CUDA_SUCCESS) {
+    fprintf(stderr, "jitk-bench: timing with CUDA events failed (a kernel failed?)\n");
+    exit(1);
+  }
+  *host_us = (t1 - t0) / reps;
+  *gpu_us = (double)ms * 1e3 / reps;
+  e->drv.cuEventDestroy(a);
+  e->drv.cuEventDestroy(b);
+}
+
 double bench_time_ms(jitk_engine *e, int warmup, int reps, void (*run)(void *ctx), void *ctx) {
   /* Events on the NULL stream, which is also where jitk's launches and a
    * library given stream 0 (cudaStream_t) queue their work. */
