@@ -46,6 +46,7 @@ struct jitk_matmul {
   bool swap;                    /* wgmma: D^T = B^T A^T (jk_mm_spec's swap) */
   int cluster;                  /* wgmma: blocks a cluster sharing B (jk_mm_spec's) */
   bool tuned;                   /* the configuration came from the tuning table */
+  bool pdl;                     /* wgmma: launched as a programmatic dependent */
   int split;                    /* K slices (1: none); 0 while not yet chosen */
   /* Outputs and reductions besides D, their strings the plan's own and
    * the outputs' ld and stride filled in. */

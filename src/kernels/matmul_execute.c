@@ -234,7 +234,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
                      .block = {384, 1, 1},
                      .shared = (unsigned int)k->smem,
                      .params = kp,
-                     .cluster = {cl > 1 ? cl : 0, cl > 1 ? 1 : 0, cl > 1 ? 1 : 0}};
+                     .cluster = {cl > 1 ? cl : 0, cl > 1 ? 1 : 0, cl > 1 ? 1 : 0},
+                     .pdl = p->pdl};
   st = jk_launch_ops(e, (jitk_stream)stream, &op, 1);
 done:
   if (at != NULL) jk_temp_free(e, at, (jitk_stream)stream);

@@ -946,6 +946,13 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
    * measuring. */
   const char *cl = getenv("JITK_MM_CLUSTER");
   p->cluster = cl != NULL && strcmp(cl, "2") == 0 ? 2 : 1;
+  /* wgmma kernels are launched as programmatic dependents (their blocks
+   * set up while the kernel before them on the stream finishes, and wait
+   * for it before touching memory: matmul_sm90.cuh), where the driver has
+   * cuLaunchKernelEx; JITK_MM_PDL=0 launches them plainly, for measuring. */
+  const char *pdl = getenv("JITK_MM_PDL");
+  p->pdl = kind == JK_MM_WGMMA && jk_cu_has_launch_ex(&e->drv) &&
+           !(pdl != NULL && strcmp(pdl, "0") == 0);
   st = choose_split(p, kind);
   if (st == JITK_OK) st = jk_mm_build(p, kind, acc, &p->main);
   if (st != JITK_OK) {

@@ -1329,6 +1329,16 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     cluster_sync();
   else
     __syncthreads();
+  /* jitk launches these kernels as programmatic dependents: the setup
+   * above may run while the kernel before this one on the stream is still
+   * finishing, and nothing below (loads of A, B, C or the epilogue's
+   * operands, stores of D or the counters) may start before that kernel
+   * has ended and its writes are visible, which the wait ensures (it
+   * returns at once in a plain launch). The kernel after this one may then
+   * be launched as this one's blocks start: it waits in the same way, and
+   * its blocks take multiprocessors only as they are free. */
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
   if (wg == 0) {
     /* The producer needs few registers; give them to the consumers. */

@@ -2081,3 +2081,124 @@ Test(matmul, swap_ab_default_and_off) {
   run_split(e, &off, auto_only, 1, &seed);
   jitk_engine_destroy(e);
 }
+
+/* wgmma plans are launched as programmatic dependents: their blocks may
+ * start while the kernel before them on the stream is finishing, and wait
+ * for it before touching memory. A chain on one stream with no
+ * synchronization between its steps shows that wait is where it must be:
+ * D1 = A @ B, an elementwise kernel doubling D1 in place, D2 = D1 @ B2
+ * (reads what the two kernels before it wrote), then D1 = A2 @ B (writes
+ * what the product before it reads), each checked against float64 of the
+ * rounded values, repeated so that a missing wait would show. */
+static double chain_err(const double *want, const unsigned char *got, size_t n) {
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < n; i++) {
+    double g = jt_read_real(got, JITK_BFLOAT16, i);
+    if (!isfinite(g)) return INFINITY;
+    err2 += (g - want[i]) * (g - want[i]);
+    ref2 += want[i] * want[i];
+  }
+  return sqrt(err2 / (ref2 > 0 ? ref2 : 1));
+}
+
+static void host_product(const double *a, const double *b, double *d, int64_t m, int64_t n,
+                         int64_t k) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; q++) acc += a[i * k + q] * b[q * n + j];
+      d[i * n + j] = acc;
+    }
+}
+
+Test(matmul, dependent_launches) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xD3B;
+  const int64_t M = 384, N = 512, K = 256, N2 = 264;
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = M;
+  d.n = N;
+  d.k = K;
+  d.a_dtype = d.b_dtype = d.d_dtype = JITK_BFLOAT16;
+  jitk_matmul *p1 = NULL, *p2 = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p1));
+  d.n = N2;
+  d.k = N;
+  JT_OK(e, jitk_matmul_create(e, &d, &p2));
+  char desc[512];
+  JT_OK(e, jitk_matmul_describe(p2, desc, sizeof desc));
+  cr_assert(strstr(desc, "wgmma") != NULL, "%s", desc);
+  jitk_elementwise *twice = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "", "T x", "x = x + x", "twice", NULL, &twice));
+  const size_t na = (size_t)(M * K), nb = (size_t)(K * N), nb2 = (size_t)(N * N2),
+               nd1 = (size_t)(M * N), nd2 = (size_t)(M * N2);
+  double *ha = malloc(na * 8), *ha2 = malloc(na * 8), *hb = malloc(nb * 8), *hb2 = malloc(nb2 * 8),
+         *w1 = malloc(nd1 * 8), *w2 = malloc(nd2 * 8), *w3 = malloc(nd1 * 8);
+  unsigned char *sa = malloc(na * 2), *sa2 = malloc(na * 2), *sb = malloc(nb * 2),
+                *sb2 = malloc(nb2 * 2), *got1 = malloc(nd1 * 2), *got2 = malloc(nd2 * 2);
+  for (size_t i = 0; i < na; i++) {
+    ha[i] = rounded(JITK_BFLOAT16, jt_uniform(&seed));
+    ha2[i] = rounded(JITK_BFLOAT16, jt_uniform(&seed));
+    jt_write_real(sa, JITK_BFLOAT16, i, ha[i]);
+    jt_write_real(sa2, JITK_BFLOAT16, i, ha2[i]);
+  }
+  for (size_t i = 0; i < nb; i++) {
+    hb[i] = rounded(JITK_BFLOAT16, jt_uniform(&seed));
+    jt_write_real(sb, JITK_BFLOAT16, i, hb[i]);
+  }
+  for (size_t i = 0; i < nb2; i++) {
+    hb2[i] = rounded(JITK_BFLOAT16, jt_uniform(&seed));
+    jt_write_real(sb2, JITK_BFLOAT16, i, hb2[i]);
+  }
+  /* The references: D1 rounded to bfloat16 and doubled (exact), D2 from
+   * that, and the last D1. */
+  host_product(ha, hb, w1, M, N, K);
+  for (size_t i = 0; i < nd1; i++) w1[i] = 2 * rounded(JITK_BFLOAT16, w1[i]);
+  host_product(w1, hb2, w2, M, N2, N);
+  host_product(ha2, hb, w3, M, N, K);
+  void *da = jt_dev_alloc(e, na * 2), *da2 = jt_dev_alloc(e, na * 2), *db = jt_dev_alloc(e, nb * 2),
+       *db2 = jt_dev_alloc(e, nb2 * 2), *dd1 = jt_dev_alloc(e, nd1 * 2),
+       *dd2 = jt_dev_alloc(e, nd2 * 2);
+  jt_to_dev(e, da, sa, na * 2);
+  jt_to_dev(e, da2, sa2, na * 2);
+  jt_to_dev(e, db, sb, nb * 2);
+  jt_to_dev(e, db2, sb2, nb2 * 2);
+  int64_t shape1[1] = {(int64_t)nd1};
+  DLTensor t1 = jt_tensor(dd1, JITK_BFLOAT16, 1, shape1, NULL);
+  jitk_arg arg = jitk_arg_array(&t1);
+  for (int round = 0; round < 8; round++) {
+    jt_poison(e, dd1, nd1 * 2);
+    jt_poison(e, dd2, nd2 * 2);
+    JT_OK(e, jitk_matmul_execute(p1, NULL, da, db, NULL, dd1, NULL, 0));
+    JT_OK(e, jitk_elementwise_launch(twice, NULL, &arg, 1, -1, NULL));
+    JT_OK(e, jitk_matmul_execute(p2, NULL, dd1, db2, NULL, dd2, NULL, 0));
+    JT_OK(e, jitk_matmul_execute(p1, NULL, da2, db, NULL, dd1, NULL, 0));
+    jt_to_host(e, got2, dd2, nd2 * 2);
+    jt_to_host(e, got1, dd1, nd1 * 2);
+    double r2 = chain_err(w2, got2, nd2), r3 = chain_err(w3, got1, nd1);
+    cr_assert(r2 <= 1e-2 && r3 <= 1e-2,
+              "round %d: relative L2 error of D2 %.3g, of the last D1 %.3g (tolerance 1e-2)", round,
+              r2, r3);
+  }
+  void *bufs[] = {da, da2, db, db2, dd1, dd2};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    JT_OK(e, jitk_device_free(e, bufs[i], NULL));
+  free(ha);
+  free(ha2);
+  free(hb);
+  free(hb2);
+  free(w1);
+  free(w2);
+  free(w3);
+  free(sa);
+  free(sa2);
+  free(sb);
+  free(sb2);
+  free(got1);
+  free(got2);
+  jitk_elementwise_destroy(twice);
+  jitk_matmul_destroy(p1);
+  jitk_matmul_destroy(p2);
+  jitk_engine_destroy(e);
+}
