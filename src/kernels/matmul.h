@@ -91,9 +91,11 @@ bool jk_mm_choice_parse(jitk_matmul *p, jk_mm_kind kind, const char *choice);
 bool jk_mm_swap_allowed(const jitk_matmul *p, jk_mm_kind kind);
 
 /* A swapped plan's default tile width for M (the narrowest of 8, 16, 32
- * and 64 that holds it, else 128) and the most stages that then fit. */
+ * and 64 that holds it, else 128), the most stages that then fit (which
+ * autotuning tries), and the default stages (at most 8). */
 int jk_mm_swap_bn(int64_t m);
 int jk_mm_swap_stages(int bn);
+int jk_mm_swap_default_stages(int bn);
 
 /* K-tiles of the plan's kernel of `kind` in its current configuration:
  * the most slices split-K may cut K into. */

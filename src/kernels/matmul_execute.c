@@ -30,15 +30,18 @@ static CUtensorMapDataType map_type(jitk_dtype t) {
 
 /* A 3-D tensor map over p (dims innermost first, strides of dims 1 and 2
  * in bytes) whose box is b0 x b1 x 1, 128-byte swizzled, as
- * matmul_sm90.cuh reads and writes its tiles. */
+ * matmul_sm90.cuh reads and writes its tiles. `promote`: whether L2
+ * fetches 256 bytes around each line a box reads. */
 static CUresult encode_map(jitk_engine *e, CUtensorMap *m, jitk_dtype t, const void *p, uint64_t d0,
                            uint64_t d1, uint64_t d2, uint64_t s1, uint64_t s2, uint32_t b0,
-                           uint32_t b1) {
+                           uint32_t b1, bool promote) {
   cuuint64_t dims[3] = {d0, d1, d2}, strides[2] = {s1, s2};
   cuuint32_t box[3] = {b0, b1, 1}, unit[3] = {1, 1, 1};
-  return jk_cu_tensor_map(e, m, map_type(t), 3, (void *)p, dims, strides, box, unit,
-                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return jk_cu_tensor_map(
+      e, m, map_type(t), 3, (void *)p, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B,
+      promote ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_NONE,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 /* Rounds n elements of `es` bytes up to whole runs of `bytes` bytes: 16
@@ -187,27 +190,36 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     sa = round_bytes(lda, es, 16) * (a_k ? M : K);
     sb = round_bytes(ldb, es, 16) * (b_n ? K : N);
   }
+  /* L2 fetches 256 bytes around each line TMA reads, except for the
+   * swapped (decode) kernels, which stream B once at the memory's pace: there
+   * the wider fetches made reading an 8192 x 8192 B 5-10 % slower (bf16, M
+   * = 1 to 64, back to back on the H200: 34.7-35.9 us a call without them
+   * against 37.6-38.4 with them; docs/PERFORMANCE.md), while the products
+   * that reuse their tiles measured the same either way. */
+  const bool promote = !s->swap;
   if (s->swap) {
     /* D^T = B^T A^T: the kernel's A is B, K-major when B is column-major
      * (boxes of 128 n by 128 bytes of k), else N-major (boxes of 64 n by
      * 64 k); its B is A, K-major now (boxes of bn m by 128 bytes of k). */
     if (!b_n)
-      r = encode_map(e, &maps[0], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es), 128);
+      r = encode_map(e, &maps[0], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es), 128,
+                     promote);
     else
-      r = encode_map(e, &maps[0], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
+      r = encode_map(e, &maps[0], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64, promote);
     if (r == CUDA_SUCCESS)
       r = encode_map(e, &maps[1], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es),
-                     (uint32_t)s->bn);
+                     (uint32_t)s->bn, promote);
   } else if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
-    r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128);
+    r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128,
+                   promote);
   else /* M-major: boxes of 64 m by 64 k */
-    r = encode_map(e, &maps[0], s->a, ak, M, K, nb, lda * es, sa * es, 64, 64);
+    r = encode_map(e, &maps[0], s->a, ak, M, K, nb, lda * es, sa * es, 64, 64, promote);
   if (r == CUDA_SUCCESS && !s->swap) {
     if (b_n) /* N-major: boxes of 64 n by 64 k */
-      r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64);
+      r = encode_map(e, &maps[1], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64, promote);
     else /* K-major: boxes of bn n (a cluster's share of them) by 128 bytes of k */
       r = encode_map(e, &maps[1], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es),
-                     (uint32_t)s->bn / cl);
+                     (uint32_t)s->bn / cl, promote);
   }
   /* D through TMA when row-major with 16-byte aligned rows. A swapped
    * kernel stores from registers (its tiles' rows are D's columns). */
@@ -216,8 +228,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     /* no tensor map of D */
   } else if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 &&
              sd % 16 == 0 &&
-             encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64) ==
-                 CUDA_SUCCESS) {
+             encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64,
+                        promote) == CUDA_SUCCESS) {
     use_td = 1;
   }
   if (r != CUDA_SUCCESS) {

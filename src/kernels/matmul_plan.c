@@ -31,6 +31,13 @@ static size_t wgmma_smem(int bn, int stages, bool swap) {
  * reading it). */
 #define JK_MM_SWAP_MAX_STAGES 12
 
+/* ... but a default of 8: the decode shapes' kernels read B (8192 x 8192)
+ * in 33-34 us with 8 stages of 128 x 8 or 128 x 16 tiles on 64
+ * multiprocessors, 35 with 6 and 37-38 with 12 (bf16, back to back on
+ * the H200; docs/PERFORMANCE.md): more loads in flight than that only
+ * queue at the memory. Autotuning still tries the most that fit. */
+#define JK_MM_SWAP_DEFAULT_STAGES 8
+
 void jitk_matmul_desc_init(jitk_matmul_desc *d) {
   if (d == NULL) return;
   memset(d, 0, sizeof *d);
@@ -464,6 +471,11 @@ int jk_mm_swap_stages(int bn) {
   int stages = JK_MM_SWAP_MAX_STAGES;
   while (stages > 2 && wgmma_smem(bn, stages, true) > 227 * 1024) stages--;
   return stages;
+}
+
+int jk_mm_swap_default_stages(int bn) {
+  int most = jk_mm_swap_stages(bn);
+  return most < JK_MM_SWAP_DEFAULT_STAGES ? most : JK_MM_SWAP_DEFAULT_STAGES;
 }
 
 bool jk_mm_promotes(const jitk_matmul *p, jk_mm_kind kind) {
@@ -911,7 +923,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     if (swap && jk_mm_swap_allowed(p, kind)) {
       p->swap = true;
       p->bn = jk_mm_swap_bn(p->d.m);
-      p->stages = jk_mm_swap_stages(p->bn);
+      p->stages = jk_mm_swap_default_stages(p->bn);
       p->pingpong = false;
     }
   } else {

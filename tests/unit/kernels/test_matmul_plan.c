@@ -1108,8 +1108,14 @@ Test(matmul_plan, split_k_tuning_choice_round_trip) {
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   char buf[128];
   jk_mm_choice_format(p, buf, sizeof buf);
-  /* M = 16 swaps A and B: a 128 x 16 tile in 12 stages. */
-  cr_assert_str_eq(buf, "bn=16 arow=128 stages=12 pingpong=0 split=1 swap=1");
+  /* M = 16 swaps A and B: a 128 x 16 tile in 8 stages, fewer than the 12
+   * that fit (more loads in flight only queued at the memory). */
+  cr_assert_str_eq(buf, "bn=16 arow=128 stages=8 pingpong=0 split=1 swap=1");
+  cr_assert_eq(jk_mm_swap_stages(16), 12);
+  for (int bn = 8; bn <= 256; bn *= 2) {
+    int most = jk_mm_swap_stages(bn);
+    cr_assert_eq(jk_mm_swap_default_stages(bn), most < 8 ? most : 8, "bn %d", bn);
+  }
   const char *stored = "bn=256 arow=128 stages=3 pingpong=0 split=7";
   cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, stored));
   jk_mm_choice_format(p, buf, sizeof buf);
