@@ -493,7 +493,13 @@ bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, 
            stages <= JK_MM_SWAP_MAX_STAGES &&
            (bn == 8 || bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) &&
            wgmma_smem(bn, stages, true) <= 227 * 1024;
-  if ((bn != 128 && bn != 256) || (arow != 64 && arow != 128) || stages < 2 || stages > 6)
+  /* 128 x 64 wgmma tiles (cooperative, 16-bit and tf32 inputs): twice the
+   * tiles of 128 x 128, for the products whose 128 x 128 tiles are fewer
+   * than the multiprocessors. */
+  const bool narrow = bn == 64 && kind == JK_MM_WGMMA && !pingpong && !jk_mm_promotes(p, kind) &&
+                      !is_fp8(p->d.a_dtype) && p->d.a_dtype != JITK_FLOAT64;
+  if ((bn != 128 && bn != 256 && !narrow) || (arow != 64 && arow != 128) || stages < 2 ||
+      stages > 6)
     return false;
   /* Promotion's second accumulator fits the registers at 64 x 128 a
    * consumer only (matmul_sm90.cuh, PROMOTE). */
@@ -542,9 +548,14 @@ int jk_mm_sms(const jitk_engine *e) {
 /* The share of the persistent kernel's rounds of tiles (one a
  * multiprocessor each) that are busy, for 128 x bn tiles: the last
  * round's idle multiprocessors are what a wider tile can lose. */
+/* Tiles of 128 x bn of the product, all batches. */
+static int64_t wave_tiles(const jitk_matmul *p, int64_t bn) {
+  return (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
+}
+
 static double wave_use(const jitk_engine *e, const jitk_matmul *p, int64_t bn) {
   const int64_t sms = jk_mm_sms(e);
-  const int64_t tiles = (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
+  const int64_t tiles = wave_tiles(p, bn);
   const int64_t rounds = (tiles + sms - 1) / sms;
   return rounds > 0 ? (double)tiles / (double)(rounds * sms) : 1.0;
 }
@@ -907,6 +918,25 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
        * rounds busy against 0.87). */
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
+      p->pingpong = false;
+    }
+    /* An M of one or two whole 128-row tiles whose 128 x 128 tiles would
+     * keep no more than half the multiprocessors busy (M = 128 x 8192 x
+     * 8192: 64 of them on 132) takes 128 x 64 tiles, cooperative, in six
+     * stages: twice the tiles, each reading B in 128-byte rows, where
+     * such shapes are bound by reading B. On the H200 (bf16 bias + ReLU,
+     * back to back) 128 x 8192 x 8192 went from 43.8 to 39.3 us a call
+     * (cuBLASLt 37.1-37.5), 128 x 4096 x 4096 from 20.2 to 16.2 (14.2);
+     * M = 96 measured slower that way (45.2 against 51.5 us), so M must
+     * fill its tiles, and 256 x 8192 x 8192 (128 tiles of 128 x 128)
+     * slower too (50.2 against 68.3). A larger M with few tiles has a long
+     * K, which split-K serves. */
+    if (sched == NULL && p->pingpong && p->d.m % 128 == 0 && p->d.m <= 256 &&
+        (p->d.a_dtype == JITK_BFLOAT16 || p->d.a_dtype == JITK_FLOAT16) &&
+        wave_tiles(p, 128) * 2 <= jk_mm_sms(e) &&
+        jk_mm_choice_fits(p, kind, 64, 128, 6, 0, false)) {
+      p->bn = 64;
+      p->stages = 6;
       p->pingpong = false;
     }
     /* Decode shapes (M up to 64, N of a tile at least) swap A and B: D^T

@@ -1210,7 +1210,7 @@ Test(matmul_plan, swap_chosen_for_decode_shapes) {
     expect_swap(e, &d, bns[i], what);
   }
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 128, 8192, 8192);
-  expect_swap(e, &d, 0, "M 128 keeps 128 x 128 tiles");
+  expect_swap(e, &d, 0, "M 128 is not swapped (it takes 128 x 64 tiles)");
   d = desc(JITK_BFLOAT16, 16, 100, 8192);
   expect_swap(e, &d, 0, "N under a tile");
   d = desc(JITK_FLOAT64, 16, 8192, 1024);
@@ -1246,6 +1246,67 @@ Test(matmul_plan, swap_chosen_for_decode_shapes) {
  * A transposed first, by a 16-bit transpose for 16-bit inputs), D either
  * way, C with beta, a bias epilogue using row and col, an output, a row
  * and a column reduction, split and not (split_k 1). */
+/* The tile a plan of d takes, as jk_mm_choice_format writes it. */
+static void expect_choice(jitk_engine *e, const jitk_matmul_desc *d, const char *want,
+                          const char *what) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  char buf[128];
+  jk_mm_choice_format(p, buf, sizeof buf);
+  cr_assert(strncmp(buf, want, strlen(want)) == 0, "%s: %s, not %s", what, buf, want);
+  jitk_matmul_destroy(p);
+}
+
+/* An M of one or two whole 128-row tiles whose 128 x 128 tiles would keep
+ * no more than half the multiprocessors busy takes 128 x 64 tiles,
+ * cooperative, in six stages (16-bit inputs); every other product keeps
+ * its tile. */
+Test(matmul_plan, narrow_tiles_where_few) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *narrow = "bn=64 arow=128 stages=6 pingpong=0 split=1";
+  jitk_matmul_desc d = desc(JITK_BFLOAT16, 128, 8192, 8192);
+  expect_choice(e, &d, narrow, "128 x 8192 x 8192 (64 tiles of 128 x 128)");
+  d = desc(JITK_FLOAT16, 128, 4096, 4096);
+  expect_choice(e, &d, narrow, "f16 128 x 4096 x 4096");
+  d = desc(JITK_BFLOAT16, 256, 4096, 1024);
+  expect_choice(e, &d, narrow, "256 x 4096 (64 tiles)");
+  const char *pingpong = "bn=128 arow=128 stages=5 pingpong=1";
+  d = desc(JITK_BFLOAT16, 256, 8192, 8192);
+  expect_choice(e, &d, pingpong, "256 x 8192: 128 tiles of 128 x 128, near the 132");
+  d = desc(JITK_BFLOAT16, 96, 8192, 8192);
+  expect_choice(e, &d, pingpong, "M 96 does not fill its tiles");
+  d = desc(JITK_BFLOAT16, 512, 512, 8192);
+  expect_choice(e, &d, pingpong, "M 512: long K and few tiles split instead");
+  d = desc(JITK_FLOAT32, 128, 8192, 8192);
+  d.compute = JITK_COMPUTE_TF32;
+  expect_choice(e, &d, "bn=128", "tf32 was not measured so");
+  d = desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
+  d.b_order = JITK_COL_MAJOR;
+  d.d_dtype = JITK_BFLOAT16;
+  expect_choice(e, &d, "bn=128", "FP8 keeps its tiles");
+  setenv("JITK_MM_SCHEDULE", "pingpong", 1);
+  d = desc(JITK_BFLOAT16, 128, 8192, 8192);
+  expect_choice(e, &d, pingpong, "a forced schedule");
+  unsetenv("JITK_MM_SCHEDULE");
+  /* As a stored choice: cooperative only, 16-bit inputs. */
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"));
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=1 split=1"),
+            "no ping-pong at 64 columns");
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=9 pingpong=0 split=1"),
+            "six stages at most beside D's staging");
+  jitk_matmul_destroy(p);
+  d = desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
+  d.b_order = JITK_COL_MAJOR;
+  d.d_dtype = JITK_BFLOAT16;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"),
+            "FP8 takes no 64-column tile");
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
+
 static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_order ao,
                                  jitk_order bo, jitk_order dor, int split) {
   static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc + (T)row", 0, 0}};
