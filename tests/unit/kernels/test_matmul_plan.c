@@ -1280,10 +1280,10 @@ Test(matmul_plan, narrow_tiles_where_few) {
   d = desc(JITK_FLOAT32, 128, 8192, 8192);
   d.compute = JITK_COMPUTE_TF32;
   expect_choice(e, &d, "bn=128", "tf32 was not measured so");
-  d = desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
-  d.b_order = JITK_COL_MAJOR;
-  d.d_dtype = JITK_BFLOAT16;
-  expect_choice(e, &d, "bn=128", "FP8 keeps its tiles");
+  jitk_matmul_desc fp8 = desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
+  fp8.b_order = JITK_COL_MAJOR;
+  fp8.d_dtype = JITK_BFLOAT16;
+  expect_choice(e, &fp8, "bn=128", "FP8 keeps its tiles");
   setenv("JITK_MM_SCHEDULE", "pingpong", 1);
   d = desc(JITK_BFLOAT16, 128, 8192, 8192);
   expect_choice(e, &d, pingpong, "a forced schedule");
@@ -1297,10 +1297,7 @@ Test(matmul_plan, narrow_tiles_where_few) {
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=9 pingpong=0 split=1"),
             "six stages at most beside D's staging");
   jitk_matmul_destroy(p);
-  d = desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
-  d.b_order = JITK_COL_MAJOR;
-  d.d_dtype = JITK_BFLOAT16;
-  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  JT_OK(e, jitk_matmul_create(e, &fp8, &p));
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"),
             "FP8 takes no 64-column tile");
   jitk_matmul_destroy(p);
