@@ -493,11 +493,11 @@ bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, 
            stages <= JK_MM_SWAP_MAX_STAGES &&
            (bn == 8 || bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) &&
            wgmma_smem(bn, stages, true) <= 227 * 1024;
-  /* 128 x 64 wgmma tiles (cooperative, 16-bit and tf32 inputs): twice the
-   * tiles of 128 x 128, for the products whose 128 x 128 tiles are fewer
-   * than the multiprocessors. */
-  const bool narrow = bn == 64 && kind == JK_MM_WGMMA && !pingpong && !jk_mm_promotes(p, kind) &&
-                      !is_fp8(p->d.a_dtype) && p->d.a_dtype != JITK_FLOAT64;
+  /* 128 x 64 wgmma tiles (cooperative, 16-bit inputs, the ones measured):
+   * twice the tiles of 128 x 128, for the products whose 128 x 128 tiles
+   * are fewer than the multiprocessors. */
+  const bool narrow = bn == 64 && kind == JK_MM_WGMMA && !pingpong &&
+                      (p->d.a_dtype == JITK_BFLOAT16 || p->d.a_dtype == JITK_FLOAT16);
   if ((bn != 128 && bn != 256 && !narrow) || (arow != 64 && arow != 128) || stages < 2 ||
       stages > 6)
     return false;
@@ -545,14 +545,14 @@ int jk_mm_sms(const jitk_engine *e) {
   return e->target.major == 8 && e->target.minor == 0 ? 108 : 132;
 }
 
-/* The share of the persistent kernel's rounds of tiles (one a
- * multiprocessor each) that are busy, for 128 x bn tiles: the last
- * round's idle multiprocessors are what a wider tile can lose. */
 /* Tiles of 128 x bn of the product, all batches. */
 static int64_t wave_tiles(const jitk_matmul *p, int64_t bn) {
   return (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
 }
 
+/* The share of the persistent kernel's rounds of tiles (one a
+ * multiprocessor each) that are busy, for 128 x bn tiles: the last
+ * round's idle multiprocessors are what a wider tile can lose. */
 static double wave_use(const jitk_engine *e, const jitk_matmul *p, int64_t bn) {
   const int64_t sms = jk_mm_sms(e);
   const int64_t tiles = wave_tiles(p, bn);

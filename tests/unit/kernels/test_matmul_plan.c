@@ -1301,6 +1301,12 @@ Test(matmul_plan, narrow_tiles_where_few) {
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"),
             "FP8 takes no 64-column tile");
   jitk_matmul_destroy(p);
+  d = desc(JITK_FLOAT32, 128, 8192, 8192);
+  d.compute = JITK_COMPUTE_TF32;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"),
+            "nor does tf32 (not measured)");
+  jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
 }
 
