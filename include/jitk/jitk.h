@@ -1963,7 +1963,10 @@ JITK_API void jitk_matmul_destroy(jitk_matmul *plan);
  * Runs the plan on `stream`: a, b, c (NULL without C) and d are device
  * pointers to the first matrix of each; `extra` holds the epilogue's
  * operands in order (jitk_arg_ptr or jitk_arg_tensor_ptr for raw arrays,
- * jitk_arg_f32 ... for scalars).
+ * jitk_arg_f32 ... for scalars). The product is ordered on the stream as
+ * any kernel is: on sm_90 its kernel is launched as a programmatic
+ * dependent, so its blocks may start while the work before it ends, but
+ * it reads and writes no memory until that work has finished.
  */
 JITK_API jitk_status jitk_matmul_execute(jitk_matmul *plan, jitk_stream stream, const void *a,
                                          const void *b, const void *c, void *d,
