@@ -509,7 +509,8 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   if (check) samples_make(e, &c, 1, &s);
 
   poison(e, &c.d);
-  double jitk_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_jitk, &c));
+  const double jitk_ms = bench_time_ms(e, WARMUP, REPS, run_jitk, &c),
+               jitk_tf = tflops(m, n, kk, jitk_ms);
   size_t jitk_bad = check ? check_sample(e, &c.d, &s, 1, tol, got_jitk) : 0;
 
   if (lt->dl == NULL) {
@@ -530,11 +531,12 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
   poison(e, &c.d);
   int have_fused = lt_fused_create(&c, k, type, &bias_copy, bias_used, sizeof bias_used, &why);
-  double lt_tf = 0;
+  double lt_ms = 0, lt_tf = 0;
   size_t lt_bad = 0;
   if (have_fused) {
     poison(e, &c.d);
-    lt_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_lt_fused, &c));
+    lt_ms = bench_time_ms(e, WARMUP, REPS, run_lt_fused, &c);
+    lt_tf = tflops(m, n, kk, lt_ms);
     lt_bad = check ? check_sample(e, &c.d, &s, 1, tol, got_lt) : 0;
   }
 
@@ -594,8 +596,7 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
     printf(
         "jitk-bench matmul: %s: one call %.1f us (cuBLASLt %.1f); back to back %.1f us a "
         "call (cuBLASLt %.1f); host %.2f us a call (cuBLASLt %.2f)\n",
-        label, 2e-6 * (double)m * (double)n * (double)kk / jitk_tf,
-        have_fused ? 2e-6 * (double)m * (double)n * (double)kk / lt_tf : 0.0, gj, gl, hj, hl);
+        label, jitk_ms * 1e3, lt_ms * 1e3, gj, gl, hj, hl);
     fflush(stdout);
   }
   t->wrong += jitk_bad + lt_bad + un_bad + differ;

@@ -105,45 +105,52 @@ void bench_fill_random(jitk_engine *e, jitk_elementwise *fill, bench_array *a, u
   BENCH_CHECK(e, jitk_elementwise_launch(fill, NULL, args, 2, -1, NULL));
 }
 
+/* A pair of CUDA events for timing, or the end of the benchmark. */
+static void events_make(jitk_engine *e, CUevent ev[2]) {
+  if (e->drv.cuEventCreate(&ev[0], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      e->drv.cuEventCreate(&ev[1], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    fprintf(stderr, "jitk-bench: cuEventCreate failed\n");
+    exit(1);
+  }
+}
+
+/* Milliseconds from ev[0] to ev[1], once ev[1] has happened. A kernel that
+ * failed shows here; a time read after that would be meaningless. */
+static float events_ms(jitk_engine *e, CUevent ev[2]) {
+  float ms = 0;
+  if (e->drv.cuEventSynchronize(ev[1]) != CUDA_SUCCESS ||
+      e->drv.cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS) {
+    fprintf(stderr, "jitk-bench: timing with CUDA events failed (a kernel failed?)\n");
+    exit(1);
+  }
+  return ms;
+}
+
 /* Runs run(ctx) `reps` times back to back on the NULL stream (after one
  * untimed run): *host_us is the host's time a call to queue it, *gpu_us the
  * device's time a call between events around all of them. The difference
  * from bench_time_ms's figure is what a lone call waits for its host side. */
 void bench_back_to_back(jitk_engine *e, int reps, void (*run)(void *ctx), void *ctx,
                         double *host_us, double *gpu_us) {
-  CUevent a, b;
-  if (e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-      e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-    fprintf(stderr, "jitk-bench: cuEventCreate failed\n");
-    exit(1);
-  }
+  CUevent ev[2];
+  events_make(e, ev);
   run(ctx);
-  float ms = 0;
-  e->drv.cuEventRecord(a, NULL);
+  e->drv.cuEventRecord(ev[0], NULL);
   double t0 = bench_now_us();
   for (int i = 0; i < reps; i++) run(ctx);
   double t1 = bench_now_us();
-  e->drv.cuEventRecord(b, NULL);
-  if (e->drv.cuEventSynchronize(b) != CUDA_SUCCESS ||
-      e->drv.cuEventElapsedTime(&ms, a, b) != CUDA_SUCCESS) {
-    fprintf(stderr, "jitk-bench: timing with CUDA events failed (a kernel failed?)\n");
-    exit(1);
-  }
+  e->drv.cuEventRecord(ev[1], NULL);
+  *gpu_us = (double)events_ms(e, ev) * 1e3 / reps;
   *host_us = (t1 - t0) / reps;
-  *gpu_us = (double)ms * 1e3 / reps;
-  e->drv.cuEventDestroy(a);
-  e->drv.cuEventDestroy(b);
+  e->drv.cuEventDestroy(ev[0]);
+  e->drv.cuEventDestroy(ev[1]);
 }
 
 double bench_time_ms(jitk_engine *e, int warmup, int reps, void (*run)(void *ctx), void *ctx) {
   /* Events on the NULL stream, which is also where jitk's launches and a
    * library given stream 0 (cudaStream_t) queue their work. */
-  CUevent a, b;
-  if (e->drv.cuEventCreate(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-      e->drv.cuEventCreate(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-    fprintf(stderr, "jitk-bench: cuEventCreate failed\n");
-    exit(1);
-  }
+  CUevent ev[2];
+  events_make(e, ev);
   double *t = malloc((size_t)reps * sizeof *t);
   if (t == NULL) {
     fprintf(stderr, "jitk-bench: out of host memory\n");
@@ -151,21 +158,13 @@ double bench_time_ms(jitk_engine *e, int warmup, int reps, void (*run)(void *ctx
   }
   for (int i = 0; i < warmup; i++) run(ctx);
   for (int i = 0; i < reps; i++) {
-    e->drv.cuEventRecord(a, NULL);
+    e->drv.cuEventRecord(ev[0], NULL);
     run(ctx);
-    e->drv.cuEventRecord(b, NULL);
-    float ms = 0;
-    /* A kernel that failed shows here; a time read after that would be
-     * meaningless. */
-    if (e->drv.cuEventSynchronize(b) != CUDA_SUCCESS ||
-        e->drv.cuEventElapsedTime(&ms, a, b) != CUDA_SUCCESS) {
-      fprintf(stderr, "jitk-bench: timing with CUDA events failed (a kernel failed?)\n");
-      exit(1);
-    }
-    t[i] = ms;
+    e->drv.cuEventRecord(ev[1], NULL);
+    t[i] = events_ms(e, ev);
   }
-  e->drv.cuEventDestroy(a);
-  e->drv.cuEventDestroy(b);
+  e->drv.cuEventDestroy(ev[0]);
+  e->drv.cuEventDestroy(ev[1]);
   double median = bench_median(t, (size_t)reps);
   free(t);
   return median;
