@@ -6,7 +6,12 @@ between the markers in that header when a shape is added.
 
 The 8-bit wrappers take scale_d, wgmma's scale-d predicate: 0 makes the
 MMA write A B over the accumulator instead of adding to it, which is how
-an FP8 plan with promotion starts each K-tile's partial sum."""
+an FP8 plan with promotion starts each K-tile's partial sum.
+
+The tf32 wrappers named _rs take A from registers (four 32-bit values a
+thread, wgmma's fragment layout), for an A that lies M-major in shared
+memory, which wgmma cannot read as tf32 from a descriptor: a swapped
+tf32 plan's A is the user's row-major B."""
 
 SHAPES = (128, 256)
 # The narrow tiles of swapped decode plans (D^T = B^T A^T, M the wgmma's
@@ -17,6 +22,25 @@ TYPES = (("f16", "f16", 16), ("bf16", "bf16", 16), ("tf32", "tf32", 8))
 # e5m2. K-major A and B only, so no transpose operands, as for tf32.
 FP8_TYPES = (("e4m3", "e4m3.e4m3", 32), ("e4m3_e5m2", "e4m3.e5m2", 32),
              ("e5m2_e4m3", "e5m2.e4m3", 32))
+
+
+def rs_wrapper(n):
+    regs = n // 2
+    print(f"__device__ __forceinline__ void wgmma_tf32_rs_n{n}(float (&d)[{regs}], "
+          f"const unsigned int (&a)[4], unsigned long long b) {{")
+    print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+    print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "')
+    pieces = [f"%{i}" for i in range(regs)]
+    print('      "{"')
+    for j in range(0, regs, 16):
+        chunk = ", ".join(pieces[j:j + 16])
+        sep = ", " if j + 16 < regs else ""
+        print(f'      "{chunk}{sep}"')
+    print(f'      "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
+    cons = [f'"+f"(d[{i}])' for i in range(regs)]
+    print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
+    print('      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));')
+    print("}")
 
 
 def wrapper(n, name, ptx, k, trans, scale_d=False):
@@ -55,3 +79,5 @@ for n in SHAPES:
 for n in SMALL:
     for name, ptx, k in TYPES:
         wrapper(n, name, ptx, k, k == 16)
+for n in SMALL + SHAPES:
+    rs_wrapper(n)

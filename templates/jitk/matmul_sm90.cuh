@@ -635,6 +635,103 @@ __device__ __forceinline__ void wgmma_tf32_n64(float (&d)[32], unsigned long lon
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(a), "l"(b));
 }
+__device__ __forceinline__ void wgmma_tf32_rs_n8(float (&d)[4], const unsigned int (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3"
+      "}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+__device__ __forceinline__ void wgmma_tf32_rs_n16(float (&d)[8], const unsigned int (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+__device__ __forceinline__ void wgmma_tf32_rs_n32(float (&d)[16], const unsigned int (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+__device__ __forceinline__ void wgmma_tf32_rs_n64(float (&d)[32], const unsigned int (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+__device__ __forceinline__ void wgmma_tf32_rs_n128(float (&d)[64], const unsigned int (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+__device__ __forceinline__ void wgmma_tf32_rs_n256(float (&d)[128], const unsigned int (&a)[4], unsigned long long b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
 
 // KIND: 0 float16, 1 bfloat16, 2 tf32; 8-bit A x B: 3 e4m3 x e4m3, 4 e4m3 x
 // e5m2, 5 e5m2 x e4m3 (K-major only, as tf32). BN is 128 or 256, or for
@@ -680,6 +777,42 @@ __device__ __forceinline__ void wgmma(float (&d)[BN / 2], unsigned long long a,
     else if constexpr (KIND == 5) wgmma_e5m2_e4m3_n128(d, a, b, scale_d);
     else wgmma_tf32_n128(d, a, b);
   }
+}
+
+// tf32 D += A B on a 64 x BN tile with A from registers: a holds the
+// thread's four values of a 64 x 8 slice of A in wgmma's fragment layout
+// (rows lane / 4 and lane / 4 + 8 of the warp's 16, columns lane % 4 and
+// lane % 4 + 4); B K-major from a descriptor.
+template <int BN>
+__device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const unsigned int (&a)[4],
+                                         unsigned long long b) {
+  if constexpr (BN == 8) wgmma_tf32_rs_n8(d, a, b);
+  else if constexpr (BN == 16) wgmma_tf32_rs_n16(d, a, b);
+  else if constexpr (BN == 32) wgmma_tf32_rs_n32(d, a, b);
+  else if constexpr (BN == 64) wgmma_tf32_rs_n64(d, a, b);
+  else if constexpr (BN == 128) wgmma_tf32_rs_n128(d, a, b);
+  else wgmma_tf32_rs_n256(d, a, b);
+}
+
+// A warpgroup's tf32 A fragments for one K-tile (32 of K: four k8 steps),
+// rows r0 .. r0 + 63 of the tile, from an M-major stage at sa as TMA left
+// it: boxes of 32 rows (128 bytes) by 32 values of k, 4 KiB each, one
+// after another, each 128-byte row (one k) swizzled by XORing its 16-byte
+// chunk index with k % 8. Each value is one 4-byte load: the two rows a
+// thread needs are 32 bytes apart and its two columns 512, so no wider
+// load covers two of them. The loads are volatile so that they stay
+// after the wait for the stage to fill.
+__device__ __forceinline__ void tf32_frags(unsigned int (&f)[4][4], unsigned int sa, int r0) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+      const int m = r0 + 16 * w + (lane >> 2) + 8 * (v & 1), k = 8 * kk + (lane & 3) + 4 * (v >> 1);
+      const unsigned int at = sa + (m >> 5) * 4096 + k * 128 +
+                              ((((m & 31) >> 2) ^ (k & 7)) << 4) + (m & 3) * 4;
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(f[kk][v]) : "r"(at));
+    }
 }
 
 // Which tile, and of which batch, the i-th work item is: within a batch,
@@ -1290,7 +1423,12 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
   constexpr int A_BYTES = 128 * 128, B_BYTES = BN * 128, STAGE = A_BYTES + B_BYTES;
   constexpr int HALVES = PP ? 2 : 1; /* 64-row halves of a tile one consumer computes */
-  static_assert(!((A_MN || B_MN) && KIND >= 2), "tf32 and 8-bit wgmma read A and B K-major only");
+  /* tf32 with A M-major: A goes through registers (wgmma_rs). */
+  constexpr bool RS = KIND == 2 && A_MN;
+  static_assert(!(B_MN && KIND >= 2) && !(A_MN && KIND >= 3),
+                "tf32 wgmma reads B K-major only (an M-major A through registers), 8-bit wgmma "
+                "both K-major");
+  static_assert(!RS || (!PP && !PROMOTE), "tf32 A through registers is cooperative only");
   static_assert(!PP || BN == 128, "ping-pong consumers hold a whole 128 x 128 tile");
   static_assert(!B_MN || BN % 64 == 0, "an N-major B tile is whole slabs of 64 columns");
   static_assert(STAGING == 0 || STAGING == 32768, "D's staging is 32 KiB a consumer, or none");
@@ -1359,9 +1497,11 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           const unsigned int fb = full + 8 * stage, sa = base + stage * STAGE, sb = sa + A_BYTES;
           bar_expect(fb, STAGE);
           if constexpr (A_MN) {
+            /* Boxes of 128 bytes of rows (64 of 16 bits, 32 of tf32) by BK. */
+            constexpr int AM = 128 / ES;
 #pragma unroll
-            for (int j = 0; j < 2; j++)
-              tma_load(sa + j * BK * 128, ta, fb, static_cast<int>(tm * 128 + j * 64),
+            for (int j = 0; j < 128 / AM; j++)
+              tma_load(sa + j * BK * 128, ta, fb, static_cast<int>(tm * 128 + j * AM),
                        static_cast<int>(kt * BK), static_cast<int>(b));
           } else {
             tma_load(sa, ta, fb, static_cast<int>(kt * BK), static_cast<int>(tm * 128),
@@ -1501,6 +1641,41 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
             retire(part[0], prev);
           }
         }
+      } else if constexpr (RS) {
+        /* Each K-tile's A fragments are loaded from the stage into
+         * registers, which its MMAs read until a later wait_group says they
+         * are done: tile kt's set is written again at tile kt + 2, after
+         * tile kt + 1's wait_group 1. The loop is unrolled by two so that
+         * each set is its own registers. */
+        unsigned int fa[2][4][4];
+        const auto step = [&](unsigned int(&f)[4][4], unsigned int kt) {
+          bar_wait(full + 8 * stage, phase);
+          const unsigned int sa = base + stage * STAGE, sb = sa + A_BYTES;
+          tf32_frags(f, sa, cw * 64);
+          wg_pin(acc[0]);
+          wg_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / KSTEP; kk++)
+            wgmma_rs<BN>(acc[0], f[kk], desc(sb + kk * KSTEP * ES, 16, 1024));
+          wg_commit();
+          wg_pin(acc[0]);
+          wg_wait<1>();
+          if (kt > 0 && lane == 0) release(prev);
+          prev = stage;
+          if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+          }
+        };
+        unsigned int kt = 0;
+        for (; kt + 1 < nk; kt += 2) {
+          step(fa[0], kt);
+          step(fa[1], kt + 1);
+        }
+        if (kt < nk) step(fa[0], kt);
+        wg_wait<0>();
+        wg_pin(acc[0]);
+        if (nk > 0 && lane == 0) release(prev);
       } else {
         for (unsigned int kt = 0; kt < nk; kt++) {
           bar_wait(full + 8 * stage, phase);
