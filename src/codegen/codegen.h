@@ -241,16 +241,18 @@ static inline int jk_mm_ktile(const jk_mm_spec *s) {
   return (s->kind == JK_MM_MMA ? s->arow : 128) / es;
 }
 
-/* wgmma: tf32 reads A and B K-major only, so a column-major float32 A
- * and a row-major float32 B are first transposed by the module's second
- * kernel, "<name>_tr". A swapped plan's kernel reads the user's A as its
- * narrow B tile, K-major only, so a column-major A of any dtype is
- * transposed first too (it is small: M x K with M of a decode shape). */
+/* wgmma: tf32 reads A and B K-major only from shared memory, so a
+ * column-major float32 A and, unless the plan is swapped, a row-major
+ * float32 B are first transposed by the module's second kernel,
+ * "<name>_tr". A swapped plan's kernel reads the user's A as its B tile,
+ * K-major only, so a column-major A of any dtype is transposed first too;
+ * its A tile is the user's B, which a tf32 kernel takes M-major through
+ * registers (matmul_sm90.cuh's wgmma_rs), so B is never transposed. */
 static inline bool jk_mm_transposes_a(const jk_mm_spec *s) {
   return s->kind == JK_MM_WGMMA && (s->a == JITK_FLOAT32 || s->swap) && !s->a_k;
 }
 static inline bool jk_mm_transposes_b(const jk_mm_spec *s) {
-  return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && s->b_n;
+  return s->kind == JK_MM_WGMMA && s->a == JITK_FLOAT32 && s->b_n && !s->swap;
 }
 
 /* The most outputs and reductions a plan may have besides D. */

@@ -565,11 +565,12 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                       : e5b                  ? 4
                                              : 5;
     /* The kernel's A and B: the user's, or swapped, the user's B (M-major
-     * when row-major) and A (K-major: transposed first when it is not).
-     * tf32's operands are K-major (transposed first where needed). A
-     * swapped kernel's rows run along N, and it stores from registers,
-     * needing no staging for TMA. */
-    const bool a_mn = s->a != JITK_FLOAT32 && (s->swap ? s->b_n : !s->a_k),
+     * when row-major, which tf32 reads through registers) and A (K-major:
+     * transposed first when it is not). An unswapped tf32 kernel's
+     * operands are K-major (transposed first where needed). A swapped
+     * kernel's rows run along N, and it stores from registers, needing no
+     * staging for TMA. */
+    const bool a_mn = s->swap ? s->b_n : s->a != JITK_FLOAT32 && !s->a_k,
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,

@@ -199,13 +199,15 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   const bool promote = !s->swap;
   if (s->swap) {
     /* D^T = B^T A^T: the kernel's A is B, K-major when B is column-major
-     * (boxes of 128 n by 128 bytes of k), else N-major (boxes of 64 n by
-     * 64 k); its B is A, K-major now (boxes of bn m by 128 bytes of k). */
+     * (boxes of 128 n by 128 bytes of k), else N-major (boxes of 128
+     * bytes of n by as many k: 64 by 64 for 16-bit inputs, 32 by 32 for
+     * tf32); its B is A, K-major now (boxes of bn m by 128 bytes of k). */
     if (!b_n)
       r = encode_map(e, &maps[0], s->b, bk, K, N, nb, ldb * es, sb * es, (uint32_t)(128 / es), 128,
                      promote);
     else
-      r = encode_map(e, &maps[0], s->b, bk, N, K, nb, ldb * es, sb * es, 64, 64, promote);
+      r = encode_map(e, &maps[0], s->b, bk, N, K, nb, ldb * es, sb * es, (uint32_t)(128 / es),
+                     (uint32_t)(128 / es), promote);
     if (r == CUDA_SUCCESS)
       r = encode_map(e, &maps[1], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es),
                      (uint32_t)s->bn, promote);

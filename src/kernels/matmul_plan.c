@@ -946,12 +946,28 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
      * JITK_MM_SWAP=1 or 0 forces it on (where the dtypes allow it) or
      * off, for measuring and testing. */
     const char *force = getenv("JITK_MM_SWAP");
-    bool swap = p->d.m <= 64 && p->d.n >= 128 && p->d.m < p->d.n;
+    /* tf32 with a row-major B swaps too where the swapped tiles are 256
+     * columns of M that fill the multiprocessors: the swapped kernel reads
+     * B M-major through registers (matmul_sm90.cuh's wgmma_rs), where the
+     * unswapped one reads B K-major only, so that B is transposed first, a
+     * pass that reads and writes B once more (4096^3 on the H200: 386-395
+     * TFLOP/s, 1.02 of cuBLASLt, against 345, 0.92, transposed first; in 3
+     * stages 359). With 128 columns the fragments' loads weigh twice as
+     * much against the MMAs and the swapped kernel ran slower than the
+     * transpose and the unswapped one (326 TFLOP/s at 4096^3), so other
+     * shapes keep the transpose, except decode shapes, swapped above, for
+     * which the transpose would cost more than the product. Not with
+     * reductions, which only the unswapped kernels fold per tile. */
+    const int64_t wide = (p->d.n + 127) / 128 * ((p->d.m + 255) / 256) * p->d.batch;
+    const bool tf32_rows = p->d.a_dtype == JITK_FLOAT32 && p->d.compute == JITK_COMPUTE_TF32 &&
+                           p->d.b_order == JITK_ROW_MAJOR && p->d.m > 128 && wide >= jk_mm_sms(e) &&
+                           p->d.num_reductions == 0;
+    bool swap = (p->d.m <= 64 && p->d.n >= 128 && p->d.m < p->d.n) || tf32_rows;
     if (force != NULL && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0))
       swap = force[0] == '1';
     if (swap && jk_mm_swap_allowed(p, kind)) {
       p->swap = true;
-      p->bn = jk_mm_swap_bn(p->d.m);
+      p->bn = tf32_rows ? 256 : jk_mm_swap_bn(p->d.m);
       p->stages = jk_mm_swap_default_stages(p->bn);
       p->pingpong = false;
     }
@@ -995,6 +1011,13 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   p->pdl = kind == JK_MM_WGMMA && jk_cu_has_launch_ex(&e->drv) &&
            !(pdl != NULL && strcmp(pdl, "0") == 0);
   st = choose_split(p, kind);
+  /* A split swapped tf32 kernel keeps to 128 columns, which leave the
+   * registers the fix-up needs besides the A fragments (ptxas spilled
+   * 568 bytes of a split 256-column one). */
+  if (st == JITK_OK && p->swap && p->bn == 256 && p->split > 1 && p->d.a_dtype == JITK_FLOAT32) {
+    p->bn = 128;
+    p->stages = jk_mm_swap_default_stages(p->bn);
+  }
   if (st == JITK_OK) st = jk_mm_build(p, kind, acc, &p->main);
   if (st != JITK_OK) {
     jitk_matmul_destroy(p);

@@ -283,6 +283,71 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
   jitk_engine_destroy(e);
 }
 
+/* tf32 with a row-major B swaps A and B and reads B M-major through
+ * registers instead of transposing it: by default where 128 x 256 swapped
+ * tiles fill the GPU (and for decode shapes), forced (JITK_MM_SWAP=1) on
+ * small shapes with 128 columns and the decode widths, and 256 columns
+ * (JITK_MM_TILE); split-K, tails in every dimension, odd N (B copied onto
+ * 16 bytes first), padded rows, misaligned pointers, batches, C, bias,
+ * and the unswapped transpose (JITK_MM_SWAP=0) beside, every element
+ * against float64. */
+Test(matmul, tf32_b_through_registers) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5BA;
+  const char *sw = "B row-major, D stored from registers";
+  const mm_case wide = {"tf32 M 1100, N 3500, K 72: swapped by default, 256 columns, bias",
+                        JITK_FLOAT32,
+                        JITK_COMPUTE_TF32,
+                        1100,
+                        3500,
+                        72,
+                        1,
+                        R,
+                        R,
+                        R,
+                        0,
+                        1,
+                        0,
+                        "acc + bias[col]",
+                        "raw T bias",
+                        0,
+                        "M along its 256 columns",
+                        JITK_DTYPE_NONE,
+                        0};
+  run_case(e, &wide, &seed);
+  setenv("JITK_MM_SWAP", "1", 1);
+  const mm_case cases[] = {
+      {"tf32 M 300, N 264, K 100, batch 2, bias+ReLU", JITK_FLOAT32, JITK_COMPUTE_TF32, 300, 264,
+       100, 2, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, sw, JITK_DTYPE_NONE,
+       0},
+      {"tf32 M 1030 (more tiles than blocks), N 1288, K 72", JITK_FLOAT32, JITK_COMPUTE_TF32, 1030,
+       1288, 72, 1, R, R, R, 0, 1, 0, "acc + bias[col]", "raw T bias", 0, sw, JITK_DTYPE_NONE, 0},
+      {"tf32 M 128, N 131 (odd: B copied onto 16 bytes), C, D column-major", JITK_FLOAT32,
+       JITK_COMPUTE_TF32, 128, 131, 40, 1, R, R, C, 1, 1, 0.5, NULL, NULL, 0, sw, JITK_DTYPE_NONE,
+       0},
+      {"tf32 M 5, N 256, K 4100, padded rows", JITK_FLOAT32, JITK_COMPUTE_TF32, 5, 256, 4100, 1, R,
+       R, R, 0, 1, 0, NULL, NULL, 0, sw, JITK_DTYPE_NONE, 3},
+      {"tf32 M 70, misaligned pointers, gelu", JITK_FLOAT32, JITK_COMPUTE_TF32, 70, 200, 64, 2, R,
+       R, R, 0, 1, 0, "gelu(acc)", NULL, 1, sw, JITK_DTYPE_NONE, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  /* 256 columns forced on the first two, and the transpose the swap
+   * replaces. */
+  setenv("JITK_MM_TILE", "256x128x4", 1);
+  for (size_t i = 0; i < 2; i++) {
+    mm_case c = cases[i];
+    c.kind = "M along its 256 columns";
+    run_case(e, &c, &seed);
+  }
+  unsetenv("JITK_MM_TILE");
+  setenv("JITK_MM_SWAP", "0", 1);
+  mm_case off = wide;
+  off.kind = "B row-major (transposed first)";
+  run_case(e, &off, &seed);
+  unsetenv("JITK_MM_SWAP");
+  jitk_engine_destroy(e);
+}
+
 /* tf32 transposes a row-major B first, 64 rows of B (values of k) a tile
  * and at most 65535 tiles down the grid: K past 4194240 takes the
  * transpose's blocks round again, once for the rows past the grid. */
@@ -2000,9 +2065,9 @@ Test(matmul, swap_ab_forced) {
        R, R, R, 1, 1, 0.5, "acc + bias[col]", "raw float32 bias", 0, sw, JITK_FLOAT32, 0},
       {"swap tf32 M 3, B column-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 3, 256, 96, 2, R, C, R, 0,
        1, 0, NULL, NULL, 0, sw, JITK_DTYPE_NONE, 0},
-      {"swap tf32 M 40, A column-major and B row-major, both transposed first", JITK_FLOAT32,
-       JITK_COMPUTE_TF32, 40, 264, 60, 2, C, R, C, 0, 1, 0, "acc + bias[col]", "raw T bias", 0, sw,
-       JITK_DTYPE_NONE, 4},
+      {"swap tf32 M 40, A column-major (transposed first), B row-major through registers",
+       JITK_FLOAT32, JITK_COMPUTE_TF32, 40, 264, 60, 2, C, R, C, 0, 1, 0, "acc + bias[col]",
+       "raw T bias", 0, sw, JITK_DTYPE_NONE, 4},
       {"swap tf32 M 17, row and col, C", JITK_FLOAT32, JITK_COMPUTE_TF32, 17, 100, 36, 1, R, R, R,
        1, 1, 0.25, "acc * s + (T)(row - 2 * col)", "float32 s", 0, sw, JITK_DTYPE_NONE, 0},
   };

@@ -80,9 +80,10 @@ Test(matmul_plan, kernel_choice) {
               "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
               "warpgroups (ping-pong)",
               "bf16, K = 1024");
-  /* tf32 too: K-steps of 32. */
+  /* tf32 too: K-steps of 32 (a row-major B swaps: tf32_row_major_b_swaps). */
   d = desc(JITK_FLOAT32, 4096, 4096, 4096);
   d.compute = JITK_COMPUTE_TF32;
+  d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d,
               "tensor cores tf32 m64nNk8 (wgmma, sm_90a), float32 accumulation, tile 128x256x32, "
               "3 stages (TMA), persistent, 1 producer and 2 consumer warpgroups (cooperative)",
@@ -971,6 +972,7 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
   jitk_matmul_destroy(p);
   d = desc(JITK_FLOAT32, 512, 512, 65536);
   d.compute = JITK_COMPUTE_TF32;
+  d.b_order = JITK_COL_MAJOR; /* unswapped */
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 8);
   jitk_matmul_destroy(p);
@@ -1238,6 +1240,72 @@ Test(matmul_plan, swap_chosen_for_decode_shapes) {
   e = jt_compile_engine("sm_80");
   d = desc(JITK_BFLOAT16, 16, 8192, 8192);
   expect_swap(e, &d, 0, "sm_80 (mma.sync) does not swap");
+  jitk_engine_destroy(e);
+}
+
+/* tf32 with a row-major B swaps A and B where 128 x 256 swapped tiles
+ * fill the multiprocessors, and for decode shapes, reading B M-major
+ * through registers (matmul_sm90.cuh's wgmma_rs: gemm<2, true, ...>)
+ * rather than transposing it first; K split by the user takes 128
+ * columns. Each such kernel leaves ptxas with no spill and no serialized
+ * wgmma (the A fragments of a K-tile stay in their registers while its
+ * MMAs run). Not swapped: B column-major, fewer tiles (M = 300 x 4096,
+ * or N under a tile), reductions (which fold per tile only unswapped),
+ * and JITK_MM_SWAP=0. */
+Test(matmul_plan, tf32_row_major_b_swaps) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const int64_t ms[] = {4096, 4096, 2048, 64, 5};
+  static const int bns[] = {256, 128, 256, 64, 8};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    jitk_matmul_desc d = desc(JITK_FLOAT32, ms[i], 4096, 4096);
+    /* Split K by the user: 128 columns, whose fix-up fits beside the A
+     * fragments (256 spilled). */
+    d.split_k = i == 1 ? 2 : 0;
+    d.compute = JITK_COMPUTE_TF32;
+    d.epilogue = "max(acc + bias[col], (T)0)";
+    d.epilogue_params = "raw T bias";
+    char what[64];
+    snprintf(what, sizeof what, "tf32 M %lld", (long long)ms[i]);
+    expect_swap(e, &d, bns[i], what);
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    char buf[512];
+    JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+    cr_assert(strstr(buf, "A row-major, B row-major, D stored from registers") != NULL, "%s: %s",
+              what, buf);
+    const char *src;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    cr_assert(strstr(src, "jitk::mm90::gemm<2, true, false,") != NULL, "%s: %s", what, src);
+    cr_assert(strstr(src, "matmul_tr(") == NULL, "%s: B is not transposed", what);
+    expect_clean_kernel(p, "tf32 M", (size_t)ms[i]);
+    jitk_matmul_destroy(p);
+  }
+  jitk_matmul_desc d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  d.compute = JITK_COMPUTE_TF32;
+  d.b_order = JITK_COL_MAJOR;
+  expect_swap(e, &d, 0, "B column-major");
+  d.b_order = JITK_ROW_MAJOR;
+  d.m = 300;
+  expect_swap(e, &d, 0, "M 300: 32 x 2 tiles of 256 columns");
+  d.m = 4096;
+  d.n = 100;
+  expect_swap(e, &d, 0, "N under a tile");
+  d.n = 4096;
+  jitk_matmul_reduction red = {"db", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS};
+  d.reductions = &red;
+  d.num_reductions = 1;
+  expect_swap(e, &d, 0, "a reduction");
+  d.reductions = NULL;
+  d.num_reductions = 0;
+  setenv("JITK_MM_SWAP", "0", 1);
+  expect_swap(e, &d, 0, "forced off");
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, "B row-major (transposed first)") != NULL, "%s", buf);
+  jitk_matmul_destroy(p);
+  unsetenv("JITK_MM_SWAP");
   jitk_engine_destroy(e);
 }
 
