@@ -12,8 +12,9 @@
  *  - cuBLASLt with CUBLASLT_EPILOGUE_RELU_BIAS;
  *  - cuBLASLt's plain product, then a jitk elementwise bias+ReLU in place
  *    over D: the extra pass over D that a fused epilogue saves.
- * Then tf32 and float32 at 4096^3 with no epilogue (D = A @ B), jitk's
- * plan against CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_32F. Then
+ * Then tf32 and float32 at 4096^3 with no epilogue (D = A @ B), and tf32
+ * on the decode shape 16 x 8192 x 8192, jitk's plan against
+ * CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_32F. Then
  * FP8 (float8_e4m3fn A and B, bfloat16 D and bias) at 8192^3, D = A @ B +
  * bias[col], against cuBLASLt's FP8 product with its BIAS epilogue
  * (bench_fp8). Then bfloat16 bias+ReLU on shapes whose N or K is not a
@@ -727,9 +728,13 @@ static void bench_epilogue(jitk_engine *e, lt_lib *lt, const mm_kernels *k, mm_t
  * (JITK_COMPUTE_TF32 against CUBLAS_COMPUTE_32F_FAST_TF32) or float32
  * (JITK_COMPUTE_FLOAT32 against CUBLAS_COMPUTE_32F). */
 static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_kernels *k,
-                        int tf32, mm_table *t) {
-  const int64_t m = 4096, n = 4096, kk = 4096;
-  const char *dname = tf32 ? "tf32" : "float32", *shape = "4096^3";
+                        int tf32, int64_t m, int64_t n, int64_t kk, mm_table *t) {
+  const char *dname = tf32 ? "tf32" : "float32";
+  char shape[64];
+  if (m == n && n == kk)
+    snprintf(shape, sizeof shape, "%lld^3", (long long)m);
+  else
+    snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)m, (long long)n, (long long)kk);
   const double tol = tf32 ? 1e-3 : 1e-5, goal = tf32 ? 0.60 : 0.80;
   mm_case c;
   case_make(&c, e, lt, k, JITK_FLOAT32, m, n, kk, tf32 ? 301u : 401u);
@@ -1293,8 +1298,10 @@ int bench_matmul(int argc, char **argv) {
         bench_fused(e, &lt, lt_why, &k, dtypes[d], dnames[d], shapes[s].m, shapes[s].n, shapes[s].k,
                     shapes[s].name, &t);
   if (SECTION("plain")) {
-    bench_plain(e, &lt, lt_why, &k, 1, &t);
-    bench_plain(e, &lt, lt_why, &k, 0, &t);
+    bench_plain(e, &lt, lt_why, &k, 1, 4096, 4096, 4096, &t);
+    /* A decode shape: B read once, swapped, through registers. */
+    bench_plain(e, &lt, lt_why, &k, 1, 16, 8192, 8192, &t);
+    bench_plain(e, &lt, lt_why, &k, 0, 4096, 4096, 4096, &t);
   }
   if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
   for (int s = 0; s < nuser; s++)
