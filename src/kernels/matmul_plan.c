@@ -951,8 +951,8 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
      * B M-major through registers (matmul_sm90.cuh's wgmma_rs), where the
      * unswapped one reads B K-major only, so that B is transposed first, a
      * pass that reads and writes B once more (4096^3 on the H200: 386-395
-     * TFLOP/s, 1.02 of cuBLASLt, against 345, 0.92, transposed first; in 3
-     * stages 359). With 128 columns the fragments' loads weigh twice as
+     * TFLOP/s, 1.02-1.05 of cuBLASLt, against 345, 0.92, transposed first;
+     * in 3 stages 359). With 128 columns the fragments' loads weigh twice as
      * much against the MMAs and the swapped kernel ran slower than the
      * transpose and the unswapped one (326 TFLOP/s at 4096^3), so other
      * shapes keep the transpose, except decode shapes, swapped above, for

@@ -1355,7 +1355,9 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // wholly beyond M stores nothing. (It still runs its MMAs: skipping them
 // under a branch makes ptxas serialize every wgmma of the kernel, C7520,
 // and decode shapes are bound by reading B, not by the tensor cores.) A_MN: A is M-major (column-major), B_MN: B is N-major
-// (row-major), both for 16-bit inputs only.
+// (row-major), both for 16-bit inputs, and A_MN for tf32 too (a swapped
+// plan's A, the user's row-major B), whose fragments the consumers load
+// from shared memory into registers for wgmma_rs, cooperative only.
 //
 // PP false (cooperative): both consumers work on every tile, each on 64 of
 // its 128 rows, and both apply the epilogue at the same time.
