@@ -24,21 +24,32 @@ FP8_TYPES = (("e4m3", "e4m3.e4m3", 32), ("e4m3_e5m2", "e4m3.e5m2", 32),
              ("e5m2_e4m3", "e5m2.e4m3", 32))
 
 
-def rs_wrapper(n):
-    regs = n // 2
-    print(f"__device__ __forceinline__ void wgmma_tf32_rs_n{n}(float (&d)[{regs}], "
-          f"const unsigned int (&a)[4], unsigned long long b) {{")
-    print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
-    print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "')
+def accumulators(regs):
+    """Prints the braced list of a wrapper's accumulator operands, 16 to
+    a line."""
     pieces = [f"%{i}" for i in range(regs)]
     print('      "{"')
     for j in range(0, regs, 16):
         chunk = ", ".join(pieces[j:j + 16])
         sep = ", " if j + 16 < regs else ""
         print(f'      "{chunk}{sep}"')
-    print(f'      "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
+
+
+def outputs(regs):
+    """Prints the accumulators' read-write constraints, 8 to a line."""
     cons = [f'"+f"(d[{i}])' for i in range(regs)]
     print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
+
+
+def rs_wrapper(n):
+    regs = n // 2
+    print(f"__device__ __forceinline__ void wgmma_tf32_rs_n{n}(float (&d)[{regs}], "
+          f"const unsigned int (&a)[4], unsigned long long b) {{")
+    print('  asm volatile(\n      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+    print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "')
+    accumulators(regs)
+    print(f'      "}}, {{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"')
+    outputs(regs)
     print('      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));')
     print("}")
 
@@ -56,15 +67,9 @@ def wrapper(n, name, ptx, k, trans, scale_d=False):
         print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx} "')
     else:
         print(f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} "')
-    pieces = [f"%{i}" for i in range(regs)]
-    print('      "{"')
-    for j in range(0, regs, 16):
-        chunk = ", ".join(pieces[j:j + 16])
-        sep = ", " if j + 16 < regs else ""
-        print(f'      "{chunk}{sep}"')
+    accumulators(regs)
     print(f'      "}}, %{regs}, %{regs + 1}, {tail}\\n}}\\n"')
-    cons = [f'"+f"(d[{i}])' for i in range(regs)]
-    print("      : " + ",\n        ".join(", ".join(cons[j:j + 8]) for j in range(0, regs, 8)))
+    outputs(regs)
     extra = ', "n"(TA), "n"(TB)' if trans else ', "r"(scale_d)' if scale_d else ""
     print(f'      : "l"(a), "l"(b){extra});')
     print("}")

@@ -35,6 +35,16 @@ static void expect_kind(jitk_engine *e, const jitk_matmul_desc *d, const char *k
   jitk_matmul_destroy(p);
 }
 
+/* Plan d's description contains `want`. */
+static void expect_described(jitk_engine *e, const jitk_matmul_desc *d, const char *want) {
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  char buf[512];
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  cr_assert(strstr(buf, want) != NULL, "no \"%s\" in: %s", want, buf);
+  jitk_matmul_destroy(p);
+}
+
 Test(matmul_plan, kernel_choice_sm80) {
   jitk_engine *e = jt_compile_engine("sm_80");
   jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
@@ -104,12 +114,7 @@ Test(matmul_plan, kernel_choice) {
   unsetenv("JITK_MM_SCHEDULE");
   /* Clusters of two, for measuring: the description says so. */
   setenv("JITK_MM_CLUSTER", "2", 1);
-  jitk_matmul *cp = NULL;
-  JT_OK(e, jitk_matmul_create(e, &d, &cp));
-  char cbuf[512];
-  JT_OK(e, jitk_matmul_describe(cp, cbuf, sizeof cbuf));
-  cr_assert(strstr(cbuf, "; clusters of 2 blocks sharing B (TMA multicast)") != NULL, "%s", cbuf);
-  jitk_matmul_destroy(cp);
+  expect_described(e, &d, "; clusters of 2 blocks sharing B (TMA multicast)");
   unsetenv("JITK_MM_CLUSTER");
   d.n = 4096;
   d.d_order = JITK_COL_MAJOR;
@@ -1299,12 +1304,7 @@ Test(matmul_plan, tf32_row_major_b_swaps) {
   d.num_reductions = 0;
   setenv("JITK_MM_SWAP", "0", 1);
   expect_swap(e, &d, 0, "forced off");
-  jitk_matmul *p = NULL;
-  JT_OK(e, jitk_matmul_create(e, &d, &p));
-  char buf[512];
-  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
-  cr_assert(strstr(buf, "B row-major (transposed first)") != NULL, "%s", buf);
-  jitk_matmul_destroy(p);
+  expect_described(e, &d, "B row-major (transposed first)");
   unsetenv("JITK_MM_SWAP");
   jitk_engine_destroy(e);
 }
