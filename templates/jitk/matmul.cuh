@@ -365,6 +365,255 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// --- simt, wide (float32) ---------------------------------------------------
+// A 128 x 256 tile a block, K-tiles of BK (16) moved by cp.async straight
+// into a STAGES-deep ring of shared memory (no registers in between, so
+// they go to the accumulators), 256 threads as 2 x 4 warps of 64 x 64, each
+// lane 16 x 8 outputs: rows lr * 4 + 16 h + i, columns lc * 4 + 32 h + j of
+// its warp's tile (lr = lane / 8, lc = lane % 8), whose fragments of one k
+// are four and two 16-byte shared loads that a warp serves in one pass
+// each. With 128 accumulators and 6 loads per 128 FFMA (the 8 x 8 routine
+// above: 64 and 4) one block of 8 warps a multiprocessor issues FFMA on
+// more of its cycles than two blocks of the 8 x 8 routine: float32 only, as
+// cp.async moves bytes and cannot convert. The order of a k's FFMA matters
+// as much: walking the columns back and forth (SNAKE), consecutive FFMA
+// share an operand at every turn too, and 4096^3 on the H200 went from
+// 46.2 to 49.9 TFLOP/s (tools/bench/study/sgemm.cu).
+//
+// Shared memory holds both operands K-major, S[k][r], a stage A's BK x 128
+// then B's BK x 256, each row of k padded by 4 floats: a warp's stores of a
+// K-contiguous operand, 4 rows x 8 k, then fall in 32 different banks, and
+// every fragment read is the thread's base address plus a constant (an XOR
+// swizzle would cost address arithmetic at each read). A K-contiguous
+// operand is moved element by element (4 bytes), an MN-contiguous one 16
+// bytes at a time where its whole tile is in range and aligned, else
+// element by element. The first K-tile is the partial one, as in
+// simt_gemm; elements out of range are zero-filled by the copies (source
+// size 0). A block whose rows and columns are all in range runs a K loop
+// whose copies check nothing.
+
+// 4 bytes from global to shared, zero-filled when `full` is false.
+__device__ __forceinline__ void cp_async4(unsigned int dst, const void *src, bool full) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(full ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async4(unsigned int dst, const void *src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async16(unsigned int dst, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
+// One operand's R x BK slab of a K-tile (R = 128 or 256 rows of A or
+// columns of B), X(r, k) at X[r * ld + k] (CK) or X[k * ld + r]. A thread's
+// copies: CK, R / 32 elements of each group of 8 columns, column k_ + 8 g of
+// rows r + 32 i; vector, BK R / 1024 quads of 4 consecutive rows, column
+// k_ + (1024 / R) i; otherwise BK R / 256 elements, column k_ + (256 / R) i
+// of one row. Copy i reads p plus a multiple of step (and, CK, 8 g) and
+// writes byte dst plus a constant of the stage.
+template <bool CK, int R, int BK>
+struct wide_slab {
+  static constexpr int E = R / 32, G = BK / 8, RP = R + 4;
+  static constexpr int NV = BK * R / 1024, NE = BK * R / 256;
+  const float *p, *x;
+  long long step, adv;
+  unsigned int dst, rows_in, all;
+  int k_;
+  bool vec;
+
+  __device__ __forceinline__ void init(const float *X, long long ld, long long rows, long long r0,
+                                       long long k0, int tid) {
+    const long long left = rows - r0;
+    x = X;
+    rows_in = 0;
+    vec = !CK && left >= R && ld % 4 == 0 && reinterpret_cast<unsigned long long>(X) % 16 == 0;
+    int r;
+    if (CK) {
+      all = (1u << E) - 1;
+      k_ = tid % 8;
+      r = tid / 8;
+      step = 32 * ld;
+      adv = BK;
+#pragma unroll
+      for (int i = 0; i < E; i++)
+        if (r + 32 * i < left) rows_in |= 1u << i;
+      dst = (k_ * RP + r) * 4;
+      p = X + (r0 + r) * ld + (k0 + k_);
+      return;
+    }
+    all = 1;
+    if (vec) {
+      k_ = tid / (R / 4);
+      r = (tid % (R / 4)) * 4;
+      step = (1024 / R) * ld;
+      rows_in = 1;
+    } else {
+      k_ = tid / R;
+      r = tid % R;
+      step = (256 / R) * ld;
+      if (r < left) rows_in = 1;
+    }
+    adv = BK * ld;
+    dst = (k_ * RP + r) * 4;
+    p = X + (k0 + k_) * ld + (r0 + r);
+  }
+  // This K-tile into the stage at byte address s: CHECK, only elements of
+  // rows in range and of columns >= lo; otherwise all of them.
+  template <bool CHECK>
+  __device__ __forceinline__ void load(unsigned int s, int lo) {
+    if (CK) {
+#pragma unroll
+      for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int i = 0; i < E; i++) {
+          const unsigned int d = s + dst + (i * 32 + g * 8 * RP) * 4;
+          const float *q = p + i * step + g * 8;
+          if (CHECK) {
+            const bool in = (rows_in >> i & 1) && k_ + 8 * g >= lo;
+            cp_async4(d, in ? q : x, in);
+          } else {
+            cp_async4(d, q);
+          }
+        }
+    } else if (vec) {
+#pragma unroll
+      for (int i = 0; i < NV; i++) {
+        const unsigned int d = s + dst + i * (1024 / R) * RP * 4;
+        if (CHECK) {
+          const bool in = k_ + i * (1024 / R) >= lo;
+          cp_async16(d, in ? p + i * step : x, in);
+        } else {
+          cp_async16(d, p + i * step);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < NE; i++) {
+        const unsigned int d = s + dst + i * (256 / R) * RP * 4;
+        if (CHECK) {
+          const bool in = rows_in && k_ + i * (256 / R) >= lo;
+          cp_async4(d, in ? p + i * step : x, in);
+        } else {
+          cp_async4(d, p + i * step);
+        }
+      }
+    }
+    p += adv;
+  }
+};
+
+// The fragments of row k of a stage: A's 16 (four quads 16 apart) or B's 8
+// (two quads 32 apart) from c. Plain loads, so that the compiler schedules
+// them among the FFMA; the barrier after each wait for the copies keeps
+// them behind it.
+template <int R, int H, int GAP>
+__device__ __forceinline__ void wide_frag(const float *S, int k, int c, float (&f)[4 * H]) {
+#pragma unroll
+  for (int h = 0; h < H; h++) {
+    const float4 q = *reinterpret_cast<const float4 *>(S + k * (R + 4) + c + GAP * h);
+    f[4 * h] = q.x;
+    f[4 * h + 1] = q.y;
+    f[4 * h + 2] = q.z;
+    f[4 * h + 3] = q.w;
+  }
+}
+
+// K-tiles 0 to tiles - 1 (tile 0 and the next STAGES - 2 are in flight),
+// copies checked (CHECK) or not. Each K-tile refills the slot read one
+// K-tile before, free since the last barrier; at its last k it waits for
+// the next K-tile's copies and the barrier, and reads that K-tile's first
+// fragments while the FFMA of its last k run. SNAKE: the FFMA of one k
+// walk the columns back and forth, so that consecutive ones share an
+// operand at each turn too.
+template <bool A_K, bool B_N, int BK, int STAGES, bool SNAKE, bool CHECK, typename SA,
+          typename SB>
+__device__ __forceinline__ void wide_loop(SA &a, SB &b, const float *S, unsigned int base,
+                                          long long tiles, int ra, int cb,
+                                          float (&acc)[16][8]) {
+  constexpr int A_FLOATS = 132 * BK, STAGE_FLOATS = (132 + 260) * BK;
+  float fa[2][16], fb[2][8];
+  wide_frag<128, 4, 16>(S, 0, ra, fa[0]);
+  wide_frag<256, 2, 32>(S + A_FLOATS, 0, cb, fb[0]);
+  int st = 0;
+  for (long long t = 0; t < tiles; t++) {
+    const int free_st = st == 0 ? STAGES - 1 : st - 1;
+    if (t + STAGES - 1 < tiles) {
+      a.template load<CHECK>(base + free_st * STAGE_FLOATS * 4, 0);
+      b.template load<CHECK>(base + (free_st * STAGE_FLOATS + A_FLOATS) * 4, 0);
+    }
+    cp_async_commit();
+    const float *sa = S + st * STAGE_FLOATS;
+    st = st == STAGES - 1 ? 0 : st + 1;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk++) {
+      if (kk == BK - 1) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        const float *sn = S + st * STAGE_FLOATS;
+        wide_frag<128, 4, 16>(sn, 0, ra, fa[0]);
+        wide_frag<256, 2, 32>(sn + A_FLOATS, 0, cb, fb[0]);
+      } else {
+        wide_frag<128, 4, 16>(sa, kk + 1, ra, fa[(kk + 1) % 2]);
+        wide_frag<256, 2, 32>(sa + A_FLOATS, kk + 1, cb, fb[(kk + 1) % 2]);
+      }
+#pragma unroll
+      for (int i = 0; i < 16; i++)
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+          const int j = SNAKE && (i & 1) ? 7 - jj : jj;
+          acc[i][j] += fa[kk % 2][i] * fb[kk % 2][j];
+        }
+    }
+  }
+}
+
+template <bool A_K, bool B_N, int STAGES, int BK = 16, bool SNAKE = true, typename Store>
+__device__ __forceinline__ void wide_gemm(const float *__restrict__ A, const float *__restrict__ B,
+                                          long long M, long long N, long long K, long long lda,
+                                          long long ldb, long long m0, long long n0,
+                                          unsigned char *smem, const Store &store) {
+  constexpr int A_BYTES = 132 * BK * 4, STAGE_BYTES = (132 + 260) * BK * 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int ra = (warp >> 2) * 64 + (lane >> 3) * 4, cb = (warp & 3) * 64 + (lane & 7) * 4;
+  const unsigned int base = smem_u32(smem);
+  float acc[16][8];
+#pragma unroll
+  for (int i = 0; i < 16; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
+  const long long tiles = K > 0 ? (K + BK - 1) / BK : 0, k0 = K - tiles * BK;
+  if (tiles > 0) {
+    wide_slab<A_K, 128, BK> a;
+    wide_slab<!B_N, 256, BK> b;
+    a.init(A, lda, M, m0, k0, tid);
+    b.init(B, ldb, N, n0, k0, tid);
+    const int lo = (int)-k0;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+      if (s < tiles) {
+        a.template load<true>(base + s * STAGE_BYTES, s == 0 ? lo : 0);
+        b.template load<true>(base + s * STAGE_BYTES + A_BYTES, s == 0 ? lo : 0);
+      }
+      cp_async_commit();
+    }
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const float *S = reinterpret_cast<const float *>(smem);
+    /* Whether every row and column of the block's tile is in range: the
+     * same for all its threads, so the block takes one loop. */
+    if (__syncthreads_and(a.rows_in == a.all && b.rows_in == b.all))
+      wide_loop<A_K, B_N, BK, STAGES, SNAKE, false>(a, b, S, base, tiles, ra, cb, acc);
+    else
+      wide_loop<A_K, B_N, BK, STAGES, SNAKE, true>(a, b, S, base, tiles, ra, cb, acc);
+    cp_async_wait<0>();
+  }
+#pragma unroll
+  for (int i = 0; i < 16; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      store(m0 + ra + (i / 4) * 16 + i % 4, n0 + cb + (j / 4) * 32 + j % 4, acc[i][j]);
+}
+
 __device__ __forceinline__ void ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned int &r2,
                                             unsigned int &r3, unsigned int addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

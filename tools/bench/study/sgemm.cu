@@ -109,6 +109,35 @@ __global__ void __launch_bounds__(256, VER == 2 ? 2 : 1) k(const T *a, const T *
     oldk::simt_gemm_old<A_K, B_N, T, T, ACC>(a, b, M, N, K, lda, ldb, (long long)tm * 128, (long long)tn * 128, store);
 }
 
+// The wide routine (float32 only): one 128 x 256 tile per block, STAGES
+// K-tiles of BK in flight in dynamic shared memory; SNAKE: the FFMA order.
+template <int STAGES, int BK, bool SNAKE, bool A_K, bool B_N>
+__global__ void __launch_bounds__(256, 1) kw(const float *a, const float *b, float *d, long long M, long long N,
+                                             long long K, long long lda, long long ldb, long long ldd,
+                                             unsigned tiles_m, unsigned tiles_n) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned tm, tn;
+  jitk::mm::tile_of(blockIdx.x, tiles_m, tiles_n, tm, tn);
+  auto store = [&](long long row, long long col, float v) {
+    if (row >= M || col >= N) return;
+    d[row * ldd + col] = v;
+  };
+  jitk::mm::wide_gemm<A_K, B_N, STAGES, BK, SNAKE>(a, b, M, N, K, lda, ldb, (long long)tm * 128,
+                                                                    (long long)tn * 256, smem, store);
+}
+template <int STAGES, int BK, bool SNAKE, bool A_K, bool B_N>
+static void wide(const float *a, const float *b, float *d, int M, int N, int K, int lda, int ldb, int ldd) {
+  const unsigned tm = (M + 127) / 128, tn = (N + 255) / 256;
+  const int bytes = STAGES * 392 * BK * 4;
+  static bool set = false;
+  if (!set) { CK(cudaFuncSetAttribute(kw<STAGES, BK, SNAKE, A_K, B_N>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)); set = true; }
+  if (tm * tn) kw<STAGES, BK, SNAKE, A_K, B_N><<<tm * tn, 256, bytes>>>(a, b, d, M, N, K, lda, ldb, ldd, tm, tn);
+}
+template <int STAGES, int BK, bool SNAKE, bool A_K, bool B_N, typename T>
+static void wide(const T *, const T *, T *, int, int, int, int, int, int) {}
+// The variants measured: (stages, BK, snake).
+#define WIDE_VARIANTS(X) X(4, 8, false) X(4, 8, true) X(3, 16, false) X(3, 16, true) X(4, 16, true)
+
 __global__ void fill_rand_d(double *p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += gridDim.x * (size_t)blockDim.x) {
     unsigned h = (unsigned)i * 2654435761u ^ seed; h ^= h >> 13; h *= 0x5bd1e995; h ^= h >> 15;
@@ -203,17 +232,57 @@ static void run_case(const char *name, int M, int N, int K, int lda, int ldb, in
     if (!(e <= worst)) worst = e != e ? INFINITY : e;
     if (got != got) worst = INFINITY;
   }
+  // The wide variants, float32: poisoned, then the same float64 samples.
+  bool wide_ok = true;
+  double wide_worst = 0;
+  if (sizeof(T) == 4 && total > 0) {
+    auto check = [&](auto launch) {
+      CK(cudaMemset(d, 0xFF, nd * sizeof(T)));
+      launch();
+      CK(cudaDeviceSynchronize()); CK(cudaGetLastError());
+      std::vector<T> hw(nd);
+      CK(cudaMemcpy(hw.data(), d, nd * sizeof(T), cudaMemcpyDeviceToHost));
+      unsigned h2 = 12345;
+      for (size_t s2 = 0; s2 < samples; s2++) {
+        size_t idx;
+        if (samples == total) idx = s2;
+        else { h2 = h2 * 1664525u + 1013904223u; idx = (size_t)(h2 % (unsigned)total); }
+        if (s2 == 0 && samples != total) idx = total - 1;
+        const int i = (int)(idx / N), j = (int)(idx % N);
+        double ref = 0, mag = 0;
+        for (int kk = 0; kk < K; kk++) {
+          const double x = hval(ha[off + (A_K ? (size_t)i * lda + kk : (size_t)kk * lda + i)]);
+          const double y = hval(hbv[off + (B_N ? (size_t)kk * ldb + j : (size_t)j * ldb + kk)]);
+          ref += x * y; mag += fabs(x * y);
+        }
+        const double got = hval(hw[idx]);
+        const double e = fabs(got - ref) / (mag > 0 ? mag : 1.0);
+        if (!(e <= 1e-6)) wide_ok = false;
+        if (e > wide_worst || e != e) wide_worst = e != e ? INFINITY : e;
+      }
+    };
+#define WIDE_CHECK(S, BK, SN) check([&] { wide<S, BK, SN, A_K, B_N>(pa, pb, d, M, N, K, lda, ldb, ldd); });
+    WIDE_VARIANTS(WIDE_CHECK)
+  }
   const double tol_l2 = sizeof(ACC) == 8 ? 1e-13 : 1e-5, tol_s = sizeof(T) == 2 ? 2e-3 : sizeof(ACC) == 8 ? 1e-14 : 1e-6;
-  const bool ok = (!with_blas || total == 0 || l2 <= tol_l2) && worst <= tol_s;
+  const bool ok = (!with_blas || total == 0 || l2 <= tol_l2) && worst <= tol_s &&
+                  wide_ok;
   if (!ok) fails++;
   printf("%-10s %5d %5d %5d lda %5d ldb %5d off %d  %s%s", name, M, N, K, lda, ldb, off, A_K ? "A:row" : "A:col", B_N ? " B:row" : " B:col");
-  printf("  l2 %.2e  sample %.2e %s", with_blas ? l2 : 0.0, worst, ok ? "ok  " : "FAIL");
+  printf("  l2 %.2e  sample %.2e  wide %.1e %s", with_blas ? l2 : 0.0, worst, wide_worst, ok ? "ok  " : "FAIL");
   if (timed) {
     const double fl = 2.0 * M * N * K;
     double t_new = time_ms([&] { mine(0); });
     double t_lb2 = time_ms([&] { mine(2); });
     double t_old = time_ms([&] { mine(1); });
     double t_blas = time_ms([&] { blas(A_K, B_N, pa, pb, r, M, N, K, lda, ldb, ldd); });
+    if (sizeof(T) == 4) {
+      printf("\n    wide (stages, BK, snake):");
+#define WIDE_TIME(S, BK, SN) printf(" %d/%d/%d %6.2f", S, BK, (int)SN, fl / time_ms([&] { wide<S, BK, SN, A_K, B_N>(pa, pb, d, M, N, K, lda, ldb, ldd); }) / 1e9);
+      WIDE_VARIANTS(WIDE_TIME)
+      const double t_blas2 = time_ms([&] { blas(A_K, B_N, pa, pb, r, M, N, K, lda, ldb, ldd); });
+      printf("  cublas %6.2f TFLOP/s", fl / t_blas2 / 1e9);
+    }
     // the old kernel's result too, as a sanity check of the A/B
     CK(cudaMemset(d, 0xFF, nd * sizeof(T))); mine(1); CK(cudaDeviceSynchronize());
     std::vector<T> ho(nd);
@@ -243,6 +312,22 @@ int main(int argc, char **argv) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k<1, true, true, float, float>, 256, 0));
     CK(cudaFuncGetAttributes(&fa, k<1, true, true, float, float>));
     printf("old f32 kernel: %d regs, %zu B static smem, %zu B local, %d blocks/SM\n", fa.numRegs, fa.sharedSizeBytes, fa.localSizeBytes, per);
+  }
+  if (argc > 1 && !strcmp(argv[1], "prof")) {
+    // One launch each of the capped routine, cuBLAS and the wide routine at 4096^3 (A and B
+    // row-major), for a profiler to compare.
+    const int n = 4096;
+    float *a, *b, *d;
+    CK(cudaMalloc(&a, (size_t)n * n * 4)); CK(cudaMalloc(&b, (size_t)n * n * 4)); CK(cudaMalloc(&d, (size_t)n * n * 4));
+    fill(a, (size_t)n * n, 1); fill(b, (size_t)n * n, 2);
+    const unsigned t = n / 128;
+    k<2, true, true, float, float><<<t * t, 256>>>(a, b, d, n, n, n, n, n, n, t, t);
+    blas(true, true, a, b, d, n, n, n, n, n, n);
+    wide<4, 8, false, true, true>(a, b, d, n, n, n, n, n, n);
+    wide<3, 16, true, true, true>(a, b, d, n, n, n, n, n, n);
+    CK(cudaDeviceSynchronize());
+    CB(cublasDestroy(hb));
+    return 0;
   }
   // timed shapes
   run_case<true, true, float, float>("f32", 4096, 4096, 4096, 0, 0, 0, true, true);
