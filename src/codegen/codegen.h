@@ -227,7 +227,25 @@ typedef struct jk_mm_spec {
   /* FFMA in float with more blocks than multiprocessors: registers capped
    * at 128 so that two blocks share a multiprocessor. */
   bool two_blocks;
+  /* FFMA with float32 A, B and accumulation on sm_80 and later where the
+   * 128 x 256 tiles are enough to fill the GPU: matmul.cuh's wide_gemm
+   * (cp.async, 16 x 8 per thread, `stages` K-tiles in flight) in place of
+   * simt_gemm's 128 x 128 tiles. */
+  bool wide;
 } jk_mm_spec;
+
+/* The wide FFMA kernel's K-tiles in flight by default, and its dynamic
+ * shared memory with `stages` of them: per K-tile of 16, A's 16 x 128 and
+ * B's 16 x 256 floats, each row of 16 padded by 4 (matmul.cuh's
+ * wide_slab). */
+#define JK_MM_WIDE_STAGES 3
+#define JK_MM_WIDE_SMEM(stages) ((size_t)(stages) * (132 + 260) * 16 * 4)
+
+/* Columns of D a block of the kernel of `s` computes (its rows: 128). */
+static inline int jk_mm_tile_n(const jk_mm_spec *s) {
+  if (s->kind == JK_MM_SIMT) return s->wide ? 256 : 128;
+  return s->bn;
+}
 
 /* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K
  * into: FFMA 16 (8 in float64), mma.sync arow bytes, wgmma 128 bytes (128

@@ -462,7 +462,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   jk_cg_user_section(&b, "preamble", in->preamble, file);
   if (wg)
     jk_buf_puts(&b, "extern __shared__ __align__(1024) unsigned char _jk_smem[];\n");
-  else if (s->kind == JK_MM_MMA)
+  else if (s->kind == JK_MM_MMA || s->wide)
     jk_buf_puts(&b, "extern __shared__ __align__(16) unsigned char _jk_smem[];\n");
   if (jk_mm_transposes_a(s) || jk_mm_transposes_b(s)) {
     /* An R x C row-major matrix x[r * ld + c] of each batch (blockIdx.z)
@@ -516,7 +516,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c
    * says when). */
-  const char *bounds = wg ? "384, 1" : s->two_blocks ? "256, 2" : "256";
+  const char *bounds = wg ? "384, 1" : s->two_blocks ? "256, 2" : s->wide ? "256, 1" : "256";
   emit_head(&b, s, in, bounds, "");
   /* Split-K's workspace: planes of partial sums for the fix-up, or (wgmma)
    * the slices' partial tiles and a counter per tile and consumer, which
@@ -628,7 +628,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         &b,
         "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
         "%d;\n",
-        s->kind == JK_MM_MMA ? s->bn : 128);
+        jk_mm_tile_n(s));
     if (s->kind == JK_MM_MMA)
       jk_buf_printf(&b,
                     "  jitk::mm::mma_gemm<%d, %d, %s, %d, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "
@@ -638,6 +638,11 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                     : s->a == JITK_FLOAT16 ? 0
                                            : 2,
                     s->b_n ? "true" : "false", s->bn, s->arow, kk);
+    else if (s->wide)
+      jk_buf_printf(&b,
+                    "  jitk::mm::wide_gemm<%s, %s, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, _jk_lda, "
+                    "_jk_ldb, _jk_m0, _jk_n0, _jk_smem, _jk_store);\n",
+                    s->a_k ? "true" : "false", s->b_n ? "true" : "false", s->stages, kk);
     else
       jk_buf_printf(&b,
                     "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "

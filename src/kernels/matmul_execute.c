@@ -506,8 +506,7 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   const uint64_t krows = (uint64_t)(k->spec.swap ? ds->n : ds->m),
                  kcols = (uint64_t)(k->spec.swap ? ds->m : ds->n);
   unsigned int tm = (unsigned int)ceil_div(krows, JK_MM_TILE),
-               tn = (unsigned int)ceil_div(
-                   kcols, k->spec.kind != JK_MM_SIMT ? (uint64_t)k->spec.bn : JK_MM_TILE);
+               tn = (unsigned int)ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec));
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
   for (size_t i = 0; i < num_extra; i++) {

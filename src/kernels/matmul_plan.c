@@ -319,6 +319,26 @@ static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   return k;
 }
 
+/* Whether the 128 x 256 tiles of matmul.cuh's wide_gemm (float32 FFMA, 16
+ * x 8 per thread, cp.async) finish sooner than simt_gemm's 128 x 128 tiles,
+ * counting rounds of blocks over the multiprocessors in units of the time
+ * a 128 x 128 tile takes on a multiprocessor two such blocks share. From
+ * tools/bench/study/sgemm.cu on the H200: two 128 x 128 blocks a
+ * multiprocessor ran 45.5 TFLOP/s at 4096^3, a block alone on its
+ * multiprocessor about 0.82 of that rate, and a wide block (twice the
+ * work) 1.10 of it: 49.9 TFLOP/s at 4096^3 and 47.6 against 43.8 at 2048^3,
+ * but 10.3 against 17.9 at 1000 x 1030 x 999, where 40 wide blocks left
+ * two thirds of the GPU idle. A tile wider than N wastes its columns, so
+ * 133 products of 128 x 128 stay on the narrow tiles. JITK_MM_WIDE=0 keeps
+ * the 128 x 128 tiles, for measuring. */
+static bool wide_pays(uint64_t narrow_blocks, uint64_t wide_blocks, uint64_t sms) {
+  if (wide_blocks == 0 || sms == 0) return false;
+  const double wide = (double)((wide_blocks + sms - 1) / sms) * 2.0 / 1.10;
+  const double narrow =
+      narrow_blocks > sms ? (double)((narrow_blocks + 2 * sms - 1) / (2 * sms)) * 2.0 : 1.0 / 0.82;
+  return wide < narrow;
+}
+
 jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *d = &p->d;
@@ -352,14 +372,28 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   const char *cv = getenv("JITK_MM_COL_VECS");
   s->no_col_vecs = cv != NULL && strcmp(cv, "0") == 0;
   out->splits = s->split ? p->split : 1;
-  /* Unbounded, the float FFMA kernel holds 159 registers, one block of 8
-   * warps a multiprocessor; capped at 128 two fit, which ran 0.07 faster
-   * at 4096^3, but where every block has a multiprocessor of its own the
-   * cap only costs (0.94-0.97 at 1000 x 1030 x 999 in
-   * tools/bench/study/sgemm.cu). */
+  /* FFMA with float32 inputs on sm_80 and later (cp.async): wide_gemm's
+   * 128 x 256 tiles where they pay. Otherwise, unbounded, the float FFMA
+   * kernel holds 159 registers, one block of 8 warps a multiprocessor;
+   * capped at 128 two fit, which ran 0.07 faster at 4096^3, but where
+   * every block has a multiprocessor of its own the cap only costs
+   * (0.94-0.97 at 1000 x 1030 x 999 in tools/bench/study/sgemm.cu). */
   const uint64_t blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 127) / 128) *
                           (uint64_t)d->batch * (uint64_t)out->splits;
-  s->two_blocks = kind == JK_MM_SIMT && acc == JITK_FLOAT32 && blocks > (uint64_t)jk_mm_sms(e);
+  const uint64_t wide_blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 255) / 256) *
+                               (uint64_t)d->batch * (uint64_t)out->splits;
+  const char *wv = getenv("JITK_MM_WIDE");
+  s->wide = kind == JK_MM_SIMT && acc == JITK_FLOAT32 && s->a == JITK_FLOAT32 &&
+            s->b == JITK_FLOAT32 && !e->target.ptx && e->target.major >= 8 &&
+            wide_pays(blocks, wide_blocks, (uint64_t)jk_mm_sms(e)) &&
+            !(wv != NULL && strcmp(wv, "0") == 0);
+  /* The wide kernel's K-tiles in flight; JITK_MM_WIDE_STAGES=2..4 sets
+   * them, for measuring. */
+  const char *ws = getenv("JITK_MM_WIDE_STAGES");
+  if (s->wide)
+    s->stages = ws != NULL && atoi(ws) >= 2 && atoi(ws) <= 4 ? atoi(ws) : JK_MM_WIDE_STAGES;
+  s->two_blocks =
+      kind == JK_MM_SIMT && acc == JITK_FLOAT32 && !s->wide && blocks > (uint64_t)jk_mm_sms(e);
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
   char *src = NULL;
@@ -371,6 +405,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
               : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap)
+              : s->wide             ? JK_MM_WIDE_SMEM(s->stages)
                                     : 0;
   if (e->has_device) {
     CUcontext saved;
@@ -1077,6 +1112,13 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m16n8k8" : "m16n8k16", s->bn,
              s->arow / (tf32 ? 4 : 2), s->stages, order_name(d->a_order), order_name(d->b_order),
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
+  else if (s->wide)
+    snprintf(buf, size,
+             "FFMA (simt) float32, float32 accumulation, tile 128x256x16, 16x8 per thread, 256 "
+             "threads, %d stages (cp.async), A %s-major, B %s-major; %lld x %lld x %lld, batch "
+             "%lld",
+             s->stages, order_name(d->a_order), order_name(d->b_order), (long long)d->m,
+             (long long)d->n, (long long)d->k, (long long)d->batch);
   else
     snprintf(buf, size,
              "FFMA (simt) %s%s%s, %s accumulation, tile 128x128x%d, 8x8 per thread, 256 threads, "

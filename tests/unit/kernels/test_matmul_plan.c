@@ -647,6 +647,63 @@ static void expect_clean_kernel(const jitk_matmul *p, const char *what, size_t i
             "%s %zu: ptxas serialized the wgmma: %s", what, i, x->log);
 }
 
+/* float32 FFMA plans take wide_gemm's 128 x 256 tiles (cp.async, sm_80 on)
+ * where those tiles are at least 7/8 of the multiprocessors (132 on a
+ * compile-only sm_90 engine), and simt_gemm's 128 x 128 elsewhere; each
+ * layout's wide kernel compiles with nothing spilled. */
+Test(matmul_plan, ffma_wide_tiles) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *wide = "FFMA (simt) float32, float32 accumulation, tile 128x256x16, 16x8 per thread";
+  const char *narrow = "FFMA (simt) float32, float32 accumulation, tile 128x128x16, 8x8 per thread";
+  const jitk_order orders[][2] = {{JITK_ROW_MAJOR, JITK_ROW_MAJOR},
+                                  {JITK_COL_MAJOR, JITK_ROW_MAJOR},
+                                  {JITK_ROW_MAJOR, JITK_COL_MAJOR},
+                                  {JITK_COL_MAJOR, JITK_COL_MAJOR}};
+  for (size_t i = 0; i < 4; i++) {
+    jitk_matmul_desc d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+    d.a_order = orders[i][0];
+    d.b_order = orders[i][1];
+    d.epilogue = "max(acc + bias[col], (T)0)";
+    d.epilogue_params = "raw T bias";
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    char buf[512];
+    JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+    cr_assert(strncmp(buf, wide, strlen(wide)) == 0, "layout %zu: %s", i, buf);
+    const char *src;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    cr_assert(strstr(src, "jitk::mm::wide_gemm<") != NULL && strstr(src, "(256, 1)") != NULL, "%s",
+              src);
+    expect_clean_kernel(p, "wide FFMA, layout", i);
+    jitk_matmul_destroy(p);
+  }
+  /* 2048^3: 128 blocks of 128 x 256, 7/8 of 132 and more. */
+  jitk_matmul_desc d = desc(JITK_FLOAT32, 2048, 2048, 2048);
+  expect_kind(e, &d, wide, "2048^3");
+  /* 40 blocks would leave most multiprocessors idle; split in 3 (jitk's
+   * choice there) they are 120. */
+  d = desc(JITK_FLOAT32, 1000, 1030, 999);
+  d.split_k = 1;
+  expect_kind(e, &d, narrow, "1000 x 1030 x 999, not split");
+  d.split_k = 0;
+  expect_kind(e, &d, wide, "1000 x 1030 x 999");
+  expect_described(e, &d, "; split-K 3 (");
+  /* Batches count: 13 x 3 x 3 = 117 blocks. */
+  d = desc(JITK_FLOAT32, 300, 700, 64);
+  d.batch = 13;
+  expect_kind(e, &d, wide, "batch 13");
+  d.batch = 2;
+  expect_kind(e, &d, narrow, "batch 2");
+  /* Forced off for measuring; float64 and mixed inputs never. */
+  d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  setenv("JITK_MM_WIDE", "0", 1);
+  expect_kind(e, &d, narrow, "JITK_MM_WIDE=0");
+  unsetenv("JITK_MM_WIDE");
+  d = desc(JITK_FLOAT64, 4096, 4096, 4096);
+  expect_kind(e, &d, "FFMA (simt) float64, float64 accumulation, tile 128x128x8", "float64");
+  jitk_engine_destroy(e);
+}
+
 /* Every supported pair of 8-bit inputs with D of every dtype it may have
  * (and a C, scales, amax and bias + ReLU) plans on wgmma for sm_90a, and
  * the generated source, which names jitk's 8-bit types, compiles. */
@@ -1473,22 +1530,25 @@ Test(matmul_plan, fp8_split_k_in_k_tiles_of_128) {
   jitk_engine_destroy(e);
 }
 
-/* FFMA in float asks for two blocks a multiprocessor (registers capped at
- * 128) only where its blocks outnumber the multiprocessors (132 on a
- * compile-only sm_90 engine); float64 never does. */
+/* FFMA in float on 128 x 128 tiles asks for two blocks a multiprocessor
+ * (registers capped at 128) only where its blocks outnumber the
+ * multiprocessors (132 on a compile-only sm_90 engine); float64 never
+ * does, and plans on wide_gemm's 128 x 256 tiles ask for one. */
 Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
   jitk_engine *e = jt_compile_engine("sm_90");
   const struct {
     jitk_dtype t;
     int64_t m, n, batch;
-    bool two;
+    int blocks; /* a multiprocessor; 0: unbounded */
   } cases[] = {
-      {JITK_FLOAT32, 4096, 4096, 1, true},  /* 1024 blocks */
-      {JITK_FLOAT32, 1000, 1030, 1, false}, /* 72 */
-      {JITK_FLOAT32, 1408, 1536, 1, false}, /* 132 */
-      {JITK_FLOAT32, 1409, 1536, 1, true},  /* 144 */
-      {JITK_FLOAT32, 128, 128, 133, true},  /* a block a matrix */
-      {JITK_FLOAT64, 4096, 4096, 1, false},
+      {JITK_FLOAT32, 4096, 4096, 1, 1}, /* 512 wide blocks, against 1024 */
+      {JITK_FLOAT32, 1000, 1030, 1, 0}, /* 72; wide, 40 */
+      {JITK_FLOAT32, 1408, 1536, 1, 0}, /* 132; wide, 66 */
+      {JITK_FLOAT32, 1409, 1536, 1, 1}, /* 144 (two rounds); wide, 72 (one) */
+      {JITK_FLOAT32, 1409, 128, 12, 2}, /* 144; wide, half of each idle */
+      {JITK_FLOAT32, 128, 128, 133, 2}, /* a block a matrix; wide, half of each idle */
+      {JITK_FLOAT32, 128, 256, 133, 1}, /* a wide block a matrix */
+      {JITK_FLOAT64, 4096, 4096, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     jitk_matmul_desc d = desc(cases[i].t, cases[i].m, cases[i].n, 64);
@@ -1497,8 +1557,9 @@ Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
     JT_OK(e, jitk_matmul_create(e, &d, &p));
     const char *src;
     JT_OK(e, jitk_matmul_source(p, &src));
-    const char *want =
-        cases[i].two ? "__launch_bounds__(256, 2) matmul(" : "__launch_bounds__(256) matmul(";
+    const char *want = cases[i].blocks == 2   ? "__launch_bounds__(256, 2) matmul("
+                       : cases[i].blocks == 1 ? "__launch_bounds__(256, 1) matmul("
+                                              : "__launch_bounds__(256) matmul(";
     cr_assert(strstr(src, "FFMA (simt)") != NULL && strstr(src, want) != NULL,
               "case %zu (%lld x %lld, batch %lld): wants %s in %s", i, (long long)cases[i].m,
               (long long)cases[i].n, (long long)cases[i].batch, want, src);
