@@ -12,8 +12,9 @@
  *  - cuBLASLt with CUBLASLT_EPILOGUE_RELU_BIAS;
  *  - cuBLASLt's plain product, then a jitk elementwise bias+ReLU in place
  *    over D: the extra pass over D that a fused epilogue saves.
- * Then tf32 and float32 at 4096^3 with no epilogue (D = A @ B), and tf32
- * on the decode shape 16 x 8192 x 8192, jitk's plan against
+ * Then tf32 and float32 at 4096^3 with no epilogue (D = A @ B), tf32 on
+ * the decode shape 16 x 8192 x 8192 and float32 at 2048^3 and 1000 x 1030
+ * x 999, jitk's plan against
  * CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_COMPUTE_32F. Then
  * FP8 (float8_e4m3fn A and B, bfloat16 D and bias) at 8192^3, D = A @ B +
  * bias[col], against cuBLASLt's FP8 product with its BIAS epilogue
@@ -724,7 +725,7 @@ static void bench_epilogue(jitk_engine *e, lt_lib *lt, const mm_kernels *k, mm_t
   case_free(&c);
 }
 
-/* float32 D = A @ B at 4096^3, no epilogue, with the compute type tf32
+/* float32 D = A @ B of m x n x kk, no epilogue, with the compute type tf32
  * (JITK_COMPUTE_TF32 against CUBLAS_COMPUTE_32F_FAST_TF32) or float32
  * (JITK_COMPUTE_FLOAT32 against CUBLAS_COMPUTE_32F). */
 static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm_kernels *k,
@@ -1302,6 +1303,10 @@ int bench_matmul(int argc, char **argv) {
     /* A decode shape: B read once, swapped, through registers. */
     bench_plain(e, &lt, lt_why, &k, 1, 16, 8192, 8192, &t);
     bench_plain(e, &lt, lt_why, &k, 0, 4096, 4096, 4096, &t);
+    /* float32 on fewer blocks: 128 of 128 x 256 at 2048^3, and split-K 3
+     * at 1000 x 1030 x 999. */
+    bench_plain(e, &lt, lt_why, &k, 0, 2048, 2048, 2048, &t);
+    bench_plain(e, &lt, lt_why, &k, 0, 1000, 1030, 999, &t);
   }
   if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
   for (int s = 0; s < nuser; s++)
