@@ -6,12 +6,14 @@
 // distance to cuBLAS and a sample of elements against float64 host dot
 // products (plus small edge shapes against the host only).
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o sgemm tools/bench/study/sgemm.cu -lcublas && ./sgemm
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o sgemm tools/bench/study/sgemm.cu -lcublas -lcuda && ./sgemm
+//   ./sgemm cubin FILE.cubin...   (a plan's kernel `matmul`, 4096^3, beside the routine here)
 #include "common.cuh"
 #include <cmath>
 #include <cstring>
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
+#include <cuda.h>
 #include "../../../templates/jitk/matmul.cuh"
 #define CB(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { printf("%s:%d cublas %d\n", __FILE__, __LINE__, (int)s_); exit(1);} } while (0)
 
@@ -312,6 +314,40 @@ int main(int argc, char **argv) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k<1, true, true, float, float>, 256, 0));
     CK(cudaFuncGetAttributes(&fa, k<1, true, true, float, float>));
     printf("old f32 kernel: %d regs, %zu B static smem, %zu B local, %d blocks/SM\n", fa.numRegs, fa.sharedSizeBytes, fa.localSizeBytes, per);
+  }
+  if (argc > 2 && !strcmp(argv[1], "cubin")) {
+    // Each cubin named (a jitk plan's kernel `matmul`, compiled by NVRTC or
+    // nvcc from the plan's source) timed at 4096^3, A and B row-major,
+    // beside the wide routine compiled here and cuBLAS, same buffers.
+    const int n = 4096;
+    float *a, *b, *d;
+    CK(cudaMalloc(&a, (size_t)n * n * 4)); CK(cudaMalloc(&b, (size_t)n * n * 4)); CK(cudaMalloc(&d, (size_t)n * n * 4));
+    fill(a, (size_t)n * n, 1); fill(b, (size_t)n * n, 2);
+    const double fl = 2.0 * n * n * n;
+    for (int round = 0; round < 2; round++) {
+      printf("wide here %.2f  cublas %.2f", fl / time_ms([&] { wide<3, 16, true, true, true>(a, b, d, n, n, n, n, n, n); }) / 1e9,
+             fl / time_ms([&] { blas(true, true, a, b, d, n, n, n, n, n, n); }) / 1e9);
+      for (int i = 2; i < argc; i++) {
+        CUmodule mod;
+        CUfunction fn;
+        if (cuModuleLoad(&mod, argv[i]) != CUDA_SUCCESS || cuModuleGetFunction(&fn, mod, "matmul") != CUDA_SUCCESS) {
+          printf("  %s: not loaded\n", argv[i]);
+          continue;
+        }
+        const int smem = 3 * 392 * 16 * 4;
+        cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem);
+        long long v[11] = {n, n, n, n, n, n, n, 0, 0, 0, 0};
+        unsigned tm = n / 128, tn = n / 256;
+        const float *c = nullptr;
+        void *args[] = {&a, &b, &c, &d, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &tm, &tn};
+        const double ms = time_ms([&] { cuLaunchKernel(fn, tm * tn, 1, 1, 256, 1, 1, smem, 0, args, nullptr); });
+        printf("  %s %.2f", argv[i], fl / ms / 1e9);
+        cuModuleUnload(mod);
+      }
+      printf("\n");
+    }
+    CB(cublasDestroy(hb));
+    return 0;
   }
   if (argc > 1 && !strcmp(argv[1], "prof")) {
     // One launch each of the capped routine, cuBLAS and the wide routine at 4096^3 (A and B
