@@ -384,7 +384,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
                                (uint64_t)d->batch * (uint64_t)out->splits;
   const char *wv = getenv("JITK_MM_WIDE");
   s->wide = kind == JK_MM_SIMT && acc == JITK_FLOAT32 && s->a == JITK_FLOAT32 &&
-            s->b == JITK_FLOAT32 && !e->target.ptx && e->target.major >= 8 &&
+            s->b == JITK_FLOAT32 && e->target.major >= 8 &&
             wide_pays(blocks, wide_blocks, (uint64_t)jk_mm_sms(e)) &&
             !(wv != NULL && strcmp(wv, "0") == 0);
   /* The wide kernel's K-tiles in flight; JITK_MM_WIDE_STAGES=2..4 sets

@@ -702,6 +702,17 @@ Test(matmul_plan, ffma_wide_tiles) {
   d = desc(JITK_FLOAT64, 4096, 4096, 4096);
   expect_kind(e, &d, "FFMA (simt) float64, float64 accumulation, tile 128x128x8", "float64");
   jitk_engine_destroy(e);
+  /* PTX for compute_80 and later may use cp.async too; sm_75 has none. */
+  d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  e = jt_compile_engine("compute_90");
+  expect_kind(e, &d, wide, "compute_90");
+  jitk_engine_destroy(e);
+  e = jt_compile_engine("sm_80");
+  expect_kind(e, &d, wide, "sm_80");
+  jitk_engine_destroy(e);
+  e = jt_compile_engine("sm_75");
+  expect_kind(e, &d, narrow, "sm_75");
+  jitk_engine_destroy(e);
 }
 
 /* Every supported pair of 8-bit inputs with D of every dtype it may have
