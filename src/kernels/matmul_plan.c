@@ -333,9 +333,11 @@ static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
  * the 128 x 128 tiles, for measuring. */
 static bool wide_pays(uint64_t narrow_blocks, uint64_t wide_blocks, uint64_t sms) {
   if (wide_blocks == 0 || sms == 0) return false;
-  const double wide = (double)((wide_blocks + sms - 1) / sms) * 2.0 / 1.10;
-  const double narrow =
-      narrow_blocks > sms ? (double)((narrow_blocks + 2 * sms - 1) / (2 * sms)) * 2.0 : 1.0 / 0.82;
+  /* Whole rounds: a round of blocks takes as long however full it is. */
+  const uint64_t wide_rounds = (wide_blocks + sms - 1) / sms,
+                 narrow_rounds = (narrow_blocks + 2 * sms - 1) / (2 * sms);
+  const double wide = (double)wide_rounds * 2.0 / 1.10;
+  const double narrow = narrow_blocks > sms ? (double)narrow_rounds * 2.0 : 1.0 / 0.82;
   return wide < narrow;
 }
 
