@@ -694,7 +694,7 @@ Test(matmul_plan, ffma_wide_tiles) {
   expect_kind(e, &d, wide, "batch 13");
   d.batch = 2;
   expect_kind(e, &d, narrow, "batch 2");
-  /* Forced off for measuring; float64 and mixed inputs never. */
+  /* Forced off for measuring; float64 never. */
   d = desc(JITK_FLOAT32, 4096, 4096, 4096);
   setenv("JITK_MM_WIDE", "0", 1);
   expect_kind(e, &d, narrow, "JITK_MM_WIDE=0");
