@@ -1177,6 +1177,47 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   };
   const int sh[2] = {shift(row), shift(row + 8)};
   const long long wrow = row0 + warp * 16;
+  /* A thread's stores are the same in every round, each round 128 bytes
+   * further along the same rows, so where they go is worked out once
+   * here: done in every round, that address arithmetic was most of the
+   * time the rounds took (the vocabulary projection's stores, in ncu:
+   * about 40 instructions a store). Vector task i is chunk j of row rr
+   * (q = t + 128 i = 9 rr + j); element task i is element k of row rr's
+   * head or tail (q = V rr + k). */
+  constexpr int NV = (64 * 9 + 127) / 128, NE = (64 * V + 127) / 128;
+  TD *vg[NV], *eg[NE];
+  int voff[NV], eoff[NE];
+  bool vok[NV], eok[NE];
+#pragma unroll
+  for (int i = 0; i < NV; i++) {
+    const int q = t + i * 128, rr = q / 9, j = q - rr * 9;
+    vok[i] = false;
+    vg[i] = nullptr;
+    voff[i] = rr * P + j * 16;
+    if (q < 64 * 9 && row0 + rr < M) {
+      TD *const g = rowp(b, row0 + rr) + col0;
+      const int s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
+                                     static_cast<unsigned int>(ES));
+      vok[i] = j == 0 ? s == 0 : j < 8;
+      vg[i] = g - s + j * V;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NE; i++) {
+    const int q = t + i * 128, rr = q / V, k = q - rr * V;
+    eok[i] = false;
+    eg[i] = nullptr;
+    eoff[i] = 0;
+    if (q < 64 * V && row0 + rr < M) {
+      TD *const g = rowp(b, row0 + rr) + col0;
+      const int s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
+                                     static_cast<unsigned int>(ES));
+      const int p = k >= s ? k : RW + k; /* staged element: the row's head, or its tail */
+      eok[i] = s != 0;
+      eg[i] = g - s + p;
+      eoff[i] = rr * P + p * ES;
+    }
+  }
 #pragma unroll
   for (int c0 = 0; c0 < BN; c0 += RW) {
     unsigned char *const buf = sm + (used & 1u) * BUF;
@@ -1198,44 +1239,24 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     }
     wg_sync(bar);
     const long long cr = col0 + c0, lim = N - cr; /* the round's columns inside D: lim */
-    /* A staged row's global address, and its shift in elements. */
-    auto at_row = [&](int rr, int &s) -> TD * {
-      TD *const g = rowp(b, row0 + rr) + cr;
-      s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
-                           static_cast<unsigned int>(ES));
-      return g;
-    };
     if (lim >= RW) {
-      /* Unrolled (whole trips of 128 tasks), so that a thread's
-       * shared-memory reads can go out together. */
+      /* Unrolled, so that a thread's shared-memory reads can go out
+       * together. */
 #pragma unroll
-      for (int i = 0; i < (64 * 9 + 127) / 128; i++) {
-        const int q = t + i * 128, rr = q / 9, j = q - rr * 9;
-        int s;
-        if (q < 64 * 9 && row0 + rr < M) {
-          TD *const g = at_row(rr, s);
-          if (j == 0 ? s == 0 : j < 8)
-            *reinterpret_cast<uint4 *>(g - s + j * V) =
-                *reinterpret_cast<const uint4 *>(buf + rr * P + j * 16);
-        }
-      }
+      for (int i = 0; i < NV; i++)
+        if (vok[i])
+          *reinterpret_cast<uint4 *>(vg[i] + c0) = *reinterpret_cast<const uint4 *>(buf + voff[i]);
 #pragma unroll
-      for (int i = 0; i < (64 * V + 127) / 128; i++) {
-        const int q = t + i * 128, rr = q / V, k = q - rr * V;
-        int s;
-        if (q < 64 * V && row0 + rr < M) {
-          TD *const g = at_row(rr, s);
-          const int p = k >= s ? k : RW + k; /* staged element: the row's head, or its tail */
-          if (s != 0) g[p - s] = reinterpret_cast<const TD *>(buf + rr * P)[p];
-        }
-      }
+      for (int i = 0; i < NE; i++)
+        if (eok[i]) eg[i][c0] = *reinterpret_cast<const TD *>(buf + eoff[i]);
     } else if (lim > 0) {
 #pragma unroll 1
       for (int q = t; q < 64 * RW; q += 128) {
         const int rr = q / RW, c = q - rr * RW;
-        int s;
         if (row0 + rr < M && c < lim) {
-          TD *const g = at_row(rr, s);
+          TD *const g = rowp(b, row0 + rr) + cr;
+          const int s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
+                                         static_cast<unsigned int>(ES));
           g[c] = reinterpret_cast<const TD *>(buf + rr * P)[c + s];
         }
       }
