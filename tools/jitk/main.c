@@ -746,7 +746,7 @@ static int cmd_compile_matmul(int argc, char **argv) {
     /* wgmma kernels are compiled for the arch-specific target (sm_90a). */
     if (st == JITK_OK)
       printf("plan: %s\ncompiled for %s%s\n", described, target,
-             strstr(described, "(wgmma, ") != NULL ? "a" : "");
+             strstr(described, "(wgmma, ") != NULL && target[strlen(target) - 1] != 'a' ? "a" : "");
     rc = st == JITK_OK ? 0 : fail(e, st, "describing the plan");
   } else {
     /* The source, or the error of the plan's creation. */
