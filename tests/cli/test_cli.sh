@@ -115,6 +115,8 @@ check "reduction unknown strategy" 2 "--strategy is i, o, m or r" -- "$JITK" com
 check "matmul --help" 0 "--epilogue" -- "$JITK" compile matmul --help
 check "matmul bf16 4096^3 bias+ReLU plan for sm_90" 0 "compiled for sm_90" -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'max(acc + bias[col], (T)0)' --params 'raw T bias' --arch sm_90
 grep -q '^plan: .' out.txt || { echo "FAIL: matmul plan: no description"; cat out.txt; fails=$((fails + 1)); }
+check "matmul plan for --arch sm_90a" 0 "compiled for sm_90a" -- "$JITK" compile matmul --m 256 --n 256 --k 256 --a bfloat16 --b bfloat16 --d bfloat16 --arch sm_90a
+grep -qx 'compiled for sm_90a' out.txt || { echo "FAIL: matmul --arch sm_90a: the target is not printed as given"; cat out.txt; fails=$((fails + 1)); }
 check "matmul source has #line for the epilogue" 0 '#line 1 "epilogue"' -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'max(acc + bias[col], (T)0)' --params 'raw T bias' --arch sm_90 --emit source
 check "matmul epilogue syntax error cites the epilogue" 1 "epilogue:1:" -- "$JITK" compile matmul --m 4096 --n 4096 --k 4096 --a bfloat16 --b bfloat16 --d bfloat16 --epilogue 'acc + * )' --params 'raw T bias' --arch sm_90
 check "matmul missing --k" 2 "usage" -- "$JITK" compile matmul --m 64 --n 64
