@@ -482,36 +482,22 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   }
   if (wg) {
     /* An R x C row-major matrix x[r * ld + c] of each batch into y[r * ldy
-     * + c], ldy a multiple of 16 bytes, batch after batch: the operand
-     * TMA reads when the user's does not start each row on 16 bytes.
-     * Element by element as raw bits, four loads in flight a thread. */
+     * + c], ldy a multiple of 128 bytes, batch after batch: the operand
+     * TMA reads when the user's does not start each row on 16 bytes
+     * (matmul.cuh's pad_rows: 16-byte chunks, shifted in registers). */
     size_t es = jk_dtype(s->a)->size;
     const char *u = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : "unsigned int";
     jk_buf_printf(&b,
                   "extern \"C\" __global__ void __launch_bounds__(256) %s_pad(const %s *x, %s *y,\n"
                   "    long long R, long long C, long long ld, long long sx, long long ldy,\n"
                   "    long long nb) {\n"
+                  "  const long long es = (long long)sizeof *x;\n"
                   "  for (long long z = blockIdx.z; z < nb; z += gridDim.z)\n"
-                  "    for (long long r = blockIdx.y; r < R; r += gridDim.y) {\n"
-                  "      const %s *src = x + z * sx + r * ld;\n"
-                  "      %s *dst = y + (z * R + r) * ldy;\n"
-                  "      for (long long c0 = (long long)blockIdx.x * 1024; c0 < C;\n"
-                  "           c0 += (long long)gridDim.x * 1024) {\n"
-                  "        %s v[4] = {};\n"
-                  "#pragma unroll\n"
-                  "        for (int i = 0; i < 4; i++) {\n"
-                  "          const long long c = c0 + i * 256 + threadIdx.x;\n"
-                  "          if (c < C) v[i] = src[c];\n"
-                  "        }\n"
-                  "#pragma unroll\n"
-                  "        for (int i = 0; i < 4; i++) {\n"
-                  "          const long long c = c0 + i * 256 + threadIdx.x;\n"
-                  "          if (c < C) dst[c] = v[i];\n"
-                  "        }\n"
-                  "      }\n"
-                  "    }\n"
+                  "    jitk::mm::pad_rows((const unsigned char *)(x + z * sx),\n"
+                  "                       (unsigned char *)(y + z * R * ldy), R, C * es, ld * es,\n"
+                  "                       ldy * es);\n"
                   "}\n",
-                  in->name, u, u, u, u, u);
+                  in->name, u, u);
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c

@@ -125,7 +125,8 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
                        (long long)sx, (long long)*ldy, (long long)nb};
   void *kp[8] = {(void *)&x, y, &args[0], &args[1], &args[2], &args[3], &args[4], &args[5]};
-  uint64_t gx = ceil_div(C, 1024);
+  /* Blocks of 256 threads copy 1024 chunks of 16 bytes of a row. */
+  uint64_t gx = ceil_div(ceil_div(C * es, 16), 1024);
   return jk_launch_fn(e, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
                       (unsigned int)(gx < 65535 ? gx : 65535),
                       (unsigned int)(R < 65535 ? R : 65535),

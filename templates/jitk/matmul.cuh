@@ -150,6 +150,78 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
   }
 }
 
+// --- operand copies onto 16 bytes -------------------------------------------
+// TMA reads rows that start on 16 bytes only: an operand whose rows do not
+// (an odd K or N, an odd leading dimension, a pointer off 16 bytes) is
+// copied first into a pooled buffer whose rows start on 128-byte lines.
+
+// Row r of an R x C row-major matrix x (rows ld elements apart, `bytes`
+// C x element size long) into y + r * ldy bytes, for every r from
+// blockIdx.y in steps of gridDim.y. The copy is memory-bound, and element
+// by element (2-byte loads for 16-bit operands) it kept too few bytes in
+// flight to reach the memory's pace. So each thread writes whole 16-byte
+// chunks of y's row: chunk j is the 16 bytes at offset 16 j of x's row,
+// which spans two 16-byte-aligned chunks of x when the row starts off 16
+// bytes (at byte s of its chunk); the thread loads both and shifts them
+// by s bytes in registers. Only the aligned chunks that hold bytes of the
+// row are read (the first may also hold the end of the row before, never
+// anything before x); a chunk of y whose second source chunk would reach
+// past the row's last byte goes byte by byte. Each thread has the loads of
+// four chunks in flight before its first store.
+__device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
+                                         unsigned char *__restrict__ y, long long R,
+                                         long long bytes, long long ld_bytes, long long ldy) {
+  const long long chunks = (bytes + 15) / 16;
+  for (long long r = blockIdx.y; r < R; r += gridDim.y) {
+    const unsigned char *const src = x + r * ld_bytes;
+    unsigned char *const dst = y + r * ldy;
+    const unsigned int s = static_cast<unsigned int>(reinterpret_cast<unsigned long long>(src) & 15u);
+    const uint4 *const al = reinterpret_cast<const uint4 *>(src - s); /* src's aligned chunks */
+    for (long long j0 = static_cast<long long>(blockIdx.x) * 1024; j0 < chunks;
+         j0 += static_cast<long long>(gridDim.x) * 1024) {
+      uint4 lo[4], hi[4];
+      bool whole[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const long long j = j0 + i * 256 + threadIdx.x;
+        /* Whole when the aligned chunks it spans end inside the row. */
+        whole[i] = j < chunks && (s == 0 ? 16 * (j + 1) <= bytes : 16 * j + 32 - s <= bytes);
+        if (whole[i]) {
+          lo[i] = al[j];
+          hi[i] = s ? al[j + 1] : lo[i];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const long long j = j0 + i * 256 + threadIdx.x;
+        if (j >= chunks) continue;
+        if (whole[i]) {
+          /* The 32 bytes lo:hi as eight words, shifted right by s bytes:
+           * first by whole words (s / 4), then by the bytes left. */
+          unsigned int w[8] = {lo[i].x, lo[i].y, lo[i].z, lo[i].w, hi[i].x, hi[i].y, hi[i].z, hi[i].w};
+          const unsigned int q = s >> 2, b = (s & 3u) * 8u;
+#pragma unroll
+          for (int t = 0; t < 7; t++) {
+            if (q & 1u) w[t] = w[t + 1];
+          }
+#pragma unroll
+          for (int t = 0; t < 6; t++) {
+            if (q & 2u) w[t] = w[t + 2];
+          }
+          uint4 o;
+          o.x = __funnelshift_r(w[0], w[1], b);
+          o.y = __funnelshift_r(w[1], w[2], b);
+          o.z = __funnelshift_r(w[2], w[3], b);
+          o.w = __funnelshift_r(w[3], w[4], b);
+          reinterpret_cast<uint4 *>(dst)[j] = o;
+        } else {
+          for (long long c = 16 * j; c < 16 * j + 16 && c < bytes; c++) dst[c] = src[c];
+        }
+      }
+    }
+  }
+}
+
 // --- simt ------------------------------------------------------------------
 
 // BM = BN = 128, BK = 16 (8 for double), 256 threads as 16 x 16, each 8 x 8
