@@ -1170,12 +1170,12 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
   const long long row = row0 + r, col = col0 + (lane & 3) * 2;
   unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
-  /* Where each row starts in its 16-byte chunk, in elements. */
-  auto shift = [&](long long rw) -> int {
-    return static_cast<int>((reinterpret_cast<unsigned long long>(rowp(b, rw) + col0) & 15u) /
+  /* Where an element falls in its 16-byte chunk, in elements (a row's shift). */
+  auto shift = [](const TD *g) -> int {
+    return static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
                             static_cast<unsigned int>(ES));
   };
-  const int sh[2] = {shift(row), shift(row + 8)};
+  const int sh[2] = {shift(rowp(b, row) + col0), shift(rowp(b, row + 8) + col0)};
   const long long wrow = row0 + warp * 16;
   /* A thread's stores are the same in every round, each round 128 bytes
    * further along the same rows, so where they go is worked out once
@@ -1196,8 +1196,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     voff[i] = rr * P + j * 16;
     if (q < 64 * 9 && row0 + rr < M) {
       TD *const g = rowp(b, row0 + rr) + col0;
-      const int s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
-                                     static_cast<unsigned int>(ES));
+      const int s = shift(g);
       vok[i] = j == 0 ? s == 0 : j < 8;
       vg[i] = g - s + j * V;
     }
@@ -1210,8 +1209,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     eoff[i] = 0;
     if (q < 64 * V && row0 + rr < M) {
       TD *const g = rowp(b, row0 + rr) + col0;
-      const int s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
-                                     static_cast<unsigned int>(ES));
+      const int s = shift(g);
       const int p = k >= s ? k : RW + k; /* staged element: the row's head, or its tail */
       eok[i] = s != 0;
       eg[i] = g - s + p;
@@ -1255,8 +1253,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
         const int rr = q / RW, c = q - rr * RW;
         if (row0 + rr < M && c < lim) {
           TD *const g = rowp(b, row0 + rr) + cr;
-          const int s = static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
-                                         static_cast<unsigned int>(ES));
+          const int s = shift(g);
           g[c] = reinterpret_cast<const TD *>(buf + rr * P)[c + s];
         }
       }
