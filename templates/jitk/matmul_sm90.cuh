@@ -1460,7 +1460,9 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   const unsigned int base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * STAGING,
                      empty = full + STAGES * 8, turn = empty + STAGES * 8;
-  const int tid = threadIdx.x, wg = tid >> 7;
+  /* The warpgroup's role, read from lane 0 so that the compiler knows every
+   * lane of a warp has it. */
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
   const unsigned int ktiles = static_cast<unsigned int>((K + BK - 1) / BK);
   /* With clusters, work items are groups of CL tile-rows, block `rank` of
    * the cluster taking tile-row group * CL + rank. */
