@@ -157,17 +157,17 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
 
 // Row r of an R x C row-major matrix x (rows ld elements apart, `bytes`
 // C x element size long) into y + r * ldy bytes, for every r from
-// blockIdx.y in steps of gridDim.y. The copy is memory-bound, and element
-// by element (2-byte loads for 16-bit operands) it kept too few bytes in
-// flight to reach the memory's pace. So each thread writes whole 16-byte
-// chunks of y's row: chunk j is the 16 bytes at offset 16 j of x's row,
-// which spans two 16-byte-aligned chunks of x when the row starts off 16
-// bytes (at byte s of its chunk); the thread loads both and shifts them
-// by s bytes in registers. Only the aligned chunks that hold bytes of the
-// row are read (the first may also hold the end of the row before, never
-// anything before x); a chunk of y whose second source chunk would reach
-// past the row's last byte goes byte by byte. Each thread has the loads of
-// four chunks in flight before its first store.
+// blockIdx.y in steps of gridDim.y. Each thread writes whole 16-byte
+// chunks of y's row, which measured faster than copying element by
+// element (2-byte loads for 16-bit operands; docs/PERFORMANCE.md,
+// 2026-12-04): chunk j is the 16 bytes at offset 16 j of x's row, which
+// spans two 16-byte-aligned chunks of x when the row starts off 16 bytes
+// (at byte s of its chunk); the thread loads both and shifts them by s
+// bytes in registers. Only aligned chunks that hold bytes of the row are
+// read: the first one's s bytes before the row lie in the same 16 bytes,
+// so in the same allocation. A chunk of y whose source chunks would reach
+// past the row's last byte goes byte by byte. Each thread has the loads
+// of four chunks in flight before its first store.
 __device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
                                          unsigned char *__restrict__ y, long long R,
                                          long long bytes, long long ld_bytes, long long ldy) {
