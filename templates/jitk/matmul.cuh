@@ -155,8 +155,8 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
 // (an odd K or N, an odd leading dimension, a pointer off 16 bytes) is
 // copied first into a pooled buffer whose rows start on 128-byte lines.
 
-// Row r of an R x C row-major matrix x (rows ld elements apart, `bytes`
-// C x element size long) into y + r * ldy bytes, for every r from
+// Row r of an R x C row-major matrix x (rows ld_bytes apart, each `bytes`
+// = C x the element size long) into y + r * ldy_bytes, for every r from
 // blockIdx.y in steps of gridDim.y. Each thread writes whole 16-byte
 // chunks of y's row, which measured faster than copying element by
 // element (2-byte loads for 16-bit operands; docs/PERFORMANCE.md,
@@ -170,11 +170,11 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
 // of four chunks in flight before its first store.
 __device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
                                          unsigned char *__restrict__ y, long long R,
-                                         long long bytes, long long ld_bytes, long long ldy) {
+                                         long long bytes, long long ld_bytes, long long ldy_bytes) {
   const long long chunks = (bytes + 15) / 16;
   for (long long r = blockIdx.y; r < R; r += gridDim.y) {
     const unsigned char *const src = x + r * ld_bytes;
-    unsigned char *const dst = y + r * ldy;
+    unsigned char *const dst = y + r * ldy_bytes;
     const unsigned int s = static_cast<unsigned int>(reinterpret_cast<unsigned long long>(src) & 15u);
     const uint4 *const al = reinterpret_cast<const uint4 *>(src - s); /* src's aligned chunks */
     for (long long j0 = static_cast<long long>(blockIdx.x) * 1024; j0 < chunks;
