@@ -157,6 +157,16 @@ __device__ __forceinline__ unsigned long long desc(unsigned int addr, unsigned i
          (static_cast<unsigned long long>(lbo >> 4) << 16) |
          (static_cast<unsigned long long>(sbo >> 4) << 32) | (1ull << 62);
 }
+// desc(addr + bytes, lbo, sbo) from d = desc(addr, lbo, sbo), bytes a
+// multiple of 16: the start address field holds addr / 16 in its low 14
+// bits, and shared-memory addresses stay below 2^18, so adding bytes / 16
+// to the low word never carries into the next field. A K-step's
+// descriptors are then one add each from their stage's, rather than a
+// mask, a shift and an or each (docs/PERFORMANCE.md, 2026-12-04).
+__device__ __forceinline__ unsigned long long desc_at(unsigned long long d, unsigned int bytes) {
+  const unsigned int lo = static_cast<unsigned int>(d) + (bytes >> 4);
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -1611,12 +1621,13 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           bar_wait(full + 8 * stage, phase);
           const unsigned int sa = base + stage * STAGE + cw * 64 * 128,
                              sb = base + stage * STAGE + A_BYTES;
+          const unsigned long long da = desc(sa, 16, 1024), db = desc(sb, 16, 1024);
           wg_pin(p);
           wg_fence();
 #pragma unroll
           for (int kk = 0; kk < BK / KSTEP; kk++)
-            wgmma<KIND, BN, 0, 0>(p, desc(sa + kk * KSTEP * ES, 16, 1024),
-                                  desc(sb + kk * KSTEP * ES, 16, 1024), kk > 0 ? 1 : 0);
+            wgmma<KIND, BN, 0, 0>(p, desc_at(da, kk * KSTEP * ES), desc_at(db, kk * KSTEP * ES),
+                                  kk > 0 ? 1 : 0);
           wg_commit();
           wg_pin(p);
           prev = stage;
@@ -1674,11 +1685,12 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           bar_wait(full + 8 * stage, phase);
           const unsigned int sa = base + stage * STAGE, sb = sa + A_BYTES;
           tf32_frags(f, sa, cw * 64);
+          const unsigned long long db = desc(sb, 16, 1024);
           wg_pin(acc[0]);
           wg_fence();
 #pragma unroll
           for (int kk = 0; kk < BK / KSTEP; kk++)
-            wgmma_rs<BN>(acc[0], f[kk], desc(sb + kk * KSTEP * ES, 16, 1024));
+            wgmma_rs<BN>(acc[0], f[kk], desc_at(db, kk * KSTEP * ES));
           wg_commit();
           wg_pin(acc[0]);
           wg_wait<1>();
@@ -1705,18 +1717,18 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
            * one slab of BK k-rows in the M-major one; the same bytes. */
           const unsigned int sa = base + stage * STAGE + (PP ? 0 : cw * 64 * 128),
                              sb = base + stage * STAGE + A_BYTES;
+          const unsigned long long da0 = A_MN ? desc(sa, BK * 128, 1024) : desc(sa, 16, 1024),
+                                   db0 = B_MN ? desc(sb, BK * 128, 1024) : desc(sb, 16, 1024);
 #pragma unroll
           for (int h = 0; h < HALVES; h++) wg_pin(acc[h]);
           wg_fence();
 #pragma unroll
           for (int kk = 0; kk < BK / KSTEP; kk++) {
-            const unsigned long long db = B_MN ? desc(sb + kk * KSTEP * 128, BK * 128, 1024)
-                                               : desc(sb + kk * KSTEP * ES, 16, 1024);
+            const unsigned long long db = desc_at(db0, kk * KSTEP * (B_MN ? 128 : ES));
 #pragma unroll
             for (int h = 0; h < HALVES; h++) {
               const unsigned long long da =
-                  A_MN ? desc(sa + h * 64 * 128 + kk * KSTEP * 128, BK * 128, 1024)
-                       : desc(sa + h * 64 * 128 + kk * KSTEP * ES, 16, 1024);
+                  desc_at(da0, h * 64 * 128 + kk * KSTEP * (A_MN ? 128 : ES));
               wgmma<KIND, BN, A_MN ? 1 : 0, B_MN ? 1 : 0>(acc[h], da, db);
             }
           }
