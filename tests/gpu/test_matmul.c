@@ -562,6 +562,13 @@ static const dlayout_case dlayout_cases[] = {
      JITK_COMPUTE_DEFAULT, 1100, 2055, 72, 2, R, R, 2057, 0, 1, 0, 1, WG},
     {"bf16 column-major D, odd ldd (from registers)", JITK_BFLOAT16, JITK_BFLOAT16,
      JITK_COMPUTE_DEFAULT, 131, 77, 64, 2, R, C, 133, 0, 1, 1, 1, WG},
+    /* N a multiple of 64 with rows off 16 bytes: a tile's whole rounds
+     * store each shifted row's tail with the next round's head, and the
+     * last whole round before N (or before the tile's end) its own. */
+    {"bf16 N = 384, odd ldd: whole rounds up to N", JITK_BFLOAT16, JITK_BFLOAT16,
+     JITK_COMPUTE_DEFAULT, 150, 384, 64, 1, R, R, 385, 0, 0, 0, 1, WG},
+    {"f16 N = 192, ldd 195, pointer off by 5, C", JITK_FLOAT16, JITK_FLOAT16, JITK_COMPUTE_DEFAULT,
+     70, 192, 48, 2, R, R, 195, 0, 5, 1, 0, WG},
 };
 
 Test(matmul, unaligned_d_on_tensor_cores) {
