@@ -162,7 +162,8 @@ __device__ __forceinline__ unsigned long long desc(unsigned int addr, unsigned i
 // bits, and shared-memory addresses stay below 2^18, so adding bytes / 16
 // to the low word never carries into the next field. A K-step's
 // descriptors are then one add each from their stage's, rather than a
-// mask, a shift and an or each (docs/PERFORMANCE.md, 2026-12-04).
+// mask, a shift and an or each (docs/PERFORMANCE.md, "2026-12-04, 14:50
+// UTC on").
 __device__ __forceinline__ unsigned long long desc_at(unsigned long long d, unsigned int bytes) {
   const unsigned int lo = static_cast<unsigned int>(d) + (bytes >> 4);
   return (d & 0xFFFFFFFF00000000ull) | lo;
