@@ -562,9 +562,9 @@ static const dlayout_case dlayout_cases[] = {
      JITK_COMPUTE_DEFAULT, 1100, 2055, 72, 2, R, R, 2057, 0, 1, 0, 1, WG},
     {"bf16 column-major D, odd ldd (from registers)", JITK_BFLOAT16, JITK_BFLOAT16,
      JITK_COMPUTE_DEFAULT, 131, 77, 64, 2, R, C, 133, 0, 1, 1, 1, WG},
-    /* N a multiple of 64 with rows off 16 bytes: a tile's whole rounds
-     * store each shifted row's tail with the next round's head, and the
-     * last whole round before N (or before the tile's end) its own. */
+    /* N a multiple of 64 with rows off 16 bytes: stage_rows' rounds are
+     * whole up to N, and the rows' last elements before N (or before the
+     * tile's end) share their 16 bytes with what follows in D. */
     {"bf16 N = 384, odd ldd: whole rounds up to N", JITK_BFLOAT16, JITK_BFLOAT16,
      JITK_COMPUTE_DEFAULT, 150, 384, 64, 1, R, R, 385, 0, 0, 0, 1, WG},
     {"f16 N = 192, ldd 195, pointer off by 5, C", JITK_FLOAT16, JITK_FLOAT16, JITK_COMPUTE_DEFAULT,
