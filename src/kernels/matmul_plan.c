@@ -952,7 +952,10 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
        * ping-pong stays ahead (16384 x 4096 x 1024: 664 against 642), as
        * it does where its smaller tiles fill the last wave better (2048 x
        * 11008 x 4096: 729 against 682, 0.95 of the multiprocessors' tile
-       * rounds busy against 0.87). */
+       * rounds busy against 0.87). An odd K just short of 4096, whose A
+       * is copied first, stays on ping-pong too: 4095^3 measured 571-572
+       * cooperative against 581-586, 4096 x 4096 x 4095 666-667 against
+       * 668-673 (docs/PERFORMANCE.md, "2026-12-04, 14:50 UTC on"). */
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;
