@@ -32,6 +32,10 @@ typedef struct mm_case {
   int64_t pad;      /* elements each row (or column) of A and B is padded by, poisoned */
 } mm_case;
 
+/* Set by a test whose run_case calls also bound every element's error,
+ * not only the relative L2 error (each test runs in its own process). */
+static bool strict_elements;
+
 /* The host's value of element i after rounding to dt. */
 static double rounded(jitk_dtype dt, double v) {
   unsigned char buf[8] = {0};
@@ -131,7 +135,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
         jitk_matmul_execute(p, NULL, (char *)da + c->misalign * es, (char *)db + c->misalign * es,
                             c->has_c ? dc : NULL, dd, extra, nextra));
   jt_to_host(e, sd, dd, nd * des);
-  double err2 = 0, ref2 = 0;
+  double err2 = 0, ref2 = 0, worst = 0;
   size_t nan_count = 0;
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < M; i++)
@@ -148,6 +152,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
         size_t o = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
         double got = jt_read_real(sd, ddt, o);
         if (!isfinite(got)) nan_count++;
+        if (fabs(got - want) > worst) worst = fabs(got - want);
         err2 += (got - want) * (got - want);
         ref2 += want * want;
       }
@@ -159,6 +164,14 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
             "%s (%s): relative L2 error %.3g (tolerance %.0e), %zu "
             "elements not finite (poison left)",
             c->what, desc, rel, tol, nan_count);
+  /* A few wrong elements (one stale 16-byte chunk of an operand) hardly
+   * move the L2 error; strict tests bound each element by a fiftieth of
+   * D's root mean square, far above the rounding of 16-bit inputs and of
+   * tf32, far below eight missing products of K. */
+  const double rms = sqrt(ref2 / (double)(M * N * B));
+  cr_assert(!strict_elements || worst <= 0.02 * (rms > 1 ? rms : 1),
+            "%s (%s): an element off by %.3g (D's root mean square %.3g)", c->what, desc, worst,
+            rms);
   JT_OK(e, jitk_device_free(e, da, NULL));
   JT_OK(e, jitk_device_free(e, db, NULL));
   JT_OK(e, jitk_device_free(e, dc, NULL));
@@ -280,6 +293,50 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
        "tensor cores bfloat16 m64nNk16 (wgmma", JITK_DTYPE_NONE, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  jitk_engine_destroy(e);
+}
+
+/* Operands whose rows are off 16 bytes, copied onto lines before the
+ * product (the module's _pad kernel), on shapes of more tiles than blocks
+ * in every layout the copy sees: A row-major with an odd K, column-major
+ * with an odd M; B row-major with an odd N, column-major with an odd K;
+ * both at once, misaligned pointers, the cooperative schedule, tf32.
+ * Each shape runs twice on fresh data, so that a product that read its
+ * pooled copy before the copy was made would find the earlier run's
+ * operand there; every element is checked. */
+Test(matmul, unaligned_rows_every_layout) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5C3;
+  strict_elements = true;
+  const char *wg = "(wgmma";
+  const mm_case cases[] = {
+      {"bf16 odd K, A row-major", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 2100, 1800, 203, 1, R, R, R,
+       0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, wg, JITK_FLOAT32, 0},
+      {"f16 odd N, B row-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 2048, 1999, 136, 1, R, R, R, 0,
+       1, 0, "acc + bias[col]", "raw float32 bias", 0, wg, JITK_FLOAT32, 0},
+      {"bf16 odd M, A column-major", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1999, 2048, 72, 1, C, R,
+       R, 0, 1, 0, NULL, NULL, 0, wg, JITK_FLOAT32, 0},
+      {"bf16 odd K, B column-major", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1536, 2100, 141, 1, R, C,
+       R, 0, 1, 0, NULL, NULL, 0, wg, JITK_FLOAT32, 0},
+      {"bf16 odd M, N, K, both copied, bf16 D off 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       1501, 1703, 777, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0,
+       wg, JITK_DTYPE_NONE, 0},
+      {"f16 misaligned pointers, A and B column-major", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 1600,
+       1800, 200, 1, C, C, R, 0, 1, 0, NULL, NULL, 1, wg, JITK_FLOAT32, 0},
+      {"bf16 odd N, cooperative (forced)", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1024, 1001, 4104, 1,
+       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0, "cooperative", JITK_FLOAT32, 0},
+      {"tf32 odd K, A row-major, B column-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 1500, 1800, 99,
+       1, R, C, R, 0, 1, 0, NULL, NULL, 0, wg, JITK_DTYPE_NONE, 0},
+      {"bf16 rows padded by 3, one tile", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 100, 120, 64, 1, R,
+       R, R, 0, 1, 0, NULL, NULL, 0, wg, JITK_FLOAT32, 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const bool coop = strcmp(cases[i].kind, "cooperative") == 0;
+    if (coop) setenv("JITK_MM_SCHEDULE", "cooperative", 1);
+    run_case(e, &cases[i], &seed);
+    run_case(e, &cases[i], &seed);
+    unsetenv("JITK_MM_SCHEDULE");
+  }
   jitk_engine_destroy(e);
 }
 
