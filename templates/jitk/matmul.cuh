@@ -169,10 +169,13 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
 // past the row's last byte goes byte by byte. Each of a block's 128
 // threads has the loads of four chunks in flight before its first store,
 // so a block takes 512 chunks (8 KiB) of a row: a row of a 4096-wide
-// 16-bit operand is one block whose every thread is busy. The copy waits
-// on memory latency, not bandwidth (ncu: DRAM at 48 % of its peak with
-// blocks of 256, half of whose chunk slots such rows left empty, three
-// blocks a multiprocessor at 80 registers); eight blocks of 128 fit.
+// 16-bit operand is one block whose every thread is busy, and eight
+// blocks fit a multiprocessor. Blocks of 256, half of whose chunk slots
+// such rows left empty, three a multiprocessor at 80 registers, copied a
+// 4096 x 4095 bf16 operand in 20.6-21.4 us against 17.7-17.8 (ncu; DRAM
+// at 46-48 % of its peak against 53 %); twice the loads in flight again
+// (cp.async into shared memory) gained nothing more (docs/PERFORMANCE.md,
+// 2026-12-04, 17:25 UTC on).
 __device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
                                          unsigned char *__restrict__ y, long long R,
                                          long long bytes, long long ld_bytes, long long ldy_bytes) {
