@@ -488,7 +488,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     size_t es = jk_dtype(s->a)->size;
     const char *u = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : "unsigned int";
     jk_buf_printf(&b,
-                  "extern \"C\" __global__ void __launch_bounds__(128) %s_pad(const %s *x, %s *y,\n"
+                  "extern \"C\" __global__ void __launch_bounds__(%d) %s_pad(const %s *x, %s *y,\n"
                   "    long long R, long long C, long long ld, long long sx, long long ldy,\n"
                   "    long long nb) {\n"
                   "  const long long es = (long long)sizeof *x;\n"
@@ -497,7 +497,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "                       (unsigned char *)(y + z * R * ldy), R, C * es, ld * es,\n"
                   "                       ldy * es);\n"
                   "}\n",
-                  in->name, u, u);
+                  JK_MM_PAD_THREADS, in->name, u, u);
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c

@@ -125,12 +125,12 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
                        (long long)sx, (long long)*ldy, (long long)nb};
   void *kp[8] = {(void *)&x, y, &args[0], &args[1], &args[2], &args[3], &args[4], &args[5]};
-  /* Blocks of 128 threads copy 512 chunks of 16 bytes of a row. */
-  uint64_t gx = ceil_div(ceil_div(C * es, 16), 512);
+  /* Each block copies four chunks of 16 bytes of a row a thread. */
+  uint64_t gx = ceil_div(ceil_div(C * es, 16), 4 * JK_MM_PAD_THREADS);
   return jk_launch_fn(e, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
                       (unsigned int)(gx < 65535 ? gx : 65535),
                       (unsigned int)(R < 65535 ? R : 65535),
-                      (unsigned int)(nb < 65535 ? nb : 65535), 128, 1, 1, 0, kp);
+                      (unsigned int)(nb < 65535 ? nb : 65535), JK_MM_PAD_THREADS, 1, 1, 0, kp);
 }
 
 /* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
