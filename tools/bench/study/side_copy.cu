@@ -13,13 +13,8 @@
 // byte for byte.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o side_copy tools/bench/study/side_copy.cu && ./side_copy
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-#include <algorithm>
-#include <cuda_runtime.h>
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "common.cuh"
+#include "../../../templates/jitk/matmul.cuh"
 
 __device__ __forceinline__ bool pad_get(const uint4 *al, unsigned s, long long j, long long bytes, uint4 &lo, uint4 &hi) {
   const bool whole = s == 0 ? 16 * (j + 1) <= bytes : 16 * j + 32 - s <= bytes;
@@ -106,22 +101,11 @@ __global__ void __launch_bounds__(T, 1) copier(const __grid_constant__ op_t op, 
   }
 }
 
+// The library's copy (matmul.cuh's pad_rows) as a module's "_pad" kernel
+// runs it, for one matrix.
 __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld, long long ldy) {
-  const long long chunks = (bytes + 15) / 16;
-  for (long long r = blockIdx.y; r < R; r += gridDim.y) {
-    const unsigned char *src = x + r * ld; unsigned char *dst = y + r * ldy;
-    const unsigned s = (unsigned)((unsigned long long)src & 15u);
-    const uint4 *al = (const uint4 *)(src - s);
-    for (long long j0 = (long long)blockIdx.x * 512; j0 < chunks; j0 += (long long)gridDim.x * 512) {
-      uint4 lo[4], hi[4]; bool whole[4];
-#pragma unroll
-      for (int i = 0; i < 4; i++) { const long long j = j0 + i * 128 + threadIdx.x; whole[i] = false; if (j < chunks) whole[i] = pad_get(al, s, j, bytes, lo[i], hi[i]); }
-#pragma unroll
-      for (int i = 0; i < 4; i++) { const long long j = j0 + i * 128 + threadIdx.x; if (j < chunks) { if (whole[i]) pad_put(dst, s, j, lo[i], hi[i]); else for (long long c = 16 * j; c < 16 * j + 16 && c < bytes; c++) dst[c] = src[c]; } }
-    }
-  }
+  jitk::mm::pad_rows(x, y, R, bytes, ld, ldy);
 }
-
 
 // The ceilings: an aligned copy (no shift) with U chunks in flight a
 // thread, and one through shared memory by TMA bulk copies (thread 0
@@ -174,15 +158,9 @@ __global__ void __launch_bounds__(32, 1) bulk(const unsigned char *x, unsigned c
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+// Microseconds: common.cuh's median of CUDA events, over 15 runs.
 template <typename F>
-static float timeit(F f) {
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; i++) f();
-  std::vector<float> t;
-  for (int i = 0; i < 15; i++) { CK(cudaEventRecord(a)); f(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b)); float ms; CK(cudaEventElapsedTime(&ms, a, b)); t.push_back(ms * 1000); }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+static float timeit(F f) { return (float)(time_ms(f, 15) * 1000); }
 
 int main() {
   const long long R = 4096, C = 4095, es = 2, ld = C * es, ldy = 4096 * es, bytes = C * es;
