@@ -587,6 +587,16 @@ static int64_t wave_tiles(const jitk_matmul *p, int64_t bn) {
   return (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
 }
 
+/* Whether D is row-major with rows (or batches) that do not start on 16
+ * bytes, so that TMA cannot store it (a pointer off 16 bytes is only
+ * known at execution). */
+static bool d_rows_off(const jitk_matmul_desc *d) {
+  const uint64_t des = jk_dtype(d->d_dtype)->size;
+  return d->d_order == JITK_ROW_MAJOR &&
+         (((uint64_t)d->ldd * des) % 16 != 0 ||
+          (d->batch > 1 && ((uint64_t)d->stride_d * des) % 16 != 0));
+}
+
 /* The share of the persistent kernel's rounds of tiles (one a
  * multiprocessor each) that are busy, for 128 x bn tiles: the last
  * round's idle multiprocessors are what a wider tile can lose. */
@@ -941,6 +951,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
                (sched == NULL && big && p->d.k >= 4096 &&
                 (p->d.a_dtype == JITK_BFLOAT16 || p->d.a_dtype == JITK_FLOAT16 ||
                  p->d.a_dtype == JITK_FLOAT32) &&
+                !(p->d.a_dtype != JITK_FLOAT32 && d_rows_off(&p->d)) &&
                 wave_use(e, p, 256) + 0.01 >= wave_use(e, p, 128))) {
       /* Cooperative consumers on 128 x 256 tiles in three stages: for
        * 16-bit and tf32 inputs with K of 4096 or more (tf32 4096^3: 335
@@ -955,7 +966,12 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
        * rounds busy against 0.87). An odd K just short of 4096, whose A
        * is copied first, stays on ping-pong too: 4095^3 measured 571-572
        * cooperative against 581-586, 4096 x 4096 x 4095 666-667 against
-       * 668-673 (docs/PERFORMANCE.md, "2026-12-04, 14:50 UTC on"). */
+       * 668-673 (docs/PERFORMANCE.md, "2026-12-04, 14:50 UTC on"). So
+       * does a 16-bit product whose D rows are off 16 bytes, stored by the
+       * threads (stage_rows) rather than by TMA: its epilogue weighs more,
+       * and ping-pong runs it beside the other consumer's MMAs (bf16 4096
+       * x 4095 x 4096: 661-668 TFLOP/s against 648-650 cooperative,
+       * "2026-12-04, 20:40 UTC on"). */
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;

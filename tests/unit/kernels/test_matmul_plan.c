@@ -105,6 +105,19 @@ Test(matmul_plan, kernel_choice) {
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
               "tile 128x128x64, 5 stages",
               "bf16, 2048 x 11008 x 4096");
+  /* Long K whose D rows are off 16 bytes (odd N): the threads store D,
+   * and ping-pong runs that epilogue beside the other consumer's MMAs. */
+  d = desc(JITK_BFLOAT16, 4096, 4095, 4096);
+  expect_kind(e, &d,
+              "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
+              "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
+              "warpgroups (ping-pong)",
+              "bf16, 4096 x 4095 x 4096");
+  d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  d.ldd = 4100; /* rows 8 bytes off in turn */
+  expect_described(e, &d, "tile 128x128x64, 5 stages");
+  d.ldd = 4104; /* rows on 16 bytes: TMA stores D */
+  expect_described(e, &d, "tile 128x256x64, 3 stages");
   d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
   setenv("JITK_MM_SCHEDULE", "pingpong", 1);
   expect_kind(e, &d,
