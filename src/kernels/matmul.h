@@ -110,6 +110,12 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms);
  * sm_80). */
 int jk_mm_sms(const jitk_engine *e);
 
+/* Whether TMA can read or write a matrix at p (NULL: an address not yet
+ * known, taken as aligned) with leading dimension ld and batch stride sx,
+ * in elements of es bytes, as it is: the address and every row and matrix
+ * on 16 bytes. A single matrix's (nb = 1) stride is never used. */
+bool jk_mm_tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint64_t es);
+
 /* Whether an execution copies its row-major B, whose rows (ldb elements
  * of es bytes) start on 16 bytes, onto 128-byte lines first
  * (matmul_execute.c says when that pays). */

@@ -101,10 +101,7 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
                       (unsigned int)nb, 256, 1, 1, 0, kp);
 }
 
-/* Whether TMA can read an operand at p with leading dimension ld and
- * batch stride sx (elements of es bytes) as it is: the address and every
- * row and matrix on 16 bytes. A single matrix's stride is never used. */
-static bool tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint64_t es) {
+bool jk_mm_tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint64_t es) {
   return ((uintptr_t)p & 15) == 0 && (ld * es) % 16 == 0 && (nb == 1 || (sx * es) % 16 == 0);
 }
 
@@ -168,7 +165,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     ak = at;
     sa = M * lda;
     a_k = true;
-  } else if (!tma_ready(a, lda, sa, nb, es)) { /* rows onto lines */
+  } else if (!jk_mm_tma_ready(a, lda, sa, nb, es)) { /* rows onto lines */
     st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, &at, &lda);
     ak = at;
     sa = (a_k ? M : K) * lda;
@@ -179,7 +176,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     sb = N * ldb;
     b_n = false;
   } else if (st == JITK_OK &&
-             (!tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es)))) {
+             (!jk_mm_tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es)))) {
     st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, &bt, &ldb);
     bk = bt;
     sb = (b_n ? K : N) * ldb;
@@ -229,8 +226,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
   if (s->swap) {
     /* no tensor map of D */
-  } else if (r == CUDA_SUCCESS && s->d_row && ((uintptr_t)d & 15) == 0 && ldd % 16 == 0 &&
-             sd % 16 == 0 &&
+  } else if (r == CUDA_SUCCESS && s->d_row &&
+             jk_mm_tma_ready(d, (uint64_t)ds->ldd, (uint64_t)ds->stride_d, nb, des) &&
              encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64,
                         promote) == CUDA_SUCCESS) {
     use_td = 1;

@@ -591,10 +591,9 @@ static int64_t wave_tiles(const jitk_matmul *p, int64_t bn) {
  * bytes, so that TMA cannot store it (a pointer off 16 bytes is only
  * known at execution). */
 static bool d_rows_off(const jitk_matmul_desc *d) {
-  const uint64_t des = jk_dtype(d->d_dtype)->size;
   return d->d_order == JITK_ROW_MAJOR &&
-         (((uint64_t)d->ldd * des) % 16 != 0 ||
-          (d->batch > 1 && ((uint64_t)d->stride_d * des) % 16 != 0));
+         !jk_mm_tma_ready(NULL, (uint64_t)d->ldd, (uint64_t)d->stride_d, (uint64_t)d->batch,
+                          jk_dtype(d->d_dtype)->size);
 }
 
 /* The share of the persistent kernel's rounds of tiles (one a
