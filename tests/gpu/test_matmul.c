@@ -43,6 +43,49 @@ static double rounded(jitk_dtype dt, double v) {
   return jt_read_real(buf, dt, 0);
 }
 
+/* The float64 products of every batch, acc[(b * M + i) * N + j], and where
+ * mag is not NULL the sums of their terms' magnitudes beside. A (M x K)
+ * and B (K x N) are packed, one batch after the other, in the orders
+ * named. Each element sums its terms in ascending q, as a dot product
+ * would; the loops run over rows of B and eight rows of D at a time so
+ * that the host reads memory in order, since the largest shapes here
+ * take billions of terms. */
+static void ref_products(const double *ha, jitk_order ao, const double *hb, jitk_order bo,
+                         int64_t M, int64_t N, int64_t K, int64_t B, double *acc, double *mag) {
+  double *bt = bo == JITK_ROW_MAJOR ? NULL : malloc((size_t)(K * N) * sizeof(double));
+  for (int64_t b = 0; b < B; b++) {
+    const double *bb = hb + b * K * N, *ab = ha + b * M * K;
+    if (bt != NULL) { /* column j of B is its row j, K long */
+      for (int64_t j = 0; j < N; j++)
+        for (int64_t q = 0; q < K; q++) bt[q * N + j] = bb[j * K + q];
+      bb = bt;
+    }
+    for (int64_t i0 = 0; i0 < M; i0 += 8) {
+      const int64_t rows = M - i0 < 8 ? M - i0 : 8;
+      double *ar = acc + (b * M + i0) * N, *mr = mag ? mag + (b * M + i0) * N : NULL;
+      memset(ar, 0, (size_t)(rows * N) * sizeof(double));
+      if (mr != NULL) memset(mr, 0, (size_t)(rows * N) * sizeof(double));
+      for (int64_t q = 0; q < K; q++) {
+        const double *br = bb + q * N;
+        for (int64_t r = 0; r < rows; r++) {
+          const int64_t i = i0 + r;
+          const double av = ab[ao == JITK_ROW_MAJOR ? i * K + q : q * M + i];
+          double *out = ar + r * N;
+          if (mr == NULL)
+            for (int64_t j = 0; j < N; j++) out[j] += av * br[j];
+          else
+            for (int64_t j = 0; j < N; j++) {
+              const double t = av * br[j];
+              out[j] += t;
+              mr[r * N + j] += fabs(t);
+            }
+        }
+      }
+    }
+  }
+  free(bt);
+}
+
 static double epilogue_ref(const mm_case *c, double acc, int64_t row, int64_t col,
                            const double *bias) {
   if (c->epilogue == NULL) return acc;
@@ -137,16 +180,12 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   jt_to_host(e, sd, dd, nd * des);
   double err2 = 0, ref2 = 0, worst = 0;
   size_t nan_count = 0;
+  double *prod = malloc(nd * 8);
+  ref_products(ha, c->ao, hb, c->bo, M, N, K, B, prod, NULL);
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
-        double acc = 0;
-        for (int64_t q = 0; q < K; q++) {
-          double av = ha[b * M * K + (c->ao == JITK_ROW_MAJOR ? i * K + q : q * M + i)];
-          double bv = hb[b * K * N + (c->bo == JITK_ROW_MAJOR ? q * N + j : j * K + q)];
-          acc += av * bv;
-        }
-        acc *= c->alpha;
+        double acc = c->alpha * prod[(b * M + i) * N + j];
         if (c->has_c && c->beta != 0) acc += c->beta * hc[b * M * N + i * N + j];
         double want = epilogue_ref(c, acc, i, j, hbias);
         size_t o = (size_t)(b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i));
@@ -186,6 +225,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   free(sb);
   free(sc);
   free(sd);
+  free(prod);
   jitk_matmul_destroy(p);
 }
 
@@ -300,7 +340,9 @@ Test(matmul, unaligned_rows_on_tensor_cores) {
  * product (the module's _pad kernel), on shapes of more tiles than blocks
  * in every layout the copy sees: A row-major with an odd K, column-major
  * with an odd M; B row-major with an odd N, column-major with an odd K;
- * both at once, misaligned pointers, the cooperative schedule, tf32.
+ * both at once, misaligned pointers, the cooperative schedule, tf32,
+ * and long K with D's rows off 16 bytes, which the plan keeps on
+ * ping-pong.
  * Each shape runs twice on fresh data, so that a product that read its
  * pooled copy before the copy was made would find the earlier run's
  * operand there; every element is checked. */
@@ -325,6 +367,9 @@ Test(matmul, unaligned_rows_every_layout) {
        1800, 200, 1, C, C, R, 0, 1, 0, NULL, NULL, 1, wg, JITK_FLOAT32, 0},
       {"bf16 odd N, cooperative (forced)", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1024, 1001, 4104, 1,
        R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0, "cooperative", JITK_FLOAT32, 0},
+      {"bf16 odd N, long K, bf16 D rows off 16 bytes (ping-pong by default)", JITK_BFLOAT16,
+       JITK_COMPUTE_DEFAULT, 1920, 1025, 4104, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)",
+       "raw float32 bias", 0, "(ping-pong)", JITK_DTYPE_NONE, 0},
       {"tf32 odd K, A row-major, B column-major", JITK_FLOAT32, JITK_COMPUTE_TF32, 1500, 1800, 99,
        1, R, C, R, 0, 1, 0, NULL, NULL, 0, wg, JITK_DTYPE_NONE, 0},
       {"bf16 rows padded by 3, one tile", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 100, 120, 64, 1, R,
@@ -551,16 +596,13 @@ static void run_dlayout(jitk_engine *e, const dlayout_case *c, uint64_t *seed) {
                          : c->ddt == JITK_FLOAT32 ? 1e-6
                                                   : 1e-12;
   const double sum_rel = c->compute == JITK_COMPUTE_TF32 ? 2e-3 : 2e-5;
+  double *prod = malloc(nc * 8), *mags = malloc(nc * 8);
+  ref_products(ha, JITK_ROW_MAJOR, hb, JITK_ROW_MAJOR, M, N, K, B, prod, mags);
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
-        double acc = 0, mag = 0;
-        for (int64_t q = 0; q < K; q++) {
-          const double t = ha[(b * M + i) * K + q] * hb[(b * K + q) * N + j];
-          acc += t;
-          mag += fabs(t);
-        }
-        acc = d.alpha * acc;
+        const double mag = mags[(b * M + i) * N + j];
+        double acc = d.alpha * prod[(b * M + i) * N + j];
         if (c->with_c) acc += d.beta * hc[(b * M + i) * N + j];
         if (c->bias_relu) acc = acc + fbias[j] > 0 ? acc + fbias[j] : 0;
         const double bound = out_rel * fabs(acc) + sum_rel * d.alpha * mag + 1e-6;
@@ -593,6 +635,8 @@ static void run_dlayout(jitk_engine *e, const dlayout_case *c, uint64_t *seed) {
   free(sd_host);
   free(is_d);
   free(fbias);
+  free(prod);
+  free(mags);
 }
 
 #define WG "(wgmma"
@@ -960,16 +1004,11 @@ static void run_extras(jitk_engine *e, const extras_case *c, uint64_t *seed) {
               "%s: reduction %s differs between two executions", c->what, reds[i].name);
   /* The float64 reference. */
   double *val = malloc(nd * 8), *pre = malloc(nd * 8);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) {
-        double acc = 0;
-        for (int64_t q = 0; q < K; q++)
-          acc += ha[b * M * K + (c->ao == JITK_ROW_MAJOR ? i * K + q : q * M + i)] *
-                 hb[b * K * N + (c->bo == JITK_ROW_MAJOR ? q * N + j : j * K + q)];
-        pre[(b * M + i) * N + j] = acc + hbias[j];
-        val[(b * M + i) * N + j] = gelu_ref(acc + hbias[j]);
-      }
+  ref_products(ha, c->ao, hb, c->bo, M, N, K, B, pre, NULL);
+  for (size_t r = 0; r < nd; r++) {
+    pre[r] += hbias[r % (size_t)N];
+    val[r] = gelu_ref(pre[r]);
+  }
   const double tol = c->dt == JITK_FLOAT64   ? 1e-12
                      : c->dt == JITK_FLOAT32 ? (c->compute == JITK_COMPUTE_TF32 ? 1e-3 : 1e-5)
                                              : 1e-2;
@@ -1296,18 +1335,17 @@ static void run_folds(jitk_engine *e, const fold_case *c, uint64_t *seed) {
   /* D against float64, then the reductions of D's own values (its
    * element (b, i, j) as the epilogue saw it). */
   double e2 = 0, r2 = 0;
+  double *prod = malloc((size_t)(B * M * N) * 8);
+  ref_products(ha, c->ao, hb, c->bo, M, N, K, B, prod, NULL);
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
-        double acc = 0;
-        for (int64_t q = 0; q < K; q++)
-          acc += ha[b * M * K + (c->ao == JITK_ROW_MAJOR ? i * K + q : q * M + i)] *
-                 hb[b * K * N + (c->bo == JITK_ROW_MAJOR ? q * N + j : j * K + q)];
-        const double want = gelu_ref(acc + fbias[j]);
+        const double want = gelu_ref(prod[(b * M + i) * N + j] + fbias[j]);
         const double got = hd[b * M * N + (c->d_o == JITK_ROW_MAJOR ? i * N + j : j * M + i)];
         e2 += (got - want) * (got - want);
         r2 += want * want;
       }
+  free(prod);
   const double tol = c->compute == JITK_COMPUTE_TF32 ? 1e-3 : 1e-2;
   cr_assert(sqrt(e2 / r2) <= tol, "%s (%s): D's relative error %.3g", c->what, desc, sqrt(e2 / r2));
 #define DV(b, i, j) hd[(b) * M * N + (c->d_o == JITK_ROW_MAJOR ? (i) * N + (j) : (j) * M + (i))]
@@ -1478,21 +1516,13 @@ static void run_split(jitk_engine *e, const split_case *c, const int *splits, si
                                                  : 1e-6;
   const double sum_rel = tf32 ? 2e-3 : 2e-5;
   const double alpha = c->with_c ? 1.5 : 1.0, beta = c->with_c ? -0.5 : 0.0;
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) {
-        double acc = 0, mag = 0;
-        const double *ar = &ha[(b * M + i) * K];
-        for (int64_t q = 0; q < K; q++) {
-          double t = ar[q] * hb[(b * K + q) * N + j];
-          acc += t;
-          mag += fabs(t);
-        }
-        const size_t o = (size_t)((b * M + i) * N + j);
-        acc = alpha * acc + beta * hc[o] + fbias[j];
-        want[o] = acc > 0 ? acc : 0;
-        bound[o] = out_rel * fabs(want[o]) + sum_rel * alpha * mag + 1e-6;
-      }
+  /* The products and their terms' magnitudes first, in place. */
+  ref_products(ha, JITK_ROW_MAJOR, hb, JITK_ROW_MAJOR, M, N, K, B, want, bound);
+  for (size_t o = 0; o < nd; o++) {
+    const double acc = alpha * want[o] + beta * hc[o] + fbias[o % (size_t)N];
+    want[o] = acc > 0 ? acc : 0;
+    bound[o] = out_rel * fabs(want[o]) + sum_rel * alpha * bound[o] + 1e-6;
+  }
   void *da = jt_dev_alloc(e, sna * es), *db = jt_dev_alloc(e, snb * es),
        *dc = jt_dev_alloc(e, nd * es), *dd = jt_dev_alloc(e, nd * es),
        *dbias = jt_dev_alloc(e, (size_t)N * 4);
@@ -1900,17 +1930,13 @@ static void run_fp8(jitk_engine *e, const fp8_case *c, int flags, uint64_t *seed
   const double acc_eps = fp8_acc_eps(K, flags & FP8_FAST);
   double err2 = 0, ref2 = 0, max_d = 0, ref_amax = 0, amax_slack = 0, worst = 0;
   size_t bad = 0;
+  double *dots = malloc(nd * sizeof(double)), *mags = malloc(nd * sizeof(double));
+  ref_products(ha, JITK_ROW_MAJOR, hb, JITK_COL_MAJOR, M, N, K, B, dots, mags);
   for (int64_t b = 0; b < B; b++)
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) {
-        const double *ar = ha + (b * M + i) * K, *bc = hb + (b * N + j) * K;
-        double dot = 0, s = 0;
-        for (int64_t q = 0; q < K; q++) {
-          dot += ar[q] * bc[q];
-          s += fabs(ar[q] * bc[q]);
-        }
-        dot *= sa_ * sb_;
-        s *= sa_ * sb_;
+        const double dot = dots[(b * M + i) * N + j] * (sa_ * sb_),
+                     s = mags[(b * M + i) * N + j] * (sa_ * sb_);
         double v = c->alpha * dot, terms = fabs(c->alpha * dot);
         if (d.has_c && c->beta != 0) {
           v += c->beta * hc[(b * M + i) * N + j];
@@ -1942,6 +1968,8 @@ static void run_fp8(jitk_engine *e, const fp8_case *c, int flags, uint64_t *seed
         err2 += (got - ref) * (got - ref);
         ref2 += ref * ref;
       }
+  free(dots);
+  free(mags);
   cr_log_info("%s: max |D - ref| / (|alpha| scale_d S) = %.3g; the accumulation's bound is %.3g",
               c->what, worst, acc_eps);
   const double rel = sqrt(err2 / (ref2 > 0 ? ref2 : 1)), rel_tol = u > 1e-3 ? 2 * u : 1e-2;
@@ -2275,16 +2303,6 @@ static double chain_err(const double *want, const unsigned char *got, size_t n) 
   return sqrt(err2 / (ref2 > 0 ? ref2 : 1));
 }
 
-static void host_product(const double *a, const double *b, double *d, int64_t m, int64_t n,
-                         int64_t k) {
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      double acc = 0;
-      for (int64_t q = 0; q < k; q++) acc += a[i * k + q] * b[q * n + j];
-      d[i * n + j] = acc;
-    }
-}
-
 Test(matmul, dependent_launches) {
   jitk_engine *e = jt_gpu_engine();
   uint64_t seed = 0xD3B;
@@ -2327,10 +2345,10 @@ Test(matmul, dependent_launches) {
   }
   /* The references: D1 rounded to bfloat16 and doubled (exact), D2 from
    * that, and the last D1. */
-  host_product(ha, hb, w1, M, N, K);
+  ref_products(ha, JITK_ROW_MAJOR, hb, JITK_ROW_MAJOR, M, N, K, 1, w1, NULL);
   for (size_t i = 0; i < nd1; i++) w1[i] = 2 * rounded(JITK_BFLOAT16, w1[i]);
-  host_product(w1, hb2, w2, M, N2, N);
-  host_product(ha2, hb, w3, M, N, K);
+  ref_products(w1, JITK_ROW_MAJOR, hb2, JITK_ROW_MAJOR, M, N2, N, 1, w2, NULL);
+  ref_products(ha2, JITK_ROW_MAJOR, hb, JITK_ROW_MAJOR, M, N, K, 1, w3, NULL);
   void *da = jt_dev_alloc(e, na * 2), *da2 = jt_dev_alloc(e, na * 2), *db = jt_dev_alloc(e, nb * 2),
        *db2 = jt_dev_alloc(e, nb2 * 2), *dd1 = jt_dev_alloc(e, nd1 * 2),
        *dd2 = jt_dev_alloc(e, nd2 * 2);
