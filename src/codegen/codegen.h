@@ -241,10 +241,10 @@ typedef struct jk_mm_spec {
 #define JK_MM_WIDE_STAGES 3
 #define JK_MM_WIDE_SMEM(stages) ((size_t)(stages) * (132 + 260) * 16 * 4)
 
-/* The block of a wgmma module's "_pad" kernel (matmul.cuh's pad_rows,
- * whose loop strides are written for it): threads, each with the loads
- * of four 16-byte chunks of a row in flight. The generated launch bounds
- * and matmul_execute.c's launch both take it from here. */
+/* The block of a wgmma module's "_pad" kernel (matmul.cuh's pad_rows):
+ * threads, each with the loads of four 16-byte chunks of a row in flight.
+ * The generated launch bounds, pad_rows' template argument (its loop
+ * strides) and matmul_execute.c's launch all take it from here. */
 #define JK_MM_PAD_THREADS 128
 
 /* Columns of D a block of the kernel of `s` computes (its rows: 128). */

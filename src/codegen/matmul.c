@@ -493,11 +493,11 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                   "    long long nb) {\n"
                   "  const long long es = (long long)sizeof *x;\n"
                   "  for (long long z = blockIdx.z; z < nb; z += gridDim.z)\n"
-                  "    jitk::mm::pad_rows((const unsigned char *)(x + z * sx),\n"
+                  "    jitk::mm::pad_rows<%d>((const unsigned char *)(x + z * sx),\n"
                   "                       (unsigned char *)(y + z * R * ldy), R, C * es, ld * es,\n"
                   "                       ldy * es);\n"
                   "}\n",
-                  JK_MM_PAD_THREADS, in->name, u, u);
+                  JK_MM_PAD_THREADS, in->name, u, u, JK_MM_PAD_THREADS);
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c

@@ -166,9 +166,10 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
 // bytes in registers. Only aligned chunks that hold bytes of the row are
 // read: the first one's s bytes before the row lie in the same 16 bytes,
 // so in the same allocation. A chunk of y whose source chunks would reach
-// past the row's last byte goes byte by byte. Each of a block's 128
-// threads has the loads of four chunks in flight before its first store,
-// so a block takes 512 chunks (8 KiB) of a row: a row of a 4096-wide
+// past the row's last byte goes byte by byte. Each of a block's THREADS
+// threads (the launch's block, 128 in jitk's modules) has the loads of
+// four chunks in flight before its first store, so a block of 128 takes
+// 512 chunks (8 KiB) of a row: a row of a 4096-wide
 // 16-bit operand is one block whose every thread is busy, and eight
 // blocks fit a multiprocessor. Blocks of 256, half of whose chunk slots
 // such rows left empty, three a multiprocessor at 80 registers, copied a
@@ -176,6 +177,7 @@ __device__ __forceinline__ void transpose_tiles(const U *__restrict__ x, U *__re
 // at 46-48 % of its peak against 53 %); twice the loads in flight again
 // (cp.async into shared memory) gained nothing more (docs/PERFORMANCE.md,
 // 2026-12-04, 17:25 UTC on).
+template <int THREADS>
 __device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
                                          unsigned char *__restrict__ y, long long R,
                                          long long bytes, long long ld_bytes, long long ldy_bytes) {
@@ -185,13 +187,13 @@ __device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
     unsigned char *const dst = y + r * ldy_bytes;
     const unsigned int s = static_cast<unsigned int>(reinterpret_cast<unsigned long long>(src) & 15u);
     const uint4 *const al = reinterpret_cast<const uint4 *>(src - s); /* src's aligned chunks */
-    for (long long j0 = static_cast<long long>(blockIdx.x) * 512; j0 < chunks;
-         j0 += static_cast<long long>(gridDim.x) * 512) {
+    for (long long j0 = static_cast<long long>(blockIdx.x) * (4 * THREADS); j0 < chunks;
+         j0 += static_cast<long long>(gridDim.x) * (4 * THREADS)) {
       uint4 lo[4], hi[4];
       bool whole[4];
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        const long long j = j0 + i * 128 + threadIdx.x;
+        const long long j = j0 + i * THREADS + threadIdx.x;
         /* Whole when the aligned chunks it spans end inside the row. */
         whole[i] = j < chunks && (s == 0 ? 16 * (j + 1) <= bytes : 16 * j + 32 - s <= bytes);
         if (whole[i]) {
@@ -201,7 +203,7 @@ __device__ __forceinline__ void pad_rows(const unsigned char *__restrict__ x,
       }
 #pragma unroll
       for (int i = 0; i < 4; i++) {
-        const long long j = j0 + i * 128 + threadIdx.x;
+        const long long j = j0 + i * THREADS + threadIdx.x;
         if (j >= chunks) continue;
         if (whole[i]) {
           /* The 32 bytes lo:hi as eight words, shifted right by s bytes:

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(T, 1) copier(const __grid_constant__ op_t op, 
 // The library's copy (matmul.cuh's pad_rows) as a module's "_pad" kernel
 // runs it, for one matrix.
 __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld, long long ldy) {
-  jitk::mm::pad_rows(x, y, R, bytes, ld, ldy);
+  jitk::mm::pad_rows<128>(x, y, R, bytes, ld, ldy);
 }
 
 // The ceilings: an aligned copy (no shift) with U chunks in flight a
