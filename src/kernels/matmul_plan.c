@@ -199,10 +199,11 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul: A, B, C and D must be float16, bfloat16, float32 or float64");
   else if (d->b_dtype != d->a_dtype)
+    /* B may be any number here (none of the table's dtypes, even). */
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul: A is %s but B is %s; mixed inputs are not "
                    "supported",
-                   jk_dtype(d->a_dtype)->name, jk_dtype(d->b_dtype)->name);
+                   dt_name(d->a_dtype), dt_name(d->b_dtype));
   /* alpha and beta become literals of the kernel's source; NaN and
    * infinity have none (NVRTC would fail on "nan"), and scale every
    * result to NaN or infinity anyway. */

@@ -30,21 +30,24 @@ static inline void jf_broken(const char *fmt, ...) {
     if (!(cond)) jf_broken(__VA_ARGS__); \
   } while (0)
 
-/* A compile-only engine for sm_90 without a disk cache: no input reaches
+/* A compile-only engine for `arch` without a disk cache: no input reaches
  * the user's cache or needs a GPU. */
-static inline jitk_engine *jf_engine(const char *who) {
+static inline jitk_engine *jf_engine_for(const char *who, const char *arch) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
-  cfg.arch = "sm_90";
+  cfg.arch = arch;
   cfg.cache_mode = JITK_CACHE_OFF;
   jitk_engine *e = NULL;
   if (jitk_engine_create(&cfg, &e) != JITK_OK) {
-    fprintf(stderr, "%s: no engine: %s\n", who, jitk_errmsg(NULL));
+    fprintf(stderr, "%s: no engine for %s: %s\n", who, arch, jitk_errmsg(NULL));
     abort();
   }
   return e;
 }
+
+/* The same for sm_90, which most targets compile for. */
+static inline jitk_engine *jf_engine(const char *who) { return jf_engine_for(who, "sm_90"); }
 
 /* The input as NUL-separated fields. `text` is a private copy with a NUL
  * after the last byte, so every field is a C string; fields past the end

@@ -30,7 +30,8 @@ codegen 4096
 image 16384
 signature 256
 ptxas 4096
-cache_db 131072"
+cache_db 131072
+matmul 1024"
 
 count=$(printf '%s\n' "$targets" | wc -l)
 each=$((total / count))

@@ -277,6 +277,12 @@ Test(matmul_plan, errors) {
   d = desc(JITK_BFLOAT16, 64, 64, 64);
   d.b_dtype = JITK_FLOAT16;
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "mixed inputs", jitk_matmul_create(e, &d, &p));
+  /* B's dtype none of the table's (found by fuzz_matmul: the message read
+   * the name of a dtype that does not exist). */
+  d.b_dtype = JITK_DTYPE_NONE;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "B is not a dtype", jitk_matmul_create(e, &d, &p));
+  d.b_dtype = (jitk_dtype)1000;
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "B is not a dtype", jitk_matmul_create(e, &d, &p));
   d = desc(JITK_INT32, 64, 64, 64);
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "float16, bfloat16, float32 or float64",
            jitk_matmul_create(e, &d, &p));
