@@ -64,6 +64,17 @@ static inline double jt_uniform(uint64_t *s) {
   return (double)(jt_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
 }
 
+/* A packed row-major matmul of M x K by K x N, every matrix of dtype t. */
+static inline jitk_matmul_desc jt_matmul_desc(jitk_dtype t, int64_t m, int64_t n, int64_t k) {
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = t;
+  return d;
+}
+
 static inline DLTensor jt_tensor(void *data, jitk_dtype dtype, int ndim, int64_t *shape,
                                  int64_t *strides) {
   jitk_dtype_info info;

@@ -1323,7 +1323,11 @@ static inline jitk_arg jitk_arg_tensor_ptr(const DLTensor *tensor) {
   return a;
 }
 /* A jitk::array<T, N> descriptor (pointer, shape, strides in elements) of
- * the tensor, N = tensor->ndim: for kernels that honour strides. */
+ * the tensor, N = tensor->ndim: for kernels that honour strides. A
+ * non-empty tensor whose first element (data + byte_offset) is not
+ * aligned to its dtype's alignment is refused with JITK_ERR_INVALID_ARRAY
+ * before anything is launched: the GPU faults on a misaligned element,
+ * and the fault ends the CUDA context. */
 static inline jitk_arg jitk_arg_array(const DLTensor *tensor) {
   jitk_arg a = jitk_arg_make_(JITK_ARG_ARRAY, JITK_DTYPE_NONE);
   a.tensor = tensor;
@@ -1963,10 +1967,14 @@ JITK_API void jitk_matmul_destroy(jitk_matmul *plan);
  * Runs the plan on `stream`: a, b, c (NULL without C) and d are device
  * pointers to the first matrix of each; `extra` holds the epilogue's
  * operands in order (jitk_arg_ptr or jitk_arg_tensor_ptr for raw arrays,
- * jitk_arg_f32 ... for scalars). The product is ordered on the stream as
- * any kernel is: on sm_90 its kernel is launched as a programmatic
- * dependent, so its blocks may start while the work before it ends, but
- * it reads and writes no memory until that work has finished.
+ * jitk_arg_f32 ... for scalars). Each pointer must be aligned to the
+ * elements read or written through it (A's, B's, C's and D's dtypes; a
+ * raw operand's declared type): a misaligned one is refused with
+ * JITK_ERR_INVALID_ARGUMENT before anything is launched. The product is
+ * ordered on the stream as any kernel is: on sm_90 its kernel is launched
+ * as a programmatic dependent, so its blocks may start while the work
+ * before it ends, but it reads and writes no memory until that work has
+ * finished.
  */
 JITK_API jitk_status jitk_matmul_execute(jitk_matmul *plan, jitk_stream stream, const void *a,
                                          const void *b, const void *c, void *d,

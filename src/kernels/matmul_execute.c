@@ -255,8 +255,21 @@ done:
   return st;
 }
 
+/* Refuses a pointer that is not aligned to the elements the kernels read
+ * or write through it as dtype `dt`: the GPU faults on a misaligned
+ * element, and the fault ends the CUDA context. */
+static jitk_status check_aligned(const jitk_matmul *p, const void *ptr, jitk_dtype dt,
+                                 const char *what) {
+  const size_t align = jk_dtype(dt)->align;
+  if (JK_LIKELY(((uintptr_t)ptr & (align - 1)) == 0)) return JITK_OK;
+  return jk_fail(p->engine, JITK_ERR_INVALID_ARGUMENT,
+                 "matmul %s: %s (%p) is not aligned to %zu bytes, as %s elements must be", p->name,
+                 what, ptr, align, jk_dtype(dt)->name);
+}
+
 /* What execute and autotune both require: a plan, a device, the
- * epilogue's operand count, and the matrices' pointers. */
+ * epilogue's operand count, and the matrices' pointers, each aligned to
+ * its elements. */
 jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_matmul_operands *o) {
   if (JK_UNLIKELY(p == NULL || o == NULL))
     return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", who,
@@ -293,7 +306,25 @@ jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_mat
                    : d->has_b_scale && o->b_scale == NULL ? "b_scale"
                    : d->has_d_scale && o->d_scale == NULL ? "d_scale"
                                                           : "amax_d");
-  return JITK_OK;
+  jitk_status st2 = check_aligned(p, o->a, d->a_dtype, "A");
+  if (st2 == JITK_OK) st2 = check_aligned(p, o->b, d->b_dtype, "B");
+  if (st2 == JITK_OK && d->has_c) st2 = check_aligned(p, o->c, d->c_dtype, "C");
+  if (st2 == JITK_OK) st2 = check_aligned(p, o->d, d->d_dtype, "D");
+  for (size_t i = 0; st2 == JITK_OK && i < p->num_outs; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "output `%s`", p->outs[i].name);
+    st2 = check_aligned(p, o->outputs[i], p->outs[i].dtype, what);
+  }
+  for (size_t i = 0; st2 == JITK_OK && i < p->num_reds; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "reduction `%s`", p->reds[i].name);
+    st2 = check_aligned(p, o->reductions[i], p->reds[i].dtype, what);
+  }
+  if (st2 == JITK_OK && d->has_a_scale) st2 = check_aligned(p, o->a_scale, JITK_FLOAT32, "a_scale");
+  if (st2 == JITK_OK && d->has_b_scale) st2 = check_aligned(p, o->b_scale, JITK_FLOAT32, "b_scale");
+  if (st2 == JITK_OK && d->has_d_scale) st2 = check_aligned(p, o->d_scale, JITK_FLOAT32, "d_scale");
+  if (st2 == JITK_OK && d->has_amax_d) st2 = check_aligned(p, o->amax_d, JITK_FLOAT32, "amax_d");
+  return st2;
 }
 
 jitk_status jitk_matmul_operands_init(jitk_matmul_operands *o) {
@@ -520,6 +551,9 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
                        "matmul %s: epilogue operand `%s` is an array: pass a device pointer "
                        "(jitk_arg_ptr or jitk_arg_tensor_ptr)",
                        p->name, pd->name);
+      /* Read as t, whatever the argument says its dtype is. */
+      st = check_aligned(p, ptr, t, p->labels[i]);
+      if (st != JITK_OK) return st;
       JK_PUSH(kp, np, cur, ptr);
     } else {
       if (extra[i].kind != JITK_ARG_SCALAR)

@@ -2,7 +2,7 @@
 #include "array/array.h"
 #include "common.h"
 
-static float fake_storage[64];
+_Alignas(16) static float fake_storage[64];
 
 Test(tensor, c_contiguous_when_strides_null) {
   int64_t shape[3] = {2, 3, 4};
@@ -39,6 +39,42 @@ Test(tensor, zero_dims_and_empty) {
   t = jt_tensor(NULL, JITK_INT32, 2, shape, NULL);
   JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
   cr_assert_eq(v.size, 0);
+}
+
+/* A first element off its dtype's alignment is refused: kernels would
+ * fault on it, and a fault ends the CUDA context. An empty array has no
+ * element to read. */
+Test(tensor, elements_aligned_to_their_dtype) {
+  int64_t shape[1] = {4}, none[1] = {0};
+  jk_view v;
+  static const struct {
+    jitk_dtype dtype;
+    uint64_t offset;
+    const char *why;
+  } bad[] = {{JITK_FLOAT32, 2, "aligned to 4 bytes, as float32"},
+             {JITK_FLOAT16, 1, "aligned to 2 bytes, as float16"},
+             {JITK_FLOAT64, 4, "aligned to 8 bytes, as float64"},
+             {JITK_COMPLEX128, 8, "aligned to 16 bytes, as complex128"},
+             {JITK_INT64, 12, "aligned to 8 bytes, as int64"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    DLTensor t = jt_tensor(fake_storage, bad[i].dtype, 1, shape, NULL);
+    t.byte_offset = bad[i].offset;
+    JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, bad[i].why,
+             jk_view_from_tensor(NULL, &t, "argument 2", &v));
+    cr_assert(strstr(jitk_errmsg(NULL), "argument 2") != NULL);
+    t.shape = none;
+    JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+    /* The data pointer itself off, with no offset: the same. */
+    t = jt_tensor((char *)fake_storage + bad[i].offset, bad[i].dtype, 1, shape, NULL);
+    JT_FAILS(NULL, JITK_ERR_INVALID_ARRAY, bad[i].why, jk_view_from_tensor(NULL, &t, "x", &v));
+  }
+  /* One-byte dtypes take any address; others their alignment's multiples. */
+  DLTensor t = jt_tensor(fake_storage, JITK_UINT8, 1, shape, NULL);
+  t.byte_offset = 3;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  t = jt_tensor(fake_storage, JITK_COMPLEX128, 1, shape, NULL);
+  t.byte_offset = 32;
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
 }
 
 Test(tensor, refusals) {

@@ -15,16 +15,6 @@
 #include "common.h"
 #include "kernels/matmul.h"
 
-static jitk_matmul_desc desc(jitk_dtype t, int64_t m, int64_t n, int64_t k) {
-  jitk_matmul_desc d;
-  jitk_matmul_desc_init(&d);
-  d.m = m;
-  d.n = n;
-  d.k = k;
-  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = t;
-  return d;
-}
-
 static void expect_kind(jitk_engine *e, const jitk_matmul_desc *d, const char *kind,
                         const char *what) {
   jitk_matmul *p = NULL;
@@ -47,7 +37,7 @@ static void expect_described(jitk_engine *e, const jitk_matmul_desc *d, const ch
 
 Test(matmul_plan, kernel_choice_sm80) {
   jitk_engine *e = jt_compile_engine("sm_80");
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   expect_kind(e, &d,
               "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
               "128x256x64, 3 stages",
@@ -57,19 +47,19 @@ Test(matmul_plan, kernel_choice_sm80) {
               "tensor cores bfloat16 m16n8k16 (mma.sync), float32 accumulation, tile "
               "128x128x32, 4 stages",
               "bf16, narrow");
-  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
   d.compute = JITK_COMPUTE_TF32;
   expect_kind(e, &d, "tensor cores tf32 m16n8k8 (mma.sync)", "tf32");
-  d = desc(JITK_FLOAT16, 301, 264, 136);
+  d = jt_matmul_desc(JITK_FLOAT16, 301, 264, 136);
   d.b_order = JITK_COL_MAJOR;
   d.has_c = true;
   d.beta = 0.5;
   d.epilogue = "gelu(acc) + row - col";
   expect_kind(e, &d, "tensor cores float16 m16n8k16 (mma.sync)", "f16, B column-major, C");
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.a_order = JITK_COL_MAJOR; /* mma.sync stages A K-major only */
   expect_kind(e, &d, "FFMA", "bf16, A column-major");
-  d = desc(JITK_FLOAT16, 64, 64, 100);
+  d = jt_matmul_desc(JITK_FLOAT16, 64, 64, 100);
   d.lda = d.ldb = 104; /* cp.async chunks would straddle K */
   expect_kind(e, &d, "FFMA", "f16, k % 8 != 0");
   jitk_engine_destroy(e);
@@ -78,7 +68,7 @@ Test(matmul_plan, kernel_choice_sm80) {
 Test(matmul_plan, kernel_choice) {
   jitk_engine *e = jt_compile_engine("sm_90");
   /* Long K takes the cooperative 128 x 256 tile, short K ping-pong. */
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
               "tile 128x256x64, 3 stages (TMA), persistent, 1 producer and 2 consumer "
@@ -91,7 +81,7 @@ Test(matmul_plan, kernel_choice) {
               "warpgroups (ping-pong)",
               "bf16, K = 1024");
   /* tf32 too: K-steps of 32 (a row-major B swaps: tf32_row_major_b_swaps). */
-  d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   d.compute = JITK_COMPUTE_TF32;
   d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d,
@@ -100,31 +90,31 @@ Test(matmul_plan, kernel_choice) {
               "tf32, large");
   /* Long K where 128 x 256 tiles would leave more of the last round of
    * tiles idle (688 tiles on 132 multiprocessors against 1376). */
-  d = desc(JITK_BFLOAT16, 2048, 11008, 4096);
+  d = jt_matmul_desc(JITK_BFLOAT16, 2048, 11008, 4096);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
               "tile 128x128x64, 5 stages",
               "bf16, 2048 x 11008 x 4096");
   /* Long K whose D rows are off 16 bytes (odd N): the threads store D,
    * and ping-pong runs that epilogue beside the other consumer's MMAs. */
-  d = desc(JITK_BFLOAT16, 4096, 4095, 4096);
+  d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4095, 4096);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
               "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
               "warpgroups (ping-pong)",
               "bf16, 4096 x 4095 x 4096");
-  d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   d.ldd = 4100; /* rows 8 bytes off in turn */
   expect_described(e, &d, "tile 128x128x64, 5 stages");
   d.ldd = 4104; /* rows on 16 bytes: TMA stores D */
   expect_described(e, &d, "tile 128x256x64, 3 stages");
   /* The GPU test's shape for this choice (test_matmul's
    * unaligned_rows_every_layout): cooperative where D's rows are aligned. */
-  d = desc(JITK_BFLOAT16, 1920, 1025, 4104);
+  d = jt_matmul_desc(JITK_BFLOAT16, 1920, 1025, 4104);
   expect_described(e, &d, "tile 128x128x64, 5 stages");
   d.ldd = 1032;
   expect_described(e, &d, "tile 128x256x64, 3 stages");
-  d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   setenv("JITK_MM_SCHEDULE", "pingpong", 1);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
@@ -141,7 +131,7 @@ Test(matmul_plan, kernel_choice) {
   d.d_order = JITK_ROW_MAJOR;
   d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores bfloat16", "bf16, B column-major");
-  d = desc(JITK_FLOAT16, 301, 264, 136);
+  d = jt_matmul_desc(JITK_FLOAT16, 301, 264, 136);
   expect_kind(e, &d, "tensor cores float16", "f16, odd m");
   /* Rows off 16 bytes stay on wgmma: the operand is copied onto 16 bytes
    * at each execution (the module's _pad kernel). */
@@ -149,28 +139,28 @@ Test(matmul_plan, kernel_choice) {
   expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, k % 8 != 0");
   d.k = 0; /* nothing to multiply: no tensor map can describe it */
   expect_kind(e, &d, "FFMA", "f16, k = 0");
-  d = desc(JITK_FLOAT16, 64, 100, 64);
+  d = jt_matmul_desc(JITK_FLOAT16, 64, 100, 64);
   d.n = 100;
   expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, row-major B, n % 8 != 0");
-  d = desc(JITK_BFLOAT16, 4095, 4095, 4095);
+  d = jt_matmul_desc(JITK_BFLOAT16, 4095, 4095, 4095);
   expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma", "bf16, 4095^3");
-  d = desc(JITK_FLOAT32, 64, 63, 65);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 63, 65);
   d.compute = JITK_COMPUTE_TF32;
   d.a_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores tf32 m64nNk8 (wgmma", "tf32, odd sizes, A column-major");
-  d = desc(JITK_FLOAT16, 64, 100, 64);
+  d = jt_matmul_desc(JITK_FLOAT16, 64, 100, 64);
   d.b_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores", "f16, column-major B, any n");
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.a_order = JITK_COL_MAJOR;
   expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma", "bf16, A column-major");
-  d = desc(JITK_FLOAT16, 64, 64, 100);
+  d = jt_matmul_desc(JITK_FLOAT16, 64, 64, 100);
   d.lda = d.ldb = 104; /* padded rows: TMA fills the K tail */
   expect_kind(e, &d, "tensor cores float16 m64nNk16 (wgmma", "f16, k % 8 != 0, padded rows");
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.lda = 68; /* not a multiple of 8 elements: copied onto 16 bytes */
   expect_kind(e, &d, "tensor cores bfloat16 m64nNk16 (wgmma", "bf16, lda % 8 != 0");
-  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
   expect_kind(e, &d, "FFMA (simt) float32, float32", "f32");
   d.compute = JITK_COMPUTE_TF32;
   expect_kind(e, &d, "tensor cores tf32 m64nNk8 (wgmma, sm_90a)", "tf32");
@@ -202,7 +192,7 @@ Test(matmul_plan, kernel_choice) {
   d.b_order = JITK_ROW_MAJOR;
   d.n = 66; /* transposed first into rows that start on 16 bytes */
   expect_kind(e, &d, "tensor cores tf32 m64nNk8 (wgmma", "tf32, n % 4 != 0");
-  d = desc(JITK_FLOAT64, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT64, 64, 64, 64);
   expect_kind(e, &d, "FFMA (simt) float64, float64", "f64");
   jitk_engine_destroy(e);
 }
@@ -212,7 +202,7 @@ Test(matmul_plan, mma_sync_compiles_for_sm80) {
   jitk_engine *e = jt_compile_engine("sm_80");
   const jitk_dtype in[] = {JITK_FLOAT16, JITK_BFLOAT16, JITK_FLOAT32};
   for (int i = 0; i < 3; i++) {
-    jitk_matmul_desc d = desc(in[i], 512, 512, 512);
+    jitk_matmul_desc d = jt_matmul_desc(in[i], 512, 512, 512);
     d.compute = in[i] == JITK_FLOAT32 ? JITK_COMPUTE_TF32 : JITK_COMPUTE_DEFAULT;
     d.epilogue = "relu(acc + bias[col])";
     d.epilogue_params = "raw T bias";
@@ -232,7 +222,7 @@ Test(matmul_plan, every_dtype_pair_compiles) {
   const jitk_dtype out[] = {JITK_FLOAT16, JITK_BFLOAT16, JITK_FLOAT32, JITK_FLOAT64};
   for (int i = 0; i < 4; i++)
     for (int o = 0; o < 4; o++) {
-      jitk_matmul_desc d = desc(in[i], 512, 512, 512);
+      jitk_matmul_desc d = jt_matmul_desc(in[i], 512, 512, 512);
       d.d_dtype = out[o];
       d.has_c = o % 2;
       d.c_dtype = out[o];
@@ -253,7 +243,7 @@ Test(matmul_plan, every_dtype_pair_compiles) {
 Test(matmul_plan, errors) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul *p = NULL;
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 64, 64, 64);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.epilogue = "acc + + ;";
   JT_FAILS(e, JITK_ERR_COMPILE, "epilogue:1:", jitk_matmul_create(e, &d, &p));
   d.epilogue = "acc + undefined_name";
@@ -274,7 +264,7 @@ Test(matmul_plan, errors) {
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder U", jitk_matmul_create(e, &d, &p));
   d.epilogue_params = "raw T b, raw T b";
   JT_FAILS(e, JITK_ERR_PARSE, "^", jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.b_dtype = JITK_FLOAT16;
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "mixed inputs", jitk_matmul_create(e, &d, &p));
   /* B's dtype none of the table's (found by fuzz_matmul: the message read
@@ -283,35 +273,35 @@ Test(matmul_plan, errors) {
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "B is not a dtype", jitk_matmul_create(e, &d, &p));
   d.b_dtype = (jitk_dtype)1000;
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "B is not a dtype", jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_INT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_INT32, 64, 64, 64);
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "float16, bfloat16, float32 or float64",
            jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
   d.lda = 10;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "leading dimension must be at least 64",
            jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_FLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT16, 64, 64, 64);
   d.compute = JITK_COMPUTE_TF32;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "tf32 compute takes float32",
            jitk_matmul_create(e, &d, &p));
   /* Layouts whose farthest element lies past 2^63 bytes: the packed batch
    * stride of D overflowed (UBSan, issue 11), and so would a leading
    * dimension given that large. */
-  d = desc(JITK_FLOAT32, 3037000500, 3037000500, 16);
+  d = jt_matmul_desc(JITK_FLOAT32, 3037000500, 3037000500, 16);
   d.batch = 4;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "matmul: D (3037000500 x 3037000500",
            jitk_matmul_create(e, &d, &p));
   cr_assert(strstr(jitk_errmsg(e), "spans more than 2^63 bytes") != NULL, "%s", jitk_errmsg(e));
-  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
   d.lda = INT64_MAX / 32;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "A (64 x 64", jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_FLOAT64, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT64, 64, 64, 64);
   d.batch = 3;
   d.stride_b = INT64_MAX / 4;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "B (64 x 64", jitk_matmul_create(e, &d, &p));
   /* alpha and beta are literals of the source: NaN and infinity failed
    * inside NVRTC (issue 11). beta counts only with C. */
-  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
   d.alpha = NAN;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "alpha is nan; it must be a finite number",
            jitk_matmul_create(e, &d, &p));
@@ -319,7 +309,7 @@ Test(matmul_plan, errors) {
   d.beta = -INFINITY;
   d.has_c = 1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "beta is -inf", jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_FLOAT32, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
   d.batch = 0;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "batch at least 1", jitk_matmul_create(e, &d, &p));
   d.batch = 1;
@@ -339,7 +329,7 @@ Test(matmul_plan, errors) {
 Test(matmul_plan, cooperative_schedule) {
   setenv("JITK_MM_SCHEDULE", "cooperative", 1);
   jitk_engine *e = jt_compile_engine("sm_90");
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   d.epilogue = "relu(acc + bias[col])";
   d.epilogue_params = "raw T bias";
   expect_kind(e, &d,
@@ -359,7 +349,7 @@ Test(matmul_plan, beta_zero_reads_no_c) {
     const jitk_dtype dts[] = {JITK_BFLOAT16, JITK_FLOAT32, JITK_FLOAT64};
     for (int t = 0; t < 3; t++) {
       for (int beta = 0; beta < 2; beta++) {
-        jitk_matmul_desc d = desc(dts[t], 256, 256, 128);
+        jitk_matmul_desc d = jt_matmul_desc(dts[t], 256, 256, 128);
         d.has_c = true;
         d.beta = beta ? -0.5 : 0.0;
         jitk_matmul *p = NULL;
@@ -393,7 +383,7 @@ static const jitk_matmul_reduction bwd_reds[] = {
 };
 
 static jitk_matmul_desc extras_desc(jitk_dtype t) {
-  jitk_matmul_desc d = desc(t, 300, 264, 136);
+  jitk_matmul_desc d = jt_matmul_desc(t, 300, 264, 136);
   d.epilogue = "gelu(acc + bias[col])";
   d.epilogue_params = "raw float32 bias";
   d.outputs = fwd_outs;
@@ -474,7 +464,7 @@ Test(matmul_plan, reductions_fold_per_tile_on_wgmma) {
   d.batch = 3;
   expect_folds(e, &d, true, "bf16 ping-pong");
   /* examples/mlp_train_step's backward pass: dGELU and the bias gradient. */
-  jitk_matmul_desc bwd = desc(JITK_BFLOAT16, 4096, 4096, 1024);
+  jitk_matmul_desc bwd = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 1024);
   bwd.b_order = JITK_COL_MAJOR;
   bwd.epilogue = "acc * dgelu(pre[row * ld + col])";
   bwd.epilogue_params = "raw bfloat16 pre, int64 ld";
@@ -538,7 +528,7 @@ static void expect_out_rows(jitk_engine *e, const jitk_matmul_desc *d, bool rows
 Test(matmul_plan, outputs_in_whole_rows_on_wgmma) {
   jitk_engine *e = jt_compile_engine("sm_90");
   /* examples/mlp_train_step's forward pass: GELU keeping its input. */
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 4096, 4096, 1024);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 1024);
   d.epilogue = "gelu(acc + b1[col])";
   d.epilogue_params = "raw float32 b1";
   static const jitk_matmul_output pre[] = {{"pre", JITK_BFLOAT16, "acc + b1[col]", 0, 0}};
@@ -649,7 +639,7 @@ static const char *dtype_name(jitk_dtype t) {
 /* An FP8 description as cuBLASLt takes it: A row-major, B column-major. */
 static jitk_matmul_desc fp8_desc(jitk_dtype a, jitk_dtype b, jitk_dtype out, int64_t m, int64_t n,
                                  int64_t k) {
-  jitk_matmul_desc d = desc(a, m, n, k);
+  jitk_matmul_desc d = jt_matmul_desc(a, m, n, k);
   d.b_dtype = b;
   d.c_dtype = d.d_dtype = out;
   d.b_order = JITK_COL_MAJOR;
@@ -685,7 +675,7 @@ Test(matmul_plan, ffma_wide_tiles) {
                                   {JITK_ROW_MAJOR, JITK_COL_MAJOR},
                                   {JITK_COL_MAJOR, JITK_COL_MAJOR}};
   for (size_t i = 0; i < 4; i++) {
-    jitk_matmul_desc d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
     d.a_order = orders[i][0];
     d.b_order = orders[i][1];
     d.epilogue = "max(acc + bias[col], (T)0)";
@@ -703,32 +693,32 @@ Test(matmul_plan, ffma_wide_tiles) {
     jitk_matmul_destroy(p);
   }
   /* 2048^3: 128 blocks of 128 x 256, 7/8 of 132 and more. */
-  jitk_matmul_desc d = desc(JITK_FLOAT32, 2048, 2048, 2048);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 2048, 2048, 2048);
   expect_kind(e, &d, wide, "2048^3");
   /* 40 blocks would leave most multiprocessors idle; split in 3 (jitk's
    * choice there) they are 120. */
-  d = desc(JITK_FLOAT32, 1000, 1030, 999);
+  d = jt_matmul_desc(JITK_FLOAT32, 1000, 1030, 999);
   d.split_k = 1;
   expect_kind(e, &d, narrow, "1000 x 1030 x 999, not split");
   d.split_k = 0;
   expect_kind(e, &d, wide, "1000 x 1030 x 999");
   expect_described(e, &d, "; split-K 3 (");
   /* Batches count: 13 x 3 x 3 = 117 blocks. */
-  d = desc(JITK_FLOAT32, 300, 700, 64);
+  d = jt_matmul_desc(JITK_FLOAT32, 300, 700, 64);
   d.batch = 13;
   expect_kind(e, &d, wide, "batch 13");
   d.batch = 2;
   expect_kind(e, &d, narrow, "batch 2");
   /* Forced off for measuring; float64 never. */
-  d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   setenv("JITK_MM_WIDE", "0", 1);
   expect_kind(e, &d, narrow, "JITK_MM_WIDE=0");
   unsetenv("JITK_MM_WIDE");
-  d = desc(JITK_FLOAT64, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_FLOAT64, 4096, 4096, 4096);
   expect_kind(e, &d, "FFMA (simt) float64, float64 accumulation, tile 128x128x8", "float64");
   jitk_engine_destroy(e);
   /* PTX for compute_80 and later may use cp.async too; sm_75 has none. */
-  d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   e = jt_compile_engine("compute_90");
   expect_kind(e, &d, wide, "compute_90");
   jitk_engine_destroy(e);
@@ -883,7 +873,7 @@ Test(matmul_plan, fp8_promotion_is_the_default) {
   jitk_matmul_destroy(p);
   unsetenv("JITK_MM_TILE");
   /* Fast accumulation is for float8 inputs only. */
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.compute = JITK_COMPUTE_FLOAT32_FAST_ACCUM;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT,
            "JITK_COMPUTE_FLOAT32_FAST_ACCUM is for float8 inputs, and A is bfloat16",
@@ -947,11 +937,11 @@ Test(matmul_plan, fp8_bad_descriptions_fail_at_creation) {
            jitk_matmul_create(e, &d, &p));
   /* Scales for operands that are not 8-bit, and D's amax in a plan that
    * is not FP8. */
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.has_a_scale = 1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_a_scale is set but A is bfloat16",
            jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_FLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_FLOAT16, 64, 64, 64);
   d.has_b_scale = 1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_b_scale is set but B is float16",
            jitk_matmul_create(e, &d, &p));
@@ -959,7 +949,7 @@ Test(matmul_plan, fp8_bad_descriptions_fail_at_creation) {
   d.has_d_scale = 1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_d_scale is set but D is bfloat16",
            jitk_matmul_create(e, &d, &p));
-  d = desc(JITK_BFLOAT16, 64, 64, 64);
+  d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.has_amax_d = 1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "has_amax_d is set but A and B are bfloat16",
            jitk_matmul_create(e, &d, &p));
@@ -979,7 +969,7 @@ Test(matmul_plan, fp8_bad_descriptions_fail_at_creation) {
  * makes plans, and its operands still execute them. */
 Test(matmul_plan, descriptions_from_before_fp8_fields) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 64, 64, 64);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.struct_size = offsetof(jitk_matmul_desc, has_a_scale);
   d.has_a_scale = 1; /* beyond the old size: never read */
   jitk_matmul *p = NULL;
@@ -1016,7 +1006,7 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
   jitk_engine *e = jt_compile_engine("sm_90");
   static const int64_t ms[] = {1, 8, 32, 128};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-    jitk_matmul_desc d = desc(JITK_BFLOAT16, ms[i], 8192, 8192);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, ms[i], 8192, 8192);
     jitk_matmul *p = NULL;
     JT_OK(e, jitk_matmul_create(e, &d, &p));
     int split = split_of(e, p);
@@ -1026,7 +1016,7 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
   {
     /* 16 tiles of 128 x 128, 1024 K-tiles of 64: 8 slices make 128
      * items; 16 would take two rounds of 132. */
-    jitk_matmul_desc d = desc(JITK_BFLOAT16, 512, 512, 65536);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 512, 512, 65536);
     d.epilogue = "relu(acc + bias[col])";
     d.epilogue_params = "raw T bias";
     jitk_matmul *p = NULL;
@@ -1040,12 +1030,12 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
     jitk_matmul_destroy(p);
   }
   /* 256 x 8192: 128 tiles already; 4096^2: many waves. */
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 256, 8192, 8192);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 256, 8192, 8192);
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 1);
   jitk_matmul_destroy(p);
-  d = desc(JITK_BFLOAT16, 4096, 4096, 4096);
+  d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 1);
   const char *src = NULL;
@@ -1053,7 +1043,7 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
   cr_assert(strstr(src, "_sk(") == NULL, "no fix-up kernel without a split");
   jitk_matmul_destroy(p);
   /* split_k = 1 keeps a decode shape whole; N forces N slices. */
-  d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 16, 8192, 8192);
   d.split_k = 1;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 1);
@@ -1063,12 +1053,12 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
   cr_assert_eq(split_of(e, p), 7);
   jitk_matmul_destroy(p);
   /* tf32: K-tiles of 32, a decode shape whole, long K in 8 slices. */
-  d = desc(JITK_FLOAT32, 16, 8192, 8192);
+  d = jt_matmul_desc(JITK_FLOAT32, 16, 8192, 8192);
   d.compute = JITK_COMPUTE_TF32;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert_eq(split_of(e, p), 1);
   jitk_matmul_destroy(p);
-  d = desc(JITK_FLOAT32, 512, 512, 65536);
+  d = jt_matmul_desc(JITK_FLOAT32, 512, 512, 65536);
   d.compute = JITK_COMPUTE_TF32;
   d.b_order = JITK_COL_MAJOR; /* unswapped */
   JT_OK(e, jitk_matmul_create(e, &d, &p));
@@ -1087,7 +1077,7 @@ static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute com
   static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc", 0, 0}};
   static const jitk_matmul_reduction reds[] = {
       {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS}};
-  jitk_matmul_desc d = desc(t, 7, 1000, t == JITK_FLOAT32 ? 4100 : 4104);
+  jitk_matmul_desc d = jt_matmul_desc(t, 7, 1000, t == JITK_FLOAT32 ? 4100 : 4104);
   d.compute = compute;
   d.a_order = ao;
   d.b_order = bo;
@@ -1139,7 +1129,7 @@ Test(matmul_plan, split_k_compiles_on_every_kind) {
 Test(matmul_plan, split_k_errors) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_matmul *p = NULL;
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 16, 1000, 128);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 16, 1000, 128);
   d.split_k = -1;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "split_k is -1; it must be 0",
            jitk_matmul_create(e, &d, &p));
@@ -1155,7 +1145,7 @@ Test(matmul_plan, split_k_errors) {
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "K = 0 makes only 0 K-tiles",
            jitk_matmul_create(e, &d, &p));
   /* float64 plans cannot split. */
-  d = desc(JITK_FLOAT64, 16, 1000, 4096);
+  d = jt_matmul_desc(JITK_FLOAT64, 16, 1000, 4096);
   d.split_k = 2;
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "a float64 plan does not split K",
            jitk_matmul_create(e, &d, &p));
@@ -1164,7 +1154,7 @@ Test(matmul_plan, split_k_errors) {
   cr_assert_eq(split_of(e, p), 1, "jitk does not split a float64 plan either");
   jitk_matmul_destroy(p);
   /* A caller compiled before split_k passes the smaller struct_size. */
-  d = desc(JITK_BFLOAT16, 512, 512, 65536);
+  d = jt_matmul_desc(JITK_BFLOAT16, 512, 512, 65536);
   d.split_k = 99; /* beyond the old size: not read */
   d.struct_size = offsetof(jitk_matmul_desc, split_k);
   JT_OK(e, jitk_matmul_create(e, &d, &p));
@@ -1181,19 +1171,19 @@ Test(matmul_plan, split_k_errors) {
 Test(matmul_plan, b_rows_off_lines_copied_where_it_pays) {
   struct jitk_matmul p;
   memset(&p, 0, sizeof p);
-  p.d = desc(JITK_BFLOAT16, 4096, 4104, 4096);
+  p.d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4104, 4096);
   cr_assert(jk_mm_line_pays(&p, 4104, 2), "4096 x 4104 x 4096");
   cr_assert(!jk_mm_line_pays(&p, 4160, 2), "rows of 8320 bytes are on lines");
   setenv("JITK_MM_LINES", "0", 1);
   cr_assert(!jk_mm_line_pays(&p, 4104, 2), "JITK_MM_LINES=0");
   unsetenv("JITK_MM_LINES");
-  p.d = desc(JITK_BFLOAT16, 8192, 50264, 1024);
+  p.d = jt_matmul_desc(JITK_BFLOAT16, 8192, 50264, 1024);
   cr_assert(jk_mm_line_pays(&p, 50264, 2), "the vocabulary projection");
-  p.d = desc(JITK_BFLOAT16, 2048, 8200, 4096);
+  p.d = jt_matmul_desc(JITK_BFLOAT16, 2048, 8200, 4096);
   cr_assert(!jk_mm_line_pays(&p, 8200, 2), "M = 2048: the copy costs more than it saves");
-  p.d = desc(JITK_BFLOAT16, 16, 8200, 8192);
+  p.d = jt_matmul_desc(JITK_BFLOAT16, 16, 8200, 8192);
   cr_assert(!jk_mm_line_pays(&p, 8200, 2), "a decode shape");
-  p.d = desc(JITK_FLOAT8_E4M3, 2048, 4112, 4096);
+  p.d = jt_matmul_desc(JITK_FLOAT8_E4M3, 2048, 4112, 4096);
   cr_assert(!jk_mm_line_pays(&p, 4112, 1), "8-bit at M = 2048");
   p.d.m = 4096;
   cr_assert(jk_mm_line_pays(&p, 4112, 1), "8-bit at M = 4096");
@@ -1203,7 +1193,7 @@ Test(matmul_plan, b_rows_off_lines_copied_where_it_pays) {
  * choices stored before split-K still parse. */
 Test(matmul_plan, split_k_tuning_choice_round_trip) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 16, 8192, 8192);
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   char buf[128];
@@ -1304,39 +1294,39 @@ Test(matmul_plan, swap_chosen_for_decode_shapes) {
   static const int64_t ms[] = {1, 8, 9, 16, 17, 32, 33, 64};
   static const int bns[] = {8, 8, 16, 16, 32, 32, 64, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-    jitk_matmul_desc d = desc(JITK_BFLOAT16, ms[i], 8192, 8192);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, ms[i], 8192, 8192);
     char what[64];
     snprintf(what, sizeof what, "M %lld", (long long)ms[i]);
     expect_swap(e, &d, bns[i], what);
   }
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 128, 8192, 8192);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 128, 8192, 8192);
   expect_swap(e, &d, 0, "M 128 is not swapped (it takes 128 x 64 tiles)");
-  d = desc(JITK_BFLOAT16, 16, 100, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 16, 100, 8192);
   expect_swap(e, &d, 0, "N under a tile");
-  d = desc(JITK_FLOAT64, 16, 8192, 1024);
+  d = jt_matmul_desc(JITK_FLOAT64, 16, 8192, 1024);
   expect_swap(e, &d, 0, "float64 (FFMA)");
-  d = desc(JITK_FLOAT32, 16, 8192, 1024);
+  d = jt_matmul_desc(JITK_FLOAT32, 16, 8192, 1024);
   expect_swap(e, &d, 0, "float32 (FFMA)");
-  d = desc(JITK_FLOAT32, 16, 8192, 1024);
+  d = jt_matmul_desc(JITK_FLOAT32, 16, 8192, 1024);
   d.compute = JITK_COMPUTE_TF32;
   expect_swap(e, &d, 16, "tf32");
   /* Forced on and off. */
   setenv("JITK_MM_SWAP", "1", 1);
-  d = desc(JITK_FLOAT16, 200, 1000, 512);
+  d = jt_matmul_desc(JITK_FLOAT16, 200, 1000, 512);
   expect_swap(e, &d, 128, "M 200 forced: 128-column tiles");
-  d = desc(JITK_FLOAT16, 40, 64, 512);
+  d = jt_matmul_desc(JITK_FLOAT16, 40, 64, 512);
   expect_swap(e, &d, 64, "N 64 forced");
   setenv("JITK_MM_SWAP", "0", 1);
-  d = desc(JITK_FLOAT16, 16, 8192, 8192);
+  d = jt_matmul_desc(JITK_FLOAT16, 16, 8192, 8192);
   expect_swap(e, &d, 0, "forced off");
   unsetenv("JITK_MM_SWAP");
   setenv("JITK_MM_KIND", "mma", 1);
-  d = desc(JITK_FLOAT16, 16, 8192, 8192);
+  d = jt_matmul_desc(JITK_FLOAT16, 16, 8192, 8192);
   expect_swap(e, &d, 0, "mma.sync does not swap");
   unsetenv("JITK_MM_KIND");
   jitk_engine_destroy(e);
   e = jt_compile_engine("sm_80");
-  d = desc(JITK_BFLOAT16, 16, 8192, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 16, 8192, 8192);
   expect_swap(e, &d, 0, "sm_80 (mma.sync) does not swap");
   jitk_engine_destroy(e);
 }
@@ -1355,7 +1345,7 @@ Test(matmul_plan, tf32_row_major_b_swaps) {
   static const int64_t ms[] = {4096, 4096, 2048, 64, 5};
   static const int bns[] = {256, 128, 256, 64, 8};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-    jitk_matmul_desc d = desc(JITK_FLOAT32, ms[i], 4096, 4096);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, ms[i], 4096, 4096);
     /* Split K by the user: 128 columns, whose fix-up fits beside the A
      * fragments (256 spilled). */
     d.split_k = i == 1 ? 2 : 0;
@@ -1378,7 +1368,7 @@ Test(matmul_plan, tf32_row_major_b_swaps) {
     expect_clean_kernel(p, "tf32 M", (size_t)ms[i]);
     jitk_matmul_destroy(p);
   }
-  jitk_matmul_desc d = desc(JITK_FLOAT32, 4096, 4096, 4096);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   d.compute = JITK_COMPUTE_TF32;
   d.b_order = JITK_COL_MAJOR;
   expect_swap(e, &d, 0, "B column-major");
@@ -1425,28 +1415,28 @@ static void expect_choice(jitk_engine *e, const jitk_matmul_desc *d, const char 
 Test(matmul_plan, narrow_tiles_where_few) {
   jitk_engine *e = jt_compile_engine("sm_90");
   const char *narrow = "bn=64 arow=128 stages=6 pingpong=0 split=1";
-  jitk_matmul_desc d = desc(JITK_BFLOAT16, 128, 8192, 8192);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 128, 8192, 8192);
   expect_choice(e, &d, narrow, "128 x 8192 x 8192 (64 tiles of 128 x 128)");
-  d = desc(JITK_FLOAT16, 128, 4096, 4096);
+  d = jt_matmul_desc(JITK_FLOAT16, 128, 4096, 4096);
   expect_choice(e, &d, narrow, "f16 128 x 4096 x 4096");
-  d = desc(JITK_BFLOAT16, 256, 4096, 1024);
+  d = jt_matmul_desc(JITK_BFLOAT16, 256, 4096, 1024);
   expect_choice(e, &d, narrow, "256 x 4096 (64 tiles)");
   const char *pingpong = "bn=128 arow=128 stages=5 pingpong=1";
-  d = desc(JITK_BFLOAT16, 256, 8192, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 256, 8192, 8192);
   expect_choice(e, &d, pingpong, "256 x 8192: 128 tiles of 128 x 128, near the 132");
-  d = desc(JITK_BFLOAT16, 96, 8192, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 96, 8192, 8192);
   expect_choice(e, &d, pingpong, "M 96 does not fill its tiles");
-  d = desc(JITK_BFLOAT16, 512, 512, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 512, 512, 8192);
   expect_choice(e, &d, pingpong, "M 512: long K and few tiles split instead");
-  d = desc(JITK_FLOAT32, 128, 8192, 8192);
+  d = jt_matmul_desc(JITK_FLOAT32, 128, 8192, 8192);
   d.compute = JITK_COMPUTE_TF32;
   expect_choice(e, &d, "bn=128", "tf32 was not measured so");
-  jitk_matmul_desc fp8 = desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
+  jitk_matmul_desc fp8 = jt_matmul_desc(JITK_FLOAT8_E4M3, 128, 8192, 8192);
   fp8.b_order = JITK_COL_MAJOR;
   fp8.d_dtype = JITK_BFLOAT16;
   expect_choice(e, &fp8, "bn=128", "FP8 keeps its tiles");
   setenv("JITK_MM_SCHEDULE", "pingpong", 1);
-  d = desc(JITK_BFLOAT16, 128, 8192, 8192);
+  d = jt_matmul_desc(JITK_BFLOAT16, 128, 8192, 8192);
   expect_choice(e, &d, pingpong, "a forced schedule");
   unsetenv("JITK_MM_SCHEDULE");
   /* As a stored choice: cooperative only, 16-bit inputs. */
@@ -1462,7 +1452,7 @@ Test(matmul_plan, narrow_tiles_where_few) {
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"),
             "FP8 takes no 64-column tile");
   jitk_matmul_destroy(p);
-  d = desc(JITK_FLOAT32, 128, 8192, 8192);
+  d = jt_matmul_desc(JITK_FLOAT32, 128, 8192, 8192);
   d.compute = JITK_COMPUTE_TF32;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=64 arow=128 stages=4 pingpong=0 split=1"),
@@ -1477,7 +1467,7 @@ static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_o
   static const jitk_matmul_reduction reds[] = {
       {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
       {"rows", JITK_FLOAT32, "value", JITK_REDUCE_MAX, JITK_REDUCE_COLUMNS}};
-  jitk_matmul_desc d = desc(t, m, 1000, t == JITK_FLOAT32 ? 4100 : 4104);
+  jitk_matmul_desc d = jt_matmul_desc(t, m, 1000, t == JITK_FLOAT32 ? 4100 : 4104);
   if (t == JITK_FLOAT32) d.compute = JITK_COMPUTE_TF32;
   d.a_order = ao;
   d.b_order = bo;
@@ -1587,7 +1577,7 @@ Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
       {JITK_FLOAT64, 4096, 4096, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    jitk_matmul_desc d = desc(cases[i].t, cases[i].m, cases[i].n, 64);
+    jitk_matmul_desc d = jt_matmul_desc(cases[i].t, cases[i].m, cases[i].n, 64);
     d.batch = cases[i].batch;
     jitk_matmul *p = NULL;
     JT_OK(e, jitk_matmul_create(e, &d, &p));

@@ -1,0 +1,248 @@
+/*
+ * Matmul executions on the stand-in driver (tests/fakecuda), which runs
+ * no kernel but records every launch and memset: each argument that
+ * jitk_matmul_execute, jitk_matmul_execute_ex or jitk_matmul_autotune
+ * refuses gets its status and a message naming what is wrong, and
+ * nothing is launched or cleared for it (so nothing is lost); pointers
+ * off their elements' alignment, on which the GPU would fault and end the
+ * CUDA context, are among them. Valid executions launch the copies of
+ * operands whose rows are off 16 bytes, then the product.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "fakecuda/fixture.h"
+
+/* An engine on the stand-in, which records no launch's parameters: the
+ * matmul launches' lists are as long as their kernels' parameters, with
+ * no NULL after them for the stand-in to stop at. */
+static jitk_engine *fake_engine(fakecuda_api *f) {
+  jitk_engine *e = jt_fake_engine(f, NULL);
+  f->record(NULL, 0);
+  return e;
+}
+
+/* Launches and memsets so far, on every thread. */
+static unsigned long long activity(const fakecuda_api *f) {
+  unsigned long long memsets = 0;
+  f->memset(&memsets);
+  return f->count() + memsets;
+}
+
+/* A refused call: its status and message, and nothing launched. */
+#define REFUSED(f, e, code, needle, call)                                            \
+  do {                                                                               \
+    const unsigned long long before_ = activity(f);                                  \
+    JT_FAILS(e, code, needle, call);                                                 \
+    cr_assert_eq(activity(f), before_, "%s launched or cleared something", #call); \
+  } while (0)
+
+static void *dev(jitk_engine *e, size_t bytes) {
+  void *p = NULL;
+  JT_OK(e, jitk_device_alloc(e, bytes, NULL, &p));
+  return p;
+}
+
+#define OFF(p, bytes) ((void *)((char *)(p) + (bytes)))
+
+Test(matmul_execute, refusals_launch_nothing) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  /* C read, an epilogue operand, an output and a reduction. */
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 128, 128, 128);
+  d.has_c = 1;
+  d.beta = 0.5;
+  d.epilogue = "max(acc + bias[col], (T)0)";
+  d.epilogue_params = "raw float32 bias";
+  const jitk_matmul_output outs[1] = {{"pre", JITK_FLOAT32, "acc + bias[col]", 0, 0}};
+  const jitk_matmul_reduction reds[1] = {
+      {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS}};
+  d.outputs = outs;
+  d.num_outputs = 1;
+  d.reductions = reds;
+  d.num_reductions = 1;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  const size_t mat = 128 * 128 * 2;
+  void *a = dev(e, mat + 64), *b = dev(e, mat + 64), *c = dev(e, mat + 64), *dd = dev(e, mat + 64),
+       *pre = dev(e, 128 * 128 * 4 + 64), *dbias = dev(e, 128 * 4 + 64), *bias = dev(e, 128 * 4 + 64);
+  jitk_arg extra[1] = {jitk_arg_ptr(bias, JITK_FLOAT32)};
+  void *out_ptrs[1] = {pre}, *red_ptrs[1] = {dbias}, *none[1] = {NULL};
+  jitk_matmul_operands good;
+  JT_OK(e, jitk_matmul_operands_init(&good));
+  good.a = a;
+  good.b = b;
+  good.c = c;
+  good.d = dd;
+  good.extra = extra;
+  good.num_extra = 1;
+  good.outputs = out_ptrs;
+  good.reductions = red_ptrs;
+  jitk_matmul_operands o;
+
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "execute it with jitk_matmul_execute_ex",
+          jitk_matmul_execute(p, NULL, a, b, c, dd, extra, 1));
+  REFUSED(&f, NULL, JITK_ERR_INVALID_ARGUMENT, "plan is NULL",
+          jitk_matmul_execute_ex(NULL, NULL, &good));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "operands is NULL", jitk_matmul_execute_ex(p, NULL, NULL));
+  o = good;
+  o.struct_size = 12;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 12", jitk_matmul_execute_ex(p, NULL, &o));
+  o = good;
+  o.num_extra = 0;
+  REFUSED(&f, e, JITK_ERR_ARGUMENT_COUNT, "takes 1 operands, not 0",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  o = good;
+  o.extra = NULL;
+  REFUSED(&f, e, JITK_ERR_ARGUMENT_COUNT, "takes 1 operands", jitk_matmul_execute_ex(p, NULL, &o));
+  const void **mats[4] = {&o.a, &o.b, &o.c, (const void **)&o.d};
+  for (int i = 0; i < 4; i++) {
+    o = good;
+    *mats[i] = NULL;
+    REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "a matrix pointer is NULL",
+            jitk_matmul_execute_ex(p, NULL, &o));
+  }
+  o = good;
+  o.outputs = NULL;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "output `pre` has no array",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  o.outputs = none;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "output `pre` has no array",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  o = good;
+  o.reductions = none;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "reduction `dbias` has no array",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  /* Every pointer off its elements' alignment. */
+  static const char *const names[4] = {"A (", "B (", "C (", "D ("};
+  for (int i = 0; i < 4; i++) {
+    o = good;
+    *mats[i] = OFF(*mats[i], 1);
+    REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, names[i], jitk_matmul_execute_ex(p, NULL, &o));
+    cr_assert(strstr(jitk_errmsg(e), "is not aligned to 2 bytes, as bfloat16 elements must be"),
+              "%s", jitk_errmsg(e));
+  }
+  void *pre_off[1] = {OFF(pre, 2)}, *dbias_off[1] = {OFF(dbias, 6)};
+  o = good;
+  o.outputs = pre_off;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "output `pre` (", jitk_matmul_execute_ex(p, NULL, &o));
+  cr_assert(strstr(jitk_errmsg(e), "not aligned to 4 bytes, as float32"), "%s", jitk_errmsg(e));
+  o = good;
+  o.reductions = dbias_off;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "reduction `dbias` (",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  jitk_arg bad_extra[1] = {jitk_arg_ptr(OFF(bias, 2), JITK_FLOAT32)};
+  o = good;
+  o.extra = bad_extra;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT,
+          "epilogue operand `bias` (", jitk_matmul_execute_ex(p, NULL, &o));
+  cr_assert(strstr(jitk_errmsg(e), "not aligned to 4 bytes, as float32"), "%s", jitk_errmsg(e));
+  bad_extra[0] = jitk_arg_f32(1.0f);
+  REFUSED(&f, e, JITK_ERR_ARGUMENT_TYPE, "epilogue operand `bias` is an array",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  /* Tuning checks its operands as an execution does (on a plan without
+   * outputs, which it takes). */
+  jitk_matmul_desc plain = jt_matmul_desc(JITK_BFLOAT16, 128, 128, 128);
+  jitk_matmul *q = NULL;
+  JT_OK(e, jitk_matmul_create(e, &plain, &q));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "D (",
+          jitk_matmul_autotune(q, NULL, a, b, NULL, OFF(dd, 1), NULL, 0));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "D (",
+          jitk_matmul_execute(q, NULL, a, b, NULL, OFF(dd, 1), NULL, 0));
+  /* The same operands, valid: launched. */
+  const unsigned long long before = f.count();
+  JT_OK(e, jitk_matmul_execute_ex(p, NULL, &good));
+  cr_assert(f.count() > before, "a valid execution launched nothing");
+  JT_OK(e, jitk_matmul_execute(q, NULL, a, b, NULL, dd, NULL, 0));
+  jitk_matmul_destroy(p);
+  jitk_matmul_destroy(q);
+  void *bufs[] = {a, b, c, dd, pre, dbias, bias};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    JT_OK(e, jitk_device_free(e, bufs[i], NULL));
+  jitk_engine_destroy(e);
+}
+
+/* FP8 plans' scales and amax: missing or off 4 bytes, refused. */
+Test(matmul_execute, fp8_scales) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = d.n = d.k = 128;
+  d.a_dtype = d.b_dtype = JITK_FLOAT8_E4M3;
+  d.b_order = JITK_COL_MAJOR;
+  d.d_dtype = JITK_BFLOAT16;
+  d.has_a_scale = d.has_b_scale = d.has_amax_d = 1;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  void *a = dev(e, 128 * 128), *b = dev(e, 128 * 128), *dd = dev(e, 128 * 128 * 2),
+       *scales = dev(e, 64);
+  jitk_matmul_operands good, o;
+  JT_OK(e, jitk_matmul_operands_init(&good));
+  good.a = a;
+  good.b = b;
+  good.d = dd;
+  good.a_scale = (const float *)scales;
+  good.b_scale = (const float *)scales + 1;
+  good.amax_d = (float *)scales + 2;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_execute_ex",
+          jitk_matmul_execute(p, NULL, a, b, NULL, dd, NULL, 0));
+  o = good;
+  o.b_scale = NULL;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "operands->b_scale is NULL",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  o = good;
+  o.a_scale = (const float *)OFF(scales, 2);
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "a_scale (", jitk_matmul_execute_ex(p, NULL, &o));
+  o = good;
+  o.amax_d = (float *)OFF(scales, 9);
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "amax_d (", jitk_matmul_execute_ex(p, NULL, &o));
+  cr_assert(strstr(jitk_errmsg(e), "not aligned to 4 bytes, as float32"), "%s", jitk_errmsg(e));
+  /* 8-bit A and B take any address (copied onto 16 bytes first). */
+  o = good;
+  o.a = OFF(a, 1);
+  JT_OK(e, jitk_matmul_execute_ex(p, NULL, &o));
+  JT_OK(e, jitk_matmul_execute_ex(p, NULL, &good));
+  jitk_matmul_destroy(p);
+  void *bufs[] = {a, b, dd, scales};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    JT_OK(e, jitk_device_free(e, bufs[i], NULL));
+  jitk_engine_destroy(e);
+}
+
+/* Operands whose rows are off 16 bytes are copied onto lines by the
+ * module's _pad kernel before the product: one launch for each such
+ * operand, then the product's. */
+Test(matmul_execute, copies_before_the_product) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  static const struct {
+    int64_t m, n, k;
+    unsigned long long launches;
+  } cases[] = {
+      {128, 128, 128, 1}, /* aligned: the product alone */
+      {128, 129, 128, 2}, /* N odd: B copied */
+      {128, 128, 129, 2}, /* K odd: A (row-major, rows of K) copied */
+      {129, 129, 129, 3}, /* all odd: A and B copied */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, cases[i].m, cases[i].n, cases[i].k);
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    const size_t bytes = (size_t)(cases[i].m + cases[i].k) * (size_t)(cases[i].n + cases[i].k) * 2;
+    void *a = dev(e, bytes), *b = dev(e, bytes), *dd = dev(e, bytes);
+    const unsigned long long before = f.count();
+    JT_OK(e, jitk_matmul_execute(p, NULL, a, b, NULL, dd, NULL, 0));
+    cr_assert_eq(f.count() - before, cases[i].launches, "%lld x %lld x %lld: %llu launches, not %llu",
+                 (long long)cases[i].m, (long long)cases[i].n, (long long)cases[i].k,
+                 f.count() - before, cases[i].launches);
+    cr_assert(strcmp(f.last()->function, "matmul") == 0, "the last launch was %s",
+              f.last()->function);
+    jitk_matmul_destroy(p);
+    JT_OK(e, jitk_device_free(e, a, NULL));
+    JT_OK(e, jitk_device_free(e, b, NULL));
+    JT_OK(e, jitk_device_free(e, dd, NULL));
+  }
+  jitk_engine_destroy(e);
+}
