@@ -1093,8 +1093,9 @@ jitk_status jitk_matmul_source(jitk_matmul *p, const char **source) {
 
 jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
   if (p == NULL || buf == NULL || size == 0)
-    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
-                   "jitk_matmul_describe: an argument is NULL");
+    return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT, "jitk_matmul_describe: %s",
+                   size == 0 && p != NULL && buf != NULL ? "size is 0, which holds no text"
+                                                         : "an argument is NULL");
   const jk_mm_spec *s = &p->main.spec;
   const jitk_matmul_desc *d = &p->d;
   bool tf32 = s->a == JITK_FLOAT32;

@@ -120,6 +120,9 @@ static void check_plan(jitk_engine *e, jitk_matmul *p, const char *epilogue) {
     free(buf);
   }
   free(whole);
+  char one = 'x';
+  JF_CHECK(jitk_matmul_describe(p, &one, 0) == JITK_ERR_INVALID_ARGUMENT && one == 'x',
+           "describe into no bytes did not fail cleanly");
   const char *source = NULL;
   JF_CHECK(jitk_matmul_source(p, &source) == JITK_OK && source != NULL, "no source: %s",
            jitk_errmsg(e));

@@ -31,10 +31,10 @@ static unsigned long long activity(const fakecuda_api *f) {
 }
 
 /* A refused call: its status and message, and nothing launched. */
-#define REFUSED(f, e, code, needle, call)                                            \
-  do {                                                                               \
-    const unsigned long long before_ = activity(f);                                  \
-    JT_FAILS(e, code, needle, call);                                                 \
+#define REFUSED(f, e, code, needle, call)                                          \
+  do {                                                                             \
+    const unsigned long long before_ = activity(f);                                \
+    JT_FAILS(e, code, needle, call);                                               \
     cr_assert_eq(activity(f), before_, "%s launched or cleared something", #call); \
   } while (0)
 
@@ -66,7 +66,8 @@ Test(matmul_execute, refusals_launch_nothing) {
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   const size_t mat = 128 * 128 * 2;
   void *a = dev(e, mat + 64), *b = dev(e, mat + 64), *c = dev(e, mat + 64), *dd = dev(e, mat + 64),
-       *pre = dev(e, 128 * 128 * 4 + 64), *dbias = dev(e, 128 * 4 + 64), *bias = dev(e, 128 * 4 + 64);
+       *pre = dev(e, 128 * 128 * 4 + 64), *dbias = dev(e, 128 * 4 + 64),
+       *bias = dev(e, 128 * 4 + 64);
   jitk_arg extra[1] = {jitk_arg_ptr(bias, JITK_FLOAT32)};
   void *out_ptrs[1] = {pre}, *red_ptrs[1] = {dbias}, *none[1] = {NULL};
   jitk_matmul_operands good;
@@ -85,10 +86,12 @@ Test(matmul_execute, refusals_launch_nothing) {
           jitk_matmul_execute(p, NULL, a, b, c, dd, extra, 1));
   REFUSED(&f, NULL, JITK_ERR_INVALID_ARGUMENT, "plan is NULL",
           jitk_matmul_execute_ex(NULL, NULL, &good));
-  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "operands is NULL", jitk_matmul_execute_ex(p, NULL, NULL));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "operands is NULL",
+          jitk_matmul_execute_ex(p, NULL, NULL));
   o = good;
   o.struct_size = 12;
-  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 12", jitk_matmul_execute_ex(p, NULL, &o));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 12",
+          jitk_matmul_execute_ex(p, NULL, &o));
   o = good;
   o.num_extra = 0;
   REFUSED(&f, e, JITK_ERR_ARGUMENT_COUNT, "takes 1 operands, not 0",
@@ -135,8 +138,8 @@ Test(matmul_execute, refusals_launch_nothing) {
   jitk_arg bad_extra[1] = {jitk_arg_ptr(OFF(bias, 2), JITK_FLOAT32)};
   o = good;
   o.extra = bad_extra;
-  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT,
-          "epilogue operand `bias` (", jitk_matmul_execute_ex(p, NULL, &o));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "epilogue operand `bias` (",
+          jitk_matmul_execute_ex(p, NULL, &o));
   cr_assert(strstr(jitk_errmsg(e), "not aligned to 4 bytes, as float32"), "%s", jitk_errmsg(e));
   bad_extra[0] = jitk_arg_f32(1.0f);
   REFUSED(&f, e, JITK_ERR_ARGUMENT_TYPE, "epilogue operand `bias` is an array",
@@ -150,6 +153,11 @@ Test(matmul_execute, refusals_launch_nothing) {
           jitk_matmul_autotune(q, NULL, a, b, NULL, OFF(dd, 1), NULL, 0));
   REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "D (",
           jitk_matmul_execute(q, NULL, a, b, NULL, OFF(dd, 1), NULL, 0));
+  char text[8] = "x";
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "size is 0", jitk_matmul_describe(q, text, 0));
+  cr_assert_eq(text[0], 'x', "describe wrote into no bytes");
+  JT_OK(e, jitk_matmul_describe(q, text, sizeof text));
+  cr_assert_eq(strlen(text), sizeof text - 1, "a description cut to the buffer");
   /* The same operands, valid: launched. */
   const unsigned long long before = f.count();
   JT_OK(e, jitk_matmul_execute_ex(p, NULL, &good));
@@ -234,9 +242,10 @@ Test(matmul_execute, copies_before_the_product) {
     void *a = dev(e, bytes), *b = dev(e, bytes), *dd = dev(e, bytes);
     const unsigned long long before = f.count();
     JT_OK(e, jitk_matmul_execute(p, NULL, a, b, NULL, dd, NULL, 0));
-    cr_assert_eq(f.count() - before, cases[i].launches, "%lld x %lld x %lld: %llu launches, not %llu",
-                 (long long)cases[i].m, (long long)cases[i].n, (long long)cases[i].k,
-                 f.count() - before, cases[i].launches);
+    cr_assert_eq(f.count() - before, cases[i].launches,
+                 "%lld x %lld x %lld: %llu launches, not %llu", (long long)cases[i].m,
+                 (long long)cases[i].n, (long long)cases[i].k, f.count() - before,
+                 cases[i].launches);
     cr_assert(strcmp(f.last()->function, "matmul") == 0, "the last launch was %s",
               f.last()->function);
     jitk_matmul_destroy(p);
