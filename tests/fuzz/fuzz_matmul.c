@@ -8,7 +8,9 @@
  * operands (epilogue_params), the preamble, the kernel's name, then a
  * name and an expression for each of up to three outputs and two
  * reductions (any more that the header asks for are named o3.., r2.. and
- * computed as `value`), and the log the stubbed NVRTC returns.
+ * computed as `value`), the log the stubbed NVRTC returns, and a tuning
+ * choice as the kernel cache stores them ("bn=128 arow=128 stages=5
+ * pingpong=1 split=1 swap=0"), parsed against the plan once it is made.
  *   byte 0: bits 0-1 NVRTC's outcome (0 success, 1 a compile error with
  *           the log, 2 an invalid option, 3 an internal error); bit 2 has_c;
  *           bits 3-6 has_a_scale, has_b_scale, has_d_scale, has_amax_d;
@@ -43,7 +45,8 @@
  * within any buffer size, the whole text in a large one), gives its
  * source, which holds the user's epilogue, and refuses to execute or tune
  * on an engine without a device, with a message, before it reads any
- * operand (the pointers passed point nowhere).
+ * operand (the pointers passed point nowhere); a tuning choice is taken
+ * only when it fits the plan's kernel, its split within the plan's K.
  */
 #include <jitk/jitk.h>
 
@@ -57,6 +60,7 @@
 #include "engine.h"
 #include "fuzz_common.h"
 #include "fuzz_nvrtc.h"
+#include "kernels/matmul.h"
 
 enum { HEADER = 47 };
 
@@ -255,6 +259,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     JF_CHECK(p != sentinel && p != NULL, "jitk_matmul_create succeeded without a plan");
     JF_CHECK(stub_result == NVRTC_SUCCESS, "a plan was made from a failed compile");
     check_plan(e, p, d.epilogue);
+    /* A tuning choice as the kernel cache could hand it back (whoever
+     * wrote the cache): taken only where it fits the plan's kernel. */
+    const char *choice = jf_opt(&f, 15);
+    const jk_mm_kind kind = p->main.spec.kind;
+    if (choice != NULL && jk_mm_choice_parse(p, kind, choice)) {
+      JF_CHECK(jk_mm_choice_fits(p, kind, p->bn, p->arow, p->stages, p->pingpong, p->swap),
+               "a parsed choice does not fit: %s", choice);
+      const int64_t kt = jk_mm_ktiles(p, kind);
+      JF_CHECK(p->split >= 0 && p->split <= (kt > 1 ? kt : 1), "split %d of %lld K-tiles: %s",
+               p->split, (long long)kt, choice);
+    }
     jitk_matmul_destroy(p);
   }
   jitk_engine_destroy(e);
