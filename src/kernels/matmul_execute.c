@@ -267,6 +267,31 @@ static jitk_status check_aligned(const jitk_matmul *p, const void *ptr, jitk_dty
                  what, ptr, align, jk_dtype(dt)->name);
 }
 
+/* Every pointer of an execution aligned to the elements read or written
+ * through it (check_aligned). */
+static jitk_status check_pointers(const jitk_matmul *p, const jitk_matmul_operands *o) {
+  const jitk_matmul_desc *d = &p->d;
+  jitk_status st = check_aligned(p, o->a, d->a_dtype, "A");
+  if (st == JITK_OK) st = check_aligned(p, o->b, d->b_dtype, "B");
+  if (st == JITK_OK && d->has_c) st = check_aligned(p, o->c, d->c_dtype, "C");
+  if (st == JITK_OK) st = check_aligned(p, o->d, d->d_dtype, "D");
+  for (size_t i = 0; st == JITK_OK && i < p->num_outs; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "output `%s`", p->outs[i].name);
+    st = check_aligned(p, o->outputs[i], p->outs[i].dtype, what);
+  }
+  for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "reduction `%s`", p->reds[i].name);
+    st = check_aligned(p, o->reductions[i], p->reds[i].dtype, what);
+  }
+  if (st == JITK_OK && d->has_a_scale) st = check_aligned(p, o->a_scale, JITK_FLOAT32, "a_scale");
+  if (st == JITK_OK && d->has_b_scale) st = check_aligned(p, o->b_scale, JITK_FLOAT32, "b_scale");
+  if (st == JITK_OK && d->has_d_scale) st = check_aligned(p, o->d_scale, JITK_FLOAT32, "d_scale");
+  if (st == JITK_OK && d->has_amax_d) st = check_aligned(p, o->amax_d, JITK_FLOAT32, "amax_d");
+  return st;
+}
+
 /* What execute and autotune both require: a plan, a device, the
  * epilogue's operand count, and the matrices' pointers, each aligned to
  * its elements. */
@@ -306,25 +331,7 @@ jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_mat
                    : d->has_b_scale && o->b_scale == NULL ? "b_scale"
                    : d->has_d_scale && o->d_scale == NULL ? "d_scale"
                                                           : "amax_d");
-  st = check_aligned(p, o->a, d->a_dtype, "A");
-  if (st == JITK_OK) st = check_aligned(p, o->b, d->b_dtype, "B");
-  if (st == JITK_OK && d->has_c) st = check_aligned(p, o->c, d->c_dtype, "C");
-  if (st == JITK_OK) st = check_aligned(p, o->d, d->d_dtype, "D");
-  for (size_t i = 0; st == JITK_OK && i < p->num_outs; i++) {
-    char what[96];
-    snprintf(what, sizeof what, "output `%s`", p->outs[i].name);
-    st = check_aligned(p, o->outputs[i], p->outs[i].dtype, what);
-  }
-  for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++) {
-    char what[96];
-    snprintf(what, sizeof what, "reduction `%s`", p->reds[i].name);
-    st = check_aligned(p, o->reductions[i], p->reds[i].dtype, what);
-  }
-  if (st == JITK_OK && d->has_a_scale) st = check_aligned(p, o->a_scale, JITK_FLOAT32, "a_scale");
-  if (st == JITK_OK && d->has_b_scale) st = check_aligned(p, o->b_scale, JITK_FLOAT32, "b_scale");
-  if (st == JITK_OK && d->has_d_scale) st = check_aligned(p, o->d_scale, JITK_FLOAT32, "d_scale");
-  if (st == JITK_OK && d->has_amax_d) st = check_aligned(p, o->amax_d, JITK_FLOAT32, "amax_d");
-  return st;
+  return check_pointers(p, o);
 }
 
 jitk_status jitk_matmul_operands_init(jitk_matmul_operands *o) {
