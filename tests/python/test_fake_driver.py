@@ -199,6 +199,42 @@ def test_elementwise_on_arrays_of_a_third_library(tmp_path):
     """, tmp_path)
 
 
+def test_arrays_off_their_alignment_raise_and_launch_nothing(tmp_path):
+    # An array whose first element is off its dtype's alignment would make
+    # the kernel fault on the GPU, which ends the CUDA context: refused
+    # with ValueError before any launch, through either interface. A raw
+    # kernel given the pointer gets it as CuPy would pass it.
+    run("""
+        k = jitk.ElementwiseKernel("T x", "T y", "y = x + x", "twice")
+        r = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        raw = jitk.RawKernel('extern "C" __global__ void f(const float *x) {}', "f")
+        buf = np.zeros(64, dtype=np.uint8)
+        base = buf.ctypes.data
+        start = (16 - base % 16) % 16
+        class Off:
+            def __init__(self, offset, typestr, n):
+                self.__cuda_array_interface__ = {
+                    "shape": (n,), "typestr": typestr, "data": (base + start + offset, False),
+                    "version": 3, "strides": None, "stream": None}
+        before = fake.fakecuda_launch_count()
+        for offset, typestr in [(2, "<f4"), (1, "<f2"), (4, "<f8"), (8, "<c16")]:
+            dt = np.dtype(typestr)
+            y, s = CudaArray(np.zeros(2, dt)), CudaArray(np.zeros((), dt))
+            for call in (lambda a: k(a, y, stream=0), lambda a: r(a, s, stream=0)):
+                try:
+                    call(Off(offset, typestr, 2))
+                except ValueError as e:
+                    assert "is not aligned to" in str(e), e
+                else:
+                    raise AssertionError(f"{typestr} at +{offset} was launched")
+        assert fake.fakecuda_launch_count() == before
+        k(Off(0, "<f8", 2), CudaArray(np.zeros(2, np.float64)), stream=0)
+        k(Off(16, "<c16", 2), CudaArray(np.zeros(2, np.complex128)), stream=0)
+        raw((1,), (32,), (Off(2, "<f4", 2),), stream=0)
+        assert fake.fakecuda_launch_count() == before + 3
+    """, tmp_path)
+
+
 def test_reduction_launches(tmp_path):
     run("""
         r = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
