@@ -258,13 +258,16 @@ done:
 /* Refuses a pointer that is not aligned to the elements the kernels read
  * or write through it as dtype `dt`: the GPU faults on a misaligned
  * element, and the fault ends the CUDA context. */
+static bool aligned(const void *ptr, jitk_dtype dt) {
+  return ((uintptr_t)ptr & (jk_dtype(dt)->align - 1)) == 0;
+}
+
 static jitk_status check_aligned(const jitk_matmul *p, const void *ptr, jitk_dtype dt,
                                  const char *what) {
-  const size_t align = jk_dtype(dt)->align;
-  if (JK_LIKELY(((uintptr_t)ptr & (align - 1)) == 0)) return JITK_OK;
+  if (JK_LIKELY(aligned(ptr, dt))) return JITK_OK;
   return jk_fail(p->engine, JITK_ERR_INVALID_ARGUMENT,
                  "matmul %s: %s (%p) is not aligned to %zu bytes, as %s elements must be", p->name,
-                 what, ptr, align, jk_dtype(dt)->name);
+                 what, ptr, jk_dtype(dt)->align, jk_dtype(dt)->name);
 }
 
 /* Every pointer of an execution aligned to the elements read or written
@@ -275,16 +278,19 @@ static jitk_status check_pointers(const jitk_matmul *p, const jitk_matmul_operan
   if (st == JITK_OK) st = check_aligned(p, o->b, d->b_dtype, "B");
   if (st == JITK_OK && d->has_c) st = check_aligned(p, o->c, d->c_dtype, "C");
   if (st == JITK_OK) st = check_aligned(p, o->d, d->d_dtype, "D");
-  for (size_t i = 0; st == JITK_OK && i < p->num_outs; i++) {
-    char what[96];
-    snprintf(what, sizeof what, "output `%s`", p->outs[i].name);
-    st = check_aligned(p, o->outputs[i], p->outs[i].dtype, what);
-  }
-  for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++) {
-    char what[96];
-    snprintf(what, sizeof what, "reduction `%s`", p->reds[i].name);
-    st = check_aligned(p, o->reductions[i], p->reds[i].dtype, what);
-  }
+  /* The outputs' and reductions' names go into a label only for the
+   * message, not at every execution. */
+  char what[96];
+  for (size_t i = 0; st == JITK_OK && i < p->num_outs; i++)
+    if (!aligned(o->outputs[i], p->outs[i].dtype)) {
+      snprintf(what, sizeof what, "output `%s`", p->outs[i].name);
+      st = check_aligned(p, o->outputs[i], p->outs[i].dtype, what);
+    }
+  for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++)
+    if (!aligned(o->reductions[i], p->reds[i].dtype)) {
+      snprintf(what, sizeof what, "reduction `%s`", p->reds[i].name);
+      st = check_aligned(p, o->reductions[i], p->reds[i].dtype, what);
+    }
   if (st == JITK_OK && d->has_a_scale) st = check_aligned(p, o->a_scale, JITK_FLOAT32, "a_scale");
   if (st == JITK_OK && d->has_b_scale) st = check_aligned(p, o->b_scale, JITK_FLOAT32, "b_scale");
   if (st == JITK_OK && d->has_d_scale) st = check_aligned(p, o->d_scale, JITK_FLOAT32, "d_scale");
