@@ -12,6 +12,9 @@
 
 /* The table row, or NULL for JITK_DTYPE_NONE and out-of-range values. */
 const jitk_dtype_info *jk_dtype(jitk_dtype d);
+/* Whether p is aligned to dtype d's elements (d a dtype of the table),
+ * as the GPU requires of every element it reads or writes. */
+bool jk_dtype_aligned(const void *p, jitk_dtype d);
 /* By NumPy name, not NUL-terminated; JITK_DTYPE_NONE when unknown. */
 jitk_dtype jk_dtype_lookup(const char *name, size_t len);
 jitk_dtype jk_dtype_from_dl(DLDataType dl);

@@ -61,6 +61,10 @@ const jitk_dtype_info *jk_dtype(jitk_dtype d) {
   return &table[d];
 }
 
+bool jk_dtype_aligned(const void *p, jitk_dtype d) {
+  return ((uintptr_t)p & (table[d].align - 1)) == 0;
+}
+
 jitk_status jitk_dtype_get_info(jitk_dtype dtype, jitk_dtype_info *info) {
   const jitk_dtype_info *t = jk_dtype(dtype);
   if (t == NULL || info == NULL)

@@ -96,11 +96,10 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const c
   /* Kernels read and write whole elements, which the GPU requires to be
    * aligned to their size (16 bytes for complex128): a misaligned one
    * faults, and the fault ends the whole CUDA context. */
-  const size_t align = jk_dtype(d)->align;
-  if (size != 0 && ((uintptr_t)out->data & (align - 1)) != 0)
+  if (size != 0 && !jk_dtype_aligned(out->data, d))
     return jk_fail(e, JITK_ERR_INVALID_ARRAY,
                    "%s: its first element (data + byte_offset = %p) is not aligned to %zu bytes, "
                    "as %s elements must be",
-                   what, out->data, align, jk_dtype(d)->name);
+                   what, out->data, jk_dtype(d)->align, jk_dtype(d)->name);
   return JITK_OK;
 }

@@ -258,13 +258,9 @@ done:
 /* Refuses a pointer that is not aligned to the elements the kernels read
  * or write through it as dtype `dt`: the GPU faults on a misaligned
  * element, and the fault ends the CUDA context. */
-static bool aligned(const void *ptr, jitk_dtype dt) {
-  return ((uintptr_t)ptr & (jk_dtype(dt)->align - 1)) == 0;
-}
-
 static jitk_status check_aligned(const jitk_matmul *p, const void *ptr, jitk_dtype dt,
                                  const char *what) {
-  if (JK_LIKELY(aligned(ptr, dt))) return JITK_OK;
+  if (JK_LIKELY(jk_dtype_aligned(ptr, dt))) return JITK_OK;
   return jk_fail(p->engine, JITK_ERR_INVALID_ARGUMENT,
                  "matmul %s: %s (%p) is not aligned to %zu bytes, as %s elements must be", p->name,
                  what, ptr, jk_dtype(dt)->align, jk_dtype(dt)->name);
@@ -282,12 +278,12 @@ static jitk_status check_pointers(const jitk_matmul *p, const jitk_matmul_operan
    * message, not at every execution. */
   char what[96];
   for (size_t i = 0; st == JITK_OK && i < p->num_outs; i++)
-    if (!aligned(o->outputs[i], p->outs[i].dtype)) {
+    if (!jk_dtype_aligned(o->outputs[i], p->outs[i].dtype)) {
       snprintf(what, sizeof what, "output `%s`", p->outs[i].name);
       st = check_aligned(p, o->outputs[i], p->outs[i].dtype, what);
     }
   for (size_t i = 0; st == JITK_OK && i < p->num_reds; i++)
-    if (!aligned(o->reductions[i], p->reds[i].dtype)) {
+    if (!jk_dtype_aligned(o->reductions[i], p->reds[i].dtype)) {
       snprintf(what, sizeof what, "reduction `%s`", p->reds[i].name);
       st = check_aligned(p, o->reductions[i], p->reds[i].dtype, what);
     }
