@@ -383,16 +383,58 @@ static CUresult fk_cuFuncGetParamInfo(CUfunction f, size_t i, size_t *off, size_
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Refuses what the driver's documentation for cuTensorMapEncodeTiled
+ * says it refuses (tiled mode, no interleave), so that a map jitk encodes
+ * wrongly fails here as it would on a GPU; a valid map is written as
+ * fakecuda_tensor_map. */
 static CUresult fk_cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType t, cuuint32_t rank,
                                           void *addr, const cuuint64_t *dims,
                                           const cuuint64_t *strides, const cuuint32_t *box,
                                           const cuuint32_t *elem_strides, CUtensorMapInterleave il,
                                           CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                           CUtensorMapFloatOOBfill fill) {
-  (void)t, (void)addr, (void)dims, (void)strides, (void)box, (void)elem_strides;
-  (void)il, (void)sw, (void)l2, (void)fill;
-  if (rank == 0 || rank > 5) return CUDA_ERROR_INVALID_VALUE;
+  (void)l2, (void)fill;
+  static const unsigned char bytes[] = {
+      [CU_TENSOR_MAP_DATA_TYPE_UINT8] = 1,       [CU_TENSOR_MAP_DATA_TYPE_UINT16] = 2,
+      [CU_TENSOR_MAP_DATA_TYPE_UINT32] = 4,      [CU_TENSOR_MAP_DATA_TYPE_INT32] = 4,
+      [CU_TENSOR_MAP_DATA_TYPE_UINT64] = 8,      [CU_TENSOR_MAP_DATA_TYPE_INT64] = 8,
+      [CU_TENSOR_MAP_DATA_TYPE_FLOAT16] = 2,     [CU_TENSOR_MAP_DATA_TYPE_FLOAT32] = 4,
+      [CU_TENSOR_MAP_DATA_TYPE_FLOAT64] = 8,     [CU_TENSOR_MAP_DATA_TYPE_BFLOAT16] = 2,
+      [CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ] = 4, [CU_TENSOR_MAP_DATA_TYPE_TFLOAT32] = 4,
+      [CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ] = 4};
+  if (map == NULL || rank == 0 || rank > 5 || (unsigned)t >= sizeof bytes || bytes[t] == 0 ||
+      il != CU_TENSOR_MAP_INTERLEAVE_NONE || ((uintptr_t)addr & 15) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const unsigned es = bytes[t];
+  for (cuuint32_t i = 0; i < rank; i++) {
+    if (dims[i] == 0 || dims[i] > (1ull << 32) || box[i] == 0 || box[i] > 256 ||
+        elem_strides[i] == 0 || elem_strides[i] > 8)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (i + 1 < rank && (strides[i] % 16 != 0 || strides[i] >= (1ull << 40)))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  /* The box's rows are whole 16-byte chunks, within the swizzle's span. */
+  const unsigned row = box[0] * es;
+  const unsigned span = sw == CU_TENSOR_MAP_SWIZZLE_32B    ? 32
+                        : sw == CU_TENSOR_MAP_SWIZZLE_64B  ? 64
+                        : sw == CU_TENSOR_MAP_SWIZZLE_128B ? 128
+                                                           : 0;
+  if (row % 16 != 0 || (span != 0 && row > span)) return CUDA_ERROR_INVALID_VALUE;
+  fakecuda_tensor_map m;
+  memset(&m, 0, sizeof m);
+  m.magic = FAKECUDA_TENSOR_MAP;
+  m.rank = rank;
+  m.swizzle = (unsigned)sw;
+  m.data_type = (unsigned)t;
+  m.address = (unsigned long long)(uintptr_t)addr;
+  for (cuuint32_t i = 0; i < rank; i++) {
+    m.dims[i] = dims[i];
+    m.box[i] = box[i];
+    if (i + 1 < rank) m.strides[i] = strides[i];
+  }
+  _Static_assert(sizeof m <= sizeof *map, "the record fits a map");
   memset(map, 0, sizeof *map);
+  memcpy(map, &m, sizeof m);
   return CUDA_SUCCESS;
 }
 

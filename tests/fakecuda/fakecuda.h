@@ -24,6 +24,18 @@ typedef struct fakecuda_launch {
   int device; /* whose context was current */
 } fakecuda_launch;
 
+/* What the stand-in's cuTensorMapEncodeTiled writes into the map's 128
+ * bytes (where the driver writes its own encoding), so that a test can
+ * read a launch's maps back from its parameters. */
+typedef struct fakecuda_tensor_map {
+  unsigned magic; /* FAKECUDA_TENSOR_MAP */
+  unsigned rank, swizzle, data_type;
+  unsigned long long address;
+  unsigned long long dims[5], strides[4]; /* strides of dims 1.. in bytes */
+  unsigned box[5];
+} fakecuda_tensor_map;
+#define FAKECUDA_TENSOR_MAP 0x70616d74u
+
 /* The last cuMemsetD8Async: where, what, how many bytes, on which stream. */
 typedef struct fakecuda_memset {
   void *dst;
