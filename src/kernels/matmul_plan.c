@@ -898,6 +898,11 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
    * placeholders could not be bound before execution, so they are refused. */
   if (p->epilogue_params != NULL) {
     st = jk_params_parse(e, p->epilogue_params, "epilogue_params", false, &p->params);
+    /* As many as an elementwise kernel takes, which the execution's list
+     * of kernel parameters is sized for. */
+    if (st == JITK_OK && p->params.count > JK_MAX_EW_PARAMS)
+      st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "epilogue_params: %zu operands; at most %d",
+                   p->params.count, JK_MAX_EW_PARAMS);
     for (size_t h = 0; st == JITK_OK && h < p->params.num_placeholders; h++)
       if (strcmp(p->params.placeholders[h], "T") != 0)
         st = jk_fail(e, JITK_ERR_PARSE,

@@ -9,7 +9,9 @@
  * operands whose rows are off 16 bytes, then the product.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "fakecuda/fixture.h"
@@ -216,6 +218,46 @@ Test(matmul_execute, fp8_scales) {
   void *bufs[] = {a, b, dd, scales};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     JT_OK(e, jitk_device_free(e, bufs[i], NULL));
+  jitk_engine_destroy(e);
+}
+
+/* The most epilogue operands a plan takes (64, as an elementwise kernel
+ * does), each a scalar, reach the kernel's parameters at execution, on
+ * the tensor-core kernel and the FFMA one; one more is refused when the
+ * plan is made. (More once overran the list of the launch's parameters.) */
+Test(matmul_execute, the_most_epilogue_operands) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  enum { MOST = 64 };
+  char params[MOST * 16 + 16], epilogue[MOST * 8 + 16];
+  size_t pn = 0, en = (size_t)snprintf(epilogue, sizeof epilogue, "acc");
+  for (int i = 0; i <= MOST; i++) {
+    pn += (size_t)snprintf(params + pn, sizeof params - pn, "%sfloat32 s%d", i ? ", " : "", i);
+    en += (size_t)snprintf(epilogue + en, sizeof epilogue - en, " + s%d", i);
+  }
+  jitk_arg extra[MOST + 1];
+  for (int i = 0; i <= MOST; i++) extra[i] = jitk_arg_f64(0.5);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
+  d.epilogue = epilogue;
+  d.epilogue_params = params;
+  jitk_matmul *p = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "epilogue_params: 65 operands; at most 64",
+           jitk_matmul_create(e, &d, &p));
+  /* Without the last one. */
+  *strrchr(params, ',') = '\0';
+  *strrchr(epilogue, '+') = '\0';
+  for (int tf32 = 0; tf32 < 2; tf32++) {
+    d.compute = tf32 ? JITK_COMPUTE_TF32 : JITK_COMPUTE_DEFAULT;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    void *a = dev(e, 64 * 64 * 4), *b = dev(e, 64 * 64 * 4), *dd = dev(e, 64 * 64 * 4);
+    const unsigned long long before = f.count();
+    JT_OK(e, jitk_matmul_execute(p, NULL, a, b, NULL, dd, extra, MOST));
+    cr_assert_eq(f.count() - before, tf32 ? 2u : 1u, "%llu launches", f.count() - before);
+    jitk_matmul_destroy(p);
+    JT_OK(e, jitk_device_free(e, a, NULL));
+    JT_OK(e, jitk_device_free(e, b, NULL));
+    JT_OK(e, jitk_device_free(e, dd, NULL));
+  }
   jitk_engine_destroy(e);
 }
 
