@@ -1757,8 +1757,8 @@ typedef enum jitk_order { JITK_ROW_MAJOR = 0, JITK_COL_MAJOR = 1 } jitk_order;
  * another, packed). The epilogue is an expression over `acc` (that sum, in
  * the accumulator's type, named `T` in the expression), `row`, `col`,
  * `batch` and the extra operands of `epilogue_params` ("raw T bias,
- * float32 scale": raw arrays are read as the accumulator's type whatever
- * their dtype, bias[col]; scalars are values), with relu(x), gelu(x)
+ * float32 scale", at most 64: raw arrays are read as the accumulator's
+ * type whatever their dtype, bias[col]; scalars are values), with relu(x), gelu(x)
  * (tanh form), sigmoid(x) and silu(x) available (in float32 from one fast
  * exponential and division: within 1e-5 relative); NULL means `acc`. The
  * result is converted to D's dtype once, in registers, before D's single
