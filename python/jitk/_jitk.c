@@ -1093,8 +1093,8 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
 
 /* Fills `a` from a GPU array of any library. 1: done; 0: `o` is not an
  * array (no exception); -1: an exception is set. */
-static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
-                    bool pointer_only, const char *what) {
+static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
+                      bool pointer_only, const char *what) {
   /* The tensor and the capsule; shape and strides are written as read. */
   memset(&a->t, 0, sizeof a->t);
   a->dtype = JITK_DTYPE_NONE;
@@ -1149,6 +1149,21 @@ static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *dev
     }
   }
   return r == 0 ? 1 : -1;
+}
+
+/* read_array, and the device it says the array is on within the
+ * devices jitk keeps engines for (the number comes from the array's
+ * library, or from any object's __dlpack__, and indexes tables of
+ * MAX_DEVICES entries). */
+static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
+                    bool pointer_only, const char *what) {
+  int r = read_array(o, lib, stream, a, device, pointer_only, what);
+  if (r == 1 && *device >= MAX_DEVICES) {
+    PyErr_Format(PyExc_ValueError, "%s is on CUDA device %d; jitk works with devices 0 to %d", what,
+                 *device, MAX_DEVICES - 1);
+    return -1;
+  }
+  return r;
 }
 
 static void release_arrays(pyarr *a, int n) {

@@ -410,6 +410,69 @@ def test_cupy_arrays_of_every_dtype_and_layout(tmp_path):
     """, tmp_path)
 
 
+def test_arrays_on_devices_past_the_last_raise(tmp_path):
+    # An array whose DLPack capsule names a device beyond those jitk keeps
+    # engines for (0 to 63) gets a ValueError and nothing is launched: the
+    # number once indexed the kernels' per-device tables unchecked.
+    run("""
+        class DLDevice(ctypes.Structure):
+            _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+        class DLDataType(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                        ("lanes", ctypes.c_uint16)]
+        class DLTensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int),
+                        ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.POINTER(ctypes.c_int64)),
+                        ("byte_offset", ctypes.c_uint64)]
+        class DLManaged(ctypes.Structure):
+            _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                        ("deleter", ctypes.c_void_p)]
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype = ctypes.py_object
+        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        kept = []
+
+        class Far:
+            # float32 host memory (device memory to the stand-in) that says
+            # it is on CUDA device `device`.
+            def __init__(self, host, device):
+                self.host, self.device = host, device
+            def __dlpack_device__(self):
+                return (2, self.device)
+            def __dlpack__(self, stream=None, max_version=None):
+                shape = (ctypes.c_int64 * 1)(self.host.size)
+                m = DLManaged()
+                m.dl_tensor.data = self.host.ctypes.data
+                m.dl_tensor.device = DLDevice(2, self.device)
+                m.dl_tensor.ndim = 1
+                m.dl_tensor.dtype = DLDataType(2, 32, 1)
+                m.dl_tensor.shape = shape
+                kept.extend([shape, m])
+                return new_capsule(ctypes.addressof(m), b"dltensor", None)
+
+        host = np.arange(256, dtype=np.float32)
+        z = CudaArray(np.zeros(256, dtype=np.float32))
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy_far")
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "sum_far")
+        raw = jitk.RawKernel('extern "C" __global__ void f(float *p) {}', "f")
+        ew(Far(host, 0), z)  # device 0 is the stand-in's
+        before = fake.fakecuda_launch_count()
+        for device in (64, 1000, 2**31 - 1):
+            for call in (lambda: ew(Far(host, device), z),
+                         lambda: red(Far(host, device)),
+                         lambda: raw((1,), (32,), (Far(host, device),))):
+                try:
+                    call()
+                except ValueError as e:
+                    assert f"is on CUDA device {device}; jitk works with devices 0 to 63" in str(e), e
+                else:
+                    raise AssertionError(f"device {device} was taken")
+        assert fake.fakecuda_launch_count() == before
+        print("ok")
+    """, tmp_path)
+
+
 def test_random_calls_raise_only_clear_errors(tmp_path):
     # 20,000 calls of the kernel classes with random arguments and keywords
     # (arrays of every kind, views, scalars, strings, nested sequences,
