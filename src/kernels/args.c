@@ -93,6 +93,13 @@ jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, s
       if (d->raw || d->output)
         return jk_fail(e, JITK_ERR_ARGUMENT_TYPE, "kernel %s: %s must be an array, not a scalar",
                        g->name, g->labels[p]);
+      /* A scalar may bind a placeholder, whose dtype the generated code
+       * then names: one outside the table is refused here, before any
+       * code is made from it. */
+      if (JK_UNLIKELY(jk_dtype(x->dtype) == NULL))
+        return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
+                       "kernel %s: %s is a scalar of dtype %d, not one of jitk's dtypes", g->name,
+                       g->labels[p], (int)x->dtype);
     } else {
       return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                      "kernel %s: %s must be a DLTensor (jitk_arg_array) or a scalar; "

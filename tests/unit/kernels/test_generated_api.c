@@ -313,6 +313,19 @@ Test(elementwise_outputs, same_rules_as_a_launch) {
   assert_spec(&specs[1], JITK_FLOAT64, 0, s3);
   jitk_elementwise_destroy(k);
 
+  /* A scalar whose dtype is none of jitk's, binding a placeholder that
+   * the generated code would then name (it once reached the generator as
+   * a NULL dtype). */
+  JT_OK(e, jitk_elementwise_create(e, "T a", "float32 z", "z = a", "by_scalar", NULL, &k));
+  jitk_arg odd = jitk_arg_f64(1.0);
+  odd.dtype = (jitk_dtype)99;
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "is a scalar of dtype 99, not one of jitk's dtypes",
+           jitk_elementwise_outputs(k, &odd, 1, 16, specs));
+  odd.dtype = JITK_DTYPE_NONE;
+  JT_FAILS(e, JITK_ERR_ARGUMENT_TYPE, "is a scalar of dtype 0",
+           jitk_elementwise_outputs(k, &odd, 1, 16, specs));
+  jitk_elementwise_destroy(k);
+
   /* No outputs at all: specs may be NULL. */
   JT_OK(e, jitk_elementwise_create(e, "raw T x", "", "x[i] = 0", "none", NULL, &k));
   int64_t s1[1] = {9};
