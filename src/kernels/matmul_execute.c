@@ -16,6 +16,26 @@
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+/* A pooled buffer of a * b * c * d bytes (plus `extra`) on `stream` for
+ * `what`, refused where that product passes what a size_t holds: the
+ * factors come from the plan's shape, whose batches may overlap (a batch
+ * stride of 1 is allowed), so that batches and slices multiply without
+ * any memory behind them. */
+static jitk_status temp_alloc_n(jitk_matmul *p, jitk_stream stream, const char *what, uint64_t a,
+                                uint64_t b, uint64_t c, uint64_t d, size_t extra, void **out) {
+  uint64_t n = 0;
+  *out = NULL;
+  if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n) ||
+      __builtin_mul_overflow(n, d, &n) || __builtin_add_overflow(n, (uint64_t)extra, &n) ||
+      n > SIZE_MAX)
+    return jk_fail(p->engine, JITK_ERR_OUT_OF_MEMORY,
+                   "matmul %s: %s would take %llu x %llu x %llu x %llu bytes, more than any "
+                   "memory holds",
+                   p->name, what, (unsigned long long)a, (unsigned long long)b,
+                   (unsigned long long)c, (unsigned long long)d);
+  return jk_temp_alloc(p->engine, (size_t)n, stream, out);
+}
+
 static CUtensorMapDataType map_type(jitk_dtype t) {
   switch (t) {
     case JITK_FLOAT16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -91,7 +111,8 @@ static jitk_status transpose_first(jitk_matmul *p, const mm_kernel *k, CUstream 
   const uint64_t nb = (uint64_t)p->d.batch;
   *t = NULL;
   *ldt = round_bytes(R, es, 128);
-  jitk_status st = jk_temp_alloc(e, (size_t)(nb * C * *ldt * es), (jitk_stream)stream, t);
+  jitk_status st =
+      temp_alloc_n(p, (jitk_stream)stream, "the transpose of an operand", nb, C, *ldt, es, 0, t);
   if (st != JITK_OK) return st;
   long long args[5] = {(long long)R, (long long)C, (long long)ld, (long long)sx, (long long)*ldt};
   void *kp[7] = {(void *)&x, t, &args[0], &args[1], &args[2], &args[3], &args[4]};
@@ -117,7 +138,8 @@ static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream
   const uint64_t nb = (uint64_t)p->d.batch;
   *y = NULL;
   *ldy = round_bytes(C, es, 128);
-  jitk_status st = jk_temp_alloc(e, (size_t)(nb * R * *ldy * es), (jitk_stream)stream, y);
+  jitk_status st =
+      temp_alloc_n(p, (jitk_stream)stream, "the copy of an operand", nb, R, *ldy, es, 0, y);
   if (st != JITK_OK) return st;
   long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
                        (long long)sx, (long long)*ldy, (long long)nb};
@@ -437,7 +459,7 @@ static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, j
     long long chunks = (M + chunk - 1) / chunk;
     const unsigned int gx = (unsigned int)ceil_div((uint64_t)N, 256);
     if (chunks > 0) {
-      st = jk_temp_alloc(e, (size_t)B * (size_t)chunks * (size_t)N * ws, stream, &part);
+      st = temp_alloc_n(p, stream, what, B, (uint64_t)chunks, (uint64_t)N, ws, 0, &part);
       if (st != JITK_OK) return st;
       void *kp[5] = {&w, &part, (void *)&M, (void *)&N, &chunk};
       st = jk_launch_fn(e, stream, k->red[i][0], what, gx, (unsigned int)chunks, B, 256, 1, 1, 0,
@@ -450,7 +472,7 @@ static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, j
   } else {
     const bool all = r->axis == JITK_REDUCE_ALL;
     if (M > 0) {
-      if (all) st = jk_temp_alloc(e, (size_t)B * (size_t)M * ws, stream, &part);
+      if (all) st = temp_alloc_n(p, stream, what, B, (uint64_t)M, ws, 1, 0, &part);
       void *dst = all ? part : out;
       void *kp[4] = {&w, &dst, (void *)&M, (void *)&N};
       if (st == JITK_OK)
@@ -498,10 +520,9 @@ jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
   for (size_t i = 0; st == JITK_OK && i < p->num_reds && mn > 0; i++) {
     long long rows = 0, cols = 0;
     work_shape(p, k, i, &rows, &cols);
-    st = jk_temp_alloc(e,
-                       (size_t)rows * (size_t)cols * (size_t)ds->batch *
-                           jk_dtype(jk_mm_work_dtype(k->spec.acc, p->reds[i].dtype))->size,
-                       stream, &work[i]);
+    st = temp_alloc_n(p, stream, "a reduction's workspace", (uint64_t)rows, (uint64_t)cols,
+                      (uint64_t)ds->batch,
+                      jk_dtype(jk_mm_work_dtype(k->spec.acc, p->reds[i].dtype))->size, 0, &work[i]);
   }
   if (st == JITK_OK && mn > 0) st = jk_mm_run_kernel(p, k, stream, o, work);
   if (st == JITK_OK && mn == 0 && ds->has_amax_d) { /* the amax of nothing */
@@ -609,8 +630,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
     const uint64_t tiles = ceil_div(tm, cl) * cl * tn * (uint64_t)ds->batch;
     const size_t counts = (size_t)(tiles * 2 * sizeof(unsigned int) + 255) / 256 * 256;
     void *ws = NULL;
-    st = jk_temp_alloc(e, counts + (size_t)(splits * tiles * 128 * (uint64_t)k->spec.bn) * 4,
-                       stream, &ws);
+    st = temp_alloc_n(p, stream, "the split-K workspace", splits, tiles, 128 * (uint64_t)k->spec.bn,
+                      4, counts, &ws);
     if (st != JITK_OK) return st;
     void *copies = (char *)ws + counts;
     JK_PUSH(kp, np, cur, copies);
@@ -628,7 +649,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
    * workspace. */
   const size_t plane = (size_t)ds->m * (size_t)ds->n;
   void *ws = NULL;
-  st = jk_temp_alloc(e, plane * (size_t)ds->batch * splits * sizeof(float), stream, &ws);
+  st = temp_alloc_n(p, stream, "the split-K workspace", plane, (uint64_t)ds->batch, splits,
+                    sizeof(float), 0, &ws);
   if (st != JITK_OK) return st;
   JK_PUSH(kp, np, cur, ws);
   JK_PUSH(kp, np, cur, splits);

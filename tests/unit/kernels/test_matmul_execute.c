@@ -297,3 +297,26 @@ Test(matmul_execute, copies_before_the_product) {
   }
   jitk_engine_destroy(e);
 }
+
+/* Workspaces whose size would pass what a size_t holds are refused
+ * before anything is allocated or launched: batches that overlap (a
+ * batch stride of 1) multiply the split-K workspace of planes of M x N
+ * float32 sums, one a batch and slice, without memory behind them. The
+ * operands' pointers are never read (the stand-in launches nothing). */
+Test(matmul_execute, workspaces_past_any_memory) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 32768, 65536, (int64_t)1 << 20);
+  d.batch = 65535;
+  d.stride_a = d.stride_b = d.stride_c = d.stride_d = 1;
+  d.split_k = 65535;
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  char *base = (char *)(uintptr_t)0x100000000ull;
+  const unsigned long long before = activity(&f);
+  JT_FAILS(e, JITK_ERR_OUT_OF_MEMORY, "the split-K workspace would take",
+           jitk_matmul_execute(p, NULL, base, base, NULL, base, NULL, 0));
+  cr_assert_eq(activity(&f), before, "nothing launched or cleared");
+  jitk_matmul_destroy(p);
+  jitk_engine_destroy(e);
+}
