@@ -203,11 +203,17 @@ static jitk_engine *share_peer(void) {
   return NULL;
 }
 
+/* Whether `device` indexes the tables of MAX_DEVICES entries (arrays'
+ * devices are checked as they are read; this is for the current device,
+ * which the CUDA runtime names); if not, a ValueError. */
+static bool device_in_range(int device) {
+  if (device >= 0 && device < MAX_DEVICES) return true;
+  PyErr_Format(PyExc_ValueError, "device %d is out of range", device);
+  return false;
+}
+
 static jitk_engine *device_engine(int ordinal) {
-  if (ordinal < 0 || ordinal >= MAX_DEVICES) {
-    PyErr_Format(PyExc_ValueError, "device %d is out of range", ordinal);
-    return NULL;
-  }
+  if (!device_in_range(ordinal)) return NULL;
   if (engines[ordinal] != NULL) return engines[ordinal];
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
@@ -1959,6 +1965,7 @@ static void ew_dealloc(ew_kernel *k) {
 
 /* The kernel on a device's engine, made at its first call there. */
 static jitk_elementwise *ew_on(ew_kernel *k, int device) {
+  if (!device_in_range(device)) return NULL;
   if (k->per_device[device] != NULL) return k->per_device[device];
   jitk_engine *e = device_engine(device);
   if (e == NULL) return NULL;
@@ -2366,6 +2373,7 @@ static void red_dealloc(red_kernel *k) {
 }
 
 static jitk_reduction *red_on(red_kernel *k, int device) {
+  if (!device_in_range(device)) return NULL;
   if (k->per_device[device] != NULL) return k->per_device[device];
   jitk_engine *e = device_engine(device);
   if (e == NULL) return NULL;
@@ -2656,6 +2664,7 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
 }
 
 static jitk_module *rm_on(raw_module *m, int device) {
+  if (!device_in_range(device)) return NULL;
   if (m->per_device[device] != NULL) return m->per_device[device];
   jitk_engine *e = device_engine(device);
   if (e == NULL) return NULL;
@@ -3084,6 +3093,7 @@ static void rk_dealloc(raw_kernel *k) {
 }
 
 static jitk_kernel *rk_on(raw_kernel *k, int device) {
+  if (!device_in_range(device)) return NULL;
   if (k->per_device[device] != NULL) return k->per_device[device];
   jitk_module *mod = rm_on((raw_module *)k->module, device);
   if (mod == NULL) return NULL;
