@@ -650,8 +650,16 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
 }
 
 /* Whether a memory hit's own files (outside the CUDA headers) are as they
- * were when it was compiled. */
+ * were when it was compiled. One whose record of them is incomplete (a
+ * header named by a macro jitk cannot follow, precompiled headers) cannot
+ * be told, and is compiled again, as it is stored in no tier. */
 static bool memory_hit_holds(jitk_engine *e, jk_entry *hit) {
+  if (hit->deps.unknown != NULL) {
+    jk_log(e, JITK_LOG_INFO,
+           "kernel cache: not served from memory: %s, so the files it reads cannot all be told",
+           hit->deps.unknown);
+    return false;
+  }
   if (!jk_deps_have_user_files(&hit->deps)) return true;
   const char *changed = NULL;
   pthread_mutex_lock(&e->cache.disk_lock);

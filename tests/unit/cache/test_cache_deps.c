@@ -285,6 +285,34 @@ Test(cache_deps, an_incomplete_record_is_not_stored) {
   jt_rmdir(work);
 }
 
+/* Nor is it served from the engine's memory: the header it reads through
+ * a macro is edited between two compiles in one engine, and the second
+ * sees the edit (a memory hit once served the first). */
+Test(cache_deps, an_incomplete_record_is_not_served_from_memory) {
+  char *work = jt_tmpdir();
+  char *cache = scratch(work);
+  header("a/impl.cuh", 5);
+  const char *opts[] = {"-Ia"};
+  const char *src =
+      "#define PICK(x) <x.cuh>\n#include PICK(impl)\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  jt_log log = {0};
+  jitk_engine *e = jt_cache_engine_ex(cache, JITK_CACHE_ON, 0, 0, 0, &log);
+  size_t n1, n2;
+  void *one = compile(e, src, opts, 1, &n1);
+  header("a/impl.cuh", 6);
+  void *two = compile(e, src, opts, 1, &n2);
+  cr_assert_eq(jt_stats_mine(e).compiles, 2, "a memory hit served the old header");
+  cr_assert_eq(jt_stats_mine(e).memory_hits, 0);
+  cr_assert(!same(one, n1, two, n2));
+  jitk_engine_destroy(e);
+  free(one);
+  free(two);
+  free(cache);
+  cr_assert_eq(chdir("/"), 0);
+  jt_rmdir(work);
+}
+
 static void rewrite_header(void *user, jk_cache_event ev) {
   if (ev == JK_EVENT_COMPILED) header((const char *)user, 999);
 }
