@@ -672,7 +672,8 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
                       redisCommand(ctx, "SCAN %s MATCH %s COUNT 100", cursor, pattern))
             : NULL;
     if (scan == NULL || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2 ||
-        scan->element[0]->type != REDIS_REPLY_STRING) {
+        scan->element[0]->type != REDIS_REPLY_STRING ||
+        scan->element[1]->type != REDIS_REPLY_ARRAY) {
       if (scan) freeReplyObject(scan);
       pthread_mutex_unlock(&r->lock);
       st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s is %s", r->url,
@@ -682,8 +683,10 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
     snprintf(cursor, sizeof cursor, "%s", scan->element[0]->str);
     redisReply *keys = scan->element[1];
     for (size_t i = 0; i < keys->elements; i++) {
+      /* A request's key: a string of 32 hexadecimal digits after the
+       * prefix (a server could answer anything). */
+      if (keys->element[i]->type != REDIS_REPLY_STRING || keys->element[i]->str == NULL) continue;
       const char *name = keys->element[i]->str;
-      /* A request's key: 32 hexadecimal digits after the prefix. */
       jk_key request;
       if (strlen(name) != prefix + 32) continue;
       bool hex_ok = true;

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
 #include <math.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -590,6 +591,64 @@ Test(remote, push_and_pull_copy_between_tiers) {
   stop_server(&s);
   jt_rmdir(a);
   jt_rmdir(b);
+}
+
+/* A server that answers PING, and SCAN with keys that are not strings
+ * (an integer, a nested array), then a cursor of 0; anything else with
+ * nil. Serves one connection after another until `stop`. */
+typedef struct odd_server {
+  int listener;
+  volatile int stop;
+} odd_server;
+
+static void *odd_serve(void *arg) {
+  odd_server *o = arg;
+  while (!o->stop) {
+    int c = accept(o->listener, NULL, NULL);
+    if (c < 0) break;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(c, buf, sizeof buf - 1)) > 0) {
+      buf[n] = '\0';
+      const char *reply = strstr(buf, "PING")   ? "+PONG\r\n"
+                          : strstr(buf, "SCAN") ? "*2\r\n$1\r\n0\r\n*3\r\n:5\r\n*0\r\n$3\r\nabc\r\n"
+                                                : "$-1\r\n";
+      if (write(c, reply, strlen(reply)) < 0) break;
+    }
+    close(c);
+  }
+  return NULL;
+}
+
+/* A pull from such a server pulls nothing and fails nothing (a key that
+ * is not a string once crashed it). */
+Test(remote, a_pull_takes_only_string_keys) {
+  odd_server o = {socket(AF_INET, SOCK_STREAM, 0), 0};
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(o.listener, (struct sockaddr *)&sa, sizeof sa), 0);
+  socklen_t len = sizeof sa;
+  cr_assert_eq(getsockname(o.listener, (struct sockaddr *)&sa, &len), 0);
+  cr_assert_eq(listen(o.listener, 16), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, odd_serve, &o), 0);
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+  char *dir = jt_tmpdir();
+  jt_log log = {0};
+  jitk_engine *e = remote_engine(dir, url, &log);
+  size_t pulled = 7, rejected = 7;
+  JT_OK(e, jitk_cache_remote_pull(e, &pulled, &rejected));
+  cr_assert_eq(pulled, 0);
+  cr_assert_eq(rejected, 0);
+  jitk_engine_destroy(e);
+  o.stop = 1;
+  shutdown(o.listener, SHUT_RDWR);
+  close(o.listener);
+  pthread_join(t, NULL);
+  jt_rmdir(dir);
 }
 
 Test(remote, wrong_password_and_full_server) {
