@@ -190,6 +190,12 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
    * (computed once per engine) stands for them, since they are the same
    * for every kernel of a jitk build. */
   jk_material_add_str(m, "jitk_headers", e->cache.headers_digest);
+  /* A relocatable piece (of a linked program, or a manifest's
+   * "relocatable" output) is kept unlinked, where the same -dc program
+   * asked for as a whole is linked with libcudadevrt: the two images
+   * differ, so the output kind is part of the key (other programs' keys
+   * are as they always were). */
+  if (in->output == JK_OUTPUT_RELOCATABLE) jk_material_add_str(m, "unlinked", "relocatable");
   /* Relocatable code is linked with libcudadevrt after NVRTC. Other
    * programs' keys are as they always were. */
   if (in->link == NULL && jk_options_rdc(in->options, in->num_options)) {

@@ -188,6 +188,17 @@ Test(link, the_option_changes_the_key_and_nothing_else) {
   in.options = dc;
   JT_OK(e, jk_cache_key(e, &in, "raw/1", &again, &k_again));
   cr_assert(memcmp(k_dc.bytes, k_again.bytes, 16) == 0);
+  /* The same -dc program kept unlinked (a manifest's "relocatable"
+   * output) is another image, under another key. */
+  jk_material unlinked;
+  jk_material_init(&unlinked, e);
+  jk_key k_unlinked;
+  in.output = JK_OUTPUT_RELOCATABLE;
+  JT_OK(e, jk_cache_key(e, &in, "raw/1", &unlinked, &k_unlinked));
+  cr_assert(memcmp(k_dc.bytes, k_unlinked.bytes, 16) != 0,
+            "a relocatable piece under a linked program's key");
+  cr_assert(has_label(&unlinked, "unlinked") && !has_label(&with_dc, "unlinked"));
+  jk_material_free(&unlinked);
   jk_material_free(&plain);
   jk_material_free(&with_dc);
   jk_material_free(&with_other);
