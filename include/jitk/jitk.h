@@ -1762,11 +1762,12 @@ typedef enum jitk_order { JITK_ROW_MAJOR = 0, JITK_COL_MAJOR = 1 } jitk_order;
  * relu(x), gelu(x) (tanh form), sigmoid(x) and silu(x) available (in
  * float32 from one fast exponential and division: within 1e-5 relative);
  * NULL means `acc`. The result is converted to D's dtype once, in
- * registers, before D's single store. A raw operand that every evaluation reads at the element's own
- * column, as `bias[col]` (not under ?:, && or ||), may be read when the
- * kernel starts a tile rather than when it stores it, so that the read's
- * latency hides behind the tile's MMAs; its elements must not change while
- * the plan executes, as any operand's.
+ * registers, before D's single store. A raw operand that every
+ * evaluation reads at the element's own column, as `bias[col]` (not under
+ * ?:, && or ||), may be read when the kernel starts a tile rather than
+ * when it stores it, so that the read's latency hides behind the tile's
+ * MMAs; its elements must not change while the plan executes, as any
+ * operand's.
  */
 /*
  * An output the epilogue writes besides D, as cuBLASLt's *_AUX epilogues
