@@ -193,8 +193,7 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
   /* A relocatable piece (of a linked program, or a manifest's
    * "relocatable" output) is kept unlinked, where the same -dc program
    * asked for as a whole is linked with libcudadevrt: the two images
-   * differ, so the output kind is part of the key (other programs' keys
-   * are as they always were). */
+   * differ, so the output kind is part of the key. */
   if (in->output == JK_OUTPUT_RELOCATABLE) jk_material_add_str(m, "unlinked", "relocatable");
   /* Relocatable code is linked with libcudadevrt after NVRTC. Other
    * programs' keys are as they always were. */
