@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #if defined(__GNUC__)
 #define JK_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -156,5 +157,22 @@ void jk_buf_printf(jk_buf *b, const char *fmt, ...) JK_PRINTF(2, 3);
 /* Hands over the string (NUL-terminated) and resets the buffer. NULL when
  * an allocation failed. */
 char *jk_buf_take(jk_buf *b);
+
+/* A shared library's GNU build ID: the linker's digest of its contents,
+ * written into the file and mapped with its code (build_id.c). n is 0
+ * where there is none. */
+typedef struct jk_build_id {
+  uint32_t n;
+  uint8_t bytes[64];
+} jk_build_id;
+
+/* The build ID of a library loaded in this process: the one holding
+ * `addr`, or, where addr is NULL, the one whose file name ends in /name.
+ * False when no such library is loaded. */
+bool jk_loaded_build_id(const void *addr, const char *name, jk_build_id *out);
+/* The build ID written in the ELF file at `path`; false when it cannot be
+ * read as a 64-bit ELF file. */
+bool jk_file_build_id(const char *path, jk_build_id *out);
+bool jk_build_id_same(const jk_build_id *a, const jk_build_id *b);
 
 #endif

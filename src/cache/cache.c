@@ -467,6 +467,8 @@ static bool full_material(jitk_engine *e, const jk_compile_input *in, const jk_k
            in->program_name ? in->program_name : "module.cu", hex, x->deps.unknown);
     return false;
   }
+  /* The toolchain's warning says why nothing is stored. */
+  if (!jk_toolchain_runs(e)) return false;
   const char *changed = NULL;
   if (!jk_deps_hold(e, &x->deps, true, &changed)) {
     jk_log(e, JITK_LOG_INFO,

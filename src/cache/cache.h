@@ -238,6 +238,15 @@ typedef struct jk_cache {
   /* The content hash of the NVRTC libraries in use, in hexadecimal, part
    * of every entry's dependency record; empty until first needed. */
   char toolchain[33];
+  /* The build IDs of the two library files hashed into it (libnvrtc,
+   * libnvrtc-builtins), where they were hashed: what the libraries this
+   * process has loaded are compared with (jk_toolchain_runs). */
+  jk_build_id toolchain_ids[2];
+  bool toolchain_hashed[2];
+  /* Set once a loaded library is found not to be the file hashed (it was
+   * replaced under this process): from then on the disk and remote tiers
+   * neither serve nor store. */
+  atomic_bool toolchain_replaced;
   /* What links relocatable programs with the device runtime, for their
    * keys (jk_linker_identity); empty until first needed. */
   char linker_id[160];
@@ -381,6 +390,11 @@ jitk_status jk_deps_copy(jitk_engine *e, const jk_deps *from, jk_deps *to);
 /* The NVRTC libraries' digest (cache.toolchain), computed at first use.
  * Under disk_lock. */
 const char *jk_toolchain(jitk_engine *e);
+/* Whether the NVRTC libraries this process has loaded are still the
+ * files the digest was computed from (their build IDs agree). Checked at
+ * the digest and before each store (the builtins library is loaded at
+ * NVRTC's first compile); a failure is remembered. Under disk_lock. */
+bool jk_toolchain_runs(jitk_engine *e);
 /* The linker of relocatable programs in words, part of their keys:
  * nvJitLink's version and the content hash of its library, or the
  * driver's version and the device, or "none". Computed at first use;

@@ -417,6 +417,35 @@ jitk_status jk_deps_copy(jitk_engine *e, const jk_deps *from, jk_deps *to) {
 
 /* --- the NVRTC in use --- */
 
+/* Marks the toolchain as not the one running, and says so once. */
+static void replaced(jitk_engine *e, const char *library) {
+  if (!atomic_exchange(&e->cache.toolchain_replaced, true))
+    jk_log(e, JITK_LOG_WARN,
+           "kernel cache: the %s file on disk is not the library this process loaded (it was "
+           "replaced after the process started); until the process is restarted, kernels are "
+           "neither served from nor stored in the disk and remote tiers",
+           library);
+}
+
+bool jk_toolchain_runs(jitk_engine *e) {
+  jk_cache *c = &e->cache;
+  jk_toolchain(e);
+  if (atomic_load(&c->toolchain_replaced)) return false;
+  jk_build_id loaded[2];
+  bool is_loaded[2];
+  jk_nvrtc_loaded_build_ids(e, loaded, is_loaded);
+  for (int i = 0; i < 2; i++) {
+    /* A file that could not be hashed is named in the digest instead
+     * (a statically linked NVRTC): there is nothing to compare. */
+    if (!c->toolchain_hashed[i] || !is_loaded[i] ||
+        jk_build_id_same(&loaded[i], &c->toolchain_ids[i]))
+      continue;
+    replaced(e, i ? "libnvrtc-builtins" : "libnvrtc");
+    return false;
+  }
+  return true;
+}
+
 const char *jk_toolchain(jitk_engine *e) {
   jk_cache *c = &e->cache;
   if (c->toolchain[0] != '\0') return c->toolchain;
@@ -435,6 +464,9 @@ const char *jk_toolchain(jitk_engine *e) {
         continue;
       }
       jk_material_add(&m, i ? "builtins" : "library", h, 16);
+      /* Read after the digest, so that a file replaced before or during
+       * it shows an ID other than the loaded library's. */
+      c->toolchain_hashed[i] = jk_file_build_id(paths[i], &c->toolchain_ids[i]);
     }
   }
   jk_free(e, paths[0]);
@@ -443,6 +475,7 @@ const char *jk_toolchain(jitk_engine *e) {
   jk_hash128(m.data ? m.data : (const unsigned char *)"", m.len, k.bytes);
   jk_material_free(&m);
   jk_key_hex(&k, c->toolchain);
+  jk_toolchain_runs(e);
   return c->toolchain;
 }
 
@@ -456,10 +489,16 @@ const char *jk_linker_identity(jitk_engine *e) {
     if (linker == JK_LINKER_NVJITLINK) {
       /* The library loaded cannot change under the engine, so its hash is
        * taken once, like NVRTC's (remembered across processes by its stat
-       * data, as large files are). */
+       * data, as large files are). Its file can, as NVRTC's can: then
+       * nothing is stored or served (jk_toolchain_runs). */
       const jk_jitlink *j = &e->nvrtc.jitlink;
       uint8_t h[16];
       if (j->path != NULL && jk_file_digest(e, j->path, h)) {
+        jk_build_id on_disk, loaded;
+        if (jk_file_build_id(j->path, &on_disk) &&
+            jk_loaded_build_id(*(const void *const *)&j->create, NULL, &loaded) &&
+            !jk_build_id_same(&on_disk, &loaded))
+          replaced(e, "libnvJitLink");
         jk_key k;
         memcpy(k.bytes, h, 16);
         char hex[33];

@@ -422,7 +422,7 @@ static jitk_status decode(jitk_engine *e, const unsigned char *v, size_t n, cons
   const char *toolchain = jk_toolchain(e);
   const char *changed = NULL;
   bool holds = tcl == strlen(toolchain) && memcmp(tc, toolchain, tcl) == 0 &&
-               jk_deps_hold(e, &deps, true, &changed);
+               jk_toolchain_runs(e) && jk_deps_hold(e, &deps, true, &changed);
   pthread_mutex_unlock(&e->cache.disk_lock);
   if (!holds) {
     /* Compiled against other files or another NVRTC build: not ours. */

@@ -1164,6 +1164,7 @@ static jitk_status find_in(jitk_engine *e, sqlite3_stmt *q, bool shared, const j
   *found = false;
   const char *toolchain = jk_toolchain(e);
   size_t tl = strlen(toolchain);
+  if (!jk_toolchain_runs(e)) return JITK_OK;
   sqlite3_bind_int64(q, 1, jk_key_id(request));
   jitk_status st = JITK_OK;
   jk_key damaged_key;

@@ -95,3 +95,12 @@ jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **bui
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   return JITK_OK;
 }
+
+void jk_nvrtc_loaded_build_ids(const jitk_engine *e, jk_build_id ids[2], bool loaded[2]) {
+  /* NVRTC opens its builtins by a path ending in this name (above); the
+   * loader keeps that path as the library's name. */
+  char name[64];
+  snprintf(name, sizeof name, "libnvrtc-builtins.so.%d.%d", e->nvrtc.major, e->nvrtc.minor);
+  loaded[0] = jk_loaded_build_id((const void *)&nvrtcVersion, NULL, &ids[0]);
+  loaded[1] = jk_loaded_build_id(NULL, name, &ids[1]);
+}

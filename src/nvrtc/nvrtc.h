@@ -13,6 +13,8 @@
 
 #include <jitk/jitk.h>
 
+#include "base/base.h"
+
 /* The NVRTC entry points jitk uses. They live in a table on the engine so
  * that tests can make any one of them fail. */
 #define JK_NVRTC_FUNCS(X)      \
@@ -291,6 +293,10 @@ void jk_deps_hash(const void *data, size_t n, uint8_t out[16]);
 /* The loaded libnvrtc and the libnvrtc-builtins it will use, allocated;
  * either is NULL when it cannot be found. */
 jitk_status jk_nvrtc_library_files(jitk_engine *e, char **nvrtc_path, char **builtins_path);
+/* The build IDs of those libraries as this process has them loaded
+ * (loaded[i] false where one is not: the builtins until NVRTC's first
+ * compile). Index 0 is libnvrtc, 1 libnvrtc-builtins. */
+void jk_nvrtc_loaded_build_ids(const jitk_engine *e, jk_build_id ids[2], bool loaded[2]);
 
 /* --- pch.c: NVRTC's precompiled headers --- */
 

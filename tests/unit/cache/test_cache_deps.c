@@ -424,3 +424,113 @@ Test(cache_deps, a_request_keeps_at_most_sixteen_entries) {
   cr_assert_eq(chdir("/"), 0);
   jt_rmdir(work);
 }
+
+/* Runs the program toolchain_child.c with libnvrtc loaded from `lib`;
+ * returns its output. */
+static void run_child(const char *lib, const char *cache, const char *when, const char *link,
+                      const char *target, const char *kernels, char *out, size_t n) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "LD_LIBRARY_PATH='%s' '%s/tests/toolchain_child' '%s' %s '%s' '%s' %s",
+           lib, JITK_TEST_BINARY_DIR, cache, when, link, target, kernels);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  size_t got = fread(out, 1, n - 1, p);
+  out[got] = '\0';
+  cr_assert_eq(pclose(p), 0, "%s: %s", cmd, out);
+}
+
+/* Copies a file, through the shell's cp. */
+static void copy_file(const char *from, const char *to) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* A package update replaces NVRTC's files under running processes, which
+ * go on compiling with the libraries they loaded. Such a process must not
+ * label its kernels with the new files' digest (every process that loads
+ * the new files would be served them), nor be served kernels the new
+ * files compiled: while a library it runs is not the file on disk, it
+ * neither stores nor serves from the disk tier. */
+Test(cache_deps, a_replaced_nvrtc_is_neither_served_nor_stored) {
+  char *work = jt_tmpdir();
+  char *cache = scratch(work);
+  jitk_engine *e = jt_cache_engine(cache);
+  jitk_module_destroy(jt_kernel(e, 1));
+  char *nvrtc = NULL, *builtins = NULL;
+  JT_OK(e, jk_nvrtc_library_files(e, &nvrtc, &builtins));
+  cr_assert(nvrtc != NULL && builtins != NULL);
+  char real[4096];
+  cr_assert_not_null(realpath(nvrtc, real));
+  jitk_engine_destroy(e);
+
+  /* A folder to load libnvrtc from: the library itself (NVRTC opens the
+   * builtins beside its real path), a link to the builtins, and another
+   * build of the builtins (one byte of its build ID changed). */
+  char lib[600], lib_nvrtc[700], lib_builtins[700], other[600];
+  snprintf(lib, sizeof lib, "%s/lib", work);
+  snprintf(lib_nvrtc, sizeof lib_nvrtc, "%s/%s", lib, strrchr(nvrtc, '/') + 1);
+  snprintf(lib_builtins, sizeof lib_builtins, "%s/%s", lib, strrchr(builtins, '/') + 1);
+  snprintf(other, sizeof other, "%s/other-builtins.so", work);
+  cr_assert_eq(mkdir(lib, 0755), 0);
+  if (link(real, lib_nvrtc) != 0) copy_file(real, lib_nvrtc);
+  cr_assert_not_null(realpath(builtins, real));
+  cr_assert_eq(symlink(real, lib_builtins), 0);
+  copy_file(real, other);
+  jk_build_id id;
+  cr_assert(jk_file_build_id(other, &id) && id.n > 0, "the builtins have no build ID");
+  FILE *f = fopen(other, "r+b");
+  cr_assert_not_null(f);
+  size_t size = 0;
+  unsigned char *bytes = NULL;
+  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+  size = (size_t)ftell(f);
+  bytes = malloc(size);
+  rewind(f);
+  cr_assert_eq(fread(bytes, 1, size, f), size);
+  unsigned char *at = memmem(bytes, size, id.bytes, id.n);
+  cr_assert_not_null(at);
+  cr_assert_eq(fseek(f, (long)(at - bytes), SEEK_SET), 0);
+  fputc(at[0] ^ 0xff, f);
+  fclose(f);
+  free(bytes);
+  jk_build_id changed;
+  cr_assert(jk_file_build_id(other, &changed) && !jk_build_id_same(&id, &changed));
+
+  char out[8192];
+  /* Untouched, the child's files are this process's: kernel 1 is a hit,
+   * kernel 2 is stored. */
+  run_child(lib, cache, "never", "-", "-", "1 2", out, sizeof out);
+  cr_assert_str_eq(out, "k1 hits 1 compiles 0\nk2 hits 0 compiles 1\n");
+  /* The builtins replaced after the engine hashed them and before NVRTC
+   * loads them (at its first compile): kernel 3 is compiled by files
+   * other than the digest's and not stored; kernel 2 is not served. */
+  run_child(lib, cache, "between", lib_builtins, other, "3 2", out, sizeof out);
+  cr_assert_str_eq(out,
+                   "k3 hits 0 compiles 1\nk2 hits 0 compiles 1\nwarning: kernel cache: the "
+                   "libnvrtc-builtins file on disk is not the library this process loaded (it "
+                   "was replaced after the process started); until the process is restarted, "
+                   "kernels are neither served from nor stored in the disk and remote tiers\n");
+  /* libnvrtc replaced before the engine hashes it. */
+  cr_assert_eq(unlink(lib_builtins), 0);
+  cr_assert_eq(symlink(real, lib_builtins), 0);
+  run_child(lib, cache, "before", lib_nvrtc, other, "1 4", out, sizeof out);
+  cr_assert(strstr(out,
+                   "k1 hits 0 compiles 1\nk4 hits 0 compiles 1\nwarning: kernel cache: the "
+                   "libnvrtc file on disk") == out,
+            "%s", out);
+
+  /* Nothing but kernels 1 and 2 was stored. */
+  e = jt_cache_engine(cache);
+  cr_assert_eq(jt_stats_all(e).entries, 2);
+  jitk_module_destroy(jt_kernel(e, 2));
+  jitk_module_destroy(jt_kernel(e, 3));
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
+  cr_assert_eq(jt_stats_mine(e).compiles, 1);
+  jitk_engine_destroy(e);
+  free(nvrtc);
+  free(builtins);
+  free(cache);
+  cr_assert_eq(chdir("/"), 0);
+  jt_rmdir(work);
+}
