@@ -452,6 +452,21 @@ static jitk_status scan_deps(jitk_engine *e, const jk_compile_input *in, jk_deps
   return st;
 }
 
+/* A file of the caller's that was written while NVRTC ran, even if it
+ * holds what the scan read again, leaves what NVRTC read unknown: the
+ * record says so, and the entry is neither stored nor served from memory
+ * (memory_hit_holds). */
+static jitk_status note_edits(jitk_engine *e, jk_deps *d) {
+  const char *changed = NULL;
+  if (d->unknown != NULL || jk_deps_unchanged(d, &changed)) return JITK_OK;
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "%s was written while NVRTC compiled it", changed);
+  if ((d->unknown = jk_buf_take(&b)) == NULL)
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  return JITK_OK;
+}
+
 /* The full key material of a new compile (the request's and the
  * dependency record), unless the record is incomplete or a file changed
  * while NVRTC ran (then what NVRTC read is unknown, and the entry is
@@ -470,7 +485,7 @@ static bool full_material(jitk_engine *e, const jk_compile_input *in, const jk_k
   /* The toolchain's warning says why nothing is stored. */
   if (!jk_toolchain_runs(e)) return false;
   const char *changed = NULL;
-  if (!jk_deps_hold(e, &x->deps, true, &changed)) {
+  if (!jk_deps_hold(e, &x->deps, true, &changed) || !jk_deps_unchanged(&x->deps, &changed)) {
     jk_log(e, JITK_LOG_INFO,
            "kernel cache: %s changed while %s was compiling; the result is not stored", changed,
            in->program_name ? in->program_name : "module.cu");
@@ -621,6 +636,7 @@ static jitk_status fill_entry(jitk_engine *e, const jk_compile_input *in, const 
       if (st == JITK_OK) {
         st = entry_from_compile(e, in, &co, x);
         jk_compile_output_free(e, &co);
+        if (st == JITK_OK) st = note_edits(e, &x->deps);
         pthread_mutex_lock(&c->disk_lock);
         c->stats.compiles++;
         c->pending.compiles++;

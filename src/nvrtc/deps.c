@@ -316,7 +316,8 @@ static bool push_todo(scan_state *s, size_t index, char *text, size_t len, const
 
 /* Reads a regular file whole. Returns false when it is not one or cannot
  * be read; *kind says which ('F' read, 'O' something else, 'A' gone). */
-static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len, char *kind) {
+static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len, char *kind,
+                      struct stat *stp) {
   /* O_NONBLOCK: a FIFO put where a header was expected must not hang the
    * scan; it is reported as "not a file" below. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -330,6 +331,7 @@ static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len
     *kind = 'O';
     return false;
   }
+  *stp = st;
   size_t cap = (size_t)st.st_size + 1, n = 0;
   char *buf = jk_malloc(e, cap);
   if (buf == NULL) {
@@ -363,6 +365,44 @@ static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len
   *text = buf;
   *len = n;
   *kind = 'F';
+  return true;
+}
+
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+static void stamp_of(jk_dep *d, const struct stat *st) {
+  d->stamped = true;
+  d->stamp.dev = (uint64_t)st->st_dev;
+  d->stamp.ino = (uint64_t)st->st_ino;
+  d->stamp.size = (int64_t)st->st_size;
+  d->stamp.mtime_ns = ns_of(st->st_mtim);
+  d->stamp.ctime_ns = ns_of(st->st_ctim);
+}
+
+bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
+  for (size_t i = 0; i < d->n; i++) {
+    const jk_dep *x = &d->v[i];
+    if (x->toolkit) continue;
+    struct stat st;
+    int r = stat(x->path, &st);
+    bool holds;
+    if (x->state == 'A') {
+      holds = r != 0 && (errno == ENOENT || errno == ENOTDIR);
+    } else if (x->state == 'O') {
+      holds = r == 0 && !S_ISREG(st.st_mode);
+    } else {
+      jk_dep now;
+      holds = r == 0 && S_ISREG(st.st_mode);
+      if (holds && x->stamped) {
+        stamp_of(&now, &st);
+        holds = memcmp(&now.stamp, &x->stamp, sizeof now.stamp) == 0;
+      }
+    }
+    if (!holds) {
+      if (failed) *failed = x->path;
+      return false;
+    }
+  }
   return true;
 }
 
@@ -414,8 +454,12 @@ static bool probe(scan_state *s, const char *path) {
     found = kind == 'F';
     memcpy(d->hash, memo->hash, 16);
   } else {
-    found = read_file(s->e, path, &text, &len, &kind);
-    if (found) jk_deps_hash(text, len, d->hash);
+    struct stat st;
+    found = read_file(s->e, path, &text, &len, &kind, &st);
+    if (found) {
+      jk_deps_hash(text, len, d->hash);
+      stamp_of(d, &st);
+    }
     /* A CUDA header place found empty stays so for the engine's life. */
     if (!found && d->toolkit) memo_add(s->e, path, kind, NULL, NULL);
   }

@@ -173,7 +173,15 @@ typedef struct jk_dep {
   char state;   /* 'F' a regular file, 'A' nothing there, 'O' something else */
   bool hashed;  /* `hash` holds the file's XXH3-128 */
   bool toolkit; /* under the CUDA header folders (checked on disk hits only) */
+  /* For a file of the caller's read by this process's scan: what fstat
+   * said as the scan opened it, for jk_deps_unchanged. Not part of the
+   * record the cache keeps. */
+  bool stamped;
   uint8_t hash[16];
+  struct {
+    uint64_t dev, ino;
+    int64_t size, mtime_ns, ctime_ns;
+  } stamp;
 } jk_dep;
 
 typedef struct jk_deps {
@@ -285,6 +293,13 @@ void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
 jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
                          jk_deps *out);
 void jk_deps_free(jitk_engine *e, jk_deps *d);
+/* Whether every file of the caller's that the scan read is still the
+ * file it read: same device, inode, size and modification and change
+ * times. A file edited while NVRTC ran and then put back as it was has the
+ * scan's content again, but not its change time: what NVRTC read is then
+ * unknown. Places found empty or holding something else are checked as
+ * they were found. *failed names the first that does not hold. */
+bool jk_deps_unchanged(const jk_deps *d, const char **failed);
 typedef struct jk_scan_memo jk_scan_memo;
 void jk_deps_memo_free(jitk_engine *e, jk_scan_memo *m);
 /* XXH3-128 in canonical (big-endian) bytes, as dependency records hold. */
@@ -320,6 +335,7 @@ typedef struct jk_pch_use {
   char *file_option; /* "--create-pch=<file>" or "--use-pch=<file>" */
   const char *options[6];
   size_t num_options;
+  jk_deps read; /* 'c': what the state's key was made from (pch.c) */
 } jk_pch_use;
 
 /* Decides whether the compile of `in`, with the final options `opts` and

@@ -27,7 +27,10 @@
  *    header given as a string, of the source's leading directives, and of
  *    the compile's dependency record (every path its lookups probe, with
  *    the content hash of what is there: deps.c). A compile only ever loads
- *    a file made from exactly the headers it reads. NVRTC's explicit mode
+ *    a file made from exactly the headers it reads: the file is dropped
+ *    when one of them was written while NVRTC read them (even if put back
+ *    as it was, with its times), since the name then may not say what the
+ *    file holds. NVRTC's explicit mode
  *    (--create-pch, --use-pch) is used, never its automatic one, which
  *    would load any compatible file of the folder.
  *  - The key and the dependency record of the cache never see these
@@ -369,6 +372,7 @@ typedef struct pch_job {
   size_t nopts;
   char **hname, **hsrc;
   size_t nh;
+  jk_deps read; /* what the key was made from */
 } pch_job;
 
 static void job_free(pch_job *j) {
@@ -385,6 +389,7 @@ static void job_free(pch_job *j) {
   jk_free(e, j->opts);
   jk_free(e, j->hname);
   jk_free(e, j->hsrc);
+  jk_deps_free(e, &j->read);
   jk_free(e, j);
 }
 
@@ -458,13 +463,23 @@ static void grow_heap(jitk_engine *e, nvrtcProgram prog, const uint8_t key[16]) 
 }
 
 /* What a compile that was to save the file of `key` did: the state is
- * ready, made again later (a heap grown for it), or never. Under the lock. */
-static void after_create(jitk_engine *e, nvrtcProgram prog, const uint8_t key[16],
-                         const char *file) {
+ * ready, made again later (a heap grown for it, or a header written while
+ * NVRTC read it), or never. The key names the headers as the scan `read`
+ * them before NVRTC ran; a header written since (even if put back as it
+ * was) leaves what the file holds unknown. Under the lock. */
+static void after_create(jitk_engine *e, nvrtcProgram prog, const uint8_t key[16], const char *file,
+                         const jk_deps *read) {
   jk_pch *p = &e->nvrtc.pch;
   nvrtcResult status = e->nvrtc.nvrtcGetPCHCreateStatus(prog);
   struct stat st;
-  if (status == NVRTC_SUCCESS && stat(file, &st) == 0) {
+  const char *changed = NULL;
+  if (status == NVRTC_SUCCESS && stat(file, &st) == 0 && !jk_deps_unchanged(read, &changed)) {
+    unlink(file);
+    set_status(e, key, 'N');
+    jk_log(e, JITK_LOG_INFO,
+           "precompiled headers: %s was written while NVRTC saved them; the file is dropped",
+           changed);
+  } else if (status == NVRTC_SUCCESS && stat(file, &st) == 0) {
     p->created++;
     p->bytes += (uint64_t)st.st_size;
     set_status(e, key, 'R');
@@ -510,7 +525,7 @@ static void *make_ahead(void *arg) {
     /* The stub has no code, so a failed compile means its directives
      * cannot be saved alone; after_create reads NVRTC's status either
      * way. */
-    after_create(e, prog, j->key, j->file);
+    after_create(e, prog, j->key, j->file, &j->read);
   }
   p->making = false;
   pthread_mutex_unlock(&p->lock);
@@ -520,11 +535,12 @@ static void *make_ahead(void *arg) {
 }
 
 /* Starts the thread that saves `key`'s file from the source's leading
- * directives. Under the lock; false when it cannot start (the compile
- * then saves it itself). */
+ * directives, reading the headers as `read` (moved into the job) holds
+ * them. Under the lock; false when it cannot start (the compile then
+ * saves it itself, and keeps `read`). */
 static bool start_maker(jitk_engine *e, const jk_compile_input *in, size_t stub_len, char **opts,
                         size_t nopts, const char *const *hname, const char *const *hsrc, size_t nh,
-                        const uint8_t key[16], const char *file) {
+                        const uint8_t key[16], const char *file, jk_deps *read) {
   jk_pch *p = &e->nvrtc.pch;
   if (p->maker_started) {
     /* The last one has ended (making is false): its thread is joined. */
@@ -559,7 +575,16 @@ static bool start_maker(jitk_engine *e, const jk_compile_input *in, size_t stub_
     j->nh++;
     ok = j->hname[i] != NULL && j->hsrc[i] != NULL;
   }
-  if (!ok || pthread_create(&p->maker, NULL, make_ahead, j) != 0) {
+  if (!ok) {
+    job_free(j);
+    return false;
+  }
+  /* The record goes with the job, and back when its thread cannot start. */
+  j->read = *read;
+  memset(read, 0, sizeof *read);
+  if (pthread_create(&p->maker, NULL, make_ahead, j) != 0) {
+    *read = j->read;
+    memset(&j->read, 0, sizeof j->read);
     job_free(j);
     return false;
   }
@@ -627,7 +652,6 @@ void jk_pch_begin(jitk_engine *e, const jk_compile_input *in, char **opts, size_
   }
   XXH128_hash_t k = XXH3_128bits_digest(h);
   XXH3_freeState(h);
-  jk_deps_free(e, &deps);
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, k);
   memcpy(use->key, c.digest, 16);
@@ -651,13 +675,18 @@ void jk_pch_begin(jitk_engine *e, const jk_compile_input *in, char **opts, size_
       /* A new file: made beside this compile when the process has a CPU
        * for it, else by this compile. */
       if (!p->ahead ||
-          !start_maker(e, in, stub_len, opts, nopts, hname, hsrc, nh, use->key, use->file))
+          !start_maker(e, in, stub_len, opts, nopts, hname, hsrc, nh, use->key, use->file, &deps))
         kind = 'c';
       s->status = 'M';
     }
   }
   if (kind != 0) p->compiles++;
   pthread_mutex_unlock(&p->lock);
+  /* The compile that saves the file checks the headers it read after. */
+  if (kind == 'c')
+    use->read = deps;
+  else
+    jk_deps_free(e, &deps);
   if (kind == 0) {
     jk_free(e, use->file);
     use->file = NULL;
@@ -717,7 +746,7 @@ void jk_pch_end(jitk_engine *e, jk_pch_use *use, const char *pname, nvrtcProgram
   if (use->kind == 'c' && prog == NULL) {
     set_status(e, use->key, 'N'); /* not compiled: made at the next compile */
   } else if (use->kind == 'c') {
-    after_create(e, prog, use->key, use->file);
+    after_create(e, prog, use->key, use->file, &use->read);
   } else if (loaded) {
     p->used++;
   } else {
@@ -754,6 +783,7 @@ void jk_pch_blame(jitk_engine *e, nvrtcResult r) {
 void jk_pch_use_free(jitk_engine *e, jk_pch_use *use) {
   jk_free(e, use->file_option);
   jk_free(e, use->file);
+  jk_deps_free(e, &use->read);
   memset(use, 0, sizeof *use);
 }
 

@@ -342,6 +342,45 @@ Test(cache_deps, a_header_edited_during_the_compile_is_not_stored) {
   jt_rmdir(work);
 }
 
+/* NVRTC's compile with the header rewritten before it (999) and put back
+ * as the scan read it (111) after it. */
+static const char *edited;
+static nvrtcResult compile_between_edits(nvrtcProgram prog, int n, const char *const *opts) {
+  header(edited, 999);
+  nvrtcResult r = nvrtcCompileProgram(prog, n, opts);
+  header(edited, 111);
+  return r;
+}
+
+Test(cache_deps, a_header_edited_and_put_back_during_the_compile_is_not_stored) {
+  char *work = jt_tmpdir();
+  char *cache = scratch(work);
+  header("a/h.cuh", 111);
+  const char *opts[] = {"-Ia"};
+  size_t n1, n2, n3;
+  jitk_engine *e = jt_cache_engine(cache);
+  edited = "a/h.cuh";
+  e->nvrtc.nvrtcCompileProgram = compile_between_edits;
+  void *one = compile(e, kernel, opts, 1, &n1);
+  e->nvrtc.nvrtcCompileProgram = nvrtcCompileProgram;
+  /* The header holds what the scan read (111), but NVRTC read 999: the
+   * kernel is served neither from memory nor from disk. */
+  void *two = compile(e, kernel, opts, 1, &n2);
+  cr_assert_eq(jt_stats_mine(e).compiles, 2, "the 999 kernel was served from memory");
+  cr_assert(!same(one, n1, two, n2));
+  jitk_engine_destroy(e);
+  e = jt_cache_engine(cache);
+  void *three = compile(e, kernel, opts, 1, &n3);
+  cr_assert(same(two, n2, three, n3), "the 999 kernel was stored as the 111 one");
+  jitk_engine_destroy(e);
+  free(one);
+  free(two);
+  free(three);
+  free(cache);
+  cr_assert_eq(chdir("/"), 0);
+  jt_rmdir(work);
+}
+
 Test(cache_deps, large_headers_are_remembered_until_they_change) {
   char *work = jt_tmpdir();
   char *cache = scratch(work);

@@ -735,3 +735,61 @@ Test(pch, a_users_own_options_in_the_dependency_record) {
   }
   jitk_engine_destroy(e);
 }
+
+/* NVRTC's compile that saves a file, with the header rewritten before it
+ * (VAL 2) and put back after it as the scan read it (VAL 1, its times
+ * too, which is all NVRTC checks). */
+static const char *rewritten;
+static struct timespec rewritten_times[2];
+static nvrtcResult save_between_edits(nvrtcProgram prog, int n, const char *const *opts) {
+  bool saves = false;
+  for (int i = 0; i < n; i++) saves |= strncmp(opts[i], "--create-pch=", 13) == 0;
+  if (saves) write_header(rewritten, 2);
+  nvrtcResult r = nvrtcCompileProgram(prog, n, opts);
+  if (saves) {
+    write_header(rewritten, 1);
+    utimensat(AT_FDCWD, rewritten, rewritten_times, 0);
+  }
+  return r;
+}
+
+Test(pch, a_header_edited_and_put_back_while_saved_drops_the_file) {
+  /* The file is named by the headers as the scan read them; one written
+   * while NVRTC read them may hold other headers under that name. */
+  for (int ahead = 0; ahead < 2; ahead++) {
+    char *dir = jt_tmpdir();
+    char inc[600], header[700], opt[700];
+    snprintf(inc, sizeof inc, "%s/include", dir);
+    cr_assert_eq(mkdir(inc, 0700), 0);
+    snprintf(header, sizeof header, "%s/big.h", inc);
+    snprintf(opt, sizeof opt, "-I%s", inc);
+    write_header(header, 1);
+    struct stat before;
+    cr_assert_eq(stat(header, &before), 0);
+    rewritten = header;
+    rewritten_times[0] = before.st_atim;
+    rewritten_times[1] = before.st_mtim;
+    jt_log log = {0};
+    jitk_engine *e = pch_engine(dir, JITK_CACHE_OFF, JITK_PCH_ALL, &log);
+    e->nvrtc.pch.ahead = ahead;
+    e->nvrtc.nvrtcCompileProgram = save_between_edits;
+    image a = raw_module(e, opt, "first");
+    if (ahead) wait_for_maker(e);
+    e->nvrtc.nvrtcCompileProgram = nvrtcCompileProgram;
+    cr_assert_eq(pch_info(e).created, 0, "ahead %d: a file of VAL 2 kept as VAL 1's", ahead);
+    cr_assert_eq(pch_files(dir), 0, "ahead %d", ahead);
+    image b = raw_module(e, opt, "second");
+    jitk_engine *off = pch_engine(NULL, JITK_CACHE_OFF, JITK_PCH_OFF, NULL);
+    image b0 = raw_module(off, opt, "second");
+    same_image(&b, &b0, "the next compile of the same headers");
+    /* That compile (or the thread beside it) made the file again. */
+    if (ahead) wait_for_maker(e);
+    cr_assert_eq(pch_info(e).created, 1, "ahead %d", ahead);
+    image_free(&a);
+    image_free(&b);
+    image_free(&b0);
+    jitk_engine_destroy(off);
+    jitk_engine_destroy(e);
+    jt_rmdir(dir);
+  }
+}
