@@ -20,6 +20,7 @@
 
 #include <jitk/jitk.h>
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -640,8 +641,10 @@ static int default_stream(int lib, int device, jitk_stream *out) {
        * protocol that stream_from_object asks first costs a call and a
        * tuple on every launch). */
       PyObject *p = PyObject_GetAttr(r, s_ptr);
-      st = p != NULL && PyLong_Check(p) ? long_to_stream(p, out) : -1;
-      if (st != 0 && p == NULL) {
+      if (p != NULL && PyLong_Check(p)) {
+        st = long_to_stream(p, out);
+      } else {
+        /* Not CuPy's Stream after all: asked as any stream is. */
         PyErr_Clear();
         st = stream_from_object(r, out);
       }
@@ -682,17 +685,23 @@ typedef struct pyarr {
   int64_t strides[JITK_MAX_NDIM];
   jitk_dtype dtype;
   PyObject *hold; /* a DLPack capsule, released once the launch is queued */
+  /* Why results written to it would be wrong or lost, or NULL: the
+   * producer marked it read-only, or handed over a copy (DLPack's flags,
+   * the interface's read-only bit). Outputs are refused such arrays. */
+  const char *not_writable;
 } pyarr;
 /* A call's array arguments point at a pyarr's tensor, and the pyarr is
  * found from them. */
 _Static_assert(offsetof(pyarr, t) == 0, "the tensor starts a pyarr");
 
-/* Row-major strides, in elements, for the first nd extents of a->shape. */
+/* Row-major strides, in elements, for the first nd extents of a->shape.
+ * Unsigned arithmetic: extents whose product passes 2^63 wrap here, and
+ * the library refuses such a shape. */
 static void c_strides(pyarr *a, int nd) {
-  int64_t s = 1;
+  uint64_t s = 1;
   for (int d = nd - 1; d >= 0; d--) {
-    a->strides[d] = s;
-    s *= a->shape[d] > 0 ? a->shape[d] : 1;
+    a->strides[d] = (int64_t)s;
+    s *= a->shape[d] > 0 ? (uint64_t)a->shape[d] : 1u;
   }
 }
 
@@ -949,6 +958,26 @@ static int from_torch(PyObject *o, pyarr *a, int *device, bool pointer_only, con
     PyErr_Format(PyExc_TypeError, "%s has a dtype jitk does not support", what);
     return -1;
   }
+  /* A complex tensor may be a lazy view (x.conj(), a negation): its data
+   * are not its values, which jitk reads from the data alone. */
+  if (a->dtype == JITK_COMPLEX64 || a->dtype == JITK_COMPLEX128) {
+    static const char *const bits[][2] = {{"is_conj", "resolve_conj"}, {"is_neg", "resolve_neg"}};
+    for (int i = 0; i < 2; i++) {
+      PyObject *v = PyObject_CallMethod(o, bits[i][0], NULL);
+      int set = v ? PyObject_IsTrue(v) : -1;
+      Py_XDECREF(v);
+      if (set < 0) {
+        PyErr_Clear(); /* an older torch without the bit */
+        continue;
+      }
+      if (set) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s is a lazy view of another tensor (%s() is true); call .%s() first", what,
+                     bits[i][0], bits[i][1]);
+        return -1;
+      }
+    }
+  }
   int r = 0;
   if (pointer_only) {
     set_tensor_layout(a, 0);
@@ -987,9 +1016,13 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
   Py_XDECREF(noargs);
   if (cap == NULL) return -1;
   DLTensor *t = NULL;
+  uint64_t flags = 0;
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     dl_versioned *v = PyCapsule_GetPointer(cap, "dltensor_versioned");
-    if (v != NULL && v->version.major == 1) t = &v->dl_tensor;
+    if (v != NULL && v->version.major == 1) {
+      t = &v->dl_tensor;
+      flags = v->flags;
+    }
   } else if (PyCapsule_IsValid(cap, "dltensor")) {
     DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
     if (m != NULL) t = &m->dl_tensor;
@@ -1019,16 +1052,21 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
                  what, t->dtype.code, t->dtype.bits, t->dtype.lanes);
     return -1;
   }
+  if (t->ndim > 0 && t->shape == NULL) {
+    PyErr_Format(PyExc_ValueError, "%s: __dlpack__ gave %d dimensions and no shape", what, t->ndim);
+    return -1;
+  }
+  /* DLPack 1.0's DLPACK_FLAG_BITMASK_READ_ONLY and _IS_COPIED. */
+  if (flags & 1u)
+    a->not_writable = "marked read-only by its producer";
+  else if (flags & 2u)
+    a->not_writable = "a copy its producer made (what is written to it would be lost)";
   a->t = *t;
   for (int d = 0; d < t->ndim; d++) a->shape[d] = t->shape[d];
   if (t->strides != NULL) {
     for (int d = 0; d < t->ndim; d++) a->strides[d] = t->strides[d];
   } else {
-    int64_t st = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      a->strides[d] = st;
-      st *= t->shape[d] > 0 ? t->shape[d] : 1;
-    }
+    c_strides(a, t->ndim);
   }
   a->t.shape = a->shape;
   a->t.strides = a->strides;
@@ -1061,6 +1099,7 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
     return -1;
   }
   const char *ts = PyUnicode_Check(typestr) ? PyUnicode_AsUTF8AndSize(typestr, NULL) : NULL;
+  PyErr_Clear(); /* a typestr that cannot be encoded names no dtype */
   a->dtype = dtype_from_typestr(ts);
   if (a->dtype == JITK_DTYPE_NONE) {
     PyErr_Format(PyExc_TypeError, "%s has typestr %s, which jitk does not support", what,
@@ -1069,22 +1108,50 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
   }
   a->t.data = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
   if (PyErr_Occurred()) return -1;
+  if (PyTuple_Size(data) > 1) {
+    int ro = PyObject_IsTrue(PyTuple_GetItem(data, 1));
+    if (ro < 0) return -1;
+    if (ro) a->not_writable = "marked read-only by its producer";
+  }
   if (fill_shape(a, shape, strides, 1, what) != 0) return -1;
-  /* The interface names no device: the driver tells it from the pointer. */
-  jitk_engine *any = device_engine(0);
-  if (any == NULL) return -1;
-  int dev = 0, is_device = 0;
-  jitk_status st = jitk_pointer_device(any, a->t.data, &dev, &is_device);
-  if (st != JITK_OK) return raise_status(any, st, what) ? 0 : -1;
-  if (!is_device && a->t.data != NULL) return cpu_array_error(what);
+  /* The interface names no device: the driver tells it from the pointer.
+   * An empty array's pointer may be 0 (the interface allows it): it is on
+   * whatever device the call runs on (-1 until pick_device says). */
+  int dev = -1;
+  jitk_status st;
+  if (a->t.data != NULL) {
+    jitk_engine *any = device_engine(0);
+    if (any == NULL) return -1;
+    int is_device = 0;
+    st = jitk_pointer_device(any, a->t.data, &dev, &is_device);
+    if (st != JITK_OK) return raise_status(any, st, what) ? 0 : -1;
+    if (!is_device) return cpu_array_error(what);
+  }
   *device = dev;
   a->t.device.device_type = kDLCUDA;
   a->t.device.device_id = dev;
   /* Version 3: the producer's work on its stream must be done before
    * ours reads the data. Without events at hand, that stream is waited
-   * for; it is skipped when it is ours. */
+   * for; it is skipped when it is ours. The interface's stream is an int
+   * (1 and 2 the legacy and per-thread default streams, 0 disallowed) or
+   * None. */
   PyObject *ps = PyDict_GetItemWithError(cai, s_stream_key);
-  if (ps != NULL && ps != Py_None && PyLong_Check(ps)) {
+  if (ps == NULL && PyErr_Occurred()) return -1;
+  if (ps != NULL && ps != Py_None && (!PyLong_Check(ps) || PyBool_Check(ps))) {
+    PyErr_Format(PyExc_TypeError, "%s: __cuda_array_interface__'s stream must be an int or None",
+                 what);
+    return -1;
+  }
+  if (ps != NULL && ps != Py_None && dev >= 0) {
+    int overflow = 0;
+    long long sv = PyLong_AsLongLongAndOverflow(ps, &overflow);
+    if (sv == -1 && PyErr_Occurred()) return -1;
+    if ((sv <= 0 && overflow == 0) || overflow < 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s: __cuda_array_interface__'s stream is %lld; a stream is 1, 2 or a handle",
+                   what, sv);
+      return -1;
+    }
     jitk_stream theirs;
     if (long_to_stream(ps, &theirs) != 0) return -1;
     if (theirs != stream) {
@@ -1105,6 +1172,7 @@ static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *d
   memset(&a->t, 0, sizeof a->t);
   a->dtype = JITK_DTYPE_NONE;
   a->hold = NULL;
+  a->not_writable = NULL;
   int r;
   if (lib == LIB_CUPY) {
     r = from_cupy(o, a, device, pointer_only, what);
@@ -1397,10 +1465,10 @@ static void arg_label(char *buf, size_t size, const char *kernel, int i) {
 
 /* One argument: an array (of any library), a scalar, or (for an output)
  * None, which asks jitk to allocate it. */
-static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const char *kernel) {
+static int convert_arg(call *c, PyObject *o, int i, bool output, const char *kernel) {
   char what[160];
   arg_label(what, sizeof what, kernel, i);
-  if (o == Py_None && may_allocate) {
+  if (o == Py_None && output) {
     c->args[i] = jitk_arg_allocate();
     return 0;
   }
@@ -1427,9 +1495,14 @@ static int convert_arg(call *c, PyObject *o, int i, bool may_allocate, const cha
   }
   if (r == 1) {
     c->narr++;
-    if (c->device < 0)
+    if (output && a->not_writable != NULL) {
+      PyErr_Format(PyExc_ValueError, "%s is an output, but the array is %s", what, a->not_writable);
+      return -1;
+    }
+    /* An empty array of no device (dev -1) takes the call's. */
+    if (dev >= 0 && c->device < 0)
       c->device = dev;
-    else if (dev != c->device)
+    else if (dev >= 0 && dev != c->device)
       c->mixed = true;
     if (c->lib == LIB_OTHER) c->lib = lib;
     c->args[i] = jitk_arg_array(&a->t);
@@ -1478,10 +1551,20 @@ static int current_device(int lib) {
  * of other devices are then read through peer access, enabled on first
  * need with a PerformanceWarning, as CuPy enables it; devices that cannot
  * reach each other give CuPy's ValueError. 0, or -1 with an exception. */
+/* Empty arrays of no device (from_cai) are on the call's. */
+static void settle_empty(call *c) {
+  for (int i = 0; i < c->narr; i++)
+    if (c->arrs[i].t.device.device_id < 0) c->arrs[i].t.device.device_id = c->device;
+}
+
 static int pick_device(call *c) {
-  if (c->device >= 0 && !c->mixed) return 0;
+  if (c->device >= 0 && !c->mixed) {
+    settle_empty(c);
+    return 0;
+  }
   find_cupy();
   c->device = current_device(c->lib);
+  settle_empty(c);
   if (!c->mixed) return 0;
   jitk_engine *e = device_engine(c->device);
   if (e == NULL) return -1;
@@ -1586,11 +1669,17 @@ static PyObject *allocate_output(int lib, int device, const jitk_output_spec *sp
     if (device != current && cupy_device_type != NULL) {
       dev = PyObject_CallFunction(cupy_device_type, "i", device);
       enter = dev ? PyObject_CallMethod(dev, "__enter__", NULL) : NULL;
+    } else if (device != current) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "this CuPy has no cupy.cuda.Device to allocate an output on device %d", device);
     }
     if (device == current || enter != NULL)
       r = args ? PyObject_Call(cupy_ndarray_type, args, NULL) : NULL;
     if (enter != NULL) {
+      /* The device is put back even when the allocation failed; a failure
+       * to put it back is the call's. */
       PyObject *ex = PyObject_CallMethod(dev, "__exit__", "OOO", Py_None, Py_None, Py_None);
+      if (ex == NULL) Py_CLEAR(r);
       Py_XDECREF(ex);
     }
     Py_XDECREF(enter);
@@ -1705,6 +1794,37 @@ static PyObject *pack_outputs(PyObject **out, int nout, bool no_return, bool ret
   return t;
 }
 
+/* The UTF-8 text of str `o` for the C library, which reads a string up
+ * to its first NUL: a str that cannot be encoded (a lone surrogate) or
+ * that holds a NUL, which would cut it short without a word, raises
+ * ValueError naming `what`. */
+static const char *c_text(PyObject *o, const char *what) {
+  if (!PyUnicode_Check(o)) {
+    char tn[128];
+    type_name(o, tn, sizeof tn);
+    PyErr_Format(PyExc_TypeError, "%s must be a str, not %s", what, tn);
+    return NULL;
+  }
+  Py_ssize_t n = 0;
+  const char *t = PyUnicode_AsUTF8AndSize(o, &n);
+  if (t == NULL) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyErr_Format(PyExc_ValueError, "%s cannot be encoded as UTF-8: %S", what,
+                 value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return NULL;
+  }
+  if ((size_t)n != strlen(t)) {
+    PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
+    return NULL;
+  }
+  return t;
+}
+
 /* A tuple of str (CuPy's options) as a C array of the strings, which live
  * as long as the tuple. */
 static int string_list(PyObject *seq, const char ***out, size_t *n, const char *what) {
@@ -1728,7 +1848,11 @@ static int string_list(PyObject *seq, const char ***out, size_t *n, const char *
       Py_DECREF(fast);
       return -1;
     }
-    v[i] = PyUnicode_AsUTF8AndSize(item, NULL);
+    if ((v[i] = c_text(item, what)) == NULL) {
+      PyMem_Free(v);
+      Py_DECREF(fast);
+      return -1;
+    }
   }
   /* The strings belong to the items of `fast`, which the caller's tuple
    * keeps alive; `fast` itself is that tuple or a copy of it. */
@@ -1775,7 +1899,8 @@ static int check_python_ints(const param_types *pt, PyObject *args, const call *
   Py_ssize_t n = PyTuple_Size(args);
   for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS; i++) {
     PyObject *o = PyTuple_GetItem(args, i);
-    if (!PyLong_CheckExact(o)) continue;
+    /* Subclasses of int too (IntEnum members), but not bool. */
+    if (!PyLong_Check(o) || PyBool_Check(o)) continue;
     jitk_dtype target = pt->dtype[i];
     for (int j = 0; target == JITK_DTYPE_NONE && j < c->n && j < MAX_PARAMS; j++)
       if (pt->placeholder[j] >= 0 && pt->placeholder[j] == pt->placeholder[i] &&
@@ -1829,8 +1954,9 @@ typedef struct ew_kernel {
  * words, and CuPy's users (and tests) look for CuPy's. */
 static int check_kernel_name(PyObject *name) {
   Py_ssize_t n = 0;
-  const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+  const char *s = c_text(name, "the kernel name");
   if (s == NULL) return -1;
+  n = (Py_ssize_t)strlen(s);
   bool ok = n > 0 && !(s[0] >= '0' && s[0] <= '9');
   for (Py_ssize_t i = 0; ok && i < n; i++) {
     char c = s[i];
@@ -1849,14 +1975,17 @@ static jitk_status ew_create(ew_kernel *k, jitk_engine *e, jitk_elementwise **ou
   if (string_list(k->options, &opts, &nopts, "options") != 0) return JITK_ERR_INVALID_ARGUMENT;
   jitk_elementwise_options o;
   memset(&o, 0, sizeof o);
-  o.preamble = PyUnicode_AsUTF8AndSize(k->preamble, NULL);
-  o.loop_prep = PyUnicode_AsUTF8AndSize(k->loop_prep, NULL);
-  o.after_loop = PyUnicode_AsUTF8AndSize(k->after_loop, NULL);
   o.nvrtc_options = opts;
   o.num_nvrtc_options = nopts;
-  jitk_status st = jitk_elementwise_create(
-      e, PyUnicode_AsUTF8AndSize(k->in_params, NULL), PyUnicode_AsUTF8AndSize(k->out_params, NULL),
-      PyUnicode_AsUTF8AndSize(k->operation, NULL), PyUnicode_AsUTF8AndSize(k->name, NULL), &o, out);
+  const char *in = c_text(k->in_params, "in_params");
+  const char *outs = in ? c_text(k->out_params, "out_params") : NULL;
+  const char *op = outs ? c_text(k->operation, "operation") : NULL;
+  const char *name = op ? c_text(k->name, "name") : NULL;
+  o.preamble = name ? c_text(k->preamble, "preamble") : NULL;
+  o.loop_prep = o.preamble ? c_text(k->loop_prep, "loop_prep") : NULL;
+  o.after_loop = o.loop_prep ? c_text(k->after_loop, "after_loop") : NULL;
+  jitk_status st = JITK_ERR_INVALID_ARGUMENT;
+  if (o.after_loop != NULL) st = jitk_elementwise_create(e, in, outs, op, name, &o, out);
   PyMem_Free(opts);
   return st;
 }
@@ -2058,10 +2187,10 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   }
   unsigned int block = 0;
   if (kv[1] != NULL && kv[1] != Py_None) {
-    long b = PyLong_AsLong(kv[1]);
+    long long b = PyLong_AsLongLong(kv[1]);
     if (b == -1 && PyErr_Occurred()) return NULL;
-    if (b <= 0) {
-      PyErr_Format(PyExc_ValueError, "block_size must be positive, not %ld", b);
+    if (b <= 0 || b > UINT_MAX) {
+      PyErr_Format(PyExc_ValueError, "block_size must be positive and fit 32 bits, not %lld", b);
       return NULL;
     }
     block = (unsigned int)b;
@@ -2231,8 +2360,13 @@ typedef struct red_kernel {
   bool have_sig;
 } red_kernel;
 
-static const char *opt_str(PyObject *o) {
-  return o == NULL || o == Py_None ? NULL : PyUnicode_AsUTF8AndSize(o, NULL);
+/* An optional str argument's text; NULL for None, and NULL with an
+ * exception set (*failed) for a text the library cannot take. */
+static const char *opt_str(PyObject *o, const char *what, bool *failed) {
+  if (*failed || o == NULL || o == Py_None) return NULL;
+  const char *t = c_text(o, what);
+  if (t == NULL) *failed = true;
+  return t;
 }
 
 static jitk_status red_create(red_kernel *k, jitk_engine *e, jitk_reduction **out) {
@@ -2241,13 +2375,21 @@ static jitk_status red_create(red_kernel *k, jitk_engine *e, jitk_reduction **ou
   if (string_list(k->options, &opts, &nopts, "options") != 0) return JITK_ERR_INVALID_ARGUMENT;
   jitk_reduction_options o;
   memset(&o, 0, sizeof o);
-  o.preamble = opt_str(k->preamble);
   o.nvrtc_options = opts;
   o.num_nvrtc_options = nopts;
-  jitk_status st = jitk_reduction_create(e, opt_str(k->in_params), opt_str(k->out_params),
-                                         opt_str(k->map_expr), opt_str(k->reduce_expr),
-                                         opt_str(k->post_map_expr), opt_str(k->identity),
-                                         opt_str(k->reduce_type), opt_str(k->name), &o, out);
+  bool failed = false;
+  const char *in = opt_str(k->in_params, "in_params", &failed);
+  const char *outs = opt_str(k->out_params, "out_params", &failed);
+  const char *map = opt_str(k->map_expr, "map_expr", &failed);
+  const char *reduce = opt_str(k->reduce_expr, "reduce_expr", &failed);
+  const char *post = opt_str(k->post_map_expr, "post_map_expr", &failed);
+  const char *identity = opt_str(k->identity, "identity", &failed);
+  const char *rtype = opt_str(k->reduce_type, "reduce_type", &failed);
+  const char *name = opt_str(k->name, "name", &failed);
+  o.preamble = opt_str(k->preamble, "preamble", &failed);
+  jitk_status st = JITK_ERR_INVALID_ARGUMENT;
+  if (!failed)
+    st = jitk_reduction_create(e, in, outs, map, reduce, post, identity, rtype, name, &o, out);
   PyMem_Free(opts);
   return st;
 }
@@ -2391,6 +2533,21 @@ static const char *red_source_of(void *kern) {
   return s;
 }
 
+/* One axis as an int: one past any array's dimensions (either way) is
+ * kept as it is, for the library to refuse in its words; past int, it
+ * would wrap to another axis. */
+static int axis_value(PyObject *o, int *out) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (overflow != 0 || v > INT_MAX || v < INT_MIN) {
+    PyErr_Format(PyExc_ValueError, "axis %S is out of bounds", o);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
 /* axis=: None (every axis), an int, or a sequence of ints. */
 static int parse_axes(PyObject *axis, int *axes, int *num) {
   if (axis == NULL || axis == Py_None) {
@@ -2398,9 +2555,8 @@ static int parse_axes(PyObject *axis, int *axes, int *num) {
     return 0;
   }
   if (PyLong_Check(axis)) {
-    axes[0] = (int)PyLong_AsLong(axis);
     *num = 1;
-    return PyErr_Occurred() ? -1 : 0;
+    return axis_value(axis, &axes[0]);
   }
   PyObject *t = PySequence_Tuple(axis);
   if (t == NULL) {
@@ -2414,8 +2570,7 @@ static int parse_axes(PyObject *axis, int *axes, int *num) {
     return -1;
   }
   for (Py_ssize_t i = 0; i < n; i++) {
-    axes[i] = (int)PyLong_AsLong(PyTuple_GetItem(t, i));
-    if (PyErr_Occurred()) {
+    if (axis_value(PyTuple_GetItem(t, i), &axes[i]) != 0) {
       Py_DECREF(t);
       return -1;
     }
@@ -2655,6 +2810,7 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
   o.num_options = nopts;
   o.name_expressions = names;
   o.num_name_expressions = nnames;
+  /* Checked as the module was made (rm_init_fields). */
   const char *code = PyUnicode_AsUTF8AndSize(m->build_code, NULL);
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st = jitk_module_create(e, code, &o, out);
@@ -2668,13 +2824,20 @@ static jitk_module *rm_on(raw_module *m, int device) {
   if (m->per_device[device] != NULL) return m->per_device[device];
   jitk_engine *e = device_engine(device);
   if (e == NULL) return NULL;
-  jitk_status st = rm_build(m, e, &m->per_device[device]);
+  /* The compile runs without the GIL: another thread may build the same
+   * module meanwhile, and the first one kept is everyone's. */
+  jitk_module *mod = NULL;
+  jitk_status st = rm_build(m, e, &mod);
   if (st != JITK_OK) {
     if (!PyErr_Occurred()) raise_status(e, st, NULL);
     annotate_compile_error(m->code != Py_None ? PyUnicode_AsUTF8AndSize(m->code, NULL) : NULL,
                            m->options, NULL);
     return NULL;
   }
+  if (m->per_device[device] != NULL)
+    jitk_module_destroy(mod);
+  else
+    m->per_device[device] = mod;
   return m->per_device[device];
 }
 
@@ -2798,7 +2961,9 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
     PyErr_SetString(PyExc_TypeError, "path must be a str");
     return -1;
   }
-  const char *b = backend && backend != Py_None ? PyUnicode_AsUTF8AndSize(backend, NULL) : "nvrtc";
+  if (code != NULL && code != Py_None && c_text(code, "code") == NULL) return -1;
+  if (path != NULL && path != Py_None && c_text(path, "path") == NULL) return -1;
+  const char *b = backend && backend != Py_None ? c_text(backend, "backend") : "nvrtc";
   if (b == NULL) return -1;
   /* jitk compiles with NVRTC whatever the backend: 'nvcc' is taken so that
    * code written for CuPy's nvcc backend runs unchanged. */
@@ -2841,8 +3006,9 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
   if (from_file) return 0;
   m->build_code = m->translate_cucomplex ? translate_cucomplex(m->code) : Py_NewRef(m->code);
   if (m->build_code == NULL) return -1;
-  const char *text = PyUnicode_AsUTF8AndSize(m->build_code, NULL);
-  if (text != NULL && strstr(text, "cupy/") != NULL) {
+  const char *text = c_text(m->build_code, "code");
+  if (text == NULL) return -1;
+  if (strstr(text, "cupy/") != NULL) {
     PyObject *inc = cupy_include_options();
     if (inc == NULL) return -1;
     /* CuPy's CCCL goes first, its header folder after the user's. */
@@ -2951,6 +3117,7 @@ static PyObject *rm_get_function(raw_module *m, PyObject *name) {
     PyErr_SetString(PyExc_TypeError, "the kernel's name must be a str");
     return NULL;
   }
+  if (c_text(name, "the kernel's name") == NULL) return NULL;
   PyObject *k = rk_make((PyObject *)m, name);
   /* The kernel is looked up now, as in CuPy: a wrong name fails here. */
   if (k != NULL && count_devices() > 0 && rk_current((raw_kernel *)k) == NULL) Py_CLEAR(k);
@@ -2976,7 +3143,9 @@ static PyObject *rm_get_global(raw_module *m, PyObject *name) {
   if (mod == NULL) return NULL;
   void *ptr = NULL;
   size_t bytes = 0;
-  jitk_status st = jitk_module_get_global(mod, PyUnicode_AsUTF8AndSize(name, NULL), &ptr, &bytes);
+  const char *text = c_text(name, "the variable's name");
+  if (text == NULL) return NULL;
+  jitk_status st = jitk_module_get_global(mod, text, &ptr, &bytes);
   if (st == JITK_ERR_NOT_FOUND) {
     PyErr_Format(JitkError, "CUDA_ERROR_NOT_FOUND: named symbol not found: %s",
                  jitk_errmsg(engines[device]));
@@ -3065,6 +3234,7 @@ static PyObject *rk_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                                    &backend, &cucomplex, &coop, &jitify))
     return NULL;
   if (warn_jitify(kw, jitify) != 0) return NULL;
+  if (c_text(name, "the kernel's name") == NULL) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(raw_module_type, Py_tp_alloc);
   raw_module *m = (raw_module *)alloc(raw_module_type, 0);
   if (m == NULL) return NULL;
@@ -3554,7 +3724,9 @@ static PyObject *py_describe(PyObject *self, PyObject *o) {
     return NULL;
   }
   static const char *libs[] = {"other", "cupy", "torch"};
-  return Py_BuildValue("(isNNs)", dev, dtype_name(a.dtype), shape, strides, libs[lib]);
+  return Py_BuildValue("(isNNsKz)", dev, dtype_name(a.dtype), shape, strides, libs[lib],
+                       (unsigned long long)(uintptr_t)((const char *)a.t.data + a.t.byte_offset),
+                       a.not_writable);
 }
 
 /* _empty(like, shape, dtype_name): a new array of the library `like`
@@ -3700,7 +3872,13 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
     if (r == 0) PyErr_Format(PyExc_TypeError, "%s is not a GPU array", what);
     return -1;
   }
-  if (c->device < 0) c->device = dev;
+  if (c->device < 0) {
+    c->device = dev;
+  } else if (dev != c->device) {
+    PyErr_Format(PyExc_ValueError, "%s is on device %d, the operands before it on device %d", what,
+                 dev, c->device);
+    return -1;
+  }
   if (c->lib == LIB_OTHER) c->lib = lib_of(o);
   *ptr = (const char *)a->t.data + a->t.byte_offset;
   return 0;
@@ -3886,7 +4064,8 @@ static PyMethodDef module_methods[] = {
      "cache_stats() -> dict: the kernel cache's counts for this process and for the disk "
      "store shared with the C library (the same JITK_CACHE_* variables)."},
     {"nvrtc_version", py_nvrtc_version, METH_NOARGS, "nvrtc_version() -> (major, minor)"},
-    {"_describe", py_describe, METH_O, "_describe(array) -> (device, dtype, shape, strides, lib)"},
+    {"_describe", py_describe, METH_O,
+     "_describe(array) -> (device, dtype, shape, strides, lib, address, why not writable)"},
     {"_empty", py_empty, METH_VARARGS, "_empty(like, shape, dtype): a new array like `like`'s"},
     {"device_arch", py_device_arch, METH_VARARGS,
      "device_arch(device=0) -> str: the target jitk compiles for on that device ('sm_90')."},

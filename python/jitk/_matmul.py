@@ -30,7 +30,7 @@ _COMPUTE = {
 def _layout(array: Any, what: str):
     """(device, dtype, batch, rows, cols, order, leading dimension, batch
     stride) of a matrix or a batch of matrices of any library."""
-    device, dtype, shape, strides, _lib = _jitk._describe(array)
+    device, dtype, shape, strides = _jitk._describe(array)[:4]
     if len(shape) not in (2, 3):
         raise ValueError(f"{what} must be a matrix or a batch of matrices, not {len(shape)}-D")
     batch = shape[0] if len(shape) == 3 else 1
@@ -61,6 +61,29 @@ def _is_array(value: Any) -> bool:
     return hasattr(value, "__dlpack__") or hasattr(value, "__cuda_array_interface__")
 
 
+_ITEMSIZE = {"float64": 8, "complex128": 16, "complex64": 8, "float32": 4, "int64": 8,
+             "uint64": 8, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
+             "uint16": 2}
+
+
+def _extent(array: Any) -> tuple:
+    """The bytes an array's elements lie in: (first, one past the last),
+    and whether it is read-only (the reason, or None)."""
+    _dev, dtype, shape, strides, _lib, address, not_writable = _jitk._describe(array)
+    item = _ITEMSIZE.get(dtype, 1)
+    if any(n == 0 for n in shape):
+        return (address, address), not_writable
+    lo = hi = 0
+    for n, st in zip(shape, strides):
+        lo += min(0, (n - 1) * st)
+        hi += max(0, (n - 1) * st)
+    return (address + lo * item, address + (hi + 1) * item), not_writable
+
+
+def _overlap(x: tuple, y: tuple) -> bool:
+    return x[0] < y[1] and y[0] < x[1]
+
+
 class MatmulPlan:
     """A planned product ``D = epilogue(alpha * A @ B + beta * C)``.
 
@@ -75,6 +98,13 @@ class MatmulPlan:
     ``"default"``, ``"float32"``, ``"tf32"``, ``"float16"``, ``"bfloat16"``,
     ``"float64"``, ``"float32_fast_accum"`` (float8 inputs: the tensor cores'
     accumulator over the whole K, without promotion).
+
+    ``execute`` checks its operands against the plan's description (shape,
+    dtype, layout, device; C given exactly when the plan was made with one)
+    and raises ``ValueError`` or ``TypeError`` otherwise. Arrays among the
+    epilogue's inputs are read as the accumulator's type, so they must have
+    its dtype (float32; float64 for float64 products), and ``out`` may share
+    no memory with A, B or those arrays (it may be C itself).
     """
 
     def __init__(
@@ -101,31 +131,57 @@ class MatmulPlan:
         batch = max(batch_a, batch_b)
         if batch_a not in (1, batch) or batch_b not in (1, batch):
             raise ValueError(f"batches of {batch_a} and {batch_b} matrices do not match")
+        # One matrix for every batch: read again for each (stride 0).
         if batch_a == 1:
             sa = 0 if batch > 1 else sa
         if batch_b == 1:
             sb = 0 if batch > 1 else sb
+        want = {"A": (da, ta, batch_a, m, k, oa, lda, sa), "B": (db, tb, batch_b, k, n, ob, ldb, sb)}
         tc, oc, ldc, sc = None, 0, 0, 0
         if c is not None:
             dc, tc, batch_c, mc, nc, oc, ldc, sc = _layout(c, "C")
             if (mc, nc) != (m, n) or batch_c not in (1, batch):
                 raise ValueError(f"C must be {m}x{n}, not {mc}x{nc}")
+            if dc != da:
+                raise ValueError(f"A is on device {da}, C on device {dc}")
+            if batch_c == 1:
+                sc = 0 if batch > 1 else sc
+            want["C"] = (dc, tc, batch_c, m, n, oc, ldc, sc)
         if compute not in _COMPUTE:
             raise ValueError(f"compute must be one of {sorted(k for k in _COMPUTE if k)}")
         if out is not None:
             dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out")
             if (md, nd, batch_d) != (m, n, batch):
                 raise ValueError(f"out must be {batch}x{m}x{n}" if batch > 1 else f"out must be {m}x{n}")
+            if dd != da:
+                raise ValueError(f"A is on device {da}, out on device {dd}")
+            # Each batch's D is written whole: matrices that share elements
+            # would race.
+            span = (m - 1) * ldd + n if od == 0 else (n - 1) * ldd + m
+            if batch > 1 and abs(sd) < span:
+                raise ValueError(f"out's {batch} matrices overlap (batch stride {sd}, each "
+                                 f"spans {span} elements)")
+            want["D"] = (dd, td, batch_d, m, n, od, ldd, sd)
         else:
             td = out_dtype or ta
             od, ldd, sd = 0, n, (m * n if batch > 1 else 0)
+        # Raw arrays of the epilogue are read as the accumulator's type.
+        acc = "float64" if compute == "float64" or (compute in (None, "default") and ta == "float64") else "float32"
         self._inputs = list((epilogue_inputs or {}).keys())
+        self._input_types = {}
         params = []
         for name, value in (epilogue_inputs or {}).items():
             if _is_array(value):
+                dt = _jitk._describe(value)[1]
+                if dt != acc:
+                    raise TypeError(f"epilogue input {name!r} is {dt}; the epilogue reads its arrays "
+                                    f"as the accumulator's {acc}: convert it first")
+                self._input_types[name] = acc
                 params.append(f"raw T {name}")
             else:
+                self._input_types[name] = None
                 params.append(f"{_scalar_type(value)} {name}")
+        self._want = want
         self.m, self.n, self.k, self.batch = m, n, k, batch
         self.out_dtype = td
         self._shape = (batch, m, n) if batch > 1 else (m, n)
@@ -140,23 +196,67 @@ class MatmulPlan:
         given = dict(epilogue_inputs or {})
         if sorted(given) != sorted(self._inputs):
             raise TypeError(f"the epilogue takes inputs {self._inputs}, not {sorted(given)}")
+        for name, acc in self._input_types.items():
+            value = given[name]
+            if (acc is None) == _is_array(value):
+                kind = "an array" if acc else "a scalar"
+                raise TypeError(f"epilogue input {name!r} was {kind} when the plan was made")
+            if acc is not None and _jitk._describe(value)[1] != acc:
+                raise TypeError(f"epilogue input {name!r} is {_jitk._describe(value)[1]}; the "
+                                f"epilogue reads its arrays as the accumulator's {acc}")
         return tuple(given[name] for name in self._inputs)
 
-    def _out(self, a: Any, out: Any) -> Any:
-        return out if out is not None else _jitk._empty(a, self._shape, self.out_dtype)
+    def _operands(self, a: Any, b: Any, c: Any, out: Any, extra: tuple) -> Any:
+        """Checks the operands against the plan's description, and that D
+        shares no memory with what the kernel reads (C may be D itself);
+        returns D (``out``, or a new array)."""
+        given = {"A": a, "B": b, "C": c}
+        if (c is None) != ("C" not in self._want):
+            raise TypeError("the plan was made with C: execute needs one" if c is None
+                            else "the plan was made without C: it takes none")
+        for what, array in given.items():
+            if array is None:
+                continue
+            got = _layout(array, what)
+            if got[2] == 1 and self.batch > 1:
+                got = got[:7] + (0,)
+            if got != self._want[what]:
+                raise ValueError(f"{what} is {_say(got)}; the plan is for {_say(self._want[what])}")
+        if out is None:
+            return _jitk._empty(a, self._shape, self.out_dtype)
+        got = _layout(out, "out")
+        want = self._want.get("D", (self._want["A"][0], self.out_dtype, self.batch, self.m, self.n,
+                                    0, self.n, self.m * self.n if self.batch > 1 else 0))
+        if got != want:
+            raise ValueError(f"out is {_say(got)}; the plan is for {_say(want)}")
+        d, not_writable = _extent(out)
+        if not_writable:
+            raise ValueError(f"out is {not_writable}")
+        reads = [("A", a), ("B", b)] + [(f"epilogue input {n!r}", v)
+                                        for n, v in zip(self._inputs, extra) if _is_array(v)]
+        for what, array in reads:
+            if _overlap(d, _extent(array)[0]):
+                raise ValueError(f"out shares memory with {what}, which the product reads")
+        if c is not None:
+            cx = _extent(c)[0]
+            if _overlap(d, cx) and (cx != d or _layout(c, "C")[5:] != got[5:]):
+                raise ValueError("out shares memory with C other than being C itself")
+        return out
 
     def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> Any:
         """Runs the plan on operands of its description; returns D (``out``,
         or a new array of A's library)."""
-        d = self._out(a, out)
-        self._plan.execute(a, b, c, d, self._extra(epilogue_inputs), stream)
+        extra = self._extra(epilogue_inputs)
+        d = self._operands(a, b, c, out, extra)
+        self._plan.execute(a, b, c, d, extra, stream)
         return d
 
     def autotune(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> "MatmulPlan":
         """Times the plan's candidate configurations on these operands, keeps
         the fastest, and stores the choice in the kernel cache's database."""
-        d = self._out(a, out)
-        self._plan.autotune(a, b, c, d, self._extra(epilogue_inputs), stream)
+        extra = self._extra(epilogue_inputs)
+        d = self._operands(a, b, c, out, extra)
+        self._plan.autotune(a, b, c, d, extra, stream)
         return self
 
     def describe(self) -> str:
@@ -167,6 +267,13 @@ class MatmulPlan:
     def source(self) -> str:
         """The generated CUDA source of the plan's kernel."""
         return self._plan.source()
+
+
+def _say(layout: tuple) -> str:
+    device, dtype, batch, rows, cols, order, ld, stride = layout
+    shape = f"{batch}x{rows}x{cols}" if batch > 1 else f"{rows}x{cols}"
+    return (f"{shape} {dtype} on device {device}, {'column' if order else 'row'}-major with "
+            f"leading dimension {ld}" + (f" and batch stride {stride}" if batch > 1 else ""))
 
 
 _plans: dict = {}

@@ -62,6 +62,37 @@ class CudaArray:
     def ptr(self):
         return self.host.ctypes.data
 
+# DLPack's structures, to hand jitk capsules no library would make.
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+class DLManaged(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+class DLVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+new_capsule = ctypes.pythonapi.PyCapsule_New
+new_capsule.restype = ctypes.py_object
+new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+kept = []  # what the capsules point at, kept alive
+
+def dl_tensor(t, host, device=0, shape=True):
+    """Fills a DLTensor over a float32 NumPy array's memory (contiguous)."""
+    dims = (ctypes.c_int64 * host.ndim)(*host.shape)
+    t.data = host.ctypes.data
+    t.device = DLDevice(2, device)
+    t.ndim = host.ndim
+    t.dtype = DLDataType(2, 32, 1)
+    t.shape = dims if shape else None
+    kept.append(dims)
+
 hosts = []  # the host memory under CuPy arrays and allocations, kept alive
 
 def cupy_array(host):
@@ -415,24 +446,6 @@ def test_arrays_on_devices_past_the_last_raise(tmp_path):
     # engines for (0 to 63) gets a ValueError and nothing is launched: the
     # number once indexed the kernels' per-device tables unchecked.
     run("""
-        class DLDevice(ctypes.Structure):
-            _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
-        class DLDataType(ctypes.Structure):
-            _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                        ("lanes", ctypes.c_uint16)]
-        class DLTensor(ctypes.Structure):
-            _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int),
-                        ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                        ("strides", ctypes.POINTER(ctypes.c_int64)),
-                        ("byte_offset", ctypes.c_uint64)]
-        class DLManaged(ctypes.Structure):
-            _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
-                        ("deleter", ctypes.c_void_p)]
-        new_capsule = ctypes.pythonapi.PyCapsule_New
-        new_capsule.restype = ctypes.py_object
-        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        kept = []
-
         class Far:
             # float32 host memory (device memory to the stand-in) that says
             # it is on CUDA device `device`.
@@ -441,14 +454,9 @@ def test_arrays_on_devices_past_the_last_raise(tmp_path):
             def __dlpack_device__(self):
                 return (2, self.device)
             def __dlpack__(self, stream=None, max_version=None):
-                shape = (ctypes.c_int64 * 1)(self.host.size)
                 m = DLManaged()
-                m.dl_tensor.data = self.host.ctypes.data
-                m.dl_tensor.device = DLDevice(2, self.device)
-                m.dl_tensor.ndim = 1
-                m.dl_tensor.dtype = DLDataType(2, 32, 1)
-                m.dl_tensor.shape = shape
-                kept.extend([shape, m])
+                dl_tensor(m.dl_tensor, self.host, self.device)
+                kept.append(m)
                 return new_capsule(ctypes.addressof(m), b"dltensor", None)
 
         host = np.arange(256, dtype=np.float32)
@@ -667,3 +675,244 @@ def test_arrays_of_devices_that_cannot_reach_each_other(tmp_path):
         assert fake.fakecuda_launch_count() == before + 1
     """, tmp_path, ON_DEVICE1, FAKECUDA_DEVICES="2", FAKECUDA_NO_PEER="1",
         JITK_CACHE="off")
+
+
+def test_texts_the_library_cannot_take_raise(tmp_path):
+    # The C library reads strings up to their first NUL: a name, code or
+    # option holding a NUL was cut short without a word (a kernel of
+    # another name launched), and one that cannot be encoded as UTF-8 (a
+    # lone surrogate) crashed the interpreter or raised SystemError. Each
+    # is a ValueError now, and nothing is launched.
+    run(r"""
+        src = 'extern "C" __global__ void f(float *p) {}'
+        cases = [
+            lambda: jitk.RawKernel(src, "\ud800"),
+            lambda: jitk.RawKernel(src, "f\x00bogus"),
+            lambda: jitk.RawKernel("// \ud800\n" + src, "f"),
+            lambda: jitk.RawKernel(src + "\x00 garbage", "f"),
+            lambda: jitk.RawKernel(src, "f", options=("-DX=\ud800",)),
+            lambda: jitk.RawModule(code="// \ud800\n" + src),
+            lambda: jitk.RawModule(code=src).get_function("\ud800"),
+            lambda: jitk.RawModule(code=src).get_function("f\x00g"),
+            lambda: jitk.RawModule(code=src, backend="nvrtc\x00"),
+            lambda: jitk.ElementwiseKernel("T x", "T y", "y = x\x00 * 1000", "nul"),
+            lambda: jitk.ElementwiseKernel("T x", "T y", "y = x", "k", preamble="\ud800"),
+            lambda: jitk.ElementwiseKernel("T x", "T y", "y = x", "k", options=("-D\x00",)),
+            lambda: jitk.ElementwiseKernel("T x", "T y", "y = x", "k\x00"),
+            lambda: jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "\ud800", "total"),
+            lambda: jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total",
+                                         preamble="\x00"),
+            lambda: jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total",
+                                         reduce_type="float32\x00"),
+        ]
+        for i, make in enumerate(cases):
+            try:
+                k = make()
+                if isinstance(k, jitk.RawKernel):
+                    k((1,), (32,), (CudaArray(np.zeros(4, np.float32)),))
+            except ValueError as e:
+                assert "NUL" in str(e) or "UTF-8" in str(e), (i, e)
+            else:
+                raise AssertionError(f"case {i} was taken")
+        assert fake.fakecuda_launch_count() == 0
+        print("ok")
+    """, tmp_path)
+
+
+def test_integers_past_what_they_set_raise(tmp_path):
+    # axis= and block_size= were cut to 32 bits (axis 2**32 reduced axis
+    # 0), and subclasses of int (IntEnum members) skipped the check that a
+    # Python int fits its parameter's dtype.
+    run("""
+        import enum
+        x = CudaArray(np.ones((4, 8), np.float32))
+        y = CudaArray(np.zeros((4, 8), np.float32))
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+        add = jitk.ElementwiseKernel("T x, int8 s", "T y", "y = x + s", "add_int8")
+        class Small(enum.IntEnum):
+            BIG = 300
+            FITS = 100
+        before = fake.fakecuda_launch_count()
+        for call, error in ((lambda: red(x, axis=2**32), ValueError),
+                            (lambda: red(x, axis=(0, -2**32 + 1)), ValueError),
+                            (lambda: ew(x, y, block_size=2**32 + 128), ValueError),
+                            (lambda: add(x, Small.BIG, y), OverflowError)):
+            try:
+                call()
+            except error:
+                pass
+            else:
+                raise AssertionError("taken")
+        assert fake.fakecuda_launch_count() == before
+        add(x, Small.FITS, y)
+        assert fake.fakecuda_launch_count() == before + 1
+        print("ok")
+    """, tmp_path)
+
+
+def test_empty_arrays_of_the_interface_and_odd_streams(tmp_path):
+    # The interface allows a null pointer for an empty array; jitk took it
+    # for an array on device -1. A stream that is not an int, or is not a
+    # stream number, is refused rather than ignored or waited on.
+    run("""
+        class Cai:
+            def __init__(self, **d):
+                base = dict(shape=(0,), typestr="<f4", data=(0, False), version=3,
+                            strides=None, stream=None)
+                base.update(d)
+                self.__cuda_array_interface__ = base
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+        raw = jitk.RawKernel('extern "C" __global__ void f(float *p, float *q) {}', "f")
+        ew(Cai(), Cai())
+        before = fake.fakecuda_launch_count()
+        raw((1,), (32,), (Cai(), CudaArray(np.zeros(4, np.float32))))
+        assert fake.fakecuda_launch_count() == before + 1
+        host = np.zeros(4, np.float32)
+        for stream, error in (("1", TypeError), (1.5, TypeError), (True, TypeError),
+                              (0, ValueError), (-5, ValueError)):
+            try:
+                ew(Cai(shape=(4,), data=(host.ctypes.data, False), stream=stream),
+                   CudaArray(np.zeros(4, np.float32)))
+            except error:
+                pass
+            else:
+                raise AssertionError(f"stream {stream!r} was taken")
+        print("ok")
+    """, tmp_path)
+
+
+def test_read_only_and_copied_arrays_are_not_outputs(tmp_path):
+    # DLPack 1.0 marks an array read-only, or a copy whose writes would be
+    # lost; the interface has a read-only bit. Such arrays are inputs, never
+    # outputs.
+    run("""
+        class Versioned:
+            def __init__(self, host, flags):
+                self.host, self.flags = host, flags
+            def __dlpack_device__(self):
+                return (2, 0)
+            def __dlpack__(self, stream=None, max_version=None):
+                v = DLVersioned()
+                v.major, v.minor, v.flags = 1, 0, self.flags
+                dl_tensor(v.dl_tensor, self.host)
+                kept.append(v)
+                return new_capsule(ctypes.addressof(v), b"dltensor_versioned", None)
+        class ReadOnly:
+            def __init__(self, host):
+                self.__cuda_array_interface__ = dict(
+                    shape=host.shape, typestr="<f4", data=(host.ctypes.data, True), version=3,
+                    strides=None, stream=None)
+        host = np.arange(8, dtype=np.float32)
+        out = np.zeros(8, np.float32)
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        before = fake.fakecuda_launch_count()
+        for bad, why in ((Versioned(out, 1), "read-only"), (Versioned(out, 2), "a copy"),
+                         (ReadOnly(out), "read-only")):
+            for call in (lambda: ew(CudaArray(host), bad),
+                         lambda: red(CudaArray(host), out=bad)):
+                try:
+                    call()
+                except ValueError as e:
+                    assert "is an output, but the array is" in str(e) and why in str(e), e
+                else:
+                    raise AssertionError(f"{why} output taken")
+        assert fake.fakecuda_launch_count() == before
+        ew(Versioned(host, 1), CudaArray(out))  # as an input it is read
+        ew(ReadOnly(host), CudaArray(out))
+        assert fake.fakecuda_launch_count() == before + 2
+        print("ok")
+    """, tmp_path)
+
+
+def test_dlpack_tensors_without_a_shape_raise(tmp_path):
+    # A capsule of 2 dimensions and no shape was read through the null
+    # pointer (a crash).
+    run("""
+        class NoShape:
+            def __dlpack_device__(self):
+                return (2, 0)
+            def __dlpack__(self, stream=None, max_version=None):
+                m = DLManaged()
+                dl_tensor(m.dl_tensor, np.zeros((2, 3), np.float32), shape=False)
+                kept.append(m)
+                return new_capsule(ctypes.addressof(m), b"dltensor", None)
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+        try:
+            ew(NoShape(), CudaArray(np.zeros((2, 3), np.float32)))
+        except ValueError as e:
+            assert "no shape" in str(e), e
+        else:
+            raise AssertionError("taken")
+        print("ok")
+    """, tmp_path)
+
+
+def test_matmul_operands_are_checked_against_the_plan(tmp_path):
+    # A plan is for operands of one description: anything else (another
+    # shape or dtype, an out that is an input or whose matrices overlap, a
+    # C the plan has no place for, an epilogue array of another dtype) was
+    # launched, reading and writing past the arrays on a GPU.
+    run("""
+        def mat(rows, cols, dtype=np.float32, batch=None):
+            shape = (rows, cols) if batch is None else (batch, rows, cols)
+            return CudaArray(np.zeros(shape, dtype))
+        a, b, bias = mat(64, 64), mat(64, 64), CudaArray(np.zeros(64, np.float32))
+        plan = jitk.MatmulPlan(a, b, epilogue="relu(acc + bias[col])",
+                               epilogue_inputs={"bias": bias})
+        d = mat(64, 64)
+        plan.execute(a, b, epilogue_inputs={"bias": bias}, out=d)
+        before = fake.fakecuda_launch_count()
+        small = mat(2, 2, np.float16)
+        half_bias = CudaArray(np.zeros(64, np.float16))
+        cases = [
+            (lambda: plan.execute(small, small, epilogue_inputs={"bias": bias}, out=d), ValueError),
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": bias}, out=mat(64, 64, np.float16)),
+             ValueError),
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": bias}, out=mat(2, 2)), ValueError),
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": bias}, out=a), ValueError),
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": bias}, out=bias), ValueError),
+            (lambda: plan.execute(a, b, mat(64, 64), epilogue_inputs={"bias": bias}, out=d),
+             TypeError),
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": half_bias}, out=d), TypeError),
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": 1.0}, out=d), TypeError),
+            (lambda: jitk.MatmulPlan(a, b, epilogue="acc + bias[col]",
+                                     epilogue_inputs={"bias": half_bias}), TypeError),
+        ]
+        for i, (call, error) in enumerate(cases):
+            try:
+                call()
+            except error:
+                pass
+            else:
+                raise AssertionError(f"case {i} was taken")
+        assert fake.fakecuda_launch_count() == before
+        # D in place of C is allowed; C missing from a plan made with one is not.
+        c = mat(64, 64)
+        with_c = jitk.MatmulPlan(a, b, c, beta=1.0)
+        with_c.execute(a, b, c, out=c)
+        try:
+            with_c.execute(a, b, out=d)
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("a plan with C ran without one")
+        # Batches of D that share memory (batch stride 0) are refused.
+        a3, b3 = mat(16, 16, batch=4), mat(16, 16, batch=4)
+        flat = np.zeros((16, 16), np.float32)
+        shared = CudaArray(flat)
+        shared.__cuda_array_interface__ = dict(shared.__cuda_array_interface__,
+                                               shape=(4, 16, 16), strides=(0, 64, 4))
+        try:
+            jitk.MatmulPlan(a3, b3, out=shared)
+        except ValueError as e:
+            assert "overlap" in str(e), e
+        else:
+            raise AssertionError("overlapping batches of D taken")
+        # One C for every batch is read again for each (stride 0), never past it.
+        one_c = jitk.MatmulPlan(a3, b3, mat(16, 16, batch=1), beta=1.0)
+        assert one_c._want["C"][7] == 0, one_c._want["C"]
+        one_c.execute(a3, b3, mat(16, 16, batch=1), out=mat(16, 16, batch=4))
+        print("ok")
+    """, tmp_path)

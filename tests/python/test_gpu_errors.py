@@ -174,3 +174,18 @@ def test_arrays_of_two_libraries_together(lib):
     assert lib.is_native(z) or other.is_native(z)
     owner = lib if lib.is_native(z) else other
     assert_equal(owner.asnumpy(z), 2 * x)
+
+
+def test_lazy_complex_views_of_torch(torch_lib):
+    # x.conj() and a negated view share x's memory and flip a bit instead of
+    # the values: jitk, which reads the memory, would compute on x itself.
+    torch = torch_lib.m
+    x = torch.tensor([1 + 2j, 3 - 4j], device="cuda", dtype=torch.complex64)
+    out = torch.full((2,), -777, device="cuda", dtype=torch.complex64)
+    copy = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy_complex")
+    for view, fix in ((x.conj(), "resolve_conj"), (torch._neg_view(x), "resolve_neg")):
+        with pytest.raises(ValueError, match=fix):
+            copy(view, out)
+        assert bool(torch.all(out == -777))
+    copy(x.conj().resolve_conj(), out)
+    assert bool(torch.all(out == x.conj()))
