@@ -374,6 +374,8 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->cluster = kind == JK_MM_WGMMA && !s->swap && p->cluster > 1 ? p->cluster : 1;
   const char *cv = getenv("JITK_MM_COL_VECS");
   s->no_col_vecs = cv != NULL && strcmp(cv, "0") == 0;
+  const char *dr = getenv("JITK_MM_DRAIN");
+  s->no_drain = dr != NULL && strcmp(dr, "0") == 0;
   out->splits = s->split ? p->split : 1;
   /* FFMA with float32 inputs on sm_80 and later (cp.async): wide_gemm's
    * 128 x 256 tiles where they pay. Otherwise, unbounded, the float FFMA
