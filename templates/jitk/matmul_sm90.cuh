@@ -1437,7 +1437,7 @@ __device__ __forceinline__ void drain_rows(unsigned int area, long long M, long 
     const long long left = M - h.row0 - (lane >> 3);
     const int rows = left <= 0 ? 0 : left >= 64 ? 16 : static_cast<int>((left + 3) / 4);
     if (lim >= RW) {
-#pragma unroll 1
+#pragma unroll 2
       for (int x = 0; x < rows; x++, g += step, br += 4 * P) {
         const int s = chunk_shift(g);
         if (j > 0 || s == 0)
