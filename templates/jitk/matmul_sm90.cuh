@@ -1325,10 +1325,10 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 // once its values are in shared memory, as it does where TMA stores D.
 // stage_rows above leaves each consumer to store its own rounds, and
 // without those stores the vocabulary projection (8192 x 50257 x 1024)
-// took a fifth less time (docs/PERFORMANCE.md, 2026-12-04); warps 1 to 3
-// of the producer warpgroup have nothing to do (thread 0 issues every TMA
-// load). TMA itself cannot store these rows: its boxes must start on 16
-// bytes of global memory.
+// took a fifth less time (docs/PERFORMANCE.md, "2026-12-04, evening"),
+// while warps 1 to 3 of the producer warpgroup have nothing to do (thread
+// 0 issues every TMA load). TMA itself cannot store these rows: its boxes
+// must start on 16 bytes of global memory.
 //
 // Rounds are stage_rows's (stage_round), in NB buffers of the consumer's
 // staging area used in turn, each with a header saying where its rows go
