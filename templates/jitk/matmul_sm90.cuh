@@ -1462,6 +1462,15 @@ __device__ __forceinline__ void drain_rows(unsigned int area, long long M, long 
   }
 }
 
+// Whether TMA's boxes, 128 bytes of a row, fit a tile row of D: a
+// narrower tile stores from registers or through stage_rows (the plan
+// never gives such a kernel a tensor map of D). store_rows and gemm (which
+// drains what store_rows does not hand TMA) both ask.
+template <int BN, typename TD>
+struct d_boxes {
+  static constexpr bool value = BN * static_cast<int>(sizeof(TD)) >= 128;
+};
+
 // Stores one warpgroup's 64 x BN outputs, rows row0.. and columns col0..
 // of batch b, from its accumulators: acc[4 i + v] is row lane / 4 (+ 8 for
 // v >= 2) of the warp's 16, column 8 i + (lane % 4) * 2 + v % 2.
@@ -1499,10 +1508,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   typedef decltype(value(b, row, col, 0.f, 0, false)) TD;
   const long long wrow = row0 + warp * 16;
   red.start();
-  /* TMA's boxes are 128 bytes of a row: a narrower tile stores from
-   * registers (the plan never gives such a kernel a tensor map of D). */
-  constexpr bool BOXES = BN * static_cast<int>(sizeof(TD)) >= 128;
-  if (BOXES && td != nullptr) {
+  if (d_boxes<BN, TD>::value && td != nullptr) {
     constexpr int BOX = 128 / static_cast<int>(sizeof(TD)); /* columns a box */
     constexpr int PER_ROUND = BOX * 4 < BN ? BOX * 4 : BN;  /* columns a round */
     constexpr unsigned int ROUND = 64u * PER_ROUND * sizeof(TD);
@@ -1666,7 +1672,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   /* Whether D's rows go through stage_rows_drained (store_rows takes it
    * where TMA does not store D), and so warps 1 and 2 drain them. */
   typedef decltype(value(0ll, 0ll, 0ll, 0.f, 0, false)) TD;
-  const bool drains = DRAIN && ROWS && (td == nullptr || BN * sizeof(TD) < 128);
+  const bool drains = DRAIN && ROWS && (td == nullptr || !d_boxes<BN, TD>::value);
   if (tid == 0) {
     if (drains) drain_init(staging, STAGING);
     for (int s = 0; s < STAGES; s++) {
