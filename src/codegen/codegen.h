@@ -224,6 +224,10 @@ typedef struct jk_mm_spec {
   /* wgmma: no epilogue operand is read ahead at its columns
    * (matmul_sm90.cuh's col_vec), for measuring. */
   bool no_col_vecs;
+  /* wgmma: D's rows that TMA cannot store are stored by the consumers
+   * themselves (matmul_sm90.cuh's stage_rows) rather than drained by the
+   * producer warpgroup (stage_rows_drained), for measuring. */
+  bool no_drain;
   /* FFMA in float with more blocks than multiprocessors: registers capped
    * at 128 so that two blocks share a multiprocessor. */
   bool two_blocks;

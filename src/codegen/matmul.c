@@ -560,7 +560,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s>(&_jk_ta, &_jk_tb, "
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s, %s>(&_jk_ta, &_jk_tb, "
         "_jk_use_td ? &_jk_td : nullptr,\n"
         "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, %s, %s, _jk_smem, _jk_value, "
         "_jk_put2, _jk_rowp, _jk_rs%s);\n"
@@ -569,6 +569,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
         !s->swap && s->d_row ? "true" : "false", s->promote ? "true" : "false",
         s->cluster > 1 ? s->cluster : 1, s->split ? "true" : "false",
+        s->no_drain ? "false" : "true",
         s->split ? "_jk_splits, _jk_ws, _jk_count" : "1u, nullptr, nullptr",
         s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n", pre ? ", _jk_pre" : "",
         amax_commit);

@@ -18,6 +18,12 @@
 #include "array/array.h"
 #include "kernels/matmul.h"
 
+/* Whether the measuring knob `name` is set to "0" (a feature turned off). */
+static bool knob_off(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && strcmp(v, "0") == 0;
+}
+
 /* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size;
  * a swapped kernel stores D from registers and stages none of it. */
 static size_t wgmma_smem(int bn, int stages, bool swap) {
@@ -372,8 +378,8 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->split = p->split > 1 && acc == JITK_FLOAT32;
   s->swap = kind == JK_MM_WGMMA && p->swap;
   s->cluster = kind == JK_MM_WGMMA && !s->swap && p->cluster > 1 ? p->cluster : 1;
-  const char *cv = getenv("JITK_MM_COL_VECS");
-  s->no_col_vecs = cv != NULL && strcmp(cv, "0") == 0;
+  s->no_col_vecs = knob_off("JITK_MM_COL_VECS");
+  s->no_drain = knob_off("JITK_MM_DRAIN");
   out->splits = s->split ? p->split : 1;
   /* FFMA with float32 inputs on sm_80 and later (cp.async): wide_gemm's
    * 128 x 256 tiles where they pay. Otherwise, unbounded, the float FFMA
@@ -385,11 +391,9 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
                           (uint64_t)d->batch * (uint64_t)out->splits;
   const uint64_t wide_blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 255) / 256) *
                                (uint64_t)d->batch * (uint64_t)out->splits;
-  const char *wv = getenv("JITK_MM_WIDE");
   s->wide = kind == JK_MM_SIMT && acc == JITK_FLOAT32 && s->a == JITK_FLOAT32 &&
             s->b == JITK_FLOAT32 && e->target.major >= 8 &&
-            wide_pays(blocks, wide_blocks, (uint64_t)jk_mm_sms(e)) &&
-            !(wv != NULL && strcmp(wv, "0") == 0);
+            wide_pays(blocks, wide_blocks, (uint64_t)jk_mm_sms(e)) && !knob_off("JITK_MM_WIDE");
   /* The wide kernel's K-tiles in flight; JITK_MM_WIDE_STAGES=2..4 sets
    * them, for measuring. */
   const char *ws = getenv("JITK_MM_WIDE_STAGES");
@@ -1068,9 +1072,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
    * set up while the kernel before them on the stream finishes, and wait
    * for it before touching memory: matmul_sm90.cuh), where the driver has
    * cuLaunchKernelEx; JITK_MM_PDL=0 launches them plainly, for measuring. */
-  const char *pdl = getenv("JITK_MM_PDL");
-  p->pdl = kind == JK_MM_WGMMA && jk_cu_has_launch_ex(&e->drv) &&
-           !(pdl != NULL && strcmp(pdl, "0") == 0);
+  p->pdl = kind == JK_MM_WGMMA && jk_cu_has_launch_ex(&e->drv) && !knob_off("JITK_MM_PDL");
   st = choose_split(p, kind);
   /* A split swapped tf32 kernel keeps to 128 columns, which leave the
    * registers the fix-up needs besides the A fragments (ptxas spilled

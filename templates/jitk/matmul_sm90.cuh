@@ -1142,6 +1142,77 @@ __device__ __forceinline__ void values_of(TD (&out)[G][4], const float (&acc)[R]
     }
 }
 
+// Where an element of D falls in its 16-byte chunk of global memory, in
+// elements: the shift of a row stored by the threads (stage_rows below).
+template <typename TD>
+__device__ __forceinline__ int chunk_shift(const TD *g) {
+  return static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
+                          static_cast<unsigned int>(sizeof(TD)));
+}
+
+// Rows of D that the threads store go through buffers of 64 rows of one
+// round (128 bytes of each row), the rows P bytes apart: 144, so that a
+// warp reading consecutive 16-byte chunks of the buffer reads
+// consecutive chunks of its rows.
+struct row_stage {
+  static constexpr int P = 128 + 16;
+  static constexpr int BUF = 64 * P;
+};
+
+// The shifts of a consumer thread's two rows of the warpgroup's 64 (the
+// warp's row lane / 4, and the one 8 below it) at column col0.
+template <typename TD, typename RowP>
+__device__ __forceinline__ void row_shifts(int (&sh)[2], long long b, long long row0,
+                                           long long col0, const RowP &rowp) {
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const long long row = row0 + warp * 16 + (lane >> 2);
+  sh[0] = chunk_shift(rowp(b, row) + col0);
+  sh[1] = chunk_shift(rowp(b, row + 8) + col0);
+}
+
+// The epilogue's values of a thread's 8-column groups c0 / 8 .. (c0 + W)
+// / 8 - 1 (values_of, G groups computed before any is placed), each pair
+// handed to put(h, i, x, y): row + 8 h of the thread's, in group i
+// (columns 8 i + (lane % 4) * 2 and the next of the tile). store_rows'
+// three ways out (TMA's boxes, stage_round, put2) place them.
+template <int G, int W, typename TD, int R, typename Value, typename Red, typename Put>
+__device__ __forceinline__ void each_pair(const float (&acc)[R], int c0, long long b,
+                                          long long row, long long col, long long wrow,
+                                          const Value &value, Red &red, const Put &put) {
+#pragma unroll
+  for (int i0 = c0 / 8; i0 < (c0 + W) / 8; i0 += G) {
+    TD out[G][4];
+    values_of<G>(out, acc, i0, b, row, col, wrow, value, red);
+#pragma unroll
+    for (int i = 0; i < G; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        put(h, i0 + i, out[i][2 * h], out[i][2 * h + 1]);
+  }
+}
+
+// One round of a warpgroup's rows into `buf`: the epilogue's values of
+// the tile's columns c0 .. c0 + RW - 1, row r at r * P, shifted by its
+// row's shift (sh, from row_shifts) so that staged chunk j of the row is
+// its chunk j in global memory. Element by element: a shift of one
+// element leaves pairs on 2 bytes.
+template <int BN, typename TD, typename Value, typename Red>
+__device__ __forceinline__ void stage_round(unsigned char *buf, float (&acc)[BN / 2], int c0,
+                                            long long b, long long row0, long long col0,
+                                            const int (&sh)[2], const Value &value, Red &red) {
+  constexpr int RW = 128 / static_cast<int>(sizeof(TD)); /* columns a round */
+  constexpr int G = RW / 8 < 8 ? RW / 8 : 8; /* 8-column groups computed before any is staged */
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int r = warp * 16 + (lane >> 2); /* row within the 64 */
+  const long long row = row0 + r, col = col0 + (lane & 3) * 2, wrow = row0 + warp * 16;
+  each_pair<G, RW, TD>(acc, c0, b, row, col, wrow, value, red, [&](int h, int i, TD x, TD y) {
+    TD *const at = reinterpret_cast<TD *>(buf + (r + h * 8) * row_stage::P) +
+                   (i * 8 + (lane & 3) * 2 - c0 + sh[h]);
+    at[0] = x;
+    at[1] = y;
+  });
+}
+
 // Stores a warpgroup's 64 x BN outputs (as store_rows) to rows that TMA
 // cannot reach, through its staging area, so that consecutive threads
 // write consecutive bytes of a row. The MMA fragment layout gives each
@@ -1172,22 +1243,13 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   constexpr int ES = static_cast<int>(sizeof(TD));
   constexpr int RW = 128 / ES;                /* columns a round */
   constexpr int V = 16 / ES;                  /* elements a 16-byte chunk */
-  constexpr int P = 128 + 16;                 /* bytes between staged rows */
-  constexpr int BUF = 64 * P;                 /* one buffer: 9 KiB */
-  constexpr int G = RW / 8 < 8 ? RW / 8 : 8;  /* 8-column groups computed before any is staged */
+  constexpr int P = row_stage::P, BUF = row_stage::BUF; /* one buffer: 9 KiB */
   static_assert(16 % ES == 0 && BN % RW == 0, "a round is whole 16-byte chunks of a tile row");
   static_assert(2 * BUF <= 32768, "both buffers fit the staging area");
-  const int tid = threadIdx.x, t = tid & 127, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int r = warp * 16 + (lane >> 2); /* row within the 64 */
-  const long long row = row0 + r, col = col0 + (lane & 3) * 2;
+  const int t = threadIdx.x & 127;
   unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
-  /* Where an element falls in its 16-byte chunk, in elements (a row's shift). */
-  auto shift = [](const TD *g) -> int {
-    return static_cast<int>((reinterpret_cast<unsigned long long>(g) & 15u) /
-                            static_cast<unsigned int>(ES));
-  };
-  const int sh[2] = {shift(rowp(b, row) + col0), shift(rowp(b, row + 8) + col0)};
-  const long long wrow = row0 + warp * 16;
+  int sh[2];
+  row_shifts<TD>(sh, b, row0, col0, rowp);
   /* A thread's stores are the same in every round, each round 128 bytes
    * further along the same rows, so where they go is worked out once
    * here: done in every round, that address arithmetic was most of the
@@ -1207,7 +1269,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     voff[i] = rr * P + j * 16;
     if (q < 64 * 9 && row0 + rr < M) {
       TD *const g = rowp(b, row0 + rr) + col0;
-      const int s = shift(g);
+      const int s = chunk_shift(g);
       vok[i] = j == 0 ? s == 0 : j < 8;
       vg[i] = g - s + j * V;
     }
@@ -1220,7 +1282,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     eoff[i] = 0;
     if (q < 64 * V && row0 + rr < M) {
       TD *const g = rowp(b, row0 + rr) + col0;
-      const int s = shift(g);
+      const int s = chunk_shift(g);
       const int p = k >= s ? k : RW + k; /* staged element: the row's head, or its tail */
       eok[i] = s != 0;
       eg[i] = g - s + p;
@@ -1231,21 +1293,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   for (int c0 = 0; c0 < BN; c0 += RW) {
     unsigned char *const buf = sm + (used & 1u) * BUF;
     used++;
-#pragma unroll
-    for (int i0 = c0 / 8; i0 < (c0 + RW) / 8; i0 += G) {
-      TD out[G][4];
-      values_of<G>(out, acc, i0, b, row, col, wrow, value, red);
-#pragma unroll
-      for (int i = 0; i < G; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          /* Element by element: a shift of one element leaves pairs on 2 bytes. */
-          TD *const at = reinterpret_cast<TD *>(buf + (r + h * 8) * P) +
-                         ((i0 + i) * 8 + (lane & 3) * 2 - c0 + sh[h]);
-          at[0] = out[i][2 * h];
-          at[1] = out[i][2 * h + 1];
-        }
-    }
+    stage_round<BN, TD>(buf, acc, c0, b, row0, col0, sh, value, red);
     wg_sync(bar);
     const long long cr = col0 + c0, lim = N - cr; /* the round's columns inside D: lim */
     if (lim >= RW) {
@@ -1264,13 +1312,164 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
         const int rr = q / RW, c = q - rr * RW;
         if (row0 + rr < M && c < lim) {
           TD *const g = rowp(b, row0 + rr) + cr;
-          const int s = shift(g);
+          const int s = chunk_shift(g);
           g[c] = reinterpret_cast<const TD *>(buf + rr * P)[c + s];
         }
       }
     }
   }
 }
+
+// Rows of D stored by the producer warpgroup (drained) rather than by
+// the consumer that computed them, so that a consumer's epilogue ends
+// once its values are in shared memory, as it does where TMA stores D.
+// stage_rows above leaves each consumer to store its own rounds, and
+// without those stores the vocabulary projection (8192 x 50257 x 1024)
+// took a fifth less time (docs/PERFORMANCE.md, "2026-12-04, evening"),
+// while warps 1 to 3 of the producer warpgroup have nothing to do (thread
+// 0 issues every TMA load). TMA itself cannot store these rows: its boxes
+// must start on 16 bytes of global memory.
+//
+// Rounds are stage_rows's (stage_round), in NB buffers of the consumer's
+// staging area used in turn, each with a header saying where its rows go
+// and two mbarriers: `full`, on which the consumer's 128 threads arrive
+// once their values and the header are written, and `empty`, on which
+// the draining warp arrives once it has read the buffer. Warp 1 + cw of
+// the producer warpgroup drains consumer cw's rounds in the order they
+// come, whatever the schedule (ping-pong, cooperative, split-K items
+// whose epilogue another slice runs), and a header marked `end` sends it
+// home.
+struct drain {
+  static constexpr int NB = 3;
+  static constexpr int HEADS = NB * row_stage::BUF; /* the buffers' headers, 32 bytes each */
+  static constexpr int BARS = HEADS + NB * 32;      /* full[NB], then empty[NB] */
+  static constexpr int END = BARS + 2 * NB * 8;
+  struct head {
+    long long b, row0, col; /* batch, the round's first row and column */
+    int end;
+  };
+  static __device__ __forceinline__ unsigned int full(unsigned int area, unsigned int i) {
+    return area + BARS + 8 * i;
+  }
+  static __device__ __forceinline__ unsigned int empty(unsigned int area, unsigned int i) {
+    return area + BARS + 8 * (NB + i);
+  }
+  static __device__ __forceinline__ head *head_at(unsigned char *smem_raw, unsigned int area,
+                                                  unsigned int i) {
+    return reinterpret_cast<head *>(smem_raw + (area - smem_u32(smem_raw)) + HEADS + 32 * i);
+  }
+};
+static_assert(drain::END <= 32768 && sizeof(drain::head) == 32,
+              "the drain's buffers, headers and barriers fit a consumer's staging area");
+
+// Sets up the barriers of the consumers' drains (one thread, before the
+// block's first barrier).
+__device__ __forceinline__ void drain_init(unsigned int staging, unsigned int stride) {
+  for (unsigned int c = 0; c < 2; c++)
+    for (unsigned int i = 0; i < drain::NB; i++) {
+      bar_init(drain::full(staging + c * stride, i), 128);
+      bar_init(drain::empty(staging + c * stride, i), 1);
+    }
+}
+
+// The consumer's side: stage_rows's rounds handed to the draining warp.
+// `used` counts the consumer's rounds (the next one takes buffer used %
+// NB, in its (used / NB)-th use).
+template <int BN, typename TD, typename Value, typename RowP, typename Red>
+__device__ __forceinline__ void stage_rows_drained(float (&acc)[BN / 2], unsigned int area,
+                                                   unsigned int &used, long long b, long long row0,
+                                                   long long col0, unsigned char *smem_raw,
+                                                   const Value &value, const RowP &rowp, Red &red) {
+  constexpr int RW = 128 / static_cast<int>(sizeof(TD));
+  static_assert(BN % RW == 0, "a round is whole 16-byte chunks of a tile row");
+  unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
+  int sh[2];
+  row_shifts<TD>(sh, b, row0, col0, rowp);
+#pragma unroll
+  for (int c0 = 0; c0 < BN; c0 += RW) {
+    const unsigned int i = used % drain::NB, u = used / drain::NB;
+    used++;
+    bar_wait(drain::empty(area, i), (u & 1u) ^ 1u);
+    stage_round<BN, TD>(sm + i * row_stage::BUF, acc, c0, b, row0, col0, sh, value, red);
+    if ((threadIdx.x & 127) == 0) *drain::head_at(smem_raw, area, i) = {b, row0, col0 + c0, 0};
+    bar_arrive(drain::full(area, i));
+  }
+}
+
+// The consumer's last word to its draining warp.
+__device__ __forceinline__ void drain_end(unsigned int area, unsigned int used,
+                                          unsigned char *smem_raw) {
+  const unsigned int i = used % drain::NB, u = used / drain::NB;
+  bar_wait(drain::empty(area, i), (u & 1u) ^ 1u);
+  if ((threadIdx.x & 127) == 0) *drain::head_at(smem_raw, area, i) = {0, 0, 0, 1};
+  bar_arrive(drain::full(area, i));
+}
+
+// The draining warp: stores each round as stage_rows does (whole 16-byte
+// chunks as vectors, the heads and tails that the shift cuts off element
+// by element, a round crossing N element by element, rows at or beyond M
+// not at all). Each row is eight lanes' (lane / 8 + 4 x, x = 0 .. 15),
+// lane j taking chunk j and the head or tail elements j E .. j E + E - 1
+// (E = V / 8, one at least): a warp's store then writes four whole
+// 128-byte lines, and a lane works out one address a row rather than one
+// a chunk (the warp runs on the producer warpgroup's 40 registers, and
+// issues beside the consumers' warps).
+template <typename TD, typename RowP>
+__device__ __forceinline__ void drain_rows(unsigned int area, long long M, long long N,
+                                           unsigned char *smem_raw, const RowP &rowp) {
+  constexpr int ES = static_cast<int>(sizeof(TD)), RW = 128 / ES, V = 16 / ES;
+  constexpr int E = V / 8 > 0 ? V / 8 : 1; /* head or tail elements a lane */
+  constexpr int P = row_stage::P;
+  const int lane = threadIdx.x & 31, j = lane & 7;
+  const unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
+#pragma unroll 1
+  for (unsigned int n = 0;; n++) {
+    const unsigned int i = n % drain::NB, u = n / drain::NB;
+    bar_wait(drain::full(area, i), u & 1u);
+    const drain::head h = *drain::head_at(smem_raw, area, i);
+    if (h.end) break;
+    const unsigned char *br = sm + i * row_stage::BUF + (lane >> 3) * P;
+    const long long lim = N - h.col; /* the round's columns inside D */
+    /* The lane's first row, the four rows between its rows (D's rows are
+     * equally far apart), and how many of its rows lie inside M. */
+    TD *g = rowp(h.b, h.row0 + (lane >> 3)) + h.col;
+    const long long step = rowp(h.b, 4) - rowp(h.b, 0);
+    const long long left = M - h.row0 - (lane >> 3);
+    const int rows = left <= 0 ? 0 : left >= 64 ? 16 : static_cast<int>((left + 3) / 4);
+    if (lim >= RW) {
+#pragma unroll 2
+      for (int x = 0; x < rows; x++, g += step, br += 4 * P) {
+        const int s = chunk_shift(g);
+        if (j > 0 || s == 0)
+          *reinterpret_cast<uint4 *>(g - s + j * V) = *reinterpret_cast<const uint4 *>(br + j * 16);
+        if (s != 0)
+#pragma unroll
+          for (int e = 0; e < E; e++) {
+            const int k = j * E + e, p = k >= s ? k : RW + k; /* the row's head, or its tail */
+            if (k < V) g[p - s] = *reinterpret_cast<const TD *>(br + p * ES);
+          }
+      }
+    } else if (lim > 0) {
+#pragma unroll 1
+      for (int x = 0; x < rows; x++, g += step, br += 4 * P) {
+        const TD *const from = reinterpret_cast<const TD *>(br) + chunk_shift(g);
+#pragma unroll 1
+        for (int c = j; c < lim; c += 8) g[c] = from[c];
+      }
+    }
+    __syncwarp();
+    if (lane == 0) bar_arrive(drain::empty(area, i));
+  }
+}
+
+// Whether TMA's boxes, 128 bytes of a row, fit a tile row of D: a
+// narrower tile stores from registers or through stage_rows (the plan
+// never gives such a kernel a tensor map of D). store_rows and gemm (which
+// drains what store_rows does not hand TMA) both ask.
+template <int BN, typename TD>
+struct d_boxes {
+  static constexpr bool value = BN * static_cast<int>(sizeof(TD)) >= 128;
+};
 
 // Stores one warpgroup's 64 x BN outputs, rows row0.. and columns col0..
 // of batch b, from its accumulators: acc[4 i + v] is row lane / 4 (+ 8 for
@@ -1285,20 +1484,21 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 // compiler issues a round's reads together.
 //
 // Without `td` but with ROWS (D's rows are the tile's rows in memory:
-// rowp(b, row) points at column 0 of a row),
-// the rows start anywhere, so TMA cannot store them, yet they are still
-// written whole: stage_rows above. Otherwise (column-major D) outputs go
+// rowp(b, row) points at column 0 of a row, and rows are equally far
+// apart), the rows start anywhere, so TMA cannot store them, yet they are
+// still written whole: by the producer warpgroup's idle warps with DRAIN
+// (stage_rows_drained), by the consumer itself without (stage_rows; `used`
+// counts rounds in both). Otherwise (column-major D) outputs go
 // straight from registers through put2, in chunks of 32 whose reads all
 // come before their stores (a store to D might otherwise change what a
 // later read sees, as far as the compiler knows). `bar` is the
 // warpgroup's named barrier; M and N bound D.
-template <int BN, bool ROWS, typename Value, typename Put2, typename RowP, typename Red>
+template <int BN, bool ROWS, bool DRAIN, typename Value, typename Put2, typename RowP, typename Red>
 __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
                                            unsigned int area, unsigned int &used, int bar,
-                                           long long b, long long row0, long long col0,
-                                           long long M, long long N, unsigned char *smem_raw,
-                                           const Value &value, const Put2 &put2,
-                                           const RowP &rowp, Red &red) {
+                                           long long b, long long row0, long long col0, long long M,
+                                           long long N, unsigned char *smem_raw, const Value &value,
+                                           const Put2 &put2, const RowP &rowp, Red &red) {
   (void)M;
   (void)N;
   (void)rowp;
@@ -1308,10 +1508,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   typedef decltype(value(b, row, col, 0.f, 0, false)) TD;
   const long long wrow = row0 + warp * 16;
   red.start();
-  /* TMA's boxes are 128 bytes of a row: a narrower tile stores from
-   * registers (the plan never gives such a kernel a tensor map of D). */
-  constexpr bool BOXES = BN * static_cast<int>(sizeof(TD)) >= 128;
-  if (BOXES && td != nullptr) {
+  if (d_boxes<BN, TD>::value && td != nullptr) {
     constexpr int BOX = 128 / static_cast<int>(sizeof(TD)); /* columns a box */
     constexpr int PER_ROUND = BOX * 4 < BN ? BOX * 4 : BN;  /* columns a round */
     constexpr unsigned int ROUND = 64u * PER_ROUND * sizeof(TD);
@@ -1327,25 +1524,22 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
         used = 0;
       }
       const unsigned int at0 = area + used;
-#pragma unroll
-      for (int i0 = c0 / 8; i0 < (c0 + PER_ROUND) / 8; i0 += G) {
-        TD out[G][4];
-        values_of<G>(out, acc, i0, b, row, col, wrow, value, red);
-#pragma unroll
-        for (int i = 0; i < G; i++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            const int rr = r + h * 8, c = (i0 + i) * 8 + (lane & 3) * 2 - c0; /* in the round */
-            const int off = (c % BOX) * static_cast<int>(sizeof(TD));     /* byte in box row */
-            const unsigned int at =
-                at0 + (c / BOX) * 8192 + rr * 128 + ((((off >> 4) ^ (rr & 7))) << 4) + (off & 15);
-            struct __align__(2 * sizeof(TD)) two {
-              TD x, y;
-            };
-            *reinterpret_cast<two *>(smem_raw + (at - smem_u32(smem_raw))) =
-                two{out[i][2 * h], out[i][2 * h + 1]};
-          }
-      }
+      each_pair<G, PER_ROUND, TD>(acc, c0, b, row, col, wrow, value, red,
+                                  [&](int h, int i, TD x, TD y) {
+                                    /* The row, and the column in the round. */
+                                    const int rr = r + h * 8, c = i * 8 + (lane & 3) * 2 - c0;
+                                    /* The byte in the box's row. */
+                                    const int off = (c % BOX) * static_cast<int>(sizeof(TD));
+                                    const unsigned int at = at0 + (c / BOX) * 8192 + rr * 128 +
+                                                            ((((off >> 4) ^ (rr & 7))) << 4) +
+                                                            (off & 15);
+                                    struct __align__(2 * sizeof(TD)) two {
+                                      TD x, y;
+                                    };
+                                    *reinterpret_cast<two *>(smem_raw +
+                                                             (at - smem_u32(smem_raw))) =
+                                        two{x, y};
+                                  });
       fence_async_smem();
       wg_sync(bar);
       if (leader) {
@@ -1357,20 +1551,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
       }
       used += ROUND;
     }
+  } else if constexpr (ROWS && DRAIN) {
+    stage_rows_drained<BN, TD>(acc, area, used, b, row0, col0, smem_raw, value, rowp, red);
   } else if constexpr (ROWS) {
     stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp, red);
   } else {
     constexpr int CH = BN / 8 < 8 ? BN / 8 : 8;
-#pragma unroll
-    for (int i0 = 0; i0 < BN / 8; i0 += CH) {
-      TD out[CH][4];
-      values_of<CH>(out, acc, i0, b, row, col, wrow, value, red);
-#pragma unroll
-      for (int i = 0; i < CH; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          put2(b, row + h * 8, col + (i0 + i) * 8, out[i][2 * h], out[i][2 * h + 1]);
-    }
+    each_pair<CH, BN, TD>(acc, 0, b, row, col, wrow, value, red,
+                          [&](int h, int i, TD x, TD y) { put2(b, row + h * 8, col + i * 8, x, y); });
   }
   red.finish(b, row, col0 / BN);
 }
@@ -1408,7 +1596,9 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // STAGING: bytes of shared memory per consumer for staging D (smem_size's);
 // 0 when `td` is always null and ROWS false, which leaves more of shared
 // memory to the ring. Tiles narrower than 64 (BN 8 to 32, for swapped
-// decode plans) take B K-major only. ROWS as in store_rows.
+// decode plans) take B K-major only. ROWS and DRAIN as in store_rows;
+// with both, and where TMA does not store D, warps 1 and 2 of the
+// producer warpgroup store the rows the consumers stage (drain_rows).
 //
 // PROMOTE (8-bit inputs, cooperative, BN = 128 only): two-level
 // accumulation. The tensor cores add an FP8 k32 step's products into
@@ -1440,15 +1630,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // their next item. No block ever waits for another, so the kernel cannot
 // hang when fewer blocks than the grid are resident (MPS, other kernels).
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          bool PROMOTE, int CL, bool SERIAL, typename Value, typename Put2, typename RowP,
-          typename Red, typename Pre = no_pre>
+          bool PROMOTE, int CL, bool SERIAL, bool DRAIN, typename Value, typename Put2,
+          typename RowP, typename Red, typename Pre = no_pre>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
                                      float *ws, unsigned int *count, long long M, long long N,
-                                     unsigned char *smem_raw,
-                                     const Value &value, const Put2 &put2, const RowP &rowp,
-                                     Red &red, const Pre &pre = Pre()) {
+                                     unsigned char *smem_raw, const Value &value, const Put2 &put2,
+                                     const RowP &rowp, Red &red, const Pre &pre = Pre()) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
@@ -1480,7 +1669,12 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   const unsigned int rank = CL > 1 ? cluster_rank() : 0u, tiles_mc = (tiles_m + CL - 1) / CL;
   const unsigned int nbatch = work / (tiles_mc * tiles_n * splits);
   const unsigned int first_item = blockIdx.x / CL, items_step = gridDim.x / CL;
+  /* Whether D's rows go through stage_rows_drained (store_rows takes it
+   * where TMA does not store D), and so warps 1 and 2 drain them. */
+  typedef decltype(value(0ll, 0ll, 0ll, 0.f, 0, false)) TD;
+  const bool drains = DRAIN && ROWS && (td == nullptr || !d_boxes<BN, TD>::value);
   if (tid == 0) {
+    if (drains) drain_init(staging, STAGING);
     for (int s = 0; s < STAGES; s++) {
       bar_init(full + 8 * s, 1);
       /* Lane 0 of each warp that read the slot, in every block of the
@@ -1566,6 +1760,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           }
         }
       }
+    } else if (drains && (tid >> 5) >= 1 && (tid >> 5) <= 2) {
+      drain_rows<TD>(staging + ((tid >> 5) - 1) * STAGING, M, N, smem_raw, rowp);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -1807,11 +2003,10 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       }
       const auto store = [&](int h) {
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
-          store_rows<BN, ROWS>(acc[0], STAGING ? td : nullptr, staging + cw * STAGING, used,
-                               1 + cw, static_cast<long long>(b),
-                               static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
-                               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp,
-                               red);
+          store_rows<BN, ROWS, DRAIN>(
+              acc[0], STAGING ? td : nullptr, staging + cw * STAGING, used, 1 + cw,
+              static_cast<long long>(b), static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
+              static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp, red);
       };
       if constexpr (HALVES == 1) {
         store(0);
@@ -1833,6 +2028,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         }
       }
     }
+    if (drains) drain_end(staging + cw * STAGING, used, smem_raw);
     /* Stores still in flight read shared memory, which dies with the block. */
     if (td != nullptr && leader) bulk_wait();
   }

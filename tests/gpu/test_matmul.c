@@ -693,6 +693,25 @@ Test(matmul, unaligned_d_on_tensor_cores_cooperative) {
   jitk_engine_destroy(e);
 }
 
+/* D's rows that TMA cannot store go out through the producer warpgroup's
+ * idle warps (matmul_sm90.cuh's drain). The same cases with the
+ * consumers storing them themselves (JITK_MM_DRAIN=0), with split-K
+ * (items whose epilogue another slice runs, so that a consumer hands its
+ * drain rounds only for some of its items), and with clusters of two
+ * blocks: each poisons D's buffer and checks every element in and
+ * around D. */
+static void run_dlayouts_with(const char *name, const char *value, uint64_t seed) {
+  setenv(name, value, 1);
+  jitk_engine *e = jt_gpu_engine();
+  for (size_t i = 0; i < sizeof dlayout_cases / sizeof dlayout_cases[0]; i++)
+    run_dlayout(e, &dlayout_cases[i], &seed);
+  jitk_engine_destroy(e);
+  unsetenv(name);
+}
+Test(matmul, unaligned_d_undrained) { run_dlayouts_with("JITK_MM_DRAIN", "0", 0xD0F); }
+Test(matmul, unaligned_d_drained_split_k) { run_dlayouts_with("JITK_MM_SPLIT", "2", 0xD10); }
+Test(matmul, unaligned_d_drained_clusters) { run_dlayouts_with("JITK_MM_CLUSTER", "2", 0xD11); }
+
 /* The wgmma kernel's other schedule: both consumers on each 128 x 256 tile. */
 Test(matmul, tensor_cores_cooperative) {
   setenv("JITK_MM_SCHEDULE", "cooperative", 1);

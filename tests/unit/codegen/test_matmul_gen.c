@@ -193,16 +193,26 @@ Test(matmul_gen, values_outside_d_selected_only_without_reads) {
 Test(matmul_gen, cluster_size_reaches_the_tile_loop) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_mm_spec s = wgmma_spec();
-  /* <KIND, A_MN, B_MN, BN, STAGES, PP, STAGING, ROWS, PROMOTE, CL, SERIAL>. */
+  /* <KIND, A_MN, B_MN, BN, STAGES, PP, STAGING, ROWS, PROMOTE, CL, SERIAL, DRAIN>. */
   char *src = generate(e, &s, "", "acc", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, false>(") != NULL,
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, false, true>(") !=
+          NULL,
       "%s", src);
   jk_free(e, src);
   s.cluster = 2;
   src = generate(e, &s, "", "acc", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false>(") != NULL,
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false, true>(") !=
+          NULL,
+      "%s", src);
+  jk_free(e, src);
+  /* Rows the consumers store themselves (JITK_MM_DRAIN=0, for measuring). */
+  s.no_drain = true;
+  src = generate(e, &s, "", "acc", NULL, NULL);
+  cr_assert(
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false, false>(") !=
+          NULL,
       "%s", src);
   jk_free(e, src);
   jitk_engine_destroy(e);
@@ -218,7 +228,8 @@ Test(matmul_gen, split_k_sums_in_the_wgmma_kernel) {
   s.split = true;
   char *src = generate(e, &s, "raw float32 bias", "acc + bias[col]", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, true>(") != NULL,
+      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, true, true>(") !=
+          NULL,
       "%s", src);
   cr_assert(strstr(src, "unsigned int *__restrict__ _jk_count") != NULL, "%s", src);
   cr_assert(strstr(src, "_jk_work, _jk_splits, _jk_ws, _jk_count, _jk_m, _jk_n") != NULL, "%s",
