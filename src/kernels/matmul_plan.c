@@ -379,8 +379,24 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->swap = kind == JK_MM_WGMMA && p->swap;
   s->cluster = kind == JK_MM_WGMMA && !s->swap && p->cluster > 1 ? p->cluster : 1;
   s->no_col_vecs = knob_off("JITK_MM_COL_VECS");
-  s->no_drain = knob_off("JITK_MM_DRAIN");
   out->splits = s->split ? p->split : 1;
+  /* The producer's idle warps store D's rows off 16 bytes (the drain)
+   * where each multiprocessor has many tiles in turn: the consumers then
+   * start the next tile while the last one's rows go out. With a few
+   * tiles each there is little to overlap, and the handoff costs. On an
+   * H100 (jitk-bench matmul --shapes, bfloat16 bias+ReLU, 2026-12-05):
+   * +2.5 to +5.5 % at 2048 to 8192 x 50257 (24 to 95 tiles a
+   * multiprocessor), -3 to -6 % at 4096 and 8192 x 4095 (4 to 8). A
+   * swapped kernel stores D from registers: the flag changes nothing.
+   * JITK_MM_DRAIN=0 or 1 forces it off or on, for measuring. */
+  const int64_t bn = p->bn > 0 ? p->bn : 128;
+  const uint64_t tiles = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + bn - 1) / bn) *
+                         (uint64_t)d->batch * (uint64_t)out->splits;
+  const char *drain = getenv("JITK_MM_DRAIN");
+  s->no_drain = drain != NULL && strcmp(drain, "1") == 0 ? false
+                : drain != NULL && strcmp(drain, "0") == 0
+                    ? true
+                    : !s->swap && tiles < 16 * (uint64_t)jk_mm_sms(e);
   /* FFMA with float32 inputs on sm_80 and later (cp.async): wide_gemm's
    * 128 x 256 tiles where they pay. Otherwise, unbounded, the float FFMA
    * kernel holds 159 registers, one block of 8 warps a multiprocessor;

@@ -1593,3 +1593,32 @@ Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
   }
   jitk_engine_destroy(e);
 }
+
+/* Whether the plan's kernel has the producer's warps store D's rows (the
+ * drain: the last template argument of the tensor-core kernel). */
+static bool drains(jitk_engine *e, int64_t m, int64_t n, int64_t k) {
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  const char *src = NULL;
+  JT_OK(e, jitk_matmul_source(p, &src));
+  bool on = strstr(src, ", false, true>(&_jk_ta") != NULL;
+  cr_assert(on || strstr(src, ", false, false>(&_jk_ta") != NULL, "no tensor-core kernel");
+  jitk_matmul_destroy(p);
+  return on;
+}
+
+Test(matmul_plan, the_drain_where_multiprocessors_have_many_tiles) {
+  unsetenv("JITK_MM_DRAIN");
+  jitk_engine *e = jt_compile_engine("sm_90");
+  /* 64 x 197 tiles of 128 x 256: 95 a multiprocessor. */
+  cr_assert(drains(e, 8192, 50257, 1024));
+  /* 32 x 16: about 4. */
+  cr_assert_not(drains(e, 4096, 4095, 512));
+  setenv("JITK_MM_DRAIN", "1", 1);
+  cr_assert(drains(e, 4096, 4095, 512));
+  setenv("JITK_MM_DRAIN", "0", 1);
+  cr_assert_not(drains(e, 8192, 50257, 1024));
+  unsetenv("JITK_MM_DRAIN");
+  jitk_engine_destroy(e);
+}
