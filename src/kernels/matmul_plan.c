@@ -19,6 +19,8 @@
 #include "kernels/matmul.h"
 
 /* Whether the measuring knob `name` is set to "0" (a feature turned off). */
+static bool d_rows_off(const jitk_matmul_desc *d);
+
 static bool knob_off(const char *name) {
   const char *v = getenv(name);
   return v != NULL && strcmp(v, "0") == 0;
@@ -386,8 +388,11 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
    * tiles each there is little to overlap, and the handoff costs. On an
    * H100 (jitk-bench matmul --shapes, bfloat16 bias+ReLU, 2026-12-05):
    * +2.5 to +5.5 % at 2048 to 8192 x 50257 (24 to 95 tiles a
-   * multiprocessor), -3 to -6 % at 4096 and 8192 x 4095 (4 to 8). A
-   * swapped kernel stores D from registers: the flag changes nothing.
+   * multiprocessor), -3 to -6 % at 4096 and 8192 x 4095 (4 to 8). Only
+   * where D's rows are off 16 bytes: an aligned D is TMA's, and its
+   * kernel built with the drain ran 3.5 % slower on an H200 (8192 x
+   * 50264 x 1024: 679 against 696-705 TFLOP/s). A swapped kernel stores
+   * D from registers.
    * JITK_MM_DRAIN=0 or 1 forces it off or on, for measuring. */
   const int64_t bn = p->bn > 0 ? p->bn : 128;
   const uint64_t tiles = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + bn - 1) / bn) *
@@ -396,7 +401,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->no_drain = drain != NULL && strcmp(drain, "1") == 0 ? false
                 : drain != NULL && strcmp(drain, "0") == 0
                     ? true
-                    : !s->swap && tiles < 16 * (uint64_t)jk_mm_sms(e);
+                    : s->swap || !d_rows_off(d) || tiles < 16 * (uint64_t)jk_mm_sms(e);
   /* FFMA with float32 inputs on sm_80 and later (cp.async): wide_gemm's
    * 128 x 256 tiles where they pay. Otherwise, unbounded, the float FFMA
    * kernel holds 159 registers, one block of 8 warps a multiprocessor;

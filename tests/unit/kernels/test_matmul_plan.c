@@ -1615,6 +1615,8 @@ Test(matmul_plan, the_drain_where_multiprocessors_have_many_tiles) {
   cr_assert(drains(e, 8192, 50257, 1024));
   /* 32 x 16: about 4. */
   cr_assert_not(drains(e, 4096, 4095, 512));
+  /* D's rows on 16 bytes are TMA's: no drain however many tiles. */
+  cr_assert_not(drains(e, 8192, 50264, 1024));
   setenv("JITK_MM_DRAIN", "1", 1);
   cr_assert(drains(e, 4096, 4095, 512));
   setenv("JITK_MM_DRAIN", "0", 1);
