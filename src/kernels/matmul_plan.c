@@ -18,9 +18,9 @@
 #include "array/array.h"
 #include "kernels/matmul.h"
 
-/* Whether the measuring knob `name` is set to "0" (a feature turned off). */
 static bool d_rows_off(const jitk_matmul_desc *d);
 
+/* Whether the measuring knob `name` is set to "0" (a feature turned off). */
 static bool knob_off(const char *name) {
   const char *v = getenv(name);
   return v != NULL && strcmp(v, "0") == 0;
@@ -392,8 +392,8 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
    * where D's rows are off 16 bytes: an aligned D is TMA's, and its
    * kernel built with the drain ran 3.5 % slower on an H200 (8192 x
    * 50264 x 1024: 679 against 696-705 TFLOP/s). A swapped kernel stores
-   * D from registers.
-   * JITK_MM_DRAIN=0 or 1 forces it off or on, for measuring. */
+   * D from registers. JITK_MM_DRAIN=0 or 1 forces it off or on, for
+   * measuring. */
   const int64_t bn = p->bn > 0 ? p->bn : 128;
   const uint64_t tiles = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + bn - 1) / bn) *
                          (uint64_t)d->batch * (uint64_t)out->splits;
