@@ -689,6 +689,10 @@ typedef struct pyarr {
    * producer marked it read-only, or handed over a copy (DLPack's flags,
    * the interface's read-only bit). Outputs are refused such arrays. */
   const char *not_writable;
+  /* Read through __dlpack__ before the call's stream was known: its
+   * producer ordered its work before the legacy default stream (1), which
+   * finish_stream then orders the call after. */
+  bool legacy;
 } pyarr;
 /* A call's array arguments point at a pyarr's tensor, and the pyarr is
  * found from them. */
@@ -1033,6 +1037,7 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
     return -1;
   }
   a->hold = cap;
+  a->legacy = stream == NULL;
   if (t->device.device_type == kDLCPU) return cpu_array_error(what);
   if (t->device.device_type != kDLCUDA && t->device.device_type != kDLCUDAManaged &&
       t->device.device_type != kDLCUDAHost) {
@@ -1173,6 +1178,7 @@ static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *d
   a->dtype = JITK_DTYPE_NONE;
   a->hold = NULL;
   a->not_writable = NULL;
+  a->legacy = false;
   int r;
   if (lib == LIB_CUPY) {
     r = from_cupy(o, a, device, pointer_only, what);
@@ -1596,7 +1602,22 @@ static int pick_device(call *c) {
 
 static int finish_stream(call *c) {
   if (c->stream_given) return 0;
-  return default_stream(c->lib, c->device, &c->stream);
+  if (default_stream(c->lib, c->device, &c->stream) != 0) return -1;
+  /* A launch on a stream other than the legacy default one (a CuPy or
+   * PyTorch stream of its own, non-blocking or per-thread) is not ordered
+   * after it: where an array read through __dlpack__ had its producer
+   * order its work before that stream, the stream is waited for. */
+  if (c->stream == NULL || c->stream == (jitk_stream)(uintptr_t)1) return 0;
+  for (int i = 0; i < c->narr; i++) {
+    if (!c->arrs[i].legacy) continue;
+    jitk_engine *e = device_engine(c->device);
+    if (e == NULL) return -1;
+    jitk_status st;
+    Py_BEGIN_ALLOW_THREADS st = jitk_stream_synchronize(e, NULL);
+    Py_END_ALLOW_THREADS if (st != JITK_OK) return raise_status(e, st, NULL) ? 0 : -1;
+    return 0;
+  }
+  return 0;
 }
 
 static PyObject *shape_tuple(const jitk_output_spec *sp) {

@@ -43,7 +43,7 @@ static _Thread_local fakecuda_launch last_launch;
  * on two cores would cost each launch a cache line's trip between them.
  * A thread sees its own counts and those of threads that ended. */
 typedef struct counts {
-  unsigned long long launches, memsets;
+  unsigned long long launches, memsets, syncs;
 } counts;
 static counts ended;
 static _Thread_local counts mine;
@@ -477,6 +477,7 @@ static void counts_end(void *p) {
   const counts *c = p;
   __atomic_fetch_add(&ended.launches, c->launches, __ATOMIC_RELAXED);
   __atomic_fetch_add(&ended.memsets, c->memsets, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&ended.syncs, c->syncs, __ATOMIC_RELAXED);
 }
 
 static void make_counts_key(void) { pthread_key_create(&counts_key, counts_end); }
@@ -728,8 +729,11 @@ static CUresult fk_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status
   return CUDA_SUCCESS;
 }
 
+static _Thread_local CUstream last_synced;
+
 static CUresult fk_cuStreamSynchronize(CUstream s) {
-  (void)s;
+  my_counts()->syncs++;
+  last_synced = s;
   return CUDA_SUCCESS;
 }
 
@@ -916,6 +920,11 @@ EXPORT void fakecuda_set_capturing(void *stream, bool on) {
 EXPORT const fakecuda_memset *fakecuda_last_memset(unsigned long long *count) {
   if (count != NULL) *count = __atomic_load_n(&ended.memsets, __ATOMIC_RELAXED) + mine.memsets;
   return &last_memset;
+}
+
+EXPORT unsigned long long fakecuda_sync_count(void **last_stream) {
+  if (last_stream != NULL) *last_stream = (void *)last_synced;
+  return __atomic_load_n(&ended.syncs, __ATOMIC_RELAXED) + mine.syncs;
 }
 
 EXPORT void fakecuda_record_params(const size_t *sizes, int n) {

@@ -916,3 +916,53 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
         one_c.execute(a3, b3, mat(16, 16, batch=1), out=mat(16, 16, batch=4))
         print("ok")
     """, tmp_path)
+
+
+def test_dlpack_arrays_beside_a_library_stream_are_ordered(tmp_path):
+    # Without stream=, a third library's array is asked for the legacy
+    # default stream (1) before the call's stream is known; when the launch
+    # then goes on CuPy's stream of its own, which that stream does not
+    # order, the legacy stream is waited for first.
+    run("""
+        import cupy
+        cupy_host_allocation()
+        # CuPy's current stream, set here: its Stream objects need its runtime.
+        current = [0]
+        cupy.cuda.stream.get_current_stream_ptr = lambda: current[0]
+        asked = []
+        class Third:
+            def __init__(self, host):
+                self.host = host
+            def __dlpack_device__(self):
+                return (2, 0)
+            def __dlpack__(self, stream=None, max_version=None):
+                asked.append(stream)
+                m = DLManaged()
+                dl_tensor(m.dl_tensor, self.host)
+                kept.append(m)
+                return new_capsule(ctypes.addressof(m), b"dltensor", None)
+        fake.fakecuda_sync_count.restype = ctypes.c_ulonglong
+        fake.fakecuda_sync_count.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        def syncs():
+            last = ctypes.c_void_p()
+            n = fake.fakecuda_sync_count(ctypes.byref(last))
+            return n, last.value
+        add = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + y", "add")
+        x = cupy_array(np.ones(8, np.float32))
+        z = cupy_array(np.zeros(8, np.float32))
+        third = Third(np.ones(8, np.float32))
+        n0, _ = syncs()
+        add(x, third, z)  # CuPy's null stream: the legacy one, nothing to wait for
+        assert syncs()[0] == n0 and asked[-1] == 1, asked
+        current[0] = 0x1234  # a stream of CuPy's own
+        add(x, third, z)
+        n1, last = syncs()
+        assert asked[-1] == 1 and n1 == n0 + 1 and last in (None, 0, 1), (asked, n1, last)
+        assert fake.fakecuda_last_launch().contents.stream == 0x1234
+        add(x, z, z)  # no third array: nothing waited for
+        assert syncs()[0] == n1
+        current[0] = 0
+        add(x, third, z, stream=0x1234)  # the producer is asked for the call's stream
+        assert asked[-1] == 0x1234 and syncs()[0] == n1, asked
+        print("ok")
+    """, tmp_path)
