@@ -227,6 +227,14 @@ bool jk_memo_pending(const jitk_engine *e) {
   return false;
 }
 
+/* A dependency record holds at most this many places, each a path of at
+ * most JK_DEPS_MAX_PATH bytes: a compile of CUB and Thrust probes a few
+ * thousand. */
+#define JK_DEPS_MAX_RECORD 65536u
+#define JK_DEPS_MAX_PATH 4096u
+/* Toolkit places remembered as verified, at most. */
+#define JK_VERIFIED_MAX ((size_t)1 << 19)
+
 /* --- toolkit dependencies already checked by this engine --- */
 
 static uint64_t dep_fingerprint(const jk_dep *d) {
@@ -249,6 +257,9 @@ static bool verified_has(const jk_cache *c, uint64_t f) {
 
 static void verified_add(jitk_engine *e, uint64_t f) {
   jk_cache *c = &e->cache;
+  /* The set only saves stat calls; records of entries later rejected add
+   * to it too, so it is bounded (8 MiB of slots). */
+  if (c->verified_count >= JK_VERIFIED_MAX) return;
   if (2 * (c->verified_count + 1) > c->verified_slots) {
     size_t n = c->verified_slots ? c->verified_slots * 2 : 1024;
     uint64_t *v = jk_calloc(e, n, sizeof *v);
@@ -360,11 +371,13 @@ jitk_status jk_deps_parse(jitk_engine *e, const unsigned char *data, size_t len,
       if (strcmp(label, "toolchain") != 0) return JITK_ERR_INVALID_IMAGE;
       *toolchain = bytes;
       *toolchain_len = n;
-    } else if (strcmp(label, "dependency") != 0 || n < 18 ||
+    } else if (strcmp(label, "dependency") != 0 || n < 18 || n - 17 > JK_DEPS_MAX_PATH ||
                (bytes[0] != 'F' && bytes[0] != 'A' && bytes[0] != 'O')) {
       return JITK_ERR_INVALID_IMAGE;
     }
-    count++;
+    /* Records come from other machines too: one no compile makes (a
+     * remote's planted value) is not read, let alone checked file by file. */
+    if (++count > JK_DEPS_MAX_RECORD + 1) return JITK_ERR_INVALID_IMAGE;
   }
   if (!ok || count == 0) return JITK_ERR_INVALID_IMAGE;
   out->n = out->cap = count - 1;

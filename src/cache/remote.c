@@ -43,21 +43,23 @@
 #endif
 
 #define JK_REMOTE_MAGIC "JITKRMT1"
+/* Rounds of SCAN a pull takes at most (100 keys a round). */
+#define JK_REMOTE_MAX_SCAN_ROUNDS 1000000u
 
 /* --- Configuration --- */
 
-/* The URL without its password, for messages and the info call. */
+/* The URL without its password, for messages and the info call. The
+ * password is what parse_url takes: after the first colon before the '@',
+ * or all of it when there is no colon. */
 static char *hide_password(jitk_engine *e, const char *url) {
   const char *scheme = strstr(url, "://");
   const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
-  const char *colon = NULL;
-  if (at != NULL)
-    for (const char *p = scheme + 3; p < at; p++)
-      if (*p == ':') colon = p;
-  if (colon == NULL) return jk_strdup(e, url);
+  if (at == NULL) return jk_strdup(e, url);
+  const char *colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
+  const char *from = colon != NULL ? colon + 1 : scheme + 3;
   jk_buf b;
   jk_buf_init(&b, e);
-  jk_buf_append(&b, url, (size_t)(colon - url) + 1);
+  jk_buf_append(&b, url, (size_t)(from - url));
   jk_buf_puts(&b, "***");
   jk_buf_puts(&b, at);
   return jk_buf_take(&b);
@@ -265,8 +267,12 @@ static redisReply *command(jitk_engine *e, jk_remote *r, const char *what, redis
     return NULL;
   }
   if (reply->type == REDIS_REPLY_ERROR) {
+    /* The server's words go into logs and the state: control characters
+     * (a forged second line, terminal escapes) are not passed on. */
     char detail[256];
     snprintf(detail, sizeof detail, "%s", reply->str ? reply->str : "an error");
+    for (char *p = detail; *p; p++)
+      if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = '?';
     freeReplyObject(reply);
     failed(e, r, what, detail);
     return NULL;
@@ -660,6 +666,10 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
                    "jitk_cache_remote_pull: the disk cache cannot be written (off or read-only)");
   size_t got = 0, bad = 0;
   char cursor[32] = "0";
+  /* A server decides when a scan ends (cursor 0): one that never says so
+   * is stopped by the count of rounds, far above what any real cache
+   * needs (100 keys a round). */
+  uint64_t rounds = 0;
   char pattern[32];
   snprintf(pattern, sizeof pattern, "jitk:%d:*", JK_CACHE_FORMAT);
   size_t prefix = strlen(pattern) - 1;
@@ -680,7 +690,22 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
                    r->state);
       break;
     }
-    snprintf(cursor, sizeof cursor, "%s", scan->element[0]->str);
+    /* A cursor is a decimal number that moves. */
+    const char *next = scan->element[0]->str;
+    size_t digits = next ? strspn(next, "0123456789") : 0;
+    const char *why_stop =
+        digits == 0 || digits > 20 || next[digits] != '\0' || (digits > 1 && next[0] == '0')
+            ? "answered a cursor that is not one"
+        : strcmp(next, "0") != 0 && strcmp(next, cursor) == 0 ? "answered the same cursor again"
+        : ++rounds > JK_REMOTE_MAX_SCAN_ROUNDS                ? "did not end its scan"
+                                                              : NULL;
+    if (why_stop != NULL) {
+      freeReplyObject(scan);
+      pthread_mutex_unlock(&r->lock);
+      st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s %s", r->url, why_stop);
+      break;
+    }
+    snprintf(cursor, sizeof cursor, "%s", next);
     redisReply *keys = scan->element[1];
     for (size_t i = 0; i < keys->elements; i++) {
       /* A request's key: a string of 32 hexadecimal digits after the
@@ -688,16 +713,20 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
       if (keys->element[i]->type != REDIS_REPLY_STRING || keys->element[i]->str == NULL) continue;
       const char *name = keys->element[i]->str;
       jk_key request;
-      if (strlen(name) != prefix + 32) continue;
-      bool hex_ok = true;
-      for (int b = 0; b < 16 && hex_ok; b++) {
-        unsigned v;
-        hex_ok = sscanf(name + prefix + 2 * b, "%2x", &v) == 1;
+      if (keys->element[i]->len != prefix + 32 || strncmp(name, pattern, prefix) != 0 ||
+          strspn(name + prefix, "0123456789abcdefABCDEF") != 32)
+        continue;
+      for (int b = 0; b < 16; b++) {
+        unsigned v = 0;
+        sscanf(name + prefix + 2 * b, "%2x", &v);
         request.bytes[b] = (unsigned char)v;
       }
-      if (!hex_ok) continue;
       redisReply *rep = command(e, r, "GET", redisCommand(ctx, "GET %s", name));
-      if (rep == NULL) break;
+      if (rep == NULL) {
+        st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s is %s", r->url,
+                     r->state);
+        break;
+      }
       bool found = false;
       const char *why = NULL;
       jk_entry *x = NULL;

@@ -573,3 +573,36 @@ Test(cache_deps, a_replaced_nvrtc_is_neither_served_nor_stored) {
   cr_assert_eq(chdir("/"), 0);
   jt_rmdir(work);
 }
+
+/* A record comes from other machines too (a remote's value): one larger
+ * than any compile makes, or with a path longer than any, is refused as
+ * malformed before a single file is looked at. */
+Test(cache_deps, records_no_compile_makes_are_refused) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  for (int kind = 0; kind < 3; kind++) {
+    jk_material m;
+    jk_material_init(&m, e);
+    jk_material_add_str(&m, "toolchain", "0123456789abcdef0123456789abcdef");
+    size_t count = kind == 0 ? 65536 : kind == 1 ? 65537 : 1;
+    size_t path_len = kind == 2 ? 4097 : 20;
+    unsigned char *field = calloc(1, 17 + path_len);
+    field[0] = 'A';
+    memset(field + 17, 'p', path_len);
+    for (size_t i = 0; i < count; i++) jk_material_add(&m, "dependency", field, 17 + path_len);
+    free(field);
+    cr_assert(!m.failed);
+    const unsigned char *tc;
+    size_t tcl;
+    jk_deps d;
+    jitk_status st = jk_deps_parse(e, m.data, m.len, 0, &tc, &tcl, &d);
+    if (kind == 0) {
+      cr_assert_eq(st, JITK_OK);
+      cr_assert_eq(d.n, 65536);
+      jk_deps_free(e, &d);
+    } else {
+      cr_assert_eq(st, JITK_ERR_INVALID_IMAGE, "kind %d: %d", kind, st);
+    }
+    jk_material_free(&m);
+  }
+  jitk_engine_destroy(e);
+}

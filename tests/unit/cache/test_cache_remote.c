@@ -593,12 +593,16 @@ Test(remote, push_and_pull_copy_between_tiers) {
   jt_rmdir(b);
 }
 
-/* A server that answers PING, and SCAN with keys that are not strings
- * (an integer, a nested array), then a cursor of 0; anything else with
- * nil. Serves one connection after another until `stop`. */
+/* A server that answers PING, SCAN with `scan` (by default keys that
+ * are not strings, an integer and a nested array, and a cursor of 0), GET
+ * with `get` (by default nil) and anything else with nil. Serves one
+ * connection after another until `stop`. */
 typedef struct odd_server {
   int listener;
   volatile int stop;
+  const char *scan, *get;
+  pthread_t thread;
+  char url[64];
 } odd_server;
 
 static void *odd_serve(void *arg) {
@@ -610,9 +614,11 @@ static void *odd_serve(void *arg) {
     ssize_t n;
     while ((n = read(c, buf, sizeof buf - 1)) > 0) {
       buf[n] = '\0';
-      const char *reply = strstr(buf, "PING")   ? "+PONG\r\n"
-                          : strstr(buf, "SCAN") ? "*2\r\n$1\r\n0\r\n*3\r\n:5\r\n*0\r\n$3\r\nabc\r\n"
-                                                : "$-1\r\n";
+      const char *scan = o->scan ? o->scan : "*2\r\n$1\r\n0\r\n*3\r\n:5\r\n*0\r\n$3\r\nabc\r\n";
+      const char *reply = strstr(buf, "PING")            ? "+PONG\r\n"
+                          : strstr(buf, "SCAN")          ? scan
+                          : strstr(buf, "GET") && o->get ? o->get
+                                                         : "$-1\r\n";
       if (write(c, reply, strlen(reply)) < 0) break;
     }
     close(c);
@@ -622,32 +628,84 @@ static void *odd_serve(void *arg) {
 
 /* A pull from such a server pulls nothing and fails nothing (a key that
  * is not a string once crashed it). */
-Test(remote, a_pull_takes_only_string_keys) {
-  odd_server o = {socket(AF_INET, SOCK_STREAM, 0), 0};
+static void odd_start(odd_server *o) {
+  o->listener = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert_eq(bind(o.listener, (struct sockaddr *)&sa, sizeof sa), 0);
+  cr_assert_eq(bind(o->listener, (struct sockaddr *)&sa, sizeof sa), 0);
   socklen_t len = sizeof sa;
-  cr_assert_eq(getsockname(o.listener, (struct sockaddr *)&sa, &len), 0);
-  cr_assert_eq(listen(o.listener, 16), 0);
-  pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, odd_serve, &o), 0);
-  char url[64];
-  snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+  cr_assert_eq(getsockname(o->listener, (struct sockaddr *)&sa, &len), 0);
+  cr_assert_eq(listen(o->listener, 16), 0);
+  cr_assert_eq(pthread_create(&o->thread, NULL, odd_serve, o), 0);
+  snprintf(o->url, sizeof o->url, "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+}
+
+static void odd_stop(odd_server *o) {
+  o->stop = 1;
+  shutdown(o->listener, SHUT_RDWR);
+  close(o->listener);
+  pthread_join(o->thread, NULL);
+}
+
+Test(remote, a_pull_takes_only_string_keys) {
+  odd_server o = {0};
+  odd_start(&o);
   char *dir = jt_tmpdir();
   jt_log log = {0};
-  jitk_engine *e = remote_engine(dir, url, &log);
+  jitk_engine *e = remote_engine(dir, o.url, &log);
   size_t pulled = 7, rejected = 7;
   JT_OK(e, jitk_cache_remote_pull(e, &pulled, &rejected));
   cr_assert_eq(pulled, 0);
   cr_assert_eq(rejected, 0);
   jitk_engine_destroy(e);
-  o.stop = 1;
-  shutdown(o.listener, SHUT_RDWR);
-  close(o.listener);
-  pthread_join(t, NULL);
+  odd_stop(&o);
+  jt_rmdir(dir);
+}
+
+/* A server decides when a scan ends: one whose cursor does not move, or
+ * is not a number, once kept a pull going for ever; a GET refused part of
+ * the way through once left a pull that said it succeeded. */
+Test(remote, a_pull_from_a_server_that_misleads_it_fails) {
+  static const char *const scans[] = {
+      "*2\r\n$1\r\n1\r\n*0\r\n",   /* cursor 1, again and again */
+      "*2\r\n$2\r\n00\r\n*0\r\n",  /* not a cursor */
+      "*2\r\n$3\r\n-17\r\n*0\r\n", /* nor this */
+      "*2\r\n$1\r\n0\r\n*1\r\n$39\r\njitk:1:0123456789abcdef0123456789abcdef\r\n"};
+  static const char *const whys[] = {"the same cursor again", "a cursor that is not one",
+                                     "a cursor that is not one", "GET"};
+  char *dir = jt_tmpdir();
+  for (size_t i = 0; i < sizeof scans / sizeof scans[0]; i++) {
+    odd_server o = {0};
+    o.scan = scans[i];
+    o.get = "-ERR boom\r\n";
+    odd_start(&o);
+    jt_log log = {0};
+    jitk_engine *e = remote_engine(dir, o.url, &log);
+    JT_FAILS(e, JITK_ERR_CACHE, whys[i], jitk_cache_remote_pull(e, NULL, NULL));
+    jitk_engine_destroy(e);
+    odd_stop(&o);
+  }
+  jt_rmdir(dir);
+}
+
+/* The password is what the URL's parser takes (after the first colon, or
+ * all before the '@'): none of it is ever shown. */
+Test(remote, no_part_of_the_password_is_shown) {
+  static const char *const urls[] = {"redis://user:topsecret:tail@127.0.0.1:1",
+                                     "redis://topsecret@127.0.0.1:1",
+                                     "redis://:topsecret@127.0.0.1:1/2"};
+  char *dir = jt_tmpdir();
+  for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+    jt_log log = {0};
+    jitk_engine *e = remote_engine(dir, urls[i], &log);
+    jitk_cache_remote_info info = remote_info(e);
+    cr_assert(strstr(info.url, "topsecret") == NULL && strstr(info.url, "tail") == NULL &&
+                  strstr(info.url, "***@127.0.0.1:1") != NULL,
+              "%s", info.url);
+    jitk_engine_destroy(e);
+  }
   jt_rmdir(dir);
 }
 
