@@ -173,6 +173,10 @@ typedef struct jk_remote {
   pid_t pid;
   int64_t retry_at;
   bool warned;
+  /* The request whose value was last rejected: a lease wait polls it
+   * again and again, and one warning says it. */
+  jk_key last_rejected;
+  bool rejected_once;
   char state[640];
   jk_remote_counters stats;
 } jk_remote;

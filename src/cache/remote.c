@@ -489,8 +489,11 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
       if (why != NULL) {
         r->stats.rejected++;
         jk_remote_count(e, 0, 0, 0, 1, 0, 0);
-        jk_log(e, JITK_LOG_WARN, "kernel cache: the remote's entry for request %s is not used: %s",
-               name, why);
+        bool again = r->rejected_once && memcmp(&r->last_rejected, request, sizeof *request) == 0;
+        jk_log(e, again ? JITK_LOG_DEBUG : JITK_LOG_WARN,
+               "kernel cache: the remote's entry for request %s is not used: %s", name, why);
+        r->last_rejected = *request;
+        r->rejected_once = true;
       }
     }
     if (rep != NULL) freeReplyObject(rep);

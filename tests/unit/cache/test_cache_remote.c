@@ -600,7 +600,7 @@ Test(remote, push_and_pull_copy_between_tiers) {
 typedef struct odd_server {
   int listener;
   volatile int stop;
-  const char *scan, *get;
+  const char *scan, *get, *exists;
   pthread_t thread;
   char url[64];
 } odd_server;
@@ -615,10 +615,11 @@ static void *odd_serve(void *arg) {
     while ((n = read(c, buf, sizeof buf - 1)) > 0) {
       buf[n] = '\0';
       const char *scan = o->scan ? o->scan : "*2\r\n$1\r\n0\r\n*3\r\n:5\r\n*0\r\n$3\r\nabc\r\n";
-      const char *reply = strstr(buf, "PING")            ? "+PONG\r\n"
-                          : strstr(buf, "SCAN")          ? scan
-                          : strstr(buf, "GET") && o->get ? o->get
-                                                         : "$-1\r\n";
+      const char *reply = strstr(buf, "PING")                  ? "+PONG\r\n"
+                          : strstr(buf, "SCAN")                ? scan
+                          : strstr(buf, "GET") && o->get       ? o->get
+                          : strstr(buf, "EXISTS") && o->exists ? o->exists
+                                                               : "$-1\r\n";
       if (write(c, reply, strlen(reply)) < 0) break;
     }
     close(c);
@@ -687,6 +688,28 @@ Test(remote, a_pull_from_a_server_that_misleads_it_fails) {
     jitk_engine_destroy(e);
     odd_stop(&o);
   }
+  jt_rmdir(dir);
+}
+
+/* A lease held by another process while the request's value is bad: the
+ * wait polls the value again and again, and says it is bad once (it once
+ * warned at every poll). */
+Test(remote, a_bad_value_during_a_lease_wait_is_one_warning) {
+  setenv("JITK_CACHE_REMOTE_WAIT_MS", "1500", 1);
+  odd_server o = {0};
+  o.get = "$7\r\ngarbage\r\n";
+  o.exists = ":1\r\n";
+  odd_start(&o);
+  char *dir = jt_tmpdir();
+  jt_log log = {0};
+  jitk_engine *e = remote_engine(dir, o.url, &log);
+  build(e, 1);
+  cr_assert_eq(jt_stats_mine(e).compiles, 1);
+  cr_assert_geq(remote_info(e).rejected, 3, "the wait polled the value");
+  cr_assert_eq(log.warnings, 1, "%d warnings, the last: %s", log.warnings, log.last_warning);
+  jitk_engine_destroy(e);
+  odd_stop(&o);
+  unsetenv("JITK_CACHE_REMOTE_WAIT_MS");
   jt_rmdir(dir);
 }
 
