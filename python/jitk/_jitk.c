@@ -1138,8 +1138,9 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
   /* Version 3: the producer's work on its stream must be done before
    * ours reads the data. Without events at hand, that stream is waited
    * for; it is skipped when it is ours. The interface's stream is an int
-   * (1 and 2 the legacy and per-thread default streams, 0 disallowed) or
-   * None. */
+   * (1 and 2 the legacy and per-thread default streams) or None; 0, which
+   * the interface disallows as ambiguous, is taken as the legacy stream,
+   * as handle 0 is. */
   PyObject *ps = PyDict_GetItemWithError(cai, s_stream_key);
   if (ps == NULL && PyErr_Occurred()) return -1;
   if (ps != NULL && ps != Py_None && (!PyLong_Check(ps) || PyBool_Check(ps))) {
@@ -1151,7 +1152,7 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
     int overflow = 0;
     long long sv = PyLong_AsLongLongAndOverflow(ps, &overflow);
     if (sv == -1 && PyErr_Occurred()) return -1;
-    if ((sv <= 0 && overflow == 0) || overflow < 0) {
+    if ((sv < 0 && overflow == 0) || overflow < 0) {
       PyErr_Format(PyExc_ValueError,
                    "%s: __cuda_array_interface__'s stream is %lld; a stream is 1, 2 or a handle",
                    what, sv);

@@ -770,7 +770,7 @@ def test_empty_arrays_of_the_interface_and_odd_streams(tmp_path):
         assert fake.fakecuda_launch_count() == before + 1
         host = np.zeros(4, np.float32)
         for stream, error in (("1", TypeError), (1.5, TypeError), (True, TypeError),
-                              (0, ValueError), (-5, ValueError)):
+                              (-5, ValueError), (-2**70, ValueError)):
             try:
                 ew(Cai(shape=(4,), data=(host.ctypes.data, False), stream=stream),
                    CudaArray(np.zeros(4, np.float32)))
@@ -778,6 +778,9 @@ def test_empty_arrays_of_the_interface_and_odd_streams(tmp_path):
                 pass
             else:
                 raise AssertionError(f"stream {stream!r} was taken")
+        # 0, which the interface disallows, is the legacy stream, as handle 0 is.
+        ew(Cai(shape=(4,), data=(host.ctypes.data, False), stream=0),
+           CudaArray(np.zeros(4, np.float32)))
         print("ok")
     """, tmp_path)
 
