@@ -1553,17 +1553,17 @@ static int current_device(int lib) {
   return 0;
 }
 
-/* The device a call runs on: its arrays' device; with no arrays, or with
- * arrays of several devices, the current one, as CuPy decides. The arrays
- * of other devices are then read through peer access, enabled on first
- * need with a PerformanceWarning, as CuPy enables it; devices that cannot
- * reach each other give CuPy's ValueError. 0, or -1 with an exception. */
 /* Empty arrays of no device (from_cai) are on the call's. */
 static void settle_empty(call *c) {
   for (int i = 0; i < c->narr; i++)
     if (c->arrs[i].t.device.device_id < 0) c->arrs[i].t.device.device_id = c->device;
 }
 
+/* The device a call runs on: its arrays' device; with no arrays, or with
+ * arrays of several devices, the current one, as CuPy decides. The arrays
+ * of other devices are then read through peer access, enabled on first
+ * need with a PerformanceWarning, as CuPy enables it; devices that cannot
+ * reach each other give CuPy's ValueError. 0, or -1 with an exception. */
 static int pick_device(call *c) {
   if (c->device >= 0 && !c->mixed) {
     settle_empty(c);
@@ -2555,9 +2555,9 @@ static const char *red_source_of(void *kern) {
   return s;
 }
 
-/* One axis as an int: one past any array's dimensions (either way) is
- * kept as it is, for the library to refuse in its words; past int, it
- * would wrap to another axis. */
+/* One axis as an int. One within int goes to the library as it is (it
+ * refuses an axis past the array's dimensions, in its words); one past
+ * int would wrap to another axis, so it is refused here. */
 static int axis_value(PyObject *o, int *out) {
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
