@@ -18,7 +18,19 @@
 #include "array/array.h"
 #include "kernels/matmul.h"
 
-static bool d_rows_off(const jitk_matmul_desc *d);
+/* Tiles of 128 x bn of the product, all batches. */
+static int64_t wave_tiles(const jitk_matmul *p, int64_t bn) {
+  return (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
+}
+
+/* Whether D is row-major with rows (or batches) that do not start on 16
+ * bytes, so that TMA cannot store it (a pointer off 16 bytes is only
+ * known at execution). */
+static bool d_rows_off(const jitk_matmul_desc *d) {
+  return d->d_order == JITK_ROW_MAJOR &&
+         !jk_mm_tma_ready(NULL, (uint64_t)d->ldd, (uint64_t)d->stride_d, (uint64_t)d->batch,
+                          jk_dtype(d->d_dtype)->size);
+}
 
 /* Whether the measuring knob `name` is set to "0" (a feature turned off). */
 static bool knob_off(const char *name) {
@@ -394,9 +406,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
    * 50264 x 1024: 679 against 696-705 TFLOP/s). A swapped kernel stores
    * D from registers. JITK_MM_DRAIN=0 or 1 forces it off or on, for
    * measuring. */
-  const int64_t bn = p->bn > 0 ? p->bn : 128;
-  const uint64_t tiles = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + bn - 1) / bn) *
-                         (uint64_t)d->batch * (uint64_t)out->splits;
+  const uint64_t tiles = (uint64_t)wave_tiles(p, p->bn > 0 ? p->bn : 128) * (uint64_t)out->splits;
   const char *drain = getenv("JITK_MM_DRAIN");
   s->no_drain = drain != NULL && strcmp(drain, "1") == 0 ? false
                 : drain != NULL && strcmp(drain, "0") == 0
@@ -606,20 +616,6 @@ int64_t jk_mm_ktiles(const jitk_matmul *p, jk_mm_kind kind) {
 int jk_mm_sms(const jitk_engine *e) {
   if (e->has_device && e->info.multiprocessors > 0) return e->info.multiprocessors;
   return e->target.major == 8 && e->target.minor == 0 ? 108 : 132;
-}
-
-/* Tiles of 128 x bn of the product, all batches. */
-static int64_t wave_tiles(const jitk_matmul *p, int64_t bn) {
-  return (p->d.m + 127) / 128 * ((p->d.n + bn - 1) / bn) * p->d.batch;
-}
-
-/* Whether D is row-major with rows (or batches) that do not start on 16
- * bytes, so that TMA cannot store it (a pointer off 16 bytes is only
- * known at execution). */
-static bool d_rows_off(const jitk_matmul_desc *d) {
-  return d->d_order == JITK_ROW_MAJOR &&
-         !jk_mm_tma_ready(NULL, (uint64_t)d->ldd, (uint64_t)d->stride_d, (uint64_t)d->batch,
-                          jk_dtype(d->d_dtype)->size);
 }
 
 /* The share of the persistent kernel's rounds of tiles (one a
