@@ -3746,9 +3746,9 @@ static PyObject *py_describe(PyObject *self, PyObject *o) {
     return NULL;
   }
   static const char *libs[] = {"other", "cupy", "torch"};
-  return Py_BuildValue("(isNNsKz)", dev, dtype_name(a.dtype), shape, strides, libs[lib],
+  return Py_BuildValue("(isNNsKzn)", dev, dtype_name(a.dtype), shape, strides, libs[lib],
                        (unsigned long long)(uintptr_t)((const char *)a.t.data + a.t.byte_offset),
-                       a.not_writable);
+                       a.not_writable, (Py_ssize_t)dtype_size(a.dtype));
 }
 
 /* _empty(like, shape, dtype_name): a new array of the library `like`
@@ -4087,7 +4087,8 @@ static PyMethodDef module_methods[] = {
      "store shared with the C library (the same JITK_CACHE_* variables)."},
     {"nvrtc_version", py_nvrtc_version, METH_NOARGS, "nvrtc_version() -> (major, minor)"},
     {"_describe", py_describe, METH_O,
-     "_describe(array) -> (device, dtype, shape, strides, lib, address, why not writable)"},
+     "_describe(array) -> (device, dtype, shape, strides, lib, address, why not writable, "
+     "itemsize)"},
     {"_empty", py_empty, METH_VARARGS, "_empty(like, shape, dtype): a new array like `like`'s"},
     {"device_arch", py_device_arch, METH_VARARGS,
      "device_arch(device=0) -> str: the target jitk compiles for on that device ('sm_90')."},

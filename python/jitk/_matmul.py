@@ -27,10 +27,11 @@ _COMPUTE = {
 }
 
 
-def _layout(array: Any, what: str):
+def _layout(array: Any, what: str, described: tuple | None = None):
     """(device, dtype, batch, rows, cols, order, leading dimension, batch
-    stride) of a matrix or a batch of matrices of any library."""
-    device, dtype, shape, strides = _jitk._describe(array)[:4]
+    stride) of a matrix or a batch of matrices of any library (from
+    ``_jitk._describe(array)`` when it was read already)."""
+    device, dtype, shape, strides = (described or _jitk._describe(array))[:4]
     if len(shape) not in (2, 3):
         raise ValueError(f"{what} must be a matrix or a batch of matrices, not {len(shape)}-D")
     batch = shape[0] if len(shape) == 3 else 1
@@ -61,16 +62,11 @@ def _is_array(value: Any) -> bool:
     return hasattr(value, "__dlpack__") or hasattr(value, "__cuda_array_interface__")
 
 
-_ITEMSIZE = {"float64": 8, "complex128": 16, "complex64": 8, "float32": 4, "int64": 8,
-             "uint64": 8, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
-             "uint16": 2}
-
-
-def _extent(array: Any) -> tuple:
+def _extent(described: tuple) -> tuple:
     """The bytes an array's elements lie in: (first, one past the last),
-    and whether it is read-only (the reason, or None)."""
-    _dev, dtype, shape, strides, _lib, address, not_writable = _jitk._describe(array)
-    item = _ITEMSIZE.get(dtype, 1)
+    and whether it is read-only (the reason, or None), from
+    ``_jitk._describe(array)``."""
+    _dev, _dtype, shape, strides, _lib, address, not_writable, item = described
     if any(n == 0 for n in shape):
         return (address, address), not_writable
     lo = hi = 0
@@ -193,69 +189,74 @@ class MatmulPlan:
         )
 
     def _extra(self, epilogue_inputs: Mapping[str, Any] | None) -> tuple:
+        """The epilogue's inputs in the plan's order, and the description
+        of each array among them (by name)."""
         given = dict(epilogue_inputs or {})
         if sorted(given) != sorted(self._inputs):
             raise TypeError(f"the epilogue takes inputs {self._inputs}, not {sorted(given)}")
+        described = {}
         for name, acc in self._input_types.items():
             value = given[name]
             if (acc is None) == _is_array(value):
                 kind = "an array" if acc else "a scalar"
                 raise TypeError(f"epilogue input {name!r} was {kind} when the plan was made")
-            if acc is not None and _jitk._describe(value)[1] != acc:
-                raise TypeError(f"epilogue input {name!r} is {_jitk._describe(value)[1]}; the "
-                                f"epilogue reads its arrays as the accumulator's {acc}")
-        return tuple(given[name] for name in self._inputs)
+            if acc is not None:
+                described[name] = _jitk._describe(value)
+                if described[name][1] != acc:
+                    raise TypeError(f"epilogue input {name!r} is {described[name][1]}; the "
+                                    f"epilogue reads its arrays as the accumulator's {acc}")
+        return tuple(given[name] for name in self._inputs), described
 
-    def _operands(self, a: Any, b: Any, c: Any, out: Any, extra: tuple) -> Any:
+    def _operands(self, a: Any, b: Any, c: Any, out: Any, inputs: dict) -> Any:
         """Checks the operands against the plan's description, and that D
-        shares no memory with what the kernel reads (C may be D itself);
-        returns D (``out``, or a new array)."""
-        given = {"A": a, "B": b, "C": c}
+        shares no memory with what the kernel reads (C may be D itself, and
+        ``inputs`` describes the epilogue's arrays); returns D (``out``, or
+        a new array)."""
         if (c is None) != ("C" not in self._want):
             raise TypeError("the plan was made with C: execute needs one" if c is None
                             else "the plan was made without C: it takes none")
-        for what, array in given.items():
-            if array is None:
-                continue
-            got = _layout(array, what)
-            if got[2] == 1 and self.batch > 1:
-                got = got[:7] + (0,)
+        described = {what: _jitk._describe(array)
+                     for what, array in (("A", a), ("B", b), ("C", c)) if array is not None}
+        layouts = {what: _layout(None, what, desc) for what, desc in described.items()}
+        for what, layout in layouts.items():
+            got = layout[:7] + (0,) if layout[2] == 1 and self.batch > 1 else layout
             if got != self._want[what]:
                 raise ValueError(f"{what} is {_say(got)}; the plan is for {_say(self._want[what])}")
         if out is None:
             return _jitk._empty(a, self._shape, self.out_dtype)
-        got = _layout(out, "out")
+        out_desc = _jitk._describe(out)
+        got = _layout(out, "out", out_desc)
         want = self._want.get("D", (self._want["A"][0], self.out_dtype, self.batch, self.m, self.n,
                                     0, self.n, self.m * self.n if self.batch > 1 else 0))
         if got != want:
             raise ValueError(f"out is {_say(got)}; the plan is for {_say(want)}")
-        d, not_writable = _extent(out)
+        d, not_writable = _extent(out_desc)
         if not_writable:
             raise ValueError(f"out is {not_writable}")
-        reads = [("A", a), ("B", b)] + [(f"epilogue input {n!r}", v)
-                                        for n, v in zip(self._inputs, extra) if _is_array(v)]
-        for what, array in reads:
-            if _overlap(d, _extent(array)[0]):
+        reads = [("A", described["A"]), ("B", described["B"])] + [
+            (f"epilogue input {name!r}", desc) for name, desc in inputs.items()]
+        for what, desc in reads:
+            if _overlap(d, _extent(desc)[0]):
                 raise ValueError(f"out shares memory with {what}, which the product reads")
         if c is not None:
-            cx = _extent(c)[0]
-            if _overlap(d, cx) and (cx != d or _layout(c, "C")[5:] != got[5:]):
+            cx = _extent(described["C"])[0]
+            if _overlap(d, cx) and (cx != d or layouts["C"][5:] != got[5:]):
                 raise ValueError("out shares memory with C other than being C itself")
         return out
 
     def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> Any:
         """Runs the plan on operands of its description; returns D (``out``,
         or a new array of A's library)."""
-        extra = self._extra(epilogue_inputs)
-        d = self._operands(a, b, c, out, extra)
+        extra, inputs = self._extra(epilogue_inputs)
+        d = self._operands(a, b, c, out, inputs)
         self._plan.execute(a, b, c, d, extra, stream)
         return d
 
     def autotune(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> "MatmulPlan":
         """Times the plan's candidate configurations on these operands, keeps
         the fastest, and stores the choice in the kernel cache's database."""
-        extra = self._extra(epilogue_inputs)
-        d = self._operands(a, b, c, out, extra)
+        extra, inputs = self._extra(epilogue_inputs)
+        d = self._operands(a, b, c, out, inputs)
         self._plan.autotune(a, b, c, d, extra, stream)
         return self
 
