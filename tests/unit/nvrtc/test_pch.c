@@ -437,6 +437,17 @@ static void write_header(const char *path, int val) {
   fclose(f);
 }
 
+/* A folder dir/include holding big.h (VAL 1): its path in header[700],
+ * the option naming the folder in opt[700]. */
+static void big_header_folder(const char *dir, char *header, char *opt) {
+  char inc[600];
+  snprintf(inc, sizeof inc, "%s/include", dir);
+  cr_assert_eq(mkdir(inc, 0700), 0);
+  snprintf(header, 700, "%s/big.h", inc);
+  snprintf(opt, 700, "-I%s", inc);
+  write_header(header, 1);
+}
+
 static image raw_module(jitk_engine *e, const char *inc_option, const char *name) {
   char src[300];
   snprintf(
@@ -460,12 +471,8 @@ Test(pch, an_edited_header_is_never_served_from_an_old_file) {
   /* NVRTC does not notice a header edited within the second it was read,
    * nor one whose time was put back: the folder per header state does. */
   char *dir = jt_tmpdir();
-  char inc[600], header[700], opt[700];
-  snprintf(inc, sizeof inc, "%s/include", dir);
-  cr_assert_eq(mkdir(inc, 0700), 0);
-  snprintf(header, sizeof header, "%s/big.h", inc);
-  snprintf(opt, sizeof opt, "-I%s", inc);
-  write_header(header, 1);
+  char header[700], opt[700];
+  big_header_folder(dir, header, opt);
   struct stat before;
   cr_assert_eq(stat(header, &before), 0);
   jitk_engine *e = pch_engine(dir, JITK_CACHE_OFF, JITK_PCH_ALL, NULL);
@@ -497,12 +504,8 @@ Test(pch, an_edited_header_is_never_served_from_an_old_file) {
 
 Test(pch, raw_modules_only_when_asked) {
   char *dir = jt_tmpdir();
-  char inc[600], header[700], opt[700];
-  snprintf(inc, sizeof inc, "%s/include", dir);
-  cr_assert_eq(mkdir(inc, 0700), 0);
-  snprintf(header, sizeof header, "%s/big.h", inc);
-  snprintf(opt, sizeof opt, "-I%s", inc);
-  write_header(header, 1);
+  char header[700], opt[700];
+  big_header_folder(dir, header, opt);
   jitk_engine *e = pch_engine(dir, JITK_CACHE_OFF, JITK_PCH_ON, NULL);
   image a = raw_module(e, opt, "first");
   cr_assert_eq(pch_info(e).compiles, 0);
@@ -514,8 +517,8 @@ Test(pch, raw_modules_only_when_asked) {
       "#include <cuda_fp16.h>\nextern \"C\" __global__ void k(__half *x) { x[0] = x[1]; }\n";
   jitk_module_options mo;
   memset(&mo, 0, sizeof mo);
-  char pdir[700];
-  snprintf(pdir, sizeof pdir, "--pch-dir=%s", inc);
+  char pdir[720];
+  snprintf(pdir, sizeof pdir, "--pch-dir=%s", opt + 2); /* the include folder */
   const char *opts[] = {"-pch", pdir};
   mo.options = opts;
   mo.num_options = 2;
@@ -758,12 +761,8 @@ Test(pch, a_header_edited_and_put_back_while_saved_drops_the_file) {
    * while NVRTC read them may hold other headers under that name. */
   for (int ahead = 0; ahead < 2; ahead++) {
     char *dir = jt_tmpdir();
-    char inc[600], header[700], opt[700];
-    snprintf(inc, sizeof inc, "%s/include", dir);
-    cr_assert_eq(mkdir(inc, 0700), 0);
-    snprintf(header, sizeof header, "%s/big.h", inc);
-    snprintf(opt, sizeof opt, "-I%s", inc);
-    write_header(header, 1);
+    char header[700], opt[700];
+    big_header_folder(dir, header, opt);
     struct stat before;
     cr_assert_eq(stat(header, &before), 0);
     rewritten = header;
