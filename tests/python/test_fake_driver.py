@@ -93,6 +93,13 @@ def dl_tensor(t, host, device=0, shape=True):
     t.shape = dims if shape else None
     kept.append(dims)
 
+def dl_capsule(host, device=0, shape=True):
+    """An unversioned DLPack capsule over a float32 NumPy array."""
+    m = DLManaged()
+    dl_tensor(m.dl_tensor, host, device, shape)
+    kept.append(m)
+    return new_capsule(ctypes.addressof(m), b"dltensor", None)
+
 hosts = []  # the host memory under CuPy arrays and allocations, kept alive
 
 def cupy_array(host):
@@ -454,10 +461,7 @@ def test_arrays_on_devices_past_the_last_raise(tmp_path):
             def __dlpack_device__(self):
                 return (2, self.device)
             def __dlpack__(self, stream=None, max_version=None):
-                m = DLManaged()
-                dl_tensor(m.dl_tensor, self.host, self.device)
-                kept.append(m)
-                return new_capsule(ctypes.addressof(m), b"dltensor", None)
+                return dl_capsule(self.host, self.device)
 
         host = np.arange(256, dtype=np.float32)
         z = CudaArray(np.zeros(256, dtype=np.float32))
@@ -837,10 +841,7 @@ def test_dlpack_tensors_without_a_shape_raise(tmp_path):
             def __dlpack_device__(self):
                 return (2, 0)
             def __dlpack__(self, stream=None, max_version=None):
-                m = DLManaged()
-                dl_tensor(m.dl_tensor, np.zeros((2, 3), np.float32), shape=False)
-                kept.append(m)
-                return new_capsule(ctypes.addressof(m), b"dltensor", None)
+                return dl_capsule(np.zeros((2, 3), np.float32), shape=False)
         ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
         try:
             ew(NoShape(), CudaArray(np.zeros((2, 3), np.float32)))
@@ -940,10 +941,7 @@ def test_dlpack_arrays_beside_a_library_stream_are_ordered(tmp_path):
                 return (2, 0)
             def __dlpack__(self, stream=None, max_version=None):
                 asked.append(stream)
-                m = DLManaged()
-                dl_tensor(m.dl_tensor, self.host)
-                kept.append(m)
-                return new_capsule(ctypes.addressof(m), b"dltensor", None)
+                return dl_capsule(self.host)
         fake.fakecuda_sync_count.restype = ctypes.c_ulonglong
         fake.fakecuda_sync_count.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         def syncs():
