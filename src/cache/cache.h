@@ -251,6 +251,9 @@ typedef struct jk_cache {
    * replaced under this process): from then on the disk and remote tiers
    * neither serve nor store. */
   atomic_bool toolchain_replaced;
+  /* Both libraries were found loaded and agreeing (jk_toolchain_runs);
+   * under disk_lock. */
+  bool toolchain_settled;
   /* What links relocatable programs with the device runtime, for their
    * keys (jk_linker_identity); empty until first needed. */
   char linker_id[160];

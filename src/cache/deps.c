@@ -444,6 +444,10 @@ bool jk_toolchain_runs(jitk_engine *e) {
   jk_cache *c = &e->cache;
   jk_toolchain(e);
   if (atomic_load(&c->toolchain_replaced)) return false;
+  /* A library loaded stays what it is: once both were found loaded and
+   * agreeing, the answer cannot change, and lookups skip the walk of the
+   * loaded libraries. */
+  if (c->toolchain_settled) return true;
   jk_build_id loaded[2];
   bool is_loaded[2];
   jk_nvrtc_loaded_build_ids(e, loaded, is_loaded);
@@ -456,6 +460,7 @@ bool jk_toolchain_runs(jitk_engine *e) {
     replaced(e, i ? "libnvrtc-builtins" : "libnvrtc");
     return false;
   }
+  c->toolchain_settled = is_loaded[0] && is_loaded[1];
   return true;
 }
 
