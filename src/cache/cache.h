@@ -162,8 +162,9 @@ typedef struct jk_remote {
   char *host, *user, *password;
   int port, db;
   /* Timeouts and waits, in milliseconds: connecting, the first answers
-   * on a new connection, every later request, the pause after a failure,
-   * a lease's life, and how long a process waits for another's compile. */
+   * on a new connection (all of them, whole), every later request (sent
+   * and its whole reply read), the pause after a failure, a lease's life,
+   * and how long a process waits for another's compile. */
   int connect_ms, answer_ms, request_ms, backoff_ms, lease_ms, wait_ms;
   char node[320]; /* host:pid, the lease's value */
   /* Under lock: the connection (a redisContext), the process that made

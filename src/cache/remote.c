@@ -12,10 +12,11 @@
  * processes wait for its entry for a bounded time, then compile
  * themselves. A process that dies releases nothing, and its lease expires.
  *
- * The remote is never in the way: the connection and its first answer
- * have short timeouts, a failure turns the remote off for a back-off
- * period with one warning for the process, and jitk carries on with the
- * local tier. Nothing it returns is loaded without the checks above.
+ * The remote is never in the way: the connection and its first answers
+ * have short timeouts, every command has a deadline for its whole reply,
+ * a failure turns the remote off for a back-off period with one warning
+ * for the process, and jitk carries on with the local tier. Nothing it
+ * returns is loaded without the checks above.
  * Whoever may write to the Redis database may plant entries that pass
  * them: it must be trusted as the local cache's folder is (docs/GUIDE.md).
  *
@@ -27,6 +28,8 @@
  * bytes: key material, checksum, names, log, image.
  */
 #include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +206,9 @@ jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg) {
   if (v != NULL && *v != '\0') r->wait_ms = atoi(v);
   v = getenv("JITK_CACHE_REMOTE_LEASE_MS");
   if (v != NULL && *v != '\0') r->lease_ms = atoi(v);
+  /* A request timeout of nothing would fail every command. */
+  v = getenv("JITK_CACHE_REMOTE_REQUEST_MS");
+  if (v != NULL && atoi(v) > 0) r->request_ms = atoi(v);
   return JITK_OK;
 }
 
@@ -259,32 +265,81 @@ static void set_timeout(redisContext *c, int ms) {
   redisSetTimeout(c, tv);
 }
 
-/* A reply of the expected type, or NULL after reporting the failure. */
-static redisReply *command(jitk_engine *e, jk_remote *r, const char *what, redisReply *reply) {
+/* Sends the commands appended to the connection and reads their `n`
+ * replies into `out`, each of any type but an error. The socket's timeout
+ * bounds each read or write, not a reply: a server that sends a byte at a
+ * time, each inside it, would hold the caller for as long as it liked.
+ * So the whole exchange has a deadline `ms` from now (each write bounded
+ * by what is left of it, each read waited for by poll() with what is
+ * left). Under r->lock, on r->conn; false after failed() (the connection
+ * dropped, `out` empty). A failed append leaves its error on the
+ * connection, which ends the exchange here. */
+static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *what,
+                     redisReply **out, int n) {
   redisContext *c = r->conn;
-  if (reply == NULL) {
-    failed(e, r, what, c && c->errstr[0] ? c->errstr : "no answer");
-    return NULL;
+  int64_t deadline = now_ms() + ms, left;
+  int got = 0, done = 0;
+  while (!c->err && !done && (left = deadline - now_ms()) > 0) {
+    set_timeout(c, (int)left);
+    redisBufferWrite(c, &done);
   }
-  if (reply->type == REDIS_REPLY_ERROR) {
+  while (!c->err && done && got < n) {
+    void *reply = NULL;
+    if (redisGetReplyFromReader(c, &reply) != REDIS_OK) break;
+    if (reply != NULL) {
+      out[got++] = reply;
+      if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) break;
+      continue;
+    }
+    if ((left = deadline - now_ms()) <= 0) break;
+    struct pollfd p = {c->fd, POLLIN, 0};
+    int ready = poll(&p, 1, (int)left);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    if (redisBufferRead(c) != REDIS_OK) break;
+  }
+  redisReply *last = got > 0 ? out[got - 1] : NULL;
+  bool refused = last != NULL && last->type == REDIS_REPLY_ERROR;
+  if (got == n && !refused) return true;
+  char detail[256];
+  if (refused) {
     /* The server's words go into logs and the state: control characters
      * (a forged second line, terminal escapes) are not passed on. */
-    char detail[256];
-    snprintf(detail, sizeof detail, "%s", reply->str ? reply->str : "an error");
-    for (char *p = detail; *p; p++)
-      if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f) *p = '?';
-    freeReplyObject(reply);
-    failed(e, r, what, detail);
-    return NULL;
+    snprintf(detail, sizeof detail, "%s", last->str ? last->str : "an error");
+    for (char *q = detail; *q; q++)
+      if ((unsigned char)*q < 0x20 || (unsigned char)*q == 0x7f) *q = '?';
+  } else if (now_ms() >= deadline) {
+    snprintf(detail, sizeof detail, "no whole reply within %d ms", ms);
+  } else {
+    snprintf(detail, sizeof detail, "%s", c->err ? c->errstr : strerror(errno));
   }
-  return reply;
+  for (int i = 0; i < got; i++) {
+    freeReplyObject(out[i]);
+    out[i] = NULL;
+  }
+  /* The command whose reply failed: the one refused, or the first not
+   * read whole. */
+  failed(e, r, what[refused ? got - 1 : got], detail);
+  return false;
+}
+
+/* One command, formatted as redisCommand formats it, and its reply within
+ * the request timeout; NULL after failed(). Under r->lock, on r->conn. */
+static redisReply *ask(jitk_engine *e, jk_remote *r, const char *what, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  redisvAppendCommand(r->conn, format, ap);
+  va_end(ap);
+  redisReply *reply = NULL;
+  return exchange(e, r, r->request_ms, &what, &reply, 1) ? reply : NULL;
 }
 
 /* The connection, made when there is none and the back-off has passed:
  * the connect bounded by connect_ms (what a dead or unreachable server
- * costs), then AUTH, SELECT and a PING each by answer_ms (what a server
- * that accepts and never answers costs; longer, as a live server on a
- * loaded machine may take a moment to answer the first time). Under
+ * costs), then AUTH, SELECT and a PING sent together and all their
+ * replies within answer_ms (what a server that accepts and never answers,
+ * or answers too slowly, costs; longer than connecting, as a live server
+ * on a loaded machine may take a moment to answer the first time). Under
  * r->lock; NULL when the remote cannot be used now. */
 static redisContext *connection(jitk_engine *e, jk_remote *r) {
   if (r->conn != NULL && r->pid != getpid()) {
@@ -305,21 +360,26 @@ static redisContext *connection(jitk_engine *e, jk_remote *r) {
   }
   r->conn = c;
   r->pid = getpid();
-  set_timeout(c, r->answer_ms);
-  redisReply *rep = NULL;
+  /* One round trip: a refused AUTH is the first error read, and the
+   * replies after it are dropped with the connection. */
+  const char *what[3];
+  redisReply *replies[3] = {NULL, NULL, NULL};
+  int n = 0;
   if (r->password != NULL) {
-    rep = r->user ? redisCommand(c, "AUTH %s %s", r->user, r->password)
-                  : redisCommand(c, "AUTH %s", r->password);
-    if ((rep = command(e, r, "AUTH", rep)) == NULL) return NULL;
-    freeReplyObject(rep);
+    if (r->user)
+      redisAppendCommand(c, "AUTH %s %s", r->user, r->password);
+    else
+      redisAppendCommand(c, "AUTH %s", r->password);
+    what[n++] = "AUTH";
   }
   if (r->db != 0) {
-    if ((rep = command(e, r, "SELECT", redisCommand(c, "SELECT %d", r->db))) == NULL) return NULL;
-    freeReplyObject(rep);
+    redisAppendCommand(c, "SELECT %d", r->db);
+    what[n++] = "SELECT";
   }
-  if ((rep = command(e, r, "PING", redisCommand(c, "PING"))) == NULL) return NULL;
-  freeReplyObject(rep);
-  set_timeout(c, r->request_ms);
+  redisAppendCommand(c, "PING");
+  what[n++] = "PING";
+  if (!exchange(e, r, r->answer_ms, what, replies, n)) return NULL;
+  for (int i = 0; i < n; i++) freeReplyObject(replies[i]);
   r->retry_at = 0;
   snprintf(r->state, sizeof r->state, "on");
   return c;
@@ -460,7 +520,7 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
   if (c != NULL) {
     char name[96];
     key_name(request, "", name, sizeof name);
-    redisReply *rep = command(e, r, "GET", redisCommand(c, "GET %s", name));
+    redisReply *rep = ask(e, r, "GET", "GET %s", name);
     if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
       *present = true;
       r->stats.bytes_read += (uint64_t)rep->len;
@@ -533,7 +593,7 @@ static bool send_value(jitk_engine *e, jk_remote *r, const jk_key *request, cons
   if (c == NULL) return false;
   char name[96];
   key_name(request, "", name, sizeof name);
-  redisReply *rep = command(e, r, "SET", redisCommand(c, "SET %s %b", name, v->data, v->len));
+  redisReply *rep = ask(e, r, "SET", "SET %s %b", name, v->data, v->len);
   if (rep == NULL) return false;
   r->stats.stores++;
   r->stats.bytes_written += v->len;
@@ -681,9 +741,7 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
     pthread_mutex_lock(&r->lock);
     redisContext *ctx = connection(e, r);
     redisReply *scan =
-        ctx ? command(e, r, "SCAN",
-                      redisCommand(ctx, "SCAN %s MATCH %s COUNT 100", cursor, pattern))
-            : NULL;
+        ctx ? ask(e, r, "SCAN", "SCAN %s MATCH %s COUNT 100", cursor, pattern) : NULL;
     if (scan == NULL || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2 ||
         scan->element[0]->type != REDIS_REPLY_STRING ||
         scan->element[1]->type != REDIS_REPLY_ARRAY) {
@@ -724,7 +782,7 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
         sscanf(name + prefix + 2 * b, "%2x", &v);
         request.bytes[b] = (unsigned char)v;
       }
-      redisReply *rep = command(e, r, "GET", redisCommand(ctx, "GET %s", name));
+      redisReply *rep = ask(e, r, "GET", "GET %s", name);
       if (rep == NULL) {
         st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s is %s", r->url,
                      r->state);
@@ -797,8 +855,7 @@ jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
   if (c != NULL) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
-    redisReply *rep =
-        command(e, r, "SET NX", redisCommand(c, "SET %s %s NX PX %d", name, r->node, r->lease_ms));
+    redisReply *rep = ask(e, r, "SET NX", "SET %s %s NX PX %d", name, r->node, r->lease_ms);
     if (rep != NULL) {
       got = rep->type == REDIS_REPLY_STATUS ? JK_LEASE_MINE : JK_LEASE_OTHERS;
       freeReplyObject(rep);
@@ -817,11 +874,10 @@ void jk_remote_release(jitk_engine *e, const jk_key *request) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
     /* Only this process's lease: one that expired may be another's now. */
-    redisReply *rep = command(e, r, "EVAL",
-                              redisCommand(c, "EVAL %s 1 %s %s",
-                                           "if redis.call('get', KEYS[1]) == ARGV[1] then "
-                                           "return redis.call('del', KEYS[1]) end return 0",
-                                           name, r->node));
+    redisReply *rep = ask(e, r, "EVAL", "EVAL %s 1 %s %s",
+                          "if redis.call('get', KEYS[1]) == ARGV[1] then "
+                          "return redis.call('del', KEYS[1]) end return 0",
+                          name, r->node);
     if (rep != NULL) freeReplyObject(rep);
   }
   pthread_mutex_unlock(&r->lock);
@@ -836,7 +892,7 @@ bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
   if (c != NULL) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
-    redisReply *rep = command(e, r, "EXISTS", redisCommand(c, "EXISTS %s", name));
+    redisReply *rep = ask(e, r, "EXISTS", "EXISTS %s", name);
     if (rep != NULL) {
       held = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
       freeReplyObject(rep);
@@ -990,7 +1046,7 @@ jitk_status jitk_cache_remote_ping(jitk_engine *e, double *milliseconds) {
   redisContext *c = connection(e, r);
   jitk_status st = JITK_OK;
   if (c != NULL) {
-    redisReply *rep = command(e, r, "PING", redisCommand(c, "PING"));
+    redisReply *rep = ask(e, r, "PING", "PING");
     if (rep != NULL)
       freeReplyObject(rep);
     else

@@ -7,8 +7,9 @@
  * never loaded; a server killed in the middle, one that accepts
  * connections and never answers, and one that was never there each cost
  * one warning and a bounded delay, and everything still compiles; keys
- * Redis evicts under maxmemory are recompiled without an error; a URL
- * that does not parse, or a password in a file others can read, turns the
+ * Redis evicts under maxmemory are recompiled without an error; a server
+ * that drips its reply is given up at the request's deadline, and one
+ * merely slow within the deadline is served; a URL that does not parse, or a password in a file others can read, turns the
  * remote off with one warning. Skipped where redis-server is not
  * installed.
  */
@@ -596,14 +597,44 @@ Test(remote, push_and_pull_copy_between_tiers) {
 /* A server that answers PING, SCAN with `scan` (by default keys that
  * are not strings, an integer and a nested array, and a cursor of 0), GET
  * with `get` (by default nil) and anything else with nil. Serves one
- * connection after another until `stop`. */
+ * connection after another until `stop`.
+ *
+ * It can also be slow, as a server (or anything else on the port) may
+ * be: the GET reply, `get_len` bytes when it holds zero bytes, goes out
+ * in pieces of `piece` bytes `pause_ms` apart. */
 typedef struct odd_server {
   int listener;
   volatile int stop;
   const char *scan, *get, *exists;
+  size_t get_len;
+  size_t piece;
+  int pause_ms;
   pthread_t thread;
   char url[64];
 } odd_server;
+
+/* Sends n bytes to the client; false once it has gone. MSG_NOSIGNAL: a
+ * client that closes first is what some tests expect, not a SIGPIPE. */
+static bool odd_send(int c, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(c, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    p += k;
+    n -= (size_t)k;
+  }
+  return true;
+}
+
+/* The GET reply, in pieces when the test asks for them. */
+static bool odd_send_get(odd_server *o, int c) {
+  size_t n = o->get_len ? o->get_len : strlen(o->get);
+  size_t piece = o->piece ? o->piece : n;
+  for (size_t at = 0; at < n; at += piece) {
+    if (at > 0) usleep((useconds_t)o->pause_ms * 1000);
+    if (!odd_send(c, o->get + at, n - at < piece ? n - at : piece)) return false;
+  }
+  return true;
+}
 
 static void *odd_serve(void *arg) {
   odd_server *o = arg;
@@ -615,12 +646,13 @@ static void *odd_serve(void *arg) {
     while ((n = read(c, buf, sizeof buf - 1)) > 0) {
       buf[n] = '\0';
       const char *scan = o->scan ? o->scan : "*2\r\n$1\r\n0\r\n*3\r\n:5\r\n*0\r\n$3\r\nabc\r\n";
-      const char *reply = strstr(buf, "PING")                  ? "+PONG\r\n"
-                          : strstr(buf, "SCAN")                ? scan
-                          : strstr(buf, "GET") && o->get       ? o->get
+      bool ping = strstr(buf, "PING") != NULL, is_scan = !ping && strstr(buf, "SCAN");
+      bool get = !ping && !is_scan && strstr(buf, "GET") && o->get;
+      const char *reply = ping                                 ? "+PONG\r\n"
+                          : is_scan                            ? scan
                           : strstr(buf, "EXISTS") && o->exists ? o->exists
                                                                : "$-1\r\n";
-      if (write(c, reply, strlen(reply)) < 0) break;
+      if (get ? !odd_send_get(o, c) : !odd_send(c, reply, strlen(reply))) break;
     }
     close(c);
   }
@@ -711,6 +743,92 @@ Test(remote, a_bad_value_during_a_lease_wait_is_one_warning) {
   odd_stop(&o);
   unsetenv("JITK_CACHE_REMOTE_WAIT_MS");
   jt_rmdir(dir);
+}
+
+/* A server that sends its reply one byte every 50 ms: every read of it
+ * is within the timeout, and such a server once held a lookup for as
+ * long as it liked (51 s measured). The whole reply has the request
+ * timeout (300 ms here, where this one would take 12 s): the lookup gives
+ * up, is a miss, the kernel compiles here and the local tier keeps it. */
+Test(remote, a_dripping_reply_is_given_up_at_the_deadline) {
+  setenv("JITK_CACHE_REMOTE_REQUEST_MS", "300", 1);
+  char reply[256];
+  snprintf(reply, sizeof reply, "$240\r\n%0240d\r\n", 0);
+  odd_server o = {0};
+  o.get = reply;
+  o.piece = 1;
+  o.pause_ms = 50;
+  odd_start(&o);
+  char *dir = jt_tmpdir();
+  jt_log log = {0};
+  jitk_engine *e = remote_engine(dir, o.url, &log);
+  double t0 = now_ms();
+  build(e, 1);
+  double ms = now_ms() - t0;
+  jitk_cache_remote_info i = remote_info(e);
+  cr_log_info("a lookup from a dripping server: %.0f ms, %s", ms, i.state);
+  cr_assert_lt(ms, 3000.0, "the dripping reply held the lookup %.0f ms", ms);
+  cr_assert_eq(jt_stats_mine(e).compiles, 1, "compiled here");
+  cr_assert_eq(i.hits, 0);
+  cr_assert_eq(i.errors, 1);
+  cr_assert_eq(log.warnings, 1, "%d warnings, the last: %s", log.warnings, log.last_warning);
+  cr_assert(strncmp(i.state, "off for", 7) == 0 && strstr(i.state, "GET") != NULL &&
+                strstr(i.state, "within 300 ms") != NULL,
+            "%s", i.state);
+  jitk_engine_destroy(e);
+  jitk_engine *local = jt_cache_engine(dir);
+  build(local, 1);
+  cr_assert_eq(jt_stats_mine(local).disk_hits, 1, "the compile was kept locally");
+  jitk_engine_destroy(local);
+  odd_stop(&o);
+  unsetenv("JITK_CACHE_REMOTE_REQUEST_MS");
+  jt_rmdir(dir);
+}
+
+/* No false failures: a real entry whose reply comes in four pieces 100 ms
+ * apart, within the request timeout (1 s), is served. */
+Test(remote, a_slow_reply_within_the_deadline_is_served) {
+  server s = shared_server(6);
+  char *a = jt_tmpdir(), *b = jt_tmpdir();
+  jt_log la = {0}, lb = {0};
+  jitk_engine *ea = remote_engine(a, s.url, &la);
+  build(ea, 1);
+  jitk_engine_destroy(ea);
+  redisContext *c = client(&s);
+  char keys[8][96];
+  cr_assert_eq(entry_keys(c, keys, 8), 1);
+  size_t n = 0;
+  unsigned char *v = get_value(c, keys[0], &n);
+  redisFree(c);
+  char *reply = malloc(n + 64);
+  int head = snprintf(reply, 64, "$%zu\r\n", n);
+  memcpy(reply + head, v, n);
+  memcpy(reply + head + n, "\r\n", 2);
+  free(v);
+  odd_server o = {0};
+  o.get = reply;
+  o.get_len = (size_t)head + n + 2;
+  o.piece = o.get_len / 4 + 1;
+  o.pause_ms = 100;
+  odd_start(&o);
+  jitk_engine *eb = remote_engine(b, o.url, &lb);
+  double t0 = now_ms();
+  build(eb, 1);
+  double ms = now_ms() - t0;
+  jitk_cache_remote_info i = remote_info(eb);
+  cr_log_info("a reply of %zu bytes in four pieces: %.0f ms", o.get_len, ms);
+  cr_assert_eq(jt_stats_mine(eb).compiles, 0, "the slow reply served");
+  cr_assert_eq(i.hits, 1);
+  cr_assert_eq(i.errors, 0, "%s", i.state);
+  cr_assert_str_eq(i.state, "on");
+  cr_assert_eq(lb.warnings, 0, "%s", lb.last_warning);
+  cr_assert_geq(ms, 250.0, "the reply was not slow: the test tests nothing");
+  jitk_engine_destroy(eb);
+  odd_stop(&o);
+  free(reply);
+  stop_server(&s);
+  jt_rmdir(a);
+  jt_rmdir(b);
 }
 
 /* The password is what the URL's parser takes (after the first colon, or
