@@ -13,10 +13,11 @@
  * themselves. A process that dies releases nothing, and its lease expires.
  *
  * The remote is never in the way: the connection and its first answers
- * have short timeouts, every command has a deadline for its whole reply,
- * a failure turns the remote off for a back-off period with one warning
- * for the process, and jitk carries on with the local tier. Nothing it
- * returns is loaded without the checks above.
+ * have short timeouts, every command has a deadline for its whole reply
+ * and a cap on the bytes that reply may hold, a failure turns the remote
+ * off for a back-off period with one warning for the process, and jitk
+ * carries on with the local tier. Nothing it returns is loaded without
+ * the checks above.
  * Whoever may write to the Redis database may plant entries that pass
  * them: it must be trusted as the local cache's folder is (docs/GUIDE.md).
  *
@@ -48,6 +49,9 @@
 #define JK_REMOTE_MAGIC "JITKRMT1"
 /* Rounds of SCAN a pull takes at most (100 keys a round). */
 #define JK_REMOTE_MAX_SCAN_ROUNDS 1000000u
+/* What one reply may hold beyond the largest entry the local store keeps
+ * (its size cap): the reply's own framing, and a SCAN's hundred keys. */
+#define JK_REMOTE_REPLY_MARGIN ((int64_t)64 << 10)
 
 /* --- Configuration --- */
 
@@ -265,25 +269,47 @@ static void set_timeout(redisContext *c, int ms) {
   redisSetTimeout(c, tv);
 }
 
+/* Whether the reader waits for the rest of a bulk string announced longer
+ * than `cap` bytes. Of everything a server sends, hiredis leaves only a
+ * bulk string's length line in its buffer once that line is whole (it
+ * takes the lines of every other reply, an array's count included, as
+ * soon as they are whole, and a bulk string only with all its bytes):
+ * digits and CRLF at its cursor are that length. A length has at most 20
+ * digits, so nothing longer is scanned however much is buffered. */
+static bool announces_more(const redisReader *rd, int64_t cap) {
+  const char *p = rd->buf + rd->pos, *end = rd->buf + rd->len;
+  int64_t announced = 0;
+  int digits = 0;
+  for (; p < end && *p >= '0' && *p <= '9' && digits <= 20; p++, digits++)
+    if (announced <= cap) announced = announced * 10 + (*p - '0');
+  return digits > 0 && digits <= 20 && end - p >= 2 && p[0] == '\r' && p[1] == '\n' &&
+         announced > cap;
+}
+
 /* Sends the commands appended to the connection and reads their `n`
  * replies into `out`, each of any type but an error. The socket's timeout
  * bounds each read or write, not a reply: a server that sends a byte at a
- * time, each inside it, would hold the caller for as long as it liked.
- * So the whole exchange has a deadline `ms` from now (each write bounded
- * by what is left of it, each read waited for by poll() with what is
- * left). Under r->lock, on r->conn; false after failed() (the connection
- * dropped, `out` empty). A failed append leaves its error on the
- * connection, which ends the exchange here. */
+ * time, each inside it, would hold the caller for as long as it liked,
+ * and hiredis buffers a bulk string whole, however long the server says
+ * it is. So the whole exchange has a deadline `ms` from now (each write
+ * bounded by what is left of it, each read waited for by poll() with
+ * what is left), and the replies may hold at most the local store's size
+ * cap and a margin, checked as they come: an entry larger than the cap
+ * would not be kept anyway. Under r->lock, on r->conn; false after
+ * failed() (the connection dropped, `out` empty). A failed append leaves
+ * its error on the connection, which ends the exchange here. */
 static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *what,
                      redisReply **out, int n) {
   redisContext *c = r->conn;
-  int64_t deadline = now_ms() + ms, left;
+  int64_t deadline = now_ms() + ms, cap = e->cache.max_bytes + JK_REMOTE_REPLY_MARGIN;
+  int64_t received = 0, left;
   int got = 0, done = 0;
+  bool too_big = false;
   while (!c->err && !done && (left = deadline - now_ms()) > 0) {
     set_timeout(c, (int)left);
     redisBufferWrite(c, &done);
   }
-  while (!c->err && done && got < n) {
+  while (!c->err && done && got < n && !too_big) {
     void *reply = NULL;
     if (redisGetReplyFromReader(c, &reply) != REDIS_OK) break;
     if (reply != NULL) {
@@ -291,12 +317,15 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *wh
       if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) break;
       continue;
     }
-    if ((left = deadline - now_ms()) <= 0) break;
+    too_big = received > cap || announces_more(c->reader, cap);
+    if (too_big || (left = deadline - now_ms()) <= 0) break;
     struct pollfd p = {c->fd, POLLIN, 0};
     int ready = poll(&p, 1, (int)left);
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
+    size_t before = c->reader->len;
     if (redisBufferRead(c) != REDIS_OK) break;
+    received += (int64_t)(c->reader->len - before);
   }
   redisReply *last = got > 0 ? out[got - 1] : NULL;
   bool refused = last != NULL && last->type == REDIS_REPLY_ERROR;
@@ -308,6 +337,9 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *wh
     snprintf(detail, sizeof detail, "%s", last->str ? last->str : "an error");
     for (char *q = detail; *q; q++)
       if ((unsigned char)*q < 0x20 || (unsigned char)*q == 0x7f) *q = '?';
+  } else if (too_big) {
+    snprintf(detail, sizeof detail,
+             "a reply of more than %lld bytes (the cache's size cap and 64 KiB)", (long long)cap);
   } else if (now_ms() >= deadline) {
     snprintf(detail, sizeof detail, "no whole reply within %d ms", ms);
   } else {
@@ -586,6 +618,19 @@ static void encode(jk_material *v, int kind, double ms, const jk_material *full,
   put_field(v, image, image_len);
 }
 
+/* Whether a value is whole and within the local store's size cap: a
+ * larger one is neither kept by the local store nor read back by a
+ * machine with the same cap (a reply holds at most the cap and a margin),
+ * so sending it would only turn the remote off for whoever asks for it. */
+static bool sendable(jitk_engine *e, const jk_material *v) {
+  if (v->failed) return false;
+  if ((int64_t)v->len <= e->cache.max_bytes) return true;
+  jk_log(e, JITK_LOG_INFO,
+         "kernel cache: an entry of %zu bytes exceeds the cap of %lld; not sent to the remote",
+         v->len, (long long)e->cache.max_bytes);
+  return false;
+}
+
 /* SETs a value under the request's key; false when the remote failed.
  * Under r->lock. */
 static bool send_value(jitk_engine *e, jk_remote *r, const jk_key *request, const jk_material *v) {
@@ -617,7 +662,7 @@ void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *ful
   encode(&v, x->kind, x->compile_ms, full, names.data, names.len, log, strlen(log), x->image,
          x->image_size);
   jk_material_free(&names);
-  if (!v.failed) {
+  if (sendable(e, &v)) {
     pthread_mutex_lock(&r->lock);
     send_value(e, r, request, &v);
     pthread_mutex_unlock(&r->lock);
@@ -692,10 +737,12 @@ jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
     bool failed_send = false;
     pthread_mutex_lock(&r->lock);
     for (int i = 0; i < n; i++) {
-      if (!failed_send && !values[i].failed && send_value(e, r, &requests[i], &values[i]))
-        sent++;
-      else if (!values[i].failed)
-        failed_send = true;
+      if (!failed_send && sendable(e, &values[i])) {
+        if (send_value(e, r, &requests[i], &values[i]))
+          sent++;
+        else
+          failed_send = true;
+      }
       jk_material_free(&values[i]);
     }
     pthread_mutex_unlock(&r->lock);

@@ -8,8 +8,10 @@
  * connections and never answers, and one that was never there each cost
  * one warning and a bounded delay, and everything still compiles; keys
  * Redis evicts under maxmemory are recompiled without an error; a server
- * that drips its reply is given up at the request's deadline, and one
- * merely slow within the deadline is served; a URL that does not parse, or a password in a file others can read, turns the
+ * that drips its reply, or announces or streams one larger than the
+ * cache keeps, is given up at the request's deadline or at the cap, and
+ * one merely slow within the deadline is served; a URL
+ * that does not parse, or a password in a file others can read, turns the
  * remote off with one warning. Skipped where redis-server is not
  * installed.
  */
@@ -136,14 +138,17 @@ static server shared_server(int db) {
   return s;
 }
 
-/* A compile-only engine on cache folder `dir` with the remote `url`. */
-static jitk_engine *remote_engine(const char *dir, const char *url, jt_log *log) {
+/* A compile-only engine on cache folder `dir` with the remote `url`, the
+ * cache's size cap `max_bytes` (0: the default). */
+static jitk_engine *remote_engine_capped(const char *dir, const char *url, jt_log *log,
+                                         int64_t max_bytes) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
   cfg.arch = "sm_90";
   cfg.cache_dir = dir;
   cfg.cache_mode = JITK_CACHE_ON;
+  cfg.cache_max_bytes = max_bytes;
   cfg.cache_remote = url;
   cfg.log_fn = jt_log_fn;
   cfg.log_user = log;
@@ -151,6 +156,10 @@ static jitk_engine *remote_engine(const char *dir, const char *url, jt_log *log)
   jitk_engine *e = NULL;
   cr_assert_eq(jitk_engine_create(&cfg, &e), JITK_OK, "%s", jitk_errmsg(NULL));
   return e;
+}
+
+static jitk_engine *remote_engine(const char *dir, const char *url, jt_log *log) {
+  return remote_engine_capped(dir, url, log, 0);
 }
 
 static jitk_cache_remote_info remote_info(jitk_engine *e) {
@@ -599,9 +608,12 @@ Test(remote, push_and_pull_copy_between_tiers) {
  * with `get` (by default nil) and anything else with nil. Serves one
  * connection after another until `stop`.
  *
- * It can also be slow, as a server (or anything else on the port) may
- * be: the GET reply, `get_len` bytes when it holds zero bytes, goes out
- * in pieces of `piece` bytes `pause_ms` apart. */
+ * It can also be slow or endless, as a server (or anything else on the
+ * port) may be: the GET reply, `get_len` bytes when it holds zero bytes,
+ * goes out in pieces of `piece` bytes `pause_ms` apart; and after the GET
+ * or SCAN reply it sends `stream` again and again until the client closes
+ * or `stream_max` bytes have gone, so that a client that never gives up
+ * buffers that much and no more. `sent` counts the bytes streamed. */
 typedef struct odd_server {
   int listener;
   volatile int stop;
@@ -609,6 +621,9 @@ typedef struct odd_server {
   size_t get_len;
   size_t piece;
   int pause_ms;
+  const char *stream;
+  size_t stream_max;
+  volatile size_t sent;
   pthread_t thread;
   char url[64];
 } odd_server;
@@ -636,6 +651,15 @@ static bool odd_send_get(odd_server *o, int c) {
   return true;
 }
 
+/* `stream`, again and again, until the client closes or stream_max. */
+static void odd_stream(odd_server *o, int c) {
+  size_t n = strlen(o->stream);
+  while (o->sent + n <= o->stream_max && !o->stop) {
+    if (!odd_send(c, o->stream, n)) return;
+    o->sent += n;
+  }
+}
+
 static void *odd_serve(void *arg) {
   odd_server *o = arg;
   while (!o->stop) {
@@ -653,6 +677,7 @@ static void *odd_serve(void *arg) {
                           : strstr(buf, "EXISTS") && o->exists ? o->exists
                                                                : "$-1\r\n";
       if (get ? !odd_send_get(o, c) : !odd_send(c, reply, strlen(reply))) break;
+      if ((get || is_scan) && o->stream != NULL) odd_stream(o, c);
     }
     close(c);
   }
@@ -783,6 +808,64 @@ Test(remote, a_dripping_reply_is_given_up_at_the_deadline) {
   odd_stop(&o);
   unsetenv("JITK_CACHE_REMOTE_REQUEST_MS");
   jt_rmdir(dir);
+}
+
+/* 64 KiB of one byte, what the servers below stream. */
+static const char *filler(void) {
+  static char bytes[(64 << 10) + 1];
+  memset(bytes, 'x', sizeof bytes - 1);
+  return bytes;
+}
+
+/* Against odd server `o`, which streams a reply larger than the cap of an
+ * engine's cache (`max_bytes`, 0: the default): a lookup (or a pull,
+ * which then fails) refuses the reply, the remote goes off with one
+ * warning, the kernel compiles here, and the client closes having taken
+ * far less than the server would have sent. */
+static void refused_past_the_cap(odd_server *o, int64_t max_bytes, bool pull) {
+  odd_start(o);
+  char *dir = jt_tmpdir();
+  jt_log log = {0};
+  jitk_engine *e = remote_engine_capped(dir, o->url, &log, max_bytes);
+  if (pull) JT_FAILS(e, JITK_ERR_CACHE, "more than", jitk_cache_remote_pull(e, NULL, NULL));
+  build(e, 1);
+  jitk_cache_remote_info i = remote_info(e);
+  cr_assert_eq(jt_stats_mine(e).compiles, 1, "compiled here");
+  cr_assert_eq(i.errors, 1);
+  cr_assert_eq(log.warnings, 1, "%d warnings, the last: %s", log.warnings, log.last_warning);
+  cr_assert(strncmp(i.state, "off for", 7) == 0 && strstr(i.state, "more than") != NULL, "%s",
+            i.state);
+  jitk_engine_destroy(e);
+  odd_stop(o);
+  cr_log_info("%zu bytes streamed before the client closed", o->sent);
+  cr_assert_lt(o->sent, (size_t)16 << 20, "%zu bytes streamed", o->sent);
+  jt_rmdir(dir);
+}
+
+/* A server that announces a value of 2 GB and streams it: the client once
+ * buffered all of it before looking at it. A reply may hold the largest
+ * entry the local cache keeps (its size cap, 1 GiB by default) and a
+ * margin: this one is refused as soon as it is announced. The server
+ * stops at 256 MiB, which a client without the cap buffers. */
+Test(remote, a_huge_announced_reply_is_refused) {
+  odd_server o = {0};
+  o.get = "$2000000000\r\n";
+  o.stream = filler();
+  o.stream_max = (size_t)256 << 20;
+  refused_past_the_cap(&o, 0, false);
+}
+
+/* A reply of many small parts, none of them large, adds up all the same:
+ * a SCAN that answers 100000 keys of 1000 bytes (100 MB) is refused once
+ * it passes the cap (256 KiB for the cache here, and the margin). */
+Test(remote, a_reply_past_the_cap_is_refused) {
+  static char key[1100];
+  snprintf(key, sizeof key, "$1000\r\n%.1000s\r\n", filler());
+  odd_server o = {0};
+  o.scan = "*2\r\n$1\r\n0\r\n*100000\r\n";
+  o.stream = key;
+  o.stream_max = (size_t)100000 * strlen(key);
+  refused_past_the_cap(&o, (int64_t)256 << 10, true);
 }
 
 /* No false failures: a real entry whose reply comes in four pieces 100 ms
