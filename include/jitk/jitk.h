@@ -339,7 +339,8 @@ typedef struct jitk_engine_config {
    * named by $JITK_CACHE_REMOTE_FILE (refused when it holds a password and
    * others can read it), else none. Whoever can write to that database is
    * trusted as the cache's folder is: entries are checked as local ones
-   * are, but one planted by such a writer passes the checks. A URL that
+   * are, but one planted by such a writer passes the checks, unless the
+   * cluster shares a key (cache_remote_key_file below). A URL that
    * does not parse, a jitk built without hiredis, or a server that cannot
    * be reached turns the remote off with one warning; nothing fails for
    * it (docs/GUIDE.md, "A cache for a cluster").
@@ -397,6 +398,21 @@ typedef struct jitk_engine_config {
    * must have the same alloc_fn and alloc_user. NULL: share with none.
    */
   jitk_engine *share_images_with;
+
+  /*
+   * A file holding the remote tier's secret key (16 to 4096 bytes; one
+   * trailing newline is not part of it), which every machine of the
+   * cluster shares. With a key, jitk signs each entry it sends to the
+   * remote (HMAC-SHA-256 over the whole value) and serves from the remote
+   * only entries whose signature the key confirms, so that whoever can
+   * write to the Redis database without the key cannot plant a kernel.
+   * The file must be readable by its owner alone; one that others may
+   * read, or that cannot be read, turns the remote off with one warning
+   * (never on without the check). NULL: $JITK_CACHE_REMOTE_KEY_FILE, else
+   * no key: entries go unsigned, and the database is trusted as the
+   * cache's folder is.
+   */
+  const char *cache_remote_key_file;
 } jitk_engine_config;
 
 /* Fills `config` with the defaults described above. */

@@ -175,4 +175,24 @@ bool jk_loaded_build_id(const void *addr, const char *name, jk_build_id *out);
 bool jk_file_build_id(const char *path, jk_build_id *out);
 bool jk_build_id_same(const jk_build_id *a, const jk_build_id *b);
 
+/* SHA-256 over data given in pieces, and HMAC-SHA-256 (sha256.c). */
+typedef struct jk_sha256 {
+  uint32_t h[8];
+  uint64_t len; /* bytes hashed */
+  unsigned char block[64];
+  size_t used; /* bytes of `block` filled */
+} jk_sha256;
+
+void jk_sha256_init(jk_sha256 *s);
+void jk_sha256_update(jk_sha256 *s, const void *data, size_t n);
+/* The digest; the state is wiped and must be initialized again. */
+void jk_sha256_final(jk_sha256 *s, unsigned char out[32]);
+void jk_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t n,
+                    unsigned char out[32]);
+/* Whether n bytes are equal, in a time that does not depend on where they
+ * differ (for comparing tags). */
+bool jk_same_secret(const void *a, const void *b, size_t n);
+/* Zeroes n bytes in a way the compiler does not drop. */
+void jk_wipe(void *p, size_t n);
+
 #endif

@@ -161,6 +161,10 @@ typedef struct jk_remote {
   char *url;       /* as given, its password hidden */
   char *host, *user, *password;
   int port, db;
+  /* The cluster's secret key (cache_remote_key_file), or NULL: entries
+   * are signed and checked with it (remote.c, "signed entries"). */
+  unsigned char *key;
+  size_t key_len;
   /* Timeouts and waits, in milliseconds: connecting, the first answers
    * on a new connection (all of them, whole), every later request (sent
    * and its whole reply read), the pause after a failure, a lease's life,

@@ -19,14 +19,19 @@
  * carries on with the local tier. Nothing it returns is loaded without
  * the checks above.
  * Whoever may write to the Redis database may plant entries that pass
- * them: it must be trusted as the local cache's folder is (docs/GUIDE.md).
+ * them: it must be trusted as the local cache's folder is (docs/GUIDE.md),
+ * unless the cluster shares a secret key (cache_remote_key_file). Then
+ * every value jitk sends is signed, an HMAC-SHA-256 tag of the whole
+ * value under the key after it, and only values whose tag the key
+ * confirms are served.
  *
  * Redis holds, per request, the most recent entry compiled for it, under
  * "jitk:<format>:<request key>", and the lease under
  * "jitk:<format>:lease:<request key>". The entry is one binary value:
  * the magic "JITKRMT1", then little-endian u32 format, u32 image kind,
  * f64 compile milliseconds, and five fields of a u64 length and the
- * bytes: key material, checksum, names, log, image.
+ * bytes: key material, checksum, names, log, image. A signed value has
+ * the magic "JITKRMT2" and its 32-byte tag last.
  */
 #include <errno.h>
 #include <poll.h>
@@ -47,6 +52,13 @@
 #endif
 
 #define JK_REMOTE_MAGIC "JITKRMT1"
+/* A signed value: the same fields after this magic, then the HMAC-SHA-256
+ * tag of everything before it under the cluster's key. */
+#define JK_REMOTE_SIGNED "JITKRMT2"
+#define JK_REMOTE_TAG 32
+/* The bounds of a key file's key. */
+#define JK_REMOTE_KEY_MIN 16
+#define JK_REMOTE_KEY_MAX 4096
 /* Rounds of SCAN a pull takes at most (100 keys a round). */
 #define JK_REMOTE_MAX_SCAN_ROUNDS 1000000u
 /* What one reply may hold beyond the largest entry the local store keeps
@@ -153,6 +165,43 @@ static char *url_from_file(jitk_engine *e, const char *path, const char **why) {
   return url;
 }
 
+/* The cluster's key from the file at `path` (cache_remote_key_file): its
+ * bytes less one trailing newline, 16 to 4096 of them, from a regular
+ * file that only its owner may read. NULL with *why set otherwise. */
+static unsigned char *key_from_file(jitk_engine *e, const char *path, size_t *len,
+                                    const char **why) {
+  struct stat st;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (f) fclose(f);
+    *why = "its key file cannot be read as a file";
+    return NULL;
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    fclose(f);
+    *why = "its key file may be read or written by others (chmod 600 it)";
+    return NULL;
+  }
+  unsigned char *key = jk_malloc(e, JK_REMOTE_KEY_MAX + 2);
+  size_t n = key ? fread(key, 1, JK_REMOTE_KEY_MAX + 2, f) : 0;
+  fclose(f);
+  if (key == NULL) {
+    *why = "out of memory";
+    return NULL;
+  }
+  if (n > 0 && key[n - 1] == '\n') n--;
+  if (n > 0 && key[n - 1] == '\r') n--;
+  if (n < JK_REMOTE_KEY_MIN || n > JK_REMOTE_KEY_MAX) {
+    jk_wipe(key, JK_REMOTE_KEY_MAX + 2);
+    jk_free(e, key);
+    *why = n < JK_REMOTE_KEY_MIN ? "its key is shorter than 16 bytes"
+                                 : "its key is longer than 4096 bytes";
+    return NULL;
+  }
+  *len = n;
+  return key;
+}
+
 static void set_off(jk_remote *r, const char *fmt, const char *detail) {
   snprintf(r->state, sizeof r->state, fmt, detail);
 }
@@ -187,6 +236,14 @@ jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg) {
     r->url = hide_password(e, url);
     why = parse_url(e, url, r);
     if (why != NULL) set_off(r, "off: the URL is refused: %s", why);
+  }
+  /* A key that was asked for and cannot be had leaves the remote off:
+   * going on without it would serve what the key was to keep out. */
+  const char *key_file = cfg->cache_remote_key_file ? cfg->cache_remote_key_file
+                                                    : getenv("JITK_CACHE_REMOTE_KEY_FILE");
+  if (why == NULL && url != NULL && key_file != NULL && *key_file != '\0') {
+    r->key = key_from_file(e, key_file, &r->key_len, &why);
+    if (why != NULL) set_off(r, "off: %s", why);
   }
 #ifndef JITK_HAVE_HIREDIS
   if (why == NULL && url != NULL) {
@@ -480,11 +537,26 @@ static jitk_status decode(jitk_engine *e, const unsigned char *v, size_t n, cons
                           jk_entry *out, bool *found, const char **why) {
   *found = false;
   *why = NULL;
-  reader rd = {v, n, 0, true};
-  if (n < 8 || memcmp(v, JK_REMOTE_MAGIC, 8) != 0) {
+  const jk_remote *r = &e->cache.remote;
+  const bool plain = n >= 8 && memcmp(v, JK_REMOTE_MAGIC, 8) == 0,
+             signed_ = n >= 8 + JK_REMOTE_TAG && memcmp(v, JK_REMOTE_SIGNED, 8) == 0;
+  if (!plain && !signed_) {
     *why = "it is not a jitk entry";
     return JITK_OK;
   }
+  /* With a key, only values it signed; without one, a signed value is
+   * read as a plain one (the database is then trusted, as the cache's
+   * folder is). */
+  if (r->key != NULL) {
+    unsigned char tag[JK_REMOTE_TAG];
+    if (signed_) jk_hmac_sha256(r->key, r->key_len, v, n - JK_REMOTE_TAG, tag);
+    if (!signed_ || !jk_same_secret(tag, v + n - JK_REMOTE_TAG, JK_REMOTE_TAG)) {
+      *why = "it is not signed with this cluster's key";
+      return JITK_OK;
+    }
+  }
+  if (signed_) n -= JK_REMOTE_TAG;
+  reader rd = {v, n, 0, true};
   rd.at = 8;
   uint32_t format = (uint32_t)get_u(&rd, 4), kind = (uint32_t)get_u(&rd, 4);
   uint64_t ms_bits = get_u(&rd, 8);
@@ -600,14 +672,14 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
 
 /* The value of an entry: its fields as the remote stores them, the
  * checksum computed over them as the local store's is. */
-static void encode(jk_material *v, int kind, double ms, const jk_material *full, const void *names,
-                   size_t names_len, const char *log, size_t log_len, const void *image,
-                   size_t image_len) {
+static void encode(const jk_remote *r, jk_material *v, int kind, double ms, const jk_material *full,
+                   const void *names, size_t names_len, const char *log, size_t log_len,
+                   const void *image, size_t image_len) {
   uint8_t sum[16];
   jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, sum);
   uint64_t ms_bits;
   memcpy(&ms_bits, &ms, sizeof ms_bits);
-  jk_material_append(v, JK_REMOTE_MAGIC, 8);
+  jk_material_append(v, r->key != NULL ? JK_REMOTE_SIGNED : JK_REMOTE_MAGIC, 8);
   put_u32(v, JK_CACHE_FORMAT);
   put_u32(v, (uint32_t)kind);
   put_u64(v, ms_bits);
@@ -616,6 +688,11 @@ static void encode(jk_material *v, int kind, double ms, const jk_material *full,
   put_field(v, names, names_len);
   put_field(v, log, log_len);
   put_field(v, image, image_len);
+  if (r->key != NULL && !v->failed) {
+    unsigned char tag[JK_REMOTE_TAG];
+    jk_hmac_sha256(r->key, r->key_len, v->data, v->len, tag);
+    jk_material_append(v, tag, sizeof tag);
+  }
 }
 
 /* Whether a value is whole and within the local store's size cap: a
@@ -659,7 +736,7 @@ void jk_remote_put(jitk_engine *e, const jk_key *request, const jk_material *ful
     return;
   }
   const char *log = x->log ? x->log : "";
-  encode(&v, x->kind, x->compile_ms, full, names.data, names.len, log, strlen(log), x->image,
+  encode(r, &v, x->kind, x->compile_ms, full, names.data, names.len, log, strlen(log), x->image,
          x->image_size);
   jk_material_free(&names);
   if (sendable(e, &v)) {
@@ -726,7 +803,7 @@ jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
       jk_material full = {e, (unsigned char *)mat, mat_len, mat_len, false};
       jk_material_init(&values[n], e);
       const char *log = (const char *)sqlite3_column_text(q, 5);
-      encode(&values[n], sqlite3_column_int(q, 1), sqlite3_column_double(q, 2), &full,
+      encode(r, &values[n], sqlite3_column_int(q, 1), sqlite3_column_double(q, 2), &full,
              sqlite3_column_blob(q, 4), (size_t)sqlite3_column_bytes(q, 4), log ? log : "",
              (size_t)sqlite3_column_bytes(q, 5), sqlite3_column_blob(q, 6),
              (size_t)sqlite3_column_bytes(q, 6));
@@ -1002,6 +1079,10 @@ void jk_remote_destroy(jitk_engine *e) {
   jk_free(e, r->host);
   jk_free(e, r->user);
   jk_free(e, r->password);
+  if (r->key != NULL) {
+    jk_wipe(r->key, r->key_len);
+    jk_free(e, r->key);
+  }
   if (r->inited) pthread_mutex_destroy(&r->lock);
   memset(r, 0, sizeof *r);
 }

@@ -10,7 +10,8 @@
  * Redis evicts under maxmemory are recompiled without an error; a server
  * that drips its reply, or announces or streams one larger than the
  * cache keeps, is given up at the request's deadline or at the cap, and
- * one merely slow within the deadline is served; a URL
+ * one merely slow within the deadline is served; machines sharing a
+ * key serve each other's signed entries and refuse any other; a URL
  * that does not parse, or a password in a file others can read, turns the
  * remote off with one warning. Skipped where redis-server is not
  * installed.
@@ -1033,4 +1034,143 @@ Test(remote, a_manifest_warms_the_remote) {
   stop_server(&s);
   jt_rmdir(fresh);
   jt_rmdir(work);
+}
+
+/* A key file in `dir` holding `key` (and a newline), of mode `mode`. */
+static char *key_file(const char *dir, const char *name, const char *key, mode_t mode) {
+  char *path = malloc(512);
+  snprintf(path, 512, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "%s\n", key);
+  fclose(f);
+  chmod(path, mode);
+  return path;
+}
+
+static jitk_engine *keyed_engine(const char *dir, const char *url, const char *key_path,
+                                 jt_log *log) {
+  setenv("JITK_CACHE_REMOTE_KEY_FILE", key_path, 1);
+  jitk_engine *e = remote_engine(dir, url, log);
+  unsetenv("JITK_CACHE_REMOTE_KEY_FILE");
+  return e;
+}
+
+/* Machines sharing a key serve each other's entries; an entry written
+ * without the key (by a machine without one, or one with another key),
+ * or a signed one changed in a byte that no other check covers (its
+ * compile time), is refused, compiled again, and replaced with a signed
+ * one. A machine without a key still reads signed entries. */
+Test(remote, a_shared_key_keeps_planted_entries_out) {
+  server s = shared_server(7);
+  redisContext *c = client(&s);
+  char *keys_dir = jt_tmpdir();
+  char *k1 = key_file(keys_dir, "k1", "the cluster's secret, 41 bytes long......", 0600),
+       *k2 = key_file(keys_dir, "k2", "another cluster's secret of some length", 0600);
+  char *a = jt_tmpdir(), *b = jt_tmpdir();
+  jt_log la = {0}, lb = {0};
+  jitk_engine *ea = keyed_engine(a, s.url, k1, &la);
+  build(ea, 1);
+  cr_assert_eq(remote_info(ea).stores, 1);
+  char names[8][96];
+  cr_assert_eq(entry_keys(c, names, 8), 1);
+  size_t n1;
+  unsigned char *v1 = get_value(c, names[0], &n1);
+  cr_assert(n1 > 40 && memcmp(v1, "JITKRMT2", 8) == 0, "a signed value");
+  /* Another machine with the same key is served. */
+  jitk_engine *eb = keyed_engine(b, s.url, k1, &lb);
+  build(eb, 1);
+  cr_assert_eq(jt_stats_mine(eb).compiles, 0);
+  cr_assert_eq(remote_info(eb).hits, 1);
+  jitk_engine_destroy(eb);
+  jt_rmdir(b);
+
+  /* A machine without a key reads the signed entry. */
+  char *u = jt_tmpdir();
+  jt_log lu = {0};
+  jitk_engine *eu = remote_engine(u, s.url, &lu);
+  build(eu, 1);
+  cr_assert_eq(jt_stats_mine(eu).compiles, 0);
+  cr_assert_eq(remote_info(eu).hits, 1);
+  jitk_engine_destroy(eu);
+  jt_rmdir(u);
+
+  /* The plants, each a value under kernel 1's name before a fresh keyed
+   * machine asks for kernel 1: well-formed entries for the request
+   * compiled by a machine without the key and by one with another key,
+   * and the signed value with its compile time changed. */
+  unsigned char *later = malloc(n1);
+  memcpy(later, v1, n1);
+  later[16] ^= 1; /* the compile time's lowest byte */
+  const char *what[] = {"kernel 1 unsigned", "kernel 1 signed with another key",
+                        "kernel 1 with its compile time changed"};
+  for (int d = 0; d < 3; d++) {
+    if (d < 2) {
+      redisReply *r = redisCommand(c, "DEL %s", names[0]);
+      freeReplyObject(r);
+      char *o = jt_tmpdir();
+      jt_log lo = {0};
+      jitk_engine *eo = d == 0 ? remote_engine(o, s.url, &lo) : keyed_engine(o, s.url, k2, &lo);
+      build(eo, 1);
+      cr_assert_eq(jt_stats_mine(eo).compiles, 1, "%s", what[d]);
+      jitk_engine_destroy(eo);
+      jt_rmdir(o);
+      size_t nv;
+      unsigned char *v = get_value(c, names[0], &nv);
+      cr_assert(memcmp(v, d == 0 ? "JITKRMT1" : "JITKRMT2", 8) == 0, "%s", what[d]);
+      free(v);
+    } else {
+      set_value(c, names[0], later, n1);
+    }
+    char *dir = jt_tmpdir();
+    jt_log l = {0};
+    jitk_engine *e = keyed_engine(dir, s.url, k1, &l);
+    build(e, 1);
+    jitk_cache_remote_info i = remote_info(e);
+    cr_assert_eq(jt_stats_mine(e).compiles, 1, "%s: compiled again", what[d]);
+    cr_assert_eq(i.hits, 0, "%s: not served", what[d]);
+    cr_assert_eq(i.rejected, 1, "%s: rejected", what[d]);
+    cr_assert_eq(l.warnings, 1, "%s: one warning", what[d]);
+    cr_assert(strstr(l.last_warning, "not signed with this cluster's key") != NULL, "%s: %s",
+              what[d], l.last_warning);
+    jitk_engine_destroy(e);
+    jt_rmdir(dir);
+    /* The compile put a signed value back. */
+    size_t fixed_n;
+    unsigned char *fixed = get_value(c, names[0], &fixed_n);
+    cr_assert(memcmp(fixed, "JITKRMT2", 8) == 0, "%s: replaced with a signed value", what[d]);
+    free(fixed);
+  }
+  free(later);
+  free(v1);
+  jitk_engine_destroy(ea);
+  cr_assert_eq(la.warnings, 0, "%s", la.last_warning);
+  cr_assert_eq(lb.warnings, 0, "%s", lb.last_warning);
+
+  /* Keys that cannot be had leave the remote off, never on unsigned. */
+  char *open_key = key_file(keys_dir, "open", "readable by everyone, long enough", 0644),
+       *short_key = key_file(keys_dir, "short", "too short", 0600);
+  const char *bad[] = {open_key, short_key, "/nonexistent/jitk.key", keys_dir};
+  const char *why[] = {"chmod 600", "shorter than 16 bytes", "cannot be read", "cannot be read"};
+  for (int i = 0; i < 4; i++) {
+    char *dir = jt_tmpdir();
+    jt_log l = {0};
+    jitk_engine *e = keyed_engine(dir, s.url, bad[i], &l);
+    jitk_cache_remote_info info = remote_info(e);
+    cr_assert(strncmp(info.state, "off:", 4) == 0 && strstr(info.state, why[i]) != NULL, "%s: %s",
+              bad[i], info.state);
+    cr_assert_eq(l.warnings, 1, "%s", bad[i]);
+    build(e, 1);
+    cr_assert_eq(jt_stats_mine(e).compiles, 1, "%s: compiled, the remote unused", bad[i]);
+    jitk_engine_destroy(e);
+    jt_rmdir(dir);
+  }
+  free(open_key);
+  free(short_key);
+  free(k1);
+  free(k2);
+  redisFree(c);
+  stop_server(&s);
+  jt_rmdir(a);
+  jt_rmdir(keys_dir);
 }
