@@ -588,6 +588,10 @@ typedef struct jitk_cache_remote_info {
   uint64_t stores;      /* compiles sent to it */
   uint64_t lease_waits; /* misses that waited for another process's compile */
   uint64_t bytes_read, bytes_written;
+  /* 1: entries are signed with the cluster's key and only entries it
+   * signed are served (jitk_engine_config.cache_remote_key_file); 0: no
+   * key. */
+  int signed_entries;
 } jitk_cache_remote_info;
 
 JITK_API jitk_status jitk_cache_remote_info_init(jitk_cache_remote_info *info);

@@ -1129,6 +1129,7 @@ jitk_status jitk_cache_remote_get_info(jitk_engine *e, jitk_cache_remote_info *m
   m.lease_waits = r->stats.lease_waits;
   m.bytes_read = r->stats.bytes_read;
   m.bytes_written = r->stats.bytes_written;
+  m.signed_entries = r->key != NULL;
   pthread_mutex_unlock(&r->lock);
   if (all != NULL) {
     /* The database's sums, read (with this process's pending counts

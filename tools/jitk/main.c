@@ -161,10 +161,11 @@ static int cmd_doctor(int argc, char **argv) {
   jitk_cache_remote_info_init(&ri);
   if (jitk_cache_remote_get_info(ce, &ri, NULL) == JITK_OK && ri.url != NULL) {
     double ms = 0;
+    const char *sig = ri.signed_entries ? ", entries signed with the cluster's key" : "";
     if (jitk_cache_remote_ping(ce, &ms) == JITK_OK)
-      printf("remote cache: %s, answers in %.1f ms\n", ri.url, ms);
+      printf("remote cache: %s, answers in %.1f ms%s\n", ri.url, ms, sig);
     else
-      printf("remote cache: %s, NOT USABLE: %s\n", ri.url, jitk_errmsg(ce));
+      printf("remote cache: %s, NOT USABLE: %s%s\n", ri.url, jitk_errmsg(ce), sig);
   }
   jitk_engine_destroy(ce);
 
@@ -1236,7 +1237,8 @@ static int cmd_cache(int argc, char **argv) {
         char in[32], out[32];
         human_bytes((size_t)ra.bytes_read, in, sizeof in);
         human_bytes((size_t)ra.bytes_written, out, sizeof out);
-        printf("remote:       %s (%s)\n", ra.url ? ra.url : "none now", ra.state);
+        printf("remote:       %s (%s%s)\n", ra.url ? ra.url : "none now", ra.state,
+               ra.signed_entries ? "; entries signed" : "");
         printf(
             "remote hits:  %llu\nremote misses: %llu\nremote errors: %llu (%llu entries "
             "rejected)\nremote bytes: %s read, %s written\n",

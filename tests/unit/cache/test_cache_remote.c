@@ -1072,6 +1072,7 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   jitk_engine *ea = keyed_engine(a, s.url, k1, &la);
   build(ea, 1);
   cr_assert_eq(remote_info(ea).stores, 1);
+  cr_assert_eq(remote_info(ea).signed_entries, 1);
   char names[8][96];
   cr_assert_eq(entry_keys(c, names, 8), 1);
   size_t n1;
@@ -1089,6 +1090,7 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   char *u = jt_tmpdir();
   jt_log lu = {0};
   jitk_engine *eu = remote_engine(u, s.url, &lu);
+  cr_assert_eq(remote_info(eu).signed_entries, 0);
   build(eu, 1);
   cr_assert_eq(jt_stats_mine(eu).compiles, 0);
   cr_assert_eq(remote_info(eu).hits, 1);
