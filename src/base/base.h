@@ -175,6 +175,18 @@ bool jk_loaded_build_id(const void *addr, const char *name, jk_build_id *out);
 bool jk_file_build_id(const char *path, jk_build_id *out);
 bool jk_build_id_same(const jk_build_id *a, const jk_build_id *b);
 
+/* What stat says of a file that changes whenever its contents may have:
+ * its device and inode, size, and modification and change times to the
+ * nanosecond (file_stamp.c). */
+struct stat;
+typedef struct jk_file_stamp {
+  uint64_t dev, ino;
+  int64_t size, mtime_ns, ctime_ns;
+} jk_file_stamp;
+
+void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out);
+bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b);
+
 /* SHA-256 over data given in pieces, and HMAC-SHA-256 (sha256.c). */
 typedef struct jk_sha256 {
   uint32_t h[8];

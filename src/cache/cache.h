@@ -73,8 +73,7 @@ typedef struct jk_trust {
 /* A remembered content hash of a large file, valid while its stat data
  * is unchanged (deps.c). */
 typedef struct jk_file_memo {
-  uint64_t dev, ino;
-  int64_t size, mtime_ns, ctime_ns;
+  jk_file_stamp stamp;
   uint8_t hash[16];
   bool used, dirty; /* dirty: not yet in the database */
 } jk_file_memo;

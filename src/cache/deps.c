@@ -39,21 +39,15 @@
 /* How old a file's change time must be before its hash is remembered. */
 #define JK_MEMO_SETTLE_NS 2000000000LL
 
-static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
-
 static bool memo_matches(const jk_file_memo *m, const struct stat *st) {
-  return m->used && m->dev == (uint64_t)st->st_dev && m->ino == (uint64_t)st->st_ino &&
-         m->size == (int64_t)st->st_size && m->mtime_ns == ns_of(st->st_mtim) &&
-         m->ctime_ns == ns_of(st->st_ctim);
+  jk_file_stamp now;
+  jk_file_stamp_of(st, &now);
+  return m->used && jk_file_stamp_same(&m->stamp, &now);
 }
 
 static void memo_fill(jk_file_memo *m, const struct stat *st, const uint8_t hash[16]) {
   m->used = true;
-  m->dev = (uint64_t)st->st_dev;
-  m->ino = (uint64_t)st->st_ino;
-  m->size = (int64_t)st->st_size;
-  m->mtime_ns = ns_of(st->st_mtim);
-  m->ctime_ns = ns_of(st->st_ctim);
+  jk_file_stamp_of(st, &m->stamp);
   memcpy(m->hash, hash, 16);
 }
 
@@ -76,9 +70,13 @@ static bool hash_fd(jitk_engine *e, int fd, const struct stat *st, uint8_t out[1
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s));
     memcpy(out, c.digest, 16);
     struct stat after;
-    *stable = fstat(fd, &after) == 0 && after.st_size == st->st_size &&
-              ns_of(after.st_mtim) == ns_of(st->st_mtim) &&
-              ns_of(after.st_ctim) == ns_of(st->st_ctim);
+    jk_file_stamp was, now;
+    jk_file_stamp_of(st, &was);
+    *stable = fstat(fd, &after) == 0;
+    if (*stable) {
+      jk_file_stamp_of(&after, &now);
+      *stable = jk_file_stamp_same(&was, &now);
+    }
   }
   XXH3_freeState(s);
   jk_free(e, buf);
@@ -143,11 +141,11 @@ static bool memo_from_db(jitk_engine *e, const struct stat *st, jk_file_memo *ou
   if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_bytes(q, 3) == 16) {
     memset(out, 0, sizeof *out);
     out->used = true;
-    out->dev = (uint64_t)st->st_dev;
-    out->ino = (uint64_t)st->st_ino;
-    out->size = sqlite3_column_int64(q, 0);
-    out->mtime_ns = sqlite3_column_int64(q, 1);
-    out->ctime_ns = sqlite3_column_int64(q, 2);
+    out->stamp.dev = (uint64_t)st->st_dev;
+    out->stamp.ino = (uint64_t)st->st_ino;
+    out->stamp.size = sqlite3_column_int64(q, 0);
+    out->stamp.mtime_ns = sqlite3_column_int64(q, 1);
+    out->stamp.ctime_ns = sqlite3_column_int64(q, 2);
     memcpy(out->hash, sqlite3_column_blob(q, 3), 16);
     found = true;
   }
@@ -183,9 +181,13 @@ bool jk_file_digest_stat(jitk_engine *e, const char *path, const struct stat *sp
   if (!hash_file(e, path, &st, out, &stable)) return false;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  if (large && stable && ns_of(now) - ns_of(st.st_ctim) > JK_MEMO_SETTLE_NS) {
+  jk_file_memo fresh;
+  memset(&fresh, 0, sizeof fresh);
+  memo_fill(&fresh, &st, out);
+  if (large && stable &&
+      (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - fresh.stamp.ctime_ns > JK_MEMO_SETTLE_NS) {
     jk_file_memo *m = &c->memos[c->next_memo++ % JK_FILE_MEMOS];
-    memo_fill(m, &st, out);
+    *m = fresh;
     m->dirty = true;
   }
   return true;
@@ -204,11 +206,11 @@ int jk_memo_write(jitk_engine *e) {
                               "hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                               -1, &q, NULL);
     if (rc != SQLITE_OK) break;
-    sqlite3_bind_int64(q, 1, (int64_t)m->dev);
-    sqlite3_bind_int64(q, 2, (int64_t)m->ino);
-    sqlite3_bind_int64(q, 3, m->size);
-    sqlite3_bind_int64(q, 4, m->mtime_ns);
-    sqlite3_bind_int64(q, 5, m->ctime_ns);
+    sqlite3_bind_int64(q, 1, (int64_t)m->stamp.dev);
+    sqlite3_bind_int64(q, 2, (int64_t)m->stamp.ino);
+    sqlite3_bind_int64(q, 3, m->stamp.size);
+    sqlite3_bind_int64(q, 4, m->stamp.mtime_ns);
+    sqlite3_bind_int64(q, 5, m->stamp.ctime_ns);
     sqlite3_bind_blob(q, 6, m->hash, 16, SQLITE_STATIC);
     rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
     sqlite3_reset(q);

@@ -368,15 +368,9 @@ static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len
   return true;
 }
 
-static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
-
 static void stamp_of(jk_dep *d, const struct stat *st) {
   d->stamped = true;
-  d->stamp.dev = (uint64_t)st->st_dev;
-  d->stamp.ino = (uint64_t)st->st_ino;
-  d->stamp.size = (int64_t)st->st_size;
-  d->stamp.mtime_ns = ns_of(st->st_mtim);
-  d->stamp.ctime_ns = ns_of(st->st_ctim);
+  jk_file_stamp_of(st, &d->stamp);
 }
 
 bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
@@ -391,11 +385,11 @@ bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
     } else if (x->state == 'O') {
       holds = r == 0 && !S_ISREG(st.st_mode);
     } else {
-      jk_dep now;
       holds = r == 0 && S_ISREG(st.st_mode);
       if (holds && x->stamped) {
-        stamp_of(&now, &st);
-        holds = memcmp(&now.stamp, &x->stamp, sizeof now.stamp) == 0;
+        jk_file_stamp now;
+        jk_file_stamp_of(&st, &now);
+        holds = jk_file_stamp_same(&now, &x->stamp);
       }
     }
     if (!holds) {

@@ -178,10 +178,7 @@ typedef struct jk_dep {
    * record the cache keeps. */
   bool stamped;
   uint8_t hash[16];
-  struct {
-    uint64_t dev, ino;
-    int64_t size, mtime_ns, ctime_ns;
-  } stamp;
+  jk_file_stamp stamp;
 } jk_dep;
 
 typedef struct jk_deps {

@@ -1,0 +1,26 @@
+/*
+ * What stat says of a file that tells whether it may have changed: the
+ * same device, inode, size, modification and change times (to the
+ * nanosecond) as before mean the same contents, short of a writer that
+ * resets the times, which cannot reset the change time. The cache's
+ * remembered hashes of large files and the dependency scan's check after
+ * a compile both ask it.
+ */
+#include <sys/stat.h>
+
+#include "base/base.h"
+
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
+
+void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out) {
+  out->dev = (uint64_t)st->st_dev;
+  out->ino = (uint64_t)st->st_ino;
+  out->size = (int64_t)st->st_size;
+  out->mtime_ns = ns_of(st->st_mtim);
+  out->ctime_ns = ns_of(st->st_ctim);
+}
+
+bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b) {
+  return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+         a->ctime_ns == b->ctime_ns;
+}
