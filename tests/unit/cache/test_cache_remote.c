@@ -1143,6 +1143,26 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
     cr_assert(memcmp(fixed, "JITKRMT2", 8) == 0, "%s: replaced with a signed value", what[d]);
     free(fixed);
   }
+  /* A pull by a keyed machine takes the signed entry and leaves an
+   * unsigned one (kernel 2, from a machine without the key) alone. */
+  char *u2 = jt_tmpdir();
+  jt_log lu2 = {0};
+  jitk_engine *eu2 = remote_engine(u2, s.url, &lu2);
+  build(eu2, 2);
+  jitk_engine_destroy(eu2);
+  jt_rmdir(u2);
+  char *p = jt_tmpdir();
+  jt_log lp = {0};
+  jitk_engine *ep = keyed_engine(p, s.url, k1, &lp);
+  size_t pulled = 0, rejected = 0;
+  JT_OK(ep, jitk_cache_remote_pull(ep, &pulled, &rejected));
+  cr_assert_eq(pulled, 1, "the signed entry pulled");
+  cr_assert_eq(rejected, 1, "the unsigned one rejected");
+  build(ep, 1);
+  build(ep, 2);
+  cr_assert_eq(jt_stats_mine(ep).compiles, 1, "kernel 1 from the pull, kernel 2 compiled");
+  jitk_engine_destroy(ep);
+  jt_rmdir(p);
   free(later);
   free(v1);
   jitk_engine_destroy(ea);
