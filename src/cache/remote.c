@@ -31,7 +31,8 @@
  * the magic "JITKRMT1", then little-endian u32 format, u32 image kind,
  * f64 compile milliseconds, and five fields of a u64 length and the
  * bytes: key material, checksum, names, log, image. A signed value has
- * the magic "JITKRMT2" and its 32-byte tag last.
+ * the magic "JITKRMT2" and its 32-byte tag last, and a signed lease's
+ * value is the holder's node with a tag after it (lease_value).
  */
 #include <errno.h>
 #include <poll.h>
@@ -970,6 +971,45 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
   return st;
 }
 
+/* A lease's value: this process's node, and with a key, "/" and the
+ * first 16 bytes (in hex) of the HMAC-SHA-256 of the lease's name, a
+ * newline and the node under the key. Without the key nobody can write a
+ * lease that keyed processes wait for: a planted one would otherwise
+ * hold every such process a minute per kernel. */
+static void lease_value(const jk_remote *r, const char *name, const char *node, char *out,
+                        size_t n) {
+  if (r->key == NULL) {
+    snprintf(out, n, "%s", node);
+    return;
+  }
+  /* The name is under 96 bytes and the node under 400 (lease_honoured's
+   * bound; this process's own is under 320). */
+  char msg[512];
+  const int len = snprintf(msg, sizeof msg, "%s\n%s", name, node);
+  unsigned char tag[32];
+  jk_hmac_sha256(r->key, r->key_len, msg, len > 0 && (size_t)len < sizeof msg ? (size_t)len : 0,
+                 tag);
+  char hex[33];
+  for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", tag[i]);
+  snprintf(out, n, "%s/%s", node, hex);
+}
+
+/* Whether a lease's value (as GET returned it) is one that keyed
+ * processes wait for: any value without a key, else one whose tag the
+ * key confirms. */
+static bool lease_honoured(const jk_remote *r, const char *name, const redisReply *v) {
+  if (r->key == NULL) return true;
+  if (v == NULL || v->type != REDIS_REPLY_STRING || v->len >= 400) return false;
+  char given[400], node[400], want[480];
+  memcpy(given, v->str, v->len);
+  given[v->len] = '\0';
+  const char *slash = strrchr(given, '/');
+  if (slash == NULL) return false;
+  snprintf(node, sizeof node, "%.*s", (int)(slash - given), given);
+  lease_value(r, name, node, want, sizeof want);
+  return strlen(want) == v->len && jk_same_secret(want, given, v->len);
+}
+
 jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
   jk_remote *r = &e->cache.remote;
   if (!r->enabled) return JK_LEASE_NONE;
@@ -977,12 +1017,26 @@ jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
   redisContext *c = connection(e, r);
   jk_lease got = JK_LEASE_NONE;
   if (c != NULL) {
-    char name[96];
+    char name[96], value[400];
     key_name(request, "lease:", name, sizeof name);
-    redisReply *rep = ask(e, r, "SET NX", "SET %s %s NX PX %d", name, r->node, r->lease_ms);
+    lease_value(r, name, r->node, value, sizeof value);
+    redisReply *rep = ask(e, r, "SET NX", "SET %s %s NX PX %d", name, value, r->lease_ms);
     if (rep != NULL) {
       got = rep->type == REDIS_REPLY_STATUS ? JK_LEASE_MINE : JK_LEASE_OTHERS;
       freeReplyObject(rep);
+    }
+    /* Someone else's lease: with a key, waited for only when signed. */
+    if (got == JK_LEASE_OTHERS && r->key != NULL) {
+      rep = ask(e, r, "GET", "GET %s", name);
+      if (rep == NULL || !lease_honoured(r, name, rep)) {
+        got = JK_LEASE_NONE;
+        if (rep != NULL)
+          jk_log(e, JITK_LOG_INFO,
+                 "kernel cache: a lease in the remote %s is not signed with this cluster's key; "
+                 "compiling without waiting for it",
+                 r->url);
+      }
+      if (rep != NULL) freeReplyObject(rep);
     }
   }
   pthread_mutex_unlock(&r->lock);
@@ -998,10 +1052,12 @@ void jk_remote_release(jitk_engine *e, const jk_key *request) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
     /* Only this process's lease: one that expired may be another's now. */
+    char value[400];
+    lease_value(r, name, r->node, value, sizeof value);
     redisReply *rep = ask(e, r, "EVAL", "EVAL %s 1 %s %s",
                           "if redis.call('get', KEYS[1]) == ARGV[1] then "
                           "return redis.call('del', KEYS[1]) end return 0",
-                          name, r->node);
+                          name, value);
     if (rep != NULL) freeReplyObject(rep);
   }
   pthread_mutex_unlock(&r->lock);
@@ -1016,9 +1072,12 @@ bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
   if (c != NULL) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
-    redisReply *rep = ask(e, r, "EXISTS", "EXISTS %s", name);
+    /* With a key, a lease counts only when signed (lease_honoured). */
+    redisReply *rep =
+        r->key != NULL ? ask(e, r, "GET", "GET %s", name) : ask(e, r, "EXISTS", "EXISTS %s", name);
     if (rep != NULL) {
-      held = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+      held = r->key != NULL ? rep->type == REDIS_REPLY_STRING && lease_honoured(r, name, rep)
+                            : rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
       freeReplyObject(rep);
     }
   }

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "unit/cache/cache_common.h"
 
 /* A port nothing listens on now (the kernel's choice for a bound socket,
@@ -1163,6 +1164,51 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   cr_assert_eq(jt_stats_mine(ep).compiles, 1, "kernel 1 from the pull, kernel 2 compiled");
   jitk_engine_destroy(ep);
   jt_rmdir(p);
+  /* Leases: one written without the key is not waited for; a signed one
+   * is, for the remote's wait (shortened here). The lease's name is the
+   * entry's with "lease:" before the request's key; its value the node,
+   * "/" and the first 16 bytes of HMAC-SHA-256(key, name "\n" node) in
+   * hex. */
+  setenv("JITK_CACHE_REMOTE_WAIT_MS", "1500", 1);
+  const char *colon = strrchr(names[0], ':');
+  char lease[128];
+  snprintf(lease, sizeof lease, "%.*slease:%s", (int)(colon + 1 - names[0]), names[0], colon + 1);
+  const char *secret = "the cluster's secret, 41 bytes long......";
+  char msg[256], signed_value[128];
+  snprintf(msg, sizeof msg, "%s\nother-host:1", lease);
+  unsigned char tag[32];
+  jk_hmac_sha256(secret, strlen(secret), msg, strlen(msg), tag);
+  int at = snprintf(signed_value, sizeof signed_value, "other-host:1/");
+  for (int i = 0; i < 16; i++) at += snprintf(signed_value + at, 3, "%02x", tag[i]);
+  const char *values[] = {"other-host:1", "other-host:1/0123456789abcdef0123456789abcdef",
+                          signed_value};
+  for (int v = 0; v < 3; v++) {
+    redisReply *r = redisCommand(c, "DEL %s", names[0]);
+    freeReplyObject(r);
+    r = redisCommand(c, "SET %s %s PX 60000", lease, values[v]);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    char *dir = jt_tmpdir();
+    jt_log l = {0};
+    jitk_engine *e = keyed_engine(dir, s.url, k1, &l);
+    const double t0 = now_ms();
+    build(e, 1);
+    const double took = now_ms() - t0;
+    jitk_cache_remote_info i = remote_info(e);
+    cr_assert_eq(jt_stats_mine(e).compiles, 1, "%s", values[v]);
+    if (v < 2) {
+      cr_assert_eq(i.lease_waits, 0, "%s: not waited for", values[v]);
+      cr_assert(took < 1000, "%s: %.0f ms", values[v], took);
+    } else {
+      cr_assert_eq(i.lease_waits, 1, "a signed lease is waited for");
+      cr_assert(took >= 1400, "%.0f ms", took);
+    }
+    jitk_engine_destroy(e);
+    jt_rmdir(dir);
+  }
+  unsetenv("JITK_CACHE_REMOTE_WAIT_MS");
+  redisReply *del = redisCommand(c, "DEL %s", lease);
+  freeReplyObject(del);
   free(later);
   free(v1);
   jitk_engine_destroy(ea);
