@@ -404,8 +404,10 @@ typedef struct jitk_engine_config {
    * trailing newline is not part of it), which every machine of the
    * cluster shares. With a key, jitk signs each entry it sends to the
    * remote (HMAC-SHA-256 over the whole value) and serves from the remote
-   * only entries whose signature the key confirms, so that whoever can
-   * write to the Redis database without the key cannot plant a kernel.
+   * only entries whose signature the key confirms, and signs its leases
+   * and waits only for signed ones, so that whoever can write to the
+   * Redis database without the key can neither plant a kernel nor hold
+   * the cluster's compiles.
    * The file must be readable by its owner alone; one that others may
    * read, or that cannot be read, turns the remote off with one warning
    * (never on without the check). NULL: $JITK_CACHE_REMOTE_KEY_FILE, else
