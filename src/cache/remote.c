@@ -63,8 +63,19 @@
 /* Rounds of SCAN a pull takes at most (100 keys a round). */
 #define JK_REMOTE_MAX_SCAN_ROUNDS 1000000u
 /* What one reply may hold beyond the largest entry the local store keeps
- * (its size cap): the reply's own framing, and a SCAN's hundred keys. */
+ * (its size cap): the reply's own framing. Also all that a reply without
+ * data (a status, a number, a lease's value) may hold. */
 #define JK_REMOTE_REPLY_MARGIN ((int64_t)64 << 10)
+/* What a SCAN round's reply may hold: it asks for 100 keys of about 50
+ * bytes, and Redis answers about that many. The bound is also what keeps
+ * hiredis's objects for a reply of many tiny elements (some 60 bytes
+ * each, whatever the element's size on the wire) within reason. */
+#define JK_REMOTE_LISTING_CAP ((int64_t)1 << 20)
+
+/* The replies a command may have: a value of the store (an entry, as
+ * large as the local cap allows), a SCAN's listing (the only arrays jitk
+ * asks for), or something small. */
+typedef enum jk_reply_kind { JK_REPLY_SMALL, JK_REPLY_VALUE, JK_REPLY_LISTING } jk_reply_kind;
 
 /* --- Configuration --- */
 
@@ -351,23 +362,36 @@ static bool announces_more(const redisReader *rd, int64_t cap) {
  * and hiredis buffers a bulk string whole, however long the server says
  * it is. So the whole exchange has a deadline `ms` from now (each write
  * bounded by what is left of it, each read waited for by poll() with
- * what is left), and the replies may hold at most the local store's size
- * cap and a margin, checked as they come: an entry larger than the cap
- * would not be kept anyway. Under r->lock, on r->conn; false after
+ * what is left), and the replies may hold at most what their `kind`
+ * needs, checked as they come: a value, the local store's size cap and a
+ * margin (an entry larger than the cap would not be kept anyway); a
+ * listing, JK_REMOTE_LISTING_CAP; anything else, the margin. Only a
+ * listing may be an array. Under r->lock, on r->conn; false after
  * failed() (the connection dropped, `out` empty). A failed append leaves
  * its error on the connection, which ends the exchange here. */
-static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *what,
-                     redisReply **out, int n) {
+static bool exchange(jitk_engine *e, jk_remote *r, int ms, jk_reply_kind kind,
+                     const char *const *what, redisReply **out, int n) {
   redisContext *c = r->conn;
-  int64_t deadline = now_ms() + ms, cap = e->cache.max_bytes + JK_REMOTE_REPLY_MARGIN;
-  int64_t received = 0, left;
+  const int64_t cap = kind == JK_REPLY_VALUE     ? e->cache.max_bytes + JK_REMOTE_REPLY_MARGIN
+                      : kind == JK_REPLY_LISTING ? JK_REMOTE_LISTING_CAP
+                                                 : JK_REMOTE_REPLY_MARGIN;
+  int64_t deadline = now_ms() + ms, received = 0, left;
   int got = 0, done = 0;
-  bool too_big = false;
+  bool too_big = false, array = false;
   while (!c->err && !done && (left = deadline - now_ms()) > 0) {
     set_timeout(c, (int)left);
     redisBufferWrite(c, &done);
   }
-  while (!c->err && done && got < n && !too_big) {
+  while (!c->err && done && got < n && !too_big && !array) {
+    /* An array where none was asked for is refused at its first byte,
+     * before hiredis reads its count and makes room for that many
+     * elements. The reader is at a reply's first byte between replies
+     * (ridx -1) and once it has set up the reply's task without reading
+     * its type yet (ridx 0, type -1). */
+    const redisReader *rd = c->reader;
+    const bool at_start = rd->ridx == -1 || (rd->ridx == 0 && rd->rstack[0].type < 0);
+    array = kind != JK_REPLY_LISTING && at_start && rd->pos < rd->len && rd->buf[rd->pos] == '*';
+    if (array) break;
     void *reply = NULL;
     if (redisGetReplyFromReader(c, &reply) != REDIS_OK) break;
     if (reply != NULL) {
@@ -395,9 +419,11 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *wh
     snprintf(detail, sizeof detail, "%s", last->str ? last->str : "an error");
     for (char *q = detail; *q; q++)
       if ((unsigned char)*q < 0x20 || (unsigned char)*q == 0x7f) *q = '?';
+  } else if (array) {
+    snprintf(detail, sizeof detail, "an array in reply, where none was asked for");
   } else if (too_big) {
-    snprintf(detail, sizeof detail,
-             "a reply of more than %lld bytes (the cache's size cap and 64 KiB)", (long long)cap);
+    snprintf(detail, sizeof detail, "a reply of more than %lld bytes%s", (long long)cap,
+             kind == JK_REPLY_VALUE ? " (the cache's size cap and 64 KiB)" : "");
   } else if (now_ms() >= deadline) {
     snprintf(detail, sizeof detail, "no whole reply within %d ms", ms);
   } else {
@@ -415,13 +441,14 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, const char *const *wh
 
 /* One command, formatted as redisCommand formats it, and its reply within
  * the request timeout; NULL after failed(). Under r->lock, on r->conn. */
-static redisReply *ask(jitk_engine *e, jk_remote *r, const char *what, const char *format, ...) {
+static redisReply *ask(jitk_engine *e, jk_remote *r, jk_reply_kind kind, const char *what,
+                       const char *format, ...) {
   va_list ap;
   va_start(ap, format);
   redisvAppendCommand(r->conn, format, ap);
   va_end(ap);
   redisReply *reply = NULL;
-  return exchange(e, r, r->request_ms, &what, &reply, 1) ? reply : NULL;
+  return exchange(e, r, r->request_ms, kind, &what, &reply, 1) ? reply : NULL;
 }
 
 /* The connection, made when there is none and the back-off has passed:
@@ -468,7 +495,7 @@ static redisContext *connection(jitk_engine *e, jk_remote *r) {
   }
   redisAppendCommand(c, "PING");
   what[n++] = "PING";
-  if (!exchange(e, r, r->answer_ms, what, replies, n)) return NULL;
+  if (!exchange(e, r, r->answer_ms, JK_REPLY_SMALL, what, replies, n)) return NULL;
   for (int i = 0; i < n; i++) freeReplyObject(replies[i]);
   r->retry_at = 0;
   snprintf(r->state, sizeof r->state, "on");
@@ -625,7 +652,7 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
   if (c != NULL) {
     char name[96];
     key_name(request, "", name, sizeof name);
-    redisReply *rep = ask(e, r, "GET", "GET %s", name);
+    redisReply *rep = ask(e, r, JK_REPLY_VALUE, "GET", "GET %s", name);
     if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
       *present = true;
       r->stats.bytes_read += (uint64_t)rep->len;
@@ -716,7 +743,7 @@ static bool send_value(jitk_engine *e, jk_remote *r, const jk_key *request, cons
   if (c == NULL) return false;
   char name[96];
   key_name(request, "", name, sizeof name);
-  redisReply *rep = ask(e, r, "SET", "SET %s %b", name, v->data, v->len);
+  redisReply *rep = ask(e, r, JK_REPLY_SMALL, "SET", "SET %s %b", name, v->data, v->len);
   if (rep == NULL) return false;
   r->stats.stores++;
   r->stats.bytes_written += v->len;
@@ -866,7 +893,8 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
     pthread_mutex_lock(&r->lock);
     redisContext *ctx = connection(e, r);
     redisReply *scan =
-        ctx ? ask(e, r, "SCAN", "SCAN %s MATCH %s COUNT 100", cursor, pattern) : NULL;
+        ctx ? ask(e, r, JK_REPLY_LISTING, "SCAN", "SCAN %s MATCH %s COUNT 100", cursor, pattern)
+            : NULL;
     if (scan == NULL || scan->type != REDIS_REPLY_ARRAY || scan->elements != 2 ||
         scan->element[0]->type != REDIS_REPLY_STRING ||
         scan->element[1]->type != REDIS_REPLY_ARRAY) {
@@ -907,7 +935,7 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
         sscanf(name + prefix + 2 * b, "%2x", &v);
         request.bytes[b] = (unsigned char)v;
       }
-      redisReply *rep = ask(e, r, "GET", "GET %s", name);
+      redisReply *rep = ask(e, r, JK_REPLY_VALUE, "GET", "GET %s", name);
       if (rep == NULL) {
         st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s is %s", r->url,
                      r->state);
@@ -1020,14 +1048,15 @@ jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
     char name[96], value[400];
     key_name(request, "lease:", name, sizeof name);
     lease_value(r, name, r->node, value, sizeof value);
-    redisReply *rep = ask(e, r, "SET NX", "SET %s %s NX PX %d", name, value, r->lease_ms);
+    redisReply *rep =
+        ask(e, r, JK_REPLY_SMALL, "SET NX", "SET %s %s NX PX %d", name, value, r->lease_ms);
     if (rep != NULL) {
       got = rep->type == REDIS_REPLY_STATUS ? JK_LEASE_MINE : JK_LEASE_OTHERS;
       freeReplyObject(rep);
     }
     /* Someone else's lease: with a key, waited for only when signed. */
     if (got == JK_LEASE_OTHERS && r->key != NULL) {
-      rep = ask(e, r, "GET", "GET %s", name);
+      rep = ask(e, r, JK_REPLY_SMALL, "GET", "GET %s", name);
       if (rep == NULL || !lease_honoured(r, name, rep)) {
         got = JK_LEASE_NONE;
         if (rep != NULL)
@@ -1054,7 +1083,7 @@ void jk_remote_release(jitk_engine *e, const jk_key *request) {
     /* Only this process's lease: one that expired may be another's now. */
     char value[400];
     lease_value(r, name, r->node, value, sizeof value);
-    redisReply *rep = ask(e, r, "EVAL", "EVAL %s 1 %s %s",
+    redisReply *rep = ask(e, r, JK_REPLY_SMALL, "EVAL", "EVAL %s 1 %s %s",
                           "if redis.call('get', KEYS[1]) == ARGV[1] then "
                           "return redis.call('del', KEYS[1]) end return 0",
                           name, value);
@@ -1073,8 +1102,8 @@ bool jk_remote_lease_held(jitk_engine *e, const jk_key *request) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
     /* With a key, a lease counts only when signed (lease_honoured). */
-    redisReply *rep =
-        r->key != NULL ? ask(e, r, "GET", "GET %s", name) : ask(e, r, "EXISTS", "EXISTS %s", name);
+    redisReply *rep = r->key != NULL ? ask(e, r, JK_REPLY_SMALL, "GET", "GET %s", name)
+                                     : ask(e, r, JK_REPLY_SMALL, "EXISTS", "EXISTS %s", name);
     if (rep != NULL) {
       held = r->key != NULL ? rep->type == REDIS_REPLY_STRING && lease_honoured(r, name, rep)
                             : rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
@@ -1234,7 +1263,7 @@ jitk_status jitk_cache_remote_ping(jitk_engine *e, double *milliseconds) {
   redisContext *c = connection(e, r);
   jitk_status st = JITK_OK;
   if (c != NULL) {
-    redisReply *rep = ask(e, r, "PING", "PING");
+    redisReply *rep = ask(e, r, JK_REPLY_SMALL, "PING", "PING");
     if (rep != NULL)
       freeReplyObject(rep);
     else

@@ -9,7 +9,8 @@
  * one warning and a bounded delay, and everything still compiles; keys
  * Redis evicts under maxmemory are recompiled without an error; a server
  * that drips its reply, or announces or streams one larger than the
- * cache keeps, is given up at the request's deadline or at the cap, and
+ * command may have, or answers with an array where none was asked for,
+ * is given up at the request's deadline, at the cap or at once, and
  * one merely slow within the deadline is served; machines sharing a
  * key serve each other's signed entries and refuse any other; a URL
  * that does not parse, or a password in a file others can read, turns the
@@ -610,6 +611,7 @@ Test(remote, push_and_pull_copy_between_tiers) {
  * with `get` (by default nil) and anything else with nil. Serves one
  * connection after another until `stop`.
  *
+ * A SET (a lease's or a store's) is answered with `set` where given.
  * It can also be slow or endless, as a server (or anything else on the
  * port) may be: the GET reply, `get_len` bytes when it holds zero bytes,
  * goes out in pieces of `piece` bytes `pause_ms` apart; and after the GET
@@ -619,7 +621,7 @@ Test(remote, push_and_pull_copy_between_tiers) {
 typedef struct odd_server {
   int listener;
   volatile int stop;
-  const char *scan, *get, *exists;
+  const char *scan, *get, *exists, *set;
   size_t get_len;
   size_t piece;
   int pause_ms;
@@ -674,12 +676,14 @@ static void *odd_serve(void *arg) {
       const char *scan = o->scan ? o->scan : "*2\r\n$1\r\n0\r\n*3\r\n:5\r\n*0\r\n$3\r\nabc\r\n";
       bool ping = strstr(buf, "PING") != NULL, is_scan = !ping && strstr(buf, "SCAN");
       bool get = !ping && !is_scan && strstr(buf, "GET") && o->get;
+      bool set = !ping && !is_scan && !get && strstr(buf, "SET") && o->set;
       const char *reply = ping                                 ? "+PONG\r\n"
                           : is_scan                            ? scan
+                          : set                                ? o->set
                           : strstr(buf, "EXISTS") && o->exists ? o->exists
                                                                : "$-1\r\n";
       if (get ? !odd_send_get(o, c) : !odd_send(c, reply, strlen(reply))) break;
-      if ((get || is_scan) && o->stream != NULL) odd_stream(o, c);
+      if ((get || is_scan || set) && o->stream != NULL) odd_stream(o, c);
     }
     close(c);
   }
@@ -819,24 +823,24 @@ static const char *filler(void) {
   return bytes;
 }
 
-/* Against odd server `o`, which streams a reply larger than the cap of an
- * engine's cache (`max_bytes`, 0: the default): a lookup (or a pull,
+/* Against odd server `o`, which streams a reply larger than the command
+ * may have (a value: the cap of an engine's cache, `max_bytes`, 0: the
+ * default), or an array where none was asked for: a lookup (or a pull,
  * which then fails) refuses the reply, the remote goes off with one
- * warning, the kernel compiles here, and the client closes having taken
- * far less than the server would have sent. */
-static void refused_past_the_cap(odd_server *o, int64_t max_bytes, bool pull) {
+ * warning saying `why`, the kernel compiles here, and the client closes
+ * having taken far less than the server would have sent. */
+static void refused_reply(odd_server *o, int64_t max_bytes, bool pull, const char *why) {
   odd_start(o);
   char *dir = jt_tmpdir();
   jt_log log = {0};
   jitk_engine *e = remote_engine_capped(dir, o->url, &log, max_bytes);
-  if (pull) JT_FAILS(e, JITK_ERR_CACHE, "more than", jitk_cache_remote_pull(e, NULL, NULL));
+  if (pull) JT_FAILS(e, JITK_ERR_CACHE, why, jitk_cache_remote_pull(e, NULL, NULL));
   build(e, 1);
   jitk_cache_remote_info i = remote_info(e);
   cr_assert_eq(jt_stats_mine(e).compiles, 1, "compiled here");
   cr_assert_eq(i.errors, 1);
   cr_assert_eq(log.warnings, 1, "%d warnings, the last: %s", log.warnings, log.last_warning);
-  cr_assert(strncmp(i.state, "off for", 7) == 0 && strstr(i.state, "more than") != NULL, "%s",
-            i.state);
+  cr_assert(strncmp(i.state, "off for", 7) == 0 && strstr(i.state, why) != NULL, "%s", i.state);
   jitk_engine_destroy(e);
   odd_stop(o);
   cr_log_info("%zu bytes streamed before the client closed", o->sent);
@@ -854,12 +858,12 @@ Test(remote, a_huge_announced_reply_is_refused) {
   o.get = "$2000000000\r\n";
   o.stream = filler();
   o.stream_max = (size_t)256 << 20;
-  refused_past_the_cap(&o, 0, false);
+  refused_reply(&o, 0, false, "more than");
 }
 
 /* A reply of many small parts, none of them large, adds up all the same:
  * a SCAN that answers 100000 keys of 1000 bytes (100 MB) is refused once
- * it passes the cap (256 KiB for the cache here, and the margin). */
+ * it passes a listing's cap (1 MiB, whatever the cache's). */
 Test(remote, a_reply_past_the_cap_is_refused) {
   static char key[1100];
   snprintf(key, sizeof key, "$1000\r\n%.1000s\r\n", filler());
@@ -867,7 +871,30 @@ Test(remote, a_reply_past_the_cap_is_refused) {
   o.scan = "*2\r\n$1\r\n0\r\n*100000\r\n";
   o.stream = key;
   o.stream_max = (size_t)100000 * strlen(key);
-  refused_past_the_cap(&o, (int64_t)256 << 10, true);
+  refused_reply(&o, 0, true, "more than 1048576 bytes");
+}
+
+/* A value answered with an array of two billion empty strings: hiredis
+ * would make room for that many elements at the count, and an object for
+ * each as it came (some 60 bytes for every 6 on the wire). It is refused
+ * at its first byte. */
+Test(remote, an_array_where_a_value_was_asked_for_is_refused) {
+  odd_server o = {0};
+  o.get = "*2000000000\r\n";
+  o.stream = "$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n";
+  o.stream_max = (size_t)256 << 20;
+  refused_reply(&o, 0, false, "an array");
+}
+
+/* A reply that carries no data (here, to the lease's SET) may hold 64
+ * KiB, not the cache's cap: a 100 MB value there is refused as soon as
+ * it is announced. */
+Test(remote, a_large_reply_where_a_small_one_was_asked_for_is_refused) {
+  odd_server o = {0};
+  o.set = "$100000000\r\n";
+  o.stream = filler();
+  o.stream_max = (size_t)100 << 20;
+  refused_reply(&o, 0, false, "more than 65536 bytes");
 }
 
 /* No false failures: a real entry whose reply comes in four pieces 100 ms
