@@ -853,12 +853,20 @@ static void refused_reply(odd_server *o, int64_t max_bytes, bool pull, const cha
  * entry the local cache keeps (its size cap, 1 GiB by default) and a
  * margin: this one is refused as soon as it is announced. The server
  * stops at 256 MiB, which a client without the cap buffers. */
-Test(remote, a_huge_announced_reply_is_refused) {
+/* refused_reply for a lookup against a server that answers GET with
+ * `get` (or a SET with `set`), then streams `stream` up to `max` bytes. */
+static void refused_lookup(const char *get, const char *set, const char *stream, size_t max,
+                           const char *why) {
   odd_server o = {0};
-  o.get = "$2000000000\r\n";
-  o.stream = filler();
-  o.stream_max = (size_t)256 << 20;
-  refused_reply(&o, 0, false, "more than");
+  o.get = get;
+  o.set = set;
+  o.stream = stream;
+  o.stream_max = max;
+  refused_reply(&o, 0, false, why);
+}
+
+Test(remote, a_huge_announced_reply_is_refused) {
+  refused_lookup("$2000000000\r\n", NULL, filler(), (size_t)256 << 20, "more than");
 }
 
 /* A reply of many small parts, none of them large, adds up all the same:
@@ -879,22 +887,15 @@ Test(remote, a_reply_past_the_cap_is_refused) {
  * each as it came (some 60 bytes for every 6 on the wire). It is refused
  * at its first byte. */
 Test(remote, an_array_where_a_value_was_asked_for_is_refused) {
-  odd_server o = {0};
-  o.get = "*2000000000\r\n";
-  o.stream = "$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n";
-  o.stream_max = (size_t)256 << 20;
-  refused_reply(&o, 0, false, "an array");
+  refused_lookup("*2000000000\r\n", NULL, "$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n",
+                 (size_t)256 << 20, "an array");
 }
 
 /* A reply that carries no data (here, to the lease's SET) may hold 64
  * KiB, not the cache's cap: a 100 MB value there is refused as soon as
  * it is announced. */
 Test(remote, a_large_reply_where_a_small_one_was_asked_for_is_refused) {
-  odd_server o = {0};
-  o.set = "$100000000\r\n";
-  o.stream = filler();
-  o.stream_max = (size_t)100 << 20;
-  refused_reply(&o, 0, false, "more than 65536 bytes");
+  refused_lookup(NULL, "$100000000\r\n", filler(), (size_t)100 << 20, "more than 65536 bytes");
 }
 
 /* No false failures: a real entry whose reply comes in four pieces 100 ms
