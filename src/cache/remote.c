@@ -255,7 +255,11 @@ jitk_status jk_remote_init(jitk_engine *e, const jitk_engine_config *cfg) {
                                                     : getenv("JITK_CACHE_REMOTE_KEY_FILE");
   if (why == NULL && url != NULL && key_file != NULL && *key_file != '\0') {
     r->key = key_from_file(e, key_file, &r->key_len, &why);
-    if (why != NULL) set_off(r, "off: %s", why);
+    if (why != NULL) {
+      char detail[512];
+      snprintf(detail, sizeof detail, "%s: %s", key_file, why);
+      set_off(r, "off: %s", detail);
+    }
   }
 #ifndef JITK_HAVE_HIREDIS
   if (why == NULL && url != NULL) {
