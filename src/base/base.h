@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #if defined(__GNUC__)
 #define JK_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -185,6 +186,8 @@ typedef struct jk_file_stamp {
 } jk_file_stamp;
 
 void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out);
+/* A time as nanoseconds since its clock's epoch. */
+int64_t jk_timespec_ns(struct timespec t);
 bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b);
 
 /* SHA-256 over data given in pieces, and HMAC-SHA-256 (sha256.c). */

@@ -10,14 +10,14 @@
 
 #include "base/base.h"
 
-static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
+int64_t jk_timespec_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
 
 void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out) {
   out->dev = (uint64_t)st->st_dev;
   out->ino = (uint64_t)st->st_ino;
   out->size = (int64_t)st->st_size;
-  out->mtime_ns = ns_of(st->st_mtim);
-  out->ctime_ns = ns_of(st->st_ctim);
+  out->mtime_ns = jk_timespec_ns(st->st_mtim);
+  out->ctime_ns = jk_timespec_ns(st->st_ctim);
 }
 
 bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b) {

@@ -181,13 +181,9 @@ bool jk_file_digest_stat(jitk_engine *e, const char *path, const struct stat *sp
   if (!hash_file(e, path, &st, out, &stable)) return false;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  jk_file_memo fresh;
-  memset(&fresh, 0, sizeof fresh);
-  memo_fill(&fresh, &st, out);
-  if (large && stable &&
-      (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - fresh.stamp.ctime_ns > JK_MEMO_SETTLE_NS) {
+  if (large && stable && jk_timespec_ns(now) - jk_timespec_ns(st.st_ctim) > JK_MEMO_SETTLE_NS) {
     jk_file_memo *m = &c->memos[c->next_memo++ % JK_FILE_MEMOS];
-    *m = fresh;
+    memo_fill(m, &st, out);
     m->dirty = true;
   }
   return true;
