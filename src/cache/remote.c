@@ -1021,8 +1021,11 @@ static void lease_value(const jk_remote *r, const char *name, const char *node, 
   unsigned char tag[32];
   jk_hmac_sha256(r->key, r->key_len, msg, len > 0 && (size_t)len < sizeof msg ? (size_t)len : 0,
                  tag);
+  /* Its first 16 bytes in hex, as a key's are written. */
+  jk_key first;
+  memcpy(first.bytes, tag, sizeof first.bytes);
   char hex[33];
-  for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", tag[i]);
+  jk_key_hex(&first, hex);
   snprintf(out, n, "%s/%s", node, hex);
 }
 
