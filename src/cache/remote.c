@@ -359,6 +359,43 @@ static bool announces_more(const redisReader *rd, int64_t cap) {
          announced > cap;
 }
 
+/* Whether a listing's unread bytes hold an array that announces more
+ * than `most` elements. hiredis makes room for an array's elements (8
+ * bytes each) as soon as it reads the count, before any of them arrive:
+ * a count of two billion would reserve 16 GB. The reader's cursor is
+ * always at the start of an item it has not taken, so the items are
+ * walked from there, over bulk strings' bytes (which may hold anything)
+ * and up to the first one not wholly buffered. */
+static bool announces_too_many(const redisReader *rd, int64_t most) {
+  const char *p = rd->buf + rd->pos, *end = rd->buf + rd->len;
+  while (p < end) {
+    const char type = *p;
+    const char *eol = memchr(p, '\r', (size_t)(end - p));
+    if (eol == NULL || end - eol < 2) return false; /* the line is not whole yet */
+    if (type == '*' || type == '$') {
+      /* A count or length: more than 18 digits is more than any bound. */
+      int64_t n = 0;
+      int digits = 0;
+      const char *q = p + 1;
+      for (; q < eol && *q >= '0' && *q <= '9'; q++, digits++)
+        if (digits < 18) n = n * 10 + (*q - '0');
+      if (type == '*' && (digits > 18 || n > most)) return true;
+      if (type == '$' && digits > 0 && q == eol) {
+        /* A bulk string's bytes and their CRLF are skipped whole, or the
+         * walk waits for them (a length past the reply's cap is refused
+         * by announces_more). */
+        if (digits > 18 || n > end - eol - 4) return false;
+        p = eol + 4 + n;
+        continue;
+      }
+    }
+    /* An array's count, a nil, a status, an error or a number: the next
+     * item starts after the line (hiredis rejects what is not one). */
+    p = eol + 2;
+  }
+  return false;
+}
+
 /* Sends the commands appended to the connection and reads their `n`
  * replies into `out`, each of any type but an error. The socket's timeout
  * bounds each read or write, not a reply: a server that sends a byte at a
@@ -370,7 +407,8 @@ static bool announces_more(const redisReader *rd, int64_t cap) {
  * needs, checked as they come: a value, the local store's size cap and a
  * margin (an entry larger than the cap would not be kept anyway); a
  * listing, JK_REMOTE_LISTING_CAP; anything else, the margin. Only a
- * listing may be an array. Under r->lock, on r->conn; false after
+ * listing may be an array, and none of its arrays may announce more
+ * elements than its cap could carry. Under r->lock, on r->conn; false after
  * failed() (the connection dropped, `out` empty). A failed append leaves
  * its error on the connection, which ends the exchange here. */
 static bool exchange(jitk_engine *e, jk_remote *r, int ms, jk_reply_kind kind,
@@ -381,12 +419,12 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, jk_reply_kind kind,
                                                  : JK_REMOTE_REPLY_MARGIN;
   int64_t deadline = now_ms() + ms, received = 0, left;
   int got = 0, done = 0;
-  bool too_big = false, array = false;
+  bool too_big = false, array = false, too_many = false;
   while (!c->err && !done && (left = deadline - now_ms()) > 0) {
     set_timeout(c, (int)left);
     redisBufferWrite(c, &done);
   }
-  while (!c->err && done && got < n && !too_big && !array) {
+  while (!c->err && done && got < n && !too_big && !array && !too_many) {
     /* An array where none was asked for is refused at its first byte,
      * before hiredis reads its count and makes room for that many
      * elements. The reader is at a reply's first byte between replies
@@ -396,6 +434,9 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, jk_reply_kind kind,
     const bool at_start = rd->ridx == -1 || (rd->ridx == 0 && rd->rstack[0].type < 0);
     array = kind != JK_REPLY_LISTING && at_start && rd->pos < rd->len && rd->buf[rd->pos] == '*';
     if (array) break;
+    /* In a listing, each element takes 3 bytes on the wire at least. */
+    too_many = kind == JK_REPLY_LISTING && announces_too_many(rd, cap / 3);
+    if (too_many) break;
     void *reply = NULL;
     if (redisGetReplyFromReader(c, &reply) != REDIS_OK) break;
     if (reply != NULL) {
@@ -425,6 +466,9 @@ static bool exchange(jitk_engine *e, jk_remote *r, int ms, jk_reply_kind kind,
       if ((unsigned char)*q < 0x20 || (unsigned char)*q == 0x7f) *q = '?';
   } else if (array) {
     snprintf(detail, sizeof detail, "an array in reply, where none was asked for");
+  } else if (too_many) {
+    snprintf(detail, sizeof detail, "an array of more elements than %lld bytes can hold",
+             (long long)cap);
   } else if (too_big) {
     snprintf(detail, sizeof detail, "a reply of more than %lld bytes%s", (long long)cap,
              kind == JK_REPLY_VALUE ? " (the cache's size cap and 64 KiB)" : "");

@@ -891,6 +891,40 @@ Test(remote, an_array_where_a_value_was_asked_for_is_refused) {
                  (size_t)256 << 20, "an array");
 }
 
+/* The process's peak of virtual memory, in KiB (0 where not known). */
+static long long vm_peak_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long long kib = 0;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmPeak: %lld kB", &kib) == 1) break;
+  if (f != NULL) fclose(f);
+  return kib;
+}
+
+/* A listing may hold arrays, but not of more elements than its 1 MiB
+ * could carry (3 bytes each at least): hiredis makes room for all of an
+ * array's elements at its count, so a SCAN answered with two billion keys
+ * once reserved 16 GB before the first of them came. Refused at the count,
+ * the outer array's or the keys', whatever follows; the process's peak of
+ * virtual memory stays where it was. */
+Test(remote, a_listing_announcing_too_many_keys_is_refused) {
+  static const char *const scans[] = {"*2\r\n$1\r\n0\r\n*2000000000\r\n",
+                                      "*2000000000\r\n$1\r\n0\r\n",
+                                      "*2\r\n$1\r\n0\r\n*99999999999999999999999\r\n"};
+  for (size_t i = 0; i < sizeof scans / sizeof scans[0]; i++) {
+    const long long before = vm_peak_kib();
+    odd_server o = {0};
+    o.scan = scans[i];
+    o.stream = "$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n$0\r\n\r\n";
+    o.stream_max = (size_t)64 << 20;
+    refused_reply(&o, 0, true, "more elements than 1048576 bytes can hold");
+    const long long grew = vm_peak_kib() - before;
+    cr_log_info("listing %zu: virtual memory's peak grew %lld KiB", i, grew);
+    cr_assert_lt(grew, 1LL << 20, "listing %zu: the peak grew %lld KiB", i, grew);
+  }
+}
+
 /* A reply that carries no data (here, to the lease's SET) may hold 64
  * KiB, not the cache's cap: a 100 MB value there is refused as soon as
  * it is announced. */
