@@ -32,7 +32,8 @@
  * f64 compile milliseconds, and five fields of a u64 length and the
  * bytes: key material, checksum, names, log, image. A signed value has
  * the magic "JITKRMT2" and its 32-byte tag last, and a signed lease's
- * value is the holder's node with a tag after it (lease_value).
+ * value is the holder's node with the lease's end and a tag after it
+ * (lease_value).
  */
 #include <errno.h>
 #include <poll.h>
@@ -1047,21 +1048,35 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
   return st;
 }
 
-/* A lease's value: this process's node, and with a key, "/" and the
- * first 16 bytes (in hex) of the HMAC-SHA-256 of the lease's name, a
- * newline and the node under the key. Without the key nobody can write a
- * lease that keyed processes wait for: a planted one would otherwise
- * hold every such process a minute per kernel. */
-static void lease_value(const jk_remote *r, const char *name, const char *node, char *out,
-                        size_t n) {
+/* The wall clock in ms since the epoch: a lease's end as every machine
+ * of the cluster reads it. */
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How far past a signed lease's end (by the reader's clock) it is still
+ * waited for: the machines' clocks may differ by this much. */
+#define JK_REMOTE_LEASE_SLACK_MS 1000
+
+/* A lease's value: this process's node; with a key, "/", the lease's end
+ * `until` (ms since the epoch, in decimal), "/" and the first 16 bytes
+ * (in hex) of the HMAC-SHA-256 of the lease's name, the node and the end,
+ * one a line, under the key. Without the key nobody can write a lease
+ * that keyed processes wait for: a planted one would otherwise hold every
+ * such process a minute per kernel. With the end signed, a copy of an
+ * earlier lease is honoured only as long as that lease was. */
+static void lease_value(const jk_remote *r, const char *name, const char *node, int64_t until,
+                        char *out, size_t n) {
   if (r->key == NULL) {
     snprintf(out, n, "%s", node);
     return;
   }
   /* The name is under 96 bytes and the node under 400 (lease_honoured's
    * bound; this process's own is under 320). */
-  char msg[512];
-  const int len = snprintf(msg, sizeof msg, "%s\n%s", name, node);
+  char msg[540];
+  const int len = snprintf(msg, sizeof msg, "%s\n%s\n%lld", name, node, (long long)until);
   unsigned char tag[32];
   jk_hmac_sha256(r->key, r->key_len, msg, len > 0 && (size_t)len < sizeof msg ? (size_t)len : 0,
                  tag);
@@ -1070,22 +1085,34 @@ static void lease_value(const jk_remote *r, const char *name, const char *node, 
   memcpy(first.bytes, tag, sizeof first.bytes);
   char hex[33];
   jk_key_hex(&first, hex);
-  snprintf(out, n, "%s/%s", node, hex);
+  snprintf(out, n, "%s/%lld/%s", node, (long long)until, hex);
 }
 
 /* Whether a lease's value (as GET returned it) is one that keyed
  * processes wait for: any value without a key, else one whose tag the
- * key confirms. */
+ * key confirms and whose end has not passed. */
 static bool lease_honoured(const jk_remote *r, const char *name, const redisReply *v) {
   if (r->key == NULL) return true;
   if (v == NULL || v->type != REDIS_REPLY_STRING || v->len >= 400) return false;
-  char given[400], node[400], want[480];
+  char given[400], node[400], want[520];
   memcpy(given, v->str, v->len);
   given[v->len] = '\0';
-  const char *slash = strrchr(given, '/');
+  char *slash = strrchr(given, '/');
   if (slash == NULL) return false;
-  snprintf(node, sizeof node, "%.*s", (int)(slash - given), given);
-  lease_value(r, name, node, want, sizeof want);
+  *slash = '\0';
+  char *end_at = strrchr(given, '/');
+  *slash = '/';
+  if (end_at == NULL) return false;
+  /* The end as its writer wrote it: digits only, as lease_value writes. */
+  int64_t until = 0;
+  int digits = 0;
+  for (const char *q = end_at + 1; q < slash; q++, digits++) {
+    if (*q < '0' || *q > '9' || digits >= 18) return false;
+    until = until * 10 + (*q - '0');
+  }
+  if (digits == 0 || wall_ms() > until + JK_REMOTE_LEASE_SLACK_MS) return false;
+  snprintf(node, sizeof node, "%.*s", (int)(end_at - given), given);
+  lease_value(r, name, node, until, want, sizeof want);
   return strlen(want) == v->len && jk_same_secret(want, given, v->len);
 }
 
@@ -1098,7 +1125,7 @@ jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
   if (c != NULL) {
     char name[96], value[400];
     key_name(request, "lease:", name, sizeof name);
-    lease_value(r, name, r->node, value, sizeof value);
+    lease_value(r, name, r->node, wall_ms() + r->lease_ms, value, sizeof value);
     redisReply *rep =
         ask(e, r, JK_REPLY_SMALL, "SET NX", "SET %s %s NX PX %d", name, value, r->lease_ms);
     if (rep != NULL) {
@@ -1131,13 +1158,14 @@ void jk_remote_release(jitk_engine *e, const jk_key *request) {
   if (c != NULL) {
     char name[96];
     key_name(request, "lease:", name, sizeof name);
-    /* Only this process's lease: one that expired may be another's now. */
-    char value[400];
-    lease_value(r, name, r->node, value, sizeof value);
+    /* Only this process's lease: one that expired may be another's now.
+     * Its value is the node alone, or with a key the node, "/" and the
+     * end and tag lease_value wrote then. */
     redisReply *rep = ask(e, r, JK_REPLY_SMALL, "EVAL", "EVAL %s 1 %s %s",
-                          "if redis.call('get', KEYS[1]) == ARGV[1] then "
-                          "return redis.call('del', KEYS[1]) end return 0",
-                          name, value);
+                          "local v = redis.call('get', KEYS[1]) "
+                          "if v == ARGV[1] or (v and string.sub(v, 1, #ARGV[1] + 1) == "
+                          "ARGV[1] .. '/') then return redis.call('del', KEYS[1]) end return 0",
+                          name, r->node);
     if (rep != NULL) freeReplyObject(rep);
   }
   pthread_mutex_unlock(&r->lock);
