@@ -607,6 +607,24 @@ static const unsigned char *get_field(reader *rd, size_t *len) {
   return f;
 }
 
+/* An entry's value under `name`, as GETRANGE gives it: its first bytes,
+ * up to the local store's size cap and one more. A value larger than the
+ * cap (stored by a machine with a larger one) would not be kept here,
+ * and read whole it would pass the reply's bound and turn the remote off;
+ * read so, it costs the cap and a byte and is seen for what it is
+ * (larger_than_kept). A key that is not there reads as an empty string.
+ * NULL after failed(). Under r->lock. */
+static redisReply *get_entry(jitk_engine *e, jk_remote *r, const char *name) {
+  return ask(e, r, JK_REPLY_VALUE, "GETRANGE", "GETRANGE %s 0 %lld", name,
+             (long long)e->cache.max_bytes);
+}
+
+/* Whether get_entry's string is a value larger than the local store
+ * keeps: more bytes than its cap came back. */
+static bool larger_than_kept(const jitk_engine *e, const redisReply *rep) {
+  return (int64_t)rep->len > e->cache.max_bytes;
+}
+
 /* Checks a value for the request and fills `out`; *why says what was
  * wrong with a value that does not serve (NULL: it does, or it is for
  * files this machine does not have, which is a miss, not damage). */
@@ -701,11 +719,18 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
   if (c != NULL) {
     char name[96];
     key_name(request, "", name, sizeof name);
-    redisReply *rep = ask(e, r, JK_REPLY_VALUE, "GET", "GET %s", name);
-    if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+    redisReply *rep = get_entry(e, r, name);
+    if (rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len > 0) {
       *present = true;
       r->stats.bytes_read += (uint64_t)rep->len;
       jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
+    }
+    if (rep != NULL && rep->type == REDIS_REPLY_STRING && larger_than_kept(e, rep)) {
+      jk_log(e, JITK_LOG_INFO,
+             "kernel cache: the remote's entry for request %s is larger than this machine's "
+             "cache keeps (its size cap, %lld bytes); compiling here",
+             name, (long long)e->cache.max_bytes);
+    } else if (rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len > 0) {
       const char *why = NULL;
       /* Decoded into an entry of its own: one that fails a check after
        * some fields were read leaves `out` as it was. */
@@ -773,9 +798,9 @@ static void encode(const jk_remote *r, jk_material *v, int kind, double ms, cons
 }
 
 /* Whether a value is whole and within the local store's size cap: a
- * larger one is neither kept by the local store nor read back by a
- * machine with the same cap (a reply holds at most the cap and a margin),
- * so sending it would only turn the remote off for whoever asks for it. */
+ * larger one is neither kept by the local store nor by a machine with the
+ * same cap, which would read its first cap and a byte (get_entry) only to
+ * compile the kernel itself. */
 static bool sendable(jitk_engine *e, const jk_material *v) {
   if (v->failed) return false;
   if ((int64_t)v->len <= e->cache.max_bytes) return true;
@@ -984,7 +1009,7 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
         sscanf(name + prefix + 2 * b, "%2x", &v);
         request.bytes[b] = (unsigned char)v;
       }
-      redisReply *rep = ask(e, r, JK_REPLY_VALUE, "GET", "GET %s", name);
+      redisReply *rep = get_entry(e, r, name);
       if (rep == NULL) {
         st = jk_fail(e, JITK_ERR_CACHE, "jitk_cache_remote_pull: the remote %s is %s", r->url,
                      r->state);
@@ -997,6 +1022,13 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
       if (rep->type == REDIS_REPLY_STRING) {
         r->stats.bytes_read += (uint64_t)rep->len;
         jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
+      }
+      if (rep->type == REDIS_REPLY_STRING && larger_than_kept(e, rep)) {
+        jk_log(e, JITK_LOG_INFO,
+               "kernel cache: the remote's %s is larger than this machine's cache keeps (its "
+               "size cap, %lld bytes); not pulled",
+               name, (long long)e->cache.max_bytes);
+      } else if (rep->type == REDIS_REPLY_STRING && rep->len > 0) {
         /* The value must answer the request it is stored under. */
         reader rd = {(const unsigned char *)rep->str, (size_t)rep->len, 8 + 16, true};
         size_t mat_len = 0, end = 0;
