@@ -1,0 +1,140 @@
+// A study, not part of the library: how fast does one block copy an
+// operand whose rows are off 16 bytes onto rows of whole lines when TMA's
+// bulk copies move the bytes and the threads only shift them in shared
+// memory? This is the rate a copier beside the product would need (docs/
+// PERFORMANCE.md, 2026-12-05: several times the 7-13 GB/s a block that
+// copying with plain loads reached). bf16 4096 x 4095 onto rows of 4096:
+// each row's 16-byte chunks (8190 bytes from an offset of 2 * row mod 16)
+// come in by one bulk copy into an input buffer, the block's threads write
+// them shifted into an output buffer, and one bulk copy stores the row;
+// NB rows in flight a block, each block taking rows blockIdx.x,
+// blockIdx.x + gridDim.x, ... Medians of 15 runs of CUDA events after 3
+// warm-ups, against the library's way (one thread a 16-byte chunk of a
+// row, loads shifted in registers, the whole GPU) in the same program; the
+// copy is checked byte for byte.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o bulk_shift tools/bench/study/bulk_shift.cu && ./bulk_shift
+#include "common.cuh"
+#include "../../../templates/jitk/matmul.cuh"
+
+__device__ __forceinline__ unsigned su32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+constexpr int IN = 8224;   // a row's chunks: at most 8190 + 15 bytes, rounded up to 16, and slack
+constexpr int OUT = 8192;  // a row of the copy
+
+// Rows of `bytes` bytes, `ld` apart in x, into rows `ldy` apart in y.
+template <int NB, int T>
+__global__ void __launch_bounds__(T, 1) shift_rows(const unsigned char *x, unsigned char *y, long long R,
+                                                   long long bytes, long long ld, long long ldy) {
+  extern __shared__ __align__(1024) unsigned char sm[];
+  __shared__ __align__(8) unsigned long long bar[NB];
+  unsigned char *in = sm, *out = sm + NB * IN;
+  long long mine = 0;
+  for (long long r = blockIdx.x; r < R; r += gridDim.x) mine++;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < NB; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(su32(&bar[i])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  // The 16-byte chunks of row k of this block into input buffer k % NB.
+  auto load = [&](long long k) {
+    const long long r = blockIdx.x + k * gridDim.x;
+    const unsigned long long at = reinterpret_cast<unsigned long long>(x + r * ld);
+    const unsigned long long a0 = at & ~15ull, a1 = (at + bytes + 15) & ~15ull;
+    const int b = (int)(k % NB);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&bar[b])), "r"((unsigned)(a1 - a0))
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     su32(in + b * IN)),
+                 "l"(a0), "r"((unsigned)(a1 - a0)), "r"(su32(&bar[b]))
+                 : "memory");
+  };
+  if (threadIdx.x == 0)
+    for (long long k = 0; k < mine && k < NB; k++) load(k);
+  unsigned phase = 0;
+  for (long long k = 0; k < mine; k++) {
+    const int b = (int)(k % NB);
+    const long long r = blockIdx.x + k * gridDim.x;
+    const unsigned s = (unsigned)(reinterpret_cast<unsigned long long>(x + r * ld) & 15u);
+    // The store made from this output buffer NB rows ago has read it.
+    if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(NB - 1) : "memory");
+    __syncthreads();
+    unsigned ok = 0;
+    while (!ok)
+      asm volatile("{.reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0,1,0,p;}"
+                   : "=r"(ok)
+                   : "r"(su32(&bar[b])), "r"(phase)
+                   : "memory");
+    const uint4 *src = reinterpret_cast<const uint4 *>(in + b * IN);
+    uint4 *dst = reinterpret_cast<uint4 *>(out + b * OUT);
+    for (int j = threadIdx.x; j < OUT / 16; j += T) {
+      const uint4 lo = src[j], hi = src[j + 1];
+      unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      const unsigned q = s >> 2, sh = (s & 3u) * 8u;
+#pragma unroll
+      for (int t = 0; t < 7; t++)
+        if (q & 1u) w[t] = w[t + 1];
+#pragma unroll
+      for (int t = 0; t < 6; t++)
+        if (q & 2u) w[t] = w[t + 2];
+      dst[j] = make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
+                          __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(y + r * ldy),
+                   "r"(su32(out + b * OUT)), "r"((unsigned)OUT)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      if (k + NB < mine) load(k + NB);
+    }
+    if (b == NB - 1) phase ^= 1;
+  }
+  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// The library's copy (matmul.cuh's pad_rows), for the whole GPU's rate.
+__global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char *y, long long R, long long bytes,
+                                           long long ld, long long ldy) {
+  jitk::mm::pad_rows<128>(x, y, R, bytes, ld, ldy);
+}
+
+template <typename F>
+static float timeit(F f) { return (float)(time_ms(f, 15) * 1000); }
+
+template <int NB, int T>
+static void run(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld, long long ldy,
+                const std::vector<unsigned char> &h) {
+  const int smem = NB * (IN + OUT);
+  CK(cudaFuncSetAttribute(shift_rows<NB, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const double mb = (double)R * bytes / 1e6;
+  for (int nb : {20, 40, 66, 132}) {
+    CK(cudaMemset(y, 0, R * ldy));
+    float t = timeit([&] { shift_rows<NB, T><<<nb, T, smem>>>(x, y, R, bytes, ld, ldy); });
+    std::vector<unsigned char> g(R * ldy);
+    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (long long r = 0; r < R; r++)
+      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
+    printf("%2d rows in flight, %4d threads, %3d blocks: %6.1f us, %5.1f GB/s read a block, %lld wrong bytes\n", NB, T,
+           nb, t, mb * 1e3 / t / nb, bad);
+  }
+}
+
+int main() {
+  const long long R = 4096, C = 4095, es = 2, ld = C * es, ldy = 4096 * es, bytes = C * es;
+  unsigned char *x, *y;
+  CK(cudaMalloc(&x, R * ld + 64));
+  CK(cudaMalloc(&y, R * ldy));
+  std::vector<unsigned char> h(R * ld);
+  for (size_t i = 0; i < h.size(); i++) h[i] = (unsigned char)(rand() & 255);
+  CK(cudaMemcpy(x, h.data(), R * ld, cudaMemcpyHostToDevice));
+  const double mb = (double)R * bytes / 1e6;
+  float tp = timeit([&] { pad<<<dim3(1, (unsigned)R), 128>>>(x, y, R, bytes, ld, ldy); });
+  printf("pad_rows, whole GPU: %.1f us, %.0f GB/s read\n", tp, mb * 1e3 / tp);
+  run<6, 128>(x, y, R, bytes, ld, ldy, h);
+  run<6, 256>(x, y, R, bytes, ld, ldy, h);
+  run<12, 256>(x, y, R, bytes, ld, ldy, h);
+  return 0;
+}
