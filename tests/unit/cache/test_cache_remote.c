@@ -1340,6 +1340,35 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
     jitk_engine_destroy(e);
     jt_rmdir(dir);
   }
+  /* A signed lease is waited for until its end (and a second's slack for
+   * the machines' clocks), however long Redis keeps the key: a copy of a
+   * lease about to end holds a process for that long, not for the wait. */
+  setenv("JITK_CACHE_REMOTE_WAIT_MS", "8000", 1);
+  {
+    clock_gettime(CLOCK_REALTIME, &wall);
+    const long long until = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000 + 500;
+    char msg[256], ending[128];
+    snprintf(msg, sizeof msg, "%s\nother-host:1\n%lld", lease, until);
+    unsigned char tag[32];
+    jk_hmac_sha256(secret, strlen(secret), msg, strlen(msg), tag);
+    int at = snprintf(ending, sizeof ending, "other-host:1/%lld/", until);
+    for (int i = 0; i < 16; i++) at += snprintf(ending + at, 3, "%02x", tag[i]);
+    redisReply *r = redisCommand(c, "DEL %s", names[0]);
+    freeReplyObject(r);
+    r = redisCommand(c, "SET %s %s PX 60000", lease, ending);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    char *dir = jt_tmpdir();
+    jt_log l = {0};
+    jitk_engine *e = keyed_engine(dir, s.url, k1, &l);
+    const double t0 = now_ms();
+    build(e, 1);
+    const double took = now_ms() - t0;
+    cr_assert_eq(remote_info(e).lease_waits, 1, "a signed lease is waited for");
+    cr_assert(took >= 1000 && took < 4000, "waited %.0f ms for a lease ending in 500", took);
+    jitk_engine_destroy(e);
+    jt_rmdir(dir);
+  }
   unsetenv("JITK_CACHE_REMOTE_WAIT_MS");
   redisReply *del = redisCommand(c, "DEL %s", lease);
   freeReplyObject(del);
