@@ -187,6 +187,116 @@ __global__ void __launch_bounds__(T, 1) shift_groups(const unsigned char *x, uns
   if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+// The same, G rows a stage, shifted in place: each thread loads its
+// chunks into registers, the block waits, and each writes them back
+// shifted, so that a row needs one buffer, not two, and twice the rows
+// fit in flight (S stages). ALIGNED: no shift at all (the rows' own
+// chunks stored as they came), the ceiling of the bulk copies.
+template <int S, int T, int G, bool ALIGNED = false>
+__global__ void __launch_bounds__(T, 1) shift_in_place(const unsigned char *x, unsigned char *y, long long R,
+                                                       long long bytes, long long ld, long long ldy) {
+  constexpr int PER = (G * (OUT / 16) + T - 1) / T; /* chunks a thread a stage */
+  extern __shared__ __align__(1024) unsigned char sm[];
+  __shared__ __align__(8) unsigned long long bar[S];
+  long long rows = 0;
+  for (long long r = blockIdx.x; r < R; r += gridDim.x) rows++;
+  const long long stages = (rows + G - 1) / G;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(su32(&bar[i])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto load = [&](long long k) {
+    const int st = (int)(k % S);
+    unsigned total = 0;
+    unsigned long long a0[G], a1[G];
+    for (int g = 0; g < G; g++) {
+      const long long i = k * G + g;
+      a0[g] = a1[g] = 0;
+      if (i >= rows) continue;
+      const long long r = blockIdx.x + i * gridDim.x;
+      const unsigned long long at = reinterpret_cast<unsigned long long>(x + r * ld);
+      a0[g] = at & ~15ull;
+      a1[g] = (at + bytes + 15) & ~15ull;
+      total += (unsigned)(a1[g] - a0[g]);
+    }
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&bar[st])), "r"(total) : "memory");
+    for (int g = 0; g < G; g++)
+      if (a1[g] > a0[g])
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                         su32(sm + (st * G + g) * IN)),
+                     "l"(a0[g]), "r"((unsigned)(a1[g] - a0[g])), "r"(su32(&bar[st]))
+                     : "memory");
+  };
+  if (threadIdx.x == 0)
+    for (long long k = 0; k < stages && k < S - 1; k++) load(k);
+  unsigned phase = 0;
+  for (long long k = 0; k < stages; k++) {
+    const int st = (int)(k % S);
+    /* The buffer of stage k + S - 1 is the one stage k - 1 stored from:
+     * once that store has read it, it is filled again. */
+    if (threadIdx.x == 0) {
+      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      if (k + S - 1 < stages) load(k + S - 1);
+    }
+    unsigned ok = 0;
+    while (!ok)
+      asm volatile("{.reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0,1,0,p;}"
+                   : "=r"(ok)
+                   : "r"(su32(&bar[st])), "r"(phase)
+                   : "memory");
+    if (!ALIGNED) {
+      uint4 v[PER];
+#pragma unroll
+      for (int u = 0; u < PER; u++) {
+        const int j = threadIdx.x + u * T;
+        if (j >= G * (OUT / 16)) continue;
+        const int g = j / (OUT / 16), c = j % (OUT / 16);
+        const long long i = k * G + g;
+        if (i >= rows) continue;
+        const long long r = blockIdx.x + i * gridDim.x;
+        const unsigned s = (unsigned)(reinterpret_cast<unsigned long long>(x + r * ld) & 15u);
+        const uint4 *src = reinterpret_cast<const uint4 *>(sm + (st * G + g) * IN);
+        const uint4 lo = src[c], hi = src[c + 1];
+        unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        const unsigned q = s >> 2, sh = (s & 3u) * 8u;
+#pragma unroll
+        for (int t = 0; t < 7; t++)
+          if (q & 1u) w[t] = w[t + 1];
+#pragma unroll
+        for (int t = 0; t < 6; t++)
+          if (q & 2u) w[t] = w[t + 2];
+        v[u] = make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
+                          __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+      }
+      __syncthreads(); /* every chunk read before any is written back */
+#pragma unroll
+      for (int u = 0; u < PER; u++) {
+        const int j = threadIdx.x + u * T;
+        if (j >= G * (OUT / 16)) continue;
+        const int g = j / (OUT / 16), c = j % (OUT / 16);
+        if (k * G + g >= rows) continue;
+        reinterpret_cast<uint4 *>(sm + (st * G + g) * IN)[c] = v[u];
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int g = 0; g < G; g++) {
+        const long long i = k * G + g;
+        if (i >= rows) continue;
+        const long long r = blockIdx.x + i * gridDim.x;
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(y + r * ldy),
+                     "r"(su32(sm + (st * G + g) * IN)), "r"((unsigned)OUT)
+                     : "memory");
+      }
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+    if (st == S - 1) phase ^= 1;
+  }
+  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 // The library's copy (matmul.cuh's pad_rows), for the whole GPU's rate.
 __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char *y, long long R, long long bytes,
                                            long long ld, long long ldy) {
@@ -195,6 +305,27 @@ __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char
 
 template <typename F>
 static float timeit(F f) { return (float)(time_ms(f, 15) * 1000); }
+
+template <int S, int T, int G, bool ALIGNED>
+static void run_in_place(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld,
+                         long long ldy, const std::vector<unsigned char> &h) {
+  const int smem = S * G * IN;
+  auto kernel = shift_in_place<S, T, G, ALIGNED>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const double mb = (double)R * bytes / 1e6;
+  for (int nb : {20, 40, 66, 132}) {
+    CK(cudaMemset(y, 0, R * ldy));
+    float t = timeit([&] { kernel<<<nb, T, smem>>>(x, y, R, bytes, ld, ldy); });
+    std::vector<unsigned char> g(R * ldy);
+    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (long long r = 0; r < R && !ALIGNED; r++)
+      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
+    printf("in place%s, %2d stages of %d rows, %4d threads, %3d blocks: %6.1f us, %5.1f GB/s read a block, %s%lld "
+           "wrong bytes\n",
+           ALIGNED ? " (no shift)" : "", S, G, T, nb, t, mb * 1e3 / t / nb, ALIGNED ? "unchecked, " : "", bad);
+  }
+}
 
 template <int NB, int T, int G = 1>
 static void run(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld, long long ldy,
@@ -229,8 +360,10 @@ int main() {
   float tp = timeit([&] { pad<<<dim3(1, (unsigned)R), 128>>>(x, y, R, bytes, ld, ldy); });
   printf("pad_rows, whole GPU: %.1f us, %.0f GB/s read\n", tp, mb * 1e3 / tp);
   run<6, 256>(x, y, R, bytes, ld, ldy, h);
-  run<12, 256, 4>(x, y, R, bytes, ld, ldy, h);
-  run<12, 512, 4>(x, y, R, bytes, ld, ldy, h);
   run<12, 512, 6>(x, y, R, bytes, ld, ldy, h);
+  run_in_place<6, 512, 4, false>(x, y, R, bytes, ld, ldy, h);
+  run_in_place<12, 512, 2, false>(x, y, R, bytes, ld, ldy, h);
+  run_in_place<6, 1024, 4, false>(x, y, R, bytes, ld, ldy, h);
+  run_in_place<6, 512, 4, true>(x, y, R, bytes, ld, ldy, h);
   return 0;
 }
