@@ -297,6 +297,99 @@ __global__ void __launch_bounds__(T, 1) shift_in_place(const unsigned char *x, u
   if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+// Warp-specialized, with no block-wide barrier: lane 0 of warp 0 loads
+// rows into free buffers, warps 1 .. W shift them from the input buffer
+// into the output one, lane 0 of warp W + 1 stores them, and per-buffer
+// mbarriers hand each buffer on: full (its chunks are in), shifted (every
+// shifting warp is done) and empty (its store has read it, LAG rows
+// later, so that the storer need not wait for each store).
+template <int NB, int W, int LAG>
+__global__ void __launch_bounds__(32 * (W + 2), 1) shift_warps(const unsigned char *x, unsigned char *y, long long R,
+                                                              long long bytes, long long ld, long long ldy) {
+  extern __shared__ __align__(1024) unsigned char sm[];
+  __shared__ __align__(8) unsigned long long full[NB], shifted[NB], empty[NB];
+  unsigned char *in = sm, *out = sm + NB * IN;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  long long rows = 0;
+  for (long long r = blockIdx.x; r < R; r += gridDim.x) rows++;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < NB; i++) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(su32(&full[i])));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(su32(&shifted[i])), "r"(W));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(su32(&empty[i])));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto wait = [](unsigned long long *bar, unsigned phase) {
+    unsigned ok = 0;
+    while (!ok)
+      asm volatile("{.reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0,1,0,p;}"
+                   : "=r"(ok)
+                   : "r"(su32(bar)), "r"(phase)
+                   : "memory");
+  };
+  auto arrive = [](unsigned long long *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(su32(bar)) : "memory");
+  };
+  if (warp == 0) {
+    if (lane != 0) return;
+    for (long long k = 0; k < rows; k++) {
+      const int b = (int)(k % NB);
+      if (k >= NB) wait(&empty[b], (unsigned)((k / NB - 1) & 1));
+      const long long r = blockIdx.x + k * gridDim.x;
+      const unsigned long long at = reinterpret_cast<unsigned long long>(x + r * ld);
+      const unsigned long long a0 = at & ~15ull, a1 = (at + bytes + 15) & ~15ull;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&full[b])),
+                   "r"((unsigned)(a1 - a0))
+                   : "memory");
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       su32(in + b * IN)),
+                   "l"(a0), "r"((unsigned)(a1 - a0)), "r"(su32(&full[b]))
+                   : "memory");
+    }
+  } else if (warp <= W) {
+    for (long long k = 0; k < rows; k++) {
+      const int b = (int)(k % NB);
+      wait(&full[b], (unsigned)((k / NB) & 1));
+      const long long r = blockIdx.x + k * gridDim.x;
+      const unsigned s = (unsigned)(reinterpret_cast<unsigned long long>(x + r * ld) & 15u);
+      const uint4 *src = reinterpret_cast<const uint4 *>(in + b * IN);
+      uint4 *dst = reinterpret_cast<uint4 *>(out + b * OUT);
+      for (int j = (warp - 1) * 32 + lane; j < OUT / 16; j += 32 * W) {
+        const uint4 lo = src[j], hi = src[j + 1];
+        unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        const unsigned q = s >> 2, sh = (s & 3u) * 8u;
+#pragma unroll
+        for (int t = 0; t < 7; t++)
+          if (q & 1u) w[t] = w[t + 1];
+#pragma unroll
+        for (int t = 0; t < 6; t++)
+          if (q & 2u) w[t] = w[t + 2];
+        dst[j] = make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
+                            __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) arrive(&shifted[b]);
+    }
+  } else if (lane == 0) {
+    for (long long k = 0; k < rows; k++) {
+      const int b = (int)(k % NB);
+      wait(&shifted[b], (unsigned)((k / NB) & 1));
+      const long long r = blockIdx.x + k * gridDim.x;
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(y + r * ldy),
+                   "r"(su32(out + b * OUT)), "r"((unsigned)OUT)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      /* The store LAG rows back has read its buffer: hand it back. */
+      asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(LAG) : "memory");
+      if (k >= LAG) arrive(&empty[(int)((k - LAG) % NB)]);
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  }
+}
+
 // The library's copy (matmul.cuh's pad_rows), for the whole GPU's rate.
 __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char *y, long long R, long long bytes,
                                            long long ld, long long ldy) {
@@ -305,6 +398,27 @@ __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char
 
 template <typename F>
 static float timeit(F f) { return (float)(time_ms(f, 15) * 1000); }
+
+template <int NB, int W, int LAG>
+static void run_warps(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld,
+                      long long ldy, const std::vector<unsigned char> &h) {
+  const int smem = NB * (IN + OUT);
+  auto kernel = shift_warps<NB, W, LAG>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const double mb = (double)R * bytes / 1e6;
+  for (int nb : {20, 40, 66, 132}) {
+    CK(cudaMemset(y, 0, R * ldy));
+    float t = timeit([&] { kernel<<<nb, 32 * (W + 2), smem>>>(x, y, R, bytes, ld, ldy); });
+    std::vector<unsigned char> g(R * ldy);
+    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (long long r = 0; r < R; r++)
+      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
+    printf("warp roles, %2d rows in flight, %2d shifting warps, stores %d behind, %3d blocks: %6.1f us, %5.1f GB/s "
+           "read a block, %lld wrong bytes\n",
+           NB, W, LAG, nb, t, mb * 1e3 / t / nb, bad);
+  }
+}
 
 template <int S, int T, int G, bool ALIGNED>
 static void run_in_place(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld,
@@ -362,8 +476,9 @@ int main() {
   run<6, 256>(x, y, R, bytes, ld, ldy, h);
   run<12, 512, 6>(x, y, R, bytes, ld, ldy, h);
   run_in_place<6, 512, 4, false>(x, y, R, bytes, ld, ldy, h);
-  run_in_place<12, 512, 2, false>(x, y, R, bytes, ld, ldy, h);
-  run_in_place<6, 1024, 4, false>(x, y, R, bytes, ld, ldy, h);
   run_in_place<6, 512, 4, true>(x, y, R, bytes, ld, ldy, h);
+  run_warps<12, 4, 2>(x, y, R, bytes, ld, ldy, h);
+  run_warps<12, 8, 2>(x, y, R, bytes, ld, ldy, h);
+  run_warps<12, 4, 6>(x, y, R, bytes, ld, ldy, h);
   return 0;
 }
