@@ -7,9 +7,12 @@
 // each row's 16-byte chunks (8190 bytes from an offset of 2 * row mod 16)
 // come in by one bulk copy into an input buffer, the block's threads write
 // them shifted into an output buffer, and one bulk copy stores the row;
-// NB rows in flight a block, each block taking rows blockIdx.x,
-// blockIdx.x + gridDim.x, ..., shifted one at a time or G at a time
-// between the block's barriers. Medians of 15 runs of CUDA events after 3
+// each block taking rows blockIdx.x, blockIdx.x + gridDim.x, ... Four
+// arrangements: NB rows in flight shifted one at a time between the
+// block's barriers (shift_rows) or G at a time (shift_groups); shifted in
+// place, one buffer a row (shift_in_place, also without any shift, the
+// pipeline's own ceiling); and warp roles handing buffers on by mbarriers,
+// with no block-wide barrier (shift_warps). Medians of 15 runs of CUDA events after 3
 // warm-ups, against the library's way (one thread a 16-byte chunk of a
 // row, loads shifted in registers, the whole GPU) in the same program; the
 // copy is checked byte for byte.
