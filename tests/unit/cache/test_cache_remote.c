@@ -1172,6 +1172,20 @@ static jitk_engine *keyed_engine(const char *dir, const char *url, const char *k
  * or a signed one changed in a byte that no other check covers (its
  * compile time), is refused, compiled again, and replaced with a signed
  * one. A machine without a key still reads signed entries. */
+/* Node "other-host:1"'s lease `name` as a keyed process writes it, into
+ * out (128 bytes): the node, "/", the end `claimed`, "/" and the first 16
+ * bytes of HMAC-SHA-256(secret, name "\n" node "\n" until) in hex (a
+ * claimed end other than the signed one is a forgery). */
+static void signed_lease(char *out, const char *name, const char *secret, long long until,
+                         long long claimed) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s\nother-host:1\n%lld", name, until);
+  unsigned char tag[32];
+  jk_hmac_sha256(secret, strlen(secret), msg, strlen(msg), tag);
+  int at = snprintf(out, 128, "other-host:1/%lld/", claimed);
+  for (int i = 0; i < 16; i++) at += snprintf(out + at, 3, "%02x", tag[i]);
+}
+
 Test(remote, a_shared_key_keeps_planted_entries_out) {
   server s = shared_server(7);
   redisContext *c = client(&s);
@@ -1301,14 +1315,8 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   } signs[] = {{live, now + 60000, now + 60000},
                {ended, now - 5000, now - 5000},
                {moved, now - 5000, now + 60000}};
-  for (int v = 0; v < 3; v++) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s\nother-host:1\n%lld", lease, signs[v].until);
-    unsigned char tag[32];
-    jk_hmac_sha256(secret, strlen(secret), msg, strlen(msg), tag);
-    int at = snprintf(signs[v].out, 128, "other-host:1/%lld/", signs[v].claimed);
-    for (int i = 0; i < 16; i++) at += snprintf(signs[v].out + at, 3, "%02x", tag[i]);
-  }
+  for (int v = 0; v < 3; v++)
+    signed_lease(signs[v].out, lease, secret, signs[v].until, signs[v].claimed);
   const char *values[] = {"other-host:1",
                           "other-host:1/0123456789abcdef0123456789abcdef",
                           ended,
@@ -1347,12 +1355,8 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   {
     clock_gettime(CLOCK_REALTIME, &wall);
     const long long until = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000 + 500;
-    char msg[256], ending[128];
-    snprintf(msg, sizeof msg, "%s\nother-host:1\n%lld", lease, until);
-    unsigned char tag[32];
-    jk_hmac_sha256(secret, strlen(secret), msg, strlen(msg), tag);
-    int at = snprintf(ending, sizeof ending, "other-host:1/%lld/", until);
-    for (int i = 0; i < 16; i++) at += snprintf(ending + at, 3, "%02x", tag[i]);
+    char ending[128];
+    signed_lease(ending, lease, secret, until, until);
     redisReply *r = redisCommand(c, "DEL %s", names[0]);
     freeReplyObject(r);
     r = redisCommand(c, "SET %s %s PX 60000", lease, ending);
