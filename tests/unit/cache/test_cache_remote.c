@@ -1186,6 +1186,38 @@ static void signed_lease(char *out, const char *name, const char *secret, long l
   for (int i = 0; i < 16; i++) at += snprintf(out + at, 3, "%02x", tag[i]);
 }
 
+/* The wall clock in ms since the epoch, as leases' ends are written. */
+static long long wall_now_ms(void) {
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  return (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+}
+
+/* A fresh keyed machine (key file `key`) asks for kernel 1, whose entry
+ * `entry` is gone and whose lease `lease` holds `value`: it compiles the
+ * kernel, after waiting for the lease or not. Its remote's figures, and
+ * in *took the milliseconds the build took. */
+static jitk_cache_remote_info build_beside_lease(redisContext *c, const char *url, const char *key,
+                                                 const char *entry, const char *lease,
+                                                 const char *value, double *took) {
+  redisReply *r = redisCommand(c, "DEL %s", entry);
+  freeReplyObject(r);
+  r = redisCommand(c, "SET %s %s PX 60000", lease, value);
+  cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  char *dir = jt_tmpdir();
+  jt_log l = {0};
+  jitk_engine *e = keyed_engine(dir, url, key, &l);
+  const double t0 = now_ms();
+  build(e, 1);
+  *took = now_ms() - t0;
+  jitk_cache_remote_info i = remote_info(e);
+  cr_assert_eq(jt_stats_mine(e).compiles, 1, "%s", value);
+  jitk_engine_destroy(e);
+  jt_rmdir(dir);
+  return i;
+}
+
 Test(remote, a_shared_key_keeps_planted_entries_out) {
   server s = shared_server(7);
   redisContext *c = client(&s);
@@ -1305,9 +1337,7 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   char lease[128];
   snprintf(lease, sizeof lease, "%.*slease:%s", (int)(colon + 1 - names[0]), names[0], colon + 1);
   const char *secret = "the cluster's secret, 41 bytes long......";
-  struct timespec wall;
-  clock_gettime(CLOCK_REALTIME, &wall);
-  const long long now = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+  const long long now = wall_now_ms();
   char live[128], ended[128], moved[128];
   const struct {
     char *out;
@@ -1325,19 +1355,8 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
                           live};
   const int nv = (int)(sizeof values / sizeof values[0]);
   for (int v = 0; v < nv; v++) {
-    redisReply *r = redisCommand(c, "DEL %s", names[0]);
-    freeReplyObject(r);
-    r = redisCommand(c, "SET %s %s PX 60000", lease, values[v]);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    char *dir = jt_tmpdir();
-    jt_log l = {0};
-    jitk_engine *e = keyed_engine(dir, s.url, k1, &l);
-    const double t0 = now_ms();
-    build(e, 1);
-    const double took = now_ms() - t0;
-    jitk_cache_remote_info i = remote_info(e);
-    cr_assert_eq(jt_stats_mine(e).compiles, 1, "%s", values[v]);
+    double took;
+    jitk_cache_remote_info i = build_beside_lease(c, s.url, k1, names[0], lease, values[v], &took);
     if (v < nv - 1) {
       cr_assert_eq(i.lease_waits, 0, "%s: not waited for", values[v]);
       cr_assert(took < 1000, "%s: %.0f ms", values[v], took);
@@ -1345,33 +1364,19 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
       cr_assert_eq(i.lease_waits, 1, "a signed lease is waited for");
       cr_assert(took >= 1400, "%.0f ms", took);
     }
-    jitk_engine_destroy(e);
-    jt_rmdir(dir);
   }
   /* A signed lease is waited for until its end (and a second's slack for
    * the machines' clocks), however long Redis keeps the key: a copy of a
    * lease about to end holds a process for that long, not for the wait. */
   setenv("JITK_CACHE_REMOTE_WAIT_MS", "8000", 1);
   {
-    clock_gettime(CLOCK_REALTIME, &wall);
-    const long long until = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000 + 500;
+    const long long until = wall_now_ms() + 500;
     char ending[128];
     signed_lease(ending, lease, secret, until, until);
-    redisReply *r = redisCommand(c, "DEL %s", names[0]);
-    freeReplyObject(r);
-    r = redisCommand(c, "SET %s %s PX 60000", lease, ending);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    char *dir = jt_tmpdir();
-    jt_log l = {0};
-    jitk_engine *e = keyed_engine(dir, s.url, k1, &l);
-    const double t0 = now_ms();
-    build(e, 1);
-    const double took = now_ms() - t0;
-    cr_assert_eq(remote_info(e).lease_waits, 1, "a signed lease is waited for");
+    double took;
+    jitk_cache_remote_info i = build_beside_lease(c, s.url, k1, names[0], lease, ending, &took);
+    cr_assert_eq(i.lease_waits, 1, "a signed lease is waited for");
     cr_assert(took >= 1000 && took < 4000, "waited %.0f ms for a lease ending in 500", took);
-    jitk_engine_destroy(e);
-    jt_rmdir(dir);
   }
   unsetenv("JITK_CACHE_REMOTE_WAIT_MS");
   redisReply *del = redisCommand(c, "DEL %s", lease);
