@@ -26,6 +26,47 @@ __device__ __forceinline__ unsigned su32(const void *p) { return (unsigned)__cvt
 constexpr int IN = 8224;   // a row's chunks: at most 8190 + 15 bytes, rounded up to 16, and slack
 constexpr int OUT = 8192;  // a row of the copy
 
+// The 16 bytes starting s bytes (0 to 15) into the 32 of lo and hi: first
+// whole words (s / 4), then the bytes left, as the library's pad_rows does.
+__device__ __forceinline__ uint4 shift_chunk(const uint4 &lo, const uint4 &hi, unsigned s) {
+  unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const unsigned q = s >> 2, sh = (s & 3u) * 8u;
+#pragma unroll
+  for (int t = 0; t < 7; t++)
+    if (q & 1u) w[t] = w[t + 1];
+#pragma unroll
+  for (int t = 0; t < 6; t++)
+    if (q & 2u) w[t] = w[t + 2];
+  return make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
+                    __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+}
+
+// The chunks of stage k's G rows (rows k * G .. of the block's `rows`)
+// into buffers st * G .. of `in` (IN bytes each), all on barrier `bar`.
+template <int G>
+__device__ __forceinline__ void load_group(const unsigned char *x, long long bytes, long long ld, long long rows,
+                                           long long k, int st, unsigned char *in, unsigned long long *bar) {
+  unsigned total = 0;
+  unsigned long long a0[G], a1[G];
+  for (int g = 0; g < G; g++) {
+    const long long i = k * G + g;
+    a0[g] = a1[g] = 0;
+    if (i >= rows) continue;
+    const long long r = blockIdx.x + i * gridDim.x;
+    const unsigned long long at = reinterpret_cast<unsigned long long>(x + r * ld);
+    a0[g] = at & ~15ull;
+    a1[g] = (at + bytes + 15) & ~15ull;
+    total += (unsigned)(a1[g] - a0[g]);
+  }
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(bar)), "r"(total) : "memory");
+  for (int g = 0; g < G; g++)
+    if (a1[g] > a0[g])
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       su32(in + (st * G + g) * IN)),
+                   "l"(a0[g]), "r"((unsigned)(a1[g] - a0[g])), "r"(su32(bar))
+                   : "memory");
+}
+
 // Rows of `bytes` bytes, `ld` apart in x, into rows `ldy` apart in y.
 template <int NB, int T>
 __global__ void __launch_bounds__(T, 1) shift_rows(const unsigned char *x, unsigned char *y, long long R,
@@ -73,16 +114,7 @@ __global__ void __launch_bounds__(T, 1) shift_rows(const unsigned char *x, unsig
     uint4 *dst = reinterpret_cast<uint4 *>(out + b * OUT);
     for (int j = threadIdx.x; j < OUT / 16; j += T) {
       const uint4 lo = src[j], hi = src[j + 1];
-      unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      const unsigned q = s >> 2, sh = (s & 3u) * 8u;
-#pragma unroll
-      for (int t = 0; t < 7; t++)
-        if (q & 1u) w[t] = w[t + 1];
-#pragma unroll
-      for (int t = 0; t < 6; t++)
-        if (q & 2u) w[t] = w[t + 2];
-      dst[j] = make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
-                          __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+      dst[j] = shift_chunk(lo, hi, s);
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
@@ -117,26 +149,7 @@ __global__ void __launch_bounds__(T, 1) shift_groups(const unsigned char *x, uns
   }
   __syncthreads();
   auto load = [&](long long k) {
-    const int st = (int)(k % S);
-    unsigned total = 0;
-    unsigned long long a0[G], a1[G];
-    for (int g = 0; g < G; g++) {
-      const long long i = k * G + g;
-      a0[g] = a1[g] = 0;
-      if (i >= rows) continue;
-      const long long r = blockIdx.x + i * gridDim.x;
-      const unsigned long long at = reinterpret_cast<unsigned long long>(x + r * ld);
-      a0[g] = at & ~15ull;
-      a1[g] = (at + bytes + 15) & ~15ull;
-      total += (unsigned)(a1[g] - a0[g]);
-    }
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&bar[st])), "r"(total) : "memory");
-    for (int g = 0; g < G; g++)
-      if (a1[g] > a0[g])
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         su32(in + (st * G + g) * IN)),
-                     "l"(a0[g]), "r"((unsigned)(a1[g] - a0[g])), "r"(su32(&bar[st]))
-                     : "memory");
+    load_group<G>(x, bytes, ld, rows, k, (int)(k % S), in, &bar[k % S]);
   };
   if (threadIdx.x == 0)
     for (long long k = 0; k < stages && k < S; k++) load(k);
@@ -159,17 +172,7 @@ __global__ void __launch_bounds__(T, 1) shift_groups(const unsigned char *x, uns
       const unsigned s = (unsigned)(reinterpret_cast<unsigned long long>(x + r * ld) & 15u);
       const uint4 *src = reinterpret_cast<const uint4 *>(in + (st * G + g) * IN);
       const uint4 lo = src[c], hi = src[c + 1];
-      unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      const unsigned q = s >> 2, sh = (s & 3u) * 8u;
-#pragma unroll
-      for (int t = 0; t < 7; t++)
-        if (q & 1u) w[t] = w[t + 1];
-#pragma unroll
-      for (int t = 0; t < 6; t++)
-        if (q & 2u) w[t] = w[t + 2];
-      reinterpret_cast<uint4 *>(out + (st * G + g) * OUT)[c] =
-          make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
-                     __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+      reinterpret_cast<uint4 *>(out + (st * G + g) * OUT)[c] = shift_chunk(lo, hi, s);
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
@@ -210,26 +213,7 @@ __global__ void __launch_bounds__(T, 1) shift_in_place(const unsigned char *x, u
   }
   __syncthreads();
   auto load = [&](long long k) {
-    const int st = (int)(k % S);
-    unsigned total = 0;
-    unsigned long long a0[G], a1[G];
-    for (int g = 0; g < G; g++) {
-      const long long i = k * G + g;
-      a0[g] = a1[g] = 0;
-      if (i >= rows) continue;
-      const long long r = blockIdx.x + i * gridDim.x;
-      const unsigned long long at = reinterpret_cast<unsigned long long>(x + r * ld);
-      a0[g] = at & ~15ull;
-      a1[g] = (at + bytes + 15) & ~15ull;
-      total += (unsigned)(a1[g] - a0[g]);
-    }
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&bar[st])), "r"(total) : "memory");
-    for (int g = 0; g < G; g++)
-      if (a1[g] > a0[g])
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         su32(sm + (st * G + g) * IN)),
-                     "l"(a0[g]), "r"((unsigned)(a1[g] - a0[g])), "r"(su32(&bar[st]))
-                     : "memory");
+    load_group<G>(x, bytes, ld, rows, k, (int)(k % S), sm, &bar[k % S]);
   };
   if (threadIdx.x == 0)
     for (long long k = 0; k < stages && k < S - 1; k++) load(k);
@@ -261,16 +245,7 @@ __global__ void __launch_bounds__(T, 1) shift_in_place(const unsigned char *x, u
         const unsigned s = (unsigned)(reinterpret_cast<unsigned long long>(x + r * ld) & 15u);
         const uint4 *src = reinterpret_cast<const uint4 *>(sm + (st * G + g) * IN);
         const uint4 lo = src[c], hi = src[c + 1];
-        unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        const unsigned q = s >> 2, sh = (s & 3u) * 8u;
-#pragma unroll
-        for (int t = 0; t < 7; t++)
-          if (q & 1u) w[t] = w[t + 1];
-#pragma unroll
-        for (int t = 0; t < 6; t++)
-          if (q & 2u) w[t] = w[t + 2];
-        v[u] = make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
-                          __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+        v[u] = shift_chunk(lo, hi, s);
       }
       __syncthreads(); /* every chunk read before any is written back */
 #pragma unroll
@@ -361,16 +336,7 @@ __global__ void __launch_bounds__(32 * (W + 2), 1) shift_warps(const unsigned ch
       uint4 *dst = reinterpret_cast<uint4 *>(out + b * OUT);
       for (int j = (warp - 1) * 32 + lane; j < OUT / 16; j += 32 * W) {
         const uint4 lo = src[j], hi = src[j + 1];
-        unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        const unsigned q = s >> 2, sh = (s & 3u) * 8u;
-#pragma unroll
-        for (int t = 0; t < 7; t++)
-          if (q & 1u) w[t] = w[t + 1];
-#pragma unroll
-        for (int t = 0; t < 6; t++)
-          if (q & 2u) w[t] = w[t + 2];
-        dst[j] = make_uint4(__funnelshift_r(w[0], w[1], sh), __funnelshift_r(w[1], w[2], sh),
-                            __funnelshift_r(w[2], w[3], sh), __funnelshift_r(w[3], w[4], sh));
+        dst[j] = shift_chunk(lo, hi, s);
       }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       __syncwarp();
@@ -402,25 +368,36 @@ __global__ void __launch_bounds__(128) pad(const unsigned char *x, unsigned char
 template <typename F>
 static float timeit(F f) { return (float)(time_ms(f, 15) * 1000); }
 
+// Runs launch(blocks) at 20, 40, 66 and 132 blocks on a cleared y and
+// prints each time and rate after `label`, with the wrong bytes of the
+// copy unless `check` is false.
+template <typename L>
+static void measure(const char *label, L launch, const unsigned char *y, long long R, long long bytes,
+                    long long ld, long long ldy, const std::vector<unsigned char> &h, bool check = true) {
+  const double mb = (double)R * bytes / 1e6;
+  for (int nb : {20, 40, 66, 132}) {
+    CK(cudaMemset((void *)y, 0, R * ldy));
+    float t = timeit([&] { launch(nb); });
+    std::vector<unsigned char> g(R * ldy);
+    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (long long r = 0; r < R && check; r++)
+      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
+    printf("%s, %3d blocks: %6.1f us, %5.1f GB/s read a block, %s%lld wrong bytes\n", label, nb, t,
+           mb * 1e3 / t / nb, check ? "" : "unchecked, ", bad);
+  }
+}
+
 template <int NB, int W, int LAG>
 static void run_warps(const unsigned char *x, unsigned char *y, long long R, long long bytes, long long ld,
                       long long ldy, const std::vector<unsigned char> &h) {
   const int smem = NB * (IN + OUT);
   auto kernel = shift_warps<NB, W, LAG>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const double mb = (double)R * bytes / 1e6;
-  for (int nb : {20, 40, 66, 132}) {
-    CK(cudaMemset(y, 0, R * ldy));
-    float t = timeit([&] { kernel<<<nb, 32 * (W + 2), smem>>>(x, y, R, bytes, ld, ldy); });
-    std::vector<unsigned char> g(R * ldy);
-    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
-    long long bad = 0;
-    for (long long r = 0; r < R; r++)
-      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
-    printf("warp roles, %2d rows in flight, %2d shifting warps, stores %d behind, %3d blocks: %6.1f us, %5.1f GB/s "
-           "read a block, %lld wrong bytes\n",
-           NB, W, LAG, nb, t, mb * 1e3 / t / nb, bad);
-  }
+  char label[128];
+  snprintf(label, sizeof label, "warp roles, %2d rows in flight, %2d shifting warps, stores %d behind", NB, W, LAG);
+  measure(label, [&](int nb) { kernel<<<nb, 32 * (W + 2), smem>>>(x, y, R, bytes, ld, ldy); }, y, R, bytes, ld,
+          ldy, h);
 }
 
 template <int S, int T, int G, bool ALIGNED>
@@ -429,19 +406,11 @@ static void run_in_place(const unsigned char *x, unsigned char *y, long long R, 
   const int smem = S * G * IN;
   auto kernel = shift_in_place<S, T, G, ALIGNED>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const double mb = (double)R * bytes / 1e6;
-  for (int nb : {20, 40, 66, 132}) {
-    CK(cudaMemset(y, 0, R * ldy));
-    float t = timeit([&] { kernel<<<nb, T, smem>>>(x, y, R, bytes, ld, ldy); });
-    std::vector<unsigned char> g(R * ldy);
-    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
-    long long bad = 0;
-    for (long long r = 0; r < R && !ALIGNED; r++)
-      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
-    printf("in place%s, %2d stages of %d rows, %4d threads, %3d blocks: %6.1f us, %5.1f GB/s read a block, %s%lld "
-           "wrong bytes\n",
-           ALIGNED ? " (no shift)" : "", S, G, T, nb, t, mb * 1e3 / t / nb, ALIGNED ? "unchecked, " : "", bad);
-  }
+  char label[128];
+  snprintf(label, sizeof label, "in place%s, %2d stages of %d rows, %4d threads", ALIGNED ? " (no shift)" : "", S,
+           G, T);
+  measure(label, [&](int nb) { kernel<<<nb, T, smem>>>(x, y, R, bytes, ld, ldy); }, y, R, bytes, ld, ldy, h,
+          !ALIGNED);
 }
 
 template <int NB, int T, int G = 1>
@@ -450,19 +419,9 @@ static void run(const unsigned char *x, unsigned char *y, long long R, long long
   const int smem = NB * (IN + OUT);
   auto kernel = G == 1 ? shift_rows<NB, T> : shift_groups<NB, T, G>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const double mb = (double)R * bytes / 1e6;
-  for (int nb : {20, 40, 66, 132}) {
-    CK(cudaMemset(y, 0, R * ldy));
-    float t = timeit([&] { kernel<<<nb, T, smem>>>(x, y, R, bytes, ld, ldy); });
-    std::vector<unsigned char> g(R * ldy);
-    CK(cudaMemcpy(g.data(), y, R * ldy, cudaMemcpyDeviceToHost));
-    long long bad = 0;
-    for (long long r = 0; r < R; r++)
-      for (long long c = 0; c < bytes; c++) bad += g[r * ldy + c] != h[r * ld + c];
-    printf("%2d rows in flight, %d a stage, %4d threads, %3d blocks: %6.1f us, %5.1f GB/s read a block, %lld wrong "
-           "bytes\n",
-           NB, G, T, nb, t, mb * 1e3 / t / nb, bad);
-  }
+  char label[128];
+  snprintf(label, sizeof label, "%2d rows in flight, %d a stage, %4d threads", NB, G, T);
+  measure(label, [&](int nb) { kernel<<<nb, T, smem>>>(x, y, R, bytes, ld, ldy); }, y, R, bytes, ld, ldy, h);
 }
 
 int main() {
