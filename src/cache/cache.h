@@ -474,7 +474,8 @@ enum {
   JK_STAT_REMOTE_WRITTEN = 14
 };
 
-/* Unix time in milliseconds: created and last_used stamps. */
+/* Unix time in milliseconds: created and last_used stamps, and the
+ * remote's leases' ends. */
 int64_t jk_now_ms(void);
 
 /* The rowid a key is stored under: its first 63 bits. */

@@ -1080,20 +1080,13 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
   return st;
 }
 
-/* The wall clock in ms since the epoch: a lease's end as every machine
- * of the cluster reads it. */
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* How far past a signed lease's end (by the reader's clock) it is still
  * waited for: the machines' clocks may differ by this much. */
 #define JK_REMOTE_LEASE_SLACK_MS 1000
 
 /* A lease's value: this process's node; with a key, "/", the lease's end
- * `until` (ms since the epoch, in decimal), "/" and the first 16 bytes
+ * `until` (ms since the epoch by the wall clock, jk_now_ms, which every
+ * machine of the cluster reads alike; in decimal), "/" and the first 16 bytes
  * (in hex) of the HMAC-SHA-256 of the lease's name, the node and the end,
  * one a line, under the key. Without the key nobody can write a lease
  * that keyed processes wait for: a planted one would otherwise hold every
@@ -1142,7 +1135,7 @@ static bool lease_honoured(const jk_remote *r, const char *name, const redisRepl
     if (*q < '0' || *q > '9' || digits >= 18) return false;
     until = until * 10 + (*q - '0');
   }
-  if (digits == 0 || wall_ms() > until + JK_REMOTE_LEASE_SLACK_MS) return false;
+  if (digits == 0 || jk_now_ms() > until + JK_REMOTE_LEASE_SLACK_MS) return false;
   snprintf(node, sizeof node, "%.*s", (int)(end_at - given), given);
   lease_value(r, name, node, until, want, sizeof want);
   return strlen(want) == v->len && jk_same_secret(want, given, v->len);
@@ -1157,7 +1150,7 @@ jk_lease jk_remote_lease(jitk_engine *e, const jk_key *request) {
   if (c != NULL) {
     char name[96], value[400];
     key_name(request, "lease:", name, sizeof name);
-    lease_value(r, name, r->node, wall_ms() + r->lease_ms, value, sizeof value);
+    lease_value(r, name, r->node, jk_now_ms() + r->lease_ms, value, sizeof value);
     redisReply *rep =
         ask(e, r, JK_REPLY_SMALL, "SET NX", "SET %s %s NX PX %d", name, value, r->lease_ms);
     if (rep != NULL) {
