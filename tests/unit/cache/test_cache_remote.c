@@ -1186,13 +1186,6 @@ static void signed_lease(char *out, const char *name, const char *secret, long l
   for (int i = 0; i < 16; i++) at += snprintf(out + at, 3, "%02x", tag[i]);
 }
 
-/* The wall clock in ms since the epoch, as leases' ends are written. */
-static long long wall_now_ms(void) {
-  struct timespec wall;
-  clock_gettime(CLOCK_REALTIME, &wall);
-  return (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
-}
-
 /* A fresh keyed machine (key file `key`) asks for kernel 1, whose entry
  * `entry` is gone and whose lease `lease` holds `value`: it compiles the
  * kernel, after waiting for the lease or not. Its remote's figures, and
@@ -1337,7 +1330,7 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   char lease[128];
   snprintf(lease, sizeof lease, "%.*slease:%s", (int)(colon + 1 - names[0]), names[0], colon + 1);
   const char *secret = "the cluster's secret, 41 bytes long......";
-  const long long now = wall_now_ms();
+  const long long now = jk_now_ms(); /* as leases' ends are written */
   char live[128], ended[128], moved[128];
   const struct {
     char *out;
@@ -1370,7 +1363,7 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
    * lease about to end holds a process for that long, not for the wait. */
   setenv("JITK_CACHE_REMOTE_WAIT_MS", "8000", 1);
   {
-    const long long until = wall_now_ms() + 500;
+    const long long until = jk_now_ms() + 500;
     char ending[128];
     signed_lease(ending, lease, secret, until, until);
     double took;
