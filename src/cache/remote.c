@@ -615,8 +615,14 @@ static const unsigned char *get_field(reader *rd, size_t *len) {
  * (larger_than_kept). A key that is not there reads as an empty string.
  * NULL after failed(). Under r->lock. */
 static redisReply *get_entry(jitk_engine *e, jk_remote *r, const char *name) {
-  return ask(e, r, JK_REPLY_VALUE, "GETRANGE", "GETRANGE %s 0 %lld", name,
-             (long long)e->cache.max_bytes);
+  redisReply *rep = ask(e, r, JK_REPLY_VALUE, "GETRANGE", "GETRANGE %s 0 %lld", name,
+                        (long long)e->cache.max_bytes);
+  /* Its bytes count as read, whatever becomes of them. */
+  if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+    r->stats.bytes_read += (uint64_t)rep->len;
+    jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
+  }
+  return rep;
 }
 
 /* Whether get_entry's string is a value larger than the local store
@@ -720,11 +726,7 @@ jitk_status jk_remote_find(jitk_engine *e, const jk_key *request, const jk_mater
     char name[96];
     key_name(request, "", name, sizeof name);
     redisReply *rep = get_entry(e, r, name);
-    if (rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len > 0) {
-      *present = true;
-      r->stats.bytes_read += (uint64_t)rep->len;
-      jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
-    }
+    *present = rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len > 0;
     if (rep != NULL && rep->type == REDIS_REPLY_STRING && larger_than_kept(e, rep)) {
       jk_log(e, JITK_LOG_INFO,
              "kernel cache: the remote's entry for request %s is larger than this machine's "
@@ -1019,10 +1021,6 @@ jitk_status jitk_cache_remote_pull(jitk_engine *e, size_t *pulled, size_t *rejec
       const char *why = NULL;
       jk_entry *x = NULL;
       jk_material full = {0};
-      if (rep->type == REDIS_REPLY_STRING) {
-        r->stats.bytes_read += (uint64_t)rep->len;
-        jk_remote_count(e, 0, 0, 0, 0, (uint64_t)rep->len, 0);
-      }
       if (rep->type == REDIS_REPLY_STRING && larger_than_kept(e, rep)) {
         jk_log(e, JITK_LOG_INFO,
                "kernel cache: the remote's %s is larger than this machine's cache keeps (its "
