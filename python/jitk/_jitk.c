@@ -892,9 +892,23 @@ static bool cupy_exact(PyObject *o) {
   return (PyObject *)Py_TYPE(o) == cupy_ndarray_type && cupy_fast_getters();
 }
 
+/* The device number an array's library or producer reports, as `device`:
+ * ValueError for one outside the devices jitk keeps engines for (a
+ * negative one would otherwise read as "no device" and run on the current
+ * device; a large one indexes tables of MAX_DEVICES entries). */
+static int device_number(long long v, int *device, const char *what) {
+  if (v < 0 || v >= MAX_DEVICES) {
+    PyErr_Format(PyExc_ValueError, "%s is on CUDA device %lld; jitk works with devices 0 to %d",
+                 what, v, MAX_DEVICES - 1);
+    return -1;
+  }
+  *device = (int)v;
+  return 0;
+}
+
 /* A CuPy array's o.data.ptr, and o.data.device_id where `device` is not
  * NULL; `exact` from cupy_exact(o). */
-static int cupy_pointer(PyObject *o, bool exact, void **ptr, int *device) {
+static int cupy_pointer(PyObject *o, bool exact, void **ptr, long long *device) {
   PyObject *data = cupy_attr(o, exact, FG_DATA, s_data);
   if (data == NULL) return -1;
   exact = exact && (PyObject *)Py_TYPE(data) == cupy_memptr_type;
@@ -907,7 +921,7 @@ static int cupy_pointer(PyObject *o, bool exact, void **ptr, int *device) {
     return -1;
   }
   *ptr = PyLong_AsVoidPtr(p);
-  if (device != NULL) *device = (int)PyLong_AsLong(dev);
+  if (device != NULL) *device = PyLong_AsLongLong(dev);
   Py_DECREF(p);
   Py_XDECREF(dev);
   return PyErr_Occurred() ? -1 : 0;
@@ -915,7 +929,9 @@ static int cupy_pointer(PyObject *o, bool exact, void **ptr, int *device) {
 
 static int from_cupy(PyObject *o, pyarr *a, int *device, bool pointer_only, const char *what) {
   bool exact = cupy_exact(o);
-  if (cupy_pointer(o, exact, &a->t.data, device) != 0) return -1;
+  long long dev = -1;
+  if (cupy_pointer(o, exact, &a->t.data, &dev) != 0 || device_number(dev, device, what) != 0)
+    return -1;
   PyObject *dt = cupy_attr(o, exact, FG_DTYPE, s_dtype);
   if (dt == NULL) return -1;
   a->dtype = dtype_of(dt);
@@ -950,10 +966,10 @@ static int from_torch(PyObject *o, pyarr *a, int *device, bool pointer_only, con
     return -1;
   }
   a->t.data = PyLong_AsVoidPtr(ptr);
-  *device = (int)PyLong_AsLong(dev);
+  long long dev_id = PyLong_AsLongLong(dev);
   Py_DECREF(ptr);
   Py_DECREF(dev);
-  if (PyErr_Occurred()) return -1;
+  if (PyErr_Occurred() || device_number(dev_id, device, what) != 0) return -1;
   PyObject *dt = PyObject_GetAttr(o, s_dtype);
   if (dt == NULL) return -1;
   a->dtype = dtype_of(dt);
@@ -1075,8 +1091,7 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
   }
   a->t.shape = a->shape;
   a->t.strides = a->strides;
-  *device = t->device.device_id;
-  return 0;
+  return device_number(t->device.device_id, device, what);
 }
 
 static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, const char *what) {
@@ -1131,6 +1146,7 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
     st = jitk_pointer_device(any, a->t.data, &dev, &is_device);
     if (st != JITK_OK) return raise_status(any, st, what) ? 0 : -1;
     if (!is_device) return cpu_array_error(what);
+    if (device_number(dev, &dev, what) != 0) return -1;
   }
   *device = dev;
   a->t.device.device_type = kDLCUDA;
@@ -1170,8 +1186,10 @@ static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, co
   return 0;
 }
 
-/* Fills `a` from a GPU array of any library. 1: done; 0: `o` is not an
- * array (no exception); -1: an exception is set. */
+/* Fills `a` from a GPU array of any library, and `device` with the device
+ * it is on: one of those jitk keeps engines for, or -1 for an empty array
+ * of the interface whose pointer is 0. 1: done; 0: `o` is not an array (no
+ * exception); -1: an exception is set. */
 static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
                       bool pointer_only, const char *what) {
   /* The tensor and the capsule; shape and strides are written as read. */
@@ -1230,21 +1248,6 @@ static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *d
     }
   }
   return r == 0 ? 1 : -1;
-}
-
-/* read_array, and the device it says the array is on within the
- * devices jitk keeps engines for (the number comes from the array's
- * library, or from any object's __dlpack__, and indexes tables of
- * MAX_DEVICES entries). */
-static int to_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *device,
-                    bool pointer_only, const char *what) {
-  int r = read_array(o, lib, stream, a, device, pointer_only, what);
-  if (r == 1 && *device >= MAX_DEVICES) {
-    PyErr_Format(PyExc_ValueError, "%s is on CUDA device %d; jitk works with devices 0 to %d", what,
-                 *device, MAX_DEVICES - 1);
-    return -1;
-  }
-  return r;
 }
 
 static void release_arrays(pyarr *a, int n) {
@@ -1494,9 +1497,9 @@ static int convert_arg(call *c, PyObject *o, int i, bool output, const char *ker
   }
   pyarr *a = &c->arrs[c->narr];
   int dev = -1;
-  r = to_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, c->pointer_only, what);
+  r = read_array(o, lib, c->stream_given ? c->stream : NULL, a, &dev, c->pointer_only, what);
   if (r < 0) {
-    /* What to_array holds (a capsule) goes with the call. */
+    /* What read_array holds (a capsule) goes with the call. */
     c->narr++;
     return -1;
   }
@@ -1790,7 +1793,7 @@ static int allocate_outputs(call *c, int nin, int nout, const jitk_output_spec *
     int dev = -1;
     pyarr *a = &c->arrs[c->narr];
     int r = allocated_array(o, device, &specs[j], a);
-    if (r == 0) r = to_array(o, lib_of(o), c->stream, a, &dev, false, "an allocated output");
+    if (r == 0) r = read_array(o, lib_of(o), c->stream, a, &dev, false, "an allocated output");
     c->narr++;
     if (r != 1) {
       if (r == 0) PyErr_SetString(JitkError, "an allocated output is not an array");
@@ -3724,7 +3727,7 @@ static PyObject *py_describe(PyObject *self, PyObject *o) {
   pyarr a;
   int dev = -1;
   int lib = lib_of(o);
-  int r = to_array(o, lib, NULL, &a, &dev, false, "the array");
+  int r = read_array(o, lib, NULL, &a, &dev, false, "the array");
   if (r <= 0) {
     release_capsule(a.hold);
     if (r == 0) {
@@ -3777,7 +3780,7 @@ static PyObject *py_empty(PyObject *self, PyObject *args) {
   if (PyErr_Occurred()) return NULL;
   pyarr a;
   int dev = 0, lib = lib_of(like);
-  int r = to_array(like, lib, NULL, &a, &dev, false, "the array");
+  int r = read_array(like, lib, NULL, &a, &dev, false, "the array");
   release_capsule(a.hold);
   if (r < 0) return NULL;
   return allocate_output(lib, dev, &sp);
@@ -3888,7 +3891,7 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
   if (o == Py_None) return 0;
   pyarr *a = &c->arrs[c->narr];
   int dev = -1;
-  int r = to_array(o, lib_of(o), c->stream_given ? c->stream : NULL, a, &dev, false, what);
+  int r = read_array(o, lib_of(o), c->stream_given ? c->stream : NULL, a, &dev, false, what);
   c->narr++;
   if (r <= 0) {
     if (r == 0) PyErr_Format(PyExc_TypeError, "%s is not a GPU array", what);

@@ -449,9 +449,12 @@ def test_cupy_arrays_of_every_dtype_and_layout(tmp_path):
 
 
 def test_arrays_on_devices_past_the_last_raise(tmp_path):
-    # An array whose DLPack capsule names a device beyond those jitk keeps
-    # engines for (0 to 63) gets a ValueError and nothing is launched: the
-    # number once indexed the kernels' per-device tables unchecked.
+    # An array whose DLPack capsule or CuPy memory names a device outside
+    # those jitk keeps engines for (0 to 63) gets a ValueError and nothing
+    # is launched: a large number once indexed the kernels' per-device
+    # tables unchecked, and a negative one read as "no device", so the
+    # array was taken as the current device's. The matmul plans' reader
+    # (_describe) refuses them too.
     run("""
         class Far:
             # float32 host memory (device memory to the stand-in) that says
@@ -469,19 +472,42 @@ def test_arrays_on_devices_past_the_last_raise(tmp_path):
         red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "sum_far")
         raw = jitk.RawKernel('extern "C" __global__ void f(float *p) {}', "f")
         ew(Far(host, 0), z)  # device 0 is the stand-in's
+        try:
+            import cupy
+            import types
+            class FarCupy(cupy.ndarray):
+                # CuPy asks its runtime for the device when memory is made
+                # on another, which the stand-in cannot serve: the memory
+                # is device 0's, and `data` says it is `device`'s.
+                @property
+                def data(self):
+                    return types.SimpleNamespace(ptr=host.ctypes.data, device_id=self.device_number)
+            def on_cupy(device):
+                a = cupy_array(host).view(FarCupy)
+                a.device_number = device
+                return a
+            makers = [Far, lambda h, device: on_cupy(device)]
+        except ImportError:
+            makers = [Far]
         before = fake.fakecuda_launch_count()
-        for device in (64, 1000, 2**31 - 1):
-            for call in (lambda: ew(Far(host, device), z),
-                         lambda: red(Far(host, device)),
-                         lambda: raw((1,), (32,), (Far(host, device),))):
-                try:
-                    call()
-                except ValueError as e:
-                    assert f"is on CUDA device {device}; jitk works with devices 0 to 63" in str(e), e
-                else:
-                    raise AssertionError(f"device {device} was taken")
+        checked = 0
+        for make in makers:
+            for device in (-1, -2**31, 64, 1000, 2**31 - 1):
+                for call in (lambda: ew(make(host, device), z),
+                             lambda: red(make(host, device)),
+                             lambda: raw((1,), (32,), (make(host, device),)),
+                             lambda: jitk._jitk._describe(make(host, device))):
+                    try:
+                        call()
+                    except ValueError as e:
+                        want = f"is on CUDA device {device}; jitk works with devices 0 to 63"
+                        assert want in str(e), e
+                        checked += 1
+                    else:
+                        raise AssertionError(f"device {device} was taken")
         assert fake.fakecuda_launch_count() == before
-        print("ok")
+        assert checked == len(makers) * 5 * 4, checked
+        print("ok", len(makers), checked)
     """, tmp_path)
 
 
