@@ -43,6 +43,11 @@
 /* Headers larger than this are refused as unreadable rather than loaded:
  * no sane header comes near it. */
 #define JK_DEPS_MAX_FILE ((off_t)256 << 20)
+/* How old a CUDA header's change time must be before its record is
+ * replayed on the strength of its stat data alone: a file written within
+ * the same tick of the file system's clock as it was read may have
+ * changed with stat data that look the same. */
+#define JK_SCAN_SETTLE_NS 2000000000LL
 
 /*
  * The CUDA headers a compile reads are the same for every compile of an
@@ -50,7 +55,13 @@
  * and the common ones are large (cuda_fp16.hpp and cuda_bf16.hpp alone
  * are 1.7 MB). So the first scan of each records what its directives do,
  * and later scans of the engine replay that instead of reading the file:
- * a generated fp16 kernel's scan drops from about 2 ms to a few µs.
+ * a generated fp16 kernel's scan drops from about 2 ms to a few µs. A
+ * replay still asks the file system whether the file is as it was read
+ * (its stat data, one stat a file): a toolkit updated, or a header of
+ * one's own that lies under the CUDA folder (a conda environment's
+ * include folder holds both) edited, while the process runs is read
+ * again, so that no record the cache stores claims the content read the
+ * first time.
  */
 typedef struct scan_event {
   char op;    /* 'l' a lookup, 'n' one that looks at every candidate, 'c' a
@@ -69,6 +80,11 @@ typedef struct memo_file {
   char *path;
   char state; /* 'F', 'A' or 'O', as in a jk_dep */
   uint8_t hash[16];
+  /* For a file: its stat data when it was read, and whether its change
+   * time was then old enough (JK_SCAN_SETTLE_NS) for the same stat data
+   * to mean the same content. */
+  jk_file_stamp stamp;
+  bool settled;
   scan_event *events;
   size_t num_events;
   struct memo_file *next;
@@ -173,7 +189,7 @@ static const memo_file *memo_find(jitk_engine *e, const char *path) {
  * for the path meanwhile, which then stays. Failures only lose a
  * shortcut. */
 static void memo_add(jitk_engine *e, const char *path, char state, const uint8_t hash[16],
-                     recording *rec) {
+                     const jk_dep *read, recording *rec) {
   jk_nvrtc *nv = &e->nvrtc;
   memo_file *f = jk_calloc(e, 1, sizeof *f);
   if (f != NULL) f->path = jk_strdup(e, path);
@@ -184,6 +200,12 @@ static void memo_add(jitk_engine *e, const char *path, char state, const uint8_t
   }
   f->state = state;
   if (hash) memcpy(f->hash, hash, 16);
+  if (read != NULL && read->stamped) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    f->stamp = read->stamp;
+    f->settled = jk_timespec_ns(now) - read->stamp.ctime_ns >= JK_SCAN_SETTLE_NS;
+  }
   if (rec != NULL) {
     f->events = rec->v;
     f->num_events = rec->n;
@@ -376,7 +398,6 @@ static void stamp_of(jk_dep *d, const struct stat *st) {
 bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
   for (size_t i = 0; i < d->n; i++) {
     const jk_dep *x = &d->v[i];
-    if (x->toolkit) continue;
     struct stat st;
     int r = stat(x->path, &st);
     bool holds;
@@ -398,6 +419,20 @@ bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
     }
   }
   return true;
+}
+
+/* Whether the engine's record of a CUDA header path still describes what
+ * is there: the same kind of thing, and for a file the stat data it was
+ * read with, the file having been settled then. */
+static bool memo_holds(const memo_file *m, const char *path) {
+  struct stat st;
+  int r = stat(path, &st);
+  if (m->state == 'A') return r != 0 && (errno == ENOENT || errno == ENOTDIR);
+  if (m->state == 'O') return r == 0 && !S_ISREG(st.st_mode);
+  if (r != 0 || !S_ISREG(st.st_mode) || !m->settled) return false;
+  jk_file_stamp now;
+  jk_file_stamp_of(&st, &now);
+  return jk_file_stamp_same(&now, &m->stamp);
 }
 
 static bool under(const char *path, const char *dir) {
@@ -442,11 +477,14 @@ static bool probe(scan_state *s, const char *path) {
   char kind = 'A';
   d->toolkit = under(path, s->e->nvrtc.include_dir) || under(path, s->e->nvrtc.cccl_dir);
   const memo_file *memo = d->toolkit ? memo_find(s->e, path) : NULL;
+  if (memo != NULL && !memo_holds(memo, path)) memo = NULL; /* changed: read it again */
   bool found;
   if (memo != NULL) {
     kind = memo->state;
     found = kind == 'F';
     memcpy(d->hash, memo->hash, 16);
+    d->stamped = found;
+    d->stamp = memo->stamp;
   } else {
     struct stat st;
     found = read_file(s->e, path, &text, &len, &kind, &st);
@@ -455,7 +493,7 @@ static bool probe(scan_state *s, const char *path) {
       stamp_of(d, &st);
     }
     /* A CUDA header place found empty stays so for the engine's life. */
-    if (!found && d->toolkit) memo_add(s->e, path, kind, NULL, NULL);
+    if (!found && d->toolkit) memo_add(s->e, path, kind, NULL, NULL, NULL);
   }
   d->state = kind;
   d->hashed = found;
@@ -1052,7 +1090,45 @@ static void directive(scan_state *s, const char *p, const char *end, const char 
   if (params == NULL && word_at(p, end, "define")) ev_define(s, skip_ws(p + 6, end), end);
 }
 
-static void scan_text(scan_state *s, const char *text, size_t len, const char *dir, size_t dir_len,
+/* Trigraphs: "??" and one of `trigraph_from`, which translation phase 1
+ * replaces by the character at the same place in `trigraph_to` under
+ * -std=c++14 and earlier (NVRTC honours them there: ??=include is an
+ * #include, ??/ at a line's end a splice) and leaves as text from C++17
+ * on. */
+static const char trigraph_from[] = "=/'()!<>-", trigraph_to[] = "#\\^[]|{}~";
+
+static bool has_trigraph(const char *t, size_t len) {
+  for (const char *p = t, *end = t + len; p + 2 < end;) {
+    const char *q = memchr(p, '?', (size_t)(end - p - 2));
+    if (q == NULL) return false;
+    if (q[1] == '?' && q[2] != '\0' && strchr(trigraph_from, q[2]) != NULL) return true;
+    p = q + 1;
+  }
+  return false;
+}
+
+/* The text with its trigraphs replaced; no longer than the text. */
+static char *replace_trigraphs(jitk_engine *e, const char *in, size_t len, size_t *out_len) {
+  char *out = jk_malloc(e, len + 1);
+  if (out == NULL) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    const char *r = i + 2 < len && in[i] == '?' && in[i + 1] == '?' && in[i + 2] != '\0'
+                        ? strchr(trigraph_from, in[i + 2])
+                        : NULL;
+    if (r != NULL) {
+      out[o++] = trigraph_to[r - trigraph_from];
+      i += 2;
+    } else {
+      out[o++] = in[i];
+    }
+  }
+  out[o] = '\0';
+  *out_len = o;
+  return out;
+}
+
+static void scan_once(scan_state *s, const char *text, size_t len, const char *dir, size_t dir_len,
                       const char *who) {
   size_t n = 0;
   char *c = clean(s->e, text, len, &n);
@@ -1072,6 +1148,24 @@ static void scan_text(scan_state *s, const char *text, size_t len, const char *d
     p = eol + 1;
   }
   jk_free(s->e, c);
+}
+
+/* A text's directives. One holding trigraphs is scanned as read both with
+ * and without them, since whether NVRTC replaces them depends on the
+ * language standard, and so the record holds what either reading
+ * reaches. */
+static void scan_text(scan_state *s, const char *text, size_t len, const char *dir, size_t dir_len,
+                      const char *who) {
+  scan_once(s, text, len, dir, dir_len, who);
+  if (s->oom || !has_trigraph(text, len)) return;
+  size_t n = 0;
+  char *t = replace_trigraphs(s->e, text, len, &n);
+  if (t == NULL) {
+    s->oom = true;
+    return;
+  }
+  scan_once(s, t, n, dir, dir_len, who);
+  jk_free(s->e, t);
 }
 
 /* Options that name files or folders NVRTC reads. */
@@ -1131,9 +1225,16 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
       if (separate) pre[npre++] = opts[++i];
     } else if ((v = option_value(opts[i], pre_opts)) != NULL) {
       pre[npre++] = v;
-    } else if (strncmp(opts[i], "-D", 2) == 0 || strncmp(opts[i], "--define-macro=", 15) == 0) {
-      /* -DNAME=VALUE defines what a macro-named include may use. */
-      const char *d = opts[i][1] == 'D' ? opts[i] + 2 : opts[i] + 15;
+    } else if (strncmp(opts[i], "-D", 2) == 0 || strncmp(opts[i], "--define-macro", 14) == 0) {
+      /* -DNAME=VALUE defines what a macro-named include may use; NVRTC
+       * also takes -D and --define-macro with the definition as the next
+       * option. */
+      const char *d = opts[i][1] == 'D' ? opts[i] + 2 : opts[i] + 14;
+      if (*d == '=' && opts[i][1] == '-') d++;
+      if (*d == '\0') {
+        if (!separate) continue;
+        d = opts[++i];
+      }
       const char *eq = strchr(d, '=');
       const char *paren = strchr(d, '(');
       if (paren != NULL && (eq == NULL || paren < eq)) continue; /* function-like */
@@ -1195,6 +1296,7 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
       bool toolkit = out->v[index].toolkit;
       uint8_t hash[16];
       memcpy(hash, out->v[index].hash, 16);
+      jk_dep read = out->v[index]; /* its stamp, for the memo */
       if (path == NULL) {
         jk_free(e, text);
         s.oom = true;
@@ -1210,7 +1312,7 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
         s.rec = toolkit ? &rec : NULL;
         scan_text(&s, text, len, path, dl, path);
         s.rec = NULL;
-        if (toolkit && !s.oom) memo_add(e, path, 'F', hash, &rec);
+        if (toolkit && !s.oom) memo_add(e, path, 'F', hash, &read, &rec);
         recording_free(e, &rec);
       }
       jk_free(e, text);

@@ -172,10 +172,10 @@ typedef struct jk_dep {
   char *path;   /* as NVRTC opens it: relative to the working directory, or absolute */
   char state;   /* 'F' a regular file, 'A' nothing there, 'O' something else */
   bool hashed;  /* `hash` holds the file's XXH3-128 */
-  bool toolkit; /* under the CUDA header folders (checked on disk hits only) */
-  /* For a file of the caller's read by this process's scan: what fstat
-   * said as the scan opened it, for jk_deps_unchanged. Not part of the
-   * record the cache keeps. */
+  bool toolkit; /* under the CUDA header folders (not checked on memory hits) */
+  /* For a file this process's scan read, or a CUDA header it replayed:
+   * what fstat said as the file was opened, for jk_deps_unchanged. Not
+   * part of the record the cache keeps. */
   bool stamped;
   uint8_t hash[16];
   jk_file_stamp stamp;
@@ -290,9 +290,9 @@ void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
 jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
                          jk_deps *out);
 void jk_deps_free(jitk_engine *e, jk_deps *d);
-/* Whether every file of the caller's that the scan read is still the
- * file it read: same device, inode, size and modification and change
- * times. A file edited while NVRTC ran and then put back as it was has the
+/* Whether every file the scan read (the CUDA headers among them) is
+ * still the file it read: same device, inode, size and modification and
+ * change times. A file edited while NVRTC ran and then put back as it was has the
  * scan's content again, but not its change time: what NVRTC read is then
  * unknown. Places found empty or holding something else are checked as
  * they were found. *failed names the first that does not hold. */

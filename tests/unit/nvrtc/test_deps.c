@@ -106,7 +106,8 @@ static int nvrtc_value(dcase *c) {
 /* The file NVRTC read (the one defining `value`) is recorded with its
  * hash; `path` is where it lies. */
 static void expect_read(dcase *c, const char *path, int value) {
-  cr_assert_eq(nvrtc_value(c), value, "NVRTC read another file than %s", path);
+  int read = nvrtc_value(c);
+  cr_assert_eq(read, value, "NVRTC read another file than %s (VALUE %d)", path, read);
   const jk_dep *d = find(c, path);
   cr_assert_not_null(d, "%s is not in the record", path);
   cr_assert_eq(d->state, 'F');
@@ -380,5 +381,107 @@ Test(deps, replayed_cuda_headers_still_follow_macros) {
   cr_assert_eq(c.deps.n, first.n);
   for (size_t i = 0; i < first.n; i++) cr_assert_str_eq(c.deps.v[i].path, first.v[i].path);
   jk_deps_free(c.e, &first);
+  finish(&c);
+}
+
+Test(deps, trigraphs_under_older_standards) {
+  dcase c = start();
+  header("x/h.cuh", 121);
+  header("x/h2.cuh", 122);
+  /* Under -std=c++14 NVRTC replaces trigraphs: ??= is a directive's #,
+   * and ??/ at a line's end splices the next line into the directive.
+   * (The question marks are escaped here so that this file's own compiler
+   * keeps them.) */
+  const char *opts[] = {"-std=c++14"};
+  const char *hash_mark =
+      "?\?=include \"h.cuh\"\nextern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, hash_mark, "x/k.cu", opts, 1, NULL, 0);
+  cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+  expect_read(&c, "x/h.cuh", 121);
+  jk_deps_free(c.e, &c.deps);
+  const char *splice =
+      "#include ?\?/\n\"h2.cuh\"\nextern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, splice, "x/k.cu", opts, 1, NULL, 0);
+  expect_read(&c, "x/h2.cuh", 122);
+  jk_deps_free(c.e, &c.deps);
+  /* Without them (C++17, NVRTC's default) the same text is ordinary: a
+   * directive it then holds still counts. */
+  const char *both =
+      "#define Q \"?\?/\"\n#include \"h.cuh\"\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, both, "x/k.cu", NULL, 0, NULL, 0);
+  expect_read(&c, "x/h.cuh", 121);
+  finish(&c);
+}
+
+Test(deps, definitions_given_as_separate_options) {
+  dcase c = start();
+  header("a/impl_one.cuh", 701);
+  header("a/impl_two.cuh", 702);
+  /* The source's fallback is not what NVRTC reads when the options define
+   * the macro, in any of the forms NVRTC takes. */
+  const char *src =
+      "#ifndef HEADER\n#define HEADER <impl_one.cuh>\n#endif\n#include HEADER\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  const char *forms[][3] = {{"-Ia", "-D", "HEADER=<impl_two.cuh>"},
+                            {"-Ia", "--define-macro", "HEADER=<impl_two.cuh>"},
+                            {"-Ia", "--define-macro=HEADER=<impl_two.cuh>", NULL},
+                            {"-Ia", "-DHEADER=<impl_two.cuh>", NULL}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    scan(&c, src, "x/k.cu", forms[i], forms[i][2] ? 3 : 2, NULL, 0);
+    cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+    expect_read(&c, "a/impl_two.cuh", 702);
+    jk_deps_free(c.e, &c.deps);
+  }
+  finish(&c);
+}
+
+Test(deps, cuda_headers_changed_under_a_running_engine) {
+  /* A folder given as the CUDA headers' holds a header of the user's too,
+   * as a conda environment's include folder does: it counts as the
+   * toolkit's, and the engine replays its first scan of it, but only
+   * while the file is as it was then. */
+  enter_scratch();
+  char inc[512], path[600];
+  snprintf(inc, sizeof inc, "%s/env/include", workdir);
+  snprintf(path, sizeof path, "%s/mylib/v.cuh", inc);
+  header(path, 707);
+  dcase c;
+  memset(&c, 0, sizeof c);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "compute_90";
+  cfg.cache_mode = JITK_CACHE_OFF;
+  cfg.cuda_include_dir = inc;
+  JT_OK(NULL, jitk_engine_create(&cfg, &c.e));
+  /* A record is replayed only once the file's change time is old enough
+   * for its stat data to tell a change. */
+  usleep(2200 * 1000);
+  const char *src =
+      "#include <mylib/v.cuh>\nextern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  const jk_dep *d = find(&c, path);
+  cr_assert(d != NULL && d->toolkit, "%s not recorded as a CUDA header", path);
+  expect_read(&c, path, 707);
+  jk_deps_free(c.e, &c.deps);
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0); /* from the engine's record */
+  expect_read(&c, path, 707);
+  cr_assert(jk_deps_unchanged(&c.deps, NULL));
+  /* Edited after the scan: the record no longer holds, so what NVRTC
+   * read cannot be told from it. */
+  header(path, 1234);
+  const char *failed = NULL;
+  cr_assert_not(jk_deps_unchanged(&c.deps, &failed));
+  cr_assert_str_eq(failed, path);
+  jk_deps_free(c.e, &c.deps);
+  /* The next compile's scan reads it again rather than replaying the
+   * first one, so its record (which the disk tier would keep) names what
+   * NVRTC read. (Another kernel: the first one is in the engine's memory,
+   * where the CUDA headers are not checked again.) */
+  const char *src2 =
+      "#include <mylib/v.cuh>\nextern \"C\" __global__ void k(int *p) { *p = VALUE + 0; }\n";
+  scan(&c, src2, "k.cu", NULL, 0, NULL, 0);
+  expect_read(&c, path, 1234);
   finish(&c);
 }
