@@ -70,7 +70,9 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const c
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
       out->strides[i] = s;
-      s *= t->shape[i] ? t->shape[i] : 1;
+      /* Only an empty array's extents can pass int64_t here (the size was
+       * checked): its strides reach nothing, and stop growing. */
+      if (__builtin_mul_overflow(s, t->shape[i] ? t->shape[i] : 1, &s)) s = out->strides[i];
     }
   }
   if (t->data == NULL && size != 0)

@@ -188,6 +188,36 @@ jitk_status jk_gen_finish_outputs(jitk_status st, int num_out, DLManagedTensor *
   return JITK_OK;
 }
 
+/* Whether every index of a view reaches an element of its own, by a test
+ * that suffices rather than decides: the dimensions of extent above 1,
+ * taken by growing |stride|, each step past the furthest offset the ones
+ * before it reach. Every layout that slicing, transposing and reshaping
+ * make of an array passes; strides such as (1, 1) for a 4 x 4 view, which
+ * give 16 indices 7 elements, do not. */
+static bool distinct_elements(const jk_view *v) {
+  uint64_t step[JITK_MAX_NDIM], ext[JITK_MAX_NDIM];
+  int n = 0;
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->shape[d] == 0) return true; /* no elements */
+    if (v->shape[d] == 1) continue;
+    uint64_t s = v->strides[d] < 0 ? 0 - (uint64_t)v->strides[d] : (uint64_t)v->strides[d];
+    int k = n++;
+    for (; k > 0 && step[k - 1] > s; k--) {
+      step[k] = step[k - 1];
+      ext[k] = ext[k - 1];
+    }
+    step[k] = s;
+    ext[k] = (uint64_t)v->shape[d];
+  }
+  /* The view's reach was checked below 2^62 bytes, so no sum overflows. */
+  uint64_t reach = 0;
+  for (int k = 0; k < n; k++) {
+    if (step[k] <= reach) return false;
+    reach += (ext[k] - 1) * step[k];
+  }
+  return true;
+}
+
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
   jitk_engine *e = g->engine;
   int n = (int)g->params.count;
@@ -205,6 +235,13 @@ jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
                        "kernel %s: %s has stride 0 in dimension %d, so elements would be "
                        "written twice",
                        g->name, g->labels[o], d);
+    /* The same for strides that fold the indices onto fewer elements. */
+    if (!raw_o && !distinct_elements(ov))
+      return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                     "kernel %s: %s's strides may give two indices the same element, which "
+                     "would then be written twice; write to an array whose elements are "
+                     "distinct",
+                     g->name, g->labels[o]);
     size_t isz = jk_dtype(ov->dtype)->size;
     uintptr_t olo, ohi;
     if (!jk_view_range(ov, isz, &olo, &ohi)) continue;

@@ -39,6 +39,16 @@ Test(tensor, zero_dims_and_empty) {
   t = jt_tensor(NULL, JITK_INT32, 2, shape, NULL);
   JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
   cr_assert_eq(v.size, 0);
+  /* An empty array's other extents may be as large as an int64_t holds:
+   * the row-major strides made for it stop growing rather than overflow
+   * (which UBSan reported before). */
+  int64_t huge[4] = {0, (int64_t)1 << 62, 4, INT64_MAX};
+  t = jt_tensor(NULL, JITK_INT32, 4, huge, NULL);
+  JT_OK(NULL, jk_view_from_tensor(NULL, &t, "x", &v));
+  cr_assert_eq(v.size, 0);
+  cr_assert_eq(v.strides[3], 1);
+  cr_assert_eq(v.strides[2], INT64_MAX);
+  cr_assert_eq(v.strides[1], INT64_MAX);
 }
 
 /* A first element off its dtype's alignment is refused: kernels would

@@ -163,6 +163,47 @@ Test(raw_outputs, overlap_rules) {
   jitk_arg y0args[] = {jitk_arg_array(&x), jitk_arg_array(&y0)};
   JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "stride 0",
            jitk_elementwise_outputs(k, y0args, 2, -1, &spec));
+  /* So is one whose strides fold the indices onto fewer elements (4 x 4
+   * onto 7, 2 x 3 x 2 onto 8), in either order and sign; a layout made
+   * by slicing and transposing, however strided, is not. */
+  int64_t sq[2] = {4, 4}, cube[3] = {2, 3, 2};
+  DLTensor xs = tensor(0, JITK_FLOAT32, 2, sq, NULL), xc = tensor(0, JITK_FLOAT32, 3, cube, NULL);
+  int64_t folded[][3] = {{1, 1}, {-1, 1}, {1, 2}, {2, 3}}, folded3[3] = {4, 2, 1};
+  for (size_t i = 0; i < sizeof folded / sizeof folded[0]; i++) {
+    DLTensor yf = tensor(32768 + 64, JITK_FLOAT32, 2, sq, folded[i]);
+    jitk_arg fa[] = {jitk_arg_array(&xs), jitk_arg_array(&yf)};
+    JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "may give two indices the same element",
+             jitk_elementwise_outputs(k, fa, 2, -1, &spec));
+  }
+  DLTensor yc = tensor(32768, JITK_FLOAT32, 3, cube, folded3);
+  jitk_arg ca[] = {jitk_arg_array(&xc), jitk_arg_array(&yc)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "may give two indices the same element",
+           jitk_elementwise_outputs(k, ca, 2, -1, &spec));
+  int64_t fine[][2] = {{4, 1}, {1, 4}, {-8, 2}, {1, 100}, {5, -1}};
+  for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+    DLTensor yf = tensor(32768 + 2048, JITK_FLOAT32, 2, sq, fine[i]);
+    jitk_arg fa[] = {jitk_arg_array(&xs), jitk_arg_array(&yf)};
+    JT_OK(e, jitk_elementwise_outputs(k, fa, 2, -1, &spec));
+  }
+  jitk_elementwise_destroy(k);
+
+  /* A reduction's output likewise; a raw output is the operation's to
+   * index, so its strides are its own business. */
+  jitk_reduction *rk = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "rsum", NULL,
+                                 &rk));
+  int64_t x3[3] = {4, 4, 8};
+  DLTensor xr = tensor(0, JITK_FLOAT32, 3, x3, NULL);
+  DLTensor yr = tensor(32768, JITK_FLOAT32, 2, sq, folded[0]);
+  jitk_arg ra[] = {jitk_arg_array(&xr), jitk_arg_array(&yr)};
+  int axis = 2;
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "may give two indices the same element",
+           jitk_reduction_outputs(rk, ra, 2, &axis, 1, false, &spec));
+  jitk_reduction_destroy(rk);
+  JT_OK(e, jitk_elementwise_create(e, "T x", "raw T z", "z[i] = x", "rawfold", NULL, &k));
+  DLTensor zf = tensor(32768, JITK_FLOAT32, 2, sq, folded[0]);
+  jitk_arg za[] = {jitk_arg_array(&xs), jitk_arg_array(&zf)};
+  JT_OK(e, jitk_elementwise_outputs(k, za, 2, -1, &spec));
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
