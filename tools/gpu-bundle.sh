@@ -34,8 +34,9 @@ BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tes
 [ -x "$BUILD/examples/multi_gpu" ] && BINS="$BINS $BUILD/examples/multi_gpu"
 [ -x "$BUILD/examples/reduction" ] && BINS="$BINS $BUILD/examples/reduction"
 # The cache's tests of dependency records and of who may write a cache run
-# there too: as root, on another filesystem, beside device engines.
-for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
+# there too: as root, on another filesystem, beside device engines
+# (toolchain_child is a program test_cache_deps runs from its own folder).
+for t in test_cache_deps toolchain_child test_cache_tiers test_nvrtc_deps; do
   [ -x "$BUILD/tests/$t" ] && BINS="$BINS $BUILD/tests/$t"
 done
 [ -x "$BUILD/examples/link" ] && BINS="$BINS $BUILD/examples/link"

@@ -465,12 +465,20 @@ Test(cache_deps, a_request_keeps_at_most_sixteen_entries) {
 }
 
 /* Runs the program toolchain_child.c with libnvrtc loaded from `lib`;
- * returns its output. */
+ * returns its output. The program lies beside this test's executable, in
+ * the build's tests folder as in a GPU bundle's bin folder. */
 static void run_child(const char *lib, const char *cache, const char *when, const char *link,
                       const char *target, const char *kernels, char *out, size_t n) {
+  char self[2048];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  cr_assert(len > 0, "where is this test's executable?");
+  self[len] = '\0';
+  char *slash = strrchr(self, '/');
+  cr_assert_not_null(slash);
+  *slash = '\0';
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "LD_LIBRARY_PATH='%s' '%s/tests/toolchain_child' '%s' %s '%s' '%s' %s",
-           lib, JITK_TEST_BINARY_DIR, cache, when, link, target, kernels);
+  snprintf(cmd, sizeof cmd, "LD_LIBRARY_PATH='%s' '%s/toolchain_child' '%s' %s '%s' '%s' %s", lib,
+           self, cache, when, link, target, kernels);
   FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
   size_t got = fread(out, 1, n - 1, p);
