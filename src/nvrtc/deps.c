@@ -31,6 +31,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -136,6 +137,12 @@ typedef struct scan_state {
     size_t dir_len;
   } *computed;
   size_t num_computed, cap_computed;
+  /* Files scanned, as the folder they lie in (its device and inode) and
+   * their name: an open-addressing set, zero marking an empty slot. */
+  struct place {
+    uint64_t dev, ino, name;
+  } *places;
+  size_t num_places, cap_places;
   bool oom;
 } scan_state;
 
@@ -314,6 +321,51 @@ static jk_dep *find_probe(scan_state *s, const char *path, size_t *slot) {
   return NULL;
 }
 
+/*
+ * Whether the file `path` (its folder the first dir_len bytes) was scanned
+ * already under another path: the same name in the same folder, as the
+ * folder's device and inode tell. Its directives then find the same files
+ * again, so it is not scanned twice. Without this, headers that include
+ * each other through ".." ("../b/b.h" from a/a.h, "../a/a.h" from b/b.h)
+ * spell ever longer paths (a/../b/../a/...), which include guards stop in
+ * NVRTC but not in the scan, until they pass PATH_MAX: hundreds of
+ * entries in the record, each checked at every disk hit. The path itself
+ * is recorded all the same. A folder that cannot be stat'ed counts as
+ * new.
+ */
+static bool seen_place(scan_state *s, const char *path, size_t dir_len) {
+  char dir[PATH_MAX];
+  if (dir_len >= sizeof dir) return false;
+  memcpy(dir, dir_len ? path : ".", dir_len ? dir_len : 1);
+  dir[dir_len ? dir_len : 1] = '\0';
+  struct stat st;
+  if (stat(dir, &st) != 0) return false;
+  const char *name = path + dir_len + (path[dir_len] == '/');
+  struct place p = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, XXH3_64bits(name, strlen(name))};
+  if (p.name == 0) p.name = 1; /* zero marks an empty slot */
+  if (2 * (s->num_places + 1) > s->cap_places) {
+    size_t n = s->cap_places ? s->cap_places * 2 : 64;
+    struct place *v = jk_calloc(s->e, n, sizeof *v);
+    if (v == NULL) return false; /* scanned again: only time is lost */
+    for (size_t i = 0; i < s->cap_places; i++) {
+      if (s->places[i].name == 0) continue;
+      size_t h = (size_t)(s->places[i].name ^ s->places[i].ino) & (n - 1);
+      while (v[h].name != 0) h = (h + 1) & (n - 1);
+      v[h] = s->places[i];
+    }
+    jk_free(s->e, s->places);
+    s->places = v;
+    s->cap_places = n;
+  }
+  size_t h = (size_t)(p.name ^ p.ino) & (s->cap_places - 1);
+  for (; s->places[h].name != 0; h = (h + 1) & (s->cap_places - 1))
+    if (s->places[h].name == p.name && s->places[h].ino == p.ino && s->places[h].dev == p.dev)
+      return true;
+  s->places[h] = p;
+  s->num_places++;
+  return false;
+}
+
 static bool push_todo(scan_state *s, size_t index, char *text, size_t len, const memo_file *memo) {
   if (s->num_todo == s->cap_todo) {
     size_t cap = s->cap_todo ? s->cap_todo * 2 : 32;
@@ -363,9 +415,18 @@ static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len
   }
   for (;;) {
     if (n + 1 == cap) {
-      /* The file grew while being read; it is read to its end anyway. */
+      /* The file grew while being read, or says a size of 0 as /proc's
+       * do: it is read to its end, up to the same bound. */
+      if ((off_t)n >= JK_DEPS_MAX_FILE) {
+        n = (size_t)-1;
+        break;
+      }
       char *b = jk_realloc(e, buf, cap * 2);
-      if (b == NULL) break;
+      if (b == NULL) {
+        /* Not a hash of part of the file: unreadable. */
+        n = (size_t)-1;
+        break;
+      }
       buf = b;
       cap *= 2;
     }
@@ -1304,6 +1365,11 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
       }
       const char *sl = strrchr(path, '/');
       size_t dl = sl ? (size_t)(sl - path) + (sl == path) : 0;
+      if (seen_place(&s, path, dl)) {
+        jk_free(e, text);
+        jk_free(e, path);
+        continue;
+      }
       if (memo != NULL) {
         replay(&s, memo, path, dl, path);
       } else {
@@ -1335,6 +1401,7 @@ done:
     jk_free(e, s.computed[i].who);
   }
   jk_free(e, s.computed);
+  jk_free(e, s.places);
   jk_free(e, s.todo);
   jk_free(e, s.todo_text);
   jk_free(e, s.todo_len);

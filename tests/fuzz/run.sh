@@ -31,7 +31,8 @@ image 16384
 signature 256
 ptxas 4096
 cache_db 131072
-matmul 1024"
+matmul 1024
+deps 4096"
 
 count=$(printf '%s\n' "$targets" | wc -l)
 each=$((total / count))

@@ -485,3 +485,24 @@ Test(deps, cuda_headers_changed_under_a_running_engine) {
   expect_read(&c, path, 1234);
   finish(&c);
 }
+
+Test(deps, headers_including_each_other_through_dotdot) {
+  dcase c = start();
+  /* Include guards stop NVRTC at the second inclusion; the scan, which
+   * follows every #include, meets a/a.cuh again as a/../b/../a/a.cuh and
+   * so on. It scans a file once per folder it lies in, so the record
+   * stays small and still holds what NVRTC read. */
+  put("a/a.cuh", "#pragma once\n#include \"../b/b.cuh\"\n");
+  put("b/b.cuh",
+      "#ifndef B_CUH\n#define B_CUH\n#include \"../a/a.cuh\"\n#define VALUE 808\n#endif\n");
+  const char *src =
+      "#include \"a/a.cuh\"\nextern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+  cr_assert_eq(nvrtc_value(&c), 808);
+  cr_assert_not_null(find(&c, "a/a.cuh"));
+  cr_assert_not_null(find(&c, "a/../b/b.cuh"));
+  cr_assert_not_null(find(&c, "a/../b/../a/a.cuh"));
+  cr_assert(c.deps.n < 8, "%zu entries in the record", c.deps.n);
+  finish(&c);
+}
