@@ -267,6 +267,7 @@ jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **o
   jk_errors_init(e);
   jk_trace_init(e);
   pthread_mutex_init(&e->lock, NULL);
+  pthread_mutex_init(&e->attr_lock, NULL);
 
   st = jk_nvrtc_init(e, &e->nvrtc, cfg.cuda_include_dir);
   if (st == JITK_OK) {
@@ -345,6 +346,7 @@ void jitk_engine_destroy(jitk_engine *e) {
   if (e->drv.handle != NULL) jk_driver_unload(&e->drv);
   jk_nvrtc_destroy(e, &e->nvrtc);
   pthread_mutex_destroy(&e->lock);
+  pthread_mutex_destroy(&e->attr_lock);
   jk_trace_fini(e);
   jk_errors_destroy(e);
   jitk_alloc_fn fn = e->base.alloc_fn;

@@ -53,6 +53,10 @@ struct jitk_engine {
    * path. */
   pthread_mutex_t lock;
   size_t live_modules;
+  /* Serializes changes of a function's dynamic shared-memory limit, so
+   * that the driver's value and the one jitk keeps agree (launches raise
+   * it: jk_fn_set_max_dynamic_shared). */
+  pthread_mutex_t attr_lock;
 
   /* Threads of the compile pool (jitk_parallel), fixed at creation. */
   int compile_threads;

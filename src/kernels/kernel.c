@@ -185,7 +185,8 @@ jitk_status jitk_kernel_get_attributes(const jitk_kernel *k, jitk_kernel_attribu
   a->binary_version = v[4];
   a->max_threads_per_block = k->f.max_threads;
   a->static_shared_bytes = k->f.static_shared;
-  a->max_dynamic_shared_bytes = k->f.max_dynamic_shared;
+  /* Launches may raise it meanwhile (check_config). */
+  a->max_dynamic_shared_bytes = __atomic_load_n(&k->f.max_dynamic_shared, __ATOMIC_RELAXED);
   a->num_params = k->f.num_params;
   return JITK_OK;
 }
@@ -252,7 +253,7 @@ jitk_status jitk_kernel_set_attribute(jitk_kernel *k, jitk_kernel_attribute a, i
                    "jitk_kernel_set_attribute: kernel %s: %d for attribute %d: %s", k->f.name,
                    value, (int)a, bad);
   if (a == JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-    return jk_fn_set_max_dynamic_shared(e, &k->f, (size_t)value);
+    return jk_fn_set_max_dynamic_shared(e, &k->f, (size_t)value, false);
   CUresult r = jk_cu_set_func_attribute(e, k->f.fn, (CUfunction_attribute)a, value);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
   if (a == JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
@@ -294,7 +295,7 @@ jitk_status jitk_kernel_set_max_dynamic_shared(jitk_kernel *k, size_t bytes) {
   if (k == NULL)
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_kernel_set_max_dynamic_shared: kernel is NULL");
-  return jk_fn_set_max_dynamic_shared(k->engine, &k->f, bytes);
+  return jk_fn_set_max_dynamic_shared(k->engine, &k->f, bytes, false);
 }
 
 jitk_status jitk_kernel_suggest_block_size(const jitk_kernel *k, size_t dynamic_shared,

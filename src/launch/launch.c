@@ -122,10 +122,12 @@ static jitk_status check_config(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid, 
   }
   /* More dynamic shared memory than the function's limit raises the
    * limit, as far as the device allows (above 48 KiB a kernel must opt
-   * in); the limit is read and written without a lock, the value being
-   * one the driver holds too. */
+   * in). The limit is read here without a lock, and raised under one,
+   * where it is read again: two launches raising it at once must not
+   * leave the lower of their sizes set after the larger one's launch
+   * has passed this check. */
   if (shared > __atomic_load_n(&k->max_dynamic_shared, __ATOMIC_RELAXED)) {
-    jitk_status st = jk_fn_set_max_dynamic_shared(e, k, shared);
+    jitk_status st = jk_fn_set_max_dynamic_shared(e, k, shared, true);
     if (st != JITK_OK) return st;
   }
   return JITK_OK;
@@ -487,17 +489,23 @@ jitk_status jk_fn_read_facts(jitk_engine *e, CUfunction fn, const char *name,
   return st;
 }
 
-jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes) {
+jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes,
+                                         bool raise_only) {
   size_t limit = e->info.shared_per_block_optin;
   if (f->static_shared > limit || bytes > limit - f->static_shared)
     return jk_fail(e, JITK_ERR_SHARED_MEMORY,
                    "kernel %s: %zu bytes of dynamic shared memory plus %zu static exceed the "
                    "device's %zu bytes per block",
                    f->name, bytes, f->static_shared, limit);
-  CUresult r = jk_cu_set_func_attribute(e, f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        (int)bytes);
+  pthread_mutex_lock(&e->attr_lock);
+  CUresult r = CUDA_SUCCESS;
+  if (!raise_only || bytes > __atomic_load_n(&f->max_dynamic_shared, __ATOMIC_RELAXED)) {
+    r = jk_cu_set_func_attribute(e, f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 (int)bytes);
+    if (r == CUDA_SUCCESS) __atomic_store_n(&f->max_dynamic_shared, bytes, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&e->attr_lock);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
-  __atomic_store_n(&f->max_dynamic_shared, bytes, __ATOMIC_RELAXED);
   return JITK_OK;
 }
 

@@ -91,8 +91,12 @@ jitk_status jk_launch_args(jitk_engine *e, jk_fn_facts *f, jitk_dim3 grid, jitk_
 
 /* Sets the dynamic shared memory the function's launches may ask for
  * (cuFuncSetAttribute), after checking it against the device's opt-in
- * limit with the function's static shared memory. */
-jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes);
+ * limit with the function's static shared memory. With raise_only, only
+ * where the limit is below `bytes` (a launch that needs more). The
+ * driver's value and the one kept in `f` change together, under the
+ * engine's attr_lock. */
+jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes,
+                                         bool raise_only);
 
 /* Where a function was loaded from: its image, which describes its
  * parameters, and its symbol there. */
