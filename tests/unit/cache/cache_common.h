@@ -5,6 +5,7 @@
 #ifndef JITK_TESTS_CACHE_COMMON_H
 #define JITK_TESTS_CACHE_COMMON_H
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +35,21 @@ typedef struct jt_log {
   char last_warning[4096];
 } jt_log;
 
+/* The library calls it from any thread (the compile pool, the thread
+ * that makes precompiled headers), as jitk.h allows: a lock keeps the
+ * counts whole. */
+static pthread_mutex_t jt_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static inline void jt_log_fn(void *user, jitk_log_level level, const char *message) {
   jt_log *l = user;
   if (l == NULL) return;
+  pthread_mutex_lock(&jt_log_lock);
   l->lines++;
   if (level <= JITK_LOG_WARN) {
     l->warnings++;
     snprintf(l->last_warning, sizeof l->last_warning, "%s", message);
   }
+  pthread_mutex_unlock(&jt_log_lock);
 }
 
 /* A compile-only sm_90 engine on cache folder `dir`. */

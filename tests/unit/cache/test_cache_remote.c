@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -668,7 +669,7 @@ Test(remote, an_entry_larger_than_the_cache_keeps_is_compiled_here) {
  * buffers that much and no more. `sent` counts the bytes streamed. */
 typedef struct odd_server {
   int listener;
-  volatile int stop;
+  atomic_int stop; /* set by the test's thread, read by the server's */
   const char *scan, *get, *exists, *set;
   size_t get_len;
   size_t piece;
@@ -706,7 +707,7 @@ static bool odd_send_get(odd_server *o, int c) {
 /* `stream`, again and again, until the client closes or stream_max. */
 static void odd_stream(odd_server *o, int c) {
   size_t n = strlen(o->stream);
-  while (o->sent + n <= o->stream_max && !o->stop) {
+  while (o->sent + n <= o->stream_max && !atomic_load(&o->stop)) {
     if (!odd_send(c, o->stream, n)) return;
     o->sent += n;
   }
@@ -714,7 +715,7 @@ static void odd_stream(odd_server *o, int c) {
 
 static void *odd_serve(void *arg) {
   odd_server *o = arg;
-  while (!o->stop) {
+  while (!atomic_load(&o->stop)) {
     int c = accept(o->listener, NULL, NULL);
     if (c < 0) break;
     char buf[4096];
@@ -755,7 +756,7 @@ static void odd_start(odd_server *o) {
 }
 
 static void odd_stop(odd_server *o) {
-  o->stop = 1;
+  atomic_store(&o->stop, 1);
   shutdown(o->listener, SHUT_RDWR);
   close(o->listener);
   pthread_join(o->thread, NULL);
