@@ -6,11 +6,13 @@
  *
  * Input, NUL-separated: options (one field, split at spaces, at most 8),
  * the program's source, its program name, then pairs of a header name and
- * its text given as strings (at most 4). The scan runs in a scratch
- * working directory holding a few headers (h.cuh, sub/g.cuh, which include
- * each other and define macros that name headers), on a compile-only
- * engine whose CUDA headers are the toolkit's, so that lookups reach
- * files, the include path and the engine's replay of CUDA headers alike.
+ * its text given as strings (at most 4). The program lies in a scratch
+ * folder (its name is taken inside it), which holds a few headers (h.cuh,
+ * sub/g.cuh, which include each other and define macros that name
+ * headers) and comes first on the include path, on a compile-only engine
+ * whose CUDA headers are the toolkit's, so that lookups reach files, the
+ * include path and the engine's replay of CUDA headers alike. The working
+ * directory is left alone: libFuzzer's paths are relative to it.
  * Inputs naming /proc, /sys or /dev are skipped: the scan would read the
  * machine's files, which is the caller's business, not the fuzzer's.
  *
@@ -36,8 +38,12 @@
 #include "nvrtc/nvrtc.h"
 
 static jitk_engine *engine;
+static char scratch[] = "/tmp/jitk-fuzz-deps-XXXXXX";
+static char include_scratch[sizeof scratch + 2];
 
-static void put(const char *path, const char *text) {
+static void put(const char *name, const char *text) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", scratch, name);
   FILE *f = fopen(path, "w");
   if (f == NULL) abort();
   fputs(text, f);
@@ -48,8 +54,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   engine = jf_engine("fuzz_deps");
-  char dir[] = "/tmp/jitk-fuzz-deps-XXXXXX";
-  if (mkdtemp(dir) == NULL || chdir(dir) != 0 || mkdir("sub", 0755) != 0) abort();
+  char sub[sizeof scratch + 4];
+  if (mkdtemp(scratch) == NULL) abort();
+  snprintf(sub, sizeof sub, "%s/sub", scratch);
+  snprintf(include_scratch, sizeof include_scratch, "-I%s", scratch);
+  if (mkdir(sub, 0755) != 0) abort();
   put("h.cuh", "#pragma once\n#include \"sub/g.cuh\"\n#define NEXT <sub/g.cuh>\n#define V 1\n");
   put("sub/g.cuh", "#include \"../h.cuh\"\n#include NEXT\n#define W 2\n");
   return 0;
@@ -84,11 +93,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   jf_fields f;
   if (jf_split(&f, data, size) != 0) return 0;
   char *optline = strdup(jf_get(&f, 0, ""));
-  const char *opts[8];
-  size_t nopts = 0;
-  for (char *save = NULL, *t = strtok_r(optline, " ", &save); t != NULL && nopts < 8;
+  const char *opts[9] = {include_scratch};
+  size_t nopts = 1;
+  for (char *save = NULL, *t = strtok_r(optline, " ", &save); t != NULL && nopts < 9;
        t = strtok_r(NULL, " ", &save))
     opts[nopts++] = t;
+  char program[512];
+  snprintf(program, sizeof program, "%s/%s", scratch, jf_get(&f, 2, "k.cu"));
   jitk_header headers[4];
   size_t nh = 0;
   for (int i = 3; i + 1 < f.count && nh < 4; i += 2) {
@@ -99,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   jk_compile_input in;
   memset(&in, 0, sizeof in);
   in.source = jf_get(&f, 1, "");
-  in.program_name = jf_opt(&f, 2);
+  in.program_name = program;
   in.options = opts;
   in.num_options = nopts;
   in.headers = headers;
