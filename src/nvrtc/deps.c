@@ -456,25 +456,25 @@ static void stamp_of(jk_dep *d, const struct stat *st) {
   jk_file_stamp_of(st, &d->stamp);
 }
 
+/* Whether `path` still holds what a scan found there: nothing ('A'),
+ * something other than a file ('O'), or a file ('F'), which has the stat
+ * data `stamp` where that is given. */
+static bool as_found(const char *path, char state, const jk_file_stamp *stamp) {
+  struct stat st;
+  int r = stat(path, &st);
+  if (state == 'A') return r != 0 && (errno == ENOENT || errno == ENOTDIR);
+  if (state == 'O') return r == 0 && !S_ISREG(st.st_mode);
+  if (r != 0 || !S_ISREG(st.st_mode)) return false;
+  if (stamp == NULL) return true;
+  jk_file_stamp now;
+  jk_file_stamp_of(&st, &now);
+  return jk_file_stamp_same(&now, stamp);
+}
+
 bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
   for (size_t i = 0; i < d->n; i++) {
     const jk_dep *x = &d->v[i];
-    struct stat st;
-    int r = stat(x->path, &st);
-    bool holds;
-    if (x->state == 'A') {
-      holds = r != 0 && (errno == ENOENT || errno == ENOTDIR);
-    } else if (x->state == 'O') {
-      holds = r == 0 && !S_ISREG(st.st_mode);
-    } else {
-      holds = r == 0 && S_ISREG(st.st_mode);
-      if (holds && x->stamped) {
-        jk_file_stamp now;
-        jk_file_stamp_of(&st, &now);
-        holds = jk_file_stamp_same(&now, &x->stamp);
-      }
-    }
-    if (!holds) {
+    if (!as_found(x->path, x->state, x->stamped ? &x->stamp : NULL)) {
       if (failed) *failed = x->path;
       return false;
     }
@@ -486,14 +486,8 @@ bool jk_deps_unchanged(const jk_deps *d, const char **failed) {
  * is there: the same kind of thing, and for a file the stat data it was
  * read with, the file having been settled then. */
 static bool memo_holds(const memo_file *m, const char *path) {
-  struct stat st;
-  int r = stat(path, &st);
-  if (m->state == 'A') return r != 0 && (errno == ENOENT || errno == ENOTDIR);
-  if (m->state == 'O') return r == 0 && !S_ISREG(st.st_mode);
-  if (r != 0 || !S_ISREG(st.st_mode) || !m->settled) return false;
-  jk_file_stamp now;
-  jk_file_stamp_of(&st, &now);
-  return jk_file_stamp_same(&now, &m->stamp);
+  if (m->state == 'F' && !m->settled) return false;
+  return as_found(path, m->state, m->state == 'F' ? &m->stamp : NULL);
 }
 
 static bool under(const char *path, const char *dir) {
