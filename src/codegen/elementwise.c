@@ -309,11 +309,16 @@ static void emit_tiled_loop(jk_buf *b, const jk_ew_source_in *in, const char *fi
   int nd = s->ndim, k = s->tile_dim, last = nd - 1;
   bool batched = nd > 2;
   /* A tile of pairs holds columns ([column][row]), each row of it written
-   * a pair of rows at a time, so it is padded by a pair. */
+   * a pair of rows at a time, so it is padded by a pair. Pairs need 4-byte
+   * alignment; wider elements keep their own, since an alignment below
+   * the type's would have each element moved 4 bytes at a time. */
   for (int p = 0; p < s->nparams; p++)
-    if (s->kind[p] == JK_EW_ARRAY && s->transposed[p])
-      jk_buf_printf(b, "  __shared__ __align__(4) %s _jk_t_%s[%d][%d];\n", ctype_of(in, p),
-                    in->params->params[p].name, side, side + (pair ? 2 : 1));
+    if (s->kind[p] == JK_EW_ARRAY && s->transposed[p]) {
+      size_t align = jk_dtype((jitk_dtype)s->dtype[p])->align;
+      jk_buf_printf(b, "  __shared__ __align__(%d) %s _jk_t_%s[%d][%d];\n",
+                    align > 4 ? (int)align : 4, ctype_of(in, p), in->params->params[p].name, side,
+                    side + (pair ? 2 : 1));
+    }
   /* The extents of the tile's dimensions; dimension 0's is no parameter
    * and follows from the element count. */
   if (k == 0) {

@@ -106,8 +106,8 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
 }
 
 /* The tiled path's source, generated directly and compiled, with tiles of
- * 32 and of 64, a bias loaded once per column or per element, and an
- * output the operation reads or not. */
+ * 32 and of 64, a bias loaded once per column or per element, an output
+ * the operation reads or not, and tiles aligned for their elements. */
 Test(elementwise_gen, tiled_path_compiles) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jk_param_list pl;
@@ -138,8 +138,10 @@ Test(elementwise_gen, tiled_path_compiles) {
     jk_ew_source_in in = {"tiled", &pl, load, "y = x + b + r(0, 0)", NULL, NULL, NULL, &spec};
     char *src = NULL;
     JT_OK(e, jk_ew_generate(e, &in, &src));
-    char decl[32];
-    snprintf(decl, sizeof decl, "_jk_t_x[%d][%d]", side, side + 1);
+    /* Aligned at least as its elements are (complex128's 16 bytes), or
+     * each element would move 4 bytes at a time. */
+    char decl[64];
+    snprintf(decl, sizeof decl, "__align__(%d) T _jk_t_x[%d][%d]", t == 2 ? 16 : 4, side, side + 1);
     cr_assert(strstr(src, "__shared__") != NULL && strstr(src, decl) != NULL, "%s", src);
     cr_assert(strstr(src, c % 2 ? "b = _jk_l_b;" : "b = _jk_l_b[_jk_qi];") != NULL, "%s", src);
     cr_assert((strstr(src, "y = _jk_l_y[_jk_qi];") != NULL) == load[3], "%s", src);
