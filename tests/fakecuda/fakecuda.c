@@ -15,7 +15,8 @@
  *
  * Only cuGetProcAddress_v2 is exported, as jitk resolves every other
  * entry point through it; the fakecuda_* functions let a test read what
- * the calling thread's last launch received. Threads may call it at once
+ * the calling thread's last launch received, or run launches itself
+ * (fakecuda_set_hooks: tests/emu runs generated kernels on the CPU). Threads may call it at once
  * (an engine per fake device, each on its own thread): what they share,
  * the counts and the table of allocations, is guarded.
  */
@@ -53,6 +54,12 @@ static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 static _Thread_local fakecuda_memset last_memset;
 static size_t record_sizes[FAKECUDA_MAX_PARAMS];
 static int record_count;
+/* A test's hooks (fakecuda_set_hooks) and the multiprocessor count the
+ * device reports (fakecuda_set_multiprocessors). */
+static fakecuda_load_hook load_hook;
+static fakecuda_launch_hook launch_hook;
+static void *hook_user;
+static int multiprocessors = 132;
 
 /* A primary context per device (FAKECUDA_DEVICES of them, at most
  * FAKE_DEVICES), the calling thread's current one, and which contexts may
@@ -66,6 +73,7 @@ static unsigned peer_enabled[FAKE_DEVICES]; /* bit p of [d]: device d's context 
 typedef struct fake_module {
   size_t size;
   unsigned char *image;
+  void *tag; /* what the load hook returned */
   struct fake_function *functions;
   struct fake_global *globals;
 } fake_module;
@@ -159,7 +167,7 @@ static CUresult fk_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = multiprocessors; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *v = 2048; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
@@ -279,6 +287,7 @@ static CUresult fk_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned i
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   memcpy(fm->image, image, fm->size);
+  if (load_hook != NULL) fm->tag = load_hook(hook_user, fm->image, fm->size);
   *m = (CUmodule)(void *)fm;
   return CUDA_SUCCESS;
 }
@@ -520,6 +529,11 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
     last_launch.num_params = i + 1;
     at += n;
   }
+  if (launch_hook != NULL && params != NULL && extra == NULL) {
+    const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    if (launch_hook(hook_user, x->module->tag, x->name, grid, block, shared, params) != 0)
+      return CUDA_ERROR_LAUNCH_FAILED;
+  }
   my_counts()->launches++;
   return CUDA_SUCCESS;
 }
@@ -542,7 +556,7 @@ static CUresult fk_cuOccupancyMaxPotentialBlockSize(int *grid, int *block, CUfun
   (void)f, (void)smem, (void)dyn;
   int b = limit > 0 && limit < 1024 ? limit : 1024;
   *block = b;
-  *grid = 132 * (2048 / b);
+  *grid = multiprocessors * (2048 / b);
   return CUDA_SUCCESS;
 }
 
@@ -931,3 +945,11 @@ EXPORT void fakecuda_record_params(const size_t *sizes, int n) {
   record_count = n < 0 ? 0 : n > FAKECUDA_MAX_PARAMS ? FAKECUDA_MAX_PARAMS : n;
   for (int i = 0; i < record_count; i++) record_sizes[i] = sizes[i];
 }
+
+EXPORT void fakecuda_set_hooks(fakecuda_load_hook load, fakecuda_launch_hook launch, void *user) {
+  load_hook = load;
+  launch_hook = launch;
+  hook_user = user;
+}
+
+EXPORT void fakecuda_set_multiprocessors(int n) { multiprocessors = n > 0 ? n : 132; }

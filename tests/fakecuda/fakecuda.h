@@ -58,6 +58,22 @@ typedef const fakecuda_memset *(*fakecuda_last_memset_fn)(unsigned long long *co
  * that no stream does (off). */
 typedef void (*fakecuda_set_capturing_fn)(void *stream, bool on);
 
+/* Hooks a test may set (fakecuda_set_hooks, found with dlsym): `load`
+ * sees each module's image as it is loaded and returns a tag the module
+ * keeps; `launch` runs in each launch that passes its checks (with the
+ * parameters as the driver receives them, before they go out of scope)
+ * and fails it with CUDA_ERROR_LAUNCH_FAILED by returning non-zero.
+ * Either may be NULL. Not for tests whose threads launch at once. */
+typedef void *(*fakecuda_load_hook)(void *user, const void *image, size_t size);
+typedef int (*fakecuda_launch_hook)(void *user, void *tag, const char *function,
+                                    const unsigned grid[3], const unsigned block[3],
+                                    unsigned shared, void **params);
+typedef void (*fakecuda_set_hooks_fn)(fakecuda_load_hook load, fakecuda_launch_hook launch,
+                                      void *user);
+/* The multiprocessor count the device reports (132 by default); set it
+ * before an engine is created, since engines read it once. */
+typedef void (*fakecuda_set_multiprocessors_fn)(int n);
+
 /* The inspection functions of the stand-in an engine has already loaded
  * from `path` (the same instance, so the launches it records are the
  * engine's); false when it is not loaded or lacks them. */
