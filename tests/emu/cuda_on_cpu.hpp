@@ -1,0 +1,468 @@
+// What a generated kernel needs of CUDA, on the CPU: the tests' emulator
+// (tests/emu/emu.c) compiles jitk's generated source with the host's C++
+// compiler after this header, and runs a launch block by block, every
+// thread of a block in turn.
+//
+// Blocks run one after another (in a shuffled order when asked), so a
+// kernel whose result depends on the order of its blocks shows it.
+// Threads run as coroutines when the kernel synchronizes (the entry's
+// `coop`, set when its source names a barrier or a shuffle): a thread runs
+// until it reaches __syncthreads, a shuffle or __syncwarp, and a barrier
+// opens when every thread of the block (of the warp, for a shuffle) that
+// has not returned waits at it. A barrier that can never open (threads of one warp
+// waiting at different ones) and a full-warp shuffle missing a lane are
+// reported as errors, since on a GPU their result is undefined. Without
+// `coop` each thread is one plain call of the kernel. A coroutine starts
+// on its own stack through ucontext and switches with _setjmp/_longjmp,
+// which, unlike swapcontext, make no system call.
+//
+// Shared memory is a static variable, one copy for the block that runs.
+// Memory is the host's: the stand-in driver's allocations are malloc's.
+#pragma once
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define JT_EMU_ASAN 1
+#endif
+
+/* CUDA's own vector types (uint3, dim3, float4...), which its headers
+ * define for host code too; this header's macros below replace the
+ * qualifiers those headers define. */
+#include <vector_types.h>
+
+/* The built-in variables, as variables rather than macros: CUDA's host
+ * headers name function parameters gridDim and blockDim. */
+inline uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+namespace jt_emu {
+
+inline uint3 &tid = threadIdx, &bid = blockIdx;
+inline dim3 &bdim = blockDim, &gdim = gridDim;
+
+enum state { READY, AT_BLOCK, AT_WARP, DONE };
+
+struct thread {
+  jmp_buf at;
+  state st;
+  unsigned char slot[16]; /* a shuffle's value, for the other lanes */
+#ifdef JT_EMU_ASAN
+  void *fake_stack;
+#endif
+};
+
+inline thread *threads;
+inline unsigned int nthreads, current;
+inline bool coop;
+inline jmp_buf scheduler;
+inline ucontext_t first;
+inline char *stacks;
+inline size_t stack_size;
+inline char error[512];
+inline void (*body)(void *);
+inline void *body_arg;
+#ifdef JT_EMU_ASAN
+inline const void *sched_bottom;
+inline size_t sched_size;
+inline void *sched_fake_stack;
+#endif
+
+inline void fail(const char *what) {
+  if (error[0] == '\0')
+    snprintf(error, sizeof error, "block (%u, %u, %u), thread (%u, %u, %u): %s", bid.x, bid.y,
+             bid.z, tid.x, tid.y, tid.z, what);
+}
+
+inline void set_tid(unsigned int t) {
+  tid.x = t % bdim.x;
+  tid.y = t / bdim.x % bdim.y;
+  tid.z = t / (bdim.x * bdim.y);
+}
+
+/* The running thread waits at a barrier: back to the scheduler, which
+ * resumes it once the barrier opens. */
+inline void wait(state at) {
+  if (!coop) {
+    fail("a barrier or shuffle in a kernel run without coroutines");
+    return;
+  }
+  thread *me = &threads[current];
+  me->st = at;
+  if (_setjmp(me->at) == 0) {
+#ifdef JT_EMU_ASAN
+    __sanitizer_start_switch_fiber(&me->fake_stack, sched_bottom, sched_size);
+#endif
+    _longjmp(scheduler, 1);
+  }
+#ifdef JT_EMU_ASAN
+  __sanitizer_finish_switch_fiber(me->fake_stack, nullptr, nullptr);
+#endif
+}
+
+inline void trampoline() {
+#ifdef JT_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &sched_bottom, &sched_size);
+#endif
+  body(body_arg);
+  threads[current].st = DONE;
+#ifdef JT_EMU_ASAN
+  __sanitizer_start_switch_fiber(nullptr, sched_bottom, sched_size);
+#endif
+  _longjmp(scheduler, 1);
+}
+
+/* Lanes of warp `w` that exist and have not returned, and how many of
+ * them wait at a shuffle. */
+inline void warp_counts(unsigned int w, unsigned int *live, unsigned int *waiting) {
+  *live = *waiting = 0;
+  for (unsigned int t = w * 32; t < nthreads && t < w * 32 + 32; t++) {
+    if (threads[t].st == DONE) continue;
+    ++*live;
+    *waiting += threads[t].st == AT_WARP;
+  }
+}
+
+/* Runs one block's threads as coroutines until every one returns. The
+ * first pass starts them in order, each on its own stack from a copy of
+ * `first` (made once a launch); later passes resume them. */
+inline bool run_block_coop() {
+  for (unsigned int t = 0; t < nthreads; t++) threads[t].st = READY;
+  unsigned int started = 0;
+  for (;;) {
+    bool ran = false;
+    for (unsigned int t = 0; t < nthreads; t++) {
+      if (threads[t].st != READY) continue;
+      current = t;
+      set_tid(t);
+      if (_setjmp(scheduler) == 0) {
+#ifdef JT_EMU_ASAN
+        __sanitizer_start_switch_fiber(&sched_fake_stack, stacks + (size_t)t * stack_size,
+                                       stack_size);
+#endif
+        if (t >= started) {
+          /* Threads start in order, each on its own stack. */
+          started = t + 1;
+          ucontext_t c = first;
+          c.uc_stack.ss_sp = stacks + (size_t)t * stack_size;
+          c.uc_stack.ss_size = stack_size;
+          c.uc_link = nullptr;
+          makecontext(&c, trampoline, 0);
+          setcontext(&c);
+        }
+        _longjmp(threads[t].at, 1);
+      }
+#ifdef JT_EMU_ASAN
+      __sanitizer_finish_switch_fiber(sched_fake_stack, nullptr, nullptr);
+#endif
+      ran = true;
+      if (error[0] != '\0') return false;
+    }
+    if (ran) continue;
+    /* Nothing can run: open the barriers that every thread they concern
+     * has reached. */
+    unsigned int live = 0, at_block = 0;
+    for (unsigned int t = 0; t < nthreads; t++) {
+      live += threads[t].st != DONE;
+      at_block += threads[t].st == AT_BLOCK;
+    }
+    if (live == 0) return true;
+    bool opened = false;
+    for (unsigned int w = 0; w * 32 < nthreads; w++) {
+      unsigned int wl, ww;
+      warp_counts(w, &wl, &ww);
+      if (ww == 0) continue;
+      if (ww != wl) continue;
+      for (unsigned int t = w * 32; t < nthreads && t < w * 32 + 32; t++)
+        if (threads[t].st == AT_WARP) threads[t].st = READY;
+      opened = true;
+    }
+    if (!opened && at_block == live) {
+      for (unsigned int t = 0; t < nthreads; t++)
+        if (threads[t].st == AT_BLOCK) threads[t].st = READY;
+      opened = true;
+    }
+    if (!opened) {
+      tid.x = tid.y = tid.z = 0;
+      fail(
+          "deadlock: the block's threads wait at barriers that cannot open (a warp divided "
+          "between a shuffle and __syncthreads)");
+      return false;
+    }
+  }
+}
+
+/* A parameter's value from where the launch's caller left it: the driver
+ * copies the bytes, so their address need not be aligned for the type. */
+template <typename T>
+T load(const void *p) {
+  T v;
+  memcpy(static_cast<void *>(&v), p, sizeof v);
+  return v;
+}
+
+/* The launch: every block of the grid in order, or in an order shuffled
+ * by `seed` (non-zero). */
+template <typename... A, size_t... I>
+int launch(void (*kernel)(A...), void **params, const unsigned *grid, const unsigned *block,
+           int with_coroutines, unsigned long long seed, char *err, size_t err_size,
+           std::index_sequence<I...>) {
+  error[0] = '\0';
+  coop = with_coroutines != 0;
+  gdim.x = grid[0], gdim.y = grid[1], gdim.z = grid[2];
+  bdim.x = block[0], bdim.y = block[1], bdim.z = block[2];
+  nthreads = block[0] * block[1] * block[2];
+  struct call {
+    void (*kernel)(A...);
+    void **params;
+    static void run(void *p) {
+      call *c = static_cast<call *>(p);
+      c->kernel(load<A>(c->params[I])...);
+    }
+  } c{kernel, params};
+  body = call::run;
+  body_arg = &c;
+  if (coop) {
+    getcontext(&first);
+    stack_size = (size_t)256 << 10;
+    threads = static_cast<thread *>(calloc(nthreads, sizeof(thread)));
+    void *m = mmap(nullptr, stack_size * nthreads, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    stacks = m == MAP_FAILED ? nullptr : static_cast<char *>(m);
+    if (threads == nullptr || stacks == nullptr) {
+      snprintf(err, err_size, "no memory for %u threads' stacks", nthreads);
+      free(threads);
+      if (stacks != nullptr) munmap(stacks, stack_size * nthreads);
+      return 1;
+    }
+  }
+  unsigned long long blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
+  /* A full-period walk of the blocks: start + k * step (mod blocks) with
+   * the step prime to the count visits each block once. */
+  unsigned long long start = 0, step = 1;
+  if (seed != 0 && blocks > 1) {
+    start = seed % blocks;
+    step = (seed >> 17) % blocks | 1;
+    for (;;) {
+      unsigned long long a = step, b = blocks;
+      while (b != 0) {
+        unsigned long long r = a % b;
+        a = b;
+        b = r;
+      }
+      if (a == 1) break;
+      step = (step + 2) % blocks;
+      if (step == 0) step = 1;
+    }
+  }
+  bool ok = true;
+  for (unsigned long long k = 0; k < blocks && ok; k++) {
+    unsigned long long b = (start + k * step) % blocks;
+    bid.x = (unsigned)(b % grid[0]);
+    bid.y = (unsigned)(b / grid[0] % grid[1]);
+    bid.z = (unsigned)(b / ((unsigned long long)grid[0] * grid[1]));
+    if (coop) {
+      ok = run_block_coop();
+      continue;
+    }
+    for (unsigned int t = 0; t < nthreads && ok; t++) {
+      set_tid(t);
+      body(body_arg);
+      ok = error[0] == '\0';
+    }
+  }
+  if (coop) {
+    munmap(stacks, stack_size * nthreads);
+    free(threads);
+    threads = nullptr;
+  }
+  if (!ok) snprintf(err, err_size, "%s", error);
+  return ok ? 0 : 1;
+}
+
+/* A shuffle: every lane of the warp puts its value out, then reads the
+ * one of `src` (its own when `src` is out of range). */
+template <typename T>
+T shuffle(T x, unsigned int mask, int src, bool in_range) {
+  static_assert(sizeof(T) <= sizeof(((thread *)nullptr)->slot), "a shuffle moves at most 16 bytes");
+  if (mask != 0xffffffffu) fail("a shuffle with a partial mask (the emulator knows full warps)");
+  thread *me = &threads[current];
+  memcpy(me->slot, &x, sizeof(T));
+  wait(AT_WARP);
+  unsigned int w = current / 32, live, waiting;
+  warp_counts(w, &live, &waiting);
+  if (live != 32) fail("a full-warp shuffle while lanes of the warp are missing or returned");
+  T r = x;
+  if (in_range) memcpy(&r, threads[w * 32 + (unsigned)src].slot, sizeof(T));
+  wait(AT_WARP);
+  return r;
+}
+
+inline unsigned int lane() { return current % 32; }
+
+}  // namespace jt_emu
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __shared__
+#undef __constant__
+#undef __align__
+#undef __launch_bounds__
+constexpr int warpSize = 32;
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __shared__ static
+#define __constant__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+
+inline void __syncthreads() { jt_emu::wait(jt_emu::AT_BLOCK); }
+inline void __syncwarp(unsigned int = 0xffffffffu) { jt_emu::wait(jt_emu::AT_WARP); }
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+
+template <typename T>
+T __shfl_sync(unsigned int mask, T x, int src, int width = 32) {
+  int l = (int)jt_emu::lane();
+  return jt_emu::shuffle(x, mask, (l / width) * width + (src % width), true);
+}
+template <typename T>
+T __shfl_down_sync(unsigned int mask, T x, unsigned int d, int width = 32) {
+  int l = (int)jt_emu::lane(), to = l + (int)d;
+  return jt_emu::shuffle(x, mask, to, to / width == l / width);
+}
+template <typename T>
+T __shfl_up_sync(unsigned int mask, T x, unsigned int d, int width = 32) {
+  int l = (int)jt_emu::lane(), to = l - (int)d;
+  return jt_emu::shuffle(x, mask, to, to >= 0 && to / width == l / width);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned int mask, T x, int m, int width = 32) {
+  int l = (int)jt_emu::lane(), to = l ^ m;
+  return jt_emu::shuffle(x, mask, to, to / width == l / width);
+}
+
+inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+  return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+
+template <typename T>
+T __ldg(const T *p) {
+  return *p;
+}
+
+/* Atomics: one thread runs at a time, so plain reads and writes. */
+inline unsigned int atomicInc(unsigned int *p, unsigned int v) {
+  unsigned int old = *p;
+  *p = old >= v ? 0 : old + 1;
+  return old;
+}
+template <typename T>
+T atomicAdd(T *p, T v) {
+  T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+T atomicExch(T *p, T v) {
+  T old = *p;
+  *p = v;
+  return old;
+}
+template <typename T>
+T atomicCAS(T *p, T cmp, T v) {
+  T old = *p;
+  if (old == cmp) *p = v;
+  return old;
+}
+template <typename T>
+T atomicMax(T *p, T v) {
+  T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+template <typename T>
+T atomicMin(T *p, T v) {
+  T old = *p;
+  if (v < old) *p = v;
+  return old;
+}
+
+/* CUDA's global min and max for mixed integer and floating arguments. */
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned int min(unsigned int a, unsigned int b) { return a < b ? a : b; }
+inline unsigned int max(unsigned int a, unsigned int b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+
+inline int __float_as_int(float x) {
+  int r;
+  memcpy(&r, &x, 4);
+  return r;
+}
+inline float __int_as_float(int x) {
+  float r;
+  memcpy(&r, &x, 4);
+  return r;
+}
+inline long long __double_as_longlong(double x) {
+  long long r;
+  memcpy(&r, &x, 8);
+  return r;
+}
+inline double __longlong_as_double(long long x) {
+  double r;
+  memcpy(&r, &x, 8);
+  return r;
+}
+
+/* One entry point a kernel: jt_emu_<name>(params, grid, block, coop,
+ * seed, error, size), 0 when every block ran without an error. */
+#define JT_EMU_ENTRY(name)                                                                      \
+  extern "C" int jt_emu_##name(void **params, const unsigned *grid, const unsigned *block,      \
+                               int coop, unsigned long long seed, char *err, size_t err_size) { \
+    return jt_emu::launch(&name, params, grid, block, coop, seed, err, err_size,                \
+                          std::make_index_sequence<jt_emu_arity(&name)>{});                     \
+  }
+
+template <typename... A>
+constexpr size_t jt_emu_arity(void (*)(A...)) {
+  return sizeof...(A);
+}

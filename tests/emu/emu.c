@@ -1,0 +1,334 @@
+/*
+ * The emulator's host side (emu.h): sources from the engine's log,
+ * modules tied to them, each distinct source compiled once into a shared
+ * library that runs launches (cuda_on_cpu.hpp).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "emu/emu.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "fakecuda/fakecuda.h"
+
+#ifndef JT_EMU_CXX
+#define JT_EMU_CXX "c++"
+#endif
+#ifndef JT_EMU_FLAGS
+#define JT_EMU_FLAGS ""
+#endif
+#ifndef JT_EMU_INCLUDES
+#define JT_EMU_INCLUDES ""
+#endif
+#ifndef JT_EMU_FAKE
+#define JT_EMU_FAKE JITK_TEST_BINARY_DIR "/tests/fakecuda/libcuda.so.1"
+#endif
+
+/* Without the test's own sanitizers, UBSan's checks that need no
+ * run-time library: a trap where a kernel would misalign, overflow or
+ * index out of an array it declares. */
+#define JT_EMU_TRAPS                                                                \
+  "-fsanitize=alignment,bool,bounds,enum,integer-divide-by-zero,null,return,shift," \
+  "signed-integer-overflow,vla-bound,pointer-overflow -fsanitize-undefined-trap-on-error"
+
+typedef struct emu_source {
+  struct emu_source *next;
+  char *text;
+  void *so; /* NULL until its first launch */
+  int number;
+  int coop; /* it synchronizes: its threads run as coroutines */
+} emu_source;
+
+struct jt_emu {
+  void *fake;
+  fakecuda_set_hooks_fn set_hooks;
+  char dir[64];
+  char *newest; /* the last source the engine logged */
+  emu_source *sources;
+  int count;
+  int header; /* 0: not yet, 1: precompiled, -1: the precompile failed */
+  uint64_t seed;
+  unsigned long long runs;
+  double build_s, run_s; /* time spent compiling and running */
+  int failed;
+  char error[4096];
+};
+
+static void emu_log(void *user, jitk_log_level level, const char *message) {
+  jt_emu *em = user;
+  static const char tag[] = "generated source of ";
+  if (strncmp(message, tag, sizeof tag - 1) == 0) {
+    const char *src = strchr(message, '\n');
+    if (src == NULL) return;
+    free(em->newest);
+    em->newest = strdup(src + 1);
+    return;
+  }
+  if (level <= JITK_LOG_WARN) fprintf(stderr, "jitk: %s\n", message);
+}
+
+/* The source the module being loaded was compiled from: the newest one
+ * logged (a generated kernel's source is logged at each compile or cache
+ * lookup, just before its module loads). */
+static void *emu_load(void *user, const void *image, size_t size) {
+  (void)image, (void)size;
+  jt_emu *em = user;
+  if (em->newest == NULL) return NULL;
+  for (emu_source *s = em->sources; s != NULL; s = s->next)
+    if (strcmp(s->text, em->newest) == 0) return s;
+  emu_source *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->text = strdup(em->newest);
+  s->number = em->count++;
+  s->next = em->sources;
+  em->sources = s;
+  return s;
+}
+
+static void fail(jt_emu *em, const char *fmt, const char *a, const char *b) {
+  em->failed = 1;
+  snprintf(em->error, sizeof em->error, fmt, a, b);
+}
+
+static int run_compiler(jt_emu *em, const char *args, const char *what, const char *log) {
+  char cmd[3072];
+  snprintf(cmd, sizeof cmd, "%s -std=c++17 -O0 -U_FORTIFY_SOURCE -fPIC -w %s %s %s > '%s' 2>&1",
+           JT_EMU_CXX, JT_EMU_INCLUDES, JT_EMU_FLAGS[0] != '\0' ? JT_EMU_FLAGS : JT_EMU_TRAPS, args,
+           log);
+  if (system(cmd) == 0) return 0;
+  char text[3000] = "";
+  FILE *l = fopen(log, "r");
+  if (l != NULL) {
+    size_t n = fread(text, 1, sizeof text - 1, l);
+    text[n] = '\0';
+    fclose(l);
+  }
+  fail(em, "the host compiler refused %s:\n%s", what, text);
+  return -1;
+}
+
+/* The emulator's header, precompiled once for every kernel of the run
+ * (it costs the host compiler most of a kernel's compile); where that
+ * fails the kernels read it as text. */
+static void precompile_header(jt_emu *em) {
+  char hpp[128], args[512], log[128];
+  snprintf(hpp, sizeof hpp, "%s/emu.hpp", em->dir);
+  snprintf(log, sizeof log, "%s/emu.log", em->dir);
+  FILE *f = fopen(hpp, "w");
+  em->header = -1;
+  if (f == NULL) return;
+  fputs("#include \"cuda_on_cpu.hpp\"\n", f);
+  fclose(f);
+  snprintf(args, sizeof args, "-x c++-header -o '%s.gch' '%s'", hpp, hpp);
+  em->header = run_compiler(em, args, hpp, log) == 0 ? 1 : -1;
+  em->failed = 0;
+  em->error[0] = '\0';
+}
+
+/* Writes the source with an entry point for each kernel it defines, and
+ * compiles it after the emulator's header into a shared library. */
+static int build(jt_emu *em, emu_source *s) {
+  if (em->header == 0) precompile_header(em);
+  char cpp[128], so[128], log[128], args[640];
+  snprintf(cpp, sizeof cpp, "%s/k%d.cpp", em->dir, s->number);
+  snprintf(so, sizeof so, "%s/k%d.so", em->dir, s->number);
+  snprintf(log, sizeof log, "%s/k%d.log", em->dir, s->number);
+  FILE *f = fopen(cpp, "w");
+  if (f == NULL) {
+    fail(em, "cannot write %s%s", cpp, "");
+    return -1;
+  }
+  s->coop = strstr(s->text, "__syncthreads") != NULL || strstr(s->text, "__shfl") != NULL ||
+            strstr(s->text, "__syncwarp") != NULL || strstr(s->text, "jitk/reduction.cuh");
+  fprintf(f, "%s\n", s->text);
+  static const char mark[] = "extern \"C\" __global__ void ";
+  for (const char *p = strstr(s->text, mark); p != NULL; p = strstr(p + 1, mark)) {
+    const char *n = p + sizeof mark - 1;
+    if (strncmp(n, "__launch_bounds__(", 18) == 0) {
+      n = strchr(n, ')');
+      n = n == NULL ? p : n + 1 + strspn(n + 1, " ");
+    }
+    size_t len = strcspn(n, "( \n");
+    fprintf(f, "JT_EMU_ENTRY(%.*s)\n", (int)len, n);
+  }
+  fclose(f);
+  if (em->header > 0)
+    snprintf(args, sizeof args, "-shared -include '%s/emu.hpp' -o '%s' '%s'", em->dir, so, cpp);
+  else
+    snprintf(args, sizeof args, "-shared -include cuda_on_cpu.hpp -o '%s' '%s'", so, cpp);
+  if (run_compiler(em, args, cpp, log) != 0) return -1;
+  s->so = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (s->so == NULL) {
+    fail(em, "%s", dlerror(), "");
+    return -1;
+  }
+  return 0;
+}
+
+/* A kernel that faults or traps takes the test down with it; first the
+ * handler names the source it ran. */
+static char running[256];
+
+static void on_fault(int sig, siginfo_t *info, void *context) {
+  /* Not async-signal-safe, but the process ends here: the faulting
+   * instruction as library + offset, for addr2line. */
+  const ucontext_t *uc = context;
+#if defined(__x86_64__)
+  void *ip = (void *)uc->uc_mcontext.gregs[REG_RIP];
+#else
+  void *ip = NULL;
+  (void)uc;
+#endif
+  Dl_info where;
+  memset(&where, 0, sizeof where);
+  if (ip != NULL) dladdr(ip, &where);
+  fprintf(stderr,
+          "\nthe emulated kernel faulted (signal %d at address %p, instruction %s+%#lx) in %s\n",
+          sig, info->si_addr, where.dli_fname ? where.dli_fname : "?",
+          (unsigned long)((char *)ip - (char *)where.dli_fbase), running);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef int (*entry_fn)(void **params, const unsigned *grid, const unsigned *block, int coop,
+                        unsigned long long seed, char *err, size_t err_size);
+
+static int emu_launch(void *user, void *tag, const char *function, const unsigned grid[3],
+                      const unsigned block[3], unsigned shared, void **params) {
+  (void)shared;
+  jt_emu *em = user;
+  emu_source *s = tag;
+  if (s == NULL) {
+    fail(em, "no source is known for the module of %s%s", function, "");
+    return 1;
+  }
+  double t0 = now_s();
+  if (s->so == NULL && build(em, s) != 0) return 1;
+  double t1 = now_s();
+  em->build_s += t1 - t0;
+  char sym[256];
+  snprintf(sym, sizeof sym, "jt_emu_%s", function);
+  entry_fn run;
+  *(void **)&run = dlsym(s->so, sym);
+  if (run == NULL) {
+    fail(em, "the emulated module has no %s%s", sym, "");
+    return 1;
+  }
+  char why[512] = "";
+  em->runs++;
+  snprintf(running, sizeof running, "%s of %s/k%d.cpp, grid (%u, %u, %u), block (%u, %u, %u)",
+           function, em->dir, s->number, grid[0], grid[1], grid[2], block[0], block[1], block[2]);
+  if (getenv("JT_EMU_TRACE") != NULL)
+    fprintf(stderr, "emulating %s: %.*s\n", running, (int)strcspn(s->text, "\n"), s->text);
+  static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+  struct sigaction fault, old[4];
+  memset(&fault, 0, sizeof fault);
+  fault.sa_sigaction = on_fault;
+  fault.sa_flags = SA_SIGINFO;
+  for (int i = 0; i < 4; i++) sigaction(sigs[i], &fault, &old[i]);
+  int rc = run(params, grid, block, s->coop, em->seed, why, sizeof why);
+  for (int i = 0; i < 4; i++) sigaction(sigs[i], &old[i], NULL);
+  em->run_s += now_s() - t1;
+  if (rc != 0) {
+    char where[128];
+    snprintf(where, sizeof where, "%s/k%d.cpp", em->dir, s->number);
+    fail(em, "%s (source %s)", why, where);
+    return 1;
+  }
+  return 0;
+}
+
+jt_emu *jt_emu_open(int sms) {
+  jt_emu *em = calloc(1, sizeof *em);
+  if (em == NULL) return NULL;
+  em->fake = dlopen(JT_EMU_FAKE, RTLD_NOW | RTLD_LOCAL);
+  fakecuda_set_multiprocessors_fn set_sms = NULL;
+  if (em->fake != NULL) {
+    *(void **)&em->set_hooks = dlsym(em->fake, "fakecuda_set_hooks");
+    *(void **)&set_sms = dlsym(em->fake, "fakecuda_set_multiprocessors");
+  }
+  snprintf(em->dir, sizeof em->dir, "/tmp/jitk-emu-XXXXXX");
+  if (em->fake == NULL || em->set_hooks == NULL || set_sms == NULL || mkdtemp(em->dir) == NULL) {
+    fprintf(stderr, "the emulator cannot start: %s\n", em->fake ? "no hooks or folder" : dlerror());
+    if (em->fake != NULL) dlclose(em->fake);
+    free(em);
+    return NULL;
+  }
+  set_sms(sms);
+  em->set_hooks(emu_load, emu_launch, em);
+  setenv("JITK_DUMP_SOURCE", "1", 1);
+  return em;
+}
+
+jitk_engine *jt_emu_engine(jt_emu *em) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.driver_library = JT_EMU_FAKE;
+  cfg.log_fn = emu_log;
+  cfg.log_user = em;
+  jitk_engine *e = NULL;
+  if (jitk_engine_create(&cfg, &e) != JITK_OK) {
+    fprintf(stderr, "no engine on the stand-in: %s\n", jitk_errmsg(NULL));
+    return NULL;
+  }
+  return e;
+}
+
+void jt_emu_set_seed(jt_emu *em, uint64_t seed) { em->seed = seed; }
+
+const char *jt_emu_error(const jt_emu *em) { return em->error; }
+
+unsigned long long jt_emu_runs(const jt_emu *em) { return em->runs; }
+
+void jt_emu_times(const jt_emu *em, double *build_s, double *run_s) {
+  *build_s = em->build_s;
+  *run_s = em->run_s;
+}
+
+void jt_emu_close(jt_emu *em) {
+  if (em == NULL) return;
+  em->set_hooks(NULL, NULL, NULL);
+  while (em->sources != NULL) {
+    emu_source *s = em->sources;
+    em->sources = s->next;
+    if (s->so != NULL) dlclose(s->so);
+    if (!em->failed) {
+      char path[128];
+      static const char *const ext[] = {"cpp", "so", "log"};
+      for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/k%d.%s", em->dir, s->number, ext[k]);
+        unlink(path);
+      }
+    }
+    free(s->text);
+    free(s);
+  }
+  if (!em->failed) {
+    static const char *const extra[] = {"emu.hpp", "emu.hpp.gch", "emu.log"};
+    for (int k = 0; k < 3; k++) {
+      char path[128];
+      snprintf(path, sizeof path, "%s/%s", em->dir, extra[k]);
+      unlink(path);
+    }
+    rmdir(em->dir);
+  }
+  free(em->newest);
+  dlclose(em->fake);
+  free(em);
+}

@@ -1,0 +1,747 @@
+/*
+ * Generated kernels run on the CPU (tests/emu): the elementwise and
+ * reduction kernels jitk makes for random layouts, launched through the
+ * public API on the stand-in driver, with the grids jitk chose, each
+ * checked element by element against a reference computed here. Every
+ * array lives in a buffer of exactly the bytes its view spans (plus the
+ * elements a misaligned start skips), so a read or write past it is
+ * caught (by AddressSanitizer in the sanitizer build, by the bytes around
+ * it here), and an output's bytes that no element of its view holds must
+ * keep the value they had. The layouts cover the paths jitk picks among:
+ * one-dimensional vector loops with a peeled head, misaligned and reversed
+ * arrays and inputs that step by 2 to 4, vectors over several dimensions,
+ * the tiled transpose (with element pairs), 64-bit indices, broadcasting
+ * and scalars.
+ */
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include "common.h"
+#include "emu/emu.h"
+
+typedef struct ty {
+  jitk_dtype t;
+  size_t size;
+  int kind; /* 0 signed, 1 unsigned, 2 float, 3 complex, 4 half (float16, bfloat16) */
+} ty;
+
+static const ty TYPES[] = {
+    {JITK_INT8, 1, 0},        {JITK_INT16, 2, 0},   {JITK_UINT16, 2, 1},   {JITK_INT32, 4, 0},
+    {JITK_FLOAT32, 4, 2},     {JITK_INT64, 8, 0},   {JITK_FLOAT64, 8, 2},  {JITK_COMPLEX64, 8, 3},
+    {JITK_COMPLEX128, 16, 3}, {JITK_FLOAT16, 2, 4}, {JITK_BFLOAT16, 2, 4},
+};
+
+/* bfloat16 is the top half of a float32, rounded to nearest even. */
+static double from_bf16(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t to_bf16(double v) {
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+/* Random cases per test; the sanitizer build, several times slower, runs
+ * a third of them. No test sets Criterion's .timeout (Criterion 2.4 leaks
+ * the timer of a timed test that ends while another runs); ctest's limit
+ * holds. */
+#if defined(__SANITIZE_ADDRESS__)
+enum { EW_CASES = 54, RED_CASES = 34 };
+#else
+enum { EW_CASES = 160, RED_CASES = 100 };
+#endif
+
+static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(jt_next(s) % (uint64_t)n); }
+
+/* An element as two doubles (the imaginary part 0 but for complex). */
+typedef struct val {
+  double re, im;
+} val;
+
+static val get(const ty *t, const unsigned char *p) {
+  val v = {0, 0};
+  switch (t->t) {
+    case JITK_INT8: v.re = *(const int8_t *)p; break;
+    case JITK_INT16: v.re = *(const int16_t *)p; break;
+    case JITK_UINT16: v.re = *(const uint16_t *)p; break;
+    case JITK_INT32: v.re = *(const int32_t *)p; break;
+    case JITK_INT64: v.re = (double)*(const int64_t *)p; break;
+    case JITK_FLOAT32: v.re = *(const float *)p; break;
+    case JITK_FLOAT64: v.re = *(const double *)p; break;
+    case JITK_FLOAT16: v.re = (double)*(const _Float16 *)p; break;
+    case JITK_BFLOAT16: v.re = from_bf16(*(const uint16_t *)p); break;
+    case JITK_COMPLEX64:
+      v.re = ((const float *)p)[0];
+      v.im = ((const float *)p)[1];
+      break;
+    default:
+      v.re = ((const double *)p)[0];
+      v.im = ((const double *)p)[1];
+      break;
+  }
+  return v;
+}
+
+/* Stores v as the type would hold it: integers wrap, floats round. */
+static void put(const ty *t, unsigned char *p, val v) {
+  switch (t->t) {
+    case JITK_INT8: *(int8_t *)p = (int8_t)(int64_t)v.re; break;
+    case JITK_INT16: *(int16_t *)p = (int16_t)(int64_t)v.re; break;
+    case JITK_UINT16: *(uint16_t *)p = (uint16_t)(int64_t)v.re; break;
+    case JITK_INT32: *(int32_t *)p = (int32_t)(int64_t)v.re; break;
+    case JITK_INT64: *(int64_t *)p = (int64_t)v.re; break;
+    case JITK_FLOAT32: *(float *)p = (float)v.re; break;
+    case JITK_FLOAT64: *(double *)p = v.re; break;
+    case JITK_FLOAT16: *(_Float16 *)p = (_Float16)(float)v.re; break;
+    case JITK_BFLOAT16: *(uint16_t *)p = to_bf16(v.re); break;
+    case JITK_COMPLEX64:
+      ((float *)p)[0] = (float)v.re;
+      ((float *)p)[1] = (float)v.im;
+      break;
+    default:
+      ((double *)p)[0] = v.re;
+      ((double *)p)[1] = v.im;
+      break;
+  }
+}
+
+static val random_val(uint64_t *s, const ty *t) {
+  val v = {(double)(pick(s, 201) - 100), 0};
+  if (t->kind == 1) v.re += 100;
+  if (t->kind >= 2) v.re = v.re / 8 + (double)pick(s, 1000) / 4096;
+  if (t->kind == 3) v.im = (double)(pick(s, 2001) - 1000) / 16;
+  return v;
+}
+
+/* One array: its view and the buffer that holds exactly what it spans. */
+typedef struct arr {
+  int ndim;
+  int64_t shape[4], strides[4]; /* elements */
+  unsigned char *buf;
+  size_t bytes;
+  unsigned char *first; /* the element at index 0 */
+  DLTensor t;
+} arr;
+
+/* Strides for `shape` in a random order of the dimensions, with gaps and
+ * reversals at random (never two indices on one element); `plain` keeps C
+ * order without either. */
+static void random_strides(uint64_t *s, int nd, const int64_t *shape, int64_t *st, bool plain) {
+  int order[4] = {0, 1, 2, 3};
+  for (int i = nd - 1; i > 0 && !plain; i--) {
+    int j = (int)pick(s, i + 1), tmp = order[i];
+    order[i] = order[j];
+    order[j] = tmp;
+  }
+  int64_t step = plain ? 1 : 1 + (pick(s, 4) == 0);
+  for (int i = nd - 1; i >= 0; i--) {
+    st[order[i]] = step;
+    step *= shape[order[i]] + (plain ? 0 : pick(s, 3) == 0);
+  }
+  for (int d = 0; d < nd && !plain; d++)
+    if (pick(s, 5) == 0) st[d] = -st[d];
+}
+
+/* The buffer for a view, `shift` elements into it, filled with `fill`. */
+static void make_arr(arr *a, const ty *t, int nd, const int64_t *shape, const int64_t *st,
+                     int64_t shift, unsigned char fill) {
+  a->ndim = nd;
+  int64_t lo = 0, hi = 0;
+  bool empty = false;
+  for (int d = 0; d < nd; d++) {
+    a->shape[d] = shape[d];
+    a->strides[d] = st[d];
+    empty |= shape[d] == 0;
+    int64_t span = st[d] * (shape[d] - 1);
+    if (shape[d] > 0) {
+      if (span < 0)
+        lo += span;
+      else
+        hi += span;
+    }
+  }
+  int64_t count = empty ? 0 : hi - lo + 1;
+  a->bytes = (size_t)(count + shift) * t->size;
+  a->buf = malloc(a->bytes ? a->bytes : 1);
+  cr_assert_not_null(a->buf);
+  memset(a->buf, fill, a->bytes);
+  a->first = a->buf + (size_t)(shift - lo) * t->size;
+  a->t = jt_tensor(a->first, t->t, nd, a->shape, a->strides);
+}
+
+/* Byte offset of the element at C-order index `flat` of the view. */
+static int64_t offset_of(const arr *a, int64_t flat, size_t size) {
+  int64_t off = 0;
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    off += (flat % a->shape[d]) * a->strides[d];
+    flat /= a->shape[d];
+  }
+  return off * (int64_t)size;
+}
+
+static void fill_random(uint64_t *s, const ty *t, arr *a, int64_t n) {
+  for (int64_t k = 0; k < n; k++) put(t, a->first + offset_of(a, k, t->size), random_val(s, t));
+}
+
+/* The element of a broadcast input at the output's C-order index. */
+static val bget(const ty *t, const arr *a, int nd, const int64_t *shape, int64_t flat) {
+  int64_t off = 0;
+  for (int d = nd - 1; d >= 0; d--) {
+    int64_t c = flat % shape[d];
+    flat /= shape[d];
+    int ad = d - (nd - a->ndim);
+    if (ad >= 0 && a->shape[ad] != 1) off += c * a->strides[ad];
+  }
+  return get(t, a->first + off * (int64_t)t->size);
+}
+
+static bool same(val a, val b) { return a.re == b.re && a.im == b.im; }
+
+/* Checks the output: each element against the reference, and every byte
+ * of its buffer that no element holds still `fill`. */
+static void check_output(const char *what, const ty *t, const arr *z, int64_t n, unsigned char fill,
+                         val (*ref)(void *, int64_t), void *ctx) {
+  unsigned char *held = calloc(z->bytes + 1, 1);
+  cr_assert_not_null(held);
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = offset_of(z, k, t->size);
+    val got = get(t, z->first + off), want = ref(ctx, k);
+    unsigned char w[16];
+    put(t, w, want);
+    want = get(t, w);
+    cr_assert(same(got, want), "%s: element %lld is (%g, %g), expected (%g, %g)", what,
+              (long long)k, got.re, got.im, want.re, want.im);
+    memset(held + (z->first - z->buf) + off, 1, t->size);
+  }
+  for (size_t b = 0; b < z->bytes; b++)
+    cr_assert(held[b] || z->buf[b] == fill,
+              "%s: byte %zu of the output's buffer, held by no "
+              "element, changed from %#x to %#x",
+              what, b, fill, z->buf[b]);
+  free(held);
+}
+
+typedef struct ew_case {
+  const ty *t;
+  int nd;
+  int64_t shape[4];
+  arr x, y, z;
+  bool y_scalar;
+  val y_value;
+  bool uses_i; /* the operation adds i % 7 */
+} ew_case;
+
+static val ew_ref(void *p, int64_t k) {
+  ew_case *c = p;
+  val x = bget(c->t, &c->x, c->nd, c->shape, k);
+  val y = c->y_scalar ? c->y_value : bget(c->t, &c->y, c->nd, c->shape, k);
+  val r = {x.re - y.re, x.im - y.im};
+  if (c->uses_i) {
+    /* The difference is rounded to T before i % 7 is added. */
+    unsigned char w[16];
+    put(c->t, w, r);
+    r = get(c->t, w);
+    r.re += (double)(k % 7);
+  }
+  return r;
+}
+
+/* A layout of one of three families, chosen to reach jitk's paths. */
+static void random_ew_case(uint64_t *s, ew_case *c, char *what, size_t what_size) {
+  memset(c, 0, sizeof *c);
+  int family = (int)pick(s, 3);
+  c->t = &TYPES[pick(s, sizeof TYPES / sizeof TYPES[0])];
+  if (family == 2 && pick(s, 2) == 0) c->t = &TYPES[1 + pick(s, 2)]; /* 2-byte: pairs */
+  int64_t v = c->t->size >= 16 ? 1 : 16 / (int64_t)c->t->size;
+  int64_t xs[4], ys[4], zs[4], yshape[4];
+  int ynd;
+  if (family == 0) {
+    /* A line: contiguous, reversed or stepping inputs, misaligned. */
+    c->nd = 1;
+    c->shape[0] = pick(s, 8) == 0 ? pick(s, 2 * v) : 1 + pick(s, 3000);
+    int64_t xstep = pick(s, 3) == 0 ? 2 + pick(s, 3) : pick(s, 4) == 0 ? -1 : 1;
+    int64_t ystep = pick(s, 3) == 0 ? 2 + pick(s, 3) : pick(s, 4) == 0 ? -1 : 1;
+    xs[0] = xstep;
+    ys[0] = ystep;
+    zs[0] = pick(s, 6) == 0 ? -1 : 1;
+    ynd = 1;
+    yshape[0] = pick(s, 6) == 0 ? 1 : c->shape[0];
+  } else {
+    c->nd = 2 + (int)pick(s, 3);
+    for (int d = 0; d < c->nd; d++) c->shape[d] = 1 + pick(s, family == 2 ? 4 : 12);
+    if (family == 2) {
+      /* A transposed input: rows and columns wide enough for tiles. */
+      int big = c->nd == 2 ? 2 : 2 + (int)pick(s, 2);
+      for (int d = c->nd - big; d < c->nd; d++) c->shape[d] = 16 + pick(s, 120);
+      if (pick(s, 2) == 0)
+        for (int d = 0; d < c->nd; d++) c->shape[d] += c->shape[d] % 2;
+    } else if (pick(s, 2) == 0) {
+      c->shape[c->nd - 1] = v * (1 + pick(s, 4)); /* vectors over several dimensions */
+    }
+    /* Every array in C order at times: vectors over several dimensions. */
+    bool plain = family == 1 && pick(s, 2) == 0;
+    random_strides(s, c->nd, c->shape, xs, plain);
+    if (family == 2) {
+      /* x walks the second-last dimension contiguously, then the last,
+       * then the others in order: a transposed view. */
+      int a = c->nd - 2, b = c->nd - 1;
+      xs[a] = 1;
+      xs[b] = c->shape[a];
+      int64_t step = c->shape[a] * c->shape[b];
+      for (int d = a - 1; d >= 0; d--) {
+        xs[d] = step;
+        step *= c->shape[d];
+      }
+      if (pick(s, 4) == 0) xs[a] = -1;
+    }
+    random_strides(s, c->nd, c->shape, zs, plain || pick(s, 4) != 0);
+    /* y: fewer dimensions, or extents of 1, at times. */
+    ynd = c->nd - (int)pick(s, 2);
+    for (int d = 0; d < ynd; d++) {
+      int od = d + c->nd - ynd;
+      yshape[d] = pick(s, 4) == 0 && !plain ? 1 : c->shape[od];
+    }
+    random_strides(s, ynd, yshape, ys, plain || pick(s, 2) == 0);
+    if (family == 2 && pick(s, 2) == 0 && ynd == c->nd) {
+      for (int d = 0; d < c->nd; d++) yshape[d] = c->shape[d];
+      memcpy(ys, xs, sizeof ys); /* a second transposed input */
+    }
+  }
+  c->y_scalar = pick(s, 8) == 0;
+  int64_t n = 1;
+  for (int d = 0; d < c->nd; d++) n *= c->shape[d];
+  int64_t yn = 1;
+  for (int d = 0; d < ynd; d++) yn *= yshape[d];
+  make_arr(&c->x, c->t, c->nd, c->shape, xs, pick(s, 3) == 0 ? pick(s, v) : 0, 0x5A);
+  make_arr(&c->y, c->t, ynd, yshape, ys, pick(s, 3) == 0 ? pick(s, v) : 0, 0x5A);
+  make_arr(&c->z, c->t, c->nd, c->shape, zs, pick(s, 4) == 0 ? pick(s, v) : 0, 0xA5);
+  fill_random(s, c->t, &c->x, n);
+  fill_random(s, c->t, &c->y, yn);
+  unsigned char held[16];
+  put(c->t, held, random_val(s, c->t));
+  c->y_value = get(c->t, held); /* as the scalar argument will hold it */
+  int at = snprintf(what, what_size, "dtype %d, shape (", (int)c->t->t);
+  for (int d = 0; d < c->nd; d++)
+    at += snprintf(what + at, what_size - (size_t)at, "%lld%s", (long long)c->shape[d],
+                   d + 1 < c->nd ? ", " : ")");
+  snprintf(what + at, what_size - (size_t)at,
+           ", strides x (%lld..%lld) y (%lld..) z (%lld..%lld), y %s, starts %p %p %p",
+           (long long)xs[0], (long long)xs[c->nd - 1], (long long)ys[0], (long long)zs[0],
+           (long long)zs[c->nd - 1], c->y_scalar ? "scalar" : "array", (void *)c->x.first,
+           (void *)c->y.first, (void *)c->z.first);
+}
+
+static jitk_arg scalar_arg(const ty *t, val v) {
+  switch (t->t) {
+    case JITK_INT8: return jitk_arg_i8((int8_t)v.re);
+    case JITK_INT16: return jitk_arg_i16((int16_t)v.re);
+    case JITK_UINT16: return jitk_arg_u16((uint16_t)v.re);
+    case JITK_INT32: return jitk_arg_i32((int32_t)v.re);
+    case JITK_INT64: return jitk_arg_i64((int64_t)v.re);
+    case JITK_FLOAT32: return jitk_arg_f32((float)v.re);
+    case JITK_FLOAT64: return jitk_arg_f64(v.re);
+    case JITK_FLOAT16: {
+      _Float16 h = (_Float16)(float)v.re;
+      uint16_t bits;
+      memcpy(&bits, &h, 2);
+      return jitk_arg_f16_bits(bits);
+    }
+    case JITK_BFLOAT16: return jitk_arg_bf16_bits(to_bf16(v.re));
+    case JITK_COMPLEX64: return jitk_arg_c64((float)v.re, (float)v.im);
+    default: return jitk_arg_c128(v.re, v.im);
+  }
+}
+
+static void free_arr(arr *a) { free(a->buf); }
+
+static void report(jt_emu *em) {
+  double built, ran;
+  jt_emu_times(em, &built, &ran);
+  cr_log_info("%llu launches ran on the CPU (%.1f s compiling them, %.1f s running)",
+              jt_emu_runs(em), built, ran);
+}
+
+Test(emulated, elementwise_layouts) {
+  jt_emu *em = jt_emu_open(2);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  /* The second kernel uses the element's index, which keeps the loop in C
+   * order (no reordering of dimensions) and must count right on every
+   * path. */
+  jitk_elementwise *k, *ki;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x - y", "sub", NULL, &k));
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x - y; z += (T)(i % 7)", "subi", NULL,
+                                   &ki));
+  uint64_t seed = 0x6A17ull;
+  for (int i = 0; i < EW_CASES; i++) {
+    ew_case c;
+    char what[512];
+    random_ew_case(&seed, &c, what, sizeof what);
+    c.uses_i = i % 2 == 1;
+    jitk_arg a[3] = {jitk_arg_array(&c.x.t),
+                     c.y_scalar ? scalar_arg(c.t, c.y_value) : jitk_arg_array(&c.y.t),
+                     jitk_arg_array(&c.z.t)};
+    jitk_launch_options o;
+    jitk_launch_options_init(&o);
+    if (pick(&seed, 8) == 0) o.block_size = 32 * (1 + (int)pick(&seed, 8));
+    jitk_status st = jitk_elementwise_launch_ex(c.uses_i ? ki : k, NULL, a, 3, &o, NULL);
+    cr_assert_eq(st, JITK_OK, "case %d (%s): %s; %s", i, what, jitk_errmsg(e), jt_emu_error(em));
+    int64_t n = 1;
+    for (int d = 0; d < c.nd; d++) n *= c.shape[d];
+    char label[600];
+    snprintf(label, sizeof label, "case %d (%s%s)", i, what, c.uses_i ? ", adds i % 7" : "");
+    check_output(label, c.t, &c.z, n, 0xA5, ew_ref, &c);
+    free_arr(&c.x);
+    free_arr(&c.y);
+    free_arr(&c.z);
+  }
+  report(em);
+  jitk_elementwise_destroy(k);
+  jitk_elementwise_destroy(ki);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
+
+/* ---- reductions ---------------------------------------------------- */
+
+typedef struct red_case {
+  const ty *t;
+  int nd;
+  int64_t shape[4];
+  bool reduced[4];
+  int axes[4], naxes, keepdims;
+  arr x, y;
+  int ynd;
+  int64_t yshape[4];
+  bool max;      /* max without identity, else a sum from 0 */
+  bool weighted; /* a sum of x * w, w broadcast against x */
+  arr w;
+  double tol; /* of each output, for float sums: their order differs */
+} red_case;
+
+/* The reference: the output at C-order index k, over the reduced axes;
+ * `tol` gets the bound of a float sum's rounding. */
+static val red_ref(void *p, int64_t k) {
+  red_case *c = p;
+  int64_t kept[4], kshape[4];
+  int nk = 0;
+  for (int d = 0; d < c->nd; d++)
+    if (!c->reduced[d]) kshape[nk++] = c->shape[d];
+  for (int d = nk - 1; d >= 0; d--) {
+    kept[d] = k % kshape[d];
+    k /= kshape[d];
+  }
+  int64_t m = 1;
+  for (int d = 0; d < c->nd; d++)
+    if (c->reduced[d]) m *= c->shape[d];
+  val acc = {0, 0};
+  double mag = 0;
+  for (int64_t j = 0; j < m; j++) {
+    int64_t rest = j, off = 0, woff = 0;
+    int kd = nk - 1;
+    for (int d = c->nd - 1; d >= 0; d--) {
+      int64_t coord;
+      if (c->reduced[d]) {
+        coord = rest % c->shape[d];
+        rest /= c->shape[d];
+      } else {
+        coord = kept[kd--];
+      }
+      off += coord * c->x.strides[d];
+      int wd = d - (c->nd - c->w.ndim);
+      if (c->weighted && wd >= 0 && c->w.shape[wd] != 1) woff += coord * c->w.strides[wd];
+    }
+    val v = get(c->t, c->x.first + off * (int64_t)c->t->size);
+    if (c->weighted) {
+      val w = get(c->t, c->w.first + woff * (int64_t)c->t->size);
+      val prod = {v.re * w.re - v.im * w.im, v.re * w.im + v.im * w.re};
+      v = prod;
+    }
+    if (c->max) {
+      if (j == 0 || v.re > acc.re) acc = v;
+    } else {
+      acc.re += v.re;
+      acc.im += v.im;
+      mag += fabs(v.re) + fabs(v.im);
+    }
+  }
+  c->tol =
+      c->t->kind >= 2 ? mag * (c->t->size == 4 || c->t->t == JITK_COMPLEX64 ? 1e-6 : 1e-14) : 0;
+  return acc;
+}
+
+static void random_red_case(uint64_t *s, red_case *c, char *what, size_t what_size) {
+  memset(c, 0, sizeof *c);
+  c->t = &TYPES[pick(s, sizeof TYPES / sizeof TYPES[0])];
+  /* Sums of 16-bit floats round at every step, in an order the plan
+   * picks: only their max has one right answer. */
+  c->max = c->t->kind == 4 || (c->t->kind < 3 && pick(s, 3) == 0);
+  c->nd = 1 + (int)pick(s, 4);
+  for (int d = 0; d < c->nd; d++) c->shape[d] = 1 + pick(s, 9);
+  /* One long dimension at times: reductions split across blocks. */
+  if (pick(s, 2) == 0) c->shape[pick(s, c->nd)] = 64 + pick(s, c->nd == 1 ? 40000 : 3000);
+  int64_t xs[4];
+  random_strides(s, c->nd, c->shape, xs, pick(s, 3) == 0);
+  make_arr(&c->x, c->t, c->nd, c->shape, xs, pick(s, 3) == 0 ? 1 : 0, 0x5A);
+  int64_t n = 1;
+  for (int d = 0; d < c->nd; d++) n *= c->shape[d];
+  fill_random(s, c->t, &c->x, n);
+  c->weighted = !c->max && pick(s, 2) == 0;
+  if (c->weighted) {
+    int64_t wshape[4], ws[4], wn = 1;
+    int wnd = c->nd - (int)pick(s, c->nd);
+    for (int d = 0; d < wnd; d++) {
+      wshape[d] = pick(s, 3) == 0 ? 1 : c->shape[d + c->nd - wnd];
+      wn *= wshape[d];
+    }
+    random_strides(s, wnd, wshape, ws, pick(s, 2) == 0);
+    make_arr(&c->w, c->t, wnd, wshape, ws, 0, 0x5A);
+    fill_random(s, c->t, &c->w, wn);
+  }
+  if (pick(s, 5) == 0) {
+    c->naxes = -1;
+    for (int d = 0; d < c->nd; d++) c->reduced[d] = true;
+  } else {
+    for (int d = 0; d < c->nd; d++)
+      if (pick(s, 2) == 0) {
+        c->reduced[d] = true;
+        c->axes[c->naxes++] = pick(s, 2) == 0 ? d : d - c->nd;
+      }
+  }
+  c->keepdims = (int)pick(s, 2);
+  for (int d = 0; d < c->nd; d++) {
+    if (!c->reduced[d])
+      c->yshape[c->ynd++] = c->shape[d];
+    else if (c->keepdims)
+      c->yshape[c->ynd++] = 1;
+  }
+  int64_t ys[4] = {0, 0, 0, 0};
+  random_strides(s, c->ynd, c->yshape, ys, pick(s, 2) == 0);
+  make_arr(&c->y, c->t, c->ynd, c->yshape, ys, 0, 0xA5);
+  int at = snprintf(what, what_size, "%s of dtype %d, shape (",
+                    c->max        ? "max"
+                    : c->weighted ? "weighted sum"
+                                  : "sum",
+                    (int)c->t->t);
+  for (int d = 0; d < c->nd; d++)
+    at += snprintf(what + at, what_size - (size_t)at, "%lld%s%s", (long long)c->shape[d],
+                   c->reduced[d] ? "*" : "", d + 1 < c->nd ? ", " : ")");
+  snprintf(what + at, what_size - (size_t)at, " (* reduced), keepdims %d", c->keepdims);
+}
+
+/* Checks the output against the reference, exactly but for float sums,
+ * and the bytes of its buffer that no element holds. */
+static void check_reduction(const char *what, red_case *c) {
+  int64_t n = 1;
+  for (int d = 0; d < c->ynd; d++) n *= c->yshape[d];
+  unsigned char *held = calloc(c->y.bytes + 1, 1);
+  cr_assert_not_null(held);
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = offset_of(&c->y, k, c->t->size);
+    val got = get(c->t, c->y.first + off), want = red_ref(c, k);
+    unsigned char w[16];
+    put(c->t, w, want);
+    if (c->t->kind < 2) want = get(c->t, w);
+    cr_assert(fabs(got.re - want.re) <= c->tol && fabs(got.im - want.im) <= c->tol,
+              "%s: output %lld is (%.17g, %.17g), expected (%.17g, %.17g) within %g", what,
+              (long long)k, got.re, got.im, want.re, want.im, c->tol);
+    memset(held + (c->y.first - c->y.buf) + off, 1, c->t->size);
+  }
+  for (size_t b = 0; b < c->y.bytes; b++)
+    cr_assert(held[b] || c->y.buf[b] == 0xA5,
+              "%s: byte %zu of the output's buffer, held by no element, changed", what, b);
+  free(held);
+}
+
+/* Launches a case twice, its blocks in order and then shuffled, and
+ * checks the first result and that the second has the same bits. */
+/* The sum, the max and the weighted sum. */
+typedef struct reductions {
+  jitk_reduction *sum, *max, *dot;
+} reductions;
+
+static void run_red_case(jt_emu *em, jitk_engine *e, const reductions *r, red_case *c,
+                         const char *label, uint64_t *seed) {
+  jitk_arg a[3] = {jitk_arg_array(&c->x.t), jitk_arg_array(&c->y.t), jitk_arg_array(&c->y.t)};
+  jitk_reduction *k = c->max ? r->max : r->sum;
+  size_t na = 2;
+  if (c->weighted) {
+    k = r->dot;
+    a[1] = jitk_arg_array(&c->w.t);
+    na = 3;
+  }
+  const int *axes = c->naxes < 0 ? NULL : c->axes;
+  jt_emu_set_seed(em, 0);
+  jitk_status st = jitk_reduction_launch(k, NULL, a, na, axes, c->naxes, c->keepdims, NULL);
+  cr_assert_eq(st, JITK_OK, "%s: %s; %s", label, jitk_errmsg(e), jt_emu_error(em));
+  check_reduction(label, c);
+  unsigned char *first = malloc(c->y.bytes + 1);
+  cr_assert_not_null(first);
+  memcpy(first, c->y.buf, c->y.bytes);
+  memset(c->y.buf, 0xA5, c->y.bytes);
+  jt_emu_set_seed(em, jt_next(seed) | 1);
+  st = jitk_reduction_launch(k, NULL, a, na, axes, c->naxes, c->keepdims, NULL);
+  cr_assert_eq(st, JITK_OK, "%s, blocks shuffled: %s; %s", label, jitk_errmsg(e), jt_emu_error(em));
+  cr_assert(memcmp(first, c->y.buf, c->y.bytes) == 0,
+            "%s: the blocks in another order gave other bits", label);
+  free(first);
+  free_arr(&c->x);
+  free_arr(&c->y);
+  if (c->weighted) free_arr(&c->w);
+}
+
+static void create_reductions(jitk_engine *e, reductions *r) {
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", "T", "total", NULL,
+                                 &r->sum));
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "max(a, b)", "y = a", NULL, "T", "largest",
+                                 NULL, &r->max));
+  JT_OK(e, jitk_reduction_create(e, "T x, T w", "T y", "x * w", "a + b", "y = a", "0", "T", "dot",
+                                 NULL, &r->dot));
+}
+
+static void destroy_reductions(reductions *r) {
+  jitk_reduction_destroy(r->sum);
+  jitk_reduction_destroy(r->max);
+  jitk_reduction_destroy(r->dot);
+}
+
+Test(emulated, reduction_layouts) {
+  jt_emu *em = jt_emu_open(4);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  reductions r;
+  create_reductions(e, &r);
+  uint64_t seed = 0x2ED5ull;
+  for (int i = 0; i < RED_CASES; i++) {
+    red_case c;
+    char what[512], label[600];
+    random_red_case(&seed, &c, what, sizeof what);
+    snprintf(label, sizeof label, "case %d (%s)", i, what);
+    run_red_case(em, e, &r, &c, label, &seed);
+  }
+  report(em);
+  destroy_reductions(&r);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
+
+/* Shapes that reach the plans random small ones rarely do: a split whose
+ * chunks fold in two levels inside the kernel, a second kernel for a
+ * split of more than 16 MiB, pairs of 2-byte outputs, a warp per row of
+ * outputs, groups of lanes for short rows. */
+Test(emulated, reduction_plans) {
+  jt_emu *em = jt_emu_open(4);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  reductions r;
+  create_reductions(e, &r);
+  static const struct {
+    jitk_dtype t;
+    int nd;
+    int64_t shape[2];
+    int axis; /* -1: all */
+    bool max;
+  } plans[] = {
+      {JITK_FLOAT32, 1, {1 << 20}, -1, false},    {JITK_INT32, 1, {(1 << 20) + 7}, -1, true},
+      {JITK_INT8, 1, {(1 << 24) + 3}, -1, false}, {JITK_INT32, 2, {8, 1 << 17}, 1, false},
+      {JITK_INT16, 2, {3000, 64}, 0, false},      {JITK_UINT16, 2, {1000, 130}, 0, true},
+      {JITK_FLOAT64, 2, {300, 5000}, 0, false},   {JITK_INT64, 2, {5000, 33}, 1, false},
+      {JITK_COMPLEX64, 2, {4100, 3}, 1, false},   {JITK_INT32, 2, {2, 300000}, -1, false},
+  };
+  uint64_t seed = 0x91A7ull;
+  for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+    red_case c;
+    memset(&c, 0, sizeof c);
+    for (size_t j = 0; j < sizeof TYPES / sizeof TYPES[0]; j++)
+      if (TYPES[j].t == plans[i].t) c.t = &TYPES[j];
+    c.max = plans[i].max;
+    c.nd = plans[i].nd;
+    int64_t xs[2], n = 1;
+    for (int d = 0; d < c.nd; d++) {
+      c.shape[d] = plans[i].shape[d];
+      n *= c.shape[d];
+    }
+    random_strides(&seed, c.nd, c.shape, xs, true);
+    make_arr(&c.x, c.t, c.nd, c.shape, xs, 0, 0x5A);
+    fill_random(&seed, c.t, &c.x, n);
+    if (plans[i].axis < 0) {
+      c.naxes = -1;
+      for (int d = 0; d < c.nd; d++) c.reduced[d] = true;
+    } else {
+      c.naxes = 1;
+      c.axes[0] = plans[i].axis;
+      c.reduced[plans[i].axis] = true;
+    }
+    for (int d = 0; d < c.nd; d++)
+      if (!c.reduced[d]) c.yshape[c.ynd++] = c.shape[d];
+    int64_t ys[2] = {1, 1};
+    random_strides(&seed, c.ynd, c.yshape, ys, true);
+    make_arr(&c.y, c.t, c.ynd, c.yshape, ys, 0, 0xA5);
+    char label[128];
+    snprintf(label, sizeof label, "plan %zu (dtype %d, %lld x %lld, axis %d)", i, (int)c.t->t,
+             (long long)c.shape[0], (long long)(c.nd > 1 ? c.shape[1] : 1), plans[i].axis);
+    run_red_case(em, e, &r, &c, label, &seed);
+  }
+  report(em);
+  destroy_reductions(&r);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
+
+/* Offsets at 2^31 bytes and past: 64-bit indices; just below, a 32-bit one
+ * whose largest offset is 2^31 - 2. The input's buffer spans them but only
+ * its elements are touched (pages mapped on demand). */
+Test(emulated, elementwise_offsets_at_the_index_width) {
+  jt_emu *em = jt_emu_open(2);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  jitk_elementwise *k;
+  JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x - y", "sub", NULL, &k));
+  static const int64_t outer[] = {((int64_t)1 << 30) + 1, ((int64_t)1 << 30) - 2,
+                                  ((int64_t)1 << 30) - 3};
+  const ty *t = &TYPES[0]; /* int8: offsets in bytes are offsets in elements */
+  uint64_t seed = 0x1D64ull;
+  for (int i = 0; i < 3; i++) {
+    int64_t shape[2] = {3, 5}, xs[2] = {outer[i], 1}, zs[2] = {5, 1};
+    size_t span = (size_t)(outer[i] * 2 + 5);
+    unsigned char *big = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    cr_assert_neq(big, MAP_FAILED);
+    ew_case c;
+    memset(&c, 0, sizeof c);
+    c.t = t;
+    c.nd = 2;
+    memcpy(c.shape, shape, sizeof shape);
+    c.x.ndim = 2;
+    memcpy(c.x.shape, shape, sizeof shape);
+    memcpy(c.x.strides, xs, sizeof xs);
+    c.x.first = big;
+    c.x.t = jt_tensor(big, t->t, 2, c.x.shape, c.x.strides);
+    make_arr(&c.y, t, 2, shape, zs, 0, 0x5A);
+    make_arr(&c.z, t, 2, shape, zs, 0, 0xA5);
+    fill_random(&seed, t, &c.x, 15);
+    fill_random(&seed, t, &c.y, 15);
+    jitk_arg a[3] = {jitk_arg_array(&c.x.t), jitk_arg_array(&c.y.t), jitk_arg_array(&c.z.t)};
+    JT_OK(e, jitk_elementwise_launch(k, NULL, a, 3, -1, NULL));
+    cr_assert_str_empty(jt_emu_error(em));
+    char label[64];
+    snprintf(label, sizeof label, "rows %lld bytes apart", (long long)outer[i]);
+    check_output(label, t, &c.z, 15, 0xA5, ew_ref, &c);
+    munmap(big, span);
+    free_arr(&c.y);
+    free_arr(&c.z);
+  }
+  report(em);
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
