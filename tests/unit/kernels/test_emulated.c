@@ -56,6 +56,17 @@ enum { EW_CASES = 54, RED_CASES = 34 };
 enum { EW_CASES = 160, RED_CASES = 100 };
 #endif
 
+/* JT_EMU_CASES and JT_EMU_SEED in the environment change the count and
+ * the seed of the random tests, for a longer search than CI's. */
+static int cases_or(int n) {
+  const char *v = getenv("JT_EMU_CASES");
+  return v != NULL && atoi(v) > 0 ? atoi(v) : n;
+}
+static uint64_t seed_or(uint64_t s) {
+  const char *v = getenv("JT_EMU_SEED");
+  return v != NULL ? strtoull(v, NULL, 0) : s;
+}
+
 static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(jt_next(s) % (uint64_t)n); }
 
 /* An element as two doubles (the imaginary part 0 but for complex). */
@@ -378,15 +389,27 @@ Test(emulated, elementwise_layouts) {
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x - y", "sub", NULL, &k));
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x - y; z += (T)(i % 7)", "subi", NULL,
                                    &ki));
-  uint64_t seed = 0x6A17ull;
-  for (int i = 0; i < EW_CASES; i++) {
+  uint64_t seed = seed_or(0x6A17ull);
+  for (int i = 0, n_cases = cases_or(EW_CASES); i < n_cases; i++) {
     ew_case c;
     char what[512];
     random_ew_case(&seed, &c, what, sizeof what);
     c.uses_i = i % 2 == 1;
+    /* In place at times: z is x itself (CuPy's x += y), and the reference
+     * reads a copy of x taken before the launch. */
+    bool in_place = pick(&seed, 6) == 0;
+    arr out = c.z;
+    unsigned char *saved = NULL;
+    if (in_place) {
+      saved = malloc(c.x.bytes + 1);
+      cr_assert_not_null(saved);
+      memcpy(saved, c.x.buf, c.x.bytes);
+      out = c.x;
+      c.x.first = saved + (c.x.first - c.x.buf);
+    }
     jitk_arg a[3] = {jitk_arg_array(&c.x.t),
                      c.y_scalar ? scalar_arg(c.t, c.y_value) : jitk_arg_array(&c.y.t),
-                     jitk_arg_array(&c.z.t)};
+                     jitk_arg_array(&out.t)};
     jitk_launch_options o;
     jitk_launch_options_init(&o);
     if (pick(&seed, 8) == 0) o.block_size = 32 * (1 + (int)pick(&seed, 8));
@@ -395,8 +418,10 @@ Test(emulated, elementwise_layouts) {
     int64_t n = 1;
     for (int d = 0; d < c.nd; d++) n *= c.shape[d];
     char label[600];
-    snprintf(label, sizeof label, "case %d (%s%s)", i, what, c.uses_i ? ", adds i % 7" : "");
-    check_output(label, c.t, &c.z, n, 0xA5, ew_ref, &c);
+    snprintf(label, sizeof label, "case %d (%s%s%s)", i, what, c.uses_i ? ", adds i % 7" : "",
+             in_place ? ", in place" : "");
+    check_output(label, c.t, &out, n, in_place ? 0x5A : 0xA5, ew_ref, &c);
+    free(saved);
     free_arr(&c.x);
     free_arr(&c.y);
     free_arr(&c.z);
@@ -618,8 +643,8 @@ Test(emulated, reduction_layouts) {
   cr_assert_not_null(e);
   reductions r;
   create_reductions(e, &r);
-  uint64_t seed = 0x2ED5ull;
-  for (int i = 0; i < RED_CASES; i++) {
+  uint64_t seed = seed_or(0x2ED5ull);
+  for (int i = 0, n_cases = cases_or(RED_CASES); i < n_cases; i++) {
     red_case c;
     char what[512], label[600];
     random_red_case(&seed, &c, what, sizeof what);
@@ -742,6 +767,98 @@ Test(emulated, elementwise_offsets_at_the_index_width) {
   }
   report(em);
   jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
+
+/* The raw output's reference: element k is r's element n - 1 - k. */
+typedef struct flip_ctx {
+  const ty *t;
+  const arr *r;
+  int64_t n;
+} flip_ctx;
+
+static val flip_ref(void *p, int64_t k) {
+  flip_ctx *c = p;
+  return get(c->t, c->r->first + offset_of(c->r, c->n - 1 - k, c->t->size));
+}
+
+/* Raw arrays (jitk::array descriptors: pointer, shape, strides) of any
+ * layout, read and written by flat index, with DLPack byte offsets: an
+ * input read backwards beside a non-raw one, and a raw output written
+ * from raw inputs over `size` elements. */
+Test(emulated, elementwise_raw_arrays) {
+  jt_emu *em = jt_emu_open(2);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  jitk_elementwise *back, *copy;
+  JT_OK(e, jitk_elementwise_create(e, "T x, raw T r", "T z", "z = x - r[_ind.size() - 1 - i]",
+                                   "back", NULL, &back));
+  JT_OK(e, jitk_elementwise_create(e, "raw T r", "raw T out", "out[_ind.size() - 1 - i] = r[i]",
+                                   "flip", NULL, &copy));
+  uint64_t seed = seed_or(0x4A77ull);
+  for (int i = 0, n_cases = cases_or(EW_CASES / 4); i < n_cases; i++) {
+    const ty *t = &TYPES[pick(&seed, sizeof TYPES / sizeof TYPES[0])];
+    int64_t v = t->size >= 16 ? 1 : 16 / (int64_t)t->size;
+    /* x and r hold the same number of elements in shapes of their own. */
+    int nd = 1 + (int)pick(&seed, 3), rnd = 1 + (int)pick(&seed, 3);
+    int64_t shape[3], rshape[3] = {1, 1, 1}, n = 1;
+    for (int d = 0; d < nd; d++) {
+      shape[d] = 1 + pick(&seed, 9);
+      n *= shape[d];
+    }
+    rshape[rnd - 1] = n;
+    if (rnd > 1 && n % 2 == 0) rshape[rnd - 1] = n / 2, rshape[0] = 2;
+    int64_t xs[3], rs[3], zs[3];
+    random_strides(&seed, nd, shape, xs, pick(&seed, 2) == 0);
+    random_strides(&seed, rnd, rshape, rs, false);
+    random_strides(&seed, nd, shape, zs, true);
+    arr x, r, z;
+    make_arr(&x, t, nd, shape, xs, pick(&seed, v), 0x5A);
+    make_arr(&r, t, rnd, rshape, rs, pick(&seed, 2) == 0 ? 0 : 1, 0x5A);
+    make_arr(&z, t, nd, shape, zs, 0, 0xA5);
+    fill_random(&seed, t, &x, n);
+    fill_random(&seed, t, &r, n);
+    /* The first element by byte_offset from the buffer's start at times. */
+    if (pick(&seed, 2) == 0) {
+      r.t.data = r.buf;
+      r.t.byte_offset = (uint64_t)(r.first - r.buf);
+    }
+    char label[160];
+    snprintf(label, sizeof label, "case %d (dtype %d, %lld elements, r in %d dimensions)", i,
+             (int)t->t, (long long)n, rnd);
+    jitk_arg a[3] = {jitk_arg_array(&x.t), jitk_arg_array(&r.t), jitk_arg_array(&z.t)};
+    jitk_status st = jitk_elementwise_launch(back, NULL, a, 3, -1, NULL);
+    cr_assert_eq(st, JITK_OK, "%s: %s; %s", label, jitk_errmsg(e), jt_emu_error(em));
+    for (int64_t k = 0; k < n; k++) {
+      val xv = get(t, x.first + offset_of(&x, k, t->size));
+      val rv = get(t, r.first + offset_of(&r, n - 1 - k, t->size));
+      val want = {xv.re - rv.re, xv.im - rv.im}, got = get(t, z.first + offset_of(&z, k, t->size));
+      unsigned char w[16];
+      put(t, w, want);
+      want = get(t, w);
+      cr_assert(same(got, want), "%s: z[%lld] is %g, expected %g", label, (long long)k, got.re,
+                want.re);
+    }
+    /* The raw output: r reversed into an array shaped as x, laid out as z
+     * (poisoned again), over size = n. */
+    memset(z.buf, 0xA5, z.bytes);
+    jitk_arg b[2] = {jitk_arg_array(&r.t), jitk_arg_array(&z.t)};
+    jitk_launch_options o;
+    jitk_launch_options_init(&o);
+    o.size = n;
+    st = jitk_elementwise_launch_ex(copy, NULL, b, 2, &o, NULL);
+    cr_assert_eq(st, JITK_OK, "%s, raw output: %s; %s", label, jitk_errmsg(e), jt_emu_error(em));
+    flip_ctx fc = {t, &r, n};
+    check_output(label, t, &z, n, 0xA5, flip_ref, &fc);
+    free_arr(&x);
+    free_arr(&r);
+    free_arr(&z);
+  }
+  report(em);
+  jitk_elementwise_destroy(back);
+  jitk_elementwise_destroy(copy);
   jitk_engine_destroy(e);
   jt_emu_close(em);
 }
