@@ -243,6 +243,24 @@ static int vector_width(const ew_plan *pl, int64_t *head, unsigned char *unalign
   return v;
 }
 
+/* Whether the tiles of the transposed inputs, `side` square, fit the
+ * 48 KiB of shared memory a block may declare statically: each padded by
+ * a column, or by two where they may hold element pairs (every transposed
+ * input of 2 bytes), and each aligned for its element (codegen pads up to
+ * that between them). Past it the kernel does not compile. */
+static bool tiles_fit(const jk_ew_spec *spec, const ew_plan *pl, int n, size_t side) {
+  bool pairs = true;
+  for (int p = 0; p < n; p++)
+    if (spec->transposed[p]) pairs &= jk_dtype(pl->a.dtype[p])->size == 2;
+  size_t bytes = 0;
+  for (int p = 0; p < n; p++) {
+    if (!spec->transposed[p]) continue;
+    const jitk_dtype_info *d = jk_dtype(pl->a.dtype[p]);
+    bytes += d->size * side * (side + (pairs ? 2 : 1)) + (d->align > 4 ? d->align : 4) - 1;
+  }
+  return bytes <= 48 * 1024;
+}
+
 static jitk_status run(jitk_elementwise *k, jitk_stream stream, const jitk_arg *args, ew_plan *pl,
                        const jk_gen_variant *v, unsigned block) {
   jitk_engine *e = k->g.engine;
@@ -455,16 +473,13 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
      * With batches of tiles (three or more dimensions), both tiled
      * extents must fill at least half a tile of 32, or most of every
      * tile would be idle; tiles of 32 where either is below 64. */
-    size_t row_bytes = 0;
-    for (int p = 0; p < n; p++)
-      if (spec->transposed[p]) row_bytes += jk_dtype(pl->a.dtype[p])->size;
     int64_t rows = tdim >= 0 ? it->shape[tdim] : 0, cols = it->shape[last];
     bool small = nd > 2 && (rows < 64 || cols < 64);
     spec->tile = 0;
     if (outputs_inner && tdim >= 0 && (nd == 2 || (rows >= 16 && cols >= 16))) {
-      if (row_bytes * 64 * 65 <= 48 * 1024 && k->tile == 64 && !small)
+      if (tiles_fit(spec, pl, n, 64) && k->tile == 64 && !small)
         spec->tile = 64;
-      else if (row_bytes * 32 * 33 <= 48 * 1024)
+      else if (tiles_fit(spec, pl, n, 32))
         spec->tile = 32;
     }
     spec->tiled = spec->tile != 0;

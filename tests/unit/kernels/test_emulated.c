@@ -862,3 +862,54 @@ Test(emulated, elementwise_raw_arrays) {
   jitk_engine_destroy(e);
   jt_emu_close(em);
 }
+
+/* Twenty-two transposed 2-byte inputs take tiles of 32 with element pairs
+ * ([32][34] each, 47,872 bytes of shared memory); twenty-three would fill
+ * 50,048, past the 48 KiB a block may declare, and take another path. */
+Test(emulated, elementwise_many_transposed_inputs) {
+  jt_emu *em = jt_emu_open(2);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  enum { MOST = 23, R = 64, C = 96 };
+  const ty *t = &TYPES[1]; /* int16 */
+  uint64_t seed = 0x23ull;
+  for (int N = MOST - 1; N <= MOST; N++) {
+    char in[MOST * 8], op[MOST * 8];
+    int ai = 0, ao = snprintf(op, sizeof op, "z = 0");
+    for (int p = 0; p < N; p++) {
+      ai += snprintf(in + ai, sizeof in - (size_t)ai, "%sT a%d", p ? ", " : "", p);
+      ao += snprintf(op + ao, sizeof op - (size_t)ao, " + a%d", p);
+    }
+    jitk_elementwise *k;
+    JT_OK(e, jitk_elementwise_create(e, in, "T z", op, "many", NULL, &k));
+    int64_t shape[2] = {R, C}, ts[2] = {1, R}, cs[2] = {C, 1};
+    arr a[MOST], z;
+    jitk_arg args[MOST + 1];
+    for (int p = 0; p < N; p++) {
+      make_arr(&a[p], t, 2, shape, ts, 0, 0x5A);
+      fill_random(&seed, t, &a[p], R * C);
+      args[p] = jitk_arg_array(&a[p].t);
+    }
+    make_arr(&z, t, 2, shape, cs, 0, 0xA5);
+    args[N] = jitk_arg_array(&z.t);
+    jitk_status st = jitk_elementwise_launch(k, NULL, args, (size_t)N + 1, -1, NULL);
+    cr_assert_eq(st, JITK_OK, "%d inputs: %s; %s", N, jitk_errmsg(e), jt_emu_error(em));
+    const char *src = NULL;
+    JT_OK(e, jitk_elementwise_source(k, &src));
+    cr_assert((strstr(src, "tiled path, element pairs") != NULL) == (N < MOST), "%d inputs: %.120s",
+              N, src);
+    for (int64_t i = 0; i < R * C; i++) {
+      int64_t want = 0;
+      for (int p = 0; p < N; p++) want += (int64_t)get(t, a[p].first + offset_of(&a[p], i, 2)).re;
+      int16_t got = *(const int16_t *)(z.first + offset_of(&z, i, 2));
+      cr_assert_eq(got, (int16_t)want, "%d inputs: element %lld is %d, expected %d", N,
+                   (long long)i, got, (int16_t)want);
+    }
+    for (int p = 0; p < N; p++) free_arr(&a[p]);
+    free_arr(&z);
+    jitk_elementwise_destroy(k);
+  }
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
