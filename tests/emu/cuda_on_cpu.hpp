@@ -16,8 +16,12 @@
 // on its own stack through ucontext and switches with _setjmp/_longjmp,
 // which, unlike swapcontext, make no system call.
 //
-// Shared memory is a static variable, one copy for the block that runs.
-// Memory is the host's: the stand-in driver's allocations are malloc's.
+// Shared memory is a static variable, one copy for the block that runs,
+// in a section of its own that each block starts by filling with 0xCD
+// bytes, as a GPU leaves it with what was there: a kernel that reads
+// shared memory it did not write gets garbage, not the zeros or the last
+// block's values. Memory is the host's: the stand-in driver's allocations
+// are malloc's.
 #pragma once
 
 #include <math.h>
@@ -87,6 +91,18 @@ inline void fail(const char *what) {
              bid.z, tid.x, tid.y, tid.z, what);
 }
 
+/* The bounds of the shared variables' section, which the linker defines
+ * when the kernel has any. */
+extern "C" char __start_jt_emu_shared[] __attribute__((weak));
+extern "C" char __stop_jt_emu_shared[] __attribute__((weak));
+
+/* Not instrumented: under ASan the section holds the variables' red zones
+ * too, which only ASan's own shadow describes. */
+__attribute__((no_sanitize("address"))) inline void poison_shared() {
+  if (__start_jt_emu_shared == nullptr) return;
+  for (volatile char *p = __start_jt_emu_shared; p < __stop_jt_emu_shared; p++) *p = (char)0xCD;
+}
+
 inline void set_tid(unsigned int t) {
   tid.x = t % bdim.x;
   tid.y = t / bdim.x % bdim.y;
@@ -140,6 +156,7 @@ inline void warp_counts(unsigned int w, unsigned int *live, unsigned int *waitin
  * first pass starts them in order, each on its own stack from a copy of
  * `first` (made once a launch); later passes resume them. */
 inline bool run_block_coop() {
+  poison_shared();
   for (unsigned int t = 0; t < nthreads; t++) threads[t].st = READY;
   unsigned int started = 0;
   for (;;) {
@@ -278,6 +295,7 @@ int launch(void (*kernel)(A...), void **params, const unsigned *grid, const unsi
       ok = run_block_coop();
       continue;
     }
+    poison_shared();
     for (unsigned int t = 0; t < nthreads && ok; t++) {
       set_tid(t);
       body(body_arg);
@@ -330,7 +348,7 @@ constexpr int warpSize = 32;
 #define __host__
 #define __forceinline__ inline
 #define __noinline__
-#define __shared__ static
+#define __shared__ static __attribute__((section("jt_emu_shared")))
 #define __constant__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)

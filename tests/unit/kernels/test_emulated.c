@@ -913,3 +913,43 @@ Test(emulated, elementwise_many_transposed_inputs) {
   jitk_engine_destroy(e);
   jt_emu_close(em);
 }
+
+/* Autotuning runs every strategy that applies to a layout (along the
+ * reduced elements, across outputs, a block per short row, warps owning
+ * rows) on the caller's arrays, timed by the stand-in's events, which here
+ * time the CPU's run: each must be safe, its result the chosen one's, and
+ * later launches, which take the choice, right and repeatable. */
+Test(emulated, reduction_autotune_strategies) {
+  jt_emu *em = jt_emu_open(4);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  reductions r;
+  create_reductions(e, &r);
+  uint64_t seed = seed_or(0x7A11ull);
+  for (int i = 0, n_cases = cases_or(RED_CASES / 10); i < n_cases; i++) {
+    red_case c;
+    char what[512], label[600];
+    random_red_case(&seed, &c, what, sizeof what);
+    snprintf(label, sizeof label, "case %d (%s), tuned", i, what);
+    jitk_arg a[3] = {jitk_arg_array(&c.x.t), jitk_arg_array(&c.y.t), jitk_arg_array(&c.y.t)};
+    jitk_reduction *k = c.max ? r.max : r.sum;
+    size_t na = 2;
+    if (c.weighted) {
+      k = r.dot;
+      a[1] = jitk_arg_array(&c.w.t);
+      na = 3;
+    }
+    jt_emu_set_seed(em, 0);
+    jitk_status st =
+        jitk_reduction_autotune(k, NULL, a, na, c.naxes < 0 ? NULL : c.axes, c.naxes, c.keepdims);
+    cr_assert_eq(st, JITK_OK, "%s: %s; %s", label, jitk_errmsg(e), jt_emu_error(em));
+    check_reduction(label, &c);
+    memset(c.y.buf, 0xA5, c.y.bytes);
+    run_red_case(em, e, &r, &c, label, &seed);
+  }
+  report(em);
+  destroy_reductions(&r);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
