@@ -213,20 +213,26 @@ static val bget(const ty *t, const arr *a, int nd, const int64_t *shape, int64_t
 
 static bool same(val a, val b) { return a.re == b.re && a.im == b.im; }
 
-/* Checks the output: each element against the reference, and every byte
- * of its buffer that no element holds still `fill`. */
+/* Checks an output: each element against the reference (rounded to the
+ * type and equal, or within *tol where `tol` is not NULL and the reference
+ * set it above 0: float sums, whose order differs), and every byte of its
+ * buffer that no element holds still `fill`. */
 static void check_output(const char *what, const ty *t, const arr *z, int64_t n, unsigned char fill,
-                         val (*ref)(void *, int64_t), void *ctx) {
+                         val (*ref)(void *, int64_t), void *ctx, const double *tol) {
   unsigned char *held = calloc(z->bytes + 1, 1);
   cr_assert_not_null(held);
   for (int64_t k = 0; k < n; k++) {
     int64_t off = offset_of(z, k, t->size);
     val got = get(t, z->first + off), want = ref(ctx, k);
-    unsigned char w[16];
-    put(t, w, want);
-    want = get(t, w);
-    cr_assert(same(got, want), "%s: element %lld is (%g, %g), expected (%g, %g)", what,
-              (long long)k, got.re, got.im, want.re, want.im);
+    double within = tol != NULL ? *tol : 0;
+    if (within == 0) {
+      unsigned char w[16];
+      put(t, w, want);
+      want = get(t, w);
+    }
+    cr_assert(fabs(got.re - want.re) <= within && fabs(got.im - want.im) <= within,
+              "%s: element %lld is (%.17g, %.17g), expected (%.17g, %.17g) within %g", what,
+              (long long)k, got.re, got.im, want.re, want.im, within);
     memset(held + (z->first - z->buf) + off, 1, t->size);
   }
   for (size_t b = 0; b < z->bytes; b++)
@@ -370,6 +376,15 @@ static jitk_arg scalar_arg(const ty *t, val v) {
 
 static void free_arr(arr *a) { free(a->buf); }
 
+/* The emulator, with a device of `sms` multiprocessors, and its engine. */
+static jitk_engine *emu_start(int sms, jt_emu **em) {
+  *em = jt_emu_open(sms);
+  cr_assert_not_null(*em);
+  jitk_engine *e = jt_emu_engine(*em);
+  cr_assert_not_null(e);
+  return e;
+}
+
 static void report(jt_emu *em) {
   double built, ran;
   jt_emu_times(em, &built, &ran);
@@ -378,10 +393,8 @@ static void report(jt_emu *em) {
 }
 
 Test(emulated, elementwise_layouts) {
-  jt_emu *em = jt_emu_open(2);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(2, &em);
   /* The second kernel uses the element's index, which keeps the loop in C
    * order (no reordering of dimensions) and must count right on every
    * path. */
@@ -420,7 +433,7 @@ Test(emulated, elementwise_layouts) {
     char label[600];
     snprintf(label, sizeof label, "case %d (%s%s%s)", i, what, c.uses_i ? ", adds i % 7" : "",
              in_place ? ", in place" : "");
-    check_output(label, c.t, &out, n, in_place ? 0x5A : 0xA5, ew_ref, &c);
+    check_output(label, c.t, &out, n, in_place ? 0x5A : 0xA5, ew_ref, &c, NULL);
     free(saved);
     free_arr(&c.x);
     free_arr(&c.y);
@@ -560,47 +573,40 @@ static void random_red_case(uint64_t *s, red_case *c, char *what, size_t what_si
   snprintf(what + at, what_size - (size_t)at, " (* reduced), keepdims %d", c->keepdims);
 }
 
-/* Checks the output against the reference, exactly but for float sums,
- * and the bytes of its buffer that no element holds. */
+/* Checks a reduction's output against the reference. */
 static void check_reduction(const char *what, red_case *c) {
   int64_t n = 1;
   for (int d = 0; d < c->ynd; d++) n *= c->yshape[d];
-  unsigned char *held = calloc(c->y.bytes + 1, 1);
-  cr_assert_not_null(held);
-  for (int64_t k = 0; k < n; k++) {
-    int64_t off = offset_of(&c->y, k, c->t->size);
-    val got = get(c->t, c->y.first + off), want = red_ref(c, k);
-    unsigned char w[16];
-    put(c->t, w, want);
-    if (c->t->kind < 2) want = get(c->t, w);
-    cr_assert(fabs(got.re - want.re) <= c->tol && fabs(got.im - want.im) <= c->tol,
-              "%s: output %lld is (%.17g, %.17g), expected (%.17g, %.17g) within %g", what,
-              (long long)k, got.re, got.im, want.re, want.im, c->tol);
-    memset(held + (c->y.first - c->y.buf) + off, 1, c->t->size);
-  }
-  for (size_t b = 0; b < c->y.bytes; b++)
-    cr_assert(held[b] || c->y.buf[b] == 0xA5,
-              "%s: byte %zu of the output's buffer, held by no element, changed", what, b);
-  free(held);
+  check_output(what, c->t, &c->y, n, 0xA5, red_ref, c, &c->tol);
 }
 
-/* Launches a case twice, its blocks in order and then shuffled, and
- * checks the first result and that the second has the same bits. */
 /* The sum, the max and the weighted sum. */
 typedef struct reductions {
   jitk_reduction *sum, *max, *dot;
 } reductions;
 
+/* The kernel a case launches, its arguments in a (x, then w for the
+ * weighted sum, then y), and how many. */
+static size_t red_args(const reductions *r, const red_case *c, jitk_arg a[3], jitk_reduction **k) {
+  a[0] = jitk_arg_array(&c->x.t);
+  if (!c->weighted) {
+    *k = c->max ? r->max : r->sum;
+    a[1] = jitk_arg_array(&c->y.t);
+    return 2;
+  }
+  *k = r->dot;
+  a[1] = jitk_arg_array(&c->w.t);
+  a[2] = jitk_arg_array(&c->y.t);
+  return 3;
+}
+
+/* Launches a case twice, its blocks in order and then shuffled, and
+ * checks the first result and that the second has the same bits. */
 static void run_red_case(jt_emu *em, jitk_engine *e, const reductions *r, red_case *c,
                          const char *label, uint64_t *seed) {
-  jitk_arg a[3] = {jitk_arg_array(&c->x.t), jitk_arg_array(&c->y.t), jitk_arg_array(&c->y.t)};
-  jitk_reduction *k = c->max ? r->max : r->sum;
-  size_t na = 2;
-  if (c->weighted) {
-    k = r->dot;
-    a[1] = jitk_arg_array(&c->w.t);
-    na = 3;
-  }
+  jitk_arg a[3];
+  jitk_reduction *k;
+  size_t na = red_args(r, c, a, &k);
   const int *axes = c->naxes < 0 ? NULL : c->axes;
   jt_emu_set_seed(em, 0);
   jitk_status st = jitk_reduction_launch(k, NULL, a, na, axes, c->naxes, c->keepdims, NULL);
@@ -637,10 +643,8 @@ static void destroy_reductions(reductions *r) {
 }
 
 Test(emulated, reduction_layouts) {
-  jt_emu *em = jt_emu_open(4);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(4, &em);
   reductions r;
   create_reductions(e, &r);
   uint64_t seed = seed_or(0x2ED5ull);
@@ -662,10 +666,8 @@ Test(emulated, reduction_layouts) {
  * split of more than 16 MiB, pairs of 2-byte outputs, a warp per row of
  * outputs, groups of lanes for short rows. */
 Test(emulated, reduction_plans) {
-  jt_emu *em = jt_emu_open(4);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(4, &em);
   reductions r;
   create_reductions(e, &r);
   static const struct {
@@ -725,10 +727,8 @@ Test(emulated, reduction_plans) {
  * whose largest offset is 2^31 - 2. The input's buffer spans them but only
  * its elements are touched (pages mapped on demand). */
 Test(emulated, elementwise_offsets_at_the_index_width) {
-  jt_emu *em = jt_emu_open(2);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(2, &em);
   jitk_elementwise *k;
   JT_OK(e, jitk_elementwise_create(e, "T x, T y", "T z", "z = x - y", "sub", NULL, &k));
   static const int64_t outer[] = {((int64_t)1 << 30) + 1, ((int64_t)1 << 30) - 2,
@@ -760,7 +760,7 @@ Test(emulated, elementwise_offsets_at_the_index_width) {
     cr_assert_str_empty(jt_emu_error(em));
     char label[64];
     snprintf(label, sizeof label, "rows %lld bytes apart", (long long)outer[i]);
-    check_output(label, t, &c.z, 15, 0xA5, ew_ref, &c);
+    check_output(label, t, &c.z, 15, 0xA5, ew_ref, &c, NULL);
     munmap(big, span);
     free_arr(&c.y);
     free_arr(&c.z);
@@ -788,10 +788,8 @@ static val flip_ref(void *p, int64_t k) {
  * input read backwards beside a non-raw one, and a raw output written
  * from raw inputs over `size` elements. */
 Test(emulated, elementwise_raw_arrays) {
-  jt_emu *em = jt_emu_open(2);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(2, &em);
   jitk_elementwise *back, *copy;
   JT_OK(e, jitk_elementwise_create(e, "T x, raw T r", "T z", "z = x - r[_ind.size() - 1 - i]",
                                    "back", NULL, &back));
@@ -851,7 +849,7 @@ Test(emulated, elementwise_raw_arrays) {
     st = jitk_elementwise_launch_ex(copy, NULL, b, 2, &o, NULL);
     cr_assert_eq(st, JITK_OK, "%s, raw output: %s; %s", label, jitk_errmsg(e), jt_emu_error(em));
     flip_ctx fc = {t, &r, n};
-    check_output(label, t, &z, n, 0xA5, flip_ref, &fc);
+    check_output(label, t, &z, n, 0xA5, flip_ref, &fc, NULL);
     free_arr(&x);
     free_arr(&r);
     free_arr(&z);
@@ -867,10 +865,8 @@ Test(emulated, elementwise_raw_arrays) {
  * ([32][34] each, 47,872 bytes of shared memory); twenty-three would fill
  * 50,048, past the 48 KiB a block may declare, and take another path. */
 Test(emulated, elementwise_many_transposed_inputs) {
-  jt_emu *em = jt_emu_open(2);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(2, &em);
   enum { MOST = 23, R = 64, C = 96 };
   const ty *t = &TYPES[1]; /* int16 */
   uint64_t seed = 0x23ull;
@@ -920,10 +916,8 @@ Test(emulated, elementwise_many_transposed_inputs) {
  * time the CPU's run: each must be safe, its result the chosen one's, and
  * later launches, which take the choice, right and repeatable. */
 Test(emulated, reduction_autotune_strategies) {
-  jt_emu *em = jt_emu_open(4);
-  cr_assert_not_null(em);
-  jitk_engine *e = jt_emu_engine(em);
-  cr_assert_not_null(e);
+  jt_emu *em;
+  jitk_engine *e = emu_start(4, &em);
   reductions r;
   create_reductions(e, &r);
   uint64_t seed = seed_or(0x7A11ull);
@@ -932,14 +926,9 @@ Test(emulated, reduction_autotune_strategies) {
     char what[512], label[600];
     random_red_case(&seed, &c, what, sizeof what);
     snprintf(label, sizeof label, "case %d (%s), tuned", i, what);
-    jitk_arg a[3] = {jitk_arg_array(&c.x.t), jitk_arg_array(&c.y.t), jitk_arg_array(&c.y.t)};
-    jitk_reduction *k = c.max ? r.max : r.sum;
-    size_t na = 2;
-    if (c.weighted) {
-      k = r.dot;
-      a[1] = jitk_arg_array(&c.w.t);
-      na = 3;
-    }
+    jitk_arg a[3];
+    jitk_reduction *k;
+    size_t na = red_args(&r, &c, a, &k);
     jt_emu_set_seed(em, 0);
     jitk_status st =
         jitk_reduction_autotune(k, NULL, a, na, c.naxes < 0 ? NULL : c.axes, c.naxes, c.keepdims);
