@@ -293,6 +293,24 @@ static void build_cases(sw_list *l) {
       finish_ew(c, "ew-misaligned", "x+1", dt, OP_ADD, 2);
     }
 
+  /* Transposes and permutations of wide elements (8 and 16 bytes), which
+   * the tiled path stages through shared memory at their own alignment;
+   * 2^24 elements. */
+  const jitk_dtype wide_dts[] = {JITK_FLOAT64, JITK_COMPLEX64, JITK_COMPLEX128};
+  for (int t = 0; t < 3; t++) {
+    int64_t s2[2] = {4096, 4096}, s3[3] = {256, 256, 256};
+    sw_case *c = add_case(l);
+    c->out = contiguous(2, s2);
+    c->in[0] = permuted(2, s2, (int[]){1, 0});
+    c->in[1] = c->out;
+    finish_ew(c, "ew-transposed", "x.T", wide_dts[t], OP_ADD, 2);
+    c = add_case(l);
+    c->out = contiguous(3, s3);
+    c->in[0] = permuted(3, s3, (int[]){2, 0, 1});
+    c->in[1] = c->out;
+    finish_ew(c, "ew-permuted", "x.perm201", wide_dts[t], OP_ADD, 2);
+  }
+
   /* Reductions: sums of 2-D shapes of 2^26 elements whose rows range from
    * 1 to 2^20 elements, over rows, columns and both; float32, and float16
    * summed into float32. */
@@ -348,7 +366,7 @@ static void print_case(FILE *f, const sw_case *c) {
 static const char *sweep_src =
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
-    "enum { F32, F16, BF16, I8, F64, C64 };\n"
+    "enum { F32, F16, BF16, I8, F64, C64, C128 };\n"
     "__device__ unsigned hash(unsigned long long i, unsigned seed) {\n"
     "  unsigned h = (unsigned)i * 2654435761u ^ (unsigned)(i >> 32) * 2246822519u ^ seed;\n"
     "  h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;\n"
@@ -371,6 +389,8 @@ static const char *sweep_src =
     "               (signed char)(q == 0 ? 7 : q); break; }\n"
     "    case F64: ((double *)p)[i] = (double)v + 1e-9 * val(i, seed + 1u); break;\n"
     "    case C64: ((float *)p)[2 * i] = v; ((float *)p)[2 * i + 1] = val(i, seed + 7u); break;\n"
+    "    case C128: ((double *)p)[2 * i] = (double)v + 1e-9 * val(i, seed + 1u);\n"
+    "               ((double *)p)[2 * i + 1] = (double)val(i, seed + 7u); break;\n"
     "    }\n"
     "  }\n"
     "}\n"
@@ -381,6 +401,7 @@ static const char *sweep_src =
     "  case BF16: return part ? 0.0 : __bfloat162float(((const __nv_bfloat16 *)p)[i]);\n"
     "  case I8: return part ? 0.0 : ((const signed char *)p)[i];\n"
     "  case F64: return part ? 0.0 : ((const double *)p)[i];\n"
+    "  case C128: return ((const double *)p)[2 * i + part];\n"
     "  default: return ((const float *)p)[2 * i + part];\n"
     "  }\n"
     "}\n"
@@ -404,7 +425,7 @@ static const char *sweep_src =
     "      for (int k = 0; k < a.nin; k++) off[k] += q * a.istr[k][d];\n"
     "      oo += q * a.ostr[d];\n"
     "    }\n"
-    "    int parts = a.dt == C64 ? 2 : 1;\n"
+    "    int parts = a.dt == C64 || a.dt == C128 ? 2 : 1;\n"
     "    double x[2], y[2], w[2];\n"
     "    for (int p = 0; p < parts; p++) {\n"
     "      x[p] = ld(a.in[0], off[0], a.dt, p);\n"
@@ -494,6 +515,7 @@ static int dcode(jitk_dtype d) {
     case JITK_BFLOAT16: return 2;
     case JITK_INT8: return 3;
     case JITK_FLOAT64: return 4;
+    case JITK_COMPLEX128: return 6;
     default: return 5;
   }
 }
@@ -502,7 +524,8 @@ static double eps_of(jitk_dtype d) {
   switch (d) {
     case JITK_FLOAT16: return 9.8e-4;
     case JITK_BFLOAT16: return 7.9e-3;
-    case JITK_FLOAT64: return 2.3e-16;
+    case JITK_FLOAT64:
+    case JITK_COMPLEX128: return 2.3e-16;
     case JITK_INT8: return 0;
     default: return 1.2e-7;
   }
