@@ -114,19 +114,25 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
 
 /* --- specializations --- */
 
-static void dump_source(jitk_engine *e, const char *name, const char *src) {
+/* JITK_DUMP_SOURCE=1: the source to the log, after a comment line for
+ * each of the kernel's NVRTC options, so that what is printed compiles as
+ * jitk compiled it (a -D option changes what the source means). */
+static void dump_source(jitk_engine *e, const jk_gen *g, const char *src) {
   const char *v = getenv("JITK_DUMP_SOURCE");
   if (v == NULL || strcmp(v, "1") != 0) return;
-  if (e->base.log_fn != NULL) {
-    jk_buf b;
-    jk_buf_init(&b, e);
-    jk_buf_printf(&b, "generated source of %s:\n%s", name, src);
-    char *m = jk_buf_take(&b);
-    if (m) e->base.log_fn(e->base.log_user, JITK_LOG_INFO, m);
-    jk_free(e, m);
-  } else {
-    fprintf(stderr, "jitk: generated source of %s:\n%s\n", name, src);
-  }
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "generated source of %s:\n", g->name);
+  for (size_t i = 0; i < g->num_options; i++)
+    jk_buf_printf(&b, "// NVRTC option: %s\n", g->options[i]);
+  jk_buf_printf(&b, "%s", src);
+  char *m = jk_buf_take(&b);
+  if (m == NULL) return;
+  if (e->base.log_fn != NULL)
+    e->base.log_fn(e->base.log_user, JITK_LOG_INFO, m);
+  else
+    fprintf(stderr, "jitk: %s\n", m);
+  jk_free(e, m);
 }
 
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
@@ -173,7 +179,7 @@ static jitk_status build_variant(jk_gen *g, const void *spec, uint64_t hash, jk_
   char *src = NULL;
   jitk_status st = g->source_fn(g->ctx, spec, &src);
   if (st != JITK_OK) return st;
-  dump_source(e, g->name, src);
+  dump_source(e, g, src);
   jk_entry *entry = NULL;
   st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, g->link,
                     &entry);

@@ -1,6 +1,8 @@
 /* Elementwise code generation without a GPU: the scanner, every dtype
  * compiling for sm_90, error positions in the user's own lines. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "codegen/codegen.h"
 #include "common.h"
@@ -102,6 +104,48 @@ Test(elementwise_gen, errors_cite_the_users_lines) {
   jitk_elementwise_destroy(k);
   JT_FAILS(e, JITK_ERR_PARSE, "C identifier",
            jitk_elementwise_create(e, "T x", "T z", "z = x", "2bad", NULL, &k));
+  jitk_engine_destroy(e);
+}
+
+/* JITK_DUMP_SOURCE=1 logs the source after a comment line for each NVRTC
+ * option, so that the text printed compiles as jitk compiled it. */
+static char *dumped;
+
+static void keep_dump(void *user, jitk_log_level level, const char *message) {
+  (void)user, (void)level;
+  if (strncmp(message, "generated source of ", 20) == 0) {
+    free(dumped);
+    dumped = strdup(message);
+  }
+}
+
+Test(elementwise_gen, dumped_source_names_its_options) {
+  setenv("JITK_DUMP_SOURCE", "1", 1);
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.log_fn = keep_dump;
+  jitk_engine *e = NULL;
+  JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  const char *opts[] = {"-DOFFSET=7", "-DTWICE(v)=((v)+(v))"};
+  jitk_elementwise_options o;
+  memset(&o, 0, sizeof o);
+  o.nvrtc_options = opts;
+  o.num_nvrtc_options = 2;
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = TWICE(x) + OFFSET", "opts", &o, &k));
+  const char *src = NULL;
+  JT_OK(e, jitk_elementwise_compile(k, "T=float32", NULL, &src, NULL));
+  cr_assert_not_null(dumped, "no source was logged");
+  const char *head =
+      "generated source of opts:\n// NVRTC option: -DOFFSET=7\n"
+      "// NVRTC option: -DTWICE(v)=((v)+(v))\n";
+  cr_assert(strncmp(dumped, head, strlen(head)) == 0, "%s", dumped);
+  cr_assert_str_eq(dumped + strlen(head), src, "then the source, whole");
+  free(dumped);
+  dumped = NULL;
+  jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
 
