@@ -9,6 +9,7 @@
 #include "emu/emu.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,37 +63,125 @@ struct jt_emu {
   double build_s, run_s; /* time spent compiling and running */
   int failed;
   char error[4096];
+  /* jt_emu_capture_stderr: the file descriptor 2 writes to, the one it
+   * wrote to before, and how far the emulator has read the file. */
+  int capture_fd, saved_fd;
+  off_t capture_read;
 };
 
-static void emu_log(void *user, jitk_log_level level, const char *message) {
-  jt_emu *em = user;
-  static const char tag[] = "generated source of ";
-  if (strncmp(message, tag, sizeof tag - 1) == 0) {
-    const char *src = strchr(message, '\n');
-    if (src == NULL) return;
-    free(em->newest);
-    em->newest = strdup(src + 1);
-    return;
-  }
-  if (level <= JITK_LOG_WARN) fprintf(stderr, "jitk: %s\n", message);
-}
+/* Where the emulator's own messages go: the process's stderr as it was
+ * before any capture. */
+static int report_fd = 2;
+
+static void absorb_stderr(jt_emu *em);
 
 /* The source the module being loaded was compiled from: the newest one
  * logged (a generated kernel's source is logged at each compile or cache
  * lookup, just before its module loads). */
+
 static void *emu_load(void *user, const void *image, size_t size) {
   (void)image, (void)size;
   jt_emu *em = user;
+  if (em->capture_fd >= 0) absorb_stderr(em);
   if (em->newest == NULL) return NULL;
-  for (emu_source *s = em->sources; s != NULL; s = s->next)
-    if (strcmp(s->text, em->newest) == 0) return s;
-  emu_source *s = calloc(1, sizeof *s);
-  if (s == NULL) return NULL;
-  s->text = strdup(em->newest);
-  s->number = em->count++;
-  s->next = em->sources;
-  em->sources = s;
+  char *text = em->newest;
+  /* From stderr, a source serves the one module loaded next: a module of
+   * the user's own source (a RawKernel's), which is not printed, must not
+   * take the generated one before it. */
+  if (em->capture_fd >= 0) em->newest = NULL;
+  emu_source *s;
+  for (s = em->sources; s != NULL; s = s->next)
+    if (strcmp(s->text, text) == 0) break;
+  if (s == NULL && (s = calloc(1, sizeof *s)) != NULL) {
+    s->text = strdup(text);
+    s->number = em->count++;
+    s->next = em->sources;
+    em->sources = s;
+  }
+  if (text != em->newest) free(text);
   return s;
+}
+
+/* --- sources from stderr (jt_emu_capture_stderr) --- */
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0) return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Reads what the process wrote to stderr since the last call. Each
+ * generated source, printed by the library as "jitk: generated source of
+ * NAME:" and the source's lines, becomes the newest source; everything
+ * else goes on to the real stderr. A source ends where a line of the
+ * library's log ("jitk: ...") or the text read so far ends. */
+static void absorb_stderr(jt_emu *em) {
+  struct stat st;
+  if (fstat(em->capture_fd, &st) != 0 || st.st_size <= em->capture_read) return;
+  size_t n = (size_t)(st.st_size - em->capture_read);
+  char *text = malloc(n + 1);
+  if (text == NULL) return;
+  ssize_t got = pread(em->capture_fd, text, n, em->capture_read);
+  if (got <= 0) {
+    free(text);
+    return;
+  }
+  n = (size_t)got;
+  text[n] = '\0';
+  em->capture_read += got;
+  static const char mark[] = "jitk: generated source of ";
+  const char *p = text, *end = text + n;
+  while (p < end) {
+    const char *m = strstr(p, mark);
+    while (m != NULL && m != text && m[-1] != '\n') m = strstr(m + 1, mark);
+    if (m == NULL) {
+      write_all(report_fd, p, (size_t)(end - p));
+      break;
+    }
+    write_all(report_fd, p, (size_t)(m - p));
+    const char *src = strchr(m, '\n');
+    if (src == NULL) break;
+    src++;
+    /* The source runs to the next line of the library's log. */
+    const char *stop = src;
+    while (stop < end && strncmp(stop, "jitk: ", 6) != 0) {
+      const char *nl = memchr(stop, '\n', (size_t)(end - stop));
+      stop = nl == NULL ? end : nl + 1;
+    }
+    size_t len = (size_t)(stop - src);
+    if (len > 0 && src[len - 1] == '\n') len--; /* the newline the library adds */
+    free(em->newest);
+    em->newest = strndup(src, len);
+    p = stop;
+  }
+  free(text);
+}
+
+int jt_emu_capture_stderr(jt_emu *em) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/stderr.txt", em->dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  fflush(stderr);
+  int saved = dup(2);
+  if (saved < 0 || dup2(fd, 2) < 0) {
+    if (saved >= 0) close(saved);
+    close(fd);
+    return -1;
+  }
+  em->capture_fd = fd;
+  em->saved_fd = saved;
+  em->capture_read = 0;
+  report_fd = saved;
+  /* A sanitizer's report ends the process before anything is passed on:
+   * where a sanitizer's runtime is loaded, it writes to the real stderr. */
+  void (*set_report_fd)(void *);
+  *(void **)&set_report_fd = dlsym(RTLD_DEFAULT, "__sanitizer_set_report_fd");
+  if (set_report_fd != NULL) set_report_fd((void *)(intptr_t)saved);
+  return 0;
 }
 
 static void fail(jt_emu *em, const char *fmt, const char *a, const char *b) {
@@ -100,11 +189,19 @@ static void fail(jt_emu *em, const char *fmt, const char *a, const char *b) {
   snprintf(em->error, sizeof em->error, fmt, a, b);
 }
 
+/* The sanitizers kernels are compiled with: JT_EMU_SANITIZE from the
+ * environment (for a process that preloads the sanitizers' runtimes, as
+ * the sanitized Python tests do), else the build's, else UBSan's traps. */
+static const char *kernel_flags(void) {
+  const char *env = getenv("JT_EMU_SANITIZE");
+  if (env != NULL && env[0] != '\0') return env;
+  return JT_EMU_FLAGS[0] != '\0' ? JT_EMU_FLAGS : JT_EMU_TRAPS;
+}
+
 static int run_compiler(jt_emu *em, const char *args, const char *what, const char *log) {
   char cmd[3072];
   snprintf(cmd, sizeof cmd, "%s -std=c++17 -O0 -U_FORTIFY_SOURCE -fPIC -w %s %s %s > '%s' 2>&1",
-           JT_EMU_CXX, JT_EMU_INCLUDES, JT_EMU_FLAGS[0] != '\0' ? JT_EMU_FLAGS : JT_EMU_TRAPS, args,
-           log);
+           JT_EMU_CXX, JT_EMU_INCLUDES, kernel_flags(), args, log);
   if (system(cmd) == 0) return 0;
   char text[3000] = "";
   FILE *l = fopen(log, "r");
@@ -135,11 +232,42 @@ static void precompile_header(jt_emu *em) {
   em->error[0] = '\0';
 }
 
+/* The kernel's NVRTC options, which the library prints as comment lines
+ * before the source: macros become #define and #undef lines of the file,
+ * include folders arguments of the host compiler; the others (fast math,
+ * target, standard) say nothing to a host compile. */
+static void write_options(FILE *f, const char *text, char *includes, size_t size) {
+  static const char mark[] = "// NVRTC option: ";
+  for (const char *p = text; strncmp(p, mark, sizeof mark - 1) == 0;) {
+    const char *o = p + sizeof mark - 1, *nl = strchr(o, '\n');
+    int len = (int)(nl ? nl - o : (ptrdiff_t)strlen(o));
+    const char *eq;
+    if (strncmp(o, "-D", 2) == 0 || strncmp(o, "--define-macro=", 15) == 0) {
+      o += o[1] == 'D' ? 2 : 15;
+      len -= o[-1] == 'D' ? 2 : 15;
+      eq = memchr(o, '=', (size_t)len);
+      if (eq == NULL)
+        fprintf(f, "#define %.*s 1\n", len, o);
+      else
+        fprintf(f, "#define %.*s %.*s\n", (int)(eq - o), o, len - (int)(eq - o) - 1, eq + 1);
+    } else if (strncmp(o, "-U", 2) == 0 || strncmp(o, "--undefine-macro=", 17) == 0) {
+      int skip = o[1] == 'U' ? 2 : 17;
+      fprintf(f, "#undef %.*s\n", len - skip, o + skip);
+    } else if (strncmp(o, "-I", 2) == 0 || strncmp(o, "--include-path=", 15) == 0) {
+      int skip = o[1] == 'I' ? 2 : 15;
+      size_t used = strlen(includes);
+      snprintf(includes + used, size - used, " -I'%.*s'", len - skip, o + skip);
+    }
+    if (nl == NULL) break;
+    p = nl + 1;
+  }
+}
+
 /* Writes the source with an entry point for each kernel it defines, and
  * compiles it after the emulator's header into a shared library. */
 static int build(jt_emu *em, emu_source *s) {
   if (em->header == 0) precompile_header(em);
-  char cpp[128], so[128], log[128], args[640];
+  char cpp[128], so[128], log[128], args[1280];
   snprintf(cpp, sizeof cpp, "%s/k%d.cpp", em->dir, s->number);
   snprintf(so, sizeof so, "%s/k%d.so", em->dir, s->number);
   snprintf(log, sizeof log, "%s/k%d.log", em->dir, s->number);
@@ -150,6 +278,8 @@ static int build(jt_emu *em, emu_source *s) {
   }
   s->coop = strstr(s->text, "__syncthreads") != NULL || strstr(s->text, "__shfl") != NULL ||
             strstr(s->text, "__syncwarp") != NULL || strstr(s->text, "jitk/reduction.cuh");
+  char includes[512] = "";
+  write_options(f, s->text, includes, sizeof includes);
   fprintf(f, "%s\n", s->text);
   static const char mark[] = "extern \"C\" __global__ void ";
   for (const char *p = strstr(s->text, mark); p != NULL; p = strstr(p + 1, mark)) {
@@ -163,9 +293,11 @@ static int build(jt_emu *em, emu_source *s) {
   }
   fclose(f);
   if (em->header > 0)
-    snprintf(args, sizeof args, "-shared -include '%s/emu.hpp' -o '%s' '%s'", em->dir, so, cpp);
+    snprintf(args, sizeof args, "-shared%s -include '%s/emu.hpp' -o '%s' '%s'", includes, em->dir,
+             so, cpp);
   else
-    snprintf(args, sizeof args, "-shared -include cuda_on_cpu.hpp -o '%s' '%s'", so, cpp);
+    snprintf(args, sizeof args, "-shared%s -include cuda_on_cpu.hpp -o '%s' '%s'", includes, so,
+             cpp);
   if (run_compiler(em, args, cpp, log) != 0) return -1;
   s->so = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (s->so == NULL) {
@@ -192,7 +324,7 @@ static void on_fault(int sig, siginfo_t *info, void *context) {
   Dl_info where;
   memset(&where, 0, sizeof where);
   if (ip != NULL) dladdr(ip, &where);
-  fprintf(stderr,
+  dprintf(report_fd,
           "\nthe emulated kernel faulted (signal %d at address %p, instruction %s+%#lx) in %s\n",
           sig, info->si_addr, where.dli_fname ? where.dli_fname : "?",
           (unsigned long)((char *)ip - (char *)where.dli_fbase), running);
@@ -235,7 +367,7 @@ static int emu_launch(void *user, void *tag, const char *function, const unsigne
   snprintf(running, sizeof running, "%s of %s/k%d.cpp, grid (%u, %u, %u), block (%u, %u, %u)",
            function, em->dir, s->number, grid[0], grid[1], grid[2], block[0], block[1], block[2]);
   if (getenv("JT_EMU_TRACE") != NULL)
-    fprintf(stderr, "emulating %s: %.*s\n", running, (int)strcspn(s->text, "\n"), s->text);
+    dprintf(report_fd, "emulating %s: %.*s\n", running, (int)strcspn(s->text, "\n"), s->text);
   static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
   struct sigaction fault, old[4];
   memset(&fault, 0, sizeof fault);
@@ -271,9 +403,25 @@ jt_emu *jt_emu_open(int sms) {
     return NULL;
   }
   set_sms(sms);
+  em->capture_fd = em->saved_fd = -1;
   em->set_hooks(emu_load, emu_launch, em);
   setenv("JITK_DUMP_SOURCE", "1", 1);
   return em;
+}
+
+#ifndef JT_EMU_NO_ENGINE
+/* An engine of the test's own logs each source here. */
+static void emu_log(void *user, jitk_log_level level, const char *message) {
+  jt_emu *em = user;
+  static const char tag[] = "generated source of ";
+  if (strncmp(message, tag, sizeof tag - 1) == 0) {
+    const char *src = strchr(message, '\n');
+    if (src == NULL) return;
+    free(em->newest);
+    em->newest = strdup(src + 1);
+    return;
+  }
+  if (level <= JITK_LOG_WARN) fprintf(stderr, "jitk: %s\n", message);
 }
 
 jitk_engine *jt_emu_engine(jt_emu *em) {
@@ -289,10 +437,13 @@ jitk_engine *jt_emu_engine(jt_emu *em) {
   }
   return e;
 }
+#endif
 
 void jt_emu_set_seed(jt_emu *em, uint64_t seed) { em->seed = seed; }
 
 const char *jt_emu_error(const jt_emu *em) { return em->error; }
+
+void jt_emu_clear_error(jt_emu *em) { em->error[0] = '\0'; }
 
 unsigned long long jt_emu_runs(const jt_emu *em) { return em->runs; }
 
@@ -304,6 +455,15 @@ void jt_emu_times(const jt_emu *em, double *build_s, double *run_s) {
 void jt_emu_close(jt_emu *em) {
   if (em == NULL) return;
   em->set_hooks(NULL, NULL, NULL);
+  if (em->capture_fd >= 0) {
+    /* What is left goes on to stderr, which gets its own file again. */
+    fflush(stderr);
+    absorb_stderr(em);
+    dup2(em->saved_fd, 2);
+    close(em->saved_fd);
+    close(em->capture_fd);
+    report_fd = 2;
+  }
   while (em->sources != NULL) {
     emu_source *s = em->sources;
     em->sources = s->next;
@@ -320,8 +480,8 @@ void jt_emu_close(jt_emu *em) {
     free(s);
   }
   if (!em->failed) {
-    static const char *const extra[] = {"emu.hpp", "emu.hpp.gch", "emu.log"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const extra[] = {"emu.hpp", "emu.hpp.gch", "emu.log", "stderr.txt"};
+    for (int k = 0; k < 4; k++) {
       char path[128];
       snprintf(path, sizeof path, "%s/%s", em->dir, extra[k]);
       unlink(path);

@@ -32,6 +32,13 @@ jt_emu *jt_emu_open(int sms);
  * process). The caller destroys it before jt_emu_close. */
 jitk_engine *jt_emu_engine(jt_emu *em);
 
+/* For a process whose engines are not the test's own (the Python
+ * package's), which print generated sources to stderr: file descriptor 2
+ * goes to a file of the emulator's, which takes the sources from it at
+ * each module load and passes every other line on to the real stderr
+ * (the rest at jt_emu_close). 0, or -1 when stderr cannot be moved. */
+int jt_emu_capture_stderr(jt_emu *em);
+
 /* Non-zero: later launches run their blocks in an order this seed
  * shuffles; 0, in order. */
 void jt_emu_set_seed(jt_emu *em, uint64_t seed);
@@ -39,6 +46,10 @@ void jt_emu_set_seed(jt_emu *em, uint64_t seed);
 /* What went wrong in the last launch that failed (the compile, a
  * kernel's own error), with the path of its source; "" when none. */
 const char *jt_emu_error(const jt_emu *em);
+
+/* Forgets the last error (a scratch folder with a failed kernel's files
+ * is kept all the same). */
+void jt_emu_clear_error(jt_emu *em);
 
 /* How many launches ran on the CPU. */
 unsigned long long jt_emu_runs(const jt_emu *em);

@@ -111,6 +111,65 @@ class CupyLib:
         del junk
 
 
+class EmulatedCupyLib(CupyLib):
+    """CuPy arrays over host memory, for the GPU tests run without a GPU:
+    on the stand-in driver (tests/fakecuda), whose "device memory" is host
+    memory, with jitk's kernels run on the CPU by the emulator (tests/emu).
+    CuPy's own kernels cannot run there, so tests that need them skip."""
+    name = "cupy-emulated"
+
+    def __init__(self, cp):
+        super().__init__(cp)
+        self.hosts = []  # the host memory under the arrays, kept alive
+        self.allocate_from_host()
+
+    def allocate_from_host(self):
+        """CuPy's allocations (the outputs jitk allocates among them) come
+        from host memory filled with 0xA5 bytes, as poison_pool leaves on
+        a GPU; the current device is 0 and the current stream the legacy
+        default, which CuPy's runtime would say."""
+        cp = self.m
+
+        def alloc(size):
+            h = np.full(max(size, 1), 0xA5, dtype=np.uint8)
+            self.hosts.append(h)
+            return cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(h.ctypes.data, size, h,
+                                                               device_id=0), 0)
+
+        cp.cuda.set_allocator(alloc)
+        cp.cuda.runtime.getDevice = lambda: 0
+        cp.cuda.stream.get_current_stream_ptr = lambda: 0
+
+    def asarray(self, a, dtype=None):
+        h = np.array(a, dtype=dtype and numpy_dtype(dtype), order="C")
+        self.hosts.append(h)
+        mem = self.m.cuda.UnownedMemory(h.ctypes.data, max(h.nbytes, 1), h, device_id=0)
+        return self.m.ndarray(h.shape, h.dtype, self.m.cuda.MemoryPointer(mem, 0),
+                              strides=h.strides)
+
+    def asnumpy(self, x):
+        """A copy of the elements of view `x`, read where they lie."""
+        import ctypes
+        if x.size == 0:
+            return np.empty(x.shape, x.dtype)
+        lo = sum(min(0, (n - 1) * s) for n, s in zip(x.shape, x.strides))
+        hi = sum(max(0, (n - 1) * s) for n, s in zip(x.shape, x.strides)) + x.itemsize
+        buf = (ctypes.c_char * (hi - lo)).from_address(x.data.ptr + lo)
+        view = np.ndarray(x.shape, x.dtype, buffer=buf, offset=-lo, strides=x.strides)
+        return view.copy()
+
+    def synchronize(self):
+        pass  # the emulator runs each launch before it returns
+
+    def _no_library_kernels(self, *args, **kwargs):
+        pytest.skip("CuPy's own kernels do not run on the emulator")
+
+    new_stream = sleep = add_ = mul = _no_library_kernels
+
+    def poison_pool(self, nbytes):
+        pass  # every allocation is poisoned (allocate_from_host)
+
+
 class TorchLib:
     name = "torch"
     negative_strides = False  # PyTorch tensors have no negative strides

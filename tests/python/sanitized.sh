@@ -43,3 +43,13 @@ PYTHONPATH="$OUT/site" LD_PRELOAD="$asan $ubsan" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider
+# The GPU tests of generated kernels on the emulator (tools/emulated-python.sh),
+# with the kernels compiled for the CPU under the same sanitizers: NumPy's
+# arrays come from the preloaded ASan's malloc, so a kernel that reads or
+# writes past an array stops the test.
+cd ../..
+JITK_TEST_PYTHONPATH="$OUT/site" LD_PRELOAD="$asan $ubsan" \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  JT_EMU_SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+  tools/emulated-python.sh "$BUILD"

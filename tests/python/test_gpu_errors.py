@@ -168,6 +168,8 @@ def test_another_device(lib):
 def test_arrays_of_two_libraries_together(lib):
     # A CuPy array beside a PyTorch tensor: both are GPU arrays, so the
     # call works, and the output jitk allocates is of one of the two.
+    if lib.name == "cupy-emulated":
+        pytest.skip("a second library's arrays need a GPU")
     other = load_lib("torch" if lib.name == "cupy" else "cupy")
     x = np.arange(6, dtype=np.float32)
     z = ADD(lib.asarray(x), other.asarray(x))
