@@ -65,8 +65,8 @@ WHEEL=$(ls "$BUILD"/wheel/jitk-*.whl)
 JITK_TEST_FAKECUDA=$(cd "$BUILD" && pwd)/tests/fakecuda/libcuda.so.1
 export JITK_TEST_FAKECUDA
 (cd tests/python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider)
-# The GPU tests of ElementwiseKernel and ReductionKernel, and of the errors
-# they raise, once more without a GPU: on the stand-in driver, with CuPy
+# The GPU tests of ElementwiseKernel and ReductionKernel (the errors they
+# raise, random views) once more without a GPU: on the stand-in driver, with CuPy
 # arrays over host memory and each generated kernel run on the CPU by the
 # emulator (tests/emu), whose results the tests check against NumPy.
 tools/emulated-python.sh "$BUILD"

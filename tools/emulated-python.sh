@@ -1,6 +1,7 @@
 #!/bin/sh
 # The Python package's GPU tests of generated kernels (ElementwiseKernel,
-# ReductionKernel, and the errors both raise) on a machine without a GPU:
+# ReductionKernel, the errors both raise, random views of both) on a
+# machine without a GPU:
 # the stand-in driver (tests/fakecuda) comes first on LD_LIBRARY_PATH, the
 # tests' `lib` makes CuPy arrays over host memory, and the emulator
 # (tests/emu, loaded through JITK_TEST_EMU) runs each generated kernel on
@@ -28,4 +29,5 @@ trap 'rm -rf "$CACHE"' EXIT
 cd tests/python
 PYTHONPATH=${JITK_TEST_PYTHONPATH:-} LD_LIBRARY_PATH=$FAKE_DIR JITK_TEST_EMU=$EMU \
   JITK_CACHE_DIR=$CACHE "$BUILD/venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --capture=sys test_gpu_elementwise.py test_gpu_reduction.py test_gpu_errors.py "$@"
+  --capture=sys test_gpu_elementwise.py test_gpu_reduction.py test_gpu_errors.py \
+  test_gpu_random_layouts.py "$@"

@@ -74,6 +74,9 @@ class CupyLib:
     def transpose(self, x):
         return x.T
 
+    def permute(self, x, perm):
+        return x.transpose(perm)
+
     def flip(self, x, axis):
         return self.m.flip(x, axis)
 
@@ -209,6 +212,9 @@ class TorchLib:
 
     def transpose(self, x):
         return x.t()
+
+    def permute(self, x, perm):
+        return x.permute(perm)
 
     def flip(self, x, axis):
         pytest.skip("PyTorch tensors have no negative strides")
