@@ -78,7 +78,6 @@ static void absorb_stderr(jt_emu *em);
 /* The source the module being loaded was compiled from: the newest one
  * logged (a generated kernel's source is logged at each compile or cache
  * lookup, just before its module loads). */
-
 static void *emu_load(void *user, const void *image, size_t size) {
   (void)image, (void)size;
   jt_emu *em = user;
@@ -143,7 +142,10 @@ static void absorb_stderr(jt_emu *em) {
     }
     write_all(report_fd, p, (size_t)(m - p));
     const char *src = strchr(m, '\n');
-    if (src == NULL) break;
+    if (src == NULL) { /* a line cut short: not a source after all */
+      write_all(report_fd, m, (size_t)(end - m));
+      break;
+    }
     src++;
     /* The source runs to the next line of the library's log. */
     const char *stop = src;
@@ -241,11 +243,11 @@ static void write_options(FILE *f, const char *text, char *includes, size_t size
   for (const char *p = text; strncmp(p, mark, sizeof mark - 1) == 0;) {
     const char *o = p + sizeof mark - 1, *nl = strchr(o, '\n');
     int len = (int)(nl ? nl - o : (ptrdiff_t)strlen(o));
-    const char *eq;
     if (strncmp(o, "-D", 2) == 0 || strncmp(o, "--define-macro=", 15) == 0) {
-      o += o[1] == 'D' ? 2 : 15;
-      len -= o[-1] == 'D' ? 2 : 15;
-      eq = memchr(o, '=', (size_t)len);
+      int skip = o[1] == 'D' ? 2 : 15;
+      o += skip;
+      len -= skip;
+      const char *eq = memchr(o, '=', (size_t)len);
       if (eq == NULL)
         fprintf(f, "#define %.*s 1\n", len, o);
       else
