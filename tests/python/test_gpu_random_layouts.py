@@ -8,7 +8,8 @@ output view (of a poisoned buffer, whose bytes outside the view must
 keep their poison) or one jitk allocates; the reduction cases sum, or
 weight and sum, over random axes, with keepdims or not. Values are small
 integers, so every dtype holds them and every sum is exact in any order:
-results must equal NumPy's element for element. The seed is printed in
+results must equal NumPy's element for element. Reductions also take the
+maximum (no identity) and sum float16 into float32. The seed is printed in
 each case's name, and JITK_TEST_RANDOM_CASES sets how many there are.
 """
 
@@ -33,6 +34,12 @@ AXPY = jitk.ElementwiseKernel("T x, T y, T s", "T z", "z = x * s + y; z -= (T)(i
 SUM = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "random_sum")
 WSUM = jitk.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0",
                             "random_wsum")
+# No identity: each output starts from its first element.
+MAX = jitk.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", None, "random_max")
+MAX_DTYPES = ("int8", "int32", "uint8", "int64", "float16", "float32", "float64")
+# float16 in, summed and stored in float32 (CuPy's reduce_type).
+HSUM = jitk.ReductionKernel("T x", "float32 y", "x", "a + b", "y = a", "0", "random_hsum",
+                            reduce_type="float32")
 
 
 def random_shape(rng, max_ndim=4, max_elements=6000):
@@ -82,9 +89,9 @@ def poison(dtype):
     return {"i": 77, "u": 77, "f": np.nan, "c": complex(np.nan, np.nan)}[np.dtype(dtype).kind]
 
 
-def input_view(lib, rng, shape, dtype):
+def input_view(lib, rng, shape, dtype, lo=0, hi=9):
     """A random view of `shape` (or a broadcast of a smaller one) with its
-    NumPy twin."""
+    NumPy twin, of integers in [lo, hi)."""
     if shape and rng.random() < 0.3:
         small = tuple(1 if rng.random() < 0.5 else n for n in shape)
         if rng.random() < 0.3:
@@ -92,7 +99,7 @@ def input_view(lib, rng, shape, dtype):
     else:
         small = shape
     v = View(rng, small, lib.negative_strides)
-    host = values(rng, v.base, dtype)
+    host = values(rng, v.base, dtype, lo, hi)
     return v.cut(lib, lib.asarray(host)), v.cut(NumpyLib, host)
 
 
@@ -147,27 +154,37 @@ def test_elementwise(lib, seed):
 @pytest.mark.parametrize("seed", range(CASES), ids=lambda s: f"seed{s}")
 def test_reduction(lib, seed):
     rng = np.random.default_rng(2000 + seed)
-    dtype = str(rng.choice(SUM_DTYPES))
+    kind = str(rng.choice(["sum", "sum", "weighted", "max", "half"]))
+    dtype = str(rng.choice({"max": MAX_DTYPES, "half": ("float16",)}.get(kind, SUM_DTYPES)))
     lib.check_dtype(dtype)
     shape = random_shape(rng, max_elements=20000)
-    x, hx = input_view(lib, rng, shape, dtype)
+    # The maximum of negative numbers (of large ones, unsigned) is not
+    # what a reduction that starts from 0 gives.
+    lo, hi = ((100, 200) if dtype.startswith("u") else (-60, -2)) if kind == "max" else (0, 9)
+    x, hx = input_view(lib, rng, shape, dtype, lo, hi)
     ndim = hx.ndim
     axis = None if ndim == 0 or rng.random() < 0.2 else tuple(
         int(a) for a in np.flatnonzero(rng.random(ndim) < 0.5))
     if axis is not None and len(axis) == 1 and rng.random() < 0.5:
         axis = axis[0] - ndim if rng.random() < 0.5 else axis[0]  # an int, maybe negative
     keepdims = bool(rng.random() < 0.3)
-    weighted = rng.random() < 0.4
-    if weighted:
+    args, k, out_dtype = (x,), SUM, dtype
+    if kind == "weighted":
         w, hw = input_view(lib, rng, hx.shape, dtype)
         hx = hx * hw
-    want = np.asarray(hx.sum(axis=axis, keepdims=keepdims, dtype=dtype))
-    args = (x, w) if weighted else (x,)
-    k = WSUM if weighted else SUM
+        args, k = (x, w), WSUM
+    if kind == "max":
+        k = MAX
+        want = np.asarray(hx.max(axis=axis, keepdims=keepdims))
+    elif kind == "half":
+        k, out_dtype = HSUM, "float32"
+        want = np.asarray(hx.astype(np.float32).sum(axis=axis, keepdims=keepdims))
+    else:
+        want = np.asarray(hx.sum(axis=axis, keepdims=keepdims, dtype=dtype))
     if rng.random() < 0.5:
-        out, buf, mask = output_view(lib, rng, want.shape, dtype)
+        out, buf, mask = output_view(lib, rng, want.shape, out_dtype)
         k(*args, out, axis=axis, keepdims=keepdims)
-        check_output(lib, out, buf, mask, want, dtype)
+        check_output(lib, out, buf, mask, want, out_dtype)
     else:
         got = k(*args, axis=axis, keepdims=keepdims)
         assert lib.is_native(got) and tuple(got.shape) == want.shape
