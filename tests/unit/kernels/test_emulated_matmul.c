@@ -1,0 +1,390 @@
+/*
+ * Matmul plans run on the CPU (tests/emu): random float64 products, which
+ * jitk computes on its FFMA kernel (no inline PTX, so the emulator can
+ * run it), launched through the public API on the stand-in driver and
+ * checked element by element against a reference computed here.
+ *
+ * Each case draws the shape (tails in M, N and K), batches with packed or
+ * padded strides, the order and leading dimension of A, B, C and D,
+ * pointers off 16 bytes, alpha, beta with or without C (a C of NaN when
+ * beta is 0, which BLAS's rule says is not read), an epilogue (a bias by
+ * column, a scalar, row, col and batch), extra outputs in three dtypes
+ * and reductions over rows, columns and the whole matrix. Values are small
+ * integers and alpha, beta and the scalar halves or whole numbers, so
+ * every result is exact in float64 whatever the order of the sums: the
+ * check is equality. Every array lives in a buffer of exactly the bytes it
+ * spans, filled first with a poison that the bytes no element holds must
+ * keep.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "common.h"
+#include "emu/emu.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+enum { MM_CASES = 10 };
+#else
+enum { MM_CASES = 30 };
+#endif
+
+static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(jt_next(s) % (uint64_t)n); }
+
+/* One matrix of each batch: rows x cols in `order` with leading dimension
+ * ld and batch stride, in a buffer that starts `off` elements before it. */
+typedef struct mat {
+  int64_t rows, cols, ld, stride, off, batch;
+  jitk_order order;
+  size_t esize; /* bytes per element */
+  size_t count; /* elements of the buffer */
+  unsigned char *buf;
+} mat;
+
+static int64_t at(const mat *x, int64_t b, int64_t r, int64_t c) {
+  return x->off + b * x->stride + (x->order == JITK_ROW_MAJOR ? r * x->ld + c : c * x->ld + r);
+}
+
+/* A random layout in `order` (-1: either): leading dimension packed or
+ * padded (desc_ld 0 or the value), batch stride packed or not, 0 or 1
+ * element of offset. */
+static void random_mat(uint64_t *s, mat *x, int64_t rows, int64_t cols, int64_t batch,
+                       size_t esize, int order, int64_t *desc_ld, int64_t *desc_stride) {
+  x->rows = rows;
+  x->cols = cols;
+  x->batch = batch;
+  x->esize = esize;
+  x->order = order >= 0 ? (jitk_order)order : pick(s, 2) ? JITK_COL_MAJOR : JITK_ROW_MAJOR;
+  const int64_t inner = x->order == JITK_ROW_MAJOR ? cols : rows,
+                outer = x->order == JITK_ROW_MAJOR ? rows : cols;
+  x->ld = inner + (pick(s, 3) == 0 ? pick(s, 4) + 1 : 0);
+  *desc_ld = x->ld == inner && pick(s, 2) ? 0 : x->ld;
+  /* Packed is ld times the outer extent (0 in the description says so);
+   * a stride of its own may be anything from the matrix's span on. */
+  const int64_t span = (outer - 1) * x->ld + inner;
+  if (pick(s, 3) == 0) {
+    x->stride = span + pick(s, 5);
+    *desc_stride = x->stride;
+  } else {
+    x->stride = x->ld * outer;
+    *desc_stride = pick(s, 2) ? 0 : x->stride;
+  }
+  x->off = pick(s, 2);
+  x->count = (size_t)(x->off + (batch - 1) * x->stride + span);
+  x->buf = malloc(x->count * esize);
+  cr_assert_not_null(x->buf);
+  memset(x->buf, 0xA5, x->count * esize);
+}
+
+static double get_f64(const mat *x, int64_t b, int64_t r, int64_t c) {
+  double v;
+  memcpy(&v, x->buf + (size_t)at(x, b, r, c) * 8, 8);
+  return v;
+}
+
+static void put_f64(mat *x, int64_t b, int64_t r, int64_t c, double v) {
+  memcpy(x->buf + (size_t)at(x, b, r, c) * 8, &v, 8);
+}
+
+/* Every element of the view equals want(b, r, c) (read as its dtype), and
+ * every byte of the buffer that no element holds kept its poison. */
+static void check_mat(const char *what, const char *name, const mat *x, jitk_dtype dt,
+                      double (*want)(void *, int64_t, int64_t, int64_t), void *ctx) {
+  unsigned char *held = calloc(x->count, 1);
+  cr_assert_not_null(held);
+  int64_t wrong = 0, first_b = 0, first_r = 0, first_c = 0;
+  double got_first = 0, want_first = 0;
+  for (int64_t b = 0; b < x->batch; b++)
+    for (int64_t r = 0; r < x->rows; r++)
+      for (int64_t c = 0; c < x->cols; c++) {
+        const int64_t i = at(x, b, r, c);
+        held[i] = 1;
+        double got;
+        if (dt == JITK_FLOAT64) {
+          memcpy(&got, x->buf + (size_t)i * 8, 8);
+        } else if (dt == JITK_FLOAT32) {
+          float f;
+          memcpy(&f, x->buf + (size_t)i * 4, 4);
+          got = f;
+        } else {
+          int32_t v;
+          memcpy(&v, x->buf + (size_t)i * 4, 4);
+          got = v;
+        }
+        const double w = want(ctx, b, r, c);
+        if (!(got == w) && wrong++ == 0) {
+          first_b = b, first_r = r, first_c = c;
+          got_first = got, want_first = w;
+        }
+      }
+  cr_assert_eq(wrong, 0, "%s: %s: %lld wrong elements, first [%lld][%lld][%lld] = %g, want %g",
+               what, name, (long long)wrong, (long long)first_b, (long long)first_r,
+               (long long)first_c, got_first, want_first);
+  for (size_t i = 0; i < x->count; i++)
+    if (!held[i])
+      for (size_t k = 0; k < x->esize; k++)
+        cr_assert_eq(x->buf[i * x->esize + k], 0xA5,
+                     "%s: %s: element %zu of the buffer, outside the view, was written", what,
+                     name, i);
+  free(held);
+}
+
+typedef struct mm_case {
+  int64_t m, n, k, batch;
+  double alpha, beta, s;
+  bool has_c;
+  int epi, num_out, num_red;
+  mat a, b, c, d, out[3];
+  double *bias;
+  double *red[3];
+  size_t red_count[3];
+} mm_case;
+
+static const char *const EPILOGUES[] = {
+    NULL,
+    "acc + bias[col]",
+    "max(acc * s, (T)0) + (T)row - (T)col",
+    "(acc > 0 ? acc : (T)0) + bias[col] * s",
+    "acc + (T)batch * 100",
+};
+static const char *const EPI_PARAMS[] = {
+    NULL, "raw float64 bias", "float64 s", "raw float64 bias, float64 s", NULL,
+};
+
+static const jitk_matmul_output OUTPUTS[] = {
+    {"pre", JITK_FLOAT64, "acc", 0, 0},
+    {"idx", JITK_INT32, "row * 1000 + col + batch * 100000", 0, 0},
+    {"halved", JITK_FLOAT32, "value * 0.5f", 0, 0},
+};
+static const jitk_matmul_reduction REDUCTIONS[] = {
+    {"colsum", JITK_FLOAT64, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS},
+    {"rowmax", JITK_FLOAT64, "value", JITK_REDUCE_MAX, JITK_REDUCE_COLUMNS},
+    {"squares", JITK_FLOAT64, "value * value", JITK_REDUCE_SUM, JITK_REDUCE_ALL},
+};
+
+static double acc_of(const mm_case *c, int64_t b, int64_t r, int64_t col) {
+  double sum = 0;
+  for (int64_t k = 0; k < c->k; k++) sum += get_f64(&c->a, b, r, k) * get_f64(&c->b, b, k, col);
+  double v = c->alpha * sum;
+  if (c->has_c && c->beta != 0) v += c->beta * get_f64(&c->c, b, r, col);
+  return v;
+}
+
+static double value_of(const mm_case *c, double acc, int64_t b, int64_t r, int64_t col) {
+  switch (c->epi) {
+    case 1: return acc + c->bias[col];
+    case 2: return fmax(acc * c->s, 0) + (double)r - (double)col;
+    case 3: return (acc > 0 ? acc : 0) + c->bias[col] * c->s;
+    case 4: return acc + (double)b * 100;
+    default: return acc;
+  }
+}
+
+typedef struct ref {
+  const mm_case *c;
+  double *acc, *value; /* batch x m x n */
+  int which;           /* an output's index */
+} ref;
+
+static double ref_d(void *p, int64_t b, int64_t r, int64_t c) {
+  const ref *f = p;
+  return f->value[(b * f->c->m + r) * f->c->n + c];
+}
+
+static double ref_out(void *p, int64_t b, int64_t r, int64_t c) {
+  const ref *f = p;
+  const int64_t i = (b * f->c->m + r) * f->c->n + c;
+  switch (f->which) {
+    case 0: return f->acc[i];
+    case 1: return (double)(r * 1000 + c + b * 100000);
+    default: return (double)(float)(f->value[i] * 0.5);
+  }
+}
+
+static void random_mm_case(uint64_t *s, mm_case *c, char *what, size_t size) {
+  memset(c, 0, sizeof *c);
+  static const int64_t sizes[] = {1, 2, 7, 16, 33, 64, 100, 129, 150};
+  c->m = sizes[pick(s, 9)];
+  c->n = sizes[pick(s, 9)];
+  c->k = sizes[pick(s, 9)];
+  c->batch = pick(s, 3) == 0 ? 1 + pick(s, 3) : 1;
+  static const double alphas[] = {1, -0.5, 2}, betas[] = {0, 0.5, -1}, ss[] = {0.5, 2, -1};
+  c->alpha = alphas[pick(s, 3)];
+  c->has_c = pick(s, 2);
+  c->beta = c->has_c ? betas[pick(s, 3)] : 0;
+  c->s = ss[pick(s, 3)];
+  c->epi = (int)pick(s, 5);
+  c->num_out = (int)pick(s, 4);
+  c->num_red = (int)pick(s, 4);
+  snprintf(what, size,
+           "%lld x %lld x %lld, batch %lld, alpha %g, %s beta %g, epilogue %d, %d outputs, %d "
+           "reductions",
+           (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch, c->alpha,
+           c->has_c ? "C," : "no C,", c->beta, c->epi, c->num_out, c->num_red);
+}
+
+static void fill_ints(uint64_t *s, mat *x) {
+  for (int64_t b = 0; b < x->batch; b++)
+    for (int64_t r = 0; r < x->rows; r++)
+      for (int64_t col = 0; col < x->cols; col++) put_f64(x, b, r, col, (double)(pick(s, 7) - 3));
+}
+
+static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
+  mm_case c;
+  char what[256];
+  random_mm_case(s, &c, what, sizeof what);
+  char label[600];
+  snprintf(label, sizeof label, "case %d (%s)", number, what);
+
+  jitk_matmul_desc d;
+  jitk_matmul_desc_init(&d);
+  d.m = c.m;
+  d.n = c.n;
+  d.k = c.k;
+  d.batch = c.batch;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = JITK_FLOAT64;
+  d.alpha = c.alpha;
+  d.beta = c.beta;
+  d.has_c = c.has_c;
+  d.epilogue = EPILOGUES[c.epi];
+  d.epilogue_params = EPI_PARAMS[c.epi];
+  random_mat(s, &c.a, c.m, c.k, c.batch, 8, -1, &d.lda, &d.stride_a);
+  random_mat(s, &c.b, c.k, c.n, c.batch, 8, -1, &d.ldb, &d.stride_b);
+  random_mat(s, &c.d, c.m, c.n, c.batch, 8, -1, &d.ldd, &d.stride_d);
+  d.a_order = c.a.order;
+  d.b_order = c.b.order;
+  d.d_order = c.d.order;
+  fill_ints(s, &c.a);
+  fill_ints(s, &c.b);
+  if (c.has_c) {
+    random_mat(s, &c.c, c.m, c.n, c.batch, 8, -1, &d.ldc, &d.stride_c);
+    d.c_order = c.c.order;
+    if (c.beta == 0) {
+      for (int64_t b = 0; b < c.batch; b++)
+        for (int64_t r = 0; r < c.m; r++)
+          for (int64_t col = 0; col < c.n; col++) put_f64(&c.c, b, r, col, NAN);
+    } else {
+      fill_ints(s, &c.c);
+    }
+  }
+  /* Outputs in D's order, packed or with a leading dimension and stride
+   * of their own. */
+  jitk_matmul_output outs[3];
+  for (int i = 0; i < c.num_out; i++) {
+    outs[i] = OUTPUTS[i];
+    const size_t es = OUTPUTS[i].dtype == JITK_FLOAT64 ? 8 : 4;
+    random_mat(s, &c.out[i], c.m, c.n, c.batch, es, (int)c.d.order, &outs[i].ld,
+               &outs[i].stride);
+  }
+  d.outputs = outs;
+  d.num_outputs = (size_t)c.num_out;
+  d.reductions = REDUCTIONS;
+  d.num_reductions = (size_t)c.num_red;
+  for (int i = 0; i < c.num_red; i++) {
+    c.red_count[i] = (size_t)c.batch * (i == 0 ? (size_t)c.n : i == 1 ? (size_t)c.m : 1);
+    c.red[i] = malloc(c.red_count[i] * 8);
+    cr_assert_not_null(c.red[i]);
+    memset(c.red[i], 0xA5, c.red_count[i] * 8);
+  }
+  c.bias = malloc((size_t)c.n * 8);
+  cr_assert_not_null(c.bias);
+  for (int64_t i = 0; i < c.n; i++) c.bias[i] = (double)(pick(s, 11) - 5);
+
+  /* The layouts, for the messages. */
+  const mat *const ms[] = {&c.a, &c.b, &c.c, &c.d};
+  for (int i = 0; i < 4; i++) {
+    if (i == 2 && !c.has_c) continue;
+    size_t used = strlen(label);
+    snprintf(label + used, sizeof label - used, "; %c %s ld %lld stride %lld off %lld", "ABCD"[i],
+             ms[i]->order == JITK_ROW_MAJOR ? "row" : "col", (long long)ms[i]->ld,
+             (long long)ms[i]->stride, (long long)ms[i]->off);
+  }
+  jitk_matmul *p = NULL;
+  jitk_status st = jitk_matmul_create(e, &d, &p);
+  cr_assert_eq(st, JITK_OK, "%s: plan: %s", label, jitk_errmsg(e));
+  jitk_arg extra[2];
+  size_t num_extra = 0;
+  if (c.epi == 1 || c.epi == 3) extra[num_extra++] = jitk_arg_ptr(c.bias, JITK_FLOAT64);
+  if (c.epi == 2 || c.epi == 3) extra[num_extra++] = jitk_arg_f64(c.s);
+  void *out_ptrs[3], *red_ptrs[3];
+  for (int i = 0; i < c.num_out; i++) out_ptrs[i] = c.out[i].buf + c.out[i].off * c.out[i].esize;
+  for (int i = 0; i < c.num_red; i++) red_ptrs[i] = c.red[i];
+  jitk_matmul_operands o;
+  JT_OK(e, jitk_matmul_operands_init(&o));
+  o.a = c.a.buf + c.a.off * 8;
+  o.b = c.b.buf + c.b.off * 8;
+  o.c = c.has_c ? c.c.buf + c.c.off * 8 : NULL;
+  o.d = c.d.buf + c.d.off * 8;
+  o.extra = extra;
+  o.num_extra = num_extra;
+  o.outputs = out_ptrs;
+  o.reductions = red_ptrs;
+  unsigned long long before = jt_emu_runs(em);
+  st = jitk_matmul_execute_ex(p, NULL, &o);
+  cr_assert_eq(st, JITK_OK, "%s: execute: %s (%s)", label, jitk_errmsg(e), jt_emu_error(em));
+  cr_assert_gt(jt_emu_runs(em), before, "%s: nothing ran on the CPU", label);
+
+  /* The reference. */
+  const size_t total = (size_t)(c.batch * c.m * c.n);
+  ref f = {&c, malloc(total * 8), malloc(total * 8), 0};
+  cr_assert(f.acc != NULL && f.value != NULL);
+  for (int64_t b = 0; b < c.batch; b++)
+    for (int64_t r = 0; r < c.m; r++)
+      for (int64_t col = 0; col < c.n; col++) {
+        const size_t i = (size_t)((b * c.m + r) * c.n + col);
+        f.acc[i] = acc_of(&c, b, r, col);
+        f.value[i] = value_of(&c, f.acc[i], b, r, col);
+      }
+  check_mat(label, "D", &c.d, JITK_FLOAT64, ref_d, &f);
+  for (int i = 0; i < c.num_out; i++) {
+    f.which = i;
+    check_mat(label, OUTPUTS[i].name, &c.out[i], OUTPUTS[i].dtype, ref_out, &f);
+  }
+  for (int i = 0; i < c.num_red; i++)
+    for (size_t j = 0; j < c.red_count[i]; j++) {
+      double want;
+      if (i == 0) { /* over the rows: batch j / n, column j % n */
+        const int64_t b = (int64_t)j / c.n, col = (int64_t)j % c.n;
+        want = 0;
+        for (int64_t r = 0; r < c.m; r++) want += f.value[(b * c.m + r) * c.n + col];
+      } else if (i == 1) { /* over the columns: batch j / m, row j % m */
+        const int64_t b = (int64_t)j / c.m, r = (int64_t)j % c.m;
+        want = -INFINITY;
+        for (int64_t col = 0; col < c.n; col++) want = fmax(want, f.value[(b * c.m + r) * c.n + col]);
+      } else {
+        want = 0;
+        for (int64_t k = 0; k < c.m * c.n; k++) {
+          const double v = f.value[(int64_t)j * c.m * c.n + k];
+          want += v * v;
+        }
+      }
+      cr_assert_eq(c.red[i][j], want, "%s: %s[%zu] = %g, want %g", label, REDUCTIONS[i].name, j,
+                   c.red[i][j], want);
+    }
+  free(f.acc);
+  free(f.value);
+  jitk_matmul_destroy(p);
+  free(c.a.buf);
+  free(c.b.buf);
+  free(c.c.buf);
+  free(c.d.buf);
+  for (int i = 0; i < c.num_out; i++) free(c.out[i].buf);
+  for (int i = 0; i < c.num_red; i++) free(c.red[i]);
+  free(c.bias);
+}
+
+Test(emulated, matmul_float64_plans) {
+  jt_emu *em = jt_emu_open(2);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  const char *env = getenv("JT_EMU_SEED"), *n_env = getenv("JT_EMU_CASES");
+  uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 0x3A7ull;
+  const int cases = n_env != NULL ? atoi(n_env) : MM_CASES;
+  for (int i = 0; i < cases; i++) run_case(e, em, &seed, i);
+  double built, ran;
+  jt_emu_times(em, &built, &ran);
+  cr_log_info("%llu launches ran on the CPU (%.1f s compiling them, %.1f s running)",
+              jt_emu_runs(em), built, ran);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
