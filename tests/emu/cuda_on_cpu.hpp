@@ -331,6 +331,29 @@ T shuffle(T x, unsigned int mask, int src, bool in_range) {
 
 inline unsigned int lane() { return current % 32; }
 
+/* __syncthreads_and, _or and _count: at a barrier every thread of the
+ * block puts its predicate out, then each reads those of the threads
+ * that have not returned, and a second barrier keeps the values until
+ * all have read them. */
+enum vote { ALL, ANY, COUNT };
+inline int block_vote(int p, vote op) {
+  thread *me = &threads[current];
+  p = p != 0;
+  memcpy(me->slot, &p, sizeof p);
+  wait(AT_BLOCK);
+  int all = 1, any = 0, count = 0;
+  for (unsigned int t = 0; t < nthreads; t++) {
+    if (threads[t].st == DONE) continue;
+    int v;
+    memcpy(&v, threads[t].slot, sizeof v);
+    all &= v;
+    any |= v;
+    count += v;
+  }
+  wait(AT_BLOCK);
+  return op == ALL ? all : op == ANY ? any : count;
+}
+
 }  // namespace jt_emu
 
 #undef __global__
@@ -355,6 +378,9 @@ constexpr int warpSize = 32;
 
 inline void __syncthreads() { jt_emu::wait(jt_emu::AT_BLOCK); }
 inline void __syncwarp(unsigned int = 0xffffffffu) { jt_emu::wait(jt_emu::AT_WARP); }
+inline int __syncthreads_and(int p) { return jt_emu::block_vote(p, jt_emu::ALL); }
+inline int __syncthreads_or(int p) { return jt_emu::block_vote(p, jt_emu::ANY); }
+inline int __syncthreads_count(int p) { return jt_emu::block_vote(p, jt_emu::COUNT); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 
@@ -390,6 +416,10 @@ inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+
+/* Shared memory is host memory: its "shared address" is the pointer,
+ * which only inline PTX (which the emulator cannot run) would use. */
+inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)p; }
 
 template <typename T>
 T __ldg(const T *p) {
@@ -459,6 +489,30 @@ inline float __int_as_float(int x) {
   float r;
   memcpy(&r, &x, 4);
   return r;
+}
+inline unsigned int __float_as_uint(float x) {
+  unsigned int r;
+  memcpy(&r, &x, 4);
+  return r;
+}
+inline float __uint_as_float(unsigned int x) {
+  float r;
+  memcpy(&r, &x, 4);
+  return r;
+}
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __tanhf(float x) { return tanhf(x); }
+/* The funnel shifts: the 64 bits hi:lo shifted by s % 32, the low (r) or
+ * high (l) 32 bits of the result. */
+inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int s) {
+  return (unsigned int)((((unsigned long long)hi << 32) | lo) >> (s & 31));
+}
+inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned int s) {
+  return (unsigned int)(((((unsigned long long)hi << 32) | lo) << (s & 31)) >> 32);
 }
 inline long long __double_as_longlong(double x) {
   long long r;

@@ -279,7 +279,8 @@ static int build(jt_emu *em, emu_source *s) {
     return -1;
   }
   s->coop = strstr(s->text, "__syncthreads") != NULL || strstr(s->text, "__shfl") != NULL ||
-            strstr(s->text, "__syncwarp") != NULL || strstr(s->text, "jitk/reduction.cuh");
+            strstr(s->text, "__syncwarp") != NULL || strstr(s->text, "jitk/reduction.cuh") ||
+            strstr(s->text, "jitk/matmul.cuh");
   char includes[512] = "";
   write_options(f, s->text, includes, sizeof includes);
   fprintf(f, "%s\n", s->text);

@@ -1,8 +1,10 @@
 /*
- * Matmul plans run on the CPU (tests/emu): random float64 products, which
- * jitk computes on its FFMA kernel (no inline PTX, so the emulator can
- * run it), launched through the public API on the stand-in driver and
- * checked element by element against a reference computed here.
+ * Matmul plans run on the CPU (tests/emu): random products on jitk's FFMA
+ * kernel, the one without inline PTX that the emulator can run (float64
+ * plans take it anyway; float32, float16 and bfloat16 ones are sent to it
+ * with JITK_MM_KIND=simt), launched through the public API on the
+ * stand-in driver and checked element by element against a reference
+ * computed here.
  *
  * Each case draws the shape (tails in M, N and K), batches with packed or
  * padded strides, the order and leading dimension of A, B, C and D,
@@ -11,8 +13,9 @@
  * column, a scalar, row, col and batch), extra outputs in three dtypes
  * and reductions over rows, columns and the whole matrix. Values are small
  * integers and alpha, beta and the scalar halves or whole numbers, so
- * every result is exact in float64 whatever the order of the sums: the
- * check is equality. Every array lives in a buffer of exactly the bytes it
+ * every sum is exact in the float32 or float64 accumulator whatever its
+ * order, and D is the exact value rounded once to D's dtype: the check
+ * is equality. Every array lives in a buffer of exactly the bytes it
  * spans, filled first with a poison that the bytes no element holds must
  * keep.
  */
@@ -35,6 +38,7 @@ static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(jt_next(s) % (uin
 typedef struct mat {
   int64_t rows, cols, ld, stride, off, batch;
   jitk_order order;
+  jitk_dtype dt;
   size_t esize; /* bytes per element */
   size_t count; /* elements of the buffer */
   unsigned char *buf;
@@ -48,11 +52,12 @@ static int64_t at(const mat *x, int64_t b, int64_t r, int64_t c) {
  * padded (desc_ld 0 or the value), batch stride packed or not, 0 or 1
  * element of offset. */
 static void random_mat(uint64_t *s, mat *x, int64_t rows, int64_t cols, int64_t batch,
-                       size_t esize, int order, int64_t *desc_ld, int64_t *desc_stride) {
+                       jitk_dtype dt, int order, int64_t *desc_ld, int64_t *desc_stride) {
   x->rows = rows;
   x->cols = cols;
   x->batch = batch;
-  x->esize = esize;
+  x->dt = dt;
+  x->esize = dt == JITK_FLOAT64 ? 8 : dt == JITK_FLOAT16 || dt == JITK_BFLOAT16 ? 2 : 4;
   x->order = order >= 0 ? (jitk_order)order : pick(s, 2) ? JITK_COL_MAJOR : JITK_ROW_MAJOR;
   const int64_t inner = x->order == JITK_ROW_MAJOR ? cols : rows,
                 outer = x->order == JITK_ROW_MAJOR ? rows : cols;
@@ -70,24 +75,63 @@ static void random_mat(uint64_t *s, mat *x, int64_t rows, int64_t cols, int64_t 
   }
   x->off = pick(s, 2);
   x->count = (size_t)(x->off + (batch - 1) * x->stride + span);
-  x->buf = malloc(x->count * esize);
+  x->buf = malloc(x->count * x->esize);
   cr_assert_not_null(x->buf);
-  memset(x->buf, 0xA5, x->count * esize);
+  memset(x->buf, 0xA5, x->count * x->esize);
 }
 
-static double get_f64(const mat *x, int64_t b, int64_t r, int64_t c) {
-  double v;
-  memcpy(&v, x->buf + (size_t)at(x, b, r, c) * 8, 8);
-  return v;
+/* An element of dtype dt at p, as a double; and v stored there, rounded
+ * to nearest even (bfloat16 is the top half of a float32). */
+static double load(jitk_dtype dt, const unsigned char *p) {
+  switch (dt) {
+    case JITK_FLOAT64: return *(const double *)p;
+    case JITK_FLOAT32: return *(const float *)p;
+    case JITK_FLOAT16: return (double)*(const _Float16 *)p;
+    case JITK_BFLOAT16: {
+      uint32_t u = (uint32_t) * (const uint16_t *)p << 16;
+      float f;
+      memcpy(&f, &u, 4);
+      return f;
+    }
+    default: return *(const int32_t *)p;
+  }
 }
 
-static void put_f64(mat *x, int64_t b, int64_t r, int64_t c, double v) {
-  memcpy(x->buf + (size_t)at(x, b, r, c) * 8, &v, 8);
+static void store(jitk_dtype dt, unsigned char *p, double v) {
+  switch (dt) {
+    case JITK_FLOAT64: *(double *)p = v; break;
+    case JITK_FLOAT32: *(float *)p = (float)v; break;
+    case JITK_FLOAT16: *(_Float16 *)p = (_Float16)v; break;
+    case JITK_BFLOAT16: {
+      float f = (float)v;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      if ((u & 0x7FFFFFFFu) <= 0x7F800000u) u += 0x7FFF + ((u >> 16) & 1); /* NaN stays NaN */
+      *(uint16_t *)p = (uint16_t)(u >> 16);
+      break;
+    }
+    default: *(int32_t *)p = (int32_t)v; break;
+  }
+}
+
+/* v as dtype dt holds it. */
+static double rounded(jitk_dtype dt, double v) {
+  unsigned char b[8];
+  store(dt, b, v);
+  return load(dt, b);
+}
+
+static double get(const mat *x, int64_t b, int64_t r, int64_t c) {
+  return load(x->dt, x->buf + (size_t)at(x, b, r, c) * x->esize);
+}
+
+static void put(mat *x, int64_t b, int64_t r, int64_t c, double v) {
+  store(x->dt, x->buf + (size_t)at(x, b, r, c) * x->esize, v);
 }
 
 /* Every element of the view equals want(b, r, c) (read as its dtype), and
  * every byte of the buffer that no element holds kept its poison. */
-static void check_mat(const char *what, const char *name, const mat *x, jitk_dtype dt,
+static void check_mat(const char *what, const char *name, const mat *x,
                       double (*want)(void *, int64_t, int64_t, int64_t), void *ctx) {
   unsigned char *held = calloc(x->count, 1);
   cr_assert_not_null(held);
@@ -98,18 +142,7 @@ static void check_mat(const char *what, const char *name, const mat *x, jitk_dty
       for (int64_t c = 0; c < x->cols; c++) {
         const int64_t i = at(x, b, r, c);
         held[i] = 1;
-        double got;
-        if (dt == JITK_FLOAT64) {
-          memcpy(&got, x->buf + (size_t)i * 8, 8);
-        } else if (dt == JITK_FLOAT32) {
-          float f;
-          memcpy(&f, x->buf + (size_t)i * 4, 4);
-          got = f;
-        } else {
-          int32_t v;
-          memcpy(&v, x->buf + (size_t)i * 4, 4);
-          got = v;
-        }
+        const double got = load(x->dt, x->buf + (size_t)i * x->esize);
         const double w = want(ctx, b, r, c);
         if (!(got == w) && wrong++ == 0) {
           first_b = b, first_r = r, first_c = c;
@@ -123,12 +156,13 @@ static void check_mat(const char *what, const char *name, const mat *x, jitk_dty
     if (!held[i])
       for (size_t k = 0; k < x->esize; k++)
         cr_assert_eq(x->buf[i * x->esize + k], 0xA5,
-                     "%s: %s: element %zu of the buffer, outside the view, was written", what,
-                     name, i);
+                     "%s: %s: element %zu of the buffer, outside the view, was written", what, name,
+                     i);
   free(held);
 }
 
 typedef struct mm_case {
+  jitk_dtype dt; /* of A, B, C and D */
   int64_t m, n, k, batch;
   double alpha, beta, s;
   bool has_c;
@@ -160,12 +194,15 @@ static const jitk_matmul_reduction REDUCTIONS[] = {
     {"rowmax", JITK_FLOAT64, "value", JITK_REDUCE_MAX, JITK_REDUCE_COLUMNS},
     {"squares", JITK_FLOAT64, "value * value", JITK_REDUCE_SUM, JITK_REDUCE_ALL},
 };
+/* Summed in the accumulator's type, squares would pass float32's exact
+ * integers: 16- and 32-bit plans count the positive values instead. */
+static const char *const COUNT_POSITIVE = "value > 0 ? (T)1 : (T)0";
 
 static double acc_of(const mm_case *c, int64_t b, int64_t r, int64_t col) {
   double sum = 0;
-  for (int64_t k = 0; k < c->k; k++) sum += get_f64(&c->a, b, r, k) * get_f64(&c->b, b, k, col);
+  for (int64_t k = 0; k < c->k; k++) sum += get(&c->a, b, r, k) * get(&c->b, b, k, col);
   double v = c->alpha * sum;
-  if (c->has_c && c->beta != 0) v += c->beta * get_f64(&c->c, b, r, col);
+  if (c->has_c && c->beta != 0) v += c->beta * get(&c->c, b, r, col);
   return v;
 }
 
@@ -187,7 +224,7 @@ typedef struct ref {
 
 static double ref_d(void *p, int64_t b, int64_t r, int64_t c) {
   const ref *f = p;
-  return f->value[(b * f->c->m + r) * f->c->n + c];
+  return rounded(f->c->dt, f->value[(b * f->c->m + r) * f->c->n + c]);
 }
 
 static double ref_out(void *p, int64_t b, int64_t r, int64_t c) {
@@ -202,6 +239,9 @@ static double ref_out(void *p, int64_t b, int64_t r, int64_t c) {
 
 static void random_mm_case(uint64_t *s, mm_case *c, char *what, size_t size) {
   memset(c, 0, sizeof *c);
+  static const jitk_dtype dts[] = {JITK_FLOAT64, JITK_FLOAT64, JITK_FLOAT32, JITK_FLOAT16,
+                                   JITK_BFLOAT16};
+  c->dt = dts[pick(s, 5)];
   static const int64_t sizes[] = {1, 2, 7, 16, 33, 64, 100, 129, 150};
   c->m = sizes[pick(s, 9)];
   c->n = sizes[pick(s, 9)];
@@ -215,17 +255,19 @@ static void random_mm_case(uint64_t *s, mm_case *c, char *what, size_t size) {
   c->epi = (int)pick(s, 5);
   c->num_out = (int)pick(s, 4);
   c->num_red = (int)pick(s, 4);
+  jitk_dtype_info info;
+  jitk_dtype_get_info(c->dt, &info);
   snprintf(what, size,
-           "%lld x %lld x %lld, batch %lld, alpha %g, %s beta %g, epilogue %d, %d outputs, %d "
+           "%s, %lld x %lld x %lld, batch %lld, alpha %g, %s beta %g, epilogue %d, %d outputs, %d "
            "reductions",
-           (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch, c->alpha,
-           c->has_c ? "C," : "no C,", c->beta, c->epi, c->num_out, c->num_red);
+           info.name, (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch,
+           c->alpha, c->has_c ? "C," : "no C,", c->beta, c->epi, c->num_out, c->num_red);
 }
 
 static void fill_ints(uint64_t *s, mat *x) {
   for (int64_t b = 0; b < x->batch; b++)
     for (int64_t r = 0; r < x->rows; r++)
-      for (int64_t col = 0; col < x->cols; col++) put_f64(x, b, r, col, (double)(pick(s, 7) - 3));
+      for (int64_t col = 0; col < x->cols; col++) put(x, b, r, col, (double)(pick(s, 7) - 3));
 }
 
 static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
@@ -241,27 +283,27 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
   d.n = c.n;
   d.k = c.k;
   d.batch = c.batch;
-  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = JITK_FLOAT64;
+  d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = c.dt;
   d.alpha = c.alpha;
   d.beta = c.beta;
   d.has_c = c.has_c;
   d.epilogue = EPILOGUES[c.epi];
   d.epilogue_params = EPI_PARAMS[c.epi];
-  random_mat(s, &c.a, c.m, c.k, c.batch, 8, -1, &d.lda, &d.stride_a);
-  random_mat(s, &c.b, c.k, c.n, c.batch, 8, -1, &d.ldb, &d.stride_b);
-  random_mat(s, &c.d, c.m, c.n, c.batch, 8, -1, &d.ldd, &d.stride_d);
+  random_mat(s, &c.a, c.m, c.k, c.batch, c.dt, -1, &d.lda, &d.stride_a);
+  random_mat(s, &c.b, c.k, c.n, c.batch, c.dt, -1, &d.ldb, &d.stride_b);
+  random_mat(s, &c.d, c.m, c.n, c.batch, c.dt, -1, &d.ldd, &d.stride_d);
   d.a_order = c.a.order;
   d.b_order = c.b.order;
   d.d_order = c.d.order;
   fill_ints(s, &c.a);
   fill_ints(s, &c.b);
   if (c.has_c) {
-    random_mat(s, &c.c, c.m, c.n, c.batch, 8, -1, &d.ldc, &d.stride_c);
+    random_mat(s, &c.c, c.m, c.n, c.batch, c.dt, -1, &d.ldc, &d.stride_c);
     d.c_order = c.c.order;
     if (c.beta == 0) {
       for (int64_t b = 0; b < c.batch; b++)
         for (int64_t r = 0; r < c.m; r++)
-          for (int64_t col = 0; col < c.n; col++) put_f64(&c.c, b, r, col, NAN);
+          for (int64_t col = 0; col < c.n; col++) put(&c.c, b, r, col, NAN);
     } else {
       fill_ints(s, &c.c);
     }
@@ -271,13 +313,15 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
   jitk_matmul_output outs[3];
   for (int i = 0; i < c.num_out; i++) {
     outs[i] = OUTPUTS[i];
-    const size_t es = OUTPUTS[i].dtype == JITK_FLOAT64 ? 8 : 4;
-    random_mat(s, &c.out[i], c.m, c.n, c.batch, es, (int)c.d.order, &outs[i].ld,
+    random_mat(s, &c.out[i], c.m, c.n, c.batch, OUTPUTS[i].dtype, (int)c.d.order, &outs[i].ld,
                &outs[i].stride);
   }
   d.outputs = outs;
   d.num_outputs = (size_t)c.num_out;
-  d.reductions = REDUCTIONS;
+  jitk_matmul_reduction reds[3];
+  memcpy(reds, REDUCTIONS, sizeof reds);
+  if (c.dt != JITK_FLOAT64) reds[2].expr = COUNT_POSITIVE;
+  d.reductions = reds;
   d.num_reductions = (size_t)c.num_red;
   for (int i = 0; i < c.num_red; i++) {
     c.red_count[i] = (size_t)c.batch * (i == 0 ? (size_t)c.n : i == 1 ? (size_t)c.m : 1);
@@ -295,7 +339,7 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
     if (i == 2 && !c.has_c) continue;
     size_t used = strlen(label);
     snprintf(label + used, sizeof label - used, "; %c %s ld %lld stride %lld off %lld", "ABCD"[i],
-             ms[i]->order == JITK_ROW_MAJOR ? "row" : "col", (long long)ms[i]->ld,
+             ms[i] -> order == JITK_ROW_MAJOR ? "row" : "col", (long long)ms[i]->ld,
              (long long)ms[i]->stride, (long long)ms[i]->off);
   }
   jitk_matmul *p = NULL;
@@ -310,10 +354,10 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
   for (int i = 0; i < c.num_red; i++) red_ptrs[i] = c.red[i];
   jitk_matmul_operands o;
   JT_OK(e, jitk_matmul_operands_init(&o));
-  o.a = c.a.buf + c.a.off * 8;
-  o.b = c.b.buf + c.b.off * 8;
-  o.c = c.has_c ? c.c.buf + c.c.off * 8 : NULL;
-  o.d = c.d.buf + c.d.off * 8;
+  o.a = c.a.buf + c.a.off * c.a.esize;
+  o.b = c.b.buf + c.b.off * c.b.esize;
+  o.c = c.has_c ? c.c.buf + c.c.off * c.c.esize : NULL;
+  o.d = c.d.buf + c.d.off * c.d.esize;
   o.extra = extra;
   o.num_extra = num_extra;
   o.outputs = out_ptrs;
@@ -334,10 +378,10 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
         f.acc[i] = acc_of(&c, b, r, col);
         f.value[i] = value_of(&c, f.acc[i], b, r, col);
       }
-  check_mat(label, "D", &c.d, JITK_FLOAT64, ref_d, &f);
+  check_mat(label, "D", &c.d, ref_d, &f);
   for (int i = 0; i < c.num_out; i++) {
     f.which = i;
-    check_mat(label, OUTPUTS[i].name, &c.out[i], OUTPUTS[i].dtype, ref_out, &f);
+    check_mat(label, OUTPUTS[i].name, &c.out[i], ref_out, &f);
   }
   for (int i = 0; i < c.num_red; i++)
     for (size_t j = 0; j < c.red_count[i]; j++) {
@@ -349,12 +393,13 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
       } else if (i == 1) { /* over the columns: batch j / m, row j % m */
         const int64_t b = (int64_t)j / c.m, r = (int64_t)j % c.m;
         want = -INFINITY;
-        for (int64_t col = 0; col < c.n; col++) want = fmax(want, f.value[(b * c.m + r) * c.n + col]);
+        for (int64_t col = 0; col < c.n; col++)
+          want = fmax(want, f.value[(b * c.m + r) * c.n + col]);
       } else {
         want = 0;
         for (int64_t k = 0; k < c.m * c.n; k++) {
           const double v = f.value[(int64_t)j * c.m * c.n + k];
-          want += v * v;
+          want += c.dt == JITK_FLOAT64 ? v * v : v > 0;
         }
       }
       cr_assert_eq(c.red[i][j], want, "%s: %s[%zu] = %g, want %g", label, REDUCTIONS[i].name, j,
@@ -372,7 +417,12 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
   free(c.bias);
 }
 
-Test(emulated, matmul_float64_plans) {
+Test(emulated, matmul_ffma_plans) {
+  /* float32, float16 and bfloat16 plans on FFMA too (the tensor cores'
+   * kernels are inline PTX), on 128 x 128 tiles (the wide float32 kernel
+   * moves its operands by cp.async). */
+  setenv("JITK_MM_KIND", "simt", 1);
+  setenv("JITK_MM_WIDE", "0", 1);
   jt_emu *em = jt_emu_open(2);
   cr_assert_not_null(em);
   jitk_engine *e = jt_emu_engine(em);
