@@ -10,8 +10,8 @@
  * padded strides, the order and leading dimension of A, B, C and D,
  * pointers off 16 bytes, alpha, beta with or without C (a C of NaN when
  * beta is 0, which BLAS's rule says is not read), an epilogue (a bias by
- * column, a scalar, row, col and batch), extra outputs in three dtypes
- * and reductions over rows, columns and the whole matrix. Values are small
+ * column, a scalar, row, col and batch), extra outputs in three dtypes,
+ * reductions over rows, columns and the whole matrix, and split-K. Values are small
  * integers and alpha, beta and the scalar halves or whole numbers, so
  * every sum is exact in the float32 or float64 accumulator whatever its
  * order, and D is the exact value rounded once to D's dtype: the check
@@ -166,7 +166,7 @@ typedef struct mm_case {
   int64_t m, n, k, batch;
   double alpha, beta, s;
   bool has_c;
-  int epi, num_out, num_red;
+  int epi, num_out, num_red, split;
   mat a, b, c, d, out[3];
   double *bias;
   double *red[3];
@@ -255,13 +255,19 @@ static void random_mm_case(uint64_t *s, mm_case *c, char *what, size_t size) {
   c->epi = (int)pick(s, 5);
   c->num_out = (int)pick(s, 4);
   c->num_red = (int)pick(s, 4);
+  /* Split-K (refused for float64, whose sums it would round to float32),
+   * in slices of whole K-tiles of 16. */
+  if (c->dt != JITK_FLOAT64 && pick(s, 3) == 0) {
+    c->split = 2 + (int)pick(s, 3);
+    if ((c->k + 15) / 16 < c->split) c->split = 0;
+  }
   jitk_dtype_info info;
   jitk_dtype_get_info(c->dt, &info);
   snprintf(what, size,
-           "%s, %lld x %lld x %lld, batch %lld, alpha %g, %s beta %g, epilogue %d, %d outputs, %d "
-           "reductions",
+           "%s, %lld x %lld x %lld, batch %lld, split %d, alpha %g, %s beta %g, epilogue %d, %d "
+           "outputs, %d reductions",
            info.name, (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch,
-           c->alpha, c->has_c ? "C," : "no C,", c->beta, c->epi, c->num_out, c->num_red);
+           c->split, c->alpha, c->has_c ? "C," : "no C,", c->beta, c->epi, c->num_out, c->num_red);
 }
 
 static void fill_ints(uint64_t *s, mat *x) {
@@ -284,6 +290,7 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number) {
   d.k = c.k;
   d.batch = c.batch;
   d.a_dtype = d.b_dtype = d.c_dtype = d.d_dtype = c.dt;
+  d.split_k = c.split;
   d.alpha = c.alpha;
   d.beta = c.beta;
   d.has_c = c.has_c;
