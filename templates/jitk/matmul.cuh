@@ -29,15 +29,29 @@ namespace mm {
 // gelu(x) = x / (1 + e^(-2u)); at the ends the exponential goes to 0 or
 // infinity and the reciprocal to 1 or 0. The constants fold log2(e) into
 // GELU's sqrt(2 / pi) and 0.044715.
+//
+// Each piece of inline PTX in this header has a second form for
+// JITK_EMULATOR: jitk's tests compile generated kernels for the CPU with
+// the host's C++ compiler, which cannot assemble PTX, and their emulator
+// supplies jitk_emu_* functions that do what the instruction does. NVRTC
+// never defines JITK_EMULATOR.
 __device__ __forceinline__ float exp2_ftz(float x) {
+#ifdef JITK_EMULATOR
+  return jitk_emu_exp2_ftz(x);
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 __device__ __forceinline__ float rcp_ftz(float x) {
+#ifdef JITK_EMULATOR
+  return jitk_emu_rcp_ftz(x);
+#else
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 // 1 / (1 + e^(2 sqrt(2 / pi) s (x + 0.044715 x^3))) for s = +-1: the
 // logistic function of GELU's argument, one exponential and one
@@ -438,13 +452,23 @@ __device__ __forceinline__ unsigned int smem_u32(const void *p) {
 
 // 16 bytes from global to shared, zero-filled when `full` is false.
 __device__ __forceinline__ void cp_async16(unsigned int dst, const void *src, bool full) {
+#ifdef JITK_EMULATOR
+  jitk_emu_cp_async(dst, src, 16, full ? 16 : 0);
+#else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(full ? 16 : 0));
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef JITK_EMULATOR
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
+#ifndef JITK_EMULATOR
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
 }
 
 // --- simt, wide (float32) ---------------------------------------------------
@@ -476,14 +500,26 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // 4 bytes from global to shared, zero-filled when `full` is false.
 __device__ __forceinline__ void cp_async4(unsigned int dst, const void *src, bool full) {
+#ifdef JITK_EMULATOR
+  jitk_emu_cp_async(dst, src, 4, full ? 4 : 0);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
                "r"(full ? 4 : 0));
+#endif
 }
 __device__ __forceinline__ void cp_async4(unsigned int dst, const void *src) {
+#ifdef JITK_EMULATOR
+  jitk_emu_cp_async(dst, src, 4, 4);
+#else
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+#endif
 }
 __device__ __forceinline__ void cp_async16(unsigned int dst, const void *src) {
+#ifdef JITK_EMULATOR
+  jitk_emu_cp_async(dst, src, 16, 16);
+#else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#endif
 }
 
 // One operand's R x BK slab of a K-tile (R = 128 or 256 rows of A or
@@ -598,10 +634,14 @@ __device__ __forceinline__ void wide_frag(const float *S, int k, int c, float (&
   for (int h = 0; h < H; h++) {
     const unsigned int a = static_cast<unsigned int>(__cvta_generic_to_shared(S)) +
                            4 * (k * (R + 4) + c + GAP * h);
+#ifdef JITK_EMULATOR
+    jitk_emu_ld_shared(a, &f[4 * h], 16);
+#else
     asm("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
         : "=f"(f[4 * h]), "=f"(f[4 * h + 1]), "=f"(f[4 * h + 2]), "=f"(f[4 * h + 3])
         : "r"(a)
         : "memory");
+#endif
   }
 }
 
@@ -703,16 +743,24 @@ __device__ __forceinline__ void wide_gemm(const float *__restrict__ A, const flo
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned int &r2,
                                             unsigned int &r3, unsigned int addr) {
+#ifdef JITK_EMULATOR
+  jitk_emu_ldmatrix_x4(r0, r1, r2, r3, addr, false);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
+#endif
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int &r0, unsigned int &r1,
                                                   unsigned int &r2, unsigned int &r3,
                                                   unsigned int addr) {
+#ifdef JITK_EMULATOR
+  jitk_emu_ldmatrix_x4(r0, r1, r2, r3, addr, true);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
+#endif
 }
 
 // D = A B + D on one tile: m16n8k16 for float16 (KIND 0) and bfloat16
@@ -721,6 +769,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int &r0, unsigned int
 template <int KIND>
 __device__ __forceinline__ void mma_tile(float (&d)[4], const unsigned int (&a)[4],
                                          unsigned int b0, unsigned int b1) {
+#ifdef JITK_EMULATOR
+  jitk_emu_mma(KIND, d, a, b0, b1);
+#else
   if (KIND == 1)
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
@@ -739,6 +790,7 @@ __device__ __forceinline__ void mma_tile(float (&d)[4], const unsigned int (&a)[
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Tile 128 x BN x BK, 8 warps as 2 (m) x 4 (n), each 64 x BN / 4 outputs;
@@ -842,8 +894,13 @@ __device__ __forceinline__ void mma_gemm(const T *__restrict__ A, const T *__res
         for (int j = 0; j < NJ; j++) {
           const int n = wn * WN + j * 8 + g, c = n >> 2, w = (n & 3) * 4;
           const int k0 = kk * 8 + t4, k1 = k0 + 4;
+#ifdef JITK_EMULATOR
+          jitk_emu_ld_shared(sb + bn_off(k0, c) + w, &bf[j][0], 4);
+          jitk_emu_ld_shared(sb + bn_off(k1, c) + w, &bf[j][1], 4);
+#else
           asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bf[j][0]) : "r"(sb + bn_off(k0, c) + w));
           asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(bf[j][1]) : "r"(sb + bn_off(k1, c) + w));
+#endif
         }
       } else {
 #pragma unroll

@@ -63,7 +63,9 @@ enum state { READY, AT_BLOCK, AT_WARP, DONE };
 struct thread {
   jmp_buf at;
   state st;
-  unsigned char slot[16]; /* a shuffle's value, for the other lanes */
+  /* What a lane puts out for the others: a shuffle's value, an
+   * ldmatrix's row address, an mma's fragments. */
+  unsigned char slot[48];
 #ifdef JT_EMU_ASAN
   void *fake_stack;
 #endif
@@ -315,7 +317,7 @@ int launch(void (*kernel)(A...), void **params, const unsigned *grid, const unsi
  * one of `src` (its own when `src` is out of range). */
 template <typename T>
 T shuffle(T x, unsigned int mask, int src, bool in_range) {
-  static_assert(sizeof(T) <= sizeof(((thread *)nullptr)->slot), "a shuffle moves at most 16 bytes");
+  static_assert(sizeof(T) <= 16, "a shuffle moves at most 16 bytes");
   if (mask != 0xffffffffu) fail("a shuffle with a partial mask (the emulator knows full warps)");
   thread *me = &threads[current];
   memcpy(me->slot, &x, sizeof(T));
@@ -330,6 +332,27 @@ T shuffle(T x, unsigned int mask, int src, bool in_range) {
 }
 
 inline unsigned int lane() { return current % 32; }
+
+/* A warp-wide instruction: every lane of the warp puts n bytes out, all
+ * wait, then `use` reads the lanes' slots (the first of the warp's at
+ * w), and all wait again before a slot is reused. */
+template <typename F>
+void warp_exchange(const void *mine, size_t n, const char *what, F use) {
+  thread *me = &threads[current];
+  memcpy(me->slot, mine, n);
+  wait(AT_WARP);
+  unsigned int w = current / 32, live, waiting;
+  warp_counts(w, &live, &waiting);
+  if (live != 32) fail(what);
+  use(&threads[w * 32]);
+  wait(AT_WARP);
+}
+
+/* Shared memory's addresses, as __cvta_generic_to_shared gives them and
+ * inline PTX takes them: offsets into the section of shared variables. */
+inline unsigned char *shared_at(unsigned int addr) {
+  return reinterpret_cast<unsigned char *>(__start_jt_emu_shared) + addr;
+}
 
 /* __syncthreads_and, _or and _count: at a barrier every thread of the
  * block puts its predicate out, then each reads those of the threads
@@ -366,6 +389,10 @@ inline int block_vote(int p, vote op) {
 #undef __align__
 #undef __launch_bounds__
 constexpr int warpSize = 32;
+/* The dynamic shared memory a kernel declares (extern __shared__), which
+ * the emulator turns into an array of this many bytes: the most a block
+ * of an sm_90 device may have. */
+#define JT_EMU_DYNAMIC_SHARED (227 * 1024)
 #define __global__
 #define __device__
 #define __host__
@@ -417,9 +444,125 @@ inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 
-/* Shared memory is host memory: its "shared address" is the pointer,
- * which only inline PTX (which the emulator cannot run) would use. */
-inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)p; }
+/* A shared variable's address in the shared window: its offset in the
+ * section (jt_emu::shared_at goes back). */
+inline size_t __cvta_generic_to_shared(const void *p) {
+  return (size_t)(reinterpret_cast<const char *>(p) - jt_emu::__start_jt_emu_shared);
+}
+
+/* What matmul.cuh's inline PTX does, for its JITK_EMULATOR forms. */
+#define JITK_EMULATOR 1
+inline float jitk_emu_exp2_ftz(float x) {
+  float y = exp2f(x);
+  return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
+}
+inline float jitk_emu_rcp_ftz(float x) {
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.0f, x);
+  float y = 1.0f / x;
+  return std::fpclassify(y) == FP_SUBNORMAL ? std::copysign(0.0f, y) : y;
+}
+/* cp.async: size bytes to shared memory, the first src_size of them from
+ * global memory and the rest zeros; done at once, so commit and wait
+ * have nothing to do. */
+inline void jitk_emu_cp_async(unsigned int dst, const void *src, int size, int src_size) {
+  unsigned char *d = jt_emu::shared_at(dst);
+  if ((uintptr_t)d % (unsigned)size != 0 || (uintptr_t)src % (unsigned)size != 0)
+    jt_emu::fail("cp.async of a misaligned address");
+  memcpy(d, src, (size_t)src_size);
+  memset(d + src_size, 0, (size_t)(size - src_size));
+}
+template <typename T>
+inline void jitk_emu_ld_shared(unsigned int addr, T *dst, size_t bytes) {
+  if (addr % bytes != 0) jt_emu::fail("a vector load from shared memory off its size");
+  memcpy(dst, jt_emu::shared_at(addr), bytes);
+}
+/* ldmatrix .x4 (.trans): lanes 8i to 8i + 7 give the rows of 8 x 8
+ * matrix i of 16-bit elements; lane l gets in register i the elements
+ * (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix i, or of its
+ * transpose. */
+inline void jitk_emu_ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned int &r2,
+                                 unsigned int &r3, unsigned int addr, bool trans) {
+  unsigned int out[4] = {0, 0, 0, 0};
+  const unsigned int l = jt_emu::lane();
+  jt_emu::warp_exchange(&addr, sizeof addr, "an ldmatrix while lanes of the warp are missing",
+                        [&](jt_emu::thread *warp) {
+                          auto row = [&](unsigned int i, unsigned int r) {
+                            unsigned int a;
+                            memcpy(&a, warp[8 * i + r].slot, 4);
+                            if (a % 16 != 0) jt_emu::fail("an ldmatrix row off 16 bytes");
+                            return jt_emu::shared_at(a);
+                          };
+                          for (unsigned int i = 0; i < 4; i++) {
+                            uint16_t lo, hi;
+                            if (!trans) {
+                              memcpy(&lo, row(i, l / 4) + 4 * (l % 4), 2);
+                              memcpy(&hi, row(i, l / 4) + 4 * (l % 4) + 2, 2);
+                            } else {
+                              memcpy(&lo, row(i, 2 * (l % 4)) + 2 * (l / 4), 2);
+                              memcpy(&hi, row(i, 2 * (l % 4) + 1) + 2 * (l / 4), 2);
+                            }
+                            out[i] = lo | (unsigned int)hi << 16;
+                          }
+                        });
+  r0 = out[0], r1 = out[1], r2 = out[2], r3 = out[3];
+}
+/* mma.sync with float32 accumulators, D = A B + D: m16n8k16 of float16
+ * (kind 0) or bfloat16 (1) elements, m16n8k8 of tf32 (2: float32 whose low
+ * 13 bits of mantissa are ignored), fragments as the PTX ISA lays them
+ * out over the lanes (g = lane / 4, t = lane % 4): D's (g, 2t + v % 2),
+ * plus 8 rows for v >= 2; A's row g (+ 8 for registers 1 and 3) and B's
+ * column g, at k 2t and 2t + 1 (+ 8 for registers 2 and 3 of A, 1 of
+ * B), or for tf32 at k t (+ 4 for registers 2 and 3 of A, 1 of B). */
+inline float jt_emu_mma_element(int kind, const unsigned char *slot, int reg, int half) {
+  unsigned int bits;
+  memcpy(&bits, slot + 4 * reg, 4);
+  if (kind == 2) {
+    bits &= 0xFFFFE000u;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  const uint16_t h = (uint16_t)(half ? bits >> 16 : bits);
+  if (kind == 1) {
+    unsigned int u = (unsigned int)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  _Float16 v;
+  memcpy(&v, &h, 2);
+  return (float)v;
+}
+inline void jitk_emu_mma(int kind, float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
+                         unsigned int b1) {
+  unsigned int mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+  const unsigned int l = jt_emu::lane(), g = l / 4, t = l % 4;
+  const int ks = kind == 2 ? 8 : 16;
+  float out[4];
+  jt_emu::warp_exchange(
+      mine, sizeof mine, "an mma while lanes of the warp are missing", [&](jt_emu::thread *warp) {
+        /* A[r][k] and B[k][n], found in the lane and register that
+                           * hold them. */
+        auto A = [&](int r, int k) {
+          if (kind == 2)
+            return jt_emu_mma_element(2, warp[(r % 8) * 4 + k % 4].slot, (r >= 8) + 2 * (k >= 4),
+                                      0);
+          return jt_emu_mma_element(kind, warp[(r % 8) * 4 + (k % 8) / 2].slot,
+                                    (r >= 8) + 2 * (k >= 8), k % 2);
+        };
+        auto B = [&](int k, int n) {
+          if (kind == 2) return jt_emu_mma_element(2, warp[n * 4 + k % 4].slot, 4 + (k >= 4), 0);
+          return jt_emu_mma_element(kind, warp[n * 4 + (k % 8) / 2].slot, 4 + (k >= 8), k % 2);
+        };
+        for (int v = 0; v < 4; v++) {
+          const int r = (int)g + (v >= 2) * 8, n = 2 * (int)t + v % 2;
+          double sum = d[v];
+          for (int k = 0; k < ks; k++) sum += (double)A(r, k) * B(k, n);
+          out[v] = (float)sum;
+        }
+      });
+  for (int v = 0; v < 4; v++) d[v] = out[v];
+}
 
 template <typename T>
 T __ldg(const T *p) {

@@ -265,6 +265,22 @@ static void write_options(FILE *f, const char *text, char *includes, size_t size
   }
 }
 
+/* The source as the host compiler takes it: dynamic shared memory
+ * (`extern __shared__ T name[];`) becomes a shared array of the most a
+ * block may have, in the section of the other shared variables, where
+ * each block's start poisons it and shared addresses count from. */
+static void write_source(FILE *f, const char *text) {
+  static const char dyn[] = "extern __shared__";
+  const char *p = text;
+  for (const char *m; (m = strstr(p, dyn)) != NULL;) {
+    const char *end = strchr(m, ';'), *brackets = strstr(m, "[]");
+    if (end == NULL || brackets == NULL || brackets > end) break;
+    fprintf(f, "%.*s%.*s[JT_EMU_DYNAMIC_SHARED]", (int)(m - p), p, (int)(brackets - m - 7), m + 7);
+    p = brackets + 2;
+  }
+  fprintf(f, "%s\n", p);
+}
+
 /* Writes the source with an entry point for each kernel it defines, and
  * compiles it after the emulator's header into a shared library. */
 static int build(jt_emu *em, emu_source *s) {
@@ -283,7 +299,7 @@ static int build(jt_emu *em, emu_source *s) {
             strstr(s->text, "jitk/matmul.cuh");
   char includes[512] = "";
   write_options(f, s->text, includes, sizeof includes);
-  fprintf(f, "%s\n", s->text);
+  write_source(f, s->text);
   static const char mark[] = "extern \"C\" __global__ void ";
   for (const char *p = strstr(s->text, mark); p != NULL; p = strstr(p + 1, mark)) {
     const char *n = p + sizeof mark - 1;
@@ -346,9 +362,12 @@ typedef int (*entry_fn)(void **params, const unsigned *grid, const unsigned *blo
 
 static int emu_launch(void *user, void *tag, const char *function, const unsigned grid[3],
                       const unsigned block[3], unsigned shared, void **params) {
-  (void)shared;
   jt_emu *em = user;
   emu_source *s = tag;
+  if (shared > 227 * 1024) {
+    fail(em, "a launch of %s asks for more dynamic shared memory than a block has%s", function, "");
+    return 1;
+  }
   if (s == NULL) {
     fail(em, "no source is known for the module of %s%s", function, "");
     return 1;
