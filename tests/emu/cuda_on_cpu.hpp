@@ -22,6 +22,12 @@
 // shared memory it did not write gets garbage, not the zeros or the last
 // block's values. Memory is the host's: the stand-in driver's allocations
 // are malloc's.
+//
+// matmul.cuh's inline PTX has JITK_EMULATOR forms, which call the
+// jitk_emu_* functions here: cp.async copies at once (so a kernel that
+// read a stage before waiting for its copies would not show it), ldmatrix
+// and mma.sync gather the whole warp's registers as the PTX ISA lays them
+// out. The wgmma kernel (TMA, mbarriers, wgmma) has no such forms.
 #pragma once
 
 #include <math.h>
@@ -334,8 +340,8 @@ T shuffle(T x, unsigned int mask, int src, bool in_range) {
 inline unsigned int lane() { return current % 32; }
 
 /* A warp-wide instruction: every lane of the warp puts n bytes out, all
- * wait, then `use` reads the lanes' slots (the first of the warp's at
- * w), and all wait again before a slot is reused. */
+ * wait, then `use` reads the slots of the warp's lanes (it gets the
+ * first lane's thread), and all wait again before a slot is reused. */
 template <typename F>
 void warp_exchange(const void *mine, size_t n, const char *what, F use) {
   thread *me = &threads[current];
