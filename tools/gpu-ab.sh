@@ -5,6 +5,8 @@
 #
 #   tools/gpu-bundle.sh                 here: the bundle of the working tree
 #   tools/gpu-ab.sh REV                 here: gpu-bundle/bin/jitk-bench-SHORT, REV's jitk-bench
+#   tools/gpu-ab.sh --bench-here REV    the same of REV's library with this tree's
+#                                       benchmarks (tools/bench), for cases REV lacks
 #   gpu-bundle/bin/jitk-bench ...       there: the working tree's code
 #   gpu-bundle/bin/jitk-bench-SHORT ... there: REV's code
 #
@@ -16,7 +18,12 @@
 # bundle already holds.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-REV=${1:?usage: tools/gpu-ab.sh REV (a commit, branch or tag)}
+BENCH_HERE=0
+if [ "${1:-}" = "--bench-here" ]; then
+  BENCH_HERE=1
+  shift
+fi
+REV=${1:?usage: tools/gpu-ab.sh [--bench-here] REV (a commit, branch or tag)}
 if [ ! -d "$ROOT/gpu-bundle/bin" ]; then
   echo "tools/gpu-ab.sh: no gpu-bundle/ here; run tools/gpu-bundle.sh first" >&2
   exit 2
@@ -33,7 +40,13 @@ cleanup() {
 }
 trap cleanup EXIT
 git -C "$ROOT" worktree add --detach "$WT" "$SHORT" >/dev/null
+if [ "$BENCH_HERE" = 1 ]; then
+  rm -rf "$WT/tools/bench"
+  cp -R "$ROOT/tools/bench" "$WT/tools/bench"
+fi
 cmake -S "$WT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJITK_WERROR=ON >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target jitk_bench >/dev/null
-cp "$BUILD/bin/jitk-bench" "$ROOT/gpu-bundle/bin/jitk-bench-$SHORT"
-echo "gpu-bundle/bin/jitk-bench-$SHORT: jitk-bench of $REV ($SHORT)"
+NAME=jitk-bench-$SHORT
+[ "$BENCH_HERE" = 1 ] && NAME=$NAME-bench-here
+cp "$BUILD/bin/jitk-bench" "$ROOT/gpu-bundle/bin/$NAME"
+echo "gpu-bundle/bin/$NAME: jitk-bench of $REV ($SHORT)$([ "$BENCH_HERE" = 1 ] && echo ", this tree's benchmarks")"
