@@ -20,10 +20,10 @@ from jitk_testutil import LIBS, EmulatedCupyLib, load_lib
 # JITK_TEST_EMU names the emulator's library (tests/emu, built as
 # tests/emu/libjt_emu.so): the GPU tests given run on the stand-in driver,
 # which LD_LIBRARY_PATH must put first, with CuPy arrays over host memory
-# and jitk's kernels run on the CPU (tools/dev.sh runs
-# test_gpu_elementwise.py and test_gpu_reduction.py so, with
-# --capture=sys: the emulator reads the generated sources the library
-# prints to file descriptor 2, which pytest's default capture would take).
+# and jitk's kernels run on the CPU. tools/emulated-python.sh runs the GPU
+# tests of generated kernels so, with --capture=sys: the emulator reads
+# the generated sources the library prints to file descriptor 2, which
+# pytest's default capture would take.
 EMU_LIBRARY = os.environ.get("JITK_TEST_EMU")
 emu = None
 
