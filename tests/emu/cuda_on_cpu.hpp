@@ -450,6 +450,15 @@ inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 
+/* The bit casts, one memcpy each. */
+template <typename To, typename From>
+inline To jt_emu_bits(From x) {
+  static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+  To r;
+  memcpy(&r, &x, sizeof r);
+  return r;
+}
+
 /* A shared variable's address in the shared window: its offset in the
  * section (jt_emu::shared_at goes back). */
 inline size_t __cvta_generic_to_shared(const void *p) {
@@ -522,22 +531,10 @@ inline void jitk_emu_ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned in
 inline float jt_emu_mma_element(int kind, const unsigned char *slot, int reg, int half) {
   unsigned int bits;
   memcpy(&bits, slot + 4 * reg, 4);
-  if (kind == 2) {
-    bits &= 0xFFFFE000u;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-  }
+  if (kind == 2) return jt_emu_bits<float>(bits & 0xFFFFE000u);
   const uint16_t h = (uint16_t)(half ? bits >> 16 : bits);
-  if (kind == 1) {
-    unsigned int u = (unsigned int)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  _Float16 v;
-  memcpy(&v, &h, 2);
-  return (float)v;
+  if (kind == 1) return jt_emu_bits<float>((unsigned int)h << 16);
+  return (float)jt_emu_bits<_Float16>(h);
 }
 inline void jitk_emu_mma(int kind, float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
                          unsigned int b1) {
@@ -629,26 +626,12 @@ inline double max(double a, double b) { return fmax(a, b); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 
-inline int __float_as_int(float x) {
-  int r;
-  memcpy(&r, &x, 4);
-  return r;
-}
-inline float __int_as_float(int x) {
-  float r;
-  memcpy(&r, &x, 4);
-  return r;
-}
-inline unsigned int __float_as_uint(float x) {
-  unsigned int r;
-  memcpy(&r, &x, 4);
-  return r;
-}
-inline float __uint_as_float(unsigned int x) {
-  float r;
-  memcpy(&r, &x, 4);
-  return r;
-}
+inline int __float_as_int(float x) { return jt_emu_bits<int>(x); }
+inline float __int_as_float(int x) { return jt_emu_bits<float>(x); }
+inline unsigned int __float_as_uint(float x) { return jt_emu_bits<unsigned int>(x); }
+inline float __uint_as_float(unsigned int x) { return jt_emu_bits<float>(x); }
+inline long long __double_as_longlong(double x) { return jt_emu_bits<long long>(x); }
+inline double __longlong_as_double(long long x) { return jt_emu_bits<double>(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 inline float __fdividef(float a, float b) { return a / b; }
@@ -662,16 +645,6 @@ inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned i
 }
 inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned int s) {
   return (unsigned int)(((((unsigned long long)hi << 32) | lo) << (s & 31)) >> 32);
-}
-inline long long __double_as_longlong(double x) {
-  long long r;
-  memcpy(&r, &x, 8);
-  return r;
-}
-inline double __longlong_as_double(long long x) {
-  double r;
-  memcpy(&r, &x, 8);
-  return r;
 }
 
 /* One entry point a kernel: jt_emu_<name>(params, grid, block, coop,

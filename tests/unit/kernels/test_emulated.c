@@ -31,21 +31,6 @@ static const ty TYPES[] = {
     {JITK_COMPLEX128, 16, 3}, {JITK_FLOAT16, 2, 4}, {JITK_BFLOAT16, 2, 4},
 };
 
-/* bfloat16 is the top half of a float32, rounded to nearest even. */
-static double from_bf16(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t to_bf16(double v) {
-  float f = (float)v;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7FFF + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-
 /* Random cases per test; the sanitizer build, several times slower, runs
  * a third of them. No test sets Criterion's .timeout (Criterion 2.4 leaks
  * the timer of a timed test that ends while another runs); ctest's limit
@@ -85,7 +70,7 @@ static val get(const ty *t, const unsigned char *p) {
     case JITK_FLOAT32: v.re = *(const float *)p; break;
     case JITK_FLOAT64: v.re = *(const double *)p; break;
     case JITK_FLOAT16: v.re = (double)*(const _Float16 *)p; break;
-    case JITK_BFLOAT16: v.re = from_bf16(*(const uint16_t *)p); break;
+    case JITK_BFLOAT16: v.re = jitk_bfloat16_to_float(*(const uint16_t *)p); break;
     case JITK_COMPLEX64:
       v.re = ((const float *)p)[0];
       v.im = ((const float *)p)[1];
@@ -109,7 +94,7 @@ static void put(const ty *t, unsigned char *p, val v) {
     case JITK_FLOAT32: *(float *)p = (float)v.re; break;
     case JITK_FLOAT64: *(double *)p = v.re; break;
     case JITK_FLOAT16: *(_Float16 *)p = (_Float16)(float)v.re; break;
-    case JITK_BFLOAT16: *(uint16_t *)p = to_bf16(v.re); break;
+    case JITK_BFLOAT16: *(uint16_t *)p = jitk_float_to_bfloat16((float)v.re); break;
     case JITK_COMPLEX64:
       ((float *)p)[0] = (float)v.re;
       ((float *)p)[1] = (float)v.im;
@@ -368,7 +353,7 @@ static jitk_arg scalar_arg(const ty *t, val v) {
       memcpy(&bits, &h, 2);
       return jitk_arg_f16_bits(bits);
     }
-    case JITK_BFLOAT16: return jitk_arg_bf16_bits(to_bf16(v.re));
+    case JITK_BFLOAT16: return jitk_arg_bf16_bits(jitk_float_to_bfloat16((float)v.re));
     case JITK_COMPLEX64: return jitk_arg_c64((float)v.re, (float)v.im);
     default: return jitk_arg_c128(v.re, v.im);
   }

@@ -62,7 +62,7 @@ static void random_mat(uint64_t *s, mat *x, int64_t rows, int64_t cols, int64_t 
   x->cols = cols;
   x->batch = batch;
   x->dt = dt;
-  x->esize = dt == JITK_FLOAT64 ? 8 : dt == JITK_FLOAT16 || dt == JITK_BFLOAT16 ? 2 : 4;
+  x->esize = jt_dtype_size(dt);
   x->order = order >= 0 ? (jitk_order)order : pick(s, 2) ? JITK_COL_MAJOR : JITK_ROW_MAJOR;
   const int64_t inner = x->order == JITK_ROW_MAJOR ? cols : rows,
                 outer = x->order == JITK_ROW_MAJOR ? rows : cols;
@@ -87,53 +87,19 @@ static void random_mat(uint64_t *s, mat *x, int64_t rows, int64_t cols, int64_t 
   memset(x->buf, 0xA5, x->count * x->esize);
 }
 
-/* An element of dtype dt at p, as a double; and v stored there, rounded
- * to nearest even (bfloat16 is the top half of a float32). */
-static double load(jitk_dtype dt, const unsigned char *p) {
-  switch (dt) {
-    case JITK_FLOAT64: return *(const double *)p;
-    case JITK_FLOAT32: return *(const float *)p;
-    case JITK_FLOAT16: return (double)*(const _Float16 *)p;
-    case JITK_BFLOAT16: {
-      uint32_t u = (uint32_t) * (const uint16_t *)p << 16;
-      float f;
-      memcpy(&f, &u, 4);
-      return f;
-    }
-    default: return *(const int32_t *)p;
-  }
-}
-
-static void store(jitk_dtype dt, unsigned char *p, double v) {
-  switch (dt) {
-    case JITK_FLOAT64: *(double *)p = v; break;
-    case JITK_FLOAT32: *(float *)p = (float)v; break;
-    case JITK_FLOAT16: *(_Float16 *)p = (_Float16)v; break;
-    case JITK_BFLOAT16: {
-      float f = (float)v;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      if ((u & 0x7FFFFFFFu) <= 0x7F800000u) u += 0x7FFF + ((u >> 16) & 1); /* NaN stays NaN */
-      *(uint16_t *)p = (uint16_t)(u >> 16);
-      break;
-    }
-    default: *(int32_t *)p = (int32_t)v; break;
-  }
-}
-
-/* v as dtype dt holds it. */
+/* v as the float dtype dt holds it (rounded to nearest even). */
 static double rounded(jitk_dtype dt, double v) {
-  unsigned char b[8];
-  store(dt, b, v);
-  return load(dt, b);
+  unsigned char b[8] = {0};
+  jt_write_real(b, dt, 0, v);
+  return jt_read_real(b, dt, 0);
 }
 
 static double get(const mat *x, int64_t b, int64_t r, int64_t c) {
-  return load(x->dt, x->buf + (size_t)at(x, b, r, c) * x->esize);
+  return jt_read_real(x->buf, x->dt, (size_t)at(x, b, r, c));
 }
 
 static void put(mat *x, int64_t b, int64_t r, int64_t c, double v) {
-  store(x->dt, x->buf + (size_t)at(x, b, r, c) * x->esize, v);
+  jt_write_real(x->buf, x->dt, (size_t)at(x, b, r, c), v);
 }
 
 /* Every element of the view equals want(b, r, c) (read as its dtype), and
@@ -149,7 +115,7 @@ static void check_mat(const char *what, const char *name, const mat *x,
       for (int64_t c = 0; c < x->cols; c++) {
         const int64_t i = at(x, b, r, c);
         held[i] = 1;
-        const double got = load(x->dt, x->buf + (size_t)i * x->esize);
+        const double got = jt_read_real(x->buf, x->dt, (size_t)i);
         const double w = want(ctx, b, r, c);
         if (!(got == w) && wrong++ == 0) {
           first_b = b, first_r = r, first_c = c;
