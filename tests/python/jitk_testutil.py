@@ -190,7 +190,9 @@ class TorchLib:
         self._torch_dtype(dtype)
 
     def asarray(self, a, dtype=None):
-        a = np.ascontiguousarray(np.asarray(a, dtype=dtype and numpy_dtype(dtype)))
+        # np.array(order="C") keeps a 0-d array 0-d; np.ascontiguousarray
+        # would make it of shape (1,).
+        a = np.array(a, dtype=dtype and numpy_dtype(dtype), order="C")
         t = self.m.from_numpy(a).to("cuda")
         if dtype == "bfloat16":
             t = t.to(self.m.bfloat16)

@@ -477,8 +477,13 @@ static void run_child(const char *lib, const char *cache, const char *when, cons
   cr_assert_not_null(slash);
   *slash = '\0';
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "LD_LIBRARY_PATH='%s' '%s/toolchain_child' '%s' %s '%s' '%s' %s", lib,
-           self, cache, when, link, target, kernels);
+  /* `lib` comes first, so that its NVRTC is the one loaded; the path the
+   * test inherited follows, for the other libraries the program needs
+   * where they are not the system's (a GPU bundle's lib folder). */
+  snprintf(cmd, sizeof cmd,
+           "LD_LIBRARY_PATH='%s'${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} '%s/toolchain_child' '%s' %s "
+           "'%s' '%s' %s",
+           lib, self, cache, when, link, target, kernels);
   FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
   size_t got = fread(out, 1, n - 1, p);
