@@ -114,31 +114,10 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
 
 /* --- specializations --- */
 
-/* JITK_DUMP_SOURCE=1: the source to the log, after a comment line for
- * each of the kernel's NVRTC options, so that what is printed compiles as
- * jitk compiled it (a -D option changes what the source means). */
-static void dump_source(jitk_engine *e, const char *name, const char *src, char *const *options,
-                        size_t num_options) {
-  const char *v = getenv("JITK_DUMP_SOURCE");
-  if (v == NULL || strcmp(v, "1") != 0) return;
-  jk_buf b;
-  jk_buf_init(&b, e);
-  jk_buf_printf(&b, "generated source of %s:\n", name);
-  for (size_t i = 0; i < num_options; i++) jk_buf_printf(&b, "// NVRTC option: %s\n", options[i]);
-  jk_buf_printf(&b, "%s", src);
-  char *m = jk_buf_take(&b);
-  if (m == NULL) return;
-  if (e->base.log_fn != NULL)
-    e->base.log_fn(e->base.log_user, JITK_LOG_INFO, m);
-  else
-    fprintf(stderr, "jitk: %s\n", m);
-  jk_free(e, m);
-}
-
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
                          size_t num_options, const char *generator, bool arch_specific,
                          const jk_link_set *link, jk_entry **out) {
-  dump_source(e, name, source, options, num_options);
+  jk_dump_source(e, "generated source of", name, source, (const char *const *)options, num_options);
   char pname[160];
   snprintf(pname, sizeof pname, "%s.cu", name);
   jk_compile_input ci;

@@ -95,6 +95,24 @@ void jk_program_input(const char *source, const jitk_module_options *opts, jk_co
   in->num_headers = opts->num_headers;
 }
 
+void jk_dump_source(jitk_engine *e, const char *what, const char *name, const char *src,
+                    const char *const *options, size_t num_options) {
+  const char *v = getenv("JITK_DUMP_SOURCE");
+  if (v == NULL || strcmp(v, "1") != 0) return;
+  jk_buf b;
+  jk_buf_init(&b, e);
+  jk_buf_printf(&b, "%s %s:\n", what, name);
+  for (size_t i = 0; i < num_options; i++) jk_buf_printf(&b, "// NVRTC option: %s\n", options[i]);
+  jk_buf_printf(&b, "%s", src);
+  char *m = jk_buf_take(&b);
+  if (m == NULL) return;
+  if (e->base.log_fn != NULL)
+    e->base.log_fn(e->base.log_user, JITK_LOG_INFO, m);
+  else
+    fprintf(stderr, "jitk: %s\n", m);
+  jk_free(e, m);
+}
+
 jitk_status jitk_module_create(jitk_engine *e, const char *source, const jitk_module_options *opts,
                                jitk_module **out) {
   if (e == NULL || source == NULL || out == NULL)
@@ -111,6 +129,8 @@ jitk_status jitk_module_create(jitk_engine *e, const char *source, const jitk_mo
   if (st != JITK_OK) return st;
   jk_compile_input in;
   jk_program_input(source, opts, &in);
+  jk_dump_source(e, "source of module", opts->program_name ? opts->program_name : "module.cu",
+                 source, opts->options, opts->num_options);
   jk_entry *x = NULL;
   st = jk_cache_get(e, &in, JK_RAW_GENERATOR, &x);
   if (st != JITK_OK) return st;

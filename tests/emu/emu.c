@@ -112,9 +112,24 @@ static void write_all(int fd, const char *p, size_t n) {
   }
 }
 
+/* Where the first source the library printed at or after p begins: a
+ * line "jitk: generated source of NAME:" (a generated kernel) or "jitk:
+ * source of module NAME:" (a raw module), or NULL. */
+static const char *next_source(const char *text, const char *p) {
+  static const char *const marks[] = {"jitk: generated source of ", "jitk: source of module "};
+  const char *first = NULL;
+  for (int i = 0; i < 2; i++) {
+    const char *m = strstr(p, marks[i]);
+    while (m != NULL && m != text && m[-1] != '\n') m = strstr(m + 1, marks[i]);
+    if (m != NULL && (first == NULL || m < first)) first = m;
+  }
+  return first;
+}
+
 /* Reads what the process wrote to stderr since the last call. Each
- * generated source, printed by the library as "jitk: generated source of
- * NAME:" and the source's lines, becomes the newest source; everything
+ * source, printed by the library as "jitk: generated source of NAME:" or
+ * "jitk: source of module NAME:" and the source's lines, becomes the
+ * newest source; everything
  * else goes on to the real stderr. A source ends where a line of the
  * library's log ("jitk: ...") or the text read so far ends. */
 static void absorb_stderr(jt_emu *em) {
@@ -131,11 +146,9 @@ static void absorb_stderr(jt_emu *em) {
   n = (size_t)got;
   text[n] = '\0';
   em->capture_read += got;
-  static const char mark[] = "jitk: generated source of ";
   const char *p = text, *end = text + n;
   while (p < end) {
-    const char *m = strstr(p, mark);
-    while (m != NULL && m != text && m[-1] != '\n') m = strstr(m + 1, mark);
+    const char *m = next_source(text, p);
     if (m == NULL) {
       write_all(report_fd, p, (size_t)(end - p));
       break;
@@ -435,8 +448,8 @@ jt_emu *jt_emu_open(int sms) {
 /* An engine of the test's own logs each source here. */
 static void emu_log(void *user, jitk_log_level level, const char *message) {
   jt_emu *em = user;
-  static const char tag[] = "generated source of ";
-  if (strncmp(message, tag, sizeof tag - 1) == 0) {
+  if (strncmp(message, "generated source of ", 20) == 0 ||
+      strncmp(message, "source of module ", 17) == 0) {
     const char *src = strchr(message, '\n');
     if (src == NULL) return;
     free(em->newest);

@@ -82,6 +82,7 @@ typedef struct fake_function {
   struct fake_function *next;
   fake_module *module;
   int max_dynamic_shared;
+  int carveout; /* -1 (no preference) until set, as on a GPU */
   char name[];
 } fake_function;
 
@@ -331,6 +332,7 @@ static CUresult fk_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
   strcpy(x->name, name);
   x->module = fm;
   x->max_dynamic_shared = 48 << 10; /* the default opt-in, with no static shared memory */
+  x->carveout = -1;
   x->next = fm->functions;
   fm->functions = x;
   *f = (CUfunction)(void *)x;
@@ -368,6 +370,7 @@ static CUresult fk_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction
     case CU_FUNC_ATTRIBUTE_PTX_VERSION:
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *v = 90; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = x->max_dynamic_shared; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *v = x->carveout; break;
     default: *v = 0; break;
   }
   return CUDA_SUCCESS;
@@ -379,6 +382,9 @@ static CUresult fk_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int 
   if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
     if (v < 0 || v > 227 << 10) return CUDA_ERROR_INVALID_VALUE;
     x->max_dynamic_shared = v;
+  } else if (a == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+    if (v < -1 || v > 100) return CUDA_ERROR_INVALID_VALUE;
+    x->carveout = v;
   }
   return CUDA_SUCCESS;
 }

@@ -21,9 +21,9 @@ from jitk_testutil import LIBS, EmulatedCupyLib, load_lib
 # tests/emu/libjt_emu.so): the GPU tests given run on the stand-in driver,
 # which LD_LIBRARY_PATH must put first, with CuPy arrays over host memory
 # and jitk's kernels run on the CPU. tools/emulated-python.sh runs the GPU
-# tests of generated kernels so, with --capture=sys: the emulator reads
-# the generated sources the library prints to file descriptor 2, which
-# pytest's default capture would take.
+# tests of generated and raw kernels so, with --capture=sys: the emulator
+# reads the sources the library prints to file descriptor 2, which
+# pytest's default capture would take. Tests marked device_only skip there.
 EMU_LIBRARY = os.environ.get("JITK_TEST_EMU")
 emu = None
 
@@ -54,6 +54,9 @@ collect_ignore = ["cupy_tests"]
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA device (skipped without one)")
+    config.addinivalue_line(
+        "markers", "device_only(why): runs on a GPU, never on the emulator (skipped under "
+        "JITK_TEST_EMU, saying why)")
     if EMU_LIBRARY and emu is None:
         start_emulator()
         # One launch proves the wiring: jitk's driver is the stand-in the
@@ -95,6 +98,11 @@ def emulator_errors():
 
 
 def pytest_collection_modifyitems(config, items):
+    if EMU_LIBRARY:
+        for item in items:
+            why = item.get_closest_marker("device_only")
+            if why is not None:
+                item.add_marker(pytest.mark.skip(reason="not on the emulator: " + why.args[0]))
     if jitk.device_count() > 0:
         return
     skip = pytest.mark.skip(reason="no CUDA device")

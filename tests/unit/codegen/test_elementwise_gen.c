@@ -113,13 +113,16 @@ static char *dumped;
 
 static void keep_dump(void *user, jitk_log_level level, const char *message) {
   (void)user, (void)level;
-  if (strncmp(message, "generated source of ", 20) == 0) {
+  if (strncmp(message, "generated source of ", 20) == 0 ||
+      strncmp(message, "source of module ", 17) == 0) {
     free(dumped);
     dumped = strdup(message);
   }
 }
 
-Test(elementwise_gen, dumped_source_names_its_options) {
+/* A compile-only engine that prints sources (JITK_DUMP_SOURCE=1) to
+ * keep_dump. */
+static jitk_engine *dump_engine(void) {
   setenv("JITK_DUMP_SOURCE", "1", 1);
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
@@ -128,6 +131,11 @@ Test(elementwise_gen, dumped_source_names_its_options) {
   cfg.log_fn = keep_dump;
   jitk_engine *e = NULL;
   JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  return e;
+}
+
+Test(elementwise_gen, dumped_source_names_its_options) {
+  jitk_engine *e = dump_engine();
   const char *opts[] = {"-DOFFSET=7", "-DTWICE(v)=((v)+(v))"};
   jitk_elementwise_options o;
   memset(&o, 0, sizeof o);
@@ -146,6 +154,29 @@ Test(elementwise_gen, dumped_source_names_its_options) {
   free(dumped);
   dumped = NULL;
   jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* A raw module's source is printed the same way (kernels/module.c), under
+ * its program name, so that the emulator can run raw kernels too. */
+Test(elementwise_gen, dumped_raw_module_names_its_options) {
+  jitk_engine *e = dump_engine();
+  const char *opts[] = {"-DSCALE=3"};
+  const char *src = "extern \"C\" __global__ void k(int *y) { y[0] = SCALE; }\n";
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.program_name = "raw.cu";
+  o.options = opts;
+  o.num_options = 1;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  cr_assert_not_null(dumped, "no source was logged");
+  char want[256];
+  snprintf(want, sizeof want, "source of module raw.cu:\n// NVRTC option: -DSCALE=3\n%s", src);
+  cr_assert_str_eq(dumped, want);
+  free(dumped);
+  dumped = NULL;
+  jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
 
