@@ -117,7 +117,8 @@ jitk_status jk_gen_init(jk_gen *g, jitk_engine *e, const char *what, const char 
 jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, char *const *options,
                          size_t num_options, const char *generator, bool arch_specific,
                          const jk_link_set *link, jk_entry **out) {
-  jk_dump_source(e, "generated source of", name, source, (const char *const *)options, num_options);
+  jk_dump_source(e, "generated source of", name, source, (const char *const *)options, num_options,
+                 NULL, 0);
   char pname[160];
   snprintf(pname, sizeof pname, "%s.cu", name);
   jk_compile_input ci;

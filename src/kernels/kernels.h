@@ -59,10 +59,12 @@ jitk_status jk_check_module_options(jitk_engine *e, const jitk_module_options *o
 /* JITK_DUMP_SOURCE=1: `src` to the log as "WHAT NAME:" and its lines,
  * after a comment line for each NVRTC option it is compiled with, so that
  * what is printed compiles as jitk compiled it (a -D option changes what
- * the source means). Generated kernels print "generated source of",
- * raw modules "source of module". */
+ * the source means), then one for each name expression NVRTC is asked to
+ * instantiate. Generated kernels print "generated source of", raw modules
+ * "source of module". */
 void jk_dump_source(jitk_engine *e, const char *what, const char *name, const char *src,
-                    const char *const *options, size_t num_options);
+                    const char *const *options, size_t num_options,
+                    const char *const *name_expressions, size_t num_name_expressions);
 /* The compile input of `source` with `opts`. */
 void jk_program_input(const char *source, const jitk_module_options *opts, jk_compile_input *in);
 

@@ -96,13 +96,16 @@ void jk_program_input(const char *source, const jitk_module_options *opts, jk_co
 }
 
 void jk_dump_source(jitk_engine *e, const char *what, const char *name, const char *src,
-                    const char *const *options, size_t num_options) {
+                    const char *const *options, size_t num_options,
+                    const char *const *name_expressions, size_t num_name_expressions) {
   const char *v = getenv("JITK_DUMP_SOURCE");
   if (v == NULL || strcmp(v, "1") != 0) return;
   jk_buf b;
   jk_buf_init(&b, e);
   jk_buf_printf(&b, "%s %s:\n", what, name);
   for (size_t i = 0; i < num_options; i++) jk_buf_printf(&b, "// NVRTC option: %s\n", options[i]);
+  for (size_t i = 0; i < num_name_expressions; i++)
+    jk_buf_printf(&b, "// NVRTC name expression: %s\n", name_expressions[i]);
   jk_buf_printf(&b, "%s", src);
   char *m = jk_buf_take(&b);
   if (m == NULL) return;
@@ -130,7 +133,8 @@ jitk_status jitk_module_create(jitk_engine *e, const char *source, const jitk_mo
   jk_compile_input in;
   jk_program_input(source, opts, &in);
   jk_dump_source(e, "source of module", opts->program_name ? opts->program_name : "module.cu",
-                 source, opts->options, opts->num_options);
+                 source, opts->options, opts->num_options, opts->name_expressions,
+                 opts->num_name_expressions);
   jk_entry *x = NULL;
   st = jk_cache_get(e, &in, JK_RAW_GENERATOR, &x);
   if (st != JITK_OK) return st;

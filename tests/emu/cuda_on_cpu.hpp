@@ -656,6 +656,17 @@ inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned i
                           std::make_index_sequence<jt_emu_arity(&name)>{});                     \
   }
 
+/* The N-th name expression's entry, and its function's address (see
+ * emu.c's write_expressions); variadic, as an expression such as
+ * `f<float, double>` has commas. */
+#define JT_EMU_EXPR(n, ...)                                                                       \
+  extern "C" void *jt_emu_expr_fn_##n() { return reinterpret_cast<void *>(&__VA_ARGS__); }        \
+  extern "C" int jt_emu_expr_##n(void **params, const unsigned *grid, const unsigned *block,      \
+                                 int coop, unsigned long long seed, char *err, size_t err_size) { \
+    return jt_emu::launch(&__VA_ARGS__, params, grid, block, coop, seed, err, err_size,           \
+                          std::make_index_sequence<jt_emu_arity(&__VA_ARGS__)>{});                \
+  }
+
 template <typename... A>
 constexpr size_t jt_emu_arity(void (*)(A...)) {
   return sizeof...(A);

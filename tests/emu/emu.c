@@ -278,6 +278,26 @@ static void write_options(FILE *f, const char *text, char *includes, size_t size
   }
 }
 
+/* An entry point for each name expression the source's comment lines
+ * list ("// NVRTC name expression: scale<float>", after the options'):
+ * jt_emu_expr_N runs the function the expression names, and
+ * jt_emu_expr_fn_N returns its address, whose symbol (the host compiler's
+ * mangled name, NVRTC's lowered name) tells emu_launch which entry a
+ * launch means. */
+static void write_expressions(FILE *f, const char *text) {
+  static const char option[] = "// NVRTC option: ", expr[] = "// NVRTC name expression: ";
+  int n = 0;
+  for (const char *p = text; p != NULL && *p != '\0';) {
+    const char *nl = strchr(p, '\n');
+    int len = (int)(nl ? nl - p : (ptrdiff_t)strlen(p));
+    if (strncmp(p, expr, sizeof expr - 1) == 0)
+      fprintf(f, "JT_EMU_EXPR(%d, %.*s)\n", n++, len - (int)(sizeof expr - 1), p + sizeof expr - 1);
+    else if (strncmp(p, option, sizeof option - 1) != 0)
+      break;
+    p = nl ? nl + 1 : NULL;
+  }
+}
+
 /* The source as the host compiler takes it: dynamic shared memory
  * (`extern __shared__ T name[];`) becomes a shared array of the most a
  * block may have, in the section of the other shared variables, where
@@ -323,6 +343,7 @@ static int build(jt_emu *em, emu_source *s) {
     size_t len = strcspn(n, "( \n");
     fprintf(f, "JT_EMU_ENTRY(%.*s)\n", (int)len, n);
   }
+  write_expressions(f, s->text);
   fclose(f);
   if (em->header > 0)
     snprintf(args, sizeof args, "-shared%s -include '%s/emu.hpp' -o '%s' '%s'", includes, em->dir,
@@ -393,6 +414,23 @@ static int emu_launch(void *user, void *tag, const char *function, const unsigne
   snprintf(sym, sizeof sym, "jt_emu_%s", function);
   entry_fn run;
   *(void **)&run = dlsym(s->so, sym);
+  /* A name expression's function: the entry whose function's symbol is
+   * the name launched. */
+  for (int n = 0; run == NULL; n++) {
+    void *(*address)(void);
+    snprintf(sym, sizeof sym, "jt_emu_expr_fn_%d", n);
+    *(void **)&address = dlsym(s->so, sym);
+    if (address == NULL) {
+      snprintf(sym, sizeof sym, "jt_emu_%s", function);
+      break;
+    }
+    Dl_info info;
+    if (dladdr(address(), &info) != 0 && info.dli_sname != NULL &&
+        strcmp(info.dli_sname, function) == 0) {
+      snprintf(sym, sizeof sym, "jt_emu_expr_%d", n);
+      *(void **)&run = dlsym(s->so, sym);
+    }
+  }
   if (run == NULL) {
     fail(em, "the emulated module has no %s%s", sym, "");
     return 1;

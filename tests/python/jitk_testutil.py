@@ -45,7 +45,6 @@ def load_lib(name):
 
 class CupyLib:
     name = "cupy"
-    emulated = False  # kernels run on a GPU, not on the emulator
     negative_strides = True
 
     def __init__(self, cp):
@@ -121,7 +120,6 @@ class EmulatedCupyLib(CupyLib):
     memory, with jitk's kernels run on the CPU by the emulator (tests/emu).
     CuPy's own kernels cannot run there, so tests that need them skip."""
     name = "cupy-emulated"
-    emulated = True
 
     def __init__(self, cp):
         super().__init__(cp)
@@ -177,7 +175,6 @@ class EmulatedCupyLib(CupyLib):
 
 class TorchLib:
     name = "torch"
-    emulated = False
     negative_strides = False  # PyTorch tensors have no negative strides
 
     def __init__(self, torch):

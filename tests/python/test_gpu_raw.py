@@ -160,7 +160,6 @@ def test_attributes_and_dynamic_shared_memory(lib):
         big(1, 32, (out,), shared_mem=1024 * 1024)
 
 
-@pytest.mark.device_only("templates instantiated by name expressions (it runs extern \"C\" kernels)")
 def test_module_name_expressions(lib):
     m = jitk.RawModule(code=TEMPLATES, options=("-std=c++17",),
                        name_expressions=("scale<float>", "scale<double>",
@@ -208,9 +207,7 @@ def test_name_expression_spellings_and_the_cache(lib, expr):
     m = jitk.RawModule(code=SPELLINGS, name_expressions=[expr],
                        options=("-std=c++17",))
     f = m.get_function(expr)
-    # The emulator runs extern "C" kernels only: there the lookups and the
-    # cache are checked, not the launch.
-    if not expr.startswith("ptr_param") and not lib.emulated:
+    if not expr.startswith("ptr_param"):
         f(1, 1, (out,))
         want = {"multi": 84, "non_t": 3, "enum_": 1}[expr[:5]]
         assert_equal(lib.asnumpy(out), [want])

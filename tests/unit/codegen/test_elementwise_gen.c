@@ -158,7 +158,8 @@ Test(elementwise_gen, dumped_source_names_its_options) {
 }
 
 /* A raw module's source is printed the same way (kernels/module.c), under
- * its program name, so that the emulator can run raw kernels too. */
+ * its program name and with its name expressions, so that the emulator can
+ * run raw kernels too. */
 Test(elementwise_gen, dumped_raw_module_names_its_options) {
   jitk_engine *e = dump_engine();
   const char *opts[] = {"-DSCALE=3"};
@@ -168,11 +169,17 @@ Test(elementwise_gen, dumped_raw_module_names_its_options) {
   o.program_name = "raw.cu";
   o.options = opts;
   o.num_options = 1;
+  const char *names[] = {"k"};
+  o.name_expressions = names;
+  o.num_name_expressions = 1;
   jitk_module *m = NULL;
   JT_OK(e, jitk_module_create(e, src, &o, &m));
   cr_assert_not_null(dumped, "no source was logged");
   char want[256];
-  snprintf(want, sizeof want, "source of module raw.cu:\n// NVRTC option: -DSCALE=3\n%s", src);
+  snprintf(want, sizeof want,
+           "source of module raw.cu:\n// NVRTC option: -DSCALE=3\n"
+           "// NVRTC name expression: k\n%s",
+           src);
   cr_assert_str_eq(dumped, want);
   free(dumped);
   dumped = NULL;
