@@ -129,9 +129,9 @@ static const char *next_source(const char *text, const char *p) {
 /* Reads what the process wrote to stderr since the last call. Each
  * source, printed by the library as "jitk: generated source of NAME:" or
  * "jitk: source of module NAME:" and the source's lines, becomes the
- * newest source; everything
- * else goes on to the real stderr. A source ends where a line of the
- * library's log ("jitk: ...") or the text read so far ends. */
+ * newest source; everything else goes on to the real stderr. A source
+ * ends where a line of the library's log ("jitk: ...") or the text read
+ * so far ends. */
 static void absorb_stderr(jt_emu *em) {
   struct stat st;
   if (fstat(em->capture_fd, &st) != 0 || st.st_size <= em->capture_read) return;
