@@ -307,6 +307,85 @@ def test_floats_for_a_float_parameter(lib):
     assert_equal(lib.asnumpy(out), [3.5])
 
 
+# Scalar parameter types and the NumPy type of their values.
+SCALARS = (("signed char", np.int8), ("unsigned char", np.uint8), ("short", np.int16),
+           ("unsigned short", np.uint16), ("int", np.int32), ("unsigned int", np.uint32),
+           ("long long", np.int64), ("unsigned long long", np.uint64), ("float", np.float32),
+           ("double", np.float64), ("bool", np.bool_), ("float2", np.complex64),
+           ("double2", np.complex128))
+RANDOM_CASES = int(os.environ.get("JITK_TEST_RANDOM_CASES", "24"))
+
+
+def random_scalar(rng, dtype):
+    """A random value of `dtype`, sometimes as the Python object a user
+    would pass for it (an int, a float or a complex that the parameter's
+    type holds exactly), and the bytes the kernel must receive."""
+    kind = np.dtype(dtype).kind
+    if kind in "iu":
+        info = np.iinfo(dtype)
+        v = dtype(rng.integers(info.min, info.max, endpoint=True, dtype=dtype))
+    elif kind == "b":
+        v = dtype(rng.random() < 0.5)
+    elif kind == "f":
+        v = dtype(rng.standard_normal() * 10.0 ** int(rng.integers(-5, 6)))
+    else:
+        v = dtype(complex(rng.standard_normal(), rng.standard_normal()))
+    want = np.array(v, dtype).tobytes()
+    if rng.random() < 0.5 and dtype not in (np.float32, np.complex64):
+        # A float parameter takes a Python float as float32 (see above);
+        # float2 takes no Python complex (CuPy passes those as complex128).
+        v = {"i": int, "u": int, "b": bool, "f": float, "c": complex}[kind](v)
+    elif rng.random() < 0.5 and dtype is np.float32:
+        v = float(v)  # exact in float32: it came from one
+    return v, want
+
+
+@pytest.mark.parametrize("seed", range(RANDOM_CASES), ids=lambda s: f"seed{s}")
+def test_random_signatures(lib, seed):
+    # One to eight scalars of mixed sizes and alignments, with arrays
+    # among them: the kernel copies each scalar's bytes to the output and
+    # writes a mark through each array, so a parameter read at the wrong
+    # offset or with the wrong size shows as wrong bytes.
+    rng = np.random.default_rng(3000 + seed)
+    scalars = [SCALARS[int(i)] for i in rng.integers(0, len(SCALARS), int(rng.integers(1, 9)))]
+    params, body, args, want = [], [], [], []
+    for j, (ctype, dtype) in enumerate(scalars):
+        v, b = random_scalar(rng, dtype)
+        params.append(f"{ctype} a{j}")
+        body.append(f"put(out + {2 * j}, &a{j}, sizeof a{j});")
+        args.append(v)
+        want.append(b + bytes(16 - len(b)))
+    marks = []
+    for j in range(int(rng.integers(0, 3))):
+        at = int(rng.integers(0, len(params) + 1))
+        params.insert(at, f"int *m{j}")
+        body.append(f"m{j}[0] = {1000 + j};")
+        marks.append(lib.asarray(np.full(1, -1, dtype=np.int32)))
+        args.insert(at, marks[-1])
+    at = int(rng.integers(0, len(params) + 1))
+    params.insert(at, "unsigned long long *out")
+    out = lib.asarray(np.full(2 * len(scalars), 0xA5A5A5A5A5A5A5A5, dtype=np.uint64))
+    args.insert(at, out)
+    src = (
+        "__device__ void put(unsigned long long *o, const void *v, unsigned int n) {\n"
+        "  unsigned char b[16] = {0};\n"
+        "  for (unsigned int i = 0; i < n; i++) b[i] = ((const unsigned char *)v)[i];\n"
+        "  for (int w = 0; w < 2; w++) {\n"
+        "    unsigned long long x = 0;\n"
+        "    for (int i = 7; i >= 0; i--) x = x << 8 | b[8 * w + i];\n"
+        "    o[w] = x;\n"
+        "  }\n"
+        "}\n"
+        f'extern "C" __global__ void sig({", ".join(params)}) {{\n  '
+        + "\n  ".join(body) + "\n}\n")
+    jitk.RawKernel(src, "sig")(1, 1, tuple(args))
+    got = lib.asnumpy(out).astype("<u8").tobytes()
+    for j, (ctype, _) in enumerate(scalars):
+        assert got[16 * j:16 * j + 16] == want[j], f"parameter {j} ({ctype}) of {src}"
+    for j, m in enumerate(marks):
+        assert_equal(lib.asnumpy(m), [1000 + j])
+
+
 @pytest.mark.device_only("CuPy's own arrays and kernels")
 def test_get_global_constant_memory_with_cupy():
     cupy = pytest.importorskip("cupy")
