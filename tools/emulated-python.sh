@@ -1,7 +1,8 @@
 #!/bin/sh
 # The Python package's GPU tests of generated kernels (ElementwiseKernel,
-# ReductionKernel, the errors both raise, random views of both) and of raw
-# kernels (RawKernel, RawModule) on a machine without a GPU:
+# ReductionKernel, the errors both raise, random views of both), of raw
+# kernels (RawKernel, RawModule) and random matmuls on a machine without a
+# GPU:
 # the stand-in driver (tests/fakecuda) comes first on LD_LIBRARY_PATH, the
 # tests' `lib` makes CuPy arrays over host memory, and the emulator
 # (tests/emu, loaded through JITK_TEST_EMU) runs each generated kernel on
@@ -30,4 +31,4 @@ cd tests/python
 PYTHONPATH=${JITK_TEST_PYTHONPATH:-} LD_LIBRARY_PATH=$FAKE_DIR JITK_TEST_EMU=$EMU \
   JITK_CACHE_DIR=$CACHE "$BUILD/venv/bin/python" -m pytest -q -p no:cacheprovider \
   --capture=sys test_gpu_elementwise.py test_gpu_reduction.py test_gpu_errors.py \
-  test_gpu_random_layouts.py test_gpu_raw.py "$@"
+  test_gpu_random_layouts.py test_gpu_raw.py test_gpu_matmul.py "$@"

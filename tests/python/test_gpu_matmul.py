@@ -1,13 +1,18 @@
 """jitk.matmul and MatmulPlan on PyTorch tensors against PyTorch: a product
 with a bias+ReLU epilogue fused into it, in bfloat16, float16 and float32,
 with the output given (poisoned) or allocated, transposed operands, a
-batch, and a plan autotuned and executed again.
+batch, and a plan autotuned and executed again. Then random products on
+CuPy arrays and PyTorch tensors (and, under the emulator, on CuPy arrays
+over host memory, on the FFMA and mma.sync kernels), exact against NumPy.
 """
+
+import os
 
 import numpy as np
 import pytest
 
 import jitk
+from jitk_testutil import assert_equal
 
 pytestmark = pytest.mark.gpu
 
@@ -125,3 +130,82 @@ def test_matmul_errors(torch_lib):
         jitk.MatmulPlan(a, torch.randn(5, 4, device="cuda"),
                         epilogue="acc + nope")
     assert "epilogue:1:" in e.value.log
+
+
+RANDOM_CASES = int(os.environ.get("JITK_TEST_RANDOM_CASES", "24"))
+
+
+def rounded(x, dtype):
+    """float64 values `x` rounded once to `dtype` (bfloat16: to nearest
+    even from float32, which holds every value here exactly), as NumPy
+    arrays the test compares with what the library gives back."""
+    if dtype != "bfloat16":
+        return x.astype(dtype)
+    bits = x.astype(np.float32).view(np.uint32)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.view(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(RANDOM_CASES), ids=lambda s: f"seed{s}")
+def test_random_matmuls(lib, seed, monkeypatch):
+    # Small integers, so that every product and sum is exact in each input
+    # type and in the float32 accumulator, and D is the exact value rounded
+    # once to its type: results must equal NumPy's in float64, so rounded.
+    rng = np.random.default_rng(4000 + seed)
+    dtypes = ["float16", "float32", "float64"] + (["bfloat16"] if lib.name == "torch" else [])
+    dtype = str(rng.choice(dtypes))
+    if lib.name == "cupy-emulated":
+        # The stand-in device is an sm_90, whose wgmma kernels the emulator
+        # cannot run: the FFMA or mma.sync kernel instead (128 x 128 tiles).
+        monkeypatch.setenv("JITK_MM_KIND", str(rng.choice(["simt", "mma"])))
+        monkeypatch.setenv("JITK_MM_WIDE", "0")
+    m, n, k = (int(rng.choice([1, 7, 16, 33, 64, 100, 136])) for _ in range(3))
+    batch = int(rng.choice([0, 0, 2, 3]))  # 0: no batch dimension
+    lead = (batch,) if batch else ()
+
+    def operand(rows, cols):
+        """A random operand and its values, row-major or a transposed view."""
+        host = rng.integers(-3, 4, size=lead + (rows, cols)).astype(np.float64)
+        if rng.random() < 0.5:
+            return lib.asarray(host, dtype), host
+        t = np.ascontiguousarray(np.swapaxes(host, -1, -2))
+        dev = lib.asarray(t, dtype)
+        return lib.permute(dev, tuple(range(len(lead))) + (len(lead) + 1, len(lead))), host
+
+    a, ha = operand(m, k)
+    b, hb = operand(k, n)
+    want = ha @ hb
+    kwargs = {}
+    alpha = float(rng.choice([1.0, 0.5, 2.0]))
+    if alpha != 1.0:
+        kwargs["alpha"] = alpha
+        want = alpha * want
+    c = None
+    if rng.random() < 0.4:
+        beta = float(rng.choice([0.0, 1.0, -2.0]))
+        hc = rng.integers(-3, 4, size=lead + (m, n)).astype(np.float64)
+        if beta == 0.0:
+            hc[...] = np.nan  # BLAS's rule: C is not read when beta is 0
+        c = lib.asarray(hc, dtype)
+        kwargs["beta"] = beta
+        if beta != 0.0:
+            want = want + beta * hc
+    if dtype == "float32" and rng.random() < 0.5:
+        kwargs["compute"] = "tf32"  # exact too: the values need few bits
+    if rng.random() < 0.5:
+        hbias = rng.integers(-3, 4, size=n).astype(np.float64)
+        kwargs["epilogue"] = str(rng.choice(["relu(acc + bias[col])",
+                                             "max(acc + bias[col], (T)0)"]))
+        # The epilogue reads its arrays as the accumulator's type.
+        acc = "float64" if dtype == "float64" else "float32"
+        kwargs["epilogue_inputs"] = {"bias": lib.asarray(hbias, acc)}
+        want = np.maximum(want + hbias, 0)
+    if rng.random() < 0.5:
+        out = lib.asarray(np.full(lead + (m, n), np.nan), dtype)
+        got = jitk.matmul(a, b, c, out=out, **kwargs)
+        assert lib.asnumpy(got).shape == want.shape
+        got = out
+    else:
+        got = jitk.matmul(a, b, c, **kwargs)
+        assert lib.is_native(got) and lib.dtype_name(got) == dtype
+    assert_equal(lib.asnumpy(got).astype(np.float64), rounded(want, dtype).astype(np.float64))
