@@ -823,7 +823,9 @@ typedef struct jitk_module_options {
  * jitk was built with and /usr/local/cuda (nvJitLink last on the loader's
  * path). Which libcudadevrt.a was linked, and every place searched before
  * it, is part of the cached entry's dependency record: a changed or newly
- * found library is a miss, never a stale hit.
+ * found library is a miss, never a stale hit. With JITK_DUMP_SOURCE=1
+ * the source is logged (to stderr without a log callback) as "source of
+ * module NAME:", after a comment line for each option and name expression.
  * Errors: JITK_ERR_COMPILE with NVRTC's log and the options in
  * jitk_errmsg (or the linker's log when relocatable code does not link);
  * JITK_ERR_NOT_FOUND for a name expression that names no kernel;
