@@ -647,25 +647,25 @@ inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned i
   return (unsigned int)(((((unsigned long long)hi << 32) | lo) << (s & 31)) >> 32);
 }
 
-/* One entry point a kernel: jt_emu_<name>(params, grid, block, coop,
- * seed, error, size), 0 when every block ran without an error. */
-#define JT_EMU_ENTRY(name)                                                                      \
-  extern "C" int jt_emu_##name(void **params, const unsigned *grid, const unsigned *block,      \
-                               int coop, unsigned long long seed, char *err, size_t err_size) { \
-    return jt_emu::launch(&name, params, grid, block, coop, seed, err, err_size,                \
-                          std::make_index_sequence<jt_emu_arity(&name)>{});                     \
+/* An entry point `sym`(params, grid, block, coop, seed, error, size) that
+ * runs the kernel the rest names (variadic, as an expression such as
+ * `f<float, double>` has commas); 0 when every block ran without an
+ * error. */
+#define JT_EMU_ENTRY_AT(sym, ...)                                                          \
+  extern "C" int sym(void **params, const unsigned *grid, const unsigned *block, int coop, \
+                     unsigned long long seed, char *err, size_t err_size) {                \
+    return jt_emu::launch(&__VA_ARGS__, params, grid, block, coop, seed, err, err_size,    \
+                          std::make_index_sequence<jt_emu_arity(&__VA_ARGS__)>{});         \
   }
 
-/* The N-th name expression's entry, and its function's address (see
- * emu.c's write_expressions); variadic, as an expression such as
- * `f<float, double>` has commas. */
-#define JT_EMU_EXPR(n, ...)                                                                       \
-  extern "C" void *jt_emu_expr_fn_##n() { return reinterpret_cast<void *>(&__VA_ARGS__); }        \
-  extern "C" int jt_emu_expr_##n(void **params, const unsigned *grid, const unsigned *block,      \
-                                 int coop, unsigned long long seed, char *err, size_t err_size) { \
-    return jt_emu::launch(&__VA_ARGS__, params, grid, block, coop, seed, err, err_size,           \
-                          std::make_index_sequence<jt_emu_arity(&__VA_ARGS__)>{});                \
-  }
+/* One entry point a kernel: jt_emu_<name>. */
+#define JT_EMU_ENTRY(name) JT_EMU_ENTRY_AT(jt_emu_##name, name)
+
+/* The N-th name expression's entry, jt_emu_expr_N, and its function's
+ * address, jt_emu_expr_fn_N (see emu.c's write_expressions). */
+#define JT_EMU_EXPR(n, ...)                                                                \
+  extern "C" void *jt_emu_expr_fn_##n() { return reinterpret_cast<void *>(&__VA_ARGS__); } \
+  JT_EMU_ENTRY_AT(jt_emu_expr_##n, __VA_ARGS__)
 
 template <typename... A>
 constexpr size_t jt_emu_arity(void (*)(A...)) {

@@ -112,17 +112,22 @@ static void write_all(int fd, const char *p, size_t n) {
   }
 }
 
-/* Where the first source the library printed at or after p begins: a
- * line "jitk: generated source of NAME:" (a generated kernel) or "jitk:
- * source of module NAME:" (a raw module), or NULL. */
+/* How the library's log message of a source begins (JITK_DUMP_SOURCE):
+ * a generated kernel's, a raw module's. */
+static const char *const source_marks[] = {"generated source of ", "source of module "};
+
+static bool is_source(const char *message) {
+  for (int i = 0; i < 2; i++)
+    if (strncmp(message, source_marks[i], strlen(source_marks[i])) == 0) return true;
+  return false;
+}
+
+/* Where the first source the library printed to stderr at or after p
+ * begins (a line "jitk: " and a source mark), or NULL. */
 static const char *next_source(const char *text, const char *p) {
-  static const char *const marks[] = {"jitk: generated source of ", "jitk: source of module "};
   const char *first = NULL;
-  for (int i = 0; i < 2; i++) {
-    const char *m = strstr(p, marks[i]);
-    while (m != NULL && m != text && m[-1] != '\n') m = strstr(m + 1, marks[i]);
-    if (m != NULL && (first == NULL || m < first)) first = m;
-  }
+  for (const char *m = strstr(p, "jitk: "); m != NULL && first == NULL; m = strstr(m + 1, "jitk: "))
+    if ((m == text || m[-1] == '\n') && is_source(m + 6)) first = m;
   return first;
 }
 
@@ -486,8 +491,7 @@ jt_emu *jt_emu_open(int sms) {
 /* An engine of the test's own logs each source here. */
 static void emu_log(void *user, jitk_log_level level, const char *message) {
   jt_emu *em = user;
-  if (strncmp(message, "generated source of ", 20) == 0 ||
-      strncmp(message, "source of module ", 17) == 0) {
+  if (is_source(message)) {
     const char *src = strchr(message, '\n');
     if (src == NULL) return;
     free(em->newest);

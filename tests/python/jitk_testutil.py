@@ -8,11 +8,17 @@ values that bfloat16 represents exactly.
 
 import contextlib
 import importlib
+import os
 
 import numpy as np
 import pytest
 
 LIBS = ("cupy", "torch")
+
+# The random tests' cases, each with its seed in its name;
+# JITK_TEST_RANDOM_CASES sets how many each test has.
+RANDOM_CASES = int(os.environ.get("JITK_TEST_RANDOM_CASES", "24"))
+random_seeds = pytest.mark.parametrize("seed", range(RANDOM_CASES), ids=lambda s: f"seed{s}")
 
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64", "float16", "bfloat16", "float32", "float64",

@@ -6,13 +6,11 @@ CuPy arrays and PyTorch tensors (and, under the emulator, on CuPy arrays
 over host memory, on the FFMA and mma.sync kernels), exact against NumPy.
 """
 
-import os
-
 import numpy as np
 import pytest
 
 import jitk
-from jitk_testutil import assert_equal
+from jitk_testutil import assert_equal, random_seeds
 
 pytestmark = pytest.mark.gpu
 
@@ -132,7 +130,6 @@ def test_matmul_errors(torch_lib):
     assert "epilogue:1:" in e.value.log
 
 
-RANDOM_CASES = int(os.environ.get("JITK_TEST_RANDOM_CASES", "24"))
 
 
 def rounded(x, dtype):
@@ -146,7 +143,7 @@ def rounded(x, dtype):
     return bits.view(np.float32)
 
 
-@pytest.mark.parametrize("seed", range(RANDOM_CASES), ids=lambda s: f"seed{s}")
+@random_seeds
 def test_random_matmuls(lib, seed, monkeypatch):
     # Small integers, so that every product and sum is exact in each input
     # type and in the float32 accumulator, and D is the exact value rounded

@@ -13,17 +13,14 @@ maximum (no identity) and sum float16 into float32. The seed is printed in
 each case's name, and JITK_TEST_RANDOM_CASES sets how many there are.
 """
 
-import os
-
 import numpy as np
 import pytest
 
 import jitk
-from jitk_testutil import assert_equal
+from jitk_testutil import assert_equal, random_seeds
 
 pytestmark = pytest.mark.gpu
 
-CASES = int(os.environ.get("JITK_TEST_RANDOM_CASES", "24"))
 DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint32", "float16", "float32",
           "float64", "complex64", "complex128")
 # Sums of up to a few thousand small integers stay exact in these.
@@ -129,7 +126,7 @@ def check_output(lib, out, buf, mask, want, dtype):
         assert np.all(rest == poison(dtype)), "an element outside the output's view was written"
 
 
-@pytest.mark.parametrize("seed", range(CASES), ids=lambda s: f"seed{s}")
+@random_seeds
 def test_elementwise(lib, seed):
     rng = np.random.default_rng(1000 + seed)
     dtype = str(rng.choice(DTYPES))
@@ -151,7 +148,7 @@ def test_elementwise(lib, seed):
         assert_equal(lib.asnumpy(got), want)
 
 
-@pytest.mark.parametrize("seed", range(CASES), ids=lambda s: f"seed{s}")
+@random_seeds
 def test_reduction(lib, seed):
     rng = np.random.default_rng(2000 + seed)
     kind = str(rng.choice(["sum", "sum", "weighted", "max", "half"]))

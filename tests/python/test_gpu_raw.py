@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jitk
-from jitk_testutil import assert_equal
+from jitk_testutil import assert_equal, random_seeds
 
 pytestmark = pytest.mark.gpu
 
@@ -313,7 +313,6 @@ SCALARS = (("signed char", np.int8), ("unsigned char", np.uint8), ("short", np.i
            ("long long", np.int64), ("unsigned long long", np.uint64), ("float", np.float32),
            ("double", np.float64), ("bool", np.bool_), ("float2", np.complex64),
            ("double2", np.complex128))
-RANDOM_CASES = int(os.environ.get("JITK_TEST_RANDOM_CASES", "24"))
 
 
 def random_scalar(rng, dtype):
@@ -340,7 +339,7 @@ def random_scalar(rng, dtype):
     return v, want
 
 
-@pytest.mark.parametrize("seed", range(RANDOM_CASES), ids=lambda s: f"seed{s}")
+@random_seeds
 def test_random_signatures(lib, seed):
     # One to eight scalars of mixed sizes and alignments, with arrays
     # among them: the kernel copies each scalar's bytes to the output and
