@@ -1533,8 +1533,10 @@ JITK_API jitk_status jitk_elementwise_launch_ex(jitk_elementwise *kernel, jitk_s
  * and runs nothing, so that a later launch with such arguments can be
  * captured into a CUDA graph: a captured launch that needs a specialization
  * not compiled yet fails with JITK_ERR_STREAM_CAPTURE, since jitk neither
- * compiles nor loads while the launch's stream captures. Outputs may be
- * left out, as in a launch; none is kept. The errors of a launch's
+ * compiles nor loads while the launch's stream captures. It takes no
+ * stream and may itself be called during a capture (the driver lets a
+ * module load then), after such a refusal, before launching again. Outputs
+ * may be left out, as in a launch; none is kept. The errors of a launch's
  * arguments.
  */
 JITK_API jitk_status jitk_elementwise_prepare(jitk_elementwise *kernel, const jitk_arg *args,

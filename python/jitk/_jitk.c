@@ -2191,6 +2191,16 @@ static int call_keywords(PyObject *kw, const char *const *names, PyObject **valu
   return 0;
 }
 
+/* CAPTURED_FIRST_CALLS. A call made while its stream captures a CUDA
+ * graph compiles and loads the specialization it needs, as CuPy's kernels
+ * do: CuPy's own graph tests capture the first calls of its functions.
+ * The library refuses to compile inside a launch on a capturing stream
+ * (JITK_ERR_STREAM_CAPTURE, its C contract), so the call prepares the
+ * specialization, which takes no stream, and launches again; the graph
+ * then holds the launch alone. The driver allows a module's loading
+ * during a capture in its global mode, the strictest (test_gpu_graphs.py
+ * checks it on a GPU), which RawKernel relies on as well: it compiles at
+ * its first call. */
 static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   static const char *const names[] = {"size", "block_size", "stream"};
   PyObject *kv[3];
@@ -2271,6 +2281,12 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
       jitk_elementwise_launch_ex(kern, c.stream, c.args, (size_t)c.n, &lo, NULL);
+  /* See CAPTURED_FIRST_CALLS. */
+  if (st == JITK_ERR_STREAM_CAPTURE) {
+    st = jitk_elementwise_prepare(kern, c.args, (size_t)c.n, size);
+    if (st == JITK_OK)
+      st = jitk_elementwise_launch_ex(kern, c.stream, c.args, (size_t)c.n, &lo, NULL);
+  }
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_elementwise(engines[c.device], st);
     annotate_compile_error(ew_source_of(kern), k->options, k->name);
@@ -2674,12 +2690,19 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   } else {
     for (int j = 0; j < k->nout; j++) out[j] = Py_NewRef(PyTuple_GetItem(full, k->nin + j));
   }
+  const int *ax = num_axes < 0 ? NULL : axes;
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
-      tune ? jitk_reduction_autotune(kern, c.stream, c.args, (size_t)c.n,
-                                     num_axes < 0 ? NULL : axes, num_axes, keepdims)
-           : jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n, num_axes < 0 ? NULL : axes,
-                                   num_axes, keepdims, NULL);
+      tune ? jitk_reduction_autotune(kern, c.stream, c.args, (size_t)c.n, ax, num_axes, keepdims)
+           : jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n, ax, num_axes, keepdims,
+                                   NULL);
+  /* See CAPTURED_FIRST_CALLS. Autotuning, which times runs, stays refused
+   * during a capture. */
+  if (st == JITK_ERR_STREAM_CAPTURE && !tune) {
+    st = jitk_reduction_prepare(kern, c.args, (size_t)c.n, ax, num_axes, keepdims);
+    if (st == JITK_OK)
+      st = jitk_reduction_launch(kern, c.stream, c.args, (size_t)c.n, ax, num_axes, keepdims, NULL);
+  }
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_status(engines[c.device], st, NULL);
     annotate_compile_error(red_source_of(kern), k->options, k->name);

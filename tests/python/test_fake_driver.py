@@ -419,6 +419,38 @@ def test_launches_go_on_the_stream_given(tmp_path):
     """, tmp_path)
 
 
+def test_first_calls_during_a_capture_compile_then_launch(tmp_path):
+    """As CuPy's kernels do, a call whose specialization is not loaded yet,
+    made while its stream captures a graph, compiles and loads it first (the
+    library refuses that inside a launch, so the package prepares it and
+    launches again): the stand-in driver records one launch on the stream.
+    Autotuning, which times runs, stays refused there, and launches
+    nothing. GPU: test_gpu_graphs.py."""
+    run("""
+        fake.fakecuda_set_capturing.argtypes = [ctypes.c_void_p, ctypes.c_bool]
+        k = jitk.ElementwiseKernel("T x", "T z", "z = x * 2", "captured_first")
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "captured_sum")
+        x = CudaArray(np.arange(256, dtype=np.float32))
+        z = CudaArray(np.zeros(256, dtype=np.float32))
+        s = CudaArray(np.zeros((), dtype=np.float32))
+        fake.fakecuda_set_capturing(0x77, True)
+        for call in (lambda: k(x, z, stream=0x77), lambda: red(x, s, stream=0x77)):
+            before = fake.fakecuda_launch_count()
+            call()
+            assert fake.fakecuda_launch_count() == before + 1
+            assert fake.fakecuda_last_launch().contents.stream == 0x77
+        before = fake.fakecuda_launch_count()
+        try:
+            red.autotune(x, s, stream=0x77)
+        except jitk.JitkError as e:
+            assert "autotune before the capture" in str(e), e
+        else:
+            sys.exit("autotune ran during a capture")
+        assert fake.fakecuda_launch_count() == before
+        fake.fakecuda_set_capturing(None, False)
+    """, tmp_path)
+
+
 def test_cupy_arrays_of_every_dtype_and_layout(tmp_path):
     pytest.importorskip("cupy")
     run("""
