@@ -110,6 +110,7 @@ class RawModule:
     options: tuple[str, ...]
     name_expressions: tuple[str, ...] | None
     backend: str
+    enable_cooperative_groups: bool
     def __init__(
         self,
         *,
@@ -131,6 +132,7 @@ class RawKernel:
     code: str
     options: tuple[str, ...]
     backend: str
+    enable_cooperative_groups: bool
     attributes: dict[str, int]
     max_threads_per_block: int
     shared_size_bytes: int

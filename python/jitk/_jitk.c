@@ -176,6 +176,36 @@ static PyObject *raise_elementwise(jitk_engine *e, jitk_status st) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Pickling                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Kernels and modules pickle as the arguments they were made with, as
+ * CuPy's RawKernel and RawModule do, so that they can go to other
+ * processes (multiprocessing, Dask, Ray): unpickling makes them again
+ * through _rebuild (a kernel of a module, through _rebuild_kernel), and
+ * the new object compiles at its first use, where the kernel cache most
+ * often serves it. What the driver holds does not travel: loaded modules,
+ * the specializations compiled, and attributes set on a kernel
+ * (max_dynamic_shared_size_bytes, the carveout), as under CuPy. */
+static PyObject *rebuild_fn, *rebuild_kernel_fn;
+
+/* (_rebuild, (type(self), kwargs)) for __reduce__, kwargs holding keys[i]
+ * = values[i] (borrowed) for each value that is not NULL. */
+static PyObject *reduce_to(PyObject *self, const char *const *keys, PyObject *const *values,
+                           int n) {
+  PyObject *kw = PyDict_New();
+  if (kw == NULL) return NULL;
+  for (int i = 0; i < n; i++)
+    if (values[i] != NULL && PyDict_SetItemString(kw, keys[i], values[i]) != 0) {
+      Py_DECREF(kw);
+      return NULL;
+    }
+  return Py_BuildValue("O(ON)", rebuild_fn, (PyObject *)Py_TYPE(self), kw);
+}
+
+static PyObject *py_bool(int v) { return v ? Py_True : Py_False; }
+
+/* ------------------------------------------------------------------ */
 /* Engines                                                            */
 /* ------------------------------------------------------------------ */
 
@@ -2361,7 +2391,29 @@ static PyObject *ew_nargs(ew_kernel *k, void *unused) {
 static PyGetSetDef ew_getset[] = {{"nargs", (getter)ew_nargs, NULL, NULL, NULL},
                                   {NULL, NULL, NULL, NULL, NULL}};
 
+/* __reduce__: see "Pickling". */
+static PyObject *ew_reduce(ew_kernel *k, PyObject *unused) {
+  (void)unused;
+  static const char *const keys[] = {"in_params",   "out_params", "operation", "name",
+                                     "reduce_dims", "preamble",   "no_return", "return_tuple",
+                                     "loop_prep",   "after_loop", "options"};
+  PyObject *values[] = {k->in_params,
+                        k->out_params,
+                        k->operation,
+                        k->name,
+                        py_bool(k->reduce_dims),
+                        k->preamble,
+                        py_bool(k->no_return),
+                        py_bool(k->return_tuple),
+                        k->loop_prep,
+                        k->after_loop,
+                        k->options};
+  return reduce_to((PyObject *)k, keys, values, 11);
+}
+
 static PyMethodDef ew_methods[] = {
+    {"__reduce__", (PyCFunction)ew_reduce, METH_NOARGS,
+     "pickles as the arguments the kernel was made with"},
     {"compile", (PyCFunction)(void (*)(void))ew_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(types, *, arch=None, ndim=1, index_bits=32) -> str\n\nGenerates and compiles the "
      "specialization for `types` ('T=float32') without arrays or a GPU, and returns its CUDA "
@@ -2784,7 +2836,22 @@ static PyObject *red_nargs(red_kernel *k, void *unused) {
 static PyGetSetDef red_getset[] = {{"nargs", (getter)red_nargs, NULL, NULL, NULL},
                                    {NULL, NULL, NULL, NULL, NULL}};
 
+/* __reduce__: see "Pickling". */
+static PyObject *red_reduce(red_kernel *k, PyObject *unused) {
+  (void)unused;
+  static const char *const keys[] = {"in_params",     "out_params", "map_expr", "reduce_expr",
+                                     "post_map_expr", "identity",   "name",     "reduce_type",
+                                     "reduce_dims",   "preamble",   "options"};
+  PyObject *values[] = {k->in_params,   k->out_params,    k->map_expr,
+                        k->reduce_expr, k->post_map_expr, k->identity,
+                        k->name,        k->reduce_type,   py_bool(k->reduce_dims),
+                        k->preamble,    k->options};
+  return reduce_to((PyObject *)k, keys, values, 11);
+}
+
 static PyMethodDef red_methods[] = {
+    {"__reduce__", (PyCFunction)red_reduce, METH_NOARGS,
+     "pickles as the arguments the kernel was made with"},
     {"compile", (PyCFunction)(void (*)(void))red_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(types, *, arch=None, kept_ndim=0, reduced_ndim=1, index_bits=32) -> str\n\n"
      "Generates and compiles a specialization without arrays or a GPU; returns its source."},
@@ -3215,7 +3282,31 @@ static PyObject *rm_get_global(raw_module *m, PyObject *name) {
   return r;
 }
 
+/* __reduce__: see "Pickling". jitify is left out: it has no effect in
+ * jitk, and given again it would warn at each unpickling. */
+static PyObject *rm_reduce(raw_module *m, PyObject *unused) {
+  (void)unused;
+  static const char *const keys[] = {"code",
+                                     "path",
+                                     "options",
+                                     "backend",
+                                     "translate_cucomplex",
+                                     "enable_cooperative_groups",
+                                     "name_expressions"};
+  const bool code = m->path == Py_None;
+  PyObject *values[] = {code ? m->code : NULL,
+                        code ? NULL : m->path,
+                        code ? m->options : NULL,
+                        code ? m->backend : NULL,
+                        code ? py_bool(m->translate_cucomplex) : NULL,
+                        py_bool(m->enable_cooperative_groups),
+                        m->name_expressions != Py_None ? m->name_expressions : NULL};
+  return reduce_to((PyObject *)m, keys, values, 7);
+}
+
 static PyMethodDef rm_methods[] = {
+    {"__reduce__", (PyCFunction)rm_reduce, METH_NOARGS,
+     "pickles as the arguments the module was made with"},
     {"get_global", (PyCFunction)rm_get_global, METH_O,
      "get_global(name) -> cupy.cuda.MemoryPointer: the address of the module's __constant__ or "
      "__device__ variable `name` on the current device (an int when CuPy is not installed)."},
@@ -3233,15 +3324,23 @@ static PyMemberDef rm_members[] = {
     {"options", T_OBJECT_EX, offsetof(raw_module, options), READONLY, NULL},
     {"name_expressions", T_OBJECT_EX, offsetof(raw_module, name_expressions), READONLY, NULL},
     {"backend", T_OBJECT_EX, offsetof(raw_module, backend), READONLY, NULL},
-    {"enable_cooperative_groups", T_INT, offsetof(raw_module, enable_cooperative_groups), READONLY,
-     NULL},
     {NULL, 0, 0, 0, NULL}};
+
+static PyObject *rm_get_coop(raw_module *m, void *unused) {
+  (void)unused;
+  return Py_NewRef(py_bool(m->enable_cooperative_groups));
+}
+
+static PyGetSetDef rm_getset[] = {
+    {"enable_cooperative_groups", (getter)rm_get_coop, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot rm_slots[] = {
     {Py_tp_new, rm_new},
     {Py_tp_dealloc, rm_dealloc},
     {Py_tp_methods, rm_methods},
     {Py_tp_members, rm_members},
+    {Py_tp_getset, rm_getset},
     {Py_tp_doc,
      "RawModule(*, code=None, path=None, options=(), backend='nvrtc', "
      "translate_cucomplex=False, enable_cooperative_groups=False, "
@@ -3680,6 +3779,11 @@ static PyObject *rk_get_backend(raw_kernel *k, void *unused) {
   return Py_NewRef(((raw_module *)k->module)->backend);
 }
 
+static PyObject *rk_get_coop(raw_kernel *k, void *unused) {
+  (void)unused;
+  return Py_NewRef(py_bool(((raw_module *)k->module)->enable_cooperative_groups));
+}
+
 static PyObject *rk_compile(raw_kernel *k, PyObject *args, PyObject *kw) {
   PyObject *r = rm_compile((raw_module *)k->module, args, kw);
   if (r == NULL) return NULL;
@@ -3712,12 +3816,22 @@ static PyGetSetDef rk_getset[] = {
     {"code", (getter)rk_get_code, NULL, NULL, NULL},
     {"options", (getter)rk_get_options, NULL, NULL, NULL},
     {"backend", (getter)rk_get_backend, NULL, NULL, NULL},
+    {"enable_cooperative_groups", (getter)rk_get_coop, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMemberDef rk_members[] = {
     {"name", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY, NULL}, {NULL, 0, 0, 0, NULL}};
 
+/* __reduce__: see "Pickling". A kernel is its module's, made again
+ * with get_function: a RawKernel(code, name) holds a module of its own
+ * code, which pickles as any other. */
+static PyObject *rk_reduce(raw_kernel *k, PyObject *unused) {
+  (void)unused;
+  return Py_BuildValue("O(OO)", rebuild_kernel_fn, k->module, k->name);
+}
+
 static PyMethodDef rk_methods[] = {
+    {"__reduce__", (PyCFunction)rk_reduce, METH_NOARGS, "pickles as its module and its name"},
     {"compile", (PyCFunction)(void (*)(void))rk_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(log_stream=None, *, arch=None): compiles now."},
     {NULL, NULL, 0, NULL}};
@@ -4105,7 +4219,31 @@ static PyObject *py_device_arch(PyObject *self, PyObject *args) {
   return PyUnicode_FromString(arch ? arch : "");
 }
 
+/* _rebuild(cls, kwargs): cls(**kwargs), a pickled kernel or module made
+ * again (see "Pickling"). */
+static PyObject *py_rebuild(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *cls, *kwargs;
+  if (!PyArg_ParseTuple(args, "OO!:_rebuild", &cls, &PyDict_Type, &kwargs)) return NULL;
+  PyObject *none = PyTuple_New(0);
+  if (none == NULL) return NULL;
+  PyObject *r = PyObject_Call(cls, none, kwargs);
+  Py_DECREF(none);
+  return r;
+}
+
+/* _rebuild_kernel(module, name): module.get_function(name). */
+static PyObject *py_rebuild_kernel(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *module, *name;
+  if (!PyArg_ParseTuple(args, "O!U:_rebuild_kernel", raw_module_type, &module, &name)) return NULL;
+  return rm_get_function((raw_module *)module, name);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_rebuild", py_rebuild, METH_VARARGS, "_rebuild(cls, kwargs): cls(**kwargs), for pickle"},
+    {"_rebuild_kernel", py_rebuild_kernel, METH_VARARGS,
+     "_rebuild_kernel(module, name): module.get_function(name), for pickle"},
     {"device_count", py_device_count, METH_NOARGS,
      "device_count() -> int: CUDA devices the driver sees; 0 without a driver."},
     {"cache_stats", py_cache_stats, METH_NOARGS,
@@ -4213,6 +4351,9 @@ PyMODINIT_FUNC PyInit__jitk(void) {
   PyObject *mm = PyType_FromSpec(&mm_spec);
   if (mm == NULL || PyModule_AddObject(m, "_MatmulPlan", mm) != 0) goto fail;
   if (PyModule_AddStringConstant(m, "library_version", jitk_version()) != 0) goto fail;
+  rebuild_fn = PyObject_GetAttrString(m, "_rebuild");
+  rebuild_kernel_fn = PyObject_GetAttrString(m, "_rebuild_kernel");
+  if (rebuild_fn == NULL || rebuild_kernel_fn == NULL) goto fail;
   return m;
 fail:
   Py_DECREF(m);

@@ -8,6 +8,7 @@ These tests never need a GPU; they run on the GPU machine too.
 
 import ctypes
 import io
+import pickle
 import re
 
 import pytest
@@ -208,6 +209,67 @@ def test_raw_module_compile_writes_nvrtc_log():
     log = io.StringIO()
     m.compile(log_stream=log, arch=ARCH)
     assert "warning" in log.getvalue()
+
+
+# ---- pickling ----------------------------------------------------------------
+
+class MyKernel(jitk.ElementwiseKernel):
+    """A subclass, which pickling must keep (module level, so pickle finds it)."""
+
+
+@pytest.mark.parametrize("protocol", [2, pickle.HIGHEST_PROTOCOL])
+def test_kernels_and_modules_pickle_as_their_arguments(protocol, tmp_path):
+    """As CuPy's RawKernel and RawModule: each class pickles as what it was
+    made with, and the copy compiles the same source (GPU:
+    test_gpu_raw.py runs unpickled kernels in another process)."""
+    def again(obj):
+        copy = pickle.loads(pickle.dumps(obj, protocol=protocol))
+        assert type(copy) is type(obj) and copy is not obj
+        return copy
+
+    ew = jitk.ElementwiseKernel("T x, raw T y", "T z", "z = x + y[i] + W", "pick_ew",
+                                reduce_dims=False, preamble="#define W 2",
+                                no_return=True, return_tuple=True, loop_prep="int unused = 0;",
+                                after_loop="(void)unused;", options=("-DQ=1",))
+    for k in (ew, MyKernel("T x", "T y", "y = x", "pick_sub")):
+        c = again(k)
+        for attr in ("in_params", "out_params", "operation", "name", "preamble", "loop_prep",
+                     "after_loop", "options", "reduce_dims", "no_return", "return_tuple",
+                     "params"):
+            assert getattr(c, attr) == getattr(k, attr), attr
+        assert c.compile("T=float32", arch=ARCH) == k.compile("T=float32", arch=ARCH)
+    for identity, reduce_type in (("0", "float64"), (None, None)):
+        red = jitk.ReductionKernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)", identity,
+                                   "pick_red", reduce_type=reduce_type, reduce_dims=False,
+                                   preamble="// p", options=("-DQ=2",))
+        c = again(red)
+        for attr in ("in_params", "out_params", "map_expr", "reduce_expr", "post_map_expr",
+                     "identity", "name", "reduce_type", "preamble", "options", "params"):
+            assert getattr(c, attr) == getattr(red, attr), attr
+        assert c.compile("T=float32", arch=ARCH) == red.compile("T=float32", arch=ARCH)
+
+    code = 'template <typename T> __global__ void f(T *x) { x[0] = 1; }\n'
+    mod = jitk.RawModule(code=code, options=("-DQ=3",), name_expressions=["f<float>"],
+                         enable_cooperative_groups=True)
+    c = again(mod)
+    for attr in ("code", "path", "options", "backend", "name_expressions",
+                 "enable_cooperative_groups"):
+        assert getattr(c, attr) == getattr(mod, attr), attr
+    c.compile(arch=ARCH)
+    k = again(mod.get_function("f<float>"))
+    assert (k.name, k.code, k.options, k.enable_cooperative_groups) == (
+        "f<float>", code, ("-DQ=3",), True)
+    raw = jitk.RawKernel('extern "C" __global__ void g(float *x) { x[0] = 2; }', "g",
+                         options=("-DQ=4",), backend="nvcc", translate_cucomplex=True)
+    k = again(raw)
+    assert (k.name, k.code, k.options, k.backend, k.enable_cooperative_groups) == (
+        raw.name, raw.code, raw.options, "nvcc", False)
+    k.compile(arch=ARCH)
+    # A module of a file pickles as its path, read again when it is used.
+    path = tmp_path / "m.ptx"
+    path.write_text("// not read until the module is used\n")
+    c = again(jitk.RawModule(path=str(path)))
+    assert (c.path, c.code, c.options, c.backend) == (str(path), None, (), "nvcc")
 
 
 # ---- compile errors --------------------------------------------------------

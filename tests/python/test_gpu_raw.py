@@ -6,8 +6,10 @@ users write, loading a cubin, and NVRTC's log.
 
 import io
 import os
+import pickle
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -512,3 +514,51 @@ def test_cooperative_launch_and_grid_sync(lib, where):
     # A grid larger than the GPU holds at once cannot be cooperative.
     with pytest.raises((ValueError, jitk.JitkError)):
         k(1 << 20, 256, (dx, dy, dz, n), enable_cooperative_groups=True)
+
+
+UNPICKLE = r'''
+import pickle, sys
+import numpy as np
+import jitk
+if sys.argv[2] == "cupy":
+    import cupy
+    dev, host = cupy.asarray, cupy.asnumpy
+else:
+    import torch
+    dev, host = (lambda a: torch.from_numpy(a).cuda()), (lambda t: t.cpu().numpy())
+with open(sys.argv[1], "rb") as f:
+    k = pickle.load(f)
+x, y = np.arange(1000, dtype=np.float32), np.full(1000, 3, np.float32)
+assert (host(k["ew"](dev(x), dev(y))) == x * 3 + 1).all()
+assert float(host(k["red"](dev(x)))) == x.sum()
+dy = dev(y.copy())
+k["raw"]((8,), (128,), (np.float32(2), dev(x), dy, np.int32(1000)))
+assert (host(dy) == 2 * x + 3).all()
+dx = dev(x.copy())
+k["mod"]((8,), (128,), (dx, np.float32(0.5), np.int32(1000)))
+assert (host(dx) == x * 0.5).all()
+print("unpickled and ran")
+'''
+
+
+@pytest.mark.device_only("the unpickling process runs its kernels on a GPU")
+def test_pickled_kernels_run_in_another_process(lib, tmp_path):
+    """Kernels pickle as what they were made with, as CuPy's RawKernel and
+    RawModule do, and another process that unpickles them compiles (or
+    finds in the cache) and runs them: one of each kind, the elementwise
+    kernel used before it was pickled, the others not."""
+    kernels = {
+        "ew": jitk.ElementwiseKernel("T x, T y", "T z", "z = x * y + 1", "pickled_ew"),
+        "red": jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "pickled_red"),
+        "raw": jitk.RawKernel(SAXPY, "saxpy"),
+        "mod": jitk.RawModule(code=TEMPLATES,
+                              name_expressions=["scale<float>"]).get_function("scale<float>"),
+    }
+    x = lib.asarray(np.ones(4, np.float32))
+    assert_equal(lib.asnumpy(kernels["ew"](x, x)), np.full(4, 2, np.float32))
+    path = tmp_path / "kernels.pkl"
+    with open(path, "wb") as f:
+        pickle.dump(kernels, f)
+    r = subprocess.run([sys.executable, "-c", UNPICKLE, str(path), lib.name],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "unpickled and ran" in r.stdout, r.stdout + r.stderr

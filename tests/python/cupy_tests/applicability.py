@@ -5,8 +5,7 @@ verdict for them. A test applies when it builds one of the classes that
 conftest.py replaces (ElementwiseKernel, ReductionKernel, RawKernel,
 RawModule) and checks what that class does. It does not apply when it only
 exercises CuPy's own routines (its ufuncs, copies and internal reduction
-functions), CuPy's own kernel cache or compiler helpers, pickling, Jitify, or
-HIP. Tests that apply but cannot run on a machine with one GPU, or that skip
+functions), CuPy's own kernel cache or compiler helpers, Jitify, or HIP. Tests that apply but cannot run on a machine with one GPU, or that skip
 themselves on the toolkit at hand, keep a verdict that says so, so that a
 skip is never mistaken for a pass.
 
@@ -263,9 +262,11 @@ ENTRIES = (
           "class when nvcc is 12.2 or newer (its fp16 headers)."),
     Entry(_RAW, "TestRawGridSync", "test_grid_sync_rawmodule", 6, SELF_SKIP,
           "The same through RawModule."),
-    Entry(_RAW, "TestRawPicklable", "test_raw_picklable", 6, NO,
-          "Pickles kernels and modules and loads them in another process; "
-          "jitk's kernels hold loaded driver state and are not picklable."),
+    Entry(_RAW, "TestRawPicklable", "test_raw_picklable", 6, YES,
+          "A RawKernel, a RawModule and a kernel of a module (backend='nvcc', "
+          "enable_cooperative_groups=True), each pickled before or after its "
+          "first call, unpickled in another process that runs it on CuPy "
+          "arrays and reads enable_cooperative_groups."),
 ) + tuple(
     Entry(_RAW, "TestRawJitify", f"test_jitify{n}", 2, YES, what,
           (Variant(r"^jitify$", 1, NO, "Jitify"),))
