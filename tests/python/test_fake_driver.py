@@ -451,6 +451,49 @@ def test_first_calls_during_a_capture_compile_then_launch(tmp_path):
     """, tmp_path)
 
 
+def test_calls_from_several_threads(tmp_path):
+    """Fresh kernels called from eight threads at once: their first calls
+    race to compile (the GIL released), then each thread launches every
+    kind in turn on its own arrays and stream, two dtypes each. Every call
+    must launch its own kernel on its thread's stream (the stand-in records
+    each thread's last launch apart). GPU: test_gpu_threads.py."""
+    run("""
+        import threading
+        ew = jitk.ElementwiseKernel("T x", "T z", "z = x * 2", "threads_ew")
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "threads_red")
+        raw = jitk.RawKernel('extern "C" __global__ void threads_raw(float *p) {}',
+                             "threads_raw")
+        start = threading.Barrier(8)
+        failures = []
+        def work(t):
+            try:
+                stream = 0x1000 + t
+                start.wait()
+                for r in range(25):
+                    dtype = np.float32 if (t + r) % 2 else np.float64
+                    x = CudaArray(np.arange(300, dtype=dtype))
+                    z = CudaArray(np.zeros(300, dtype=dtype))
+                    s = CudaArray(np.zeros((), dtype=dtype))
+                    for call, name in ((lambda: ew(x, z, stream=stream), "threads_ew"),
+                                       (lambda: red(x, s, stream=stream), "threads_red"),
+                                       (lambda: raw((1,), (32,), (z,), stream=stream),
+                                        "threads_raw")):
+                        call()
+                        l = fake.fakecuda_last_launch().contents
+                        assert name in l.function.decode(), (name, l.function)
+                        assert l.stream == stream, (hex(l.stream or 0), hex(stream))
+            except BaseException as e:
+                failures.append((t, repr(e)))
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not failures, failures
+        assert len(ew._cached_codes) == 2 and len(red._cached_codes) == 2
+    """, tmp_path)
+
+
 def test_cupy_arrays_of_every_dtype_and_layout(tmp_path):
     pytest.importorskip("cupy")
     run("""
