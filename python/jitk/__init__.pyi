@@ -163,6 +163,9 @@ class RawKernel:
         shared_mem: int = ...,
         stream: Any = ...,
         enable_cooperative_groups: bool = ...,
+        *,
+        cluster: int | tuple[int, ...] | None = ...,
+        programmatic_dependent_launch: bool = ...,
     ) -> None: ...
     def compile(self, log_stream: IO[str] | None = ..., *, arch: str | None = ...) -> None: ...
 

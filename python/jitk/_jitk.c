@@ -3582,13 +3582,26 @@ static int bind_args(PyObject *args, PyObject *kw, const char *const *names, int
 }
 
 /* k(grid, block, args, shared_mem=0, stream=None,
- * enable_cooperative_groups=False), as CuPy's Function.__call__: arrays go
- * as pointers to their first element, scalars as CuPy types them. */
+ * enable_cooperative_groups=False, *, cluster=None,
+ * programmatic_dependent_launch=False), as CuPy's Function.__call__: arrays
+ * go as pointers to their first element, scalars as CuPy types them. The
+ * keyword-only two are cuda.core's launch options that CuPy lacks: a
+ * thread-block cluster's shape and programmatic dependent launch (the C
+ * library's jitk_kernel_launch_config). */
 static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
-  static const char *const names[] = {"grid",       "block",  "args",
-                                      "shared_mem", "stream", "enable_cooperative_groups"};
-  PyObject *v[6];
-  if (bind_args(args, kw, names, 6, 3, v, "RawKernel") != 0) return NULL;
+  static const char *const names[] = {"grid",    "block",
+                                      "args",    "shared_mem",
+                                      "stream",  "enable_cooperative_groups",
+                                      "cluster", "programmatic_dependent_launch"};
+  PyObject *v[8];
+  if (PyTuple_Size(args) > 6) {
+    PyErr_Format(PyExc_TypeError,
+                 "RawKernel() takes at most 6 positional arguments (%zd given); cluster and "
+                 "programmatic_dependent_launch are keyword-only",
+                 PyTuple_Size(args));
+    return NULL;
+  }
+  if (bind_args(args, kw, names, 8, 3, v, "RawKernel") != 0) return NULL;
   PyObject *grid_o = v[0], *block_o = v[1], *kargs = v[2], *stream_o = v[4];
   unsigned long long shared = 0;
   if (v[3] != NULL) {
@@ -3601,8 +3614,11 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   }
   int coop = v[5] != NULL ? PyObject_IsTrue(v[5]) : 0;
   if (coop < 0) return NULL;
-  jitk_dim3 grid, block;
+  int pdl = v[7] != NULL ? PyObject_IsTrue(v[7]) : 0;
+  if (pdl < 0) return NULL;
+  jitk_dim3 grid, block, cluster = {0, 0, 0};
   if (to_dim3(grid_o, &grid, "grid") != 0 || to_dim3(block_o, &block, "block") != 0) return NULL;
+  if (v[6] != NULL && v[6] != Py_None && to_dim3(v[6], &cluster, "cluster") != 0) return NULL;
   PyObject *t = PySequence_Tuple(kargs);
   if (t == NULL) {
     PyErr_SetString(PyExc_TypeError, "args must be a tuple or a list");
@@ -3644,10 +3660,12 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
    * grid.sync() works), as CuPy launches it. */
   coop = coop || ((raw_module *)k->module)->enable_cooperative_groups;
   jitk_status st;
-  if (coop) {
+  if (coop || pdl || (v[6] != NULL && v[6] != Py_None)) {
     jitk_kernel_launch_config cfg;
     jitk_kernel_launch_config_init(&cfg);
-    cfg.cooperative = 1;
+    cfg.cooperative = coop;
+    cfg.cluster = cluster;
+    cfg.programmatic_dependent_launch = pdl;
     Py_BEGIN_ALLOW_THREADS st =
         jitk_kernel_launch_ex(kern, grid, block, (size_t)shared, c.stream, c.args, (size_t)n, &cfg);
     Py_END_ALLOW_THREADS
@@ -3846,7 +3864,10 @@ static PyType_Slot rk_slots[] = {
     {Py_tp_doc,
      "RawKernel(code, name, options=(), backend='nvrtc', translate_cucomplex=False, "
      "enable_cooperative_groups=False, jitify=False)\n\nA kernel of CUDA source, as "
-     "CuPy's RawKernel: k(grid, block, args, shared_mem=0, stream=None)."},
+     "CuPy's RawKernel: k(grid, block, args, shared_mem=0, stream=None, "
+     "enable_cooperative_groups=False, *, cluster=None, programmatic_dependent_launch=False); "
+     "cluster, a thread-block cluster's shape (an int or up to 3 ints), and programmatic "
+     "dependent launch are cuda.core's options."},
     {0, NULL}};
 
 static PyType_Spec rk_spec = {"jitk.RawKernel", sizeof(raw_kernel), 0,

@@ -521,6 +521,8 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   last_launch.shared = shared;
   last_launch.stream = s;
   last_launch.device = device_of(current);
+  memset(last_launch.cluster, 0, sizeof last_launch.cluster);
+  last_launch.cooperative = last_launch.programmatic = 0;
   last_launch.num_params = 0;
   size_t at = 0;
   /* A NULL parameter address ends the list early: jitk's generated
@@ -552,8 +554,21 @@ static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
 
 static CUresult fk_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
                                     void **extra) {
-  return record_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                       c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra);
+  CUresult r = record_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                             c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra);
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < c->numAttrs; i++) {
+    const CUlaunchAttribute *a = &c->attrs[i];
+    if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      last_launch.cluster[0] = a->value.clusterDim.x;
+      last_launch.cluster[1] = a->value.clusterDim.y;
+      last_launch.cluster[2] = a->value.clusterDim.z;
+    } else if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+      last_launch.cooperative = a->value.cooperative;
+    } else if (a->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+      last_launch.programmatic = a->value.programmaticStreamSerializationAllowed;
+    }
+  }
+  return r;
 }
 
 static CUresult fk_cuOccupancyMaxPotentialBlockSize(int *grid, int *block, CUfunction f,

@@ -22,6 +22,10 @@ typedef struct fakecuda_launch {
   size_t param_offset[FAKECUDA_MAX_PARAMS];
   unsigned char param_bytes[FAKECUDA_PARAM_BYTES];
   int device; /* whose context was current */
+  /* cuLaunchKernelEx's attributes (0 for cuLaunchKernel): the cluster's
+   * shape, a cooperative launch, programmatic stream serialization. */
+  unsigned cluster[3];
+  int cooperative, programmatic;
 } fakecuda_launch;
 
 /* What the stand-in's cuTensorMapEncodeTiled writes into the map's 128

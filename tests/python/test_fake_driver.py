@@ -31,7 +31,8 @@ class Launch(ctypes.Structure):
                 ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("num_params", ctypes.c_int),
                 ("param_offset", ctypes.c_size_t * 64), ("param_bytes", ctypes.c_ubyte * 4096),
-                ("device", ctypes.c_int)]
+                ("device", ctypes.c_int), ("cluster", ctypes.c_uint * 3),
+                ("cooperative", ctypes.c_int), ("programmatic", ctypes.c_int)]
 
 fake = ctypes.CDLL(FAKE)
 fake.fakecuda_last_launch.restype = ctypes.POINTER(Launch)
@@ -491,6 +492,52 @@ def test_calls_from_several_threads(tmp_path):
             th.join()
         assert not failures, failures
         assert len(ew._cached_codes) == 2 and len(red._cached_codes) == 2
+    """, tmp_path)
+
+
+def test_raw_launch_options_reach_the_driver(tmp_path):
+    """RawKernel's keyword-only cluster= and programmatic_dependent_launch=
+    (cuda.core's options) and enable_cooperative_groups reach
+    cuLaunchKernelEx as its attributes; a plain call stays a plain launch;
+    bad values are refused before anything is launched. GPU:
+    test_gpu_raw.py runs such launches."""
+    run("""
+        rk = jitk.RawKernel('extern "C" __global__ void opts(float *p) {}', "opts")
+        z = CudaArray(np.zeros(64, dtype=np.float32))
+        def last():
+            l = fake.fakecuda_last_launch().contents
+            return tuple(l.cluster), l.cooperative, l.programmatic, tuple(l.grid)
+        rk((8,), (32,), (z,))
+        assert last() == ((0, 0, 0), 0, 0, (8, 1, 1)), last()
+        rk((8,), (32,), (z,), cluster=2)
+        assert last() == ((2, 1, 1), 0, 0, (8, 1, 1)), last()
+        rk((4, 2), (32,), (z,), cluster=(2, 2))
+        assert last() == ((2, 2, 1), 0, 0, (4, 2, 1)), last()
+        rk((8,), (32,), (z,), programmatic_dependent_launch=True)
+        assert last() == ((0, 0, 0), 0, 1, (8, 1, 1)), last()
+        rk((8,), (32,), (z,), enable_cooperative_groups=True, cluster=None)
+        assert last() == ((0, 0, 0), 1, 0, (8, 1, 1)), last()
+        before = fake.fakecuda_launch_count()
+        for kw, error, words in [
+                (dict(cluster=3), jitk.JitkError, "not a whole number of clusters"),
+                (dict(cluster=(1, 1, 16)), jitk.JitkError, "at most 8"),
+                (dict(cluster=0), jitk.JitkError, "zero dimension"),
+                (dict(cluster=(1, 2, 3, 4)), ValueError, "1 to 3 ints"),
+                (dict(cluster=-1), ValueError, "positive"),
+                (dict(cluster="2"), TypeError, "")]:
+            try:
+                rk((8, 1, 16), (32,), (z,), **kw)
+            except error as e:
+                assert words in str(e), (kw, str(e))
+            else:
+                sys.exit(f"{kw} was launched")
+        try:
+            rk((8,), (32,), (z,), 0, None, False, 2)
+        except TypeError as e:
+            assert "keyword-only" in str(e), e
+        else:
+            sys.exit("cluster was taken by position")
+        assert fake.fakecuda_launch_count() == before
     """, tmp_path)
 
 

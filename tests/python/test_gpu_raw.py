@@ -562,3 +562,69 @@ def test_pickled_kernels_run_in_another_process(lib, tmp_path):
     r = subprocess.run([sys.executable, "-c", UNPICKLE, str(path), lib.name],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "unpickled and ran" in r.stdout, r.stdout + r.stderr
+
+
+CLUSTERS = r'''
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+// Each block writes its rank in its cluster to shared memory, then reads
+// the next block's through distributed shared memory.
+extern "C" __global__ void cluster_ring(int *out) {
+  __shared__ int rank;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) rank = (int)cluster.block_rank();
+  cluster.sync();
+  int next = (int)((cluster.block_rank() + 1) % cluster.num_blocks());
+  int *theirs = cluster.map_shared_rank(&rank, next);
+  if (threadIdx.x == 0) {
+    out[2 * blockIdx.x] = (int)cluster.num_blocks();
+    out[2 * blockIdx.x + 1] = *theirs;
+  }
+  cluster.sync();  // no block leaves while another reads its shared memory
+}
+
+// A long first kernel, and a second launched as its programmatic
+// dependent, which must wait for the first's writes before it reads them.
+extern "C" __global__ void slow_fill(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float v = 0;
+    for (int k = 0; k < 2000; k++) v = v * 0.5f + 1.0f;
+    x[i] = v + i;
+  }
+}
+extern "C" __global__ void add_after(const float *x, float *y, int n) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // cudaGridDependencySynchronize()
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + 1.0f;
+}
+'''
+
+
+@pytest.mark.device_only("thread-block clusters and programmatic dependent launch")
+def test_cluster_and_programmatic_launches(lib):
+    """RawKernel's keyword-only cluster= and programmatic_dependent_launch=,
+    cuda.core's launch options: blocks of a cluster read each other's
+    shared memory, and a dependent kernel waits for the one before it."""
+    m = jitk.RawModule(code=CLUSTERS)
+    ring = m.get_function("cluster_ring")
+    for cluster, grid in ((4, (8,)), ((2, 1, 1), (6,)), (None, (3,))):
+        out = lib.asarray(np.full(2 * grid[0], -1, np.int32))
+        ring(grid, (32,), (out,), cluster=cluster)
+        size = 1 if cluster is None else cluster if isinstance(cluster, int) else cluster[0]
+        got = lib.asnumpy(out).reshape(-1, 2)
+        want = [(size, (b % size + 1) % size) for b in range(grid[0])]
+        assert got.tolist() == [list(w) for w in want], (cluster, got.tolist())
+    with pytest.raises(jitk.JitkError, match="not a whole number of clusters"):
+        ring((6,), (32,), (out,), cluster=4)
+    n = 1 << 20
+    x = lib.asarray(np.zeros(n, np.float32))
+    y = lib.asarray(np.full(n, np.nan, np.float32))
+    m.get_function("slow_fill")(((n + 255) // 256,), (256,), (x, np.int32(n)))
+    m.get_function("add_after")(((n + 255) // 256,), (256,), (x, y, np.int32(n)),
+                                programmatic_dependent_launch=True)
+    first = np.float32(0)
+    for _ in range(2000):
+        first = first * np.float32(0.5) + np.float32(1)
+    assert_equal(lib.asnumpy(y), (first + np.arange(n, dtype=np.float32)) + np.float32(1))
