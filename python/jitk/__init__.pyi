@@ -1,5 +1,6 @@
 """Type stubs of jitk: CuPy's user-kernel classes over libjitk."""
 
+import os
 from typing import Any, IO, Mapping, Sequence
 
 __version__: str
@@ -111,6 +112,9 @@ class RawModule:
     name_expressions: tuple[str, ...] | None
     backend: str
     enable_cooperative_groups: bool
+    link: tuple[tuple[str, bytes | None, str | None], ...]
+    link_options: tuple[str, ...]
+    lto: bool | None
     def __init__(
         self,
         *,
@@ -122,6 +126,9 @@ class RawModule:
         enable_cooperative_groups: bool = ...,
         name_expressions: Sequence[str] | None = ...,
         jitify: bool = ...,
+        link: Sequence[str | os.PathLike[str] | tuple[str, str | bytes | None]] = ...,
+        link_options: Sequence[str] = ...,
+        lto: bool | None = ...,
     ) -> None: ...
     def get_function(self, name: str) -> RawKernel: ...
     def get_global(self, name: str) -> Any: ...

@@ -2891,10 +2891,184 @@ typedef struct raw_module {
    * includes CuPy's headers. */
   PyObject *build_code, *build_options;
   int translate_cucomplex, enable_cooperative_groups, jitify;
+  /* Pieces linked with the code (link_pieces): a tuple of (kind, bytes or
+   * None, path or None); () for a module compiled alone. The link's
+   * options (a tuple of str) and its jitk_lto. */
+  PyObject *link, *link_options;
+  int lto;
   jitk_module *per_device[MAX_DEVICES];
 } raw_module;
 
 static PyTypeObject *raw_module_type, *raw_kernel_type;
+
+/* The kinds of link pieces by name, as link= takes them in (kind, data)
+ * pairs, and by a file's extension. */
+static const struct {
+  const char *kind, *extension;
+  jitk_link_kind value;
+} link_kinds[] = {
+    {"cuda", NULL, JITK_LINK_CUDA},        {"ptx", ".ptx", JITK_LINK_PTX},
+    {"cubin", ".cubin", JITK_LINK_CUBIN},  {"fatbin", ".fatbin", JITK_LINK_FATBIN},
+    {"ltoir", ".ltoir", JITK_LINK_LTO_IR}, {"object", ".o", JITK_LINK_OBJECT},
+    {"library", ".a", JITK_LINK_LIBRARY},  {"device_runtime", NULL, JITK_LINK_DEVICE_RUNTIME}};
+
+/* link=: each piece a path (str or os.PathLike) whose extension names its
+ * kind, a (kind, data) pair of a kind above and its bytes (str for cuda
+ * and ptx sources), or ("device_runtime", None). *out: a tuple of (kind,
+ * bytes or None, path or None), checked here so that a bad piece is an
+ * error where the module is made. */
+static int link_pieces(PyObject *link, PyObject **out) {
+  *out = NULL;
+  PyObject *seq = link == NULL || link == Py_None ? PyTuple_New(0) : PySequence_Tuple(link);
+  if (seq == NULL) {
+    PyErr_SetString(PyExc_TypeError, "link must be a sequence of pieces");
+    return -1;
+  }
+  Py_ssize_t n = PyTuple_Size(seq);
+  PyObject *res = PyTuple_New(n);
+  for (Py_ssize_t i = 0; res != NULL && i < n; i++) {
+    PyObject *item = PyTuple_GetItem(seq, i), *entry = NULL;
+    if (PyTuple_Check(item) && PyTuple_Size(item) == 2) {
+      PyObject *kind = PyTuple_GetItem(item, 0), *data = PyTuple_GetItem(item, 1);
+      const char *k = PyUnicode_Check(kind) ? PyUnicode_AsUTF8AndSize(kind, NULL) : NULL;
+      size_t j = 0;
+      while (k != NULL && j < sizeof link_kinds / sizeof link_kinds[0] &&
+             strcmp(k, link_kinds[j].kind) != 0)
+        j++;
+      if (k == NULL || j == sizeof link_kinds / sizeof link_kinds[0]) {
+        PyErr_Format(PyExc_ValueError,
+                     "link piece %zd: kind %R is not one of 'cuda', 'ptx', 'cubin', 'fatbin', "
+                     "'ltoir', 'object', 'library' and 'device_runtime'",
+                     i, kind);
+      } else if (link_kinds[j].value == JITK_LINK_DEVICE_RUNTIME) {
+        if (data != Py_None)
+          PyErr_Format(PyExc_ValueError, "link piece %zd: the device runtime takes None, not data",
+                       i);
+        else
+          entry = Py_BuildValue("(sOO)", k, Py_None, Py_None);
+      } else {
+        PyObject *bytes = NULL;
+        if (PyUnicode_Check(data) &&
+            (link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX)) {
+          if (c_text(data, "a link piece's source") != NULL) bytes = PyUnicode_AsUTF8String(data);
+        } else if (!PyUnicode_Check(data) && data != Py_None &&
+                   (bytes = PyBytes_FromObject(data)) == NULL) {
+          /* PyBytes_FromObject takes bytes, bytearray, memoryview and
+           * other buffers (and iterables of ints, which are bytes too). */
+          char tn[64];
+          type_name(data, tn, sizeof tn);
+          PyErr_Clear();
+          PyErr_Format(PyExc_TypeError,
+                       "link piece %zd: the data of a '%s' piece must be %s, not %s", i, k,
+                       link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX
+                           ? "a str or bytes"
+                           : "bytes",
+                       tn);
+        } else if (bytes == NULL) {
+          PyErr_Format(PyExc_TypeError, "link piece %zd: the data of a '%s' piece must be %s", i, k,
+                       link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX
+                           ? "a str or bytes"
+                           : "bytes");
+        }
+        if (bytes != NULL && PyBytes_Size(bytes) == 0) {
+          PyErr_Format(PyExc_ValueError, "link piece %zd: its data is empty", i);
+          Py_CLEAR(bytes);
+        }
+        if (bytes != NULL && link_kinds[j].value == JITK_LINK_CUDA &&
+            strlen(PyBytes_AsString(bytes)) != (size_t)PyBytes_Size(bytes)) {
+          PyErr_Format(PyExc_ValueError, "link piece %zd: CUDA source holds a NUL character", i);
+          Py_CLEAR(bytes);
+        }
+        if (bytes != NULL) entry = Py_BuildValue("(sNO)", k, bytes, Py_None);
+      }
+    } else {
+      PyObject *path = PyOS_FSPath(item);
+      if (path != NULL && !PyUnicode_Check(path)) {
+        PyErr_Format(PyExc_TypeError, "link piece %zd: a path must be a str", i);
+        Py_CLEAR(path);
+      }
+      if (path == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+          char tn[64];
+          type_name(item, tn, sizeof tn);
+          PyErr_Clear();
+          PyErr_Format(PyExc_TypeError,
+                       "link piece %zd, of type %s, is neither a path nor a (kind, data) pair", i,
+                       tn);
+        }
+      } else if (c_text(path, "a link piece's path") != NULL) {
+        const char *p = PyUnicode_AsUTF8AndSize(path, NULL), *dot = strrchr(p, '.');
+        const char *slash = strrchr(p, '/');
+        size_t j = 0;
+        while (j < sizeof link_kinds / sizeof link_kinds[0] &&
+               (dot == NULL || (slash != NULL && slash > dot) || link_kinds[j].extension == NULL ||
+                strcmp(dot, link_kinds[j].extension) != 0))
+          j++;
+        if (j == sizeof link_kinds / sizeof link_kinds[0])
+          PyErr_Format(PyExc_ValueError,
+                       "link piece %zd: the kind of file %R is read from its extension (.ptx, "
+                       ".cubin, .fatbin, .ltoir, .o, .a); give a (kind, data) pair for others",
+                       i, path);
+        else
+          entry = Py_BuildValue("(sOO)", link_kinds[j].kind, Py_None, path);
+      }
+      Py_XDECREF(path);
+    }
+    if (entry == NULL)
+      Py_CLEAR(res);
+    else
+      PyTuple_SetItem(res, i, entry);
+  }
+  Py_DECREF(seq);
+  *out = res;
+  return res != NULL ? 0 : -1;
+}
+
+/* The module's code linked with its pieces (jitk_module_link), the code
+ * being the first piece, with the module's NVRTC options and name
+ * expressions. */
+static jitk_status rm_link(raw_module *m, jitk_engine *e, const char *code,
+                           const jitk_module_options *o, jitk_module **out) {
+  Py_ssize_t n = PyTuple_Size(m->link);
+  jitk_link_piece *pieces = PyMem_Calloc((size_t)n + 1, sizeof *pieces);
+  const char **lopts = NULL;
+  size_t nlopts = 0;
+  if (pieces == NULL) {
+    PyErr_NoMemory();
+    return JITK_ERR_OUT_OF_MEMORY;
+  }
+  if (string_list(m->link_options, &lopts, &nlopts, "link_options") != 0) {
+    PyMem_Free(pieces);
+    return JITK_ERR_INVALID_ARGUMENT;
+  }
+  pieces[0].kind = JITK_LINK_CUDA;
+  pieces[0].data = code;
+  pieces[0].name = "module.cu";
+  pieces[0].options = o;
+  /* Checked by link_pieces: every kind is in the table, data is bytes. */
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *t = PyTuple_GetItem(m->link, i), *data = PyTuple_GetItem(t, 1),
+             *path = PyTuple_GetItem(t, 2);
+    const char *kind = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(t, 0), NULL);
+    for (size_t j = 0; j < sizeof link_kinds / sizeof link_kinds[0]; j++)
+      if (strcmp(kind, link_kinds[j].kind) == 0) pieces[i + 1].kind = link_kinds[j].value;
+    if (data != Py_None) {
+      pieces[i + 1].data = PyBytes_AsString(data);
+      pieces[i + 1].size = (size_t)PyBytes_Size(data);
+    }
+    if (path != Py_None) pieces[i + 1].path = PyUnicode_AsUTF8AndSize(path, NULL);
+  }
+  jitk_link_options lo;
+  jitk_link_options_init(&lo);
+  lo.lto = (jitk_lto)m->lto;
+  lo.options = lopts;
+  lo.num_options = nlopts;
+  jitk_status st;
+  Py_BEGIN_ALLOW_THREADS st = jitk_module_link(e, pieces, (size_t)n + 1, &lo, out);
+  Py_END_ALLOW_THREADS PyMem_Free(pieces);
+  PyMem_Free(lopts);
+  return st;
+}
 
 /* Compiles (or loads) the module on an engine. */
 static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
@@ -2928,8 +3102,13 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
   /* Checked as the module was made (rm_init_fields). */
   const char *code = PyUnicode_AsUTF8AndSize(m->build_code, NULL);
   jitk_status st;
-  Py_BEGIN_ALLOW_THREADS st = jitk_module_create(e, code, &o, out);
-  Py_END_ALLOW_THREADS PyMem_Free(opts);
+  if (PyTuple_Size(m->link) == 0) {
+    Py_BEGIN_ALLOW_THREADS st = jitk_module_create(e, code, &o, out);
+    Py_END_ALLOW_THREADS
+  } else {
+    st = rm_link(m, e, code, &o, out);
+  }
+  PyMem_Free(opts);
   PyMem_Free(names);
   return st;
 }
@@ -3117,7 +3296,12 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
   m->translate_cucomplex = from_file ? 0 : cucomplex;
   m->enable_cooperative_groups = coop;
   m->jitify = jitify;
-  if (m->options == NULL || m->name_expressions == NULL || m->backend == NULL) return -1;
+  m->link = PyTuple_New(0);
+  m->link_options = PyTuple_New(0);
+  m->lto = JITK_LTO_AUTO;
+  if (m->options == NULL || m->name_expressions == NULL || m->backend == NULL || m->link == NULL ||
+      m->link_options == NULL)
+    return -1;
   if (from_file) return 0;
   m->build_code = m->translate_cucomplex ? translate_cucomplex(m->code) : Py_NewRef(m->code);
   if (m->build_code == NULL) return -1;
@@ -3140,10 +3324,53 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
   return m->build_options != NULL ? 0 : -1;
 }
 
+/* link=, link_options= and lto= of RawModule (rm_new). */
+static int rm_init_link(raw_module *m, PyObject *link, PyObject *link_options, PyObject *lto) {
+  PyObject *pieces = NULL;
+  if (link_pieces(link, &pieces) != 0) return -1;
+  Py_DECREF(m->link);
+  m->link = pieces;
+  bool linked = PyTuple_Size(pieces) > 0;
+  if (linked && m->path != Py_None) {
+    PyErr_SetString(PyExc_ValueError,
+                    "link needs CUDA code to link the pieces with, not a module's path");
+    return -1;
+  }
+  if (!linked &&
+      ((link_options != NULL && link_options != Py_None) || (lto != NULL && lto != Py_None))) {
+    PyErr_SetString(PyExc_ValueError, "link_options and lto need pieces to link (link=)");
+    return -1;
+  }
+  if (link_options != NULL && link_options != Py_None) {
+    if (PyUnicode_Check(link_options)) {
+      PyErr_SetString(PyExc_TypeError, "link_options must be a sequence of str, not a str");
+      return -1;
+    }
+    PyObject *t = PySequence_Tuple(link_options);
+    if (t == NULL) return -1;
+    Py_DECREF(m->link_options);
+    m->link_options = t;
+    const char **v = NULL;
+    size_t n = 0;
+    if (string_list(t, &v, &n, "link_options") != 0) return -1;
+    PyMem_Free(v);
+  }
+  if (lto != NULL && lto != Py_None) {
+    int on = PyObject_IsTrue(lto);
+    if (on < 0) return -1;
+    m->lto = on ? JITK_LTO_ON : JITK_LTO_OFF;
+  }
+  return 0;
+}
+
 /* RawModule(*, code=None, path=None, options=(), backend='nvrtc',
  * translate_cucomplex=False, enable_cooperative_groups=False,
- * name_expressions=None, jitify=False): CuPy's keywords, all of them
- * keyword-only as in CuPy. */
+ * name_expressions=None, jitify=False, link=(), link_options=(),
+ * lto=None): CuPy's keywords, all of them keyword-only as in CuPy, and
+ * jitk's own for a program linked from the code and other pieces (the C
+ * library's jitk_module_link): link= the pieces (link_pieces),
+ * link_options= nvJitLink's options, lto= link-time optimization (None:
+ * jitk decides, as JITK_LTO_AUTO). */
 static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"code",
                            "path",
@@ -3153,17 +3380,23 @@ static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                            "enable_cooperative_groups",
                            "name_expressions",
                            "jitify",
+                           "link",
+                           "link_options",
+                           "lto",
                            NULL};
   PyObject *code = NULL, *path = NULL, *options = NULL, *names = NULL, *backend = NULL;
+  PyObject *link = NULL, *link_options = NULL, *lto = NULL;
   int cucomplex = 0, coop = 0, jitify = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOppOp:RawModule", kwlist, &code, &path, &options,
-                                   &backend, &cucomplex, &coop, &names, &jitify))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOppOpOOO:RawModule", kwlist, &code, &path,
+                                   &options, &backend, &cucomplex, &coop, &names, &jitify, &link,
+                                   &link_options, &lto))
     return NULL;
   if (warn_jitify(kw, jitify) != 0) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
   raw_module *m = (raw_module *)alloc(type, 0);
   if (m == NULL) return NULL;
-  if (rm_init_fields(m, code, path, options, names, backend, cucomplex, coop, jitify) != 0) {
+  if (rm_init_fields(m, code, path, options, names, backend, cucomplex, coop, jitify) != 0 ||
+      rm_init_link(m, link, link_options, lto) != 0) {
     Py_DECREF(m);
     return NULL;
   }
@@ -3179,6 +3412,8 @@ static void rm_dealloc(raw_module *m) {
   Py_CLEAR(m->backend);
   Py_CLEAR(m->build_code);
   Py_CLEAR(m->build_options);
+  Py_CLEAR(m->link);
+  Py_CLEAR(m->link_options);
   free_instance((PyObject *)m);
 }
 
@@ -3292,16 +3527,41 @@ static PyObject *rm_reduce(raw_module *m, PyObject *unused) {
                                      "backend",
                                      "translate_cucomplex",
                                      "enable_cooperative_groups",
-                                     "name_expressions"};
-  const bool code = m->path == Py_None;
+                                     "name_expressions",
+                                     "link",
+                                     "link_options",
+                                     "lto"};
+  const bool code = m->path == Py_None, linked = PyTuple_Size(m->link) > 0;
+  /* A piece given by its path pickles as the path, read again where the
+   * module is built, as a module of a file is. */
+  PyObject *pieces = NULL;
+  if (linked) {
+    Py_ssize_t n = PyTuple_Size(m->link);
+    pieces = PyList_New(n);
+    for (Py_ssize_t i = 0; pieces != NULL && i < n; i++) {
+      PyObject *t = PyTuple_GetItem(m->link, i), *path = PyTuple_GetItem(t, 2);
+      PyObject *p = path != Py_None ? Py_NewRef(path)
+                                    : PyTuple_Pack(2, PyTuple_GetItem(t, 0), PyTuple_GetItem(t, 1));
+      if (p == NULL)
+        Py_CLEAR(pieces);
+      else
+        PyList_SetItem(pieces, i, p);
+    }
+    if (pieces == NULL) return NULL;
+  }
   PyObject *values[] = {code ? m->code : NULL,
                         code ? NULL : m->path,
                         code ? m->options : NULL,
                         code ? m->backend : NULL,
                         code ? py_bool(m->translate_cucomplex) : NULL,
                         py_bool(m->enable_cooperative_groups),
-                        m->name_expressions != Py_None ? m->name_expressions : NULL};
-  return reduce_to((PyObject *)m, keys, values, 7);
+                        m->name_expressions != Py_None ? m->name_expressions : NULL,
+                        pieces,
+                        linked ? m->link_options : NULL,
+                        linked && m->lto != JITK_LTO_AUTO ? py_bool(m->lto == JITK_LTO_ON) : NULL};
+  PyObject *r = reduce_to((PyObject *)m, keys, values, 10);
+  Py_XDECREF(pieces);
+  return r;
 }
 
 static PyMethodDef rm_methods[] = {
@@ -3324,6 +3584,9 @@ static PyMemberDef rm_members[] = {
     {"options", T_OBJECT_EX, offsetof(raw_module, options), READONLY, NULL},
     {"name_expressions", T_OBJECT_EX, offsetof(raw_module, name_expressions), READONLY, NULL},
     {"backend", T_OBJECT_EX, offsetof(raw_module, backend), READONLY, NULL},
+    {"link", T_OBJECT_EX, offsetof(raw_module, link), READONLY,
+     "the pieces linked with the code, as (kind, data, path) tuples"},
+    {"link_options", T_OBJECT_EX, offsetof(raw_module, link_options), READONLY, NULL},
     {NULL, 0, 0, 0, NULL}};
 
 static PyObject *rm_get_coop(raw_module *m, void *unused) {
@@ -3331,8 +3594,15 @@ static PyObject *rm_get_coop(raw_module *m, void *unused) {
   return Py_NewRef(py_bool(m->enable_cooperative_groups));
 }
 
+static PyObject *rm_get_lto(raw_module *m, void *unused) {
+  (void)unused;
+  return Py_NewRef(m->lto == JITK_LTO_AUTO ? Py_None : py_bool(m->lto == JITK_LTO_ON));
+}
+
 static PyGetSetDef rm_getset[] = {
     {"enable_cooperative_groups", (getter)rm_get_coop, NULL, NULL, NULL},
+    {"lto", (getter)rm_get_lto, NULL, "link-time optimization: None (jitk decides), True, False",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot rm_slots[] = {

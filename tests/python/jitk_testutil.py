@@ -287,3 +287,16 @@ class CudaStream:
 @contextlib.contextmanager
 def nothing():
     yield
+
+
+# A kernel of a linked program (RawModule(link=...)): it calls two device
+# functions that other pieces define, helper(x) = 2x + 1 and
+# helper2(x) = x * x.
+LINK_MAIN = r'''
+extern __device__ float helper(float x);
+extern __device__ float helper2(float x);
+extern "C" __global__ void use(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = helper2(helper(x[i]));
+}
+'''

@@ -14,6 +14,7 @@ import re
 import pytest
 
 import jitk
+from jitk_testutil import LINK_MAIN
 
 ARCH = "sm_90"
 
@@ -270,6 +271,64 @@ def test_kernels_and_modules_pickle_as_their_arguments(protocol, tmp_path):
     path.write_text("// not read until the module is used\n")
     c = again(jitk.RawModule(path=str(path)))
     assert (c.path, c.code, c.options, c.backend) == (str(path), None, (), "nvcc")
+
+
+# ---- linked programs ---------------------------------------------------------
+
+LINK_HELPER = "__device__ float helper(float x) { return 2.0f * x + 1.0f; }\n"
+LINK_HELPER2 = "__device__ float helper2(float x) { return x * x; }\n"
+
+
+@pytest.mark.parametrize("lto", [None, True, False])
+def test_raw_module_links_pieces(lto):
+    """RawModule(link=...) links the code with other pieces (the C
+    library's jitk_module_link): device functions of one source called from
+    a kernel of another, with or without link-time optimization. GPU:
+    test_gpu_raw.py runs linked programs, nvcc's pieces among them."""
+    m = jitk.RawModule(code=LINK_MAIN, link=[("cuda", LINK_HELPER), ("cuda", LINK_HELPER2.encode())],
+                       link_options=["-O3"], lto=lto)
+    assert m.link == (("cuda", LINK_HELPER.encode(), None), ("cuda", LINK_HELPER2.encode(), None))
+    assert (m.link_options, m.lto) == (("-O3",), lto)
+    m.compile(arch=ARCH)
+    copy = pickle.loads(pickle.dumps(m))
+    assert (copy.link, copy.link_options, copy.lto) == (m.link, m.link_options, lto)
+    copy.compile(arch=ARCH)
+
+
+def test_raw_module_link_errors():
+    # A symbol no piece defines: nvJitLink's log, naming it.
+    with pytest.raises(jitk.CompileError, match="helper2"):
+        jitk.RawModule(code=LINK_MAIN, link=[("cuda", LINK_HELPER)]).compile(arch=ARCH)
+    # A piece's own compile error names the piece.
+    with pytest.raises(jitk.CompileError, match="piece1"):
+        jitk.RawModule(code=LINK_MAIN, link=[("cuda", "__device__ float helper(float x) { oops }")]
+                       ).compile(arch=ARCH)
+    # Bad pieces are refused where the module is made.
+    for bad, error, words in [
+            ([("pascal", b"x")], ValueError, "is not one of"),
+            ([("cubin", "text")], TypeError, "must be bytes"),
+            ([("cuda", None)], TypeError, "a str or bytes"),
+            ([("ptx", b"")], ValueError, "empty"),
+            ([("cuda", b"a\0b")], ValueError, "NUL"),
+            ([("device_runtime", b"x")], ValueError, "takes None"),
+            (["helpers.so"], ValueError, "extension"),
+            ([5], TypeError, "neither a path nor"),
+            ([("cuda", LINK_HELPER, "extra")], TypeError, "neither a path nor"),
+            (5, TypeError, "sequence")]:
+        with pytest.raises(error, match=words):
+            jitk.RawModule(code=LINK_MAIN, link=bad)
+    with pytest.raises(ValueError, match="not a module's path"):
+        jitk.RawModule(path="m.cubin", link=[("cuda", LINK_HELPER)])
+    with pytest.raises(ValueError, match="need pieces"):
+        jitk.RawModule(code=LINK_MAIN, lto=True)
+    with pytest.raises(TypeError, match="not a str"):
+        jitk.RawModule(code=LINK_MAIN, link=[("cuda", LINK_HELPER)], link_options="-O3")
+    # A piece's file is read when the module is built: a missing one fails
+    # then, with its path.
+    m = jitk.RawModule(code=LINK_MAIN, link=["/no/such/helper.ptx", ("cuda", LINK_HELPER2)])
+    assert m.link[0] == ("ptx", None, "/no/such/helper.ptx")
+    with pytest.raises(jitk.JitkError, match="/no/such/helper.ptx"):
+        m.compile(arch=ARCH)
 
 
 # ---- compile errors --------------------------------------------------------

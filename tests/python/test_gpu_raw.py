@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jitk
-from jitk_testutil import assert_equal, random_seeds
+from jitk_testutil import LINK_MAIN, assert_equal, random_seeds
 
 pytestmark = pytest.mark.gpu
 
@@ -628,3 +628,31 @@ def test_cluster_and_programmatic_launches(lib):
     for _ in range(2000):
         first = first * np.float32(0.5) + np.float32(1)
     assert_equal(lib.asnumpy(y), (first + np.arange(n, dtype=np.float32)) + np.float32(1))
+
+
+
+
+@pytest.mark.device_only("pieces built by nvcc")
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.parametrize("how", ["ptx file", "ptx bytes", "object", "ltoir"])
+def test_linked_programs_run(lib, tmp_path, how):
+    """RawModule(link=...): the kernel calls a device function of a CUDA
+    source piece and one of a piece nvcc built (relocatable PTX, from a file
+    or as bytes; an object of -dc; LTO-IR of -dlto), and computes
+    (2x + 1)^2."""
+    src = tmp_path / "helper2.cu"
+    src.write_text("__device__ float helper2(float x) { return x * x; }\n")
+    flags, out = {"ptx file": (["-rdc=true", "-ptx"], "helper2.ptx"),
+                  "ptx bytes": (["-rdc=true", "-ptx"], "helper2.ptx"),
+                  "object": (["-dc"], "helper2.o"),
+                  "ltoir": (["-dc", "-dlto"], "helper2.o")}[how]
+    subprocess.run(["nvcc", "-arch=native", *flags, str(src), "-o", str(tmp_path / out)],
+                   check=True)
+    piece = (("ptx", (tmp_path / out).read_bytes()) if how == "ptx bytes"
+             else tmp_path / out)  # an os.PathLike: its extension names its kind
+    m = jitk.RawModule(code=LINK_MAIN, link=[
+        ("cuda", "__device__ float helper(float x) { return 2.0f * x + 1.0f; }\n"), piece])
+    x = np.arange(-500, 500, dtype=np.float32)
+    dx = lib.asarray(x)
+    m.get_function("use")((8,), (128,), (dx, np.int32(x.size)))
+    assert_equal(lib.asnumpy(dx), (2 * x + 1) * (2 * x + 1))
