@@ -1858,8 +1858,10 @@ typedef struct jitk_matmul_desc {
   jitk_order a_order, b_order, c_order, d_order;
   int64_t lda, ldb, ldc, ldd;
   int64_t stride_a, stride_b, stride_c, stride_d;
-  int has_c;          /* C is read (beta * C) */
-  double alpha, beta; /* finite (beta only matters with C) */
+  int has_c; /* C is read (beta * C) */
+  /* Finite (beta only matters with C); each execution's unless its
+   * operands give others (jitk_matmul_operands). */
+  double alpha, beta;
   const char *epilogue;
   const char *epilogue_params;
   const char *preamble; /* helper functions for the epilogue */
@@ -2028,6 +2030,12 @@ typedef struct jitk_matmul_operands {
    * smaller struct_size) passes none. */
   const float *a_scale, *b_scale, *d_scale;
   float *amax_d;
+  /* This execution's alpha and beta, in place of the description's (NULL:
+   * the description's), finite as there; beta only counts with C, and a
+   * beta of 0 leaves C unread. They are the kernel's parameters, so no
+   * value compiles anything. Fields added here; a caller compiled before
+   * them passes none. */
+  const double *alpha, *beta;
 } jitk_matmul_operands;
 
 JITK_API jitk_status jitk_matmul_operands_init(jitk_matmul_operands *operands);

@@ -4338,9 +4338,19 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
 }
 
 /* execute(a, b, c, d, extra, stream, tune) */
+/* execute(a, b, c, d, extra, stream, alpha=None, beta=None) and
+ * autotune(a, b, c, d, extra, stream): alpha and beta, when given, are
+ * this execution's (the C library's jitk_matmul_operands), which compile
+ * nothing. */
 static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
-  PyObject *a, *b, *cc, *d, *extra, *stream_o;
-  if (!PyArg_ParseTuple(args, "OOOOOO", &a, &b, &cc, &d, &extra, &stream_o)) return NULL;
+  PyObject *a, *b, *cc, *d, *extra, *stream_o, *alpha_o = Py_None, *beta_o = Py_None;
+  if (!PyArg_ParseTuple(args, "OOOOOO|OO", &a, &b, &cc, &d, &extra, &stream_o, &alpha_o, &beta_o))
+    return NULL;
+  double alpha = 0, beta = 0;
+  if (alpha_o != Py_None && (alpha = PyFloat_AsDouble(alpha_o)) == -1.0 && PyErr_Occurred())
+    return NULL;
+  if (beta_o != Py_None && (beta = PyFloat_AsDouble(beta_o)) == -1.0 && PyErr_Occurred())
+    return NULL;
   if (p->device < 0) {
     PyErr_SetString(PyExc_RuntimeError, "a plan made for a target without a GPU cannot run");
     return NULL;
@@ -4378,10 +4388,20 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
     xa[i] = c.args[i];
   }
   if (finish_stream(&c) != 0) goto done;
+  jitk_matmul_operands o;
+  jitk_matmul_operands_init(&o);
+  o.a = pa;
+  o.b = pb;
+  o.c = pc;
+  o.d = (void *)pd;
+  o.extra = xa;
+  o.num_extra = (size_t)nx;
+  o.alpha = alpha_o != Py_None ? &alpha : NULL;
+  o.beta = beta_o != Py_None ? &beta : NULL;
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
       tune ? jitk_matmul_autotune(p->plan, c.stream, pa, pb, pc, (void *)pd, xa, (size_t)nx)
-           : jitk_matmul_execute(p->plan, c.stream, pa, pb, pc, (void *)pd, xa, (size_t)nx);
+           : jitk_matmul_execute_ex(p->plan, c.stream, &o);
   Py_END_ALLOW_THREADS if (st != JITK_OK) {
     raise_status(p->engine, st, NULL);
     goto done;

@@ -244,12 +244,19 @@ class MatmulPlan:
                 raise ValueError("out shares memory with C other than being C itself")
         return out
 
-    def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> Any:
+    def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None,
+                alpha: float | None = None, beta: float | None = None) -> Any:
         """Runs the plan on operands of its description; returns D (``out``,
-        or a new array of A's library)."""
+        or a new array of A's library). ``alpha`` and ``beta``, when given,
+        replace the plan's for this execution; they are the kernel's
+        parameters, so a new value compiles nothing."""
+        if beta is not None and c is None and float(beta) != 0.0:
+            raise ValueError("beta scales C, and this plan has no C")
         extra, inputs = self._extra(epilogue_inputs)
         d = self._operands(a, b, c, out, inputs)
-        self._plan.execute(a, b, c, d, extra, stream)
+        self._plan.execute(a, b, c, d, extra, stream,
+                           None if alpha is None else float(alpha),
+                           None if beta is None else float(beta))
         return d
 
     def autotune(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> "MatmulPlan":
@@ -277,7 +284,11 @@ def _say(layout: tuple) -> str:
             f"leading dimension {ld}" + (f" and batch stride {stride}" if batch > 1 else ""))
 
 
+# Plans of jitk.matmul by operand description, least recently used first;
+# a program whose shapes keep changing (M of a varying batch) keeps only
+# the newest. A plan holds host memory and a loaded module per kernel.
 _plans: dict = {}
+_PLANS_KEPT = 256
 
 
 def matmul(
@@ -294,18 +305,23 @@ def matmul(
     compute: str | None = None,
 ) -> Any:
     """``epilogue(alpha * a @ b + beta * c)`` in one kernel, through a plan
-    kept for operands of the same description."""
+    kept for operands of the same description. ``alpha`` and ``beta`` are
+    given to each execution, so other values reuse the plan. The most
+    recently used plans are kept, at most ``_PLANS_KEPT`` of them."""
     key = (
         _jitk._describe(a)[:4], _jitk._describe(b)[:4],
         None if c is None else _jitk._describe(c)[:4],
         None if out is None else _jitk._describe(out)[:4],
-        float(alpha), float(beta), epilogue, compute,
+        epilogue, compute,
         tuple((name, _jitk._describe(v)[1] if _is_array(v) else _scalar_type(v))
               for name, v in (epilogue_inputs or {}).items()),
     )
-    plan = _plans.get(key)
+    plan = _plans.pop(key, None)
     if plan is None:
         plan = MatmulPlan(a, b, c, alpha=alpha, beta=beta, epilogue=epilogue,
                           epilogue_inputs=epilogue_inputs, out=out, compute=compute)
-        _plans[key] = plan
-    return plan.execute(a, b, c, epilogue_inputs=epilogue_inputs, out=out, stream=stream)
+        while len(_plans) >= _PLANS_KEPT:
+            del _plans[next(iter(_plans))]  # the least recently used
+    _plans[key] = plan  # last in the dict's order: the most recently used
+    return plan.execute(a, b, c, epilogue_inputs=epilogue_inputs, out=out, stream=stream,
+                        alpha=alpha, beta=None if c is None else beta)

@@ -187,8 +187,7 @@ typedef struct jk_mm_spec {
   jitk_dtype a, b, c, d, acc; /* acc: float32 or float64 */
   bool a_k, b_n;              /* A K-contiguous (row-major), B N-contiguous (row-major) */
   bool c_row, d_row;
-  bool has_c;
-  double alpha, beta;
+  bool has_c;    /* alpha and beta are the kernel's parameters, not the spec's */
   int stages;    /* mma, wgmma: K-tiles in flight */
   int bn;        /* mma, wgmma: tile width, 128 or 256 (the height is 128);
                   swapped wgmma plans also 8, 16, 32 or 64 */

@@ -69,7 +69,7 @@ static bool has_red_struct(const jk_mm_spec *s, const jk_mm_source_in *in) {
  * ahead (col_vecs). */
 static bool whole_values(const jk_mm_spec *s, const jk_mm_source_in *in, const size_t *cv,
                          size_t ncv) {
-  if (s->kind != JK_MM_WGMMA || s->swap || (s->has_c && s->beta != 0.0)) return false;
+  if (s->kind != JK_MM_WGMMA || s->swap || s->has_c) return false;
   if (in->preamble != NULL && in->preamble[strspn(in->preamble, " \t\r\n")] != '\0') return false;
   if ((in->num_outputs > 0 && !tile_outputs(s, in)) ||
       (in->num_reductions > 0 && !jk_mm_tile_reduces(s)))
@@ -234,7 +234,7 @@ static void emit_red_struct(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_i
  * amax of D, which amax_commit combines after the loop. */
 static void emit_scales(jk_buf *b, const jk_mm_spec *s) {
   if (s->a_scale || s->b_scale)
-    jk_buf_printf(b, "  const float _jk_ab = static_cast<float>(%.17g)%s%s;\n", s->alpha,
+    jk_buf_printf(b, "  const float _jk_ab = static_cast<float>(_jk_alpha)%s%s;\n",
                   s->a_scale ? " * *_jk_scale_a" : "", s->b_scale ? " * *_jk_scale_b" : "");
   if (s->d_scale) jk_buf_puts(b, "  const float _jk_dscale = *_jk_scale_d;\n");
   if (s->amax) jk_buf_puts(b, "  float _jk_amax_v = 0.f;\n");
@@ -310,19 +310,22 @@ static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
                   acc_type);
   }
   jk_buf_printf(b, "    typedef %s T;\n", acc);
+  /* alpha and beta are the kernel's parameters, so that an execution
+   * may give its own without a compile: one multiply an element, and a
+   * test of beta that every thread takes the same way. */
   if (s->a_scale || s->b_scale)
     jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(_jk_ab);\n");
-  else if (s->alpha == 1.0)
-    jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v);\n");
   else
-    jk_buf_printf(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(%.17g);\n", s->alpha);
+    jk_buf_puts(b, "    T acc = static_cast<T>(_jk_v) * static_cast<T>(_jk_alpha);\n");
   /* BLAS's rule: with beta = 0, C is not read, so a C of NaN or of
    * memory never written gives the D of alpha * A * B alone (0 * NaN
    * would be NaN). */
-  if (s->has_c && s->beta != 0.0)
-    jk_buf_printf(
-        b, "    acc += static_cast<T>(%.17g) * static_cast<T>((_jk_c + batch * _jk_sc)[%s]);\n",
-        s->beta, s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");
+  if (s->has_c)
+    jk_buf_printf(b,
+                  "    if (_jk_beta != 0.0)\n"
+                  "      acc += static_cast<T>(_jk_beta) * static_cast<T>((_jk_c + batch * "
+                  "_jk_sc)[%s]);\n",
+                  s->c_row ? "row * _jk_ldc + col" : "col * _jk_ldc + row");
   jk_buf_puts(b, "    (void)acc;\n");
   const char *d_at = s->d_row ? "row * _jk_ldd + col" : "col * _jk_ldd + row";
   if (in->num_outputs == 0 && in->num_reductions == 0 && !s->d_scale && !s->amax) {
@@ -380,7 +383,7 @@ static bool emit_output(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *i
 
 /* The head of one of the module's kernels, NAME then `suffix`, up to its
  * last common parameter: the matrices, sizes, leading dimensions,
- * strides, tile counts, the epilogue's operands, the outputs, the
+ * strides, tile counts, alpha and beta, the epilogue's operands, the outputs, the
  * reductions' workspaces, and an FP8 plan's scales and amax. The main
  * kernel and split-K's fix-up take the same, so one packing serves
  * both. */
@@ -393,7 +396,8 @@ static void emit_head(jk_buf *b, const jk_mm_spec *s, const jk_mm_source_in *in,
                 "    long long _jk_m, long long _jk_n, long long _jk_k, long long _jk_lda,\n"
                 "    long long _jk_ldb, long long _jk_ldc, long long _jk_ldd, long long _jk_sa,\n"
                 "    long long _jk_sb, long long _jk_sc, long long _jk_sd,\n"
-                "    unsigned int _jk_tiles_m, unsigned int _jk_tiles_n",
+                "    unsigned int _jk_tiles_m, unsigned int _jk_tiles_n, double _jk_alpha,\n"
+                "    double _jk_beta",
                 bounds, in->name, suffix, ct(s->a), ct(s->b), ct(s->has_c ? s->c : s->d), ct(s->d));
   for (size_t p = 0; p < in->params->count; p++) {
     const jk_param_decl *d = &in->params->params[p];

@@ -355,6 +355,13 @@ jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_mat
                    : d->has_b_scale && o->b_scale == NULL ? "b_scale"
                    : d->has_d_scale && o->d_scale == NULL ? "d_scale"
                                                           : "amax_d");
+  if (JK_UNLIKELY((o->alpha != NULL && !isfinite(*o->alpha)) ||
+                  (o->beta != NULL && d->has_c && !isfinite(*o->beta)))) {
+    const bool a = o->alpha != NULL && !isfinite(*o->alpha);
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul %s: operands->%s is %g; it must be a finite number", p->name,
+                   a ? "alpha" : "beta", a ? *o->alpha : *o->beta);
+  }
   return check_pointers(p, o);
 }
 
@@ -490,18 +497,20 @@ static jitk_status run_reduction(jitk_matmul *p, const mm_kernel *k, size_t i, j
 
 jitk_status jitk_matmul_execute_ex(jitk_matmul *p, jitk_stream stream,
                                    const jitk_matmul_operands *o) {
-  /* A caller compiled before the FP8 fields passes the size up to them:
-   * its operands are read into a whole struct whose new fields are NULL. */
-  const size_t before_fp8 = offsetof(jitk_matmul_operands, a_scale);
+  /* A caller compiled before the FP8 fields, or before alpha and beta,
+   * passes the size up to them: its operands are read into a whole struct
+   * whose new fields are NULL. */
+  const size_t before_fp8 = offsetof(jitk_matmul_operands, a_scale),
+               before_alpha = offsetof(jitk_matmul_operands, alpha);
   jitk_matmul_operands whole;
   if (o != NULL && o->struct_size != sizeof *o) {
-    if (o->struct_size != before_fp8)
+    if (o->struct_size != before_fp8 && o->struct_size != before_alpha)
       return jk_fail(p ? p->engine : NULL, JITK_ERR_INVALID_ARGUMENT,
                      "jitk_matmul_execute_ex: operands->struct_size is %zu, not %zu; call "
                      "jitk_matmul_operands_init first",
                      o->struct_size, sizeof *o);
     memset(&whole, 0, sizeof whole);
-    memcpy(&whole, o, before_fp8);
+    memcpy(&whole, o, o->struct_size);
     whole.struct_size = sizeof whole;
     o = &whole;
   }
@@ -572,6 +581,10 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
                tn = (unsigned int)ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec));
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
+  const double alpha = o->alpha != NULL ? *o->alpha : ds->alpha,
+               beta = o->beta != NULL ? *o->beta : ds->beta;
+  JK_PUSH(kp, np, cur, alpha);
+  JK_PUSH(kp, np, cur, beta);
   for (size_t i = 0; i < num_extra; i++) {
     const jk_param_decl *pd = &p->params.params[i];
     jitk_dtype t = pd->placeholder >= 0 ? k->spec.acc : pd->dtype;

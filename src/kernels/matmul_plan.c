@@ -224,9 +224,8 @@ static jitk_status check_desc(jitk_engine *e, jitk_matmul_desc *d, jitk_dtype *a
                    "matmul: A is %s but B is %s; mixed inputs are not "
                    "supported",
                    dt_name(d->a_dtype), dt_name(d->b_dtype));
-  /* alpha and beta become literals of the kernel's source; NaN and
-   * infinity have none (NVRTC would fail on "nan"), and scale every
-   * result to NaN or infinity anyway. */
+  /* alpha and beta must be finite: NaN and infinity would scale every
+   * result to NaN or infinity. */
   if (!isfinite(d->alpha) || (d->has_c && !isfinite(d->beta)))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: %s is %g; it must be a finite number",
                    !isfinite(d->alpha) ? "alpha" : "beta",
@@ -378,8 +377,6 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->c_row = d->c_order == JITK_ROW_MAJOR;
   s->d_row = d->d_order == JITK_ROW_MAJOR;
   s->has_c = d->has_c != 0;
-  s->alpha = d->alpha;
-  s->beta = d->beta;
   s->stages = p->stages;
   s->bn = p->bn;
   s->arow = p->arow;

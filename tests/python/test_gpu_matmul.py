@@ -78,6 +78,58 @@ def test_alpha_beta_and_c(torch_lib):
     check(torch, d, want, "float32", k)
 
 
+def test_alpha_and_beta_of_each_execution(lib, monkeypatch):
+    """alpha and beta given to an execution replace the plan's and compile
+    nothing: jitk.matmul keeps one plan for every value, a plan made with
+    beta = 0.5 runs with beta = 0 without reading C (C all NaN), and
+    values that are not finite are refused. Small integers: exact."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(11)
+    ha = rng.integers(-3, 4, (40, 24)).astype(np.float32)
+    hb = rng.integers(-3, 4, (24, 56)).astype(np.float32)
+    hc = rng.integers(-3, 4, (40, 56)).astype(np.float32)
+    a, b, c = lib.asarray(ha), lib.asarray(hb), lib.asarray(hc)
+    ab = ha.astype(np.float64) @ hb
+    jitk.matmul(a, b, c, alpha=1.0, beta=1.0)
+    plans, compiles = len(jitk._matmul._plans), jitk.cache_stats()["process"]["compiles"]
+    for alpha, beta in ((2.0, 0.5), (-0.25, -3.0), (1.0, 0.0), (0.5, 1.0)):
+        d = jitk.matmul(a, b, c, alpha=alpha, beta=beta)
+        assert_equal(lib.asnumpy(d), (alpha * ab + beta * hc).astype(np.float32))
+        d = jitk.matmul(a, b, alpha=alpha)  # no C: beta has nothing to scale
+        assert_equal(lib.asnumpy(d), (alpha * ab).astype(np.float32))
+    assert len(jitk._matmul._plans) == plans + 1  # the one without C
+    plan = jitk.MatmulPlan(a, b, c, alpha=1.0, beta=0.5)
+    nan_c = lib.asarray(np.full((40, 56), np.nan, np.float32))
+    assert_equal(lib.asnumpy(plan.execute(a, b, nan_c, alpha=3.0, beta=0.0)),
+                 (3 * ab).astype(np.float32))
+    assert_equal(lib.asnumpy(plan.execute(a, b, c)), (ab + 0.5 * hc).astype(np.float32))
+    assert jitk.cache_stats()["process"]["compiles"] <= compiles + 1  # the plan without C
+    for bad in (dict(alpha=float("nan")), dict(beta=float("inf"))):
+        with pytest.raises(ValueError, match="finite"):
+            plan.execute(a, b, c, **bad)
+    with pytest.raises(ValueError, match="no C"):
+        jitk.MatmulPlan(a, b).execute(a, b, beta=2.0)
+
+
+def test_matmul_keeps_the_plans_used_last(lib, monkeypatch):
+    """jitk.matmul keeps at most _PLANS_KEPT plans, dropping the least
+    recently used, so shapes that keep changing do not pile plans up."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    monkeypatch.setattr(jitk._matmul, "_plans", {})
+    monkeypatch.setattr(jitk._matmul, "_PLANS_KEPT", 3)
+    b = lib.asarray(np.ones((8, 8), np.float32))
+    rows = [lib.asarray(np.ones((m, 8), np.float32)) for m in (1, 2, 3, 4)]
+    for a in rows[:3]:
+        jitk.matmul(a, b)
+    jitk.matmul(rows[0], b)  # used again: now the newest
+    jitk.matmul(rows[3], b)  # a fourth: the oldest, rows[1]'s, goes
+    kept = [key[0][2] for key in jitk._matmul._plans]  # A's shape
+    assert kept == [(3, 8), (1, 8), (4, 8)], kept
+    assert_equal(lib.asnumpy(jitk.matmul(rows[1], b)), np.full((2, 8), 8, np.float32))
+
+
 def test_batched(torch_lib):
     torch = torch_lib.m
     a = torch.randn(3, 32, 40, device="cuda")

@@ -283,6 +283,17 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, kinds 
   setenv("JITK_MM_KIND", c.mma ? "mma" : "simt", 1);
   d.alpha = c.alpha;
   d.beta = c.beta;
+  /* Half the cases give alpha and beta at the execution, the
+   * description's being others (a beta of 0 there against one that is
+   * not here, and the other way round): the kernel takes them as
+   * parameters. */
+  const bool given = pick(s, 2) == 0;
+  if (given) {
+    d.alpha = c.alpha + 3;
+    d.beta = c.beta == 0 ? 1.5 : 0;
+    size_t len = strlen(label);
+    snprintf(label + len, sizeof label - len, "; alpha and beta given to the execution");
+  }
   d.has_c = c.has_c;
   d.epilogue = EPILOGUES[c.epi];
   d.epilogue_params = EPI_PARAMS[c.epi];
@@ -375,6 +386,10 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, kinds 
   o.num_extra = num_extra;
   o.outputs = out_ptrs;
   o.reductions = red_ptrs;
+  if (given) {
+    o.alpha = &c.alpha;
+    o.beta = &c.beta;
+  }
   unsigned long long before = jt_emu_runs(em);
   st = jitk_matmul_execute_ex(p, NULL, &o);
   cr_assert_eq(st, JITK_OK, "%s: execute: %s (%s)", label, jitk_errmsg(e), jt_emu_error(em));

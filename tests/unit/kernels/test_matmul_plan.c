@@ -340,29 +340,49 @@ Test(matmul_plan, cooperative_schedule) {
   jitk_engine_destroy(e);
 }
 
-/* BLAS's rule: C is read only when beta is not 0 (a C of NaN or never
- * written then gives the D of alpha * A * B). Every kind of kernel. */
-Test(matmul_plan, beta_zero_reads_no_c) {
+static size_t count_of(const char *s, const char *what) {
+  size_t n = 0;
+  for (const char *p = strstr(s, what); p != NULL; p = strstr(p + 1, what)) n++;
+  return n;
+}
+
+/* alpha and beta are the kernels' parameters: plans that differ only in
+ * them have the same source, so a new value compiles nothing. BLAS's rule
+ * holds at run time: every read of C is under a test of beta, so a beta of
+ * 0 leaves it unread (a C of NaN or never written then gives the D of
+ * alpha * A * B; the emulated and GPU tests run it). Every kind of
+ * kernel. */
+Test(matmul_plan, alpha_and_beta_are_parameters_and_beta_zero_reads_no_c) {
   static const char *const archs[] = {"sm_90", "sm_80"};
   for (int a = 0; a < 2; a++) {
     jitk_engine *e = jt_compile_engine(archs[a]);
     const jitk_dtype dts[] = {JITK_BFLOAT16, JITK_FLOAT32, JITK_FLOAT64};
     for (int t = 0; t < 3; t++) {
-      for (int beta = 0; beta < 2; beta++) {
+      char *first = NULL;
+      for (int v = 0; v < 3; v++) {
         jitk_matmul_desc d = jt_matmul_desc(dts[t], 256, 256, 128);
         d.has_c = true;
-        d.beta = beta ? -0.5 : 0.0;
+        d.alpha = v == 2 ? 0.25 : 1.0;
+        d.beta = v == 0 ? 0.0 : -0.5;
         jitk_matmul *p = NULL;
         JT_OK(e, jitk_matmul_create(e, &d, &p));
         const char *src = NULL;
         JT_OK(e, jitk_matmul_source(p, &src));
-        bool reads = strstr(src, "(_jk_c + batch * _jk_sc)[") != NULL;
         char what[256];
         JT_OK(e, jitk_matmul_describe(p, what, sizeof what));
-        cr_assert(reads == (beta != 0), "%s, %s, beta %g: C %s", archs[a], what, d.beta,
-                  reads ? "read" : "not read");
+        size_t reads = count_of(src, "(_jk_c + batch * _jk_sc)[");
+        cr_assert(reads > 0 && reads == count_of(src, "if (_jk_beta != 0.0)\n      acc += "),
+                  "%s, %s: %zu reads of C, not each under a test of beta", archs[a], what, reads);
+        cr_assert(strstr(src, "double _jk_alpha") != NULL && strstr(src, "0.25") == NULL,
+                  "%s, %s: alpha is not a parameter", archs[a], what);
+        if (first == NULL)
+          first = strdup(src);
+        else
+          cr_assert_str_eq(src, first, "%s, %s: alpha %g, beta %g changed the source", archs[a],
+                           what, d.alpha, d.beta);
         jitk_matmul_destroy(p);
       }
+      free(first);
     }
     jitk_engine_destroy(e);
   }
