@@ -2641,13 +2641,14 @@ static int axis_value(PyObject *o, int *out) {
   return 0;
 }
 
-/* axis=: None (every axis), an int, or a sequence of ints. */
+/* axis=: None (every axis), an int, or a sequence of ints; an int is
+ * anything with __index__ (NumPy's integers), as NumPy takes it. */
 static int parse_axes(PyObject *axis, int *axes, int *num) {
   if (axis == NULL || axis == Py_None) {
     *num = -1;
     return 0;
   }
-  if (PyLong_Check(axis)) {
+  if (PyIndex_Check(axis)) {
     *num = 1;
     return axis_value(axis, &axes[0]);
   }
@@ -3712,7 +3713,9 @@ static jitk_kernel *rk_on(raw_kernel *k, int device) {
 
 static int to_dim3(PyObject *o, jitk_dim3 *d, const char *what) {
   d->x = d->y = d->z = 1;
-  if (PyLong_Check(o)) {
+  /* An int, or anything with __index__: grids computed with NumPy's
+   * integers are common. */
+  if (PyIndex_Check(o)) {
     long v = PyLong_AsLong(o);
     if (v == -1 && PyErr_Occurred()) return -1;
     if (v < 0 || v > UINT32_MAX) {
@@ -3875,11 +3878,14 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   PyObject *grid_o = v[0], *block_o = v[1], *kargs = v[2], *stream_o = v[4];
   unsigned long long shared = 0;
   if (v[3] != NULL) {
-    if (!PyLong_Check(v[3])) {
+    PyObject *i = PyIndex_Check(v[3]) ? PyNumber_Index(v[3]) : NULL;
+    if (i == NULL) {
+      PyErr_Clear();
       PyErr_SetString(PyExc_TypeError, "shared_mem must be an int");
       return NULL;
     }
-    shared = PyLong_AsUnsignedLongLong(v[3]);
+    shared = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
     if (shared == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
   }
   int coop = v[5] != NULL ? PyObject_IsTrue(v[5]) : 0;

@@ -538,6 +538,27 @@ def test_raw_launch_options_reach_the_driver(tmp_path):
         else:
             sys.exit("cluster was taken by position")
         assert fake.fakecuda_launch_count() == before
+        # NumPy's integers wherever an int goes, as grids computed with
+        # NumPy give them: grid, block, shared_mem, cluster, and a
+        # reduction's axis.
+        rk(np.int64(8), np.uint32(32), (z,), shared_mem=np.int64(16), cluster=np.int16(4))
+        l = fake.fakecuda_last_launch().contents
+        assert (tuple(l.grid), tuple(l.block), l.shared, tuple(l.cluster)) == (
+            (8, 1, 1), (32, 1, 1), 16, (4, 1, 1)), last()
+        rk((np.int64(4), np.int32(2)), (np.int64(64),), (z,))
+        assert tuple(fake.fakecuda_last_launch().contents.grid) == (4, 2, 1)
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "np_axis")
+        x2 = CudaArray(np.ones((4, 8), dtype=np.float32))
+        s2 = CudaArray(np.zeros(8, dtype=np.float32))
+        red(x2, s2, axis=np.int64(0))
+        red(x2, s2, axis=(np.int32(0),))
+        for bad in (2.0, "8"):
+            try:
+                rk(bad, (32,), (z,))
+            except (TypeError, ValueError):
+                pass
+            else:
+                sys.exit(f"grid={bad!r} was taken")
     """, tmp_path)
 
 
