@@ -2912,6 +2912,18 @@ static const struct {
     {"cubin", ".cubin", JITK_LINK_CUBIN},  {"fatbin", ".fatbin", JITK_LINK_FATBIN},
     {"ltoir", ".ltoir", JITK_LINK_LTO_IR}, {"object", ".o", JITK_LINK_OBJECT},
     {"library", ".a", JITK_LINK_LIBRARY},  {"device_runtime", NULL, JITK_LINK_DEVICE_RUNTIME}};
+enum { LINK_KINDS = sizeof link_kinds / sizeof link_kinds[0] };
+
+/* The index in link_kinds of the kind named `name` (NULL: none), or of
+ * the file extension `ext` when name is NULL; LINK_KINDS if none has it. */
+static size_t link_kind_of(const char *name, const char *ext) {
+  size_t j = 0;
+  while (j < LINK_KINDS && (name != NULL ? strcmp(name, link_kinds[j].kind) != 0
+                                         : ext == NULL || link_kinds[j].extension == NULL ||
+                                               strcmp(ext, link_kinds[j].extension) != 0))
+    j++;
+  return j;
+}
 
 /* link=: each piece a path (str or os.PathLike) whose extension names its
  * kind, a (kind, data) pair of a kind above and its bytes (str for cuda
@@ -2932,11 +2944,8 @@ static int link_pieces(PyObject *link, PyObject **out) {
     if (PyTuple_Check(item) && PyTuple_Size(item) == 2) {
       PyObject *kind = PyTuple_GetItem(item, 0), *data = PyTuple_GetItem(item, 1);
       const char *k = PyUnicode_Check(kind) ? PyUnicode_AsUTF8AndSize(kind, NULL) : NULL;
-      size_t j = 0;
-      while (k != NULL && j < sizeof link_kinds / sizeof link_kinds[0] &&
-             strcmp(k, link_kinds[j].kind) != 0)
-        j++;
-      if (k == NULL || j == sizeof link_kinds / sizeof link_kinds[0]) {
+      const size_t j = k != NULL ? link_kind_of(k, NULL) : LINK_KINDS;
+      if (j == LINK_KINDS) {
         PyErr_Format(PyExc_ValueError,
                      "link piece %zd: kind %R is not one of 'cuda', 'ptx', 'cubin', 'fatbin', "
                      "'ltoir', 'object', 'library' and 'device_runtime'",
@@ -2948,11 +2957,12 @@ static int link_pieces(PyObject *link, PyObject **out) {
         else
           entry = Py_BuildValue("(sOO)", k, Py_None, Py_None);
       } else {
+        const bool text =
+            link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX;
         PyObject *bytes = NULL;
-        if (PyUnicode_Check(data) &&
-            (link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX)) {
+        if (PyUnicode_Check(data) && text) {
           if (c_text(data, "a link piece's source") != NULL) bytes = PyUnicode_AsUTF8String(data);
-        } else if (!PyUnicode_Check(data) && data != Py_None &&
+        } else if (PyUnicode_Check(data) || data == Py_None ||
                    (bytes = PyBytes_FromObject(data)) == NULL) {
           /* PyBytes_FromObject takes bytes, bytearray, memoryview and
            * other buffers (and iterables of ints, which are bytes too). */
@@ -2961,15 +2971,7 @@ static int link_pieces(PyObject *link, PyObject **out) {
           PyErr_Clear();
           PyErr_Format(PyExc_TypeError,
                        "link piece %zd: the data of a '%s' piece must be %s, not %s", i, k,
-                       link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX
-                           ? "a str or bytes"
-                           : "bytes",
-                       tn);
-        } else if (bytes == NULL) {
-          PyErr_Format(PyExc_TypeError, "link piece %zd: the data of a '%s' piece must be %s", i, k,
-                       link_kinds[j].value == JITK_LINK_CUDA || link_kinds[j].value == JITK_LINK_PTX
-                           ? "a str or bytes"
-                           : "bytes");
+                       text ? "a str or bytes" : "bytes", tn);
         }
         if (bytes != NULL && PyBytes_Size(bytes) == 0) {
           PyErr_Format(PyExc_ValueError, "link piece %zd: its data is empty", i);
@@ -3000,12 +3002,9 @@ static int link_pieces(PyObject *link, PyObject **out) {
       } else if (c_text(path, "a link piece's path") != NULL) {
         const char *p = PyUnicode_AsUTF8AndSize(path, NULL), *dot = strrchr(p, '.');
         const char *slash = strrchr(p, '/');
-        size_t j = 0;
-        while (j < sizeof link_kinds / sizeof link_kinds[0] &&
-               (dot == NULL || (slash != NULL && slash > dot) || link_kinds[j].extension == NULL ||
-                strcmp(dot, link_kinds[j].extension) != 0))
-          j++;
-        if (j == sizeof link_kinds / sizeof link_kinds[0])
+        const size_t j =
+            link_kind_of(NULL, dot == NULL || (slash != NULL && slash > dot) ? NULL : dot);
+        if (j == LINK_KINDS)
           PyErr_Format(PyExc_ValueError,
                        "link piece %zd: the kind of file %R is read from its extension (.ptx, "
                        ".cubin, .fatbin, .ltoir, .o, .a); give a (kind, data) pair for others",
@@ -3050,9 +3049,8 @@ static jitk_status rm_link(raw_module *m, jitk_engine *e, const char *code,
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *t = PyTuple_GetItem(m->link, i), *data = PyTuple_GetItem(t, 1),
              *path = PyTuple_GetItem(t, 2);
-    const char *kind = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(t, 0), NULL);
-    for (size_t j = 0; j < sizeof link_kinds / sizeof link_kinds[0]; j++)
-      if (strcmp(kind, link_kinds[j].kind) == 0) pieces[i + 1].kind = link_kinds[j].value;
+    pieces[i + 1].kind =
+        link_kinds[link_kind_of(PyUnicode_AsUTF8AndSize(PyTuple_GetItem(t, 0), NULL), NULL)].value;
     if (data != Py_None) {
       pieces[i + 1].data = PyBytes_AsString(data);
       pieces[i + 1].size = (size_t)PyBytes_Size(data);
