@@ -3613,9 +3613,12 @@ static PyType_Slot rm_slots[] = {
     {Py_tp_doc,
      "RawModule(*, code=None, path=None, options=(), backend='nvrtc', "
      "translate_cucomplex=False, enable_cooperative_groups=False, "
-     "name_expressions=None, jitify=False)\n\n"
+     "name_expressions=None, jitify=False, link=(), link_options=(), lto=None)\n\n"
      "CUDA source compiled with NVRTC (or a cubin, PTX or fatbin file), as CuPy's "
-     "RawModule; get_function(name) gives its kernels."},
+     "RawModule; get_function(name) gives its kernels. link= links the code with other "
+     "pieces through nvJitLink: ('cuda', source), files whose extension names their kind "
+     "(.ptx, .cubin, .fatbin, .ltoir, .o, .a), (kind, bytes) pairs and "
+     "('device_runtime', None)."},
     {0, NULL}};
 
 static PyType_Spec rm_spec = {"jitk.RawModule", sizeof(raw_module), 0,
