@@ -196,6 +196,8 @@ class MatmulPlan:
         out_dtype: str | None = ...,
         compute: str | None = ...,
         preamble: str | None = ...,
+        outputs: Mapping[str, tuple[str, str]] | None = ...,
+        reductions: Mapping[str, tuple[str, str, str, str]] | None = ...,
     ) -> None: ...
     def execute(
         self, a: Any, b: Any, c: Any = ..., *, epilogue_inputs: Mapping[str, Any] | None = ..., out: Any = ..., stream: Any = ...,

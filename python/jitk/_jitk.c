@@ -3870,7 +3870,7 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   PyObject *v[8];
   if (PyTuple_Size(args) > 6) {
     PyErr_Format(PyExc_TypeError,
-                 "RawKernel() takes at most 6 positional arguments (%zd given); cluster and "
+                 "RawKernel() takes at most 6 arguments (%zd given); cluster and "
                  "programmatic_dependent_launch are keyword-only",
                  PyTuple_Size(args));
     return NULL;
@@ -4221,10 +4221,15 @@ static PyObject *py_empty(PyObject *self, PyObject *args) {
   return allocate_output(lib, dev, &sp);
 }
 
+/* The most outputs and reductions a Python plan may have (the C library's
+ * limit is larger). */
+enum { JK_PY_MM_EXTRA = 8 };
+
 typedef struct mm_plan {
   PyObject_HEAD jitk_matmul *plan;
   int device; /* -1 on a compile-only engine */
   int num_extra;
+  int num_outputs, num_reductions; /* besides D, and of the epilogue's values */
   jitk_engine *engine;
 } mm_plan;
 
@@ -4253,20 +4258,57 @@ static int ints4(PyObject *seq, long long v[4], const char *what) {
  * epilogue_params, preamble, num_extra, arch=None): the C API's plan. */
 static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {
-      "device",   "m",         "n",       "k",       "batch",    "a_dtype",
-      "b_dtype",  "c_dtype",   "d_dtype", "compute", "orders",   "lds",
-      "strides",  "has_c",     "alpha",   "beta",    "epilogue", "epilogue_params",
-      "preamble", "num_extra", "arch",    NULL};
+      "device",   "m",         "n",       "k",       "batch",      "a_dtype",
+      "b_dtype",  "c_dtype",   "d_dtype", "compute", "orders",     "lds",
+      "strides",  "has_c",     "alpha",   "beta",    "epilogue",   "epilogue_params",
+      "preamble", "num_extra", "arch",    "outputs", "reductions", NULL};
   int device, compute, has_c, num_extra;
   long long m, n, k, batch;
   const char *ad, *bd, *cd, *dd, *epi, *epp, *pre, *arch = NULL;
-  PyObject *orders, *lds, *strides;
+  PyObject *orders, *lds, *strides, *outputs = NULL, *reductions = NULL;
   double alpha, beta;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|z:_MatmulPlan", kwlist, &device,
-                                   &m, &n, &k, &batch, &ad, &bd, &cd, &dd, &compute, &orders, &lds,
-                                   &strides, &has_c, &alpha, &beta, &epi, &epp, &pre, &num_extra,
-                                   &arch))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|zOO:_MatmulPlan", kwlist,
+                                   &device, &m, &n, &k, &batch, &ad, &bd, &cd, &dd, &compute,
+                                   &orders, &lds, &strides, &has_c, &alpha, &beta, &epi, &epp, &pre,
+                                   &num_extra, &arch, &outputs, &reductions))
     return NULL;
+  /* outputs: (name, dtype, expr) each, packed in D's order; reductions:
+   * (name, dtype, expr, op, axis) each, op and axis the C library's
+   * numbers. The strings belong to the tuples, alive through the create. */
+  jitk_matmul_output outs[JK_PY_MM_EXTRA];
+  jitk_matmul_reduction reds[JK_PY_MM_EXTRA];
+  Py_ssize_t nouts = outputs != NULL && outputs != Py_None ? PySequence_Size(outputs) : 0,
+             nreds = reductions != NULL && reductions != Py_None ? PySequence_Size(reductions) : 0;
+  if (nouts < 0 || nreds < 0) return NULL;
+  if (nouts > JK_PY_MM_EXTRA || nreds > JK_PY_MM_EXTRA) {
+    PyErr_Format(PyExc_ValueError, "at most %d outputs and %d reductions", JK_PY_MM_EXTRA,
+                 JK_PY_MM_EXTRA);
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < nouts; i++) {
+    PyObject *t = PySequence_GetItem(outputs, i);
+    const char *name, *dt, *expr;
+    int ok = t != NULL && PyArg_ParseTuple(t, "sss:output", &name, &dt, &expr) &&
+             dtype_arg(dt, &outs[i].dtype) == 0;
+    Py_XDECREF(t); /* the sequence keeps the tuple and its strings */
+    if (!ok) return NULL;
+    outs[i].name = name;
+    outs[i].expr = expr;
+    outs[i].ld = outs[i].stride = 0;
+  }
+  for (Py_ssize_t i = 0; i < nreds; i++) {
+    PyObject *t = PySequence_GetItem(reductions, i);
+    const char *name, *dt, *expr;
+    int op, axis;
+    int ok = t != NULL && PyArg_ParseTuple(t, "sssii:reduction", &name, &dt, &expr, &op, &axis) &&
+             dtype_arg(dt, &reds[i].dtype) == 0;
+    Py_XDECREF(t);
+    if (!ok) return NULL;
+    reds[i].name = name;
+    reds[i].expr = expr;
+    reds[i].op = (jitk_reduce_op)op;
+    reds[i].axis = (jitk_reduce_axis)axis;
+  }
   jitk_matmul_desc desc;
   jitk_matmul_desc_init(&desc);
   desc.m = m;
@@ -4298,6 +4340,10 @@ static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   desc.epilogue = epi;
   desc.epilogue_params = epp;
   desc.preamble = pre;
+  desc.outputs = outs;
+  desc.num_outputs = (size_t)nouts;
+  desc.reductions = reds;
+  desc.num_reductions = (size_t)nreds;
   jitk_engine *e = arch != NULL || device < 0 ? arch_engine_for(arch) : device_engine(device);
   if (e == NULL) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
@@ -4305,6 +4351,8 @@ static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   if (p == NULL) return NULL;
   p->device = arch != NULL ? -1 : device;
   p->num_extra = num_extra;
+  p->num_outputs = (int)nouts;
+  p->num_reductions = (int)nreds;
   p->engine = e;
   jitk_status s;
   Py_BEGIN_ALLOW_THREADS s = jitk_matmul_create(e, &desc, &p->plan);
@@ -4351,7 +4399,9 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
  * nothing. */
 static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
   PyObject *a, *b, *cc, *d, *extra, *stream_o, *alpha_o = Py_None, *beta_o = Py_None;
-  if (!PyArg_ParseTuple(args, "OOOOOO|OO", &a, &b, &cc, &d, &extra, &stream_o, &alpha_o, &beta_o))
+  PyObject *outs_o = Py_None, *reds_o = Py_None;
+  if (!PyArg_ParseTuple(args, "OOOOOO|OOOO", &a, &b, &cc, &d, &extra, &stream_o, &alpha_o, &beta_o,
+                        &outs_o, &reds_o))
     return NULL;
   double alpha = 0, beta = 0;
   if (alpha_o != Py_None && (alpha = PyFloat_AsDouble(alpha_o)) == -1.0 && PyErr_Occurred())
@@ -4370,6 +4420,34 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
   if (operand_ptr(a, &c, &pa, "A") != 0 || operand_ptr(b, &c, &pb, "B") != 0 ||
       operand_ptr(cc, &c, &pc, "C") != 0 || operand_ptr(d, &c, &pd, "D") != 0)
     goto done;
+  /* The arrays of the plan's outputs and reductions, in its order (made
+   * by the package, checked there). */
+  void *op[JK_PY_MM_EXTRA], *rp[JK_PY_MM_EXTRA];
+  PyObject *const lists[2] = {outs_o, reds_o};
+  void **const ptrs[2] = {op, rp};
+  const int counts[2] = {p->num_outputs, p->num_reductions};
+  for (int w = 0; w < 2; w++) {
+    Py_ssize_t got = lists[w] == Py_None ? 0 : PySequence_Size(lists[w]);
+    if (got < 0) goto done;
+    if (got != counts[w]) {
+      PyErr_Format(PyExc_TypeError, "the plan has %d %s, not %zd", counts[w],
+                   w ? "reductions" : "outputs", got);
+      goto done;
+    }
+    for (Py_ssize_t i = 0; i < got; i++) {
+      PyObject *x = PySequence_GetItem(lists[w], i);
+      const void *ptr = NULL;
+      int r = x != NULL && c.narr < MAX_ARGS
+                  ? operand_ptr(x, &c, &ptr, w ? "a reduction" : "an output")
+                  : -1;
+      Py_XDECREF(x);
+      if (r != 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many arrays");
+        goto done;
+      }
+      ptrs[w][i] = (void *)ptr;
+    }
+  }
   if (c.device != p->device) {
     PyErr_Format(PyExc_ValueError, "the operands are on device %d, the plan is for device %d",
                  c.device, p->device);
@@ -4405,6 +4483,8 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
   o.num_extra = (size_t)nx;
   o.alpha = alpha_o != Py_None ? &alpha : NULL;
   o.beta = beta_o != Py_None ? &beta : NULL;
+  o.outputs = op;
+  o.reductions = rp;
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
       tune ? jitk_matmul_autotune(p->plan, c.stream, pa, pb, pc, (void *)pd, xa, (size_t)nx)

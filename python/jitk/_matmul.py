@@ -27,6 +27,23 @@ _COMPUTE = {
 }
 
 
+_REDUCE_OPS = {"sum": 0, "max": 1, "min": 2}
+_REDUCE_AXES = {"rows": 0, "columns": 1, "all": 2}
+
+
+def _extras(given: Mapping[str, tuple] | None, size: int, what: str, form: str) -> list:
+    """``outputs`` or ``reductions`` as a list of (name, tuple), checked
+    for their form (the library checks names, dtypes and expressions)."""
+    items = []
+    for name, spec in (given or {}).items():
+        if not isinstance(name, str) or not isinstance(spec, tuple) or len(spec) != size or \
+                not all(isinstance(x, str) for x in spec):
+            raise TypeError(f"{what} maps names to {form} tuples of str, not "
+                            f"{name!r}: {spec!r}")
+        items.append((name, spec))
+    return items
+
+
 def _layout(array: Any, what: str, described: tuple | None = None):
     """(device, dtype, batch, rows, cols, order, leading dimension, batch
     stride) of a matrix or a batch of matrices of any library (from
@@ -95,6 +112,18 @@ class MatmulPlan:
     ``"float64"``, ``"float32_fast_accum"`` (float8 inputs: the tensor cores'
     accumulator over the whole K, without promotion).
 
+    ``outputs`` keeps other values of the epilogue besides D, as cuBLASLt's
+    ``*_AUX`` epilogues do: ``{name: (dtype, expression)}``, the expression
+    over ``acc``, ``value`` (D's element as the epilogue made it, before its
+    conversion to D's dtype), ``row``, ``col``, ``batch`` and the epilogue's
+    inputs; each is an array of D's shape and order. ``reductions`` reduces
+    such expressions in the same pass, deterministically, as ``BGRADB`` and
+    ``BGRADA`` do: ``{name: (dtype, expression, op, axis)}``, op ``"sum"``,
+    ``"max"`` or ``"min"``, axis ``"rows"`` (one value per column, a bias
+    gradient), ``"columns"`` (one per row) or ``"all"`` (one per batch); the
+    dtype float16, bfloat16, float32 or float64. With either, ``execute``
+    returns ``(D, extras)``, ``extras`` a dict of the new arrays by name.
+
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)
     and raises ``ValueError`` or ``TypeError`` otherwise. Arrays among the
@@ -117,6 +146,8 @@ class MatmulPlan:
         out_dtype: str | None = None,
         compute: str | None = None,
         preamble: str | None = None,
+        outputs: Mapping[str, tuple] | None = None,
+        reductions: Mapping[str, tuple] | None = None,
     ) -> None:
         da, ta, batch_a, m, k, oa, lda, sa = _layout(a, "A")
         db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B")
@@ -181,11 +212,24 @@ class MatmulPlan:
         self.m, self.n, self.k, self.batch = m, n, k, batch
         self.out_dtype = td
         self._shape = (batch, m, n) if batch > 1 else (m, n)
+        self._d_order = od
+        self._outputs = _extras(outputs, 2, "outputs", "(dtype, expression)")
+        self._reductions = _extras(reductions, 4, "reductions", "(dtype, expression, op, axis)")
+        reds = []
+        for name, (dtype, expr, op, axis) in self._reductions:
+            if op not in _REDUCE_OPS:
+                raise ValueError(f"reduction {name!r}: op {op!r} is not one of {list(_REDUCE_OPS)}")
+            if axis not in _REDUCE_AXES:
+                raise ValueError(f"reduction {name!r}: axis {axis!r} is not one of "
+                                 f"{list(_REDUCE_AXES)}")
+            reds.append((name, dtype, expr, _REDUCE_OPS[op], _REDUCE_AXES[axis]))
         self._plan = _jitk._MatmulPlan(
             da, m, n, k, batch, ta, tb, tc, td, _COMPUTE[compute],
             (oa, ob, oc, od), (lda, ldb, ldc, ldd), (sa, sb, sc, sd),
             c is not None, float(alpha), float(beta), epilogue,
             ", ".join(params) if params else None, preamble, len(params),
+            outputs=[(name, dtype, expr) for name, (dtype, expr) in self._outputs],
+            reductions=reds,
         )
 
     def _extra(self, epilogue_inputs: Mapping[str, Any] | None) -> tuple:
@@ -254,14 +298,33 @@ class MatmulPlan:
             raise ValueError("beta scales C, and this plan has no C")
         extra, inputs = self._extra(epilogue_inputs)
         d = self._operands(a, b, c, out, inputs)
+        # The outputs in D's order: a column-major D's are made as their
+        # transposes and handed back as views.
+        lead = (self.batch,) if self.batch > 1 else ()
+        outs, views = [], {}
+        for name, (dtype, _) in self._outputs:
+            if self._d_order == 0:
+                outs.append(_jitk._empty(a, lead + (self.m, self.n), dtype))
+                views[name] = outs[-1]
+            else:
+                outs.append(_jitk._empty(a, lead + (self.n, self.m), dtype))
+                views[name] = outs[-1].swapaxes(-1, -2)
+        reds = []
+        for name, (dtype, _, _, axis) in self._reductions:
+            size = {"rows": (self.n,), "columns": (self.m,), "all": ()}[axis]
+            reds.append(_jitk._empty(a, lead + size, dtype))
+            views[name] = reds[-1]
         self._plan.execute(a, b, c, d, extra, stream,
                            None if alpha is None else float(alpha),
-                           None if beta is None else float(beta))
-        return d
+                           None if beta is None else float(beta), outs, reds)
+        return (d, views) if views else d
 
     def autotune(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> "MatmulPlan":
         """Times the plan's candidate configurations on these operands, keeps
         the fastest, and stores the choice in the kernel cache's database."""
+        if self._outputs or self._reductions:
+            raise ValueError("autotune times plans without outputs or reductions: tune a plan "
+                             "without them (the choice, stored by shape, serves this one too)")
         extra, inputs = self._extra(epilogue_inputs)
         d = self._operands(a, b, c, out, inputs)
         self._plan.autotune(a, b, c, d, extra, stream)

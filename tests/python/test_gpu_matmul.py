@@ -131,6 +131,60 @@ def test_matmul_keeps_the_plans_used_last(lib, monkeypatch):
     assert_equal(lib.asnumpy(jitk.matmul(rows[1], b)), np.full((2, 8), 8, np.float32))
 
 
+@pytest.mark.parametrize("batch, d_order", [(1, "row"), (2, "row"), (1, "column")])
+def test_outputs_and_reductions(lib, monkeypatch, batch, d_order):
+    """MatmulPlan(outputs=..., reductions=...): other values of the
+    epilogue kept beside D, and reductions of them in the same pass (a
+    forward pass's pre-activation, a bias gradient), returned with D as a
+    dict of new arrays, in D's order. Small integers: exact."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(12 + batch)
+    lead = (batch,) if batch > 1 else ()
+    ha = rng.integers(-3, 4, lead + (36, 20)).astype(np.float32)
+    hb = rng.integers(-3, 4, lead + (20, 44)).astype(np.float32)
+    hbias = rng.integers(-3, 4, 44).astype(np.float32)
+    a, b, bias = lib.asarray(ha), lib.asarray(hb), lib.asarray(hbias)
+    out = None
+    if d_order == "column":
+        out = lib.transpose(lib.asarray(np.full((44, 36), np.nan, np.float32)))
+    plan = jitk.MatmulPlan(
+        a, b, epilogue="max(acc + bias[col], (T)0)", epilogue_inputs={"bias": bias}, out=out,
+        outputs={"pre": ("float32", "acc + bias[col]"), "twice": ("float64", "value * 2")},
+        reductions={"colsum": ("float32", "value", "sum", "rows"),
+                    "rowmax": ("float32", "acc", "max", "columns"),
+                    "total": ("float64", "value", "sum", "all")})
+    d, extras = plan.execute(a, b, epilogue_inputs={"bias": bias}, out=out)
+    pre = ha.astype(np.float64) @ hb + hbias
+    value = np.maximum(pre, 0)
+    assert sorted(extras) == ["colsum", "pre", "rowmax", "total", "twice"]
+    assert_equal(lib.asnumpy(d), value.astype(np.float32))
+    assert_equal(lib.asnumpy(extras["pre"]), pre.astype(np.float32))
+    assert_equal(lib.asnumpy(extras["twice"]), 2 * value)
+    assert_equal(lib.asnumpy(extras["colsum"]), value.sum(axis=-2).astype(np.float32))
+    assert_equal(lib.asnumpy(extras["rowmax"]), (pre - hbias).max(axis=-1).astype(np.float32))
+    assert_equal(lib.asnumpy(extras["total"]), value.sum(axis=(-2, -1)))
+    if d_order == "column":
+        # Views of D's order: the transposes of the arrays made.
+        assert tuple(extras["pre"].shape) == (36, 44)
+    with pytest.raises(ValueError, match="autotune"):
+        plan.autotune(a, b, epilogue_inputs={"bias": bias}, out=out)
+
+
+def test_outputs_and_reductions_refused(lib):
+    a = lib.asarray(np.ones((8, 8), np.float32))
+    for kw, error, words in [
+            (dict(outputs={"x": ("float32",)}), TypeError, "dtype, expression"),
+            (dict(outputs={"x": "acc"}), TypeError, "dtype, expression"),
+            (dict(reductions={"s": ("float32", "acc", "mean", "rows")}), ValueError, "op"),
+            (dict(reductions={"s": ("float32", "acc", "sum", "diagonal")}), ValueError, "axis"),
+            (dict(outputs={"x": ("float32", "acc +")}), jitk.CompileError, "output x"),
+            (dict(outputs={"x": ("no_such_type", "acc")}), ValueError, "no dtype"),
+            (dict(outputs={"acc": ("float32", "acc")}), ValueError, "acc")]:
+        with pytest.raises(error, match=words):
+            jitk.MatmulPlan(a, a, **kw).execute(a, a)
+
+
 def test_batched(torch_lib):
     torch = torch_lib.m
     a = torch.randn(3, 32, 40, device="cuda")
