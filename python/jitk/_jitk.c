@@ -4230,6 +4230,7 @@ typedef struct mm_plan {
   int device; /* -1 on a compile-only engine */
   int num_extra;
   int num_outputs, num_reductions; /* besides D, and of the epilogue's values */
+  int scales;                      /* FP8: bits 0-3 for a_scale, b_scale, d_scale, amax_d */
   jitk_engine *engine;
 } mm_plan;
 
@@ -4261,16 +4262,18 @@ static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
       "device",   "m",         "n",       "k",       "batch",      "a_dtype",
       "b_dtype",  "c_dtype",   "d_dtype", "compute", "orders",     "lds",
       "strides",  "has_c",     "alpha",   "beta",    "epilogue",   "epilogue_params",
-      "preamble", "num_extra", "arch",    "outputs", "reductions", NULL};
+      "preamble", "num_extra", "arch",    "outputs", "reductions", "scales",
+      NULL};
   int device, compute, has_c, num_extra;
   long long m, n, k, batch;
   const char *ad, *bd, *cd, *dd, *epi, *epp, *pre, *arch = NULL;
   PyObject *orders, *lds, *strides, *outputs = NULL, *reductions = NULL;
   double alpha, beta;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|zOO:_MatmulPlan", kwlist,
+  int scales = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "iLLLLsszsiOOOpddzzzi|zOOi:_MatmulPlan", kwlist,
                                    &device, &m, &n, &k, &batch, &ad, &bd, &cd, &dd, &compute,
                                    &orders, &lds, &strides, &has_c, &alpha, &beta, &epi, &epp, &pre,
-                                   &num_extra, &arch, &outputs, &reductions))
+                                   &num_extra, &arch, &outputs, &reductions, &scales))
     return NULL;
   /* outputs: (name, dtype, expr) each, packed in D's order; reductions:
    * (name, dtype, expr, op, axis) each, op and axis the C library's
@@ -4344,6 +4347,10 @@ static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   desc.num_outputs = (size_t)nouts;
   desc.reductions = reds;
   desc.num_reductions = (size_t)nreds;
+  desc.has_a_scale = scales & 1;
+  desc.has_b_scale = (scales >> 1) & 1;
+  desc.has_d_scale = (scales >> 2) & 1;
+  desc.has_amax_d = (scales >> 3) & 1;
   jitk_engine *e = arch != NULL || device < 0 ? arch_engine_for(arch) : device_engine(device);
   if (e == NULL) return NULL;
   allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
@@ -4353,6 +4360,7 @@ static PyObject *mm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   p->num_extra = num_extra;
   p->num_outputs = (int)nouts;
   p->num_reductions = (int)nreds;
+  p->scales = scales;
   p->engine = e;
   jitk_status s;
   Py_BEGIN_ALLOW_THREADS s = jitk_matmul_create(e, &desc, &p->plan);
@@ -4393,15 +4401,17 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
 }
 
 /* execute(a, b, c, d, extra, stream, tune) */
-/* execute(a, b, c, d, extra, stream, alpha=None, beta=None) and
- * autotune(a, b, c, d, extra, stream): alpha and beta, when given, are
- * this execution's (the C library's jitk_matmul_operands), which compile
- * nothing. */
+/* execute(a, b, c, d, extra, stream, alpha=None, beta=None, outputs=None,
+ * reductions=None, scales=None) and autotune(a, b, c, d, extra, stream):
+ * alpha and beta, when given, are this execution's (the C library's
+ * jitk_matmul_operands), which compile nothing; outputs and reductions the
+ * arrays of the plan's, in its order; scales the arrays of an FP8 plan's
+ * a_scale, b_scale, d_scale and amax_d (None where the plan has none). */
 static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
   PyObject *a, *b, *cc, *d, *extra, *stream_o, *alpha_o = Py_None, *beta_o = Py_None;
-  PyObject *outs_o = Py_None, *reds_o = Py_None;
-  if (!PyArg_ParseTuple(args, "OOOOOO|OOOO", &a, &b, &cc, &d, &extra, &stream_o, &alpha_o, &beta_o,
-                        &outs_o, &reds_o))
+  PyObject *outs_o = Py_None, *reds_o = Py_None, *scales_o = Py_None;
+  if (!PyArg_ParseTuple(args, "OOOOOO|OOOOO", &a, &b, &cc, &d, &extra, &stream_o, &alpha_o, &beta_o,
+                        &outs_o, &reds_o, &scales_o))
     return NULL;
   double alpha = 0, beta = 0;
   if (alpha_o != Py_None && (alpha = PyFloat_AsDouble(alpha_o)) == -1.0 && PyErr_Occurred())
@@ -4448,6 +4458,20 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
       ptrs[w][i] = (void *)ptr;
     }
   }
+  const void *sp[4] = {NULL, NULL, NULL, NULL};
+  if (scales_o != Py_None) {
+    static const char *const what[4] = {"a_scale", "b_scale", "d_scale", "amax_d"};
+    if (PySequence_Size(scales_o) != 4) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "scales: four arrays or None");
+      goto done;
+    }
+    for (int i = 0; i < 4; i++) {
+      PyObject *x = PySequence_GetItem(scales_o, i);
+      int r = x != NULL ? operand_ptr(x, &c, &sp[i], what[i]) : -1;
+      Py_XDECREF(x);
+      if (r != 0) goto done;
+    }
+  }
   if (c.device != p->device) {
     PyErr_Format(PyExc_ValueError, "the operands are on device %d, the plan is for device %d",
                  c.device, p->device);
@@ -4485,6 +4509,10 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
   o.beta = beta_o != Py_None ? &beta : NULL;
   o.outputs = op;
   o.reductions = rp;
+  o.a_scale = sp[0];
+  o.b_scale = sp[1];
+  o.d_scale = sp[2];
+  o.amax_d = (float *)sp[3];
   jitk_status st;
   Py_BEGIN_ALLOW_THREADS st =
       tune ? jitk_matmul_autotune(p->plan, c.stream, pa, pb, pc, (void *)pd, xa, (size_t)nx)

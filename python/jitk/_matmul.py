@@ -124,6 +124,15 @@ class MatmulPlan:
     dtype float16, bfloat16, float32 or float64. With either, ``execute``
     returns ``(D, extras)``, ``extras`` a dict of the new arrays by name.
 
+    FP8 inputs (PyTorch's ``float8_e4m3fn`` and ``float8_e5m2``) may come
+    with per-tensor scales, as Transformer Engine keeps them:
+    ``scales=("a", "b", "d")`` names those the plan takes, ``D =
+    d_scale * epilogue(alpha * a_scale * b_scale * A B + beta * C)``, each
+    scale an array of one float32 given to ``execute`` (``a_scale=``,
+    ``b_scale=``, ``d_scale=``); ``amax_d=True`` adds the maximum of
+    ``|D|`` before ``d_scale``, ``extras["amax_d"]``, a float32 array of one
+    element.
+
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)
     and raises ``ValueError`` or ``TypeError`` otherwise. Arrays among the
@@ -148,6 +157,8 @@ class MatmulPlan:
         preamble: str | None = None,
         outputs: Mapping[str, tuple] | None = None,
         reductions: Mapping[str, tuple] | None = None,
+        scales: tuple = (),
+        amax_d: bool = False,
     ) -> None:
         da, ta, batch_a, m, k, oa, lda, sa = _layout(a, "A")
         db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B")
@@ -213,6 +224,14 @@ class MatmulPlan:
         self.out_dtype = td
         self._shape = (batch, m, n) if batch > 1 else (m, n)
         self._d_order = od
+        if isinstance(scales, str) or not set(scales) <= {"a", "b", "d"}:
+            raise ValueError(f"scales names some of 'a', 'b' and 'd', not {scales!r}")
+        self._scales = tuple(x for x in ("a", "b", "d") if x in scales)
+        self._amax = bool(amax_d)
+        if self._amax and ("amax_d" in (outputs or {}) or "amax_d" in (reductions or {})):
+            raise ValueError("amax_d=True names extras['amax_d']: another output or reduction "
+                             "takes that name")
+        flags = sum(1 << i for i, x in enumerate(("a", "b", "d")) if x in scales) | (8 * self._amax)
         self._outputs = _extras(outputs, 2, "outputs", "(dtype, expression)")
         self._reductions = _extras(reductions, 4, "reductions", "(dtype, expression, op, axis)")
         reds = []
@@ -229,7 +248,7 @@ class MatmulPlan:
             c is not None, float(alpha), float(beta), epilogue,
             ", ".join(params) if params else None, preamble, len(params),
             outputs=[(name, dtype, expr) for name, (dtype, expr) in self._outputs],
-            reductions=reds,
+            reductions=reds, scales=flags,
         )
 
     def _extra(self, epilogue_inputs: Mapping[str, Any] | None) -> tuple:
@@ -289,13 +308,24 @@ class MatmulPlan:
         return out
 
     def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None,
-                alpha: float | None = None, beta: float | None = None) -> Any:
+                alpha: float | None = None, beta: float | None = None, a_scale: Any = None,
+                b_scale: Any = None, d_scale: Any = None) -> Any:
         """Runs the plan on operands of its description; returns D (``out``,
         or a new array of A's library). ``alpha`` and ``beta``, when given,
         replace the plan's for this execution; they are the kernel's
         parameters, so a new value compiles nothing."""
         if beta is not None and c is None and float(beta) != 0.0:
             raise ValueError("beta scales C, and this plan has no C")
+        given = {"a": a_scale, "b": b_scale, "d": d_scale}
+        for x, value in given.items():
+            if (value is not None) != (x in self._scales):
+                raise TypeError(f"the plan takes {x}_scale" if value is None
+                                else f"the plan was made without {x}_scale")
+            if value is not None:
+                _, dtype, shape = _jitk._describe(value)[:3]
+                if dtype != "float32" or any(size != 1 for size in shape):
+                    raise TypeError(f"{x}_scale must be an array of one float32, not "
+                                    f"{dtype} of shape {tuple(shape)}")
         extra, inputs = self._extra(epilogue_inputs)
         d = self._operands(a, b, c, out, inputs)
         # The outputs in D's order: a column-major D's are made as their
@@ -314,17 +344,25 @@ class MatmulPlan:
             size = {"rows": (self.n,), "columns": (self.m,), "all": ()}[axis]
             reds.append(_jitk._empty(a, lead + size, dtype))
             views[name] = reds[-1]
+        amax = None
+        if self._amax:
+            amax = _jitk._empty(a, (1,), "float32")
+            views["amax_d"] = amax
+        scales = None
+        if self._scales or self._amax:
+            scales = (a_scale, b_scale, d_scale, amax)
         self._plan.execute(a, b, c, d, extra, stream,
                            None if alpha is None else float(alpha),
-                           None if beta is None else float(beta), outs, reds)
+                           None if beta is None else float(beta), outs, reds, scales)
         return (d, views) if views else d
 
     def autotune(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None) -> "MatmulPlan":
         """Times the plan's candidate configurations on these operands, keeps
         the fastest, and stores the choice in the kernel cache's database."""
-        if self._outputs or self._reductions:
-            raise ValueError("autotune times plans without outputs or reductions: tune a plan "
-                             "without them (the choice, stored by shape, serves this one too)")
+        if self._outputs or self._reductions or self._scales or self._amax:
+            raise ValueError("autotune times plans without outputs, reductions, scales or "
+                             "amax: tune a plan without them (the choice, stored by shape, "
+                             "serves this one too)")
         extra, inputs = self._extra(epilogue_inputs)
         d = self._operands(a, b, c, out, inputs)
         self._plan.autotune(a, b, c, d, extra, stream)

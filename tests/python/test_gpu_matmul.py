@@ -185,6 +185,40 @@ def test_outputs_and_reductions_refused(lib):
             jitk.MatmulPlan(a, a, **kw).execute(a, a)
 
 
+def test_fp8_scales_and_amax(torch_lib):
+    """FP8 inputs with per-tensor scales and the amax of D, as Transformer
+    Engine keeps them: D = d_scale * (a_scale * b_scale * A B), amax_d the
+    largest |a_scale * b_scale * A B| before d_scale. A row-major and B
+    column-major (both K-major, as FP8 tensor cores read them); small
+    integers, exact in e4m3 and in the float32 sums."""
+    torch = torch_lib.m
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this PyTorch has no float8_e4m3fn")
+    rng = np.random.default_rng(21)
+    ha = rng.integers(-3, 4, (96, 64)).astype(np.float32)
+    hbt = rng.integers(-3, 4, (80, 64)).astype(np.float32)
+    a8 = torch.from_numpy(ha).cuda().to(torch.float8_e4m3fn)
+    b8 = torch.from_numpy(hbt).cuda().to(torch.float8_e4m3fn).t()
+    ab = ha.astype(np.float64) @ hbt.T
+    plan = jitk.MatmulPlan(a8, b8, out_dtype="float32", scales=("a", "b", "d"), amax_d=True)
+    sa, sb, sd = (torch.tensor([v], device="cuda") for v in (0.5, 4.0, 0.25))
+    d, extras = plan.execute(a8, b8, a_scale=sa, b_scale=sb, d_scale=sd)
+    assert_equal(d.cpu().numpy(), (0.5 * ab).astype(np.float32))
+    assert_equal(extras["amax_d"].cpu().numpy(), np.array([2 * np.abs(ab).max()], np.float32))
+    plain = jitk.MatmulPlan(a8, b8, out_dtype="float32").execute(a8, b8)
+    assert_equal(plain.cpu().numpy(), ab.astype(np.float32))
+    with pytest.raises(TypeError, match="takes d_scale"):
+        plan.execute(a8, b8, a_scale=sa, b_scale=sb)
+    with pytest.raises(TypeError, match="without a_scale"):
+        jitk.MatmulPlan(a8, b8, out_dtype="float32").execute(a8, b8, a_scale=sa)
+    with pytest.raises(TypeError, match="one float32"):
+        plan.execute(a8, b8, a_scale=sa.double(), b_scale=sb, d_scale=sd)
+    with pytest.raises(TypeError, match="one float32"):
+        plan.execute(a8, b8, a_scale=torch.ones(2, device="cuda"), b_scale=sb, d_scale=sd)
+    with pytest.raises(ValueError, match="scales names"):
+        jitk.MatmulPlan(a8, b8, scales=("c",))
+
+
 def test_batched(torch_lib):
     torch = torch_lib.m
     a = torch.randn(3, 32, 40, device="cuda")
