@@ -129,9 +129,11 @@ class MatmulPlan:
     ``scales=("a", "b", "d")`` names those the plan takes, ``D =
     d_scale * epilogue(alpha * a_scale * b_scale * A B + beta * C)``, each
     scale an array of one float32 given to ``execute`` (``a_scale=``,
-    ``b_scale=``, ``d_scale=``); ``amax_d=True`` adds the maximum of
-    ``|D|`` before ``d_scale``, ``extras["amax_d"]``, a float32 array of one
-    element.
+    ``b_scale=``, ``d_scale=``; ``d_scale`` for an 8-bit D, which rounds to
+    nearest even and saturates); ``amax_d=True`` adds the maximum of ``|D|``
+    before ``d_scale``, ``extras["amax_d"]``, a float32 array of one element.
+    A must be row-major and B column-major (both K-major, as FP8 tensor
+    cores read them).
 
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)

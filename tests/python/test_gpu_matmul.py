@@ -187,8 +187,9 @@ def test_outputs_and_reductions_refused(lib):
 
 def test_fp8_scales_and_amax(torch_lib):
     """FP8 inputs with per-tensor scales and the amax of D, as Transformer
-    Engine keeps them: D = d_scale * (a_scale * b_scale * A B), amax_d the
-    largest |a_scale * b_scale * A B| before d_scale. A row-major and B
+    Engine keeps them: D = d_scale * (a_scale * b_scale * A B), d_scale for
+    an 8-bit D, amax_d the largest |a_scale * b_scale * A B| before
+    d_scale. A row-major and B
     column-major (both K-major, as FP8 tensor cores read them); small
     integers, exact in e4m3 and in the float32 sums."""
     torch = torch_lib.m
@@ -200,21 +201,28 @@ def test_fp8_scales_and_amax(torch_lib):
     a8 = torch.from_numpy(ha).cuda().to(torch.float8_e4m3fn)
     b8 = torch.from_numpy(hbt).cuda().to(torch.float8_e4m3fn).t()
     ab = ha.astype(np.float64) @ hbt.T
-    plan = jitk.MatmulPlan(a8, b8, out_dtype="float32", scales=("a", "b", "d"), amax_d=True)
     sa, sb, sd = (torch.tensor([v], device="cuda") for v in (0.5, 4.0, 0.25))
-    d, extras = plan.execute(a8, b8, a_scale=sa, b_scale=sb, d_scale=sd)
-    assert_equal(d.cpu().numpy(), (0.5 * ab).astype(np.float32))
+    plan = jitk.MatmulPlan(a8, b8, out_dtype="float32", scales=("a", "b"), amax_d=True)
+    d, extras = plan.execute(a8, b8, a_scale=sa, b_scale=sb)
+    assert_equal(d.cpu().numpy(), (2 * ab).astype(np.float32))
+    assert_equal(extras["amax_d"].cpu().numpy(), np.array([2 * np.abs(ab).max()], np.float32))
+    # D's scale is for an 8-bit D: rounded to nearest even, as PyTorch
+    # converts.
+    plan8 = jitk.MatmulPlan(a8, b8, out_dtype="float8_e4m3", scales=("a", "b", "d"), amax_d=True)
+    d8, extras = plan8.execute(a8, b8, a_scale=sa, b_scale=sb, d_scale=sd)
+    want8 = torch.from_numpy((0.5 * ab).astype(np.float32)).to(torch.float8_e4m3fn)
+    assert_equal(d8.cpu().view(torch.uint8).numpy(), want8.view(torch.uint8).numpy())
     assert_equal(extras["amax_d"].cpu().numpy(), np.array([2 * np.abs(ab).max()], np.float32))
     plain = jitk.MatmulPlan(a8, b8, out_dtype="float32").execute(a8, b8)
     assert_equal(plain.cpu().numpy(), ab.astype(np.float32))
     with pytest.raises(TypeError, match="takes d_scale"):
-        plan.execute(a8, b8, a_scale=sa, b_scale=sb)
+        plan8.execute(a8, b8, a_scale=sa, b_scale=sb)
     with pytest.raises(TypeError, match="without a_scale"):
         jitk.MatmulPlan(a8, b8, out_dtype="float32").execute(a8, b8, a_scale=sa)
     with pytest.raises(TypeError, match="one float32"):
-        plan.execute(a8, b8, a_scale=sa.double(), b_scale=sb, d_scale=sd)
+        plan8.execute(a8, b8, a_scale=sa.double(), b_scale=sb, d_scale=sd)
     with pytest.raises(TypeError, match="one float32"):
-        plan.execute(a8, b8, a_scale=torch.ones(2, device="cuda"), b_scale=sb, d_scale=sd)
+        plan8.execute(a8, b8, a_scale=torch.ones(2, device="cuda"), b_scale=sb, d_scale=sd)
     with pytest.raises(ValueError, match="scales names"):
         jitk.MatmulPlan(a8, b8, scales=("c",))
 
