@@ -424,7 +424,12 @@ def matmul(
         plan = MatmulPlan(a, b, c, alpha=alpha, beta=beta, epilogue=epilogue,
                           epilogue_inputs=epilogue_inputs, out=out, compute=compute)
         while len(_plans) >= _PLANS_KEPT:
-            del _plans[next(iter(_plans))]  # the least recently used
+            # The least recently used; another thread may be taking plans
+            # out meanwhile.
+            try:
+                _plans.pop(next(iter(_plans)), None)
+            except (StopIteration, RuntimeError):
+                break
     _plans[key] = plan  # last in the dict's order: the most recently used
     return plan.execute(a, b, c, epilogue_inputs=epilogue_inputs, out=out, stream=stream,
                         alpha=alpha, beta=None if c is None else beta)
