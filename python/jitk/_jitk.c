@@ -191,8 +191,7 @@ static PyObject *rebuild_fn, *rebuild_kernel_fn;
 
 /* (_rebuild, (type(self), kwargs)) for __reduce__, kwargs holding keys[i]
  * = values[i] (borrowed) for each value that is not NULL. */
-static PyObject *reduce_to(PyObject *self, const char *const *keys, PyObject *const *values,
-                           int n) {
+static PyObject *reduce_to(PyObject *self, char *const *keys, PyObject *const *values, int n) {
   PyObject *kw = PyDict_New();
   if (kw == NULL) return NULL;
   for (int i = 0; i < n; i++)
@@ -2051,10 +2050,14 @@ static PyObject *param_tuple(const jitk_param_info *info) {
                        info->placeholder ? info->placeholder : dtype_name(info->dtype));
 }
 
+/* ElementwiseKernel's keywords: what it is made with (ew_new), and what
+ * it pickles as (ew_reduce), in that order. */
+static char *ew_keywords[] = {"in_params",   "out_params", "operation", "name",
+                              "reduce_dims", "preamble",   "no_return", "return_tuple",
+                              "loop_prep",   "after_loop", "options",   NULL};
+
 static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"in_params",   "out_params", "operation", "name",
-                           "reduce_dims", "preamble",   "no_return", "return_tuple",
-                           "loop_prep",   "after_loop", "options",   NULL};
+  char **kwlist = ew_keywords;
   PyObject *in_p, *out_p, *op, *name = NULL, *preamble = NULL, *loop_prep = NULL,
                                *after_loop = NULL, *options = NULL;
   int reduce_dims = 1, no_return = 0, return_tuple = 0;
@@ -2394,9 +2397,6 @@ static PyGetSetDef ew_getset[] = {{"nargs", (getter)ew_nargs, NULL, NULL, NULL},
 /* __reduce__: see "Pickling". */
 static PyObject *ew_reduce(ew_kernel *k, PyObject *unused) {
   (void)unused;
-  static const char *const keys[] = {"in_params",   "out_params", "operation", "name",
-                                     "reduce_dims", "preamble",   "no_return", "return_tuple",
-                                     "loop_prep",   "after_loop", "options"};
   PyObject *values[] = {k->in_params,
                         k->out_params,
                         k->operation,
@@ -2408,7 +2408,7 @@ static PyObject *ew_reduce(ew_kernel *k, PyObject *unused) {
                         k->loop_prep,
                         k->after_loop,
                         k->options};
-  return reduce_to((PyObject *)k, keys, values, 11);
+  return reduce_to((PyObject *)k, ew_keywords, values, 11);
 }
 
 static PyMethodDef ew_methods[] = {
@@ -2487,10 +2487,13 @@ static jitk_status red_create(red_kernel *k, jitk_engine *e, jitk_reduction **ou
   return st;
 }
 
+/* ReductionKernel's keywords, for red_new and red_reduce, in that order. */
+static char *red_keywords[] = {"in_params",     "out_params", "map_expr", "reduce_expr",
+                               "post_map_expr", "identity",   "name",     "reduce_type",
+                               "reduce_dims",   "preamble",   "options",  NULL};
+
 static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"in_params",     "out_params", "map_expr", "reduce_expr",
-                           "post_map_expr", "identity",   "name",     "reduce_type",
-                           "reduce_dims",   "preamble",   "options",  NULL};
+  char **kwlist = red_keywords;
   PyObject *in_p, *out_p, *map_e, *red_e, *post_e, *ident, *name = NULL, *rtype = NULL,
                                                            *preamble = NULL, *options = NULL;
   int reduce_dims = 1;
@@ -2840,14 +2843,11 @@ static PyGetSetDef red_getset[] = {{"nargs", (getter)red_nargs, NULL, NULL, NULL
 /* __reduce__: see "Pickling". */
 static PyObject *red_reduce(red_kernel *k, PyObject *unused) {
   (void)unused;
-  static const char *const keys[] = {"in_params",     "out_params", "map_expr", "reduce_expr",
-                                     "post_map_expr", "identity",   "name",     "reduce_type",
-                                     "reduce_dims",   "preamble",   "options"};
   PyObject *values[] = {k->in_params,   k->out_params,    k->map_expr,
                         k->reduce_expr, k->post_map_expr, k->identity,
                         k->name,        k->reduce_type,   py_bool(k->reduce_dims),
                         k->preamble,    k->options};
-  return reduce_to((PyObject *)k, keys, values, 11);
+  return reduce_to((PyObject *)k, red_keywords, values, 11);
 }
 
 static PyMethodDef red_methods[] = {
@@ -3369,20 +3369,23 @@ static int rm_init_link(raw_module *m, PyObject *link, PyObject *link_options, P
  * jitk's own for a program linked from the code and other pieces (the C
  * library's jitk_module_link): link= the pieces (link_pieces),
  * link_options= nvJitLink's options, lto= link-time optimization (None:
- * jitk decides, as JITK_LTO_AUTO). */
+ * jitk decides, as JITK_LTO_AUTO). rm_keywords serves rm_reduce too, in
+ * that order. */
+static char *rm_keywords[] = {"code",
+                              "path",
+                              "options",
+                              "backend",
+                              "translate_cucomplex",
+                              "enable_cooperative_groups",
+                              "name_expressions",
+                              "jitify",
+                              "link",
+                              "link_options",
+                              "lto",
+                              NULL};
+
 static PyObject *rm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"code",
-                           "path",
-                           "options",
-                           "backend",
-                           "translate_cucomplex",
-                           "enable_cooperative_groups",
-                           "name_expressions",
-                           "jitify",
-                           "link",
-                           "link_options",
-                           "lto",
-                           NULL};
+  char **kwlist = rm_keywords;
   PyObject *code = NULL, *path = NULL, *options = NULL, *names = NULL, *backend = NULL;
   PyObject *link = NULL, *link_options = NULL, *lto = NULL;
   int cucomplex = 0, coop = 0, jitify = 0;
@@ -3520,16 +3523,6 @@ static PyObject *rm_get_global(raw_module *m, PyObject *name) {
  * jitk, and given again it would warn at each unpickling. */
 static PyObject *rm_reduce(raw_module *m, PyObject *unused) {
   (void)unused;
-  static const char *const keys[] = {"code",
-                                     "path",
-                                     "options",
-                                     "backend",
-                                     "translate_cucomplex",
-                                     "enable_cooperative_groups",
-                                     "name_expressions",
-                                     "link",
-                                     "link_options",
-                                     "lto"};
   const bool code = m->path == Py_None, linked = PyTuple_Size(m->link) > 0;
   /* A piece given by its path pickles as the path, read again where the
    * module is built, as a module of a file is. */
@@ -3555,10 +3548,11 @@ static PyObject *rm_reduce(raw_module *m, PyObject *unused) {
                         code ? py_bool(m->translate_cucomplex) : NULL,
                         py_bool(m->enable_cooperative_groups),
                         m->name_expressions != Py_None ? m->name_expressions : NULL,
+                        NULL, /* jitify */
                         pieces,
                         linked ? m->link_options : NULL,
                         linked && m->lto != JITK_LTO_AUTO ? py_bool(m->lto == JITK_LTO_ON) : NULL};
-  PyObject *r = reduce_to((PyObject *)m, keys, values, 10);
+  PyObject *r = reduce_to((PyObject *)m, rm_keywords, values, 11);
   Py_XDECREF(pieces);
   return r;
 }
