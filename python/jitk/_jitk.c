@@ -3335,11 +3335,6 @@ static int rm_init_link(raw_module *m, PyObject *link, PyObject *link_options, P
                     "link needs CUDA code to link the pieces with, not a module's path");
     return -1;
   }
-  if (!linked &&
-      ((link_options != NULL && link_options != Py_None) || (lto != NULL && lto != Py_None))) {
-    PyErr_SetString(PyExc_ValueError, "link_options and lto need pieces to link (link=)");
-    return -1;
-  }
   if (link_options != NULL && link_options != Py_None) {
     if (PyUnicode_Check(link_options)) {
       PyErr_SetString(PyExc_TypeError, "link_options must be a sequence of str, not a str");
@@ -3354,11 +3349,16 @@ static int rm_init_link(raw_module *m, PyObject *link, PyObject *link_options, P
     if (string_list(t, &v, &n, "link_options") != 0) return -1;
     PyMem_Free(v);
   }
-  if (lto != NULL && lto != Py_None) {
-    int on = PyObject_IsTrue(lto);
-    if (on < 0) return -1;
-    m->lto = on ? JITK_LTO_ON : JITK_LTO_OFF;
+  int on = lto != NULL && lto != Py_None ? PyObject_IsTrue(lto) : 0;
+  if (on < 0) return -1;
+  /* The defaults given explicitly (link_options=(), lto=False or None) are
+   * taken without pieces, so that code passing its settings through need
+   * not leave them out; options that would change a link are refused. */
+  if (!linked && (PyTuple_Size(m->link_options) > 0 || on)) {
+    PyErr_SetString(PyExc_ValueError, "link_options and lto need pieces to link (link=)");
+    return -1;
   }
+  if (lto != NULL && lto != Py_None) m->lto = on ? JITK_LTO_ON : JITK_LTO_OFF;
   return 0;
 }
 
@@ -3433,6 +3433,15 @@ static PyObject *rm_compile(raw_module *m, PyObject *args, PyObject *kw) {
   PyObject *log = NULL;
   const char *arch = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$z:compile", kwlist, &log, &arch)) return NULL;
+  /* Checked before compiling, so that a wrong stream costs no compile and
+   * fails as a wrong argument rather than as an AttributeError after it. */
+  if (log != NULL && log != Py_None && !PyObject_HasAttrString(log, "write")) {
+    char tn[64];
+    type_name(log, tn, sizeof tn);
+    PyErr_Format(PyExc_TypeError,
+                 "log_stream must have a write method (a file, io.StringIO), not be a %s", tn);
+    return NULL;
+  }
   jitk_module *mod = NULL;
   if (arch != NULL || count_devices() == 0) {
     jitk_engine *e = arch_engine_for(arch);

@@ -31,11 +31,24 @@ _REDUCE_OPS = {"sum": 0, "max": 1, "min": 2}
 _REDUCE_AXES = {"rows": 0, "columns": 1, "all": 2}
 
 
+def _named(given: Mapping[str, Any] | None, what: str) -> Mapping[str, Any]:
+    """``given`` when it is a mapping whose keys are all str (None: an
+    empty one); a TypeError naming ``what`` otherwise."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise TypeError(f"{what} must be a mapping of names, not {type(given).__name__}")
+    for name in given:
+        if not isinstance(name, str):
+            raise TypeError(f"{what} has a name of type {type(name).__name__}: names are str")
+    return given
+
+
 def _extras(given: Mapping[str, tuple] | None, size: int, what: str, form: str) -> list:
     """``outputs`` or ``reductions`` as a list of (name, tuple), checked
     for their form (the library checks names, dtypes and expressions)."""
     items = []
-    for name, spec in (given or {}).items():
+    for name, spec in _named(given, what).items():
         if not isinstance(name, str) or not isinstance(spec, tuple) or len(spec) != size or \
                 not all(isinstance(x, str) for x in spec):
             raise TypeError(f"{what} maps names to {form} tuples of str, not "
@@ -207,10 +220,11 @@ class MatmulPlan:
             od, ldd, sd = 0, n, (m * n if batch > 1 else 0)
         # Raw arrays of the epilogue are read as the accumulator's type.
         acc = "float64" if compute == "float64" or (compute in (None, "default") and ta == "float64") else "float32"
-        self._inputs = list((epilogue_inputs or {}).keys())
+        epilogue_inputs = _named(epilogue_inputs, "epilogue_inputs")
+        self._inputs = list(epilogue_inputs)
         self._input_types = {}
         params = []
-        for name, value in (epilogue_inputs or {}).items():
+        for name, value in epilogue_inputs.items():
             if _is_array(value):
                 dt = _jitk._describe(value)[1]
                 if dt != acc:
@@ -230,12 +244,12 @@ class MatmulPlan:
             raise ValueError(f"scales names some of 'a', 'b' and 'd', not {scales!r}")
         self._scales = tuple(x for x in ("a", "b", "d") if x in scales)
         self._amax = bool(amax_d)
-        if self._amax and ("amax_d" in (outputs or {}) or "amax_d" in (reductions or {})):
+        self._outputs = _extras(outputs, 2, "outputs", "(dtype, expression)")
+        self._reductions = _extras(reductions, 4, "reductions", "(dtype, expression, op, axis)")
+        if self._amax and "amax_d" in dict(self._outputs + self._reductions):
             raise ValueError("amax_d=True names extras['amax_d']: another output or reduction "
                              "takes that name")
         flags = sum(1 << i for i, x in enumerate(("a", "b", "d")) if x in scales) | (8 * self._amax)
-        self._outputs = _extras(outputs, 2, "outputs", "(dtype, expression)")
-        self._reductions = _extras(reductions, 4, "reductions", "(dtype, expression, op, axis)")
         reds = []
         for name, (dtype, expr, op, axis) in self._reductions:
             if op not in _REDUCE_OPS:
@@ -256,7 +270,7 @@ class MatmulPlan:
     def _extra(self, epilogue_inputs: Mapping[str, Any] | None) -> tuple:
         """The epilogue's inputs in the plan's order, and the description
         of each array among them (by name)."""
-        given = dict(epilogue_inputs or {})
+        given = dict(_named(epilogue_inputs, "epilogue_inputs"))
         if sorted(given) != sorted(self._inputs):
             raise TypeError(f"the epilogue takes inputs {self._inputs}, not {sorted(given)}")
         described = {}
@@ -417,7 +431,7 @@ def matmul(
         None if out is None else _jitk._describe(out)[:4],
         epilogue, compute,
         tuple((name, _jitk._describe(v)[1] if _is_array(v) else _scalar_type(v))
-              for name, v in (epilogue_inputs or {}).items()),
+              for name, v in _named(epilogue_inputs, "epilogue_inputs").items()),
     )
     plan = _plans.pop(key, None)
     if plan is None:

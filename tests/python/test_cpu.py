@@ -210,6 +210,10 @@ def test_raw_module_compile_writes_nvrtc_log():
     log = io.StringIO()
     m.compile(log_stream=log, arch=ARCH)
     assert "warning" in log.getvalue()
+    # A stream that cannot be written to is refused before compiling.
+    for bad in ("log.txt", 5):
+        with pytest.raises(TypeError, match="write method"):
+            m.compile(log_stream=bad, arch=ARCH)
 
 
 # ---- pickling ----------------------------------------------------------------
@@ -319,8 +323,13 @@ def test_raw_module_link_errors():
             jitk.RawModule(code=LINK_MAIN, link=bad)
     with pytest.raises(ValueError, match="not a module's path"):
         jitk.RawModule(path="m.cubin", link=[("cuda", LINK_HELPER)])
-    with pytest.raises(ValueError, match="need pieces"):
-        jitk.RawModule(code=LINK_MAIN, lto=True)
+    for kw in (dict(lto=True), dict(link_options=["-O3"]), dict(link=[], link_options=["-O3"])):
+        with pytest.raises(ValueError, match="need pieces"):
+            jitk.RawModule(code=LINK_MAIN, **kw)
+    # The defaults, given explicitly, need no pieces: code that passes its
+    # settings through works with nothing to link.
+    for kw in (dict(link=(), link_options=(), lto=None), dict(link_options=[], lto=False)):
+        jitk.RawModule(code=LINK_MAIN, **kw)
     with pytest.raises(TypeError, match="not a str"):
         jitk.RawModule(code=LINK_MAIN, link=[("cuda", LINK_HELPER)], link_options="-O3")
     # A piece's file is read when the module is built: a missing one fails

@@ -654,6 +654,24 @@ def test_arrays_on_devices_past_the_last_raise(tmp_path):
     """, tmp_path)
 
 
+# What the random calls below share: arrays of CuPy over host memory where
+# CuPy is installed (else arrays of the interface alone), and the errors a
+# call may raise.
+RANDOM = r'''
+try:
+    import cupy
+    cupy_host_allocation()
+    wrap = cupy_array
+except ImportError:
+    wrap = CudaArray
+clear = (TypeError, ValueError, OverflowError, MemoryError, jitk.JitkError)
+if wrap is not CudaArray:
+    # A CuPy array asked for its value (int(x), bool(x)) needs CuPy's
+    # runtime, which fails on the stand-in: CuPy's error, not jitk's.
+    clear += (cupy.cuda.runtime.CUDARuntimeError,)
+'''
+
+
 def test_random_calls_raise_only_clear_errors(tmp_path):
     # 20,000 calls of the kernel classes with random arguments and keywords
     # (arrays of every kind, views, scalars, strings, nested sequences,
@@ -666,12 +684,6 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
         import random
         seed = {seed}
         rng = random.Random(seed)
-        try:
-            import cupy
-            cupy_host_allocation()
-            wrap = cupy_array
-        except ImportError:
-            wrap = CudaArray
 
         class Cai:
             def __init__(self, d): self.__cuda_array_interface__ = d
@@ -718,11 +730,6 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
                     "enable_cooperative_groups", "grid", "args"]
         # MemoryError: an output too large for the allocator (a size= of
         # 2^62 elements), as CuPy's OutOfMemoryError is on a GPU.
-        clear = (TypeError, ValueError, OverflowError, MemoryError, jitk.JitkError)
-        if wrap is not CudaArray:
-            # A CuPy array asked for its value (int(x), bool(x)) needs CuPy's
-            # runtime, which fails on the stand-in: CuPy's error, not jitk's.
-            clear += (cupy.cuda.runtime.CUDARuntimeError,)
         launched = 0
         for i in range(20000):
             k = rng.choice(kernels)
@@ -744,9 +751,238 @@ def test_random_calls_raise_only_clear_errors(tmp_path):
                 sys.exit(f"seed {{seed}}, call {{i}}: {{type(e).__name__}}: {{e}} from "
                          f"{{k!r}}{{args!r}} {{kw!r}}")
         print("seed", seed, "launched", launched)
-    """, tmp_path)
+    """, tmp_path, prelude=RANDOM)
     # Some calls must have been valid, or the test exercised only refusals.
     assert int(out.split()[-1]) > 0, out
+
+
+def test_random_constructions_raise_only_clear_errors(tmp_path):
+    # The constructors, compile(), pickling, RawModule's linking and
+    # functions, RawKernel's launch options, MatmulPlan and jitk.matmul
+    # given random arguments. Half the calls are clean (each argument one
+    # of a few values, most of them valid, so that kernels are made and
+    # launched); the other half are noisy (values cut or grown by a
+    # character, or of the wrong kind). Each call succeeds or raises
+    # TypeError, ValueError, OverflowError, MemoryError or JitkError (a
+    # compile error among them), and the process survives; sanitized.sh
+    # runs this under AddressSanitizer. Whatever constructs also pickles and
+    # unpickles with the same attributes. A seed per run, printed, makes a
+    # failure reproducible; every distinct failure is reported.
+    seed = int.from_bytes(os.urandom(4), "little")
+    out = run(f"""
+        import io, os, pickle, random, traceback, warnings
+        warnings.simplefilter("ignore")  # jitify= warns, as CuPy's does
+        seed = {seed}
+        rng = random.Random(seed)
+
+        folder = {str(tmp_path)!r}
+        def file(name, data):
+            path = os.path.join(folder, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            return path
+        paths = [file("junk.cubin", os.urandom(200)), file("empty.ptx", b""),
+                 file("text.fatbin", b"not a fatbin"), file("junk.o", os.urandom(64)),
+                 file("junk.a", b"!<arch>\\n" + os.urandom(64)), file("x.ltoir", os.urandom(32)),
+                 file("a.unknown", b"x"), folder, os.path.join(folder, "missing.ptx"), ""]
+
+        def arr(dtype, *shape): return wrap(np.ones(shape, dtype))
+        f32, f16, f64 = np.float32, np.float16, np.float64
+        same = [arr(f32, 8, 6) for _ in range(3)]  # elementwise operands of one shape
+        products = [(arr(f32, 8, 4), arr(f32, 4, 6)), (arr(f32, 8, 4), arr(f32, 4, 6), arr(f32, 8, 6)),
+                    (arr(f16, 8, 4), arr(f16, 4, 6)), (arr(f64, 8, 4), arr(f64, 4, 6)),
+                    (arr(f32, 2, 8, 4), arr(f32, 2, 4, 6)), (arr(f32, 4, 8).T, arr(f32, 4, 6))]
+        bias = arr(f32, 6)
+        arrays = same + [a for p in products for a in p] + [
+            bias, arr(f32), arr(f32, 0, 4), arr(np.int32, 8, 4), CudaArray(np.ones((8, 6), f32))]
+
+        def junk():
+            return rng.choice([None, 0, -1, 2**64, 1.5, float("nan"), "", "\\0", "x" * 3000,
+                               b"bytes", (), [], {{}}, object(), True, np.int64(3),
+                               np.float32(2), ("cuda",), ("cuda", None, None), {{"a": 1}},
+                               rng.choice(arrays)])
+
+        def pick(valid):
+            # In a clean call one of the values given, often the first (a
+            # valid one); in a noisy one, sometimes such a value cut or grown
+            # by a character, or a value of the wrong kind.
+            c = rng.randrange(8)
+            if not noisy and c < 3:
+                return valid[0]
+            if c < 5 or not noisy:
+                return rng.choice(valid)
+            if c < 7:
+                s = rng.choice([v for v in valid if isinstance(v, str)] or ["x"])
+                i = rng.randrange(len(s) + 1)
+                return s[:i] + rng.choice(["", "\\0", "(", ")", ",", "raw ", "T", "\\u00e9", "\\n",
+                                           ";", "{{", "}}", '"', "%s", "\\\\"]) + s[i + rng.randrange(3):]
+            return junk()
+
+        def keywords(table):
+            kw = {{k: pick(v) for k, v in table.items() if rng.random() < 0.3}}
+            # CuPy's current stream needs its runtime, which the stand-in
+            # cannot serve: a stream is always given, random or 0.
+            if "stream" in table and kw.get("stream") is None:
+                kw["stream"] = 0
+            return kw
+
+        def some(n):
+            # n arguments when clean, arrays of one shape; any when noisy.
+            if not noisy:
+                return [rng.choice(same) for _ in range(n)]
+            return [rng.choice(arrays) if rng.random() < 0.7 else junk()
+                    for _ in range(rng.randrange(5))]
+
+
+        EW = dict(name=["k", "k_2", "", "2k", "k" * 300], reduce_dims=[True, False],
+                  preamble=["", "#define Q 1", "__device__ int f() {{ return 1; }}", "#error no"],
+                  no_return=[True, False], return_tuple=[True, False],
+                  loop_prep=["", "int q = 0;"], after_loop=["", ";"],
+                  options=[(), ("-DX=1",), ("--no-such-flag",), ["-O3"]])
+        def elementwise():
+            k = jitk.ElementwiseKernel(
+                *pick([("T x, T y", "T z", "z = x + y"), ("float32 x", "float32 z, T w", "z = x; w = x"),
+                       ("raw T x, int32 n", "raw T y", "y[i] = x[n - 1 - i]"), ("T x", "T z", "z = q")]),
+                **keywords(EW)) if not noisy else jitk.ElementwiseKernel(
+                pick(["T x, T y", "raw T x, int32 n", "float32 x", "", "T x, raw U y"]),
+                pick(["T z", "float32 z", "raw T z", "", "T z, T w"]),
+                pick(["z = x + y", "z = x", "z = (T)n", "", "w = z", "z = x[i]"]), **keywords(EW))
+            args = some(k.nin + rng.randrange(k.nout + 1))
+            if "int32 n" in k.in_params and not noisy:
+                args[1] = np.int32(3)
+            return k, args, keywords(dict(size=[48, 0, -1, 2**40], block_size=[64, 0, 1025, 7],
+                                          stream=[0]))
+
+        RED = dict(name=["r", "", "2r"], reduce_type=["float32", "T", "nope", None],
+                   reduce_dims=[True, False], preamble=["", "#error no"], options=[(), ("-DX=1",)])
+        def reduction():
+            k = jitk.ReductionKernel(
+                pick(["T x", "T x, T y", "float32 x", "raw T x"]), pick(["T y", "float32 y", ""]),
+                pick(["x", "x * y", "x * 2", "x +"]), pick(["a + b", "max(a, b)", "a +"]),
+                pick(["y = a", "y = a / _in_ind.size()", ""]), pick(["0", "-1", None, ""]),
+                **keywords(RED))
+            return k, some(k.nin), keywords(dict(axis=[0, 1, -1, (0, 1), 5, None],
+                                                 keepdims=[True, False], out=[bias], stream=[0]))
+
+        CODES = {{'extern "C" __global__ void f(float a, const float *x, long long n, int m) {{}}':
+                     lambda: (1.5, same[0], 48, 2),
+                 'template<typename T> __global__ void t(T *x) {{}}\\n'
+                 'extern "C" __global__ void f(float *x) {{}}\\n__device__ float g_value;':
+                     lambda: (same[0],),
+                 'extern "C" __global__ void f(int *p) {{ oops }}': lambda: (same[0],),
+                 "": lambda: ()}}
+        RAW = dict(options=[(), ("-DX=1",), ("-dc",), ("--no-such-flag",)],
+                   backend=["nvrtc", "nvcc", "hip"], translate_cucomplex=[True, False],
+                   enable_cooperative_groups=[True, False], jitify=[False, True])
+        LAUNCH = dict(shared_mem=[0, 256, 2**20, -1], stream=[0],
+                      enable_cooperative_groups=[True, False],
+                      cluster=[None, 1, 2, (2, 1), (1, 2, 3, 4), 0],
+                      programmatic_dependent_launch=[True, False])
+        def launch(k, code):
+            args = CODES[code]() if not noisy and code in CODES else tuple(some(0))
+            return k, (pick([2, (2, 2), (1, 1, 1), 0, (1, 2**40)]), pick([32, (8, 4), 2048, 0]),
+                       args), keywords(LAUNCH)
+        def raw_kernel():
+            code = pick(list(CODES))
+            return launch(jitk.RawKernel(code, pick(["f", "t<float>", "g", ""]), **keywords(RAW)),
+                          code)
+
+        LINKS = [("cuda", 'extern "C" __device__ float h(float x) {{ return x; }}'),
+                 ("cuda", b"__device__ int q;"), ("ptx", b"junk"), ("cubin", None),
+                 ("device_runtime", None), ("nope", b"x"), ("cuda",), ("cuda", 5)]
+        MOD = dict(options=RAW["options"], backend=RAW["backend"],
+                   translate_cucomplex=[True, False], enable_cooperative_groups=[True, False],
+                   name_expressions=[None, ["t<float>"], ["t<int>", "f"], ["t<"], [1]],
+                   jitify=[False, True], link_options=[(), ["-O3"], ["--bogus"]],
+                   lto=[None, True, False])
+        def raw_module():
+            kw = keywords(MOD)
+            if rng.random() < 0.3:
+                kw["link"] = [rng.choice(LINKS + paths) for _ in range(rng.randrange(3))]
+            c = rng.random()
+            code = pick(list(CODES))
+            if c < 0.9:
+                kw["code"] = code
+            if c > 0.8:
+                kw["path"] = rng.choice(paths)
+            m = jitk.RawModule(**kw)
+            if rng.random() < 0.3:
+                m.compile(pick([None, io.StringIO()]), **keywords(dict(arch=["sm_90", "sm_1", ""])))
+            if rng.random() < 0.3:
+                m.get_global(pick(["g_value", "nothing", ""]))
+            return launch(m.get_function(pick(["f", "t<float>", "t<int>", "none", ""])), code)
+
+        EPILOGUES = ["acc", "relu(acc + bias[col])", "acc * s", "", "undefined_thing", "acc +",
+                     "value", "gelu(acc)"]
+        INPUTS = [{{}}, {{"bias": bias}}, {{"s": 2.0}}, {{"": 1}}, {{"bias": "x"}}, {{"bias": bias, "s": 2}}]
+        PLAN = dict(alpha=[1.0, 2, -0.5, "x"], beta=[0.0, 1.0], epilogue=EPILOGUES,
+                    epilogue_inputs=INPUTS, out_dtype=[None, "float32", "float16", "int8", "nope"],
+                    compute=[None, "tf32", "float32", "fast"], preamble=[None, "", "#error no"],
+                    outputs=[None, {{"pre": ("float32", "acc")}}, {{"m": ("uint8", "acc > 0")}},
+                             {{"acc": ("float32", "acc")}}, {{"p": ("float32",)}}],
+                    reductions=[None, {{"db": ("float32", "value", "sum", "rows")}},
+                                {{"am": ("float32", "fabs(value)", "max", "all")}},
+                                {{"x": ("float32", "value", "mean", "rows")}}],
+                    scales=[(), ("a", "b"), ("a", "b", "d"), ("q",)], amax_d=[False, True])
+        def operands():
+            return rng.choice(products) if not noisy else [
+                rng.choice(arrays + [None]) for _ in range(rng.randrange(1, 4))]
+
+        launched = constructed = 0
+        failures = {{}}
+        for i in range(1500):
+            what = rng.randrange(6)
+            noisy = rng.random() < 0.5
+            try:
+                if what < 4:
+                    k, args, kw = [elementwise, reduction, raw_kernel, raw_module][what]()
+                    constructed += 1
+                    if what < 3 and rng.random() < 0.2:
+                        copy = pickle.loads(pickle.dumps(k))
+                        assert type(copy) is type(k), (k, copy)
+                        for name in ("in_params", "out_params", "operation", "map_expr",
+                                     "reduce_expr", "name", "code", "options", "backend",
+                                     "enable_cooperative_groups"):
+                            assert getattr(copy, name, None) == getattr(k, name, None), name
+                    if what < 2 and rng.random() < 0.2:
+                        k.compile(pick(["float32", "float32,float32", "float16", "int8", "",
+                                        "nope"]), **keywords(dict(arch=["sm_90", "sm_0"])))
+                    k(*args, **kw)
+                elif what == 4:
+                    given = operands()
+                    kw = keywords(PLAN)
+                    plan = jitk.MatmulPlan(*given, **kw)
+                    constructed += 1
+                    plan.describe()
+                    run = keywords(dict(alpha=[None, 3.0, "x"], beta=[None, 0.0], stream=[0],
+                                        out=[None, rng.choice(arrays)]))
+                    run["epilogue_inputs"] = kw.get("epilogue_inputs") if not noisy else pick(INPUTS)
+                    if noisy:
+                        given = operands()
+                        run.update(keywords(dict(a_scale=[bias, 1.0], d_scale=[bias])))
+                    plan.execute(*given, **run)
+                else:
+                    jitk.matmul(*operands(), **keywords(dict(
+                        alpha=PLAN["alpha"], beta=PLAN["beta"], epilogue=EPILOGUES,
+                        epilogue_inputs=INPUTS, compute=PLAN["compute"], stream=[0],
+                        out=[None, rng.choice(arrays)])))
+                launched += 1
+            except clear:
+                pass
+            except Exception as e:
+                # Every kind of failure once, where it was raised.
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                failures.setdefault((type(e).__name__, where.filename, where.lineno),
+                                    f"call {{i}} ({{what}}): {{type(e).__name__}}: {{e}}\\n"
+                                    + "".join(traceback.format_exception(e)[-4:]))
+        if failures:
+            sys.exit(f"seed {{seed}}:\\n" + "\\n".join(failures.values()))
+        print("seed", seed, "constructed", constructed, "launched", launched)
+    """, tmp_path, prelude=RANDOM)
+    # Some constructions and launches must have been valid, or the test
+    # exercised only refusals.
+    words = out.split()
+    assert int(words[-3]) > 0 and int(words[-1]) > 0, out
 
 
 # Memory of the second stand-in device: the stand-in tags what cuMemAlloc
@@ -1052,6 +1288,14 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
             (lambda: plan.execute(a, b, epilogue_inputs={"bias": 1.0}, out=d), TypeError),
             (lambda: jitk.MatmulPlan(a, b, epilogue="acc + bias[col]",
                                      epilogue_inputs={"bias": half_bias}), TypeError),
+            # Named arguments that are not mappings of str.
+            (lambda: plan.execute(a, b, epilogue_inputs="bias", out=d), TypeError),
+            (lambda: jitk.MatmulPlan(a, b, epilogue_inputs=[("bias", bias)]), TypeError),
+            (lambda: jitk.MatmulPlan(a, b, epilogue_inputs={1: bias}), TypeError),
+            (lambda: jitk.MatmulPlan(a, b, outputs="pre"), TypeError),
+            (lambda: jitk.MatmulPlan(a, b, reductions=[("db", "float32", "value", "sum", "rows")]),
+             TypeError),
+            (lambda: jitk.matmul(a, b, epilogue="acc + s", epilogue_inputs="s", out=d), TypeError),
         ]
         for i, (call, error) in enumerate(cases):
             try:
