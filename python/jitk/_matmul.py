@@ -6,7 +6,8 @@ times, in the spirit of nvmath-python's plan and execute. The epilogue is an
 expression over ``acc`` (the accumulator), ``row``, ``col``, ``batch`` and
 the named epilogue inputs: arrays are read as the accumulator's type
 (``bias[col]``), scalars are values; ``relu``, ``gelu``, ``sigmoid`` and
-``silu`` are there to use.
+``silu`` are there to use, and ``max`` and ``min`` take an int beside the
+accumulator (``max(acc + bias[col], 0)``).
 """
 
 from __future__ import annotations

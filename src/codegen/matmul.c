@@ -462,7 +462,8 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                  sizeof code / sizeof code[0]);
   jk_buf_puts(&b,
               "using jitk::mm::relu;\nusing jitk::mm::gelu;\nusing jitk::mm::sigmoid;\n"
-              "using jitk::mm::silu;\nusing jitk::mm::drelu;\nusing jitk::mm::dgelu;\n");
+              "using jitk::mm::silu;\nusing jitk::mm::drelu;\nusing jitk::mm::dgelu;\n"
+              "using jitk::mm::mixed::max;\nusing jitk::mm::mixed::min;\n");
   jk_cg_user_section(&b, "preamble", in->preamble, file);
   if (wg)
     jk_buf_puts(&b, "extern __shared__ __align__(1024) unsigned char _jk_smem[];\n");

@@ -87,6 +87,26 @@ __device__ __forceinline__ double dgelu(double x) {
   return 0.5 * (1. + t) + 0.5 * x * (1. - t * t) * 0.7978845608028654 * (1. + 0.134145 * x * x);
 }
 
+// max and min of the accumulator's type and an int, as in max(acc +
+// bias[col], 0): CUDA declares max(float, float), max(float, double),
+// max(int, int) and max(unsigned, int), none closer than the others to
+// (float, int), so without these the call is ambiguous. The value compared
+// is the int converted to the float type, as the float overloads would
+// take it; NaN handling is fmax's and fmin's, as in those overloads.
+// They live in a namespace of their own, which the generated code brings
+// in with using-declarations after this header: inside namespace mm they
+// would hide CUDA's overloads from this header's own calls.
+namespace mixed {
+__device__ __forceinline__ float max(float a, int b) { return ::fmaxf(a, (float)b); }
+__device__ __forceinline__ float max(int a, float b) { return ::fmaxf((float)a, b); }
+__device__ __forceinline__ double max(double a, int b) { return ::fmax(a, (double)b); }
+__device__ __forceinline__ double max(int a, double b) { return ::fmax((double)a, b); }
+__device__ __forceinline__ float min(float a, int b) { return ::fminf(a, (float)b); }
+__device__ __forceinline__ float min(int a, float b) { return ::fminf((float)a, b); }
+__device__ __forceinline__ double min(double a, int b) { return ::fmin(a, (double)b); }
+__device__ __forceinline__ double min(int a, double b) { return ::fmin((double)a, b); }
+}  // namespace mixed
+
 // An extra operand of the epilogue, read in the accumulator's type
 // whatever its dtype.
 template <typename S, typename A>

@@ -45,7 +45,9 @@ def test_bias_relu_epilogue(torch_lib, dtype):
     m, n, k = 256, 192, 320
     a, b, bias = operands(torch, m, n, k, dtype)
     want = reference(torch, a, b, bias)
-    for epilogue in ("relu(acc + bias[col])", "max(acc + bias[col], (T)0)"):
+    # An int literal beside acc (max(x, 0)) is as good as one of T.
+    for epilogue in ("relu(acc + bias[col])", "max(acc + bias[col], (T)0)",
+                     "max(acc + bias[col], 0)", "-min(0, -(acc + bias[col]))"):
         d = jitk.matmul(a, b, epilogue=epilogue, epilogue_inputs={"bias": bias})
         assert isinstance(d, torch.Tensor) and d.device == a.device
         assert d.dtype == a.dtype and tuple(d.shape) == (m, n)
@@ -341,7 +343,9 @@ def test_random_matmuls(lib, seed, monkeypatch):
     if rng.random() < 0.5:
         hbias = rng.integers(-3, 4, size=n).astype(np.float64)
         kwargs["epilogue"] = str(rng.choice(["relu(acc + bias[col])",
-                                             "max(acc + bias[col], (T)0)"]))
+                                             "max(acc + bias[col], (T)0)",
+                                             "max(acc + bias[col], 0)",
+                                             "-min(0, -(acc + bias[col]))"]))
         # The epilogue reads its arrays as the accumulator's type.
         acc = "float64" if dtype == "float64" else "float32"
         kwargs["epilogue_inputs"] = {"bias": lib.asarray(hbias, acc)}

@@ -150,7 +150,7 @@ typedef struct mm_case {
 static const char *const EPILOGUES[] = {
     NULL,
     "acc + bias[col]",
-    "max(acc * s, (T)0) + (T)row - (T)col",
+    "max(acc * s, 0) + (T)row - (T)col", /* an int beside T: jitk::mm::mixed */
     "(acc > 0 ? acc : (T)0) + bias[col] * s",
     "acc + (T)batch * 100",
 };
