@@ -1241,7 +1241,11 @@ static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *d
         Py_DECREF(cai);
         return r == 0 ? 1 : -1;
       }
-      PyErr_Clear(); /* this instance lacks it: ask it everything below */
+      /* This instance lacks it: ask it everything below. An error other
+       * than a missing attribute is the object's own (a property that
+       * raises), which goes to the caller as getattr would pass it. */
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
     }
     PyObject *m = PyObject_GetAttr(o, s_dlpack);
     if (m != NULL) {
@@ -1265,9 +1269,11 @@ static int read_array(PyObject *o, int lib, jitk_stream stream, pyarr *a, int *d
       r = from_dlpack(m, stream, a, device, what);
       Py_DECREF(m);
     } else {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
       PyErr_Clear();
       PyObject *cai = PyObject_GetAttr(o, s_cai);
       if (cai == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear();
         return 0;
       }

@@ -1258,6 +1258,80 @@ def test_dlpack_tensors_without_a_shape_raise(tmp_path):
     """, tmp_path)
 
 
+def test_arrays_that_fail_while_read_raise_their_own_errors(tmp_path):
+    # An object whose protocol raises while jitk reads it (a property of
+    # __cuda_array_interface__ that fails, __dlpack__ that raises, an
+    # extent whose __index__ raises) gives its own exception, as getattr
+    # and int() would, not "Unsupported type"; DLPack tensors no library
+    # would make (dimensions out of range, vector lanes, odd bit widths, a
+    # negative extent, a capsule of another name) are refused with a
+    # message; nothing is launched.
+    run("""
+        class Boom(Exception):
+            pass
+        class RaisingInterface:
+            @property
+            def __cuda_array_interface__(self):
+                raise Boom("interface")
+        class RaisingDlpack:
+            def __dlpack_device__(self):
+                return (2, 0)
+            def __dlpack__(self, stream=None, max_version=None):
+                raise Boom("dlpack")
+        class BadIndex:
+            def __index__(self):
+                raise Boom("index")
+        host = np.zeros(4, np.float32)
+        def interface(**fields):
+            d = {"shape": (4,), "typestr": "<f4", "data": (host.ctypes.data, False), "version": 3}
+            d.update(fields)
+            class Cai:
+                __cuda_array_interface__ = d
+            return Cai()
+        class Capsule:
+            def __init__(self, capsule):
+                self.capsule = capsule
+            def __dlpack_device__(self):
+                return (2, 0)
+            def __dlpack__(self, stream=None, max_version=None):
+                return self.capsule
+        def capsule(ndim=1, code=2, bits=32, lanes=1, extent=4, name=b"dltensor"):
+            m = DLManaged()
+            dl_tensor(m.dl_tensor, host)
+            m.dl_tensor.ndim = ndim
+            m.dl_tensor.dtype = DLDataType(code, bits, lanes)
+            dims = (ctypes.c_int64 * 1)(extent)
+            m.dl_tensor.shape = dims
+            kept.extend([m, dims])
+            return Capsule(new_capsule(ctypes.addressof(m), name, None))
+
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+        out = CudaArray(np.zeros(4, np.float32))
+        calls = [lambda x: ew(x, out, stream=0), lambda x: jitk.MatmulPlan(x, x)]
+        before = fake.fakecuda_launch_count()
+        for x, error, words in [
+                (RaisingInterface(), Boom, "interface"),
+                (RaisingDlpack(), Boom, "dlpack"),
+                (interface(shape=(BadIndex(),)), Boom, "index"),
+                (interface(strides=(BadIndex(),)), Boom, "index"),
+                (capsule(ndim=1000000), ValueError, "1000000 dimensions"),
+                (capsule(ndim=-1), ValueError, "-1 dimensions"),
+                (capsule(lanes=4), TypeError, "4 lanes"),
+                (capsule(bits=7), TypeError, "7 bits"),
+                (capsule(name=b"used_dltensor"), TypeError, "no DLPack tensor"),
+                (capsule(extent=-5), ValueError, "negative extent")]:
+            for call in calls[:1] if words == "negative extent" else calls:
+                try:
+                    call(x)
+                except error as e:
+                    assert words in str(e), (words, str(e))
+                else:
+                    raise AssertionError(f"{words}: taken")
+        assert fake.fakecuda_launch_count() == before
+        print("ok")
+    """, tmp_path)
+
+
 def test_matmul_operands_are_checked_against_the_plan(tmp_path):
     # A plan is for operands of one description: anything else (another
     # shape or dtype, an out that is an input or whose matrices overlap, a
