@@ -209,6 +209,8 @@ class MatmulPlan:
                 raise ValueError(f"out must be {batch}x{m}x{n}" if batch > 1 else f"out must be {m}x{n}")
             if dd != da:
                 raise ValueError(f"A is on device {da}, out on device {dd}")
+            if out_dtype is not None and out_dtype != td:
+                raise ValueError(f"out is {td}, not the out_dtype given ({out_dtype})")
             # Each batch's D is written whole: matrices that share elements
             # would race.
             span = (m - 1) * ldd + n if od == 0 else (n - 1) * ldd + m
@@ -421,23 +423,27 @@ def matmul(
     out: Any = None,
     stream: Any = None,
     compute: str | None = None,
+    out_dtype: str | None = None,
+    preamble: str | None = None,
 ) -> Any:
     """``epilogue(alpha * a @ b + beta * c)`` in one kernel, through a plan
     kept for operands of the same description. ``alpha`` and ``beta`` are
     given to each execution, so other values reuse the plan. The most
-    recently used plans are kept, at most ``_PLANS_KEPT`` of them."""
+    recently used plans are kept, at most ``_PLANS_KEPT`` of them.
+    ``out_dtype``, ``compute`` and ``preamble`` are MatmulPlan's."""
     key = (
         _jitk._describe(a)[:4], _jitk._describe(b)[:4],
         None if c is None else _jitk._describe(c)[:4],
         None if out is None else _jitk._describe(out)[:4],
-        epilogue, compute,
+        epilogue, compute, out_dtype, preamble,
         tuple((name, _jitk._describe(v)[1] if _is_array(v) else _scalar_type(v))
               for name, v in _named(epilogue_inputs, "epilogue_inputs").items()),
     )
     plan = _plans.pop(key, None)
     if plan is None:
         plan = MatmulPlan(a, b, c, alpha=alpha, beta=beta, epilogue=epilogue,
-                          epilogue_inputs=epilogue_inputs, out=out, compute=compute)
+                          epilogue_inputs=epilogue_inputs, out=out, compute=compute,
+                          out_dtype=out_dtype, preamble=preamble)
         while len(_plans) >= _PLANS_KEPT:
             # The least recently used; another thread may be taking plans
             # out meanwhile.

@@ -1370,6 +1370,9 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
             (lambda: jitk.MatmulPlan(a, b, reductions=[("db", "float32", "value", "sum", "rows")]),
              TypeError),
             (lambda: jitk.matmul(a, b, epilogue="acc + s", epilogue_inputs="s", out=d), TypeError),
+            # An out_dtype that is not out's.
+            (lambda: jitk.matmul(a, b, out=d, out_dtype="float16"), ValueError),
+            (lambda: jitk.MatmulPlan(a, b, out=d, out_dtype="float64"), ValueError),
         ]
         for i, (call, error) in enumerate(cases):
             try:

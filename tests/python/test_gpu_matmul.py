@@ -283,6 +283,26 @@ def test_matmul_errors(torch_lib):
 
 
 
+def test_out_dtype(lib, monkeypatch):
+    # D in float32 from float16 operands, through jitk.matmul and a plan:
+    # exact, as the small integers make every product and sum.
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(77)
+    ha = rng.integers(-3, 4, size=(70, 40)).astype(np.float64)
+    hb = rng.integers(-3, 4, size=(40, 50)).astype(np.float64)
+    a, b = lib.asarray(ha, "float16"), lib.asarray(hb, "float16")
+    d = jitk.matmul(a, b, out_dtype="float32", epilogue="max(acc, 0) * 1000")
+    assert lib.dtype_name(d) == "float32"
+    # 1000 times a dot product of up to 360 is past float16's integers.
+    assert_equal(lib.asnumpy(d).astype(np.float64), np.maximum(ha @ hb, 0) * 1000)
+    plan = jitk.MatmulPlan(a, b, out_dtype="float32")
+    assert plan.out_dtype == "float32"
+    assert_equal(lib.asnumpy(plan.execute(a, b)).astype(np.float64), ha @ hb)
+    with pytest.raises(ValueError, match="out_dtype"):
+        jitk.matmul(a, b, out=lib.asarray(np.zeros((70, 50)), "float16"), out_dtype="float32")
+
+
 def rounded(x, dtype):
     """float64 values `x` rounded once to `dtype` (bfloat16: to nearest
     even from float32, which holds every value here exactly), as NumPy
@@ -340,6 +360,9 @@ def test_random_matmuls(lib, seed, monkeypatch):
             want = want + beta * hc
     if dtype == "float32" and rng.random() < 0.5:
         kwargs["compute"] = "tf32"  # exact too: the values need few bits
+    out_dtype = dtype
+    if dtype in ("float16", "bfloat16") and rng.random() < 0.3:
+        out_dtype = kwargs["out_dtype"] = "float32"  # D wider than A and B
     if rng.random() < 0.5:
         hbias = rng.integers(-3, 4, size=n).astype(np.float64)
         kwargs["epilogue"] = str(rng.choice(["relu(acc + bias[col])",
@@ -351,11 +374,11 @@ def test_random_matmuls(lib, seed, monkeypatch):
         kwargs["epilogue_inputs"] = {"bias": lib.asarray(hbias, acc)}
         want = np.maximum(want + hbias, 0)
     if rng.random() < 0.5:
-        out = lib.asarray(np.full(lead + (m, n), np.nan), dtype)
+        out = lib.asarray(np.full(lead + (m, n), np.nan), out_dtype)
         got = jitk.matmul(a, b, c, out=out, **kwargs)
         assert lib.asnumpy(got).shape == want.shape
         got = out
     else:
         got = jitk.matmul(a, b, c, **kwargs)
-        assert lib.is_native(got) and lib.dtype_name(got) == dtype
-    assert_equal(lib.asnumpy(got).astype(np.float64), rounded(want, dtype).astype(np.float64))
+        assert lib.is_native(got) and lib.dtype_name(got) == out_dtype
+    assert_equal(lib.asnumpy(got).astype(np.float64), rounded(want, out_dtype).astype(np.float64))
