@@ -3075,6 +3075,57 @@ static jitk_status rm_link(raw_module *m, jitk_engine *e, const char *code,
   return st;
 }
 
+/* The C++ standard library's headers for code compiled with jitify=True,
+ * as CuPy's Jitify gave it: each is libcu++'s header of the same name
+ * (CCCL's, on the include path jitk gives NVRTC), whose names the std
+ * namespace then reaches through a using-directive, so that std::enable_if
+ * or std::numeric_limits are cuda::std's. Under NVRTC libcu++'s <cfloat>
+ * defines none of the C macros (FLT_MAX, ...), and NVRTC predefines no
+ * __FLT_MAX__ to take them from, so that header spells out IEEE 754's
+ * binary32 and binary64 values. Without jitify=True, as under CuPy, such
+ * an #include fails ("cannot open source file"). */
+#define STD_HEADER(h) \
+  {h, "#pragma once\n#include <cuda/std/" h ">\nnamespace std { using namespace ::cuda::std; }\n"}
+static const jitk_header std_headers[] = {
+    STD_HEADER("array"),
+    STD_HEADER("bit"),
+    STD_HEADER("bitset"),
+    {"cfloat",
+     "#pragma once\n#include <cuda/std/cfloat>\n#ifndef FLT_MAX\n"
+     "#define FLT_RADIX 2\n#define FLT_MANT_DIG 24\n#define DBL_MANT_DIG 53\n"
+     "#define FLT_DIG 6\n#define DBL_DIG 15\n#define FLT_DECIMAL_DIG 9\n"
+     "#define DBL_DECIMAL_DIG 17\n#define DECIMAL_DIG 17\n"
+     "#define FLT_MIN_EXP (-125)\n#define DBL_MIN_EXP (-1021)\n"
+     "#define FLT_MIN_10_EXP (-37)\n#define DBL_MIN_10_EXP (-307)\n"
+     "#define FLT_MAX_EXP 128\n#define DBL_MAX_EXP 1024\n"
+     "#define FLT_MAX_10_EXP 38\n#define DBL_MAX_10_EXP 308\n"
+     "#define FLT_MAX 3.40282347e+38F\n#define DBL_MAX 1.7976931348623157e+308\n"
+     "#define FLT_MIN 1.17549435e-38F\n#define DBL_MIN 2.2250738585072014e-308\n"
+     "#define FLT_EPSILON 1.19209290e-07F\n#define DBL_EPSILON 2.2204460492503131e-16\n"
+     "#define FLT_TRUE_MIN 1.40129846e-45F\n#define DBL_TRUE_MIN 4.9406564584124654e-324\n"
+     "#endif\nnamespace std { using namespace ::cuda::std; }\n"},
+    STD_HEADER("climits"),
+    STD_HEADER("cmath"),
+    STD_HEADER("complex"),
+    STD_HEADER("cstddef"),
+    STD_HEADER("cstdint"),
+    STD_HEADER("cstdlib"),
+    STD_HEADER("cstring"),
+    STD_HEADER("functional"),
+    STD_HEADER("initializer_list"),
+    STD_HEADER("iterator"),
+    STD_HEADER("limits"),
+    STD_HEADER("numeric"),
+    STD_HEADER("optional"),
+    STD_HEADER("ratio"),
+    STD_HEADER("span"),
+    STD_HEADER("tuple"),
+    STD_HEADER("type_traits"),
+    STD_HEADER("utility"),
+    STD_HEADER("variant"),
+};
+#undef STD_HEADER
+
 /* Compiles (or loads) the module on an engine. */
 static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
   if (m->path != Py_None) {
@@ -3104,6 +3155,10 @@ static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {
   o.num_options = nopts;
   o.name_expressions = names;
   o.num_name_expressions = nnames;
+  if (m->jitify) {
+    o.headers = std_headers;
+    o.num_headers = sizeof std_headers / sizeof std_headers[0];
+  }
   /* Checked as the module was made (rm_init_fields). */
   const char *code = PyUnicode_AsUTF8AndSize(m->build_code, NULL);
   jitk_status st;
@@ -3230,16 +3285,17 @@ static PyObject *cupy_include_options(void) {
 }
 
 /* CuPy deprecated its jitify argument: passing it at all, either way,
- * warns, in CuPy's words (its tests filter on them). jitk has no Jitify:
- * NVRTC finds the CUDA and C++ standard headers through jitk's include
- * folders, so the argument changes nothing. */
+ * warns, in CuPy's words (its tests filter on them). jitk has no Jitify,
+ * but gives code compiled with jitify=True what users took Jitify for: the
+ * C++ standard library's headers, which NVRTC lacks (std_headers). */
 static int warn_jitify(PyObject *kw, int jitify) {
   if (kw == NULL) return 0;
   PyObject *given = PyDict_GetItemString(kw, "jitify");
   if (given == NULL) return 0;
   return PyErr_WarnEx(PyExc_DeprecationWarning,
-                      jitify ? "jitify=True is deprecated and has no effect in jitk, which finds "
-                               "CUDA's and the C++ standard library's headers without Jitify."
+                      jitify ? "jitify=True is deprecated. jitk has no Jitify: it gives the code "
+                               "the C++ standard library's headers from libcu++ instead "
+                               "(<type_traits> is <cuda/std/type_traits>, in namespace std)."
                              : "The jitify argument is deprecated and has no effect in jitk. "
                                "Avoid passing jitify=False, which is the default.",
                       1);
@@ -3534,8 +3590,9 @@ static PyObject *rm_get_global(raw_module *m, PyObject *name) {
   return r;
 }
 
-/* __reduce__: see "Pickling". jitify is left out: it has no effect in
- * jitk, and given again it would warn at each unpickling. */
+/* __reduce__: see "Pickling". jitify=True is kept (it gives the code the
+ * standard headers); _rebuild sets it without the constructor's warning,
+ * which the module's maker saw already. */
 static PyObject *rm_reduce(raw_module *m, PyObject *unused) {
   (void)unused;
   const bool code = m->path == Py_None, linked = PyTuple_Size(m->link) > 0;
@@ -3563,7 +3620,7 @@ static PyObject *rm_reduce(raw_module *m, PyObject *unused) {
                         code ? py_bool(m->translate_cucomplex) : NULL,
                         py_bool(m->enable_cooperative_groups),
                         m->name_expressions != Py_None ? m->name_expressions : NULL,
-                        NULL, /* jitify */
+                        m->jitify ? Py_True : NULL,
                         pieces,
                         linked ? m->link_options : NULL,
                         linked && m->lto != JITK_LTO_AUTO ? py_bool(m->lto == JITK_LTO_ON) : NULL};
@@ -3627,7 +3684,8 @@ static PyType_Slot rm_slots[] = {
      "RawModule; get_function(name) gives its kernels. link= links the code with other "
      "pieces through nvJitLink: ('cuda', source), files whose extension names their kind "
      "(.ptx, .cubin, .fatbin, .ltoir, .o, .a), (kind, bytes) pairs and "
-     "('device_runtime', None)."},
+     "('device_runtime', None). jitify=True (deprecated, as in CuPy) gives the code the C++ "
+     "standard library's headers, from libcu++ in namespace std."},
     {0, NULL}};
 
 static PyType_Spec rm_spec = {"jitk.RawModule", sizeof(raw_module), 0,
@@ -4655,15 +4713,24 @@ static PyObject *py_device_arch(PyObject *self, PyObject *args) {
 }
 
 /* _rebuild(cls, kwargs): cls(**kwargs), a pickled kernel or module made
- * again (see "Pickling"). */
+ * again (see "Pickling"). A module's jitify=True is set on the new module
+ * rather than given to its constructor, which would warn again. */
 static PyObject *py_rebuild(PyObject *self, PyObject *args) {
   (void)self;
   PyObject *cls, *kwargs;
   if (!PyArg_ParseTuple(args, "OO!:_rebuild", &cls, &PyDict_Type, &kwargs)) return NULL;
-  PyObject *none = PyTuple_New(0);
-  if (none == NULL) return NULL;
-  PyObject *r = PyObject_Call(cls, none, kwargs);
-  Py_DECREF(none);
+  PyObject *none = PyTuple_New(0), *kw = PyDict_Copy(kwargs);
+  int jitify = 0;
+  PyObject *given = kw != NULL ? PyDict_GetItemString(kw, "jitify") : NULL;
+  if (given != NULL) {
+    jitify = PyObject_IsTrue(given);
+    if (jitify < 0 || PyDict_DelItemString(kw, "jitify") != 0) Py_CLEAR(kw);
+  }
+  PyObject *r = none != NULL && kw != NULL ? PyObject_Call(cls, none, kw) : NULL;
+  Py_XDECREF(none);
+  Py_XDECREF(kw);
+  if (r != NULL && jitify && PyObject_TypeCheck(r, (PyTypeObject *)raw_module_type))
+    ((raw_module *)r)->jitify = 1;
   return r;
 }
 

@@ -300,3 +300,54 @@ extern "C" __global__ void use(float *x, int n) {
   if (i < n) x[i] = helper2(helper(x[i]));
 }
 '''
+
+
+# The C++ standard library's headers that a RawModule made with jitify=True
+# may include (libcu++'s, in namespace std), each used by one kernel:
+# std_headers(y, x) with x = (3, 5, 7) and y[0] = 16 sets y[0] to 45. The
+# static assertions check the C macros of <cfloat> and <climits> against
+# numeric_limits.
+STD_HEADER_NAMES = ("array", "bit", "bitset", "cfloat", "climits", "cmath", "complex", "cstddef",
+                    "cstdint", "cstdlib", "cstring", "functional", "initializer_list", "iterator",
+                    "limits", "numeric", "optional", "ratio", "span", "tuple", "type_traits",
+                    "utility", "variant")
+STD_HEADERS_SOURCE = "".join(f"#include <{n}>\n" for n in STD_HEADER_NAMES) + r'''
+#define SAME(a, b) static_assert((a) == (b), #a)
+SAME(FLT_MAX, std::numeric_limits<float>::max());
+SAME(DBL_MAX, std::numeric_limits<double>::max());
+SAME(FLT_MIN, std::numeric_limits<float>::min());
+SAME(DBL_MIN, std::numeric_limits<double>::min());
+SAME(FLT_EPSILON, std::numeric_limits<float>::epsilon());
+SAME(DBL_EPSILON, std::numeric_limits<double>::epsilon());
+SAME(FLT_TRUE_MIN, std::numeric_limits<float>::denorm_min());
+SAME(DBL_TRUE_MIN, std::numeric_limits<double>::denorm_min());
+SAME(FLT_MANT_DIG, std::numeric_limits<float>::digits);
+SAME(DBL_MANT_DIG, std::numeric_limits<double>::digits);
+SAME(FLT_DIG, std::numeric_limits<float>::digits10);
+SAME(DBL_DIG, std::numeric_limits<double>::digits10);
+SAME(FLT_DECIMAL_DIG, std::numeric_limits<float>::max_digits10);
+SAME(DBL_DECIMAL_DIG, std::numeric_limits<double>::max_digits10);
+SAME(FLT_MIN_EXP, std::numeric_limits<float>::min_exponent);
+SAME(DBL_MIN_EXP, std::numeric_limits<double>::min_exponent);
+SAME(FLT_MIN_10_EXP, std::numeric_limits<float>::min_exponent10);
+SAME(DBL_MIN_10_EXP, std::numeric_limits<double>::min_exponent10);
+SAME(FLT_MAX_EXP, std::numeric_limits<float>::max_exponent);
+SAME(DBL_MAX_EXP, std::numeric_limits<double>::max_exponent);
+SAME(FLT_MAX_10_EXP, std::numeric_limits<float>::max_exponent10);
+SAME(DBL_MAX_10_EXP, std::numeric_limits<double>::max_exponent10);
+SAME(FLT_RADIX, std::numeric_limits<float>::radix);
+SAME(INT_MAX, std::numeric_limits<int>::max());
+static_assert(std::is_same<std::uint32_t, unsigned int>::value, "uint32_t");
+static_assert(std::is_same_v<std::tuple_element_t<1, std::tuple<int, float>>, float>, "tuple");
+extern "C" __global__ void std_headers(float *y, const int *x) {
+  std::array<int, 3> a{x[0], x[1], x[2]};
+  std::tuple<int, float> t(x[0], 2.5f);
+  std::optional<int> o = x[1];
+  std::complex<float> c(1.f, 2.f);
+  std::pair<int, double> p = std::make_pair(x[2], 0.5);
+  std::bitset<8> bits(x[0]);
+  y[0] = std::sqrt(y[0]) + std::get<0>(t) + std::get<1>(t) + *o + c.imag() + (float)p.second
+         + (float)std::popcount((unsigned)x[0]) + (float)std::accumulate(a.begin(), a.end(), 0)
+         + (float)std::ratio<3, 6>::den + (float)bits.count() + (float)std::abs(-x[2]);
+}
+'''

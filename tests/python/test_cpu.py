@@ -14,7 +14,7 @@ import re
 import pytest
 
 import jitk
-from jitk_testutil import LINK_MAIN
+from jitk_testutil import LINK_MAIN, STD_HEADERS_SOURCE
 
 ARCH = "sm_90"
 
@@ -488,6 +488,46 @@ def test_jitify_argument_warns_as_cupy_does():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jitk.RawKernel(src, "k")  # not given: no warning
+
+
+# CuPy's code for Jitify (its test_raw.py): a template kept to integral types
+# through <type_traits>.
+SHIFT = r'''
+#include <type_traits>
+template<typename T, typename = typename std::enable_if<std::is_integral<T>::value>::type>
+__global__ void shift(T *a, int n) {
+  unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) a[i] += 100;
+}
+'''
+
+
+@pytest.mark.filterwarnings("ignore:jitify=True is deprecated:DeprecationWarning")
+def test_jitify_gives_the_standard_headers():
+    """What CuPy's Jitify gave code: the C++ standard headers, which NVRTC
+    lacks; jitk takes them from libcu++. Without jitify=True they are not
+    there, as under CuPy. GPU: test_gpu_raw.py runs such kernels."""
+    m = jitk.RawModule(code=SHIFT, jitify=True, name_expressions=("shift<int>",))
+    m.compile(arch=ARCH)
+    # The same code without jitify=True is another kernel to the cache: it
+    # fails, though the one above compiled.
+    with pytest.raises(jitk.CompileError, match="cannot open source file"):
+        jitk.RawModule(code=SHIFT, name_expressions=("shift<int>",)).compile(arch=ARCH)
+    # enable_if leaves no shift<float>.
+    with pytest.raises(jitk.CompileError, match="shift"):
+        jitk.RawModule(code=SHIFT, jitify=True, name_expressions=("shift<float>",)).compile(arch=ARCH)
+    # Every header jitk gives, each used (<cfloat>'s macros checked against
+    # numeric_limits), through RawModule and RawKernel.
+    jitk.RawModule(code=STD_HEADERS_SOURCE, jitify=True).compile(arch=ARCH)
+    k = jitk.RawKernel(STD_HEADERS_SOURCE, "std_headers", jitify=True)
+    k.compile(arch=ARCH)
+    # Pickled, a module or kernel keeps jitify=True, and its copy does not
+    # warn again.
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pickle.loads(pickle.dumps(m)).compile(arch=ARCH)
+        pickle.loads(pickle.dumps(k)).compile(arch=ARCH)
 
 
 def test_reduce_type_defaults_to_the_first_outputs_type():

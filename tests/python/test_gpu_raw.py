@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jitk
-from jitk_testutil import LINK_MAIN, assert_equal, random_seeds
+from jitk_testutil import LINK_MAIN, STD_HEADERS_SOURCE, assert_equal, random_seeds
 
 pytestmark = pytest.mark.gpu
 
@@ -656,3 +656,27 @@ def test_linked_programs_run(lib, tmp_path, how):
     dx = lib.asarray(x)
     m.get_function("use")((8,), (128,), (dx, np.int32(x.size)))
     assert_equal(lib.asnumpy(dx), (2 * x + 1) * (2 * x + 1))
+
+
+@pytest.mark.device_only("the emulator compiles kernels with the host's C++ library")
+@pytest.mark.filterwarnings("ignore:jitify=True is deprecated:DeprecationWarning")
+def test_jitify_standard_headers_run(lib):
+    """jitify=True gives the code the C++ standard headers (libcu++'s, in
+    namespace std), as CuPy's Jitify did: CuPy's own Jitify kernel, a
+    template kept to integral types by std::enable_if, and a kernel using
+    every header jitk gives, each result checked."""
+    m = jitk.RawModule(code=r'''
+        #include <type_traits>
+        template<typename T, typename = typename std::enable_if<std::is_integral<T>::value>::type>
+        __global__ void shift(T *a, int n) {
+          unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+          if (i < n) a[i] += 100;
+        }''', jitify=True, name_expressions=("shift<int>",))
+    a = np.arange(256, dtype=np.int32)
+    da = lib.asarray(a)
+    m.get_function("shift<int>")((1,), (256,), (da, np.int32(a.size)))
+    assert_equal(lib.asnumpy(da), a + 100)
+    k = jitk.RawKernel(STD_HEADERS_SOURCE, "std_headers", jitify=True)
+    y = lib.asarray(np.array([16.0], dtype=np.float32))
+    k((1,), (1,), (y, lib.asarray(np.array([3, 5, 7], dtype=np.int32))))
+    assert_equal(lib.asnumpy(y), np.array([45.0], dtype=np.float32))

@@ -269,21 +269,25 @@ ENTRIES = (
           "arrays and reads enable_cooperative_groups."),
 ) + tuple(
     Entry(_RAW, "TestRawJitify", f"test_jitify{n}", 2, YES, what,
-          (Variant(r"^jitify$", 1, NO, "Jitify"),))
-    for n, what in (
-        (1, "#include <cub/block/block_reduce.cuh> compiles (CCCL found)."),
+          (Variant(r"^jitify$", 1, *jitify),))
+    for n, what, jitify in (
+        (1, "#include <cub/block/block_reduce.cuh> compiles (CCCL found).",
+         (YES, "jitify=True: the same, with jitk's standard headers given")),
         (2, "#include <type_traits>: CompileException with 'cannot open "
-            "source file'."),
-        (3, "The same through a name expression."),
-        (4, "Broken code: CompileException."),
+            "source file'.",
+         (YES, "jitify=True: <type_traits> is there (libcu++'s, in namespace "
+               "std), and shift<int> runs")),
+        (3, "The same through a name expression.",
+         (NO, "Jitify's message ('Error in parsing name expression')")),
+        (4, "Broken code: CompileException.", (NO, "Jitify's JitifyException")),
         (5, "A header including a missing one: 'cannot open source "
-            "file'."))
+            "file'.", (NO, "Jitify, which comments out a missing header")))
 ) + (
     Entry(_RAW, "", "test_jitify_deprecation_warning", 2, YES,
           "RawKernel and RawModule given jitify=False warn "
           "DeprecationWarning matching 'Avoid passing.*jitify=False' (the "
           "third call is CuPy's own compile_using_nvrtc).",
-          (Variant(r"^True-", 1, NO, "Jitify"),)),
+          (Variant(r"^True-", 1, NO, "CuPy's own Jitify (its third call)"),)),
 )
 
 # file::[Class[_param_N_{...}]::]test_name[[param id]]; parameter ids may
