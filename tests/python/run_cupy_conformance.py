@@ -260,14 +260,14 @@ def count_text(counter):
 
 def doc_table(results=None):
     """The markdown table of docs/CONFORMANCE.md: one row per test function;
-    with results, the outcomes of its items grouped as its verdicts are."""
+    with results, the outcomes of its items grouped as its verdicts and
+    their reasons are (two variants may share a verdict)."""
     grouped = collections.defaultdict(collections.Counter)
     if results:
         for n, rec in results.items():
             e = applicability.entry_of(n)
             if e is not None:
-                grouped[(e, applicability.classify(n)[0])][outcome_of(rec)] \
-                    += 1
+                grouped[(e, *applicability.classify(n))][outcome_of(rec)] += 1
     rows = ["| File | Test | Items | Applies | What it checks, or why not "
             "| Result |", "| --- | --- | ---: | --- | --- | --- |"]
     for e in applicability.ENTRIES:
@@ -279,7 +279,7 @@ def doc_table(results=None):
             if results is None:
                 result.append("not run yet")
             else:
-                result.append(count_text(grouped[(e, verdict)]))
+                result.append(count_text(grouped[(e, verdict, reason)]))
         rows.append(f"| {e.file.removeprefix('test_').removesuffix('.py')} "
                     f"| `{test}` | {e.count} | {'<br>'.join(applies)} | "
                     f"{'<br>'.join(why)} | {'<br>'.join(result)} |")
