@@ -40,21 +40,28 @@ class Entry(NamedTuple):
     variants: tuple = ()
 
 
-# TestRaw is parametrized over seven compilers and caches; the three that
-# turn Jitify on do not apply (Jitify is a header-rewriting preprocessor that
-# CuPy bundles and has deprecated; jitk compiles with NVRTC alone). The
-# in-memory and re-compile variants change only CuPy's own cache, so under
-# jitk they run the same code again, from jitk's cache. The NVCC variant asks
-# for nvcc; jitk compiles the same source with NVRTC, so it applies.
-_JITIFY = Variant(r"(?<!no-)jitify\)", 3, NO,
-                  "Jitify, which jitk does not implement")
+# TestRaw is parametrized over seven compilers and caches. Jitify (a
+# header-rewriting preprocessor that CuPy bundles and has deprecated) is not
+# in jitk, which compiles with NVRTC alone; but with jitify=True jitk gives
+# the code the C++ standard headers, as Jitify did, so the three variants
+# that turn it on test that path and apply as the others do, except where a
+# test expects Jitify's own JitifyException. The in-memory and re-compile
+# variants change only CuPy's own cache, so under jitk they run the same code
+# again, from jitk's cache. The NVCC variant asks for nvcc; jitk compiles the
+# same source with NVRTC, so it applies.
+_JITIFY = r"(?<!no-)jitify\)"
 _RAW = "test_raw.py"
 _HIP = "HIP only (CuPy skips it on CUDA)"
 
 
-def _raw(func, reason, *variants, verdict=YES):
+def _raw(func, reason, *variants, verdict=YES, jitify=None):
+    """A TestRaw entry; its Jitify variants take `jitify` (verdict, reason),
+    by default the entry's own verdict, said of jitify=True."""
+    verdict_j, reason_j = jitify or (
+        verdict, reason if verdict != YES else "With jitify=True (jitk's standard headers "
+        "given): the same.")
     return Entry(_RAW, "TestRaw", func, 7, verdict, reason,
-                 tuple(variants) + (_JITIFY,))
+                 tuple(variants) + (Variant(_JITIFY, 3, verdict_j, reason_j),))
 
 
 ENTRIES = (
@@ -199,7 +206,8 @@ ENTRIES = (
     _raw("test_module", "RawModule with two extern \"C\" kernels."),
     _raw("test_compiler_flag", "options=('-DPRECISION=2',) pick double."),
     _raw("test_invalid_compiler_flag", "#error under -DPRECISION=3: "
-         "CompileException whose text has 'precision not supported'."),
+         "CompileException whose text has 'precision not supported'.",
+         jitify=(NO, "Jitify's JitifyException")),
     _raw("test_load_cubin", "RawModule(path=) of an nvcc-built cubin."),
     _raw("test_load_ptx", "RawModule(path=) of an nvcc-built PTX file (skips "
          "itself when the driver is older than nvcc)."),
@@ -213,7 +221,8 @@ ENTRIES = (
     _raw("test_dynamical_parallelism", "A kernel launching a kernel, "
          "options=('-dc',): needs the device runtime linked."),
     _raw("test_dynamical_parallelism_compile_failure", "The same without "
-         "-dc: CompileException at the first launch."),
+         "-dc: CompileException at the first launch.",
+         jitify=(NO, "Jitify's JitifyException")),
     _raw("test_cuFloatComplex", "translate_cucomplex=True: cuComplex.h "
          "functions on complex64, compared exactly with CuPy's own "
          "arithmetic (division and abs included); NumPy complex64 scalar."),
