@@ -3079,52 +3079,90 @@ static jitk_status rm_link(raw_module *m, jitk_engine *e, const char *code,
  * as CuPy's Jitify gave it: each is libcu++'s header of the same name
  * (CCCL's, on the include path jitk gives NVRTC), whose names the std
  * namespace then reaches through a using-directive, so that std::enable_if
- * or std::numeric_limits are cuda::std's. Under NVRTC libcu++'s <cfloat>
- * defines none of the C macros (FLT_MAX, ...), and NVRTC predefines no
- * __FLT_MAX__ to take them from, so that header spells out IEEE 754's
- * binary32 and binary64 values. Without jitify=True, as under CuPy, such
- * an #include fails ("cannot open source file"). */
-#define STD_HEADER(h) \
-  {h, "#pragma once\n#include <cuda/std/" h ">\nnamespace std { using namespace ::cuda::std; }\n"}
+ * or std::numeric_limits are cuda::std's; the C headers (<stdint.h>, ...)
+ * declare their names in the global namespace too. Under NVRTC libcu++'s
+ * <cfloat> defines none of the C macros (FLT_MAX, ...), and NVRTC
+ * predefines no __FLT_MAX__ to take them from, so <cfloat> and <float.h>
+ * spell out IEEE 754's binary32 and binary64 values. <cassert> and
+ * <version> hold only macros (no namespace to reach). Without jitify=True,
+ * as under CuPy, such an #include fails ("cannot open source file"). */
+#define STD_USING "namespace std { using namespace ::cuda::std; }\n"
+#define LIBCUXX(h, after) {h, "#pragma once\n#include <cuda/std/" h ">\n" after}
+#define C_HEADER(h, cuda_h, after) {h, "#pragma once\n#include <cuda/std/" cuda_h ">\n" after}
+#define FLOAT_MACROS                                                                     \
+  "#ifndef FLT_MAX\n"                                                                    \
+  "#define FLT_RADIX 2\n#define FLT_MANT_DIG 24\n#define DBL_MANT_DIG 53\n"              \
+  "#define FLT_DIG 6\n#define DBL_DIG 15\n#define FLT_DECIMAL_DIG 9\n"                   \
+  "#define DBL_DECIMAL_DIG 17\n#define DECIMAL_DIG 17\n"                                 \
+  "#define FLT_MIN_EXP (-125)\n#define DBL_MIN_EXP (-1021)\n"                            \
+  "#define FLT_MIN_10_EXP (-37)\n#define DBL_MIN_10_EXP (-307)\n"                        \
+  "#define FLT_MAX_EXP 128\n#define DBL_MAX_EXP 1024\n"                                  \
+  "#define FLT_MAX_10_EXP 38\n#define DBL_MAX_10_EXP 308\n"                              \
+  "#define FLT_MAX 3.40282347e+38F\n#define DBL_MAX 1.7976931348623157e+308\n"           \
+  "#define FLT_MIN 1.17549435e-38F\n#define DBL_MIN 2.2250738585072014e-308\n"           \
+  "#define FLT_EPSILON 1.19209290e-07F\n#define DBL_EPSILON 2.2204460492503131e-16\n"    \
+  "#define FLT_TRUE_MIN 1.40129846e-45F\n#define DBL_TRUE_MIN 4.9406564584124654e-324\n" \
+  "#endif\n"
+#define INT_TYPEDEFS(w)                                                                  \
+  "typedef ::cuda::std::int" w "_t int" w "_t;\ntypedef ::cuda::std::uint" w "_t uint" w \
+  "_t;\ntypedef ::cuda::std::int_least" w "_t int_least" w                               \
+  "_t;\n"                                                                                \
+  "typedef ::cuda::std::uint_least" w "_t uint_least" w                                  \
+  "_t;\n"                                                                                \
+  "typedef ::cuda::std::int_fast" w "_t int_fast" w                                      \
+  "_t;\n"                                                                                \
+  "typedef ::cuda::std::uint_fast" w "_t uint_fast" w "_t;\n"
 static const jitk_header std_headers[] = {
-    STD_HEADER("array"),
-    STD_HEADER("bit"),
-    STD_HEADER("bitset"),
-    {"cfloat",
-     "#pragma once\n#include <cuda/std/cfloat>\n#ifndef FLT_MAX\n"
-     "#define FLT_RADIX 2\n#define FLT_MANT_DIG 24\n#define DBL_MANT_DIG 53\n"
-     "#define FLT_DIG 6\n#define DBL_DIG 15\n#define FLT_DECIMAL_DIG 9\n"
-     "#define DBL_DECIMAL_DIG 17\n#define DECIMAL_DIG 17\n"
-     "#define FLT_MIN_EXP (-125)\n#define DBL_MIN_EXP (-1021)\n"
-     "#define FLT_MIN_10_EXP (-37)\n#define DBL_MIN_10_EXP (-307)\n"
-     "#define FLT_MAX_EXP 128\n#define DBL_MAX_EXP 1024\n"
-     "#define FLT_MAX_10_EXP 38\n#define DBL_MAX_10_EXP 308\n"
-     "#define FLT_MAX 3.40282347e+38F\n#define DBL_MAX 1.7976931348623157e+308\n"
-     "#define FLT_MIN 1.17549435e-38F\n#define DBL_MIN 2.2250738585072014e-308\n"
-     "#define FLT_EPSILON 1.19209290e-07F\n#define DBL_EPSILON 2.2204460492503131e-16\n"
-     "#define FLT_TRUE_MIN 1.40129846e-45F\n#define DBL_TRUE_MIN 4.9406564584124654e-324\n"
-     "#endif\nnamespace std { using namespace ::cuda::std; }\n"},
-    STD_HEADER("climits"),
-    STD_HEADER("cmath"),
-    STD_HEADER("complex"),
-    STD_HEADER("cstddef"),
-    STD_HEADER("cstdint"),
-    STD_HEADER("cstdlib"),
-    STD_HEADER("cstring"),
-    STD_HEADER("functional"),
-    STD_HEADER("initializer_list"),
-    STD_HEADER("iterator"),
-    STD_HEADER("limits"),
-    STD_HEADER("numeric"),
-    STD_HEADER("optional"),
-    STD_HEADER("ratio"),
-    STD_HEADER("span"),
-    STD_HEADER("tuple"),
-    STD_HEADER("type_traits"),
-    STD_HEADER("utility"),
-    STD_HEADER("variant"),
+    LIBCUXX("array", STD_USING),
+    LIBCUXX("atomic", STD_USING),
+    LIBCUXX("bit", STD_USING),
+    LIBCUXX("bitset", STD_USING),
+    LIBCUXX("cassert", ""),
+    LIBCUXX("cfloat", FLOAT_MACROS STD_USING),
+    LIBCUXX("chrono", STD_USING),
+    LIBCUXX("climits", STD_USING),
+    LIBCUXX("cmath", STD_USING),
+    LIBCUXX("complex", STD_USING),
+    LIBCUXX("concepts", STD_USING),
+    LIBCUXX("cstddef", STD_USING),
+    LIBCUXX("cstdint", STD_USING),
+    LIBCUXX("cstdlib", STD_USING),
+    LIBCUXX("cstring", STD_USING),
+    LIBCUXX("functional", STD_USING),
+    LIBCUXX("initializer_list", STD_USING),
+    LIBCUXX("iterator", STD_USING),
+    LIBCUXX("limits", STD_USING),
+    LIBCUXX("memory", STD_USING),
+    LIBCUXX("numbers", STD_USING),
+    LIBCUXX("numeric", STD_USING),
+    LIBCUXX("optional", STD_USING),
+    LIBCUXX("ratio", STD_USING),
+    LIBCUXX("span", STD_USING),
+    LIBCUXX("tuple", STD_USING),
+    LIBCUXX("type_traits", STD_USING),
+    LIBCUXX("utility", STD_USING),
+    LIBCUXX("variant", STD_USING),
+    LIBCUXX("version", ""),
+    C_HEADER("assert.h", "cassert", ""),
+    C_HEADER("float.h", "cfloat", FLOAT_MACROS),
+    C_HEADER("limits.h", "climits", ""),
+    C_HEADER("math.h", "cmath", ""),
+    C_HEADER("stddef.h", "cstddef",
+             "typedef ::cuda::std::size_t size_t;\ntypedef ::cuda::std::ptrdiff_t ptrdiff_t;\n"),
+    C_HEADER("stdint.h", "cstdint",
+             INT_TYPEDEFS("8") INT_TYPEDEFS("16") INT_TYPEDEFS("32")
+                 INT_TYPEDEFS("64") "typedef ::cuda::std::intptr_t intptr_t;\n"
+                                    "typedef ::cuda::std::uintptr_t uintptr_t;\n"
+                                    "typedef ::cuda::std::intmax_t intmax_t;\n"
+                                    "typedef ::cuda::std::uintmax_t uintmax_t;\n"),
+    C_HEADER("stdlib.h", "cstdlib", ""),
+    C_HEADER("string.h", "cstring", ""),
 };
-#undef STD_HEADER
+#undef STD_USING
+#undef LIBCUXX
+#undef C_HEADER
+#undef FLOAT_MACROS
+#undef INT_TYPEDEFS
 
 /* Compiles (or loads) the module on an engine. */
 static jitk_status rm_build(raw_module *m, jitk_engine *e, jitk_module **out) {

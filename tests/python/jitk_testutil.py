@@ -303,14 +303,16 @@ extern "C" __global__ void use(float *x, int n) {
 
 
 # The C++ standard library's headers that a RawModule made with jitify=True
-# may include (libcu++'s, in namespace std), each used by one kernel:
-# std_headers(y, x) with x = (3, 5, 7) and y[0] = 16 sets y[0] to 45. The
-# static assertions check the C macros of <cfloat> and <climits> against
-# numeric_limits.
-STD_HEADER_NAMES = ("array", "bit", "bitset", "cfloat", "climits", "cmath", "complex", "cstddef",
-                    "cstdint", "cstdlib", "cstring", "functional", "initializer_list", "iterator",
-                    "limits", "numeric", "optional", "ratio", "span", "tuple", "type_traits",
-                    "utility", "variant")
+# may include (libcu++'s, in namespace std, and C's in the global one), each
+# used by one kernel: std_headers(y, x) with x = (3, 5, 7) and y[0] = 16
+# sets y[0] to 45. The static assertions check the C macros of <cfloat> and
+# <climits> against numeric_limits.
+STD_HEADER_NAMES = ("array", "atomic", "bit", "bitset", "cassert", "cfloat", "chrono", "climits",
+                    "cmath", "complex", "concepts", "cstddef", "cstdint", "cstdlib", "cstring",
+                    "functional", "initializer_list", "iterator", "limits", "memory", "numbers",
+                    "numeric", "optional", "ratio", "span", "tuple", "type_traits", "utility",
+                    "variant", "version", "assert.h", "float.h", "limits.h", "math.h", "stddef.h",
+                    "stdint.h", "stdlib.h", "string.h")
 STD_HEADERS_SOURCE = "".join(f"#include <{n}>\n" for n in STD_HEADER_NAMES) + r'''
 #define SAME(a, b) static_assert((a) == (b), #a)
 SAME(FLT_MAX, std::numeric_limits<float>::max());
@@ -337,9 +339,18 @@ SAME(FLT_MAX_10_EXP, std::numeric_limits<float>::max_exponent10);
 SAME(DBL_MAX_10_EXP, std::numeric_limits<double>::max_exponent10);
 SAME(FLT_RADIX, std::numeric_limits<float>::radix);
 SAME(INT_MAX, std::numeric_limits<int>::max());
+SAME(CHAR_BIT, 8);
+SAME(INT32_MAX, std::numeric_limits<int32_t>::max());
+SAME(sizeof(int64_t), 8);
+SAME(sizeof(uint_least16_t), 2);
+SAME(sizeof(intptr_t), sizeof(void *));
+SAME(sizeof(size_t), sizeof(std::size_t));
+SAME(std::chrono::seconds(2), std::chrono::milliseconds(2000));
+SAME(sizeof(std::atomic<int>), 4);
 static_assert(std::is_same<std::uint32_t, unsigned int>::value, "uint32_t");
 static_assert(std::is_same_v<std::tuple_element_t<1, std::tuple<int, float>>, float>, "tuple");
 extern "C" __global__ void std_headers(float *y, const int *x) {
+  assert(x[0] == 3);
   std::array<int, 3> a{x[0], x[1], x[2]};
   std::tuple<int, float> t(x[0], 2.5f);
   std::optional<int> o = x[1];
@@ -348,6 +359,7 @@ extern "C" __global__ void std_headers(float *y, const int *x) {
   std::bitset<8> bits(x[0]);
   y[0] = std::sqrt(y[0]) + std::get<0>(t) + std::get<1>(t) + *o + c.imag() + (float)p.second
          + (float)std::popcount((unsigned)x[0]) + (float)std::accumulate(a.begin(), a.end(), 0)
-         + (float)std::ratio<3, 6>::den + (float)bits.count() + (float)std::abs(-x[2]);
+         + (float)std::ratio<3, 6>::den + (float)bits.count() + (float)std::abs(-x[2])
+         + (float)(std::addressof(a) == &a) - 1.0f;
 }
 '''
