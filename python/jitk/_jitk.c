@@ -3385,6 +3385,11 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
     PyErr_SetString(PyExc_ValueError, "jitify does not apply to a module loaded from a file");
     return -1;
   }
+  /* As CuPy refuses it: Jitify was NVRTC's helper. */
+  if (jitify && strcmp(b, "nvrtc") != 0) {
+    PyErr_SetString(PyExc_ValueError, "jitify=True needs backend='nvrtc', as in CuPy");
+    return -1;
+  }
   bool from_file = path != NULL && path != Py_None;
   m->code = Py_NewRef(code ? code : Py_None);
   m->path = Py_NewRef(path ? path : Py_None);

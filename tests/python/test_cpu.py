@@ -521,6 +521,11 @@ def test_jitify_gives_the_standard_headers():
     jitk.RawModule(code=STD_HEADERS_SOURCE, jitify=True).compile(arch=ARCH)
     k = jitk.RawKernel(STD_HEADERS_SOURCE, "std_headers", jitify=True)
     k.compile(arch=ARCH)
+    # As in CuPy: no Jitify for a file, nor for the nvcc backend.
+    with pytest.raises(ValueError, match="from a file"):
+        jitk.RawModule(path="m.cubin", jitify=True)
+    with pytest.raises(ValueError, match="nvrtc"):
+        jitk.RawModule(code=SHIFT, backend="nvcc", jitify=True)
     # Pickled, a module or kernel keeps jitify=True, and its copy does not
     # warn again.
     import warnings
