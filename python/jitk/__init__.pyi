@@ -108,6 +108,7 @@ class ReductionKernel:
 class RawModule:
     code: str | None
     path: str | None
+    file_path: str | None
     options: tuple[str, ...]
     name_expressions: tuple[str, ...] | None
     backend: str
@@ -136,7 +137,9 @@ class RawModule:
 
 class RawKernel:
     name: str
+    __name__: str
     code: str
+    file_path: str | None
     options: tuple[str, ...]
     backend: str
     enable_cooperative_groups: bool

@@ -3689,6 +3689,8 @@ static PyMethodDef rm_methods[] = {
 static PyMemberDef rm_members[] = {
     {"code", T_OBJECT_EX, offsetof(raw_module, code), READONLY, NULL},
     {"path", T_OBJECT_EX, offsetof(raw_module, path), READONLY, NULL},
+    {"file_path", T_OBJECT_EX, offsetof(raw_module, path), READONLY,
+     "the file the module was loaded from (None for code), as CuPy names it"},
     {"options", T_OBJECT_EX, offsetof(raw_module, options), READONLY, NULL},
     {"name_expressions", T_OBJECT_EX, offsetof(raw_module, name_expressions), READONLY, NULL},
     {"backend", T_OBJECT_EX, offsetof(raw_module, backend), READONLY, NULL},
@@ -4174,6 +4176,16 @@ static PyObject *rk_get_code(raw_kernel *k, void *unused) {
   return Py_NewRef(((raw_module *)k->module)->code);
 }
 
+static PyObject *rk_get_file_path(raw_kernel *k, void *unused) {
+  (void)unused;
+  return Py_NewRef(((raw_module *)k->module)->path);
+}
+
+static PyObject *rk_get_name(raw_kernel *k, void *unused) {
+  (void)unused;
+  return Py_NewRef(k->name);
+}
+
 static PyObject *rk_get_options(raw_kernel *k, void *unused) {
   (void)unused;
   return Py_NewRef(((raw_module *)k->module)->options);
@@ -4219,6 +4231,9 @@ static PyGetSetDef rk_getset[] = {
     {"max_dynamic_shared_size_bytes", (getter)rk_attr, (setter)rk_set_max_dynamic,
      "the dynamic shared memory a launch may ask for (settable)", "max_dynamic_shared_size_bytes"},
     {"code", (getter)rk_get_code, NULL, NULL, NULL},
+    {"file_path", (getter)rk_get_file_path, NULL,
+     "the file of the kernel's module (None for code), as CuPy names it", NULL},
+    {"__name__", (getter)rk_get_name, NULL, "the kernel's name, as CuPy sets it", NULL},
     {"options", (getter)rk_get_options, NULL, NULL, NULL},
     {"backend", (getter)rk_get_backend, NULL, NULL, NULL},
     {"enable_cooperative_groups", (getter)rk_get_coop, NULL, NULL, NULL},
