@@ -287,7 +287,8 @@ ENTRIES = (
          (YES, "jitify=True: <type_traits> is there (libcu++'s, in namespace "
                "std), and shift<int> runs")),
         (3, "The same through a name expression.",
-         (NO, "Jitify's message ('Error in parsing name expression')")),
+         (YES, "jitify=True: shift<float>, which std::enable_if leaves out, fails "
+               "with NVRTC's 'Error in parsing name expression'")),
         (4, "Broken code: CompileException.", (NO, "Jitify's JitifyException")),
         (5, "A header including a missing one: 'cannot open source "
             "file'.", (NO, "Jitify, which comments out a missing header")))
