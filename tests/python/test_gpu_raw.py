@@ -262,8 +262,11 @@ def test_load_cubin_and_ptx(lib, tmp_path):
         m = jitk.RawModule(path=str(path))
         x = np.arange(100, dtype=np.float32)
         dy = lib.asarray(np.ones(100, dtype=np.float32))
-        m.get_function("saxpy")(1, 128, (2.0, lib.asarray(x), dy, 100))
+        k = m.get_function("saxpy")
+        k(1, 128, (2.0, lib.asarray(x), dy, 100))
         assert_equal(lib.asnumpy(dy), 2 * x + 1)
+        # CuPy's names for where a module and its kernels came from.
+        assert (m.file_path, k.file_path, k.__name__) == (str(path), str(path), "saxpy")
 
 
 def test_missing_file(lib):
