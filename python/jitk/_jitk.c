@@ -4171,29 +4171,10 @@ static int rk_set_carveout(raw_kernel *k, PyObject *v, void *unused) {
   return 0;
 }
 
-static PyObject *rk_get_code(raw_kernel *k, void *unused) {
-  (void)unused;
-  return Py_NewRef(((raw_module *)k->module)->code);
-}
-
-static PyObject *rk_get_file_path(raw_kernel *k, void *unused) {
-  (void)unused;
-  return Py_NewRef(((raw_module *)k->module)->path);
-}
-
-static PyObject *rk_get_name(raw_kernel *k, void *unused) {
-  (void)unused;
-  return Py_NewRef(k->name);
-}
-
-static PyObject *rk_get_options(raw_kernel *k, void *unused) {
-  (void)unused;
-  return Py_NewRef(((raw_module *)k->module)->options);
-}
-
-static PyObject *rk_get_backend(raw_kernel *k, void *unused) {
-  (void)unused;
-  return Py_NewRef(((raw_module *)k->module)->backend);
+/* A field of the kernel's module that the kernel shows as its own (code,
+ * file_path, options, backend); `field` is its offset in raw_module. */
+static PyObject *rk_module_field(raw_kernel *k, void *field) {
+  return Py_NewRef(*(PyObject **)((char *)k->module + (size_t)field));
 }
 
 static PyObject *rk_get_coop(raw_kernel *k, void *unused) {
@@ -4230,17 +4211,20 @@ static PyGetSetDef rk_getset[] = {
      "preferred_shared_memory_carveout"},
     {"max_dynamic_shared_size_bytes", (getter)rk_attr, (setter)rk_set_max_dynamic,
      "the dynamic shared memory a launch may ask for (settable)", "max_dynamic_shared_size_bytes"},
-    {"code", (getter)rk_get_code, NULL, NULL, NULL},
-    {"file_path", (getter)rk_get_file_path, NULL,
-     "the file of the kernel's module (None for code), as CuPy names it", NULL},
-    {"__name__", (getter)rk_get_name, NULL, "the kernel's name, as CuPy sets it", NULL},
-    {"options", (getter)rk_get_options, NULL, NULL, NULL},
-    {"backend", (getter)rk_get_backend, NULL, NULL, NULL},
+    {"code", (getter)rk_module_field, NULL, NULL, (void *)offsetof(raw_module, code)},
+    {"file_path", (getter)rk_module_field, NULL,
+     "the file of the kernel's module (None for code), as CuPy names it",
+     (void *)offsetof(raw_module, path)},
+    {"options", (getter)rk_module_field, NULL, NULL, (void *)offsetof(raw_module, options)},
+    {"backend", (getter)rk_module_field, NULL, NULL, (void *)offsetof(raw_module, backend)},
     {"enable_cooperative_groups", (getter)rk_get_coop, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMemberDef rk_members[] = {
-    {"name", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY, NULL}, {NULL, 0, 0, 0, NULL}};
+    {"name", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY, NULL},
+    {"__name__", T_OBJECT_EX, offsetof(raw_kernel, name), READONLY,
+     "the kernel's name, as CuPy sets it"},
+    {NULL, 0, 0, 0, NULL}};
 
 /* __reduce__: see "Pickling". A kernel is its module's, made again
  * with get_function: a RawKernel(code, name) holds a module of its own

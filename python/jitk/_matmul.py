@@ -50,8 +50,7 @@ def _extras(given: Mapping[str, tuple] | None, size: int, what: str, form: str) 
     for their form (the library checks names, dtypes and expressions)."""
     items = []
     for name, spec in _named(given, what).items():
-        if not isinstance(name, str) or not isinstance(spec, tuple) or len(spec) != size or \
-                not all(isinstance(x, str) for x in spec):
+        if not isinstance(spec, tuple) or len(spec) != size or not all(isinstance(x, str) for x in spec):
             raise TypeError(f"{what} maps names to {form} tuples of str, not "
                             f"{name!r}: {spec!r}")
         items.append((name, spec))
