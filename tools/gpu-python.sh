@@ -40,7 +40,7 @@ python3 -c 'import jitk; print("jitk", jitk.__version__, "devices:", jitk.device
 
 pids=()
 if want pytest; then
-  (timeout 240 python3 -m pytest tests/python -q -p no:cacheprovider -rfE \
+  (timeout 360 python3 -m pytest tests/python -q -p no:cacheprovider -rfE \
      --junitxml "$LOGS/pytest.xml" >"$LOGS/pytest.log" 2>&1; echo "exit $?" >>"$LOGS/pytest.log") &
   pids+=($!)
 fi

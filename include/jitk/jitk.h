@@ -64,29 +64,30 @@ JITK_API const char *jitk_version(void);
  * part of the ABI: an entry is never renumbered or removed, new ones are
  * appended with the next free number.
  */
-#define JITK_STATUS_LIST(X)                                                  \
-  X(JITK_OK, 0, "no error")                                                  \
-  X(JITK_ERR_INVALID_ARGUMENT, 1, "invalid argument")                        \
-  X(JITK_ERR_OUT_OF_MEMORY, 2, "out of host memory")                         \
-  X(JITK_ERR_NO_DRIVER, 3, "no usable CUDA driver (libcuda.so.1)")           \
-  X(JITK_ERR_NO_DEVICE, 4, "no CUDA device")                                 \
-  X(JITK_ERR_CUDA, 5, "a CUDA driver call failed")                           \
-  X(JITK_ERR_NVRTC, 6, "NVRTC failed")                                       \
-  X(JITK_ERR_COMPILE, 7, "the CUDA source did not compile")                  \
-  X(JITK_ERR_NOT_FOUND, 8, "no such kernel or name expression")              \
-  X(JITK_ERR_ARGUMENT_COUNT, 9, "wrong number of kernel arguments")          \
-  X(JITK_ERR_ARGUMENT_TYPE, 10, "kernel argument of the wrong type or size") \
-  X(JITK_ERR_LAUNCH_CONFIG, 11, "grid or block dimensions out of range")     \
-  X(JITK_ERR_SHARED_MEMORY, 12, "too much shared memory requested")          \
-  X(JITK_ERR_INVALID_IMAGE, 13, "invalid or incompatible kernel image")      \
-  X(JITK_ERR_IO, 14, "file input or output failed")                          \
-  X(JITK_ERR_UNSUPPORTED, 15, "not supported")                               \
-  X(JITK_ERR_DEVICE_OUT_OF_MEMORY, 16, "out of device memory")               \
-  X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                     \
-  X(JITK_ERR_PARSE, 18, "syntax error")                                      \
-  X(JITK_ERR_INTERNAL, 19, "internal error in jitk")                         \
-  X(JITK_ERR_CACHE, 20, "the kernel cache is unavailable")                   \
-  X(JITK_ERR_STREAM_CAPTURE, 21, "not allowed while the stream captures a CUDA graph")
+#define JITK_STATUS_LIST(X)                                                            \
+  X(JITK_OK, 0, "no error")                                                            \
+  X(JITK_ERR_INVALID_ARGUMENT, 1, "invalid argument")                                  \
+  X(JITK_ERR_OUT_OF_MEMORY, 2, "out of host memory")                                   \
+  X(JITK_ERR_NO_DRIVER, 3, "no usable CUDA driver (libcuda.so.1)")                     \
+  X(JITK_ERR_NO_DEVICE, 4, "no CUDA device")                                           \
+  X(JITK_ERR_CUDA, 5, "a CUDA driver call failed")                                     \
+  X(JITK_ERR_NVRTC, 6, "NVRTC failed")                                                 \
+  X(JITK_ERR_COMPILE, 7, "the CUDA source did not compile")                            \
+  X(JITK_ERR_NOT_FOUND, 8, "no such kernel or name expression")                        \
+  X(JITK_ERR_ARGUMENT_COUNT, 9, "wrong number of kernel arguments")                    \
+  X(JITK_ERR_ARGUMENT_TYPE, 10, "kernel argument of the wrong type or size")           \
+  X(JITK_ERR_LAUNCH_CONFIG, 11, "grid or block dimensions out of range")               \
+  X(JITK_ERR_SHARED_MEMORY, 12, "too much shared memory requested")                    \
+  X(JITK_ERR_INVALID_IMAGE, 13, "invalid or incompatible kernel image")                \
+  X(JITK_ERR_IO, 14, "file input or output failed")                                    \
+  X(JITK_ERR_UNSUPPORTED, 15, "not supported")                                         \
+  X(JITK_ERR_DEVICE_OUT_OF_MEMORY, 16, "out of device memory")                         \
+  X(JITK_ERR_INVALID_ARRAY, 17, "array not usable here")                               \
+  X(JITK_ERR_PARSE, 18, "syntax error")                                                \
+  X(JITK_ERR_INTERNAL, 19, "internal error in jitk")                                   \
+  X(JITK_ERR_CACHE, 20, "the kernel cache is unavailable")                             \
+  X(JITK_ERR_STREAM_CAPTURE, 21, "not allowed while the stream captures a CUDA graph") \
+  X(JITK_ERR_AXIS, 22, "axis out of range")
 
 typedef enum jitk_status {
 #define JITK_STATUS_ENUM_(name, code, text) name = code,
@@ -1657,7 +1658,9 @@ JITK_API jitk_status jitk_reduction_link(jitk_reduction *kernel, const jitk_link
  * jitk_elementwise_launch, outputs given or allocated (returned in
  * outputs[j] as DLManagedTensors freed in order on `stream`). Large
  * reductions use a temporary from the device's memory pool, in stream
- * order.
+ * order. An axis outside the broadcast shape's dimensions is
+ * JITK_ERR_AXIS (NumPy's AxisError), one given twice
+ * JITK_ERR_INVALID_ARGUMENT.
  */
 JITK_API jitk_status jitk_reduction_launch(jitk_reduction *kernel, jitk_stream stream,
                                            const jitk_arg *args, size_t num_args, const int *axes,

@@ -103,6 +103,29 @@ static PyObject *torch_dtypes[32];
 /* Errors                                                             */
 /* ------------------------------------------------------------------ */
 
+/* NumPy's AxisError (a ValueError and an IndexError), which CuPy raises
+ * for an axis out of range, as a new reference; ValueError where NumPy
+ * cannot be imported. Looked up when raised, so importing jitk does not
+ * import NumPy. */
+static PyObject *axis_error_type(void) {
+  PyObject *np = PyImport_ImportModule("numpy");
+  PyObject *type = NULL;
+  if (np != NULL) {
+    PyObject *ex = PyObject_GetAttrString(np, "exceptions");
+    type = ex != NULL ? PyObject_GetAttrString(ex, "AxisError")
+                      : PyObject_GetAttrString(np, "AxisError");
+    Py_XDECREF(ex);
+    Py_DECREF(np);
+  }
+  PyErr_Clear();
+  if (type == NULL || !PyType_Check(type) ||
+      !PyType_IsSubtype((PyTypeObject *)type, (PyTypeObject *)PyExc_ValueError)) {
+    Py_XDECREF(type);
+    type = Py_NewRef(PyExc_ValueError);
+  }
+  return type;
+}
+
 /* Raises the Python exception that matches a jitk failure, with the
  * library's message. The types follow CuPy's for the same mistakes. */
 static PyObject *raise_status(jitk_engine *e, jitk_status st, const char *what) {
@@ -137,10 +160,13 @@ static PyObject *raise_status(jitk_engine *e, jitk_status st, const char *what) 
     }
     return NULL;
   }
+  PyObject *axis = st == JITK_ERR_AXIS ? axis_error_type() : NULL;
+  if (axis != NULL) type = axis;
   if (what != NULL && *what != '\0')
     PyErr_Format(type, "%s: %s", what, msg);
   else
     PyErr_SetString(type, msg);
+  Py_XDECREF(axis);
   return NULL;
 }
 
@@ -2643,7 +2669,9 @@ static int axis_value(PyObject *o, int *out) {
   long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) return -1;
   if (overflow != 0 || v > INT_MAX || v < INT_MIN) {
-    PyErr_Format(PyExc_ValueError, "axis %S is out of bounds", o);
+    PyObject *type = axis_error_type();
+    PyErr_Format(type, "axis %S is out of bounds", o);
+    Py_DECREF(type);
     return -1;
   }
   *out = (int)v;

@@ -12,7 +12,7 @@
 #include "kernels/gen.h"
 #include "kernels/kernels.h"
 
-static jitk_status bind(const jk_gen *g, const jitk_arg *args, size_t nargs, jk_gen_args *a) {
+jitk_status jk_gen_bind(const jk_gen *g, const jitk_arg *args, size_t nargs, jk_gen_args *a) {
   jitk_engine *e = g->engine;
   const jk_param_list *pls = &g->params;
   for (size_t h = 0; h < pls->num_placeholders; h++) a->bound[h] = JITK_DTYPE_NONE;
@@ -110,7 +110,7 @@ jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, s
   if (a->need_alloc && !can_allocate)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "kernel %s: an output is to be allocated but `outputs` is NULL", g->name);
-  return bind(g, args, nargs, a);
+  return JITK_OK;
 }
 
 typedef struct jk_managed {

@@ -1,7 +1,7 @@
 /*
  * Elementwise kernels: CuPy's ElementwiseKernel semantics over DLTensors.
  *
- * A launch binds types, broadcasts shapes, collapses the iteration space,
+ * A launch broadcasts shapes, binds types, collapses the iteration space,
  * picks the index width and the vector width, and looks the resulting
  * specialization up in the kernel's own small table. Only a new
  * specialization generates source and goes through the kernel cache; a
@@ -374,6 +374,11 @@ static jitk_status prepare(jitk_elementwise *k, const char *what, const jitk_arg
     pl->ndim = 1;
     pl->shape[0] = size;
   }
+  /* Types are bound after the broadcast and before the outputs' shapes are
+   * checked: CuPy's order, so that arguments wrong in two ways get its
+   * error. */
+  st = jk_gen_bind(&k->g, args, nargs, &pl->a);
+  if (st != JITK_OK) return st;
   /* Given non-raw outputs must have the loop's shape exactly; a raw one is
    * indexed by the operation, so its shape is its own. */
   for (int p = k->g.num_in; p < n; p++) {

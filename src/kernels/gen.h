@@ -130,14 +130,19 @@ typedef struct jk_gen_args {
   bool need_alloc;
 } jk_gen_args;
 
-/* Checks the argument count, reads the tensors, binds the placeholders
- * (arrays first, as CuPy: an array's dtype wins over a scalar's). Reads
- * the tensors' descriptions only, never their memory or the driver, so it
- * works on a compile-only engine. An output left to jitk is an error
- * unless `can_allocate` (a launch with an `outputs` array, or a question
- * about the outputs' shapes). */
+/* Checks the argument count and reads the tensors. Reads the tensors'
+ * descriptions only, never their memory or the driver, so it works on a
+ * compile-only engine. An output left to jitk is an error unless
+ * `can_allocate` (a launch with an `outputs` array, or a question about
+ * the outputs' shapes). */
 jitk_status jk_gen_classify(jk_gen *g, const char *what, const jitk_arg *args, size_t nargs,
                             bool can_allocate, jk_gen_args *a);
+
+/* Binds the placeholders of classified arguments (arrays first, as CuPy:
+ * an array's dtype wins over a scalar's) and checks fixed-type arrays.
+ * Callers bind after broadcasting, so that arguments wrong in both shape
+ * and type get the shape's error, as under CuPy. */
+jitk_status jk_gen_bind(const jk_gen *g, const jitk_arg *args, size_t nargs, jk_gen_args *a);
 
 /* A new C-contiguous array from the memory pool, as a DLManagedTensor
  * whose deleter frees it in order on `stream`. */

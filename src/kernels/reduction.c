@@ -1,7 +1,7 @@
 /*
  * Reduction kernels: CuPy's ReductionKernel semantics over DLTensors.
  *
- * A launch binds types, broadcasts the inputs, splits the dimensions into
+ * A launch broadcasts the inputs, binds types, splits the dimensions into
  * kept ones (one output per point) and reduced ones, collapses each set,
  * and chooses a strategy from the layout of the first input: along its
  * contiguous reduced elements ('i': rows, whole arrays), in segments of
@@ -241,7 +241,7 @@ static jitk_status axes_mask(jitk_reduction *k, const int *axes, int num_axes, j
   for (int i = 0; i < num_axes; i++) {
     int a = axes[i];
     if (a < -nd || a >= nd)
-      return jk_fail(k->g.engine, JITK_ERR_INVALID_ARGUMENT,
+      return jk_fail(k->g.engine, JITK_ERR_AXIS,
                      "kernel %s: axis %d is out of range for %d dimensions", k->g.name, a, nd);
     if (a < 0) a += nd;
     if (pl->reduced[a])
@@ -682,8 +682,10 @@ void jk_red_layout(jk_red_plan *pl, const jk_param_list *params, int num_in, boo
 
 /* What a launch and jitk_reduction_outputs share: the arguments classified
  * and bound, the inputs' broadcast shape, the axes, the outputs' shape,
- * and the given outputs checked against it. Reads no memory and calls no
- * driver. */
+ * and the given outputs checked against it. The checks come in CuPy's
+ * order (the inputs' broadcast, the types, the axes, the outputs' shape),
+ * so that arguments wrong in two ways get CuPy's error. Reads no memory
+ * and calls no driver. */
 static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *args, size_t nargs,
                            const int *axes, int num_axes, int keepdims, bool can_allocate,
                            jk_red_plan *pl) {
@@ -704,6 +706,8 @@ static jitk_status prepare(jitk_reduction *k, const char *what, const jitk_arg *
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "kernel %s: no non-raw array input gives the shape to reduce", k->g.name);
   st = jk_broadcast_shape(e, iv, iname, ni, &pl->ndim, pl->shape);
+  if (st != JITK_OK) return st;
+  st = jk_gen_bind(&k->g, args, nargs, &pl->a);
   if (st != JITK_OK) return st;
   st = axes_mask(k, axes, num_axes, pl);
   if (st != JITK_OK) return st;

@@ -1128,6 +1128,58 @@ def test_texts_the_library_cannot_take_raise(tmp_path):
     """, tmp_path)
 
 
+def test_axes_and_shapes_raise_as_under_cupy(tmp_path):
+    # An axis out of range is NumPy's AxisError, as CuPy raises it; one
+    # given twice is a ValueError of another kind. Arguments wrong in two
+    # ways get CuPy's error: it broadcasts the inputs (and an elementwise
+    # kernel's outputs), then binds types, then checks a reduction's axes
+    # and the outputs' shapes. (An elementwise output that the inputs
+    # broadcast to is taken, as by CuPy.)
+    run("""
+        x = CudaArray(np.ones((4, 8), np.float32))
+        red = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")
+        wsum = jitk.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "wsum")
+        add = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + y", "add")
+        fixed = jitk.ElementwiseKernel("int8 x", "int16 z", "z = x", "fixed")
+        before = fake.fakecuda_launch_count()
+        for axis in (2, -3, (0, 2), 2**40):
+            try:
+                red(x, axis=axis)
+            except np.exceptions.AxisError as e:
+                assert "out of" in str(e), e
+            else:
+                raise AssertionError(f"axis {axis} was taken")
+        try:
+            red(x, axis=(1, -1))
+        except ValueError as e:
+            assert not isinstance(e, np.exceptions.AxisError) and "twice" in str(e), e
+        else:
+            raise AssertionError("an axis given twice was taken")
+        odd = CudaArray(np.ones(3, np.int32))
+        calls = ((lambda: add(x, odd), "broadcast"),
+                 (lambda: wsum(x, odd, axis=0), "broadcast"),
+                 (lambda: fixed(odd, CudaArray(np.zeros(4, np.float32))), "broadcast"),
+                 (lambda: add(x, x, CudaArray(np.zeros((4, 1), np.int32))), "bound to both"),
+                 (lambda: add(x, x, CudaArray(np.zeros((4, 1), np.float32))), "shape"),
+                 (lambda: red(x, CudaArray(np.zeros(5, np.int32)), axis=0), "bound to both"),
+                 (lambda: red(x, CudaArray(np.zeros(5, np.int32)), axis=7), "bound to both"),
+                 (lambda: red(x, CudaArray(np.zeros(5, np.float32)), axis=(0, 0)), "twice"),
+                 (lambda: red(x, CudaArray(np.zeros(5, np.float32)), axis=0), "reduced shape"))
+        for call, words in calls:
+            try:
+                call()
+            except (TypeError, ValueError) as e:
+                assert words in str(e), f"{words!r} is not in {e!r}"
+                assert isinstance(e, TypeError) == ("bound" in words), e
+            else:
+                raise AssertionError("taken")
+        assert fake.fakecuda_launch_count() == before
+        add(x, x, CudaArray(np.zeros((2, 4, 8), np.float32)))
+        assert fake.fakecuda_launch_count() == before + 1
+        print("ok")
+    """, tmp_path)
+
+
 def test_integers_past_what_they_set_raise(tmp_path):
     # axis= and block_size= were cut to 32 bits (axis 2**32 reduced axis
     # 0), and subclasses of int (IntEnum members) skipped the check that a
@@ -1143,8 +1195,8 @@ def test_integers_past_what_they_set_raise(tmp_path):
             BIG = 300
             FITS = 100
         before = fake.fakecuda_launch_count()
-        for call, error in ((lambda: red(x, axis=2**32), ValueError),
-                            (lambda: red(x, axis=(0, -2**32 + 1)), ValueError),
+        for call, error in ((lambda: red(x, axis=2**32), np.exceptions.AxisError),
+                            (lambda: red(x, axis=(0, -2**32 + 1)), np.exceptions.AxisError),
                             (lambda: ew(x, y, block_size=2**32 + 128), ValueError),
                             (lambda: add(x, Small.BIG, y), OverflowError)):
             try:

@@ -32,6 +32,7 @@ Test(errors, codes_are_stable) {
   cr_assert_eq(JITK_ERR_INTERNAL, 19);
   cr_assert_eq(JITK_ERR_CACHE, 20);
   cr_assert_eq(JITK_ERR_STREAM_CAPTURE, 21);
+  cr_assert_eq(JITK_ERR_AXIS, 22);
 }
 
 Test(errors, every_code_has_a_name_and_text) {

@@ -92,7 +92,7 @@ Test(capture, reduction_prepare_and_autotune) {
            jitk_reduction_launch(k, s, args1, 2, axis1, 1, 0, NULL));
   f.capture(s, false);
   int bad[1] = {7};
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "axis", jitk_reduction_prepare(k, args, 2, bad, 1, 0));
+  JT_FAILS(e, JITK_ERR_AXIS, "axis", jitk_reduction_prepare(k, args, 2, bad, 1, 0));
 
   jitk_reduction_destroy(k);
   free(x), free(y);

@@ -417,7 +417,7 @@ Test(reduction_outputs, axes_keepdims_and_errors) {
   JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "does not have the reduced shape",
            jitk_reduction_outputs(k, given, 4, axes, 2, 1, specs));
   int out_of_range[1] = {3}, twice[2] = {0, -3};
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "axis 3 is out of range for 3 dimensions",
+  JT_FAILS(e, JITK_ERR_AXIS, "axis 3 is out of range for 3 dimensions",
            jitk_reduction_outputs(k, args, 2, out_of_range, 1, 0, specs));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "given twice",
            jitk_reduction_outputs(k, args, 2, twice, 2, 0, specs));
