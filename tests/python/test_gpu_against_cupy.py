@@ -12,7 +12,10 @@ jitk's, and the outcomes must agree: both raise (the same class of
 exception, or a compile error each), or both return results of the same
 type, dtype, shape and values (the given output object where one was
 given), but where jitk means to differ (known_difference says where).
-Some kernels are made with return_tuple or no_return. Values are small integers, so every dtype holds them exactly and
+Some kernels are made with return_tuple or no_return. A third kind of case
+gives a raw kernel a scalar of random type for a parameter of random C
+type, followed by an int: what the kernel reads must be what it reads
+under CuPy, byte for byte. Values are small integers, so every dtype holds them exactly and
 sums are exact in any order. JITK_TEST_CUPY_CASES sets how many cases
 there are of each kind.
 """
@@ -317,3 +320,127 @@ def describe(kernel, args, given, kwargs, problem):
             outs.append(one(g[0]) if g is not None else "None")
     return (f"kernel {kernel[:-1]}; args {[one(a) for a in args]}; outputs {outs}; "
             f"{kwargs}: {problem}")
+
+
+# A raw kernel reads what a call packs: a scalar of each C type, then an
+# int after it (which shows whether the scalar took the parameter's bytes),
+# both written out as doubles.
+RAW_TYPES = (("signed char", "int8"), ("short", "int16"), ("int", "int32"),
+             ("unsigned int", "uint32"), ("long long", "int64"), ("float", "float32"),
+             ("double", "float64"), ("bool", "bool"))
+RAW_SOURCE = "\n".join(
+    f'extern "C" __global__ void take{n}({t} a, int tail, double *out) {{'
+    " out[0] = (double)a; out[1] = (double)tail; }"
+    for n, (t, _) in enumerate(RAW_TYPES))
+_raw = {}
+
+
+def raw_kernels(index):
+    if index not in _raw:
+        _raw[index] = (cp.RawModule(code=RAW_SOURCE).get_function(f"take{index}"),
+                       jitk.RawModule(code=RAW_SOURCE).get_function(f"take{index}"))
+    return _raw[index]
+
+
+def random_raw_scalar(rng):
+    choice = int(rng.integers(0, 5))
+    value = int(rng.choice([0, 1, 3, -2, 100, 2**31 + 5, 2**40]))
+    if choice == 0:
+        return value
+    if choice == 1:
+        return float(value) + 0.5
+    if choice == 2:
+        return bool(value % 2)
+    dtype = str(rng.choice(REAL))
+    with np.errstate(over="ignore"):
+        return np.array(value).astype(dtype)[()] if dtype != "bool" else np.bool_(value % 2)
+
+
+def fits(value, size):
+    """Whether an int fits `size` bytes as a signed or an unsigned number."""
+    return -(1 << (8 * size - 1)) <= value < (1 << (8 * size))
+
+
+@seeds
+def test_raw_kernel_scalars_agree_with_cupy(seed):
+    """Where CuPy hands the kernel what its parameter is (a NumPy scalar of
+    that type, a Python int for an integer, a float for a double, a bool for
+    a bool), the kernel reads the same under jitk. Where CuPy hands over
+    other bytes (8 for a Python int, a double's for a float, one byte for a
+    bool, whatever the parameter), jitk narrows an int that fits, makes a
+    float a float32 for a 4-byte parameter, and otherwise refuses a scalar
+    whose size is not the parameter's: TypeError, or OverflowError for an
+    int too wide. A Python number of the other kind than a parameter of the
+    same size (an int for a float) is not caught by either: sizes are all
+    the driver tells of a kernel's parameters."""
+    rng = np.random.default_rng(seed + 43_000)
+    index = int(rng.integers(0, len(RAW_TYPES)))
+    ctype, dtype = RAW_TYPES[index]
+    size = np.dtype(dtype).itemsize
+    scalar = random_raw_scalar(rng)
+    tail = np.int32(7) if rng.random() < 0.5 else 7
+    ck, jk = raw_kernels(index)
+    outs = (cp.full(2, np.nan), cp.full(2, np.nan))
+    cupy_out = outcome(lambda: ck((1,), (1,), (scalar, tail, outs[0])))
+    jitk_out = outcome(lambda: jk((1,), (1,), (scalar, tail, outs[1])))
+    what = f"{ctype} a given {type(scalar).__name__}({scalar!r}): CuPy {cupy_out}, jitk {jitk_out}"
+    got, want = cp.asnumpy(outs[1]), cp.asnumpy(outs[0])
+    integer = dtype != "float32" and dtype != "float64"
+    if isinstance(scalar, np.generic):
+        have = scalar.dtype.itemsize
+        if scalar.dtype.kind in "iu" and have > size:
+            # Narrowed as a Python int is.
+            scalar = int(scalar)
+        elif have != size:
+            assert jitk_out[0] == "raised" and type(jitk_out[1]) is TypeError, what
+            return
+        elif scalar.dtype.kind == np.dtype(dtype).kind or (integer and scalar.dtype.kind in "iub"):
+            assert jitk_out[0] == "ok" and np.array_equal(got, want, equal_nan=True), what
+            return
+        else:  # a float's bits for an integer, or the other way: read as under CuPy
+            assert jitk_out[0] == "ok" and got[1] == 7, what
+            return
+    if type(scalar) is bool:
+        if size == 1:
+            assert jitk_out[0] == "ok" and np.array_equal(got, want), what
+        else:
+            assert jitk_out[0] == "raised" and type(jitk_out[1]) is TypeError, what
+        return
+    if isinstance(scalar, int):
+        if not fits(scalar, size):
+            assert jitk_out[0] == "raised" and type(jitk_out[1]) is OverflowError, what
+        elif not integer:
+            assert jitk_out[0] == "ok" and got[1] == 7, what  # the int's bits, as under CuPy
+        else:
+            assert jitk_out[0] == "ok" and np.array_equal(got, want), what
+        return
+    # A Python float.
+    if dtype == "float64":
+        assert jitk_out[0] == "ok" and np.array_equal(got, want), what
+    elif dtype == "float32":
+        assert jitk_out[0] == "ok" and got[0] == np.float32(scalar) and got[1] == 7, what
+    elif size == 8 or size == 4:
+        assert jitk_out[0] == "ok" and got[1] == 7, what
+    else:
+        assert jitk_out[0] == "raised" and type(jitk_out[1]) is TypeError, what
+
+
+def test_float32_subnormals_flush_to_zero_as_under_cupy():
+    """CuPy compiles every kernel with -ftz=true, so float32 subnormals are
+    zero in its kernels' arithmetic; jitk's CuPy classes do the same, so
+    that results agree bit for bit."""
+    x = cp.full(4, 1e-30, dtype=cp.float32)
+    y = cp.full(4, 1e-10, dtype=cp.float32)
+    assert np.float32(1e-30) * np.float32(1e-10) != 0  # a subnormal without the flush
+    mul = ("float32 x, float32 y", "float32 z", "z = x * y", "subnormal_mul")
+    for kernel in (cp.ElementwiseKernel(*mul), jitk.ElementwiseKernel(*mul)):
+        assert kernel(x, y).get().tolist() == [0.0] * 4, kernel
+    dot = ("float32 x, float32 y", "float32 z", "x * y", "a + b", "z = a", "0", "subnormal_dot")
+    for kernel in (cp.ReductionKernel(*dot), jitk.ReductionKernel(*dot)):
+        assert kernel(x, y).get() == 0, kernel
+    code = r"""extern "C" __global__ void mul(const float *x, const float *y, float *z) {
+        z[threadIdx.x] = x[threadIdx.x] * y[threadIdx.x]; }"""
+    for kernel in (cp.RawKernel(code, "mul"), jitk.RawKernel(code, "mul")):
+        z = cp.full(4, np.nan, dtype=cp.float32)
+        kernel((1,), (4,), (x, y, z))
+        assert z.get().tolist() == [0.0] * 4, kernel
