@@ -1180,6 +1180,48 @@ def test_axes_and_shapes_raise_as_under_cupy(tmp_path):
     """, tmp_path)
 
 
+def test_cupy_classes_compile_with_ftz_as_cupy_does(tmp_path):
+    # CuPy adds -ftz=true to every compile; so do jitk's four classes, after
+    # the user's options, unless those set -ftz themselves. The options each
+    # compile was given are read from JITK_DUMP_SOURCE's listing.
+    out = run("""
+        import os, tempfile
+        log = tempfile.TemporaryFile()
+        os.dup2(log.fileno(), 2)
+        x = CudaArray(np.ones(4, np.float32))
+        z = CudaArray(np.zeros(4, np.float32))
+        y = CudaArray(np.zeros((), np.float32))
+        jitk.ElementwiseKernel("T x", "T z", "z = x", "ftz_ew")(x, z)
+        jitk.ElementwiseKernel("T x", "T z", "z = x", "own_ew", options=("-ftz=false",))(x, z)
+        jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "ftz_red",
+                             options=("-DX=1",))(x, y)
+        code = 'extern "C" __global__ void %s(const float *x, float *z) { z[0] = x[0]; }'
+        jitk.RawKernel(code % "ftz_raw", "ftz_raw")((1,), (1,), (x, z))
+        jitk.RawModule(code=code % "own_raw", options=("--ftz=false",)).get_function("own_raw")
+        jitk.RawModule(code=code % "fast_raw", options=("--use_fast_math",)).get_function(
+            "fast_raw")
+        log.seek(0)
+        print(log.read().decode())
+    """, tmp_path, JITK_DUMP_SOURCE="1")
+    options = {}
+    for block in out.split("jitk: ")[1:]:
+        names = [n for n in ("ftz_ew", "own_ew", "ftz_red", "ftz_raw", "own_raw", "fast_raw")
+                 if n in block]
+        if block.startswith(("generated source of", "source of module")):
+            assert len(names) == 1, block
+            options.setdefault(names[0], []).append(
+                [line[len("// NVRTC option: "):] for line in block.splitlines()
+                 if line.startswith("// NVRTC option: ")])
+    assert sorted(options) == ["fast_raw", "ftz_ew", "ftz_raw", "ftz_red", "own_ew", "own_raw"], out
+    for name, lists in options.items():
+        for opts in lists:
+            ftz = [o for o in opts if "ftz" in o]
+            want = {"own_ew": ["-ftz=false"], "own_raw": ["--ftz=false"]}.get(name, ["-ftz=true"])
+            assert ftz == want, (name, opts)
+            if name == "ftz_red":
+                assert opts.index("-DX=1") < opts.index("-ftz=true"), opts
+
+
 def test_integers_past_what_they_set_raise(tmp_path):
     # axis= and block_size= were cut to 32 bits (axis 2**32 reduced axis
     # 0), and subclasses of int (IntEnum members) skipped the check that a
