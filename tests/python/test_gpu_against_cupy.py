@@ -2,22 +2,25 @@
 
 jitk's Python classes claim to be drop-ins for CuPy's: a user changes one
 import. CuPy's own tests check what their authors thought of; these cases
-check what a user may write. Each case draws one of a set of kernels
-(fixed types, type placeholders, raw and scalar parameters, several
-outputs) and random arguments for it: arrays of random dtypes and
-broadcastable or clashing shapes, zero-size ones among them, strided views,
-Python and NumPy scalars, given outputs of any dtype and shape, axes in and
-out of range, keepdims. The same call is made with CuPy's class and with
-jitk's, and the outcomes must agree: both raise (the same class of
-exception, or a compile error each), or both return results of the same
-type, dtype, shape and values (the given output object where one was
-given), but where jitk means to differ (known_difference says where).
-Some kernels are made with return_tuple or no_return. A third kind of case
-gives a raw kernel a scalar of random type for a parameter of random C
-type, followed by an int: what the kernel reads must be what it reads
-under CuPy, byte for byte. Values are small integers, so every dtype holds them exactly and
-sums are exact in any order. JITK_TEST_CUPY_CASES sets how many cases
-there are of each kind.
+check what a user may write. Each case draws one of a set of kernels (fixed
+types, type placeholders, raw and scalar parameters, several outputs; some
+made with return_tuple or no_return) and random arguments for it: arrays of
+random dtypes and broadcastable or clashing shapes, zero-size ones among
+them, strided views, Python and NumPy scalars, given outputs of any dtype
+and shape, axes in and out of range, keepdims. The same call is made with
+CuPy's class and with jitk's, and the outcomes must agree: both raise (the
+same class of exception, or a compile error each), or both return results
+of the same type, dtype, shape and values (the given output object where
+one was given), but where jitk means to differ (known_difference says
+where). Values are small integers, so every dtype holds them exactly and
+sums are exact in any order.
+
+A third kind of case gives a raw kernel a scalar of random type for a
+parameter of random C type, followed by an int: where CuPy hands the kernel
+what its parameter is, jitk's kernel must read the same; elsewhere jitk's
+own rules hold (test_raw_kernel_scalars_agree_with_cupy). A last test
+checks that float32 subnormals flush to zero as under CuPy.
+JITK_TEST_CUPY_CASES sets how many cases there are of each random kind.
 """
 
 import os
