@@ -42,6 +42,16 @@ def record(*sizes):
     arr = (ctypes.c_size_t * len(sizes))(*sizes)
     fake.fakecuda_record_params(arr, len(sizes))
 
+def raises(error, call, taken):
+    """The exception call() raised, which must be an `error` (a class or a
+    tuple of them); any other propagates. Exits with the message `taken`
+    when the call returned."""
+    try:
+        call()
+    except error as e:
+        return e
+    sys.exit(taken)
+
 def param(i, fmt):
     l = fake.fakecuda_last_launch().contents
     assert l.num_params > i, l.num_params
@@ -186,18 +196,10 @@ def test_raw_kernel_bad_launches_raise_and_launch_nothing(tmp_path):
                           ((p, 1, 2), Exception),             # too many
                           ((p, 1 << 40), OverflowError),      # does not fit an int
                           ((p, "x"), TypeError)]:
-            try:
-                k((1,), (32,), args)
-            except exc:
-                pass
-            else:
-                sys.exit(f"{args!r} launched")
-        try:
-            k((1,), (2048,), (p, 1))                          # past the block limit
-        except Exception as e:
-            assert "2048" in str(e) or "block" in str(e).lower(), e
-        else:
-            sys.exit("a block of 2048 threads launched")
+            raises(exc, lambda: k((1,), (32,), args), f"{args!r} launched")
+        e = raises(Exception, lambda: k((1,), (2048,), (p, 1)),  # past the block limit
+                   "a block of 2048 threads launched")
+        assert "2048" in str(e) or "block" in str(e).lower(), e
         assert fake.fakecuda_launch_count() == before
     """, tmp_path)
 
@@ -219,12 +221,9 @@ def test_elementwise_on_arrays_of_a_third_library(tmp_path):
         # good call works.
         bad = CudaArray(np.zeros(1000, dtype=np.float32))
         del bad.__cuda_array_interface__
-        try:
-            k(x, bad, z)
-        except TypeError as e:
-            assert "Unsupported type" in str(e), e
-        else:
-            sys.exit("an object without an array protocol was taken")
+        e = raises(TypeError, lambda: k(x, bad, z),
+                   "an object without an array protocol was taken")
+        assert "Unsupported type" in str(e), e
         k(x, y, z)
         assert fake.fakecuda_launch_count() == before + 4
 
@@ -260,12 +259,9 @@ def test_arrays_off_their_alignment_raise_and_launch_nothing(tmp_path):
             dt = np.dtype(typestr)
             y, s = CudaArray(np.zeros(2, dt)), CudaArray(np.zeros((), dt))
             for call in (lambda a: k(a, y, stream=0), lambda a: r(a, s, stream=0)):
-                try:
-                    call(Off(offset, typestr, 2))
-                except ValueError as e:
-                    assert "is not aligned to" in str(e), e
-                else:
-                    raise AssertionError(f"{typestr} at +{offset} was launched")
+                e = raises(ValueError, lambda: call(Off(offset, typestr, 2)),
+                           f"{typestr} at +{offset} was launched")
+                assert "is not aligned to" in str(e), e
         assert fake.fakecuda_launch_count() == before
         k(Off(0, "<f8", 2), CudaArray(np.zeros(2, np.float64)), stream=0)
         k(Off(16, "<c16", 2), CudaArray(np.zeros(2, np.complex128)), stream=0)
@@ -298,12 +294,9 @@ def test_reduction_autotune_times_strategies_and_keeps_one(tmp_path):
         before = fake.fakecuda_launch_count()
         r(x, y, axis=0)
         assert fake.fakecuda_launch_count() == before + 1
-        try:
-            r.autotune(x, y, axis=0, bogus=1)
-        except TypeError as e:
-            assert "bogus" in str(e)
-        else:
-            raise AssertionError("an unknown keyword was accepted")
+        e = raises(TypeError, lambda: r.autotune(x, y, axis=0, bogus=1),
+                   "an unknown keyword was accepted")
+        assert "bogus" in str(e)
     """, tmp_path)
 
 
@@ -329,12 +322,9 @@ def test_raw_kernel_call_binds_arguments_as_cupy_does(tmp_path):
                (((1,), (32,), (p,), "4"), {}, "shared_mem must be an int"),
                (((1,), (32,), (p,), -1), {}, "")]
         for args, kwargs, message in bad:
-            try:
-                k(*args, **kwargs)
-            except (TypeError, OverflowError) as e:
-                assert message in str(e), (message, str(e))
-            else:
-                sys.exit(f"{args!r} {kwargs!r} launched")
+            e = raises((TypeError, OverflowError), lambda: k(*args, **kwargs),
+                       f"{args!r} {kwargs!r} launched")
+            assert message in str(e), (message, str(e))
         assert fake.fakecuda_launch_count() == before + 2
     """, tmp_path)
 
@@ -410,12 +400,7 @@ def test_launches_go_on_the_stream_given(tmp_path):
             assert last() == handle, (stream, hex(last()))
         before = fake.fakecuda_launch_count()
         for bad in ["s", 1.5, object(), CudaStream("h")]:
-            try:
-                k(x, z, stream=bad)
-            except TypeError:
-                pass
-            else:
-                sys.exit(f"stream={bad!r} was taken")
+            raises(TypeError, lambda: k(x, z, stream=bad), f"stream={bad!r} was taken")
         assert fake.fakecuda_launch_count() == before
     """, tmp_path)
 
@@ -441,12 +426,9 @@ def test_first_calls_during_a_capture_compile_then_launch(tmp_path):
             assert fake.fakecuda_launch_count() == before + 1
             assert fake.fakecuda_last_launch().contents.stream == 0x77
         before = fake.fakecuda_launch_count()
-        try:
-            red.autotune(x, s, stream=0x77)
-        except jitk.JitkError as e:
-            assert "autotune before the capture" in str(e), e
-        else:
-            sys.exit("autotune ran during a capture")
+        e = raises(jitk.JitkError, lambda: red.autotune(x, s, stream=0x77),
+                   "autotune ran during a capture")
+        assert "autotune before the capture" in str(e), e
         assert fake.fakecuda_launch_count() == before
         fake.fakecuda_set_capturing(None, False)
     """, tmp_path)
@@ -525,18 +507,11 @@ def test_raw_launch_options_reach_the_driver(tmp_path):
                 (dict(cluster=(1, 2, 3, 4)), ValueError, "1 to 3 ints"),
                 (dict(cluster=-1), ValueError, "positive"),
                 (dict(cluster="2"), TypeError, "")]:
-            try:
-                rk((8, 1, 16), (32,), (z,), **kw)
-            except error as e:
-                assert words in str(e), (kw, str(e))
-            else:
-                sys.exit(f"{kw} was launched")
-        try:
-            rk((8,), (32,), (z,), 0, None, False, 2)
-        except TypeError as e:
-            assert "keyword-only" in str(e), e
-        else:
-            sys.exit("cluster was taken by position")
+            e = raises(error, lambda: rk((8, 1, 16), (32,), (z,), **kw), f"{kw} was launched")
+            assert words in str(e), (kw, str(e))
+        e = raises(TypeError, lambda: rk((8,), (32,), (z,), 0, None, False, 2),
+                   "cluster was taken by position")
+        assert "keyword-only" in str(e), e
         assert fake.fakecuda_launch_count() == before
         # NumPy's integers wherever an int goes, as grids computed with
         # NumPy give them: grid, block, shared_mem, cluster, and a
@@ -553,12 +528,8 @@ def test_raw_launch_options_reach_the_driver(tmp_path):
         red(x2, s2, axis=np.int64(0))
         red(x2, s2, axis=(np.int32(0),))
         for bad in (2.0, "8"):
-            try:
-                rk(bad, (32,), (z,))
-            except (TypeError, ValueError):
-                pass
-            else:
-                sys.exit(f"grid={bad!r} was taken")
+            raises((TypeError, ValueError), lambda: rk(bad, (32,), (z,)),
+                   f"grid={bad!r} was taken")
     """, tmp_path)
 
 
@@ -640,14 +611,10 @@ def test_arrays_on_devices_past_the_last_raise(tmp_path):
                              lambda: red(make(host, device)),
                              lambda: raw((1,), (32,), (make(host, device),)),
                              lambda: jitk._jitk._describe(make(host, device))):
-                    try:
-                        call()
-                    except ValueError as e:
-                        want = f"is on CUDA device {device}; jitk works with devices 0 to 63"
-                        assert want in str(e), e
-                        checked += 1
-                    else:
-                        raise AssertionError(f"device {device} was taken")
+                    e = raises(ValueError, call, f"device {device} was taken")
+                    want = f"is on CUDA device {device}; jitk works with devices 0 to 63"
+                    assert want in str(e), e
+                    checked += 1
         assert fake.fakecuda_launch_count() == before
         assert checked == len(makers) * 5 * 4, checked
         print("ok", len(makers), checked)
@@ -1071,13 +1038,10 @@ def test_arrays_of_devices_that_cannot_reach_each_other(tmp_path):
         k = jitk.ElementwiseKernel("T x, T y", "T z", "z = x + 2 * y", "add2")
         k(x0, x0, z0)
         before = fake.fakecuda_launch_count()
-        try:
-            k(x0, on_device1(1000), z0)
-        except ValueError as e:
-            assert "Peer access is unavailable" in str(e), e
-            assert "(1)" in str(e) and "(0)" in str(e), e
-        else:
-            sys.exit("an array of a device out of reach was taken")
+        e = raises(ValueError, lambda: k(x0, on_device1(1000), z0),
+                   "an array of a device out of reach was taken")
+        assert "Peer access is unavailable" in str(e), e
+        assert "(1)" in str(e) and "(0)" in str(e), e
         assert fake.fakecuda_launch_count() == before
         # The kernel still works afterwards.
         k(x0, x0, z0)
@@ -1143,18 +1107,11 @@ def test_axes_and_shapes_raise_as_under_cupy(tmp_path):
         fixed = jitk.ElementwiseKernel("int8 x", "int16 z", "z = x", "fixed")
         before = fake.fakecuda_launch_count()
         for axis in (2, -3, (0, 2), 2**40):
-            try:
-                red(x, axis=axis)
-            except np.exceptions.AxisError as e:
-                assert "out of" in str(e), e
-            else:
-                raise AssertionError(f"axis {axis} was taken")
-        try:
-            red(x, axis=(1, -1))
-        except ValueError as e:
-            assert not isinstance(e, np.exceptions.AxisError) and "twice" in str(e), e
-        else:
-            raise AssertionError("an axis given twice was taken")
+            e = raises(np.exceptions.AxisError, lambda: red(x, axis=axis),
+                       f"axis {axis} was taken")
+            assert "out of" in str(e), e
+        e = raises(ValueError, lambda: red(x, axis=(1, -1)), "an axis given twice was taken")
+        assert not isinstance(e, np.exceptions.AxisError) and "twice" in str(e), e
         odd = CudaArray(np.ones(3, np.int32))
         calls = ((lambda: add(x, odd), "broadcast"),
                  (lambda: wsum(x, odd, axis=0), "broadcast"),
@@ -1166,13 +1123,9 @@ def test_axes_and_shapes_raise_as_under_cupy(tmp_path):
                  (lambda: red(x, CudaArray(np.zeros(5, np.float32)), axis=(0, 0)), "twice"),
                  (lambda: red(x, CudaArray(np.zeros(5, np.float32)), axis=0), "reduced shape"))
         for call, words in calls:
-            try:
-                call()
-            except (TypeError, ValueError) as e:
-                assert words in str(e), f"{words!r} is not in {e!r}"
-                assert isinstance(e, TypeError) == ("bound" in words), e
-            else:
-                raise AssertionError("taken")
+            e = raises((TypeError, ValueError), call, "taken")
+            assert words in str(e), f"{words!r} is not in {e!r}"
+            assert isinstance(e, TypeError) == ("bound" in words), e
         assert fake.fakecuda_launch_count() == before
         add(x, x, CudaArray(np.zeros((2, 4, 8), np.float32)))
         assert fake.fakecuda_launch_count() == before + 1
@@ -1241,12 +1194,7 @@ def test_integers_past_what_they_set_raise(tmp_path):
                             (lambda: red(x, axis=(0, -2**32 + 1)), np.exceptions.AxisError),
                             (lambda: ew(x, y, block_size=2**32 + 128), ValueError),
                             (lambda: add(x, Small.BIG, y), OverflowError)):
-            try:
-                call()
-            except error:
-                pass
-            else:
-                raise AssertionError("taken")
+            raises(error, call, "taken")
         assert fake.fakecuda_launch_count() == before
         add(x, Small.FITS, y)
         assert fake.fakecuda_launch_count() == before + 1
@@ -1274,13 +1222,9 @@ def test_empty_arrays_of_the_interface_and_odd_streams(tmp_path):
         host = np.zeros(4, np.float32)
         for stream, error in (("1", TypeError), (1.5, TypeError), (True, TypeError),
                               (-5, ValueError), (-2**70, ValueError)):
-            try:
-                ew(Cai(shape=(4,), data=(host.ctypes.data, False), stream=stream),
-                   CudaArray(np.zeros(4, np.float32)))
-            except error:
-                pass
-            else:
-                raise AssertionError(f"stream {stream!r} was taken")
+            given = Cai(shape=(4,), data=(host.ctypes.data, False), stream=stream)
+            raises(error, lambda: ew(given, CudaArray(np.zeros(4, np.float32))),
+                   f"stream {stream!r} was taken")
         # 0, which the interface disallows, is the legacy stream, as handle 0 is.
         ew(Cai(shape=(4,), data=(host.ctypes.data, False), stream=0),
            CudaArray(np.zeros(4, np.float32)))
@@ -1318,12 +1262,8 @@ def test_read_only_and_copied_arrays_are_not_outputs(tmp_path):
                          (ReadOnly(out), "read-only")):
             for call in (lambda: ew(CudaArray(host), bad),
                          lambda: red(CudaArray(host), out=bad)):
-                try:
-                    call()
-                except ValueError as e:
-                    assert "is an output, but the array is" in str(e) and why in str(e), e
-                else:
-                    raise AssertionError(f"{why} output taken")
+                e = raises(ValueError, call, f"{why} output taken")
+                assert "is an output, but the array is" in str(e) and why in str(e), e
         assert fake.fakecuda_launch_count() == before
         ew(Versioned(host, 1), CudaArray(out))  # as an input it is read
         ew(ReadOnly(host), CudaArray(out))
@@ -1342,12 +1282,9 @@ def test_dlpack_tensors_without_a_shape_raise(tmp_path):
             def __dlpack__(self, stream=None, max_version=None):
                 return dl_capsule(np.zeros((2, 3), np.float32), shape=False)
         ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
-        try:
-            ew(NoShape(), CudaArray(np.zeros((2, 3), np.float32)))
-        except ValueError as e:
-            assert "no shape" in str(e), e
-        else:
-            raise AssertionError("taken")
+        e = raises(ValueError, lambda: ew(NoShape(), CudaArray(np.zeros((2, 3), np.float32))),
+                   "taken")
+        assert "no shape" in str(e), e
         print("ok")
     """, tmp_path)
 
@@ -1415,12 +1352,8 @@ def test_arrays_that_fail_while_read_raise_their_own_errors(tmp_path):
                 (capsule(name=b"used_dltensor"), TypeError, "no DLPack tensor"),
                 (capsule(extent=-5), ValueError, "negative extent")]:
             for call in calls[:1] if words == "negative extent" else calls:
-                try:
-                    call(x)
-                except error as e:
-                    assert words in str(e), (words, str(e))
-                else:
-                    raise AssertionError(f"{words}: taken")
+                e = raises(error, lambda: call(x), f"{words}: taken")
+                assert words in str(e), (words, str(e))
         assert fake.fakecuda_launch_count() == before
         print("ok")
     """, tmp_path)
@@ -1469,35 +1402,22 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
             (lambda: jitk.MatmulPlan(a, b, out=d, out_dtype="float64"), ValueError),
         ]
         for i, (call, error) in enumerate(cases):
-            try:
-                call()
-            except error:
-                pass
-            else:
-                raise AssertionError(f"case {i} was taken")
+            raises(error, call, f"case {i} was taken")
         assert fake.fakecuda_launch_count() == before
         # D in place of C is allowed; C missing from a plan made with one is not.
         c = mat(64, 64)
         with_c = jitk.MatmulPlan(a, b, c, beta=1.0)
         with_c.execute(a, b, c, out=c)
-        try:
-            with_c.execute(a, b, out=d)
-        except TypeError:
-            pass
-        else:
-            raise AssertionError("a plan with C ran without one")
+        raises(TypeError, lambda: with_c.execute(a, b, out=d), "a plan with C ran without one")
         # Batches of D that share memory (batch stride 0) are refused.
         a3, b3 = mat(16, 16, batch=4), mat(16, 16, batch=4)
         flat = np.zeros((16, 16), np.float32)
         shared = CudaArray(flat)
         shared.__cuda_array_interface__ = dict(shared.__cuda_array_interface__,
                                                shape=(4, 16, 16), strides=(0, 64, 4))
-        try:
-            jitk.MatmulPlan(a3, b3, out=shared)
-        except ValueError as e:
-            assert "overlap" in str(e), e
-        else:
-            raise AssertionError("overlapping batches of D taken")
+        e = raises(ValueError, lambda: jitk.MatmulPlan(a3, b3, out=shared),
+                   "overlapping batches of D taken")
+        assert "overlap" in str(e), e
         # One C for every batch is read again for each (stride 0), never past it.
         one_c = jitk.MatmulPlan(a3, b3, mat(16, 16, batch=1), beta=1.0)
         assert one_c._want["C"][7] == 0, one_c._want["C"]
