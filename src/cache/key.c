@@ -184,6 +184,10 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
   jk_material_add_str(m, "nvrtc", e->cache.nvrtc_id);
   jk_material_add_str(m, "target", e->target.arch);
   jk_material_add_str(m, "output", e->target.ptx ? "ptx" : "cubin");
+  /* Every compile turns NVRTC's own cache off (src/nvrtc/nvrtc.c,
+   * own_cache_off). Entries made before could hold a cubin that cache
+   * served for other options; this mark keeps them from being found. */
+  jk_material_add_str(m, "nvrtc_own_cache", "off");
   jitk_status st = in->link != NULL ? add_link(e, m, in) : add_program(e, m, in);
   if (st != JITK_OK) return st;
   /* jitk's own device headers are part of every program; their digest

@@ -12,6 +12,7 @@ jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv, const char *include_over
   pthread_mutex_init(&nv->scan_lock, NULL);
   pthread_mutex_init(&nv->link_lock, NULL);
   pthread_mutex_init(&nv->pch.lock, NULL);
+  atomic_init(&nv->no_cache_refused, false);
 #define JK_NVRTC_SET_(name) nv->name = name;
   JK_NVRTC_FUNCS(JK_NVRTC_SET_)
 #undef JK_NVRTC_SET_
@@ -327,6 +328,21 @@ static jitk_status run_nvrtc(jitk_engine *e, const jk_compile_input *in, const c
   return JITK_OK;
 }
 
+/* NVRTC 12.9 and newer keep the programs they compile in a cache of their
+ * own, in CUDA's compute cache (~/.nv/ComputeCache) wherever a driver can
+ * be loaded, and its key leaves out -ftz: with NVRTC 13.0.88 on an H100, a
+ * program compiled with -ftz=true and then with -ftz=false got the first
+ * cubin both times, in the same process and in later ones, while the PTX
+ * of the two compiles differed as it should. jitk's own cache keys every
+ * option and covers what NVRTC's would save, so every compile turns
+ * NVRTC's off with --no-cache. Like the precompiled headers' options, it
+ * is added after the key and the dependency record were made; the key
+ * holds a mark of it instead (src/cache/key.c). */
+static bool own_cache_off(jitk_engine *e) {
+  const jk_nvrtc *nv = &e->nvrtc;
+  return nv->major * 100 + nv->minor >= 1209 && !atomic_load(&e->nvrtc.no_cache_refused);
+}
+
 static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
                                  jk_compile_output *out) {
   const jk_nvrtc *nv = &e->nvrtc;
@@ -347,6 +363,7 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   jk_pch_use pch;
   memset(&pch, 0, sizeof pch);
   const char **with_pch = NULL;
+  const char **plain = NULL;
   if (hsrc == NULL || hname == NULL) {
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
     goto done;
@@ -380,22 +397,33 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   }
 
   const char *pname = in->program_name ? in->program_name : "module.cu";
+  /* What NVRTC is given: the final options, then --no-cache where NVRTC
+   * keeps a cache of its own (see own_cache_off). */
+  bool no_cache = own_cache_off(e);
+  plain = jk_calloc(e, nopts + 1, sizeof *plain);
+  if (plain == NULL) {
+    st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < nopts; i++) plain[i] = opts[i];
+  if (no_cache) plain[nopts] = "--no-cache";
+  size_t nplain = nopts + (no_cache ? 1 : 0);
   /* Precompiled headers, when they apply, add options of their own after
-   * the final ones: the key and the dependency record never see them. */
+   * those: the key and the dependency record never see them. */
   jk_pch_begin(e, in, opts, nopts, hname, hsrc, nh, &pch);
   if (pch.kind != 0) {
-    with_pch = jk_calloc(e, nopts + pch.num_options, sizeof *with_pch);
+    with_pch = jk_calloc(e, nplain + pch.num_options, sizeof *with_pch);
     if (with_pch == NULL) {
       jk_pch_end(e, &pch, pname, NULL, NULL);
       jk_pch_use_free(e, &pch);
     } else {
-      for (size_t i = 0; i < nopts; i++) with_pch[i] = opts[i];
-      for (size_t i = 0; i < pch.num_options; i++) with_pch[nopts + i] = pch.options[i];
+      for (size_t i = 0; i < nplain; i++) with_pch[i] = plain[i];
+      for (size_t i = 0; i < pch.num_options; i++) with_pch[nplain + i] = pch.options[i];
     }
   }
   nvrtcResult r;
   if (pch.kind != 0) {
-    st = run_nvrtc(e, in, pname, nh, hsrc, hname, with_pch, nopts + pch.num_options, &prog, &r,
+    st = run_nvrtc(e, in, pname, nh, hsrc, hname, with_pch, nplain + pch.num_options, &prog, &r,
                    &log, &out->milliseconds);
     /* A program that could not be made was not compiled: no file either. */
     jk_pch_end(e, &pch, pname, st == JITK_OK ? prog : NULL, log);
@@ -409,15 +437,30 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
       prog = NULL;
       jk_free(e, log);
       log = NULL;
-      st = run_nvrtc(e, in, pname, nh, hsrc, hname, (const char *const *)opts, nopts, &prog, &r,
-                     &log, &out->milliseconds);
+      st = run_nvrtc(e, in, pname, nh, hsrc, hname, plain, nplain, &prog, &r, &log,
+                     &out->milliseconds);
       out->milliseconds += ms;
       if (st != JITK_OK) goto done;
       if (r == NVRTC_SUCCESS) jk_pch_blame(e, first);
     }
   } else {
-    st = run_nvrtc(e, in, pname, nh, hsrc, hname, (const char *const *)opts, nopts, &prog, &r, &log,
+    st = run_nvrtc(e, in, pname, nh, hsrc, hname, plain, nplain, &prog, &r, &log,
                    &out->milliseconds);
+    if (st != JITK_OK) goto done;
+  }
+  if (no_cache && r == NVRTC_ERROR_INVALID_OPTION && log != NULL && strstr(log, "no-cache")) {
+    /* An NVRTC that refuses the option: the same program again without it
+     * (and without precompiled headers, which it did not get to), and the
+     * engine's later compiles go without it too. */
+    atomic_store(&e->nvrtc.no_cache_refused, true);
+    double ms = out->milliseconds;
+    nv->nvrtcDestroyProgram(&prog);
+    prog = NULL;
+    jk_free(e, log);
+    log = NULL;
+    st =
+        run_nvrtc(e, in, pname, nh, hsrc, hname, plain, nopts, &prog, &r, &log, &out->milliseconds);
+    out->milliseconds += ms;
     if (st != JITK_OK) goto done;
   }
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
@@ -505,6 +548,7 @@ done:
   jk_free(e, log);
   jk_pch_use_free(e, &pch);
   jk_free(e, with_pch);
+  jk_free(e, plain);
   jk_free(e, hsrc);
   jk_free(e, hname);
   jk_options_free(e, opts, nopts);

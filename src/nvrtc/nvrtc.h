@@ -7,6 +7,7 @@
 
 #include <nvrtc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -143,6 +144,8 @@ typedef struct jk_nvrtc {
   const char *const *devrt_dirs;
   /* Precompiled headers (pch.c). */
   jk_pch pch;
+  /* Set when this NVRTC refused --no-cache (nvrtc.c, own_cache_off). */
+  atomic_bool no_cache_refused;
 } jk_nvrtc;
 
 struct jk_target;

@@ -598,3 +598,50 @@ Test(nvrtc, half_math_mixed_operators_are_the_written_out_arithmetic) {
   same_code_as_written_out(true);
   same_code_as_written_out(false);
 }
+
+/* NVRTC 12.9 and newer keep a cache of their own whose key leaves out
+ * -ftz (src/nvrtc/nvrtc.c, own_cache_off); jitk turns it off for every
+ * compile. NVRTC's --enable-cache-trace writes a line to the log at each
+ * step of its cache, and none when the cache is off: the control below,
+ * NVRTC called directly with the trace alone, shows the lines appear. */
+Test(nvrtc, own_cache_is_off) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.cache_mode = JITK_CACHE_OFF;
+  jitk_engine *e = NULL;
+  JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  const jk_nvrtc *nv = &e->nvrtc;
+  if (nv->major * 100 + nv->minor < 1209) {
+    jitk_engine_destroy(e);
+    cr_skip("NVRTC %d.%d keeps no cache of its own", nv->major, nv->minor);
+  }
+  const char *src = "extern \"C\" __global__ void k(float *p) { *p *= 2.0f; }\n";
+  const char *trace[] = {"--enable-cache-trace", "--gpu-architecture=sm_90"};
+  nvrtcProgram prog = NULL;
+  cr_assert_eq(nv->nvrtcCreateProgram(&prog, src, "k.cu", 0, NULL, NULL), NVRTC_SUCCESS);
+  cr_assert_eq(nv->nvrtcCompileProgram(prog, 2, trace), NVRTC_SUCCESS);
+  size_t size = 0;
+  cr_assert_eq(nv->nvrtcGetProgramLogSize(prog, &size), NVRTC_SUCCESS);
+  char *direct = malloc(size + 1);
+  cr_assert_not_null(direct);
+  cr_assert_eq(nv->nvrtcGetProgramLog(prog, direct), NVRTC_SUCCESS);
+  direct[size] = '\0';
+  nv->nvrtcDestroyProgram(&prog);
+  cr_assert(strstr(direct, "[nvrtc cache]") != NULL, "the trace shows NVRTC's cache: %s", direct);
+  free(direct);
+
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.options = trace;
+  o.num_options = 1;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, src, &o, &m));
+  const char *log = NULL;
+  JT_OK(e, jitk_module_log(m, &log));
+  cr_assert(log != NULL && strstr(log, "[nvrtc cache]") == NULL,
+            "jitk's compile went through NVRTC's cache: %s", log ? log : "(no log)");
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
