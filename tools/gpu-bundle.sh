@@ -36,7 +36,9 @@ BINS="$BUILD/bin/jitk $BUILD/bin/jitk-bench $BUILD/tests/test_gpu_raw $BUILD/tes
 # The cache's tests of dependency records and of who may write a cache run
 # there too: as root, on another filesystem, beside device engines
 # (toolchain_child is a program test_cache_deps runs from its own folder).
-for t in test_cache_deps toolchain_child test_cache_tiers test_nvrtc_deps; do
+# NVRTC's compile tests too: NVRTC keeps a cache of its own only where a
+# driver loads, and they check that jitk's compiles never go through it.
+for t in test_cache_deps toolchain_child test_cache_tiers test_nvrtc_deps test_nvrtc_compile; do
   [ -x "$BUILD/tests/$t" ] && BINS="$BINS $BUILD/tests/$t"
 done
 [ -x "$BUILD/examples/link" ] && BINS="$BINS $BUILD/examples/link"

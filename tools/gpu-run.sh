@@ -55,7 +55,7 @@ step test_gpu_elementwise "$HERE/bin/test_gpu_elementwise" --jobs=1 --verbose
 # Several devices: skipped with "needs two CUDA devices" on a machine of one.
 [ -x "$HERE/bin/test_gpu_multi" ] && step test_gpu_multi "$HERE/bin/test_gpu_multi" --jobs=1 --verbose
 step test_driver_nodriver "$HERE/bin/test_driver_nodriver" --jobs=1
-for t in test_cache_deps test_cache_tiers test_nvrtc_deps; do
+for t in test_cache_deps test_cache_tiers test_nvrtc_deps test_nvrtc_compile; do
   [ -x "$HERE/bin/$t" ] && step "$t" "$HERE/bin/$t" --jobs=4
 done
 step demo "$HERE/bin/demo"
