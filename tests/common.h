@@ -41,6 +41,20 @@ static inline jitk_engine *jt_compile_engine(const char *arch) {
   return e;
 }
 
+/* The same with the disk cache off, for tests that need NVRTC to run
+ * whatever an earlier run of them left in the cache. */
+static inline jitk_engine *jt_uncached_compile_engine(const char *arch) {
+  jitk_engine_config cfg;
+  jitk_engine_config_init(&cfg);
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = arch;
+  cfg.cache_mode = JITK_CACHE_OFF;
+  jitk_engine *e = NULL;
+  jitk_status st = jitk_engine_create(&cfg, &e);
+  cr_assert_eq(st, JITK_OK, "compile-only engine for %s: %s", arch, jitk_errmsg(NULL));
+  return e;
+}
+
 /* An engine on the default device, or a skipped test. */
 static inline jitk_engine *jt_gpu_engine(void) {
   jitk_engine *e = NULL;

@@ -394,7 +394,7 @@ static nvrtcResult fail_lowered(nvrtcProgram p, const char *e, const char **l) {
 }
 
 Test(nvrtc, forced_failures) {
-  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_engine *e = jt_uncached_compile_engine("sm_90");
   jitk_module *m = NULL;
   const char *src = "template <int N> __global__ void k(int *p) { *p = N; }\n";
   const char *names[] = {"k<3>"};
@@ -605,13 +605,7 @@ Test(nvrtc, half_math_mixed_operators_are_the_written_out_arithmetic) {
  * step of its cache, and none when the cache is off: the control below,
  * NVRTC called directly with the trace alone, shows the lines appear. */
 Test(nvrtc, own_cache_is_off) {
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.device = JITK_DEVICE_NONE;
-  cfg.arch = "sm_90";
-  cfg.cache_mode = JITK_CACHE_OFF;
-  jitk_engine *e = NULL;
-  JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  jitk_engine *e = jt_uncached_compile_engine("sm_90");
   const jk_nvrtc *nv = &e->nvrtc;
   if (nv->major * 100 + nv->minor < 1209) {
     jitk_engine_destroy(e);
@@ -643,5 +637,48 @@ Test(nvrtc, own_cache_is_off) {
   cr_assert(log != NULL && strstr(log, "[nvrtc cache]") == NULL,
             "jitk's compile went through NVRTC's cache: %s", log ? log : "(no log)");
   jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+}
+
+/* An NVRTC that refuses --no-cache (as one older than the option would):
+ * NVRTC's real compile, given an option it does not know in its place.
+ * The compile is made again without it, and the engine's later compiles
+ * do not give it. */
+static nvrtcResult (*real_compile)(nvrtcProgram, int, const char *const *);
+static int no_cache_given;
+
+static nvrtcResult refusing_compile(nvrtcProgram prog, int n, const char *const *options) {
+  const char *v[64];
+  cr_assert(n <= 64);
+  for (int i = 0; i < n; i++) {
+    v[i] = options[i];
+    if (strcmp(options[i], "--no-cache") == 0) {
+      no_cache_given++;
+      v[i] = "--no-cache-refused-by-this-test";
+    }
+  }
+  return real_compile(prog, n, v);
+}
+
+Test(nvrtc, own_cache_option_refused) {
+  jitk_engine *e = jt_uncached_compile_engine("sm_90");
+  if (e->nvrtc.major * 100 + e->nvrtc.minor < 1209) {
+    jitk_engine_destroy(e);
+    cr_skip("NVRTC %d.%d is given no --no-cache", e->nvrtc.major, e->nvrtc.minor);
+  }
+  real_compile = e->nvrtc.nvrtcCompileProgram;
+  e->nvrtc.nvrtcCompileProgram = refusing_compile;
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, saxpy, NULL, &m));
+  cr_assert_eq(cubin_sm(m), 90);
+  jitk_module_destroy(m);
+  cr_assert_eq(no_cache_given, 1);
+  cr_assert(atomic_load(&e->nvrtc.no_cache_refused));
+  JT_OK(e, jitk_module_create(e, "extern \"C\" __global__ void k(int *p) { *p = 1; }\n", NULL, &m));
+  jitk_module_destroy(m);
+  cr_assert_eq(no_cache_given, 1, "a refused option is not given again");
+  /* A real compile error still reads as one. */
+  JT_FAILS(e, JITK_ERR_COMPILE, "undefined",
+           jitk_module_create(e, "int f() { return undefined; }\n", NULL, &m));
   jitk_engine_destroy(e);
 }
