@@ -30,29 +30,28 @@
               (needle), jitk_errmsg(e));                                                         \
   } while (0)
 
-static inline jitk_engine *jt_compile_engine(const char *arch) {
+/* A compile-only engine for `arch` whose disk cache is in `mode`
+ * (JITK_CACHE_DEFAULT: as the environment sets it). */
+static inline jitk_engine *jt_compile_engine_with_cache(const char *arch, jitk_cache_mode mode) {
   jitk_engine_config cfg;
   jitk_engine_config_init(&cfg);
   cfg.device = JITK_DEVICE_NONE;
   cfg.arch = arch;
+  cfg.cache_mode = mode;
   jitk_engine *e = NULL;
   jitk_status st = jitk_engine_create(&cfg, &e);
   cr_assert_eq(st, JITK_OK, "compile-only engine for %s: %s", arch, jitk_errmsg(NULL));
   return e;
 }
 
+static inline jitk_engine *jt_compile_engine(const char *arch) {
+  return jt_compile_engine_with_cache(arch, JITK_CACHE_DEFAULT);
+}
+
 /* The same with the disk cache off, for tests that need NVRTC to run
  * whatever an earlier run of them left in the cache. */
 static inline jitk_engine *jt_uncached_compile_engine(const char *arch) {
-  jitk_engine_config cfg;
-  jitk_engine_config_init(&cfg);
-  cfg.device = JITK_DEVICE_NONE;
-  cfg.arch = arch;
-  cfg.cache_mode = JITK_CACHE_OFF;
-  jitk_engine *e = NULL;
-  jitk_status st = jitk_engine_create(&cfg, &e);
-  cr_assert_eq(st, JITK_OK, "compile-only engine for %s: %s", arch, jitk_errmsg(NULL));
-  return e;
+  return jt_compile_engine_with_cache(arch, JITK_CACHE_OFF);
 }
 
 /* An engine on the default device, or a skipped test. */

@@ -328,6 +328,20 @@ static jitk_status run_nvrtc(jitk_engine *e, const jk_compile_input *in, const c
   return JITK_OK;
 }
 
+/* run_nvrtc once more, with other options, after a compile whose program
+ * and log are given up; *ms adds the second compile's time to the first's. */
+static jitk_status run_again(jitk_engine *e, const jk_compile_input *in, const char *pname,
+                             size_t nh, const char **hsrc, const char **hname,
+                             const char *const *opts, size_t nopts, nvrtcProgram *prog,
+                             nvrtcResult *r, char **log, double *ms) {
+  double first = *ms;
+  e->nvrtc.nvrtcDestroyProgram(prog);
+  jk_free(e, *log);
+  jitk_status st = run_nvrtc(e, in, pname, nh, hsrc, hname, opts, nopts, prog, r, log, ms);
+  *ms += first;
+  return st;
+}
+
 /* NVRTC 12.9 and newer keep the programs they compile in a cache of their
  * own, in CUDA's compute cache (~/.nv/ComputeCache) wherever a driver can
  * be loaded, and its key leaves out -ftz: with NVRTC 13.0.88 on an H100, a
@@ -432,14 +446,8 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
       /* NVRTC failed where a plain compile might not: the same program
        * again, without them, decides. */
       nvrtcResult first = r;
-      double ms = out->milliseconds;
-      nv->nvrtcDestroyProgram(&prog);
-      prog = NULL;
-      jk_free(e, log);
-      log = NULL;
-      st = run_nvrtc(e, in, pname, nh, hsrc, hname, plain, nplain, &prog, &r, &log,
+      st = run_again(e, in, pname, nh, hsrc, hname, plain, nplain, &prog, &r, &log,
                      &out->milliseconds);
-      out->milliseconds += ms;
       if (st != JITK_OK) goto done;
       if (r == NVRTC_SUCCESS) jk_pch_blame(e, first);
     }
@@ -450,17 +458,12 @@ static jitk_status nvrtc_compile(jitk_engine *e, const jk_compile_input *in,
   }
   if (no_cache && r == NVRTC_ERROR_INVALID_OPTION && log != NULL && strstr(log, "no-cache")) {
     /* An NVRTC that refuses the option: the same program again without it
-     * (and without precompiled headers, which it did not get to), and the
-     * engine's later compiles go without it too. */
+     * (and without precompiled headers, whose file this compile has already
+     * been given its chance to make), and the engine's later compiles go
+     * without it too. */
     atomic_store(&e->nvrtc.no_cache_refused, true);
-    double ms = out->milliseconds;
-    nv->nvrtcDestroyProgram(&prog);
-    prog = NULL;
-    jk_free(e, log);
-    log = NULL;
     st =
-        run_nvrtc(e, in, pname, nh, hsrc, hname, plain, nopts, &prog, &r, &log, &out->milliseconds);
-    out->milliseconds += ms;
+        run_again(e, in, pname, nh, hsrc, hname, plain, nopts, &prog, &r, &log, &out->milliseconds);
     if (st != JITK_OK) goto done;
   }
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
