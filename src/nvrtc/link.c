@@ -545,6 +545,31 @@ static jitk_status link_failed(jitk_engine *e, const jk_compile_input *in, const
                  log && *log ? ":\n" : "", log ? log : "");
 }
 
+/* nvJitLink, like NVRTC (nvrtc.c, own_cache_off), keeps what it links in
+ * a cache of its own, in CUDA's compute cache (~/.nv/ComputeCache, or
+ * wherever CUDA_CACHE_PATH points) when a driver can be loaded. On an H100
+ * with nvJitLink 13.0 its key did follow -maxrregcount (PTX) and -ftz
+ * (LTO), but that directory is outside what jitk checks of a cache before
+ * it reads one (whose it is, who may write it), and jitk's own cache
+ * keeps every link already, so a file written there by anyone who can
+ * would be served and then stored as jitk's. Every link turns it off with
+ * -no-cache, after the key was made: opts has room for it at opts[n]. An
+ * nvJitLink that refuses it (one that predates the option) gets the same
+ * options again without it, and the engine stops giving it; a refusal of
+ * the caller's options is the second call's. */
+static int jitlink_create(jitk_engine *e, void **h, const char **opts, uint32_t n) {
+  const jk_jitlink *j = &e->nvrtc.jitlink;
+  const bool off = !atomic_load(&e->nvrtc.jitlink_no_cache_refused);
+  if (off) opts[n] = "-no-cache";
+  int r = j->create(h, n + (off ? 1u : 0u), opts);
+  if (r == JK_NVJITLINK_SUCCESS || !off) return r;
+  if (*h != NULL) j->destroy(h);
+  *h = NULL;
+  r = j->create(h, n, opts);
+  if (r == JK_NVJITLINK_SUCCESS) atomic_store(&e->nvrtc.jitlink_no_cache_refused, true);
+  return r;
+}
+
 static jitk_status link_jitlink(jitk_engine *e, const jk_compile_input *in,
                                 const jk_compile_output *out, const char *devrt_path,
                                 const void *devrt, size_t devrt_size, void **image,
@@ -553,10 +578,10 @@ static jitk_status link_jitlink(jitk_engine *e, const jk_compile_input *in,
   char target[40], opt[48];
   link_arch(e, in, target, sizeof target);
   snprintf(opt, sizeof opt, "-arch=%s", target);
-  const char *opts[] = {opt};
+  const char *opts[] = {opt, NULL};
   const char *pname = in->program_name ? in->program_name : "module.cu";
   void *h = NULL;
-  int r = j->create(&h, 1, opts);
+  int r = jitlink_create(e, &h, opts, 1);
   if (r != JK_NVJITLINK_SUCCESS)
     return jk_fail(e, JITK_ERR_NVRTC, "nvJitLinkCreate(%s) failed: %s (%d)", opt,
                    jitlink_result_name(r), r);
@@ -826,7 +851,7 @@ static jitk_status jitlink_pieces(jitk_engine *e, const char *pname, const jk_li
   char arch[48];
   snprintf(arch, sizeof arch, "-arch=%s", e->target.arch);
   size_t nopts = 0;
-  const char **opts = jk_calloc(e, li->num_options + 3, sizeof *opts);
+  const char **opts = jk_calloc(e, li->num_options + 4, sizeof *opts); /* and jitlink_create's */
   if (opts == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   opts[nopts++] = arch;
   if (li->lto) opts[nopts++] = "-lto";
@@ -835,7 +860,7 @@ static jitk_status jitlink_pieces(jitk_engine *e, const char *pname, const jk_li
   opts[nopts++] = "-Xptxas=-v";
   for (size_t i = 0; i < li->num_options; i++) opts[nopts++] = li->options[i];
   void *h = NULL;
-  int r = j->create(&h, (uint32_t)nopts, opts);
+  int r = jitlink_create(e, &h, opts, (uint32_t)nopts);
   jitk_status st = JITK_OK;
   if (r != JK_NVJITLINK_SUCCESS) {
     /* A bad option is the caller's; the log says which. */

@@ -13,6 +13,7 @@ jitk_status jk_nvrtc_init(jitk_engine *e, jk_nvrtc *nv, const char *include_over
   pthread_mutex_init(&nv->link_lock, NULL);
   pthread_mutex_init(&nv->pch.lock, NULL);
   atomic_init(&nv->no_cache_refused, false);
+  atomic_init(&nv->jitlink_no_cache_refused, false);
 #define JK_NVRTC_SET_(name) nv->name = name;
   JK_NVRTC_FUNCS(JK_NVRTC_SET_)
 #undef JK_NVRTC_SET_

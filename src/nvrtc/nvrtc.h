@@ -144,8 +144,10 @@ typedef struct jk_nvrtc {
   const char *const *devrt_dirs;
   /* Precompiled headers (pch.c). */
   jk_pch pch;
-  /* Set when this NVRTC refused --no-cache (nvrtc.c, own_cache_off). */
+  /* Set when this NVRTC refused --no-cache (nvrtc.c, own_cache_off), and
+   * when this nvJitLink refused -no-cache (link.c, jitlink_create). */
   atomic_bool no_cache_refused;
+  atomic_bool jitlink_no_cache_refused;
 } jk_nvrtc;
 
 struct jk_target;

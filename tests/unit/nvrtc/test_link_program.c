@@ -599,3 +599,89 @@ Test(link_program, linked_programs_are_recorded_and_warmed) {
   free(ptx);
   jt_rmdir(work);
 }
+
+/* nvJitLink keeps a cache of its own under CUDA's compute cache, outside
+ * the checks jitk makes of the caches it reads (src/nvrtc/link.c,
+ * jitlink_create): every nvJitLink jitk creates is given -no-cache, for
+ * linked programs and for a source that calls the device runtime. The
+ * options each nvJitLinkCreate gets are recorded; a recorder that refuses
+ * -no-cache stands for an nvJitLink older than the option. */
+static int (*real_create)(void **, uint32_t, const char **);
+static int creates, no_cache_given;
+static bool refuse_no_cache;
+
+static int recording_create(void **h, uint32_t n, const char **options) {
+  const char *v[64];
+  cr_assert(n <= 64);
+  creates++;
+  for (uint32_t i = 0; i < n; i++) {
+    v[i] = options[i];
+    if (strcmp(options[i], "-no-cache") == 0) {
+      no_cache_given++;
+      if (refuse_no_cache) v[i] = "-jitk-test-refuses-no-cache"; /* unknown to nvJitLink */
+    }
+  }
+  return real_create(h, n, v);
+}
+
+static const char *device_launch =
+    "__global__ void child(float *y) { y[threadIdx.x] = 1.0f; }\n"
+    "extern \"C\" __global__ void parent(float *y) { child<<<1, 32>>>(y); }\n";
+
+/* Links the two sources and compiles a kernel that launches another
+ * (linked with the device runtime), on an engine without a disk cache,
+ * so that each calls nvJitLink. */
+static void link_both_ways(jitk_engine *e) {
+  jitk_link_piece p[] = {cuda_piece(lib_src, "lib.cu", NULL),
+                         cuda_piece(main_src, "main.cu", NULL)};
+  jitk_module *m = NULL;
+  JT_OK(e, link_with(e, p, 2, JITK_LTO_ON, &m));
+  assert_linked(e, m, "apply");
+  jitk_module_destroy(m);
+  const char *rdc[] = {"-rdc=true"};
+  jitk_module_options o;
+  memset(&o, 0, sizeof o);
+  o.options = rdc;
+  o.num_options = 1;
+  JT_OK(e, jitk_module_create(e, device_launch, &o, &m));
+  assert_linked(e, m, "parent");
+  jitk_module_destroy(m);
+}
+
+Test(link_program, nvjitlink_cache_is_off) {
+  jitk_engine *e = jt_uncached_compile_engine("sm_90");
+  need_jitlink(e);
+  real_create = e->nvrtc.jitlink.create;
+  e->nvrtc.jitlink.create = recording_create;
+  link_both_ways(e);
+  cr_assert_eq(creates, 2, "%d links", creates);
+  cr_assert_eq(no_cache_given, 2, "-no-cache given to %d of %d links", no_cache_given, creates);
+  cr_assert_not(atomic_load(&e->nvrtc.jitlink_no_cache_refused));
+  jitk_engine_destroy(e);
+}
+
+Test(link_program, nvjitlink_no_cache_refused) {
+  jitk_engine *e = jt_uncached_compile_engine("sm_90");
+  need_jitlink(e);
+  real_create = e->nvrtc.jitlink.create;
+  e->nvrtc.jitlink.create = recording_create;
+  refuse_no_cache = true;
+  link_both_ways(e);
+  /* The first link is given it once and made again without it; nothing
+   * after is given it. */
+  cr_assert_eq(no_cache_given, 1, "-no-cache given %d times", no_cache_given);
+  cr_assert_eq(creates, 3, "%d nvJitLinkCreate calls", creates);
+  cr_assert(atomic_load(&e->nvrtc.jitlink_no_cache_refused));
+  /* A bad option of the caller's is still the caller's error. */
+  const char *bad[] = {"-no-such-link-option"};
+  jitk_link_options lo;
+  jitk_link_options_init(&lo);
+  lo.options = bad;
+  lo.num_options = 1;
+  jitk_link_piece p[] = {cuda_piece(lib_src, "lib.cu", NULL),
+                         cuda_piece(main_src, "main.cu", NULL)};
+  jitk_module *m = NULL;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "-no-such-link-option",
+           jitk_module_link(e, p, 2, &lo, &m));
+  jitk_engine_destroy(e);
+}
