@@ -648,12 +648,20 @@ static void link_both_ways(jitk_engine *e) {
   jitk_module_destroy(m);
 }
 
-Test(link_program, nvjitlink_cache_is_off) {
+/* An engine without a disk cache whose nvJitLinkCreate calls are
+ * recorded (refusing -no-cache when `refuse`), after link_both_ways. */
+static jitk_engine *recorded_links(bool refuse) {
   jitk_engine *e = jt_uncached_compile_engine("sm_90");
   need_jitlink(e);
   real_create = e->nvrtc.jitlink.create;
   e->nvrtc.jitlink.create = recording_create;
+  refuse_no_cache = refuse;
   link_both_ways(e);
+  return e;
+}
+
+Test(link_program, nvjitlink_cache_is_off) {
+  jitk_engine *e = recorded_links(false);
   cr_assert_eq(creates, 2, "%d links", creates);
   cr_assert_eq(no_cache_given, 2, "-no-cache given to %d of %d links", no_cache_given, creates);
   cr_assert_not(atomic_load(&e->nvrtc.jitlink_no_cache_refused));
@@ -661,12 +669,7 @@ Test(link_program, nvjitlink_cache_is_off) {
 }
 
 Test(link_program, nvjitlink_no_cache_refused) {
-  jitk_engine *e = jt_uncached_compile_engine("sm_90");
-  need_jitlink(e);
-  real_create = e->nvrtc.jitlink.create;
-  e->nvrtc.jitlink.create = recording_create;
-  refuse_no_cache = true;
-  link_both_ways(e);
+  jitk_engine *e = recorded_links(true);
   /* The first link is given it once and made again without it; nothing
    * after is given it. */
   cr_assert_eq(no_cache_given, 1, "-no-cache given %d times", no_cache_given);
