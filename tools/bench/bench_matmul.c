@@ -47,7 +47,9 @@
  *
  * runs bfloat16 bias+ReLU on the shapes listed instead of any section (up
  * to 16 of them), for measuring a rule of the plan's choices beyond the
- * fixed shapes (JITK_MM_SCHEDULE and JITK_MM_TILE force a choice).
+ * fixed shapes (JITK_MM_SCHEDULE and JITK_MM_TILE force a choice); with
+ * --float32 as well, float32 D = A @ B as in "plain" (JITK_MM_SPLIT and
+ * JITK_MM_WIDE=0 force a choice).
  *
  * With JITK_BENCH_HOST=1 each bias+ReLU case also prints, for jitk and
  * cuBLASLt, the one-call time the table's figure comes from, the time a
@@ -266,6 +268,24 @@ static void run_lt_fused(void *ctx) {
 static void run_lt_plain(void *ctx) {
   mm_case *c = ctx;
   run_lt_checked(c, &c->lt_plain);
+}
+
+/* JITK_BENCH_HOST=1: what a call costs the host, and the product timed
+ * back to back (50 calls queued), where the host's time hides behind the
+ * device's; a lone call's figure, jitk_ms or lt_ms, includes the host's
+ * time. lt_call is NULL where cuBLASLt has no such product. */
+static void host_line(jitk_engine *e, const char *label, mm_case *c, double jitk_ms,
+                      void (*lt_call)(void *ctx), double lt_ms) {
+  const char *host = getenv("JITK_BENCH_HOST");
+  if (host == NULL || strcmp(host, "1") != 0) return;
+  double hj, gj, hl = 0, gl = 0;
+  bench_back_to_back(e, 50, run_jitk, c, &hj, &gj);
+  if (lt_call != NULL) bench_back_to_back(e, 50, lt_call, c, &hl, &gl);
+  printf(
+      "jitk-bench matmul: %s: one call %.1f us (cuBLASLt %.1f); back to back %.1f us a "
+      "call (cuBLASLt %.1f); host %.2f us a call (cuBLASLt %.2f)\n",
+      label, jitk_ms * 1e3, lt_ms * 1e3, gj, gl, hj, hl);
+  fflush(stdout);
 }
 
 static void run_unfused(void *ctx) {
@@ -588,19 +608,7 @@ static void bench_fused(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
     printf("jitk-bench matmul: %s: cuBLASLt has no plain product (%s)\n", label,
            lt->cublasLtGetStatusName(plain_st));
   }
-  /* JITK_BENCH_HOST=1: what each call costs the host, and the product
-   * timed back to back, where the host's time hides behind the device's. */
-  const char *host = getenv("JITK_BENCH_HOST");
-  if (host != NULL && strcmp(host, "1") == 0) {
-    double hj, gj, hl = 0, gl = 0;
-    bench_back_to_back(e, 50, run_jitk, &c, &hj, &gj);
-    if (have_fused) bench_back_to_back(e, 50, run_lt_fused, &c, &hl, &gl);
-    printf(
-        "jitk-bench matmul: %s: one call %.1f us (cuBLASLt %.1f); back to back %.1f us a "
-        "call (cuBLASLt %.1f); host %.2f us a call (cuBLASLt %.2f)\n",
-        label, jitk_ms * 1e3, lt_ms * 1e3, gj, gl, hj, hl);
-    fflush(stdout);
-  }
+  host_line(e, label, &c, jitk_ms, have_fused ? run_lt_fused : NULL, lt_ms);
   t->wrong += jitk_bad + lt_bad + un_bad + differ;
   if (bias_copy.data != NULL) CHECK(e, jitk_device_free(e, bias_copy.data, NULL));
   case_free(&c);
@@ -747,7 +755,8 @@ static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
   double got_jitk[SAMPLES], got_lt[SAMPLES];
   samples_make(e, &c, 0, &s);
   poison(e, &c.d);
-  double jitk_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_jitk, &c));
+  const double jitk_ms = bench_time_ms(e, WARMUP, REPS, run_jitk, &c);
+  const double jitk_tf = tflops(m, n, kk, jitk_ms);
   size_t jitk_bad = check_sample(e, &c.d, &s, 0, tol, got_jitk);
 
   char note[200];
@@ -767,9 +776,11 @@ static void bench_plain(jitk_engine *e, lt_lib *lt, const char *lt_why, const mm
     return;
   }
   poison(e, &c.d);
-  double lt_tf = tflops(m, n, kk, bench_time_ms(e, WARMUP, REPS, run_lt_plain, &c));
+  const double lt_ms = bench_time_ms(e, WARMUP, REPS, run_lt_plain, &c);
+  const double lt_tf = tflops(m, n, kk, lt_ms);
   size_t lt_bad = check_sample(e, &c.d, &s, 0, tol, got_lt);
   size_t differ = count_differ(got_jitk, got_lt, &s, 0, tol);
+  host_line(e, label, &c, jitk_ms, run_lt_plain, lt_ms);
   snprintf(note, sizeof note,
            "%.2f of cuBLASLt (goal >= %.2f); %zu wrong; %zu differ from cuBLASLt", jitk_tf / lt_tf,
            goal, jitk_bad, differ);
@@ -1211,9 +1222,11 @@ int bench_matmul(int argc, char **argv) {
   bench_session bs;
   /* Which sections run: all, or the one --only names. */
   const char *only = NULL, *list = NULL;
+  bool plain_list = false;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--only") == 0) only = i + 1 < argc ? argv[i + 1] : "";
     if (strcmp(argv[i], "--shapes") == 0) list = i + 1 < argc ? argv[i + 1] : "";
+    if (strcmp(argv[i], "--float32") == 0) plain_list = true;
   }
   /* The shapes --shapes lists, parsed before any device work so that a
    * bad list costs nothing. */
@@ -1309,9 +1322,13 @@ int bench_matmul(int argc, char **argv) {
     bench_plain(e, &lt, lt_why, &k, 0, 1000, 1030, 999, &t);
   }
   if (SECTION("fp8")) bench_fp8(e, &lt, lt_why, &k, &t);
-  for (int s = 0; s < nuser; s++)
-    bench_fused(e, &lt, lt_why, &k, JITK_BFLOAT16, "bfloat16", user[s][0], user[s][1], user[s][2],
-                user_name[s], &t);
+  for (int s = 0; s < nuser; s++) {
+    if (plain_list)
+      bench_plain(e, &lt, lt_why, &k, 0, user[s][0], user[s][1], user[s][2], &t);
+    else
+      bench_fused(e, &lt, lt_why, &k, JITK_BFLOAT16, "bfloat16", user[s][0], user[s][1], user[s][2],
+                  user_name[s], &t);
+  }
   if (SECTION("epilogue")) bench_epilogue(e, &lt, &k, &t);
   /* N or K off a multiple of 8 (rows off 16 bytes: the plan copies the
    * operand first), each beside the nearest aligned shape in the same run;
