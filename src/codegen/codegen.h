@@ -230,19 +230,32 @@ typedef struct jk_mm_spec {
   /* FFMA in float with more blocks than multiprocessors: registers capped
    * at 128 so that two blocks share a multiprocessor. */
   bool two_blocks;
-  /* FFMA with float32 A, B and accumulation on sm_80 and later where the
-   * 128 x 256 tiles are enough to fill the GPU: matmul.cuh's wide_gemm
-   * (cp.async, 16 x 8 per thread, `stages` K-tiles in flight) in place of
-   * simt_gemm's 128 x 128 tiles. */
-  bool wide;
+  /* FFMA with float32 A, B and accumulation on sm_80 and later: the
+   * cp.async tile (jk_mm_ffma_tile_at) matmul.cuh's ffma_gemm runs, with
+   * `stages` K-tiles in flight; 0: simt_gemm's 128 x 128 tiles. */
+  int ffma;
 } jk_mm_spec;
 
-/* The wide FFMA kernel's K-tiles in flight by default, and its dynamic
- * shared memory with `stages` of them: per K-tile of 16, A's 16 x 128 and
- * B's 16 x 256 floats, each row of 16 padded by 4 (matmul.cuh's
- * wide_slab). */
-#define JK_MM_WIDE_STAGES 3
-#define JK_MM_WIDE_SMEM(stages) ((size_t)(stages) * (132 + 260) * 16 * 4)
+/* A tile of matmul.cuh's ffma_gemm (its ffma_tile): 128 x bn outputs, wm x
+ * wn warps, lanes lr x (32 / lr), and the blocks a multiprocessor its
+ * launch bounds ask for. */
+typedef struct jk_mm_ffma_tile {
+  int bn, wm, wn, lr, blocks;
+} jk_mm_ffma_tile;
+
+/* The cp.async FFMA tiles, 1 to JK_MM_FFMA_TILES (jk_mm_spec's ffma):
+ * NULL for any other index. */
+#define JK_MM_FFMA_TILES 3
+const jk_mm_ffma_tile *jk_mm_ffma_tile_at(int index);
+
+/* The cp.async FFMA kernels' K-tiles in flight by default, and their
+ * dynamic shared memory with `stages` of them: per K-tile of 16, A's 16 x
+ * 128 and B's 16 x bn floats, each row of 16 padded by 4 (matmul.cuh's
+ * ffma_slab). */
+#define JK_MM_FFMA_STAGES 3
+static inline size_t jk_mm_ffma_smem(int bn, int stages) {
+  return (size_t)stages * (size_t)(132 + bn + 4) * 16 * 4;
+}
 
 /* The block of a wgmma module's "_pad" kernel (matmul.cuh's pad_rows):
  * threads, each with the loads of four 16-byte chunks of a row in flight.
@@ -252,8 +265,17 @@ typedef struct jk_mm_spec {
 
 /* Columns of D a block of the kernel of `s` computes (its rows: 128). */
 static inline int jk_mm_tile_n(const jk_mm_spec *s) {
-  if (s->kind == JK_MM_SIMT) return s->wide ? 256 : 128;
+  if (s->kind == JK_MM_SIMT) return s->ffma > 0 ? jk_mm_ffma_tile_at(s->ffma)->bn : 128;
   return s->bn;
+}
+
+/* Threads of a block of the main kernel of `s`. */
+static inline int jk_mm_threads(const jk_mm_spec *s) {
+  if (s->kind == JK_MM_SIMT && s->ffma > 0) {
+    const jk_mm_ffma_tile *t = jk_mm_ffma_tile_at(s->ffma);
+    return t->wm * t->wn * 32;
+  }
+  return s->kind == JK_MM_WGMMA ? 384 : 256;
 }
 
 /* Elements of K a kernel of `s` takes per K-tile, the unit split-K cuts K

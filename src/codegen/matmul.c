@@ -13,6 +13,24 @@
 
 static const char *ct(jitk_dtype d) { return jk_dtype(d)->ctype; }
 
+/* The cp.async FFMA tiles plans choose among (matmul_plan.c's
+ * choose_ffma): the wide 128 x 256 tile, 16 x 8 a lane, for products
+ * that fill the GPU, and narrower ones, 8 x 4 a lane, whose more numerous
+ * tiles keep every multiprocessor busy on smaller products. A 128 x 64
+ * tile of 4 warps, 16 x 4 a lane, and 128 x 128 ones of 4 and 8 warps
+ * were measured too and left out (tools/bench/study/sgemm_tiles.cu,
+ * docs/PERFORMANCE.md): the 4-warp 128 x 64 tile ran 1000^3 in 99 us on
+ * the H200, where the 8-warp one here took 69. */
+static const jk_mm_ffma_tile FFMA_TILES[JK_MM_FFMA_TILES] = {
+    {256, 2, 4, 4, 1}, /* 256 threads, 16 x 8 a lane */
+    {64, 4, 2, 4, 2},  /* 256 threads, 8 x 4 */
+    {32, 4, 1, 4, 4},  /* 128 threads, 8 x 4 */
+};
+
+const jk_mm_ffma_tile *jk_mm_ffma_tile_at(int index) {
+  return index >= 1 && index <= JK_MM_FFMA_TILES ? &FFMA_TILES[index - 1] : NULL;
+}
+
 /* The element type of raw operand p as the kernel declares it. */
 static const char *col_type(const jk_mm_spec *s, const jk_mm_source_in *in, size_t p) {
   const jk_param_decl *d = &in->params->params[p];
@@ -467,7 +485,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   jk_cg_user_section(&b, "preamble", in->preamble, file);
   if (wg)
     jk_buf_puts(&b, "extern __shared__ __align__(1024) unsigned char _jk_smem[];\n");
-  else if (s->kind == JK_MM_MMA || s->wide)
+  else if (s->kind == JK_MM_MMA || s->ffma > 0)
     jk_buf_puts(&b, "extern __shared__ __align__(16) unsigned char _jk_smem[];\n");
   if (jk_mm_transposes_a(s) || jk_mm_transposes_b(s)) {
     /* An R x C row-major matrix x[r * ld + c] of each batch (blockIdx.z)
@@ -507,7 +525,12 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c
    * says when). */
-  const char *bounds = wg ? "384, 1" : s->two_blocks ? "256, 2" : s->wide ? "256, 1" : "256";
+  char bounds[32];
+  const jk_mm_ffma_tile *ft = s->kind == JK_MM_SIMT ? jk_mm_ffma_tile_at(s->ffma) : NULL;
+  if (ft != NULL)
+    snprintf(bounds, sizeof bounds, "%d, %d", jk_mm_threads(s), ft->blocks);
+  else
+    snprintf(bounds, sizeof bounds, "%s", wg ? "384, 1" : s->two_blocks ? "256, 2" : "256");
   emit_head(&b, s, in, bounds, "");
   /* Split-K's workspace: planes of partial sums for the fix-up, or (wgmma)
    * the slices' partial tiles and a counter per tile and consumer, which
@@ -630,11 +653,14 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                     : s->a == JITK_FLOAT16 ? 0
                                            : 2,
                     s->b_n ? "true" : "false", s->bn, s->arow, kk);
-    else if (s->wide)
-      jk_buf_printf(&b,
-                    "  jitk::mm::wide_gemm<%s, %s, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, _jk_lda, "
-                    "_jk_ldb, _jk_m0, _jk_n0, _jk_smem, _jk_store);\n",
-                    s->a_k ? "true" : "false", s->b_n ? "true" : "false", s->stages, kk);
+    else if (ft != NULL)
+      jk_buf_printf(
+          &b,
+          "  jitk::mm::ffma_gemm<jitk::mm::ffma_tile<%d, %d, %d, %d>, %s, %s, %d>(_jk_pa, "
+          "_jk_pb, _jk_m, _jk_n, %s, _jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_smem, "
+          "_jk_store);\n",
+          ft->bn, ft->wm, ft->wn, ft->lr, s->a_k ? "true" : "false", s->b_n ? "true" : "false",
+          s->stages, kk);
     else
       jk_buf_printf(&b,
                     "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "

@@ -629,8 +629,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   if (!k->spec.split) {
     if (k->spec.kind == JK_MM_WGMMA)
       return launch_wgmma(p, k, (CUstream)stream, a, b, d, kp, np, tm, tn);
-    return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1, 256, 1, 1,
-                        (unsigned int)k->smem, kp);
+    return jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, 1,
+                        (unsigned int)jk_mm_threads(&k->spec), 1, 1, (unsigned int)k->smem, kp);
   }
   const unsigned int splits = (unsigned int)k->splits;
   if (k->spec.kind == JK_MM_WGMMA) {
@@ -669,8 +669,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   JK_PUSH(kp, np, cur, splits);
   char what[160];
   snprintf(what, sizeof what, "the split-K fix-up of matmul %s", p->name);
-  st = jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, splits, 256, 1, 1,
-                    (unsigned int)k->smem, kp);
+  st = jk_launch_fn(e, stream, k->fn, p->name, tm * tn, (unsigned int)ds->batch, splits,
+                    (unsigned int)jk_mm_threads(&k->spec), 1, 1, (unsigned int)k->smem, kp);
   if (st == JITK_OK) {
     unsigned int rows = ds->m < 65535 ? (unsigned int)ds->m : 65535;
     st = jk_launch_fn(e, stream, k->fix, what, (unsigned int)ceil_div((uint64_t)ds->n, 256), rows,

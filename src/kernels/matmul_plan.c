@@ -339,26 +339,85 @@ static jk_mm_kind choose_kind(const jitk_engine *e, const jitk_matmul_desc *d) {
   return k;
 }
 
-/* Whether the 128 x 256 tiles of matmul.cuh's wide_gemm (float32 FFMA, 16
- * x 8 per thread, cp.async) finish sooner than simt_gemm's 128 x 128 tiles,
- * counting rounds of blocks over the multiprocessors in units of the time
- * a 128 x 128 tile takes on a multiprocessor two such blocks share. From
- * tools/bench/study/sgemm.cu on the H200: two 128 x 128 blocks a
- * multiprocessor ran 45.5 TFLOP/s at 4096^3, a block alone on its
- * multiprocessor about 0.82 of that rate, and a wide block (twice the
- * work) 1.10 of it: 49.9 TFLOP/s at 4096^3 and 47.6 against 43.8 at 2048^3,
- * but 10.3 against 17.9 at 1000 x 1030 x 999, where 40 wide blocks left
- * two thirds of the GPU idle. A tile wider than N wastes its columns, so
- * 133 products of 128 x 128 stay on the narrow tiles. JITK_MM_WIDE=0 keeps
- * the 128 x 128 tiles, for measuring. */
-static bool wide_pays(uint64_t narrow_blocks, uint64_t wide_blocks, uint64_t sms) {
-  if (wide_blocks == 0 || sms == 0) return false;
-  /* Whole rounds: a round of blocks takes as long however full it is. */
-  const uint64_t wide_rounds = (wide_blocks + sms - 1) / sms,
-                 narrow_rounds = (narrow_blocks + 2 * sms - 1) / (2 * sms);
-  const double wide = (double)wide_rounds * 2.0 / 1.10;
-  const double narrow = narrow_blocks > sms ? (double)narrow_rounds * 2.0 : 1.0 / 0.82;
-  return wide < narrow;
+/*
+ * The float32 FFMA kernels' time model, which picks a plan's tile
+ * (choose_ffma) and, with it, its split of K (jk_mm_auto_split): the
+ * tiles, the slices' copies of them included, go to the multiprocessors
+ * evenly, so the busiest one computes ceil(tiles / SMs) of them, at the
+ * rate FFMA_RATE gives for that many at once (the fourth figure for
+ * more), each its K-tiles of 16 long plus FFMA_FIXED more for filling
+ * the pipeline and storing the tile; a split adds its fix-up's launch
+ * and its pass over the workspace (8 bytes per element and slice, at
+ * about 3 TB/s), in microseconds.
+ *
+ * FFMA_RATE is each kernel's rate in TFLOP/s on 132 multiprocessors with
+ * 1 to 4 of its tiles on every one (tools/bench/study/sgemm_tiles.cu, K =
+ * 2048, on the H200), row 0 simt_gemm's 128 x 128 tiles (from
+ * tools/bench/study/sgemm.cu; registers capped at 128 from two blocks
+ * on), the others jk_mm_ffma_tile_at's. Against 26 kernels timed on
+ * products from 512^3 to 4096^3 on the H200, split or not, the model's
+ * times fell within 0.86 to 1.13 of the measured ones (docs/PERFORMANCE.md,
+ * "2026-12-06, 22:15 UTC").
+ */
+static const double FFMA_RATE[1 + JK_MM_FFMA_TILES][4] = {
+    {37.3, 45.5, 45.5, 45.5},
+    {49.1, 49.7, 49.8, 49.9},
+    {32.1, 37.7, 36.6, 38.2},
+    {24.3, 27.9, 32.5, 34.6},
+};
+#define FFMA_FIXED 6
+
+/* Whether plan p may run on the cp.async FFMA tiles: float32 A, B and
+ * accumulation on sm_80 and later. JITK_MM_WIDE=0 keeps simt_gemm's 128 x
+ * 128 tiles, for measuring. */
+static bool ffma_ok(const jitk_matmul *p) {
+  const jitk_matmul_desc *d = &p->d;
+  return d->a_dtype == JITK_FLOAT32 && d->b_dtype == JITK_FLOAT32 && p->engine->target.major >= 8 &&
+         !knob_off("JITK_MM_WIDE");
+}
+
+/* The model's microseconds for plan p on FFMA tile `tile` (0: simt_gemm)
+ * with K cut into `splits` slices. */
+static double ffma_time(const jitk_matmul *p, int tile, int64_t splits, int64_t sms) {
+  const jitk_matmul_desc *d = &p->d;
+  const int64_t bn = tile > 0 ? jk_mm_ffma_tile_at(tile)->bn : JK_MM_TILE;
+  const int64_t kt = d->k > 0 ? (d->k + 15) / 16 : 0;
+  const double tiles = (double)wave_tiles(p, bn) * (double)splits;
+  const double most = ceil(tiles / (double)sms);
+  if (most < 1) return 0;
+  const int at_once = most < 4 ? (int)most : 4;
+  /* The K-tiles of the longest slice. */
+  const int64_t slice = (kt + splits - 1) / splits;
+  const double flop = 2.0 * JK_MM_TILE * (double)bn * 16.0 * (double)(slice + FFMA_FIXED);
+  const double rate = FFMA_RATE[tile][at_once - 1] * 1e6 / 132.0; /* FLOP/us a multiprocessor */
+  return most * flop / rate +
+         (splits > 1 ? 4 + (double)splits * (double)d->m * (double)d->n * (double)d->batch * 8 / 3e6
+                     : 0);
+}
+
+/* The FFMA tile of plan p with `splits` slices of K: the one the model
+ * finds fastest, 0 (simt_gemm) where the cp.async tiles may not run.
+ * JITK_MM_FFMA_BN=N forces the tile N columns wide (0: simt_gemm), for
+ * measuring; any other value is ignored. */
+static int choose_ffma(const jitk_matmul *p, int64_t splits) {
+  if (!ffma_ok(p)) return 0;
+  const char *force = getenv("JITK_MM_FFMA_BN");
+  if (force != NULL) {
+    if (strcmp(force, "0") == 0) return 0;
+    for (int i = 1; i <= JK_MM_FFMA_TILES; i++)
+      if (atoi(force) == jk_mm_ffma_tile_at(i)->bn) return i;
+  }
+  const int64_t sms = jk_mm_sms(p->engine);
+  int best = 0;
+  double best_t = ffma_time(p, 0, splits, sms);
+  for (int i = 1; i <= JK_MM_FFMA_TILES; i++) {
+    const double t = ffma_time(p, i, splits, sms);
+    if (t < best_t) {
+      best_t = t;
+      best = i;
+    }
+  }
+  return best;
 }
 
 jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
@@ -409,26 +468,23 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
                 : drain != NULL && strcmp(drain, "0") == 0
                     ? true
                     : s->swap || !d_rows_off(d) || tiles < 16 * (uint64_t)jk_mm_sms(e);
-  /* FFMA with float32 inputs on sm_80 and later (cp.async): wide_gemm's
-   * 128 x 256 tiles where they pay. Otherwise, unbounded, the float FFMA
+  /* FFMA with float32 inputs on sm_80 and later: one of ffma_gemm's
+   * cp.async tiles where the model finds one faster than simt_gemm's
+   * (choose_ffma). Otherwise, unbounded, the float FFMA
    * kernel holds 159 registers, one block of 8 warps a multiprocessor;
    * capped at 128 two fit, which ran 0.07 faster at 4096^3, but where
    * every block has a multiprocessor of its own the cap only costs
    * (0.94-0.97 at 1000 x 1030 x 999 in tools/bench/study/sgemm.cu). */
+  s->ffma = kind == JK_MM_SIMT ? choose_ffma(p, out->splits) : 0;
+  /* The cp.async kernels' K-tiles in flight; JITK_MM_WIDE_STAGES=2..4
+   * sets them, for measuring. */
+  const char *ws = getenv("JITK_MM_WIDE_STAGES");
+  if (s->ffma > 0)
+    s->stages = ws != NULL && atoi(ws) >= 2 && atoi(ws) <= 4 ? atoi(ws) : JK_MM_FFMA_STAGES;
   const uint64_t blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 127) / 128) *
                           (uint64_t)d->batch * (uint64_t)out->splits;
-  const uint64_t wide_blocks = (uint64_t)((d->m + 127) / 128) * (uint64_t)((d->n + 255) / 256) *
-                               (uint64_t)d->batch * (uint64_t)out->splits;
-  s->wide = kind == JK_MM_SIMT && acc == JITK_FLOAT32 && s->a == JITK_FLOAT32 &&
-            s->b == JITK_FLOAT32 && e->target.major >= 8 &&
-            wide_pays(blocks, wide_blocks, (uint64_t)jk_mm_sms(e)) && !knob_off("JITK_MM_WIDE");
-  /* The wide kernel's K-tiles in flight; JITK_MM_WIDE_STAGES=2..4 sets
-   * them, for measuring. */
-  const char *ws = getenv("JITK_MM_WIDE_STAGES");
-  if (s->wide)
-    s->stages = ws != NULL && atoi(ws) >= 2 && atoi(ws) <= 4 ? atoi(ws) : JK_MM_WIDE_STAGES;
   s->two_blocks =
-      kind == JK_MM_SIMT && acc == JITK_FLOAT32 && !s->wide && blocks > (uint64_t)jk_mm_sms(e);
+      kind == JK_MM_SIMT && acc == JITK_FLOAT32 && s->ffma == 0 && blocks > (uint64_t)jk_mm_sms(e);
   jk_mm_source_in in = {p->name, s,           p->epilogue, &p->params, p->preamble,
                         p->outs, p->num_outs, p->reds,     p->num_reds};
   char *src = NULL;
@@ -440,7 +496,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
               : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap)
-              : s->wide             ? JK_MM_WIDE_SMEM(s->stages)
+              : s->ffma > 0         ? jk_mm_ffma_smem(jk_mm_tile_n(s), s->stages)
                                     : 0;
   if (e->has_device) {
     CUcontext saved;
@@ -673,6 +729,20 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   const jitk_matmul_desc *d = &p->d;
   if (d->a_dtype == JITK_FLOAT64 || d->m == 0 || d->n == 0 || sms < 1) return 1;
   const int64_t kt = jk_mm_ktiles(p, kind);
+  /* float32 FFMA: the split whose best tile the model finds fastest. */
+  if (kind == JK_MM_SIMT && ffma_ok(p)) {
+    const double plain = ffma_time(p, choose_ffma(p, 1), 1, sms);
+    double best_t = plain;
+    int best = 1;
+    for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
+      const double t = ffma_time(p, choose_ffma(p, sp), sp, sms);
+      if (t < best_t) {
+        best_t = t;
+        best = (int)sp;
+      }
+    }
+    return best_t <= 0.9 * plain ? best : 1;
+  }
   const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
   /* A swapped kernel's 128-row tiles run along N, its bn columns along M. */
   const bool swap = kind == JK_MM_WGMMA && p->swap;
@@ -1155,14 +1225,16 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              tf32 ? "tf32" : jk_dtype(s->a)->name, tf32 ? "m16n8k8" : "m16n8k16", s->bn,
              s->arow / (tf32 ? 4 : 2), s->stages, order_name(d->a_order), order_name(d->b_order),
              (long long)d->m, (long long)d->n, (long long)d->k, (long long)d->batch);
-  else if (s->wide)
+  else if (s->ffma > 0) {
+    const jk_mm_ffma_tile *t = jk_mm_ffma_tile_at(s->ffma);
     snprintf(buf, size,
-             "FFMA (simt) float32, float32 accumulation, tile 128x256x16, 16x8 per thread, 256 "
+             "FFMA (simt) float32, float32 accumulation, tile 128x%dx16, %dx%d per thread, %d "
              "threads, %d stages (cp.async), A %s-major, B %s-major; %lld x %lld x %lld, batch "
              "%lld",
-             s->stages, order_name(d->a_order), order_name(d->b_order), (long long)d->m,
-             (long long)d->n, (long long)d->k, (long long)d->batch);
-  else
+             t->bn, 128 / t->wm / t->lr, t->bn / t->wn / (32 / t->lr), jk_mm_threads(s), s->stages,
+             order_name(d->a_order), order_name(d->b_order), (long long)d->m, (long long)d->n,
+             (long long)d->k, (long long)d->batch);
+  } else
     snprintf(buf, size,
              "FFMA (simt) %s%s%s, %s accumulation, tile 128x128x%d, 8x8 per thread, 256 threads, "
              "A %s-major, B %s-major; %lld x %lld x %lld, batch %lld",

@@ -491,23 +491,30 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// --- simt, wide (float32) ---------------------------------------------------
-// A 128 x 256 tile a block, K-tiles of BK (16) moved by cp.async straight
+// --- simt on cp.async (float32) ---------------------------------------------
+// A 128 x BN tile a block, K-tiles of BK (16) moved by cp.async straight
 // into a STAGES-deep ring of shared memory (no registers in between, so
-// they go to the accumulators), 256 threads as 2 x 4 warps of 64 x 64, each
-// lane 16 x 8 outputs: rows lr * 4 + 16 h + i, columns lc * 4 + 32 h + j of
-// its warp's tile (lr = lane / 8, lc = lane % 8), whose fragments of one k
-// are four and two 16-byte shared loads that a warp serves in one pass
-// each. With 128 accumulators and 6 loads per 128 FFMA (the 8 x 8 routine
-// above: 64 and 4) one block of 8 warps a multiprocessor issues FFMA on
-// more of its cycles than two blocks of the 8 x 8 routine: float32 only, as
-// cp.async moves bytes and cannot convert. The order of a k's FFMA matters
-// as much: walking the columns back and forth (SNAKE), consecutive FFMA
-// share an operand at every turn too, and 4096^3 on the H200 went from
-// 46.2 to 49.9 TFLOP/s (tools/bench/study/sgemm.cu).
+// they go to the accumulators): float32 only, as cp.async moves bytes and
+// cannot convert. The block's warps are WM x WN, each with a tile of
+// (128 / WM) x (BN / WN) outputs, its lanes LR x LC (LR * LC = 32), and
+// each lane 4 HA x 4 HB outputs: rows lr * 4 + 4 LR h + i, columns lc * 4 +
+// 4 LC h + j of its warp's tile (lr = lane / LC, lc = lane % LC), whose
+// fragments of one k are HA and HB 16-byte shared loads that a warp serves
+// in one pass each (LR and LC distinct quads).
+//
+// The wide tile, 128 x 256 in 2 x 4 warps of 64 x 64, 16 x 8 a lane, is
+// the one for products that fill the GPU: with 128 accumulators and 6 loads
+// per 128 FFMA (the 8 x 8 routine above: 64 and 4) one block of 8 warps a
+// multiprocessor issues FFMA on more of its cycles than two blocks of the
+// 8 x 8 routine. The order of a k's FFMA matters as much: walking the
+// columns back and forth (SNAKE), consecutive FFMA share an operand at
+// every turn too, and 4096^3 on the H200 went from 46.2 to 49.9 TFLOP/s
+// (tools/bench/study/sgemm.cu). Narrower tiles with fewer outputs a lane
+// trade some of that rate for enough tiles to keep every multiprocessor
+// busy on small products (tools/bench/study/sgemm_tiles.cu).
 //
 // Shared memory holds both operands K-major, S[k][r], a stage A's BK x 128
-// then B's BK x 256, each row of k padded by 4 floats: a warp's stores of a
+// then B's BK x BN, each row of k padded by 4 floats: a warp's stores of a
 // K-contiguous operand, 4 rows x 8 k, then fall in 32 different banks, and
 // every fragment read is the thread's base address plus a constant (an XOR
 // swizzle would cost address arithmetic at each read). A K-contiguous
@@ -517,6 +524,21 @@ __device__ __forceinline__ void cp_async_wait() {
 // simt_gemm; elements out of range are zero-filled by the copies (source
 // size 0). A block whose rows and columns are all in range runs a K loop
 // whose copies check nothing.
+
+// A tile shape of ffma_gemm: BN columns, WM x WN warps, LR rows of lanes.
+template <int BN_, int WM_, int WN_, int LR_>
+struct ffma_tile {
+  static constexpr int BM = 128, BN = BN_, WM = WM_, WN = WN_, THREADS = WM_ * WN_ * 32;
+  static constexpr int LR = LR_, LC = 32 / LR_;
+  static constexpr int HA = BM / WM_ / (4 * LR), HB = BN_ / WN_ / (4 * LC);
+  static constexpr int TM = 4 * HA, TN = 4 * HB;
+  // Floats of a stage's A and of a whole stage, per k of a K-tile.
+  static constexpr int A_ROW = BM + 4, STAGE_ROW = BM + 4 + BN_ + 4;
+  static_assert(LR * LC == 32 && HA >= 1 && HB >= 1 && HA * 4 * LR * WM == BM &&
+                    HB * 4 * LC * WN == BN,
+                "ffma_tile: the lanes' quads must cover the tile");
+};
+using wide_tile = ffma_tile<256, 2, 4, 4>;
 
 // 4 bytes from global to shared, zero-filled when `full` is false.
 __device__ __forceinline__ void cp_async4(unsigned int dst, const void *src, bool full) {
@@ -542,17 +564,19 @@ __device__ __forceinline__ void cp_async16(unsigned int dst, const void *src) {
 #endif
 }
 
-// One operand's R x BK slab of a K-tile (R = 128 or 256 rows of A or
-// columns of B), X(r, k) at X[r * ld + k] (CK) or X[k * ld + r]. A thread's
-// copies: CK, R / 32 elements of each group of 8 columns, column k_ + 8 g of
-// rows r + 32 i; vector, BK R / 1024 quads of 4 consecutive rows, column
-// k_ + (1024 / R) i; otherwise BK R / 256 elements, column k_ + (256 / R) i
-// of one row. Copy i reads p plus a multiple of step (and, CK, 8 g) and
-// writes byte dst plus a constant of the stage.
-template <bool CK, int R, int BK>
-struct wide_slab {
-  static constexpr int E = R / 32, G = BK / 8, RP = R + 4;
-  static constexpr int NV = BK * R / 1024, NE = BK * R / 256;
+// One operand's R x BK slab of a K-tile (R = 128 rows of A or BN columns of
+// B), X(r, k) at X[r * ld + k] (CK) or X[k * ld + r], moved by T threads.
+// A thread's copies: CK, 8 R / T elements of each group of 8 columns,
+// column k_ + 8 g of rows r + (T / 8) i; vector, BK R / (4 T) quads of 4
+// consecutive rows, column k_ + (4 T / R) i; otherwise BK R / T elements,
+// column k_ + (T / R) i of one row. Copy i reads p plus a multiple of step
+// (and, CK, 8 g) and writes byte dst plus a constant of the stage.
+template <bool CK, int R, int BK, int T>
+struct ffma_slab {
+  static constexpr int E = R * 8 / T, G = BK / 8, RP = R + 4;
+  static constexpr int VK = 4 * T / R, NV = BK / VK, EK = T / R, NE = BK / EK;
+  static_assert(R % (T / 8) == 0 && T % R == 0 && VK <= BK && BK % VK == 0 && BK % 8 == 0,
+                "ffma_slab: the threads must divide the slab evenly");
   const float *p, *x;
   long long step, adv;
   unsigned int dst, rows_in, all;
@@ -570,11 +594,11 @@ struct wide_slab {
       all = (1u << E) - 1;
       k_ = tid % 8;
       r = tid / 8;
-      step = 32 * ld;
+      step = (T / 8) * ld;
       adv = BK;
 #pragma unroll
       for (int i = 0; i < E; i++)
-        if (r + 32 * i < left) rows_in |= 1u << i;
+        if (r + (T / 8) * i < left) rows_in |= 1u << i;
       dst = (k_ * RP + r) * 4;
       p = X + (r0 + r) * ld + (k0 + k_);
       return;
@@ -583,12 +607,12 @@ struct wide_slab {
     if (vec) {
       k_ = tid / (R / 4);
       r = (tid % (R / 4)) * 4;
-      step = (1024 / R) * ld;
+      step = VK * ld;
       rows_in = 1;
     } else {
       k_ = tid / R;
       r = tid % R;
-      step = (256 / R) * ld;
+      step = EK * ld;
       if (r < left) rows_in = 1;
     }
     adv = BK * ld;
@@ -604,7 +628,7 @@ struct wide_slab {
       for (int g = 0; g < G; g++)
 #pragma unroll
         for (int i = 0; i < E; i++) {
-          const unsigned int d = s + dst + (i * 32 + g * 8 * RP) * 4;
+          const unsigned int d = s + dst + (i * (T / 8) + g * 8 * RP) * 4;
           const float *q = p + i * step + g * 8;
           if (CHECK) {
             const bool in = (rows_in >> i & 1) && k_ + 8 * g >= lo;
@@ -616,9 +640,9 @@ struct wide_slab {
     } else if (vec) {
 #pragma unroll
       for (int i = 0; i < NV; i++) {
-        const unsigned int d = s + dst + i * (1024 / R) * RP * 4;
+        const unsigned int d = s + dst + i * VK * RP * 4;
         if (CHECK) {
-          const bool in = k_ + i * (1024 / R) >= lo;
+          const bool in = k_ + i * VK >= lo;
           cp_async16(d, in ? p + i * step : x, in);
         } else {
           cp_async16(d, p + i * step);
@@ -627,9 +651,9 @@ struct wide_slab {
     } else {
 #pragma unroll
       for (int i = 0; i < NE; i++) {
-        const unsigned int d = s + dst + i * (256 / R) * RP * 4;
+        const unsigned int d = s + dst + i * EK * RP * 4;
         if (CHECK) {
-          const bool in = rows_in && k_ + i * (256 / R) >= lo;
+          const bool in = rows_in && k_ + i * EK >= lo;
           cp_async4(d, in ? p + i * step : x, in);
         } else {
           cp_async4(d, p + i * step);
@@ -640,16 +664,16 @@ struct wide_slab {
   }
 };
 
-// The fragments of row k of a stage: A's 16 (four quads 16 apart) or B's 8
-// (two quads 32 apart) from c. The loads take 32-bit shared addresses:
-// NVRTC, unlike nvcc, computes the address of a plain load through a shared
-// pointer in 64 bits, and the loop ptxas then scheduled ran at 47.8 TFLOP/s
-// at 4096^3 on the H200, against 49.8-50.0 with these (0.99 of cuBLAS,
-// where nvcc's build of plain loads made 49.1-49.2). Not volatile, so that
-// the compiler schedules them among the FFMA; the memory clobber and the
-// barrier after each wait for the copies keep them behind it.
+// The fragments of row k of a stage's operand of R rows: H quads GAP apart
+// from c. The loads take 32-bit shared addresses: NVRTC, unlike nvcc,
+// computes the address of a plain load through a shared pointer in 64
+// bits, and the loop ptxas then scheduled ran at 47.8 TFLOP/s at 4096^3 on
+// the H200, against 49.8-50.0 with these (0.99 of cuBLAS, where nvcc's
+// build of plain loads made 49.1-49.2). Not volatile, so that the compiler
+// schedules them among the FFMA; the memory clobber and the barrier after
+// each wait for the copies keep them behind it.
 template <int R, int H, int GAP>
-__device__ __forceinline__ void wide_frag(const float *S, int k, int c, float (&f)[4 * H]) {
+__device__ __forceinline__ void ffma_frag(const float *S, int k, int c, float (&f)[4 * H]) {
 #pragma unroll
   for (int h = 0; h < H; h++) {
     const unsigned int a = static_cast<unsigned int>(__cvta_generic_to_shared(S)) +
@@ -672,15 +696,15 @@ __device__ __forceinline__ void wide_frag(const float *S, int k, int c, float (&
 // fragments while the FFMA of its last k run. SNAKE: the FFMA of one k
 // walk the columns back and forth, so that consecutive ones share an
 // operand at each turn too.
-template <bool A_K, bool B_N, int BK, int STAGES, bool SNAKE, bool CHECK, typename SA,
-          typename SB>
-__device__ __forceinline__ void wide_loop(SA &a, SB &b, const float *S, unsigned int base,
+template <typename C, int BK, int STAGES, bool SNAKE, bool CHECK, typename SA, typename SB>
+__device__ __forceinline__ void ffma_loop(SA &a, SB &b, const float *S, unsigned int base,
                                           long long tiles, int ra, int cb,
-                                          float (&acc)[16][8]) {
-  constexpr int A_FLOATS = 132 * BK, STAGE_FLOATS = (132 + 260) * BK;
-  float fa[2][16], fb[2][8];
-  wide_frag<128, 4, 16>(S, 0, ra, fa[0]);
-  wide_frag<256, 2, 32>(S + A_FLOATS, 0, cb, fb[0]);
+                                          float (&acc)[C::TM][C::TN]) {
+  constexpr int A_FLOATS = C::A_ROW * BK, STAGE_FLOATS = C::STAGE_ROW * BK;
+  constexpr int GA = 4 * C::LR, GB = 4 * C::LC;
+  float fa[2][C::TM], fb[2][C::TN];
+  ffma_frag<C::BM, C::HA, GA>(S, 0, ra, fa[0]);
+  ffma_frag<C::BN, C::HB, GB>(S + A_FLOATS, 0, cb, fb[0]);
   int st = 0;
   for (long long t = 0; t < tiles; t++) {
     const int free_st = st == 0 ? STAGES - 1 : st - 1;
@@ -697,41 +721,51 @@ __device__ __forceinline__ void wide_loop(SA &a, SB &b, const float *S, unsigned
         cp_async_wait<STAGES - 2>();
         __syncthreads();
         const float *sn = S + st * STAGE_FLOATS;
-        wide_frag<128, 4, 16>(sn, 0, ra, fa[0]);
-        wide_frag<256, 2, 32>(sn + A_FLOATS, 0, cb, fb[0]);
+        ffma_frag<C::BM, C::HA, GA>(sn, 0, ra, fa[0]);
+        ffma_frag<C::BN, C::HB, GB>(sn + A_FLOATS, 0, cb, fb[0]);
       } else {
-        wide_frag<128, 4, 16>(sa, kk + 1, ra, fa[(kk + 1) % 2]);
-        wide_frag<256, 2, 32>(sa + A_FLOATS, kk + 1, cb, fb[(kk + 1) % 2]);
+        ffma_frag<C::BM, C::HA, GA>(sa, kk + 1, ra, fa[(kk + 1) % 2]);
+        ffma_frag<C::BN, C::HB, GB>(sa + A_FLOATS, kk + 1, cb, fb[(kk + 1) % 2]);
       }
 #pragma unroll
-      for (int i = 0; i < 16; i++)
+      for (int i = 0; i < C::TM; i++)
 #pragma unroll
-        for (int jj = 0; jj < 8; jj++) {
-          const int j = SNAKE && (i & 1) ? 7 - jj : jj;
+        for (int jj = 0; jj < C::TN; jj++) {
+          const int j = SNAKE && (i & 1) ? C::TN - 1 - jj : jj;
           acc[i][j] += fa[kk % 2][i] * fb[kk % 2][j];
         }
     }
   }
 }
 
-template <bool A_K, bool B_N, int STAGES, int BK = 16, bool SNAKE = true, typename Store>
-__device__ __forceinline__ void wide_gemm(const float *__restrict__ A, const float *__restrict__ B,
+// The bytes of shared memory ffma_gemm takes with STAGES K-tiles of BK.
+template <typename C, int STAGES, int BK = 16>
+__host__ __device__ constexpr int ffma_smem() {
+  return STAGES * C::STAGE_ROW * BK * 4;
+}
+
+// One 128 x C::BN tile of A @ B by C::THREADS threads, STAGES K-tiles of BK
+// in flight in `smem` (ffma_smem bytes).
+template <typename C, bool A_K, bool B_N, int STAGES, int BK = 16, bool SNAKE = true,
+          typename Store>
+__device__ __forceinline__ void ffma_gemm(const float *__restrict__ A, const float *__restrict__ B,
                                           long long M, long long N, long long K, long long lda,
                                           long long ldb, long long m0, long long n0,
                                           unsigned char *smem, const Store &store) {
-  constexpr int A_BYTES = 132 * BK * 4, STAGE_BYTES = (132 + 260) * BK * 4;
+  constexpr int A_BYTES = C::A_ROW * BK * 4, STAGE_BYTES = C::STAGE_ROW * BK * 4;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int ra = (warp >> 2) * 64 + (lane >> 3) * 4, cb = (warp & 3) * 64 + (lane & 7) * 4;
+  const int ra = (warp / C::WN) * (C::BM / C::WM) + (lane / C::LC) * 4,
+            cb = (warp % C::WN) * (C::BN / C::WN) + (lane % C::LC) * 4;
   const unsigned int base = smem_u32(smem);
-  float acc[16][8];
+  float acc[C::TM][C::TN];
 #pragma unroll
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < C::TM; i++)
 #pragma unroll
-    for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
+    for (int j = 0; j < C::TN; j++) acc[i][j] = 0.f;
   const long long tiles = K > 0 ? (K + BK - 1) / BK : 0, k0 = K - tiles * BK;
   if (tiles > 0) {
-    wide_slab<A_K, 128, BK> a;
-    wide_slab<!B_N, 256, BK> b;
+    ffma_slab<A_K, C::BM, BK, C::THREADS> a;
+    ffma_slab<!B_N, C::BN, BK, C::THREADS> b;
     a.init(A, lda, M, m0, k0, tid);
     b.init(B, ldb, N, n0, k0, tid);
     const int lo = (int)-k0;
@@ -749,16 +783,17 @@ __device__ __forceinline__ void wide_gemm(const float *__restrict__ A, const flo
     /* Whether every row and column of the block's tile is in range: the
      * same for all its threads, so the block takes one loop. */
     if (__syncthreads_and(a.rows_in == a.all && b.rows_in == b.all))
-      wide_loop<A_K, B_N, BK, STAGES, SNAKE, false>(a, b, S, base, tiles, ra, cb, acc);
+      ffma_loop<C, BK, STAGES, SNAKE, false>(a, b, S, base, tiles, ra, cb, acc);
     else
-      wide_loop<A_K, B_N, BK, STAGES, SNAKE, true>(a, b, S, base, tiles, ra, cb, acc);
+      ffma_loop<C, BK, STAGES, SNAKE, true>(a, b, S, base, tiles, ra, cb, acc);
     cp_async_wait<0>();
   }
 #pragma unroll
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < C::TM; i++)
 #pragma unroll
-    for (int j = 0; j < 8; j++)
-      store(m0 + ra + (i / 4) * 16 + i % 4, n0 + cb + (j / 4) * 32 + j % 4, acc[i][j]);
+    for (int j = 0; j < C::TN; j++)
+      store(m0 + ra + (i / 4) * 4 * C::LR + i % 4, n0 + cb + (j / 4) * 4 * C::LC + j % 4,
+            acc[i][j]);
 }
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned int &r2,

@@ -869,37 +869,56 @@ Test(matmul, ffma) {
   jitk_engine_destroy(e);
 }
 
-/* float32 FFMA on wide_gemm's 128 x 256 tiles (cp.async into shared
- * memory), which plans take where those tiles are at least 7/8 of the
- * multiprocessors: 13 batches of 3 x 3 tiles here. Blocks with rows or
- * columns out of range and blocks wholly in range (copies unchecked), a
- * partial first K-tile, every layout, rows off 16 bytes and padded with
- * NaN, C with beta and a C of NaN with beta = 0. */
-Test(matmul, ffma_wide) {
+/* float32 FFMA on each of ffma_gemm's cp.async tiles (JITK_MM_FFMA_BN
+ * forces it; plans take the one their model finds fastest): 13 batches
+ * of 3 x 3 to 3 x 22 tiles. Blocks with rows or columns out of range and
+ * blocks wholly in range (copies unchecked), a partial first K-tile,
+ * every layout, rows off 16 bytes and padded with NaN, C with beta and a
+ * C of NaN with beta = 0; then the plan's own choice on a small product
+ * and a large one. */
+Test(matmul, ffma_tiles) {
   jitk_engine *e = jt_gpu_engine();
   uint64_t seed = 0x71DE;
-  const char *wide = "tile 128x256x16, 16x8 per thread";
-  const mm_case cases[] = {
-      {"wide bias+ReLU, tails", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 75, 13, R, R, R, 0, 1,
-       0, "max(acc + bias[col], (T)0)", "raw T bias", 0, wide, JITK_DTYPE_NONE, 0},
-      {"wide whole tiles, C, alpha, beta", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 64, 13, R,
-       R, R, 1, 2.0, 0.25, NULL, NULL, 0, wide, JITK_DTYPE_NONE, 0},
-      {"wide A column-major", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 37, 13, C, R, R, 0, 1,
-       0, NULL, NULL, 0, wide, JITK_DTYPE_NONE, 0},
-      {"wide B column-major, D column-major", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 37, 13,
-       R, C, C, 0, 1, 0, "acc + bias[col]", "raw T bias", 0, wide, JITK_DTYPE_NONE, 0},
-      {"wide A and B column-major, whole tiles", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 48,
-       13, C, C, R, 0, 1, 0, NULL, NULL, 0, wide, JITK_DTYPE_NONE, 0},
-      {"wide misaligned pointers", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 33, 13, R, R, R, 0,
-       1, 0, NULL, NULL, 1, wide, JITK_DTYPE_NONE, 0},
-      {"wide padded rows", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 40, 13, R, C, R, 0, 1, 0,
-       NULL, NULL, 0, wide, JITK_DTYPE_NONE, 5},
-      {"wide C of NaN with beta = 0", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 75, 13, R, R, R,
-       1, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, wide, JITK_DTYPE_NONE, 0},
-      {"wide K = 1", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 1, 13, R, R, R, 0, 1, 0, NULL,
-       NULL, 0, wide, JITK_DTYPE_NONE, 0},
+  static const int bns[] = {256, 64, 32};
+  for (size_t t = 0; t < sizeof bns / sizeof bns[0]; t++) {
+    char bn[16], tile[32];
+    snprintf(bn, sizeof bn, "%d", bns[t]);
+    snprintf(tile, sizeof tile, "tile 128x%dx16,", bns[t]);
+    setenv("JITK_MM_FFMA_BN", bn, 1);
+    const mm_case cases[] = {
+        {"bias+ReLU, tails", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 75, 13, R, R, R, 0, 1, 0,
+         "max(acc + bias[col], (T)0)", "raw T bias", 0, tile, JITK_DTYPE_NONE, 0},
+        {"whole tiles, C, alpha, beta", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 64, 13, R, R,
+         R, 1, 2.0, 0.25, NULL, NULL, 0, tile, JITK_DTYPE_NONE, 0},
+        {"A column-major", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 37, 13, C, R, R, 0, 1, 0,
+         NULL, NULL, 0, tile, JITK_DTYPE_NONE, 0},
+        {"B column-major, D column-major", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 37, 13, R,
+         C, C, 0, 1, 0, "acc + bias[col]", "raw T bias", 0, tile, JITK_DTYPE_NONE, 0},
+        {"A and B column-major, whole tiles", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 48, 13,
+         C, C, R, 0, 1, 0, NULL, NULL, 0, tile, JITK_DTYPE_NONE, 0},
+        {"misaligned pointers", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 33, 13, R, R, R, 0, 1,
+         0, NULL, NULL, 1, tile, JITK_DTYPE_NONE, 0},
+        {"padded rows", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 40, 13, R, C, R, 0, 1, 0,
+         NULL, NULL, 0, tile, JITK_DTYPE_NONE, 5},
+        {"C of NaN with beta = 0", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 75, 13, R, R, R, 1,
+         1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, tile, JITK_DTYPE_NONE, 0},
+        {"K = 1", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 384, 768, 1, 13, R, R, R, 0, 1, 0, NULL, NULL,
+         0, tile, JITK_DTYPE_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      cr_log_info("tile 128 x %d: %s", bns[t], cases[i].what);
+      run_case(e, &cases[i], &seed);
+    }
+  }
+  unsetenv("JITK_MM_FFMA_BN");
+  const mm_case own[] = {
+      {"the plan's tile, 1000 x 1030 x 999", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 1000, 1030, 999, 1,
+       R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw T bias", 0, "FFMA (simt) float32",
+       JITK_DTYPE_NONE, 0},
+      {"the plan's tile, 2048^3", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 2048, 2048, 2048, 1, R, R, R,
+       0, 1, 0, NULL, NULL, 0, "tile 128x256x16,", JITK_DTYPE_NONE, 0},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(e, &cases[i], &seed);
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) run_case(e, &own[i], &seed);
   jitk_engine_destroy(e);
 }
 
@@ -1135,8 +1154,8 @@ Test(matmul, outputs_and_reductions) {
       {"bf16 misaligned: copied onto 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 129, 136, 64,
        1, R, R, R, 1, "tensor cores bfloat16", 0},
       {"f32 FFMA", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 257, 129, 75, 2, R, C, R, 0, "FFMA", 0},
-      {"f32 FFMA on 128 x 256 tiles", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 75, 13, R, R, R,
-       0, "tile 128x256x16", 0},
+      {"f32 FFMA on cp.async tiles", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 300, 700, 75, 13, R, R, R,
+       0, "(cp.async)", 0},
       {"f64 FFMA, D column-major", JITK_FLOAT64, JITK_COMPUTE_DEFAULT, 100, 77, 33, 1, C, R, C, 0,
        "FFMA", 0},
       {"one row, the whole matrix a row", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1, 264, 64, 1, R, R,
@@ -1178,8 +1197,8 @@ Test(matmul, split_k_outputs_and_reductions) {
        136, 640, 1, R, R, R, 1, "; split-K 2 (", 2},
       {"split-K 6 f32 FFMA", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 1, 129, 1000, 2, R, C, R, 0,
        "; split-K 6 (", 6},
-      {"split-K 8 f32 FFMA on 128 x 256 tiles", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 130, 1000, 2000,
-       2, R, R, R, 0, "tile 128x256x16", 8},
+      {"split-K 8 f32 FFMA on cp.async tiles", JITK_FLOAT32, JITK_COMPUTE_DEFAULT, 130, 1000, 2000,
+       2, R, R, R, 0, "(cp.async)", 8},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_extras(e, &cases[i], &seed);
   jitk_engine_destroy(e);

@@ -324,9 +324,8 @@ def test_random_matmuls(lib, seed, monkeypatch):
     dtype = str(rng.choice(dtypes))
     if lib.name == "cupy-emulated":
         # The stand-in device is an sm_90, whose wgmma kernels the emulator
-        # cannot run: the FFMA or mma.sync kernel instead (128 x 128 tiles).
+        # cannot run: the FFMA or mma.sync kernel instead.
         monkeypatch.setenv("JITK_MM_KIND", str(rng.choice(["simt", "mma"])))
-        monkeypatch.setenv("JITK_MM_WIDE", "0")
     m, n, k = (int(rng.choice([1, 7, 16, 33, 64, 100, 136])) for _ in range(3))
     batch = int(rng.choice([0, 0, 2, 3]))  # 0: no batch dimension
     lead = (batch,) if batch else ()

@@ -48,8 +48,8 @@
  * runs bfloat16 bias+ReLU on the shapes listed instead of any section (up
  * to 16 of them), for measuring a rule of the plan's choices beyond the
  * fixed shapes (JITK_MM_SCHEDULE and JITK_MM_TILE force a choice); with
- * --float32 as well, float32 D = A @ B as in "plain" (JITK_MM_SPLIT and
- * JITK_MM_WIDE=0 force a choice).
+ * --float32 as well, float32 D = A @ B as in "plain" (JITK_MM_SPLIT,
+ * JITK_MM_FFMA_BN and JITK_MM_WIDE=0 force a choice).
  *
  * With JITK_BENCH_HOST=1 each bias+ReLU case also prints, for jitk and
  * cuBLASLt, the one-call time the table's figure comes from, the time a

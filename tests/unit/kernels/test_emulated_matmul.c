@@ -28,9 +28,9 @@
 #include "emu/emu.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-enum { MM_CASES = 10 };
+enum { MM_CASES = 10, MM_FFMA_CASES = 2 };
 #else
-enum { MM_CASES = 30 };
+enum { MM_CASES = 30, MM_FFMA_CASES = 6 };
 #endif
 
 static int64_t pick(uint64_t *s, int64_t n) { return (int64_t)(jt_next(s) % (uint64_t)n); }
@@ -211,13 +211,14 @@ static double ref_out(void *p, int64_t b, int64_t r, int64_t c) {
   }
 }
 
-static void random_mm_case(uint64_t *s, mm_case *c, char *what, size_t size) {
+/* A random case; f32_ffma: float32 on FFMA only. */
+static void random_mm_case(uint64_t *s, mm_case *c, bool f32_ffma, char *what, size_t size) {
   memset(c, 0, sizeof *c);
   static const jitk_dtype dts[] = {JITK_FLOAT64, JITK_FLOAT64, JITK_FLOAT32, JITK_FLOAT16,
                                    JITK_BFLOAT16};
-  c->dt = dts[pick(s, 5)];
-  c->mma = c->dt != JITK_FLOAT64 && pick(s, 2);
-  c->tf32 = c->dt == JITK_FLOAT32 && (c->mma || pick(s, 2));
+  c->dt = f32_ffma ? JITK_FLOAT32 : dts[pick(s, 5)];
+  c->mma = !f32_ffma && c->dt != JITK_FLOAT64 && pick(s, 2);
+  c->tf32 = c->dt == JITK_FLOAT32 && (c->mma || (!f32_ffma && pick(s, 2)));
   static const int64_t sizes[] = {1, 2, 7, 16, 33, 64, 100, 129, 150};
   c->m = sizes[pick(s, 9)];
   c->n = sizes[pick(s, 9)];
@@ -263,10 +264,13 @@ typedef struct kinds {
   int simt, mma;
 } kinds;
 
-static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, kinds *used) {
+/* Case `number`; f32_ffma: float32 on FFMA only, on the tile `tile` names
+ * in the description (NULL: any). */
+static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, bool f32_ffma,
+                     const char *tile, kinds *used) {
   mm_case c;
   char what[256];
-  random_mm_case(s, &c, what, sizeof what);
+  random_mm_case(s, &c, f32_ffma, what, sizeof what);
   char label[600];
   snprintf(label, sizeof label, "case %d (%s)", number, what);
 
@@ -365,6 +369,7 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, kinds 
   cr_assert_eq(st, JITK_OK, "%s: plan: %s", label, jitk_errmsg(e));
   char how[512];
   JT_OK(e, jitk_matmul_describe(p, how, sizeof how));
+  cr_assert(tile == NULL || strstr(how, tile) != NULL, "%s: wants %s in %s", label, tile, how);
   if (strstr(how, "(mma.sync)") != NULL)
     used->mma++;
   else
@@ -448,10 +453,8 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, kinds 
 Test(emulated, matmul_plans) {
   /* float32, float16 and bfloat16 plans on FFMA or mma.sync (each case
    * sets JITK_MM_KIND): the fake device is an sm_90, whose wgmma kernel
-   * (TMA, mbarriers, wgmma) the emulator cannot run. FFMA on 128 x 128
-   * tiles: the wide float32 kernel pays only on shapes too large to
-   * emulate quickly. */
-  setenv("JITK_MM_WIDE", "0", 1);
+   * (TMA, mbarriers, wgmma) the emulator cannot run. float32 FFMA takes
+   * the tile the plan chooses (the next test runs each one). */
   jt_emu *em = jt_emu_open(2);
   cr_assert_not_null(em);
   jitk_engine *e = jt_emu_engine(em);
@@ -460,13 +463,39 @@ Test(emulated, matmul_plans) {
   uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 0x3A7ull;
   const int cases = n_env != NULL ? atoi(n_env) : MM_CASES;
   kinds used = {0, 0};
-  for (int i = 0; i < cases; i++) run_case(e, em, &seed, i, &used);
+  for (int i = 0; i < cases; i++) run_case(e, em, &seed, i, false, NULL, &used);
   cr_log_info("%d plans on FFMA, %d on mma.sync", used.simt, used.mma);
   cr_assert(cases < 10 || (used.simt > 0 && used.mma > 0), "the cases missed a kernel");
   double built, ran;
   jt_emu_times(em, &built, &ran);
   cr_log_info("%llu launches ran on the CPU (%.1f s compiling them, %.1f s running)",
               jt_emu_runs(em), built, ran);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
+
+/* float32 FFMA on each tile ffma_gemm has (cp.async; JITK_MM_FFMA_BN
+ * forces it) and on simt_gemm's (0): random shapes with tails, layouts,
+ * offsets off 16 bytes, C, epilogues, outputs, reductions and split-K,
+ * as above. */
+Test(emulated, matmul_ffma_tiles) {
+  jt_emu *em = jt_emu_open(2);
+  cr_assert_not_null(em);
+  jitk_engine *e = jt_emu_engine(em);
+  cr_assert_not_null(e);
+  uint64_t seed = 0xF1A7ull;
+  static const int bns[] = {0, 32, 64, 256};
+  kinds used = {0, 0};
+  for (size_t t = 0; t < sizeof bns / sizeof bns[0]; t++) {
+    char bn[16], tile[32];
+    snprintf(bn, sizeof bn, "%d", bns[t]);
+    snprintf(tile, sizeof tile, "tile 128x%dx16,", bns[t] > 0 ? bns[t] : 128);
+    setenv("JITK_MM_FFMA_BN", bn, 1);
+    for (int i = 0; i < MM_FFMA_CASES; i++)
+      run_case(e, em, &seed, (int)t * MM_FFMA_CASES + i, true, tile, &used);
+  }
+  unsetenv("JITK_MM_FFMA_BN");
+  cr_assert_eq(used.simt, 4 * MM_FFMA_CASES);
   jitk_engine_destroy(e);
   jt_emu_close(em);
 }

@@ -682,55 +682,103 @@ static void expect_clean_kernel(const jitk_matmul *p, const char *what, size_t i
             "%s %zu: ptxas serialized the wgmma: %s", what, i, x->log);
 }
 
-/* float32 FFMA plans take wide_gemm's 128 x 256 tiles (cp.async, sm_80 on)
- * where those tiles are at least 7/8 of the multiprocessors (132 on a
- * compile-only sm_90 engine), and simt_gemm's 128 x 128 elsewhere; each
- * layout's wide kernel compiles with nothing spilled. */
-Test(matmul_plan, ffma_wide_tiles) {
+/* Each of ffma_gemm's cp.async tiles (JITK_MM_FFMA_BN forces it) plans
+ * and compiles in every layout, unsplit and split, with nothing spilled:
+ * the description names the tile, the lane's outputs and the threads,
+ * and the kernel's launch bounds ask for the tile's blocks. */
+Test(matmul_plan, ffma_tiles_compile) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  const char *wide = "FFMA (simt) float32, float32 accumulation, tile 128x256x16, 16x8 per thread";
-  const char *narrow = "FFMA (simt) float32, float32 accumulation, tile 128x128x16, 8x8 per thread";
+  static const struct {
+    const char *bn, *desc, *bounds;
+  } tiles[] = {
+      {"256", "tile 128x256x16, 16x8 per thread, 256 threads, 3 stages (cp.async)",
+       "__launch_bounds__(256, 1) matmul("},
+      {"64", "tile 128x64x16, 8x4 per thread, 256 threads, 3 stages (cp.async)",
+       "__launch_bounds__(256, 2) matmul("},
+      {"32", "tile 128x32x16, 8x4 per thread, 128 threads, 3 stages (cp.async)",
+       "__launch_bounds__(128, 4) matmul("},
+  };
   const jitk_order orders[][2] = {{JITK_ROW_MAJOR, JITK_ROW_MAJOR},
                                   {JITK_COL_MAJOR, JITK_ROW_MAJOR},
                                   {JITK_ROW_MAJOR, JITK_COL_MAJOR},
                                   {JITK_COL_MAJOR, JITK_COL_MAJOR}};
-  for (size_t i = 0; i < 4; i++) {
-    jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
-    d.a_order = orders[i][0];
-    d.b_order = orders[i][1];
-    d.epilogue = "max(acc + bias[col], (T)0)";
-    d.epilogue_params = "raw T bias";
+  for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+    setenv("JITK_MM_FFMA_BN", tiles[t].bn, 1);
+    for (size_t i = 0; i < 5; i++) {
+      jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 1000, 1030, 999);
+      d.a_order = orders[i % 4][0];
+      d.b_order = orders[i % 4][1];
+      d.epilogue = "max(acc + bias[col], (T)0)";
+      d.epilogue_params = "raw T bias";
+      d.split_k = i == 4 ? 3 : 1;
+      jitk_matmul *p = NULL;
+      JT_OK(e, jitk_matmul_create(e, &d, &p));
+      char buf[512];
+      JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+      cr_assert(strncmp(buf, "FFMA (simt) float32, float32 accumulation, ", 43) == 0 &&
+                    strstr(buf, tiles[t].desc) != NULL,
+                "tile %s, case %zu: %s", tiles[t].bn, i, buf);
+      cr_assert((i == 4) == (strstr(buf, "; split-K 3 (") != NULL), "%s", buf);
+      const char *src;
+      JT_OK(e, jitk_matmul_source(p, &src));
+      cr_assert(strstr(src, "jitk::mm::ffma_gemm<jitk::mm::ffma_tile<") != NULL &&
+                    strstr(src, tiles[t].bounds) != NULL,
+                "tile %s: %s", tiles[t].bn, src);
+      expect_clean_kernel(p, "FFMA tile, case", t * 5 + i);
+      jitk_matmul_destroy(p);
+    }
+  }
+  /* 0 keeps simt_gemm's 128 x 128 tiles; a width no tile has is ignored. */
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
+  setenv("JITK_MM_FFMA_BN", "0", 1);
+  expect_kind(e, &d, "FFMA (simt) float32, float32 accumulation, tile 128x128x16, 8x8 per thread",
+              "JITK_MM_FFMA_BN=0");
+  setenv("JITK_MM_FFMA_BN", "96", 1);
+  expect_kind(e, &d, "FFMA (simt) float32, float32 accumulation, tile 128x256x16, 16x8",
+              "JITK_MM_FFMA_BN=96");
+  unsetenv("JITK_MM_FFMA_BN");
+  jitk_engine_destroy(e);
+}
+
+/* float32 FFMA plans pick the tile and the split together from the
+ * model (matmul_plan.c's ffma_time; a compile-only sm_90 engine counts
+ * 132 multiprocessors): the wide tiles where they fill the GPU, the
+ * narrower ones and no split where those do, a split where even they
+ * leave it idle; cp.async from sm_80 on, and never for float64 or where
+ * JITK_MM_WIDE=0 says so. */
+Test(matmul_plan, ffma_tile_choice) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *f32 = "FFMA (simt) float32, float32 accumulation, ";
+  static const struct {
+    int64_t m, n, k, batch;
+    const char *tile;
+    int split;
+  } cases[] = {
+      {4096, 4096, 4096, 1, "tile 128x256x16, 16x8", 1},
+      {2048, 2048, 2048, 1, "tile 128x256x16, 16x8", 1}, /* 128 tiles of 132 */
+      {2000, 2000, 999, 1, "tile 128x256x16, 16x8", 1},
+      {1000, 1030, 999, 1, "tile 128x32x16, 8x4", 1},  /* 264 tiles: 2 each */
+      {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 1}, /* 128 tiles: 1 each */
+      {512, 512, 512, 1, "tile 128x32x16, 8x4", 2},    /* 64 tiles, twice */
+      {300, 700, 75, 13, "tile 128x256x16, 16x8", 1},  /* 117 tiles */
+      {300, 700, 64, 2, "tile 128x32x16, 8x4", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, cases[i].m, cases[i].n, cases[i].k);
+    d.batch = cases[i].batch;
     jitk_matmul *p = NULL;
     JT_OK(e, jitk_matmul_create(e, &d, &p));
-    char buf[512];
+    char buf[512], split[64];
     JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
-    cr_assert(strncmp(buf, wide, strlen(wide)) == 0, "layout %zu: %s", i, buf);
-    const char *src;
-    JT_OK(e, jitk_matmul_source(p, &src));
-    cr_assert(strstr(src, "jitk::mm::wide_gemm<") != NULL && strstr(src, "(256, 1)") != NULL, "%s",
-              src);
-    expect_clean_kernel(p, "wide FFMA, layout", i);
+    snprintf(split, sizeof split, "; split-K %d (", cases[i].split);
+    cr_assert(strncmp(buf, f32, strlen(f32)) == 0 && strstr(buf, cases[i].tile) != NULL &&
+                  (cases[i].split > 1) == (strstr(buf, "; split-K ") != NULL) &&
+                  (cases[i].split == 1 || strstr(buf, split) != NULL),
+              "case %zu wants %s, split %d: %s", i, cases[i].tile, cases[i].split, buf);
     jitk_matmul_destroy(p);
   }
-  /* 2048^3: 128 blocks of 128 x 256, 7/8 of 132 and more. */
-  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 2048, 2048, 2048);
-  expect_kind(e, &d, wide, "2048^3");
-  /* 40 blocks would leave most multiprocessors idle; split in 3 (jitk's
-   * choice there) they are 120. */
-  d = jt_matmul_desc(JITK_FLOAT32, 1000, 1030, 999);
-  d.split_k = 1;
-  expect_kind(e, &d, narrow, "1000 x 1030 x 999, not split");
-  d.split_k = 0;
-  expect_kind(e, &d, wide, "1000 x 1030 x 999");
-  expect_described(e, &d, "; split-K 3 (");
-  /* Batches count: 13 x 3 x 3 = 117 blocks. */
-  d = jt_matmul_desc(JITK_FLOAT32, 300, 700, 64);
-  d.batch = 13;
-  expect_kind(e, &d, wide, "batch 13");
-  d.batch = 2;
-  expect_kind(e, &d, narrow, "batch 2");
-  /* Forced off for measuring; float64 never. */
-  d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
+  const char *narrow = "FFMA (simt) float32, float32 accumulation, tile 128x128x16, 8x8 per thread";
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   setenv("JITK_MM_WIDE", "0", 1);
   expect_kind(e, &d, narrow, "JITK_MM_WIDE=0");
   unsetenv("JITK_MM_WIDE");
@@ -739,6 +787,7 @@ Test(matmul_plan, ffma_wide_tiles) {
   jitk_engine_destroy(e);
   /* PTX for compute_80 and later may use cp.async too; sm_75 has none. */
   d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
+  const char *wide = "FFMA (simt) float32, float32 accumulation, tile 128x256x16, 16x8";
   e = jt_compile_engine("compute_90");
   expect_kind(e, &d, wide, "compute_90");
   jitk_engine_destroy(e);
@@ -749,7 +798,6 @@ Test(matmul_plan, ffma_wide_tiles) {
   expect_kind(e, &d, narrow, "sm_75");
   jitk_engine_destroy(e);
 }
-
 /* Every supported pair of 8-bit inputs with D of every dtype it may have
  * (and a C, scales, amax and bias + ReLU) plans on wgmma for sm_90a, and
  * the generated source, which names jitk's 8-bit types, compiles. */
@@ -1578,24 +1626,23 @@ Test(matmul_plan, fp8_split_k_in_k_tiles_of_128) {
   jitk_engine_destroy(e);
 }
 
-/* FFMA in float on 128 x 128 tiles asks for two blocks a multiprocessor
- * (registers capped at 128) only where its blocks outnumber the
- * multiprocessors (132 on a compile-only sm_90 engine); float64 never
- * does, and plans on wide_gemm's 128 x 256 tiles ask for one. */
+/* FFMA in float on simt_gemm's 128 x 128 tiles (JITK_MM_FFMA_BN=0 keeps
+ * float32 plans on them) asks for two blocks a multiprocessor (registers
+ * capped at 128) only where its blocks outnumber the multiprocessors (132
+ * on a compile-only sm_90 engine); float64 never does. */
 Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
   jitk_engine *e = jt_compile_engine("sm_90");
+  setenv("JITK_MM_FFMA_BN", "0", 1);
   const struct {
     jitk_dtype t;
     int64_t m, n, batch;
     int blocks; /* a multiprocessor; 0: unbounded */
   } cases[] = {
-      {JITK_FLOAT32, 4096, 4096, 1, 1}, /* 512 wide blocks, against 1024 */
-      {JITK_FLOAT32, 1000, 1030, 1, 0}, /* 72; wide, 40 */
-      {JITK_FLOAT32, 1408, 1536, 1, 0}, /* 132; wide, 66 */
-      {JITK_FLOAT32, 1409, 1536, 1, 1}, /* 144 (two rounds); wide, 72 (one) */
-      {JITK_FLOAT32, 1409, 128, 12, 2}, /* 144; wide, half of each idle */
-      {JITK_FLOAT32, 128, 128, 133, 2}, /* a block a matrix; wide, half of each idle */
-      {JITK_FLOAT32, 128, 256, 133, 1}, /* a wide block a matrix */
+      {JITK_FLOAT32, 4096, 4096, 1, 2}, /* 1024 blocks */
+      {JITK_FLOAT32, 1000, 1030, 1, 0}, /* 72 */
+      {JITK_FLOAT32, 1408, 1536, 1, 0}, /* 132 */
+      {JITK_FLOAT32, 1409, 1536, 1, 2}, /* 144 */
+      {JITK_FLOAT32, 128, 128, 133, 2}, /* a block a matrix */
       {JITK_FLOAT64, 4096, 4096, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1613,6 +1660,7 @@ Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
               (long long)cases[i].n, (long long)cases[i].batch, want, src);
     jitk_matmul_destroy(p);
   }
+  unsetenv("JITK_MM_FFMA_BN");
   jitk_engine_destroy(e);
 }
 

@@ -111,8 +111,9 @@ __global__ void __launch_bounds__(256, VER == 2 ? 2 : 1) k(const T *a, const T *
     oldk::simt_gemm_old<A_K, B_N, T, T, ACC>(a, b, M, N, K, lda, ldb, (long long)tm * 128, (long long)tn * 128, store);
 }
 
-// The wide routine (float32 only): one 128 x 256 tile per block, STAGES
-// K-tiles of BK in flight in dynamic shared memory; SNAKE: the FFMA order.
+// The wide tile of the cp.async routine (float32 only): one 128 x 256 tile
+// per block, STAGES K-tiles of BK in flight in dynamic shared memory;
+// SNAKE: the FFMA order.
 template <int STAGES, int BK, bool SNAKE, bool A_K, bool B_N>
 __global__ void __launch_bounds__(256, 1) kw(const float *a, const float *b, float *d, long long M, long long N,
                                              long long K, long long lda, long long ldb, long long ldd,
@@ -124,8 +125,8 @@ __global__ void __launch_bounds__(256, 1) kw(const float *a, const float *b, flo
     if (row >= M || col >= N) return;
     d[row * ldd + col] = v;
   };
-  jitk::mm::wide_gemm<A_K, B_N, STAGES, BK, SNAKE>(a, b, M, N, K, lda, ldb, (long long)tm * 128,
-                                                                    (long long)tn * 256, smem, store);
+  jitk::mm::ffma_gemm<jitk::mm::wide_tile, A_K, B_N, STAGES, BK, SNAKE>(
+      a, b, M, N, K, lda, ldb, (long long)tm * 128, (long long)tn * 256, smem, store);
 }
 template <int STAGES, int BK, bool SNAKE, bool A_K, bool B_N>
 static void wide(const float *a, const float *b, float *d, int M, int N, int K, int lda, int ldb, int ldd) {
