@@ -377,6 +377,13 @@ static bool ffma_ok(const jitk_matmul *p) {
          !knob_off("JITK_MM_WIDE");
 }
 
+/* The FFMA and mma.sync split's fix-up in the split models' microseconds:
+ * its launch and its pass over the workspace (8 bytes per element of D and
+ * slice, at about 3 TB/s). */
+static double fixup_cost(double slices, double elems) {
+  return slices > 1 ? 4 + slices * elems * 8 / 3e6 : 0;
+}
+
 /* The model's microseconds for plan p on FFMA tile `tile` (0: simt_gemm)
  * with K cut into `splits` slices. */
 static double ffma_time(const jitk_matmul *p, int tile, int64_t splits, int64_t sms) {
@@ -392,8 +399,7 @@ static double ffma_time(const jitk_matmul *p, int tile, int64_t splits, int64_t 
   const double flop = 2.0 * JK_MM_TILE * (double)bn * 16.0 * (double)(slice + FFMA_FIXED);
   const double rate = FFMA_RATE[tile][at_once - 1] * 1e6 / 132.0; /* FLOP/us a multiprocessor */
   return most * flop / rate +
-         (splits > 1 ? 4 + (double)splits * (double)d->m * (double)d->n * (double)d->batch * 8 / 3e6
-                     : 0);
+         fixup_cost((double)splits, (double)d->m * (double)d->n * (double)d->batch);
 }
 
 /* The FFMA tile of plan p with `splits` slices of K: the one the model
@@ -723,7 +729,41 @@ static double split_cost(const split_model *m, double slices) {
   if (m->wgmma)
     return (busy > m->read ? busy : m->read) +
            (slices > 1 ? 8 + slices * m->tiles * JK_MM_TILE * m->bn * 8 / 5e6 : 0);
-  return steps + (slices > 1 ? 4 + slices * m->elems * 8 / 3e6 : 0);
+  return steps + fixup_cost(slices, m->elems);
+}
+
+static double model_cost(const void *ctx, int64_t slices) {
+  return split_cost((const split_model *)ctx, (double)slices);
+}
+
+/* float32 FFMA: the time of the tile the model finds fastest with these
+ * slices. */
+typedef struct ffma_split {
+  const jitk_matmul *p;
+  int64_t sms;
+} ffma_split;
+
+static double ffma_split_cost(const void *ctx, int64_t slices) {
+  const ffma_split *f = ctx;
+  return ffma_time(f->p, choose_ffma(f->p, slices), slices, f->sms);
+}
+
+/* The number of slices, 1 to 64 and each 4 of the kt K-tiles at least,
+ * that cost(ctx, slices) finds cheapest, where it saves a tenth of the
+ * unsplit cost; else 1. */
+static int least_split(double (*cost)(const void *ctx, int64_t slices), const void *ctx,
+                       int64_t kt) {
+  const double plain = cost(ctx, 1);
+  double best_cost = plain;
+  int best = 1;
+  for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
+    const double c = cost(ctx, sp);
+    if (c < best_cost) {
+      best_cost = c;
+      best = (int)sp;
+    }
+  }
+  return best_cost <= 0.9 * plain ? best : 1;
 }
 
 int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
@@ -732,17 +772,8 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   const int64_t kt = jk_mm_ktiles(p, kind);
   /* float32 FFMA: the split whose best tile the model finds fastest. */
   if (kind == JK_MM_SIMT && ffma_ok(p)) {
-    const double plain = ffma_time(p, choose_ffma(p, 1), 1, sms);
-    double best_t = plain;
-    int best = 1;
-    for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
-      const double t = ffma_time(p, choose_ffma(p, sp), sp, sms);
-      if (t < best_t) {
-        best_t = t;
-        best = (int)sp;
-      }
-    }
-    return best_t <= 0.9 * plain ? best : 1;
+    const ffma_split f = {p, sms};
+    return least_split(ffma_split_cost, &f, kt);
   }
   const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
   /* A swapped kernel's 128-row tiles run along N, its bn columns along M. */
@@ -764,17 +795,7 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
            (double)d->k * (double)d->batch / 3.5e6;
   m.elems = (double)d->m * (double)d->n * (double)d->batch;
   m.bn = (double)bn;
-  const double plain = split_cost(&m, 1);
-  double best_cost = plain;
-  int best = 1;
-  for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
-    const double cost = split_cost(&m, (double)sp);
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = (int)sp;
-    }
-  }
-  return best_cost <= 0.9 * plain ? best : 1;
+  return least_split(model_cost, &m, kt);
 }
 
 /* Whether `name` is free for an output or a reduction: an identifier,

@@ -132,16 +132,19 @@ static void run_case(int M, int N, int K, int lda, int ldb, int off, bool timed)
   bool ok = true;
   const double wb = check([&] { blas(A_K, B_N, pa, pb, d, M, N, K, lda, ldb, ldd); });
   if (!(wb <= 1e-6)) ok = false;
-#define CHECK_TILE(NAME, BN, WM, WN, LR, ST, MB)                                                 \
-  {                                                                                              \
-    const double w = check([&] {                                                                 \
-      run_tile<jitk::mm::ffma_tile<BN, WM, WN, LR>, ST, MB, A_K, B_N>(pa, pb, d, M, N, K, lda,   \
-                                                                      ldb, ldd);                 \
-    });                                                                                          \
-    if (!(w <= 1e-6)) {                                                                          \
-      ok = false;                                                                                \
-      printf("  %s FAIL %.1e", #NAME, w);                                                        \
-    }                                                                                            \
+// A lambda launching the kernel of a tile of TILES on this case.
+#define TILE_RUN(BN, WM, WN, LR, ST, MB)                                                          \
+  [&] {                                                                                           \
+    run_tile<jitk::mm::ffma_tile<BN, WM, WN, LR>, ST, MB, A_K, B_N>(pa, pb, d, M, N, K, lda, ldb, \
+                                                                    ldd);                         \
+  }
+#define CHECK_TILE(NAME, BN, WM, WN, LR, ST, MB)              \
+  {                                                           \
+    const double w = check(TILE_RUN(BN, WM, WN, LR, ST, MB)); \
+    if (!(w <= 1e-6)) {                                       \
+      ok = false;                                             \
+      printf("  %s FAIL %.1e", #NAME, w);                     \
+    }                                                         \
   }
   TILES(CHECK_TILE)
   if (!ok) fails++;
@@ -150,13 +153,10 @@ static void run_case(int M, int N, int K, int lda, int ldb, int off, bool timed)
     const double fl = 2.0 * M * N * K;
     const double tb = time_ms([&] { blas(A_K, B_N, pa, pb, d, M, N, K, lda, ldb, ldd); });
     printf("\n    cublas %7.1f us %5.1f TF |", tb * 1e3, fl / tb / 1e9);
-#define TIME_TILE(NAME, BN, WM, WN, LR, ST, MB)                                                  \
-  {                                                                                              \
-    const double t = time_ms([&] {                                                               \
-      run_tile<jitk::mm::ffma_tile<BN, WM, WN, LR>, ST, MB, A_K, B_N>(pa, pb, d, M, N, K, lda,   \
-                                                                      ldb, ldd);                 \
-    });                                                                                          \
-    printf(" %s %.1f (%.2f)", #NAME, t * 1e3, tb / t);                                           \
+#define TIME_TILE(NAME, BN, WM, WN, LR, ST, MB)                 \
+  {                                                             \
+    const double t = time_ms(TILE_RUN(BN, WM, WN, LR, ST, MB)); \
+    printf(" %s %.1f (%.2f)", #NAME, t * 1e3, tb / t);          \
   }
     TILES(TIME_TILE)
   }
