@@ -1894,13 +1894,18 @@ typedef struct jitk_matmul_desc {
    * outputs and the reductions are applied once per element. On Hopper's
    * tensor cores (wgmma) the block that finishes a tile's last slice sums
    * the tile's slices itself (a counter per tile says which block that
-   * is; no block waits for another); the other kernels leave the sum to
-   * a second small kernel. 0: jitk chooses from the shape and the
+   * is; no block waits for another); float32 on CUDA cores (FFMA) on
+   * sm_90 and later, in 2 to 8 slices, runs each tile's slices as one
+   * thread-block cluster, whose blocks sum them in their shared memory,
+   * with no workspace; the other kernels leave the sum to a second small
+   * kernel. 0: jitk chooses from the shape and the
    * device's multiprocessors (and a choice jitk_matmul_autotune stored);
    * 1: no split; N: N slices of K. Deterministic: the slices are added in
    * the same order whichever finishes last, so two executions of a plan
    * give the same bits; a different number of slices sums in a different
-   * order, so its last bits may differ. The workspace (slices x batch x M
+   * order, so its last bits may differ (a split summed across clusters
+   * gives the bits the same split through the second kernel gives). The
+   * workspace (slices x batch x M
    * x N float32, M and N rounded up to whole tiles on wgmma, and its
    * counters) is allocated in stream order at each execution, as the
    * reductions' is, so one plan may run on several streams at once.

@@ -209,6 +209,15 @@ typedef struct jk_mm_spec {
    * order and runs the epilogue as an unsplit kernel does, so the bits
    * do not depend on which slice that is (matmul_sm90.cuh's SERIAL). */
   bool split;
+  /* Split-K on a cp.async FFMA tile (ffma > 0) on sm_90 and later, with
+   * at most JK_MM_CLUSTER_SLICES slices: the slices of a tile run as one
+   * thread-block cluster of (1, 1, splits) blocks, each stages its
+   * partial tile in its shared memory, and each block sums a share of the
+   * tile's rows over the cluster's blocks through distributed shared
+   * memory, in slice order (the bits of the fix-up's sum), and runs the
+   * epilogue on it (matmul.cuh's cluster_sum): no workspace and no
+   * fix-up kernel. */
+  bool csplit;
   /* wgmma, 16-bit or tf32 inputs: the kernel computes D^T = B^T A^T, so
    * that a small M lies along the tile's bn columns and N along its 128
    * rows (decode shapes). The kernel's A is the user's B and its B the
@@ -256,6 +265,17 @@ const jk_mm_ffma_tile *jk_mm_ffma_tile_at(int index);
 static inline size_t jk_mm_ffma_smem(int bn, int stages) {
   return (size_t)stages * (size_t)(132 + bn + 4) * 16 * 4;
 }
+
+/* The most slices a cluster-summed split (jk_mm_spec's csplit) takes.
+ * Clusters of up to 8 blocks run on every device with clusters, but on an
+ * H100 (jitk-bench matmul, 2026-12-07) 5 and 7 slices ran some 9 us
+ * longer than the same kernels' time model, and 2 and 3 within it. */
+#define JK_MM_CLUSTER_SLICES 4
+
+/* The shared memory a cluster-summed split's block stages its partial
+ * 128 x bn tile in, after its K-tiles' buffers: rows padded by 4 floats
+ * (matmul.cuh's cluster_sum). */
+static inline size_t jk_mm_stage_smem(int bn) { return (size_t)128 * (size_t)(bn + 4) * 4; }
 
 /* The block of a wgmma module's "_pad" kernel (matmul.cuh's pad_rows):
  * threads, each with the loads of four 16-byte chunks of a row in flight.
@@ -346,7 +366,9 @@ static inline bool jk_mm_tile_reduces(const jk_mm_spec *s) {
 /* Whether a split plan's slices are summed by a second kernel, NAME_sk,
  * over planes of partial sums (FFMA and mma.sync), rather than inside
  * the kernel (wgmma). */
-static inline bool jk_mm_fixup(const jk_mm_spec *s) { return s->split && s->kind != JK_MM_WGMMA; }
+static inline bool jk_mm_fixup(const jk_mm_spec *s) {
+  return s->split && s->kind != JK_MM_WGMMA && !s->csplit;
+}
 
 /* The source of a plan's kernel `name`. */
 jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **source);

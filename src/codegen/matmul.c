@@ -534,10 +534,10 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   emit_head(&b, s, in, bounds, "");
   /* Split-K's workspace: planes of partial sums for the fix-up, or (wgmma)
    * the slices' partial tiles and a counter per tile and consumer, which
-   * the launch zeroes. */
+   * the launch zeroes. A split summed across clusters has none. */
   if (jk_mm_fixup(s))
     jk_buf_puts(&b, ",\n    float *__restrict__ _jk_ws, unsigned int _jk_splits");
-  else if (s->split)
+  else if (s->split && wg)
     jk_buf_puts(&b,
                 ",\n    float *__restrict__ _jk_ws, unsigned int *__restrict__ _jk_count,\n"
                 "    unsigned int _jk_splits");
@@ -616,7 +616,10 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
       /* Slice blockIdx.z of K: K-tiles kt * z / splits up to kt * (z + 1) /
        * splits (every slice has one at least, as the plan allows no more
        * slices than K-tiles), A and B advanced to its start; its partial
-       * sums go to plane (z * batches + batch) of the workspace. */
+       * sums go to plane (z * batches + batch) of the workspace, or (a
+       * split summed across the cluster, of as many blocks as slices) to
+       * the block's stage in shared memory, as _jk_part below. */
+      if (s->csplit) jk_buf_puts(&b, "  const unsigned int _jk_splits = gridDim.z;\n");
       jk_buf_printf(
           &b,
           "  const long long _jk_kt = (_jk_k + %d) / %d;\n"
@@ -624,16 +627,19 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
           "  const long long _jk_k1 = _jk_kt * (blockIdx.z + 1) / _jk_splits * %d < _jk_k\n"
           "      ? _jk_kt * (blockIdx.z + 1) / _jk_splits * %d : _jk_k;\n"
           "  _jk_pa += _jk_k0 * %s;\n"
-          "  _jk_pb += _jk_k0 * %s;\n"
-          "  float *_jk_pw = _jk_ws + ((long long)blockIdx.z * gridDim.y + batch) * _jk_m * "
-          "_jk_n;\n"
-          "  auto _jk_store = [&](long long row, long long col, float _jk_v) {\n"
-          "    if (row >= _jk_m || col >= _jk_n) return;\n"
-          "    _jk_pw[row * _jk_n + col] = _jk_v;\n"
-          "  };\n",
+          "  _jk_pb += _jk_k0 * %s;\n",
           jk_mm_ktile(s) - 1, jk_mm_ktile(s), jk_mm_ktile(s), jk_mm_ktile(s), jk_mm_ktile(s),
           s->a_k ? "1" : "_jk_lda", s->b_n ? "_jk_ldb" : "1");
       kk = "_jk_k1 - _jk_k0";
+    }
+    if (jk_mm_fixup(s)) {
+      jk_buf_puts(&b,
+                  "  float *_jk_pw = _jk_ws + ((long long)blockIdx.z * gridDim.y + batch) * _jk_m "
+                  "* _jk_n;\n"
+                  "  auto _jk_store = [&](long long row, long long col, float _jk_v) {\n"
+                  "    if (row >= _jk_m || col >= _jk_n) return;\n"
+                  "    _jk_pw[row * _jk_n + col] = _jk_v;\n"
+                  "  };\n");
     } else {
       jk_buf_printf(&b, "  %s *_jk_pd = _jk_d + batch * _jk_sd;\n", ct(s->d));
       emit_scales(&b, s);
@@ -644,6 +650,20 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         "  const long long _jk_m0 = (long long)_jk_tm * 128, _jk_n0 = (long long)_jk_tn * "
         "%d;\n",
         jk_mm_tile_n(s));
+    /* A split summed across the cluster (cp.async tiles only): the
+     * kernel's partial sums go to the block's stage, after its K-tile
+     * buffers, and cluster_sum sums the slices into the plan's store. */
+    const bool csplit = s->csplit && ft != NULL;
+    const char *store = "_jk_store";
+    if (csplit) {
+      jk_buf_printf(&b,
+                    "  float *const _jk_stage = reinterpret_cast<float *>(_jk_smem + %zu);\n"
+                    "  auto _jk_part = [&](long long row, long long col, float _jk_v) {\n"
+                    "    _jk_stage[(row - _jk_m0) * %d + (col - _jk_n0)] = _jk_v;\n"
+                    "  };\n",
+                    jk_mm_ffma_smem(ft->bn, s->stages), ft->bn + 4);
+      store = "_jk_part";
+    }
     if (s->kind == JK_MM_MMA)
       jk_buf_printf(&b,
                     "  jitk::mm::mma_gemm<%d, %d, %s, %d, %d>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "
@@ -658,15 +678,18 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
           &b,
           "  jitk::mm::ffma_gemm<jitk::mm::ffma_tile<%d, %d, %d, %d>, %s, %s, %d>(_jk_pa, "
           "_jk_pb, _jk_m, _jk_n, %s, _jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_smem, "
-          "_jk_store);\n",
+          "%s);\n",
           ft->bn, ft->wm, ft->wn, ft->lr, s->a_k ? "true" : "false", s->b_n ? "true" : "false",
-          s->stages, kk);
+          s->stages, kk, store);
     else
       jk_buf_printf(&b,
                     "  jitk::mm::simt_gemm<%s, %s, %s, %s, %s>(_jk_pa, _jk_pb, _jk_m, _jk_n, %s, "
-                    "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, _jk_store);\n",
+                    "_jk_lda, _jk_ldb, _jk_m0, _jk_n0, %s);\n",
                     s->a_k ? "true" : "false", s->b_n ? "true" : "false", ct(s->a), ct(s->b), acc,
-                    kk);
+                    kk, store);
+    if (csplit)
+      jk_buf_printf(&b, "  jitk::mm::cluster_sum<%d, %d>(_jk_stage, _jk_m0, _jk_n0, _jk_store);\n",
+                    ft->bn, jk_mm_threads(s));
     jk_buf_printf(&b, "%s}\n", amax_commit);
   }
   if (jk_mm_fixup(s)) {

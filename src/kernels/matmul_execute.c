@@ -656,6 +656,19 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
     jk_temp_free(e, ws, stream);
     return st;
   }
+  if (k->spec.csplit) {
+    /* Split-K summed across clusters (FFMA on sm_90): the slices of a
+     * tile are one cluster's blocks, which sum them in their shared
+     * memory; no workspace. */
+    jk_launch_op op = {.fn = k->fn,
+                       .name = p->name,
+                       .grid = {tm * tn, (unsigned int)ds->batch, splits},
+                       .block = {(unsigned int)jk_mm_threads(&k->spec), 1, 1},
+                       .shared = (unsigned int)k->smem,
+                       .params = kp,
+                       .cluster = {1, 1, splits}};
+    return jk_launch_ops(e, stream, &op, 1);
+  }
   /* Split-K (FFMA, mma.sync): the slices' partial sums into a workspace of
    * splits x batches planes of M x N float32, then the fix-up kernel over
    * it, which takes the same parameters up to the reductions' and then the

@@ -377,6 +377,31 @@ static bool ffma_ok(const jitk_matmul *p) {
          !knob_off("JITK_MM_WIDE");
 }
 
+/* Whether an FFMA plan on this engine sums `splits` slices of K across a
+ * thread-block cluster (jk_mm_spec's csplit) when its cp.async tile `tile`
+ * (jk_mm_ffma_tile_at) is split so: sm_90 and later, 2 to
+ * JK_MM_CLUSTER_SLICES slices, and more blocks than multiprocessors.
+ * simt_gemm's tiles (tile 0) keep the fix-up kernel: split across
+ * clusters they ran at 0.75 of the model's rate (1000^3 and 2048 x 512 x
+ * 2048 in 4 slices, 256 blocks; H100, 2026-12-07), likely because the
+ * stage's 66 KiB beside their 32 KiB leave little of the multiprocessor's
+ * memory to L1, through which they load A and B (the cp.async tiles
+ * bypass it). With fewer blocks than multiprocessors, a launch without
+ * clusters gives each block a multiprocessor of its own, where one with
+ * clusters may put blocks of a cluster on one multiprocessor and leave
+ * others idle: on an H100 (jitk-bench matmul, 2026-12-07) 512^3 on the
+ * 8-warp 128 x 64 tiles in 4 slices (128 blocks) ran at 0.55 of the rate
+ * its split through the fix-up kernel would reach, and 1000^3 on the wide
+ * tiles in 4 slices at 0.64 of the fix-up's, where 768^3 on 128 x 64 tiles
+ * in 3 slices (216 blocks) gained 24 % over the fix-up kernel's best plan
+ * and 1536^3 on the wide tiles in 3 slices 25 %. JITK_MM_CSPLIT=0 keeps
+ * the workspace and fix-up kernel, for measuring. */
+static bool cluster_split(const jitk_matmul *p, int tile, int64_t splits) {
+  return tile > 0 && splits > 1 && splits <= JK_MM_CLUSTER_SLICES && p->engine->target.major >= 9 &&
+         wave_tiles(p, jk_mm_ffma_tile_at(tile)->bn) * splits > jk_mm_sms(p->engine) &&
+         !knob_off("JITK_MM_CSPLIT");
+}
+
 /* The FFMA and mma.sync split's fix-up in the split models' microseconds:
  * its launch and its pass over the workspace (8 bytes per element of D and
  * slice, at about 3 TB/s). */
@@ -398,8 +423,15 @@ static double ffma_time(const jitk_matmul *p, int tile, int64_t splits, int64_t 
   const int64_t slice = (kt + splits - 1) / splits;
   const double flop = 2.0 * JK_MM_TILE * (double)bn * 16.0 * (double)(slice + FFMA_FIXED);
   const double rate = FFMA_RATE[tile][at_once - 1] * 1e6 / 132.0; /* FLOP/us a multiprocessor */
-  return most * flop / rate +
-         fixup_cost((double)splits, (double)d->m * (double)d->n * (double)d->batch);
+  /* Slices summed across a cluster: each tile's 128 x bn partial sums
+   * staged in shared memory and read across the cluster, a guess of
+   * half a microsecond and 100 GB/s a block, in place of the workspace's
+   * pass and the fix-up kernel. */
+  const double sum =
+      cluster_split(p, tile, splits)
+          ? most * (0.5 + 128.0 * (double)bn * 4 / 1e5)
+          : fixup_cost((double)splits, (double)d->m * (double)d->n * (double)d->batch);
+  return most * flop / rate + sum;
 }
 
 /* The FFMA tile of plan p with `splits` slices of K: the one the model
@@ -483,6 +515,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
    * every block has a multiprocessor of its own the cap only costs
    * (0.94-0.97 at 1000 x 1030 x 999 in tools/bench/study/sgemm.cu). */
   s->ffma = kind == JK_MM_SIMT ? choose_ffma(p, out->splits) : 0;
+  s->csplit = kind == JK_MM_SIMT && s->split && cluster_split(p, s->ffma, out->splits);
   /* The cp.async kernels' K-tiles in flight; JITK_MM_WIDE_STAGES=2..4
    * sets them, for measuring. */
   const char *ws = getenv("JITK_MM_WIDE_STAGES");
@@ -505,6 +538,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
               : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap)
               : s->ffma > 0         ? jk_mm_ffma_smem(jk_mm_tile_n(s), s->stages)
                                     : 0;
+  if (s->csplit) out->smem += jk_mm_stage_smem(jk_mm_tile_n(s));
   if (e->has_device) {
     CUcontext saved;
     st = jk_ctx_enter(e, &saved);
@@ -1276,9 +1310,11 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              s->cluster);
   used = strlen(buf);
   if (p->main.splits > 1 && used + 1 < size)
-    snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, float32 workspace, %s)",
-             p->main.splits, jk_mm_ktile(s),
-             jk_mm_fixup(s) ? "summed by a fix-up kernel" : "summed by each tile's last slice");
+    snprintf(buf + used, size - used, "; split-K %d (K-tiles of %d, %s)", p->main.splits,
+             jk_mm_ktile(s),
+             jk_mm_fixup(s) ? "float32 workspace, summed by a fix-up kernel"
+             : s->csplit ? "a cluster of blocks a tile, summed in shared memory across the cluster"
+                         : "float32 workspace, summed by each tile's last slice");
   used = strlen(buf);
   if (p->tuned && used + 1 < size) snprintf(buf + used, size - used, "; tuned");
   return JITK_OK;

@@ -796,6 +796,89 @@ __device__ __forceinline__ void ffma_gemm(const float *__restrict__ A, const flo
             acc[i][j]);
 }
 
+// --- split-K summed across a cluster ---------------------------------------
+// A split FFMA plan on sm_90 launches the slices of a tile as one
+// thread-block cluster of (1, 1, S) blocks (jk_mm_spec's csplit). Each
+// block stages its partial 128 x BN tile in its own shared memory (rows LD
+// = BN + 4 floats apart, so that the scattered stores of a thread's
+// fragment spread over the banks while float4 reads along a row stay
+// aligned); then block q of the cluster sums rows q * 128 / S up to (q + 1)
+// * 128 / S over the S blocks' stages through distributed shared memory,
+// slice 0 first, which is the order (and so the bits) of the fix-up
+// kernel's sum, and hands each sum to the plan's store. The split thus
+// needs no workspace in global memory, no zeroed counters and no second
+// kernel: each of those cost microseconds that a small product, the kind
+// that splits K, cannot hide.
+
+// The rank of this block in its cluster, and the cluster's barrier with
+// release and acquire semantics (every block's shared-memory stores before
+// it are seen by every block's loads after it).
+__device__ __forceinline__ unsigned int cluster_rank() {
+#ifdef JITK_EMULATOR
+  return jitk_emu_cluster_rank();
+#else
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+#endif
+}
+__device__ __forceinline__ void cluster_barrier() {
+#ifdef JITK_EMULATOR
+  jitk_emu_cluster_barrier();
+#else
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+#endif
+}
+// The four floats at `p` in this block's shared memory, read from the
+// same place in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ float4 cluster_load4(const float *p, unsigned int rank) {
+#ifdef JITK_EMULATOR
+  return jitk_emu_cluster_load4(p, rank);
+#else
+  unsigned int a;
+  float4 v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(a)
+               : "memory");
+  return v;
+#endif
+}
+
+// After every thread of the block has stored its partial sums into
+// `stage` (stage[r * (BN + 4) + c] for the tile's row r and column c):
+// this block's rows of the tile summed over the cluster and stored as
+// store(m0 + r, n0 + c, sum). Every thread of every block of the cluster
+// calls it, as it holds two cluster-wide barriers: the second keeps each
+// block's stage alive until the others have read it.
+template <int BN, int THREADS, typename Store>
+__device__ __forceinline__ void cluster_sum(const float *stage, long long m0, long long n0,
+                                            const Store &store) {
+  constexpr int LD = BN + 4, QUADS = BN / 4;
+  const unsigned int slices = gridDim.z, q = cluster_rank();
+  const int r0 = static_cast<int>(128 * q / slices), r1 = static_cast<int>(128 * (q + 1) / slices);
+  cluster_barrier();
+  for (int i = static_cast<int>(threadIdx.x); i < (r1 - r0) * QUADS; i += THREADS) {
+    const int r = r0 + i / QUADS, c = (i % QUADS) * 4;
+    const float *p = stage + r * LD + c;
+    float4 sum = cluster_load4(p, 0);
+    for (unsigned int z = 1; z < slices; z++) {
+      const float4 v = cluster_load4(p, z);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    store(m0 + r, n0 + c, sum.x);
+    store(m0 + r, n0 + c + 1, sum.y);
+    store(m0 + r, n0 + c + 2, sum.z);
+    store(m0 + r, n0 + c + 3, sum.w);
+  }
+  cluster_barrier();
+}
+
 __device__ __forceinline__ void ldmatrix_x4(unsigned int &r0, unsigned int &r1, unsigned int &r2,
                                             unsigned int &r3, unsigned int addr) {
 #ifdef JITK_EMULATOR

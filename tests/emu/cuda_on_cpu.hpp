@@ -16,6 +16,12 @@
 // on its own stack through ucontext and switches with _setjmp/_longjmp,
 // which, unlike swapcontext, make no system call.
 //
+// A launch with clusters runs cluster after cluster, and a cluster's
+// blocks take turns, each running until every one of its threads has
+// returned or waits at a cluster barrier; the barrier opens when all the
+// cluster's threads wait at it. A block reads another's shared memory
+// (distributed shared memory) as that block left it at the barrier.
+//
 // Shared memory is a static variable, one copy for the block that runs,
 // in a section of its own that each block starts by filling with 0xCD
 // bytes, as a GPU leaves it with what was there: a kernel that reads
@@ -64,7 +70,7 @@ namespace jt_emu {
 inline uint3 &tid = threadIdx, &bid = blockIdx;
 inline dim3 &bdim = blockDim, &gdim = gridDim;
 
-enum state { READY, AT_BLOCK, AT_WARP, DONE };
+enum state { READY, AT_BLOCK, AT_WARP, AT_CLUSTER, DONE };
 
 struct thread {
   jmp_buf at;
@@ -72,13 +78,18 @@ struct thread {
   /* What a lane puts out for the others: a shuffle's value, an
    * ldmatrix's row address, an mma's fragments. */
   unsigned char slot[48];
+  bool started;
 #ifdef JT_EMU_ASAN
   void *fake_stack;
 #endif
 };
 
+/* A launch's threads: the block's, or with clusters each block's of the
+ * cluster that runs, block after block (nthreads a block, `blocks` of
+ * them; the cluster's block q is blockIdx `in_cluster[q]`). */
 inline thread *threads;
-inline unsigned int nthreads, current;
+inline unsigned int nthreads, current, blocks = 1;
+inline uint3 in_cluster[8];
 inline bool coop;
 inline jmp_buf scheduler;
 inline ucontext_t first;
@@ -111,7 +122,28 @@ __attribute__((no_sanitize("address"))) inline void poison_shared() {
   for (volatile char *p = __start_jt_emu_shared; p < __stop_jt_emu_shared; p++) *p = (char)0xCD;
 }
 
+/* Clusters: the blocks of a cluster take turns in the one section of
+ * shared variables, each from barrier to cluster barrier; `saved` holds
+ * each block's shared memory while it does not run, which is what the
+ * others read through distributed shared memory. Byte by byte and not
+ * instrumented, like poison_shared. */
+inline unsigned char *saved;
+inline size_t shared_size() {
+  return __start_jt_emu_shared == nullptr ? 0 : (size_t)(__stop_jt_emu_shared - __start_jt_emu_shared);
+}
+__attribute__((no_sanitize("address"))) inline void shared_swap(unsigned int q, bool in) {
+  volatile char *sec = __start_jt_emu_shared, *mine = (volatile char *)saved + q * shared_size();
+  for (size_t i = 0; i < shared_size(); i++) {
+    if (in)
+      sec[i] = mine[i];
+    else
+      mine[i] = sec[i];
+  }
+}
+
 inline void set_tid(unsigned int t) {
+  bid = in_cluster[t / nthreads];
+  t %= nthreads;
   tid.x = t % bdim.x;
   tid.y = t / bdim.x % bdim.y;
   tid.z = t / (bdim.x * bdim.y);
@@ -153,23 +185,23 @@ inline void trampoline() {
  * them wait at a shuffle. */
 inline void warp_counts(unsigned int w, unsigned int *live, unsigned int *waiting) {
   *live = *waiting = 0;
-  for (unsigned int t = w * 32; t < nthreads && t < w * 32 + 32; t++) {
+  for (unsigned int t = w * 32; t < nthreads * blocks && t < w * 32 + 32; t++) {
     if (threads[t].st == DONE) continue;
     ++*live;
     *waiting += threads[t].st == AT_WARP;
   }
 }
 
-/* Runs one block's threads as coroutines until every one returns. The
- * first pass starts them in order, each on its own stack from a copy of
- * `first` (made once a launch); later passes resume them. */
-inline bool run_block_coop() {
-  poison_shared();
-  for (unsigned int t = 0; t < nthreads; t++) threads[t].st = READY;
-  unsigned int started = 0;
+/* Runs block q's threads (of the cluster that runs; q = 0 without
+ * clusters) as coroutines until every one returns (1) or every one that
+ * has not waits at a cluster barrier (2); 0 on an error. A thread starts,
+ * at its first turn, on its own stack from a copy of `first` (made once a
+ * launch); later turns resume it. */
+inline int run_block_coop(unsigned int q) {
+  const unsigned int lo = q * nthreads, hi = lo + nthreads;
   for (;;) {
     bool ran = false;
-    for (unsigned int t = 0; t < nthreads; t++) {
+    for (unsigned int t = lo; t < hi; t++) {
       if (threads[t].st != READY) continue;
       current = t;
       set_tid(t);
@@ -178,9 +210,9 @@ inline bool run_block_coop() {
         __sanitizer_start_switch_fiber(&sched_fake_stack, stacks + (size_t)t * stack_size,
                                        stack_size);
 #endif
-        if (t >= started) {
+        if (!threads[t].started) {
           /* Threads start in order, each on its own stack. */
-          started = t + 1;
+          threads[t].started = true;
           ucontext_t c = first;
           c.uc_stack.ss_sp = stacks + (size_t)t * stack_size;
           c.uc_stack.ss_size = stack_size;
@@ -194,29 +226,31 @@ inline bool run_block_coop() {
       __sanitizer_finish_switch_fiber(sched_fake_stack, nullptr, nullptr);
 #endif
       ran = true;
-      if (error[0] != '\0') return false;
+      if (error[0] != '\0') return 0;
     }
     if (ran) continue;
     /* Nothing can run: open the barriers that every thread they concern
      * has reached. */
-    unsigned int live = 0, at_block = 0;
-    for (unsigned int t = 0; t < nthreads; t++) {
+    unsigned int live = 0, at_block = 0, at_cluster = 0;
+    for (unsigned int t = lo; t < hi; t++) {
       live += threads[t].st != DONE;
       at_block += threads[t].st == AT_BLOCK;
+      at_cluster += threads[t].st == AT_CLUSTER;
     }
-    if (live == 0) return true;
+    if (live == 0) return 1;
+    if (at_cluster == live) return 2;
     bool opened = false;
-    for (unsigned int w = 0; w * 32 < nthreads; w++) {
+    for (unsigned int w = lo / 32; w * 32 < hi; w++) {
       unsigned int wl, ww;
       warp_counts(w, &wl, &ww);
       if (ww == 0) continue;
       if (ww != wl) continue;
-      for (unsigned int t = w * 32; t < nthreads && t < w * 32 + 32; t++)
+      for (unsigned int t = w * 32; t < hi && t < w * 32 + 32; t++)
         if (threads[t].st == AT_WARP) threads[t].st = READY;
       opened = true;
     }
     if (!opened && at_block == live) {
-      for (unsigned int t = 0; t < nthreads; t++)
+      for (unsigned int t = lo; t < hi; t++)
         if (threads[t].st == AT_BLOCK) threads[t].st = READY;
       opened = true;
     }
@@ -224,8 +258,41 @@ inline bool run_block_coop() {
       tid.x = tid.y = tid.z = 0;
       fail(
           "deadlock: the block's threads wait at barriers that cannot open (a warp divided "
-          "between a shuffle and __syncthreads)");
-      return false;
+          "between a shuffle and __syncthreads, or a block between __syncthreads and a "
+          "cluster barrier)");
+      return 0;
+    }
+  }
+}
+
+/* One cluster's blocks (or one block), each in turn from cluster barrier
+ * to cluster barrier; a cluster barrier opens when every thread of every
+ * block of the cluster waits at it. */
+inline bool run_cluster_coop() {
+  for (unsigned int t = 0; t < nthreads * blocks; t++) {
+    threads[t].st = READY;
+    threads[t].started = false;
+  }
+  poison_shared();
+  for (unsigned int q = 0; blocks > 1 && q < blocks; q++) shared_swap(q, false);
+  for (;;) {
+    bool waiting = false;
+    for (unsigned int q = 0; q < blocks; q++) {
+      if (blocks > 1) shared_swap(q, true);
+      const int r = run_block_coop(q);
+      if (blocks > 1) shared_swap(q, false);
+      if (r == 0) return false;
+      waiting |= r == 2;
+    }
+    if (!waiting) return true;
+    for (unsigned int t = 0; t < nthreads * blocks; t++) {
+      if (threads[t].st == DONE) {
+        current = t;
+        set_tid(t);
+        fail("a cluster barrier while threads of the cluster have returned");
+        return false;
+      }
+      threads[t].st = READY;
     }
   }
 }
@@ -240,16 +307,29 @@ T load(const void *p) {
 }
 
 /* The launch: every block of the grid in order, or in an order shuffled
- * by `seed` (non-zero). */
+ * by `seed` (non-zero); with clusters (cluster[0] > 0), every cluster so,
+ * its blocks together. */
 template <typename... A, size_t... I>
 int launch(void (*kernel)(A...), void **params, const unsigned *grid, const unsigned *block,
-           int with_coroutines, unsigned long long seed, char *err, size_t err_size,
-           std::index_sequence<I...>) {
+           const unsigned *cluster, int with_coroutines, unsigned long long seed, char *err,
+           size_t err_size, std::index_sequence<I...>) {
   error[0] = '\0';
   coop = with_coroutines != 0;
   gdim.x = grid[0], gdim.y = grid[1], gdim.z = grid[2];
   bdim.x = block[0], bdim.y = block[1], bdim.z = block[2];
   nthreads = block[0] * block[1] * block[2];
+  const unsigned cd[3] = {cluster[0] ? cluster[0] : 1, cluster[0] ? cluster[1] : 1,
+                          cluster[0] ? cluster[2] : 1};
+  blocks = cd[0] * cd[1] * cd[2];
+  if (blocks > sizeof in_cluster / sizeof in_cluster[0] || grid[0] % cd[0] || grid[1] % cd[1] ||
+      grid[2] % cd[2] || (blocks > 1 && (!coop || nthreads % 32 != 0))) {
+    snprintf(err, err_size,
+             "clusters of (%u, %u, %u) blocks: the emulator takes up to 8 blocks of whole warps "
+             "that synchronize, in a grid of whole clusters",
+             cd[0], cd[1], cd[2]);
+    blocks = 1;
+    return 1;
+  }
   struct call {
     void (*kernel)(A...);
     void **params;
@@ -260,47 +340,60 @@ int launch(void (*kernel)(A...), void **params, const unsigned *grid, const unsi
   } c{kernel, params};
   body = call::run;
   body_arg = &c;
+  const size_t all = (size_t)nthreads * blocks;
   if (coop) {
     getcontext(&first);
     stack_size = (size_t)256 << 10;
-    threads = static_cast<thread *>(calloc(nthreads, sizeof(thread)));
-    void *m = mmap(nullptr, stack_size * nthreads, PROT_READ | PROT_WRITE,
+    threads = static_cast<thread *>(calloc(all, sizeof(thread)));
+    void *m = mmap(nullptr, stack_size * all, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     stacks = m == MAP_FAILED ? nullptr : static_cast<char *>(m);
-    if (threads == nullptr || stacks == nullptr) {
-      snprintf(err, err_size, "no memory for %u threads' stacks", nthreads);
+    saved = blocks > 1 ? static_cast<unsigned char *>(malloc(shared_size() * blocks + 1)) : nullptr;
+    if (threads == nullptr || stacks == nullptr || (blocks > 1 && saved == nullptr)) {
+      snprintf(err, err_size, "no memory for %zu threads' stacks", all);
       free(threads);
-      if (stacks != nullptr) munmap(stacks, stack_size * nthreads);
+      free(saved);
+      if (stacks != nullptr) munmap(stacks, stack_size * all);
+      blocks = 1;
       return 1;
     }
   }
-  unsigned long long blocks = (unsigned long long)grid[0] * grid[1] * grid[2];
-  /* A full-period walk of the blocks: start + k * step (mod blocks) with
-   * the step prime to the count visits each block once. */
+  /* The units the walk below visits: clusters, numbered as the grid's
+   * blocks would be in a grid of clusters. */
+  const unsigned ug[3] = {grid[0] / cd[0], grid[1] / cd[1], grid[2] / cd[2]};
+  unsigned long long units = (unsigned long long)ug[0] * ug[1] * ug[2];
+  /* A full-period walk of the units: start + k * step (mod units) with
+   * the step prime to the count visits each once. */
   unsigned long long start = 0, step = 1;
-  if (seed != 0 && blocks > 1) {
-    start = seed % blocks;
-    step = (seed >> 17) % blocks | 1;
+  if (seed != 0 && units > 1) {
+    start = seed % units;
+    step = (seed >> 17) % units | 1;
     for (;;) {
-      unsigned long long a = step, b = blocks;
+      unsigned long long a = step, b = units;
       while (b != 0) {
         unsigned long long r = a % b;
         a = b;
         b = r;
       }
       if (a == 1) break;
-      step = (step + 2) % blocks;
+      step = (step + 2) % units;
       if (step == 0) step = 1;
     }
   }
   bool ok = true;
-  for (unsigned long long k = 0; k < blocks && ok; k++) {
-    unsigned long long b = (start + k * step) % blocks;
-    bid.x = (unsigned)(b % grid[0]);
-    bid.y = (unsigned)(b / grid[0] % grid[1]);
-    bid.z = (unsigned)(b / ((unsigned long long)grid[0] * grid[1]));
+  for (unsigned long long k = 0; k < units && ok; k++) {
+    unsigned long long u = (start + k * step) % units;
+    const unsigned ux = (unsigned)(u % ug[0]), uy = (unsigned)(u / ug[0] % ug[1]),
+                   uz = (unsigned)(u / ((unsigned long long)ug[0] * ug[1]));
+    /* The cluster's blocks in the order of their ranks (x fastest). */
+    for (unsigned q = 0; q < blocks; q++) {
+      in_cluster[q].x = ux * cd[0] + q % cd[0];
+      in_cluster[q].y = uy * cd[1] + q / cd[0] % cd[1];
+      in_cluster[q].z = uz * cd[2] + q / (cd[0] * cd[1]);
+    }
+    bid = in_cluster[0];
     if (coop) {
-      ok = run_block_coop();
+      ok = run_cluster_coop();
       continue;
     }
     poison_shared();
@@ -311,10 +404,13 @@ int launch(void (*kernel)(A...), void **params, const unsigned *grid, const unsi
     }
   }
   if (coop) {
-    munmap(stacks, stack_size * nthreads);
+    munmap(stacks, stack_size * all);
     free(threads);
+    free(saved);
     threads = nullptr;
+    saved = nullptr;
   }
+  blocks = 1;
   if (!ok) snprintf(err, err_size, "%s", error);
   return ok ? 0 : 1;
 }
@@ -371,7 +467,8 @@ inline int block_vote(int p, vote op) {
   memcpy(me->slot, &p, sizeof p);
   wait(AT_BLOCK);
   int all = 1, any = 0, count = 0;
-  for (unsigned int t = 0; t < nthreads; t++) {
+  const unsigned int lo = current / nthreads * nthreads;
+  for (unsigned int t = lo; t < lo + nthreads; t++) {
     if (threads[t].st == DONE) continue;
     int v;
     memcpy(&v, threads[t].slot, sizeof v);
@@ -467,6 +564,26 @@ inline size_t __cvta_generic_to_shared(const void *p) {
 
 /* What matmul.cuh's inline PTX does, for its JITK_EMULATOR forms. */
 #define JITK_EMULATOR 1
+
+/* Clusters: the block's rank in its cluster, the cluster's barrier, and
+ * four floats of the shared memory of the cluster's block `rank` at the
+ * place of `p` in this block's (jt_emu::saved holds the others'). */
+inline unsigned int jitk_emu_cluster_rank() { return jt_emu::current / jt_emu::nthreads; }
+inline void jitk_emu_cluster_barrier() { jt_emu::wait(jt_emu::AT_CLUSTER); }
+inline float4 jitk_emu_cluster_load4(const float *p, unsigned int rank) {
+  float4 v;
+  if (rank >= jt_emu::blocks) {
+    jt_emu::fail("a load from the shared memory of a block the cluster does not have");
+    memset(&v, 0, sizeof v);
+    return v;
+  }
+  const char *at = reinterpret_cast<const char *>(p);
+  if (rank != jitk_emu_cluster_rank())
+    at = reinterpret_cast<const char *>(jt_emu::saved) + rank * jt_emu::shared_size() +
+         (at - jt_emu::__start_jt_emu_shared);
+  memcpy(&v, at, sizeof v);
+  return v;
+}
 inline float jitk_emu_exp2_ftz(float x) {
   float y = exp2f(x);
   return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
@@ -652,10 +769,11 @@ inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned i
  * `f<float, double>` has commas); 0 when every block ran without an
  * error. */
 #define JT_EMU_ENTRY_AT(sym, ...)                                                          \
-  extern "C" int sym(void **params, const unsigned *grid, const unsigned *block, int coop, \
-                     unsigned long long seed, char *err, size_t err_size) {                \
-    return jt_emu::launch(&__VA_ARGS__, params, grid, block, coop, seed, err, err_size,    \
-                          std::make_index_sequence<jt_emu_arity(&__VA_ARGS__)>{});         \
+  extern "C" int sym(void **params, const unsigned *grid, const unsigned *block,            \
+                     const unsigned *cluster, int coop, unsigned long long seed, char *err,  \
+                     size_t err_size) {                                                     \
+    return jt_emu::launch(&__VA_ARGS__, params, grid, block, cluster, coop, seed, err,       \
+                          err_size, std::make_index_sequence<jt_emu_arity(&__VA_ARGS__)>{}); \
   }
 
 /* One entry point a kernel: jt_emu_<name>. */

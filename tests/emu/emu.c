@@ -396,11 +396,13 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-typedef int (*entry_fn)(void **params, const unsigned *grid, const unsigned *block, int coop,
-                        unsigned long long seed, char *err, size_t err_size);
+typedef int (*entry_fn)(void **params, const unsigned *grid, const unsigned *block,
+                        const unsigned *cluster, int coop, unsigned long long seed, char *err,
+                        size_t err_size);
 
 static int emu_launch(void *user, void *tag, const char *function, const unsigned grid[3],
-                      const unsigned block[3], unsigned shared, void **params) {
+                      const unsigned block[3], const unsigned cluster[3], unsigned shared,
+                      void **params) {
   jt_emu *em = user;
   emu_source *s = tag;
   if (shared > 227 * 1024) {
@@ -452,7 +454,7 @@ static int emu_launch(void *user, void *tag, const char *function, const unsigne
   fault.sa_sigaction = on_fault;
   fault.sa_flags = SA_SIGINFO;
   for (int i = 0; i < 4; i++) sigaction(sigs[i], &fault, &old[i]);
-  int rc = run(params, grid, block, s->coop, em->seed, why, sizeof why);
+  int rc = run(params, grid, block, cluster, s->coop, em->seed, why, sizeof why);
   for (int i = 0; i < 4; i++) sigaction(sigs[i], &old[i], NULL);
   em->run_s += now_s() - t1;
   if (rc != 0) {

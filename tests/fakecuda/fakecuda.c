@@ -507,9 +507,10 @@ static counts *my_counts(void) {
   return &mine;
 }
 
+/* `cluster`: the launch's cluster dimensions, {0, 0, 0} for none. */
 static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shared, CUstream s, void **params,
-                              void **extra) {
+                              void **extra, const unsigned cluster[3]) {
   fake_function *x = (fake_function *)(void *)f;
   if (x == NULL || current == NULL)
     return current == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
@@ -521,7 +522,7 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   last_launch.shared = shared;
   last_launch.stream = s;
   last_launch.device = device_of(current);
-  memset(last_launch.cluster, 0, sizeof last_launch.cluster);
+  memcpy(last_launch.cluster, cluster, sizeof last_launch.cluster);
   last_launch.cooperative = last_launch.programmatic = 0;
   last_launch.num_params = 0;
   size_t at = 0;
@@ -539,7 +540,7 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   }
   if (launch_hook != NULL && params != NULL && extra == NULL) {
     const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-    if (launch_hook(hook_user, x->module->tag, x->name, grid, block, shared, params) != 0)
+    if (launch_hook(hook_user, x->module->tag, x->name, grid, block, cluster, shared, params) != 0)
       return CUDA_ERROR_LAUNCH_FAILED;
   }
   my_counts()->launches++;
@@ -549,20 +550,27 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
 static CUresult fk_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                   unsigned by, unsigned bz, unsigned shared, CUstream s,
                                   void **params, void **extra) {
-  return record_launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
+  static const unsigned none[3] = {0, 0, 0};
+  return record_launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra, none);
 }
 
 static CUresult fk_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
                                     void **extra) {
-  CUresult r = record_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                             c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra);
-  for (unsigned i = 0; r == CUDA_SUCCESS && i < c->numAttrs; i++) {
+  /* The clusters first: the launch hook runs them. */
+  unsigned cluster[3] = {0, 0, 0};
+  for (unsigned i = 0; i < c->numAttrs; i++) {
     const CUlaunchAttribute *a = &c->attrs[i];
     if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-      last_launch.cluster[0] = a->value.clusterDim.x;
-      last_launch.cluster[1] = a->value.clusterDim.y;
-      last_launch.cluster[2] = a->value.clusterDim.z;
-    } else if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+      cluster[0] = a->value.clusterDim.x;
+      cluster[1] = a->value.clusterDim.y;
+      cluster[2] = a->value.clusterDim.z;
+    }
+  }
+  CUresult r = record_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                             c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, cluster);
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < c->numAttrs; i++) {
+    const CUlaunchAttribute *a = &c->attrs[i];
+    if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
       last_launch.cooperative = a->value.cooperative;
     } else if (a->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
       last_launch.programmatic = a->value.programmaticStreamSerializationAllowed;

@@ -65,13 +65,14 @@ typedef void (*fakecuda_set_capturing_fn)(void *stream, bool on);
 /* Hooks a test may set (fakecuda_set_hooks, found with dlsym): `load`
  * sees each module's image as it is loaded and returns a tag the module
  * keeps; `launch` runs in each launch that passes its checks (with the
- * parameters as the driver receives them, before they go out of scope)
- * and fails it with CUDA_ERROR_LAUNCH_FAILED by returning non-zero.
+ * parameters as the driver receives them, before they go out of scope,
+ * and its cluster dimensions, {0, 0, 0} for none) and fails it with
+ * CUDA_ERROR_LAUNCH_FAILED by returning non-zero.
  * Either may be NULL. Not for tests whose threads launch at once. */
 typedef void *(*fakecuda_load_hook)(void *user, const void *image, size_t size);
 typedef int (*fakecuda_launch_hook)(void *user, void *tag, const char *function,
                                     const unsigned grid[3], const unsigned block[3],
-                                    unsigned shared, void **params);
+                                    const unsigned cluster[3], unsigned shared, void **params);
 typedef void (*fakecuda_set_hooks_fn)(fakecuda_load_hook load, fakecuda_launch_hook launch,
                                       void *user);
 /* The multiprocessor count the device reports (132 by default); set it

@@ -1507,6 +1507,9 @@ typedef struct split_case {
 
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
+/* How many of run_split's plans summed their slices across clusters. */
+static int cluster_runs;
+
 static void run_split(jitk_engine *e, const split_case *c, const int *splits, size_t nsplits,
                       uint64_t *seed) {
   const int64_t M = c->m, N = c->n, K = c->k, B = c->batch;
@@ -1626,6 +1629,24 @@ static void run_split(jitk_engine *e, const split_case *c, const int *splits, si
       jt_to_host(e, run ? sd2 : sd, dd, nd * es);
     }
     cr_assert(memcmp(sd, sd2, nd * es) == 0, "%s: D differs between two executions", what);
+    if (strstr(desc, "across the cluster") != NULL) {
+      cluster_runs++;
+      /* The same split through the workspace and the fix-up kernel
+       * (JITK_MM_CSPLIT=0): the slices summed in the same order, so the
+       * same bits. */
+      setenv("JITK_MM_CSPLIT", "0", 1);
+      jitk_matmul *q = NULL;
+      JT_OK(e, jitk_matmul_create(e, &d, &q));
+      unsetenv("JITK_MM_CSPLIT");
+      char qdesc[512];
+      JT_OK(e, jitk_matmul_describe(q, qdesc, sizeof qdesc));
+      cr_assert(strstr(qdesc, "summed by a fix-up kernel") != NULL, "%s: %s", what, qdesc);
+      jt_poison(e, dd, nd * es);
+      JT_OK(e, jitk_matmul_execute(q, NULL, da, db, c->with_c ? dc : NULL, dd, &bias, 1));
+      jt_to_host(e, sd2, dd, nd * es);
+      cr_assert(memcmp(sd, sd2, nd * es) == 0, "%s: D differs from the fix-up kernel's", what);
+      jitk_matmul_destroy(q);
+    }
     for (int64_t b = 0; b < B; b++)
       for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
@@ -1720,6 +1741,35 @@ Test(matmul, split_k_decode_float32) {
   };
   for (size_t i = 0; i < sizeof ffma / sizeof ffma[0]; i++)
     run_split(e, &ffma[i], split_counts, NSPLITS, &seed);
+  jitk_engine_destroy(e);
+}
+
+/* float32 FFMA split across clusters (sm_90): each cp.async tile
+ * (JITK_MM_FFMA_BN) with 2, 3 and 4 slices, each a block of a cluster, and
+ * 5, beyond a cluster, through the workspace, as simt_gemm's 128 x 128
+ * (0) always is; tails in every
+ * dimension, batches (so that the blocks outnumber the multiprocessors,
+ * which clusters need), every layout of A and B, column-major D, C. Each
+ * split summed across clusters also runs with JITK_MM_CSPLIT=0 and must
+ * give the same bits (run_split). */
+Test(matmul, cluster_split) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0xC5B;
+  static const int splits[] = {2, 3, 4, 5};
+  static const char *const bns[] = {"0", "256", "64", "32"};
+  cluster_runs = 0;
+  for (size_t t = 0; t < sizeof bns / sizeof bns[0]; t++) {
+    setenv("JITK_MM_FFMA_BN", bns[t], 1);
+    for (int lay = 0; lay < 4; lay++) {
+      const split_case c = {
+          JITK_FLOAT32,    JITK_COMPUTE_FLOAT32, 517 - 40 * lay,   1000 - 50 * lay, 203 + lay, 5,
+          lay & 1 ? C : R, lay & 2 ? C : R,      lay == 3 ? C : R, lay & 1,         "FFMA"};
+      cr_log_info("tile %s, layout %d", bns[t], lay);
+      run_split(e, &c, splits, sizeof splits / sizeof splits[0], &seed);
+    }
+  }
+  unsetenv("JITK_MM_FFMA_BN");
+  cr_assert_eq(cluster_runs, 3 * 4 * 3, "%d plans summed across clusters", cluster_runs);
   jitk_engine_destroy(e);
 }
 

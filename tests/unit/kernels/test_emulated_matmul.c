@@ -262,6 +262,7 @@ static void fill_ints(uint64_t *s, mat *x) {
 /* Plans per kernel: FFMA, mma.sync. */
 typedef struct kinds {
   int simt, mma;
+  int clusters; /* splits summed across clusters */
 } kinds;
 
 /* Case `number`; f32_ffma: float32 on FFMA only, on the tile `tile` names
@@ -374,6 +375,7 @@ static void run_case(jitk_engine *e, jt_emu *em, uint64_t *s, int number, bool f
     used->mma++;
   else
     used->simt++;
+  if (strstr(how, "summed in shared memory across the cluster") != NULL) used->clusters++;
   jitk_arg extra[2];
   size_t num_extra = 0;
   if (c.epi == 1 || c.epi == 3) extra[num_extra++] = jitk_arg_ptr(c.bias, JITK_FLOAT64);
@@ -462,7 +464,7 @@ Test(emulated, matmul_plans) {
   const char *env = getenv("JT_EMU_SEED"), *n_env = getenv("JT_EMU_CASES");
   uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : 0x3A7ull;
   const int cases = n_env != NULL ? atoi(n_env) : MM_CASES;
-  kinds used = {0, 0};
+  kinds used = {0, 0, 0};
   for (int i = 0; i < cases; i++) run_case(e, em, &seed, i, false, NULL, &used);
   cr_log_info("%d plans on FFMA, %d on mma.sync", used.simt, used.mma);
   cr_assert(cases < 10 || (used.simt > 0 && used.mma > 0), "the cases missed a kernel");
@@ -485,7 +487,7 @@ Test(emulated, matmul_ffma_tiles) {
   cr_assert_not_null(e);
   uint64_t seed = 0xF1A7ull;
   static const int bns[] = {0, 32, 64, 256};
-  kinds used = {0, 0};
+  kinds used = {0, 0, 0};
   for (size_t t = 0; t < sizeof bns / sizeof bns[0]; t++) {
     char bn[16], tile[32];
     snprintf(bn, sizeof bn, "%d", bns[t]);
@@ -496,6 +498,10 @@ Test(emulated, matmul_ffma_tiles) {
   }
   unsetenv("JITK_MM_FFMA_BN");
   cr_assert_eq(used.simt, 4 * MM_FFMA_CASES);
+  /* The stand-in device is an sm_90: splits of 2 to 8 slices are summed
+   * across clusters. */
+  cr_assert_gt(used.clusters, 0);
+  cr_log_info("%d of the cases summed their slices across clusters", used.clusters);
   jitk_engine_destroy(e);
   jt_emu_close(em);
 }

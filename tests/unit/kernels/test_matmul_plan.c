@@ -759,9 +759,15 @@ Test(matmul_plan, ffma_tile_choice) {
       {2000, 2000, 999, 1, "tile 128x256x16, 16x8", 1},
       {1000, 1030, 999, 1, "tile 128x32x16, 8x4", 1},  /* 264 tiles: 2 each */
       {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 1}, /* 128 tiles: 1 each */
-      {512, 512, 512, 1, "tile 128x32x16, 8x4", 2},    /* 64 tiles, twice */
       {300, 700, 75, 13, "tile 128x256x16, 16x8", 1},  /* 117 tiles */
       {300, 700, 64, 2, "tile 128x32x16, 8x4", 1},
+      /* Splits summed across clusters, cheaper than the fix-up kernel:
+       * 64 tiles in 4 slices, 72 in 3, 72 in 3. */
+      {512, 512, 512, 1, "tile 128x32x16, 8x4", 4},
+      {768, 768, 768, 1, "tile 128x64x16, 8x4", 3},
+      {1536, 1536, 1536, 1, "tile 128x256x16, 16x8", 3},
+      /* Too few blocks for clusters (128 of 132): the fix-up kernel. */
+      {1024, 1024, 4096, 1, "tile 128x256x16, 16x8", 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, cases[i].m, cases[i].n, cases[i].k);
@@ -775,8 +781,24 @@ Test(matmul_plan, ffma_tile_choice) {
                   (cases[i].split > 1) == (strstr(buf, "; split-K ") != NULL) &&
                   (cases[i].split == 1 || strstr(buf, split) != NULL),
               "case %zu wants %s, split %d: %s", i, cases[i].tile, cases[i].split, buf);
+    cr_assert((strstr(buf, "across the cluster") != NULL) == (i >= 7 && i <= 9), "%s", buf);
     jitk_matmul_destroy(p);
   }
+  /* Without clusters (JITK_MM_CSPLIT=0) the model prices the fix-up: 512^3
+   * in two slices, 1536^3 unsplit on 128 x 32 tiles. */
+  setenv("JITK_MM_CSPLIT", "0", 1);
+  jitk_matmul_desc fd = jt_matmul_desc(JITK_FLOAT32, 512, 512, 512);
+  expect_described(e, &fd, "tile 128x32x16, 8x4");
+  jitk_matmul *fp = NULL;
+  JT_OK(e, jitk_matmul_create(e, &fd, &fp));
+  char fbuf[512];
+  JT_OK(e, jitk_matmul_describe(fp, fbuf, sizeof fbuf));
+  cr_assert(strstr(fbuf, "; split-K 2 (") != NULL && strstr(fbuf, "fix-up kernel") != NULL, "%s",
+            fbuf);
+  jitk_matmul_destroy(fp);
+  fd = jt_matmul_desc(JITK_FLOAT32, 1536, 1536, 1536);
+  expect_described(e, &fd, "tile 128x32x16, 8x4");
+  unsetenv("JITK_MM_CSPLIT");
   const char *narrow = "FFMA (simt) float32, float32 accumulation, tile 128x128x16, 8x8 per thread";
   jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   setenv("JITK_MM_WIDE", "0", 1);
@@ -1140,9 +1162,11 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
  * float32: rows of A and B stay 16-byte aligned), C and beta,
  * a bias+ReLU epilogue, an output and reductions, compiles: wgmma for
  * sm_90a with every layout of A and B (tf32 transposing first), mma.sync
- * and FFMA for sm_90, mma.sync for sm_80. */
+ * and FFMA for sm_90 (FFMA summed across clusters where a batch of 64
+ * gives more blocks than multiprocessors, or by the fix-up with one
+ * matrix or JITK_MM_CSPLIT=0), mma.sync and FFMA for sm_80 (the fix-up). */
 static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute compute, jitk_order ao,
-                                  jitk_order bo, const char *kind) {
+                                  jitk_order bo, int64_t batch, const char *kind) {
   static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc", 0, 0}};
   static const jitk_matmul_reduction reds[] = {
       {"dbias", JITK_FLOAT32, "value", JITK_REDUCE_SUM, JITK_REDUCE_ROWS}};
@@ -1151,6 +1175,7 @@ static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute com
   d.a_order = ao;
   d.b_order = bo;
   if (ao == JITK_COL_MAJOR) d.lda = 8; /* 16-byte columns for tensor cores */
+  d.batch = batch;
   d.has_c = true;
   d.beta = 0.5;
   d.epilogue = "relu(acc + bias[col])";
@@ -1168,29 +1193,41 @@ static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute com
   cr_assert(strstr(buf, "; split-K 3 (") != NULL, "%s", buf);
   const char *src = NULL;
   JT_OK(e, jitk_matmul_source(p, &src));
-  cr_assert(strstr(src, "_jk_ws") != NULL);
+  if (strstr(buf, "across the cluster") != NULL)
+    cr_assert(strstr(src, "_jk_ws") == NULL && strstr(src, "jitk::mm::cluster_sum<") != NULL, "%s",
+              src);
+  else
+    cr_assert(strstr(src, "_jk_ws") != NULL);
   cr_assert(strstr(src, "(_jk_c + batch * _jk_sc)[") != NULL, "C read by the fix-up");
   jitk_matmul_destroy(p);
 }
 
 Test(matmul_plan, split_k_compiles_on_every_kind) {
   jitk_engine *e = jt_compile_engine("sm_90");
-  expect_split_compiles(e, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_ROW_MAJOR,
+  expect_split_compiles(e, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_ROW_MAJOR, 1,
                         "(wgmma, sm_90a)");
-  expect_split_compiles(e, JITK_FLOAT16, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_COL_MAJOR,
+  expect_split_compiles(e, JITK_FLOAT16, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_COL_MAJOR, 1,
                         "(wgmma, sm_90a)");
-  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_COL_MAJOR, JITK_ROW_MAJOR,
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_COL_MAJOR, JITK_ROW_MAJOR, 1,
                         "(wgmma, sm_90a)");
-  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR,
-                        "FFMA");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 64,
+                        "summed in shared memory across the cluster");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 1,
+                        "summed by a fix-up kernel");
+  setenv("JITK_MM_CSPLIT", "0", 1);
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 64,
+                        "summed by a fix-up kernel");
+  unsetenv("JITK_MM_CSPLIT");
   setenv("JITK_MM_KIND", "mma", 1);
-  expect_split_compiles(e, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_COL_MAJOR,
+  expect_split_compiles(e, JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_COL_MAJOR, 1,
                         "(mma.sync)");
   unsetenv("JITK_MM_KIND");
   jitk_engine_destroy(e);
   e = jt_compile_engine("sm_80");
-  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_ROW_MAJOR, JITK_ROW_MAJOR,
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_ROW_MAJOR, JITK_ROW_MAJOR, 1,
                         "(mma.sync)");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_ROW_MAJOR, JITK_COL_MAJOR, 64,
+                        "summed by a fix-up kernel");
   jitk_engine_destroy(e);
 }
 
