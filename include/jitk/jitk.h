@@ -1895,9 +1895,10 @@ typedef struct jitk_matmul_desc {
    * tensor cores (wgmma) the block that finishes a tile's last slice sums
    * the tile's slices itself (a counter per tile says which block that
    * is; no block waits for another); float32 on CUDA cores (FFMA) on
-   * sm_90 and later, in 2 to 8 slices, runs each tile's slices as one
-   * thread-block cluster, whose blocks sum them in their shared memory,
-   * with no workspace; the other kernels leave the sum to a second small
+   * sm_90 and later, in 2 to 4 slices with more blocks than the device
+   * has multiprocessors, runs each tile's slices as one thread-block
+   * cluster, whose blocks sum them in their shared memory, with no
+   * workspace; the other kernels leave the sum to a second small
    * kernel. 0: jitk chooses from the shape and the
    * device's multiprocessors (and a choice jitk_matmul_autotune stored);
    * 1: no split; N: N slices of K. Deterministic: the slices are added in
