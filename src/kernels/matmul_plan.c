@@ -380,22 +380,21 @@ static bool ffma_ok(const jitk_matmul *p) {
 /* Whether an FFMA plan on this engine sums `splits` slices of K across a
  * thread-block cluster (jk_mm_spec's csplit) when its cp.async tile `tile`
  * (jk_mm_ffma_tile_at) is split so: sm_90 and later, 2 to
- * JK_MM_CLUSTER_SLICES slices, and more blocks than multiprocessors.
- * simt_gemm's tiles (tile 0) keep the fix-up kernel: split across
- * clusters they ran at 0.75 of the model's rate (1000^3 and 2048 x 512 x
- * 2048 in 4 slices, 256 blocks; H100, 2026-12-07), likely because the
- * stage's 66 KiB beside their 32 KiB leave little of the multiprocessor's
- * memory to L1, through which they load A and B (the cp.async tiles
- * bypass it). With fewer blocks than multiprocessors, a launch without
- * clusters gives each block a multiprocessor of its own, where one with
- * clusters may put blocks of a cluster on one multiprocessor and leave
- * others idle: on an H100 (jitk-bench matmul, 2026-12-07) 512^3 on the
- * 8-warp 128 x 64 tiles in 4 slices (128 blocks) ran at 0.55 of the rate
- * its split through the fix-up kernel would reach, and 1000^3 on the wide
- * tiles in 4 slices at 0.64 of the fix-up's, where 768^3 on 128 x 64 tiles
- * in 3 slices (216 blocks) gained 24 % over the fix-up kernel's best plan
- * and 1536^3 on the wide tiles in 3 slices 25 %. JITK_MM_CSPLIT=0 keeps
- * the workspace and fix-up kernel, for measuring. */
+ * JK_MM_CLUSTER_SLICES slices, and more blocks than multiprocessors. On
+ * an H100 (jitk-bench matmul, 2026-12-07; docs/PERFORMANCE.md) 768^3 on
+ * 128 x 64 tiles in 3 slices (216 blocks) gained 24 % over the fix-up
+ * kernel's best plan and 1536^3 on the wide tiles in 3 slices 25 %. With
+ * fewer blocks than multiprocessors a launch without clusters gives each
+ * block a multiprocessor of its own, where clusters, whose blocks must
+ * fit a GPC together and may share a multiprocessor, lost: the wide
+ * tiles in 4 slices (128 blocks) at 1000^3 ran at 0.64 of the fix-up
+ * plan's rate, and 512^3 on 128 x 64 tiles in 4 slices took 1.8 times its
+ * model's time. simt_gemm's tiles (tile 0) keep the fix-up kernel: across
+ * clusters they ran at 0.75 of the model's rate at 1000^3 and 2048 x 512
+ * x 2048 in 4 slices (256 blocks), perhaps as the stage's 66 KiB leave
+ * less of the multiprocessor's memory to L1, through which they load A
+ * and B (the cp.async tiles bypass it). JITK_MM_CSPLIT=0 keeps the
+ * workspace and fix-up kernel, for measuring. */
 static bool cluster_split(const jitk_matmul *p, int tile, int64_t splits) {
   return tile > 0 && splits > 1 && splits <= JK_MM_CLUSTER_SLICES && p->engine->target.major >= 9 &&
          wave_tiles(p, jk_mm_ffma_tile_at(tile)->bn) * splits > jk_mm_sms(p->engine) &&
