@@ -365,7 +365,7 @@ static inline bool jk_mm_tile_reduces(const jk_mm_spec *s) {
 
 /* Whether a split plan's slices are summed by a second kernel, NAME_sk,
  * over planes of partial sums (FFMA and mma.sync), rather than inside
- * the kernel (wgmma). */
+ * the kernel (wgmma, and FFMA summed across clusters). */
 static inline bool jk_mm_fixup(const jk_mm_spec *s) {
   return s->split && s->kind != JK_MM_WGMMA && !s->csplit;
 }
