@@ -810,9 +810,10 @@ __device__ __forceinline__ void ffma_gemm(const float *__restrict__ A, const flo
 // kernel: each of those cost microseconds that a small product, the kind
 // that splits K, cannot hide.
 
-// The rank of this block in its cluster, and the cluster's barrier with
-// release and acquire semantics (every block's shared-memory stores before
-// it are seen by every block's loads after it).
+// The rank of this block in its cluster, and the cluster's barrier for
+// every thread of every block, with release and acquire semantics (every
+// block's shared-memory stores before it are seen by every block's loads
+// after it); matmul_sm90.cuh's clustered kernels use them too.
 __device__ __forceinline__ unsigned int cluster_rank() {
 #ifdef JITK_EMULATOR
   return jitk_emu_cluster_rank();
@@ -826,8 +827,7 @@ __device__ __forceinline__ void cluster_barrier() {
 #ifdef JITK_EMULATOR
   jitk_emu_cluster_barrier();
 #else
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 #endif
 }
 // The four floats at `p` in this block's shared memory, read from the

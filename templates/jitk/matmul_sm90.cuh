@@ -99,16 +99,6 @@ __device__ __forceinline__ void bar_arrive_at(unsigned int bar, unsigned int ran
       "r"(rank)
       : "memory");
 }
-// This block's rank in its cluster.
-__device__ __forceinline__ unsigned int cluster_rank() {
-  unsigned int r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
 
 // One box from shared memory at `src` to the tensor at the coordinates;
 // TMA skips the box's elements outside the tensor.
@@ -1666,7 +1656,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   const unsigned int ktiles = static_cast<unsigned int>((K + BK - 1) / BK);
   /* With clusters, work items are groups of CL tile-rows, block `rank` of
    * the cluster taking tile-row group * CL + rank. */
-  const unsigned int rank = CL > 1 ? cluster_rank() : 0u, tiles_mc = (tiles_m + CL - 1) / CL;
+  const unsigned int rank = CL > 1 ? mm::cluster_rank() : 0u, tiles_mc = (tiles_m + CL - 1) / CL;
   const unsigned int nbatch = work / (tiles_mc * tiles_n * splits);
   const unsigned int first_item = blockIdx.x / CL, items_step = gridDim.x / CL;
   /* Whether D's rows go through stage_rows_drained (store_rows takes it
@@ -1691,7 +1681,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   /* A cluster's blocks load into each other's shared memory and arrive on
    * each other's barriers: none may start before all have set theirs up. */
   if constexpr (CL > 1)
-    cluster_sync();
+    mm::cluster_barrier();
   else
     __syncthreads();
   /* jitk launches these kernels as programmatic dependents: the setup
@@ -2034,7 +2024,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   }
   /* A block's consumers arrive on the other's barriers until their last
    * K-step: neither block's shared memory may go before both are done. */
-  if constexpr (CL > 1) cluster_sync();
+  if constexpr (CL > 1) mm::cluster_barrier();
 }
 
 }  // namespace mm90
