@@ -1896,7 +1896,8 @@ typedef struct jitk_matmul_desc {
    * the tile's slices itself (a counter per tile says which block that
    * is; no block waits for another); float32 on CUDA cores (FFMA) on
    * sm_90 and later, in 2 to 4 slices with more blocks than the device
-   * has multiprocessors, runs each tile's slices as one thread-block
+   * has multiprocessors but no more than two a multiprocessor (four on
+   * the 128 x 32 tile), runs each tile's slices as one thread-block
    * cluster, whose blocks sum them in their shared memory, with no
    * workspace; the other kernels leave the sum to a second small
    * kernel. 0: jitk chooses from the shape and the

@@ -380,25 +380,37 @@ static bool ffma_ok(const jitk_matmul *p) {
 /* Whether an FFMA plan on this engine sums `splits` slices of K across a
  * thread-block cluster (jk_mm_spec's csplit) when its cp.async tile `tile`
  * (jk_mm_ffma_tile_at) is split so: sm_90 and later, 2 to
- * JK_MM_CLUSTER_SLICES slices, and more blocks than multiprocessors. On
- * an H100 (jitk-bench matmul, 2026-12-07; docs/PERFORMANCE.md) 768^3 on
- * 128 x 64 tiles in 3 slices (216 blocks) gained 24 % over the fix-up
+ * JK_MM_CLUSTER_SLICES slices, more blocks than multiprocessors, and no
+ * more than two a multiprocessor (four of the 128 x 32 tile's): one round
+ * of the blocks the multiprocessors hold at once, two of the wide tile's.
+ *
+ * On an H100 (jitk-bench matmul, 2026-12-07; docs/PERFORMANCE.md) 768^3
+ * on 128 x 64 tiles in 3 slices (216 blocks) gained 24 % over the fix-up
  * kernel's best plan and 1536^3 on the wide tiles in 3 slices 25 %. With
  * fewer blocks than multiprocessors a launch without clusters gives each
  * block a multiprocessor of its own, where clusters, whose blocks must
  * fit a GPC together and may share a multiprocessor, lost: the wide
  * tiles in 4 slices (128 blocks) at 1000^3 ran at 0.64 of the fix-up
  * plan's rate, and 512^3 on 128 x 64 tiles in 4 slices took 1.8 times its
- * model's time. simt_gemm's tiles (tile 0) keep the fix-up kernel: across
+ * model's time. With more blocks than a round they lost too: 1000^3,
+ * 1024 x 1024 x 4096 and 2048 x 512 x 2048 on 128 x 64 or 128 x 32 tiles
+ * in 3 and 4 slices ran up to 23 % slower than the same tiles through the
+ * fix-up, as if the last round's clusters shared multiprocessors rather
+ * than spreading over all of them, and the wide tiles in 4 slices at 768
+ * x 4096 x 2048 and 1536 x 2048 x 2048 (3 rounds) ran 8 % slower than
+ * unsplit. simt_gemm's tiles (tile 0) keep the fix-up kernel: across
  * clusters they ran at 0.75 of the model's rate at 1000^3 and 2048 x 512
  * x 2048 in 4 slices (256 blocks), perhaps as the stage's 66 KiB leave
  * less of the multiprocessor's memory to L1, through which they load A
  * and B (the cp.async tiles bypass it). JITK_MM_CSPLIT=0 keeps the
  * workspace and fix-up kernel, for measuring. */
 static bool cluster_split(const jitk_matmul *p, int tile, int64_t splits) {
-  return tile > 0 && splits > 1 && splits <= JK_MM_CLUSTER_SLICES && p->engine->target.major >= 9 &&
-         wave_tiles(p, jk_mm_ffma_tile_at(tile)->bn) * splits > jk_mm_sms(p->engine) &&
-         !knob_off("JITK_MM_CSPLIT");
+  if (tile <= 0 || splits < 2 || splits > JK_MM_CLUSTER_SLICES || p->engine->target.major < 9 ||
+      knob_off("JITK_MM_CSPLIT"))
+    return false;
+  const jk_mm_ffma_tile *t = jk_mm_ffma_tile_at(tile);
+  const int64_t blocks = wave_tiles(p, t->bn) * splits, sms = jk_mm_sms(p->engine);
+  return blocks > sms && blocks <= sms * (t->blocks > 2 ? t->blocks : 2);
 }
 
 /* The FFMA and mma.sync split's fix-up in the split models' microseconds:
@@ -425,12 +437,15 @@ static double ffma_time(const jitk_matmul *p, int tile, int64_t splits, int64_t 
   /* Slices summed across a cluster: each tile's 128 x bn partial sums
    * staged in shared memory and read across the cluster, a guess of
    * half a microsecond and 100 GB/s a block, in place of the workspace's
-   * pass and the fix-up kernel. */
-  const double sum =
-      cluster_split(p, tile, splits)
-          ? most * (0.5 + 128.0 * (double)bn * 4 / 1e5)
-          : fixup_cost((double)splits, (double)d->m * (double)d->n * (double)d->batch);
-  return most * flop / rate + sum;
+   * pass and the fix-up kernel. The cluster's blocks ran faster than the
+   * rates fitted without clusters: over 21 cluster splits of a round at
+   * most (H100, 2026-12-07, 512^3 to 1536^3 and K from 512 to 4096) the
+   * measured times were a median 0.955 of this model's, from 0.90 to 1.33,
+   * so their products are priced at 0.95. */
+  if (cluster_split(p, tile, splits))
+    return 0.95 * most * flop / rate + most * (0.5 + 128.0 * (double)bn * 4 / 1e5);
+  return most * flop / rate +
+         fixup_cost((double)splits, (double)d->m * (double)d->n * (double)d->batch);
 }
 
 /* The FFMA tile of plan p with `splits` slices of K: the one the model

@@ -1747,26 +1747,44 @@ Test(matmul, split_k_decode_float32) {
 /* float32 FFMA split across clusters (sm_90): each cp.async tile
  * (JITK_MM_FFMA_BN) with 2, 3 and 4 slices, each a block of a cluster, and
  * 5, beyond a cluster, through the workspace, as simt_gemm's 128 x 128
- * (0) always is; tails in every
- * dimension, batches (so that the blocks outnumber the multiprocessors,
- * which clusters need), every layout of A and B, column-major D, C. Each
- * split summed across clusters also runs with JITK_MM_CSPLIT=0 and must
- * give the same bits (run_split). */
+ * (0) always is; tails in every dimension, every layout of A and B,
+ * column-major D, C. Clusters need more blocks than multiprocessors, and
+ * at most a round of the multiprocessors' blocks (matmul_plan.c's
+ * cluster_split), so each case takes the batches that put its blocks just
+ * past the multiprocessors. Each split summed across clusters also runs
+ * with JITK_MM_CSPLIT=0 and must give the same bits (run_split). */
 Test(matmul, cluster_split) {
   jitk_engine *e = jt_gpu_engine();
+  jitk_device_info info;
+  JT_OK(e, jitk_engine_device_info(e, &info));
   uint64_t seed = 0xC5B;
   static const int splits[] = {2, 3, 4, 5};
-  static const char *const bns[] = {"0", "256", "64", "32"};
+  static const int bns[] = {0, 256, 64, 32};
   cluster_runs = 0;
   for (size_t t = 0; t < sizeof bns / sizeof bns[0]; t++) {
-    setenv("JITK_MM_FFMA_BN", bns[t], 1);
-    for (int lay = 0; lay < 4; lay++) {
-      const split_case c = {
-          JITK_FLOAT32,    JITK_COMPUTE_FLOAT32, 517 - 40 * lay,   1000 - 50 * lay, 203 + lay, 5,
-          lay & 1 ? C : R, lay & 2 ? C : R,      lay == 3 ? C : R, lay & 1,         "FFMA"};
-      cr_log_info("tile %s, layout %d", bns[t], lay);
-      run_split(e, &c, splits, sizeof splits / sizeof splits[0], &seed);
-    }
+    char bn[8];
+    snprintf(bn, sizeof bn, "%d", bns[t]);
+    setenv("JITK_MM_FFMA_BN", bn, 1);
+    const int64_t wide = bns[t] > 0 ? bns[t] : 128;
+    for (int lay = 0; lay < 4; lay++)
+      for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+        const int64_t m = 517 - 40 * lay, n = 3 * wide - 5 - 11 * lay;
+        const int64_t tiles = (m + 127) / 128 * ((n + wide - 1) / wide) * splits[s];
+        const split_case c = {JITK_FLOAT32,
+                              JITK_COMPUTE_FLOAT32,
+                              m,
+                              n,
+                              203 + lay,
+                              info.multiprocessors / tiles + 1,
+                              lay & 1 ? C : R,
+                              lay & 2 ? C : R,
+                              lay == 3 ? C : R,
+                              lay & 1,
+                              "FFMA"};
+        cr_log_info("tile %s, layout %d, split %d, batch %lld", bn, lay, splits[s],
+                    (long long)c.batch);
+        run_split(e, &c, &splits[s], 1, &seed);
+      }
   }
   unsetenv("JITK_MM_FFMA_BN");
   cr_assert_eq(cluster_runs, 3 * 4 * 3, "%d plans summed across clusters", cluster_runs);

@@ -753,21 +753,28 @@ Test(matmul_plan, ffma_tile_choice) {
     int64_t m, n, k, batch;
     const char *tile;
     int split;
+    bool cluster;
   } cases[] = {
-      {4096, 4096, 4096, 1, "tile 128x256x16, 16x8", 1},
-      {2048, 2048, 2048, 1, "tile 128x256x16, 16x8", 1}, /* 128 tiles of 132 */
-      {2000, 2000, 999, 1, "tile 128x256x16, 16x8", 1},
-      {1000, 1030, 999, 1, "tile 128x32x16, 8x4", 1},  /* 264 tiles: 2 each */
-      {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 1}, /* 128 tiles: 1 each */
-      {300, 700, 75, 13, "tile 128x256x16, 16x8", 1},  /* 117 tiles */
-      {300, 700, 64, 2, "tile 128x32x16, 8x4", 1},
+      {4096, 4096, 4096, 1, "tile 128x256x16, 16x8", 1, false},
+      {2048, 2048, 2048, 1, "tile 128x256x16, 16x8", 1, false}, /* 128 tiles of 132 */
+      {2000, 2000, 999, 1, "tile 128x256x16, 16x8", 1, false},
+      {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 1, false}, /* 128 tiles: 1 each */
+      {300, 700, 75, 13, "tile 128x256x16, 16x8", 1, false},  /* 117 tiles */
+      {300, 700, 64, 2, "tile 128x32x16, 8x4", 1, false},
       /* Splits summed across clusters, cheaper than the fix-up kernel:
-       * 64 tiles in 4 slices, 72 in 3, 72 in 3. */
-      {512, 512, 512, 1, "tile 128x32x16, 8x4", 4},
-      {768, 768, 768, 1, "tile 128x64x16, 8x4", 3},
-      {1536, 1536, 1536, 1, "tile 128x256x16, 16x8", 3},
+       * 64 tiles in 4 slices, 72 in 3, 72 in 3, 264 in 2 (528 blocks, 4
+       * a multiprocessor), 50 in 4, 72 in 3. */
+      {512, 512, 512, 1, "tile 128x32x16, 8x4", 4, true},
+      {768, 768, 768, 1, "tile 128x64x16, 8x4", 3, true},
+      {1536, 1536, 1536, 1, "tile 128x256x16, 16x8", 3, true},
+      {1000, 1030, 999, 1, "tile 128x32x16, 8x4", 2, true},
+      {640, 640, 768, 1, "tile 128x64x16, 8x4", 4, true},
+      {1536, 1536, 1024, 1, "tile 128x256x16, 16x8", 3, true},
       /* Too few blocks for clusters (128 of 132): the fix-up kernel. */
-      {1024, 1024, 4096, 1, "tile 128x256x16, 16x8", 4},
+      {1024, 1024, 4096, 1, "tile 128x256x16, 16x8", 4, false},
+      /* Too many (96 wide tiles in 4 slices, 384 blocks, 3 rounds of
+       * one a multiprocessor): no split. */
+      {768, 4096, 2048, 1, "tile 128x256x16, 16x8", 1, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, cases[i].m, cases[i].n, cases[i].k);
@@ -781,7 +788,7 @@ Test(matmul_plan, ffma_tile_choice) {
                   (cases[i].split > 1) == (strstr(buf, "; split-K ") != NULL) &&
                   (cases[i].split == 1 || strstr(buf, split) != NULL),
               "case %zu wants %s, split %d: %s", i, cases[i].tile, cases[i].split, buf);
-    cr_assert((strstr(buf, "across the cluster") != NULL) == (i >= 7 && i <= 9), "%s", buf);
+    cr_assert((strstr(buf, "across the cluster") != NULL) == cases[i].cluster, "%s", buf);
     jitk_matmul_destroy(p);
   }
   /* Without clusters (JITK_MM_CSPLIT=0) the model prices the fix-up: 512^3
@@ -1162,9 +1169,10 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
  * float32: rows of A and B stay 16-byte aligned), C and beta,
  * a bias+ReLU epilogue, an output and reductions, compiles: wgmma for
  * sm_90a with every layout of A and B (tf32 transposing first), mma.sync
- * and FFMA for sm_90 (FFMA summed across clusters where a batch of 64
- * gives more blocks than multiprocessors, or by the fix-up with one
- * matrix or JITK_MM_CSPLIT=0), mma.sync and FFMA for sm_80 (the fix-up). */
+ * and FFMA for sm_90 (FFMA summed across clusters where a batch of 20
+ * gives more blocks than multiprocessors, but no more than a round of
+ * them, or by the fix-up with one matrix, with a batch of 64 or with
+ * JITK_MM_CSPLIT=0), mma.sync and FFMA for sm_80 (the fix-up). */
 static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute compute, jitk_order ao,
                                   jitk_order bo, int64_t batch, const char *kind) {
   static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc", 0, 0}};
@@ -1210,12 +1218,14 @@ Test(matmul_plan, split_k_compiles_on_every_kind) {
                         "(wgmma, sm_90a)");
   expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_TF32, JITK_COL_MAJOR, JITK_ROW_MAJOR, 1,
                         "(wgmma, sm_90a)");
-  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 64,
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 20,
                         "summed in shared memory across the cluster");
   expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 1,
                         "summed by a fix-up kernel");
-  setenv("JITK_MM_CSPLIT", "0", 1);
   expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 64,
+                        "summed by a fix-up kernel");
+  setenv("JITK_MM_CSPLIT", "0", 1);
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 20,
                         "summed by a fix-up kernel");
   unsetenv("JITK_MM_CSPLIT");
   setenv("JITK_MM_KIND", "mma", 1);
