@@ -32,6 +32,9 @@ typedef struct mm_kernel {
    * K-tiles; autotuning times several on one compiled kernel). */
   CUfunction fix;
   int splits;
+  /* Split-K summed across clusters (spec.csplit): how the launch asks
+   * the clusters' blocks to be placed (launch.h's cluster_policy). */
+  unsigned char cluster_policy;
 } mm_kernel;
 
 struct jitk_matmul {

@@ -666,7 +666,8 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
                        .block = {(unsigned int)jk_mm_threads(&k->spec), 1, 1},
                        .shared = (unsigned int)k->smem,
                        .params = kp,
-                       .cluster = {1, 1, splits}};
+                       .cluster = {1, 1, splits},
+                       .cluster_policy = k->cluster_policy};
     return jk_launch_ops(e, stream, &op, 1);
   }
   /* Split-K (FFMA, mma.sync): the slices' partial sums into a workspace of

@@ -403,11 +403,16 @@ static bool ffma_ok(const jitk_matmul *p) {
  * x 2048 in 4 slices (256 blocks), perhaps as the stage's 66 KiB leave
  * less of the multiprocessor's memory to L1, through which they load A
  * and B (the cp.async tiles bypass it). JITK_MM_CSPLIT=0 keeps the
- * workspace and fix-up kernel, for measuring. */
+ * workspace and fix-up kernel, for measuring, and JITK_MM_CSPLIT=1 takes
+ * clusters with any count of blocks. */
 static bool cluster_split(const jitk_matmul *p, int tile, int64_t splits) {
   if (tile <= 0 || splits < 2 || splits > JK_MM_CLUSTER_SLICES || p->engine->target.major < 9 ||
       knob_off("JITK_MM_CSPLIT"))
     return false;
+  /* JITK_MM_CSPLIT=1 sums across clusters whatever the count of blocks,
+   * for measuring (with JITK_MM_CLUSTER_POLICY, say). */
+  const char *force = getenv("JITK_MM_CSPLIT");
+  if (force != NULL && strcmp(force, "1") == 0) return true;
   const jk_mm_ffma_tile *t = jk_mm_ffma_tile_at(tile);
   const int64_t blocks = wave_tiles(p, t->bn) * splits, sms = jk_mm_sms(p->engine);
   return blocks > sms && blocks <= sms * (t->blocks > 2 ? t->blocks : 2);
@@ -530,6 +535,17 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
    * (0.94-0.97 at 1000 x 1030 x 999 in tools/bench/study/sgemm.cu). */
   s->ffma = kind == JK_MM_SIMT ? choose_ffma(p, out->splits) : 0;
   s->csplit = kind == JK_MM_SIMT && s->split && cluster_split(p, s->ffma, out->splits);
+  /* JITK_MM_CLUSTER_POLICY=spread (each block of a cluster on a
+   * multiprocessor of its own) or =balance (the hardware's load
+   * balancing) sets how a split across clusters is placed, for measuring
+   * whether the driver's default placement is what made such splits with
+   * few or many blocks lose (cluster_split); any other value is ignored. */
+  const char *policy = getenv("JITK_MM_CLUSTER_POLICY");
+  if (s->csplit && policy != NULL)
+    out->cluster_policy = strcmp(policy, "spread") == 0 ? CU_CLUSTER_SCHEDULING_POLICY_SPREAD
+                          : strcmp(policy, "balance") == 0
+                              ? CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING
+                              : 0;
   /* The cp.async kernels' K-tiles in flight; JITK_MM_WIDE_STAGES=2..4
    * sets them, for measuring. */
   const char *ws = getenv("JITK_MM_WIDE_STAGES");

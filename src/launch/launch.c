@@ -197,11 +197,12 @@ static jitk_status check_coresident(jitk_engine *e, const jk_launch_op *op) {
   return JITK_OK;
 }
 
-/* A launch with attributes: cooperative, clusters, programmatic
- * dependent launch (the kernel may start before the one before it on the
- * stream ends, and waits for it with cudaGridDependencySynchronize). */
+/* A launch with attributes: cooperative, clusters (and how their blocks
+ * are placed), programmatic dependent launch (the kernel may start before
+ * the one before it on the stream ends, and waits for it with
+ * cudaGridDependencySynchronize). */
 static CUresult launch_ex(jitk_engine *e, CUstream stream, const jk_launch_op *op) {
-  CUlaunchAttribute attr[3];
+  CUlaunchAttribute attr[4];
   memset(attr, 0, sizeof attr);
   unsigned n = 0;
   if (op->cooperative) {
@@ -213,6 +214,11 @@ static CUresult launch_ex(jitk_engine *e, CUstream stream, const jk_launch_op *o
     attr[n].value.clusterDim.x = op->cluster[0];
     attr[n].value.clusterDim.y = op->cluster[1];
     attr[n++].value.clusterDim.z = op->cluster[2];
+    if (op->cluster_policy != 0) {
+      attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+      attr[n++].value.clusterSchedulingPolicyPreference =
+          (CUclusterSchedulingPolicy)op->cluster_policy;
+    }
   }
   if (op->pdl) {
     attr[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

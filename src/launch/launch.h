@@ -47,7 +47,10 @@ typedef struct jk_launch_op {
   void **params; /* as cuLaunchKernel takes them */
   bool cooperative;
   unsigned cluster[3]; /* thread-block clusters; {0, 0, 0}: none */
-  bool pdl;            /* programmatic dependent launch */
+  /* How the clusters' blocks are placed on multiprocessors (a
+   * CUclusterSchedulingPolicy); 0 leaves it to the driver. */
+  unsigned char cluster_policy;
+  bool pdl; /* programmatic dependent launch */
   void *clear;
   size_t clear_bytes;
 } jk_launch_op;

@@ -523,7 +523,7 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   last_launch.stream = s;
   last_launch.device = device_of(current);
   memcpy(last_launch.cluster, cluster, sizeof last_launch.cluster);
-  last_launch.cooperative = last_launch.programmatic = 0;
+  last_launch.cluster_policy = last_launch.cooperative = last_launch.programmatic = 0;
   last_launch.num_params = 0;
   size_t at = 0;
   /* A NULL parameter address ends the list early: jitk's generated
@@ -574,6 +574,8 @@ static CUresult fk_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void 
       last_launch.cooperative = a->value.cooperative;
     } else if (a->id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
       last_launch.programmatic = a->value.programmaticStreamSerializationAllowed;
+    } else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+      last_launch.cluster_policy = (int)a->value.clusterSchedulingPolicyPreference;
     }
   }
   return r;

@@ -23,9 +23,10 @@ typedef struct fakecuda_launch {
   unsigned char param_bytes[FAKECUDA_PARAM_BYTES];
   int device; /* whose context was current */
   /* cuLaunchKernelEx's attributes (0 for cuLaunchKernel): the cluster's
-   * shape, a cooperative launch, programmatic stream serialization. */
+   * shape and scheduling policy, a cooperative launch, programmatic
+   * stream serialization. */
   unsigned cluster[3];
-  int cooperative, programmatic;
+  int cluster_policy, cooperative, programmatic;
 } fakecuda_launch;
 
 /* What the stand-in's cuTensorMapEncodeTiled writes into the map's 128

@@ -298,6 +298,47 @@ Test(matmul_execute, copies_before_the_product) {
   jitk_engine_destroy(e);
 }
 
+/* A float32 split summed across clusters is one launch of (1, 1, slices)
+ * clusters, with no workspace; JITK_MM_CLUSTER_POLICY=spread or balance
+ * asks the driver to place their blocks so (read when the plan is made),
+ * and any other value leaves the placement to the driver. */
+Test(matmul_execute, cluster_split_launch) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  /* The driver's CUclusterSchedulingPolicy: 0 its default, 1 spread, 2
+   * load balancing. */
+  static const struct {
+    const char *policy;
+    int want;
+  } cases[] = {{NULL, 0}, {"spread", 1}, {"balance", 2}, {"packed", 0}};
+  const size_t bytes = (size_t)768 * 768 * 4;
+  void *a = dev(e, bytes), *b = dev(e, bytes), *dd = dev(e, bytes);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].policy != NULL) setenv("JITK_MM_CLUSTER_POLICY", cases[i].policy, 1);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 768, 768, 768);
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    unsetenv("JITK_MM_CLUSTER_POLICY");
+    char buf[512];
+    JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+    cr_assert(strstr(buf, "; split-K 3 (") != NULL && strstr(buf, "across the cluster") != NULL,
+              "%s", buf);
+    const unsigned long long before = activity(&f);
+    JT_OK(e, jitk_matmul_execute(p, NULL, a, b, NULL, dd, NULL, 0));
+    cr_assert_eq(activity(&f) - before, 1, "one launch, nothing cleared");
+    const fakecuda_launch *l = f.last();
+    cr_assert(l->cluster[0] == 1 && l->cluster[1] == 1 && l->cluster[2] == 3);
+    cr_assert_eq(l->grid[2], 3);
+    cr_assert_eq(l->cluster_policy, cases[i].want, "JITK_MM_CLUSTER_POLICY=%s: policy %d",
+                 cases[i].policy != NULL ? cases[i].policy : "(unset)", l->cluster_policy);
+    jitk_matmul_destroy(p);
+  }
+  JT_OK(e, jitk_device_free(e, a, NULL));
+  JT_OK(e, jitk_device_free(e, b, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  jitk_engine_destroy(e);
+}
+
 /* Workspaces whose size would pass what a size_t holds are refused
  * before anything is allocated or launched: batches that overlap (a
  * batch stride of 1) multiply the split-K workspace of planes of M x N

@@ -1172,7 +1172,8 @@ Test(matmul_plan, split_k_chosen_by_the_model) {
  * and FFMA for sm_90 (FFMA summed across clusters where a batch of 20
  * gives more blocks than multiprocessors, but no more than a round of
  * them, or by the fix-up with one matrix, with a batch of 64 or with
- * JITK_MM_CSPLIT=0), mma.sync and FFMA for sm_80 (the fix-up). */
+ * JITK_MM_CSPLIT=0; JITK_MM_CSPLIT=1 takes clusters with one matrix and
+ * with 64), mma.sync and FFMA for sm_80 (the fix-up). */
 static void expect_split_compiles(jitk_engine *e, jitk_dtype t, jitk_compute compute, jitk_order ao,
                                   jitk_order bo, int64_t batch, const char *kind) {
   static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc", 0, 0}};
@@ -1224,6 +1225,11 @@ Test(matmul_plan, split_k_compiles_on_every_kind) {
                         "summed by a fix-up kernel");
   expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 64,
                         "summed by a fix-up kernel");
+  setenv("JITK_MM_CSPLIT", "1", 1); /* clusters whatever the blocks */
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 64,
+                        "summed in shared memory across the cluster");
+  expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 1,
+                        "summed in shared memory across the cluster");
   setenv("JITK_MM_CSPLIT", "0", 1);
   expect_split_compiles(e, JITK_FLOAT32, JITK_COMPUTE_DEFAULT, JITK_COL_MAJOR, JITK_ROW_MAJOR, 20,
                         "summed by a fix-up kernel");

@@ -424,6 +424,48 @@ Test(launch, clusters_dependent_launch_and_shared_memory) {
   stand_in_destroy(e);
 }
 
+/* A step may say how its clusters' blocks are placed: the policy goes to
+ * cuLaunchKernelEx after the cluster's shape, and only with clusters. */
+Test(launch, cluster_scheduling_policy) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  e->info.cc_major = 9;
+  jitk_stream s = (jitk_stream)(uintptr_t)0x5;
+  void *params[2] = {NULL, NULL};
+  jk_launch_op op = {.fn = stub_fn,
+                     .name = "mm",
+                     .grid = {6, 1, 3},
+                     .block = {256, 1, 1},
+                     .params = params,
+                     .cluster = {1, 1, 3},
+                     .cluster_policy = CU_CLUSTER_SCHEDULING_POLICY_SPREAD};
+  int64_t arg0 = 0;
+  int32_t arg1 = 7;
+  params[0] = &arg0;
+  params[1] = &arg1;
+  seen.ex = 0;
+  JT_OK(e, jk_launch_ops(e, s, &op, 1));
+  cr_assert_eq(seen.ex, 1);
+  cr_assert_eq(seen.num_attrs, 2);
+  cr_assert_eq(seen.attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  cr_assert_eq(seen.attrs[0].value.clusterDim.z, 3);
+  cr_assert_eq(seen.attrs[1].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
+  cr_assert_eq(seen.attrs[1].value.clusterSchedulingPolicyPreference,
+               CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  /* The driver's default: no attribute for it. */
+  op.cluster_policy = 0;
+  JT_OK(e, jk_launch_ops(e, s, &op, 1));
+  cr_assert_eq(seen.num_attrs, 1);
+  /* Without clusters a policy means nothing and is not sent. */
+  op.cluster[0] = op.cluster[1] = op.cluster[2] = 0;
+  op.cluster_policy = CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING;
+  op.pdl = true;
+  JT_OK(e, jk_launch_ops(e, s, &op, 1));
+  cr_assert_eq(seen.num_attrs, 1);
+  cr_assert_eq(seen.attrs[0].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  stand_in_destroy(e);
+}
+
 /* Every attribute the driver reports, the settable ones set, the rest
  * refused with the reason; the cache preference; clusters of up to 16
  * blocks once the kernel allows them. */
