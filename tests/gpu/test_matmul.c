@@ -1769,13 +1769,13 @@ Test(matmul, cluster_split) {
     for (int lay = 0; lay < 4; lay++)
       for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
         const int64_t m = 517 - 40 * lay, n = 3 * wide - 5 - 11 * lay;
-        const int64_t tiles = (m + 127) / 128 * ((n + wide - 1) / wide) * splits[s];
+        const int64_t blocks = (m + 127) / 128 * ((n + wide - 1) / wide) * splits[s];
         const split_case c = {JITK_FLOAT32,
                               JITK_COMPUTE_FLOAT32,
                               m,
                               n,
                               203 + lay,
-                              info.multiprocessors / tiles + 1,
+                              info.multiprocessors / blocks + 1,
                               lay & 1 ? C : R,
                               lay & 2 ? C : R,
                               lay == 3 ? C : R,
