@@ -32,7 +32,8 @@ class Launch(ctypes.Structure):
                 ("stream", ctypes.c_void_p), ("num_params", ctypes.c_int),
                 ("param_offset", ctypes.c_size_t * 64), ("param_bytes", ctypes.c_ubyte * 4096),
                 ("device", ctypes.c_int), ("cluster", ctypes.c_uint * 3),
-                ("cooperative", ctypes.c_int), ("programmatic", ctypes.c_int)]
+                ("cluster_policy", ctypes.c_int), ("cooperative", ctypes.c_int),
+                ("programmatic", ctypes.c_int)]
 
 fake = ctypes.CDLL(FAKE)
 fake.fakecuda_last_launch.restype = ctypes.POINTER(Launch)
