@@ -504,23 +504,33 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         in->name, u, u);
   }
   if (wg) {
-    /* An R x C row-major matrix x[r * ld + c] of each batch into y[r * ldy
-     * + c], ldy a multiple of 128 bytes, batch after batch: the operand
-     * TMA reads when the user's does not start each row on 16 bytes
-     * (matmul.cuh's pad_rows: 16-byte chunks, shifted in registers). */
+    /* Two operands, each an R x C row-major matrix x[r * ld + c] of each
+     * batch, into y[r * ldy + c], ldy a multiple of 128 bytes, batch
+     * after batch: the operands TMA reads when the user's do not start
+     * each row on 16 bytes (matmul.cuh's pad_rows: 16-byte chunks,
+     * shifted in registers). The grid's z runs over the first operand's
+     * batches, then the second's; an operand with R = 0 is not there. */
     size_t es = jk_dtype(s->a)->size;
     const char *u = es == 1 ? "unsigned char" : es == 2 ? "unsigned short" : "unsigned int";
-    jk_buf_printf(&b,
-                  "extern \"C\" __global__ void __launch_bounds__(%d) %s_pad(const %s *x, %s *y,\n"
-                  "    long long R, long long C, long long ld, long long sx, long long ldy,\n"
-                  "    long long nb) {\n"
-                  "  const long long es = (long long)sizeof *x;\n"
-                  "  for (long long z = blockIdx.z; z < nb; z += gridDim.z)\n"
-                  "    jitk::mm::pad_rows<%d>((const unsigned char *)(x + z * sx),\n"
-                  "                       (unsigned char *)(y + z * R * ldy), R, C * es, ld * es,\n"
-                  "                       ldy * es);\n"
-                  "}\n",
-                  JK_MM_PAD_THREADS, in->name, u, u, JK_MM_PAD_THREADS);
+    jk_buf_printf(
+        &b,
+        "extern \"C\" __global__ void __launch_bounds__(%d) %s_pad(\n"
+        "    const %s *x0, %s *y0, long long R0, long long C0, long long ld0,\n"
+        "    long long sx0, long long ldy0, const %s *x1, %s *y1, long long R1,\n"
+        "    long long C1, long long ld1, long long sx1, long long ldy1, long long nb) {\n"
+        "  const long long es = (long long)sizeof *x0;\n"
+        "  for (long long z = blockIdx.z; z < 2 * nb; z += gridDim.z) {\n"
+        "    const bool second = z >= nb;\n"
+        "    const long long w = second ? z - nb : z, R = second ? R1 : R0;\n"
+        "    if (R == 0) continue;\n"
+        "    jitk::mm::pad_rows<%d>(\n"
+        "        (const unsigned char *)(second ? x1 + w * sx1 : x0 + w * sx0),\n"
+        "        (unsigned char *)(second ? y1 + w * R1 * ldy1 : y0 + w * R0 * ldy0), R,\n"
+        "        (second ? C1 : C0) * es, (second ? ld1 : ld0) * es,\n"
+        "        (second ? ldy1 : ldy0) * es);\n"
+        "  }\n"
+        "}\n",
+        JK_MM_PAD_THREADS, in->name, u, u, u, u, JK_MM_PAD_THREADS);
   }
   if (has_red_struct(s, in)) emit_red_struct(&b, s, in);
   /* Two FFMA blocks a multiprocessor where the plan asks (matmul_plan.c

@@ -126,30 +126,55 @@ bool jk_mm_tma_ready(const void *p, uint64_t ld, uint64_t sx, uint64_t nb, uint6
   return ((uintptr_t)p & 15) == 0 && (ld * es) % 16 == 0 && (nb == 1 || (sx * es) % 16 == 0);
 }
 
-/* A pooled copy of x (each batch's R x C row-major matrix, leading
- * dimension ld, batch stride sx, elements of es bytes) whose rows start
- * on 128-byte lines, made by the plan's "_pad" kernel on `stream`: leading
- * dimension *ldy, batch stride R * *ldy. *y is freed by the caller with
- * jk_temp_free. */
-static jitk_status pad_first(jitk_matmul *p, const mm_kernel *k, CUstream stream, const void *x,
-                             uint64_t R, uint64_t C, uint64_t ld, uint64_t sx, uint64_t es,
-                             void **y, uint64_t *ldy) {
-  jitk_engine *e = p->engine;
+/* An operand the plan's "_pad" kernel copies: x, each batch's R x C
+ * row-major matrix (leading dimension ld, batch stride sx), into y,
+ * whose rows start on 128-byte lines (leading dimension ldy, batch stride
+ * R * ldy). R = 0: no operand. */
+typedef struct pad_job {
+  const void *x;
+  void *y;
+  uint64_t R, C, ld, sx, ldy;
+} pad_job;
+
+/* The pooled buffer of job j's copy, elements of es bytes: j->y and
+ * j->ldy. j->y is freed by the caller with jk_temp_free. */
+static jitk_status pad_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint64_t es) {
+  j->y = NULL;
+  j->ldy = round_bytes(j->C, es, 128);
+  return temp_alloc_n(p, (jitk_stream)stream, "the copy of an operand", (uint64_t)p->d.batch, j->R,
+                      j->ldy, es, 0, &j->y);
+}
+
+/* Copies the operands of jobs j0 and j1 (either with R = 0: none) in one
+ * launch of the "_pad" kernel on `stream`: one launch's ramp and tail
+ * where A and B are both copied, not two. */
+static jitk_status pad_launch(jitk_matmul *p, const mm_kernel *k, CUstream stream,
+                              const pad_job *j0, const pad_job *j1, uint64_t es) {
   const uint64_t nb = (uint64_t)p->d.batch;
-  *y = NULL;
-  *ldy = round_bytes(C, es, 128);
-  jitk_status st =
-      temp_alloc_n(p, (jitk_stream)stream, "the copy of an operand", nb, R, *ldy, es, 0, y);
-  if (st != JITK_OK) return st;
-  long long args[6] = {(long long)R,  (long long)C,    (long long)ld,
-                       (long long)sx, (long long)*ldy, (long long)nb};
-  void *kp[8] = {(void *)&x, y, &args[0], &args[1], &args[2], &args[3], &args[4], &args[5]};
-  /* Each block copies four chunks of 16 bytes of a row a thread. */
-  uint64_t gx = ceil_div(ceil_div(C * es, 16), 4 * JK_MM_PAD_THREADS);
-  return jk_launch_fn(e, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
-                      (unsigned int)(gx < 65535 ? gx : 65535),
-                      (unsigned int)(R < 65535 ? R : 65535),
-                      (unsigned int)(nb < 65535 ? nb : 65535), JK_MM_PAD_THREADS, 1, 1, 0, kp);
+  long long args[2][6];
+  const pad_job *jobs[2] = {j0, j1};
+  void *kp[15];
+  uint64_t chunks = 0, rows = 0;
+  for (int i = 0; i < 2; i++) {
+    const pad_job *j = jobs[i];
+    const uint64_t vals[5] = {j->R, j->C, j->ld, j->sx, j->ldy};
+    for (int v = 0; v < 5; v++) args[i][v] = (long long)vals[v];
+    kp[7 * i] = (void *)&j->x;
+    kp[7 * i + 1] = (void *)&j->y;
+    for (int v = 0; v < 5; v++) kp[7 * i + 2 + v] = &args[i][v];
+    const uint64_t c = ceil_div(j->C * es, 16);
+    chunks = c > chunks ? c : chunks;
+    rows = j->R > rows ? j->R : rows;
+  }
+  args[0][5] = (long long)nb;
+  kp[14] = &args[0][5];
+  /* Each block copies four chunks of 16 bytes of a row a thread; the
+   * grid's z runs over both operands' batches. */
+  const uint64_t gx = ceil_div(chunks, 4 * JK_MM_PAD_THREADS), gz = 2 * nb;
+  return jk_launch_fn(
+      p->engine, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
+      (unsigned int)(gx < 65535 ? gx : 65535), (unsigned int)(rows < 65535 ? rows : 65535),
+      (unsigned int)(gz < 65535 ? gz : 65535), JK_MM_PAD_THREADS, 1, 1, 0, kp);
 }
 
 /* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
@@ -182,26 +207,41 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   bool a_k = s->a_k, b_n = s->b_n;
   CUresult r = CUDA_SUCCESS;
   jitk_status st = JITK_OK;
-  if (jk_mm_transposes_a(s)) { /* A[k * lda + m] into A'[m * ldt + k] */
+  /* Operands whose rows are off 16 bytes (or, for a row-major B, off the
+   * lines where that pays) are copied onto lines first, both in one
+   * launch; tf32's transposes run after that copy. */
+  pad_job ja = {0}, jb = {0};
+  const bool tr_a = jk_mm_transposes_a(s), tr_b = jk_mm_transposes_b(s);
+  if (!tr_a && !jk_mm_tma_ready(a, lda, sa, nb, es))
+    ja = (pad_job){a, NULL, a_k ? M : K, a_k ? K : M, lda, sa, 0};
+  if (!tr_b && (!jk_mm_tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es))))
+    jb = (pad_job){b, NULL, b_n ? K : N, b_n ? N : K, ldb, sb, 0};
+  if (ja.R > 0) st = pad_alloc(p, stream, &ja, es);
+  if (st == JITK_OK && jb.R > 0) st = pad_alloc(p, stream, &jb, es);
+  at = ja.y;
+  bt = jb.y;
+  if (st == JITK_OK && (ja.R > 0 || jb.R > 0)) st = pad_launch(p, k, stream, &ja, &jb, es);
+  if (st == JITK_OK && ja.R > 0) {
+    ak = ja.y;
+    lda = ja.ldy;
+    sa = ja.R * lda;
+  }
+  if (st == JITK_OK && jb.R > 0) {
+    bk = jb.y;
+    ldb = jb.ldy;
+    sb = jb.R * ldb;
+  }
+  if (st == JITK_OK && tr_a) { /* A[k * lda + m] into A'[m * ldt + k] */
     st = transpose_first(p, k, stream, a, K, M, lda, sa, es, &at, &lda);
     ak = at;
     sa = M * lda;
     a_k = true;
-  } else if (!jk_mm_tma_ready(a, lda, sa, nb, es)) { /* rows onto lines */
-    st = pad_first(p, k, stream, a, a_k ? M : K, a_k ? K : M, lda, sa, es, &at, &lda);
-    ak = at;
-    sa = (a_k ? M : K) * lda;
   }
-  if (st == JITK_OK && jk_mm_transposes_b(s)) { /* B[k * ldb + n] into B'[n * ldt + k] */
+  if (st == JITK_OK && tr_b) { /* B[k * ldb + n] into B'[n * ldt + k] */
     st = transpose_first(p, k, stream, b, K, N, ldb, sb, es, &bt, &ldb);
     bk = bt;
     sb = N * ldb;
     b_n = false;
-  } else if (st == JITK_OK &&
-             (!jk_mm_tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es)))) {
-    st = pad_first(p, k, stream, b, b_n ? K : N, b_n ? N : K, ldb, sb, es, &bt, &ldb);
-    bk = bt;
-    sb = (b_n ? K : N) * ldb;
   }
   if (st != JITK_OK) goto done;
   /* A single matrix's batch stride is never followed; TMA still checks

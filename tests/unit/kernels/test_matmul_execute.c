@@ -262,7 +262,7 @@ Test(matmul_execute, the_most_epilogue_operands) {
 }
 
 /* Operands whose rows are off 16 bytes are copied onto lines by the
- * module's _pad kernel before the product: one launch for each such
+ * module's _pad kernel before the product: one launch copies every such
  * operand, then the product's. */
 Test(matmul_execute, copies_before_the_product) {
   fakecuda_api f;
@@ -274,7 +274,7 @@ Test(matmul_execute, copies_before_the_product) {
       {128, 128, 128, 1}, /* aligned: the product alone */
       {128, 129, 128, 2}, /* N odd: B copied */
       {128, 128, 129, 2}, /* K odd: A (row-major, rows of K) copied */
-      {129, 129, 129, 3}, /* all odd: A and B copied */
+      {129, 129, 129, 2}, /* all odd: A and B copied, in one launch */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, cases[i].m, cases[i].n, cases[i].k);
