@@ -283,16 +283,6 @@ static inline size_t jk_mm_stage_smem(int bn) { return (size_t)128 * (size_t)(bn
  * strides) and matmul_execute.c's launch all take it from here. */
 #define JK_MM_PAD_THREADS 128
 
-/* Bytes of shared memory each consumer of a wgmma kernel stages D in
- * (matmul_sm90.cuh's STAGING): none in a swapped kernel, which stores D
- * from registers; 16 KiB in a ping-pong kernel of six stages, whose sixth
- * stage takes the other 16 KiB of each (a round of D's stores then waits
- * for TMA to have read the last, and the threads' stores of rows off 16
- * bytes use one buffer and are not drained); 32 KiB otherwise. */
-static inline int jk_mm_staging(bool swap, bool pingpong, int stages) {
-  return swap ? 0 : pingpong && stages > 5 ? 16384 : 32768;
-}
-
 /* Columns of D a block of the kernel of `s` computes (its rows: 128). */
 static inline int jk_mm_tile_n(const jk_mm_spec *s) {
   if (s->kind == JK_MM_SIMT) return s->ffma > 0 ? jk_mm_ffma_tile_at(s->ffma)->bn : 128;

@@ -604,7 +604,7 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
         "_jk_put2, _jk_rowp, _jk_rs%s);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
-        s->pingpong ? "true" : "false", jk_mm_staging(s->swap, s->pingpong, s->stages),
+        s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
         !s->swap && s->d_row ? "true" : "false", s->promote ? "true" : "false",
         s->cluster > 1 ? s->cluster : 1, s->split ? "true" : "false",
         s->no_drain ? "false" : "true",

@@ -38,27 +38,11 @@ static bool knob_off(const char *name) {
   return v != NULL && strcmp(v, "0") == 0;
 }
 
-/* The stages of a ping-pong wgmma plan with 16-bit inputs: six, with D
- * staged in 16 KiB a consumer (jk_mm_staging), except where the producer's idle warps would
- * drain D's rows (jk_mm_build: rows off 16 bytes and many tiles a
- * multiprocessor, or JITK_MM_DRAIN=1), whose buffers need 32 KiB a
- * consumer: five there. */
-static int pingpong_stages(const jitk_engine *e, const jitk_matmul *p) {
-  if (p->d.a_dtype != JITK_BFLOAT16 && p->d.a_dtype != JITK_FLOAT16) return 5;
-  const char *drain = getenv("JITK_MM_DRAIN");
-  const bool drains = drain != NULL && strcmp(drain, "1") == 0
-                          ? true
-                          : !knob_off("JITK_MM_DRAIN") && d_rows_off(&p->d) &&
-                                wave_tiles(p, 128) >= 16 * (int64_t)jk_mm_sms(e);
-  return drains ? 5 : 6;
-}
-/* (tf32 and 8-bit inputs keep five, not having been measured with six.) */
-
-/* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size,
- * with jk_mm_staging's bytes a consumer for staging D. */
-static size_t wgmma_smem(int bn, int stages, bool swap, bool pingpong) {
-  return (size_t)stages * (128 * 128 + (size_t)bn * 128) +
-         2 * (size_t)jk_mm_staging(swap, pingpong, stages) + (size_t)stages * 16 + 16 + 1024;
+/* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size;
+ * a swapped kernel stores D from registers and stages none of it. */
+static size_t wgmma_smem(int bn, int stages, bool swap) {
+  return (size_t)stages * (128 * 128 + (size_t)bn * 128) + (swap ? 0 : 2 * 32768) +
+         (size_t)stages * 16 + 16 + 1024;
 }
 
 /* The most stages of a swapped kernel: as many as shared memory holds, up
@@ -542,10 +526,6 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
                 : drain != NULL && strcmp(drain, "0") == 0
                     ? true
                     : s->swap || !d_rows_off(d) || tiles < 16 * (uint64_t)jk_mm_sms(e);
-  /* The drain's buffers need 32 KiB a consumer, which a ping-pong kernel
-   * of six stages does not have (jk_mm_staging). */
-  if (kind == JK_MM_WGMMA && jk_mm_staging(s->swap, s->pingpong, s->stages) < 32768)
-    s->no_drain = true;
   /* FFMA with float32 inputs on sm_80 and later: one of ffma_gemm's
    * cp.async tiles where the model finds one faster than simt_gemm's
    * (choose_ffma). Otherwise, unbounded, the float FFMA
@@ -585,7 +565,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   out->source = src;
   if (st != JITK_OK) return st;
   out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
-              : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap, s->pingpong)
+              : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap)
               : s->ffma > 0         ? jk_mm_ffma_smem(jk_mm_tile_n(s), s->stages)
                                     : 0;
   if (s->csplit) out->smem += jk_mm_stage_smem(jk_mm_tile_n(s));
@@ -686,7 +666,7 @@ int jk_mm_swap_bn(int64_t m) {
 
 int jk_mm_swap_stages(int bn) {
   int stages = JK_MM_SWAP_MAX_STAGES;
-  while (stages > 2 && wgmma_smem(bn, stages, true, false) > 227 * 1024) stages--;
+  while (stages > 2 && wgmma_smem(bn, stages, true) > 227 * 1024) stages--;
   return stages;
 }
 
@@ -709,7 +689,7 @@ bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, 
     return jk_mm_swap_allowed(p, kind) && arow == 128 && !pingpong && stages >= 2 &&
            stages <= JK_MM_SWAP_MAX_STAGES &&
            (bn == 8 || bn == 16 || bn == 32 || bn == 64 || bn == 128 || bn == 256) &&
-           wgmma_smem(bn, stages, true, false) <= 227 * 1024;
+           wgmma_smem(bn, stages, true) <= 227 * 1024;
   /* 128 x 64 wgmma tiles (cooperative, 16-bit inputs, the ones measured):
    * twice the tiles of 128 x 128, for the products whose 128 x 128 tiles
    * are fewer than the multiprocessors. */
@@ -722,8 +702,7 @@ bool jk_mm_choice_fits(const jitk_matmul *p, jk_mm_kind kind, int bn, int arow, 
    * consumer only (matmul_sm90.cuh, PROMOTE). */
   if (jk_mm_promotes(p, kind) && (bn != 128 || pingpong)) return false;
   if (kind == JK_MM_WGMMA)
-    return arow == 128 && (!pingpong || bn == 128) &&
-           wgmma_smem(bn, stages, false, pingpong != 0) <= 227 * 1024;
+    return arow == 128 && (!pingpong || bn == 128) && wgmma_smem(bn, stages, false) <= 227 * 1024;
   return !pingpong && (size_t)stages * (size_t)arow * (128 + (size_t)bn) <= 227 * 1024;
 }
 
@@ -1138,7 +1117,7 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
      * long K takes the cooperative tile (below). */
     p->bn = 128;
     p->arow = 128;
-    p->stages = pingpong_stages(e, p);
+    p->stages = 5;
     p->pingpong = true;
     const char *sched = getenv("JITK_MM_SCHEDULE");
     if (jk_mm_promotes(p, kind)) {

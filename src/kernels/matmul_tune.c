@@ -66,19 +66,15 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
    * swap (wgmma, 16-bit or tf32) and M is small, also swapped kernels
    * with the narrowest tile that holds M, at the most stages and at
    * half as many (not with JITK_MM_SWAP=0). */
-  int cand[7][5] = {{128, 128, 6, 1, 0},
-                    {128, 128, 5, 1, 0},
-                    {128, 128, 4, 1, 0},
-                    {256, 128, 3, 0, 0},
-                    {128, 128, 4, 0, 0}};
+  int cand[6][5] = {
+      {128, 128, 5, 1, 0}, {128, 128, 4, 1, 0}, {256, 128, 3, 0, 0}, {128, 128, 4, 0, 0}};
   static const int mma[][5] = {
       {256, 128, 3, 0, 0}, {128, 64, 4, 0, 0}, {256, 64, 4, 0, 0}, {128, 128, 3, 0, 0}};
   /* FP8 with promotion: cooperative 128 x 128 tiles only (registers). */
   static const int promoted[][5] = {{128, 128, 5, 0, 0}, {128, 128, 4, 0, 0}, {128, 128, 3, 0, 0}};
-  int ncand = 5;
+  int ncand = 4;
   if (kind != JK_MM_WGMMA) {
     memcpy(cand, mma, sizeof mma);
-    ncand = 4;
   } else if (jk_mm_promotes(p, kind)) {
     memcpy(cand, promoted, sizeof promoted);
     ncand = 3;

@@ -844,11 +844,10 @@ __device__ __forceinline__ void item_of(unsigned int t, unsigned int tiles_m, un
 }
 
 // Bytes of dynamic shared memory the kernel needs: the ring, STAGING bytes
-// per consumer to stage D (32 KiB, for TMA stores or for stage_rows; 16
-// KiB in a ping-pong kernel of six stages, which the sixth stage's 32 KiB
-// need; none in a kernel that stores from registers only, such as a
-// swapped decode plan's), the barriers, and slack to align the ring to the
-// swizzle's 1024 bytes.
+// per consumer to stage D (32 KiB, for TMA stores or for stage_rows; none
+// in a kernel that stores from registers only, such as a swapped decode
+// plan's), the barriers, and slack to align the ring to the swizzle's 1024
+// bytes.
 template <int BN, int STAGES, int STAGING = 32768>
 struct smem_size {
   static constexpr int value =
@@ -1224,10 +1223,8 @@ __device__ __forceinline__ void stage_round(unsigned char *buf, float (&acc)[BN 
 // first V - s_r and the last s_r) go element by element, V threads a row.
 // A round that crosses N (the last tile column only) goes element by
 // element, a warp along a row; rows at or beyond M store nothing. D's
-// pointer must be aligned to its element, as for any store. A staging
-// area of 16 KiB (STAGING) holds one buffer only: each round then ends
-// with a second barrier, after its reads, before the next round writes.
-template <int BN, int STAGING, typename TD, typename Value, typename RowP, typename Red>
+// pointer must be aligned to its element, as for any store.
+template <int BN, typename TD, typename Value, typename RowP, typename Red>
 __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int area,
                                            unsigned int &used, int bar, long long b,
                                            long long row0, long long col0, long long M,
@@ -1238,8 +1235,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   constexpr int V = 16 / ES;                  /* elements a 16-byte chunk */
   constexpr int P = row_stage::P, BUF = row_stage::BUF; /* one buffer: 9 KiB */
   static_assert(16 % ES == 0 && BN % RW == 0, "a round is whole 16-byte chunks of a tile row");
-  constexpr int NBUF = 2 * BUF <= STAGING ? 2 : 1;
-  static_assert(BUF <= STAGING, "a buffer fits the staging area");
+  static_assert(2 * BUF <= 32768, "both buffers fit the staging area");
   const int t = threadIdx.x & 127;
   unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
   int sh[2];
@@ -1285,7 +1281,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   }
 #pragma unroll
   for (int c0 = 0; c0 < BN; c0 += RW) {
-    unsigned char *const buf = sm + (NBUF == 2 ? (used & 1u) * BUF : 0u);
+    unsigned char *const buf = sm + (used & 1u) * BUF;
     used++;
     stage_round<BN, TD>(buf, acc, c0, b, row0, col0, sh, value, red);
     wg_sync(bar);
@@ -1311,8 +1307,6 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
         }
       }
     }
-    /* One buffer: its reads end before the next round writes it. */
-    if constexpr (NBUF == 1) wg_sync(bar);
   }
 }
 
@@ -1489,8 +1483,7 @@ struct d_boxes {
 // come before their stores (a store to D might otherwise change what a
 // later read sees, as far as the compiler knows). `bar` is the
 // warpgroup's named barrier; M and N bound D.
-template <int BN, int STAGING, bool ROWS, bool DRAIN, typename Value, typename Put2,
-          typename RowP, typename Red>
+template <int BN, bool ROWS, bool DRAIN, typename Value, typename Put2, typename RowP, typename Red>
 __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
                                            unsigned int area, unsigned int &used, int bar,
                                            long long b, long long row0, long long col0, long long M,
@@ -1507,20 +1500,14 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   red.start();
   if (d_boxes<BN, TD>::value && td != nullptr) {
     constexpr int BOX = 128 / static_cast<int>(sizeof(TD)); /* columns a box */
-    /* Columns a round: up to four boxes, as many as the area holds (a
-     * kernel without one never has `td`). */
-    constexpr unsigned int AREA = STAGING > 0 ? STAGING : 32768;
-    constexpr int FIT = static_cast<int>(AREA) / (64 * static_cast<int>(sizeof(TD)));
-    constexpr int PER_ROUND = BOX * 4 < BN ? (BOX * 4 < FIT ? BOX * 4 : FIT) : (BN < FIT ? BN : FIT);
-    static_assert(!d_boxes<BN, TD>::value || (PER_ROUND % BOX == 0 && BN % PER_ROUND == 0),
-                  "whole boxes a round");
+    constexpr int PER_ROUND = BOX * 4 < BN ? BOX * 4 : BN;  /* columns a round */
     constexpr unsigned int ROUND = 64u * PER_ROUND * sizeof(TD);
     /* 8-column groups whose values are computed before any is written. */
     constexpr int G = PER_ROUND / 8 < 8 ? PER_ROUND / 8 : 8;
     const bool leader = (tid & 127) == 0;
 #pragma unroll
     for (int c0 = 0; c0 < BN; c0 += PER_ROUND) {
-      if (used + ROUND > AREA) {
+      if (used + ROUND > 32768u) {
         /* The area is full: wait until TMA has read it. */
         if (leader) bulk_wait_read();
         wg_sync(bar);
@@ -1557,8 +1544,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   } else if constexpr (ROWS && DRAIN) {
     stage_rows_drained<BN, TD>(acc, area, used, b, row0, col0, smem_raw, value, rowp, red);
   } else if constexpr (ROWS) {
-    stage_rows<BN, STAGING, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp,
-                                red);
+    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp, red);
   } else {
     constexpr int CH = BN / 8 < 8 ? BN / 8 : 8;
     each_pair<CH, BN, TD>(acc, 0, b, row, col, wrow, value, red,
@@ -1655,10 +1641,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
   static_assert(!RS || (!PP && !PROMOTE), "tf32 A through registers is cooperative only");
   static_assert(!PP || BN == 128, "ping-pong consumers hold a whole 128 x 128 tile");
   static_assert(!B_MN || BN % 64 == 0, "an N-major B tile is whole slabs of 64 columns");
-  static_assert(STAGING == 0 || STAGING == 16384 || STAGING == 32768,
-                "D's staging is 32 or 16 KiB a consumer, or none");
-  static_assert(!ROWS || STAGING > 0, "stage_rows works in the staging area");
-  static_assert(!(ROWS && DRAIN) || STAGING == 32768, "the drain's buffers take 32 KiB");
+  static_assert(STAGING == 0 || STAGING == 32768, "D's staging is 32 KiB a consumer, or none");
+  static_assert(!ROWS || STAGING == 32768, "stage_rows works in the staging area");
   static_assert(!PROMOTE || (KIND >= 3 && !PP && BN == 128),
                 "promotion is for 8-bit inputs, cooperative at BN = 128 (registers)");
   static_assert(CL == 1 || (CL == 2 && (!B_MN || (BN / 64) % 2 == 0)),
@@ -2009,7 +1993,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       }
       const auto store = [&](int h) {
         if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
-          store_rows<BN, STAGING, ROWS, DRAIN>(
+          store_rows<BN, ROWS, DRAIN>(
               acc[0], STAGING ? td : nullptr, staging + cw * STAGING, used, 1 + cw,
               static_cast<long long>(b), static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
               static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp, red);

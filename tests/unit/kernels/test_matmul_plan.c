@@ -77,7 +77,7 @@ Test(matmul_plan, kernel_choice) {
   d.k = 1024;
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
-              "tile 128x128x64, 6 stages (TMA), persistent, 1 producer and 2 consumer "
+              "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
               "warpgroups (ping-pong)",
               "bf16, K = 1024");
   /* tf32 too: K-steps of 32 (a row-major B swaps: tf32_row_major_b_swaps). */
@@ -93,32 +93,32 @@ Test(matmul_plan, kernel_choice) {
   d = jt_matmul_desc(JITK_BFLOAT16, 2048, 11008, 4096);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
-              "tile 128x128x64, 6 stages",
+              "tile 128x128x64, 5 stages",
               "bf16, 2048 x 11008 x 4096");
   /* Long K whose D rows are off 16 bytes (odd N): the threads store D,
    * and ping-pong runs that epilogue beside the other consumer's MMAs. */
   d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4095, 4096);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
-              "tile 128x128x64, 6 stages (TMA), persistent, 1 producer and 2 consumer "
+              "tile 128x128x64, 5 stages (TMA), persistent, 1 producer and 2 consumer "
               "warpgroups (ping-pong)",
               "bf16, 4096 x 4095 x 4096");
   d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   d.ldd = 4100; /* rows 8 bytes off in turn */
-  expect_described(e, &d, "tile 128x128x64, 6 stages");
+  expect_described(e, &d, "tile 128x128x64, 5 stages");
   d.ldd = 4104; /* rows on 16 bytes: TMA stores D */
   expect_described(e, &d, "tile 128x256x64, 3 stages");
   /* The GPU test's shape for this choice (test_matmul's
    * unaligned_rows_every_layout): cooperative where D's rows are aligned. */
   d = jt_matmul_desc(JITK_BFLOAT16, 1920, 1025, 4104);
-  expect_described(e, &d, "tile 128x128x64, 6 stages");
+  expect_described(e, &d, "tile 128x128x64, 5 stages");
   d.ldd = 1032;
   expect_described(e, &d, "tile 128x256x64, 3 stages");
   d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 4096);
   setenv("JITK_MM_SCHEDULE", "pingpong", 1);
   expect_kind(e, &d,
               "tensor cores bfloat16 m64nNk16 (wgmma, sm_90a), float32 accumulation, "
-              "tile 128x128x64, 6 stages",
+              "tile 128x128x64, 5 stages",
               "bf16, ping-pong forced");
   unsetenv("JITK_MM_SCHEDULE");
   /* Clusters of two, for measuring: the description says so. */
@@ -1543,7 +1543,7 @@ Test(matmul_plan, narrow_tiles_where_few) {
   expect_choice(e, &d, narrow, "f16 128 x 4096 x 4096");
   d = jt_matmul_desc(JITK_BFLOAT16, 256, 4096, 1024);
   expect_choice(e, &d, narrow, "256 x 4096 (64 tiles)");
-  const char *pingpong = "bn=128 arow=128 stages=6 pingpong=1";
+  const char *pingpong = "bn=128 arow=128 stages=5 pingpong=1";
   d = jt_matmul_desc(JITK_BFLOAT16, 256, 8192, 8192);
   expect_choice(e, &d, pingpong, "256 x 8192: 128 tiles of 128 x 128, near the 132");
   d = jt_matmul_desc(JITK_BFLOAT16, 96, 8192, 8192);
@@ -1745,56 +1745,5 @@ Test(matmul_plan, the_drain_where_multiprocessors_have_many_tiles) {
   setenv("JITK_MM_DRAIN", "0", 1);
   cr_assert_not(drains(e, 8192, 50257, 1024));
   unsetenv("JITK_MM_DRAIN");
-  jitk_engine_destroy(e);
-}
-
-/* The tensor-core kernel's template arguments from its stages to its
- * drain, as the plan of a bfloat16 m x n x k product generates them. */
-static void expect_kernel_args(jitk_engine *e, int64_t m, int64_t n, int64_t k, const char *want,
-                               const char *what) {
-  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
-  jitk_matmul *p = NULL;
-  JT_OK(e, jitk_matmul_create(e, &d, &p));
-  const char *src = NULL;
-  JT_OK(e, jitk_matmul_source(p, &src));
-  cr_assert(strstr(src, want) != NULL, "%s: no `%s` in the kernel", what, want);
-  jitk_matmul_destroy(p);
-}
-
-/* Ping-pong kernels with 16-bit inputs take six stages, staging D in 16
- * KiB a consumer, except where the producer's warps drain D's rows, whose
- * buffers need 32 KiB: five there. Forced tiles and stored choices may
- * name six stages on ping-pong, which fit, not on cooperative 128 x 128
- * tiles, which do not; tf32 and FP8 keep five. */
-Test(matmul_plan, six_stages_on_ping_pong) {
-  unsetenv("JITK_MM_DRAIN");
-  unsetenv("JITK_MM_TILE");
-  jitk_engine *e = jt_compile_engine("sm_90");
-  /* <BN, STAGES, PP, STAGING, ROWS, PROMOTE, CL, SERIAL, DRAIN> */
-  expect_kernel_args(e, 4096, 4095, 512, "128, 6, true, 16384, true, false, 1, false, false>",
-                     "odd N, few tiles");
-  expect_kernel_args(e, 4096, 4096, 1024, "128, 6, true, 16384, true, false, 1, false, false>",
-                     "aligned, K = 1024");
-  expect_kernel_args(e, 8192, 50257, 1024, "128, 5, true, 32768, true, false, 1, false, true>",
-                     "odd N, many tiles: drained");
-  setenv("JITK_MM_DRAIN", "1", 1);
-  expect_kernel_args(e, 4096, 4095, 512, "128, 5, true, 32768, true, false, 1, false, true>",
-                     "the drain forced");
-  unsetenv("JITK_MM_DRAIN");
-  setenv("JITK_MM_TILE", "128x128x5", 1);
-  expect_kernel_args(e, 4096, 4095, 512, "128, 5, true, 32768, true, false, 1, false, false>",
-                     "five stages forced");
-  unsetenv("JITK_MM_TILE");
-  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 4096, 4096, 1024);
-  jitk_matmul *p = NULL;
-  JT_OK(e, jitk_matmul_create(e, &d, &p));
-  cr_assert(jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=128 stages=6 pingpong=1 split=1"));
-  cr_assert(!jk_mm_choice_parse(p, JK_MM_WGMMA, "bn=128 arow=128 stages=6 pingpong=0 split=1"),
-            "six stages of 128 x 128 beside 64 KiB of staging do not fit");
-  jitk_matmul_destroy(p);
-  d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 1024);
-  d.compute = JITK_COMPUTE_TF32;
-  d.b_order = JITK_COL_MAJOR;
-  expect_described(e, &d, "tile 128x128x32, 5 stages");
   jitk_engine_destroy(e);
 }
