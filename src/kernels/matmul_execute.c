@@ -147,12 +147,14 @@ static jitk_status pad_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint64
 
 /* Copies the operands of jobs j0 and j1 (either with R = 0: none) in one
  * launch of the "_pad" kernel on `stream`: one launch's ramp and tail
- * where A and B are both copied, not two. */
+ * where A and B are both copied, not two. A single operand goes first,
+ * and the grid's z then covers its batches only, so that no block is
+ * launched for the absent one. */
 static jitk_status pad_launch(jitk_matmul *p, const mm_kernel *k, CUstream stream,
                               const pad_job *j0, const pad_job *j1, uint64_t es) {
   const uint64_t nb = (uint64_t)p->d.batch;
   long long args[2][6];
-  const pad_job *jobs[2] = {j0, j1};
+  const pad_job *jobs[2] = {j0->R > 0 ? j0 : j1, j0->R > 0 ? j1 : j0};
   void *kp[15];
   uint64_t chunks = 0, rows = 0;
   for (int i = 0; i < 2; i++) {
@@ -169,8 +171,9 @@ static jitk_status pad_launch(jitk_matmul *p, const mm_kernel *k, CUstream strea
   args[0][5] = (long long)nb;
   kp[14] = &args[0][5];
   /* Each block copies four chunks of 16 bytes of a row a thread; the
-   * grid's z runs over both operands' batches. */
-  const uint64_t gx = ceil_div(chunks, 4 * JK_MM_PAD_THREADS), gz = 2 * nb;
+   * grid's z runs over the operands' batches (the kernel's loop over z
+   * reaches the second operand's only when it is there). */
+  const uint64_t gx = ceil_div(chunks, 4 * JK_MM_PAD_THREADS), gz = (jobs[1]->R > 0 ? 2 : 1) * nb;
   return jk_launch_fn(
       p->engine, (jitk_stream)stream, k->pad, "the copy of an operand onto 16 bytes",
       (unsigned int)(gx < 65535 ? gx : 65535), (unsigned int)(rows < 65535 ? rows : 65535),
