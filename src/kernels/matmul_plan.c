@@ -813,10 +813,10 @@ static double ffma_split_cost(const void *ctx, int64_t slices) {
 }
 
 /* The number of slices, 1 to 64 and each 4 of the kt K-tiles at least,
- * that cost(ctx, slices) finds cheapest, where it saves a tenth of the
- * unsplit cost; else 1. */
-static int least_split(double (*cost)(const void *ctx, int64_t slices), const void *ctx,
-                       int64_t kt) {
+ * that cost(ctx, slices) finds cheapest, where it costs at most `margin`
+ * of the unsplit cost; else 1. */
+static int least_split(double (*cost)(const void *ctx, int64_t slices), const void *ctx, int64_t kt,
+                       double margin) {
   const double plain = cost(ctx, 1);
   double best_cost = plain;
   int best = 1;
@@ -827,17 +827,32 @@ static int least_split(double (*cost)(const void *ctx, int64_t slices), const vo
       best = (int)sp;
     }
   }
-  return best_cost <= 0.9 * plain ? best : 1;
+  return best_cost <= margin * plain ? best : 1;
 }
 
 int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   const jitk_matmul_desc *d = &p->d;
   if (d->a_dtype == JITK_FLOAT64 || d->m == 0 || d->n == 0 || sms < 1) return 1;
   const int64_t kt = jk_mm_ktiles(p, kind);
-  /* float32 FFMA: the split whose best tile the model finds fastest. */
+  /* float32 FFMA: the split whose best tile the model finds fastest,
+   * where it saves a tenth of the unsplit time, or 7 % where the slices
+   * are summed across a cluster. Such splits on the 128 x 64 tile, two
+   * blocks a multiprocessor, ran within 1.5 % of the model in all four
+   * products measured (H100, 2026-12-07: 1000^3, 512 x 1536 x 1536, 2048
+   * x 512 x 2048, 1024 x 1024 x 4096, two slices), and at 1000^3, which
+   * the model put at 0.91 of the unsplit time, they ran at 0.92 of it
+   * (29.5 TFLOP/s against 27.0; docs/PERFORMANCE.md). A split through the
+   * workspace and the fix-up kernel keeps the wider margin.
+   * JITK_MM_CSPLIT_MARGIN=x (0.5 to 1) sets the cluster splits' margin,
+   * for measuring. */
   if (kind == JK_MM_SIMT && ffma_ok(p)) {
     const ffma_split f = {p, sms};
-    return least_split(ffma_split_cost, &f, kt);
+    const char *cm = getenv("JITK_MM_CSPLIT_MARGIN");
+    const double want = cm != NULL ? atof(cm) : 0.0;
+    const double margin = want >= 0.5 && want <= 1.0 ? want : 0.93;
+    const int sp = least_split(ffma_split_cost, &f, kt, margin);
+    if (sp > 1 && cluster_split(p, choose_ffma(p, sp), sp)) return sp;
+    return least_split(ffma_split_cost, &f, kt, 0.9);
   }
   const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
   /* A swapped kernel's 128-row tiles run along N, its bn columns along M. */
@@ -859,7 +874,7 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
            (double)d->k * (double)d->batch / 3.5e6;
   m.elems = (double)d->m * (double)d->n * (double)d->batch;
   m.bn = (double)bn;
-  return least_split(model_cost, &m, kt);
+  return least_split(model_cost, &m, kt, 0.9);
 }
 
 /* Whether `name` is free for an output or a reduction: an identifier,

@@ -758,18 +758,20 @@ Test(matmul_plan, ffma_tile_choice) {
       {4096, 4096, 4096, 1, "tile 128x256x16, 16x8", 1, false},
       {2048, 2048, 2048, 1, "tile 128x256x16, 16x8", 1, false}, /* 128 tiles of 132 */
       {2000, 2000, 999, 1, "tile 128x256x16, 16x8", 1, false},
-      {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 1, false}, /* 128 tiles: 1 each */
-      {300, 700, 75, 13, "tile 128x256x16, 16x8", 1, false},  /* 117 tiles */
+      {300, 700, 75, 13, "tile 128x256x16, 16x8", 1, false}, /* 117 tiles */
       {300, 700, 64, 2, "tile 128x32x16, 8x4", 1, false},
       /* Splits summed across clusters, cheaper than the fix-up kernel:
        * 64 tiles in 4 slices, 72 in 3, 72 in 3, 264 in 2 (528 blocks, 4
-       * a multiprocessor), 50 in 4, 72 in 3. */
+       * a multiprocessor), 50 in 4, 72 in 3; 128 in 2 where that saves
+       * only 9 % (1000^3, 1024^3), as a cluster split is priced closely. */
       {512, 512, 512, 1, "tile 128x32x16, 8x4", 4, true},
       {768, 768, 768, 1, "tile 128x64x16, 8x4", 3, true},
       {1536, 1536, 1536, 1, "tile 128x256x16, 16x8", 3, true},
       {1000, 1030, 999, 1, "tile 128x32x16, 8x4", 2, true},
       {640, 640, 768, 1, "tile 128x64x16, 8x4", 4, true},
       {1536, 1536, 1024, 1, "tile 128x256x16, 16x8", 3, true},
+      {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 2, true},
+      {1024, 1024, 1024, 1, "tile 128x64x16, 8x4", 2, true},
       /* Too few blocks for clusters (128 of 132): the fix-up kernel. */
       {1024, 1024, 4096, 1, "tile 128x256x16, 16x8", 4, false},
       /* Too many (96 wide tiles in 4 slices, 384 blocks, 3 rounds of
@@ -806,6 +808,25 @@ Test(matmul_plan, ffma_tile_choice) {
   fd = jt_matmul_desc(JITK_FLOAT32, 1536, 1536, 1536);
   expect_described(e, &fd, "tile 128x32x16, 8x4");
   unsetenv("JITK_MM_CSPLIT");
+  /* 512 x 1024 x 512: unsplit on 128 x 32 tiles, 0.96 of that time in 4
+   * slices across clusters of 128 x 64 tiles, which JITK_MM_CSPLIT_MARGIN
+   * = 0.97 takes; a margin out of 0.5 to 1 is ignored. */
+  static const char *const margins[] = {NULL, "0.97", "2"};
+  for (int i = 0; i < 3; i++) {
+    if (margins[i] != NULL) setenv("JITK_MM_CSPLIT_MARGIN", margins[i], 1);
+    fd = jt_matmul_desc(JITK_FLOAT32, 512, 1024, 512);
+    JT_OK(e, jitk_matmul_create(e, &fd, &fp));
+    JT_OK(e, jitk_matmul_describe(fp, fbuf, sizeof fbuf));
+    if (i == 1)
+      cr_assert(strstr(fbuf, "tile 128x64x16") != NULL && strstr(fbuf, "; split-K 4 (") != NULL &&
+                    strstr(fbuf, "across the cluster") != NULL,
+                "%s", fbuf);
+    else
+      cr_assert(strstr(fbuf, "tile 128x32x16") != NULL && strstr(fbuf, "; split-K") == NULL, "%s",
+                fbuf);
+    jitk_matmul_destroy(fp);
+    unsetenv("JITK_MM_CSPLIT_MARGIN");
+  }
   const char *narrow = "FFMA (simt) float32, float32 accumulation, tile 128x128x16, 8x8 per thread";
   jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 4096, 4096, 4096);
   setenv("JITK_MM_WIDE", "0", 1);
