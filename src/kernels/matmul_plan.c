@@ -380,9 +380,19 @@ static bool ffma_ok(const jitk_matmul *p) {
 /* Whether an FFMA plan on this engine sums `splits` slices of K across a
  * thread-block cluster (jk_mm_spec's csplit) when its cp.async tile `tile`
  * (jk_mm_ffma_tile_at) is split so: sm_90 and later, 2 to
- * JK_MM_CLUSTER_SLICES slices, more blocks than multiprocessors, and no
- * more than two a multiprocessor (four of the 128 x 32 tile's): one round
- * of the blocks the multiprocessors hold at once, two of the wide tile's.
+ * JK_MM_CLUSTER_SLICES slices (3 of the wide tile, whose block fills a
+ * multiprocessor), more blocks than multiprocessors, and no more than two
+ * a multiprocessor (four of the 128 x 32 tile's): one round of the blocks
+ * the multiprocessors hold at once, two of the wide tile's.
+ *
+ * The wide tile in clusters of 4 took about 1.4 times as long as in 2
+ * slices through the fix-up kernel: 64 tiles in 4 slices (256 blocks) at
+ * 1024 x 2048 x 2048, 2048 x 1024 x 4096 and 4096 x 512 x 2048 ran at
+ * 28.7-30.4 TFLOP/s, 2 slices through the fix-up at 41.0-45.1, within 3 %
+ * of the model (H100, 2026-12-07, two runs each); 3 slices (216 blocks,
+ * 1536^3, 768 x 3072 x 2048) ran as the model says. As if fewer clusters
+ * of four whole multiprocessors fit the GPCs at once than 132 / 4, so
+ * that the blocks took a third round.
  *
  * On an H100 (jitk-bench matmul, 2026-12-07; docs/PERFORMANCE.md) 768^3
  * on 128 x 64 tiles in 3 slices (216 blocks) gained 24 % over the fix-up
@@ -414,6 +424,7 @@ static bool cluster_split(const jitk_matmul *p, int tile, int64_t splits) {
   const char *force = getenv("JITK_MM_CSPLIT");
   if (force != NULL && strcmp(force, "1") == 0) return true;
   const jk_mm_ffma_tile *t = jk_mm_ffma_tile_at(tile);
+  if (t->blocks == 1 && splits > 3) return false;
   const int64_t blocks = wave_tiles(p, t->bn) * splits, sms = jk_mm_sms(p->engine);
   return blocks > sms && blocks <= sms * (t->blocks > 2 ? t->blocks : 2);
 }

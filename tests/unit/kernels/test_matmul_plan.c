@@ -772,6 +772,10 @@ Test(matmul_plan, ffma_tile_choice) {
       {1536, 1536, 1024, 1, "tile 128x256x16, 16x8", 3, true},
       {1000, 1000, 1000, 1, "tile 128x64x16, 8x4", 2, true},
       {1024, 1024, 1024, 1, "tile 128x64x16, 8x4", 2, true},
+      /* The wide tile in 4 slices across clusters ran slow: 2 through
+       * the fix-up kernel. */
+      {1024, 2048, 2048, 1, "tile 128x256x16, 16x8", 2, false},
+      {4096, 512, 2048, 1, "tile 128x256x16, 16x8", 2, false},
       /* Too few blocks for clusters (128 of 132): the fix-up kernel. */
       {1024, 1024, 4096, 1, "tile 128x256x16, 16x8", 4, false},
       /* Too many (96 wide tiles in 4 slices, 384 blocks, 3 rounds of
