@@ -416,12 +416,13 @@ static bool ffma_ok(const jitk_matmul *p) {
  * workspace and fix-up kernel, for measuring, and JITK_MM_CSPLIT=1 takes
  * clusters with any count of blocks. */
 static bool cluster_split(const jitk_matmul *p, int tile, int64_t splits) {
-  if (tile <= 0 || splits < 2 || splits > JK_MM_CLUSTER_SLICES || p->engine->target.major < 9 ||
-      knob_off("JITK_MM_CSPLIT"))
+  if (tile <= 0 || splits < 2 || splits > JK_MM_CLUSTER_SLICES || p->engine->target.major < 9)
     return false;
-  /* JITK_MM_CSPLIT=1 sums across clusters whatever the count of blocks,
-   * for measuring (with JITK_MM_CLUSTER_POLICY, say). */
+  /* JITK_MM_CSPLIT=0 keeps the fix-up kernel, and =1 sums across
+   * clusters whatever the count of blocks, for measuring (with
+   * JITK_MM_CLUSTER_POLICY, say). */
   const char *force = getenv("JITK_MM_CSPLIT");
+  if (force != NULL && strcmp(force, "0") == 0) return false;
   if (force != NULL && strcmp(force, "1") == 0) return true;
   const jk_mm_ffma_tile *t = jk_mm_ffma_tile_at(tile);
   if (t->blocks == 1 && splits > 3) return false;
