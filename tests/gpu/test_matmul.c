@@ -1745,9 +1745,10 @@ Test(matmul, split_k_decode_float32) {
 }
 
 /* float32 FFMA split across clusters (sm_90): each cp.async tile
- * (JITK_MM_FFMA_BN) with 2, 3 and 4 slices (the 128 x 256 tile 2 and 3),
- * each a block of a cluster, and 5 (and the wide tile's 4), beyond a
- * cluster, through the workspace, as simt_gemm's 128 x 128 (0) always is; tails in every dimension, every layout of A and B,
+ * (JITK_MM_FFMA_BN) with 2, 3 and 4 slices, each a block of a cluster
+ * (the 128 x 256 tile with 2 and 3 only), and with 5, beyond a cluster,
+ * through the workspace (the wide tile's 4 too), as simt_gemm's 128 x 128
+ * (0) always is; tails in every dimension, every layout of A and B,
  * column-major D, C. Clusters need more blocks than multiprocessors, and
  * at most a round of the multiprocessors' blocks (matmul_plan.c's
  * cluster_split), so each case takes the batches that put its blocks just
