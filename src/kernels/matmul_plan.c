@@ -831,21 +831,21 @@ static double ffma_split_cost(const void *ctx, int64_t slices) {
 }
 
 /* The number of slices, 1 to 64 and each 4 of the kt K-tiles at least,
- * that cost(ctx, slices) finds cheapest, where it costs at most `margin`
- * of the unsplit cost; else 1. */
-static int least_split(double (*cost)(const void *ctx, int64_t slices), const void *ctx, int64_t kt,
-                       double margin) {
-  const double plain = cost(ctx, 1);
-  double best_cost = plain;
+ * that cost(ctx, slices) finds cheapest; its cost to *best_cost and the
+ * unsplit cost to *plain, for the caller to weigh. */
+static int cheapest_split(double (*cost)(const void *ctx, int64_t slices), const void *ctx,
+                          int64_t kt, double *best_cost, double *plain) {
+  *plain = cost(ctx, 1);
+  *best_cost = *plain;
   int best = 1;
   for (int64_t sp = 2; sp <= 64 && sp * 4 <= kt; sp++) {
     const double c = cost(ctx, sp);
-    if (c < best_cost) {
-      best_cost = c;
+    if (c < *best_cost) {
+      *best_cost = c;
       best = (int)sp;
     }
   }
-  return best_cost <= margin * plain ? best : 1;
+  return best;
 }
 
 int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
@@ -860,17 +860,20 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
    * x 512 x 2048, 1024 x 1024 x 4096, two slices), and at 1000^3, which
    * the model put at 0.91 of the unsplit time, they ran at 0.92 of it
    * (29.5 TFLOP/s against 27.0; docs/PERFORMANCE.md). A split through the
-   * workspace and the fix-up kernel keeps the wider margin.
+   * workspace and the fix-up kernel keeps the wider margin (which a
+   * split across clusters may also meet).
    * JITK_MM_CSPLIT_MARGIN=x (0.5 to 1) sets the cluster splits' margin,
    * for measuring. */
+  double best_cost, plain;
   if (kind == JK_MM_SIMT && ffma_ok(p)) {
     const ffma_split f = {p, sms};
+    const int sp = cheapest_split(ffma_split_cost, &f, kt, &best_cost, &plain);
     const char *cm = getenv("JITK_MM_CSPLIT_MARGIN");
     const double want = cm != NULL ? atof(cm) : 0.0;
     const double margin = want >= 0.5 && want <= 1.0 ? want : 0.93;
-    const int sp = least_split(ffma_split_cost, &f, kt, margin);
-    if (sp > 1 && cluster_split(p, choose_ffma(p, sp), sp)) return sp;
-    return least_split(ffma_split_cost, &f, kt, 0.9);
+    if (sp > 1 && best_cost <= margin * plain && cluster_split(p, choose_ffma(p, sp), sp))
+      return sp;
+    return best_cost <= 0.9 * plain ? sp : 1;
   }
   const int64_t bn = kind == JK_MM_SIMT ? JK_MM_TILE : p->bn;
   /* A swapped kernel's 128-row tiles run along N, its bn columns along M. */
@@ -892,7 +895,8 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
            (double)d->k * (double)d->batch / 3.5e6;
   m.elems = (double)d->m * (double)d->n * (double)d->batch;
   m.bn = (double)bn;
-  return least_split(model_cost, &m, kt, 0.9);
+  const int sp = cheapest_split(model_cost, &m, kt, &best_cost, &plain);
+  return best_cost <= 0.9 * plain ? sp : 1;
 }
 
 /* Whether `name` is free for an output or a reduction: an identifier,
