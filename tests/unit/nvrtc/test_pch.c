@@ -426,15 +426,21 @@ Test(pch, a_bad_mode_is_refused) {
   jitk_engine_destroy(e);
 }
 
-/* A header on disk, large enough to be worth saving, whose VAL is `val`. */
+/* A header on disk, large enough to be worth saving, whose VAL is `val`.
+ * It is written beside the path and renamed over it, so that a compile
+ * reading it at the same time (the caller's, while a thread saves the
+ * headers) finds either the old file or the new one whole, never a part. */
 static void write_header(const char *path, int val) {
-  FILE *f = fopen(path, "w");
+  char tmp[720];
+  snprintf(tmp, sizeof tmp, "%s.new", path);
+  FILE *f = fopen(tmp, "w");
   cr_assert_not_null(f);
   fprintf(f, "#pragma once\n#define VAL %d.0f\n", val);
   fprintf(f, "__device__ inline float shift(float x) { return x + VAL; }\n");
   for (int i = 0; i < 1200; i++)
     fprintf(f, "__device__ inline float pad%d(float x) { return x * %d.0f; }\n", i, i);
-  fclose(f);
+  cr_assert_eq(fclose(f), 0);
+  cr_assert_eq(rename(tmp, path), 0, "%s", strerror(errno));
 }
 
 /* A folder dir/include holding big.h (VAL 1): its path in header[700],
