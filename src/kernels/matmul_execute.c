@@ -153,7 +153,7 @@ static jitk_status pad_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint64
 static jitk_status pad_launch(jitk_matmul *p, const mm_kernel *k, CUstream stream,
                               const pad_job *j0, const pad_job *j1, uint64_t es) {
   const uint64_t nb = (uint64_t)p->d.batch;
-  long long args[2][6];
+  long long args[2][5], batches = (long long)nb;
   const pad_job *jobs[2] = {j0->R > 0 ? j0 : j1, j0->R > 0 ? j1 : j0};
   void *kp[15];
   uint64_t chunks = 0, rows = 0;
@@ -168,8 +168,7 @@ static jitk_status pad_launch(jitk_matmul *p, const mm_kernel *k, CUstream strea
     chunks = c > chunks ? c : chunks;
     rows = j->R > rows ? j->R : rows;
   }
-  args[0][5] = (long long)nb;
-  kp[14] = &args[0][5];
+  kp[14] = &batches;
   /* Each block copies four chunks of 16 bytes of a row a thread; the
    * grid's z runs over the operands' batches (the kernel's loop over z
    * reaches the second operand's only when it is there). */

@@ -623,9 +623,12 @@ static int device_of_pointer(CUdeviceptr p) {
   return d;
 }
 
+/* Blocks start on 256 bytes, as the driver's do (jitk's pooled buffers
+ * rely on it for rows on 128-byte lines), and end where asked, so that
+ * AddressSanitizer still sees a byte read past them. */
 static CUresult plain_alloc(CUdeviceptr *p, size_t n) {
-  void *m = malloc(n ? n : 1);
-  if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  void *m = NULL;
+  if (posix_memalign(&m, 256, n ? n : 1) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = (CUdeviceptr)(uintptr_t)m;
   return CUDA_SUCCESS;
 }

@@ -298,6 +298,108 @@ Test(matmul_execute, copies_before_the_product) {
   jitk_engine_destroy(e);
 }
 
+/* The _pad launch's grid and its fifteen parameters, as the stand-in's
+ * launch hook saw them (each parameter of the kernel is 8 bytes). */
+typedef struct pad_seen {
+  int launches;
+  unsigned grid[3];
+  uint64_t v[15];
+} pad_seen;
+
+static int see_pad(void *user, void *tag, const char *function, const unsigned grid[3],
+                   const unsigned block[3], const unsigned cluster[3], unsigned shared,
+                   void **params) {
+  (void)tag, (void)block, (void)cluster, (void)shared;
+  size_t n = strlen(function);
+  if (n < 4 || strcmp(function + n - 4, "_pad") != 0) return 0;
+  pad_seen *s = user;
+  s->launches++;
+  memcpy(s->grid, grid, sizeof s->grid);
+  for (int i = 0; i < 15; i++) memcpy(&s->v[i], params[i], 8);
+  return 0;
+}
+
+/* What the kernel reads of one operand's copy: source, leading dimension
+ * and batch stride as the caller gave them, a pooled buffer whose rows
+ * start on 128 bytes, and R = 0 where no operand is. The batch count
+ * comes last, and the grid's z covers the batches of each operand there. */
+Test(matmul_execute, the_copy_launch_arguments) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  fakecuda_set_hooks_fn set_hooks = NULL;
+  *(void **)&set_hooks = dlsym(f.lib, "fakecuda_set_hooks");
+  cr_assert_not_null(set_hooks);
+  static const struct {
+    int64_t m, n, k, batch;
+    bool a, b; /* which operands are copied */
+  } cases[] = {
+      {128, 128, 129, 3, true, false},
+      {128, 129, 128, 2, false, true},
+      {129, 131, 133, 1, true, true},
+      {129, 131, 133, 4, true, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const int64_t m = cases[i].m, n = cases[i].n, k = cases[i].k, nb = cases[i].batch;
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
+    d.batch = nb;
+    /* Leading dimensions and batch strides past the packed ones, so that
+     * the kernel is seen to get the caller's. */
+    d.lda = k + (cases[i].a ? 2 : 8);
+    d.ldb = n + (cases[i].b ? 4 : 8);
+    d.ldd = n;
+    d.stride_a = m * d.lda + (cases[i].a ? 6 : 8);
+    d.stride_b = k * d.ldb + (cases[i].b ? 10 : 8);
+    d.stride_d = m * n;
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    void *a = dev(e, (size_t)(nb * d.stride_a) * 2), *b = dev(e, (size_t)(nb * d.stride_b) * 2),
+         *dd = dev(e, (size_t)(nb * d.stride_d) * 2);
+    pad_seen seen;
+    memset(&seen, 0, sizeof seen);
+    set_hooks(NULL, see_pad, &seen);
+    JT_OK(e, jitk_matmul_execute(p, NULL, a, b, NULL, dd, NULL, 0));
+    set_hooks(NULL, NULL, NULL);
+    cr_assert_eq(seen.launches, 1, "case %zu: %d copies", i, seen.launches);
+    /* The operands in the order the kernel gets them: a single one first. */
+    struct {
+      const void *x;
+      int64_t R, C, ld, sx;
+    } want[2] = {{a, m, k, d.lda, d.stride_a}, {b, k, n, d.ldb, d.stride_b}};
+    if (!cases[i].a) want[0] = want[1];
+    const int copied = cases[i].a && cases[i].b ? 2 : 1;
+    for (int o = 0; o < 2; o++) {
+      const uint64_t *v = &seen.v[7 * o];
+      if (o >= copied) {
+        cr_assert_eq(v[2], 0, "case %zu: R of the absent operand is %llu", i,
+                     (unsigned long long)v[2]);
+        continue;
+      }
+      const uint64_t ldy = ((uint64_t)want[o].C * 2 + 127) / 128 * 64;
+      cr_assert_eq(v[0], (uint64_t)(uintptr_t)want[o].x, "case %zu, operand %d: source", i, o);
+      cr_assert(v[1] != 0 && v[1] != (uint64_t)(uintptr_t)a && v[1] != (uint64_t)(uintptr_t)b &&
+                    v[1] % 128 == 0,
+                "case %zu, operand %d: the copy's buffer %llx", i, o, (unsigned long long)v[1]);
+      const uint64_t got[5] = {v[2], v[3], v[4], v[5], v[6]};
+      const uint64_t exp[5] = {(uint64_t)want[o].R, (uint64_t)want[o].C, (uint64_t)want[o].ld,
+                               (uint64_t)want[o].sx, ldy};
+      for (int x = 0; x < 5; x++)
+        cr_assert_eq(got[x], exp[x], "case %zu, operand %d, value %d: %llu, not %llu", i, o, x,
+                     (unsigned long long)got[x], (unsigned long long)exp[x]);
+    }
+    if (copied == 2) cr_assert_neq(seen.v[1], seen.v[8], "case %zu: one buffer each", i);
+    cr_assert_eq(seen.v[14], (uint64_t)nb, "case %zu: batches %llu", i,
+                 (unsigned long long)seen.v[14]);
+    cr_assert_eq(seen.grid[2], (unsigned)(copied * nb), "case %zu: grid z %u", i, seen.grid[2]);
+    const int64_t rows = copied == 2 ? (want[0].R > want[1].R ? want[0].R : want[1].R) : want[0].R;
+    cr_assert_eq(seen.grid[1], (unsigned)rows, "case %zu: grid y %u", i, seen.grid[1]);
+    jitk_matmul_destroy(p);
+    JT_OK(e, jitk_device_free(e, a, NULL));
+    JT_OK(e, jitk_device_free(e, b, NULL));
+    JT_OK(e, jitk_device_free(e, dd, NULL));
+  }
+  jitk_engine_destroy(e);
+}
+
 /* A float32 split summed across clusters is one launch of (1, 1, slices)
  * clusters, with no workspace; JITK_MM_CLUSTER_POLICY=spread or balance
  * asks the driver to place their blocks so (read when the plan is made),
