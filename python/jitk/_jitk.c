@@ -628,13 +628,27 @@ static int lib_of(PyObject *o) {
 /* Streams                                                            */
 /* ------------------------------------------------------------------ */
 
+/* A stream handle given as an int: 0, 1 and 2 (the legacy and per-thread
+ * default streams) or a CUstream's address. A negative int or a bool is
+ * refused: neither is a handle, and the driver would take any number it
+ * was given for one and fault on it. */
 static int long_to_stream(PyObject *v, jitk_stream *out) {
+  if (PyBool_Check(v)) {
+    PyErr_SetString(PyExc_TypeError, "a stream handle is an int, not a bool");
+    return -1;
+  }
   unsigned long long h = PyLong_AsUnsignedLongLong(v);
   if (h == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
     PyErr_Clear();
-    long long sh = PyLong_AsLongLong(v);
-    if (sh == -1 && PyErr_Occurred()) return -1;
-    h = (unsigned long long)sh;
+    PyObject *r = PyObject_Repr(v);
+    const char *text = r != NULL ? PyUnicode_AsUTF8AndSize(r, NULL) : NULL;
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError,
+                 "stream handle %s is not one: a stream is 0, 1, 2 or a CUstream's address",
+                 text != NULL ? text : "?");
+    Py_XDECREF(r);
+    return -1;
   }
   *out = (jitk_stream)(uintptr_t)h;
   return 0;
@@ -1149,11 +1163,25 @@ static int from_dlpack(PyObject *method, jitk_stream stream, pyarr *a, int *devi
   return device_number(t->device.device_id, device, what);
 }
 
+static int cai_fields(PyObject *cai, jitk_stream stream, pyarr *a, int *device, const char *what);
+
+/* Reads a __cuda_array_interface__ dict through a copy of it: reading it
+ * runs the producer's code (a flag's __bool__, an extent's __index__),
+ * which may change the dict, and the copy keeps alive every value being
+ * read until the reading is done. */
 static int from_cai(PyObject *cai, jitk_stream stream, pyarr *a, int *device, const char *what) {
   if (!PyDict_Check(cai)) {
     PyErr_Format(PyExc_TypeError, "%s: __cuda_array_interface__ is not a dict", what);
     return -1;
   }
+  PyObject *own = PyDict_Copy(cai);
+  if (own == NULL) return -1;
+  int r = cai_fields(own, stream, a, device, what);
+  Py_DECREF(own);
+  return r;
+}
+
+static int cai_fields(PyObject *cai, jitk_stream stream, pyarr *a, int *device, const char *what) {
   PyObject *data = PyDict_GetItemWithError(cai, s_data_key);
   PyObject *shape = data ? PyDict_GetItemWithError(cai, s_shape_key) : NULL;
   PyObject *typestr = shape ? PyDict_GetItemWithError(cai, s_typestr) : NULL;
@@ -2055,6 +2083,29 @@ static int check_kernel_name(PyObject *name) {
   return 0;
 }
 
+/* options= of the kernel classes as the tuple they keep: None gives (),
+ * and anything else must be a sequence of str. A bare str is refused, not
+ * taken as a sequence of one-letter options, and a non-str item fails
+ * here rather than at the first compile. */
+static PyObject *options_tuple(PyObject *options) {
+  if (options == NULL || options == Py_None) return PyTuple_New(0);
+  if (PyUnicode_Check(options) || PyBytes_Check(options)) {
+    PyErr_Format(PyExc_TypeError, "options must be a sequence of str, not a %s",
+                 PyUnicode_Check(options) ? "str" : "bytes");
+    return NULL;
+  }
+  PyObject *t = PySequence_Tuple(options);
+  if (t == NULL) return NULL;
+  for (Py_ssize_t i = 0; i < PyTuple_Size(t); i++) {
+    if (!PyUnicode_Check(PyTuple_GetItem(t, i))) {
+      PyErr_Format(PyExc_TypeError, "options must be a sequence of str; item %zd is not a str", i);
+      Py_DECREF(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
 /* The NVRTC options of a kernel of CuPy's classes: the user's, then
  * -ftz=true, which CuPy adds to every compile of its own. float32
  * subnormals then flush to zero as under CuPy, and results agree with
@@ -2131,7 +2182,7 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->loop_prep = Py_NewRef(loop_prep ? loop_prep : empty);
   k->after_loop = Py_NewRef(after_loop ? after_loop : empty);
   Py_XDECREF(empty);
-  k->options = options && options != Py_None ? PySequence_Tuple(options) : PyTuple_New(0);
+  k->options = options_tuple(options);
   k->cached_codes = PyDict_New();
   k->reduce_dims = reduce_dims;
   k->no_return = no_return;
@@ -2586,7 +2637,7 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->name = name ? Py_NewRef(name) : PyUnicode_FromString("reduce_kernel");
   k->reduce_type = rtype ? rtype : Py_NewRef(Py_None);
   k->preamble = preamble ? Py_NewRef(preamble) : PyUnicode_FromString("");
-  k->options = options && options != Py_None ? PySequence_Tuple(options) : PyTuple_New(0);
+  k->options = options_tuple(options);
   k->cached_codes = PyDict_New();
   k->reduce_dims = reduce_dims;
   if (k->name == NULL || k->preamble == NULL || k->options == NULL || k->cached_codes == NULL) {
@@ -3441,8 +3492,7 @@ static int rm_init_fields(raw_module *m, PyObject *code, PyObject *path, PyObjec
   bool from_file = path != NULL && path != Py_None;
   m->code = Py_NewRef(code ? code : Py_None);
   m->path = Py_NewRef(path ? path : Py_None);
-  m->options =
-      options && options != Py_None && !from_file ? PySequence_Tuple(options) : PyTuple_New(0);
+  m->options = from_file ? PyTuple_New(0) : options_tuple(options);
   m->name_expressions = names && names != Py_None ? PySequence_Tuple(names) : Py_NewRef(Py_None);
   m->backend = PyUnicode_FromString(from_file ? "nvcc" : b);
   m->translate_cucomplex = from_file ? 0 : cucomplex;
@@ -4136,13 +4186,15 @@ static PyObject *rk_attributes(raw_kernel *k, void *unused) {
   (void)unused;
   jitk_kernel *kern = rk_current(k);
   if (kern == NULL) return NULL;
+  /* rk_current found a device, whose engine holds any error's message. */
+  jitk_engine *e = engines[current_device(LIB_OTHER)];
   jitk_kernel_attributes a;
   jitk_status st = jitk_kernel_get_attributes(kern, &a);
   int cache_ca = 0, carveout = -1;
   if (st == JITK_OK) st = jitk_kernel_get_attribute(kern, JITK_KERNEL_CACHE_MODE_CA, &cache_ca);
   if (st == JITK_OK)
     st = jitk_kernel_get_attribute(kern, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, &carveout);
-  if (st != JITK_OK) return raise_status(NULL, st, NULL);
+  if (st != JITK_OK) return raise_status(e, st, NULL);
   return Py_BuildValue(
       "{s:i,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:n,s:i}", "max_threads_per_block", a.max_threads_per_block,
       "shared_size_bytes", (Py_ssize_t)a.static_shared_bytes, "const_size_bytes",
@@ -4162,6 +4214,76 @@ static PyObject *rk_attr(raw_kernel *k, void *key) {
   return v;
 }
 
+/* One of the two settings the kernel keeps for every device it loads on:
+ * the most dynamic shared memory a launch may ask for, or the preferred
+ * carveout. */
+static jitk_status rk_put(jitk_kernel *kern, bool carveout, long long v) {
+  return carveout
+             ? jitk_kernel_set_attribute(kern, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, (int)v)
+             : jitk_kernel_set_max_dynamic_shared(kern, (size_t)v);
+}
+
+static jitk_status rk_get(jitk_kernel *kern, bool carveout, long long *v) {
+  if (carveout) {
+    int c = -1;
+    jitk_status st =
+        jitk_kernel_get_attribute(kern, JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, &c);
+    *v = c;
+    return st;
+  }
+  jitk_kernel_attributes a;
+  jitk_status st = jitk_kernel_get_attributes(kern, &a);
+  *v = (long long)a.max_dynamic_shared_bytes;
+  return st;
+}
+
+/* Gives the setting `v` to every device the kernel is loaded on, and
+ * through rk_on to the current device and those it loads on later. All
+ * take it or none keeps it: where a device refuses it (the driver's limit
+ * is per device), the devices that took it get their old value back and
+ * the kernel keeps its old setting, as CuPy's kernel keeps its attribute
+ * when the driver refuses a value. */
+static int rk_apply(raw_kernel *k, bool carveout, long long v) {
+  long long before[MAX_DEVICES] = {0};
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    if (k->per_device[d] == NULL) continue;
+    jitk_status st = rk_get(k->per_device[d], carveout, &before[d]);
+    if (st != JITK_OK) {
+      raise_status(engines[d], st, NULL);
+      return -1;
+    }
+  }
+  int done = 0;
+  bool ok = true;
+  for (; ok && done < MAX_DEVICES; done++) {
+    if (k->per_device[done] == NULL) continue;
+    jitk_status st = rk_put(k->per_device[done], carveout, v);
+    if (st != JITK_OK) {
+      raise_status(engines[done], st, NULL);
+      ok = false;
+    }
+  }
+  const long long old = carveout ? k->carveout : k->max_dynamic_shared;
+  if (ok) {
+    if (carveout)
+      k->carveout = (int)v;
+    else
+      k->max_dynamic_shared = v;
+    /* The current device loads the kernel now, so that a value it refuses
+     * fails here rather than at the next call. */
+    if (count_devices() > 0 && rk_current(k) == NULL) ok = false;
+  }
+  if (ok) return 0;
+  if (carveout)
+    k->carveout = (int)old;
+  else
+    k->max_dynamic_shared = old;
+  /* The exception is set; taking the value back touches only the driver. */
+  for (int d = 0; d < done && d < MAX_DEVICES; d++)
+    if (k->per_device[d] != NULL) (void)rk_put(k->per_device[d], carveout, before[d]);
+  return -1;
+}
+
 static int rk_set_max_dynamic(raw_kernel *k, PyObject *v, void *unused) {
   (void)unused;
   if (v == NULL) {
@@ -4174,17 +4296,7 @@ static int rk_set_max_dynamic(raw_kernel *k, PyObject *v, void *unused) {
     PyErr_SetString(PyExc_ValueError, "max_dynamic_shared_size_bytes must not be negative");
     return -1;
   }
-  k->max_dynamic_shared = bytes;
-  for (int d = 0; d < MAX_DEVICES; d++) {
-    if (k->per_device[d] == NULL) continue;
-    jitk_status st = jitk_kernel_set_max_dynamic_shared(k->per_device[d], (size_t)bytes);
-    if (st != JITK_OK) {
-      raise_status(engines[d], st, NULL);
-      return -1;
-    }
-  }
-  if (count_devices() > 0 && rk_current(k) == NULL) return -1;
-  return 0;
+  return rk_apply(k, false, bytes);
 }
 
 /* CuPy's setter of the preferred carveout: -1 (no preference) or a
@@ -4205,18 +4317,7 @@ static int rk_set_carveout(raw_kernel *k, PyObject *v, void *unused) {
                  percent);
     return -1;
   }
-  k->carveout = (int)percent;
-  for (int d = 0; d < MAX_DEVICES; d++) {
-    if (k->per_device[d] == NULL) continue;
-    jitk_status st = jitk_kernel_set_attribute(
-        k->per_device[d], JITK_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT, (int)percent);
-    if (st != JITK_OK) {
-      raise_status(engines[d], st, NULL);
-      return -1;
-    }
-  }
-  if (count_devices() > 0 && rk_current(k) == NULL) return -1;
-  return 0;
+  return rk_apply(k, true, percent);
 }
 
 /* A field of the kernel's module that the kernel shows as its own (code,

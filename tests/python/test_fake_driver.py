@@ -1472,3 +1472,122 @@ def test_dlpack_arrays_beside_a_library_stream_are_ordered(tmp_path):
         assert asked[-1] == 0x1234 and syncs()[0] == n1, asked
         print("ok")
     """, tmp_path)
+
+
+def test_an_interface_changed_while_it_is_read_is_read_as_it_was(tmp_path):
+    # Reading __cuda_array_interface__ runs the producer's code: the
+    # read-only flag's __bool__, each extent's __index__. Code there that
+    # replaced the dict's shape or strides freed the tuples jitk was still
+    # reading (a shape of 10**9 over a 16-element buffer was seen). jitk
+    # reads a copy of the dict, so it sees the dict as it was asked for.
+    run("""
+        buf = np.zeros(16, dtype=np.float32)
+        class Flag:
+            def __init__(self, d): self.d = d
+            def __bool__(self):
+                self.d["shape"] = (2,)
+                self.d["strides"] = (64,)
+                junk = [tuple([10**9]) for _ in range(100)]
+                return False
+        class Extent:
+            def __init__(self, d): self.d = d
+            def __index__(self):
+                self.d["shape"] = (3,)
+                self.d["strides"] = (8,)
+                junk = [tuple([10**9, 10**9]) for _ in range(100)]
+                return 4
+        class Arr:
+            def __init__(self, hook):
+                d = {"typestr": "<f4", "version": 3, "strides": (4,), "stream": None,
+                     "shape": tuple([int("4")])}
+                d["data"] = (buf.ctypes.data, Flag(d) if hook == "flag" else False)
+                if hook == "extent":
+                    d["shape"] = (Extent(d),)
+                self.__cuda_array_interface__ = d
+        for hook in ("flag", "extent"):
+            got = jitk._jitk._describe(Arr(hook))
+            assert got[2] == (4,) and got[3] == (1,), (hook, got)
+            copy = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy_" + hook)
+            copy(Arr(hook), CudaArray(np.zeros(4, np.float32)))
+            l = fake.fakecuda_last_launch().contents
+            assert l.function.decode().startswith("copy_" + hook), l.function
+        print("ok")
+    """, tmp_path)
+
+
+def test_a_refused_kernel_setting_is_not_kept(tmp_path):
+    # A value of max_dynamic_shared_size_bytes that the device refuses
+    # raises, and the kernel keeps its old setting, whether or not it was
+    # loaded when the value was given (it was kept, and every later call of
+    # a kernel not yet loaded raised the same error).
+    run("""
+        z = CudaArray(np.zeros(4, np.float32))
+        src = 'extern "C" __global__ void %s(float *p) { extern __shared__ float s[]; }'
+        fresh = jitk.RawKernel(src % "fresh", "fresh")
+        e = raises(jitk.JitkError, lambda: setattr(fresh, "max_dynamic_shared_size_bytes", 10**9),
+                   "a billion bytes were taken")
+        assert "dynamic shared memory" in str(e), e
+        fresh((1,), (32,), (z,))
+        default = fresh.max_dynamic_shared_size_bytes
+        assert 0 < default < 10**9, default
+        loaded = jitk.RawKernel(src % "loaded", "loaded")
+        loaded((1,), (32,), (z,))
+        loaded.max_dynamic_shared_size_bytes = 65536
+        assert loaded.max_dynamic_shared_size_bytes == 65536
+        raises(jitk.JitkError, lambda: setattr(loaded, "max_dynamic_shared_size_bytes", 10**9),
+               "a billion bytes were taken")
+        assert loaded.max_dynamic_shared_size_bytes == 65536
+        loaded((1,), (32,), (z,), shared_mem=65536)
+        assert fake.fakecuda_last_launch().contents.shared == 65536
+        # The carveout keeps a value the device takes.
+        loaded.preferred_shared_memory_carveout = 50
+        assert loaded.preferred_shared_memory_carveout == 50
+        raises(ValueError, lambda: setattr(loaded, "preferred_shared_memory_carveout", 101),
+               "a carveout of 101 was taken")
+        assert loaded.preferred_shared_memory_carveout == 50
+        print("ok")
+    """, tmp_path)
+
+
+def test_options_given_as_one_string_raise(tmp_path):
+    # options="-O3" was taken as ('-', 'O', '3'), and the compile then
+    # failed on an option "-"; CuPy refuses a str (it adds a tuple to it).
+    run("""
+        src = 'extern "C" __global__ void f(float *p) {}'
+        makers = [
+            lambda o: jitk.ElementwiseKernel("T x", "T y", "y = x", "ew", options=o),
+            lambda o: jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "red",
+                                           options=o),
+            lambda o: jitk.RawKernel(src, "f", options=o),
+            lambda o: jitk.RawModule(code=src, options=o),
+        ]
+        for make in makers:
+            for bad, words in (("-O3", "not a str"), (b"-G", "not a bytes"),
+                               (("-G", 3), "item 1")):
+                e = raises(TypeError, lambda: make(bad), f"options={bad!r} was taken")
+                assert words in str(e), (bad, str(e))
+            assert make(["--use_fast_math"]).options == ("--use_fast_math",)
+            assert make(None).options == ()
+        print("ok")
+    """, tmp_path)
+
+
+def test_stream_handles_that_are_not_handles_raise(tmp_path):
+    # stream=-1 reached the driver as handle 0xffffffffffffffff, and
+    # stream=True as handle 1.
+    run("""
+        x, y = CudaArray(np.ones(4, np.float32)), CudaArray(np.zeros(4, np.float32))
+        ew = jitk.ElementwiseKernel("T x", "T y", "y = x", "copy")
+        rk = jitk.RawKernel('extern "C" __global__ void f(float *p) {}', "f")
+        before = fake.fakecuda_launch_count()
+        for bad, error in ((-1, ValueError), (-2**63, ValueError), (2**64, ValueError),
+                           (True, TypeError)):
+            raises(error, lambda: ew(x, y, stream=bad), f"stream={bad!r} was taken")
+            raises(error, lambda: rk((1,), (32,), (y,), stream=bad), f"stream={bad!r} was taken")
+        assert fake.fakecuda_launch_count() == before
+        ew(x, y, stream=2)
+        assert fake.fakecuda_last_launch().contents.stream == 2
+        rk((1,), (32,), (y,), stream=2**63)
+        assert fake.fakecuda_last_launch().contents.stream == 2**63
+        print("ok")
+    """, tmp_path)
