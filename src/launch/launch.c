@@ -336,7 +336,13 @@ static jitk_status launch_checked(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid
         if (JK_UNLIKELY(a->tensor == NULL))
           return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                          "kernel %s, argument %d: an array argument needs a DLTensor", k->name, i);
-        size = 8 + 16 * (size_t)(a->tensor->ndim > 0 ? a->tensor->ndim : 0);
+        /* The rank is checked before the descriptor's room is: a rank
+         * past the largest was given only a length's room. */
+        if (JK_UNLIKELY(a->tensor->ndim < 0 || a->tensor->ndim > JITK_MAX_NDIM))
+          return jk_fail(e, JITK_ERR_INVALID_ARRAY,
+                         "kernel %s, argument %d: %d dimensions; jitk handles 0 to %d", k->name, i,
+                         (int)a->tensor->ndim, JITK_MAX_NDIM);
+        size = 8 + 16 * (size_t)a->tensor->ndim;
         if (JK_UNLIKELY(desc_used + size > desc_cap))
           return jk_fail(e, JITK_ERR_INTERNAL, "descriptor storage exhausted");
         jitk_status st = pack_array(e, k, i, a, desc + desc_used, &dtype, &ndim);

@@ -520,3 +520,26 @@ Test(launch, kernel_attributes) {
            jitk_kernel_set_cache_preference(&k, JITK_PREFER_L1));
   stand_in_destroy(e);
 }
+
+/* An array argument of a rank past JITK_MAX_NDIM (or negative) is the
+ * caller's mistake, named as such: it was refused as the launch's own
+ * fault ("descriptor storage exhausted", JITK_ERR_INTERNAL) when the
+ * rank passed twice the largest. Nothing is launched. */
+Test(launch, array_ranks_past_the_largest) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  static float data[4];
+  int64_t shape[64], strides[64];
+  for (int i = 0; i < 64; i++) shape[i] = 1, strides[i] = 1;
+  static const int32_t ranks[] = {JITK_MAX_NDIM + 1, 20, 40, 64, -1};
+  for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; r++) {
+    DLTensor t = jt_tensor(data, JITK_FLOAT32, 1, shape, strides);
+    t.ndim = ranks[r];
+    jitk_arg args[] = {jitk_arg_array(&t), jitk_arg_i32(7)};
+    JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "dimensions; jitk handles 0 to",
+             jitk_kernel_launch(&k, one, one, 0, NULL, args, 2));
+    cr_assert(strstr(jitk_errmsg(e), "argument 0") != NULL, "%s", jitk_errmsg(e));
+  }
+  cr_assert_eq(seen.plain + seen.ex, 0, "nothing launched");
+  stand_in_destroy(e);
+}
