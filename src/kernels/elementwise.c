@@ -351,6 +351,11 @@ static jitk_status prepare(jitk_elementwise *k, const char *what, const jitk_arg
                            size_t nargs, int64_t size, bool can_allocate, ew_plan *pl) {
   jitk_engine *e = k->g.engine;
   int n = (int)k->g.params.count;
+  if (size < -1)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "kernel %s: size is %lld; pass the number of elements, or -1 for that of the "
+                   "arrays",
+                   k->g.name, (long long)size);
   jitk_status st = jk_gen_classify(&k->g, what, args, nargs, can_allocate, &pl->a);
   if (st != JITK_OK) return st;
 

@@ -53,6 +53,8 @@ Test(raw_outputs, shapes_and_size) {
   jitk_output_spec spec = poisoned_spec();
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "pass size",
            jitk_elementwise_outputs(k, args, 2, -1, &spec));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "size is -2;",
+           jitk_elementwise_outputs(k, args, 2, -2, &spec));
   JT_OK(e, jitk_elementwise_outputs(k, args, 2, 100, &spec));
   int64_t want[1] = {100};
   assert_spec(&spec, JITK_FLOAT32, 1, want);
@@ -97,6 +99,15 @@ Test(raw_outputs, shapes_and_size) {
   JT_OK(e, jitk_elementwise_outputs(k, ab, 2, 24, specs));
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "size is 25 but the arrays have 24",
            jitk_elementwise_outputs(k, ab, 2, 25, specs));
+  /* A size is a count, or -1 for the arrays': any other negative one is
+   * refused here too, where the arrays fix the count (it was ignored). */
+  static const int64_t negative[] = {-2, -7, INT64_MIN};
+  for (size_t i = 0; i < sizeof negative / sizeof negative[0]; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "size is %lld;", (long long)negative[i]);
+    JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, needle,
+             jitk_elementwise_outputs(k, ab, 2, negative[i], specs));
+  }
   /* A given non-raw output fixes the loop: a raw input beside it does not. */
   int64_t wsh[2] = {4, 7};
   DLTensor w = tensor(8192, JITK_INT16, 2, wsh, NULL);
