@@ -119,8 +119,12 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
                          const jk_link_set *link, jk_entry **out) {
   jk_dump_source(e, "generated source of", name, source, (const char *const *)options, num_options,
                  NULL, 0);
-  char pname[160];
-  snprintf(pname, sizeof pname, "%s.cu", name);
+  /* The program's name, which NVRTC's messages cite: the kernel's whole. */
+  jk_buf pb;
+  jk_buf_init(&pb, e);
+  jk_buf_printf(&pb, "%s.cu", name);
+  char *pname = jk_buf_take(&pb);
+  if (pname == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   jk_compile_input ci;
   memset(&ci, 0, sizeof ci);
   ci.source = source;
@@ -129,11 +133,18 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
   ci.num_options = num_options;
   ci.rewrite_log = true;
   ci.arch_specific = arch_specific;
-  if (link == NULL) return jk_cache_get(e, &ci, generator, out);
+  if (link == NULL) {
+    jitk_status st = jk_cache_get(e, &ci, generator, out);
+    jk_free(e, pname);
+    return st;
+  }
   /* Linked: the generated source is the first piece, the kernel's
    * compiled pieces follow; the key covers them all. */
   jk_link_piece *pieces = jk_calloc(e, link->n + 1, sizeof *pieces);
-  if (pieces == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  if (pieces == NULL) {
+    jk_free(e, pname);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
   pieces[0].kind = JITK_LINK_CUDA;
   pieces[0].name = pname;
   pieces[0].cuda = &ci;
@@ -146,6 +157,7 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
   in.link = &li;
   jitk_status st = jk_cache_get(e, &in, generator, out);
   jk_free(e, pieces);
+  jk_free(e, pname);
   return st;
 }
 

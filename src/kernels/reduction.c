@@ -106,17 +106,30 @@ static jitk_status red_load(void *ctx, jk_gen_variant *v) {
   jitk_reduction *k = ctx;
   jitk_engine *e = k->g.engine;
   CUmodule m = (CUmodule)v->entry->cu;
-  char name[160];
+  /* The names are as long as the kernel's (any identifier): a buffer of
+   * fixed size would cut a long one, and look up another function or
+   * none. */
+  jk_buf fin, sl;
+  jk_buf_init(&fin, e);
+  jk_buf_init(&sl, e);
+  jk_buf_printf(&fin, "%s_final", k->g.name);
+  jk_buf_printf(&sl, "%s_slot", k->g.name);
+  char *final_name = jk_buf_take(&fin), *slot_name = jk_buf_take(&sl);
+  if (final_name == NULL || slot_name == NULL) {
+    jk_free(e, final_name);
+    jk_free(e, slot_name);
+    return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
+  }
   CUresult r = jk_cu_get_function(e, m, k->g.name, &v->fn[0]);
   const jk_red_spec *s = (const jk_red_spec *)(const void *)v->spec;
-  snprintf(name, sizeof name, "%s_final", k->g.name);
   if (r == CUDA_SUCCESS && s->final_group != 0 && s->second_pass)
-    r = jk_cu_get_function(e, m, name, &v->fn[1]);
+    r = jk_cu_get_function(e, m, final_name, &v->fn[1]);
   /* The size of a partial result: the device compiler knows the reduce
    * type's size; the host may not (a struct of the preamble). */
-  snprintf(name, sizeof name, "%s_slot", k->g.name);
   size_t slot = 0;
-  if (r == CUDA_SUCCESS) r = jk_cu_module_global(e, m, name, NULL, &slot);
+  if (r == CUDA_SUCCESS) r = jk_cu_module_global(e, m, slot_name, NULL, &slot);
+  jk_free(e, final_name);
+  jk_free(e, slot_name);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "preparing the reduction kernel");
   v->slot = slot;
   return JITK_OK;

@@ -145,6 +145,49 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
   remove_dir(dir);
 }
 
+/* A kernel's name may be any identifier, however long: the functions and
+ * the global its launch looks up are named after it whole. A buffer of
+ * 160 bytes cut "<name>_final" of a name of 159 characters down to the
+ * name itself, and the second pass of a split reduction looked up the
+ * first kernel. Column sums of (1024, 4096) float32 split in 4 and fold
+ * in the second kernel (row_segments_on_the_stand_in says why). */
+Test(reduction_launch, long_names_are_looked_up_whole) {
+  char dir[] = "/tmp/jitk-rname-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  jitk_engine *e = jt_fake_engine(NULL, dir);
+  fakecuda_api f;
+  cr_assert(fakecuda_api_open(JT_FAKE_PATH, &f), "the stand-in's inspection functions");
+  float *x = calloc((size_t)1024 * 4096, sizeof *x), *y = calloc(4096, sizeof *y);
+  cr_assert(x != NULL && y != NULL);
+  static const size_t lengths[] = {153, 154, 159, 300};
+  for (size_t c = 0; c < sizeof lengths / sizeof lengths[0]; c++) {
+    char name[301];
+    memset(name, 'k', lengths[c]);
+    name[lengths[c]] = '\0';
+    jitk_reduction *k = NULL;
+    JT_OK(e,
+          jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, name, NULL, &k));
+    int64_t xs[2] = {1024, 4096}, ys[1] = {4096};
+    DLTensor tx = jt_tensor(x, JITK_FLOAT32, 2, xs, NULL),
+             ty = jt_tensor(y, JITK_FLOAT32, 1, ys, NULL);
+    jitk_arg args[] = {jitk_arg_array(&tx), jitk_arg_array(&ty)};
+    int axis0[1] = {0};
+    const unsigned long long before = f.count();
+    JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, axis0, 1, 0, NULL));
+    cr_assert_eq(f.count() - before, 2, "%zu characters: %llu launches", lengths[c],
+                 f.count() - before);
+    const char *fn = f.last()->function;
+    cr_assert(strlen(fn) == lengths[c] + 6 && strncmp(fn, name, lengths[c]) == 0 &&
+                  strcmp(fn + lengths[c], "_final") == 0,
+              "%zu characters: the second pass launched %s", lengths[c], fn);
+    jitk_reduction_destroy(k);
+  }
+  free(x);
+  free(y);
+  jitk_engine_destroy(e);
+  remove_dir(dir);
+}
+
 /* Where row segments launch, on the stand-in (which records the last
  * launch and the last memset): column sums of (256, 65536) float32 take
  * segments of 32 outputs, 2048 blocks, no split; (512, 4096), 8 MiB,
