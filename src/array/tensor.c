@@ -23,9 +23,7 @@ static const char *device_type_name(int type) {
   }
 }
 
-jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const char *what,
-                                jk_view *out) {
-  if (t == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: the DLTensor is NULL", what);
+jitk_status jk_tensor_reachable(const jitk_engine *e, const DLTensor *t, const char *what) {
   int dt = (int)t->device.device_type;
   if (dt != kDLCUDA && dt != kDLCUDAManaged && dt != kDLCUDAHost)
     return jk_fail(e, JITK_ERR_INVALID_ARRAY,
@@ -38,6 +36,14 @@ jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const c
                    "for that device, or let this one reach it with "
                    "jitk_engine_enable_peer_access)",
                    what, (int)t->device.device_id, e->ordinal);
+  return JITK_OK;
+}
+
+jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const char *what,
+                                jk_view *out) {
+  if (t == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: the DLTensor is NULL", what);
+  jitk_status st = jk_tensor_reachable(e, t, what);
+  if (st != JITK_OK) return st;
   jitk_dtype d = jk_dtype_from_dl(t->dtype);
   if (d == JITK_DTYPE_NONE)
     return jk_fail(e, JITK_ERR_INVALID_ARRAY,

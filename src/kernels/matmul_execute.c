@@ -633,8 +633,17 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
     if (pd->raw) {
       const jitk_arg *x = &extra[i];
       const void *ptr = NULL;
-      if (x->kind == JITK_ARG_POINTER)
-        ptr = x->tensor ? (const char *)x->tensor->data + x->tensor->byte_offset : x->value.ptr;
+      if (x->kind == JITK_ARG_POINTER && x->tensor != NULL) {
+        /* Memory the GPU cannot reach would fault in the kernel, and the
+         * fault ends the CUDA context. */
+        char what[192];
+        snprintf(what, sizeof what, "matmul %s, %s", p->name, p->labels[i]);
+        st = jk_tensor_reachable(e, x->tensor, what);
+        if (st != JITK_OK) return st;
+        ptr = (const char *)x->tensor->data + x->tensor->byte_offset;
+      } else if (x->kind == JITK_ARG_POINTER) {
+        ptr = x->value.ptr;
+      }
       if (ptr == NULL)
         return jk_fail(e, JITK_ERR_ARGUMENT_TYPE,
                        "matmul %s: epilogue operand `%s` is an array: pass a device pointer "

@@ -146,6 +146,19 @@ Test(matmul_execute, refusals_launch_nothing) {
   bad_extra[0] = jitk_arg_f32(1.0f);
   REFUSED(&f, e, JITK_ERR_ARGUMENT_TYPE, "epilogue operand `bias` is an array",
           jitk_matmul_execute_ex(p, NULL, &o));
+  /* A tensor the GPU cannot reach: host memory, another device's. Its
+   * pointer reached the kernel, where it would have faulted. */
+  int64_t bias_shape[1] = {128};
+  DLTensor bias_t = jt_tensor(bias, JITK_FLOAT32, 1, bias_shape, NULL);
+  bad_extra[0] = jitk_arg_tensor_ptr(&bias_t);
+  JT_OK(e, jitk_matmul_execute_ex(p, NULL, &o));
+  bias_t.device.device_type = kDLCPU;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARRAY, "epilogue operand `bias`: the tensor is in kDLCPU",
+          jitk_matmul_execute_ex(p, NULL, &o));
+  bias_t.device.device_type = kDLCUDA;
+  bias_t.device.device_id = 3;
+  REFUSED(&f, e, JITK_ERR_INVALID_ARRAY, "is on device 3 but the engine uses device 0",
+          jitk_matmul_execute_ex(p, NULL, &o));
   /* Tuning checks its operands as an execution does (on a plan without
    * outputs, which it takes). */
   jitk_matmul_desc plain = jt_matmul_desc(JITK_BFLOAT16, 128, 128, 128);
