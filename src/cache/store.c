@@ -726,13 +726,30 @@ jitk_status jk_store_check_entry(jitk_engine *e, int kind, double ms, const void
     out->image_size = image_len;
     st = jk_names_unpack(e, names, names_len, out);
   }
+  if (st == JITK_OK) {
+    *found = true;
+    return JITK_OK;
+  }
+  /* Nothing of a row that is not served stays in `out`: the caller goes
+   * on to compile into it. */
+  for (size_t i = 0; i < out->num_names; i++) {
+    if (out->name_expressions) jk_free(e, out->name_expressions[i]);
+    if (out->lowered) jk_free(e, out->lowered[i]);
+  }
+  jk_free(e, out->name_expressions);
+  jk_free(e, out->lowered);
+  jk_free(e, out->image);
+  jk_free(e, out->log);
+  out->name_expressions = out->lowered = NULL;
+  out->num_names = 0;
+  out->image = NULL;
+  out->log = NULL;
+  out->image_size = 0;
   if (st == JITK_ERR_INVALID_IMAGE) {
     *why = "its names do not parse";
     return JITK_OK;
   }
-  if (st != JITK_OK) return jk_fail(e, st, "out of memory reading a cache entry");
-  *found = true;
-  return JITK_OK;
+  return jk_fail(e, st, "out of memory reading a cache entry");
 }
 
 /* The row of `key` through lookup statement `q` of either tier. */

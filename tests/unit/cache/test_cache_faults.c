@@ -376,3 +376,54 @@ Test(cache_faults, damaged_database, .timeout = 280) {
   free(p.file);
   jt_rmdir(p.dir);
 }
+
+/* A row whose checksum holds but whose names do not parse (a jitk of
+ * another format wrote it, or a hand) is not served, and leaves nothing
+ * in the entry it was read into: the caller compiles into that entry
+ * next, which overwrote the image, the log and the names read so far. */
+Test(cache_faults, a_row_whose_names_do_not_parse_leaves_nothing) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jk_material mat;
+  jk_material_init(&mat, e);
+  jk_material_add_str(&mat, "request", "what the key was made of");
+  static const char *const names_sets[][4] = {
+      {"name_expression", "f<1>", "bogus", "x"},              /* a pair of the wrong labels */
+      {"name_expression", "f<1>", "lowered", "_Z1fILi1EEvv"}, /* sound, for contrast */
+  };
+  for (size_t c = 0; c < 2; c++) {
+    jk_material names;
+    jk_material_init(&names, e);
+    jk_material_add_str(&names, names_sets[c][0], names_sets[c][1]);
+    jk_material_add_str(&names, names_sets[c][2], names_sets[c][3]);
+    static const char image[] = "an image of any bytes", log[] = "a log";
+    uint8_t sum[16];
+    jk_store_checksum(JITK_IMAGE_CUBIN, image, sizeof image, names.data, names.len, log,
+                      strlen(log), sum);
+    jk_entry x;
+    memset(&x, 0, sizeof x);
+    bool found = true;
+    const char *why = NULL;
+    JT_OK(e, jk_store_check_entry(e, JITK_IMAGE_CUBIN, 1.0, sum, 16, mat.data, mat.len, names.data,
+                                  names.len, log, strlen(log), image, sizeof image, &mat, &x,
+                                  &found, &why));
+    if (c == 0) {
+      cr_assert(!found && why != NULL && strcmp(why, "its names do not parse") == 0, "%s",
+                why ? why : "(served)");
+      cr_assert(x.image == NULL && x.log == NULL && x.name_expressions == NULL &&
+                    x.lowered == NULL && x.num_names == 0 && x.image_size == 0,
+                "what the row gave before its names failed is freed and cleared");
+    } else {
+      cr_assert(found && why == NULL, "%s", why ? why : "");
+      cr_assert(x.num_names == 1 && strcmp(x.lowered[0], "_Z1fILi1EEvv") == 0);
+      jk_free(e, x.name_expressions[0]);
+      jk_free(e, x.lowered[0]);
+      jk_free(e, x.name_expressions);
+      jk_free(e, x.lowered);
+      jk_free(e, x.image);
+      jk_free(e, x.log);
+    }
+    jk_material_free(&names);
+  }
+  jk_material_free(&mat);
+  jitk_engine_destroy(e);
+}
