@@ -11,8 +11,9 @@
  *    on the way to it, where they could swap the cache for their own.
  *  - A group tier (JITK_CACHE_SHARED=1): every member of the folder's
  *    group writes to it, and the user declares that they trust them all.
- *    Nobody outside the group may write, and the folder is setgid so that
- *    every file in it belongs to the group.
+ *    Nobody outside the group may write or own the folder or its files,
+ *    and the folder is setgid so that every file in it belongs to the
+ *    group.
  *  - A shared tier (JITK_CACHE_SHARED_DIR): read-only to its users,
  *    written by one trusted account. Everything on its real path belongs
  *    to root, the user, or that account, and nobody else can write it.
@@ -96,6 +97,37 @@ static bool in_my_groups(gid_t g) {
   for (int i = 0; i < n; i++)
     if (groups[i] == g) return true;
   return false;
+}
+
+/* Whether user `uid` may be one of a group cache's writers: root, this
+ * user, or a member of group `g` (its primary group, or listed in the
+ * group's entry). A user outside the group who owns the folder or a file
+ * of it (one who made it in a setgid parent of that group, or who has
+ * left the group) could write code into it. A user the user database does
+ * not know is let be: containers run users of bare numeric ids whose
+ * groups are given to the process alone, so their membership cannot be
+ * told, and refusing them would refuse every group cache there. */
+static bool group_writer(jitk_engine *e, uid_t uid, gid_t g) {
+  if (uid == 0 || uid == geteuid()) return true;
+  bool member = false, known = false;
+  /* Groups of many members need more than the usual 16 KiB. */
+  for (size_t size = 16384; size <= ((size_t)1 << 24) && !member; size *= 4) {
+    char *buf = jk_malloc(e, size);
+    if (buf == NULL) return false;
+    struct passwd pw, *who = NULL;
+    int r = getpwuid_r(uid, &pw, buf, size, &who);
+    known = r == ERANGE || (r == 0 && who != NULL);
+    if (r == 0 && who != NULL && who->pw_gid == g) member = true;
+    char *name = r == 0 && who != NULL ? jk_strdup(e, who->pw_name) : NULL;
+    struct group gr, *grp = NULL;
+    int q = name != NULL && !member ? getgrgid_r(g, &gr, buf, size, &grp) : 0;
+    for (size_t i = 0; q == 0 && grp != NULL && grp->gr_mem[i] != NULL && !member; i++)
+      member = strcmp(grp->gr_mem[i], name) == 0;
+    jk_free(e, name);
+    jk_free(e, buf);
+    if (r != ERANGE && q != ERANGE) break;
+  }
+  return member || !known;
 }
 
 /* One folder on the way to a cache: owned by a trusted user, and
@@ -194,6 +226,13 @@ static jitk_status check_entry(jitk_engine *e, const char *path, const struct st
                        "refusing the group cache file %s: it belongs to group %u, not to the "
                        "folder's group %u, whose members alone are trusted to write",
                        path, (unsigned)st->st_gid, (unsigned)t->group);
+      if (!group_writer(e, st->st_uid, is_dir ? st->st_gid : t->group))
+        return jk_fail(e, JITK_ERR_CACHE,
+                       "refusing the group cache %s %s: it belongs to user %u, who is not a "
+                       "member of its group %u, whose members alone are trusted to write; set "
+                       "JITK_CACHE_DIR to a folder of your group's",
+                       what, path, (unsigned)st->st_uid,
+                       (unsigned)(is_dir ? st->st_gid : t->group));
       return JITK_OK;
     case JK_TIER_SHARED:
       if (!jk_trust_uid(t, st->st_uid))

@@ -1,7 +1,9 @@
 /* Where the cache lives: permissions, symlinks, the shared opt-in, network
  * filesystems, fork, and the checked-in sample of format 1. */
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <sys/wait.h>
 
 #include "cache/cache.h"
@@ -120,15 +122,110 @@ Test(cache_dir, foreign_owner_is_refused) {
   /* A group cache of another user's: its group must be one of ours, and
    * it must be setgid, which only its owner can make it. */
   expect_refused(dir, 1, "is not one of this user's groups");
+  /* Of one of our groups, but its owner (nobody) is no member of that
+   * group: they could write code into it. */
   cr_assert_eq(chown(dir, 65534, 0), 0);
-  chmod(dir, 0770);
-  expect_refused(dir, 1, "not setgid");
+  chmod(dir, 02770);
+  expect_refused(dir, 1, "belongs to user 65534, who is not a member of its group 0");
+  /* Ours again: used. */
+  cr_assert_eq(chown(dir, 0, 0), 0);
   chmod(dir, 02770);
   jitk_engine *e = jt_cache_engine_ex(dir, JITK_CACHE_ON, 0, 0, 1, NULL);
   jitk_module_destroy(jt_kernel(e, 1));
   jitk_engine_destroy(e);
   cr_assert(has_db(dir));
   jt_rmdir(dir);
+}
+
+/* What a process of user `uid` in group `gid` alone makes of the group
+ * cache `dir` (and its database, when there is one): 0 used, 1 refused
+ * with the message in `msg`. Run in a child that drops root's identity. */
+static int group_check_as(uid_t uid, gid_t gid, const char *dir, char *msg, size_t cap) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(3);
+    jitk_engine *e = jt_compile_engine("sm_90");
+    jk_trust t = {.kind = JK_TIER_GROUP};
+    char *real = NULL;
+    jitk_status st = jk_cache_prepare_dir(e, dir, &t, false, &real);
+    char db[600];
+    snprintf(db, sizeof db, "%s/kernels.db", dir);
+    if (st == JITK_OK) st = jk_cache_check_file(e, db, &t);
+    if (st != JITK_OK) {
+      const char *m = jitk_errmsg(e);
+      if (write(fds[1], m, strlen(m)) < 0) _exit(4);
+    }
+    _exit(st == JITK_OK ? 0 : 1);
+  }
+  close(fds[1]);
+  ssize_t n = read(fds[0], msg, cap - 1);
+  msg[n > 0 ? n : 0] = '\0';
+  close(fds[0]);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "the child ended by signal");
+  return WEXITSTATUS(status);
+}
+
+/* A group cache's folder and files may belong to a member of its group
+ * that is not the user (by the member's primary group here: daemon, 1),
+ * not to a user outside it (bin, 2), whatever their group says. The user
+ * is nobody, whose only group is daemon's. Without this check bin's
+ * folder and database were used. */
+Test(cache_dir, group_cache_owners_are_members) {
+  if (geteuid() != 0) cr_skip_test("giving a folder to other users needs root");
+  /* getpwuid's answers share one buffer: each is read before the next. */
+  const struct passwd *pw = getpwuid(1);
+  const bool daemon_ok = pw != NULL && pw->pw_gid == 1;
+  pw = getpwuid(2);
+  const bool bin_ok = pw != NULL && pw->pw_gid != 1;
+  if (!daemon_ok || !bin_ok)
+    cr_skip_test("no users daemon (1, of group 1) and bin (2, of another group)");
+  char *root = jt_tmpdir();
+  chmod(root, 0755);
+  char dir[300], db[320], msg[1024];
+  snprintf(dir, sizeof dir, "%s/group", root);
+  snprintf(db, sizeof db, "%s/kernels.db", dir);
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  cr_assert_eq(chown(dir, 1, 1), 0);
+  cr_assert_eq(chmod(dir, 02770), 0);
+  cr_assert_eq(group_check_as(65534, 1, dir, msg, sizeof msg), 0, "%s", msg);
+  /* Not setgid, which only its owner can make it: the files the members
+   * make would not belong to the group. */
+  cr_assert_eq(chmod(dir, 0770), 0);
+  cr_assert_eq(group_check_as(65534, 1, dir, msg, sizeof msg), 1, "a folder not setgid was used");
+  cr_assert(strstr(msg, "not setgid") != NULL, "%s", msg);
+  cr_assert_eq(chown(dir, 2, 1), 0);
+  cr_assert_eq(chmod(dir, 02770), 0);
+  cr_assert_eq(group_check_as(65534, 1, dir, msg, sizeof msg), 1, "a folder of bin's was used");
+  cr_assert(strstr(msg, "folder") != NULL &&
+                strstr(msg, "belongs to user 2, who is not a member") != NULL,
+            "%s", msg);
+  /* A user the user database does not know (as containers run them) may
+   * be a member: whether it is cannot be told, and it is let be. */
+  cr_assert_eq(chown(dir, 60077, 1), 0);
+  cr_assert_eq(chmod(dir, 02770), 0);
+  cr_assert_eq(group_check_as(65534, 1, dir, msg, sizeof msg), 0, "%s", msg);
+  /* A member's folder holding a database of bin's, of the group. */
+  cr_assert_eq(chown(dir, 1, 1), 0);
+  cr_assert_eq(chmod(dir, 02770), 0);
+  int fd = open(db, O_CREAT | O_WRONLY, 0660);
+  cr_assert(fd >= 0);
+  close(fd);
+  cr_assert_eq(chown(db, 2, 1), 0);
+  cr_assert_eq(chmod(db, 0660), 0);
+  cr_assert_eq(group_check_as(65534, 1, dir, msg, sizeof msg), 1, "a database of bin's was used");
+  cr_assert(
+      strstr(msg, "file") != NULL && strstr(msg, "belongs to user 2, who is not a member") != NULL,
+      "%s", msg);
+  cr_assert_eq(chown(db, 1, 1), 0);
+  cr_assert_eq(chmod(db, 0660), 0);
+  cr_assert_eq(group_check_as(65534, 1, dir, msg, sizeof msg), 0, "%s", msg);
+  jt_rmdir(root);
 }
 
 Test(cache_dir, unusable_database_degrades) {
