@@ -899,6 +899,16 @@ int jk_mm_auto_split(const jitk_matmul *p, jk_mm_kind kind, int sms) {
   return best_cost <= 0.9 * plain ? sp : 1;
 }
 
+/* The names the epilogue has of its own: an operand, output or reduction
+ * of one of these names would be shadowed by it in the generated code. */
+static const char *const epilogue_own[] = {"acc", "value", "row", "col", "batch", "T", NULL};
+
+static bool epilogue_owns(const char *name) {
+  for (int i = 0; epilogue_own[i]; i++)
+    if (strcmp(name, epilogue_own[i]) == 0) return true;
+  return false;
+}
+
 /* Whether `name` is free for an output or a reduction: an identifier,
  * not a C++ word, not a name the epilogue already has. */
 static jitk_status check_extra_name(jitk_matmul *p, const char *what, size_t index,
@@ -909,13 +919,11 @@ static jitk_status check_extra_name(jitk_matmul *p, const char *what, size_t ind
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "matmul: %s %zu's name %s%s%s is not a C identifier the plan can use", what,
                    index, name ? "`" : "", name ? name : "(NULL)", name ? "`" : "");
-  static const char *const taken[] = {"acc", "value", "row", "col", "batch", "T", NULL};
-  for (int i = 0; taken[i]; i++)
-    if (strcmp(name, taken[i]) == 0)
-      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                     "matmul: %s `%s`: the epilogue already has a `%s` (acc, value, row, col, "
-                     "batch and T are the epilogue's own)",
-                     what, name, name);
+  if (epilogue_owns(name))
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul: %s `%s`: the epilogue already has a `%s` (acc, value, row, col, "
+                   "batch and T are the epilogue's own)",
+                   what, name, name);
   for (size_t i = 0; i < p->params.count; i++)
     if (strcmp(name, p->params.params[i].name) == 0)
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
@@ -1120,6 +1128,15 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
                      "epilogue_params: placeholder %s cannot be bound when the plan is made; "
                      "use T (the accumulator's type) or a dtype name",
                      p->params.placeholders[h]);
+    /* An operand named as one of the epilogue's own would be shadowed by
+     * it: the epilogue would read the row, the column or the accumulator,
+     * and the value passed at execution never. */
+    for (size_t i = 0; st == JITK_OK && i < p->params.count; i++)
+      if (epilogue_owns(p->params.params[i].name))
+        st = jk_fail(e, JITK_ERR_PARSE,
+                     "epilogue_params: operand `%s` has the name of the epilogue's own `%s` "
+                     "(acc, value, row, col, batch and T are the epilogue's own)",
+                     p->params.params[i].name, p->params.params[i].name);
     if (st != JITK_OK) {
       jitk_matmul_destroy(p);
       return st;

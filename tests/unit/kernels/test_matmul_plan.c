@@ -264,6 +264,20 @@ Test(matmul_plan, errors) {
   JT_FAILS(e, JITK_ERR_PARSE, "placeholder U", jitk_matmul_create(e, &d, &p));
   d.epilogue_params = "raw T b, raw T b";
   JT_FAILS(e, JITK_ERR_PARSE, "^", jitk_matmul_create(e, &d, &p));
+  /* An operand named as one of the epilogue's own was shadowed by it: the
+   * plan was made, and its epilogue read the row, the column, the batch
+   * or the accumulator instead of the value passed. */
+  static const char *const own[] = {"row", "col", "batch", "acc", "value"};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+    char params[64], epi[64], needle[96];
+    snprintf(params, sizeof params, "float32 %s", own[i]);
+    snprintf(epi, sizeof epi, "acc + %s", own[i]);
+    snprintf(needle, sizeof needle, "operand `%s` has the name of the epilogue's own", own[i]);
+    d.epilogue_params = params;
+    d.epilogue = epi;
+    JT_FAILS(e, JITK_ERR_PARSE, needle, jitk_matmul_create(e, &d, &p));
+  }
+  d.epilogue = "acc + b[col]";
   d = jt_matmul_desc(JITK_BFLOAT16, 64, 64, 64);
   d.b_dtype = JITK_FLOAT16;
   JT_FAILS(e, JITK_ERR_UNSUPPORTED, "mixed inputs", jitk_matmul_create(e, &d, &p));
