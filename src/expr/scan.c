@@ -152,18 +152,21 @@ bool jk_code_assigns_first(const char *code, const char *name) {
 
 /* Counts the occurrences of identifier `name` in `code` (`all`) and those
  * of them that are `name[index]` (`at`; none when index is NULL). False,
- * without counting, for text that may skip a read (?:, && and ||, blocks)
- * or not evaluate one (sizeof and its kin, assert), or that hides text
- * from the tokens (comments, literals, directives). */
+ * without counting, for text that may skip a read (?:, && and || and
+ * their spellings `and` and `or`, blocks, also as the digraph <% and the
+ * trigraph ??<) or not evaluate one (sizeof and its kin, assert), or that
+ * hides text from the tokens (comments, literals, directives, also as %:
+ * and ??=). */
 static bool count_reads(const char *code, const char *name, const char *index, size_t *all,
                         size_t *at) {
   *all = *at = 0;
   if (code == NULL) return true;
-  static const char *const bad[] = {"?", "&&", "||", "{", "\"", "'", "#", "//", "/*", NULL};
+  static const char *const bad[] = {
+      "?", "&&", "||", "{", "<%", "%:", "\"", "'", "#", "//", "/*", NULL};
   for (int i = 0; bad[i] != NULL; i++)
     if (strstr(code, bad[i]) != NULL) return false;
-  static const char *const unevaluated[] = {"sizeof", "decltype", "alignof", "_Alignof",
-                                            "typeid", "noexcept", "assert",  NULL};
+  static const char *const unevaluated[] = {"sizeof",   "decltype", "alignof", "_Alignof", "typeid",
+                                            "noexcept", "assert",   "and",     "or",       NULL};
   size_t len = strlen(name), ilen = index != NULL ? strlen(index) : 0;
   tok t, prev = {T_END, NULL, 0};
   jk_lex lx;

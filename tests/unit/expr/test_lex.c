@@ -191,6 +191,15 @@ Test(scan, always_reads_at) {
   cr_assert(!jk_code_always_reads_at("row < 3 ? acc + bias[col] : acc", "bias", "col"));
   cr_assert(!jk_code_always_reads_at("acc > 0 && bias[col] > 0", "bias", "col"));
   cr_assert(!jk_code_always_reads_at("acc > 0 || bias[col] > 0", "bias", "col"));
+  /* The same in the other spellings C++ has for them (they let the
+   * wgmma epilogue's read-ahead load a whole row of bias where the code
+   * reads it only for a few columns). */
+  cr_assert(!jk_code_always_reads_at("acc * (col < 10 and bias[col] > 0)", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("acc * (col >= 10 or bias[col] > 0)", "bias", "col"));
+  cr_assert(!jk_code_always_reads_at("[&] <% return bias[col]; %>()", "bias", "col"));
+  cr_assert(!jk_code_reads_only_at("acc * (col < 10 and bias[col] > 0)", "bias", "col"));
+  /* Names that merely begin so are names. */
+  cr_assert(jk_code_always_reads_at("order + bias[col] + android", "bias", "col"));
   cr_assert(!jk_code_always_reads_at("acc + sizeof(bias[col])", "bias", "col"));
   cr_assert(!jk_code_always_reads_at("acc + decltype(bias[col])(0)", "bias", "col"));
   cr_assert(!jk_code_always_reads_at("[&] { return bias[col]; }()", "bias", "col"));
