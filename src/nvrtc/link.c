@@ -91,6 +91,13 @@ bool jk_options_rdc(const char *const *options, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const char *o = options[i];
     if (o == NULL) continue;
+    /* NVRTC also takes the value as the next option: {"-rdc", "true"}. */
+    if ((strcmp(o, "-rdc") == 0 || strcmp(o, "--relocatable-device-code") == 0) && i + 1 < n &&
+        options[i + 1] != NULL &&
+        (strcmp(options[i + 1], "true") == 0 || strcmp(options[i + 1], "false") == 0)) {
+      rdc = strcmp(options[++i], "true") == 0;
+      continue;
+    }
     if (strcmp(o, "-dc") == 0 || strcmp(o, "--device-c") == 0 || strcmp(o, "-rdc=true") == 0 ||
         strcmp(o, "--relocatable-device-code=true") == 0)
       rdc = true;

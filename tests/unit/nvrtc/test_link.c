@@ -95,6 +95,18 @@ Test(link, options_that_ask_for_relocatable_code) {
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
     cr_assert(!jk_options_rdc(no[i], no[i][1] ? 2 : 1), "%s", no[i][0]);
   cr_assert(!jk_options_rdc(NULL, 0));
+  /* NVRTC also takes the value as the next option; that form was read as
+   * no relocatable code, so the device runtime was never linked. */
+  const char *split[][3] = {{"-rdc", "true", NULL},
+                            {"--relocatable-device-code", "true", NULL},
+                            {"-rdc", "false", "-dc"},
+                            {"-dc", "-rdc", "false"}};
+  const bool want[] = {true, true, true, false};
+  for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+    size_t n = split[i][2] ? 3 : 2;
+    cr_assert_eq(jk_options_rdc(split[i], n), want[i], "%s %s %s", split[i][0], split[i][1],
+                 split[i][2] ? split[i][2] : "");
+  }
 }
 
 Test(link, device_launch_links_for_sm90_without_a_gpu) {
