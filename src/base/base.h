@@ -188,6 +188,15 @@ typedef struct jk_file_stamp {
 void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out);
 /* A time as nanoseconds since its clock's epoch. */
 int64_t jk_timespec_ns(struct timespec t);
+
+/* How many bytes of a caller's options struct jitk reads, given its
+ * struct_size: the struct's forms end at `ends` (ascending: where each
+ * form's last field ends, the last entry the current form's), and a
+ * caller's size is one of those or in the padding after one (as sizeof of
+ * that form gives it); the bytes read are that form's. 0 for any other
+ * size: one that ends inside a field would have jitk read part of the
+ * caller's value (half a pointer), or take the padding for a field. */
+size_t jk_struct_form(size_t size, const size_t *ends, size_t n);
 bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b);
 
 /* SHA-256 over data given in pieces, and HMAC-SHA-256 (sha256.c). */

@@ -227,3 +227,15 @@ jitk_status jk_fail_caret(const jitk_engine *e, jitk_status status, const char *
   if (buf != stack) jk_free((jitk_engine *)e, buf);
   return status;
 }
+
+size_t jk_struct_form(size_t size, const size_t *ends, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    /* The padding after a form's last field reaches the next multiple of
+     * 8, the struct's alignment (it begins with a size_t), or the next
+     * form's fields. */
+    size_t padded = (ends[i] + 7) / 8 * 8;
+    if (i + 1 < n && padded > ends[i + 1]) padded = ends[i + 1];
+    if (size >= ends[i] && size <= padded && (i + 1 == n || size < ends[i + 1])) return ends[i];
+  }
+  return 0;
+}

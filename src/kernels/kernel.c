@@ -363,13 +363,16 @@ jitk_status jitk_kernel_launch_ex(jitk_kernel *k, jitk_dim3 grid, jitk_dim3 bloc
   if (config != NULL) {
     /* A caller built against an older header passes a smaller struct: the
      * fields it lacks keep their defaults. */
-    size_t n = config->struct_size;
-    if (JK_UNLIKELY(n < offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int) ||
-                    n > sizeof(jitk_kernel_launch_config)))
+    static const size_t forms[] = {
+        offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int),
+        offsetof(jitk_kernel_launch_config, cluster) + sizeof(jitk_dim3),
+        offsetof(jitk_kernel_launch_config, programmatic_dependent_launch) + sizeof(int)};
+    size_t n = jk_struct_form(config->struct_size, forms, sizeof forms / sizeof forms[0]);
+    if (JK_UNLIKELY(n == 0))
       return jk_fail(k->engine, JITK_ERR_INVALID_ARGUMENT,
                      "jitk_kernel_launch_ex: config->struct_size is %zu; call "
                      "jitk_kernel_launch_config_init before setting fields",
-                     n);
+                     config->struct_size);
     jitk_kernel_launch_config c;
     jitk_kernel_launch_config_init(&c);
     memcpy(&c, config, n);

@@ -160,21 +160,38 @@ jitk_status jk_link_set_make(jitk_engine *e, const char *what, const jitk_link_p
   if (options != NULL) {
     /* A caller built against an older header passes a smaller struct:
      * the fields it lacks keep their defaults. */
-    size_t size = options->struct_size;
-    if (size < offsetof(jitk_link_options, lto) + sizeof(jitk_lto) || size > sizeof o)
+    static const size_t forms[] = {
+        offsetof(jitk_link_options, lto) + sizeof(jitk_lto),
+        offsetof(jitk_link_options, num_options) + sizeof(size_t),
+        offsetof(jitk_link_options, program_name) + sizeof(const char *)};
+    size_t size = jk_struct_form(options->struct_size, forms, sizeof forms / sizeof forms[0]);
+    if (size == 0)
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                      "%s: options->struct_size is %zu; call jitk_link_options_init before "
                      "setting fields",
-                     what, size);
+                     what, options->struct_size);
     memcpy(&o, options, size);
   }
   w->program_name = o.program_name;
   if (o.num_options > 0 && o.options == NULL)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "%s: options->options is NULL but num_options is %zu", what, o.num_options);
-  for (size_t i = 0; i < o.num_options; i++)
-    if (o.options[i] == NULL)
+  for (size_t i = 0; i < o.num_options; i++) {
+    const char *x = o.options[i];
+    if (x == NULL)
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: link option %zu is NULL", what, i);
+    /* jitk gives nvJitLink the target and -lto: another target would link
+     * an image for another device into the engine's cache, and -lto is
+     * what options->lto decides. */
+    if (strncmp(x, "-arch", 5) == 0 || strncmp(x, "--arch", 6) == 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "%s: link option \"%s\": the target is the engine's (%s); set "
+                     "jitk_engine_config.arch to link for another one",
+                     what, x, e->target.arch);
+    if (strcmp(x, "-lto") == 0 || strcmp(x, "--lto") == 0)
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "%s: link option \"%s\": set options->lto (JITK_LTO_ON) instead", what, x);
+  }
   w->n = n;
   w->pieces = jk_calloc(e, n, sizeof *w->pieces);
   w->inputs = jk_calloc(e, n, sizeof *w->inputs);

@@ -261,11 +261,29 @@ Test(launch, config_struct_size) {
   c.struct_size = offsetof(jitk_kernel_launch_config, cooperative);
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size",
            jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  /* Ending inside the cluster's dimensions: refused, not read in part. */
+  c.struct_size = offsetof(jitk_kernel_launch_config, cluster) + 8;
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size",
+           jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
   cr_assert_eq(seen.ex + seen.plain, 0);
-  /* A caller built when the struct ended at `cooperative`. */
+  /* A caller built when the struct ended at `cooperative`, its size as
+   * written or as sizeof gives it (with the padding after the field,
+   * which is not read as the cluster's width). */
   c.struct_size = offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int);
   JT_OK(e, jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
   cr_assert_eq(seen.ex, 1);
+  c.struct_size = (offsetof(jitk_kernel_launch_config, cooperative) + sizeof(int) + 7) / 8 * 8;
+  c.cluster.x = 4;
+  JT_OK(e, jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  cr_assert_eq(seen.ex, 2);
+  cr_assert_eq(seen.num_attrs, 1, "the cooperative attribute alone, no cluster");
+  /* The form that ended at the cluster. */
+  JT_OK(NULL, jitk_kernel_launch_config_init(&c));
+  c.struct_size = offsetof(jitk_kernel_launch_config, cluster) + sizeof(jitk_dim3);
+  c.programmatic_dependent_launch = 1;
+  JT_OK(e, jitk_kernel_launch_ex(&k, one, one, 0, NULL, args, 2, &c));
+  cr_assert(seen.plain == 1 && seen.ex == 2,
+            "a plain launch: the dependent launch is past the form");
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "config is NULL", jitk_kernel_launch_config_init(NULL));
   stand_in_destroy(e);
 }

@@ -401,6 +401,26 @@ Test(link_program, bad_input_errors) {
   jitk_link_options_init(&o);
   o.struct_size = 3;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "struct_size is 3", jitk_module_link(e, &ok, 1, &o, &m));
+  /* A size that ends inside a field: four bytes of program_name's
+   * pointer were read, and the name was then read through half a
+   * pointer (a crash). */
+  jitk_link_options_init(&o);
+  o.program_name = "prog.cu";
+  o.struct_size = offsetof(jitk_link_options, program_name) + 4;
+  char needle[64];
+  snprintf(needle, sizeof needle, "struct_size is %zu", o.struct_size);
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, needle, jitk_module_link(e, &ok, 1, &o, &m));
+  /* The target and -lto are jitk's to give nvJitLink: an sm_80 image was
+   * linked into the sm_90 engine's cache. */
+  static const char *const theirs[][2] = {{"-arch=sm_80", "the target is the engine's"},
+                                          {"--arch=sm_80", "the target is the engine's"},
+                                          {"-lto", "set options->lto"}};
+  for (size_t i = 0; i < sizeof theirs / sizeof theirs[0]; i++) {
+    jitk_link_options_init(&o);
+    o.options = &theirs[i][0];
+    o.num_options = 1;
+    JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, theirs[i][1], jitk_module_link(e, &ok, 1, &o, &m));
+  }
   jitk_link_options_init(&o);
   o.lto = (jitk_lto)9;
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "lto is 9", jitk_module_link(e, &ok, 1, &o, &m));
@@ -646,6 +666,26 @@ static void link_both_ways(jitk_engine *e) {
   JT_OK(e, jitk_module_create(e, device_launch, &o, &m));
   assert_linked(e, m, "parent");
   jitk_module_destroy(m);
+}
+
+/* {"-rdc", "true"}, the value as the next option, as NVRTC also takes
+ * it: linked with the device runtime as "-rdc=true" is (the module held
+ * the unlinked relocatable cubin). */
+Test(link_program, relocatable_code_asked_for_in_two_options) {
+  jitk_engine *e = jt_uncached_compile_engine("sm_90");
+  need_jitlink(e);
+  static const char *const forms[][2] = {{"-rdc", "true"}, {"--relocatable-device-code", "true"}};
+  for (size_t i = 0; i < 2; i++) {
+    jitk_module_options o;
+    memset(&o, 0, sizeof o);
+    o.options = forms[i];
+    o.num_options = 2;
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, device_launch, &o, &m));
+    assert_linked(e, m, "parent");
+    jitk_module_destroy(m);
+  }
+  jitk_engine_destroy(e);
 }
 
 /* An engine without a disk cache whose nvJitLinkCreate calls are
