@@ -311,6 +311,26 @@ Test(matmul_execute, copies_before_the_product) {
   jitk_engine_destroy(e);
 }
 
+/* A product of more tiles than a grid's x holds (2^31 - 1) is refused
+ * before anything is launched; the count wrapped, and the launch covered
+ * a fraction of D. The stand-in reads no memory, so a D of 2^48
+ * elements needs none. */
+Test(matmul_execute, more_tiles_than_a_grid_holds) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, (int64_t)1 << 24, (int64_t)1 << 24, 8);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  void *a = dev(e, 4096), *b = dev(e, 4096), *dd = dev(e, 4096);
+  REFUSED(&f, e, JITK_ERR_UNSUPPORTED, "more than one grid holds",
+          jitk_matmul_execute(p, NULL, a, b, NULL, dd, NULL, 0));
+  jitk_matmul_destroy(p);
+  JT_OK(e, jitk_device_free(e, a, NULL));
+  JT_OK(e, jitk_device_free(e, b, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  jitk_engine_destroy(e);
+}
+
 /* The _pad launch's grid and its fifteen parameters, as the stand-in's
  * launch hook saw them (each parameter of the kernel is 8 bytes). */
 typedef struct pad_seen {
