@@ -21,17 +21,47 @@ jitk_status jitk_engine_config_init(jitk_engine_config *config) {
   return JITK_OK;
 }
 
-/* Copies a caller's config, which may come from an older header with a
- * smaller struct: fields it does not have keep their defaults. */
+/* Where the config's forms end: a caller built against an older header
+ * passes a smaller struct, which ends after one of the fields from
+ * `device` on (or in the padding after it). */
+#define JK_END(f) offsetof(jitk_engine_config, f) + sizeof(((jitk_engine_config *)0)->f)
+static const size_t config_forms[] = {JK_END(device),
+                                      JK_END(arch),
+                                      JK_END(log_fn),
+                                      JK_END(log_user),
+                                      JK_END(log_level),
+                                      JK_END(alloc_fn),
+                                      JK_END(alloc_user),
+                                      JK_END(cuda_include_dir),
+                                      JK_END(driver_library),
+                                      JK_END(cache_dir),
+                                      JK_END(cache_mode),
+                                      JK_END(cache_max_bytes),
+                                      JK_END(cache_shared),
+                                      JK_END(cache_memory_entries),
+                                      JK_END(cache_shared_dir),
+                                      JK_END(cache_shared_owner),
+                                      JK_END(cache_remote),
+                                      JK_END(cache_record),
+                                      JK_END(compile_threads),
+                                      JK_END(pch),
+                                      JK_END(share_images_with),
+                                      JK_END(cache_remote_key_file)};
+#undef JK_END
+
+/* Copies a caller's config: the fields an older form does not have keep
+ * their defaults, and a size inside a field is refused rather than read
+ * in part. */
 static jitk_status read_config(const jitk_engine_config *in, jitk_engine_config *out) {
   jitk_engine_config_init(out);
   if (in == NULL) return JITK_OK;
-  size_t n = in->struct_size;
-  if (n < offsetof(jitk_engine_config, device) + sizeof(int) || n > sizeof *out) {
+  size_t n =
+      jk_struct_form(in->struct_size, config_forms, sizeof config_forms / sizeof config_forms[0]);
+  if (n == 0) {
     return jk_fail(NULL, JITK_ERR_INVALID_ARGUMENT,
                    "jitk_engine_create: config->struct_size is %zu; call "
                    "jitk_engine_config_init before setting fields",
-                   n);
+                   in->struct_size);
   }
   memcpy(out, in, n);
   out->struct_size = sizeof *out;

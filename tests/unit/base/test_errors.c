@@ -55,6 +55,28 @@ Test(errors, failure_without_engine_goes_to_thread_fallback) {
            jitk_engine_create(&cfg, &e));
   cr_assert_eq(e, (jitk_engine *)0x1, "out-parameter touched on failure");
   JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, "engine is NULL", jitk_engine_create(NULL, NULL));
+  /* A size that ends inside a field (half of the arch pointer, half of
+   * the cache_max_bytes) is refused rather than read in part. */
+  const size_t cut[] = {offsetof(jitk_engine_config, arch) + 4,
+                        offsetof(jitk_engine_config, cache_max_bytes) + 4, sizeof cfg + 8};
+  for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+    JT_OK(NULL, jitk_engine_config_init(&cfg));
+    cfg.struct_size = cut[i];
+    char needle[64];
+    snprintf(needle, sizeof needle, "struct_size is %zu", cut[i]);
+    JT_FAILS(NULL, JITK_ERR_INVALID_ARGUMENT, needle, jitk_engine_create(&cfg, &e));
+  }
+  /* An older form, ending after `cache_mode`: the fields past it keep
+   * their defaults (a cache_max_bytes of -5 would be refused). */
+  JT_OK(NULL, jitk_engine_config_init(&cfg));
+  cfg.device = JITK_DEVICE_NONE;
+  cfg.arch = "sm_90";
+  cfg.cache_mode = JITK_CACHE_OFF;
+  cfg.struct_size = offsetof(jitk_engine_config, cache_mode) + sizeof cfg.cache_mode;
+  cfg.cache_max_bytes = -5;
+  e = NULL;
+  JT_OK(NULL, jitk_engine_create(&cfg, &e));
+  jitk_engine_destroy(e);
 }
 
 Test(errors, compile_only_engine_needs_arch) {
