@@ -25,28 +25,15 @@ jitk_status jitk_engine_config_init(jitk_engine_config *config) {
  * passes a smaller struct, which ends after one of the fields from
  * `device` on (or in the padding after it). */
 #define JK_END(f) offsetof(jitk_engine_config, f) + sizeof(((jitk_engine_config *)0)->f)
-static const size_t config_forms[] = {JK_END(device),
-                                      JK_END(arch),
-                                      JK_END(log_fn),
-                                      JK_END(log_user),
-                                      JK_END(log_level),
-                                      JK_END(alloc_fn),
-                                      JK_END(alloc_user),
-                                      JK_END(cuda_include_dir),
-                                      JK_END(driver_library),
-                                      JK_END(cache_dir),
-                                      JK_END(cache_mode),
-                                      JK_END(cache_max_bytes),
-                                      JK_END(cache_shared),
-                                      JK_END(cache_memory_entries),
-                                      JK_END(cache_shared_dir),
-                                      JK_END(cache_shared_owner),
-                                      JK_END(cache_remote),
-                                      JK_END(cache_record),
-                                      JK_END(compile_threads),
-                                      JK_END(pch),
-                                      JK_END(share_images_with),
-                                      JK_END(cache_remote_key_file)};
+static const size_t config_forms[] = {
+    JK_END(device), JK_END(arch), JK_END(log_fn), JK_END(log_user), JK_END(log_level),
+    JK_END(alloc_fn), JK_END(alloc_user), JK_END(cuda_include_dir), JK_END(driver_library),
+    JK_END(cache_dir), JK_END(cache_mode), JK_END(cache_max_bytes), JK_END(cache_shared),
+    JK_END(cache_memory_entries), JK_END(cache_shared_dir), JK_END(cache_shared_owner),
+    JK_END(cache_remote), JK_END(cache_record), JK_END(compile_threads), JK_END(pch),
+    /* a pointer, whose size is any pointer's */
+    offsetof(jitk_engine_config, share_images_with) + sizeof(void *),
+    JK_END(cache_remote_key_file)};
 #undef JK_END
 
 /* Copies a caller's config: the fields an older form does not have keep
