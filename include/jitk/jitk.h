@@ -910,7 +910,8 @@ typedef struct jitk_link_options {
   jitk_lto lto;
   /* Options for nvJitLink, such as "-O3", "-maxrregcount=64",
    * "-lineinfo", "-ftz=1" or "-Xptxas=-v"; jitk adds the target
-   * ("-arch=sm_90") and "-lto" as decided above. */
+   * ("-arch=sm_90") and "-lto" as decided above, and refuses either
+   * among these (JITK_ERR_INVALID_ARGUMENT). */
   const char *const *options;
   size_t num_options;
   /* The name of the linked program in messages, the cache's listing and
