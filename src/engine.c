@@ -24,7 +24,7 @@ jitk_status jitk_engine_config_init(jitk_engine_config *config) {
 /* Where the config's forms end: a caller built against an older header
  * passes a smaller struct, which ends after one of the fields from
  * `device` on (or in the padding after it). */
-#define JK_END(f) offsetof(jitk_engine_config, f) + sizeof(((jitk_engine_config *)0)->f)
+#define JK_END(f) (offsetof(jitk_engine_config, f) + sizeof(((jitk_engine_config *)0)->f))
 static const size_t config_forms[] = {
     JK_END(device), JK_END(arch), JK_END(log_fn), JK_END(log_user), JK_END(log_level),
     JK_END(alloc_fn), JK_END(alloc_user), JK_END(cuda_include_dir), JK_END(driver_library),

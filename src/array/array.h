@@ -37,17 +37,17 @@ typedef struct jk_view {
   int64_t strides[JITK_MAX_NDIM];
 } jk_view;
 
+/* Whether the tensor's memory is CUDA memory the engine's device can
+ * reach (its own, a peer's it was let reach, or pinned host memory);
+ * JITK_ERR_INVALID_ARRAY naming `what` otherwise. t is not NULL. */
+jitk_status jk_tensor_reachable(const jitk_engine *e, const DLTensor *t, const char *what);
+
 /*
  * Checks that `t` is usable by a kernel on engine `e`: CUDA memory of the
  * engine's device, a dtype jitk knows, at most JITK_MAX_NDIM dimensions,
  * no negative extents. `what` names the tensor in messages ("argument 2").
  * JITK_ERR_INVALID_ARRAY otherwise.
  */
-/* Whether the tensor's memory is CUDA memory the engine's device can
- * reach (its own, a peer's it was let reach, or pinned host memory);
- * JITK_ERR_INVALID_ARRAY naming `what` otherwise. t is not NULL. */
-jitk_status jk_tensor_reachable(const jitk_engine *e, const DLTensor *t, const char *what);
-
 jitk_status jk_view_from_tensor(const jitk_engine *e, const DLTensor *t, const char *what,
                                 jk_view *out);
 

@@ -188,6 +188,7 @@ typedef struct jk_file_stamp {
 void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out);
 /* A time as nanoseconds since its clock's epoch. */
 int64_t jk_timespec_ns(struct timespec t);
+bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b);
 
 /* How many bytes of a caller's options struct jitk reads, given its
  * struct_size: the struct's forms end at `ends` (ascending: where each
@@ -197,7 +198,6 @@ int64_t jk_timespec_ns(struct timespec t);
  * size: one that ends inside a field would have jitk read part of the
  * caller's value (half a pointer), or take the padding for a field. */
 size_t jk_struct_form(size_t size, const size_t *ends, size_t n);
-bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b);
 
 /* SHA-256 over data given in pieces, and HMAC-SHA-256 (sha256.c). */
 typedef struct jk_sha256 {

@@ -104,9 +104,10 @@ static bool in_my_groups(gid_t g) {
  * group's entry). A user outside the group who owns the folder or a file
  * of it (one who made it in a setgid parent of that group, or who has
  * left the group) could write code into it. A user the user database does
- * not know is let be: containers run users of bare numeric ids whose
- * groups are given to the process alone, so their membership cannot be
- * told, and refusing them would refuse every group cache there. */
+ * not know (or cannot be asked about) is let be: containers run users of
+ * bare numeric ids whose groups are given to the process alone, so their
+ * membership cannot be told, and refusing them would refuse every group
+ * cache there. */
 static bool group_writer(jitk_engine *e, uid_t uid, gid_t g) {
   if (uid == 0 || uid == geteuid()) return true;
   bool member = false, known = false;

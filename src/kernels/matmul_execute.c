@@ -619,17 +619,16 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
    * N and M. */
   const uint64_t krows = (uint64_t)(k->spec.swap ? ds->n : ds->m),
                  kcols = (uint64_t)(k->spec.swap ? ds->m : ds->n);
-  unsigned int tm = (unsigned int)ceil_div(krows, JK_MM_TILE),
-               tn = (unsigned int)ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec));
+  const uint64_t tiles_m = ceil_div(krows, JK_MM_TILE),
+                 tiles_n = ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec));
   /* The FFMA and mma.sync kernels take a block a tile, along the grid's
    * x, which stops at 2^31 - 1 (a product past that wrapped the count). The
    * wgmma kernel's work items are counted apart. */
-  if (k->spec.kind != JK_MM_WGMMA &&
-      ceil_div(krows, JK_MM_TILE) * ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec)) > INT32_MAX)
+  if (k->spec.kind != JK_MM_WGMMA && tiles_m * tiles_n > INT32_MAX)
     return jk_fail(e, JITK_ERR_UNSUPPORTED,
                    "matmul %s: %llu x %llu tiles of D, more than one grid holds (2^31 - 1)",
-                   p->name, (unsigned long long)ceil_div(krows, JK_MM_TILE),
-                   (unsigned long long)ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec)));
+                   p->name, (unsigned long long)tiles_m, (unsigned long long)tiles_n);
+  unsigned int tm = (unsigned int)tiles_m, tn = (unsigned int)tiles_n;
   JK_PUSH(kp, np, cur, tm);
   JK_PUSH(kp, np, cur, tn);
   const double alpha = o->alpha != NULL ? *o->alpha : ds->alpha,
