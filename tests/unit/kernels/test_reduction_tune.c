@@ -145,6 +145,15 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
   remove_dir(dir);
 }
 
+/* An engine on the stand-in with its cache in a new folder made from the
+ * mkdtemp template `dir`, and the stand-in's inspection functions in *f. */
+static jitk_engine *inspected_engine(char *dir, fakecuda_api *f) {
+  cr_assert_not_null(mkdtemp(dir));
+  jitk_engine *e = jt_fake_engine(NULL, dir);
+  cr_assert(fakecuda_api_open(JT_FAKE_PATH, f), "the stand-in's inspection functions");
+  return e;
+}
+
 /* A kernel's name may be any identifier, however long: the functions and
  * the global its launch looks up are named after it whole. A buffer of
  * 160 bytes cut "<name>_final" of a name of 159 characters down to the
@@ -153,10 +162,8 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
  * in the second kernel (row_segments_on_the_stand_in says why). */
 Test(reduction_launch, long_names_are_looked_up_whole) {
   char dir[] = "/tmp/jitk-rname-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  jitk_engine *e = jt_fake_engine(NULL, dir);
   fakecuda_api f;
-  cr_assert(fakecuda_api_open(JT_FAKE_PATH, &f), "the stand-in's inspection functions");
+  jitk_engine *e = inspected_engine(dir, &f);
   float *x = calloc((size_t)1024 * 4096, sizeof *x), *y = calloc(4096, sizeof *y);
   cr_assert(x != NULL && y != NULL);
   static const size_t lengths[] = {153, 154, 159, 300};
@@ -198,10 +205,8 @@ Test(reduction_launch, long_names_are_looked_up_whole) {
  * second kernel, a thread an output, 4096 outputs in 16 blocks. */
 Test(reduction_launch, row_segments_on_the_stand_in) {
   char dir[] = "/tmp/jitk-rgeo-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  jitk_engine *e = jt_fake_engine(NULL, dir);
   fakecuda_api f;
-  cr_assert(fakecuda_api_open(JT_FAKE_PATH, &f), "the stand-in's inspection functions");
+  jitk_engine *e = inspected_engine(dir, &f);
   jitk_reduction *k = make_sum(e, "x");
   float *x = calloc((size_t)256 * 65536, sizeof *x), *y = calloc(65536, sizeof *y);
   cr_assert(x != NULL && y != NULL);
