@@ -257,14 +257,16 @@ static void emit_vector_loop(jk_buf *b, const jk_ew_source_in *in, const char *f
   }
 }
 
-/* The peel of a one-dimensional vector loop: the first _jk_h elements, one
- * per thread of the first block, through the arrays' own pointers (the
- * loop's are moved past them). */
+/* The peel of a one-dimensional vector loop: the first _jk_h elements, by
+ * the threads of the first block, through the arrays' own pointers (the
+ * loop's are moved past them). A loop, as the rest of the kernel is: a
+ * launch may give fewer threads a block than the peel has elements (a
+ * block_size of 1), and the operation may `continue`. */
 static void emit_peel(jk_buf *b, const jk_ew_source_in *in, const char *file) {
   const jk_ew_spec *s = in->spec;
   jk_buf_puts(b,
-              "  if (blockIdx.x == 0 && threadIdx.x < _jk_h) {\n"
-              "    const _jk_u _jk_k = threadIdx.x;\n");
+              "  for (_jk_u _jk_k = threadIdx.x; blockIdx.x == 0 && _jk_k < _jk_h;\n"
+              "       _jk_k += blockDim.x) {\n");
   for (int p = 0; p < s->nparams; p++) {
     if (s->kind[p] != JK_EW_ARRAY) continue;
     const jk_param_decl *d = &in->params->params[p];

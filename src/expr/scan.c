@@ -116,6 +116,41 @@ bool jk_code_uses(const char *code, const char *name) {
   return false;
 }
 
+bool jk_code_directives_use(const char *code, const char *name) {
+  if (code == NULL) return false;
+  const size_t len = strlen(name);
+  for (const char *p = code; *p != '\0'; p++) {
+    size_t intro = *p == '#'                  ? 1
+                   : strncmp(p, "%:", 2) == 0 ? 2
+                   : strncmp(p,
+                             "?"
+                             "?=",
+                             3) == 0
+                       ? 3
+                       : 0;
+    if (intro == 0) continue;
+    /* The directive's text, to the end of its logical line. */
+    const char *q = p + intro;
+    for (; *q != '\0'; q++) {
+      if (*q == '\\' && (q[1] == '\n' || (q[1] == '\r' && q[2] == '\n'))) {
+        q += q[1] == '\r' ? 2 : 1;
+        continue;
+      }
+      if (*q == '\n') break;
+      if (*q == '#' || strncmp(q, "%:", 2) == 0) return true; /* ## or %:%: pastes */
+      if (jk_lex_ident_start(*q) && !jk_lex_ident_char(q[-1])) {
+        size_t n = 1;
+        while (jk_lex_ident_char(q[n])) n++;
+        if (n == len && memcmp(q, name, len) == 0) return true;
+        q += n - 1;
+      }
+    }
+    p = q - 1; /* the loop's p++ then looks at the line's end */
+    if (*q == '\0') break;
+  }
+  return false;
+}
+
 bool jk_code_assigns_first(const char *code, const char *name) {
   if (code == NULL) return false;
   size_t len = strlen(name);
@@ -125,6 +160,12 @@ bool jk_code_assigns_first(const char *code, const char *name) {
   jk_lex lx;
   jk_lex_init(&lx, code);
   for (next_tok(&lx, &t); t.kind != T_END; next_tok(&lx, &t)) {
+    /* A jump before the assignment may skip it for some elements, whose
+     * old value then stays (`if (x < 0) continue; z = x;`). */
+    static const char *const jumps[] = {"continue", "break",     "return", "goto",
+                                        "throw",    "co_return", "longjmp"};
+    for (size_t j = 0; t.kind == T_IDENT && j < sizeof jumps / sizeof jumps[0]; j++)
+      if (is(&t, jumps[j])) return false;
     if (t.kind == T_IDENT && t.n == len && memcmp(t.s, name, len) == 0) {
       if (!(stmt_start && depth == 0)) return false;
       tok n;

@@ -12,15 +12,24 @@
 #include "base/base.h"
 
 /* Whether identifier `name` occurs in `code` as a token (outside comments,
- * string and character literals). */
+ * string and character literals, and preprocessor lines). */
 bool jk_code_uses(const char *code, const char *name);
+
+/* Whether a preprocessor line of `code` (after #, %: or ??=, to its end
+ * past backslash splices) may bring `name` into code that expands it: it
+ * names it, or pastes tokens (##, %:%:), which may form it. Read loosely,
+ * so that a directive's comment or string counts too: false only where no
+ * directive can. A macro defined so (`#define IDX i`) uses the name
+ * wherever code uses the macro, which jk_code_uses does not see. */
+bool jk_code_directives_use(const char *code, const char *name);
 
 /*
  * Whether the first thing `code` does to `name` is a plain assignment at
  * the top level (`name = ...;` as a whole statement, outside any if, loop
  * or block, whose right-hand side does not mention `name`): then its old
  * value is never seen, and a kernel need not load it. Anything else
- * (`name += x`, `name = name * 2`, `if (c) name = x;`, a read) is false.
+ * (`name += x`, `name = name * 2`, `if (c) name = x;`, a read, a jump such
+ * as `continue` before the assignment) is false.
  */
 bool jk_code_assigns_first(const char *code, const char *name);
 

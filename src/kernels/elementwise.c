@@ -108,10 +108,21 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
   }
   /* The element index ties the loop to C order; without it the loop may
    * visit memory in whatever order reads it fastest. */
-  k->uses_i = jk_code_uses(k->operation, "i") || jk_code_uses(k->loop_prep, "i") ||
-              jk_code_uses(k->after_loop, "i");
+  /* A macro may name it too (`#define IDX i` in the preamble). */
+  const char *texts[] = {k->operation, k->loop_prep, k->after_loop, k->g.preamble};
+  k->uses_i = false;
+  for (size_t c = 0; c < sizeof texts / sizeof texts[0]; c++)
+    k->uses_i |= (c < 3 && jk_code_uses(texts[c], "i")) || jk_code_directives_use(texts[c], "i");
+  /* An output the operation assigns before anything else is not loaded,
+   * unless a macro may jump past that assignment. */
+  static const char *const jumps[] = {"continue", "break", "return", "goto", "throw"};
+  bool macro_jumps = false;
+  for (size_t j = 0; j < sizeof jumps / sizeof jumps[0]; j++)
+    macro_jumps |= jk_code_directives_use(k->operation, jumps[j]) ||
+                   jk_code_directives_use(k->g.preamble, jumps[j]);
   for (int p = k->g.num_in; p < (int)k->g.params.count; p++)
-    k->load_output[p] = !jk_code_assigns_first(k->operation, k->g.params.params[p].name);
+    k->load_output[p] =
+        macro_jumps || !jk_code_assigns_first(k->operation, k->g.params.params[p].name);
   /* The shape of the work, measured on the H200 (docs/PERFORMANCE.md):
    * one thread per 16-byte group and a grid that covers the loop once
    * reach 1.03 of copy bandwidth on z = x + y, where a grid that fills
@@ -171,6 +182,29 @@ typedef struct ew_plan {
   int64_t head; /* elements peeled off a one-dimensional vector loop */
   int nout_ops; /* the iteration's first operands, the outputs */
 } ew_plan;
+
+/* Whether every raw array's elements lie within 2^31 bytes of its start,
+ * as the non-raw arrays' must for 32-bit indices (jk_iter_fits_32): the
+ * operation indexes a raw array with expressions of `i` and of its
+ * sizes (`x[i * 4]`), which in 32 bits would wrap on a larger one, as
+ * CuPy's 32-bit indexing is chosen only where every array is small. */
+static bool raw_fits_32(const jitk_elementwise *k, const ew_plan *pl) {
+  const int64_t limit = (int64_t)1 << 31;
+  for (size_t p = 0; p < k->g.params.count; p++) {
+    if (!k->g.params.params[p].raw || !pl->a.is_array[p]) continue;
+    const jk_view *v = &pl->a.views[p];
+    const int64_t es = (int64_t)jk_dtype(pl->a.dtype[p])->size;
+    if (v->size >= limit / es) return false;
+    int64_t reach = 0;
+    for (int d = 0; d < v->ndim; d++) {
+      const int64_t s = v->strides[d] < 0 ? -v->strides[d] : v->strides[d];
+      if (s != 0 && v->shape[d] - 1 > limit / es / s) return false;
+      reach += s * (v->shape[d] - 1);
+      if (reach >= limit / es) return false;
+    }
+  }
+  return true;
+}
 
 /* Elements per 16-byte access for the arrays of the loop, when every one
  * allows it; 1 otherwise. A one-dimensional loop whose arrays are not
@@ -449,7 +483,7 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
   memset(spec, 0, sizeof *spec);
   spec->nparams = n;
   spec->ndim = (unsigned char)pl->iter.ndim;
-  spec->idx64 = !jk_iter_fits_32(&pl->iter);
+  spec->idx64 = !jk_iter_fits_32(&pl->iter) || !raw_fits_32(k, pl);
   unsigned char unaligned[JK_MAX_OPERANDS];
   spec->vec = (unsigned char)vector_width(pl, &pl->head, unaligned);
   spec->peel = pl->head > 0;

@@ -217,7 +217,9 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
     jitk_reduction_destroy(k);
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  k->uses_j = jk_code_uses(map_expr, "_j");
+  /* A macro may name it too (`#define JJ _j` in the preamble). */
+  k->uses_j = jk_code_uses(map_expr, "_j") || jk_code_directives_use(map_expr, "_j") ||
+              jk_code_directives_use(k->g.preamble, "_j");
   const char *parts[] = {map_expr,
                          reduce_expr,
                          post_map_expr,

@@ -179,6 +179,29 @@ Test(scan, reads_as_the_preprocessor) {
   cr_assert(jk_code_uses("c = 'a\nb = x;", "x"));
 }
 
+/* A directive may bring a name into the code that expands its macro:
+ * named in its body (after #, %: or ??=, past a splice), or formed by
+ * pasting; a directive that names neither, or a name outside directives,
+ * is not such a use. A jump before the first assignment may skip it. */
+Test(scan, directives_and_jumps) {
+  cr_assert(jk_code_directives_use("#define IDX i", "i"));
+  cr_assert(jk_code_directives_use("z = 1;\n  #  define IDX (i + 1)\n", "i"));
+  cr_assert(jk_code_directives_use("%:define IDX i", "i"));
+  cr_assert(
+      jk_code_directives_use("?"
+                             "?=define IDX i",
+                             "i"));
+  cr_assert(jk_code_directives_use("#define IDX \\\n  i\n", "i"));
+  cr_assert(jk_code_directives_use("#define CAT(a, b) a##b", "_j"));
+  cr_assert(!jk_code_directives_use("#define IDX ii\nz = i;", "i"));
+  cr_assert(!jk_code_directives_use("#define IDX j\n", "i"));
+  cr_assert(!jk_code_directives_use("z = i;", "i"));
+  cr_assert(!jk_code_directives_use(NULL, "i"));
+  cr_assert(!jk_code_assigns_first("if (x < 0) continue;\nz = x * 2;", "z"));
+  cr_assert(!jk_code_assigns_first("if (x < 0) return;\nz = x;", "z"));
+  cr_assert(jk_code_assigns_first("z = x;\nif (x < 0) continue;", "z"));
+}
+
 /* Reads that every evaluation of an expression makes, which a matmul
  * plan may make early: name[index] as tokens, nothing that may skip or
  * never evaluate it, nothing that hides text. */

@@ -326,3 +326,31 @@ Test(elementwise_plan, float16_tiles_take_pairs) {
   jitk_elementwise_destroy(widen);
   jitk_engine_destroy(e);
 }
+
+/* A raw array indexed with expressions of `i` may reach past 2^31 bytes
+ * even where the loop is small (`x[i * 4096]`): such a raw array takes
+ * 64-bit indices, as a large loop's arrays do; a small one keeps 32. The
+ * stand-in reads no memory, so the large array needs none. */
+Test(elementwise_plan, large_raw_arrays_take_64_bit_indices) {
+  fake_api f;
+  jitk_engine *e = jt_fake_engine(&f, NULL);
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "raw T x, T y", "T z", "z = x[i * 4096] + y", "rawbig", NULL,
+                                   &k));
+  const int64_t sizes[] = {4096, (int64_t)1 << 31, ((int64_t)1 << 30) + 1};
+  const jitk_dtype types[] = {JITK_INT8, JITK_INT8, JITK_INT16};
+  const bool wide[] = {false, true, true};
+  for (int c = 0; c < 3; c++) {
+    int64_t xs[1] = {sizes[c]}, ys[1] = {16};
+    DLTensor x = jt_tensor(arenas[0], types[c], 1, xs, NULL);
+    DLTensor y = jt_tensor(arenas[1], types[c], 1, ys, NULL);
+    DLTensor z = jt_tensor(arenas[2], types[c], 1, ys, NULL);
+    jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&y), jitk_arg_array(&z)};
+    JT_OK(e, jitk_elementwise_launch(k, NULL, args, 3, -1, NULL));
+    const char *src = NULL;
+    JT_OK(e, jitk_elementwise_source(k, &src));
+    cr_assert_eq(strstr(src, "unsigned long long _jk_u") != NULL, wide[c], "case %d: %s", c, src);
+  }
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}

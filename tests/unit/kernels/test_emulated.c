@@ -927,3 +927,98 @@ Test(emulated, reduction_autotune_strategies) {
   jitk_engine_destroy(e);
   jt_emu_close(em);
 }
+
+/* A one-dimensional loop over arrays off 16 bytes peels its first
+ * elements: with a block of fewer threads than the peel (a block_size of
+ * 1 or 2), every peeled element is still computed. `i` or `_j` named
+ * only through a macro (of the preamble, or of the operation itself)
+ * still counts in C order over a Fortran-order view. An operation that
+ * may `continue` past its assignment keeps the old value of each element
+ * it skips, on the vector path as on the others. */
+Test(emulated, elementwise_peels_macros_and_jumps) {
+  jt_emu *em;
+  jitk_engine *e = emu_start(2, &em);
+  jitk_elementwise *add, *idx, *idx2, *skip;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x + (T)1", "addone", NULL, &add));
+  jitk_elementwise_options eo;
+  memset(&eo, 0, sizeof eo);
+  eo.preamble = "#define IDX i";
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x + (T)IDX", "idx", &eo, &idx));
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "#define IDX2 i\nz = x + (T)IDX2", "idx2", NULL,
+                                   &idx2));
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "if (x < 0) continue;\nz = x * 2;", "skip",
+                                   NULL, &skip));
+  enum { N = 100 };
+  _Alignas(16) float xb[N + 8], zb[N + 8];
+  for (int i = 0; i < N + 8; i++) xb[i] = (float)i;
+  int64_t shape[1] = {N};
+  for (int bs = 1; bs <= 3; bs++)
+    for (int off = 1; off < 4; off++) {
+      for (int i = 0; i < N + 8; i++) zb[i] = -5;
+      DLTensor tx = jt_tensor(xb + off, JITK_FLOAT32, 1, shape, NULL),
+               tz = jt_tensor(zb + off, JITK_FLOAT32, 1, shape, NULL);
+      jitk_arg a[2] = {jitk_arg_array(&tx), jitk_arg_array(&tz)};
+      jitk_launch_options o;
+      jitk_launch_options_init(&o);
+      o.block_size = (unsigned)bs;
+      JT_OK(e, jitk_elementwise_launch_ex(add, NULL, a, 2, &o, NULL));
+      for (int i = 0; i < N; i++)
+        cr_assert_eq(zb[off + i], xb[off + i] + 1, "block %d, offset %d: z[%d] is %g", bs, off, i,
+                     zb[off + i]);
+      cr_assert(zb[off - 1] == -5 && zb[off + N] == -5, "block %d, offset %d: a neighbour", bs,
+                off);
+    }
+  /* 4 x 8 in Fortran order: element (r, c) at r + 4 c; i = 8 r + c. */
+  float f[32], g[32];
+  for (int i = 0; i < 32; i++) f[i] = (float)(100 * i);
+  int64_t fshape[2] = {4, 8}, fstr[2] = {1, 4};
+  jitk_elementwise *withi[2] = {idx, idx2};
+  for (int w = 0; w < 2; w++) {
+    memset(g, 0, sizeof g);
+    DLTensor tx = jt_tensor(f, JITK_FLOAT32, 2, fshape, fstr),
+             tz = jt_tensor(g, JITK_FLOAT32, 2, fshape, fstr);
+    jitk_arg a[2] = {jitk_arg_array(&tx), jitk_arg_array(&tz)};
+    JT_OK(e, jitk_elementwise_launch(withi[w], NULL, a, 2, -1, NULL));
+    for (int r = 0; r < 4; r++)
+      for (int c = 0; c < 8; c++)
+        cr_assert_eq(g[r + 4 * c], f[r + 4 * c] + (float)(8 * r + c),
+                     "kernel %d: z(%d, %d) is %g, i is %d", w, r, c, g[r + 4 * c], 8 * r + c);
+  }
+  /* The skipping operation on an aligned contiguous array (vectors). */
+  _Alignas(16) float sx[64], sz[64];
+  for (int i = 0; i < 64; i++) {
+    sx[i] = i % 3 == 0 ? -1.f - (float)i : (float)i;
+    sz[i] = 7;
+  }
+  int64_t sshape[1] = {64};
+  DLTensor tx = jt_tensor(sx, JITK_FLOAT32, 1, sshape, NULL),
+           tz = jt_tensor(sz, JITK_FLOAT32, 1, sshape, NULL);
+  jitk_arg a[2] = {jitk_arg_array(&tx), jitk_arg_array(&tz)};
+  JT_OK(e, jitk_elementwise_launch(skip, NULL, a, 2, -1, NULL));
+  for (int i = 0; i < 64; i++)
+    cr_assert_eq(sz[i], sx[i] < 0 ? 7.f : 2 * sx[i], "skip: z[%d] is %g", i, sz[i]);
+  /* _j through the preamble's macro: a one at (1, 0) of a Fortran-order
+   * 4 x 8 is element 8 in C order. */
+  jitk_reduction *red;
+  jitk_reduction_options ro;
+  memset(&ro, 0, sizeof ro);
+  ro.preamble = "#define JJ _j";
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x * (T)JJ", "a + b", "y = a", "0", NULL, "redj",
+                                 &ro, &red));
+  memset(f, 0, sizeof f);
+  f[1] = 1;
+  float y = -1;
+  DLTensor rx = jt_tensor(f, JITK_FLOAT32, 2, fshape, fstr),
+           ry = jt_tensor(&y, JITK_FLOAT32, 0, NULL, NULL);
+  jitk_arg ra[2] = {jitk_arg_array(&rx), jitk_arg_array(&ry)};
+  JT_OK(e, jitk_reduction_launch(red, NULL, ra, 2, NULL, -1, 0, NULL));
+  cr_assert_eq(y, 8.f, "_j through a macro: %g", y);
+  report(em);
+  jitk_reduction_destroy(red);
+  jitk_elementwise_destroy(add);
+  jitk_elementwise_destroy(idx);
+  jitk_elementwise_destroy(idx2);
+  jitk_elementwise_destroy(skip);
+  jitk_engine_destroy(e);
+  jt_emu_close(em);
+}
