@@ -550,6 +550,7 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
   snprintf(why, sizeof why, "%s", rc == SQLITE_OK ? "no format mark" : sqlite3_errmsg(c->db));
   if (format == 0) format = -1;
   sqlite3_finalize(q);
+  q = NULL; /* the statement below may not be made, and is finalized either way */
   if (format != JK_CACHE_FORMAT) {
     sqlite3_exec(c->db, "DETACH import", NULL, NULL, NULL);
     pthread_mutex_unlock(&c->disk_lock);
