@@ -208,6 +208,12 @@ grep -q "does not compile now" err.txt && grep -q "2 compiled, 0 already cached,
 check "cache warm for a target not recorded" 1 "records no kernels for sm_80" -- \
   "$JITK" cache warm "$WORK/m.jsonl" --dir "$WORK/warmed2" --arch sm_80
 check "cache warm of a missing file" 1 "cannot read" -- "$JITK" cache warm "$WORK/none.jsonl"
+check "cache warm of a folder" 1 "cannot read" -- "$JITK" cache warm "$WORK"
+# A target no engine can take, recorded first: named, and the others warmed.
+{ echo '{"target":"sm_bogus"}'; cat "$WORK/m.jsonl"; } >"$WORK/m2.jsonl"
+check "cache warm past a target no engine takes" 1 "sm_90: 3 kernels" -- \
+  "$JITK" cache warm "$WORK/m2.jsonl" --dir "$WORK/warmed3"
+check "cache prune to nothing" 2 "cache clear" -- "$JITK" cache prune --max-size 0
 check "cache warm without a file" 2 "which manifest FILE" -- "$JITK" cache warm
 check "cache warm --threads 0" 2 "not a number from 1 to 1024" -- \
   "$JITK" cache warm "$WORK/m.jsonl" --threads 0

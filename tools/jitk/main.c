@@ -945,7 +945,14 @@ static int manifest_targets(const char *path, char targets[][32], int most) {
       n++;
     }
   }
+  /* A folder opens, then fails its first read (EISDIR): not a manifest
+   * that records nothing. */
+  const int err = ferror(f) ? errno : 0;
   fclose(f);
+  if (err != 0) {
+    errno = err;
+    return -1;
+  }
   return n;
 }
 
@@ -1036,7 +1043,11 @@ static int cmd_cache_warm(int argc, char **argv) {
     if (threads > 0) cfg.compile_threads = threads;
     jitk_engine *e = NULL;
     jitk_status st = jitk_engine_create(&cfg, &e);
-    if (st != JITK_OK) return fail(NULL, st, "creating an engine");
+    if (st != JITK_OK) {
+      /* The other targets are still warmed. */
+      rc = fail(NULL, st, "creating an engine");
+      continue;
+    }
     if (remote_only) {
       jitk_cache_remote_info ri;
       jitk_cache_remote_info_init(&ri);
@@ -1141,7 +1152,14 @@ static int cmd_cache(int argc, char **argv) {
       json = 1;
     } else if (strcmp(argv[i], "--max-size") == 0 && i + 1 < argc && strcmp(sub, "prune") == 0) {
       max_size = parse_bytes(argv[++i]);
-      if (max_size <= 0) {
+      if (max_size == 0) {
+        fprintf(stderr,
+                "%s cache prune: --max-size 0 would keep nothing: `%s cache clear` "
+                "empties the cache\n",
+                prog, prog);
+        return EXIT_USAGE;
+      }
+      if (max_size < 0) {
         fprintf(stderr, "%s cache prune: '%s' is not a size\n", prog, argv[i]);
         return EXIT_USAGE;
       }
