@@ -2071,7 +2071,8 @@ JITK_API jitk_status jitk_matmul_execute_ex(jitk_matmul *plan, jitk_stream strea
  * later plans of the class find it, without timing anything. The plan's
  * own configuration is timed too, before and after the candidates, and
  * stays unless a candidate is more than 1 % faster than its better time,
- * so a tuned plan is never slower than the one it was. D is overwritten. Compiling the
+ * so a tuned plan is never slower than the one it was. D is overwritten, so it
+ * must not be C (refused where it is the same pointer). Compiling the
  * candidates takes seconds; the plan must not execute meanwhile. FFMA plans
  * have one configuration: nothing is timed. A tensor-core plan given
  * pointers it cannot use (see jitk_matmul_execute) fails with

@@ -88,6 +88,24 @@ def _scalar_type(value: Any) -> str:
     raise TypeError(f"epilogue input of type {type(value).__name__} is neither an array nor a scalar")
 
 
+# The kinds of scalar types, in the order values convert without loss
+# (bool to an integer, an integer to a float); complex and others last.
+_KINDS = {"boo": 0, "int": 1, "uin": 1, "flo": 2, "bfl": 2}
+
+
+def _packed(described: tuple, name: str) -> None:
+    """Refuses an epilogue array whose elements are not packed in C order:
+    the kernel gets its pointer and reads element i at i."""
+    shape, strides = described[2], described[3]
+    step = 1
+    for n, stride in zip(reversed(shape), reversed(strides)):
+        if n != 1 and stride != step:
+            raise ValueError(f"epilogue input {name!r} has strides {tuple(strides)}: the epilogue "
+                             f"reads its arrays packed (element i at i), so pass a contiguous "
+                             f"copy")
+        step *= n
+
+
 def _is_array(value: Any) -> bool:
     return hasattr(value, "__dlpack__") or hasattr(value, "__cuda_array_interface__")
 
@@ -108,6 +126,17 @@ def _extent(described: tuple) -> tuple:
 
 def _overlap(x: tuple, y: tuple) -> bool:
     return x[0] < y[1] and y[0] < x[1]
+
+
+def _no_broadcast(batch: int, operands: tuple) -> None:
+    """Refuses an operand of one matrix, or of batches 0 elements apart
+    (an expanded view), for a product of several batches: ``operands``
+    holds (name, batches, batch stride)."""
+    for what, n, stride in operands:
+        if batch > 1 and (n != batch or stride == 0):
+            raise ValueError(f"{what} is one matrix for {batch} batches: a plan reads each "
+                             f"batch's own {what}, so pass {batch} of them (for example "
+                             f"{what.lower()} expanded to the batch and made contiguous)")
 
 
 class MatmulPlan:
@@ -184,11 +213,9 @@ class MatmulPlan:
         batch = max(batch_a, batch_b)
         if batch_a not in (1, batch) or batch_b not in (1, batch):
             raise ValueError(f"batches of {batch_a} and {batch_b} matrices do not match")
-        # One matrix for every batch: read again for each (stride 0).
-        if batch_a == 1:
-            sa = 0 if batch > 1 else sa
-        if batch_b == 1:
-            sb = 0 if batch > 1 else sb
+        # The plans read each batch's own matrices: one matrix for every
+        # batch (a batch stride of 0) is not something they can express.
+        _no_broadcast(batch, (("A", batch_a, sa), ("B", batch_b, sb)))
         want = {"A": (da, ta, batch_a, m, k, oa, lda, sa), "B": (db, tb, batch_b, k, n, ob, ldb, sb)}
         tc, oc, ldc, sc = None, 0, 0, 0
         if c is not None:
@@ -197,8 +224,7 @@ class MatmulPlan:
                 raise ValueError(f"C must be {m}x{n}, not {mc}x{nc}")
             if dc != da:
                 raise ValueError(f"A is on device {da}, C on device {dc}")
-            if batch_c == 1:
-                sc = 0 if batch > 1 else sc
+            _no_broadcast(batch, (("C", batch_c, sc),))
             want["C"] = (dc, tc, batch_c, m, n, oc, ldc, sc)
         if compute not in _COMPUTE:
             raise ValueError(f"compute must be one of {sorted(k for k in _COMPUTE if k)}")
@@ -226,17 +252,21 @@ class MatmulPlan:
         self._inputs = list(epilogue_inputs)
         self._input_types = {}
         params = []
+        self._scalar_types = {}
         for name, value in epilogue_inputs.items():
             if _is_array(value):
-                dt = _jitk._describe(value)[1]
+                described = _jitk._describe(value)
+                dt = described[1]
                 if dt != acc:
                     raise TypeError(f"epilogue input {name!r} is {dt}; the epilogue reads its arrays "
                                     f"as the accumulator's {acc}: convert it first")
+                _packed(described, name)
                 self._input_types[name] = acc
                 params.append(f"raw T {name}")
             else:
                 self._input_types[name] = None
-                params.append(f"{_scalar_type(value)} {name}")
+                self._scalar_types[name] = _scalar_type(value)
+                params.append(f"{self._scalar_types[name]} {name}")
         self._want = want
         self.m, self.n, self.k, self.batch = m, n, k, batch
         self.out_dtype = td
@@ -286,6 +316,13 @@ class MatmulPlan:
                 if described[name][1] != acc:
                     raise TypeError(f"epilogue input {name!r} is {described[name][1]}; the "
                                     f"epilogue reads its arrays as the accumulator's {acc}")
+                _packed(described[name], name)
+            else:
+                got, kept = _scalar_type(value), self._scalar_types[name]
+                if _KINDS.get(got[:3], 3) > _KINDS.get(kept[:3], 3):
+                    raise TypeError(f"epilogue input {name!r} is {got}, and the plan was made "
+                                    f"with {kept}, which would lose what it holds: make a plan "
+                                    f"with a {got} there")
         return tuple(given[name] for name in self._inputs), described
 
     def _operands(self, a: Any, b: Any, c: Any, out: Any, inputs: dict) -> Any:
@@ -300,9 +337,9 @@ class MatmulPlan:
                      for what, array in (("A", a), ("B", b), ("C", c)) if array is not None}
         layouts = {what: _layout(None, what, desc) for what, desc in described.items()}
         for what, layout in layouts.items():
-            got = layout[:7] + (0,) if layout[2] == 1 and self.batch > 1 else layout
-            if got != self._want[what]:
-                raise ValueError(f"{what} is {_say(got)}; the plan is for {_say(self._want[what])}")
+            if layout != self._want[what]:
+                raise ValueError(f"{what} is {_say(layout)}; the plan is for "
+                                 f"{_say(self._want[what])}")
         if out is None:
             return _jitk._empty(a, self._shape, self.out_dtype)
         out_desc = _jitk._describe(out)
@@ -383,6 +420,11 @@ class MatmulPlan:
                              "serves this one too)")
         extra, inputs = self._extra(epilogue_inputs)
         d = self._operands(a, b, c, out, inputs)
+        # Each timed run would read the run before's D as its C.
+        if c is not None and _overlap(_extent(_jitk._describe(d))[0],
+                                      _extent(_jitk._describe(c))[0]):
+            raise ValueError("autotune runs the product many times, so out must not share "
+                             "memory with C: pass an out of its own")
         self._plan.autotune(a, b, c, d, extra, stream)
         return self
 

@@ -57,6 +57,12 @@ jitk_status jitk_matmul_autotune(jitk_matmul *p, jitk_stream stream, const void 
   const jitk_matmul_desc *ds = &p->d;
   const jk_mm_kind kind = p->main.spec.kind;
   if (kind == JK_MM_SIMT || ds->m == 0 || ds->n == 0) return JITK_OK; /* one configuration */
+  /* Each timed run would read the D of the run before as its C. */
+  if (ds->has_c && c == d)
+    return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                   "matmul %s: autotuning runs the product many times, so D must not be C "
+                   "(each run would read the last one's D as C): pass a D of its own",
+                   p->name);
   if ((((uintptr_t)a | (uintptr_t)b) & 15) != 0)
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                    "matmul %s: autotuning times the tensor-core kernels, which need A and B "

@@ -1374,6 +1374,17 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
                                epilogue_inputs={"bias": bias})
         d = mat(64, 64)
         plan.execute(a, b, epilogue_inputs={"bias": bias}, out=d)
+        strided = CudaArray(np.zeros(128, np.float32))
+        strided.__cuda_array_interface__ = dict(strided.__cuda_array_interface__, shape=(64,),
+                                                strides=(8,))
+        int_plan = jitk.MatmulPlan(a, b, epilogue="acc * s", epilogue_inputs={"s": 2})
+        bool_plan = jitk.MatmulPlan(a, b, epilogue="s ? acc : 0", epilogue_inputs={"s": True})
+        with_c_plan = jitk.MatmulPlan(a, b, d, beta=1.0)
+        # What converts without loss still runs: an int where a float was,
+        # a bool where an int was.
+        float_plan = jitk.MatmulPlan(a, b, epilogue="acc * s", epilogue_inputs={"s": 2.0})
+        float_plan.execute(a, b, epilogue_inputs={"s": 3}, out=d)
+        int_plan.execute(a, b, epilogue_inputs={"s": True}, out=d)
         before = fake.fakecuda_launch_count()
         small = mat(2, 2, np.float16)
         half_bias = CudaArray(np.zeros(64, np.float16))
@@ -1401,6 +1412,18 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
             # An out_dtype that is not out's.
             (lambda: jitk.matmul(a, b, out=d, out_dtype="float16"), ValueError),
             (lambda: jitk.MatmulPlan(a, b, out=d, out_dtype="float64"), ValueError),
+            # An epilogue array not packed (every other element): the kernel
+            # reads element i at i, so bias[col] would be the wrong element.
+            (lambda: plan.execute(a, b, epilogue_inputs={"bias": strided}, out=d), ValueError),
+            (lambda: jitk.MatmulPlan(a, b, epilogue="acc + bias[col]",
+                                     epilogue_inputs={"bias": strided}), ValueError),
+            # A scalar that the plan's type would change (2.5 into an int64).
+            (lambda: int_plan.execute(a, b, epilogue_inputs={"s": 2.5}, out=d), TypeError),
+            (lambda: int_plan.execute(a, b, epilogue_inputs={"s": np.float32(3.75)}, out=d),
+             TypeError),
+            (lambda: bool_plan.execute(a, b, epilogue_inputs={"s": 2}, out=d), TypeError),
+            # Autotuning into C itself: each run would read the last one's D.
+            (lambda: with_c_plan.autotune(a, b, d, out=d), ValueError),
         ]
         for i, (call, error) in enumerate(cases):
             raises(error, call, f"case {i} was taken")
@@ -1419,10 +1442,22 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
         e = raises(ValueError, lambda: jitk.MatmulPlan(a3, b3, out=shared),
                    "overlapping batches of D taken")
         assert "overlap" in str(e), e
-        # One C for every batch is read again for each (stride 0), never past it.
-        one_c = jitk.MatmulPlan(a3, b3, mat(16, 16, batch=1), beta=1.0)
-        assert one_c._want["C"][7] == 0, one_c._want["C"]
-        one_c.execute(a3, b3, mat(16, 16, batch=1), out=mat(16, 16, batch=4))
+        # One matrix for every batch (a single one, or batches 0 elements
+        # apart) is refused, before anything runs: the plans read each
+        # batch's own, and a batch stride of 0 means packed batches to them,
+        # which would read past the one matrix.
+        expanded = CudaArray(np.zeros((16, 16), np.float32))
+        expanded.__cuda_array_interface__ = dict(expanded.__cuda_array_interface__,
+                                                 shape=(4, 16, 16), strides=(0, 64, 4))
+        before = fake.fakecuda_launch_count()
+        for i, call in enumerate((lambda: jitk.MatmulPlan(a3, b3, mat(16, 16, batch=1), beta=1.0),
+                                  lambda: jitk.MatmulPlan(a3, mat(16, 16)),
+                                  lambda: jitk.MatmulPlan(mat(16, 16), b3),
+                                  lambda: jitk.MatmulPlan(a3, expanded),
+                                  lambda: jitk.matmul(a3, mat(16, 16)))):
+            e = raises(ValueError, call, f"broadcast {i} taken")
+            assert "one matrix for 4 batches" in str(e), e
+        assert fake.fakecuda_launch_count() == before
         print("ok")
     """, tmp_path)
 
