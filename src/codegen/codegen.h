@@ -229,6 +229,12 @@ typedef struct jk_mm_spec {
    * adjacent tile-rows and load the B tile they share once, by halves,
    * into both (TMA multicast). */
   int cluster;
+  /* wgmma, 16-bit inputs, not swapped, no cluster or split: A is
+   * row-major with rows off 16 bytes, and rather than copying it onto 16
+   * bytes the kernel reads it in place, its rows in `aph` phases (row %
+   * aph) of one tensor map each (matmul_sm90.cuh's phase_tile); 0: not so.
+   * B is row-major, D row-major and stored by the threads. */
+  int aph;
   /* wgmma: no epilogue operand is read ahead at its columns
    * (matmul_sm90.cuh's col_vec), for measuring. */
   bool no_col_vecs;

@@ -559,11 +559,24 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
     /* The tensor maps of A, B and D, the number of work items of all
      * batches and slices, and whether the result goes out through TMA
      * (_jk_td is valid). */
+    /* Read by phases, A has a map a phase, and the phases' shifts. */
+    if (s->aph > 1)
+      jk_buf_printf(&b,
+                    ",\n    const __grid_constant__ jitk::mm90::tensor_maps<%d> _jk_tas,\n"
+                    "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
+                    "    const __grid_constant__ jitk::mm90::tensor_map _jk_td,\n"
+                    "    unsigned int _jk_work, int _jk_use_td, unsigned int _jk_ashift) {\n"
+                    "  const jitk::mm90::tensor_map *const _jk_ta = _jk_tas.m;\n",
+                    s->aph);
+    else
+      jk_buf_puts(&b,
+                  ",\n    const __grid_constant__ jitk::mm90::tensor_map _jk_ta0,\n"
+                  "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
+                  "    const __grid_constant__ jitk::mm90::tensor_map _jk_td,\n"
+                  "    unsigned int _jk_work, int _jk_use_td) {\n"
+                  "  const jitk::mm90::tensor_map *const _jk_ta = &_jk_ta0;\n"
+                  "  const unsigned int _jk_ashift = 0;\n");
     jk_buf_puts(&b,
-                ",\n    const __grid_constant__ jitk::mm90::tensor_map _jk_ta,\n"
-                "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
-                "    const __grid_constant__ jitk::mm90::tensor_map _jk_td,\n"
-                "    unsigned int _jk_work, int _jk_use_td) {\n"
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
     emit_scales(&b, s);
@@ -598,16 +611,16 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s, %s>(&_jk_ta, &_jk_tb, "
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s, %s, %d>(_jk_ta, &_jk_tb, "
         "_jk_use_td ? &_jk_td : nullptr,\n"
-        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, %s, %s, _jk_smem, _jk_value, "
-        "_jk_put2, _jk_rowp, _jk_rs%s);\n"
+        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_ashift, %s, %s, _jk_smem, "
+        "_jk_value, _jk_put2, _jk_rowp, _jk_rs%s);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
         !s->swap && s->d_row ? "true" : "false", s->promote ? "true" : "false",
         s->cluster > 1 ? s->cluster : 1, s->split ? "true" : "false",
-        s->no_drain ? "false" : "true",
+        s->no_drain ? "false" : "true", s->aph > 1 ? s->aph : 1,
         s->split ? "_jk_splits, _jk_ws, _jk_count" : "1u, nullptr, nullptr",
         s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n", pre ? ", _jk_pre" : "",
         amax_commit);

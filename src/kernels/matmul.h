@@ -14,6 +14,8 @@
 #define JK_MM_GENERATOR "matmul/1"
 #define JK_MM_STAGES 4
 #define JK_MM_TILE 128
+/* The most phases a wgmma kernel reads an A in (jk_mm_spec's aph). */
+#define JK_MM_MAX_PHASES 8
 
 typedef struct mm_kernel {
   jk_mm_spec spec;
@@ -48,6 +50,7 @@ struct jitk_matmul {
   bool pingpong;                /* wgmma: the ping-pong schedule */
   bool swap;                    /* wgmma: D^T = B^T A^T (jk_mm_spec's swap) */
   int cluster;                  /* wgmma: blocks a cluster sharing B (jk_mm_spec's) */
+  bool phases;                  /* wgmma, cooperative: A read by phases pays (a_phases) */
   bool tuned;                   /* the configuration came from the tuning table */
   bool pdl;                     /* wgmma: launched as a programmatic dependent */
   int split;                    /* K slices (1: none); 0 while not yet chosen */

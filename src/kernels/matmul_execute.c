@@ -179,6 +179,31 @@ static jitk_status pad_launch(jitk_matmul *p, const mm_kernel *k, CUstream strea
       (unsigned int)(gz < 65535 ? gz : 65535), JK_MM_PAD_THREADS, 1, 1, 0, kp);
 }
 
+/* The tensor maps of an A read by phases (matmul_sm90.cuh's phase_tile):
+ * map p covers rows p, p + aph, ... of each batch's row-major M x K A
+ * (leading dimension lda, batch stride sa, in elements), from the 16 bytes
+ * that hold its first row's element 0, `shift` elements before it:
+ * columns 0 .. K + shift - 1, rows aph lda elements apart (16 lda bytes),
+ * boxes of 128 bytes of k by 128 rows. Each phase's shift goes into 4
+ * bits of *ashift. The plan reads by phases only where M >= aph, so no
+ * phase is empty, and where a batch's A starts on the same bytes of 16
+ * as the first's. */
+static CUresult phase_maps(jitk_engine *e, const jk_mm_spec *s, const void *a, uint64_t M,
+                           uint64_t K, uint64_t nb, uint64_t lda, uint64_t sa, CUtensorMap *maps,
+                           unsigned int *ashift) {
+  const uint64_t es = jk_dtype(s->a)->size, ph = (uint64_t)s->aph;
+  CUresult r = CUDA_SUCCESS;
+  *ashift = 0;
+  for (uint64_t p = 0; p < ph && r == CUDA_SUCCESS; p++) {
+    const uint64_t shift = ((uintptr_t)a / es + p * lda) % ph;
+    const void *base = (const void *)((uintptr_t)a + p * lda * es - shift * es);
+    r = encode_map(e, &maps[p], s->a, base, K + shift, (M - p + ph - 1) / ph, nb, ph * lda * es,
+                   sa * es, (uint32_t)(128 / es), 128, true);
+    *ashift |= (unsigned int)shift << (4 * p);
+  }
+  return r;
+}
+
 /* The wgmma launch: tensor maps of A and B (for tf32, a column-major A or
  * a row-major B transposed first into pooled buffers) and, where TMA can
  * store it, D; one resident block per multiprocessor working through all
@@ -200,8 +225,9 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     return jk_fail(e, JITK_ERR_UNSUPPORTED, "matmul %s: more than 2^32 tiles", p->name);
   unsigned int work = (unsigned int)work64;
   int use_td = 0;
-  CUtensorMap maps[3];
+  CUtensorMap maps[3], amaps[JK_MM_MAX_PHASES];
   memset(maps, 0, sizeof maps);
+  unsigned int ashift = 0;
   void *at = NULL, *bt = NULL;
   const void *ak = a, *bk = b; /* A and B as the kernel reads them */
   uint64_t lda = (uint64_t)ds->lda, sa = (uint64_t)ds->stride_a;
@@ -214,7 +240,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
    * launch; tf32's transposes run after that copy. */
   pad_job ja = {0}, jb = {0};
   const bool tr_a = jk_mm_transposes_a(s), tr_b = jk_mm_transposes_b(s);
-  if (!tr_a && !jk_mm_tma_ready(a, lda, sa, nb, es))
+  /* An A read by phases is read where it is (phase_maps). */
+  if (!tr_a && s->aph == 0 && !jk_mm_tma_ready(a, lda, sa, nb, es))
     ja = (pad_job){a, NULL, a_k ? M : K, a_k ? K : M, lda, sa, 0};
   if (!tr_b && (!jk_mm_tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es))))
     jb = (pad_job){b, NULL, b_n ? K : N, b_n ? N : K, ldb, sb, 0};
@@ -273,6 +300,8 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     if (r == CUDA_SUCCESS)
       r = encode_map(e, &maps[1], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es),
                      (uint32_t)s->bn, promote);
+  } else if (s->aph > 0) {
+    r = phase_maps(e, s, a, M, K, nb, lda, sa, amaps, &ashift);
   } else if (a_k) /* K-major: one box of 128 m by 128 bytes of k */
     r = encode_map(e, &maps[0], s->a, ak, K, M, nb, lda * es, sa * es, (uint32_t)(128 / es), 128,
                    promote);
@@ -288,8 +317,9 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   /* D through TMA when row-major with 16-byte aligned rows. A swapped
    * kernel stores from registers (its tiles' rows are D's columns). */
   uint64_t ldd = (uint64_t)ds->ldd * des, sd = nb > 1 ? (uint64_t)ds->stride_d * des : ldd * M;
-  if (s->swap) {
-    /* no tensor map of D */
+  if (s->swap || s->aph > 0) {
+    /* no tensor map of D: a swapped kernel's tiles' rows are D's columns,
+     * and a tile read by phases has D's rows aph apart */
   } else if (r == CUDA_SUCCESS && s->d_row &&
              jk_mm_tma_ready(d, (uint64_t)ds->ldd, (uint64_t)ds->stride_d, nb, des) &&
              encode_map(e, &maps[2], s->d, d, N, M, nb, ldd, sd, (uint32_t)(128 / des), 64,
@@ -300,9 +330,13 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     st = jk_cuda_fail(e, r, "cuTensorMapEncodeTiled");
     goto done;
   }
-  for (int i = 0; i < 3; i++) kp[np++] = &maps[i];
+  /* A read by phases: one parameter of its aph maps, and the shifts
+   * after the others. */
+  kp[np++] = s->aph > 0 ? (void *)amaps : (void *)&maps[0];
+  for (int i = 1; i < 3; i++) kp[np++] = &maps[i];
   kp[np++] = &work;
   kp[np++] = &use_td;
+  if (s->aph > 0) kp[np++] = &ashift;
   unsigned int sms = (unsigned int)e->info.multiprocessors / cl;
   jk_launch_op op = {.fn = k->fn,
                      .name = p->name,
@@ -619,7 +653,10 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
    * N and M. */
   const uint64_t krows = (uint64_t)(k->spec.swap ? ds->n : ds->m),
                  kcols = (uint64_t)(k->spec.swap ? ds->m : ds->n);
-  const uint64_t tiles_m = ceil_div(krows, JK_MM_TILE),
+  /* Read by phases, each phase's rows fill tiles of their own. */
+  const uint64_t aph = (uint64_t)k->spec.aph;
+  const uint64_t tiles_m = aph > 0 ? aph * ceil_div(ceil_div(krows, aph), JK_MM_TILE)
+                                   : ceil_div(krows, JK_MM_TILE),
                  tiles_n = ceil_div(kcols, (uint64_t)jk_mm_tile_n(&k->spec));
   /* The FFMA and mma.sync kernels take a block a tile, along the grid's
    * x, which stops at 2^31 - 1 (a product past that wrapped the count). The

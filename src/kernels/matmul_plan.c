@@ -38,6 +38,65 @@ static bool knob_off(const char *name) {
   return v != NULL && strcmp(v, "0") == 0;
 }
 
+/* Phases in which a wgmma kernel may read a row-major A whose rows do
+ * not start on 16 bytes in place (matmul_sm90.cuh's phase_tile), or 0
+ * where it copies A onto 16 bytes first (the _pad kernel), as for every
+ * other operand so placed. Phases need 16-bit inputs, A and B row-major
+ * (B's row coordinate then follows a phase's shift of K), D row-major
+ * (its rows, PH apart in a tile, stored by the threads), batches 16 bytes
+ * apart, no reductions or outputs besides D (their per-tile work assumes
+ * consecutive rows), and M of PH at least. A phase's tiles are 128 of its
+ * rows, so M takes PH * ceil(M / PH / 128) tile-rows rather than ceil(M /
+ * 128), and K one more K-tile where a shift pushes it past a multiple of
+ * 64: `pays` says whether that extra work is under the copy's cost
+ * (reading and writing A, about 200 * 2 / N of the product at the rates
+ * jk_mm_line_pays assumes) and under half the product (a narrow N makes
+ * the copy look dear, but a phase's tiles are then mostly empty rows). */
+static int phase_layout(const jitk_matmul *p, bool *pays) {
+  const jitk_matmul_desc *d = &p->d;
+  const uint64_t es = jk_dtype(d->a_dtype)->size;
+  *pays = false;
+  if ((d->a_dtype != JITK_BFLOAT16 && d->a_dtype != JITK_FLOAT16) || d->b_dtype != d->a_dtype ||
+      d->a_order != JITK_ROW_MAJOR || d->b_order != JITK_ROW_MAJOR ||
+      d->d_order != JITK_ROW_MAJOR || ((uint64_t)d->lda * es) % 16 == 0 ||
+      (d->batch > 1 && ((uint64_t)d->stride_a * es) % 16 != 0) || d->num_reductions > 0 ||
+      d->num_outputs > 0)
+    return 0;
+  const int ph = (int)(16 / es);
+  if (d->m < ph) return 0;
+  /* Tile-rows and K-tiles, copied and by phases. */
+  const int64_t rows = (d->m + 127) / 128, rows_ph = ph * (((d->m + ph - 1) / ph + 127) / 128),
+                kt = (d->k + 63) / 64, kt_ph = (d->k + ph - 1 + 63) / 64;
+  const double extra = (double)rows_ph * (double)kt_ph / ((double)rows * (double)kt) - 1.0,
+               copy = 200.0 * (double)es / (double)d->n;
+  *pays = extra < (copy < 0.5 ? copy : 0.5);
+  return ph;
+}
+
+/* The phases a plan's kernel reads A in (0: A is copied). The tiles read
+ * by phases have A's rows 16 lda bytes apart and off 128-byte lines,
+ * which TMA reads a 32-byte sector a request: on an H100 (bf16 bias +
+ * ReLU, docs/PERFORMANCE.md, 2026-12-07) the ping-pong kernel so made
+ * 2.8 times the L2 requests of the one reading the copy and ran at 445
+ * TFLOP/s against 650 at 4096 x 4096 x 4095, while the cooperative 128 x
+ * 256 tiles, which read each A tile for twice the columns, ran ahead of
+ * the copy and either schedule: 4096 x 4096 x 4095 692-700 against
+ * 655-662 (0.92 of 4096^3), 4095^3 596-598 against 572-582, 4096 x 4096 x
+ * 1001 502-508 against 482-483; 2048 x 11008 x 4095, whose 128 x 128
+ * tiles fill the last wave better, kept ping-pong and the copy (694-698
+ * against 632 by phases). So phases go with the cooperative schedule
+ * where the plan chose it for them (p->phases). JITK_MM_PHASES=0 copies
+ * A, =1 reads by phases wherever the layout allows, for measuring and
+ * testing. */
+static int a_phases(const jitk_matmul *p, bool pingpong) {
+  bool pays;
+  const int ph = phase_layout(p, &pays);
+  const char *env = getenv("JITK_MM_PHASES");
+  if (ph == 0 || (env != NULL && strcmp(env, "0") == 0)) return 0;
+  if (env != NULL && strcmp(env, "1") == 0) return ph;
+  return p->phases && !pingpong ? ph : 0;
+}
+
 /* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size;
  * a swapped kernel stores D from registers and stages none of it. */
 static size_t wgmma_smem(int bn, int stages, bool swap) {
@@ -525,6 +584,9 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
   s->swap = kind == JK_MM_WGMMA && p->swap;
   s->cluster = kind == JK_MM_WGMMA && !s->swap && p->cluster > 1 ? p->cluster : 1;
   s->no_col_vecs = knob_off("JITK_MM_COL_VECS");
+  s->aph = kind == JK_MM_WGMMA && !s->swap && s->cluster == 1 && !s->split && !s->promote
+               ? a_phases(p, s->pingpong)
+               : 0;
   out->splits = s->split ? p->split : 1;
   /* The producer's idle warps store D's rows off 16 bytes (the drain)
    * where each multiprocessor has many tiles in turn: the consumers then
@@ -540,10 +602,11 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
    * measuring. */
   const uint64_t tiles = (uint64_t)wave_tiles(p, p->bn > 0 ? p->bn : 128) * (uint64_t)out->splits;
   const char *drain = getenv("JITK_MM_DRAIN");
-  s->no_drain = drain != NULL && strcmp(drain, "1") == 0 ? false
-                : drain != NULL && strcmp(drain, "0") == 0
-                    ? true
-                    : s->swap || !d_rows_off(d) || tiles < 16 * (uint64_t)jk_mm_sms(e);
+  s->no_drain =
+      drain != NULL && strcmp(drain, "1") == 0 ? false
+      : drain != NULL && strcmp(drain, "0") == 0
+          ? true
+          : s->swap || !(d_rows_off(d) || s->aph > 0) || tiles < 16 * (uint64_t)jk_mm_sms(e);
   /* FFMA with float32 inputs on sm_80 and later: one of ffma_gemm's
    * cp.async tiles where the model finds one faster than simt_gemm's
    * (choose_ffma). Otherwise, unbounded, the float FFMA
@@ -1174,6 +1237,11 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
     p->stages = 5;
     p->pingpong = true;
     const char *sched = getenv("JITK_MM_SCHEDULE");
+    /* A row-major A off 16 bytes read by phases, which pays on the
+     * cooperative tiles only (a_phases). */
+    bool phases_pay = false;
+    phase_layout(p, &phases_pay);
+    p->phases = phases_pay;
     if (jk_mm_promotes(p, kind)) {
       /* FP8 with promotion: its partial sums double the accumulator
        * registers, which fit a consumer of 64 x 128 only, so cooperative
@@ -1185,6 +1253,8 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
                 (p->d.a_dtype == JITK_BFLOAT16 || p->d.a_dtype == JITK_FLOAT16 ||
                  p->d.a_dtype == JITK_FLOAT32) &&
                 !(p->d.a_dtype != JITK_FLOAT32 && d_rows_off(&p->d)) &&
+                wave_use(e, p, 256) + 0.01 >= wave_use(e, p, 128)) ||
+               (sched == NULL && big && phases_pay &&
                 wave_use(e, p, 256) + 0.01 >= wave_use(e, p, 128))) {
       /* Cooperative consumers on 128 x 256 tiles in three stages: for
        * 16-bit and tf32 inputs with K of 4096 or more (tf32 4096^3: 335
@@ -1196,15 +1266,17 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
        * ping-pong stays ahead (16384 x 4096 x 1024: 664 against 642), as
        * it does where its smaller tiles fill the last wave better (2048 x
        * 11008 x 4096: 729 against 682, 0.95 of the multiprocessors' tile
-       * rounds busy against 0.87). An odd K just short of 4096, whose A
-       * is copied first, stays on ping-pong too: 4095^3 measured 571-572
-       * cooperative against 581-586, 4096 x 4096 x 4095 666-667 against
-       * 668-673 (docs/PERFORMANCE.md, "2026-12-04, 14:50 UTC on"). So
-       * does a 16-bit product whose D rows are off 16 bytes, stored by the
-       * threads (stage_rows) rather than by TMA: its epilogue weighs more,
-       * and ping-pong runs it beside the other consumer's MMAs (bf16 4096
-       * x 4095 x 4096: 661-668 TFLOP/s against 648-650 cooperative,
-       * "2026-12-04, 20:40 UTC on"). */
+       * rounds busy against 0.87). A copied A with an odd K just short
+       * of 4096 did no better cooperative (4095^3 571-572 against 581-586
+       * ping-pong, docs/PERFORMANCE.md, "2026-12-04, 14:50 UTC on"), but
+       * such an A read in place by phases does, on any K, where the
+       * cooperative tiles fill the waves as well (a_phases: 4095^3 596-598,
+       * 4096 x 4096 x 4095 692-700 against 655-662 on an H100). A 16-bit
+       * product whose D rows are off 16 bytes, stored by the threads
+       * (stage_rows) rather than by TMA, stays on ping-pong otherwise: its
+       * epilogue weighs more, and ping-pong runs it beside the other
+       * consumer's MMAs (bf16 4096 x 4095 x 4096: 661-668 TFLOP/s against
+       * 648-650 cooperative, "2026-12-04, 20:40 UTC on"). */
       p->bn = p->d.n > 128 ? 256 : 128;
       p->stages = p->bn == 256 ? 3 : 4;
       p->pingpong = false;
@@ -1388,6 +1460,12 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              "; A and B swapped (D^T = B^T A^T: N along the tile's 128 rows, M along its %d "
              "columns)",
              s->bn);
+  used = strlen(buf);
+  if (s->aph > 0 && used + 1 < size)
+    snprintf(buf + used, size - used,
+             "; A read in place by %d row phases (rows %d apart a tile, D's rows stored by the "
+             "threads)",
+             s->aph, s->aph);
   used = strlen(buf);
   if (s->kind == JK_MM_WGMMA && s->cluster > 1 && used + 1 < size)
     snprintf(buf + used, size - used, "; clusters of %d blocks sharing B (TMA multicast)",

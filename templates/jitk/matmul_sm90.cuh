@@ -37,6 +37,13 @@ struct __align__(64) tensor_map {
   unsigned long long w[16];
 };
 
+// N maps in one parameter: A's, one a phase, where A is read by phases
+// (phase_tile).
+template <int N>
+struct tensor_maps {
+  tensor_map m[N];
+};
+
 using mm::smem_u32;
 
 // --- mbarriers --------------------------------------------------------------
@@ -1117,7 +1124,7 @@ struct no_pre {
 // in the thread's tile vectors (col_vec): 2 i + v % 2, a constant once
 // the loops are unrolled, and whether it is the first of its group (which
 // fetches the group's columns).
-template <int G, int R, typename TD, typename Value, typename Red>
+template <int G, int RS, int R, typename TD, typename Value, typename Red>
 __device__ __forceinline__ void values_of(TD (&out)[G][4], const float (&acc)[R], int i0,
                                           long long b, long long row, long long col,
                                           long long wrow, const Value &value, Red &red) {
@@ -1125,7 +1132,7 @@ __device__ __forceinline__ void values_of(TD (&out)[G][4], const float (&acc)[R]
   for (int i = 0; i < G; i++)
 #pragma unroll
     for (int v = 0; v < 4; v++) {
-      out[i][v] = value(b, row + (v >> 1) * 8, col + (i0 + i) * 8 + (v & 1), acc[4 * (i0 + i) + v],
+      out[i][v] = value(b, row + (v >> 1) * 8 * RS, col + (i0 + i) * 8 + (v & 1), acc[4 * (i0 + i) + v],
                         2 * (i0 + i) + (v & 1), v == 0);
       red.fold(v);
       if (v == 3) red.group(b, wrow, col + (i0 + i) * 8, i0 + i);
@@ -1151,13 +1158,13 @@ struct row_stage {
 
 // The shifts of a consumer thread's two rows of the warpgroup's 64 (the
 // warp's row lane / 4, and the one 8 below it) at column col0.
-template <typename TD, typename RowP>
+template <typename TD, int RS, typename RowP>
 __device__ __forceinline__ void row_shifts(int (&sh)[2], long long b, long long row0,
                                            long long col0, const RowP &rowp) {
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const long long row = row0 + warp * 16 + (lane >> 2);
+  const long long row = row0 + RS * (warp * 16 + (lane >> 2));
   sh[0] = chunk_shift(rowp(b, row) + col0);
-  sh[1] = chunk_shift(rowp(b, row + 8) + col0);
+  sh[1] = chunk_shift(rowp(b, row + 8 * RS) + col0);
 }
 
 // The epilogue's values of a thread's 8-column groups c0 / 8 .. (c0 + W)
@@ -1165,14 +1172,14 @@ __device__ __forceinline__ void row_shifts(int (&sh)[2], long long b, long long 
 // handed to put(h, i, x, y): row + 8 h of the thread's, in group i
 // (columns 8 i + (lane % 4) * 2 and the next of the tile). store_rows'
 // three ways out (TMA's boxes, stage_round, put2) place them.
-template <int G, int W, typename TD, int R, typename Value, typename Red, typename Put>
+template <int G, int W, typename TD, int RS, int R, typename Value, typename Red, typename Put>
 __device__ __forceinline__ void each_pair(const float (&acc)[R], int c0, long long b,
                                           long long row, long long col, long long wrow,
                                           const Value &value, Red &red, const Put &put) {
 #pragma unroll
   for (int i0 = c0 / 8; i0 < (c0 + W) / 8; i0 += G) {
     TD out[G][4];
-    values_of<G>(out, acc, i0, b, row, col, wrow, value, red);
+    values_of<G, RS>(out, acc, i0, b, row, col, wrow, value, red);
 #pragma unroll
     for (int i = 0; i < G; i++)
 #pragma unroll
@@ -1186,7 +1193,7 @@ __device__ __forceinline__ void each_pair(const float (&acc)[R], int c0, long lo
 // row's shift (sh, from row_shifts) so that staged chunk j of the row is
 // its chunk j in global memory. Element by element: a shift of one
 // element leaves pairs on 2 bytes.
-template <int BN, typename TD, typename Value, typename Red>
+template <int BN, typename TD, int RS, typename Value, typename Red>
 __device__ __forceinline__ void stage_round(unsigned char *buf, float (&acc)[BN / 2], int c0,
                                             long long b, long long row0, long long col0,
                                             const int (&sh)[2], const Value &value, Red &red) {
@@ -1194,8 +1201,8 @@ __device__ __forceinline__ void stage_round(unsigned char *buf, float (&acc)[BN 
   constexpr int G = RW / 8 < 8 ? RW / 8 : 8; /* 8-column groups computed before any is staged */
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
-  const long long row = row0 + r, col = col0 + (lane & 3) * 2, wrow = row0 + warp * 16;
-  each_pair<G, RW, TD>(acc, c0, b, row, col, wrow, value, red, [&](int h, int i, TD x, TD y) {
+  const long long row = row0 + RS * r, col = col0 + (lane & 3) * 2, wrow = row0 + RS * warp * 16;
+  each_pair<G, RW, TD, RS>(acc, c0, b, row, col, wrow, value, red, [&](int h, int i, TD x, TD y) {
     TD *const at = reinterpret_cast<TD *>(buf + (r + h * 8) * row_stage::P) +
                    (i * 8 + (lane & 3) * 2 - c0 + sh[h]);
     at[0] = x;
@@ -1224,7 +1231,7 @@ __device__ __forceinline__ void stage_round(unsigned char *buf, float (&acc)[BN 
 // A round that crosses N (the last tile column only) goes element by
 // element, a warp along a row; rows at or beyond M store nothing. D's
 // pointer must be aligned to its element, as for any store.
-template <int BN, typename TD, typename Value, typename RowP, typename Red>
+template <int BN, typename TD, int RS, typename Value, typename RowP, typename Red>
 __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int area,
                                            unsigned int &used, int bar, long long b,
                                            long long row0, long long col0, long long M,
@@ -1239,7 +1246,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   const int t = threadIdx.x & 127;
   unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
   int sh[2];
-  row_shifts<TD>(sh, b, row0, col0, rowp);
+  row_shifts<TD, RS>(sh, b, row0, col0, rowp);
   /* A thread's stores are the same in every round, each round 128 bytes
    * further along the same rows, so where they go is worked out once
    * here: done in every round, that address arithmetic was most of the
@@ -1257,8 +1264,8 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     vok[i] = false;
     vg[i] = nullptr;
     voff[i] = rr * P + j * 16;
-    if (q < 64 * 9 && row0 + rr < M) {
-      TD *const g = rowp(b, row0 + rr) + col0;
+    if (q < 64 * 9 && row0 + RS * rr < M) {
+      TD *const g = rowp(b, row0 + RS * rr) + col0;
       const int s = chunk_shift(g);
       vok[i] = j == 0 ? s == 0 : j < 8;
       vg[i] = g - s + j * V;
@@ -1270,8 +1277,8 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
     eok[i] = false;
     eg[i] = nullptr;
     eoff[i] = 0;
-    if (q < 64 * V && row0 + rr < M) {
-      TD *const g = rowp(b, row0 + rr) + col0;
+    if (q < 64 * V && row0 + RS * rr < M) {
+      TD *const g = rowp(b, row0 + RS * rr) + col0;
       const int s = chunk_shift(g);
       const int p = k >= s ? k : RW + k; /* staged element: the row's head, or its tail */
       eok[i] = s != 0;
@@ -1283,7 +1290,7 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
   for (int c0 = 0; c0 < BN; c0 += RW) {
     unsigned char *const buf = sm + (used & 1u) * BUF;
     used++;
-    stage_round<BN, TD>(buf, acc, c0, b, row0, col0, sh, value, red);
+    stage_round<BN, TD, RS>(buf, acc, c0, b, row0, col0, sh, value, red);
     wg_sync(bar);
     const long long cr = col0 + c0, lim = N - cr; /* the round's columns inside D: lim */
     if (lim >= RW) {
@@ -1300,8 +1307,8 @@ __device__ __forceinline__ void stage_rows(float (&acc)[BN / 2], unsigned int ar
 #pragma unroll 1
       for (int q = t; q < 64 * RW; q += 128) {
         const int rr = q / RW, c = q - rr * RW;
-        if (row0 + rr < M && c < lim) {
-          TD *const g = rowp(b, row0 + rr) + cr;
+        if (row0 + RS * rr < M && c < lim) {
+          TD *const g = rowp(b, row0 + RS * rr) + cr;
           const int s = chunk_shift(g);
           g[c] = reinterpret_cast<const TD *>(buf + rr * P)[c + s];
         }
@@ -1365,7 +1372,7 @@ __device__ __forceinline__ void drain_init(unsigned int staging, unsigned int st
 // The consumer's side: stage_rows's rounds handed to the draining warp.
 // `used` counts the consumer's rounds (the next one takes buffer used %
 // NB, in its (used / NB)-th use).
-template <int BN, typename TD, typename Value, typename RowP, typename Red>
+template <int BN, typename TD, int RS, typename Value, typename RowP, typename Red>
 __device__ __forceinline__ void stage_rows_drained(float (&acc)[BN / 2], unsigned int area,
                                                    unsigned int &used, long long b, long long row0,
                                                    long long col0, unsigned char *smem_raw,
@@ -1374,13 +1381,13 @@ __device__ __forceinline__ void stage_rows_drained(float (&acc)[BN / 2], unsigne
   static_assert(BN % RW == 0, "a round is whole 16-byte chunks of a tile row");
   unsigned char *const sm = smem_raw + (area - smem_u32(smem_raw));
   int sh[2];
-  row_shifts<TD>(sh, b, row0, col0, rowp);
+  row_shifts<TD, RS>(sh, b, row0, col0, rowp);
 #pragma unroll
   for (int c0 = 0; c0 < BN; c0 += RW) {
     const unsigned int i = used % drain::NB, u = used / drain::NB;
     used++;
     bar_wait(drain::empty(area, i), (u & 1u) ^ 1u);
-    stage_round<BN, TD>(sm + i * row_stage::BUF, acc, c0, b, row0, col0, sh, value, red);
+    stage_round<BN, TD, RS>(sm + i * row_stage::BUF, acc, c0, b, row0, col0, sh, value, red);
     if ((threadIdx.x & 127) == 0) *drain::head_at(smem_raw, area, i) = {b, row0, col0 + c0, 0};
     bar_arrive(drain::full(area, i));
   }
@@ -1404,7 +1411,7 @@ __device__ __forceinline__ void drain_end(unsigned int area, unsigned int used,
 // 128-byte lines, and a lane works out one address a row rather than one
 // a chunk (the warp runs on the producer warpgroup's 40 registers, and
 // issues beside the consumers' warps).
-template <typename TD, typename RowP>
+template <typename TD, int RS, typename RowP>
 __device__ __forceinline__ void drain_rows(unsigned int area, long long M, long long N,
                                            unsigned char *smem_raw, const RowP &rowp) {
   constexpr int ES = static_cast<int>(sizeof(TD)), RW = 128 / ES, V = 16 / ES;
@@ -1421,10 +1428,11 @@ __device__ __forceinline__ void drain_rows(unsigned int area, long long M, long 
     const unsigned char *br = sm + i * row_stage::BUF + (lane >> 3) * P;
     const long long lim = N - h.col; /* the round's columns inside D */
     /* The lane's first row, the four rows between its rows (D's rows are
-     * equally far apart), and how many of its rows lie inside M. */
-    TD *g = rowp(h.b, h.row0 + (lane >> 3)) + h.col;
-    const long long step = rowp(h.b, 4) - rowp(h.b, 0);
-    const long long left = M - h.row0 - (lane >> 3);
+     * equally far apart), and how many of its rows lie inside M (the
+     * round's rows are RS apart: row0 + RS * l is its row l). */
+    TD *g = rowp(h.b, h.row0 + RS * (lane >> 3)) + h.col;
+    const long long step = rowp(h.b, 4 * RS) - rowp(h.b, 0);
+    const long long left = (M - h.row0 + RS - 1) / RS - (lane >> 3);
     const int rows = left <= 0 ? 0 : left >= 64 ? 16 : static_cast<int>((left + 3) / 4);
     if (lim >= RW) {
 #pragma unroll 2
@@ -1461,9 +1469,11 @@ struct d_boxes {
   static constexpr bool value = BN * static_cast<int>(sizeof(TD)) >= 128;
 };
 
-// Stores one warpgroup's 64 x BN outputs, rows row0.. and columns col0..
-// of batch b, from its accumulators: acc[4 i + v] is row lane / 4 (+ 8 for
-// v >= 2) of the warp's 16, column 8 i + (lane % 4) * 2 + v % 2.
+// Stores one warpgroup's 64 x BN outputs, rows row0, row0 + RS, ... (RS
+// apart: 1, or a phase_tile's PH) and columns col0.. of batch b, from its
+// accumulators: acc[4 i + v] is row lane / 4 (+ 8 for v >= 2) of the
+// warp's 16, column 8 i + (lane % 4) * 2 + v % 2. TMA stores consecutive
+// rows only (RS = 1).
 //
 // With `td`, the values go to the warpgroup's 32 KiB staging area in boxes
 // of 64 rows by 128 bytes, up to four boxes a round, and one thread has TMA
@@ -1483,7 +1493,8 @@ struct d_boxes {
 // come before their stores (a store to D might otherwise change what a
 // later read sees, as far as the compiler knows). `bar` is the
 // warpgroup's named barrier; M and N bound D.
-template <int BN, bool ROWS, bool DRAIN, typename Value, typename Put2, typename RowP, typename Red>
+template <int BN, bool ROWS, bool DRAIN, int RS, typename Value, typename Put2, typename RowP,
+          typename Red>
 __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_map *td,
                                            unsigned int area, unsigned int &used, int bar,
                                            long long b, long long row0, long long col0, long long M,
@@ -1494,11 +1505,11 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
   (void)rowp;
   const int tid = threadIdx.x, warp = (tid >> 5) & 3, lane = tid & 31;
   const int r = warp * 16 + (lane >> 2); /* row within the 64 */
-  const long long row = row0 + r, col = col0 + (lane & 3) * 2;
+  const long long row = row0 + RS * r, col = col0 + (lane & 3) * 2;
   typedef decltype(value(b, row, col, 0.f, 0, false)) TD;
-  const long long wrow = row0 + warp * 16;
+  const long long wrow = row0 + RS * warp * 16;
   red.start();
-  if (d_boxes<BN, TD>::value && td != nullptr) {
+  if (d_boxes<BN, TD>::value && td != nullptr && RS == 1) {
     constexpr int BOX = 128 / static_cast<int>(sizeof(TD)); /* columns a box */
     constexpr int PER_ROUND = BOX * 4 < BN ? BOX * 4 : BN;  /* columns a round */
     constexpr unsigned int ROUND = 64u * PER_ROUND * sizeof(TD);
@@ -1514,7 +1525,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
         used = 0;
       }
       const unsigned int at0 = area + used;
-      each_pair<G, PER_ROUND, TD>(acc, c0, b, row, col, wrow, value, red,
+      each_pair<G, PER_ROUND, TD, RS>(acc, c0, b, row, col, wrow, value, red,
                                   [&](int h, int i, TD x, TD y) {
                                     /* The row, and the column in the round. */
                                     const int rr = r + h * 8, c = i * 8 + (lane & 3) * 2 - c0;
@@ -1542,15 +1553,71 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
       used += ROUND;
     }
   } else if constexpr (ROWS && DRAIN) {
-    stage_rows_drained<BN, TD>(acc, area, used, b, row0, col0, smem_raw, value, rowp, red);
+    stage_rows_drained<BN, TD, RS>(acc, area, used, b, row0, col0, smem_raw, value, rowp, red);
   } else if constexpr (ROWS) {
-    stage_rows<BN, TD>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp, red);
+    stage_rows<BN, TD, RS>(acc, area, used, bar, b, row0, col0, M, N, smem_raw, value, rowp, red);
   } else {
     constexpr int CH = BN / 8 < 8 ? BN / 8 : 8;
-    each_pair<CH, BN, TD>(acc, 0, b, row, col, wrow, value, red,
-                          [&](int h, int i, TD x, TD y) { put2(b, row + h * 8, col + i * 8, x, y); });
+    each_pair<CH, BN, TD, RS>(acc, 0, b, row, col, wrow, value, red, [&](int h, int i, TD x, TD y) {
+      put2(b, row + h * 8 * RS, col + i * 8, x, y);
+    });
   }
   red.finish(b, row, col0 / BN);
+}
+
+// Where a tile's rows lie. Without phases (PH = 1), tile tm holds rows
+// 128 tm to 128 tm + 127. With PH > 1, A is row-major and its rows do not
+// start on 16 bytes, so TMA cannot read them as rows of one tensor map;
+// but rows PH apart (PH = 16 bytes of elements) lie 16 lda bytes apart,
+// and one map a phase (row % PH) covers those, from the 16 bytes that
+// hold the phase's first element, `shift` elements before it (ashift
+// holds each phase's shift in 4 bits). The tiles are PH groups of
+// tiles_m / PH, one a phase: tile j of phase p holds rows p + PH (128 j +
+// i), i < 128, so its D rows are PH apart too (store_rows' RS). A K-tile
+// read from column kt BK of a phase's map holds k = kt BK - shift onward
+// (TMA's boxes start on 16 bytes of a row), so the tile reads B's rows
+// from that k as well, which an N-major B allows: the row coordinate of
+// its boxes may be any integer, and TMA fills rows before 0 or past K
+// with zeros. A is never copied: an odd K costs no pass over A.
+template <int PH>
+struct phase_tile {
+  unsigned int phase, tile;
+  int shift;
+  __device__ __forceinline__ phase_tile(unsigned int tm, unsigned int tiles_m,
+                                        unsigned int ashift) {
+    if constexpr (PH > 1) {
+      const unsigned int per = tiles_m / PH;
+      phase = tm / per;
+      tile = tm - phase * per;
+      shift = static_cast<int>((ashift >> (4 * phase)) & 15u);
+    } else {
+      (void)tiles_m;
+      (void)ashift;
+      phase = 0;
+      tile = tm;
+      shift = 0;
+    }
+  }
+  /* The row of the tile's row i. */
+  __device__ __forceinline__ long long row0(int i) const {
+    return static_cast<long long>(phase) + PH * (static_cast<long long>(tile) * 128 + i);
+  }
+};
+
+// A phase's first K-tile holds, before k = 0, the last `shift` elements
+// of the row before (or, for row 0, what lies before A): zeroed in each of
+// the consumer's `rows` rows of the stage's A tile (128-byte rows, 16-byte
+// chunks swizzled by the row's index mod 8), so that no NaN or infinity
+// there reaches the sums (B's rows before 0 are zeros, but 0 * NaN is
+// NaN). One thread a row; the caller makes the stores visible to wgmma.
+template <int ES>
+__device__ __forceinline__ void zero_heads(unsigned int sa, int rows, int shift) {
+  for (int r = static_cast<int>(threadIdx.x & 127); r < rows; r += 128) {
+    const unsigned int at = sa + static_cast<unsigned int>(r) * 128u + ((r & 7u) << 4);
+    for (int e = 0; e < shift * ES; e += 2)
+      asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(at + e), "h"(static_cast<unsigned short>(0))
+                   : "memory");
+  }
 }
 
 // The whole kernel body: a block of 384 threads works through tiles
@@ -1578,6 +1645,10 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // the B tile they share into both blocks' rings (TMA multicast), and a
 // ring slot is refilled only when the consumers of both blocks have
 // released it (they arrive on both blocks' empty barriers).
+//
+// PH > 1: A is read in place by phases (phase_tile), `ashift` holding
+// each phase's shift; tiles_m counts PH groups of tile-rows, and D's rows
+// go through store_rows RS = PH apart (never by TMA). PH = 1: not so.
 //
 // pre(b, col0): called as a consumer takes a tile (batch b, first column
 // col0), before its MMAs; it loads the tile's column operands (col_vec),
@@ -1620,14 +1691,15 @@ __device__ __forceinline__ void store_rows(float (&acc)[BN / 2], const tensor_ma
 // their next item. No block ever waits for another, so the kernel cannot
 // hang when fewer blocks than the grid are resident (MPS, other kernels).
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          bool PROMOTE, int CL, bool SERIAL, bool DRAIN, typename Value, typename Put2,
+          bool PROMOTE, int CL, bool SERIAL, bool DRAIN, int PH, typename Value, typename Put2,
           typename RowP, typename Red, typename Pre = no_pre>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
-                                     float *ws, unsigned int *count, long long M, long long N,
-                                     unsigned char *smem_raw, const Value &value, const Put2 &put2,
-                                     const RowP &rowp, Red &red, const Pre &pre = Pre()) {
+                                     float *ws, unsigned int *count, unsigned int ashift,
+                                     long long M, long long N, unsigned char *smem_raw,
+                                     const Value &value, const Put2 &put2, const RowP &rowp,
+                                     Red &red, const Pre &pre = Pre()) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
@@ -1647,13 +1719,25 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                 "promotion is for 8-bit inputs, cooperative at BN = 128 (registers)");
   static_assert(CL == 1 || (CL == 2 && (!B_MN || (BN / 64) % 2 == 0)),
                 "clusters of two blocks share B by halves");
+  static_assert(PH == 1 || (PH == 16 / ES && KIND <= 1 && !A_MN && B_MN && CL == 1 && !SERIAL &&
+                            !PROMOTE && ROWS && STAGING == 32768),
+                "A read by phases: 16-bit, A K-major, B N-major, row-major D, no cluster or "
+                "split");
+  /* A read in place by phases (PH > 1): a tile's rows are PH apart. */
+  if constexpr (PH > 1) td = nullptr;
   const unsigned int base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * STAGING,
                      empty = full + STAGES * 8, turn = empty + STAGES * 8;
   /* The warpgroup's role, read from lane 0 so that the compiler knows every
    * lane of a warp has it. */
   const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
-  const unsigned int ktiles = static_cast<unsigned int>((K + BK - 1) / BK);
+  /* Read by phases, a phase's K-tiles start `shift` elements before K's
+   * multiples of BK, so K takes one more tile where a shift pushes its
+   * end past them (phase_of). */
+  unsigned int max_shift = 0;
+  if constexpr (PH > 1)
+    for (int p = 0; p < PH; p++) max_shift = max(max_shift, (ashift >> (4 * p)) & 15u);
+  const unsigned int ktiles = static_cast<unsigned int>((K + max_shift + BK - 1) / BK);
   /* With clusters, work items are groups of CL tile-rows, block `rank` of
    * the cluster taking tile-row group * CL + rank. */
   const unsigned int rank = CL > 1 ? mm::cluster_rank() : 0u, tiles_mc = (tiles_m + CL - 1) / CL;
@@ -1699,8 +1783,10 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     /* The producer needs few registers; give them to the consumers. */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
     if (tid == 0) {
-      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(ta))
-                   : "memory");
+#pragma unroll
+      for (int p = 0; p < PH; p++)
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(ta + p))
+                     : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tb))
                    : "memory");
       unsigned int stage = 0, phase = 0;
@@ -1709,6 +1795,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         item_of(t, tiles_mc, tiles_n, nbatch, splits, ktiles, tm, tn, b, z, k0, nk);
         tm = tm * CL + rank;
         (void)z;
+        const phase_tile<PH> pt(tm, tiles_m, ashift);
         for (unsigned int kt = k0; kt < k0 + nk; kt++) {
           bar_wait(empty + 8 * stage, phase ^ 1);
           const unsigned int fb = full + 8 * stage, sa = base + stage * STAGE, sb = sa + A_BYTES;
@@ -1721,8 +1808,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
               tma_load(sa + j * BK * 128, ta, fb, static_cast<int>(tm * 128 + j * AM),
                        static_cast<int>(kt * BK), static_cast<int>(b));
           } else {
-            tma_load(sa, ta, fb, static_cast<int>(kt * BK), static_cast<int>(tm * 128),
-                     static_cast<int>(b));
+            tma_load(sa, ta + pt.phase, fb, static_cast<int>(kt * BK),
+                     static_cast<int>(pt.tile * 128), static_cast<int>(b));
           }
           /* The blocks of a cluster share the B tile: each loads its share
            * (slabs, or rows, by rank) into all of them. */
@@ -1731,7 +1818,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
             for (int j = 0; j < BN / 64; j++) {
               if constexpr (CL == 1)
                 tma_load(sb + j * BK * 128, tb, fb, static_cast<int>(tn * BN + j * 64),
-                         static_cast<int>(kt * BK), static_cast<int>(b));
+                         static_cast<int>(kt * BK) - pt.shift, static_cast<int>(b));
               else if (static_cast<unsigned int>(j % CL) == rank)
                 tma_load_mc(sb + j * BK * 128, tb, fb, static_cast<int>(tn * BN + j * 64),
                             static_cast<int>(kt * BK), static_cast<int>(b), (1u << CL) - 1u);
@@ -1751,7 +1838,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         }
       }
     } else if (drains && (tid >> 5) >= 1 && (tid >> 5) <= 2) {
-      drain_rows<TD>(staging + ((tid >> 5) - 1) * STAGING, M, N, smem_raw, rowp);
+      drain_rows<TD, PH>(staging + ((tid >> 5) - 1) * STAGING, M, N, smem_raw, rowp);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -1780,6 +1867,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       tm = tm * CL + rank;
       (void)z;
       (void)k0;
+      const phase_tile<PH> pt(tm, tiles_m, ashift);
       const unsigned int first = entry;
       entry += nk;
       if (PP && static_cast<int>(j & 1) != cw) continue;
@@ -1904,6 +1992,12 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
            * one slab of BK k-rows in the M-major one; the same bytes. */
           const unsigned int sa = base + stage * STAGE + (PP ? 0 : cw * 64 * 128),
                              sb = base + stage * STAGE + A_BYTES;
+          if constexpr (PH > 1)
+            if (kt == 0 && pt.shift != 0) {
+              zero_heads<ES>(sa, PP ? 128 : 64, pt.shift);
+              fence_async_smem();
+              wg_sync(1 + cw);
+            }
           const unsigned long long da0 = A_MN ? desc(sa, BK * 128, 1024) : desc(sa, 16, 1024),
                                    db0 = B_MN ? desc(sb, BK * 128, 1024) : desc(sb, 16, 1024);
 #pragma unroll
@@ -1992,11 +2086,12 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
         (void)count;
       }
       const auto store = [&](int h) {
-        if (static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64 < M)
-          store_rows<BN, ROWS, DRAIN>(
-              acc[0], STAGING ? td : nullptr, staging + cw * STAGING, used, 1 + cw,
-              static_cast<long long>(b), static_cast<long long>(tm) * 128 + (PP ? h : cw) * 64,
-              static_cast<long long>(tn) * BN, M, N, smem_raw, value, put2, rowp, red);
+        const long long row0 = pt.row0((PP ? h : cw) * 64);
+        if (row0 < M)
+          store_rows<BN, ROWS, DRAIN, PH>(acc[0], STAGING ? td : nullptr, staging + cw * STAGING,
+                                          used, 1 + cw, static_cast<long long>(b), row0,
+                                          static_cast<long long>(tn) * BN, M, N, smem_raw, value,
+                                          put2, rowp, red);
       };
       if constexpr (HALVES == 1) {
         store(0);

@@ -127,7 +127,7 @@ static void run_case(jitk_engine *e, const mm_case *c, uint64_t *seed) {
   d.epilogue_params = c->params;
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
-  char desc[512];
+  char desc[1024];
   JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
   if (!c->misalign) cr_assert(strstr(desc, c->kind) != NULL, "%s: %s", c->what, desc);
   size_t es = jt_dtype_size(c->dt), des = jt_dtype_size(ddt);
@@ -382,6 +382,56 @@ Test(matmul, unaligned_rows_every_layout) {
     run_case(e, &cases[i], &seed);
     unsetenv("JITK_MM_SCHEDULE");
   }
+  jitk_engine_destroy(e);
+}
+
+/* A row-major 16-bit A whose rows are off 16 bytes, with a row-major B,
+ * read where it is in 8 row phases (matmul_sm90.cuh's phase_tile; forced
+ * with JITK_MM_PHASES=1 on shapes the plan would copy A for): M of every
+ * remainder mod 8 (9 included, so that a phase has a single row), K of
+ * every remainder, rows padded with NaN and pointers off 16 bytes with
+ * NaN before them (the first K-tile's elements before k = 0 are zeroed, or
+ * 0 * NaN would show), batches, C, both schedules, the drain on and off,
+ * D of 16 and 32 bits, and B copied too (odd N). Each shape runs twice
+ * on fresh data; every element is checked. */
+Test(matmul, unaligned_a_read_by_phases) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5C7;
+  strict_elements = true;
+  const char *ph = "A read in place by 8 row phases";
+  setenv("JITK_MM_PHASES", "1", 1);
+  static const struct {
+    const char *schedule, *drain;
+  } knobs[] = {{NULL, NULL}, {NULL, "0"}, {"cooperative", "1"}};
+  const mm_case cases[] = {
+      {"bf16 M 2100, K 203, bias+ReLU, float32 D", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 2100, 1800,
+       203, 1, R, R, R, 0, 1, 0, "max(acc + bias[col], (T)0)", "raw float32 bias", 0, ph,
+       JITK_FLOAT32, 0},
+      {"f16 M 131, K 77, misaligned pointers, C", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 131, 136, 77,
+       1, R, R, R, 1, 1, 0.5, NULL, NULL, 1, ph, JITK_DTYPE_NONE, 0},
+      {"bf16 M 100, rows padded by 3 (NaN), D off 16 bytes", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       100, 120, 64, 1, R, R, R, 0, 1, 0, NULL, NULL, 0, ph, JITK_DTYPE_NONE, 3},
+      {"bf16 M 136, K 93, batch 3, gelu", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 136, 264, 93, 3, R,
+       R, R, 0, 1, 0, "gelu(acc)", NULL, 0, ph, JITK_FLOAT32, 0},
+      {"f16 M 9, N 64, K 70, rows padded by 1", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 9, 64, 70, 1, R,
+       R, R, 0, 1, 0, NULL, NULL, 0, ph, JITK_FLOAT32, 1},
+      {"bf16 M 1027, N 999, K 1001 (B copied too), bias", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1027,
+       999, 1001, 1, R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0, ph,
+       JITK_DTYPE_NONE, 0},
+      {"bf16 M 1030, K 4101 (long K), misaligned", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1030, 512,
+       4101, 1, R, R, R, 0, 1, 0, NULL, NULL, 3, ph, JITK_FLOAT32, 0},
+  };
+  for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
+    if (knobs[k].schedule != NULL) setenv("JITK_MM_SCHEDULE", knobs[k].schedule, 1);
+    if (knobs[k].drain != NULL) setenv("JITK_MM_DRAIN", knobs[k].drain, 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      run_case(e, &cases[i], &seed);
+      if (k == 0) run_case(e, &cases[i], &seed);
+    }
+    unsetenv("JITK_MM_SCHEDULE");
+    unsetenv("JITK_MM_DRAIN");
+  }
+  unsetenv("JITK_MM_PHASES");
   jitk_engine_destroy(e);
 }
 

@@ -48,6 +48,14 @@ static void *dev(jitk_engine *e, size_t bytes) {
 
 #define OFF(p, bytes) ((void *)((char *)(p) + (bytes)))
 
+/* fake_engine, and the stand-in's setter of launch hooks. */
+static jitk_engine *hooked_engine(fakecuda_api *f, fakecuda_set_hooks_fn *set_hooks) {
+  jitk_engine *e = fake_engine(f);
+  *(void **)set_hooks = dlsym(f->lib, "fakecuda_set_hooks");
+  cr_assert_not_null(*set_hooks);
+  return e;
+}
+
 Test(matmul_execute, refusals_launch_nothing) {
   fakecuda_api f;
   jitk_engine *e = fake_engine(&f);
@@ -168,6 +176,14 @@ Test(matmul_execute, refusals_launch_nothing) {
           jitk_matmul_autotune(q, NULL, a, b, NULL, OFF(dd, 1), NULL, 0));
   REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "D (",
           jitk_matmul_execute(q, NULL, a, b, NULL, OFF(dd, 1), NULL, 0));
+  /* Tuning into C itself: each timed run would read the last one's D. */
+  plain.has_c = true;
+  plain.beta = 1;
+  jitk_matmul *with_c = NULL;
+  JT_OK(e, jitk_matmul_create(e, &plain, &with_c));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "D must not be C",
+          jitk_matmul_autotune(with_c, NULL, a, b, dd, dd, NULL, 0));
+  jitk_matmul_destroy(with_c);
   char text[8] = "x";
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "size is 0", jitk_matmul_describe(q, text, 0));
   cr_assert_eq(text[0], 'x', "describe wrote into no bytes");
@@ -358,10 +374,8 @@ static int see_pad(void *user, void *tag, const char *function, const unsigned g
  * comes last, and the grid's z covers the batches of each operand there. */
 Test(matmul_execute, the_copy_launch_arguments) {
   fakecuda_api f;
-  jitk_engine *e = fake_engine(&f);
   fakecuda_set_hooks_fn set_hooks = NULL;
-  *(void **)&set_hooks = dlsym(f.lib, "fakecuda_set_hooks");
-  cr_assert_not_null(set_hooks);
+  jitk_engine *e = hooked_engine(&f, &set_hooks);
   static const struct {
     int64_t m, n, k, batch;
     bool a, b; /* which operands are copied */
@@ -429,6 +443,159 @@ Test(matmul_execute, the_copy_launch_arguments) {
     JT_OK(e, jitk_device_free(e, a, NULL));
     JT_OK(e, jitk_device_free(e, b, NULL));
     JT_OK(e, jitk_device_free(e, dd, NULL));
+  }
+  jitk_engine_destroy(e);
+}
+
+/* What a product's launch got, read back from its parameters: a plan of
+ * bfloat16 D = A @ B with no C or epilogue operands, whose kernel takes
+ * 4 pointers, 11 sizes, 2 tile counts, alpha and beta, then A's maps (8
+ * where A is read by phases), B's and D's maps, the work items, whether
+ * TMA stores D and, read by phases, the phases' shifts. */
+typedef struct product_seen {
+  int launches, pads;
+  bool phases; /* the parameters to read are a phased kernel's */
+  unsigned tiles_m, use_td, ashift;
+  fakecuda_tensor_map a[8], b;
+} product_seen;
+
+static int see_product(void *user, void *tag, const char *function, const unsigned grid[3],
+                       const unsigned block[3], const unsigned cluster[3], unsigned shared,
+                       void **params) {
+  (void)tag, (void)grid, (void)block, (void)cluster, (void)shared;
+  product_seen *s = user;
+  size_t n = strlen(function);
+  if (n >= 4 && strcmp(function + n - 4, "_pad") == 0) {
+    s->pads++;
+    return 0;
+  }
+  if (strcmp(function, "matmul") != 0) return 0;
+  s->launches++;
+  memcpy(&s->tiles_m, params[15], sizeof s->tiles_m);
+  /* A map is the driver's 128 bytes; the stand-in's record starts it. */
+  for (int i = 0; i < (s->phases ? 8 : 1); i++)
+    memcpy(&s->a[i], (const char *)params[19] + 128 * i, sizeof s->a[i]);
+  memcpy(&s->b, params[20], sizeof s->b);
+  memcpy(&s->use_td, params[23], sizeof s->use_td);
+  if (s->phases) memcpy(&s->ashift, params[24], sizeof s->ashift);
+  return 0;
+}
+
+/* A row-major bf16 A whose rows are off 16 bytes, with a row-major B, is
+ * read in place by 8 row phases where the plan takes the cooperative
+ * schedule for it (4095^3, 4096 x 4096 x 4095; not 2048 x 11008 x 4095,
+ * which keeps ping-pong and the copy), or wherever the layout allows with
+ * JITK_MM_PHASES=1: no copy of A is launched, and the kernel gets
+ * one map a phase, each starting on the 16 bytes that hold its first
+ * row's element 0 (pointers off 16 bytes included), K plus the shift
+ * wide, rows 8 lda elements apart, and the shifts that B's row coordinate
+ * follows; tile-rows are 8 groups of each phase's rows, and D is stored
+ * by the threads, not TMA. Batches off 16 bytes, a column-major B, an
+ * output besides D, fewer rows than phases and JITK_MM_PHASES=0 copy A
+ * as before. */
+Test(matmul_execute, a_read_by_phases) {
+  fakecuda_api f;
+  fakecuda_set_hooks_fn set_hooks = NULL;
+  jitk_engine *e = hooked_engine(&f, &set_hooks);
+  static const struct {
+    int64_t m, n, k, batch, lda_extra, stride_extra;
+    int misalign;     /* elements A's pointer is off its allocation */
+    const char *knob; /* JITK_MM_PHASES, or NULL */
+    bool b_col, output, phases;
+    int pads; /* copies launched (one launch copies both operands) */
+  } cases[] = {
+      {4095, 4095, 4095, 1, 0, 0, 0, NULL, false, false, true, 1}, /* B copied */
+      {4096, 4096, 4095, 1, 0, 0, 0, NULL, false, false, true, 0},
+      {4096, 4096, 4095, 1, 0, 0, 3, NULL, false, false, true, 0},
+      {2048, 2048, 4096, 1, 3, 0, 5, "1", false, false, true, 0},
+      {131, 128, 77, 2, 0, 1, 1, "1", false, false, true, 0},
+      {9, 64, 70, 1, 1, 0, 7, "1", false, false, true, 0},
+      {2048, 11008, 4095, 1, 0, 0, 0, NULL, false, false, false, 1}, /* ping-pong */
+      {4096, 4096, 4095, 1, 0, 0, 0, "0", false, false, false, 1},
+      {131, 128, 77, 2, 0, 0, 0, "1", false, false, false, 1}, /* batches off 16 bytes */
+      {4096, 4096, 4095, 1, 0, 0, 0, "1", true, false, false, 1},
+      {4096, 4096, 4095, 1, 0, 0, 0, "1", false, true, false, 1},
+      {7, 64, 77, 1, 0, 0, 0, "1", false, false, false, 1}, /* fewer rows than phases */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const int64_t m = cases[i].m, n = cases[i].n, k = cases[i].k, nb = cases[i].batch;
+    if (cases[i].knob != NULL) setenv("JITK_MM_PHASES", cases[i].knob, 1);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
+    d.batch = nb;
+    d.lda = k + cases[i].lda_extra;
+    if (nb > 1) {
+      d.stride_a = m * d.lda + cases[i].stride_extra;
+      d.stride_b = k * n;
+      d.stride_d = m * n;
+    }
+    if (cases[i].b_col) d.b_order = JITK_COL_MAJOR;
+    jitk_matmul_output out = {.name = "pre", .dtype = JITK_BFLOAT16, .expr = "acc"};
+    if (cases[i].output) {
+      d.outputs = &out;
+      d.num_outputs = 1;
+    }
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    unsetenv("JITK_MM_PHASES");
+    char desc[1024];
+    JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+    cr_assert_eq(strstr(desc, "8 row phases") != NULL, cases[i].phases, "case %zu: %s", i, desc);
+    const int64_t sa = nb > 1 ? d.stride_a : m * d.lda;
+    char *a = dev(e, (size_t)(nb * sa + 16) * 2);
+    void *b = dev(e, (size_t)(nb * k * n) * 2), *dd = dev(e, (size_t)(nb * m * n) * 2);
+    void *o = cases[i].output ? dev(e, (size_t)(nb * m * n) * 2) : NULL;
+    char *ap = a + cases[i].misalign * 2;
+    jitk_matmul_operands ops;
+    JT_OK(e, jitk_matmul_operands_init(&ops));
+    ops.a = ap;
+    ops.b = b;
+    ops.d = dd;
+    void *outs[1] = {o};
+    if (cases[i].output) ops.outputs = outs;
+    product_seen seen;
+    memset(&seen, 0, sizeof seen);
+    seen.phases = cases[i].phases;
+    set_hooks(NULL, see_product, &seen);
+    JT_OK(e, jitk_matmul_execute_ex(p, NULL, &ops));
+    set_hooks(NULL, NULL, NULL);
+    cr_assert_eq(seen.launches, 1, "case %zu: %d products", i, seen.launches);
+    cr_assert_eq(seen.pads, cases[i].pads, "case %zu: %d copies", i, seen.pads);
+    if (cases[i].phases) {
+      const int64_t per = ((m + 7) / 8 + 127) / 128;
+      cr_assert_eq(seen.tiles_m, (unsigned)(8 * per), "case %zu: %u tile-rows", i, seen.tiles_m);
+      cr_assert_eq(seen.use_td, 0u, "case %zu: D through TMA", i);
+      for (int ph = 0; ph < 8; ph++) {
+        const fakecuda_tensor_map *t = &seen.a[ph];
+        const uint64_t first = (uint64_t)(uintptr_t)ap + (uint64_t)(ph * d.lda) * 2;
+        const uint64_t shift = (first & 15) / 2;
+        cr_assert_eq(t->magic, FAKECUDA_TENSOR_MAP, "case %zu, phase %d: not a map", i, ph);
+        cr_assert_eq(t->address, first - shift * 2, "case %zu, phase %d: address", i, ph);
+        cr_assert_eq((seen.ashift >> (4 * ph)) & 15u, (unsigned)shift,
+                     "case %zu, phase %d: shift %u, not %llu", i, ph,
+                     (seen.ashift >> (4 * ph)) & 15u, (unsigned long long)shift);
+        const unsigned long long want[5] = {
+            (unsigned long long)k + shift, (unsigned long long)((m - ph + 7) / 8),
+            (unsigned long long)nb, (unsigned long long)(16 * d.lda),
+            nb > 1 ? (unsigned long long)(2 * d.stride_a) : 0};
+        const unsigned long long got[5] = {t->dims[0], t->dims[1], t->dims[2], t->strides[0],
+                                           nb > 1 ? t->strides[1] : 0};
+        for (int x = 0; x < 5; x++)
+          cr_assert_eq(got[x], want[x], "case %zu, phase %d, value %d: %llu, not %llu", i, ph, x,
+                       got[x], want[x]);
+        cr_assert(t->box[0] == 64 && t->box[1] == 128, "case %zu, phase %d: box %u x %u", i, ph,
+                  t->box[0], t->box[1]);
+      }
+      if (cases[i].pads == 0)
+        cr_assert_eq(seen.b.address, (unsigned long long)(uintptr_t)b, "case %zu: B's map", i);
+    } else {
+      cr_assert_eq(seen.tiles_m, (unsigned)((m + 127) / 128), "case %zu: %u tile-rows", i,
+                   seen.tiles_m);
+    }
+    jitk_matmul_destroy(p);
+    JT_OK(e, jitk_device_free(e, a, NULL));
+    JT_OK(e, jitk_device_free(e, b, NULL));
+    JT_OK(e, jitk_device_free(e, dd, NULL));
+    if (o != NULL) JT_OK(e, jitk_device_free(e, o, NULL));
   }
   jitk_engine_destroy(e);
 }

@@ -986,9 +986,9 @@ Test(matmul_plan, fp8_promotion_is_the_default) {
       cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
       const char *src;
       JT_OK(e, jitk_matmul_source(p, &src));
-      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL, SERIAL, DRAIN>;
+      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL, SERIAL, DRAIN, PH>;
        * no drain: D's rows are on 16 bytes. */
-      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1, false, false>(&_jk_ta",
+      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1, false, false, 1>(_jk_ta",
                fast ? "true" : "false", fast ? "false" : "true");
       cr_assert(strstr(src, want) != NULL, "pair %zu compute %zu: no `%s`", i, c, want);
       /* Configurations that do not fit a promoting kernel's registers. */
@@ -1662,8 +1662,8 @@ static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_o
   cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL,
             "the epilogue sees the user's row and col");
   /* No staging of D, and no drain (a swapped kernel stores from registers). */
-  cr_assert(strstr(src, split > 1 ? ", 0, false, false, 1, true, false>(&_jk_ta"
-                                  : ", 0, false, false, 1, false, false>(&_jk_ta") != NULL,
+  cr_assert(strstr(src, split > 1 ? ", 0, false, false, 1, true, false, 1>(_jk_ta"
+                                  : ", 0, false, false, 1, false, false, 1>(_jk_ta") != NULL,
             "no staging of D: %s", buf);
   if (ao == JITK_COL_MAJOR) cr_assert(strstr(src, "_tr(") != NULL, "the transpose kernel");
   jitk_matmul_destroy(p);
@@ -1760,15 +1760,16 @@ Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
 }
 
 /* Whether the plan's kernel has the producer's warps store D's rows (the
- * drain: the last template argument of the tensor-core kernel). */
+ * drain: the template argument of the tensor-core kernel before its
+ * phases of A, 1 here). */
 static bool drains(jitk_engine *e, int64_t m, int64_t n, int64_t k) {
   jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   const char *src = NULL;
   JT_OK(e, jitk_matmul_source(p, &src));
-  bool on = strstr(src, ", false, true>(&_jk_ta") != NULL;
-  cr_assert(on || strstr(src, ", false, false>(&_jk_ta") != NULL, "no tensor-core kernel");
+  bool on = strstr(src, ", false, true, 1>(_jk_ta") != NULL;
+  cr_assert(on || strstr(src, ", false, false, 1>(_jk_ta") != NULL, "no tensor-core kernel");
   jitk_matmul_destroy(p);
   return on;
 }
@@ -1787,5 +1788,105 @@ Test(matmul_plan, the_drain_where_multiprocessors_have_many_tiles) {
   setenv("JITK_MM_DRAIN", "0", 1);
   cr_assert_not(drains(e, 8192, 50257, 1024));
   unsetenv("JITK_MM_DRAIN");
+  jitk_engine_destroy(e);
+}
+
+/* Whether plan d reads A by phases, and on which schedule. */
+static bool read_by_phases(jitk_engine *e, const jitk_matmul_desc *d, bool *cooperative) {
+  jitk_matmul *p = NULL;
+  char buf[512];
+  JT_OK(e, jitk_matmul_create(e, d, &p));
+  JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+  jitk_matmul_destroy(p);
+  *cooperative = strstr(buf, "(cooperative)") != NULL;
+  return strstr(buf, "A read in place by 8 row phases") != NULL;
+}
+
+/* A row-major 16-bit A whose rows are off 16 bytes, with a row-major B,
+ * is read in place by 8 row phases (matmul_sm90.cuh's phase_tile) on the
+ * cooperative schedule where its 128 x 256 tiles fill the waves as well as
+ * ping-pong's (4095^3, 4096 x 4096 x 4095), and copied onto 16 bytes on
+ * ping-pong otherwise (2048 x 11008 x 4095) or with JITK_MM_PHASES=0;
+ * JITK_MM_PHASES=1 reads by phases wherever the layout allows. The kernel
+ * compiles with each schedule, D of 16 and 32 bits, with and without the
+ * drain, a C and an epilogue operand. A column-major B or D, an output,
+ * float32 or batches off 16 bytes keep the copy. */
+Test(matmul_plan, a_read_by_phases_compiles) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  const char *ph = "A read in place by 8 row phases";
+  jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, 4095, 4095, 4095);
+  d.epilogue = "relu(acc + bias[col])";
+  d.epilogue_params = "raw float32 bias";
+  bool coop = false;
+  cr_assert(read_by_phases(e, &d, &coop) && coop, "4095^3");
+  d.m = d.n = 4096;
+  cr_assert(read_by_phases(e, &d, &coop) && coop, "4096 x 4096 x 4095");
+  d.m = 2048;
+  d.n = 11008;
+  cr_assert(!read_by_phases(e, &d, &coop) && !coop, "2048 x 11008 x 4095");
+  setenv("JITK_MM_PHASES", "0", 1);
+  d.m = d.n = 4095;
+  cr_assert(!read_by_phases(e, &d, &coop), "4095^3 with JITK_MM_PHASES=0");
+  jitk_matmul *p = NULL;
+  char buf[512];
+  setenv("JITK_MM_PHASES", "1", 1);
+  static const struct {
+    const char *schedule, *drain;
+    jitk_dtype t, dt;
+    int64_t m, n, k, batch;
+  } cases[] = {
+      {NULL, NULL, JITK_FLOAT16, JITK_FLOAT16, 131, 77, 93, 1},
+      {"cooperative", NULL, JITK_BFLOAT16, JITK_FLOAT32, 200, 264, 101, 1},
+      {NULL, "0", JITK_BFLOAT16, JITK_BFLOAT16, 70, 136, 70, 2},
+      {NULL, "1", JITK_FLOAT16, JITK_FLOAT32, 300, 128, 333, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].schedule != NULL) setenv("JITK_MM_SCHEDULE", cases[i].schedule, 1);
+    if (cases[i].drain != NULL) setenv("JITK_MM_DRAIN", cases[i].drain, 1);
+    d = jt_matmul_desc(cases[i].t, cases[i].m, cases[i].n, cases[i].k);
+    d.d_dtype = d.c_dtype = cases[i].dt;
+    d.batch = cases[i].batch;
+    d.lda = cases[i].k + 1 - cases[i].k % 2; /* odd */
+    if (d.batch > 1) {
+      d.stride_a = (cases[i].m * d.lda + 7) / 8 * 8;
+      d.stride_b = cases[i].k * cases[i].n;
+      d.stride_d = d.stride_c = cases[i].m * cases[i].n;
+    }
+    d.has_c = true;
+    d.beta = 0.5;
+    d.epilogue = "acc + bias[col]";
+    d.epilogue_params = "raw float32 bias";
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+    cr_assert(strstr(buf, ph) != NULL, "case %zu: %s", i, buf);
+    if (cases[i].schedule != NULL) cr_assert(strstr(buf, cases[i].schedule) != NULL, "%s", buf);
+    const char *src = NULL;
+    JT_OK(e, jitk_matmul_source(p, &src));
+    cr_assert(strstr(src, "jitk::mm90::tensor_maps<8> _jk_tas") != NULL, "case %zu", i);
+    jitk_matmul_destroy(p);
+    unsetenv("JITK_MM_SCHEDULE");
+    unsetenv("JITK_MM_DRAIN");
+  }
+  /* Layouts that keep the copy, even when asked. */
+  for (int i = 0; i < 5; i++) {
+    d = jt_matmul_desc(i == 3 ? JITK_FLOAT32 : JITK_BFLOAT16, 4096, 4096, 4095);
+    static const jitk_matmul_output outs[] = {{"pre", JITK_FLOAT32, "acc", 0, 0}};
+    if (i == 0) d.b_order = JITK_COL_MAJOR;
+    if (i == 1) d.d_order = JITK_COL_MAJOR;
+    if (i == 2) {
+      d.outputs = outs;
+      d.num_outputs = 1;
+    }
+    if (i == 3) d.compute = JITK_COMPUTE_TF32;
+    if (i == 4) {
+      d.batch = 2;
+      d.stride_a = 4096 * 4095 + 1;
+    }
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    JT_OK(e, jitk_matmul_describe(p, buf, sizeof buf));
+    cr_assert(strstr(buf, ph) == NULL, "layout %d: %s", i, buf);
+    jitk_matmul_destroy(p);
+  }
+  unsetenv("JITK_MM_PHASES");
   jitk_engine_destroy(e);
 }
