@@ -65,7 +65,8 @@ def _layout(array: Any, what: str, described: tuple | None = None):
     if len(shape) not in (2, 3):
         raise ValueError(f"{what} must be a matrix or a batch of matrices, not {len(shape)}-D")
     batch = shape[0] if len(shape) == 3 else 1
-    batch_stride = strides[0] if len(shape) == 3 else 0
+    # A single matrix's batch stride is never followed.
+    batch_stride = strides[0] if len(shape) == 3 and batch > 1 else 0
     rows, cols = shape[-2], shape[-1]
     rs, cs = strides[-2], strides[-1]
     if cs == 1 and (rows == 1 or rs >= cols):
@@ -270,7 +271,9 @@ class MatmulPlan:
         self._want = want
         self.m, self.n, self.k, self.batch = m, n, k, batch
         self.out_dtype = td
-        self._shape = (batch, m, n) if batch > 1 else (m, n)
+        # A batch of one stays a batch, as in NumPy and PyTorch.
+        stacked = any(len(_jitk._describe(x)[2]) == 3 for x in (a, b))
+        self._shape = (batch, m, n) if batch > 1 or stacked else (m, n)
         self._d_order = od
         if isinstance(scales, str) or not set(scales) <= {"a", "b", "d"}:
             raise ValueError(f"scales names some of 'a', 'b' and 'd', not {scales!r}")

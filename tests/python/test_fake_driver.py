@@ -330,6 +330,26 @@ def test_raw_kernel_call_binds_arguments_as_cupy_does(tmp_path):
     """, tmp_path)
 
 
+def test_matmul_batch_of_one_stays_a_batch(tmp_path):
+    # (1, M, K) @ (1, K, N) gives (1, M, N), as NumPy and PyTorch do; an out
+    # of that shape is taken by a plan made without one (a single matrix's
+    # batch stride is never read).
+    pytest.importorskip("cupy")
+    run("""
+        import cupy
+        cupy_host_allocation()
+        a = cupy_array(np.zeros((1, 16, 32), np.float32))
+        b = cupy_array(np.zeros((1, 32, 8), np.float32))
+        d = jitk.matmul(a, b, stream=0)
+        assert d.shape == (1, 16, 8), d.shape
+        plan = jitk.MatmulPlan(a, b)
+        plan.execute(a, b, out=cupy_array(np.zeros((1, 16, 8), np.float32)), stream=0)
+        flat = jitk.matmul(a[0], b[0], stream=0)
+        assert flat.shape == (16, 8), flat.shape
+        print("ok")
+    """, tmp_path)
+
+
 def test_outputs_allocated_with_cupy(tmp_path):
     pytest.importorskip("cupy")
     run("""
