@@ -558,8 +558,8 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
   if (wg) {
     /* The tensor maps of A, B and D, the number of work items of all
      * batches and slices, and whether the result goes out through TMA
-     * (_jk_td is valid). */
-    /* Read by phases, A has a map a phase, and the phases' shifts. */
+     * (_jk_td is valid); read by phases, A has a map a phase, and the
+     * phases' shifts come last. */
     if (s->aph > 1)
       jk_buf_printf(&b,
                     ",\n    const __grid_constant__ jitk::mm90::tensor_maps<%d> _jk_tas,\n"
