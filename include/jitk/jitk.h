@@ -2005,7 +2005,8 @@ JITK_API void jitk_matmul_destroy(jitk_matmul *plan);
 
 /*
  * Runs the plan on `stream`: a, b, c (NULL without C) and d are device
- * pointers to the first matrix of each; `extra` holds the epilogue's
+ * pointers to the first matrix of each (NULL for a matrix without
+ * elements, as an empty array's data may be); `extra` holds the epilogue's
  * operands in order (jitk_arg_ptr or jitk_arg_tensor_ptr for raw arrays,
  * jitk_arg_f32 ... for scalars). Each pointer must be aligned to the
  * elements read or written through it (A's, B's, C's and D's dtypes; a

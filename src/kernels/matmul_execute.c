@@ -406,7 +406,13 @@ jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_mat
     return jk_fail(e, JITK_ERR_ARGUMENT_COUNT,
                    "matmul %s: the epilogue takes %zu operands, not %zu", p->name, p->params.count,
                    o->num_extra);
-  if (JK_UNLIKELY(o->a == NULL || o->b == NULL || o->d == NULL || (p->d.has_c && o->c == NULL)))
+  /* A matrix with no elements may be NULL, as an empty array's data is
+   * in CuPy and PyTorch: nothing reads or writes it. */
+  const jitk_matmul_desc *d = &p->d;
+  const bool no_a = d->m == 0 || d->k == 0, no_b = d->k == 0 || d->n == 0,
+             no_d = d->m == 0 || d->n == 0;
+  if (JK_UNLIKELY((o->a == NULL && !no_a) || (o->b == NULL && !no_b) || (o->d == NULL && !no_d) ||
+                  (d->has_c && o->c == NULL && !no_d)))
     return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul %s: a matrix pointer is NULL", p->name);
   for (size_t i = 0; i < p->num_outs; i++)
     if (JK_UNLIKELY(o->outputs == NULL || o->outputs[i] == NULL))
@@ -418,7 +424,6 @@ jitk_status jk_mm_check_operands(jitk_matmul *p, const char *who, const jitk_mat
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                      "matmul %s: reduction `%s` has no array (operands->reductions[%zu])", p->name,
                      p->reds[i].name, i);
-  const jitk_matmul_desc *d = &p->d;
   if (JK_UNLIKELY((d->has_a_scale && o->a_scale == NULL) ||
                   (d->has_b_scale && o->b_scale == NULL) ||
                   (d->has_d_scale && o->d_scale == NULL) || (d->has_amax_d && o->amax_d == NULL)))

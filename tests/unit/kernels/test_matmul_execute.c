@@ -663,3 +663,42 @@ Test(matmul_execute, workspaces_past_any_memory) {
   jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
 }
+
+/* A matrix with no elements may be NULL, as an empty array's data is in
+ * CuPy and PyTorch: M or N of 0 launches nothing, a K of 0 still writes D
+ * (beta C, here from C's pointer) with A and B NULL; a NULL where there
+ * are elements is still refused, launching nothing. */
+Test(matmul_execute, empty_matrices_may_be_null) {
+  fakecuda_api f;
+  jitk_engine *e = fake_engine(&f);
+  void *c = dev(e, 64 * 64 * 4), *dd = dev(e, 64 * 64 * 4);
+  static const int64_t shapes[][3] = {{0, 64, 64}, {64, 0, 64}, {64, 64, 0}};
+  for (int i = 0; i < 3; i++) {
+    jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, shapes[i][0], shapes[i][1], shapes[i][2]);
+    d.has_c = true;
+    d.beta = 1;
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    const bool writes = shapes[i][0] > 0 && shapes[i][1] > 0;
+    /* NULL for each matrix without elements; C's memory stands in for
+     * the others'. */
+    const void *a = shapes[i][0] * shapes[i][2] > 0 ? c : NULL,
+               *b = shapes[i][2] * shapes[i][1] > 0 ? c : NULL;
+    const unsigned long long before = f.count();
+    JT_OK(e, jitk_matmul_execute(p, NULL, a, b, writes ? c : NULL, writes ? dd : NULL, NULL, 0));
+    cr_assert_eq(f.count() > before, writes, "shape %d: %llu launches", i, f.count() - before);
+    if (writes)
+      REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "a matrix pointer is NULL",
+              jitk_matmul_execute(p, NULL, NULL, NULL, c, NULL, NULL, 0));
+    jitk_matmul_destroy(p);
+  }
+  jitk_matmul_desc d = jt_matmul_desc(JITK_FLOAT32, 64, 64, 64);
+  jitk_matmul *p = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &p));
+  REFUSED(&f, e, JITK_ERR_INVALID_ARGUMENT, "a matrix pointer is NULL",
+          jitk_matmul_execute(p, NULL, NULL, c, NULL, dd, NULL, 0));
+  jitk_matmul_destroy(p);
+  JT_OK(e, jitk_device_free(e, c, NULL));
+  JT_OK(e, jitk_device_free(e, dd, NULL));
+  jitk_engine_destroy(e);
+}
