@@ -178,12 +178,18 @@ class MatmulPlan:
     A must be row-major and B column-major (both K-major, as FP8 tensor
     cores read them).
 
+    A batched product takes each batch's own A, B and C (``(batch, rows,
+    cols)`` arrays): one matrix for every batch is refused, as is an
+    expanded view of one (batch stride 0); expand and copy it first.
+
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)
     and raises ``ValueError`` or ``TypeError`` otherwise. Arrays among the
     epilogue's inputs are read as the accumulator's type, so they must have
-    its dtype (float32; float64 for float64 products), and ``out`` may share
-    no memory with A, B or those arrays (it may be C itself).
+    its dtype (float32; float64 for float64 products) and be contiguous;
+    a scalar input may not be of a kind its type at the plan would lose
+    (a float where an int was); ``out`` may share no memory with A, B or
+    those arrays (it may be C itself, except for ``autotune``).
     """
 
     def __init__(
