@@ -134,19 +134,24 @@ void jk_iter_coalesce(jk_iter *it, bool reorder) {
   it->ndim = nd;
 }
 
-bool jk_iter_fits_32(const jk_iter *it) {
-  const int64_t limit = (int64_t)1 << 31;
-  if (it->size >= limit) return false;
-  for (int k = 0; k < it->nops; k++) {
-    int64_t reach = 0;
-    for (int d = 0; d < it->ndim; d++) {
-      int64_t s = it->ops[k].strides[d];
-      if (s < 0) s = -s;
-      if (s != 0 && (it->shape[d] - 1) > (limit / (int64_t)it->ops[k].itemsize) / s) return false;
-      reach += s * (it->shape[d] - 1);
-      if (reach >= limit / (int64_t)it->ops[k].itemsize) return false;
-    }
+bool jk_span_fits_32(int ndim, const int64_t *shape, const int64_t *strides, int64_t itemsize) {
+  const int64_t limit = ((int64_t)1 << 31) / itemsize;
+  int64_t reach = 0;
+  for (int d = 0; d < ndim; d++) {
+    int64_t s = strides[d];
+    if (s < 0) s = -s;
+    if (s != 0 && (shape[d] - 1) > limit / s) return false;
+    reach += s * (shape[d] - 1);
+    if (reach >= limit) return false;
   }
+  return true;
+}
+
+bool jk_iter_fits_32(const jk_iter *it) {
+  if (it->size >= (int64_t)1 << 31) return false;
+  for (int k = 0; k < it->nops; k++)
+    if (!jk_span_fits_32(it->ndim, it->shape, it->ops[k].strides, (int64_t)it->ops[k].itemsize))
+      return false;
   return true;
 }
 

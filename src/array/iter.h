@@ -58,6 +58,12 @@ void jk_iter_coalesce(jk_iter *it, bool reorder);
  * fit in 31 bits: then the kernel indexes with 32-bit integers. */
 bool jk_iter_fits_32(const jk_iter *it);
 
+/* Whether every byte offset a view of `ndim` dimensions (shape, strides in
+ * elements of `itemsize` bytes) reaches from its first element fits in 31
+ * bits: the part of jk_iter_fits_32 for one operand, also asked of arrays
+ * outside the iteration (an elementwise kernel's raw arrays). */
+bool jk_span_fits_32(int ndim, const int64_t *shape, const int64_t *strides, int64_t itemsize);
+
 /* Byte range [lo, hi] a view touches; false for an empty view. */
 bool jk_view_range(const jk_view *v, size_t itemsize, uintptr_t *lo, uintptr_t *hi);
 

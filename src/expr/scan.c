@@ -120,14 +120,11 @@ bool jk_code_directives_use(const char *code, const char *name) {
   if (code == NULL) return false;
   const size_t len = strlen(name);
   for (const char *p = code; *p != '\0'; p++) {
-    size_t intro = *p == '#'                  ? 1
-                   : strncmp(p, "%:", 2) == 0 ? 2
-                   : strncmp(p,
-                             "?"
-                             "?=",
-                             3) == 0
-                       ? 3
-                       : 0;
+    /* "\?\?=": the trigraph, spelled so that no compiler reads it as one. */
+    size_t intro = *p == '#'                     ? 1
+                   : strncmp(p, "%:", 2) == 0    ? 2
+                   : strncmp(p, "\?\?=", 3) == 0 ? 3
+                                                 : 0;
     if (intro == 0) continue;
     /* The directive's text, to the end of its logical line. */
     const char *q = p + intro;
@@ -151,6 +148,17 @@ bool jk_code_directives_use(const char *code, const char *name) {
   return false;
 }
 
+/* The statements that may leave an element before the rest of the
+ * operation runs. */
+static const char *const jumps[] = {"continue", "break",     "return", "goto",
+                                    "throw",    "co_return", "longjmp"};
+
+bool jk_code_directives_jump(const char *code) {
+  for (size_t j = 0; j < sizeof jumps / sizeof jumps[0]; j++)
+    if (jk_code_directives_use(code, jumps[j])) return true;
+  return false;
+}
+
 bool jk_code_assigns_first(const char *code, const char *name) {
   if (code == NULL) return false;
   size_t len = strlen(name);
@@ -162,8 +170,6 @@ bool jk_code_assigns_first(const char *code, const char *name) {
   for (next_tok(&lx, &t); t.kind != T_END; next_tok(&lx, &t)) {
     /* A jump before the assignment may skip it for some elements, whose
      * old value then stays (`if (x < 0) continue; z = x;`). */
-    static const char *const jumps[] = {"continue", "break",     "return", "goto",
-                                        "throw",    "co_return", "longjmp"};
     for (size_t j = 0; t.kind == T_IDENT && j < sizeof jumps / sizeof jumps[0]; j++)
       if (is(&t, jumps[j])) return false;
     if (t.kind == T_IDENT && t.n == len && memcmp(t.s, name, len) == 0) {

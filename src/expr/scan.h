@@ -23,6 +23,11 @@ bool jk_code_uses(const char *code, const char *name);
  * wherever code uses the macro, which jk_code_uses does not see. */
 bool jk_code_directives_use(const char *code, const char *name);
 
+/* Whether a preprocessor line of `code` may bring in a jump (continue,
+ * break, return, goto, throw ...: those jk_code_assigns_first stops at),
+ * which code that expands its macro would then not show. */
+bool jk_code_directives_jump(const char *code);
+
 /*
  * Whether the first thing `code` does to `name` is a plain assignment at
  * the top level (`name = ...;` as a whole statement, outside any if, loop

@@ -115,11 +115,8 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
     k->uses_i |= (c < 3 && jk_code_uses(texts[c], "i")) || jk_code_directives_use(texts[c], "i");
   /* An output the operation assigns before anything else is not loaded,
    * unless a macro may jump past that assignment. */
-  static const char *const jumps[] = {"continue", "break", "return", "goto", "throw"};
-  bool macro_jumps = false;
-  for (size_t j = 0; j < sizeof jumps / sizeof jumps[0]; j++)
-    macro_jumps |= jk_code_directives_use(k->operation, jumps[j]) ||
-                   jk_code_directives_use(k->g.preamble, jumps[j]);
+  const bool macro_jumps =
+      jk_code_directives_jump(k->operation) || jk_code_directives_jump(k->g.preamble);
   for (int p = k->g.num_in; p < (int)k->g.params.count; p++)
     k->load_output[p] =
         macro_jumps || !jk_code_assigns_first(k->operation, k->g.params.params[p].name);
@@ -189,19 +186,12 @@ typedef struct ew_plan {
  * sizes (`x[i * 4]`), which in 32 bits would wrap on a larger one, as
  * CuPy's 32-bit indexing is chosen only where every array is small. */
 static bool raw_fits_32(const jitk_elementwise *k, const ew_plan *pl) {
-  const int64_t limit = (int64_t)1 << 31;
   for (size_t p = 0; p < k->g.params.count; p++) {
     if (!k->g.params.params[p].raw || !pl->a.is_array[p]) continue;
     const jk_view *v = &pl->a.views[p];
     const int64_t es = (int64_t)jk_dtype(pl->a.dtype[p])->size;
-    if (v->size >= limit / es) return false;
-    int64_t reach = 0;
-    for (int d = 0; d < v->ndim; d++) {
-      const int64_t s = v->strides[d] < 0 ? -v->strides[d] : v->strides[d];
-      if (s != 0 && v->shape[d] - 1 > limit / es / s) return false;
-      reach += s * (v->shape[d] - 1);
-      if (reach >= limit / es) return false;
-    }
+    if (v->size >= ((int64_t)1 << 31) / es || !jk_span_fits_32(v->ndim, v->shape, v->strides, es))
+      return false;
   }
   return true;
 }
