@@ -211,8 +211,9 @@ class MatmulPlan:
         scales: tuple = (),
         amax_d: bool = False,
     ) -> None:
-        da, ta, batch_a, m, k, oa, lda, sa = _layout(a, "A")
-        db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B")
+        described_a, described_b = _jitk._describe(a), _jitk._describe(b)
+        da, ta, batch_a, m, k, oa, lda, sa = _layout(a, "A", described_a)
+        db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B", described_b)
         if k != k2:
             raise ValueError(f"A is {m}x{k} but B is {k2}x{n}: the inner sizes differ")
         if db != da:
@@ -278,7 +279,7 @@ class MatmulPlan:
         self.m, self.n, self.k, self.batch = m, n, k, batch
         self.out_dtype = td
         # A batch of one stays a batch, as in NumPy and PyTorch.
-        stacked = any(len(_jitk._describe(x)[2]) == 3 for x in (a, b))
+        stacked = len(described_a[2]) == 3 or len(described_b[2]) == 3
         self._shape = (batch, m, n) if batch > 1 or stacked else (m, n)
         self._d_order = od
         if isinstance(scales, str) or not set(scales) <= {"a", "b", "d"}:

@@ -50,7 +50,6 @@ struct jitk_matmul {
   bool pingpong;                /* wgmma: the ping-pong schedule */
   bool swap;                    /* wgmma: D^T = B^T A^T (jk_mm_spec's swap) */
   int cluster;                  /* wgmma: blocks a cluster sharing B (jk_mm_spec's) */
-  bool phases;                  /* wgmma, cooperative: A read by phases pays (a_phases) */
   bool tuned;                   /* the configuration came from the tuning table */
   bool pdl;                     /* wgmma: launched as a programmatic dependent */
   int split;                    /* K slices (1: none); 0 while not yet chosen */

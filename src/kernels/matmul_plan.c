@@ -84,17 +84,17 @@ static int phase_layout(const jitk_matmul *p, bool *pays) {
  * 655-662 (0.92 of 4096^3), 4095^3 596-598 against 572-582, 4096 x 4096 x
  * 1001 502-508 against 482-483; 2048 x 11008 x 4095, whose 128 x 128
  * tiles fill the last wave better, kept ping-pong and the copy (694-698
- * against 632 by phases). So phases go with the cooperative schedule
- * where the plan chose it for them (p->phases). JITK_MM_PHASES=0 copies
- * A, =1 reads by phases wherever the layout allows, for measuring and
- * testing. */
+ * against 632 by phases). So phases go with the cooperative schedule,
+ * which the plan takes for them where they pay (jitk_matmul_create).
+ * JITK_MM_PHASES=0 copies A, =1 reads by phases wherever the layout
+ * allows, for measuring and testing. */
 static int a_phases(const jitk_matmul *p, bool pingpong) {
   bool pays;
   const int ph = phase_layout(p, &pays);
   const char *env = getenv("JITK_MM_PHASES");
   if (ph == 0 || (env != NULL && strcmp(env, "0") == 0)) return 0;
   if (env != NULL && strcmp(env, "1") == 0) return ph;
-  return p->phases && !pingpong ? ph : 0;
+  return pays && !pingpong ? ph : 0;
 }
 
 /* Dynamic shared memory of a wgmma kernel: matmul_sm90.cuh's smem_size;
@@ -1241,7 +1241,6 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
      * cooperative tiles only (a_phases). */
     bool phases_pay = false;
     phase_layout(p, &phases_pay);
-    p->phases = phases_pay;
     if (jk_mm_promotes(p, kind)) {
       /* FP8 with promotion: its partial sums double the accumulator
        * registers, which fit a consumer of 64 x 128 only, so cooperative
