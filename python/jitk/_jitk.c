@@ -4430,6 +4430,13 @@ static PyObject *py_describe(PyObject *self, PyObject *o) {
     }
     return NULL;
   }
+  /* An empty array of the interface whose pointer is 0 names no device: it
+   * is on the one a call would run on, the current one (as pick_device
+   * settles it for kernels). */
+  if (dev < 0) {
+    find_cupy();
+    dev = current_device(lib);
+  }
   PyObject *shape = PyTuple_New(a.t.ndim), *strides = PyTuple_New(a.t.ndim);
   for (int d = 0; shape && strides && d < a.t.ndim; d++) {
     PyTuple_SetItem(shape, d, PyLong_FromLongLong(a.shape[d]));
@@ -4646,7 +4653,13 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
     if (r == 0) PyErr_Format(PyExc_TypeError, "%s is not a GPU array", what);
     return -1;
   }
-  if (c->device < 0) {
+  /* Where an array without elements lies does not matter: nothing of it
+   * is read or written (and one of the interface with a null pointer names
+   * no device). */
+  bool empty = false;
+  for (int i = 0; i < a->t.ndim; i++) empty = empty || a->t.shape[i] == 0;
+  if (empty) {
+  } else if (c->device < 0) {
     c->device = dev;
   } else if (dev != c->device) {
     PyErr_Format(PyExc_ValueError, "%s is on device %d, the operands before it on device %d", what,
@@ -4730,6 +4743,7 @@ static PyObject *mm_run(mm_plan *p, PyObject *args, bool tune) {
       if (r != 0) goto done;
     }
   }
+  if (c.device < 0) c.device = p->device; /* every operand is empty */
   if (c.device != p->device) {
     PyErr_Format(PyExc_ValueError, "the operands are on device %d, the plan is for device %d",
                  c.device, p->device);

@@ -76,6 +76,24 @@ def _layout(array: Any, what: str, described: tuple | None = None):
     raise ValueError(f"{what} needs a unit stride along its rows or its columns")
 
 
+def _device(placed: list) -> int:
+    """The device of a plan whose operands are (name, device, elements):
+    that of those with elements, which must agree; with none, A's. An empty
+    array's device does not matter, as nothing of it is read or written."""
+    full = [(what, device) for what, device, size in placed if size > 0]
+    for what, device in full[1:]:
+        if device != full[0][1]:
+            raise ValueError(f"{full[0][0]} is on device {full[0][1]}, {what} on device {device}")
+    return full[0][1] if full else placed[0][1]
+
+
+def _placed(layout: tuple, device: int) -> tuple:
+    """A layout (as _layout gives it) on `device` if it has no elements:
+    where an empty array lies is not checked against the plan."""
+    batch, rows, cols = layout[2:5]
+    return (device,) + layout[1:] if batch * rows * cols == 0 else layout
+
+
 def _scalar_type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
@@ -216,8 +234,10 @@ class MatmulPlan:
         db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B", described_b)
         if k != k2:
             raise ValueError(f"A is {m}x{k} but B is {k2}x{n}: the inner sizes differ")
-        if db != da:
-            raise ValueError(f"A is on device {da}, B on device {db}")
+        # An empty array's device does not matter (nothing of it is read or
+        # written), and through __cuda_array_interface__ one with a null
+        # pointer names none (-1): the plan is on the others' device.
+        placed = [("A", da, batch_a * m * k), ("B", db, batch_b * k * n)]
         batch = max(batch_a, batch_b)
         if batch_a not in (1, batch) or batch_b not in (1, batch):
             raise ValueError(f"batches of {batch_a} and {batch_b} matrices do not match")
@@ -230,8 +250,7 @@ class MatmulPlan:
             dc, tc, batch_c, mc, nc, oc, ldc, sc = _layout(c, "C")
             if (mc, nc) != (m, n) or batch_c not in (1, batch):
                 raise ValueError(f"C must be {m}x{n}, not {mc}x{nc}")
-            if dc != da:
-                raise ValueError(f"A is on device {da}, C on device {dc}")
+            placed.append(("C", dc, batch_c * mc * nc))
             _no_broadcast(batch, (("C", batch_c, sc),))
             want["C"] = (dc, tc, batch_c, m, n, oc, ldc, sc)
         if compute not in _COMPUTE:
@@ -240,8 +259,7 @@ class MatmulPlan:
             dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out")
             if (md, nd, batch_d) != (m, n, batch):
                 raise ValueError(f"out must be {batch}x{m}x{n}" if batch > 1 else f"out must be {m}x{n}")
-            if dd != da:
-                raise ValueError(f"A is on device {da}, out on device {dd}")
+            placed.append(("out", dd, batch_d * md * nd))
             if out_dtype is not None and out_dtype != td:
                 raise ValueError(f"out is {td}, not the out_dtype given ({out_dtype})")
             # Each batch's D is written whole: matrices that share elements
@@ -254,6 +272,9 @@ class MatmulPlan:
         else:
             td = out_dtype or ta
             od, ldd, sd = 0, n, (m * n if batch > 1 else 0)
+        device = _device(placed)
+        for what in want:
+            want[what] = (device,) + want[what][1:]
         # Raw arrays of the epilogue are read as the accumulator's type.
         acc = "float64" if compute == "float64" or (compute in (None, "default") and ta == "float64") else "float32"
         epilogue_inputs = _named(epilogue_inputs, "epilogue_inputs")
@@ -301,7 +322,7 @@ class MatmulPlan:
                                  f"{list(_REDUCE_AXES)}")
             reds.append((name, dtype, expr, _REDUCE_OPS[op], _REDUCE_AXES[axis]))
         self._plan = _jitk._MatmulPlan(
-            da, m, n, k, batch, ta, tb, tc, td, _COMPUTE[compute],
+            device, m, n, k, batch, ta, tb, tc, td, _COMPUTE[compute],
             (oa, ob, oc, od), (lda, ldb, ldc, ldd), (sa, sb, sc, sd),
             c is not None, float(alpha), float(beta), epilogue,
             ", ".join(params) if params else None, preamble, len(params),
@@ -345,7 +366,8 @@ class MatmulPlan:
                             else "the plan was made without C: it takes none")
         described = {what: _jitk._describe(array)
                      for what, array in (("A", a), ("B", b), ("C", c)) if array is not None}
-        layouts = {what: _layout(None, what, desc) for what, desc in described.items()}
+        layouts = {what: _placed(_layout(None, what, desc), self._want[what][0])
+                   for what, desc in described.items()}
         for what, layout in layouts.items():
             if layout != self._want[what]:
                 raise ValueError(f"{what} is {_say(layout)}; the plan is for "
@@ -353,7 +375,7 @@ class MatmulPlan:
         if out is None:
             return _jitk._empty(a, self._shape, self.out_dtype)
         out_desc = _jitk._describe(out)
-        got = _layout(out, "out", out_desc)
+        got = _placed(_layout(out, "out", out_desc), self._want["A"][0])
         want = self._want.get("D", (self._want["A"][0], self.out_dtype, self.batch, self.m, self.n,
                                     0, self.n, self.m * self.n if self.batch > 1 else 0))
         if got != want:

@@ -1253,6 +1253,33 @@ def test_empty_arrays_of_the_interface_and_odd_streams(tmp_path):
     """, tmp_path)
 
 
+def test_matmul_plans_take_empty_arrays_of_the_interface(tmp_path):
+    # An empty array of the interface may have a null pointer, which names
+    # no device: MatmulPlan took it for one on device -1 and refused it
+    # beside operands on device 0 ("A is on device -1, B on device 0").
+    # Where an empty array lies does not matter; operands with elements on
+    # two devices are still refused.
+    run("""
+        def null(*shape):
+            o = type("Null", (), {})()
+            o.__cuda_array_interface__ = dict(shape=shape, typestr="<f4", data=(0, False),
+                                              version=3, strides=None, stream=None)
+            return o
+        b = CudaArray(np.zeros((32, 8), np.float32))
+        plan = jitk.MatmulPlan(null(0, 32), b)
+        plan.execute(null(0, 32), b, out=null(0, 8))
+        # K = 0: nothing is read, D is written (zeros, or the epilogue of 0).
+        d = CudaArray(np.full((16, 8), 7, np.float32))
+        plan = jitk.MatmulPlan(null(16, 0), null(0, 8), out=d)
+        before = fake.fakecuda_launch_count()
+        plan.execute(null(16, 0), null(0, 8), out=d)
+        assert fake.fakecuda_launch_count() == before + 1
+        # A describes an empty array on the current device, as a call runs.
+        assert jitk._jitk._describe(null(0, 32))[0] == 0
+        print("ok")
+    """, tmp_path)
+
+
 def test_read_only_and_copied_arrays_are_not_outputs(tmp_path):
     # DLPack 1.0 marks an array read-only, or a copy whose writes would be
     # lost; the interface has a read-only bit. Such arrays are inputs, never
