@@ -235,6 +235,12 @@ typedef struct jk_mm_spec {
    * aph) of one tensor map each (matmul_sm90.cuh's phase_tile); 0: not so.
    * B is row-major, D row-major and stored by the threads. */
   int aph;
+  /* wgmma, 16-bit inputs, B row-major with rows off 16 bytes, not
+   * swapped, no cluster, split or drain: the kernel copies B onto rows of
+   * 128-byte lines itself, with the producer warpgroup's idle warps, as
+   * its MMAs run (matmul_sm90.cuh's feed_copy), rather than the `_pad`
+   * kernel before it. Its shared memory holds JK_MM_FEED_SMEM more bytes. */
+  bool feed;
   /* wgmma: no epilogue operand is read ahead at its columns
    * (matmul_sm90.cuh's col_vec), for measuring. */
   bool no_col_vecs;
@@ -288,6 +294,11 @@ static inline size_t jk_mm_stage_smem(int bn) { return (size_t)128 * (size_t)(bn
  * The generated launch bounds, pad_rows' template argument (its loop
  * strides) and matmul_execute.c's launch all take it from here. */
 #define JK_MM_PAD_THREADS 128
+
+/* The shared memory of a kernel that copies its B itself (jk_mm_spec's
+ * feed): matmul_sm90.cuh's FEED_SMEM, two warps' two buffers of 4096 +
+ * 32 bytes and their four barriers. */
+#define JK_MM_FEED_SMEM (32 + 4 * (4096 + 32))
 
 /* Columns of D a block of the kernel of `s` computes (its rows: 128). */
 static inline int jk_mm_tile_n(const jk_mm_spec *s) {

@@ -565,17 +565,24 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                     ",\n    const __grid_constant__ jitk::mm90::tensor_maps<%d> _jk_tas,\n"
                     "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
                     "    const __grid_constant__ jitk::mm90::tensor_map _jk_td,\n"
-                    "    unsigned int _jk_work, int _jk_use_td, unsigned int _jk_ashift) {\n"
-                    "  const jitk::mm90::tensor_map *const _jk_ta = _jk_tas.m;\n",
+                    "    unsigned int _jk_work, int _jk_use_td, unsigned int _jk_ashift",
                     s->aph);
     else
       jk_buf_puts(&b,
                   ",\n    const __grid_constant__ jitk::mm90::tensor_map _jk_ta0,\n"
                   "    const __grid_constant__ jitk::mm90::tensor_map _jk_tb,\n"
                   "    const __grid_constant__ jitk::mm90::tensor_map _jk_td,\n"
-                  "    unsigned int _jk_work, int _jk_use_td) {\n"
+                  "    unsigned int _jk_work, int _jk_use_td");
+    /* A B the kernel copies itself: where from and to, last. */
+    if (s->feed) jk_buf_puts(&b, ",\n    const jitk::mm90::feed_args _jk_fa");
+    jk_buf_puts(&b, ") {\n");
+    if (s->aph > 1)
+      jk_buf_puts(&b, "  const jitk::mm90::tensor_map *const _jk_ta = _jk_tas.m;\n");
+    else
+      jk_buf_puts(&b,
                   "  const jitk::mm90::tensor_map *const _jk_ta = &_jk_ta0;\n"
                   "  const unsigned int _jk_ashift = 0;\n");
+    if (!s->feed) jk_buf_puts(&b, "  const jitk::mm90::feed_args _jk_fa = {};\n");
     jk_buf_puts(&b,
                 "  (void)_jk_a;\n  (void)_jk_b;\n  (void)_jk_lda;\n  (void)_jk_ldb;\n"
                 "  (void)_jk_sa;\n  (void)_jk_sb;\n  (void)_jk_ldc;\n  (void)_jk_sc;\n");
@@ -611,16 +618,17 @@ jitk_status jk_mm_generate(jitk_engine *e, const jk_mm_source_in *in, char **sou
                b_mn = s->a != JITK_FLOAT32 && !s->swap && s->b_n;
     jk_buf_printf(
         &b,
-        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s, %s, %d>(_jk_ta, &_jk_tb, "
-        "_jk_use_td ? &_jk_td : nullptr,\n"
-        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_ashift, %s, %s, _jk_smem, "
+        "  jitk::mm90::gemm<%d, %s, %s, %d, %d, %s, %d, %s, %s, %d, %s, %s, %d, %s>(_jk_ta, "
+        "&_jk_tb, _jk_use_td ? &_jk_td : nullptr,\n"
+        "      _jk_k, _jk_tiles_m, _jk_tiles_n, _jk_work, %s, _jk_ashift, _jk_fa, %s, %s, "
+        "_jk_smem, "
         "_jk_value, _jk_put2, _jk_rowp, _jk_rs%s);\n"
         "%s}\n",
         wkind, a_mn ? "true" : "false", b_mn ? "true" : "false", s->bn, s->stages,
         s->pingpong ? "true" : "false", s->swap ? 0 : 32768,
         !s->swap && s->d_row ? "true" : "false", s->promote ? "true" : "false",
         s->cluster > 1 ? s->cluster : 1, s->split ? "true" : "false",
-        s->no_drain ? "false" : "true", s->aph > 1 ? s->aph : 1,
+        s->no_drain ? "false" : "true", s->aph > 1 ? s->aph : 1, s->feed ? "true" : "false",
         s->split ? "_jk_splits, _jk_ws, _jk_count" : "1u, nullptr, nullptr",
         s->swap ? "_jk_n" : "_jk_m", s->swap ? "_jk_m" : "_jk_n", pre ? ", _jk_pre" : "",
         amax_commit);

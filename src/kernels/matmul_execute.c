@@ -145,6 +145,54 @@ static jitk_status pad_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint64
                       j->ldy, es, 0, &j->y);
 }
 
+/* What a kernel that copies its B itself (jk_mm_spec's feed) is told:
+ * matmul_sm90.cuh's feed_args, field for field (strides in bytes). */
+typedef struct feed_args {
+  const void *b;
+  void *bf;
+  long long ldb, sb, ldf;
+  unsigned int *count;
+  unsigned int units, segs, chunks, k, row_bytes;
+} feed_args;
+_Static_assert(sizeof(feed_args) == 72, "feed_args as the kernel declares it");
+
+/* B's copy for a kernel that makes it itself (job j: B, each batch's K x
+ * N row-major), elements of es bytes, after its counters (f->count: a
+ * ticket, then one per 64 rows of each batch), which a clear on `stream`
+ * zeroes; j->y and j->ldy as pad_alloc sets them. f->count is the pooled
+ * allocation, freed by the caller with jk_temp_free. */
+static jitk_status feed_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint64_t es,
+                              feed_args *f) {
+  const uint64_t nb = (uint64_t)p->d.batch, chunks = ceil_div(j->R, 64);
+  const size_t counts = (size_t)((1 + nb * chunks) * 4 + 255) / 256 * 256;
+  void *mem = NULL;
+  j->y = NULL;
+  j->ldy = round_bytes(j->C, es, 128);
+  jitk_status st = temp_alloc_n(p, (jitk_stream)stream, "the copy of an operand", nb, j->R, j->ldy,
+                                es, counts, &mem);
+  if (st != JITK_OK) return st;
+  j->y = (char *)mem + counts;
+  *f = (feed_args){.b = j->x,
+                   .bf = j->y,
+                   .ldb = (long long)(j->ld * es),
+                   .sb = (long long)(j->sx * es),
+                   .ldf = (long long)(j->ldy * es),
+                   .count = mem,
+                   .units = (unsigned int)(ceil_div(j->C * es, 4096) * j->R * nb),
+                   .segs = (unsigned int)ceil_div(j->C * es, 4096),
+                   .chunks = (unsigned int)chunks,
+                   .k = (unsigned int)j->R,
+                   .row_bytes = (unsigned int)(j->C * es)};
+  jk_launch_op clear = {.name = p->name, .clear = mem, .clear_bytes = counts};
+  st = jk_launch_ops(p->engine, (jitk_stream)stream, &clear, 1);
+  if (st != JITK_OK) {
+    jk_temp_free(p->engine, mem, (jitk_stream)stream);
+    f->count = NULL;
+    j->y = NULL;
+  }
+  return st;
+}
+
 /* Copies the operands of jobs j0 and j1 (either with R = 0: none) in one
  * launch of the "_pad" kernel on `stream`: one launch's ramp and tail
  * where A and B are both copied, not two. A single operand goes first,
@@ -245,11 +293,22 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
     ja = (pad_job){a, NULL, a_k ? M : K, a_k ? K : M, lda, sa, 0};
   if (!tr_b && (!jk_mm_tma_ready(b, ldb, sb, nb, es) || (b_n && jk_mm_line_pays(p, ldb, es))))
     jb = (pad_job){b, NULL, b_n ? K : N, b_n ? N : K, ldb, sb, 0};
+  /* A kernel that copies B itself copies it at every execution: the
+   * plan gives it one only where B's rows are off 16 bytes. */
+  feed_args fa = {0};
+  const pad_job none = {0};
+  if (s->feed && jb.R == 0) {
+    st = jk_fail(e, JITK_ERR_INTERNAL, "matmul %s: the kernel copies a B that needs no copy",
+                 p->name);
+    goto done;
+  }
   if (ja.R > 0) st = pad_alloc(p, stream, &ja, es);
-  if (st == JITK_OK && jb.R > 0) st = pad_alloc(p, stream, &jb, es);
+  if (st == JITK_OK && jb.R > 0)
+    st = s->feed ? feed_alloc(p, stream, &jb, es, &fa) : pad_alloc(p, stream, &jb, es);
   at = ja.y;
-  bt = jb.y;
-  if (st == JITK_OK && (ja.R > 0 || jb.R > 0)) st = pad_launch(p, k, stream, &ja, &jb, es);
+  bt = s->feed ? (void *)fa.count : jb.y;
+  if (st == JITK_OK && (ja.R > 0 || (jb.R > 0 && !s->feed)))
+    st = pad_launch(p, k, stream, &ja, s->feed ? &none : &jb, es);
   if (st == JITK_OK && ja.R > 0) {
     ak = ja.y;
     lda = ja.ldy;
@@ -337,6 +396,7 @@ static jitk_status launch_wgmma(jitk_matmul *p, const mm_kernel *k, CUstream str
   kp[np++] = &work;
   kp[np++] = &use_td;
   if (s->aph > 0) kp[np++] = &ashift;
+  if (s->feed) kp[np++] = &fa;
   unsigned int sms = (unsigned int)e->info.multiprocessors / cl;
   jk_launch_op op = {.fn = k->fn,
                      .name = p->name,

@@ -555,6 +555,26 @@ static int choose_ffma(const jitk_matmul *p, int64_t splits) {
   return best;
 }
 
+/* Whether the wgmma kernel of `s` copies B itself as its MMAs run
+ * (jk_mm_spec's feed) rather than the `_pad` kernel copying it first: a
+ * 16-bit row-major B whose rows are off 16 bytes (so every execution
+ * copies it, whatever the pointer), on a kernel whose producer warpgroup
+ * has its idle warps free (no drain) and whose shared memory holds the
+ * feed's buffers beside its ring, unswapped, with no cluster or split,
+ * and with counts of 32 bits. JITK_MM_FEED=0 copies B first, for
+ * measuring. */
+static bool feeds_b(const jitk_matmul *p, const jk_mm_spec *s) {
+  const jitk_matmul_desc *d = &p->d;
+  const uint64_t es = jk_dtype(d->b_dtype)->size;
+  const uint64_t row = (uint64_t)d->n * es,
+                 units = (row + 4095) / 4096 * (uint64_t)d->k * (uint64_t)d->batch;
+  return s->kind == JK_MM_WGMMA && !s->swap && s->cluster == 1 && !s->split && !s->promote &&
+         s->no_drain && es == 2 && s->b_n && ((uint64_t)d->ldb * es) % 16 != 0 && d->k > 0 &&
+         d->n > 0 && d->k < INT32_MAX && row < UINT32_MAX && units < UINT32_MAX &&
+         wgmma_smem(s->bn, s->stages, false) + JK_MM_FEED_SMEM <= 227 * 1024 &&
+         !knob_off("JITK_MM_FEED");
+}
+
 jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
   jitk_engine *e = p->engine;
   const jitk_matmul_desc *d = &p->d;
@@ -607,6 +627,7 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
       : drain != NULL && strcmp(drain, "0") == 0
           ? true
           : s->swap || !(d_rows_off(d) || s->aph > 0) || tiles < 16 * (uint64_t)jk_mm_sms(e);
+  s->feed = feeds_b(p, s);
   /* FFMA with float32 inputs on sm_80 and later: one of ffma_gemm's
    * cp.async tiles where the model finds one faster than simt_gemm's
    * (choose_ffma). Otherwise, unbounded, the float FFMA
@@ -645,10 +666,11 @@ jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kern
                     &out->entry);
   out->source = src;
   if (st != JITK_OK) return st;
-  out->smem = kind == JK_MM_MMA     ? (size_t)s->stages * s->arow * (128 + s->bn)
-              : kind == JK_MM_WGMMA ? wgmma_smem(s->bn, s->stages, s->swap)
-              : s->ffma > 0         ? jk_mm_ffma_smem(jk_mm_tile_n(s), s->stages)
-                                    : 0;
+  out->smem = kind == JK_MM_MMA ? (size_t)s->stages * s->arow * (128 + s->bn)
+              : kind == JK_MM_WGMMA
+                  ? wgmma_smem(s->bn, s->stages, s->swap) + (s->feed ? JK_MM_FEED_SMEM : 0)
+              : s->ffma > 0 ? jk_mm_ffma_smem(jk_mm_tile_n(s), s->stages)
+                            : 0;
   if (s->csplit) out->smem += jk_mm_stage_smem(jk_mm_tile_n(s));
   if (e->has_device) {
     CUcontext saved;
@@ -1465,6 +1487,10 @@ jitk_status jitk_matmul_describe(jitk_matmul *p, char *buf, size_t size) {
              "; A read in place by %d row phases (rows %d apart a tile, D's rows stored by the "
              "threads)",
              s->aph, s->aph);
+  used = strlen(buf);
+  if (s->feed && used + 1 < size)
+    snprintf(buf + used, size - used,
+             "; B copied onto 16 bytes by the kernel's own idle warps as its MMAs run");
   used = strlen(buf);
   if (s->kind == JK_MM_WGMMA && s->cluster > 1 && used + 1 < size)
     snprintf(buf + used, size - used, "; clusters of %d blocks sharing B (TMA multicast)",

@@ -1620,6 +1620,213 @@ __device__ __forceinline__ void zero_heads(unsigned int sa, int rows, int shift)
   }
 }
 
+// --- B fed by the kernel itself ----------------------------------------------
+//
+// A row-major 16-bit B whose rows are off 16 bytes is out of TMA's reach
+// (its boxes start on 16 bytes of a row), so it is copied onto rows of
+// 128-byte lines first. A kernel of its own before the product (the
+// module's `_pad` kernel) leaves every tensor core idle while it runs:
+// about 20 us of 4095^3's 230 on an H100. With FEED the product copies B
+// itself, beside its MMAs. Warps 1 and 2 of the producer warpgroup, idle
+// otherwise (thread 0 issues every TMA load), claim units of FEED_SEG
+// bytes of one row of B in order (one atomic ticket for the grid), bring
+// each into a buffer of their own by one bulk copy of the unit's whole
+// 16-byte chunks (the lanes load the few bytes after the last whole
+// chunk), shift it onto the copy's 16-byte chunks, one chunk a lane, and
+// count it in its chunk's counter: rows 64 c to 64 c + 63 of a batch make
+// chunk c. Each warp has two buffers, so one unit's bytes are in flight
+// while it stores the other. Thread 0 loads a K-tile of B only once the
+// chunks that hold its rows are counted whole (feed_wait). A warp never
+// waits for another's work while it holds a claim, and a claimed unit is
+// copied by the warp that claimed it, so the kernel cannot hang when
+// fewer blocks than its grid are resident.
+//
+// feed_args is a kernel parameter; matmul_execute.c fills a struct of the
+// same layout. Strides are in bytes; the copy's batches are K rows apart.
+struct feed_args {
+  const unsigned char *b; /* the user's B */
+  unsigned char *bf;      /* its copy, rows on 128-byte lines */
+  long long ldb, sb, ldf; /* B's row and batch strides, the copy's row stride */
+  unsigned int *count;    /* [0]: the ticket; [1 + batch * chunks + c]: chunk c's units done */
+  unsigned int units;     /* units of all batches */
+  unsigned int segs;      /* units a row */
+  unsigned int chunks;    /* chunks a batch: ceil(K / 64) */
+  unsigned int k;         /* rows a batch */
+  unsigned int row_bytes; /* N elements' bytes */
+};
+
+// Bytes of a unit, of a buffer (a unit's bytes from the 16 bytes before it
+// and one more chunk, which the shift reads past a row's last chunk), and
+// of the shared memory of two warps' two buffers and their barriers.
+constexpr int FEED_SEG = 4096, FEED_BUF = FEED_SEG + 32, FEED_SMEM = 32 + 4 * FEED_BUF;
+
+// Unit u: its batch, row and first byte in the row.
+struct feed_unit {
+  unsigned int batch, row, at, bytes;
+  __device__ __forceinline__ feed_unit(const feed_args &f, unsigned int u) {
+    const unsigned int r = u / f.segs;
+    batch = r / f.k;
+    row = r - batch * f.k;
+    at = (u - r * f.segs) * FEED_SEG;
+    bytes = min(static_cast<unsigned int>(FEED_SEG), f.row_bytes - at);
+  }
+  __device__ __forceinline__ const unsigned char *src(const feed_args &f) const {
+    return f.b + batch * f.sb + row * f.ldb + at;
+  }
+};
+
+// The ticket of the warp's next unit: lane 0 draws it (ask), and the
+// warp reads it later (take), so that the atomic's trip overlaps a load.
+__device__ __forceinline__ unsigned int feed_ask(const feed_args &f) {
+  return (threadIdx.x & 31) == 0 ? atomicAdd(f.count, 1u) : 0u;
+}
+__device__ __forceinline__ unsigned int feed_take(unsigned int ticket) {
+  return __shfl_sync(0xffffffffu, ticket, 0);
+}
+
+// Starts unit u's loads into the buffer at `buf`, counted on `bar`: its
+// whole 16-byte chunks (from the 16 bytes that hold its first byte) by
+// one bulk copy, and the bytes after the last of them, element by element
+// by the lanes. The buffer's byte i is then global byte src & ~15 + i.
+template <int ES>
+__device__ __forceinline__ void feed_load(const feed_args &f, unsigned int u, unsigned int buf,
+                                          unsigned int bar) {
+  const int lane = threadIdx.x & 31;
+  const feed_unit x(f, u);
+  const unsigned long long src = reinterpret_cast<unsigned long long>(x.src(f)),
+                           lo = src & ~15ull, end = src + x.bytes, whole = end & ~15ull;
+  /* The buffer's last reads (by generic loads) come before the bulk copy
+   * writes it again (async proxy). */
+  __syncwarp();
+  if (lane == 0) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    if (whole > lo) {
+      const unsigned int n = static_cast<unsigned int>(whole - lo);
+      bar_expect(bar, n);
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+          "[%3];\n" ::"r"(buf),
+          "l"(lo), "r"(n), "r"(bar)
+          : "memory");
+    } else {
+      bar_arrive(bar);
+    }
+  }
+  const unsigned long long tail = whole > src ? whole : src;
+  if (tail + static_cast<unsigned long long>(lane) * ES < end) {
+    const unsigned long long g = tail + static_cast<unsigned long long>(lane) * ES;
+    const unsigned int d = buf + static_cast<unsigned int>(g - lo);
+    if constexpr (ES == 2) {
+      unsigned short v;
+      asm volatile("ld.global.nc.u16 %0, [%1];\n" : "=h"(v) : "l"(g));
+      asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(v) : "memory");
+    } else {
+      unsigned char v = *reinterpret_cast<const unsigned char *>(g);
+      asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(d), "h"(static_cast<unsigned short>(v))
+                   : "memory");
+    }
+  }
+}
+
+// Output words 0..3 of a chunk from the buffer's words w (two chunks) at
+// byte offset 4 Q + S / 8.
+template <int Q>
+__device__ __forceinline__ uint4 feed_pick(const unsigned int (&w)[8], unsigned int s) {
+  return make_uint4(__funnelshift_r(w[Q], w[Q + 1], s), __funnelshift_r(w[Q + 1], w[Q + 2], s),
+                    __funnelshift_r(w[Q + 2], w[Q + 3], s), __funnelshift_r(w[Q + 3], w[Q + 4], s));
+}
+
+// Stores unit u from its filled buffer onto the copy's 16-byte chunks,
+// then counts it done in its chunk. A row's last chunk may carry bytes past
+// the row (what the buffer held): they land in the copy's row padding,
+// which the tensor map of the copy never reads.
+__device__ __forceinline__ void feed_store(const feed_args &f, unsigned int u, unsigned int buf) {
+  const int lane = threadIdx.x & 31;
+  const feed_unit x(f, u);
+  const unsigned int h = static_cast<unsigned int>(reinterpret_cast<unsigned long long>(x.src(f)) & 15u),
+                     q = h >> 2, s = (h & 3u) * 8u;
+  unsigned char *dst = f.bf + (static_cast<unsigned long long>(x.batch) * f.k + x.row) * f.ldf + x.at;
+  /* The lanes' tail elements are in the buffer before any lane reads it. */
+  __syncwarp();
+  for (unsigned int j = lane; j * 16 < x.bytes; j += 32) {
+    unsigned int w[8];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(buf + 16 * j));
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(w[4]), "=r"(w[5]), "=r"(w[6]), "=r"(w[7])
+                 : "r"(buf + 16 * j + 16));
+    const uint4 o = q == 0   ? feed_pick<0>(w, s)
+                    : q == 1 ? feed_pick<1>(w, s)
+                    : q == 2 ? feed_pick<2>(w, s)
+                             : feed_pick<3>(w, s);
+    *reinterpret_cast<uint4 *>(dst + 16 * j) = o;
+  }
+}
+
+// Counts unit u done in its chunk, once the warp's stores of it are made:
+// the warp's barrier orders the lanes' stores before lane 0's release,
+// which publishes them with the count (the block-wide form of this,
+// stores, a barrier, one thread's release, is the usual semaphore).
+__device__ __forceinline__ void feed_done(const feed_args &f, unsigned int u) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) {
+    const feed_unit x(f, u);
+    const unsigned int *c = f.count + 1 + x.batch * f.chunks + x.row / 64;
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(c) : "memory");
+  }
+}
+
+// A feeding warp (w: 0 or 1) of the producer warpgroup: its two barriers
+// at area + 16 w, its two buffers after the four barriers. Claims are
+// taken and stored in order, the buffers in turn, until the tickets run out.
+template <int ES>
+__device__ __forceinline__ void feed_copy(const feed_args &f, unsigned int area, int w) {
+  const unsigned int bar = area + 16 * w, buf = area + 32 + 2 * w * FEED_BUF;
+  unsigned int u0 = feed_take(feed_ask(f));
+  if (u0 < f.units) feed_load<ES>(f, u0, buf, bar);
+  unsigned int u1 = feed_take(feed_ask(f));
+  if (u1 < f.units) feed_load<ES>(f, u1, buf + FEED_BUF, bar + 8);
+  /* Buffer i's unit u: the next ticket asked for while its bytes arrive,
+   * stored once they have, the buffer refilled, and only then counted, so
+   * that the wait for its stores to be acknowledged overlaps the new load
+   * (unrolled by two, so that each buffer's ticket stays a register). */
+  const auto step = [&](unsigned int &u, int i, unsigned int parity) {
+    const unsigned int ticket = feed_ask(f);
+    bar_wait(bar + 8 * i, parity);
+    feed_store(f, u, buf + i * FEED_BUF);
+    const unsigned int done = u;
+    u = feed_take(ticket);
+    if (u < f.units) feed_load<ES>(f, u, buf + i * FEED_BUF, bar + 8 * i);
+    feed_done(f, done);
+  };
+  for (unsigned int parity = 0; u0 < f.units; parity ^= 1) {
+    step(u0, 0, parity);
+    if (u1 >= f.units) break;
+    step(u1, 1, parity);
+  }
+}
+
+// Thread 0's side: waits until chunks *ready .. last of `batch` are
+// counted whole (a chunk is its rows times the units a row), moving
+// *ready past them; the caller then issues the TMA loads that read them.
+__device__ __forceinline__ void feed_wait(const feed_args &f, unsigned int batch,
+                                          unsigned int &ready, unsigned int last) {
+  if (ready > last) return;
+  for (; ready <= last; ready++) {
+    const unsigned int rows = min(64u, f.k - 64u * ready), want = rows * f.segs;
+    const unsigned int *c = f.count + 1 + batch * f.chunks + ready;
+    for (;;) {
+      unsigned int got;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(got) : "l"(c) : "memory");
+      if (got >= want) break;
+      __nanosleep(64);
+    }
+  }
+  /* What the feeding warps wrote (generic proxy) is then what TMA reads. */
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 // The whole kernel body: a block of 384 threads works through tiles
 // blockIdx.x, + gridDim.x, ... of `work` (tiles_m * tiles_n * batches *
 // splits). For each output, in range or not, value(z, row, col, acc) gives
@@ -1649,6 +1856,12 @@ __device__ __forceinline__ void zero_heads(unsigned int sa, int rows, int shift)
 // PH > 1: A is read in place by phases (phase_tile), `ashift` holding
 // each phase's shift; tiles_m counts PH groups of tile-rows, and D's rows
 // go through store_rows RS = PH apart (never by TMA). PH = 1: not so.
+//
+// FEED: B (16-bit, row-major, rows off 16 bytes) is copied by warps 1 and
+// 2 of the producer warpgroup as the product runs, `fa` saying where
+// from and to (feed_copy); `tb` maps the copy, and thread 0 loads a
+// K-tile of it once its rows are copied (feed_wait). The shared memory
+// then holds FEED_SMEM more bytes after the barriers.
 //
 // pre(b, col0): called as a consumer takes a tile (batch b, first column
 // col0), before its MMAs; it loads the tile's column operands (col_vec),
@@ -1691,13 +1904,13 @@ __device__ __forceinline__ void zero_heads(unsigned int sa, int rows, int shift)
 // their next item. No block ever waits for another, so the kernel cannot
 // hang when fewer blocks than the grid are resident (MPS, other kernels).
 template <int KIND, bool A_MN, bool B_MN, int BN, int STAGES, bool PP, int STAGING, bool ROWS,
-          bool PROMOTE, int CL, bool SERIAL, bool DRAIN, int PH, typename Value, typename Put2,
-          typename RowP, typename Red, typename Pre = no_pre>
+          bool PROMOTE, int CL, bool SERIAL, bool DRAIN, int PH, bool FEED, typename Value,
+          typename Put2, typename RowP, typename Red, typename Pre = no_pre>
 __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
                                      float *ws, unsigned int *count, unsigned int ashift,
-                                     long long M, long long N, unsigned char *smem_raw,
+                                     const feed_args &fa, long long M, long long N, unsigned char *smem_raw,
                                      const Value &value, const Put2 &put2, const RowP &rowp,
                                      Red &red, const Pre &pre = Pre()) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
@@ -1723,11 +1936,14 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                             !PROMOTE && ROWS && STAGING == 32768),
                 "A read by phases: 16-bit, A K-major, B N-major, row-major D, no cluster or "
                 "split");
+  static_assert(!FEED || (KIND <= 1 && B_MN && CL == 1 && !SERIAL && !DRAIN),
+                "B fed by the kernel: 16-bit, N-major, no cluster, split or drain (its warps "
+                "feed)");
   /* A read in place by phases (PH > 1): a tile's rows are PH apart. */
   if constexpr (PH > 1) td = nullptr;
   const unsigned int base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const unsigned int staging = base + STAGES * STAGE, full = staging + 2 * STAGING,
-                     empty = full + STAGES * 8, turn = empty + STAGES * 8;
+                     empty = full + STAGES * 8, turn = empty + STAGES * 8, feed = turn + 16;
   /* The warpgroup's role, read from lane 0 so that the compiler knows every
    * lane of a warp has it. */
   const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -1757,6 +1973,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     }
     bar_init(turn, 1);
     bar_init(turn + 8, 1);
+    if constexpr (FEED)
+      for (int i = 0; i < 4; i++) bar_init(feed + 8 * i, 1);
     bar_arrive(turn); /* consumer 0 has the first turn */
     /* Make the initialized barriers visible to the TMA unit. */
     asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::
@@ -1790,6 +2008,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tb))
                    : "memory");
       unsigned int stage = 0, phase = 0;
+      /* FEED: chunks 0 .. fed - 1 of batch fed_batch are known copied. */
+      unsigned int fed = 0, fed_batch = 0;
       for (unsigned int t = first_item; t < work; t += items_step) {
         unsigned int tm, tn, b, z, k0, nk;
         item_of(t, tiles_mc, tiles_n, nbatch, splits, ktiles, tm, tn, b, z, k0, nk);
@@ -1810,6 +2030,15 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
           } else {
             tma_load(sa, ta + pt.phase, fb, static_cast<int>(kt * BK),
                      static_cast<int>(pt.tile * 128), static_cast<int>(b));
+          }
+          /* The K-tile's rows of B (from kt BK - shift) once copied. */
+          if constexpr (FEED) {
+            const long long last = min(static_cast<long long>(kt) * BK - pt.shift + BK - 1, K - 1);
+            if (b != fed_batch) {
+              fed_batch = b;
+              fed = 0;
+            }
+            if (last >= 0) feed_wait(fa, b, fed, static_cast<unsigned int>(last / 64));
           }
           /* The blocks of a cluster share the B tile: each loads its share
            * (slabs, or rows, by rank) into all of them. */
@@ -1839,6 +2068,8 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
       }
     } else if (drains && (tid >> 5) >= 1 && (tid >> 5) <= 2) {
       drain_rows<TD, PH>(staging + ((tid >> 5) - 1) * STAGING, M, N, smem_raw, rowp);
+    } else if (FEED && (tid >> 5) >= 1 && (tid >> 5) <= 2) {
+      feed_copy<ES>(fa, feed, (tid >> 5) - 1);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");

@@ -435,6 +435,59 @@ Test(matmul, unaligned_a_read_by_phases) {
   jitk_engine_destroy(e);
 }
 
+/* A row-major 16-bit B whose rows are off 16 bytes, copied onto 128-byte
+ * lines by the product's own idle warps as its MMAs run
+ * (matmul_sm90.cuh's feed_copy) rather than by a kernel before it: on
+ * the cooperative schedule (128 x 256 tiles, and 128 x 128 where N is a
+ * tile), with A read by phases or copied, and on ping-pong in four stages
+ * (JITK_MM_TILE), the drain off. Rows of one unit (4096 bytes), of two,
+ * of a unit and one element, of three elements (a unit the lanes load
+ * alone), K of 1 and K past 4096, batches (B's 5 elements apart and
+ * more), padded rows, pointers off 16 bytes, C, D of 16 and 32 bits. Each
+ * shape runs twice on fresh data, so that a product that read its pooled
+ * copy before it was made would find the last run's operand there; every
+ * element is checked. */
+Test(matmul, unaligned_b_fed) {
+  jitk_engine *e = jt_gpu_engine();
+  uint64_t seed = 0x5CB;
+  strict_elements = true;
+  const char *fed = "by the kernel's own idle warps";
+  static const struct {
+    const char *schedule, *tile, *phases;
+  } knobs[] = {{"cooperative", NULL, "1"}, {"cooperative", NULL, "0"}, {NULL, "128x128x4", "0"}};
+  const mm_case cases[] = {
+      {"bf16 M 1027, N 999, K 1001, bias", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 1027, 999, 1001, 1,
+       R, R, R, 0, 1, 0, "acc + bias[col]", "raw float32 bias", 0, fed, JITK_DTYPE_NONE, 0},
+      {"f16 N 4001 (two units a row), K 136, float32 D", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 2048,
+       4001, 136, 1, R, R, R, 0, 1, 0, NULL, NULL, 0, fed, JITK_FLOAT32, 0},
+      {"bf16 N 2049 (a unit of one element), K 77, batch 3, C", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT,
+       300, 2049, 77, 3, R, R, R, 1, 1, 0.5, NULL, NULL, 0, fed, JITK_DTYPE_NONE, 0},
+      {"bf16 N 3, K 320 (units in the lanes)", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 200, 3, 320, 1,
+       R, R, R, 0, 1, 0, NULL, NULL, 0, fed, JITK_FLOAT32, 0},
+      {"f16 M 1030, N 1025, K 4101, misaligned pointers", JITK_FLOAT16, JITK_COMPUTE_DEFAULT, 1030,
+       1025, 4101, 1, R, R, R, 0, 1, 0, NULL, NULL, 1, fed, JITK_FLOAT32, 0},
+      {"bf16 K 1, N 1001", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 300, 1001, 1, 1, R, R, R, 0, 1, 0,
+       "max(acc + bias[col], (T)0)", "raw float32 bias", 0, fed, JITK_FLOAT32, 0},
+      {"bf16 rows padded by 3, batch 2, gelu", JITK_BFLOAT16, JITK_COMPUTE_DEFAULT, 640, 264, 200,
+       2, R, R, R, 0, 1, 0, "gelu(acc)", NULL, 0, fed, JITK_DTYPE_NONE, 3},
+  };
+  setenv("JITK_MM_DRAIN", "0", 1);
+  for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
+    if (knobs[k].schedule != NULL) setenv("JITK_MM_SCHEDULE", knobs[k].schedule, 1);
+    if (knobs[k].tile != NULL) setenv("JITK_MM_TILE", knobs[k].tile, 1);
+    setenv("JITK_MM_PHASES", knobs[k].phases, 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      run_case(e, &cases[i], &seed);
+      run_case(e, &cases[i], &seed);
+    }
+    unsetenv("JITK_MM_SCHEDULE");
+    unsetenv("JITK_MM_TILE");
+    unsetenv("JITK_MM_PHASES");
+  }
+  unsetenv("JITK_MM_DRAIN");
+  jitk_engine_destroy(e);
+}
+
 /* tf32 with a row-major B swaps A and B and reads B M-major through
  * registers instead of transposing it: by default where 128 x 256 swapped
  * tiles fill the GPU (and for decode shapes), forced (JITK_MM_SWAP=1) on

@@ -193,14 +193,18 @@ Test(matmul_gen, cluster_size_reaches_the_tile_loop) {
   /* <KIND, A_MN, B_MN, BN, STAGES, PP, STAGING, ROWS, PROMOTE, CL, SERIAL, DRAIN, PH>. */
   char *src = generate(e, &s, "", "acc", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, false, true, 1>(") !=
+      strstr(
+          src,
+          "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, false, true, 1, false>(") !=
           NULL,
       "%s", src);
   jk_free(e, src);
   s.cluster = 2;
   src = generate(e, &s, "", "acc", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false, true, 1>(") !=
+      strstr(
+          src,
+          "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false, true, 1, false>(") !=
           NULL,
       "%s", src);
   jk_free(e, src);
@@ -208,7 +212,9 @@ Test(matmul_gen, cluster_size_reaches_the_tile_loop) {
   s.no_drain = true;
   src = generate(e, &s, "", "acc", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false, false, 1>(") !=
+      strstr(
+          src,
+          "gemm<1, false, false, 128, 5, true, 32768, true, false, 2, false, false, 1, false>(") !=
           NULL,
       "%s", src);
   jk_free(e, src);
@@ -225,12 +231,14 @@ Test(matmul_gen, split_k_sums_in_the_wgmma_kernel) {
   s.split = true;
   char *src = generate(e, &s, "raw float32 bias", "acc + bias[col]", NULL, NULL);
   cr_assert(
-      strstr(src, "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, true, true, 1>(") !=
+      strstr(src,
+             "gemm<1, false, false, 128, 5, true, 32768, true, false, 1, true, true, 1, false>(") !=
           NULL,
       "%s", src);
   cr_assert(strstr(src, "unsigned int *__restrict__ _jk_count") != NULL, "%s", src);
   cr_assert(
-      strstr(src, "_jk_work, _jk_splits, _jk_ws, _jk_count, _jk_ashift, _jk_m, _jk_n") != NULL,
+      strstr(src, "_jk_work, _jk_splits, _jk_ws, _jk_count, _jk_ashift, _jk_fa, _jk_m, _jk_n") !=
+          NULL,
       "%s", src);
   cr_assert(strstr(src, "_sk(") == NULL, "no fix-up kernel: %s", src);
   jk_free(e, src);

@@ -292,10 +292,12 @@ Test(matmul_execute, the_most_epilogue_operands) {
 
 /* Operands whose rows are off 16 bytes are copied onto lines by the
  * module's _pad kernel before the product: one launch copies every such
- * operand, then the product's. */
+ * operand, then the product's (with JITK_MM_FEED=0, so that B is not
+ * copied by the product itself, matmul_execute/b_fed_by_the_kernel). */
 Test(matmul_execute, copies_before_the_product) {
   fakecuda_api f;
   jitk_engine *e = fake_engine(&f);
+  setenv("JITK_MM_FEED", "0", 1);
   static const struct {
     int64_t m, n, k;
     unsigned long long launches;
@@ -324,6 +326,7 @@ Test(matmul_execute, copies_before_the_product) {
     JT_OK(e, jitk_device_free(e, b, NULL));
     JT_OK(e, jitk_device_free(e, dd, NULL));
   }
+  unsetenv("JITK_MM_FEED");
   jitk_engine_destroy(e);
 }
 
@@ -371,11 +374,13 @@ static int see_pad(void *user, void *tag, const char *function, const unsigned g
 /* What the kernel reads of one operand's copy: source, leading dimension
  * and batch stride as the caller gave them, a pooled buffer whose rows
  * start on 128 bytes, and R = 0 where no operand is. The batch count
- * comes last, and the grid's z covers the batches of each operand there. */
+ * comes last, and the grid's z covers the batches of each operand there.
+ * (JITK_MM_FEED=0: B's copy is the _pad kernel's.) */
 Test(matmul_execute, the_copy_launch_arguments) {
   fakecuda_api f;
   fakecuda_set_hooks_fn set_hooks = NULL;
   jitk_engine *e = hooked_engine(&f, &set_hooks);
+  setenv("JITK_MM_FEED", "0", 1);
   static const struct {
     int64_t m, n, k, batch;
     bool a, b; /* which operands are copied */
@@ -444,6 +449,7 @@ Test(matmul_execute, the_copy_launch_arguments) {
     JT_OK(e, jitk_device_free(e, b, NULL));
     JT_OK(e, jitk_device_free(e, dd, NULL));
   }
+  unsetenv("JITK_MM_FEED");
   jitk_engine_destroy(e);
 }
 
@@ -451,12 +457,21 @@ Test(matmul_execute, the_copy_launch_arguments) {
  * bfloat16 D = A @ B with no C or epilogue operands, whose kernel takes
  * 4 pointers, 11 sizes, 2 tile counts, alpha and beta, then A's maps (8
  * where A is read by phases), B's and D's maps, the work items, whether
- * TMA stores D and, read by phases, the phases' shifts. */
+ * TMA stores D, read by phases the phases' shifts, and where the kernel
+ * copies B itself what it copies from and to (matmul_sm90.cuh's
+ * feed_args, 72 bytes). */
 typedef struct product_seen {
   int launches, pads;
   bool phases; /* the parameters to read are a phased kernel's */
+  bool feed;   /* ... and a kernel's that copies B */
   unsigned tiles_m, use_td, ashift;
   fakecuda_tensor_map a[8], b;
+  struct {
+    unsigned long long b, bf;
+    long long ldb, sb, ldf;
+    unsigned long long count;
+    unsigned units, segs, chunks, k, row_bytes;
+  } fa;
 } product_seen;
 
 static int see_product(void *user, void *tag, const char *function, const unsigned grid[3],
@@ -478,6 +493,7 @@ static int see_product(void *user, void *tag, const char *function, const unsign
   memcpy(&s->b, params[20], sizeof s->b);
   memcpy(&s->use_td, params[23], sizeof s->use_td);
   if (s->phases) memcpy(&s->ashift, params[24], sizeof s->ashift);
+  if (s->feed) memcpy(&s->fa, params[s->phases ? 25 : 24], 72);
   return 0;
 }
 
@@ -504,7 +520,7 @@ Test(matmul_execute, a_read_by_phases) {
     bool b_col, output, phases;
     int pads; /* copies launched (one launch copies both operands) */
   } cases[] = {
-      {4095, 4095, 4095, 1, 0, 0, 0, NULL, false, false, true, 1}, /* B copied */
+      {4095, 4095, 4095, 1, 0, 0, 0, NULL, false, false, true, 0}, /* B copied by the product */
       {4096, 4096, 4095, 1, 0, 0, 0, NULL, false, false, true, 0},
       {4096, 4096, 4095, 1, 0, 0, 3, NULL, false, false, true, 0},
       {2048, 2048, 4096, 1, 3, 0, 5, "1", false, false, true, 0},
@@ -585,7 +601,7 @@ Test(matmul_execute, a_read_by_phases) {
         cr_assert(t->box[0] == 64 && t->box[1] == 128, "case %zu, phase %d: box %u x %u", i, ph,
                   t->box[0], t->box[1]);
       }
-      if (cases[i].pads == 0)
+      if (cases[i].pads == 0 && n % 8 == 0)
         cr_assert_eq(seen.b.address, (unsigned long long)(uintptr_t)b, "case %zu: B's map", i);
     } else {
       cr_assert_eq(seen.tiles_m, (unsigned)((m + 127) / 128), "case %zu: %u tile-rows", i,
@@ -700,5 +716,125 @@ Test(matmul_execute, empty_matrices_may_be_null) {
   jitk_matmul_destroy(p);
   JT_OK(e, jitk_device_free(e, c, NULL));
   JT_OK(e, jitk_device_free(e, dd, NULL));
+  jitk_engine_destroy(e);
+}
+
+/* A row-major bf16 B whose rows are off 16 bytes is copied onto 128-byte
+ * lines by the product's own idle warps (matmul_sm90.cuh's feed_copy)
+ * where the kernel has them free and room for their buffers: the
+ * cooperative tiles (4095^3, read by phases too; 4096 x 4095 x 4096 when
+ * forced), not ping-pong's five stages, nor with JITK_MM_FEED=0. No copy
+ * kernel is launched for B (A, copied, still has one); the counters
+ * before the copy are cleared on the stream, and the kernel is told B's
+ * address and strides in bytes, the copy's (the address and row stride
+ * of B's map), and the units of 4096 bytes of a row, the rows and the
+ * chunks of 64 rows. A B off 16 bytes by its pointer only (its rows 16
+ * bytes apart) is copied first, as the plan cannot know it. */
+Test(matmul_execute, b_fed_by_the_kernel) {
+  fakecuda_api f;
+  fakecuda_set_hooks_fn set_hooks = NULL;
+  jitk_engine *e = hooked_engine(&f, &set_hooks);
+  static const struct {
+    int64_t m, n, k, batch, ldb_extra;
+    int misalign; /* elements B's pointer is off its allocation */
+    const char *schedule, *feed, *phases;
+    bool fed, read_by_phases;
+    int pads;
+  } cases[] = {
+      {4095, 4095, 4095, 1, 0, 0, NULL, NULL, NULL, true, true, 0},
+      {4096, 4095, 4096, 1, 0, 0, NULL, NULL, NULL, false, false, 1}, /* ping-pong */
+      {4096, 4095, 4096, 1, 0, 0, "cooperative", NULL, NULL, true, false, 0},
+      {1027, 999, 1001, 2, 0, 3, "cooperative", NULL, "0", true, false, 1}, /* A copied */
+      {300, 2049, 77, 3, 2, 1, "cooperative", NULL, "1", true, true, 0},
+      {200, 3, 320, 1, 0, 0, "cooperative", NULL, NULL, true, false, 0}, /* a unit in the lanes */
+      {4095, 4095, 4095, 1, 0, 0, NULL, "0", NULL, false, true, 1},
+      {1024, 4096, 4096, 1, 0, 5, "cooperative", NULL, NULL, false, false, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const int64_t m = cases[i].m, n = cases[i].n, k = cases[i].k, nb = cases[i].batch;
+    if (cases[i].schedule != NULL) setenv("JITK_MM_SCHEDULE", cases[i].schedule, 1);
+    if (cases[i].feed != NULL) setenv("JITK_MM_FEED", cases[i].feed, 1);
+    if (cases[i].phases != NULL) setenv("JITK_MM_PHASES", cases[i].phases, 1);
+    jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
+    d.batch = nb;
+    d.ldb = n + cases[i].ldb_extra;
+    if (nb > 1) {
+      d.stride_a = (m * k + 7) / 8 * 8; /* batches of A 16 bytes apart, for phases */
+      d.stride_b = k * d.ldb + 5;
+      d.stride_d = m * n;
+    }
+    jitk_matmul *p = NULL;
+    JT_OK(e, jitk_matmul_create(e, &d, &p));
+    unsetenv("JITK_MM_SCHEDULE");
+    unsetenv("JITK_MM_FEED");
+    unsetenv("JITK_MM_PHASES");
+    char desc[1024];
+    JT_OK(e, jitk_matmul_describe(p, desc, sizeof desc));
+    cr_assert_eq(strstr(desc, "by the kernel's own idle warps") != NULL, cases[i].fed,
+                 "case %zu: %s", i, desc);
+    cr_assert_eq(strstr(desc, "8 row phases") != NULL, cases[i].read_by_phases, "case %zu: %s", i,
+                 desc);
+    const int64_t sb = nb > 1 ? d.stride_b : k * d.ldb;
+    char *a = dev(e, (size_t)(nb * m * k) * 2), *b = dev(e, (size_t)(nb * sb + 16) * 2);
+    void *dd = dev(e, (size_t)(nb * m * n) * 2);
+    char *bp = b + cases[i].misalign * 2;
+    jitk_matmul_operands ops;
+    JT_OK(e, jitk_matmul_operands_init(&ops));
+    ops.a = a;
+    ops.b = bp;
+    ops.d = dd;
+    product_seen seen;
+    memset(&seen, 0, sizeof seen);
+    seen.phases = cases[i].read_by_phases;
+    seen.feed = cases[i].fed;
+    unsigned long long memsets = 0;
+    f.memset(&memsets);
+    set_hooks(NULL, see_product, &seen);
+    JT_OK(e, jitk_matmul_execute_ex(p, NULL, &ops));
+    set_hooks(NULL, NULL, NULL);
+    unsigned long long after = 0;
+    const fakecuda_memset *ms = f.memset(&after);
+    cr_assert_eq(seen.launches, 1, "case %zu: %d products", i, seen.launches);
+    cr_assert_eq(seen.pads, cases[i].pads, "case %zu: %d copies", i, seen.pads);
+    if (cases[i].fed) {
+      const uint64_t segs = ((uint64_t)n * 2 + 4095) / 4096, chunks = ((uint64_t)k + 63) / 64;
+      const uint64_t counts = ((1 + (uint64_t)nb * chunks) * 4 + 255) / 256 * 256;
+      cr_assert_eq(after, memsets + 1, "case %zu: %llu clears", i, after - memsets);
+      cr_assert(
+          ms->dst == (void *)(uintptr_t)seen.fa.count && ms->bytes == counts && ms->value == 0,
+          "case %zu: cleared %zu bytes at %p", i, ms->bytes, ms->dst);
+      cr_assert_eq(seen.fa.bf, seen.fa.count + counts, "case %zu: the copy after the counts", i);
+      cr_assert_eq(seen.fa.bf, seen.b.address, "case %zu: B's map is not the copy's", i);
+      const unsigned long long want[10] = {(unsigned long long)(uintptr_t)bp,
+                                           (unsigned long long)d.ldb * 2,
+                                           nb > 1 ? (unsigned long long)d.stride_b * 2 : 0,
+                                           ((unsigned long long)n * 2 + 127) / 128 * 128,
+                                           seen.b.strides[0],
+                                           segs * (uint64_t)k * (uint64_t)nb,
+                                           segs,
+                                           chunks,
+                                           (unsigned long long)k,
+                                           (unsigned long long)n * 2};
+      const unsigned long long got[10] = {seen.fa.b,
+                                          (unsigned long long)seen.fa.ldb,
+                                          nb > 1 ? (unsigned long long)seen.fa.sb : 0,
+                                          (unsigned long long)seen.fa.ldf,
+                                          (unsigned long long)seen.fa.ldf,
+                                          seen.fa.units,
+                                          seen.fa.segs,
+                                          seen.fa.chunks,
+                                          seen.fa.k,
+                                          seen.fa.row_bytes};
+      for (int x = 0; x < 10; x++)
+        cr_assert_eq(got[x], want[x], "case %zu, value %d: %llu, not %llu", i, x, got[x], want[x]);
+    } else {
+      cr_assert(seen.b.address != (unsigned long long)(uintptr_t)bp, "case %zu: B read where it is",
+                i);
+    }
+    jitk_matmul_destroy(p);
+    JT_OK(e, jitk_device_free(e, a, NULL));
+    JT_OK(e, jitk_device_free(e, b, NULL));
+    JT_OK(e, jitk_device_free(e, dd, NULL));
+  }
   jitk_engine_destroy(e);
 }

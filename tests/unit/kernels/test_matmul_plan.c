@@ -986,9 +986,10 @@ Test(matmul_plan, fp8_promotion_is_the_default) {
       cr_assert(strstr(buf, "tile 128x128x128, 5 stages") != NULL, "%s", buf);
       const char *src;
       JT_OK(e, jitk_matmul_source(p, &src));
-      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL, SERIAL, DRAIN, PH>;
+      /* <..., BN, STAGES, PP, STAGING, ROWS (D row-major), PROMOTE, CL, SERIAL, DRAIN, PH,
+       * FEED>;
        * no drain: D's rows are on 16 bytes. */
-      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1, false, false, 1>(_jk_ta",
+      snprintf(want, sizeof want, "128, 5, %s, 32768, true, %s, 1, false, false, 1, false>(_jk_ta",
                fast ? "true" : "false", fast ? "false" : "true");
       cr_assert(strstr(src, want) != NULL, "pair %zu compute %zu: no `%s`", i, c, want);
       /* Configurations that do not fit a promoting kernel's registers. */
@@ -1662,8 +1663,8 @@ static void expect_swap_compiles(jitk_engine *e, jitk_dtype t, int64_t m, jitk_o
   cr_assert(strstr(src, "const long long row = _jk_kc, col = _jk_kr;") != NULL,
             "the epilogue sees the user's row and col");
   /* No staging of D, and no drain (a swapped kernel stores from registers). */
-  cr_assert(strstr(src, split > 1 ? ", 0, false, false, 1, true, false, 1>(_jk_ta"
-                                  : ", 0, false, false, 1, false, false, 1>(_jk_ta") != NULL,
+  cr_assert(strstr(src, split > 1 ? ", 0, false, false, 1, true, false, 1, false>(_jk_ta"
+                                  : ", 0, false, false, 1, false, false, 1, false>(_jk_ta") != NULL,
             "no staging of D: %s", buf);
   if (ao == JITK_COL_MAJOR) cr_assert(strstr(src, "_tr(") != NULL, "the transpose kernel");
   jitk_matmul_destroy(p);
@@ -1761,15 +1762,15 @@ Test(matmul_plan, ffma_two_blocks_where_they_outnumber_the_sms) {
 
 /* Whether the plan's kernel has the producer's warps store D's rows (the
  * drain: the template argument of the tensor-core kernel before its
- * phases of A, 1 here). */
+ * phases of A, 1 here, and whether it copies B, false). */
 static bool drains(jitk_engine *e, int64_t m, int64_t n, int64_t k) {
   jitk_matmul_desc d = jt_matmul_desc(JITK_BFLOAT16, m, n, k);
   jitk_matmul *p = NULL;
   JT_OK(e, jitk_matmul_create(e, &d, &p));
   const char *src = NULL;
   JT_OK(e, jitk_matmul_source(p, &src));
-  bool on = strstr(src, ", false, true, 1>(_jk_ta") != NULL;
-  cr_assert(on || strstr(src, ", false, false, 1>(_jk_ta") != NULL, "no tensor-core kernel");
+  bool on = strstr(src, ", false, true, 1, false>(_jk_ta") != NULL;
+  cr_assert(on || strstr(src, ", false, false, 1, false>(_jk_ta") != NULL, "no tensor-core kernel");
   jitk_matmul_destroy(p);
   return on;
 }
