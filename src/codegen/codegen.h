@@ -239,7 +239,8 @@ typedef struct jk_mm_spec {
    * swapped, no cluster, split or drain: the kernel copies B onto rows of
    * 128-byte lines itself, with the producer warpgroup's idle warps, as
    * its MMAs run (matmul_sm90.cuh's feed_copy), rather than the `_pad`
-   * kernel before it. Its shared memory holds JK_MM_FEED_SMEM more bytes. */
+   * kernel before it (only with JITK_MM_FEED=1, for measuring: its first
+   * form ran slower). Its shared memory holds JK_MM_FEED_SMEM more bytes. */
   bool feed;
   /* wgmma: no epilogue operand is read ahead at its columns
    * (matmul_sm90.cuh's col_vec), for measuring. */

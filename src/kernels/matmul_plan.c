@@ -556,13 +556,15 @@ static int choose_ffma(const jitk_matmul *p, int64_t splits) {
 }
 
 /* Whether the wgmma kernel of `s` copies B itself as its MMAs run
- * (jk_mm_spec's feed) rather than the `_pad` kernel copying it first: a
+ * (jk_mm_spec's feed) rather than the `_pad` kernel copying it first:
+ * only with JITK_MM_FEED=1, for measuring, as its first form ran slower
+ * than the copy first (4095^3 on an H200: 527-539 TFLOP/s against
+ * 616-620; docs/PERFORMANCE.md, "2026-12-07, 18:10 UTC"). It takes a
  * 16-bit row-major B whose rows are off 16 bytes (so every execution
  * copies it, whatever the pointer), on a kernel whose producer warpgroup
  * has its idle warps free (no drain) and whose shared memory holds the
  * feed's buffers beside its ring, unswapped, with no cluster or split,
- * and with counts of 32 bits. JITK_MM_FEED=0 copies B first, for
- * measuring. */
+ * and with counts of 32 bits. */
 static bool feeds_b(const jitk_matmul *p, const jk_mm_spec *s) {
   const jitk_matmul_desc *d = &p->d;
   const uint64_t es = jk_dtype(d->b_dtype)->size;
@@ -572,7 +574,7 @@ static bool feeds_b(const jitk_matmul *p, const jk_mm_spec *s) {
          s->no_drain && es == 2 && s->b_n && ((uint64_t)d->ldb * es) % 16 != 0 && d->k > 0 &&
          d->n > 0 && d->k < INT32_MAX && row < UINT32_MAX && units < UINT32_MAX &&
          wgmma_smem(s->bn, s->stages, false) + JK_MM_FEED_SMEM <= 227 * 1024 &&
-         !knob_off("JITK_MM_FEED");
+         getenv("JITK_MM_FEED") != NULL && strcmp(getenv("JITK_MM_FEED"), "1") == 0;
 }
 
 jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {

@@ -1639,7 +1639,10 @@ __device__ __forceinline__ void zero_heads(unsigned int sa, int rows, int shift)
 // chunks that hold its rows are counted whole (feed_wait). A warp never
 // waits for another's work while it holds a claim, and a claimed unit is
 // copied by the warp that claimed it, so the kernel cannot hang when
-// fewer blocks than its grid are resident.
+// fewer blocks than its grid are resident. The plan builds such kernels
+// only when asked (JITK_MM_FEED=1): the first form of this copier, which
+// drew each ticket and fenced each unit's stores in turn, made 4095^3
+// slower on an H200 than the copy first (docs/PERFORMANCE.md).
 //
 // feed_args is a kernel parameter; matmul_execute.c fills a struct of the
 // same layout. Strides are in bytes; the copy's batches are K rows apart.

@@ -437,7 +437,8 @@ Test(matmul, unaligned_a_read_by_phases) {
 
 /* A row-major 16-bit B whose rows are off 16 bytes, copied onto 128-byte
  * lines by the product's own idle warps as its MMAs run
- * (matmul_sm90.cuh's feed_copy) rather than by a kernel before it: on
+ * (matmul_sm90.cuh's feed_copy, JITK_MM_FEED=1) rather than by a kernel
+ * before it: on
  * the cooperative schedule (128 x 256 tiles, and 128 x 128 where N is a
  * tile), with A read by phases or copied, and on ping-pong in four stages
  * (JITK_MM_TILE), the drain off. Rows of one unit (4096 bytes), of two,
@@ -472,6 +473,7 @@ Test(matmul, unaligned_b_fed) {
        2, R, R, R, 0, 1, 0, "gelu(acc)", NULL, 0, fed, JITK_DTYPE_NONE, 3},
   };
   setenv("JITK_MM_DRAIN", "0", 1);
+  setenv("JITK_MM_FEED", "1", 1);
   for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
     if (knobs[k].schedule != NULL) setenv("JITK_MM_SCHEDULE", knobs[k].schedule, 1);
     if (knobs[k].tile != NULL) setenv("JITK_MM_TILE", knobs[k].tile, 1);
@@ -485,6 +487,7 @@ Test(matmul, unaligned_b_fed) {
     unsetenv("JITK_MM_PHASES");
   }
   unsetenv("JITK_MM_DRAIN");
+  unsetenv("JITK_MM_FEED");
   jitk_engine_destroy(e);
 }
 
