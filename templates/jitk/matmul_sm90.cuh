@@ -1690,8 +1690,8 @@ __device__ __forceinline__ unsigned int feed_take(unsigned int ticket) {
 // Starts unit u's loads into the buffer at `buf`, counted on `bar`: its
 // whole 16-byte chunks (from the 16 bytes that hold its first byte) by
 // one bulk copy, and the bytes after the last of them, element by element
-// by the lanes. The buffer's byte i is then global byte src & ~15 + i.
-template <int ES>
+// by the lanes (16-bit elements: the feed is for 16-bit inputs). The
+// buffer's byte i is then global byte src & ~15 + i.
 __device__ __forceinline__ void feed_load(const feed_args &f, unsigned int u, unsigned int buf,
                                           unsigned int bar) {
   const int lane = threadIdx.x & 31;
@@ -1715,19 +1715,13 @@ __device__ __forceinline__ void feed_load(const feed_args &f, unsigned int u, un
       bar_arrive(bar);
     }
   }
-  const unsigned long long tail = whole > src ? whole : src;
-  if (tail + static_cast<unsigned long long>(lane) * ES < end) {
-    const unsigned long long g = tail + static_cast<unsigned long long>(lane) * ES;
-    const unsigned int d = buf + static_cast<unsigned int>(g - lo);
-    if constexpr (ES == 2) {
-      unsigned short v;
-      asm volatile("ld.global.nc.u16 %0, [%1];\n" : "=h"(v) : "l"(g));
-      asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(d), "h"(v) : "memory");
-    } else {
-      unsigned char v = *reinterpret_cast<const unsigned char *>(g);
-      asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(d), "h"(static_cast<unsigned short>(v))
-                   : "memory");
-    }
+  const unsigned long long tail = (whole > src ? whole : src) + 2ull * lane;
+  if (tail < end) {
+    unsigned short v;
+    asm volatile("ld.global.nc.u16 %0, [%1];\n" : "=h"(v) : "l"(tail));
+    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(buf + static_cast<unsigned int>(tail - lo)),
+                 "h"(v)
+                 : "memory");
   }
 }
 
@@ -1740,15 +1734,17 @@ __device__ __forceinline__ uint4 feed_pick(const unsigned int (&w)[8], unsigned 
 }
 
 // Stores unit u from its filled buffer onto the copy's 16-byte chunks,
-// then counts it done in its chunk. A row's last chunk may carry bytes past
-// the row (what the buffer held): they land in the copy's row padding,
-// which the tensor map of the copy never reads.
+// one a lane (feed_done counts it). A row's last chunk may carry bytes
+// past the row (what the buffer held): they land in the copy's row
+// padding, which the tensor map of the copy never reads.
 __device__ __forceinline__ void feed_store(const feed_args &f, unsigned int u, unsigned int buf) {
   const int lane = threadIdx.x & 31;
   const feed_unit x(f, u);
-  const unsigned int h = static_cast<unsigned int>(reinterpret_cast<unsigned long long>(x.src(f)) & 15u),
-                     q = h >> 2, s = (h & 3u) * 8u;
-  unsigned char *dst = f.bf + (static_cast<unsigned long long>(x.batch) * f.k + x.row) * f.ldf + x.at;
+  const unsigned int h =
+      static_cast<unsigned int>(reinterpret_cast<unsigned long long>(x.src(f)) & 15u);
+  const unsigned int q = h >> 2, s = (h & 3u) * 8u;
+  unsigned char *dst =
+      f.bf + (static_cast<unsigned long long>(x.batch) * f.k + x.row) * f.ldf + x.at;
   /* The lanes' tail elements are in the buffer before any lane reads it. */
   __syncwarp();
   for (unsigned int j = lane; j * 16 < x.bytes; j += 32) {
@@ -1783,13 +1779,12 @@ __device__ __forceinline__ void feed_done(const feed_args &f, unsigned int u) {
 // A feeding warp (w: 0 or 1) of the producer warpgroup: its two barriers
 // at area + 16 w, its two buffers after the four barriers. Claims are
 // taken and stored in order, the buffers in turn, until the tickets run out.
-template <int ES>
 __device__ __forceinline__ void feed_copy(const feed_args &f, unsigned int area, int w) {
   const unsigned int bar = area + 16 * w, buf = area + 32 + 2 * w * FEED_BUF;
   unsigned int u0 = feed_take(feed_ask(f));
-  if (u0 < f.units) feed_load<ES>(f, u0, buf, bar);
+  if (u0 < f.units) feed_load(f, u0, buf, bar);
   unsigned int u1 = feed_take(feed_ask(f));
-  if (u1 < f.units) feed_load<ES>(f, u1, buf + FEED_BUF, bar + 8);
+  if (u1 < f.units) feed_load(f, u1, buf + FEED_BUF, bar + 8);
   /* Buffer i's unit u: the next ticket asked for while its bytes arrive,
    * stored once they have, the buffer refilled, and only then counted, so
    * that the wait for its stores to be acknowledged overlaps the new load
@@ -1800,7 +1795,7 @@ __device__ __forceinline__ void feed_copy(const feed_args &f, unsigned int area,
     feed_store(f, u, buf + i * FEED_BUF);
     const unsigned int done = u;
     u = feed_take(ticket);
-    if (u < f.units) feed_load<ES>(f, u, buf + i * FEED_BUF, bar + 8 * i);
+    if (u < f.units) feed_load(f, u, buf + i * FEED_BUF, bar + 8 * i);
     feed_done(f, done);
   };
   for (unsigned int parity = 0; u0 < f.units; parity ^= 1) {
@@ -1913,9 +1908,10 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
                                      const tensor_map *td, long long K, unsigned int tiles_m,
                                      unsigned int tiles_n, unsigned int work, unsigned int splits,
                                      float *ws, unsigned int *count, unsigned int ashift,
-                                     const feed_args &fa, long long M, long long N, unsigned char *smem_raw,
-                                     const Value &value, const Put2 &put2, const RowP &rowp,
-                                     Red &red, const Pre &pre = Pre()) {
+                                     const feed_args &fa, long long M, long long N,
+                                     unsigned char *smem_raw, const Value &value,
+                                     const Put2 &put2, const RowP &rowp, Red &red,
+                                     const Pre &pre = Pre()) {
   /* Element bytes, K elements in a stage's 128-byte rows, K per wgmma:
    * 32 bytes of K for every input type. */
   constexpr int ES = KIND == 2 ? 4 : KIND >= 3 ? 1 : 2, BK = 128 / ES, KSTEP = 32 / ES;
@@ -2072,7 +2068,7 @@ __device__ __forceinline__ void gemm(const tensor_map *ta, const tensor_map *tb,
     } else if (drains && (tid >> 5) >= 1 && (tid >> 5) <= 2) {
       drain_rows<TD, PH>(staging + ((tid >> 5) - 1) * STAGING, M, N, smem_raw, rowp);
     } else if (FEED && (tid >> 5) >= 1 && (tid >> 5) <= 2) {
-      feed_copy<ES>(fa, feed, (tid >> 5) - 1);
+      feed_copy(fa, feed, (tid >> 5) - 1);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
