@@ -699,11 +699,11 @@ jitk_status jk_mm_run_kernel(jitk_matmul *p, mm_kernel *k, jitk_stream stream,
   /* Parameters: pointers, sizes, leading dimensions, strides, tiles, the
    * epilogue's operands, then the outputs' and the reductions' arrays. */
   _Alignas(16) unsigned char store[8 * 24 + JK_MAX_EW_PARAMS * 16 * 2 + 2 * JK_MM_MAX_EXTRA * 8];
-  /* 30 at most besides the epilogue's operands (at most JK_MAX_EW_PARAMS,
+  /* 31 at most besides the epilogue's operands (at most JK_MAX_EW_PARAMS,
    * as the plan checks), the outputs and the reductions: 4 matrices, 11
    * sizes, 2 tile counts, the 3 FP8 scales and the amax, 3 of split-K, 3
-   * tensor maps, the work items, whether TMA stores D and the shifts of
-   * an A read by phases. */
+   * tensor maps, the work items, whether TMA stores D, the shifts of an A
+   * read by phases and what a kernel that copies B itself is told. */
   void *kp[32 + JK_MAX_EW_PARAMS + 2 * JK_MM_MAX_EXTRA];
   int np = 0;
   unsigned char *cur = store;
