@@ -438,16 +438,15 @@ Test(matmul, unaligned_a_read_by_phases) {
 /* A row-major 16-bit B whose rows are off 16 bytes, copied onto 128-byte
  * lines by the product's own idle warps as its MMAs run
  * (matmul_sm90.cuh's feed_copy, JITK_MM_FEED=1) rather than by a kernel
- * before it: on
- * the cooperative schedule (128 x 256 tiles, and 128 x 128 where N is a
- * tile), with A read by phases or copied, and on ping-pong in four stages
- * (JITK_MM_TILE), the drain off. Rows of one unit (4096 bytes), of two,
- * of a unit and one element, of three elements (a unit the lanes load
- * alone), K of 1 and K past 4096, batches (B's 5 elements apart and
- * more), padded rows, pointers off 16 bytes, C, D of 16 and 32 bits. Each
- * shape runs twice on fresh data, so that a product that read its pooled
- * copy before it was made would find the last run's operand there; every
- * element is checked. */
+ * before it: on the cooperative schedule (128 x 256 tiles, and 128 x 128
+ * where N is a tile), with A read by phases or copied, and on ping-pong
+ * in four stages (JITK_MM_TILE), the drain off. Rows of one unit (4096
+ * bytes), of two, of a unit and one element, of three elements (a unit
+ * the lanes load alone), K of 1 and K past 4096, batches, padded rows,
+ * pointers off 16 bytes, C, D of 16 and 32 bits. Each shape runs twice on
+ * fresh data, so that a product that read its pooled copy before it was
+ * made would find the last run's operand there; every element is
+ * checked. */
 Test(matmul, unaligned_b_fed) {
   jitk_engine *e = jt_gpu_engine();
   uint64_t seed = 0x5CB;

@@ -718,13 +718,13 @@ Test(matmul_execute, empty_matrices_may_be_null) {
  * (matmul_sm90.cuh's feed_copy) where the kernel has them free and room
  * for their buffers: the cooperative tiles (4095^3, read by phases too;
  * 4096 x 4095 x 4096 when forced), not ping-pong's five stages, nor
- * without the knob. No copy
- * kernel is launched for B (A, copied, still has one); the counters
- * before the copy are cleared on the stream, and the kernel is told B's
- * address and strides in bytes, the copy's (the address and row stride
- * of B's map), and the units of 4096 bytes of a row, the rows and the
- * chunks of 64 rows. A B off 16 bytes by its pointer only (its rows 16
- * bytes apart) is copied first, as the plan cannot know it. */
+ * without the knob. No copy kernel is launched for B (A, copied, still
+ * has one); the counters before the copy are cleared on the stream, and
+ * the kernel is told B's address and strides in bytes, the copy's (the
+ * address and row stride of B's map), and the units of 4096 bytes of a
+ * row, the rows and the chunks of 64 rows. A B off 16 bytes by its
+ * pointer only (its rows 16 bytes apart) is copied first, as the plan
+ * cannot know it. */
 Test(matmul_execute, b_fed_by_the_kernel) {
   fakecuda_api f;
   fakecuda_set_hooks_fn set_hooks = NULL;
