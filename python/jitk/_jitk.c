@@ -4658,10 +4658,9 @@ static int operand_ptr(PyObject *o, call *c, const void **ptr, const char *what)
    * no device). */
   bool empty = false;
   for (int i = 0; i < a->t.ndim; i++) empty = empty || a->t.shape[i] == 0;
-  if (empty) {
-  } else if (c->device < 0) {
+  if (!empty && c->device < 0) {
     c->device = dev;
-  } else if (dev != c->device) {
+  } else if (!empty && dev != c->device) {
     PyErr_Format(PyExc_ValueError, "%s is on device %d, the operands before it on device %d", what,
                  dev, c->device);
     return -1;

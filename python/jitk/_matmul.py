@@ -235,8 +235,7 @@ class MatmulPlan:
         if k != k2:
             raise ValueError(f"A is {m}x{k} but B is {k2}x{n}: the inner sizes differ")
         # An empty array's device does not matter (nothing of it is read or
-        # written), and through __cuda_array_interface__ one with a null
-        # pointer names none (-1): the plan is on the others' device.
+        # written): the plan is on the others' device (_device).
         placed = [("A", da, batch_a * m * k), ("B", db, batch_b * k * n)]
         batch = max(batch_a, batch_b)
         if batch_a not in (1, batch) or batch_b not in (1, batch):
