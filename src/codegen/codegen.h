@@ -296,10 +296,12 @@ static inline size_t jk_mm_stage_smem(int bn) { return (size_t)128 * (size_t)(bn
  * strides) and matmul_execute.c's launch all take it from here. */
 #define JK_MM_PAD_THREADS 128
 
-/* The shared memory of a kernel that copies its B itself (jk_mm_spec's
- * feed): matmul_sm90.cuh's FEED_SMEM, two warps' two buffers of 4096 +
- * 32 bytes and their four barriers. */
-#define JK_MM_FEED_SMEM (32 + 4 * (4096 + 32))
+/* A kernel that copies its B itself (jk_mm_spec's feed) copies units of
+ * JK_MM_FEED_SEG bytes of a row (matmul_sm90.cuh's FEED_SEG), and its
+ * shared memory holds JK_MM_FEED_SMEM more bytes (FEED_SMEM): two warps'
+ * two buffers of a unit and 32 bytes, and their four barriers. */
+#define JK_MM_FEED_SEG 4096
+#define JK_MM_FEED_SMEM (32 + 4 * (JK_MM_FEED_SEG + 32))
 
 /* Columns of D a block of the kernel of `s` computes (its rows: 128). */
 static inline int jk_mm_tile_n(const jk_mm_spec *s) {

@@ -163,7 +163,8 @@ _Static_assert(sizeof(feed_args) == 72, "feed_args as the kernel declares it");
  * allocation, freed by the caller with jk_temp_free. */
 static jitk_status feed_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint64_t es,
                               feed_args *f) {
-  const uint64_t nb = (uint64_t)p->d.batch, chunks = ceil_div(j->R, 64);
+  const uint64_t nb = (uint64_t)p->d.batch, chunks = ceil_div(j->R, 64),
+                 segs = ceil_div(j->C * es, JK_MM_FEED_SEG);
   const size_t counts = (size_t)((1 + nb * chunks) * 4 + 255) / 256 * 256;
   void *mem = NULL;
   j->y = NULL;
@@ -178,8 +179,8 @@ static jitk_status feed_alloc(jitk_matmul *p, CUstream stream, pad_job *j, uint6
                    .sb = (long long)(j->sx * es),
                    .ldf = (long long)(j->ldy * es),
                    .count = mem,
-                   .units = (unsigned int)(ceil_div(j->C * es, 4096) * j->R * nb),
-                   .segs = (unsigned int)ceil_div(j->C * es, 4096),
+                   .units = (unsigned int)(segs * j->R * nb),
+                   .segs = (unsigned int)segs,
                    .chunks = (unsigned int)chunks,
                    .k = (unsigned int)j->R,
                    .row_bytes = (unsigned int)(j->C * es)};

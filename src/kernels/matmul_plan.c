@@ -38,6 +38,12 @@ static bool knob_off(const char *name) {
   return v != NULL && strcmp(v, "0") == 0;
 }
 
+/* Whether the measuring knob `name` is set to "1" (a feature asked for). */
+static bool knob_on(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
 /* Phases in which a wgmma kernel may read a row-major A whose rows do
  * not start on 16 bytes in place (matmul_sm90.cuh's phase_tile), or 0
  * where it copies A onto 16 bytes first (the _pad kernel), as for every
@@ -568,13 +574,13 @@ static int choose_ffma(const jitk_matmul *p, int64_t splits) {
 static bool feeds_b(const jitk_matmul *p, const jk_mm_spec *s) {
   const jitk_matmul_desc *d = &p->d;
   const uint64_t es = jk_dtype(d->b_dtype)->size;
-  const uint64_t row = (uint64_t)d->n * es,
-                 units = (row + 4095) / 4096 * (uint64_t)d->k * (uint64_t)d->batch;
+  const uint64_t row = (uint64_t)d->n * es, units = (row + JK_MM_FEED_SEG - 1) / JK_MM_FEED_SEG *
+                                                    (uint64_t)d->k * (uint64_t)d->batch;
   return s->kind == JK_MM_WGMMA && !s->swap && s->cluster == 1 && !s->split && !s->promote &&
          s->no_drain && es == 2 && s->b_n && ((uint64_t)d->ldb * es) % 16 != 0 && d->k > 0 &&
          d->n > 0 && d->k < INT32_MAX && row < UINT32_MAX && units < UINT32_MAX &&
          wgmma_smem(s->bn, s->stages, false) + JK_MM_FEED_SMEM <= 227 * 1024 &&
-         getenv("JITK_MM_FEED") != NULL && strcmp(getenv("JITK_MM_FEED"), "1") == 0;
+         knob_on("JITK_MM_FEED");
 }
 
 jitk_status jk_mm_build(jitk_matmul *p, jk_mm_kind kind, jitk_dtype acc, mm_kernel *out) {
