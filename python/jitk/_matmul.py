@@ -12,6 +12,7 @@ accumulator (``max(acc + bias[col], 0)``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from . import _jitk
@@ -158,6 +159,37 @@ def _no_broadcast(batch: int, operands: tuple) -> None:
                              f"{what.lower()} expanded to the batch and made contiguous)")
 
 
+# The epilogue's names that a product folded into one of batch x M rows
+# would number otherwise (_fold): `row` would run past M, `batch` be 0.
+_ROW_OR_BATCH = re.compile(r"(?<![A-Za-z0-9_$])(row|batch)(?![A-Za-z0-9_$])")
+
+
+def _fold(batch: int, m: int, a: tuple, c: tuple | None, d: tuple, texts: list,
+          reductions: list) -> None:
+    """Refuses one B for every batch where the product cannot be computed
+    as one product of ``batch * m`` rows: A, C and D (layouts as _layout
+    gives them) must be row-major with each batch's rows right after the
+    last batch's (batch stride m times the leading dimension), no text of
+    the epilogue may name ``row`` or ``batch`` (they would be numbered over
+    all batches' rows), and no reduction may run over rows or the whole
+    matrix (it would sum across batches)."""
+    why = None
+    for what, layout in (("A", a), ("C", c), ("out", d)):
+        # An array without elements is neither read nor written.
+        if layout is not None and why is None and layout[2] * layout[3] * layout[4] > 0:
+            order, ld, stride = layout[5:]
+            if order != 0 or stride != m * ld:
+                why = (f"{what} must be row-major with each batch's rows right after the last "
+                       f"batch's (batch stride {m} x its leading dimension)")
+    if why is None and any(text and _ROW_OR_BATCH.search(text) for text in texts):
+        why = "the epilogue, its outputs, reductions and preamble may not name row or batch"
+    if why is None and any(axis != "columns" for _, (_, _, _, axis) in reductions):
+        why = "a reduction over rows or the whole matrix would sum across batches"
+    if why is not None:
+        raise ValueError(f"B is one matrix for {batch} batches, which a plan reads as one "
+                         f"product of {batch} x {m} rows: {why}")
+
+
 class MatmulPlan:
     """A planned product ``D = epilogue(alpha * A @ B + beta * C)``.
 
@@ -196,9 +228,15 @@ class MatmulPlan:
     A must be row-major and B column-major (both K-major, as FP8 tensor
     cores read them).
 
-    A batched product takes each batch's own A, B and C (``(batch, rows,
-    cols)`` arrays): one matrix for every batch is refused, as is an
-    expanded view of one (batch stride 0); expand and copy it first.
+    A batched product takes each batch's own A and C (``(batch, rows,
+    cols)`` arrays). B may be one matrix for every batch (a matrix, or an
+    expanded view of one: batch stride 0), as in ``x @ w`` with ``x`` of
+    shape ``(batch, m, k)``: the plan then computes one product of ``batch
+    * m`` rows, which needs A, C and ``out`` row-major with each batch's
+    rows right after the last batch's (as contiguous arrays are), an
+    epilogue that names neither ``row`` nor ``batch``, and no reduction
+    over ``"rows"`` or ``"all"``; otherwise, and for one A or one C for
+    every batch, the plan raises ``ValueError`` (expand and copy it first).
 
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)
@@ -241,8 +279,10 @@ class MatmulPlan:
         if batch_a not in (1, batch) or batch_b not in (1, batch):
             raise ValueError(f"batches of {batch_a} and {batch_b} matrices do not match")
         # The plans read each batch's own matrices: one matrix for every
-        # batch (a batch stride of 0) is not something they can express.
-        _no_broadcast(batch, (("A", batch_a, sa), ("B", batch_b, sb)))
+        # batch (a batch stride of 0) is not something they can express,
+        # except one B, where the batches fold into rows (_fold).
+        shared_b = batch > 1 and (batch_b == 1 or sb == 0)
+        _no_broadcast(batch, (("A", batch_a, sa),) + ((("B", batch_b, sb),) if not shared_b else ()))
         want = {"A": (da, ta, batch_a, m, k, oa, lda, sa), "B": (db, tb, batch_b, k, n, ob, ldb, sb)}
         tc, oc, ldc, sc = None, 0, 0, 0
         if c is not None:
@@ -320,9 +360,17 @@ class MatmulPlan:
                 raise ValueError(f"reduction {name!r}: axis {axis!r} is not one of "
                                  f"{list(_REDUCE_AXES)}")
             reds.append((name, dtype, expr, _REDUCE_OPS[op], _REDUCE_AXES[axis]))
+        # One B for every batch: the library's plan is one product of
+        # batch x m rows, each batch's A, C and D rows following the last's.
+        rows, batches, strides = m, batch, (sa, sb, sc, sd)
+        if shared_b:
+            _fold(batch, m, want["A"], want.get("C"), (None, None, batch, m, n, od, ldd, sd),
+                  [epilogue, preamble] + [expr for _, (_, expr) in self._outputs]
+                  + [spec[1] for _, spec in self._reductions], self._reductions)
+            rows, batches, strides = batch * m, 1, (0, 0, 0, 0)
         self._plan = _jitk._MatmulPlan(
-            device, m, n, k, batch, ta, tb, tc, td, _COMPUTE[compute],
-            (oa, ob, oc, od), (lda, ldb, ldc, ldd), (sa, sb, sc, sd),
+            device, rows, n, k, batches, ta, tb, tc, td, _COMPUTE[compute],
+            (oa, ob, oc, od), (lda, ldb, ldc, ldd), strides,
             c is not None, float(alpha), float(beta), epilogue,
             ", ".join(params) if params else None, preamble, len(params),
             outputs=[(name, dtype, expr) for name, (dtype, expr) in self._outputs],

@@ -1489,21 +1489,24 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
         e = raises(ValueError, lambda: jitk.MatmulPlan(a3, b3, out=shared),
                    "overlapping batches of D taken")
         assert "overlap" in str(e), e
-        # One matrix for every batch (a single one, or batches 0 elements
-        # apart) is refused, before anything runs: the plans read each
-        # batch's own, and a batch stride of 0 means packed batches to them,
-        # which would read past the one matrix.
+        # One A or one C for every batch (a single matrix, or batches 0
+        # elements apart) is refused, before anything runs: the plans read
+        # each batch's own, and a batch stride of 0 means packed batches to
+        # them, which would read past the one matrix.
         expanded = CudaArray(np.zeros((16, 16), np.float32))
         expanded.__cuda_array_interface__ = dict(expanded.__cuda_array_interface__,
                                                  shape=(4, 16, 16), strides=(0, 64, 4))
         before = fake.fakecuda_launch_count()
         for i, call in enumerate((lambda: jitk.MatmulPlan(a3, b3, mat(16, 16, batch=1), beta=1.0),
-                                  lambda: jitk.MatmulPlan(a3, mat(16, 16)),
                                   lambda: jitk.MatmulPlan(mat(16, 16), b3),
-                                  lambda: jitk.MatmulPlan(a3, expanded),
-                                  lambda: jitk.matmul(a3, mat(16, 16)))):
+                                  lambda: jitk.MatmulPlan(expanded, b3))):
             e = raises(ValueError, call, f"broadcast {i} taken")
             assert "one matrix for 4 batches" in str(e), e
+        # One B for every batch is one product of 4 x 16 rows in the
+        # library, A's and D's batches following each other.
+        for b1 in (mat(16, 16), expanded):
+            plan = jitk.MatmulPlan(a3, b1)
+            assert plan.describe().endswith("64 x 16 x 16, batch 1"), plan.describe()
         assert fake.fakecuda_launch_count() == before
         print("ok")
     """, tmp_path)

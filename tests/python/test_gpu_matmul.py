@@ -240,6 +240,62 @@ def test_batched(torch_lib):
           "float32", 40)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_one_b_for_every_batch(lib, monkeypatch, dtype):
+    """``x @ w`` with x of shape (batch, m, k) and w one k x n matrix (or
+    an expanded view of one), as a linear layer takes it: one product of
+    batch x m rows, with C, ``out`` given or made, outputs, a reduction
+    over the columns, and A's rows padded; refused where that product
+    would read or number something otherwise. Small integers: exact."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(31)
+    batch, m, n, k = 3, 36, 44, 20
+    ha = rng.integers(-3, 4, (batch, m, k + 4)).astype(np.float64)
+    hb = rng.integers(-3, 4, (k, n)).astype(np.float64)
+    hc = rng.integers(-3, 4, (batch, m, n)).astype(np.float64)
+    hbias = rng.integers(-3, 4, n).astype(np.float32)
+    a = lib.asarray(ha, dtype)[:, :, :k]  # rows k + 4 elements apart
+    b, c, bias = lib.asarray(hb, dtype), lib.asarray(hc, dtype), lib.asarray(hbias)
+    pre = ha[:, :, :k] @ hb + hbias
+    epilogue, inputs = "max(acc + bias[col], (T)0)", {"bias": bias}
+    for shared in (b, lib.m.broadcast_to(b, (batch, k, n))):
+        d = jitk.matmul(a, shared, epilogue=epilogue, epilogue_inputs=inputs)
+        assert tuple(d.shape) == (batch, m, n)
+        assert_equal(lib.asnumpy(d).astype(np.float64), np.maximum(pre, 0))
+    out = lib.asarray(np.full((batch, m, n), np.nan), dtype)
+    plan = jitk.MatmulPlan(
+        a, b, c, beta=1.0, epilogue=epilogue, epilogue_inputs=inputs, out=out,
+        outputs={"pre": ("float32", "acc + bias[col]")},
+        reductions={"rowmax": ("float32", "value", "max", "columns")})
+    assert "batch 1" in plan.describe()
+    d, extras = plan.execute(a, b, c, epilogue_inputs=inputs, out=out)
+    value = np.maximum(pre + hc, 0)
+    assert_equal(lib.asnumpy(out).astype(np.float64), value)
+    assert_equal(lib.asnumpy(extras["pre"]), (pre + hc).astype(np.float32))
+    assert_equal(lib.asnumpy(extras["rowmax"]), value.max(axis=-1).astype(np.float32))
+    # Refused: what one product of batch x m rows would number, sum or
+    # lay out otherwise.
+    # Batches a row apart beyond their m rows.
+    apart = lib.asarray(np.zeros((batch, m + 1, k)), dtype)[:, :m, :]
+    out_apart = lib.asarray(np.zeros((batch, m + 1, n)), dtype)[:, :m, :]
+    for kw, words in [
+            (dict(epilogue="acc + row"), "row or batch"),
+            (dict(epilogue="acc * batch"), "row or batch"),
+            (dict(outputs={"r": ("float32", "value + row")}), "row or batch"),
+            (dict(reductions={"s": ("float32", "value", "sum", "rows")}), "across batches"),
+            (dict(reductions={"s": ("float32", "value", "sum", "all")}), "across batches"),
+            (dict(out=out_apart), "out must be row-major")]:
+        with pytest.raises(ValueError, match=words):
+            jitk.MatmulPlan(a, b, **kw)
+    with pytest.raises(ValueError, match="A must be row-major"):
+        jitk.MatmulPlan(apart, b)
+    with pytest.raises(ValueError, match="one matrix for 3 batches"):
+        jitk.MatmulPlan(lib.asarray(np.ones((5, m)), dtype), a)  # one A for every batch
+    with pytest.raises(ValueError, match="one matrix for 3 batches"):
+        jitk.MatmulPlan(a, b, c[0], beta=1.0)  # one C for every batch
+
+
 def test_plan_autotune_execute(torch_lib):
     torch = torch_lib.m
     m, n, k = 512, 256, 384
