@@ -350,12 +350,16 @@ static int build(jt_emu *em, emu_source *s) {
   }
   write_expressions(f, s->text);
   fclose(f);
+  /* -Bsymbolic: a kernel named as a function another loaded library
+   * defines (libc's `bind`, `socket`) is called as the module's own, not
+   * as that function, which the dynamic linker would otherwise find first
+   * and run in the kernel's place without a word. */
   if (em->header > 0)
-    snprintf(args, sizeof args, "-shared%s -include '%s/emu.hpp' -o '%s' '%s'", includes, em->dir,
-             so, cpp);
+    snprintf(args, sizeof args, "-shared -Wl,-Bsymbolic%s -include '%s/emu.hpp' -o '%s' '%s'",
+             includes, em->dir, so, cpp);
   else
-    snprintf(args, sizeof args, "-shared%s -include cuda_on_cpu.hpp -o '%s' '%s'", includes, so,
-             cpp);
+    snprintf(args, sizeof args, "-shared -Wl,-Bsymbolic%s -include cuda_on_cpu.hpp -o '%s' '%s'",
+             includes, so, cpp);
   if (run_compiler(em, args, cpp, log) != 0) return -1;
   s->so = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (s->so == NULL) {
