@@ -182,6 +182,23 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
     return jk_fail(e, JITK_ERR_PARSE,
                    "jitk_reduction_create: a reduction needs at least one input and one output");
   }
+  /* Names the generated kernel declares where the user's expressions see
+   * them: a parameter of one of these names would be shadowed there, and
+   * map_expr would read jitk's value instead of the argument's without a
+   * word (a scalar `_j` read as the element's index). */
+  static const char *const own[][2] = {{"_j", "map_expr's index of the reduced element"},
+                                       {"_in_ind", "the index over the reduced elements"},
+                                       {"_out_ind", "the index over the outputs"},
+                                       {"_type_reduce", "the reduce type"}};
+  for (size_t p = 0; p < k->g.params.count; p++)
+    for (size_t r = 0; r < sizeof own / sizeof own[0]; r++)
+      if (strcmp(k->g.params.params[p].name, own[r][0]) == 0) {
+        jitk_reduction_destroy(k);
+        return jk_fail(e, JITK_ERR_PARSE,
+                       "jitk_reduction_create: a parameter cannot be named `%s`: the kernel "
+                       "declares it as %s",
+                       own[r][0], own[r][1]);
+      }
   /* The reduce type: as given, or the first input's type. */
   k->reduce_placeholder = -1;
   k->reduce_dtype = JITK_DTYPE_NONE;

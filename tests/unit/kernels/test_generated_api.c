@@ -280,6 +280,28 @@ Test(raw_outputs, reductions_refuse_them) {
   jitk_engine_destroy(e);
 }
 
+/* A parameter named as something the reduction's kernel declares where
+ * the user's expressions see it would be shadowed there: a scalar `_j`
+ * was read as the element's index. Refused at creation, naming it. */
+Test(raw_outputs, reductions_refuse_the_names_they_declare) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static const char *const ins[] = {"T x, float32 _j", "T x, int32 _in_ind", "T x, raw T _out_ind",
+                                    "T _type_reduce"};
+  for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) {
+    jitk_reduction *k = (jitk_reduction *)(uintptr_t)0x5e;
+    JT_FAILS(
+        e, JITK_ERR_PARSE, "cannot be named",
+        jitk_reduction_create(e, ins[i], "T s", "x", "a + b", "s = a", "0", NULL, "r", NULL, &k));
+    cr_assert_eq((uintptr_t)k, 0x5e, "untouched on failure");
+  }
+  /* Names that only start like them are parameters as any other. */
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x, float32 _jj, float32 _in_index", "T s", "x * _jj",
+                                 "a + b", "s = a", "0", NULL, "r", NULL, &k));
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
 /* --- outputs without a launch --- */
 
 /* Every argument rule of the launch holds, with its error, and specs is
