@@ -72,7 +72,7 @@ class ReductionKernel:
         map_expr: str,
         reduce_expr: str,
         post_map_expr: str,
-        identity: str | None,
+        identity: object,
         name: str = ...,
         reduce_type: Any = ...,
         reduce_dims: bool = ...,

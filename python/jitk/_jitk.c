@@ -2003,44 +2003,77 @@ static void note_param_type(param_types *pt, int p, const jitk_param_info *info,
   }
 }
 
-/* A Python int given for an integer parameter must fit that parameter's
- * dtype (the declared one, or the one its placeholder takes from an array
- * argument), as NumPy 2 and CuPy convert Python ints: 300 for int8 is an
- * OverflowError, not -44. NumPy scalars are typed already and convert as
- * casts do. */
-static int check_python_ints(const param_types *pt, PyObject *args, const call *c,
+/* Whether the Python int `v` fits integer dtype `target`. */
+static bool int_fits(PyObject *v, jitk_dtype target) {
+  int bits = (int)dtype_size(target) * 8;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  bool fits;
+  if (target <= JITK_INT64)
+    fits = overflow == 0 && (bits == 64 || (x >= -(1LL << (bits - 1)) && x < (1LL << (bits - 1))));
+  else if (overflow > 0)
+    fits =
+        bits == 64 && !(PyLong_AsUnsignedLongLong(v) == (unsigned long long)-1 && PyErr_Occurred());
+  else
+    fits = overflow == 0 && x >= 0 && (bits == 64 || x < (1LL << bits));
+  PyErr_Clear();
+  return fits;
+}
+
+/* A scalar given for an integer parameter (the declared dtype, or the one
+ * its placeholder takes: from the first array of it, else from the first
+ * scalar of it, as the library binds placeholders) must hold a value of
+ * that dtype, as NumPy 2 and CuPy convert values: a Python int or a NumPy
+ * integer out of range is an OverflowError (300 for int8, not 44), a
+ * float is cut toward zero and then checked so, and NaN is a ValueError
+ * and an infinity an OverflowError, with NumPy's words. The library
+ * itself converts as C casts do, which would change such values without
+ * a word. (CuPy wraps some NumPy scalars into unsigned types, -1 into
+ * uint32 as 4294967295; jitk refuses those too.) */
+static int check_scalar_ints(const param_types *pt, PyObject *args, const call *c,
                              const char *kernel) {
   Py_ssize_t n = PyTuple_Size(args);
-  for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS; i++) {
+  for (Py_ssize_t i = 0; i < n && i < MAX_PARAMS && i < c->n; i++) {
     PyObject *o = PyTuple_GetItem(args, i);
-    /* Subclasses of int too (IntEnum members), but not bool. */
-    if (!PyLong_Check(o) || PyBool_Check(o)) continue;
+    const jitk_arg *a = &c->args[i];
+    if (a->kind != JITK_ARG_SCALAR || PyBool_Check(o) || a->dtype == JITK_BOOL) continue;
+    bool integer = a->dtype >= JITK_INT8 && a->dtype <= JITK_UINT64;
+    bool real = a->dtype >= JITK_FLOAT16 && a->dtype <= JITK_FLOAT64;
+    if (!integer && !real) continue;
     jitk_dtype target = pt->dtype[i];
-    for (int j = 0; target == JITK_DTYPE_NONE && j < c->n && j < MAX_PARAMS; j++)
-      if (pt->placeholder[j] >= 0 && pt->placeholder[j] == pt->placeholder[i] &&
-          c->args[j].kind == JITK_ARG_ARRAY &&
-          jitk_dtype_from_dlpack(c->args[j].tensor->dtype, &target) != JITK_OK)
-        target = JITK_DTYPE_NONE;
-    if (target < JITK_INT8 || target > JITK_UINT64) continue;
-    int bits = (int)dtype_size(target) * 8;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
-    bool fits;
-    if (target <= JITK_INT64)
-      fits =
-          overflow == 0 && (bits == 64 || (v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1))));
-    else if (overflow > 0)
-      fits = bits == 64 &&
-             !(PyLong_AsUnsignedLongLong(o) == (unsigned long long)-1 && PyErr_Occurred());
-    else
-      fits = overflow == 0 && v >= 0 && (bits == 64 || v < (1LL << bits));
-    PyErr_Clear();
-    if (!fits) {
-      PyErr_Format(PyExc_OverflowError, "%s: Python integer %S out of bounds for %s", kernel, o,
-                   dtype_name(target));
-      return -1;
+    for (int pass = 0; pass < 2 && target == JITK_DTYPE_NONE; pass++)
+      for (int j = 0; target == JITK_DTYPE_NONE && j < c->n && j < MAX_PARAMS; j++) {
+        if (pt->placeholder[j] < 0 || pt->placeholder[j] != pt->placeholder[i]) continue;
+        if (pass == 0 && c->args[j].kind == JITK_ARG_ARRAY &&
+            jitk_dtype_from_dlpack(c->args[j].tensor->dtype, &target) != JITK_OK)
+          target = JITK_DTYPE_NONE;
+        else if (pass == 1 && c->args[j].kind == JITK_ARG_SCALAR)
+          target = c->args[j].dtype;
+      }
+    if (target < JITK_INT8 || target > JITK_UINT64 || target == a->dtype) continue;
+    PyObject *v;
+    if (integer) {
+      v = PyNumber_Index(o);
+    } else {
+      double x = PyFloat_AsDouble(o);
+      if (x == -1.0 && PyErr_Occurred()) return -1;
+      if (isnan(x)) {
+        PyErr_Format(PyExc_ValueError, "%s: cannot convert float NaN to integer", kernel);
+        return -1;
+      }
+      if (isinf(x)) {
+        PyErr_Format(PyExc_OverflowError, "%s: cannot convert float infinity to integer", kernel);
+        return -1;
+      }
+      v = PyLong_FromDouble(x);
     }
+    if (v == NULL) return -1;
+    bool fits = int_fits(v, target);
+    if (!fits)
+      PyErr_Format(PyExc_OverflowError, "%s: Python integer %S out of bounds for %s", kernel, v,
+                   dtype_name(target));
+    Py_DECREF(v);
+    if (!fits) return -1;
   }
   return 0;
 }
@@ -2352,8 +2385,9 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
   if (kv[0] != NULL && kv[0] != Py_None) {
     size = PyLong_AsLongLong(kv[0]);
     if (size == -1 && PyErr_Occurred()) return NULL;
-    if (size < 0) {
-      PyErr_SetString(PyExc_ValueError, "size must not be negative");
+    /* -1 is CuPy's own default: no size given. */
+    if (size < -1) {
+      PyErr_SetString(PyExc_ValueError, "size must not be negative (or -1, for none)");
       return NULL;
     }
   }
@@ -2377,7 +2411,7 @@ static PyObject *ew_call(ew_kernel *k, PyObject *args, PyObject *kw) {
     if (convert_arg(&c, PyTuple_GetItem(args, i), i, i >= k->nin, kname) != 0) goto fail;
     if (c.args[i].kind == JITK_ARG_ARRAY && !k->raw[i]) nonraw++;
   }
-  if (check_python_ints(&k->types, args, &c, kname) != 0) goto fail;
+  if (check_scalar_ints(&k->types, args, &c, kname) != 0) goto fail;
   /* CuPy's rules for size=. */
   if (size >= 0 && nonraw > 0) {
     PyErr_SetString(PyExc_ValueError,
@@ -2606,15 +2640,20 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
                                    &preamble, &options))
     return NULL;
   if (name != NULL && check_kernel_name(name) != 0) return NULL;
-  if (ident != Py_None && !PyUnicode_Check(ident)) {
-    PyErr_SetString(PyExc_TypeError, "identity must be a str or None");
-    return NULL;
+  /* As CuPy: any identity is taken as its str() (0 as "0"), and "" means
+   * none, as None does. */
+  ident = ident == Py_None ? Py_NewRef(ident) : PyObject_Str(ident);
+  if (ident == NULL) return NULL;
+  if (PyUnicode_Check(ident) && PyUnicode_GetLength(ident) == 0) {
+    Py_DECREF(ident);
+    ident = Py_NewRef(Py_None);
   }
   if (rtype != NULL && rtype != Py_None && !PyUnicode_Check(rtype)) {
     /* CuPy takes a NumPy dtype too: its name is the type. */
     PyObject *n = PyObject_GetAttr(rtype, s_name);
     if (n == NULL || !PyUnicode_Check(n)) {
       Py_XDECREF(n);
+      Py_DECREF(ident);
       PyErr_SetString(PyExc_TypeError, "reduce_type must be a str, a dtype or None");
       return NULL;
     }
@@ -2626,6 +2665,7 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   red_kernel *k = (red_kernel *)alloc(type, 0);
   if (k == NULL) {
     Py_XDECREF(rtype);
+    Py_DECREF(ident);
     return NULL;
   }
   k->in_params = Py_NewRef(in_p);
@@ -2633,7 +2673,7 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->map_expr = Py_NewRef(map_e);
   k->reduce_expr = Py_NewRef(red_e);
   k->post_map_expr = Py_NewRef(post_e);
-  k->identity = Py_NewRef(ident);
+  k->identity = ident;
   k->name = name ? Py_NewRef(name) : PyUnicode_FromString("reduce_kernel");
   k->reduce_type = rtype ? rtype : Py_NewRef(Py_None);
   k->preamble = preamble ? Py_NewRef(preamble) : PyUnicode_FromString("");
@@ -2830,7 +2870,7 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   if (call_init(&c, (int)n, kv[3], false) != 0) goto fail;
   for (int i = 0; i < (int)n; i++)
     if (convert_arg(&c, PyTuple_GetItem(full, i), i, i >= k->nin, kname) != 0) goto fail;
-  if (check_python_ints(&k->types, full, &c, kname) != 0) goto fail;
+  if (check_scalar_ints(&k->types, full, &c, kname) != 0) goto fail;
   if (pick_device(&c) != 0) goto fail;
   if (finish_stream(&c) != 0) goto fail;
   jitk_reduction *kern = red_on(k, c.device);
@@ -2873,7 +2913,10 @@ static PyObject *red_run(red_kernel *k, PyObject *args, PyObject *kw, bool tune)
   note_specialization(k->cached_codes, k->last_sig, &k->have_sig, &c, red_source_of, kern);
   call_release(&c);
   Py_DECREF(full);
-  return pack_outputs(out, k->nout, false, false);
+  /* As CuPy's ReductionKernel: the first output, whatever their number
+   * (the others are the caller's, given as arguments). */
+  for (int j = 1; j < k->nout; j++) Py_DECREF(out[j]);
+  return out[0];
 fail:
   for (int j = 0; j < nalloc; j++) Py_XDECREF(out[j]);
   call_release(&c);
@@ -2981,7 +3024,9 @@ static PyType_Slot red_slots[] = {
      "ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, "
      "identity, name='reduce_kernel', reduce_type=None, reduce_dims=True, preamble='', "
      "options=())\n\nA reduction written as CuPy's ReductionKernel: "
-     "k(*args, axis=None, keepdims=False, out=None, stream=None)."},
+     "k(*args, axis=None, keepdims=False, out=None, stream=None) returns the first output, "
+     "as CuPy's does (further outputs are given as arguments). identity is taken as its "
+     "str(); None or '' means none."},
     {0, NULL}};
 
 static PyType_Spec red_spec = {"jitk.ReductionKernel", sizeof(red_kernel), 0,

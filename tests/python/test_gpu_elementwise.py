@@ -160,6 +160,52 @@ def test_python_int_out_of_range_is_refused(lib):
         ADD(x, 300)
 
 
+def test_scalars_an_integer_parameter_cannot_hold_are_refused(lib):
+    """A scalar for an integer parameter is converted as NumPy 2 and CuPy
+    convert it: floats cut toward zero, then every value checked against
+    the parameter's range. What would not fit is refused (the library
+    alone would convert as a C cast does, NaN to 0, 1e10 to 1410065408)."""
+    x32 = lib.asarray(ints((4,), "int32"))
+    x8 = lib.asarray(ints((4,), "int8"))
+    scale = jitk.ElementwiseKernel("T x, uint32 s", "T y", "y = x + (T)s", "add_u32")
+    bound = jitk.ElementwiseKernel("T a, T b", "raw int64 y", "y[i] = (long long)(T)(a + b)",
+                                   "add_scalars")
+    y = lib.asarray(np.zeros(1, np.int64))
+    for call, error, words in [
+            (lambda: ADD(x32, float("nan")), ValueError, "NaN"),
+            (lambda: ADD(x32, np.float32("nan")), ValueError, "NaN"),
+            (lambda: ADD(x32, float("inf")), OverflowError, "infinity"),
+            (lambda: ADD(x32, 1e10), OverflowError, "10000000000 out of bounds for int32"),
+            (lambda: ADD(x8, np.int64(300)), OverflowError, "300 out of bounds for int8"),
+            (lambda: ADD(x8, np.float16(300)), OverflowError, "300 out of bounds for int8"),
+            (lambda: ADD(x32, np.uint64(2**64 - 1)), OverflowError, "out of bounds for int32"),
+            (lambda: scale(x32, -1.0), OverflowError, "-1 out of bounds for uint32"),
+            (lambda: scale(x32, np.int64(-1)), OverflowError, "-1 out of bounds for uint32"),
+            # T bound by the first scalar of it, an int8: 300 is past it.
+            (lambda: bound(np.int8(1), 300, y, size=1), OverflowError,
+             "300 out of bounds for int8")]:
+        with pytest.raises(error, match=words):
+            call()
+    # What fits is taken, a float cut toward zero as int() cuts it.
+    hx = lib.asnumpy(x32)
+    assert_equal(lib.asnumpy(ADD(x32, 2.9)), hx + 2)
+    assert_equal(lib.asnumpy(ADD(x32, -2.9)), hx - 2)
+    assert_equal(lib.asnumpy(ADD(x8, np.int64(-100))), (lib.asnumpy(x8) - 100).astype(np.int8))
+    assert_equal(lib.asnumpy(scale(x32, np.float32(7.5))), hx + 7)
+    assert_equal(lib.asnumpy(scale(x32, -0.5)), hx)
+    bound(300, np.int8(1), y, size=1)  # T is int64, from 300, the first
+    assert_equal(lib.asnumpy(y), np.array([301]))
+
+
+def test_kernels_named_as_library_functions(lib):
+    """A kernel may have any C name, `bind` and `socket` as others (the
+    emulator once ran libc's functions of those names instead)."""
+    x = ints((5,), "int64")
+    for name in ("bind", "socket", "bindx"):
+        k = jitk.ElementwiseKernel("T x", "T y", "y = x + 1", name)
+        assert_equal(lib.asnumpy(k(lib.asarray(x))), x + 1)
+
+
 def test_raw_inputs_and_outputs_with_size(lib):
     n = 1000
     x = RNG.standard_normal(n).astype(np.float32)

@@ -21,6 +21,35 @@ SUM = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "jsum")
 AXES = [None, 0, 1, 2, -1, (0, 2), (1, 2), (0, 1, 2), ()]
 
 
+def test_reduction_arguments_as_cupy_takes_them(lib):
+    """identity as any object's str() ("" is none), the first output
+    returned whatever the number of outputs, a scalar the integer
+    parameter cannot hold refused, and the names the kernel declares
+    refused as parameters."""
+    x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    dx = lib.asarray(x)
+    k = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", 0, "rsum_int_identity")
+    assert_equal(lib.asnumpy(k(dx, axis=1)), x.sum(axis=1))
+    none = jitk.ReductionKernel("T x", "T y", "x", "max(a, b)", "y = a", "", "rmax_no_identity")
+    assert none.identity is None
+    assert_equal(lib.asnumpy(none(dx, axis=0)), x.max(axis=0))
+    two = jitk.ReductionKernel("T x", "T s, T m", "x", "a + b", "s = a; m = a / _in_ind.size()",
+                               "0", "rsum_and_mean")
+    m = lib.asarray(np.full(3, np.nan, np.float32))
+    s = two(dx, None, m, axis=1)
+    assert lib.is_native(s) and tuple(s.shape) == (3,)
+    assert_equal(lib.asnumpy(s), x.sum(axis=1))
+    assert_equal(lib.asnumpy(m), x.mean(axis=1))
+    w = jitk.ReductionKernel("T x, int32 w", "T y", "x * w", "a + b", "y = a", "0", "rwsum")
+    assert_equal(lib.asnumpy(w(dx, 2.5, axis=1)), 2 * x.sum(axis=1))
+    for value, error in ((float("nan"), ValueError), (1e10, OverflowError),
+                         (np.int64(2**40), OverflowError)):
+        with pytest.raises(error):
+            w(dx, value, axis=1)
+    with pytest.raises(ValueError, match="cannot be named `_j`"):
+        jitk.ReductionKernel("T x, float32 _j", "T y", "x * _j", "a + b", "y = a", "0", "rj")
+
+
 @pytest.mark.parametrize("axis", AXES, ids=str)
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_sum_axes_keepdims(lib, axis, keepdims):
