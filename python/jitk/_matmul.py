@@ -126,6 +126,13 @@ def _packed(described: tuple, name: str) -> None:
         step *= n
 
 
+# The dtypes of the epilogue's arrays: each element is converted to the
+# accumulator's type as it is read, so a bfloat16 bias beside bfloat16
+# operands needs no float32 copy.
+_EPILOGUE_ARRAY_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                         "uint64", "float16", "bfloat16", "float32", "float64")
+
+
 def _is_array(value: Any) -> bool:
     return hasattr(value, "__dlpack__") or hasattr(value, "__cuda_array_interface__")
 
@@ -241,8 +248,10 @@ class MatmulPlan:
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)
     and raises ``ValueError`` or ``TypeError`` otherwise. Arrays among the
-    epilogue's inputs are read as the accumulator's type, so they must have
-    its dtype (float32; float64 for float64 products) and be contiguous;
+    epilogue's inputs (of any real dtype: a bfloat16 bias beside bfloat16
+    operands) are read with each element converted to the accumulator's
+    type (float32; float64 for float64 products), must keep the dtype they
+    had when the plan was made, and must be contiguous;
     a scalar input may not be of a kind its type at the plan would lose
     (a float where an int was); ``out`` may share no memory with A, B or
     those arrays (it may be C itself, except for ``autotune``).
@@ -325,12 +334,13 @@ class MatmulPlan:
             if _is_array(value):
                 described = _jitk._describe(value)
                 dt = described[1]
-                if dt != acc:
-                    raise TypeError(f"epilogue input {name!r} is {dt}; the epilogue reads its arrays "
-                                    f"as the accumulator's {acc}: convert it first")
+                if dt not in _EPILOGUE_ARRAY_TYPES:
+                    raise TypeError(f"epilogue input {name!r} is {dt}; the epilogue reads arrays of "
+                                    f"real dtypes ({', '.join(_EPILOGUE_ARRAY_TYPES)}), each "
+                                    f"element converted to the accumulator's {acc}")
                 _packed(described, name)
-                self._input_types[name] = acc
-                params.append(f"raw T {name}")
+                self._input_types[name] = dt
+                params.append(f"raw {'T' if dt == acc else dt} {name}")
             else:
                 self._input_types[name] = None
                 self._scalar_types[name] = _scalar_type(value)
@@ -392,8 +402,8 @@ class MatmulPlan:
             if acc is not None:
                 described[name] = _jitk._describe(value)
                 if described[name][1] != acc:
-                    raise TypeError(f"epilogue input {name!r} is {described[name][1]}; the "
-                                    f"epilogue reads its arrays as the accumulator's {acc}")
+                    raise TypeError(f"epilogue input {name!r} is {described[name][1]}; the plan "
+                                    f"was made with {acc} there")
                 _packed(described[name], name)
             else:
                 got, kept = _scalar_type(value), self._scalar_types[name]

@@ -296,6 +296,32 @@ def test_one_b_for_every_batch(lib, monkeypatch, dtype):
         jitk.MatmulPlan(a, b, c[0], beta=1.0)  # one C for every batch
 
 
+def test_epilogue_arrays_of_their_own_dtype(lib, monkeypatch):
+    """An epilogue array of any real dtype is read with each element
+    converted to the accumulator's type (a float16 or int32 bias beside
+    float32 operands); an execution must give the dtype the plan was made
+    with, and a complex array is refused. Small integers: exact."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(41)
+    ha = rng.integers(-3, 4, (24, 16)).astype(np.float64)
+    hb = rng.integers(-3, 4, (16, 40)).astype(np.float64)
+    hbias = rng.integers(-3, 4, 40).astype(np.float64)
+    a, b = lib.asarray(ha, "float32"), lib.asarray(hb, "float32")
+    epilogue = "relu(acc + bias[col])"
+    for dtype in ("float16", "int32", "float64"):
+        bias = lib.asarray(hbias, dtype)
+        plan = jitk.MatmulPlan(a, b, epilogue=epilogue, epilogue_inputs={"bias": bias})
+        d = plan.execute(a, b, epilogue_inputs={"bias": bias})
+        assert_equal(lib.asnumpy(d), np.maximum(ha @ hb + hbias, 0).astype(np.float32))
+        other = lib.asarray(hbias, "float32")
+        with pytest.raises(TypeError, match=f"made with {dtype}"):
+            plan.execute(a, b, epilogue_inputs={"bias": other})
+    with pytest.raises(TypeError, match="real dtypes"):
+        jitk.MatmulPlan(a, b, epilogue=epilogue,
+                        epilogue_inputs={"bias": lib.asarray(hbias, "complex64")})
+
+
 def test_plan_autotune_execute(torch_lib):
     torch = torch_lib.m
     m, n, k = 512, 256, 384
@@ -424,9 +450,12 @@ def test_random_matmuls(lib, seed, monkeypatch):
                                              "max(acc + bias[col], (T)0)",
                                              "max(acc + bias[col], 0)",
                                              "-min(0, -(acc + bias[col]))"]))
-        # The epilogue reads its arrays as the accumulator's type.
+        # The epilogue reads its arrays of any real dtype, each element
+        # converted to the accumulator's type: the accumulator's own, the
+        # operands' (a bfloat16 bias beside bfloat16 operands) or an int.
         acc = "float64" if dtype == "float64" else "float32"
-        kwargs["epilogue_inputs"] = {"bias": lib.asarray(hbias, acc)}
+        kwargs["epilogue_inputs"] = {"bias": lib.asarray(hbias, str(rng.choice([acc, dtype,
+                                                                               "int32"])))}
         want = np.maximum(want + hbias, 0)
     if rng.random() < 0.5:
         out = lib.asarray(np.full(lead + (m, n), np.nan), out_dtype)
