@@ -165,6 +165,9 @@ typedef struct jk_red_source_in {
   const jk_param_list *params;
   const char *map_expr, *reduce_expr, *post_map_expr, *identity, *reduce_type, *preamble;
   const jk_red_spec *spec;
+  /* Per parameter: an output the post-map may read, or leave as it was,
+   * before (or without) assigning it, which is loaded first. */
+  const bool *load_output;
 } jk_red_source_in;
 
 /* Writes the CUDA source of one specialization: the kernel `name`, which

@@ -146,7 +146,14 @@ static void emit_post_map(jk_buf *b, const jk_red_source_in *in, const char *fil
   jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_acc;\n      (void)a;\n");
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
-    if (d->output) jk_buf_printf(b, "      %s %s;\n", ctype_of(in, p), d->name);
+    /* An output is its element, as under CuPy, whose post-map may read
+     * it (`y += a`) or assign it only sometimes: loaded first unless the
+     * post-map surely overwrites it. */
+    if (d->output && in->load_output != NULL && in->load_output[p])
+      jk_buf_printf(b, "      %s %s = _jk_p_%s[_jk_ko_%s];\n", ctype_of(in, p), d->name, d->name,
+                    d->name);
+    else if (d->output)
+      jk_buf_printf(b, "      %s %s;\n", ctype_of(in, p), d->name);
   }
   jk_cg_user_code(b, "post_map_expr", in->post_map_expr, ";", file);
   for (int p = 0; p < s->nparams; p++) {

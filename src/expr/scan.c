@@ -159,8 +159,16 @@ bool jk_code_directives_jump(const char *code) {
   return false;
 }
 
+/* Whether `code` may hold a preprocessor directive (read loosely: a '#'
+ * in a literal counts too). */
+static bool may_have_directive(const char *code) {
+  return strchr(code, '#') != NULL || strstr(code, "%:") != NULL || strstr(code, "\?\?=") != NULL;
+}
+
 bool jk_code_assigns_first(const char *code, const char *name) {
-  if (code == NULL) return false;
+  /* The tokens below skip directives, but conditional compilation may
+   * take the assignment out (`#if 0`) or put another statement first. */
+  if (code == NULL || may_have_directive(code)) return false;
   size_t len = strlen(name);
   int depth = 0;          /* (), [], {} nesting */
   bool stmt_start = true; /* the next token begins a top-level statement */
@@ -195,6 +203,11 @@ bool jk_code_assigns_first(const char *code, const char *name) {
     stmt_start = depth == 0 && t.kind == T_PUNCT && (is(&t, ";") || is(&t, "}"));
   }
   return false;
+}
+
+bool jk_code_overwrites(const char *code, const char *preamble, const char *name) {
+  return jk_code_assigns_first(code, name) && !jk_code_directives_use(preamble, name) &&
+         !jk_code_directives_jump(preamble);
 }
 
 /* Counts the occurrences of identifier `name` in `code` (`all`) and those

@@ -39,6 +39,16 @@ bool jk_code_directives_jump(const char *code);
 bool jk_code_assigns_first(const char *code, const char *name);
 
 /*
+ * Whether a kernel may leave output `name` unloaded before running `code`
+ * after `preamble`: code's first act on it is a plain assignment
+ * (jk_code_assigns_first), and no directive of either text can change
+ * that: conditional compilation in `code` (`#if 0` around the assignment),
+ * a macro that names the output (`#define OLD z`, so `z = x + OLD;` reads
+ * it) or one that may bring in a jump.
+ */
+bool jk_code_overwrites(const char *code, const char *preamble, const char *name);
+
+/*
  * Whether every evaluation of expression `code` reads `name[index]`, both
  * identifiers, with nothing but whitespace between the tokens: then the
  * read may be made early, as matmul plans do for `bias[col]`.

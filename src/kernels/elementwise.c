@@ -114,12 +114,10 @@ jitk_status jitk_elementwise_create(jitk_engine *e, const char *in_params, const
   for (size_t c = 0; c < sizeof texts / sizeof texts[0]; c++)
     k->uses_i |= (c < 3 && jk_code_uses(texts[c], "i")) || jk_code_directives_use(texts[c], "i");
   /* An output the operation assigns before anything else is not loaded,
-   * unless a macro may jump past that assignment. */
-  const bool macro_jumps =
-      jk_code_directives_jump(k->operation) || jk_code_directives_jump(k->g.preamble);
+   * unless a directive may change that. */
   for (int p = k->g.num_in; p < (int)k->g.params.count; p++)
     k->load_output[p] =
-        macro_jumps || !jk_code_assigns_first(k->operation, k->g.params.params[p].name);
+        !jk_code_overwrites(k->operation, k->g.preamble, k->g.params.params[p].name);
   /* The shape of the work, measured on the H200 (docs/PERFORMANCE.md):
    * one thread per 16-byte group and a grid that covers the loop once
    * reach 1.03 of copy bandwidth on z = x + y, where a grid that fills

@@ -41,6 +41,9 @@ struct jitk_reduction {
   int reduce_placeholder;
   jitk_dtype reduce_dtype;
   bool uses_j; /* map_expr reads _j: the reduced dimensions keep C order */
+  /* Per parameter: an output the post-map may read or leave as it was,
+   * which the kernel loads before it (jk_code_overwrites). */
+  bool load_output[JK_MAX_EW_PARAMS];
   /* Autotuned strategies by layout (see jitk_reduction_autotune): what
    * this kernel measured or found in the cache's tuning table, and the
    * layouts it looked up and found nothing for (force 0), the oldest
@@ -96,9 +99,9 @@ void jitk_reduction_destroy(jitk_reduction *k) {
 
 static jitk_status red_source(void *ctx, const void *spec, char **source) {
   jitk_reduction *k = ctx;
-  jk_red_source_in in = {k->g.name,      &k->g.params,     k->map_expr,
-                         k->reduce_expr, k->post_map_expr, k->identity,
-                         k->reduce_type, k->g.preamble,    spec};
+  jk_red_source_in in = {
+      k->g.name,   &k->g.params,   k->map_expr,   k->reduce_expr, k->post_map_expr,
+      k->identity, k->reduce_type, k->g.preamble, spec,           k->load_output};
   return jk_red_generate(k->g.engine, &in, source);
 }
 
@@ -234,6 +237,10 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
     jitk_reduction_destroy(k);
     return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   }
+  for (size_t p = 0; p < k->g.params.count && p < JK_MAX_EW_PARAMS; p++)
+    k->load_output[p] =
+        k->g.params.params[p].output &&
+        !jk_code_overwrites(post_map_expr, k->g.preamble, k->g.params.params[p].name);
   /* A macro may name it too (`#define JJ _j` in the preamble). */
   k->uses_j = jk_code_uses(map_expr, "_j") || jk_code_directives_use(map_expr, "_j") ||
               jk_code_directives_use(k->g.preamble, "_j");

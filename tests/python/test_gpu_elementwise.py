@@ -197,6 +197,22 @@ def test_scalars_an_integer_parameter_cannot_hold_are_refused(lib):
     assert_equal(lib.asnumpy(y), np.array([301]))
 
 
+def test_outputs_read_through_directives_are_loaded(lib):
+    """An output the operation seems to overwrite first is loaded all the
+    same where a directive may change that: conditional compilation around
+    the assignment, or a macro of the preamble that reads the output."""
+    x = ints((4,), "int32")
+    cases = [("#ifdef OVERWRITE\nz = x;\n#else\nz += x;\n#endif\n", ""),
+             ("#if 0\nz = x;\n#endif\nz += x;\n", ""),
+             ("z = ADD(x);", "#define ADD(v) (z + (v))"),
+             ("z = x + OLD;", "#define OLD z")]
+    for i, (op, preamble) in enumerate(cases):
+        k = jitk.ElementwiseKernel("T x", "T z", op, f"ppload_{i}", preamble=preamble)
+        z = lib.asarray(np.full(4, 100, np.int32))
+        k(lib.asarray(x), z)
+        assert_equal(lib.asnumpy(z), 100 + x)
+
+
 def test_kernels_named_as_library_functions(lib):
     """A kernel may have any C name, `bind` and `socket` as others (the
     emulator once ran libc's functions of those names instead)."""

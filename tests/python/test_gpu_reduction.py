@@ -50,6 +50,27 @@ def test_reduction_arguments_as_cupy_takes_them(lib):
         jitk.ReductionKernel("T x, float32 _j", "T y", "x * _j", "a + b", "y = a", "0", "rj")
 
 
+def test_post_map_sees_each_output_as_its_element(lib):
+    """As under CuPy, an output in post_map_expr is its element: read by
+    `y += a`, kept where an `if` does not assign it, and kept where the
+    post-map never names it (those outputs are loaded first)."""
+    x = np.arange(1, 13, dtype=np.float32).reshape(4, 3)
+    dx = lib.asarray(x)
+    sums = x.sum(axis=1)
+    cases = [("y += a", 100 + sums), ("if (a > 20) y = a", np.where(sums > 20, sums, 100)),
+             ("#if 0\ny = a;\n#endif\ny += 2 * a", 100 + 2 * sums)]
+    for i, (post, want) in enumerate(cases):
+        k = jitk.ReductionKernel("T x", "T y", "x", "a + b", post, "0", f"rpost_{i}")
+        y = lib.asarray(np.full(4, 100, np.float32))
+        k(dx, y, axis=1)
+        assert_equal(lib.asnumpy(y), want.astype(np.float32))
+    two = jitk.ReductionKernel("T x", "T y, T z", "x", "a + b", "y = a", "0", "rpost_keep_z")
+    y, z = (lib.asarray(np.full(4, v, np.float32)) for v in (100, -1))
+    two(dx, y, z, axis=1)
+    assert_equal(lib.asnumpy(y), sums)
+    assert_equal(lib.asnumpy(z), np.full(4, -1, np.float32))
+
+
 @pytest.mark.parametrize("axis", AXES, ids=str)
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_sum_axes_keepdims(lib, axis, keepdims):

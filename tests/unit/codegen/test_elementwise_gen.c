@@ -23,6 +23,16 @@ Test(scan, uses_and_assigns_first) {
   cr_assert(!jk_code_assigns_first("y = z; z = 1", "z"));
   cr_assert(!jk_code_assigns_first("z == x", "z"));
   cr_assert(!jk_code_assigns_first("w = x", "z"), "never assigned: its value is kept");
+  /* Directives may take the assignment out or put another statement
+   * first; a macro of the preamble may read the output or jump. */
+  cr_assert(!jk_code_assigns_first("#if 0\nz = x;\n#endif\nz += x;", "z"));
+  cr_assert(!jk_code_assigns_first("%:ifdef A\nz = x;\n%:endif\n", "z"), "digraph");
+  cr_assert(jk_code_overwrites("z = x + y", "#define W 2", "z"));
+  cr_assert(!jk_code_overwrites("z = x + OLD;", "#define OLD z", "z"));
+  cr_assert(!jk_code_overwrites("z = ADD(x);", "#define ADD(v) (z + (v))", "z"));
+  cr_assert(!jk_code_overwrites("SKIP; z = x;", "#define SKIP if (x < 0) return", "z"));
+  cr_assert(!jk_code_overwrites("z = CAT(o, ld);", "#define CAT(a, b) a##b", "z"), "pastes");
+  cr_assert(jk_code_overwrites("z = x", NULL, "z"));
 }
 
 Test(elementwise_gen, every_dtype_and_layout_compiles) {

@@ -291,7 +291,7 @@ Test(reduction_gen, outputs_in_vectors_compile) {
     spec.ovec = (unsigned char)(c < 3 ? 2 : 4);
     spec.has_identity = c != 1;
     spec.final_group = (unsigned short)(c == 2 ? 32 : 0);
-    jk_red_source_in in = {"colv", &pl, "(float)x", "a + b", "y = a", "0", NULL, NULL, &spec};
+    jk_red_source_in in = {"colv", &pl, "(float)x", "a + b", "y = a", "0", NULL, NULL, &spec, NULL};
     char *src = NULL;
     JT_OK(e, jk_red_generate(e, &in, &src));
     char want[64];
@@ -339,7 +339,8 @@ Test(reduction_gen, whole_rows_compile) {
     spec.rrun = (unsigned short)cases[c].B;
     spec.has_identity = (unsigned char)cases[c].identity;
     spec.final_group = (unsigned short)cases[c].split;
-    jk_red_source_in in = {"rows", &pl, cases[c].map, "a + b", "y = a", "0", NULL, NULL, &spec};
+    jk_red_source_in in = {"rows", &pl,  cases[c].map, "a + b", "y = a",
+                           "0",    NULL, NULL,         &spec,   NULL};
     char *src = NULL;
     JT_OK(e, jk_red_generate(e, &in, &src));
     cr_assert(strstr(src, "row segments") != NULL, "case %zu", c);
@@ -395,7 +396,7 @@ Test(reduction_gen, second_pass_compiles) {
     spec.has_identity = 1;
     spec.final_group = (unsigned short)cases[c].final_group;
     spec.second_pass = 1;
-    jk_red_source_in in = {"two", &pl, "(float)x", "a + b", "y = a", "0", NULL, NULL, &spec};
+    jk_red_source_in in = {"two", &pl, "(float)x", "a + b", "y = a", "0", NULL, NULL, &spec, NULL};
     char *src = NULL;
     JT_OK(e, jk_red_generate(e, &in, &src));
     const char *fin = strstr(src, "two_final(");
