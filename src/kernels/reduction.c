@@ -244,6 +244,34 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   /* A macro may name it too (`#define JJ _j` in the preamble). */
   k->uses_j = jk_code_uses(map_expr, "_j") || jk_code_directives_use(map_expr, "_j") ||
               jk_code_directives_use(k->g.preamble, "_j");
+  /* reduce_expr and identity are compiled apart from the kernel's body
+   * (the combining functor and the identity's function), where neither
+   * the parameters nor the indices exist: a use of one would only fail
+   * when the first launch compiles, citing generated code. */
+  const char *apart[] = {reduce_expr, identity};
+  const char *apart_names[] = {"reduce_expr", "identity"};
+  for (int t = 0; t < 2; t++) {
+    const char *bad = NULL;
+    for (size_t p = 0; bad == NULL && p < k->g.params.count; p++) {
+      const char *pn = k->g.params.params[p].name;
+      /* In reduce_expr, `a` and `b` are the two values it combines. */
+      bool own_ab = t == 0 && (strcmp(pn, "a") == 0 || strcmp(pn, "b") == 0);
+      if (!own_ab && jk_code_uses(apart[t], pn)) bad = pn;
+    }
+    static const char *const indices[] = {"_in_ind", "_out_ind", "_j"};
+    for (size_t i = 0; bad == NULL && i < sizeof indices / sizeof indices[0]; i++)
+      if (jk_code_uses(apart[t], indices[i])) bad = indices[i];
+    if (bad != NULL) {
+      /* The message first: `bad` may be a parameter's name, which the
+       * kernel's destruction frees. */
+      st = jk_fail(e, JITK_ERR_PARSE,
+                   "jitk_reduction_create: %s cannot use `%s`: it is compiled apart from the "
+                   "kernel's parameters and indices (use them in map_expr or post_map_expr)",
+                   apart_names[t], bad);
+      jitk_reduction_destroy(k);
+      return st;
+    }
+  }
   const char *parts[] = {map_expr,
                          reduce_expr,
                          post_map_expr,

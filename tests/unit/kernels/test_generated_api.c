@@ -294,8 +294,27 @@ Test(raw_outputs, reductions_refuse_the_names_they_declare) {
         jitk_reduction_create(e, ins[i], "T s", "x", "a + b", "s = a", "0", NULL, "r", NULL, &k));
     cr_assert_eq((uintptr_t)k, 0x5e, "untouched on failure");
   }
-  /* Names that only start like them are parameters as any other. */
+  /* reduce_expr and identity are compiled apart from the parameters and
+   * indices: a use of one is refused at creation, not at the first
+   * launch's compile. */
+  static const char *const apart[][3] = {{"a + b * w", "0", "`w`"},
+                                         {"a + b", "init", "`init`"},
+                                         {"a + b + _in_ind.size()", "0", "`_in_ind`"},
+                                         {"a + b", "(T)_j", "`_j`"}};
+  for (size_t i = 0; i < sizeof apart / sizeof apart[0]; i++) {
+    jitk_reduction *k = (jitk_reduction *)(uintptr_t)0x5e;
+    JT_FAILS(e, JITK_ERR_PARSE, apart[i][2],
+             jitk_reduction_create(e, "T x, T w, T init", "T s", "x", apart[i][0], "s = a",
+                                   apart[i][1], NULL, "r", NULL, &k));
+    cr_assert(strstr(jitk_errmsg(e), "compiled apart") != NULL, "%s", jitk_errmsg(e));
+    cr_assert_eq((uintptr_t)k, 0x5e, "untouched on failure");
+  }
+  /* Names that only start like them are parameters as any other, and
+   * in reduce_expr `a` and `b` are the values it combines, whatever the
+   * parameters are named. */
   jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T a", "T b", "a", "a + b", "b = a", "0", NULL, "r", NULL, &k));
+  jitk_reduction_destroy(k);
   JT_OK(e, jitk_reduction_create(e, "T x, float32 _jj, float32 _in_index", "T s", "x * _jj",
                                  "a + b", "s = a", "0", NULL, "r", NULL, &k));
   jitk_reduction_destroy(k);
