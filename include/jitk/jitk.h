@@ -1686,7 +1686,10 @@ JITK_API jitk_status jitk_reduction_prepare(jitk_reduction *kernel, const jitk_a
  * (shape, strides, dtypes, reduced axes) on this kernel, and in the
  * kernel cache's tuning table for other kernels of the same name,
  * expressions and parameters on the same device and target. The outputs end as a
- * launch with the chosen strategy leaves them. Each strategy is
+ * launch with the chosen strategy leaves them; so an output that shares
+ * memory with an input, or that post_map_expr reads or may leave as it
+ * was (`y += a`), is refused (JITK_ERR_INVALID_ARGUMENT), since each run
+ * would start from the last one's result. Each strategy is
  * deterministic, but two may round differently: a tuned layout gives the
  * same bits on every run after the tuning, not necessarily the untuned
  * bits. Without a tuning, the strategy follows from which axes are

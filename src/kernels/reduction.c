@@ -1261,6 +1261,31 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   st = plan(k, stream, args, nargs, axes, num_axes, keepdims, NULL, &pl, &spec, &nothing);
   if (st != JITK_OK || nothing) return st;
   int n = (int)k->g.params.count, sms = e->info.multiprocessors;
+  /* Each candidate runs many times on the caller's arrays: an output the
+   * post-map reads or may leave as it was, or one that shares memory with
+   * an input, would then end far from what one launch leaves. */
+  for (int o = k->g.num_in; o < n; o++) {
+    if (k->load_output[o])
+      return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                     "jitk_reduction_autotune: kernel %s: post_map_expr may read %s or leave it "
+                     "as it was, so the many runs of autotuning would each change it; autotune "
+                     "with an output of its own, then launch",
+                     k->g.name, k->g.labels[o]);
+    uintptr_t olo, ohi;
+    const jk_view *ov = &pl.a.views[o];
+    if (!pl.a.is_array[o] || !jk_view_range(ov, jk_dtype(ov->dtype)->size, &olo, &ohi)) continue;
+    for (int p = 0; p < k->g.num_in; p++) {
+      const jk_view *iv = &pl.a.views[p];
+      uintptr_t lo, hi;
+      if (pl.a.is_array[p] && jk_view_range(iv, jk_dtype(iv->dtype)->size, &lo, &hi) &&
+          !(hi < olo || lo > ohi))
+        return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
+                       "jitk_reduction_autotune: kernel %s: %s shares memory with %s, so each "
+                       "of autotuning's many runs would read the last one's result; autotune "
+                       "with an output of its own, then launch",
+                       k->g.name, k->g.labels[o], k->g.labels[p]);
+    }
+  }
   uint64_t layout = layout_hash(&pl, &spec);
   /* The layout's own choice ('d') first: another must beat it by 3%,
    * more than the timings' noise, to replace it. */

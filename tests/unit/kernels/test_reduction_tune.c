@@ -89,6 +89,29 @@ Test(reduction_tune, measured_choice_is_kept_and_stored) {
   jitk_status st = jitk_reduction_autotune(k, NULL, args, 2, bad_axis, 1, 0);
   cr_assert_neq(st, JITK_OK);
   cr_assert(strstr(jitk_errmsg(e), "axis") != NULL, "%s", jitk_errmsg(e));
+  /* Outputs the many timed runs would change: one that is an input (in
+   * place; one partly inside an input is refused by every launch), and
+   * one the post-map adds to. */
+  int64_t flat[1] = {64 * 2047};
+  DLTensor tin = jt_tensor(x, JITK_FLOAT32, 1, flat, NULL);
+  jitk_reduction *inc = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a + 1", "0", NULL, "inc", NULL,
+                                 &inc));
+  int none[1] = {0};
+  jitk_arg in_place[] = {jitk_arg_array(&tin), jitk_arg_array(&tin)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "shares memory",
+           jitk_reduction_autotune(inc, NULL, in_place, 2, none, 0, 0));
+  DLTensor tpart = jt_tensor(x + 5, JITK_FLOAT32, 1, ys, NULL);
+  jitk_arg inside[] = {jitk_arg_array(&tx), jitk_arg_array(&tpart)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps",
+           jitk_reduction_autotune(k, NULL, inside, 2, axis0, 1, 0));
+  jitk_reduction *acc = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y += a", "0", NULL, "accsum", NULL,
+                                 &acc));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "may read output `y`",
+           jitk_reduction_autotune(acc, NULL, args, 2, axis0, 1, 0));
+  jitk_reduction_destroy(acc);
+  jitk_reduction_destroy(inc);
   jitk_reduction_destroy(k);
   jitk_engine_destroy(e);
 
