@@ -24,6 +24,12 @@ jitk_dtype jk_promote(jitk_dtype a, jitk_dtype b);
 /* A double rounded to the 8-bit float `d` (JITK_FLOAT8_E4M3 or
  * JITK_FLOAT8_E5M2) as CUDA's saturating conversions round it. */
 uint8_t jk_double_to_float8(double value, jitk_dtype d);
+/* A double rounded once to float16 or bfloat16 (to nearest even, past the
+ * largest finite value to infinity), as NumPy's float64 to float16 and
+ * __double2bfloat16 do; through a float first, two roundings could land
+ * one unit off. */
+uint16_t jk_double_to_half(double value);
+uint16_t jk_double_to_bfloat16(double value);
 
 /* A checked view of a DLTensor: the first element's address (byte_offset
  * applied), and strides in elements, filled in for C order when the

@@ -1,6 +1,7 @@
 /*
  * Scalars converted to a parameter's dtype, as a C cast would, on the host.
  */
+#include <math.h>
 #include <string.h>
 
 #include "array/array.h"
@@ -70,9 +71,26 @@ static value read_arg(const jitk_arg *a) {
       break;
     default: break;
   }
-  if (v.is_int) v.re = v.is_signed ? (double)v.i : (double)v.u;
+  /* An integer as a double rounded to odd: exact up to 2^53, and past it
+   * its low bits kept as a sticky last bit, so that one more rounding to
+   * 24 bits or fewer (float32, the 16- and 8-bit floats) rounds as a
+   * single rounding of the integer would (float64 takes the integer
+   * itself). Rounded to nearest twice, 2^60 + 2^36 + 1 became the float32
+   * 2^60, not 2^60 + 2^37. */
+  if (v.is_int) {
+    uint64_t m = v.is_signed && v.i < 0 ? 0 - (uint64_t)v.i : v.is_signed ? (uint64_t)v.i : v.u;
+    int shift = 0;
+    while ((m >> shift) >= (1ull << 53)) shift++;
+    uint64_t kept = m >> shift;
+    if (shift > 0 && (m & ((1ull << shift) - 1)) != 0) kept |= 1;
+    v.re = ldexp((double)kept, shift);
+    if (v.is_signed && v.i < 0) v.re = -v.re;
+  }
   return v;
 }
+
+/* An integer's value as a double, rounded once (to nearest even). */
+static double int_double(const value *v) { return v->is_signed ? (double)v->i : (double)v->u; }
 
 /* The integer value, wrapped to 64 bits as a C conversion would. */
 static uint64_t as_bits(const value *v) {
@@ -122,12 +140,12 @@ jitk_status jk_convert_scalar(const jitk_engine *e, const jitk_arg *a, jitk_dtyp
     case JITK_INT64:
     case JITK_UINT64: memcpy(out, &bits, 8); break;
     case JITK_FLOAT16: {
-      uint16_t h = jitk_float_to_half((float)v.re);
+      uint16_t h = jk_double_to_half(v.re);
       memcpy(out, &h, 2);
       break;
     }
     case JITK_BFLOAT16: {
-      uint16_t h = jitk_float_to_bfloat16((float)v.re);
+      uint16_t h = jk_double_to_bfloat16(v.re);
       memcpy(out, &h, 2);
       break;
     }
@@ -144,14 +162,18 @@ jitk_status jk_convert_scalar(const jitk_engine *e, const jitk_arg *a, jitk_dtyp
       memcpy(out, &f, 4);
       break;
     }
-    case JITK_FLOAT64: memcpy(out, &v.re, 8); break;
+    case JITK_FLOAT64: {
+      double d = v.is_int ? int_double(&v) : v.re;
+      memcpy(out, &d, 8);
+      break;
+    }
     case JITK_COMPLEX64: {
       float c[2] = {(float)v.re, (float)v.im};
       memcpy(out, c, 8);
       break;
     }
     case JITK_COMPLEX128: {
-      double c[2] = {v.re, v.im};
+      double c[2] = {v.is_int ? int_double(&v) : v.re, v.im};
       memcpy(out, c, 16);
       break;
     }

@@ -293,6 +293,26 @@ uint8_t jk_double_to_float8(double value, jitk_dtype d) {
   return (uint8_t)(sign | (code > max ? max : code));
 }
 
+/* A 16-bit float of `mbits` mantissa bits and exponent bias `bias`
+ * (float16: 10, 15; bfloat16: 7, 127) from a double, rounded once. */
+static uint16_t double_to_16(double value, int mbits, int bias) {
+  uint64_t x;
+  memcpy(&x, &value, sizeof x);
+  uint16_t sign = (uint16_t)((x >> 48) & 0x8000u);
+  uint64_t exp = (x >> 52) & 0x7ffu, man = x & ((1ull << 52) - 1);
+  const uint64_t inf = (uint64_t)((1u << (15 - mbits)) - 1) << mbits;
+  if (exp == 0x7ff) /* infinity, or NaN kept quiet */
+    return (uint16_t)(sign | inf | (man ? 1u << (mbits - 1) : 0));
+  /* The magnitude's code may carry past the largest finite one: then it
+   * is infinity, as IEEE rounding makes it. */
+  uint64_t code = float8_magnitude(exp, man, mbits, bias);
+  return (uint16_t)(sign | (code >= inf ? inf : code));
+}
+
+uint16_t jk_double_to_half(double value) { return double_to_16(value, 10, 15); }
+
+uint16_t jk_double_to_bfloat16(double value) { return double_to_16(value, 7, 127); }
+
 uint8_t jitk_float_to_float8_e4m3(float value) {
   return jk_double_to_float8(value, JITK_FLOAT8_E4M3);
 }

@@ -333,3 +333,58 @@ Test(dtype, float8_scalar_conversion) {
   JT_FAILS(NULL, JITK_ERR_ARGUMENT_TYPE, "imaginary part",
            jk_convert_scalar(NULL, &a, JITK_FLOAT8_E4M3, &q, "argument 1"));
 }
+
+/* Scalars reach 16- and 32-bit float parameters rounded once from their
+ * value, as NumPy converts them: through float first (a double) or a
+ * double first (an int64), a second rounding could land one unit off. */
+Test(dtype, scalars_rounded_once) {
+  uint16_t h = 0;
+  /* Just above float16's tie between 1 and 1 + 2^-10, by less than a
+   * float's half unit: through float it fell on the tie and went down. */
+  jitk_arg a = jitk_arg_f64(1.0004882812509095);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT16, &h, "argument 1"));
+  cr_assert_eq(h, 0x3c01, "got %#x", h);
+  /* The same for bfloat16, between 1 and 1 + 2^-7. */
+  a = jitk_arg_f64(1.00390625 + 0x1p-40);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_BFLOAT16, &h, "argument 1"));
+  cr_assert_eq(h, 0x3f81, "got %#x", h);
+  /* Ties, overflow, infinities and NaN. */
+  static const struct {
+    double x;
+    uint16_t half, bf16;
+  } cases[] = {{1.0 + 0x1p-11, 0x3c00, 0x3f80}, {1.0 + 3 * 0x1p-11, 0x3c02, 0x3f80},
+               {65504.0, 0x7bff, 0x4780},       {65519.99, 0x7bff, 0x4780},
+               {65520.0, 0x7c00, 0x4780},       {-1e300, 0xfc00, 0xff80},
+               {0x1p-25, 0x0000, 0x3300},       {0x1p-25 + 0x1p-40, 0x0001, 0x3300},
+               {-0.0, 0x8000, 0x8000},          {INFINITY, 0x7c00, 0x7f80}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    a = jitk_arg_f64(cases[i].x);
+    JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT16, &h, "argument 1"));
+    cr_assert_eq(h, cases[i].half, "%a to float16: %#x", cases[i].x, h);
+    JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_BFLOAT16, &h, "argument 1"));
+    cr_assert_eq(h, cases[i].bf16, "%a to bfloat16: %#x", cases[i].x, h);
+  }
+  a = jitk_arg_f64(NAN);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT16, &h, "argument 1"));
+  cr_assert((h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0, "NaN stays NaN: %#x", h);
+  /* An int64 past 2^53 to float32: 2^60 + 2^36 + 1 is past the tie
+   * between 2^60 and 2^60 + 2^37, which a double first would make it. */
+  float f = 0;
+  a = jitk_arg_i64((1ll << 60) + (1ll << 36) + 1);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT32, &f, "argument 1"));
+  cr_assert_eq(f, 0x1p60f + 0x1p37f, "got %a", (double)f);
+  a = jitk_arg_i64(-((1ll << 60) + (1ll << 36) + 1));
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT32, &f, "argument 1"));
+  cr_assert_eq(f, -(0x1p60f + 0x1p37f), "got %a", (double)f);
+  a = jitk_arg_u64(UINT64_MAX);
+  double d = 0;
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT64, &d, "argument 1"));
+  cr_assert_eq(d, 0x1p64);
+  /* float64 from an int64 rounds the integer itself once. */
+  a = jitk_arg_i64((1ll << 60) + 1);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT64, &d, "argument 1"));
+  cr_assert_eq(d, 0x1p60);
+  a = jitk_arg_i64(INT64_MIN);
+  JT_OK(NULL, jk_convert_scalar(NULL, &a, JITK_FLOAT32, &f, "argument 1"));
+  cr_assert_eq(f, -0x1p63f);
+}
