@@ -2084,6 +2084,7 @@ typedef struct ew_kernel {
   PyObject *options;      /* tuple of str */
   PyObject *params;       /* tuple of (name, is_output, is_raw, type) */
   PyObject *cached_codes; /* dict: the specializations compiled, as CuPy keeps them */
+  PyObject *c_in, *c_out; /* the parameter lists as the library takes them */
   int nin, nout;
   int reduce_dims, no_return, return_tuple;
   unsigned char raw[MAX_PARAMS];
@@ -2160,6 +2161,63 @@ static int compile_options(PyObject *seq, const char ***out, size_t *n) {
   return 0;
 }
 
+/* A parameter list as CuPy reads it, for the library: CuPy takes a type
+ * of one letter for a placeholder and any longer one for a NumPy dtype
+ * name ("f4", "single", "int_", "float"), where jitk would take an
+ * unknown name for a placeholder, which the arrays then bind whatever
+ * their dtype. Each such type NumPy knows, and jitk by another name,
+ * becomes jitk's name; the list is returned as it was (a new reference)
+ * when nothing changes, so that the library's carets point into the
+ * text the caller wrote. */
+static PyObject *numpy_type_names(PyObject *params) {
+  PyObject *comma = PyUnicode_FromString(","), *space = PyUnicode_FromString(" ");
+  PyObject *items = comma && space ? PyUnicode_Split(params, comma, -1) : NULL;
+  PyObject *np_dtype = NULL, *result = NULL;
+  bool changed = false, no_numpy = false;
+  Py_ssize_t n = items ? PyList_Size(items) : -1;
+  for (Py_ssize_t i = 0; i < n && !no_numpy; i++) {
+    PyObject *words = PyUnicode_Split(PyList_GetItem(items, i), NULL, -1);
+    if (words == NULL) goto done;
+    Py_ssize_t w = PyList_Size(words);
+    PyObject *type = w >= 2 ? PyList_GetItem(words, w - 2) : NULL;
+    const char *t = type ? PyUnicode_AsUTF8AndSize(type, NULL) : NULL;
+    jitk_dtype known, d = JITK_DTYPE_NONE;
+    if (t != NULL && strlen(t) > 1 && strcmp(t, "raw") != 0 &&
+        jitk_dtype_from_name(t, &known) != JITK_OK) {
+      /* NumPy only now, for a name jitk does not know; without it the
+       * name stays a placeholder. */
+      if (np_dtype == NULL) {
+        PyObject *m = PyImport_ImportModule("numpy");
+        np_dtype = m ? PyObject_GetAttrString(m, "dtype") : NULL;
+        Py_XDECREF(m);
+        no_numpy = np_dtype == NULL;
+      }
+      PyObject *dt = np_dtype ? PyObject_CallFunctionObjArgs(np_dtype, type, NULL) : NULL;
+      d = dt ? dtype_of(dt) : JITK_DTYPE_NONE;
+      Py_XDECREF(dt);
+    }
+    PyErr_Clear();
+    if (d != JITK_DTYPE_NONE) {
+      PyObject *name = PyUnicode_FromString(dtype_name(d));
+      PyObject *item =
+          name && PyList_SetItem(words, w - 2, name) == 0 ? PyUnicode_Join(space, words) : NULL;
+      if (item == NULL || PyList_SetItem(items, i, item) != 0) {
+        Py_DECREF(words);
+        goto done;
+      }
+      changed = true;
+    }
+    Py_DECREF(words);
+  }
+  if (n >= 0) result = changed ? PyUnicode_Join(comma, items) : Py_NewRef(params);
+done:
+  Py_XDECREF(items);
+  Py_XDECREF(np_dtype);
+  Py_XDECREF(comma);
+  Py_XDECREF(space);
+  return result;
+}
+
 static jitk_status ew_create(ew_kernel *k, jitk_engine *e, jitk_elementwise **out) {
   const char **opts = NULL;
   size_t nopts = 0;
@@ -2168,8 +2226,8 @@ static jitk_status ew_create(ew_kernel *k, jitk_engine *e, jitk_elementwise **ou
   memset(&o, 0, sizeof o);
   o.nvrtc_options = opts;
   o.num_nvrtc_options = nopts;
-  const char *in = c_text(k->in_params, "in_params");
-  const char *outs = in ? c_text(k->out_params, "out_params") : NULL;
+  const char *in = c_text(k->c_in, "in_params");
+  const char *outs = in ? c_text(k->c_out, "out_params") : NULL;
   const char *op = outs ? c_text(k->operation, "operation") : NULL;
   const char *name = op ? c_text(k->name, "name") : NULL;
   o.preamble = name ? c_text(k->preamble, "preamble") : NULL;
@@ -2209,6 +2267,8 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   PyObject *empty = PyUnicode_FromString("");
   k->in_params = Py_NewRef(in_p);
   k->out_params = Py_NewRef(out_p);
+  k->c_in = numpy_type_names(in_p);
+  k->c_out = numpy_type_names(out_p);
   k->operation = Py_NewRef(op);
   k->name = name ? Py_NewRef(name) : PyUnicode_FromString("kernel");
   k->preamble = Py_NewRef(preamble ? preamble : empty);
@@ -2220,7 +2280,8 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->reduce_dims = reduce_dims;
   k->no_return = no_return;
   k->return_tuple = return_tuple;
-  if (k->name == NULL || k->options == NULL || k->cached_codes == NULL) {
+  if (k->name == NULL || k->options == NULL || k->cached_codes == NULL || k->c_in == NULL ||
+      k->c_out == NULL) {
     Py_DECREF(k);
     return NULL;
   }
@@ -2276,6 +2337,8 @@ static void ew_dealloc(ew_kernel *k) {
   jitk_elementwise_destroy(k->parsed);
   Py_XDECREF(k->in_params);
   Py_XDECREF(k->out_params);
+  Py_XDECREF(k->c_in);
+  Py_XDECREF(k->c_out);
   Py_XDECREF(k->operation);
   Py_XDECREF(k->name);
   Py_XDECREF(k->preamble);
@@ -2583,6 +2646,7 @@ static PyType_Spec ew_spec = {"jitk.ElementwiseKernel", sizeof(ew_kernel), 0,
 typedef struct red_kernel {
   PyObject_HEAD PyObject *in_params, *out_params, *map_expr, *reduce_expr, *post_map_expr,
       *identity, *name, *reduce_type, *preamble, *options, *params, *cached_codes;
+  PyObject *c_in, *c_out; /* the parameter lists as the library takes them */
   int nin, nout, reduce_dims;
   param_types types;
   jitk_reduction *parsed;
@@ -2609,8 +2673,8 @@ static jitk_status red_create(red_kernel *k, jitk_engine *e, jitk_reduction **ou
   o.nvrtc_options = opts;
   o.num_nvrtc_options = nopts;
   bool failed = false;
-  const char *in = opt_str(k->in_params, "in_params", &failed);
-  const char *outs = opt_str(k->out_params, "out_params", &failed);
+  const char *in = opt_str(k->c_in, "in_params", &failed);
+  const char *outs = opt_str(k->c_out, "out_params", &failed);
   const char *map = opt_str(k->map_expr, "map_expr", &failed);
   const char *reduce = opt_str(k->reduce_expr, "reduce_expr", &failed);
   const char *post = opt_str(k->post_map_expr, "post_map_expr", &failed);
@@ -2670,6 +2734,8 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   }
   k->in_params = Py_NewRef(in_p);
   k->out_params = Py_NewRef(out_p);
+  k->c_in = numpy_type_names(in_p);
+  k->c_out = numpy_type_names(out_p);
   k->map_expr = Py_NewRef(map_e);
   k->reduce_expr = Py_NewRef(red_e);
   k->post_map_expr = Py_NewRef(post_e);
@@ -2680,7 +2746,8 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->options = options_tuple(options);
   k->cached_codes = PyDict_New();
   k->reduce_dims = reduce_dims;
-  if (k->name == NULL || k->preamble == NULL || k->options == NULL || k->cached_codes == NULL) {
+  if (k->name == NULL || k->preamble == NULL || k->options == NULL || k->cached_codes == NULL ||
+      k->c_in == NULL || k->c_out == NULL) {
     Py_DECREF(k);
     return NULL;
   }
@@ -2749,7 +2816,8 @@ static void red_dealloc(red_kernel *k) {
   jitk_reduction_destroy(k->parsed);
   PyObject **fields[] = {&k->in_params,     &k->out_params, &k->map_expr, &k->reduce_expr,
                          &k->post_map_expr, &k->identity,   &k->name,     &k->reduce_type,
-                         &k->preamble,      &k->options,    &k->params,   &k->cached_codes};
+                         &k->preamble,      &k->options,    &k->params,   &k->cached_codes,
+                         &k->c_in,          &k->c_out};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) Py_CLEAR(*fields[i]);
   free_instance((PyObject *)k);
 }

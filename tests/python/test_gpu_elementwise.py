@@ -213,6 +213,22 @@ def test_outputs_read_through_directives_are_loaded(lib):
         assert_equal(lib.asnumpy(z), 100 + x)
 
 
+def test_numpy_type_names_as_cupy_reads_them(lib):
+    """CuPy takes a one-letter type for a placeholder and a longer one for
+    a NumPy dtype name: `f4 x` is a float32 parameter, which a float64
+    array does not match (it once became a placeholder, which any array
+    bound); `float` is NumPy's float64."""
+    x = ints((6,), "float32")
+    k = jitk.ElementwiseKernel("f4 x, single s", "double y", "y = x * s", "numpy_names")
+    assert_equal(lib.asnumpy(k(lib.asarray(x), 2)), (x * 2).astype(np.float64))
+    with pytest.raises(TypeError):
+        k(lib.asarray(x.astype(np.float64)), 2)
+    assert [p[3] for p in k.params] == ["float32", "float32", "float64"]
+    r = jitk.ReductionKernel("float x", "int_ n", "x > 0", "a + b", "n = a", "0", "count_pos")
+    assert [p[3] for p in r.params] == ["float64", "int64"]
+    assert k.in_params == "f4 x, single s"  # as given, as CuPy keeps it
+
+
 def test_kernels_named_as_library_functions(lib):
     """A kernel may have any C name, `bind` and `socket` as others (the
     emulator once ran libc's functions of those names instead)."""
