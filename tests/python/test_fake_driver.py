@@ -1446,8 +1446,10 @@ def test_matmul_operands_are_checked_against_the_plan(tmp_path):
              TypeError),
             (lambda: plan.execute(a, b, epilogue_inputs={"bias": half_bias}, out=d), TypeError),
             (lambda: plan.execute(a, b, epilogue_inputs={"bias": 1.0}, out=d), TypeError),
+            # An epilogue array of a dtype that is not real.
             (lambda: jitk.MatmulPlan(a, b, epilogue="acc + bias[col]",
-                                     epilogue_inputs={"bias": half_bias}), TypeError),
+                                     epilogue_inputs={"bias": CudaArray(np.zeros(64, np.complex64))}),
+             TypeError),
             # Named arguments that are not mappings of str.
             (lambda: plan.execute(a, b, epilogue_inputs="bias", out=d), TypeError),
             (lambda: jitk.MatmulPlan(a, b, epilogue_inputs=[("bias", bias)]), TypeError),
