@@ -117,9 +117,17 @@ template <typename T>
 __device__ inline complex<T> cos(complex<T> a) {
   return complex<T>(::cos(a.re) * ::cosh(a.im), -::sin(a.re) * ::sinh(a.im));
 }
+// NumPy's rules where exp(b log a) has no value: a ** 0 is 1 (whatever a
+// is), 0 ** b is 0 for a real, positive b, and NaN otherwise (0 ** -1,
+// 0 ** 1j).
 template <typename T>
 __device__ inline complex<T> pow(complex<T> a, complex<T> b) {
-  if (a.re == T(0) && a.im == T(0)) return complex<T>(T(0), T(0));
+  if (b.re == T(0) && b.im == T(0)) return complex<T>(T(1), T(0));
+  if (a.re == T(0) && a.im == T(0)) {
+    if (b.im == T(0) && b.re > T(0)) return complex<T>(T(0), T(0));
+    const T nan = T(::nan(""));
+    return complex<T>(nan, nan);
+  }
   return exp(b * log(a));
 }
 template <typename T>

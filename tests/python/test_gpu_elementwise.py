@@ -229,6 +229,22 @@ def test_numpy_type_names_as_cupy_reads_them(lib):
     assert k.in_params == "f4 x, single s"  # as given, as CuPy keeps it
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_pow_of_zero_and_to_zero(lib, dtype):
+    """pow of complex values where exp(b log a) has no value, as NumPy
+    gives it: a ** 0 is 1, 0 ** b is 0 for a real positive b and NaN
+    otherwise; elsewhere exp(b log a)."""
+    b = np.array([0, 0j, 2, 0.5, -1, 1j, -1 + 1j, 2, 0, 1 + 1j], dtype)
+    a = np.array([0, 3 + 4j, 0, 0, 0, 0, 0, 1 + 1j, np.inf, 2 - 1j], dtype)
+    k = jitk.ElementwiseKernel("T a, T b", "T z", "z = pow(a, b)", "cpow")
+    got = lib.asnumpy(k(lib.asarray(a), lib.asarray(b)))
+    with np.errstate(all="ignore"):
+        want = a ** b
+    assert_equal(got[:7], want[:7])
+    assert_equal(got[8], 1)  # inf ** 0
+    np.testing.assert_allclose(got[[7, 9]], want[[7, 9]], rtol=1e-5)
+
+
 def test_kernels_named_as_library_functions(lib):
     """A kernel may have any C name, `bind` and `socket` as others (the
     emulator once ran libc's functions of those names instead)."""
