@@ -89,6 +89,26 @@ static jitk_status add_placeholder(jitk_engine *e, jk_param_list *l, const char 
   return JITK_OK;
 }
 
+/* Names every generated kernel sees with a meaning of their own: CUDA's
+ * built-in variables, jitk's namespace, the element index (`i`, `_ind`),
+ * and CUDA's vector types (float2, uint4, dim3, ...). A parameter or
+ * placeholder of such a name would clash with them in the generated code,
+ * whose compile errors cite lines the user never wrote. */
+static bool taken_in_kernels(const char *s, size_t n) {
+  static const char *const names[] = {"threadIdx", "blockIdx", "blockDim", "gridDim",
+                                      "jitk",      "i",        "_ind",     "dim3"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (strlen(names[k]) == n && memcmp(names[k], s, n) == 0) return true;
+  /* [u]char, [u]short, [u]int, [u]long, [u]longlong, float, double, then
+   * 1 to 4. */
+  if (n < 4 || s[n - 1] < '1' || s[n - 1] > '4') return false;
+  static const char *const bases[] = {"char", "uchar", "short",    "ushort",    "int",   "uint",
+                                      "long", "ulong", "longlong", "ulonglong", "float", "double"};
+  for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++)
+    if (strlen(bases[k]) == n - 1 && memcmp(bases[k], s, n - 1) == 0) return true;
+  return false;
+}
+
 jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label, bool outputs,
                             jk_param_list *l) {
   if (text == NULL) return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s is NULL", label);
@@ -139,6 +159,11 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
       if (n >= 3 && memcmp(text + i, "_jk", 3) == 0)
         return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, n,
                              "names starting with _jk are reserved for jitk");
+      if (taken_in_kernels(text + i, n))
+        return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, n,
+                             "`%.*s` names something of CUDA's or jitk's in every kernel, so it "
+                             "cannot name a type placeholder",
+                             (int)n, text + i);
     }
     jk_lex_skip_space(&lx);
     i = lx.pos;
@@ -160,6 +185,11 @@ jitk_status jk_params_parse(jitk_engine *e, const char *text, const char *label,
     if (name_len >= 3 && memcmp(name, "_jk", 3) == 0)
       return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, name_len,
                            "names starting with _jk are reserved for jitk");
+    if (taken_in_kernels(name, name_len))
+      return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, name_len,
+                           "`%.*s` names something of CUDA's or jitk's in every kernel, so it "
+                           "cannot name a parameter",
+                           (int)name_len, name);
     if (jk_is_reserved_word(name, name_len))
       return jk_fail_caret(e, JITK_ERR_PARSE, label, text, i, name_len,
                            "`%.*s` is a C++ keyword and cannot name a parameter", (int)name_len,

@@ -14,6 +14,7 @@
  * depends only on the shapes and the device, so results repeat bit for
  * bit.
  */
+#include <ctype.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,7 +194,15 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
                                        {"_in_ind", "the index over the reduced elements"},
                                        {"_out_ind", "the index over the outputs"},
                                        {"_type_reduce", "the reduce type"}};
-  for (size_t p = 0; p < k->g.params.count; p++)
+  for (size_t p = 0; p < k->g.params.count; p++) {
+    /* post_map_expr's `a` is the reduced value, which an output of that
+     * name would hide. */
+    if (k->g.params.params[p].output && strcmp(k->g.params.params[p].name, "a") == 0) {
+      jitk_reduction_destroy(k);
+      return jk_fail(e, JITK_ERR_PARSE,
+                     "jitk_reduction_create: an output cannot be named `a`: post_map_expr "
+                     "reads the reduced value as `a`");
+    }
     for (size_t r = 0; r < sizeof own / sizeof own[0]; r++)
       if (strcmp(k->g.params.params[p].name, own[r][0]) == 0) {
         jitk_reduction_destroy(k);
@@ -202,6 +211,7 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
                        "declares it as %s",
                        own[r][0], own[r][1]);
       }
+  }
   /* The reduce type: as given, or the first input's type. */
   k->reduce_placeholder = -1;
   k->reduce_dtype = JITK_DTYPE_NONE;
@@ -213,8 +223,8 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
   } else {
     const char *t = reduce_type;
     size_t n = strlen(t);
-    while (n > 0 && (t[n - 1] == ' ')) n--;
-    while (n > 0 && *t == ' ') {
+    while (n > 0 && isspace((unsigned char)t[n - 1])) n--;
+    while (n > 0 && isspace((unsigned char)*t)) {
       t++;
       n--;
     }

@@ -309,6 +309,27 @@ Test(raw_outputs, reductions_refuse_the_names_they_declare) {
     cr_assert(strstr(jitk_errmsg(e), "compiled apart") != NULL, "%s", jitk_errmsg(e));
     cr_assert_eq((uintptr_t)k, 0x5e, "untouched on failure");
   }
+  /* An output named `a` would hide post_map_expr's reduced value; names
+   * CUDA or jitk give every kernel cannot name parameters or
+   * placeholders; reduce_type may have any space around it. */
+  static const char *const clash[][2] = {{"T x", "T a"},
+                                         {"T x, float32 blockDim", "T y"},
+                                         {"T x, int32 threadIdx", "T y"},
+                                         {"i x", "i y"},
+                                         {"jitk x", "jitk y"},
+                                         {"float2 x", "float2 y"},
+                                         {"T x, raw ulonglong4 w", "T y"}};
+  for (size_t i = 0; i < sizeof clash / sizeof clash[0]; i++) {
+    jitk_reduction *k = (jitk_reduction *)(uintptr_t)0x5e;
+    cr_assert_eq(jitk_reduction_create(e, clash[i][0], clash[i][1], "x", "a + b", "s = a", "0",
+                                       NULL, "r", NULL, &k),
+                 JITK_ERR_PARSE, "%s -> %s was taken", clash[i][0], clash[i][1]);
+    cr_assert_eq((uintptr_t)k, 0x5e, "untouched on failure");
+  }
+  jitk_reduction *tabbed = NULL;
+  JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", "\tfloat32\n", "r",
+                                 NULL, &tabbed));
+  jitk_reduction_destroy(tabbed);
   /* Names that only start like them are parameters as any other, and
    * in reduce_expr `a` and `b` are the values it combines, whatever the
    * parameters are named. */
