@@ -245,6 +245,15 @@ def test_complex_pow_of_zero_and_to_zero(lib, dtype):
     np.testing.assert_allclose(got[[7, 9]], want[[7, 9]], rtol=1e-5)
 
 
+def test_size_minus_one_is_no_size(lib):
+    """size=-1 is CuPy's own default, "not given"; below it is refused."""
+    x = ints((5,), "int32")
+    k = jitk.ElementwiseKernel("T x", "T y", "y = x + 1", "size_default")
+    assert_equal(lib.asnumpy(k(lib.asarray(x), size=-1)), x + 1)
+    with pytest.raises(ValueError, match="negative"):
+        k(lib.asarray(x), size=-2)
+
+
 def test_kernels_named_as_library_functions(lib):
     """A kernel may have any C name, `bind` and `socket` as others (the
     emulator once ran libc's functions of those names instead)."""
