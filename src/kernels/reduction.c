@@ -237,6 +237,27 @@ jitk_status jitk_reduction_create(jitk_engine *e, const char *in_params, const c
           memcmp(k->g.params.placeholders[h], t, n) == 0)
         k->reduce_placeholder = (int)h;
     if (k->reduce_placeholder < 0) k->reduce_dtype = jk_dtype_lookup(t, n);
+    /* CUDA's and C's names of jitk's dtypes, as CuPy's users write them:
+     * taken as the dtype, so that the generated code includes its header
+     * (`half` alone named a type no header had declared). */
+    static const struct {
+      const char *name;
+      jitk_dtype dtype;
+    } aliases[] = {{"half", JITK_FLOAT16},
+                   {"__half", JITK_FLOAT16},
+                   {"__nv_bfloat16", JITK_BFLOAT16},
+                   {"nv_bfloat16", JITK_BFLOAT16},
+                   {"float", JITK_FLOAT32},
+                   {"double", JITK_FLOAT64},
+                   {"complex<float>", JITK_COMPLEX64},
+                   {"complex<double>", JITK_COMPLEX128},
+                   {"thrust::complex<float>", JITK_COMPLEX64},
+                   {"thrust::complex<double>", JITK_COMPLEX128}};
+    for (size_t a = 0; k->reduce_placeholder < 0 && k->reduce_dtype == JITK_DTYPE_NONE &&
+                       a < sizeof aliases / sizeof aliases[0];
+         a++)
+      if (strlen(aliases[a].name) == n && memcmp(aliases[a].name, t, n) == 0)
+        k->reduce_dtype = aliases[a].dtype;
     k->reduce_type = jk_gen_dup(e, reduce_type, &oom);
   }
   k->map_expr = jk_gen_dup(e, map_expr, &oom);

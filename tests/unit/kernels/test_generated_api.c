@@ -326,6 +326,22 @@ Test(raw_outputs, reductions_refuse_the_names_they_declare) {
                  JITK_ERR_PARSE, "%s -> %s was taken", clash[i][0], clash[i][1]);
     cr_assert_eq((uintptr_t)k, 0x5e, "untouched on failure");
   }
+  /* CUDA's names of jitk's dtypes are those dtypes: the source declares
+   * them. */
+  static const char *const cuda_names[][2] = {{"half", "T=float32"},
+                                              {"__nv_bfloat16", "T=float32"},
+                                              {"complex<float>", "T=complex64"},
+                                              {"double", "T=float32"}};
+  for (size_t i = 0; i < sizeof cuda_names / sizeof cuda_names[0]; i++) {
+    jitk_reduction *k = NULL;
+    JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", cuda_names[i][0],
+                                   "r", NULL, &k));
+    const char *src = NULL;
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_reduction_compile(k, cuda_names[i][1], NULL, &src, &m));
+    jitk_module_destroy(m);
+    jitk_reduction_destroy(k);
+  }
   jitk_reduction *tabbed = NULL;
   JT_OK(e, jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", "\tfloat32\n", "r",
                                  NULL, &tabbed));
