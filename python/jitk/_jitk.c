@@ -20,6 +20,7 @@
 
 #include <jitk/jitk.h>
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -2038,7 +2039,8 @@ static int check_scalar_ints(const param_types *pt, PyObject *args, const call *
     const jitk_arg *a = &c->args[i];
     if (a->kind != JITK_ARG_SCALAR || PyBool_Check(o) || a->dtype == JITK_BOOL) continue;
     bool integer = a->dtype >= JITK_INT8 && a->dtype <= JITK_UINT64;
-    bool real = a->dtype >= JITK_FLOAT16 && a->dtype <= JITK_FLOAT64;
+    bool real = (a->dtype >= JITK_FLOAT16 && a->dtype <= JITK_FLOAT64) ||
+                a->dtype == JITK_FLOAT8_E4M3 || a->dtype == JITK_FLOAT8_E5M2;
     if (!integer && !real) continue;
     jitk_dtype target = pt->dtype[i];
     for (int pass = 0; pass < 2 && target == JITK_DTYPE_NONE; pass++)
@@ -2161,61 +2163,132 @@ static int compile_options(PyObject *seq, const char ***out, size_t *n) {
   return 0;
 }
 
+/* NumPy's names of jitk's dtypes that CuPy's users write as parameter
+ * types, known without NumPy (a PyTorch-only process reads them the
+ * same): the type codes, the C-like names, and the aliases NumPy 2 keeps
+ * (int_ and long are int64 on the Linux machines jitk runs on). */
+static const struct {
+  const char *name;
+  jitk_dtype dtype;
+} numpy_aliases[] = {
+    {"b1", JITK_BOOL},           {"bool_", JITK_BOOL},     {"i1", JITK_INT8},
+    {"byte", JITK_INT8},         {"i2", JITK_INT16},       {"short", JITK_INT16},
+    {"i4", JITK_INT32},          {"intc", JITK_INT32},     {"i8", JITK_INT64},
+    {"int", JITK_INT64},         {"int_", JITK_INT64},     {"long", JITK_INT64},
+    {"longlong", JITK_INT64},    {"intp", JITK_INT64},     {"u1", JITK_UINT8},
+    {"ubyte", JITK_UINT8},       {"u2", JITK_UINT16},      {"ushort", JITK_UINT16},
+    {"u4", JITK_UINT32},         {"uintc", JITK_UINT32},   {"u8", JITK_UINT64},
+    {"uint", JITK_UINT64},       {"ulong", JITK_UINT64},   {"ulonglong", JITK_UINT64},
+    {"uintp", JITK_UINT64},      {"f2", JITK_FLOAT16},     {"half", JITK_FLOAT16},
+    {"f4", JITK_FLOAT32},        {"single", JITK_FLOAT32}, {"f8", JITK_FLOAT64},
+    {"float", JITK_FLOAT64},     {"double", JITK_FLOAT64}, {"c8", JITK_COMPLEX64},
+    {"csingle", JITK_COMPLEX64}, {"c16", JITK_COMPLEX128}, {"complex", JITK_COMPLEX128},
+    {"cdouble", JITK_COMPLEX128}};
+
+/* The dtype NumPy gives type name `t` (n bytes) of a parameter list, where
+ * jitk does not know the name: from the table above, else from
+ * numpy.dtype() when NumPy is there; JITK_DTYPE_NONE otherwise. An error
+ * set only for a failure other than NumPy's refusal of the name. */
+static jitk_dtype numpy_type_name(const char *t, size_t n) {
+  for (size_t a = 0; a < sizeof numpy_aliases / sizeof numpy_aliases[0]; a++)
+    if (strlen(numpy_aliases[a].name) == n && memcmp(numpy_aliases[a].name, t, n) == 0)
+      return numpy_aliases[a].dtype;
+  PyObject *m = PyImport_ImportModule("numpy");
+  if (m == NULL) {
+    PyErr_Clear(); /* no NumPy: the name stays a placeholder */
+    return JITK_DTYPE_NONE;
+  }
+  PyObject *name = PyUnicode_FromStringAndSize(t, (Py_ssize_t)n);
+  PyObject *dt = name ? PyObject_CallMethod(m, "dtype", "O", name) : NULL;
+  Py_DECREF(m);
+  Py_XDECREF(name);
+  jitk_dtype d = JITK_DTYPE_NONE;
+  if (dt != NULL) {
+    d = dtype_of(dt);
+    Py_DECREF(dt);
+  } else if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+    PyErr_Clear(); /* not a dtype NumPy knows */
+  }
+  return d;
+}
+
 /* A parameter list as CuPy reads it, for the library: CuPy takes a type
  * of one letter for a placeholder and any longer one for a NumPy dtype
  * name ("f4", "single", "int_", "float"), where jitk would take an
  * unknown name for a placeholder, which the arrays then bind whatever
- * their dtype. Each such type NumPy knows, and jitk by another name,
- * becomes jitk's name; the list is returned as it was (a new reference)
- * when nothing changes, so that the library's carets point into the
- * text the caller wrote. */
+ * their dtype. In each item of the form "TYPE NAME" or "raw TYPE NAME",
+ * such a type NumPy knows, and jitk by another name, is replaced by jitk's
+ * name, the rest of the text kept as it is (so that the library's other
+ * messages quote what the caller wrote); other items are left to the
+ * library's own checks. The list itself (a new reference) when nothing
+ * changes; NULL with an exception on failure. */
 static PyObject *numpy_type_names(PyObject *params) {
-  PyObject *comma = PyUnicode_FromString(","), *space = PyUnicode_FromString(" ");
-  PyObject *items = comma && space ? PyUnicode_Split(params, comma, -1) : NULL;
-  PyObject *np_dtype = NULL, *result = NULL;
-  bool changed = false, no_numpy = false;
-  Py_ssize_t n = items ? PyList_Size(items) : -1;
-  for (Py_ssize_t i = 0; i < n && !no_numpy; i++) {
-    PyObject *words = PyUnicode_Split(PyList_GetItem(items, i), NULL, -1);
-    if (words == NULL) goto done;
-    Py_ssize_t w = PyList_Size(words);
-    PyObject *type = w >= 2 ? PyList_GetItem(words, w - 2) : NULL;
-    const char *t = type ? PyUnicode_AsUTF8AndSize(type, NULL) : NULL;
-    jitk_dtype known, d = JITK_DTYPE_NONE;
-    if (t != NULL && strlen(t) > 1 && strcmp(t, "raw") != 0 &&
-        jitk_dtype_from_name(t, &known) != JITK_OK) {
-      /* NumPy only now, for a name jitk does not know; without it the
-       * name stays a placeholder. */
-      if (np_dtype == NULL) {
-        PyObject *m = PyImport_ImportModule("numpy");
-        np_dtype = m ? PyObject_GetAttrString(m, "dtype") : NULL;
-        Py_XDECREF(m);
-        no_numpy = np_dtype == NULL;
+  Py_ssize_t len;
+  const char *text = PyUnicode_AsUTF8AndSize(params, &len);
+  if (text == NULL) return NULL;
+  char *out = PyMem_Malloc((size_t)len * 4 + 16);
+  if (out == NULL) return PyErr_NoMemory();
+  size_t o = 0;
+  bool changed = false;
+  for (Py_ssize_t at = 0; at <= len;) {
+    Py_ssize_t end = at;
+    while (end < len && text[end] != ',') end++;
+    /* The item's words: where each starts and how long it is. */
+    Py_ssize_t ws[4], wl[4];
+    int words = 0;
+    bool plain = true;
+    for (Py_ssize_t i = at; i < end;) {
+      if (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r') {
+        i++;
+        continue;
       }
-      PyObject *dt = np_dtype ? PyObject_CallFunctionObjArgs(np_dtype, type, NULL) : NULL;
-      d = dt ? dtype_of(dt) : JITK_DTYPE_NONE;
-      Py_XDECREF(dt);
+      Py_ssize_t j = i;
+      while (j < end && (isalnum((unsigned char)text[j]) || text[j] == '_')) j++;
+      if (j == i || words == 4) {
+        plain = false; /* something else than words: the library's to judge */
+        break;
+      }
+      ws[words] = i;
+      wl[words++] = j - i;
+      i = j;
     }
-    PyErr_Clear();
+    int type = -1;
+    if (plain && words == 2) type = 0;
+    if (plain && words == 3 && wl[0] == 3 && memcmp(text + ws[0], "raw", 3) == 0) type = 1;
+    jitk_dtype d = JITK_DTYPE_NONE;
+    if (type >= 0 && wl[type] > 1) {
+      char word[64];
+      jitk_dtype known;
+      if (wl[type] < (Py_ssize_t)sizeof word) {
+        memcpy(word, text + ws[type], (size_t)wl[type]);
+        word[wl[type]] = '\0';
+        if (jitk_dtype_from_name(word, &known) != JITK_OK)
+          d = numpy_type_name(word, (size_t)wl[type]);
+      }
+      if (PyErr_Occurred()) {
+        PyMem_Free(out);
+        return NULL;
+      }
+    }
     if (d != JITK_DTYPE_NONE) {
-      PyObject *name = PyUnicode_FromString(dtype_name(d));
-      PyObject *item =
-          name && PyList_SetItem(words, w - 2, name) == 0 ? PyUnicode_Join(space, words) : NULL;
-      if (item == NULL || PyList_SetItem(items, i, item) != 0) {
-        Py_DECREF(words);
-        goto done;
-      }
+      const char *jn = dtype_name(d);
+      memcpy(out + o, text + at, (size_t)(ws[type] - at));
+      o += (size_t)(ws[type] - at);
+      memcpy(out + o, jn, strlen(jn));
+      o += strlen(jn);
+      memcpy(out + o, text + ws[type] + wl[type], (size_t)(end - ws[type] - wl[type]));
+      o += (size_t)(end - ws[type] - wl[type]);
       changed = true;
+    } else {
+      memcpy(out + o, text + at, (size_t)(end - at));
+      o += (size_t)(end - at);
     }
-    Py_DECREF(words);
+    if (end < len) out[o++] = ',';
+    at = end + 1;
   }
-  if (n >= 0) result = changed ? PyUnicode_Join(comma, items) : Py_NewRef(params);
-done:
-  Py_XDECREF(items);
-  Py_XDECREF(np_dtype);
-  Py_XDECREF(comma);
-  Py_XDECREF(space);
-  return result;
+  PyObject *r = changed ? PyUnicode_FromStringAndSize(out, (Py_ssize_t)o) : Py_NewRef(params);
+  PyMem_Free(out);
+  return r;
 }
 
 static jitk_status ew_create(ew_kernel *k, jitk_engine *e, jitk_elementwise **out) {
@@ -2268,7 +2341,7 @@ static PyObject *ew_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->in_params = Py_NewRef(in_p);
   k->out_params = Py_NewRef(out_p);
   k->c_in = numpy_type_names(in_p);
-  k->c_out = numpy_type_names(out_p);
+  k->c_out = k->c_in ? numpy_type_names(out_p) : NULL;
   k->operation = Py_NewRef(op);
   k->name = name ? Py_NewRef(name) : PyUnicode_FromString("kernel");
   k->preamble = Py_NewRef(preamble ? preamble : empty);
@@ -2735,7 +2808,7 @@ static PyObject *red_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   k->in_params = Py_NewRef(in_p);
   k->out_params = Py_NewRef(out_p);
   k->c_in = numpy_type_names(in_p);
-  k->c_out = numpy_type_names(out_p);
+  k->c_out = k->c_in ? numpy_type_names(out_p) : NULL;
   k->map_expr = Py_NewRef(map_e);
   k->reduce_expr = Py_NewRef(red_e);
   k->post_map_expr = Py_NewRef(post_e);

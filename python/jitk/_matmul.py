@@ -171,6 +171,15 @@ def _no_broadcast(batch: int, operands: tuple) -> None:
 _ROW_OR_BATCH = re.compile(r"(?<![A-Za-z0-9_$])(row|batch)(?![A-Za-z0-9_$])")
 
 
+def _may_name_row_or_batch(text: str) -> bool:
+    """Whether ``text`` may name ``row`` or ``batch`` once the compiler
+    has read it: as a word after its lines are spliced (``ro\\<newline>w``
+    is ``row``), or through a pasting of tokens (``##``, ``%:%:``), which
+    may make any name."""
+    spliced = text.replace("\\\r\n", "").replace("\\\n", "")
+    return bool(_ROW_OR_BATCH.search(spliced)) or "##" in spliced or "%:%:" in spliced
+
+
 def _fold(batch: int, m: int, a: tuple, c: tuple | None, d: tuple, texts: list,
           reductions: list) -> None:
     """Refuses one B for every batch where the product cannot be computed
@@ -188,7 +197,7 @@ def _fold(batch: int, m: int, a: tuple, c: tuple | None, d: tuple, texts: list,
             if order != 0 or stride != m * ld:
                 why = (f"{what} must be row-major with each batch's rows right after the last "
                        f"batch's (batch stride {m} x its leading dimension)")
-    if why is None and any(text and _ROW_OR_BATCH.search(text) for text in texts):
+    if why is None and any(text and _may_name_row_or_batch(text) for text in texts):
         why = "the epilogue, its outputs, reductions and preamble may not name row or batch"
     if why is None and any(axis != "columns" for _, (_, _, _, axis) in reductions):
         why = "a reduction over rows or the whole matrix would sum across batches"

@@ -107,6 +107,26 @@ def test_bad_parameter_lists_are_value_errors(in_params, out_params, bad):
     assert bad.split()[0].rstrip(",") in str(e.value) or bad in str(e.value)
 
 
+def test_numpy_type_names_need_no_numpy_and_keep_the_text():
+    """CuPy's NumPy type names (f4, int_, ...) are those dtypes even where
+    NumPy cannot be imported (a PyTorch-only process), and a list the
+    library refuses is quoted as written, spacing and all."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "import jitk\n"
+            "k = jitk.ElementwiseKernel('f4 x, int_  n', 'double y', 'y = x * n', 'no_numpy')\n"
+            "print([p[3] for p in k.params])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['float32', 'int64', 'float64']"
+    for params, quoted in [("f4 x, unsigned int  y", "unsigned int  y"),
+                           ("const float x", "const float x")]:
+        with pytest.raises(ValueError) as e:
+            jitk.ElementwiseKernel(params, "T z", "", "quoted")
+        assert quoted in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize("name", ["1", "a-b", "", "two words", "k()"])
 def test_invalid_kernel_names(name):
     with pytest.raises(ValueError, match="Invalid kernel name"):

@@ -283,6 +283,9 @@ def test_one_b_for_every_batch(lib, monkeypatch, dtype):
             (dict(epilogue="acc + row"), "row or batch"),
             (dict(epilogue="acc * batch"), "row or batch"),
             (dict(outputs={"r": ("float32", "value + row")}), "row or batch"),
+            (dict(epilogue="acc + ro\\\nw"), "row or batch"),  # spliced: `row`
+            (dict(epilogue="acc + PASTE(r, ow)", preamble="#define PASTE(x, y) x##y"),
+             "row or batch"),
             (dict(reductions={"s": ("float32", "value", "sum", "rows")}), "across batches"),
             (dict(reductions={"s": ("float32", "value", "sum", "all")}), "across batches"),
             (dict(out=out_apart), "out must be row-major")]:
