@@ -428,8 +428,10 @@ JITK_API jitk_status jitk_engine_config_init(jitk_engine_config *config);
  * they are), and reads the device's properties once.
  * Errors: JITK_ERR_NO_DRIVER when libcuda.so.1 cannot be loaded or is too
  * old; JITK_ERR_NO_DEVICE when there is no such device; JITK_ERR_UNSUPPORTED
- * when NVRTC cannot target the device; JITK_ERR_INVALID_ARGUMENT for a bad
- * config (an unknown arch, a compile-only engine without an arch).
+ * when NVRTC cannot target the device, or for an arch of the right form
+ * that NVRTC does not know (sm_91, compute_999); JITK_ERR_INVALID_ARGUMENT
+ * for a bad config (an arch not of the form sm_XY, sm_XYa, sm_XYf or
+ * compute_XY, a compile-only engine without an arch).
  */
 JITK_API jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **engine);
 
@@ -828,8 +830,8 @@ typedef struct jitk_module_options {
  * the source is logged (to stderr without a log callback) as "source of
  * module NAME:", after a comment line for each option and name expression.
  * Errors: JITK_ERR_COMPILE with NVRTC's log and the options in
- * jitk_errmsg (or the linker's log when relocatable code does not link);
- * JITK_ERR_NOT_FOUND for a name expression that names no kernel;
+ * jitk_errmsg (or the linker's log when relocatable code does not link),
+ * also for a name expression that names no kernel, which NVRTC refuses;
  * JITK_ERR_CUDA when the driver refuses the image; JITK_ERR_UNSUPPORTED
  * for relocatable code when no linker or no libcudadevrt.a is found (the
  * message says where it looked and what to install).
@@ -1627,10 +1629,15 @@ typedef struct jitk_reduction_options {
  * Parameter lists are as for elementwise kernels. map_expr maps one element
  * of the broadcast inputs to a value of the reduce type (_type_reduce);
  * reduce_expr combines two of them, `a` and `b`; post_map_expr assigns the
- * outputs from the result `a`. In every expression `_in_ind.size()` is the
- * number of elements reduced into each output and `_out_ind.size()` the
- * number of outputs; in map_expr `_j` is the element's index among those
- * reduced into its output (C order over the reduced axes). Outputs cannot
+ * outputs from the result `a`, each output being its element there (read
+ * by `y += a`, kept where left unassigned). In map_expr and post_map_expr
+ * `_in_ind.size()` is the number of elements reduced into each output and
+ * `_out_ind.size()` the number of outputs; in map_expr `_j` is the
+ * element's index among those reduced into its output (C order over the
+ * reduced axes). reduce_expr and identity are compiled apart from the
+ * kernel's body: naming a parameter or an index there is JITK_ERR_PARSE,
+ * as are parameters named `_j`, `_in_ind`, `_out_ind` or `_type_reduce`
+ * and an output named `a`. Outputs cannot
  * be raw (JITK_ERR_PARSE, as CuPy's ReductionKernel refuses them too):
  * each output element is one reduced value. identity (NULL
  * for none) is the value of an empty reduction and starts every partial

@@ -4583,7 +4583,7 @@ static PyType_Slot rk_slots[] = {
     {Py_tp_members, rk_members},
     {Py_tp_methods, rk_methods},
     {Py_tp_doc,
-     "RawKernel(code, name, options=(), backend='nvrtc', translate_cucomplex=False, "
+     "RawKernel(code, name, options=(), backend='nvrtc', *, translate_cucomplex=False, "
      "enable_cooperative_groups=False, jitify=False)\n\nA kernel of CUDA source, as "
      "CuPy's RawKernel: k(grid, block, args, shared_mem=0, stream=None, "
      "enable_cooperative_groups=False, *, cluster=None, programmatic_dependent_launch=False); "
