@@ -1372,8 +1372,9 @@ jitk_status jitk_matmul_create(jitk_engine *e, const jitk_matmul_desc *desc, jit
   }
   /* A choice jitk_matmul_autotune stored for this device and class,
    * unless a configuration is being forced for measuring. */
-  if (kind != JK_MM_SIMT && e->has_device && getenv("JITK_MM_SCHEDULE") == NULL &&
-      getenv("JITK_MM_TILE") == NULL && getenv("JITK_MM_SWAP") == NULL) {
+  if (kind != JK_MM_SIMT && e->has_device && getenv("JITK_MM_KIND") == NULL &&
+      getenv("JITK_MM_SCHEDULE") == NULL && getenv("JITK_MM_TILE") == NULL &&
+      getenv("JITK_MM_SWAP") == NULL) {
     char key[512], choice[128];
     bool found = false;
     jk_mm_tuning_key(p, kind, key, sizeof key);

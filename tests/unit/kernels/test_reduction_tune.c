@@ -162,6 +162,27 @@ Test(matmul_tune, candidates_timed_and_one_kept, .timeout = 300) {
                                 NULL, 0));
   JT_OK(e, jitk_matmul_describe(p, after, sizeof after));
   cr_assert(strstr(after, "; tuned") != NULL, "%s", after);
+  /* A new plan of the class starts from the stored choice, unless a
+   * knob forces its configuration, JITK_MM_KIND among them. */
+  jitk_matmul *again = NULL;
+  JT_OK(e, jitk_matmul_create(e, &d, &again));
+  JT_OK(e, jitk_matmul_describe(again, after, sizeof after));
+  cr_assert(strstr(after, "; tuned") != NULL, "%s", after);
+  jitk_matmul_destroy(again);
+  /* An mma.sync plan tuned with JITK_MM_KIND=mma stores its choice too,
+   * which a plan made with that knob set does not take. */
+  setenv("JITK_MM_KIND", "mma", 1);
+  JT_OK(e, jitk_matmul_create(e, &d, &again));
+  JT_OK(e, jitk_matmul_autotune(again, NULL, buf, buf + 256 * 256 * 2, NULL,
+                                buf + 2 * 256 * 256 * 2, NULL, 0));
+  JT_OK(e, jitk_matmul_describe(again, after, sizeof after));
+  cr_assert(strstr(after, "mma.sync") != NULL && strstr(after, "; tuned") != NULL, "%s", after);
+  jitk_matmul_destroy(again);
+  JT_OK(e, jitk_matmul_create(e, &d, &again));
+  unsetenv("JITK_MM_KIND");
+  JT_OK(e, jitk_matmul_describe(again, after, sizeof after));
+  cr_assert(strstr(after, "mma.sync") != NULL && strstr(after, "; tuned") == NULL, "%s", after);
+  jitk_matmul_destroy(again);
   free(buf);
   jitk_matmul_destroy(p);
   jitk_engine_destroy(e);
