@@ -63,8 +63,9 @@ def _layout(array: Any, what: str, described: tuple | None = None):
     stride) of a matrix or a batch of matrices of any library (from
     ``_jitk._describe(array)`` when it was read already)."""
     device, dtype, shape, strides = (described or _jitk._describe(array))[:4]
-    if len(shape) not in (2, 3):
+    if len(shape) < 2:
         raise ValueError(f"{what} must be a matrix or a batch of matrices, not {len(shape)}-D")
+    shape, strides = _one_batch_dimension(shape, strides, what)
     batch = shape[0] if len(shape) == 3 else 1
     # A single matrix's batch stride is never followed.
     batch_stride = strides[0] if len(shape) == 3 and batch > 1 else 0
@@ -75,6 +76,46 @@ def _layout(array: Any, what: str, described: tuple | None = None):
     if rs == 1 and (cols == 1 or cs >= rows):
         return device, dtype, batch, rows, cols, 1, (cs if cols > 1 else rows), batch_stride
     raise ValueError(f"{what} needs a unit stride along its rows or its columns")
+
+
+def _one_batch_dimension(shape: tuple, strides: tuple, what: str) -> tuple:
+    """(shape, strides) with the batch dimensions of an array of more than
+    three (as NumPy's matmul takes them: all but the last two) made one,
+    where each lies a whole step of the next apart (as a contiguous
+    array's do); a ValueError otherwise."""
+    if len(shape) <= 3:
+        return tuple(shape), tuple(strides)
+    lead, lead_strides = shape[:-2], strides[:-2]
+    count = 1
+    for n in lead:
+        count *= n
+    inner = 0  # the stride of the innermost batch dimension of extent > 1
+    step = None  # (stride, extent) of the last one met, going outward
+    for n, st in zip(reversed(lead), reversed(lead_strides)):
+        if n == 1 or count == 0:
+            continue
+        if step is None:
+            inner = st
+        elif st != step[0] * step[1]:
+            raise ValueError(f"{what}'s batch dimensions {tuple(lead)} (strides "
+                             f"{tuple(lead_strides)}) are not one after another, so they "
+                             f"cannot be one batch dimension: pass a contiguous copy")
+        step = (st, n)
+    return (count,) + tuple(shape[-2:]), (inner,) + tuple(strides[-2:])
+
+
+def _batch_shape(a: tuple, b: tuple) -> tuple:
+    """The batch shape of A's and B's (their shapes but the last two), as
+    NumPy's matmul broadcasts them: a ValueError where it would not."""
+    la, lb = tuple(a[:-2]), tuple(b[:-2])
+    width = max(len(la), len(lb))
+    la, lb = (1,) * (width - len(la)) + la, (1,) * (width - len(lb)) + lb
+    out = []
+    for x, y in zip(la, lb):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"batch shapes {a[:-2]} and {b[:-2]} do not broadcast")
+        out.append(x if y == 1 else y)
+    return tuple(out)
 
 
 def _device(placed: list) -> int:
@@ -245,7 +286,10 @@ class MatmulPlan:
     cores read them).
 
     A batched product takes each batch's own A and C (``(batch, rows,
-    cols)`` arrays). B may be one matrix for every batch (a matrix, or an
+    cols)`` arrays, or several batch dimensions as NumPy's matmul takes
+    them, ``(2, 3, rows, cols)``, each a whole step of the next apart as in
+    a contiguous array; D then has that batch shape). B may be one matrix
+    for every batch (a matrix, or an
     expanded view of one: batch stride 0), as in ``x @ w`` with ``x`` of
     shape ``(batch, m, k)``: the plan then computes one product of ``batch
     * m`` rows, which needs A, C and ``out`` row-major with each batch's
@@ -290,6 +334,9 @@ class MatmulPlan:
         db, tb, batch_b, k2, n, ob, ldb, sb = _layout(b, "B", described_b)
         if k != k2:
             raise ValueError(f"A is {m}x{k} but B is {k2}x{n}: the inner sizes differ")
+        # The batch shape D takes (NumPy's matmul's), whose dimensions the
+        # plan runs as one.
+        lead = _batch_shape(described_a[2], described_b[2])
         # An empty array's device does not matter (nothing of it is read or
         # written): the plan is on the others' device (_device).
         placed = [("A", da, batch_a * m * k), ("B", db, batch_b * k * n)]
@@ -314,8 +361,9 @@ class MatmulPlan:
             raise ValueError(f"compute must be one of {sorted(k for k in _COMPUTE if k)}")
         if out is not None:
             dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out")
-            if (md, nd, batch_d) != (m, n, batch):
-                raise ValueError(f"out must be {batch}x{m}x{n}" if batch > 1 else f"out must be {m}x{n}")
+            if (md, nd, batch_d) != (m, n, batch) or (
+                    len(lead) > 1 and tuple(_jitk._describe(out)[2][:-2]) != lead):
+                raise ValueError(f"out must be of shape {lead + (m, n)}")
             placed.append(("out", dd, batch_d * md * nd))
             if out_dtype is not None and out_dtype != td:
                 raise ValueError(f"out is {td}, not the out_dtype given ({out_dtype})")
@@ -358,8 +406,14 @@ class MatmulPlan:
         self.m, self.n, self.k, self.batch = m, n, k, batch
         self.out_dtype = td
         # A batch of one stays a batch, as in NumPy and PyTorch.
-        stacked = len(described_a[2]) == 3 or len(described_b[2]) == 3
-        self._shape = (batch, m, n) if batch > 1 or stacked else (m, n)
+        self._lead = lead
+        self._shape = lead + (m, n)
+        # Each operand's batch shape, checked again at execution where one
+        # has several batch dimensions.
+        self._batch_shapes = {"A": tuple(described_a[2][:-2]), "B": tuple(described_b[2][:-2]),
+                              "out": lead}
+        if c is not None:
+            self._batch_shapes["C"] = tuple(_jitk._describe(c)[2][:-2])
         self._d_order = od
         if isinstance(scales, str) or not set(scales) <= {"a", "b", "d"}:
             raise ValueError(f"scales names some of 'a', 'b' and 'd', not {scales!r}")
@@ -438,9 +492,18 @@ class MatmulPlan:
             if layout != self._want[what]:
                 raise ValueError(f"{what} is {_say(layout)}; the plan is for "
                                  f"{_say(self._want[what])}")
+        # Batch dimensions made one (_one_batch_dimension) must also be the
+        # plan's one by one, as D's shape follows them.
+        shapes = {what: tuple(desc[2]) for what, desc in described.items()}
+        if out is not None:
+            out_desc = _jitk._describe(out)
+            shapes["out"] = tuple(out_desc[2])
+        for what, shape in shapes.items():
+            made = self._batch_shapes.get(what)
+            if made is not None and (len(made) > 1 or len(shape) > 3) and shape[:-2] != made:
+                raise ValueError(f"{what}'s batch shape is {shape[:-2]}; the plan is for {made}")
         if out is None:
             return _jitk._empty(a, self._shape, self.out_dtype)
-        out_desc = _jitk._describe(out)
         got = _placed(_layout(out, "out", out_desc), self._want["A"][0])
         want = self._want.get("D", (self._want["A"][0], self.out_dtype, self.batch, self.m, self.n,
                                     0, self.n, self.m * self.n if self.batch > 1 else 0))
@@ -483,7 +546,7 @@ class MatmulPlan:
         d = self._operands(a, b, c, out, inputs)
         # The outputs in D's order: a column-major D's are made as their
         # transposes and handed back as views.
-        lead = (self.batch,) if self.batch > 1 else ()
+        lead = self._lead if self.batch > 1 else ()
         outs, views = [], {}
         for name, (dtype, _) in self._outputs:
             if self._d_order == 0:

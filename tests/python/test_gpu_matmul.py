@@ -299,6 +299,39 @@ def test_one_b_for_every_batch(lib, monkeypatch, dtype):
         jitk.MatmulPlan(a, b, c[0], beta=1.0)  # one C for every batch
 
 
+def test_several_batch_dimensions(lib, monkeypatch):
+    """Batch dimensions as NumPy's matmul takes them: (2, 3, m, k) @ (2, 3,
+    k, n) pairs them, (2, 3, m, k) @ (k, n) shares B (one product of 6 m
+    rows), D and the outputs of shape (2, 3, m, n); batch dimensions not
+    one after another, shapes that do not broadcast, and an execution
+    with other batch dimensions are refused. Small integers: exact."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(51)
+    m, n, k = 12, 20, 8
+    ha = rng.integers(-3, 4, (2, 3, m, k)).astype(np.float64)
+    hb = rng.integers(-3, 4, (2, 3, k, n)).astype(np.float64)
+    a, b = lib.asarray(ha, "float32"), lib.asarray(hb, "float32")
+    d = jitk.matmul(a, b)
+    assert tuple(d.shape) == (2, 3, m, n)
+    assert_equal(lib.asnumpy(d).astype(np.float64), ha @ hb)
+    w = lib.asarray(hb[0, 0], "float32")
+    plan = jitk.MatmulPlan(a, w, outputs={"twice": ("float32", "acc * 2")})
+    assert "batch 1" in plan.describe()
+    d, extras = plan.execute(a, w)
+    assert tuple(d.shape) == (2, 3, m, n) and tuple(extras["twice"].shape) == (2, 3, m, n)
+    assert_equal(lib.asnumpy(d).astype(np.float64), ha @ hb[0, 0])
+    assert_equal(lib.asnumpy(extras["twice"]).astype(np.float64), 2 * (ha @ hb[0, 0]))
+    # (2, 3) batches whose second dimension is not the inner one in memory.
+    apart = lib.permute(lib.asarray(ha.transpose(1, 0, 2, 3), "float32"), (1, 0, 2, 3))
+    with pytest.raises(ValueError, match="one after another"):
+        jitk.MatmulPlan(apart, b)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        jitk.MatmulPlan(a, lib.asarray(hb.reshape(6, k, n), "float32"))
+    with pytest.raises(ValueError, match="batch shape"):
+        plan.execute(lib.asarray(ha.reshape(3, 2, m, k), "float32"), w)
+
+
 def test_epilogue_arrays_of_their_own_dtype(lib, monkeypatch):
     """An epilogue array of any real dtype is read with each element
     converted to the accumulator's type (a float16 or int32 bias beside
