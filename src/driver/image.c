@@ -169,12 +169,23 @@ jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind, const voi
   return JITK_OK;
 }
 
+/* Kernel parameters take at most 32764 bytes (CUDA 12.1 on), so a parameter
+ * larger than this (in PTX or a cubin) is malformed. */
+#define JK_PTX_MAX_PARAM_BYTES 32768u
+
 /* EIATTR_KPARAM_INFO in ptxas's .nv.info.<kernel> sections: a 12-byte
  * record per parameter (index, ordinal, offset, flags with the size in
- * bits 18-31). Attributes are 4-byte headers (format, id, and either a
- * 16-bit value or the length of a payload that follows). */
+ * bits 18-31). Where a kernel's parameters take more than 4352 bytes (up
+ * to 32764 from CUDA 12.1), whose sizes 14 bits may not hold, ptxas
+ * writes EIATTR_KPARAM_INFO_V2 instead: index (32 bits), ordinal and
+ * offset (16 each), size (32). EIATTR_CBANK_PARAM_SIZE holds the bytes of
+ * all of them, a 16-bit value. Attributes are 4-byte headers (format, id,
+ * and either a 16-bit value or the length of a payload that follows). */
+#define JK_EIFMT_HVAL 3
 #define JK_EIFMT_SVAL 4
 #define JK_EIATTR_KPARAM_INFO 0x17
+#define JK_EIATTR_CBANK_PARAM_SIZE 0x19
+#define JK_EIATTR_KPARAM_INFO_V2 0x45
 
 int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol, uint32_t *sizes,
                          int cap) {
@@ -197,24 +208,32 @@ int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol, uint
     if (!section_readable(&sec, size)) return -2;
     uint64_t off = sec.off, len = sec.size;
     int count = 0;
+    uint32_t bank = 0, reach = 0; /* the bytes the section says, and the records reach */
     for (uint64_t q = 0; len - q >= 4;) {
       const unsigned char *a = p + off + q;
       uint8_t fmt = a[0], attr = a[1];
       if (fmt != JK_EIFMT_SVAL) {
+        if (fmt == JK_EIFMT_HVAL && attr == JK_EIATTR_CBANK_PARAM_SIZE) bank = rd16(a + 2);
         q += 4;
         continue;
       }
       uint16_t plen = rd16(a + 2);
       if (plen > len - q - 4) return -2;
-      if (attr == JK_EIATTR_KPARAM_INFO && plen >= 12) {
-        uint16_t ordinal = rd16(a + 8);
-        uint32_t psize = (rd32(a + 12) >> 18) & 0x3fff;
-        if (ordinal >= cap) return -2;
+      if ((attr == JK_EIATTR_KPARAM_INFO || attr == JK_EIATTR_KPARAM_INFO_V2) && plen >= 12) {
+        uint16_t ordinal = rd16(a + 8), poff = rd16(a + 10);
+        uint32_t psize =
+            attr == JK_EIATTR_KPARAM_INFO ? (rd32(a + 12) >> 18) & 0x3fff : rd32(a + 12);
+        if (ordinal >= cap || psize > JK_PTX_MAX_PARAM_BYTES) return -2;
         sizes[ordinal] = psize;
         if (ordinal + 1 > count) count = ordinal + 1;
+        if ((uint32_t)poff + psize > reach) reach = (uint32_t)poff + psize;
       }
       q += 4 + (uint64_t)plen;
     }
+    /* Records of a form not read here would leave parameters out: where
+     * the bytes they reach are not the section's count of them, the
+     * sizes are not known (the driver is asked instead). */
+    if (bank != 0 && reach != bank) return -1;
     return count;
   }
   return -1;
@@ -242,51 +261,74 @@ static uint32_t ptx_type_size(const char *t, size_t n) {
   return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? (uint32_t)bits / 8 : 0;
 }
 
-/* Kernel parameters take at most 32764 bytes (CUDA 12.1 on), so an array
- * parameter larger than this is malformed. */
-#define JK_PTX_MAX_PARAM_BYTES 32768u
+/* PTX's next token from *p, past white space and comments (`//` to the
+ * end of the line, `/ *` to `* /`): one of `,`, `(` and `)`, or a word of
+ * anything else; *n is 0 at the end of the text. A comment is never a
+ * token, so that a `)` or `,` in one (or a commented-out `.entry`) cannot
+ * end or split a parameter list. */
+static const char *ptx_token(const char **p, size_t *n) {
+  const char *s = *p;
+  for (;;) {
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+    if (s[0] == '/' && s[1] == '/') {
+      while (*s != '\0' && *s != '\n') s++;
+    } else if (s[0] == '/' && s[1] == '*') {
+      const char *close = strstr(s + 2, "*/");
+      s = close != NULL ? close + 2 : s + strlen(s);
+    } else {
+      break;
+    }
+  }
+  const char *t = s;
+  if (*s == ',' || *s == '(' || *s == ')') {
+    s++;
+  } else {
+    while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ',' &&
+           *s != '(' && *s != ')' && !(s[0] == '/' && (s[1] == '/' || s[1] == '*')))
+      s++;
+  }
+  *n = (size_t)(s - t);
+  *p = s;
+  return t;
+}
+
+static bool ptx_is(const char *t, size_t n, const char *word) {
+  return n == strlen(word) && memcmp(t, word, n) == 0;
+}
 
 int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int cap) {
-  size_t symlen = strlen(symbol);
-  for (const char *e = strstr(ptx, ".entry "); e != NULL; e = strstr(e + 1, ".entry ")) {
-    const char *s = e + 7;
-    while (*s == ' ' || *s == '\t') s++;
-    if (strncmp(s, symbol, symlen) != 0) continue;
-    s += symlen;
-    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
-    if (*s != '(') continue;
-    const char *end = strchr(s, ')');
-    if (end == NULL) return -2;
-    int count = 0;
+  const char *p = ptx;
+  size_t n;
+  for (const char *t = ptx_token(&p, &n); n > 0; t = ptx_token(&p, &n)) {
+    if (!ptx_is(t, n, ".entry")) continue;
+    const char *at = p;
+    t = ptx_token(&at, &n);
+    if (!ptx_is(t, n, symbol)) continue;
+    t = ptx_token(&at, &n);
+    if (!ptx_is(t, n, "(")) continue;
     /* Each parameter is ".param [.align N] [.ptr ...] .TYPE name[N]?",
-     * separated by commas. */
-    for (const char *q = s + 1; q < end;) {
-      const char *comma = memchr(q, ',', (size_t)(end - q));
-      const char *stop = comma ? comma : end;
-      const char *param = strstr(q, ".param");
-      if (param == NULL || param >= stop) {
-        q = stop + 1;
-        continue;
-      }
+     * separated by commas, the list closed by ")". */
+    int count = 0;
+    for (;;) {
+      t = ptx_token(&at, &n);
+      if (ptx_is(t, n, ")")) return count;
+      if (!ptx_is(t, n, ".param")) return -2;
       uint32_t base = 0, mult = 1;
-      for (const char *t = param + 6; t < stop;) {
-        while (t < stop && (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')) t++;
-        const char *w = t;
-        while (t < stop && *t != ' ' && *t != '\t' && *t != '\n' && *t != '\r') t++;
-        if (base == 0) base = ptx_type_size(w, (size_t)(t - w));
-        const char *br = memchr(w, '[', (size_t)(t - w));
+      for (t = ptx_token(&at, &n); n > 0 && !ptx_is(t, n, ",") && !ptx_is(t, n, ")");
+           t = ptx_token(&at, &n)) {
+        if (base == 0) base = ptx_type_size(t, n);
+        const char *br = memchr(t, '[', n);
         if (br != NULL) {
-          const char *close = memchr(br, ']', (size_t)(t - br));
+          const char *close = memchr(br, ']', n - (size_t)(br - t));
           long v = close ? ptx_number(br + 1, (size_t)(close - br - 1)) : -1;
           if (v < 1 || v > (long)JK_PTX_MAX_PARAM_BYTES) return -2;
           mult = (uint32_t)v;
         }
       }
-      if (base == 0 || count >= cap || base * mult > JK_PTX_MAX_PARAM_BYTES) return -2;
+      if (n == 0 || base == 0 || count >= cap || base * mult > JK_PTX_MAX_PARAM_BYTES) return -2;
       sizes[count++] = base * mult;
-      q = stop + 1;
+      if (ptx_is(t, n, ")")) return count;
     }
-    return count;
   }
   return -1;
 }

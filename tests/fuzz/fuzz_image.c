@@ -88,8 +88,10 @@ static void walk(jitk_image_kind kind, const unsigned char *data, size_t size) {
     int r = kind == JITK_IMAGE_PTX ? jk_ptx_param_sizes((const char *)data, n.name[i], sizes, CAP)
                                    : jk_cubin_param_sizes(data, size, n.name[i], sizes, CAP);
     JF_CHECK(r >= -2 && r <= CAP, "%d parameters", r);
-    for (int p = 0; kind != JITK_IMAGE_PTX && p < r; p++)
-      JF_CHECK(sizes[p] < (1u << 14), "parameter %d of %u bytes", p, sizes[p]);
+    /* Parameters take at most 32764 bytes (the driver's limit from CUDA
+     * 12.1; a record of the second form holds a 32-bit size). */
+    for (int p = 0; p < r; p++)
+      JF_CHECK(sizes[p] <= 32768u, "parameter %d of %u bytes", p, sizes[p]);
     memset(sizes, 0, (size_t)(r > 0 ? r : 0) * sizeof sizes[0]);
   }
   /* A name the image may not define reaches the section-name scan even

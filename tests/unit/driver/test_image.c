@@ -2,6 +2,7 @@
  * before the driver sees them, files read with clear errors. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -134,6 +135,50 @@ Test(image, files) {
   cr_assert(strstr(jitk_errmsg(e), path) != NULL, "%s", jitk_errmsg(e));
   unlink(path);
   free(cubin);
+  /* What is not a regular file is refused at once: a FIFO without a
+   * writer (opening it used to wait for one), a device that never ends
+   * (/dev/zero was read until memory ran out), a directory. */
+  char fifo[] = "/tmp/jitk-fifo-XXXXXX";
+  cr_assert_not_null(mkdtemp(fifo));
+  char fifo_path[64];
+  snprintf(fifo_path, sizeof fifo_path, "%s/p", fifo);
+  cr_assert_eq(mkfifo(fifo_path, 0600), 0);
+  JT_FAILS(e, JITK_ERR_IO, "not a regular file", jitk_module_create_from_file(e, fifo_path, &m));
+  JT_FAILS(e, JITK_ERR_IO, "not a regular file", jitk_module_create_from_file(e, "/dev/zero", &m));
+  JT_FAILS(e, JITK_ERR_IO, "Is a directory", jitk_module_create_from_file(e, fifo, &m));
+  unlink(fifo_path);
+  rmdir(fifo);
+  jitk_engine_destroy(e);
+}
+
+/* Parameters past 4352 bytes in all: ptxas writes their sizes in another
+ * record (EIATTR_KPARAM_INFO_V2), which jitk once skipped, taking such a
+ * kernel for one without parameters; a launch without arguments then
+ * handed the driver slots nobody wrote. */
+Test(image, parameter_sizes_past_4352_bytes) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  static char text[16384];
+  size_t at = (size_t)snprintf(text, sizeof text,
+                               "struct Big { char b[16383]; };\n"
+                               "extern \"C\" __global__ void big(Big s, int *out) { out[0] = "
+                               "s.b[7]; }\n"
+                               "extern \"C\" __global__ void many(");
+  for (int i = 0; i < 600; i++)
+    at += (size_t)snprintf(text + at, sizeof text - at, "%sfloat *p%d", i ? ", " : "", i);
+  at += (size_t)snprintf(text + at, sizeof text - at, ") { p0[0] = p599[0]; }\n");
+  cr_assert(at < sizeof text);
+  jitk_module *m = NULL;
+  JT_OK(e, jitk_module_create(e, text, NULL, &m));
+  const void *img;
+  size_t size;
+  JT_OK(e, jitk_module_image(m, &img, &size, NULL));
+  uint32_t sizes[700];
+  int n = jk_cubin_param_sizes(img, size, "big", sizes, 700);
+  cr_assert(n == 2 && sizes[0] == 16383 && sizes[1] == 8, "big: %d parameters", n);
+  n = jk_cubin_param_sizes(img, size, "many", sizes, 700);
+  cr_assert_eq(n, 600);
+  for (int i = 0; i < 600; i++) cr_assert_eq(sizes[i], 8, "parameter %d: %u bytes", i, sizes[i]);
+  jitk_module_destroy(m);
   jitk_engine_destroy(e);
 }
 
@@ -494,6 +539,18 @@ Test(image, ptx_parameter_sizes_are_bounded) {
   const char *ok = ".entry k(.param .align 8 .b8 k_param_0[40], .param .u64 k_param_1)\n{}";
   cr_assert_eq(jk_ptx_param_sizes(ok, "k", sizes, 4), 2);
   cr_assert(sizes[0] == 40 && sizes[1] == 8);
+  /* Comments are not PTX: a `,` or `)` in one splits or ends no list, and
+   * an .entry in one is no kernel. */
+  const char *commented =
+      "// .entry k(.param .u32 a)\n"
+      ".visible .entry k(\n"
+      "  .param .u32 k_n, // element count (not bytes)\n"
+      "  /* a pointer, ) */ .param .u64 k_out\n"
+      ")\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(commented, "k", sizes, 4), 2);
+  cr_assert(sizes[0] == 4 && sizes[1] == 8, "%u %u", sizes[0], sizes[1]);
+  const char *only_comment = "/* .entry k(.param .u32 a) */\n.entry j(.param .u64 x)\n{}";
+  cr_assert_eq(jk_ptx_param_sizes(only_comment, "k", sizes, 4), -1);
 }
 
 /* The variables cuModuleGetGlobal can find, read from cubins and PTX so
