@@ -66,8 +66,14 @@ static jitk_status check_signature(jitk_engine *e, const jk_fn_facts *k, int i, 
                  want);
 }
 
+static void jk_fn_refresh(jitk_engine *e, jk_fn_facts *f);
+
 static jitk_status check_config(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid, jitk_dim3 block,
                                 size_t shared, const jk_launch_how *how) {
+  /* Facts another handle of the same function may have changed. */
+  if (JK_UNLIKELY(__atomic_load_n(&k->attr_epoch, __ATOMIC_RELAXED) !=
+                  __atomic_load_n(&e->attr_epoch, __ATOMIC_ACQUIRE)))
+    jk_fn_refresh(e, k);
   const jitk_device_info *d = &e->info;
   unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   for (int i = 0; i < 3; i++) {
@@ -371,12 +377,15 @@ static jitk_status launch_checked(jitk_engine *e, jk_fn_facts *k, jitk_dim3 grid
   }
   jitk_status st = check_config(e, k, grid, block, shared, how);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
+  /* No arguments: no array, so that a kernel whose parameters jitk could
+   * not count is never handed slots nobody wrote (the driver then refuses
+   * the launch rather than read them). */
   jk_launch_op op = {.fn = k->fn,
                      .name = k->name,
                      .grid = {grid.x, grid.y, grid.z},
                      .block = {block.x, block.y, block.z},
                      .shared = (unsigned)shared,
-                     .params = params};
+                     .params = n > 0 ? params : NULL};
   if (how != NULL) {
     op.cooperative = how->cooperative;
     op.pdl = how->pdl;
@@ -482,6 +491,7 @@ jitk_status jk_fn_read_facts(jitk_engine *e, CUfunction fn, const char *name,
                              const jk_fn_source *src, jk_fn_facts *f) {
   memset(f, 0, sizeof *f);
   f->fn = fn;
+  f->attr_epoch = __atomic_load_n(&e->attr_epoch, __ATOMIC_ACQUIRE);
   f->name = jk_strdup(e, name);
   if (f->name == NULL) return jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory");
   static const CUfunction_attribute ids[3] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
@@ -501,6 +511,30 @@ jitk_status jk_fn_read_facts(jitk_engine *e, CUfunction fn, const char *name,
   return st;
 }
 
+/* Reads the facts of f that handles change (jk_fn_attribute_changed)
+ * from the driver again, under attr_lock; a value the driver does not
+ * give stays as it was. */
+static void jk_fn_refresh(jitk_engine *e, jk_fn_facts *f) {
+  pthread_mutex_lock(&e->attr_lock);
+  unsigned long epoch = __atomic_load_n(&e->attr_epoch, __ATOMIC_RELAXED);
+  int v = 0;
+  if (jk_cu_func_attribute(e, f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &v) ==
+      CUDA_SUCCESS)
+    __atomic_store_n(&f->max_dynamic_shared, (size_t)v, __ATOMIC_RELAXED);
+  if (jk_cu_func_attribute(e, f->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, &v) ==
+      CUDA_SUCCESS)
+    __atomic_store_n(&f->non_portable_clusters, v == 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&f->attr_epoch, epoch, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&e->attr_lock);
+}
+
+void jk_fn_attribute_changed(jitk_engine *e, jk_fn_facts *f) {
+  pthread_mutex_lock(&e->attr_lock);
+  unsigned long epoch = __atomic_add_fetch(&e->attr_epoch, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&f->attr_epoch, epoch, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&e->attr_lock);
+}
+
 jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes,
                                          bool raise_only) {
   size_t limit = e->info.shared_per_block_optin;
@@ -518,6 +552,8 @@ jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t 
   }
   pthread_mutex_unlock(&e->attr_lock);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
+  /* A limit set lower than before: other handles' copies may be higher. */
+  if (!raise_only) jk_fn_attribute_changed(e, f);
   return JITK_OK;
 }
 
