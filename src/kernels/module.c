@@ -3,11 +3,14 @@
  * from memory and files, loaded into the engine's context.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "driver/image.h"
 #include "kernels/kernels.h"
@@ -157,17 +160,38 @@ jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind, 
 }
 
 jitk_status jk_read_file(jitk_engine *e, const char *path, jk_buf *b) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return jk_fail(e, JITK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  /* Non-blocking, so that opening a FIFO does not wait for a writer; only
+   * a regular file is read, and no further than the size it had when
+   * opened, so that a device (/dev/zero) or a file that keeps growing
+   * cannot keep the call reading. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return jk_fail(e, JITK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    int err = errno;
+    close(fd);
+    return jk_fail(e, JITK_ERR_IO, "cannot read %s: %s", path, strerror(err));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    return jk_fail(e, JITK_ERR_IO, "cannot read %s: %s", path,
+                   S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file");
+  }
   jk_buf_init(b, e);
   char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) jk_buf_append(b, chunk, n);
-  bool read_error = ferror(f) != 0;
-  int err = errno;
-  fclose(f);
+  uint64_t left = (uint64_t)sb.st_size;
+  int err = 0;
+  while (left > 0 && !b->failed) {
+    ssize_t n = read(fd, chunk, left < sizeof chunk ? (size_t)left : sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    jk_buf_append(b, chunk, (size_t)n);
+    left -= (uint64_t)n;
+  }
+  close(fd);
   jitk_status st = JITK_OK;
-  if (read_error)
+  if (err != 0)
     st = jk_fail(e, JITK_ERR_IO, "cannot read %s: %s", path, strerror(err));
   else if (b->failed)
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory reading %s", path);
