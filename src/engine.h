@@ -57,6 +57,13 @@ struct jitk_engine {
    * that the driver's value and the one jitk keeps agree (launches raise
    * it: jk_fn_set_max_dynamic_shared). */
   pthread_mutex_t attr_lock;
+  /* Counts the attribute changes that may lower what a function allows
+   * (an explicit dynamic shared-memory limit, the non-portable cluster
+   * flag). Kernel handles of one source share a loaded function, each
+   * keeping its own copy of those facts: a handle whose copy is older
+   * than the latest change reads them from the driver again
+   * (jk_fn_refresh). */
+  unsigned long attr_epoch;
 
   /* Threads of the compile pool (jitk_parallel), fixed at creation. */
   int compile_threads;

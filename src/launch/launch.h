@@ -35,6 +35,7 @@ typedef struct jk_fn_facts {
   size_t static_shared;
   size_t max_dynamic_shared;  /* the current limit */
   bool non_portable_clusters; /* clusters of up to 16 blocks allowed */
+  unsigned long attr_epoch;   /* the engine's attr_epoch when these were read */
 } jk_fn_facts;
 
 /* One step of a launch: a kernel, or (fn NULL) clearing `clear_bytes`
@@ -100,6 +101,11 @@ jitk_status jk_launch_args(jitk_engine *e, jk_fn_facts *f, jitk_dim3 grid, jitk_
  * engine's attr_lock. */
 jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes,
                                          bool raise_only);
+
+/* After an attribute of a function changed through a handle (the limit
+ * lowered, the cluster flag set): another handle of the same function
+ * reads its facts from the driver again before it trusts them. */
+void jk_fn_attribute_changed(jitk_engine *e, jk_fn_facts *f);
 
 /* Where a function was loaded from: its image, which describes its
  * parameters, and its symbol there. */

@@ -539,6 +539,38 @@ Test(launch, kernel_attributes) {
   stand_in_destroy(e);
 }
 
+/* The driver's own limit: the last one set (the stubs record it in
+ * seen.raised), 0 for the flag of clusters past 8. */
+static CUresult stub_driver_limit(int *v, CUfunction_attribute attr, CUfunction f) {
+  cr_assert_eq(f, stub_fn);
+  *v = attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? seen.raised : 0;
+  return CUDA_SUCCESS;
+}
+
+/* Two handles of one loaded function (two modules of the same source, as
+ * the kernel cache makes them, or a name expression and its lowered name)
+ * each keep the function's limit: one lowering it must not leave the
+ * other trusting the higher value it set, which made the driver refuse
+ * that handle's next launch. */
+Test(launch, handles_of_one_function_see_each_others_limits) {
+  jitk_kernel k;
+  jitk_engine *e = stand_in(&k);
+  e->drv.cuFuncGetAttribute = stub_driver_limit;
+  jitk_kernel k2 = k;
+  jitk_arg args[] = {jitk_arg_ptr(NULL, JITK_FLOAT32), jitk_arg_i32(7)};
+  JT_OK(e, jitk_kernel_launch(&k2, one, one, 102400, NULL, args, 2));
+  cr_assert_eq(seen.raised, 102400);
+  JT_OK(e, jitk_kernel_set_max_dynamic_shared(&k, 0));
+  cr_assert_eq(seen.raised, 0);
+  JT_OK(e, jitk_kernel_launch(&k2, one, one, 102400, NULL, args, 2));
+  cr_assert_eq(seen.raised, 102400, "the limit the other handle lowered is raised again");
+  cr_assert_eq(k2.f.max_dynamic_shared, 102400);
+  /* No change since: a launch asks the driver nothing. */
+  e->drv.cuFuncGetAttribute = NULL;
+  JT_OK(e, jitk_kernel_launch(&k2, one, one, 65536, NULL, args, 2));
+  stand_in_destroy(e);
+}
+
 /* An array argument of a rank past JITK_MAX_NDIM (or negative) is the
  * caller's mistake, named as such: it was refused as the launch's own
  * fault ("descriptor storage exhausted", JITK_ERR_INTERNAL) when the
