@@ -4292,6 +4292,15 @@ static PyObject *rk_call(raw_kernel *k, PyObject *args, PyObject *kw) {
   jitk_dim3 grid, block, cluster = {0, 0, 0};
   if (to_dim3(grid_o, &grid, "grid") != 0 || to_dim3(block_o, &block, "block") != 0) return NULL;
   if (v[6] != NULL && v[6] != Py_None && to_dim3(v[6], &cluster, "cluster") != 0) return NULL;
+  /* As cuda.core: a cluster has at least one block along each axis
+   * (cluster=None is no cluster; to_dim3 makes a missing axis 1). */
+  if (v[6] != NULL && v[6] != Py_None && (cluster.x == 0 || cluster.y == 0 || cluster.z == 0)) {
+    PyErr_Format(PyExc_ValueError,
+                 "cluster (%u, %u, %u) has a dimension of 0; each must be at least 1 "
+                 "(cluster=None for no cluster)",
+                 cluster.x, cluster.y, cluster.z);
+    return NULL;
+  }
   PyObject *t = PySequence_Tuple(kargs);
   if (t == NULL) {
     PyErr_SetString(PyExc_TypeError, "args must be a tuple or a list");

@@ -524,7 +524,10 @@ def test_raw_launch_options_reach_the_driver(tmp_path):
         for kw, error, words in [
                 (dict(cluster=3), jitk.JitkError, "not a whole number of clusters"),
                 (dict(cluster=(1, 1, 16)), jitk.JitkError, "at most 8"),
-                (dict(cluster=0), jitk.JitkError, "zero dimension"),
+                # A cluster of 0 blocks along an axis, even all three (once
+                # launched without clusters), as cuda.core refuses it.
+                (dict(cluster=0), ValueError, "at least 1"),
+                (dict(cluster=(0, 0, 0)), ValueError, "cluster=None"),
                 (dict(cluster=(1, 2, 3, 4)), ValueError, "1 to 3 ints"),
                 (dict(cluster=-1), ValueError, "positive"),
                 (dict(cluster="2"), TypeError, "")]:
