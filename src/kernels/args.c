@@ -218,6 +218,17 @@ static bool distinct_elements(const jk_view *v) {
   return true;
 }
 
+bool jk_gen_raw_fits_32(const jk_gen *g, const jk_gen_args *a) {
+  for (size_t p = 0; p < g->params.count; p++) {
+    if (!g->params.params[p].raw || !a->is_array[p]) continue;
+    const jk_view *v = &a->views[p];
+    const int64_t es = (int64_t)jk_dtype(a->dtype[p])->size;
+    if (v->size >= ((int64_t)1 << 31) / es || !jk_span_fits_32(v->ndim, v->shape, v->strides, es))
+      return false;
+  }
+  return true;
+}
+
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
   jitk_engine *e = g->engine;
   int n = (int)g->params.count;

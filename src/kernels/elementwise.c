@@ -178,22 +178,6 @@ typedef struct ew_plan {
   int nout_ops; /* the iteration's first operands, the outputs */
 } ew_plan;
 
-/* Whether every raw array's elements lie within 2^31 bytes of its start,
- * as the non-raw arrays' must for 32-bit indices (jk_iter_fits_32): the
- * operation indexes a raw array with expressions of `i` and of its
- * sizes (`x[i * 4]`), which in 32 bits would wrap on a larger one, as
- * CuPy's 32-bit indexing is chosen only where every array is small. */
-static bool raw_fits_32(const jitk_elementwise *k, const ew_plan *pl) {
-  for (size_t p = 0; p < k->g.params.count; p++) {
-    if (!k->g.params.params[p].raw || !pl->a.is_array[p]) continue;
-    const jk_view *v = &pl->a.views[p];
-    const int64_t es = (int64_t)jk_dtype(pl->a.dtype[p])->size;
-    if (v->size >= ((int64_t)1 << 31) / es || !jk_span_fits_32(v->ndim, v->shape, v->strides, es))
-      return false;
-  }
-  return true;
-}
-
 /* Elements per 16-byte access for the arrays of the loop, when every one
  * allows it; 1 otherwise. A one-dimensional loop whose arrays are not
  * aligned where it starts still takes vectors: *head elements (fewer than
@@ -471,7 +455,7 @@ static jitk_status plan(jitk_elementwise *k, const char *what, jitk_stream strea
   memset(spec, 0, sizeof *spec);
   spec->nparams = n;
   spec->ndim = (unsigned char)pl->iter.ndim;
-  spec->idx64 = !jk_iter_fits_32(&pl->iter) || !raw_fits_32(k, pl);
+  spec->idx64 = !jk_iter_fits_32(&pl->iter) || !jk_gen_raw_fits_32(&k->g, &pl->a);
   unsigned char unaligned[JK_MAX_OPERANDS];
   spec->vec = (unsigned char)vector_width(pl, &pl->head, unaligned);
   spec->peel = pl->head > 0;
@@ -613,6 +597,16 @@ static void memo_record(ew_memo *m, const jitk_arg *args, size_t nargs, int64_t 
   m->valid = jk_memo_record(m->arg, args, nargs);
 }
 
+/* The memo no longer taken: the next launch plans afresh (and looks its
+ * variant up, so that the kernel's source names what it launched again,
+ * after a compile or a prepare of another layout named that one). */
+static void forget_memo(jitk_elementwise *k) {
+  if (k->memo == NULL) return;
+  pthread_mutex_lock(&k->memo_lock);
+  k->memo->valid = false;
+  pthread_mutex_unlock(&k->memo_lock);
+}
+
 /* The launch both public calls make. Nothing here allocates host memory
  * or takes a lock but the kernel's table's and (tried, never waited for)
  * the memo's, as the launch path promises. */
@@ -632,7 +626,9 @@ static jitk_status launch(jitk_elementwise *k, const char *what, jitk_stream str
   }
   unsigned asked = chosen ? block : 0;
   /* The memo: taken when the arguments have its layout, otherwise planned
-   * into, when no other thread holds it. */
+   * into, when no other thread holds it. A prepare names its own layout's
+   * source, which the next launch must name again. */
+  if (prepare) forget_memo(k);
   ew_memo *m = NULL;
   if (!prepare && k->memo != NULL && pthread_mutex_trylock(&k->memo_lock) == 0) {
     m = k->memo;
@@ -820,11 +816,7 @@ jitk_status jitk_elementwise_compile(jitk_elementwise *k, const char *types,
   st = jk_gen_compile(&k->g, &spec, source, module);
   /* jitk_elementwise_source now names this specialization; the next
    * launch plans afresh, so that it names the launched one again. */
-  if (k->memo != NULL) {
-    pthread_mutex_lock(&k->memo_lock);
-    k->memo->valid = false;
-    pthread_mutex_unlock(&k->memo_lock);
-  }
+  forget_memo(k);
   return st;
 }
 

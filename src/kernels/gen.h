@@ -163,6 +163,14 @@ jitk_status jk_gen_finish_outputs(jitk_status st, int num_out, DLManagedTensor *
  * with raw arrays. Outputs not made yet (not arrays) are skipped. */
 jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a);
 
+/* Whether every raw array's elements lie within 2^31 bytes of its start,
+ * as the non-raw arrays' must for 32-bit indices: the code indexes a raw
+ * array with expressions of the element's index and of its sizes
+ * (`x[i * 4]`, `r[_j * 4096]`), which in 32 bits would wrap on a larger
+ * one, as CuPy's 32-bit indexing is chosen only where every array is
+ * small. */
+bool jk_gen_raw_fits_32(const jk_gen *g, const jk_gen_args *a);
+
 /* --- The launch memo (args.c): a kernel's last plan, reused by a launch
  * whose arguments have the same layout. --- */
 

@@ -923,7 +923,7 @@ static char tuned_choice(jitk_reduction *k, const jk_red_plan *pl, const jk_red_
   /* A choice this version does not know is no choice. */
   char force = 0;
   if (found && strncmp(choice, "strategy=", 9) == 0 && strlen(choice) == 10 &&
-      strchr("iocwm", choice[9]) != NULL)
+      strchr("iocwmr", choice[9]) != NULL)
     force = choice[9];
   /* "strategy=d": the layout's own choice measured fastest (force 0). */
   remember(k, layout, force);
@@ -971,6 +971,10 @@ static jitk_status plan(jitk_reduction *k, jitk_stream stream, const jitk_arg *a
     }
   }
   jk_red_layout(pl, &k->g.params, k->g.num_in, keepdims, k->uses_j, e->info.multiprocessors, spec);
+  /* Raw arrays take no part in the layout, but map_expr indexes them with
+   * expressions of _j (`r[_j * 4096]`), which 32 bits would wrap on one
+   * past 2^31 bytes. */
+  if (!jk_gen_raw_fits_32(&k->g, &pl->a)) spec->idx64 = true;
   char force = tuned_choice(k, pl, spec);
   if (force != 0 && !jk_red_choose(pl, n, e->info.multiprocessors, force, spec))
     jk_red_choose(pl, n, e->info.multiprocessors, 0, spec);
@@ -1170,6 +1174,16 @@ static void memo_record(struct red_memo *m, const jitk_arg *args, size_t nargs, 
   m->valid = jk_memo_record(m->arg, args, nargs);
 }
 
+/* The memo no longer taken: the next launch plans afresh (and looks its
+ * variant up, so that the kernel's source names what it launched again,
+ * after a compile or a prepare of another layout named that one). */
+static void forget_memo(jitk_reduction *k) {
+  if (k->memo == NULL) return;
+  pthread_mutex_lock(&k->memo_lock);
+  k->memo->valid = false;
+  pthread_mutex_unlock(&k->memo_lock);
+}
+
 /* What a launch and jitk_reduction_prepare share: the plan, then the
  * specialization; a launch runs it (and hands over the outputs it made),
  * a prepare lets the outputs go. A launch of the memo's layout skips the
@@ -1180,6 +1194,9 @@ static jitk_status launch(jitk_reduction *k, const char *what, jitk_stream strea
   jitk_engine *e = k->g.engine;
   jitk_status st = jk_require_device(e, what);
   if (JK_UNLIKELY(st != JITK_OK)) return st;
+  /* A prepare names its own layout's source, which the next launch must
+   * name again (forget_memo). */
+  if (prepare) forget_memo(k);
   struct red_memo *m = NULL;
   if (!prepare && k->memo != NULL && pthread_mutex_trylock(&k->memo_lock) == 0) {
     m = k->memo;
@@ -1350,11 +1367,7 @@ jitk_status jitk_reduction_autotune(jitk_reduction *k, jitk_stream stream, const
   remember(k, layout, (char)(best == 'd' ? 0 : best));
   atomic_store(&k->tune_state, 2);
   /* The memo's plan may hold the strategy this choice replaces. */
-  if (k->memo != NULL) {
-    pthread_mutex_lock(&k->memo_lock);
-    k->memo->valid = false;
-    pthread_mutex_unlock(&k->memo_lock);
-  }
+  forget_memo(k);
   char key[640], choice[32];
   tuning_key(k, layout, key, sizeof key);
   snprintf(choice, sizeof choice, "strategy=%c", best);
@@ -1449,7 +1462,9 @@ jitk_status jitk_reduction_compile(jitk_reduction *k, const char *types,
     size_t u = 32 / (spec.vec * widest);
     spec.group = (unsigned short)(u < 2 ? 2 : u > 8 ? 8 : u);
   }
-  return jk_gen_compile(&k->g, &spec, source, module);
+  st = jk_gen_compile(&k->g, &spec, source, module);
+  forget_memo(k);
+  return st;
 }
 
 jitk_status jitk_reduction_source(jitk_reduction *k, const char **source) {

@@ -354,3 +354,33 @@ Test(elementwise_plan, large_raw_arrays_take_64_bit_indices) {
   jitk_elementwise_destroy(k);
   jitk_engine_destroy(e);
 }
+
+/* The source names what the last launch ran, also when that launch took
+ * the memo after a prepare of another layout had named its own. */
+Test(elementwise_plan, source_names_the_launch_after_a_prepare) {
+  fake_api f;
+  jitk_engine *e = jt_fake_engine(&f, NULL);
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T z", "z = x + 1", "ewsrc", NULL, &k));
+  int64_t n1[1] = {64}, n2[2] = {8, 8}, s2[2] = {1, 8};
+  DLTensor x = jt_tensor(arenas[0], JITK_FLOAT32, 1, n1, NULL);
+  DLTensor z = jt_tensor(arenas[1], JITK_FLOAT32, 1, n1, NULL);
+  jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&z)};
+  DLTensor x2 = jt_tensor(arenas[0], JITK_FLOAT32, 2, n2, s2); /* a transposed view */
+  DLTensor z2 = jt_tensor(arenas[1], JITK_FLOAT32, 2, n2, NULL);
+  jitk_arg args2[] = {jitk_arg_array(&x2), jitk_arg_array(&z2)};
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, -1, NULL));
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, -1, NULL)); /* the memo's */
+  const char *src = NULL;
+  JT_OK(e, jitk_elementwise_source(k, &src));
+  char first[256];
+  snprintf(first, sizeof first, "%.*s", (int)strcspn(src, "\n"), src);
+  JT_OK(e, jitk_elementwise_prepare(k, args2, 2, -1));
+  JT_OK(e, jitk_elementwise_source(k, &src));
+  cr_assert(strncmp(src, first, strlen(first)) != 0, "the prepare names its own: %.200s", src);
+  JT_OK(e, jitk_elementwise_launch(k, NULL, args, 2, -1, NULL));
+  JT_OK(e, jitk_elementwise_source(k, &src));
+  cr_assert(strncmp(src, first, strlen(first)) == 0, "after a prepare: %.200s", src);
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}

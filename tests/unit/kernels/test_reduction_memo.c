@@ -186,3 +186,72 @@ Test(reduction_memo, launches_are_those_of_a_fresh_plan) {
   jitk_reduction_destroy(fresh);
   jitk_engine_destroy(e);
 }
+
+static _Alignas(256) float small_in[64], small_out[8];
+static _Alignas(256) signed char raw_bytes[64];
+
+/* A raw array past 2^31 bytes takes 64-bit indices, as elementwise
+ * kernels' do: map_expr indexes it with expressions of _j (`r[_j *
+ * 4096]`), which 32 bits wrapped. The stand-in reads no element, so the
+ * array's extent is only described. */
+Test(reduction_plan, large_raw_arrays_take_64_bit_indices) {
+  fakecuda_api f;
+  jitk_engine *e = jt_fake_engine(&f, NULL);
+  jitk_reduction *k = NULL;
+  JT_OK(e, jitk_reduction_create(e, "float32 x, raw int8 r", "float32 y", "x + (float)r[_j * 4096]",
+                                 "a + b", "y = a", "0", NULL, "rawbig", NULL, &k));
+  const int64_t sizes[] = {64, ((int64_t)1 << 31) + 8192};
+  for (int c = 0; c < 2; c++) {
+    int64_t xs[1] = {64}, rs[1] = {sizes[c]}, ys[1] = {1};
+    DLTensor x = jt_tensor(small_in, JITK_FLOAT32, 1, xs, NULL);
+    DLTensor r = jt_tensor(raw_bytes, JITK_INT8, 1, rs, NULL);
+    DLTensor y = jt_tensor(small_out, JITK_FLOAT32, 0, ys, NULL);
+    jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&r), jitk_arg_array(&y)};
+    JT_OK(e, jitk_reduction_launch(k, NULL, args, 3, NULL, -1, 0, NULL));
+    const char *src = NULL;
+    JT_OK(e, jitk_reduction_source(k, &src));
+    cr_assert_eq(strstr(src, "64-bit index") != NULL, c == 1, "case %d: %.200s", c, src);
+  }
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
+
+/* The source names what the last launch ran, also when that launch took
+ * the memo after a compile or a prepare of another layout had named
+ * theirs. */
+Test(reduction_plan, source_names_the_launch_after_a_compile_or_prepare) {
+  fakecuda_api f;
+  jitk_engine *e = jt_fake_engine(&f, NULL);
+  jitk_reduction *k = NULL;
+  JT_OK(e,
+        jitk_reduction_create(e, "T x", "T y", "x", "a + b", "y = a", "0", NULL, "rs", NULL, &k));
+  int64_t xs[1] = {64}, ys[1] = {1}, xs2[2] = {8, 8}, ys2[1] = {8};
+  DLTensor x = jt_tensor(small_in, JITK_FLOAT32, 1, xs, NULL);
+  DLTensor y = jt_tensor(small_out, JITK_FLOAT32, 0, ys, NULL);
+  jitk_arg args[] = {jitk_arg_array(&x), jitk_arg_array(&y)};
+  DLTensor x2 = jt_tensor(small_in, JITK_FLOAT32, 2, xs2, NULL);
+  DLTensor y2 = jt_tensor(small_out, JITK_FLOAT32, 1, ys2, NULL);
+  jitk_arg args2[] = {jitk_arg_array(&x2), jitk_arg_array(&y2)};
+  int axis0[1] = {0};
+  char first[256];
+  const char *src = NULL;
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, NULL, -1, 0, NULL));
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, NULL, -1, 0, NULL)); /* the memo's */
+  JT_OK(e, jitk_reduction_source(k, &src));
+  snprintf(first, sizeof first, "%.*s", (int)strcspn(src, "\n"), src);
+  /* A compile of another layout, then the memo's layout again. */
+  jitk_reduction_layout other = {2, 2, 64, 'o', 0};
+  JT_OK(e, jitk_reduction_compile(k, "T=float32", &other, NULL, NULL));
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, NULL, -1, 0, NULL));
+  JT_OK(e, jitk_reduction_source(k, &src));
+  cr_assert(strncmp(src, first, strlen(first)) == 0, "after a compile: %.200s", src);
+  /* A prepare of another layout, then the memo's layout again. */
+  JT_OK(e, jitk_reduction_prepare(k, args2, 2, axis0, 1, 0));
+  JT_OK(e, jitk_reduction_source(k, &src));
+  cr_assert(strncmp(src, first, strlen(first)) != 0, "the prepare names its own");
+  JT_OK(e, jitk_reduction_launch(k, NULL, args, 2, NULL, -1, 0, NULL));
+  JT_OK(e, jitk_reduction_source(k, &src));
+  cr_assert(strncmp(src, first, strlen(first)) == 0, "after a prepare: %.200s", src);
+  jitk_reduction_destroy(k);
+  jitk_engine_destroy(e);
+}
