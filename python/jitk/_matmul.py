@@ -350,8 +350,9 @@ class MatmulPlan:
         _no_broadcast(batch, (("A", batch_a, sa),) + ((("B", batch_b, sb),) if not shared_b else ()))
         want = {"A": (da, ta, batch_a, m, k, oa, lda, sa), "B": (db, tb, batch_b, k, n, ob, ldb, sb)}
         tc, oc, ldc, sc = None, 0, 0, 0
+        described_c = None if c is None else _jitk._describe(c)
         if c is not None:
-            dc, tc, batch_c, mc, nc, oc, ldc, sc = _layout(c, "C")
+            dc, tc, batch_c, mc, nc, oc, ldc, sc = _layout(c, "C", described_c)
             if (mc, nc) != (m, n) or batch_c not in (1, batch):
                 raise ValueError(f"C must be {m}x{n}, not {mc}x{nc}")
             placed.append(("C", dc, batch_c * mc * nc))
@@ -360,9 +361,10 @@ class MatmulPlan:
         if compute not in _COMPUTE:
             raise ValueError(f"compute must be one of {sorted(k for k in _COMPUTE if k)}")
         if out is not None:
-            dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out")
+            described_out = _jitk._describe(out)
+            dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out", described_out)
             if (md, nd, batch_d) != (m, n, batch) or (
-                    len(lead) > 1 and tuple(_jitk._describe(out)[2][:-2]) != lead):
+                    len(lead) > 1 and tuple(described_out[2][:-2]) != lead):
                 raise ValueError(f"out must be of shape {lead + (m, n)}")
             placed.append(("out", dd, batch_d * md * nd))
             if out_dtype is not None and out_dtype != td:
@@ -413,7 +415,7 @@ class MatmulPlan:
         self._batch_shapes = {"A": tuple(described_a[2][:-2]), "B": tuple(described_b[2][:-2]),
                               "out": lead}
         if c is not None:
-            self._batch_shapes["C"] = tuple(_jitk._describe(c)[2][:-2])
+            self._batch_shapes["C"] = tuple(described_c[2][:-2])
         self._d_order = od
         if isinstance(scales, str) or not set(scales) <= {"a", "b", "d"}:
             raise ValueError(f"scales names some of 'a', 'b' and 'd', not {scales!r}")

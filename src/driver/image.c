@@ -171,7 +171,7 @@ jitk_status jk_image_check(const jitk_engine *e, jitk_image_kind kind, const voi
 
 /* Kernel parameters take at most 32764 bytes (CUDA 12.1 on), so a parameter
  * larger than this (in PTX or a cubin) is malformed. */
-#define JK_PTX_MAX_PARAM_BYTES 32768u
+#define JK_MAX_PARAM_BYTES 32768u
 
 /* EIATTR_KPARAM_INFO in ptxas's .nv.info.<kernel> sections: a 12-byte
  * record per parameter (index, ordinal, offset, flags with the size in
@@ -223,7 +223,7 @@ int jk_cubin_param_sizes(const void *data, size_t size, const char *symbol, uint
         uint16_t ordinal = rd16(a + 8), poff = rd16(a + 10);
         uint32_t psize =
             attr == JK_EIATTR_KPARAM_INFO ? (rd32(a + 12) >> 18) & 0x3fff : rd32(a + 12);
-        if (ordinal >= cap || psize > JK_PTX_MAX_PARAM_BYTES) return -2;
+        if (ordinal >= cap || psize > JK_MAX_PARAM_BYTES) return -2;
         sizes[ordinal] = psize;
         if (ordinal + 1 > count) count = ordinal + 1;
         if ((uint32_t)poff + psize > reach) reach = (uint32_t)poff + psize;
@@ -321,11 +321,11 @@ int jk_ptx_param_sizes(const char *ptx, const char *symbol, uint32_t *sizes, int
         if (br != NULL) {
           const char *close = memchr(br, ']', n - (size_t)(br - t));
           long v = close ? ptx_number(br + 1, (size_t)(close - br - 1)) : -1;
-          if (v < 1 || v > (long)JK_PTX_MAX_PARAM_BYTES) return -2;
+          if (v < 1 || v > (long)JK_MAX_PARAM_BYTES) return -2;
           mult = (uint32_t)v;
         }
       }
-      if (n == 0 || base == 0 || count >= cap || base * mult > JK_PTX_MAX_PARAM_BYTES) return -2;
+      if (n == 0 || base == 0 || count >= cap || base * mult > JK_MAX_PARAM_BYTES) return -2;
       sizes[count++] = base * mult;
       if (ptx_is(t, n, ")")) return count;
     }
