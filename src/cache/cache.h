@@ -493,6 +493,13 @@ bool jk_store_is_fatal(int rc);
  * entries (never the one of rowid `keep`; -1 for none) down to 90 % of
  * it. */
 int jk_store_delete_row(jitk_engine *e, const jk_key *key);
+/* Whether the row a statement stands on holds a usable entry (its key the
+ * hash of its material, the material and names parsing, the checksum
+ * matching): the columns from col_key on are JK_ROW_COLUMNS' ), and id
+ * is the row's. Whatever leaves the disk store for another (an import, a
+ * publish, a push) goes only where this holds. */
+#define JK_ROW_COLUMNS "key, kind, checksum, material, names, log, image"
+bool jk_store_row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t id);
 int jk_store_evict_to(jitk_engine *e, int64_t limit, int64_t keep, size_t *removed);
 /* The trust checks of a database file and its -wal, -shm and -journal. */
 jitk_status jk_store_check_files(jitk_engine *e, const char *db_path, const jk_trust *t);

@@ -231,7 +231,7 @@ static int run_on_file(sqlite3 *db, const char *sql, const char *file) {
 
 /* Whether a row holds a usable entry: its key is the hash of its material,
  * the material parses, the checksum matches, the names parse. */
-static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t id) {
+bool jk_store_row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t id) {
   int klen = sqlite3_column_bytes(q, col_key);
   const void *key = sqlite3_column_blob(q, col_key);
   int kind = sqlite3_column_int(q, col_key + 1);
@@ -277,8 +277,6 @@ static bool row_is_sound(jitk_engine *e, sqlite3_stmt *q, int col_key, int64_t i
   return st == JITK_OK;
 }
 
-#define JK_ROW_COLUMNS "key, kind, checksum, material, names, log, image"
-
 jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) {
   jitk_status st = open_for(e, "jitk_cache_verify", true);
   if (st != JITK_OK) return st;
@@ -295,7 +293,7 @@ jitk_status jitk_cache_verify(jitk_engine *e, size_t *checked, size_t *removed) 
   int step = SQLITE_DONE;
   while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
     n_checked++;
-    if (row_is_sound(e, q, 1, sqlite3_column_int64(q, 0))) continue;
+    if (jk_store_row_is_sound(e, q, 1, sqlite3_column_int64(q, 0))) continue;
     sqlite3_bind_int64(del, 1, sqlite3_column_int64(q, 0));
     rc = sqlite3_step(del) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
     sqlite3_reset(del);
@@ -577,7 +575,7 @@ jitk_status jitk_cache_import(jitk_engine *e, const char *file, size_t *imported
                             -1, &ins, NULL);
   int step = SQLITE_DONE;
   while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
-    if (!row_is_sound(e, q, 1, sqlite3_column_int64(q, 0))) {
+    if (!jk_store_row_is_sound(e, q, 1, sqlite3_column_int64(q, 0))) {
       n_bad++;
       continue;
     }
@@ -714,7 +712,7 @@ jitk_status jitk_cache_publish(jitk_engine *e, const char *dir, size_t *publishe
       int step = SQLITE_DONE;
       while (rc == SQLITE_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(q, 0);
-        if (!row_is_sound(e, q, 1, id)) continue;
+        if (!jk_store_row_is_sound(e, q, 1, id)) continue;
         sqlite3_bind_int64(ins, 1, id);
         rc = sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
         if (rc == SQLITE_OK) n += (size_t)sqlite3_changes(c->db);

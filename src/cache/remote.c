@@ -875,7 +875,7 @@ jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
   jk_remote *r = &e->cache.remote;
   jk_cache *c = &e->cache;
   if (!r->enabled) return jk_fail(e, JITK_ERR_CACHE, "the remote cache is %s", r->state);
-  size_t sent = 0;
+  size_t sent = 0, skipped = 0;
   int64_t last = INT64_MIN;
   jitk_status st = JITK_OK;
   for (;;) {
@@ -892,25 +892,33 @@ jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
       break;
     }
     sqlite3_stmt *q = NULL;
+    /* Only rows that pass the checks a lookup makes are sent: a value is
+     * checksummed (and signed) as it is encoded, so a row damaged here
+     * would otherwise reach every machine as a sound entry. */
     int rc = sqlite3_prepare_v2(c->db,
-                                "SELECT id, kind, compile_ms, material, names, log, image FROM "
-                                "entries WHERE id > ?1 ORDER BY id LIMIT 16",
+                                "SELECT id, " JK_ROW_COLUMNS
+                                ", compile_ms FROM entries WHERE id > "
+                                "?1 ORDER BY id LIMIT 16",
                                 -1, &q, NULL);
     if (rc == SQLITE_OK) sqlite3_bind_int64(q, 1, last);
     while (rc == SQLITE_OK && rows < BATCH && sqlite3_step(q) == SQLITE_ROW) {
       last = sqlite3_column_int64(q, 0);
       rows++;
-      const unsigned char *mat = sqlite3_column_blob(q, 3);
-      size_t mat_len = (size_t)sqlite3_column_bytes(q, 3), end = 0;
+      if (!jk_store_row_is_sound(e, q, 1, last)) {
+        skipped++;
+        continue;
+      }
+      const unsigned char *mat = sqlite3_column_blob(q, 4);
+      size_t mat_len = (size_t)sqlite3_column_bytes(q, 4), end = 0;
       if (mat == NULL || !request_end(mat, mat_len, &end)) continue;
       jk_hash128(mat, end, requests[n].bytes);
       jk_material full = {e, (unsigned char *)mat, mat_len, mat_len, false};
       jk_material_init(&values[n], e);
-      const char *log = (const char *)sqlite3_column_text(q, 5);
-      encode(r, &values[n], sqlite3_column_int(q, 1), sqlite3_column_double(q, 2), &full,
-             sqlite3_column_blob(q, 4), (size_t)sqlite3_column_bytes(q, 4), log ? log : "",
-             (size_t)sqlite3_column_bytes(q, 5), sqlite3_column_blob(q, 6),
-             (size_t)sqlite3_column_bytes(q, 6));
+      const char *log = (const char *)sqlite3_column_text(q, 6);
+      encode(r, &values[n], sqlite3_column_int(q, 2), sqlite3_column_double(q, 8), &full,
+             sqlite3_column_blob(q, 5), (size_t)sqlite3_column_bytes(q, 5), log ? log : "",
+             (size_t)sqlite3_column_bytes(q, 6), sqlite3_column_blob(q, 7),
+             (size_t)sqlite3_column_bytes(q, 7));
       n++;
     }
     sqlite3_finalize(q);
@@ -938,6 +946,10 @@ jitk_status jitk_cache_remote_push(jitk_engine *e, size_t *pushed) {
     }
     if (rows == 0) break;
   }
+  if (skipped > 0)
+    jk_log(e, JITK_LOG_WARN,
+           "jitk_cache_remote_push: %zu damaged entries not sent (jitk_cache_verify removes them)",
+           skipped);
   if (pushed != NULL) *pushed = sent;
   return st;
 }

@@ -612,6 +612,64 @@ Test(remote, push_and_pull_copy_between_tiers) {
   jt_rmdir(b);
 }
 
+/* A push sends only rows that pass a lookup's checks. A value is
+ * checksummed (and signed, with a key) as it is encoded, so a row damaged
+ * on this machine's disk (one byte of its image flipped, its checksum left
+ * alone) once went out as a sound entry that every other machine loaded,
+ * and kept. */
+Test(remote, a_push_leaves_damaged_rows_out) {
+  server s = shared_server(9);
+  char *a = jt_tmpdir(), *b = jt_tmpdir();
+  jitk_engine *la = jt_cache_engine(a);
+  for (int k = 0; k < 2; k++) build(la, 320 + k);
+  jitk_engine_destroy(la);
+  char path[512];
+  snprintf(path, sizeof path, "%s/kernels.db", a);
+  sqlite3 *db = NULL;
+  cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_stmt *q = NULL, *u = NULL;
+  cr_assert_eq(
+      sqlite3_prepare_v2(db, "SELECT id, image FROM entries ORDER BY id LIMIT 1", -1, &q, NULL),
+      SQLITE_OK);
+  cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+  size_t n = (size_t)sqlite3_column_bytes(q, 1);
+  cr_assert(n > 100);
+  unsigned char *image = malloc(n);
+  memcpy(image, sqlite3_column_blob(q, 1), n);
+  image[100] ^= 1;
+  cr_assert_eq(sqlite3_prepare_v2(db, "UPDATE entries SET image = ?1 WHERE id = ?2", -1, &u, NULL),
+               SQLITE_OK);
+  sqlite3_bind_blob(u, 1, image, (int)n, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(u, 2, sqlite3_column_int64(q, 0));
+  cr_assert_eq(sqlite3_step(u), SQLITE_DONE);
+  sqlite3_finalize(u);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  free(image);
+  jt_log l = {0};
+  jitk_engine *ea = remote_engine(a, s.url, &l);
+  size_t pushed = 9;
+  JT_OK(ea, jitk_cache_remote_push(ea, &pushed));
+  cr_assert_eq(pushed, 1);
+  cr_assert_eq(l.warnings, 1);
+  cr_assert(strstr(l.last_warning, "1 damaged entries not sent") != NULL, "%s", l.last_warning);
+  jitk_engine_destroy(ea);
+  redisContext *c = client(&s);
+  char keys[8][96];
+  cr_assert_eq(entry_keys(c, keys, 8), 1);
+  redisFree(c);
+  /* Machine b, with the remote, gets the sound one and compiles the other. */
+  jt_log lb = {0};
+  jitk_engine *eb = remote_engine(b, s.url, &lb);
+  for (int k = 0; k < 2; k++) build(eb, 320 + k);
+  cr_assert_eq(remote_info(eb).hits, 1);
+  cr_assert_eq(jt_stats_mine(eb).compiles, 1);
+  jitk_engine_destroy(eb);
+  stop_server(&s);
+  jt_rmdir(a);
+  jt_rmdir(b);
+}
+
 /* A machine whose cache keeps less (a smaller size cap) than the one that
  * stored an entry: it reads no more of the entry than its cap and a byte,
  * compiles the kernel itself, and goes on using the remote for the rest,
