@@ -12,6 +12,7 @@ accumulator (``max(acc + bias[col], 0)``).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Mapping
 
@@ -118,6 +119,15 @@ def _batch_shape(a: tuple, b: tuple) -> tuple:
     return tuple(out)
 
 
+def _trimmed(shape) -> tuple:
+    """A batch shape without its leading dimensions of one, which do not
+    change what broadcasts against it."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 def _device(placed: list) -> int:
     """The device of a plan whose operands are (name, device, elements):
     that of those with elements, which must agree; with none, A's. An empty
@@ -152,6 +162,30 @@ def _scalar_type(value: Any) -> str:
 # The kinds of scalar types, in the order values convert without loss
 # (bool to an integer, an integer to a float); complex and others last.
 _KINDS = {"boo": 0, "int": 1, "uin": 1, "flo": 2, "bfl": 2}
+
+
+# Where each float type's rounding to nearest even reaches infinity: its
+# largest finite value and half a unit of its last place.
+_FLOAT_MAX = {"float16": 65520.0, "bfloat16": (2 - 2 ** -8) * 2.0 ** 127,
+              "float32": (2 - 2 ** -24) * 2.0 ** 127}
+
+
+def _fits(name: str, value: Any, kept: str) -> None:
+    """Refuses a scalar that the plan's type for it cannot hold: an integer
+    out of the range of an integer type (the kernel would take it wrapped,
+    1000 as -24 in int8), or a finite number past a float type's largest
+    (it would become infinity), as NumPy refuses 1000 for int8."""
+    if kept.startswith(("int", "uint")):
+        bits = int(kept[kept.index("t") + 1:])
+        low, high = (0, 2 ** bits - 1) if kept[0] == "u" else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+        if not low <= int(value) <= high:
+            raise OverflowError(f"epilogue input {name!r} is {int(value)}, out of bounds for the "
+                                f"plan's {kept}: make a plan with a wider type there")
+    elif kept in _FLOAT_MAX:
+        x = float(value)
+        if math.isfinite(x) and abs(x) >= _FLOAT_MAX[kept]:
+            raise OverflowError(f"epilogue input {name!r} is {x!r}, past the largest "
+                                f"{kept}: make a plan with a wider type there")
 
 
 def _packed(described: tuple, name: str) -> None:
@@ -213,12 +247,36 @@ _ROW_OR_BATCH = re.compile(r"(?<![A-Za-z0-9_$])(row|batch)(?![A-Za-z0-9_$])")
 
 
 def _may_name_row_or_batch(text: str) -> bool:
-    """Whether ``text`` may name ``row`` or ``batch`` once the compiler
-    has read it: as a word after its lines are spliced (``ro\\<newline>w``
-    is ``row``), or through a pasting of tokens (``##``, ``%:%:``), which
-    may make any name."""
+    """Whether ``text`` names ``row`` or ``batch`` as a word once its lines
+    are spliced (``ro\\<newline>w`` is ``row``): the plain case, refused
+    with a clear message before anything is compiled. Names that only the
+    preprocessor makes (a macro of the preamble or of a header, a pasting of
+    tokens) are caught by _hide_row_and_batch as the kernel compiles."""
     spliced = text.replace("\\\r\n", "").replace("\\\n", "")
-    return bool(_ROW_OR_BATCH.search(spliced)) or "##" in spliced or "%:%:" in spliced
+    return bool(_ROW_OR_BATCH.search(spliced))
+
+
+# The type of `row` and `batch` in the epilogue's texts of a product folded
+# into batch x M rows: it has no operation, so any use of either fails to
+# compile, however the preprocessor came to spell the name; the compiler's
+# message names the type, which the plan turns into _fold's ValueError.
+_FOLDED = "_jitk_row_and_batch_are_not_kept_when_one_B_serves_every_batch"
+
+
+def _hide_row_and_batch(text: str | None) -> str | None:
+    """``text`` (an expression of the epilogue) as the body of a lambda
+    whose parameters ``row`` and ``batch`` shadow the kernel's: the
+    compiler resolves every ``row`` the text comes to hold after
+    preprocessing to the parameter. The wrapper goes on the text's first
+    line, so the compiler's messages keep citing the user's lines (a text
+    that starts with a directive is moved down one line, as a directive
+    must start its line)."""
+    if not text:
+        return text
+    first = "\n" if text.lstrip(" \t").startswith(("#", "%:")) else ""
+    return (f"[&]() {{ struct {_FOLDED} {{}}; return [&]({_FOLDED} row, {_FOLDED} batch) "
+            f"{{ (void)row; (void)batch; return ({first}{text}\n); }}({_FOLDED}{{}}, "
+            f"{_FOLDED}{{}}); }}()")
 
 
 def _fold(batch: int, m: int, a: tuple, c: tuple | None, d: tuple, texts: list,
@@ -239,12 +297,16 @@ def _fold(batch: int, m: int, a: tuple, c: tuple | None, d: tuple, texts: list,
                 why = (f"{what} must be row-major with each batch's rows right after the last "
                        f"batch's (batch stride {m} x its leading dimension)")
     if why is None and any(text and _may_name_row_or_batch(text) for text in texts):
-        why = "the epilogue, its outputs, reductions and preamble may not name row or batch"
+        why = "the epilogue, its outputs and reductions may not name row or batch"
     if why is None and any(axis != "columns" for _, (_, _, _, axis) in reductions):
         why = "a reduction over rows or the whole matrix would sum across batches"
     if why is not None:
-        raise ValueError(f"B is one matrix for {batch} batches, which a plan reads as one "
-                         f"product of {batch} x {m} rows: {why}")
+        raise _fold_refused(batch, m, why)
+
+
+def _fold_refused(batch: int, m: int, why: str) -> ValueError:
+    return ValueError(f"B is one matrix for {batch} batches, which a plan reads as one "
+                      f"product of {batch} x {m} rows: {why}")
 
 
 class MatmulPlan:
@@ -294,9 +356,13 @@ class MatmulPlan:
     shape ``(batch, m, k)``: the plan then computes one product of ``batch
     * m`` rows, which needs A, C and ``out`` row-major with each batch's
     rows right after the last batch's (as contiguous arrays are), an
-    epilogue that names neither ``row`` nor ``batch``, and no reduction
-    over ``"rows"`` or ``"all"``; otherwise, and for one A or one C for
-    every batch, the plan raises ``ValueError`` (expand and copy it first).
+    epilogue, outputs and reductions that name neither ``row`` nor
+    ``batch`` (not even through a macro), and no reduction over ``"rows"``
+    or ``"all"``; otherwise, and for one A or one C for every batch, the
+    plan raises ``ValueError`` (expand and copy it first). So does an
+    operand whose batch dimensions broadcast against the other's only in
+    part (``(3, 1)`` beside ``(1, 3)``), and a C or ``out`` whose batch
+    shape is not D's.
 
     ``execute`` checks its operands against the plan's description (shape,
     dtype, layout, device; C given exactly when the plan was made with one)
@@ -306,8 +372,13 @@ class MatmulPlan:
     type (float32; float64 for float64 products), must keep the dtype they
     had when the plan was made, and must be contiguous;
     a scalar input may not be of a kind its type at the plan would lose
-    (a float where an int was); ``out`` may share no memory with A, B or
-    those arrays (it may be C itself, except for ``autotune``).
+    (a float where an int was; ``TypeError``), nor a value that type cannot
+    hold (1000 where an int8 was, 1e6 where a float16 was; ``OverflowError``);
+    ``out`` may share no memory with A, B or those arrays (it may be C
+    itself, except for ``autotune``). Without ``out``, D is a new array in
+    the layout the plan was made for (the transpose of a packed array for a
+    plan made with a column-major ``out``); a plan made with a padded
+    ``out`` takes one of that layout each time.
     """
 
     def __init__(
@@ -341,6 +412,17 @@ class MatmulPlan:
         # written): the plan is on the others' device (_device).
         placed = [("A", da, batch_a * m * k), ("B", db, batch_b * k * n)]
         batch = max(batch_a, batch_b)
+        if batch == 0 or math.prod(lead) == 0:
+            raise ValueError("the batch shape holds no matrix: a plan computes at least one")
+        # The plan's batch i is A's i and B's i (or B's one matrix): an
+        # operand whose batch dimensions broadcast against the other's in
+        # part (A's (3, 1) beside B's (1, 3)) would pair the wrong
+        # matrices, and D's other batches would be left unwritten.
+        for what, shape in (("A", described_a[2][:-2]), ("B", described_b[2][:-2])):
+            if math.prod(shape) not in (1, math.prod(lead)):
+                raise ValueError(f"{what}'s batch shape {tuple(shape)} broadcasts to D's "
+                                 f"{lead} only in part: a plan takes each operand's batches "
+                                 f"whole, or one B for all of them (expand and copy it first)")
         if batch_a not in (1, batch) or batch_b not in (1, batch):
             raise ValueError(f"batches of {batch_a} and {batch_b} matrices do not match")
         # The plans read each batch's own matrices: one matrix for every
@@ -353,8 +435,12 @@ class MatmulPlan:
         described_c = None if c is None else _jitk._describe(c)
         if c is not None:
             dc, tc, batch_c, mc, nc, oc, ldc, sc = _layout(c, "C", described_c)
-            if (mc, nc) != (m, n) or batch_c not in (1, batch):
+            if (mc, nc) != (m, n):
                 raise ValueError(f"C must be {m}x{n}, not {mc}x{nc}")
+            # C is added to D as NumPy would add it: its batch shape is D's
+            # (leading dimensions of one aside).
+            if _trimmed(described_c[2][:-2]) not in ((), _trimmed(lead)):
+                raise ValueError(f"C's batch shape is {tuple(described_c[2][:-2])}, D's {lead}")
             placed.append(("C", dc, batch_c * mc * nc))
             _no_broadcast(batch, (("C", batch_c, sc),))
             want["C"] = (dc, tc, batch_c, m, n, oc, ldc, sc)
@@ -363,9 +449,9 @@ class MatmulPlan:
         if out is not None:
             described_out = _jitk._describe(out)
             dd, td, batch_d, md, nd, od, ldd, sd = _layout(out, "out", described_out)
-            if (md, nd, batch_d) != (m, n, batch) or (
-                    len(lead) > 1 and tuple(described_out[2][:-2]) != lead):
-                raise ValueError(f"out must be of shape {lead + (m, n)}")
+            if (md, nd) != (m, n) or tuple(described_out[2][:-2]) != lead:
+                raise ValueError(f"out must be of shape {lead + (m, n)}, not "
+                                 f"{tuple(described_out[2])}")
             placed.append(("out", dd, batch_d * md * nd))
             if out_dtype is not None and out_dtype != td:
                 raise ValueError(f"out is {td}, not the out_dtype given ({out_dtype})")
@@ -438,19 +524,28 @@ class MatmulPlan:
         # One B for every batch: the library's plan is one product of
         # batch x m rows, each batch's A, C and D rows following the last's.
         rows, batches, strides = m, batch, (sa, sb, sc, sd)
+        outs = [(name, dtype, expr) for name, (dtype, expr) in self._outputs]
         if shared_b:
             _fold(batch, m, want["A"], want.get("C"), (None, None, batch, m, n, od, ldd, sd),
-                  [epilogue, preamble] + [expr for _, (_, expr) in self._outputs]
-                  + [spec[1] for _, spec in self._reductions], self._reductions)
+                  [epilogue] + [expr for _, _, expr in outs] + [red[2] for red in reds],
+                  self._reductions)
             rows, batches, strides = batch * m, 1, (0, 0, 0, 0)
-        self._plan = _jitk._MatmulPlan(
-            device, rows, n, k, batches, ta, tb, tc, td, _COMPUTE[compute],
-            (oa, ob, oc, od), (lda, ldb, ldc, ldd), strides,
-            c is not None, float(alpha), float(beta), epilogue,
-            ", ".join(params) if params else None, preamble, len(params),
-            outputs=[(name, dtype, expr) for name, (dtype, expr) in self._outputs],
-            reductions=reds, scales=flags,
-        )
+            epilogue = _hide_row_and_batch(epilogue)
+            outs = [(name, dtype, _hide_row_and_batch(expr)) for name, dtype, expr in outs]
+            reds = [red[:2] + (_hide_row_and_batch(red[2]),) + red[3:] for red in reds]
+        try:
+            self._plan = _jitk._MatmulPlan(
+                device, rows, n, k, batches, ta, tb, tc, td, _COMPUTE[compute],
+                (oa, ob, oc, od), (lda, ldb, ldc, ldd), strides,
+                c is not None, float(alpha), float(beta), epilogue,
+                ", ".join(params) if params else None, preamble, len(params),
+                outputs=outs, reductions=reds, scales=flags,
+            )
+        except _jitk.CompileError as err:
+            if shared_b and _FOLDED in str(err):
+                raise _fold_refused(batch, m, "the epilogue, its outputs and reductions may not "
+                                              "name row or batch, even through a macro") from None
+            raise
 
     def _extra(self, epilogue_inputs: Mapping[str, Any] | None) -> tuple:
         """The epilogue's inputs in the plan's order, and the description
@@ -476,6 +571,7 @@ class MatmulPlan:
                     raise TypeError(f"epilogue input {name!r} is {got}, and the plan was made "
                                     f"with {kept}, which would lose what it holds: make a plan "
                                     f"with a {got} there")
+                _fits(name, value, kept)
         return tuple(given[name] for name in self._inputs), described
 
     def _operands(self, a: Any, b: Any, c: Any, out: Any, inputs: dict) -> Any:
@@ -505,7 +601,7 @@ class MatmulPlan:
             if made is not None and (len(made) > 1 or len(shape) > 3) and shape[:-2] != made:
                 raise ValueError(f"{what}'s batch shape is {shape[:-2]}; the plan is for {made}")
         if out is None:
-            return _jitk._empty(a, self._shape, self.out_dtype)
+            return self._new_d(a)
         got = _placed(_layout(out, "out", out_desc), self._want["A"][0])
         want = self._want.get("D", (self._want["A"][0], self.out_dtype, self.batch, self.m, self.n,
                                     0, self.n, self.m * self.n if self.batch > 1 else 0))
@@ -524,6 +620,19 @@ class MatmulPlan:
             if _overlap(d, cx) and (cx != d or layouts["C"][5:] != got[5:]):
                 raise ValueError("out shares memory with C other than being C itself")
         return out
+
+    def _new_d(self, a: Any) -> Any:
+        """A new D in the layout the plan writes: packed row-major, or, for a
+        plan made with a column-major ``out``, the transpose of a packed
+        array. The kernel writes the layout it was made for, so a plan made
+        with a padded ``out`` needs one."""
+        made = self._want.get("D")
+        if made is None or made[5:] == (0, self.n, self.m * self.n if self.batch > 1 else 0):
+            return _jitk._empty(a, self._shape, self.out_dtype)
+        if made[5:] == (1, self.m, self.m * self.n if self.batch > 1 else 0):
+            return _jitk._empty(a, self._lead + (self.n, self.m), self.out_dtype).swapaxes(-1, -2)
+        raise TypeError(f"the plan was made with an out that is {_say(made)}: execute needs "
+                        f"one of that layout")
 
     def execute(self, a: Any, b: Any, c: Any = None, *, epilogue_inputs=None, out=None, stream=None,
                 alpha: float | None = None, beta: float | None = None, a_scale: Any = None,
@@ -548,7 +657,7 @@ class MatmulPlan:
         d = self._operands(a, b, c, out, inputs)
         # The outputs in D's order: a column-major D's are made as their
         # transposes and handed back as views.
-        lead = self._lead if self.batch > 1 else ()
+        lead = self._lead
         outs, views = [], {}
         for name, (dtype, _) in self._outputs:
             if self._d_order == 0:

@@ -1057,8 +1057,9 @@ static jitk_status copy_extras(jitk_matmul *p, const jitk_matmul_desc *d) {
     jitk_status st = check_extra_name(p, "output", i, o->name);
     if (st == JITK_OK && !is_real(o->dtype))
       st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
-                   "matmul: output `%s`'s dtype %d is not a real dtype of the table", o->name,
-                   (int)o->dtype);
+                   "matmul: output `%s`'s dtype is %s: outputs take a real dtype (bool, an "
+                   "integer or a float)",
+                   o->name, jk_dtype(o->dtype) ? jk_dtype(o->dtype)->name : "not of the table");
     if (st == JITK_OK && (o->expr == NULL || o->expr[strspn(o->expr, " \t\n")] == '\0'))
       st = jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "matmul: output `%s` has no expression", o->name);
     char label[96];

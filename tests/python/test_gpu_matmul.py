@@ -286,6 +286,12 @@ def test_one_b_for_every_batch(lib, monkeypatch, dtype):
             (dict(epilogue="acc + ro\\\nw"), "row or batch"),  # spliced: `row`
             (dict(epilogue="acc + PASTE(r, ow)", preamble="#define PASTE(x, y) x##y"),
              "row or batch"),
+            # `row` from a macro of the preamble (or of a header it includes).
+            (dict(epilogue="acc + ROWIDX", preamble="#define ROWIDX row"), "row or batch"),
+            (dict(outputs={"r": ("float32", "value + BATCH")},
+                  preamble="#define BATCH batch"), "row or batch"),
+            (dict(reductions={"s": ("float32", "ROWIDX", "sum", "columns")},
+                  preamble="#define ROWIDX row"), "row or batch"),
             (dict(reductions={"s": ("float32", "value", "sum", "rows")}), "across batches"),
             (dict(reductions={"s": ("float32", "value", "sum", "all")}), "across batches"),
             (dict(out=out_apart), "out must be row-major")]:
@@ -293,6 +299,13 @@ def test_one_b_for_every_batch(lib, monkeypatch, dtype):
             jitk.MatmulPlan(a, b, **kw)
     with pytest.raises(ValueError, match="A must be row-major"):
         jitk.MatmulPlan(apart, b)
+    # Pasting that makes other names, and a preamble whose own code names
+    # `row`, are fine; so is an epilogue that starts with a directive.
+    preamble = ("#define CAT(x, y) x##y\n"
+                "__device__ float twice(float row) { return 2 * row; }")
+    for epilogue in ("CAT(tw, ice)(acc)", "#define TWICE(x) CAT(tw, ice)(x)\nTWICE(acc)"):
+        d = jitk.MatmulPlan(a, b, epilogue=epilogue, preamble=preamble).execute(a, b)
+        assert_equal(lib.asnumpy(d).astype(np.float64), 2 * (ha[:, :, :k] @ hb))
     with pytest.raises(ValueError, match="one matrix for 3 batches"):
         jitk.MatmulPlan(lib.asarray(np.ones((5, m)), dtype), a)  # one A for every batch
     with pytest.raises(ValueError, match="one matrix for 3 batches"):
@@ -330,6 +343,73 @@ def test_several_batch_dimensions(lib, monkeypatch):
         jitk.MatmulPlan(a, lib.asarray(hb.reshape(6, k, n), "float32"))
     with pytest.raises(ValueError, match="batch shape"):
         plan.execute(lib.asarray(ha.reshape(3, 2, m, k), "float32"), w)
+
+
+def test_shapes_and_layouts_as_numpy_takes_them(lib, monkeypatch):
+    """What NumPy's matmul would compute otherwise is refused, never
+    computed wrong: batch dimensions that broadcast against each other in
+    part ((3, 1) beside (1, 3): nine products, where a plan pairs batches),
+    an ``out`` or a C whose batch shape is not D's. Outputs of a batch of
+    one keep D's shape. A plan made with a column-major ``out`` gives, when
+    executed without one, D in that layout; with a padded ``out``, it needs
+    one (its kernel writes rows that far apart). A scalar of the epilogue
+    that its type at the plan cannot hold is refused (it would wrap, or
+    become infinity). Small integers: exact."""
+    if lib.name == "cupy-emulated":
+        monkeypatch.setenv("JITK_MM_KIND", "simt")
+    rng = np.random.default_rng(61)
+    m, n, k = 4, 5, 6
+
+    def arr(*shape):
+        return lib.asarray(rng.integers(-3, 4, shape).astype(np.float64), "float32")
+
+    for sa, sb in [((3, 1), (1, 3)), ((3,), (3, 1)), ((2, 1, 3), (1, 2, 3)), ((2, 3), (1, 3))]:
+        with pytest.raises(ValueError, match="only in part"):
+            jitk.matmul(arr(*sa, m, k), arr(*sb, k, n))
+    with pytest.raises(ValueError, match="holds no matrix"):
+        jitk.matmul(arr(0, m, k), arr(k, n))
+    a, b = arr(3, m, k), arr(3, k, n)
+    for shape in [(1, 3, m, n), (3, 1, m, n)]:
+        with pytest.raises(ValueError, match="out must be of shape"):
+            jitk.MatmulPlan(a, b, out=arr(*shape))
+    with pytest.raises(ValueError, match="out must be of shape"):
+        jitk.MatmulPlan(a[0], b[0], out=arr(1, m, n))
+    a4, b4 = arr(2, 3, m, k), arr(2, 3, k, n)
+    for shape in [(3, 2, m, n), (6, m, n)]:
+        with pytest.raises(ValueError, match="C's batch shape"):
+            jitk.matmul(a4, b4, arr(*shape), beta=1.0)
+    with pytest.raises(ValueError, match="C's batch shape is \\(2,\\)"):
+        jitk.MatmulPlan(a, b, arr(2, m, n), beta=1.0)
+    c = arr(1, 3, m, n)  # broadcasts to D's (3,) as in NumPy
+    want = lib.asnumpy(a).astype(np.float64) @ lib.asnumpy(b) + lib.asnumpy(c)[0]
+    assert_equal(lib.asnumpy(jitk.matmul(a, b, c, beta=1.0)).astype(np.float64), want)
+    one_a, one_b = arr(1, m, k), arr(1, k, n)
+    d, extras = jitk.MatmulPlan(
+        one_a, one_b, outputs={"o": ("float32", "acc")},
+        reductions={"s": ("float32", "acc", "sum", "all")}).execute(one_a, one_b)
+    assert tuple(d.shape) == tuple(extras["o"].shape) == (1, m, n)
+    assert tuple(extras["s"].shape) == (1,)
+    ha, hb = lib.asnumpy(a[0]).astype(np.float64), lib.asnumpy(b[0]).astype(np.float64)
+    column_major = lib.transpose(lib.asarray(np.zeros((n, m)), "float32"))
+    plan = jitk.MatmulPlan(a[0], b[0], out=column_major)
+    d = plan.execute(a[0], b[0])
+    assert tuple(d.shape) == (m, n)
+    assert_equal(lib.asnumpy(d).astype(np.float64), ha @ hb)
+    padded = lib.asarray(np.zeros((m, 64)), "float32")[:, :n]
+    plan = jitk.MatmulPlan(a[0], b[0], out=padded)
+    with pytest.raises(TypeError, match="execute needs one of that layout"):
+        plan.execute(a[0], b[0])
+    assert_equal(lib.asnumpy(plan.execute(a[0], b[0], out=padded)).astype(np.float64), ha @ hb)
+    for kept, given, error in [(np.int8(2), 1000, "out of bounds for the plan's int8"),
+                               (np.uint8(2), -1, "out of bounds for the plan's uint8"),
+                               (np.float16(2), 65520.0, "past the largest float16"),
+                               (np.float32(2), 1e39, "past the largest float32")]:
+        plan = jitk.MatmulPlan(a[0], b[0], epilogue="acc * s", epilogue_inputs={"s": kept})
+        with pytest.raises(OverflowError, match=error):
+            plan.execute(a[0], b[0], epilogue_inputs={"s": given})
+    plan = jitk.MatmulPlan(a[0], b[0], epilogue="acc * s", epilogue_inputs={"s": np.float16(2)})
+    d = plan.execute(a[0], b[0], epilogue_inputs={"s": 65504.0})
+    assert_equal(lib.asnumpy(d).astype(np.float64), (ha @ hb * 65504.0).astype(np.float32))
 
 
 def test_epilogue_arrays_of_their_own_dtype(lib, monkeypatch):
