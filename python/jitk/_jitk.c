@@ -788,6 +788,33 @@ static void set_tensor_layout(pyarr *a, int nd) {
   a->t.byte_offset = 0;
 }
 
+/* a's strides in elements from the tuple `strides` (of bytes where
+ * strides_in_bytes) of an array of nd dimensions and elements of `item`
+ * bytes. */
+static int fill_strides(pyarr *a, PyObject *strides, Py_ssize_t nd, size_t item,
+                        int strides_in_bytes, const char *what) {
+  if (PyTuple_Size(strides) != nd) {
+    PyErr_Format(PyExc_ValueError, "%s has %zd strides for %zd dimensions", what,
+                 PyTuple_Size(strides), nd);
+    return -1;
+  }
+  for (Py_ssize_t d = 0; d < nd; d++) {
+    long long v = PyLong_AsLongLong(PyTuple_GetItem(strides, d));
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (strides_in_bytes) {
+      if (item == 0 || v % (long long)item != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s has a stride of %lld bytes, not a multiple of its element size (%zu)",
+                     what, v, item);
+        return -1;
+      }
+      v /= (long long)item;
+    }
+    a->strides[d] = v;
+  }
+  return 0;
+}
+
 static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_in_bytes,
                       const char *what) {
   Py_ssize_t nd = PyTuple_Size(shape);
@@ -805,25 +832,20 @@ static int fill_shape(pyarr *a, PyObject *shape, PyObject *strides, int strides_
   if (strides == NULL || strides == Py_None) {
     c_strides(a, (int)nd);
   } else {
-    if (PyTuple_Size(strides) != nd) {
-      PyErr_Format(PyExc_ValueError, "%s has %zd strides for %zd dimensions", what,
-                   PyTuple_Size(strides), nd);
+    /* The array interface says a tuple; a list, as some producers write,
+     * is taken as one. */
+    PyObject *st = PyTuple_Check(strides) ? (Py_INCREF(strides), strides) : NULL;
+    if (st == NULL && PySequence_Check(strides)) st = PySequence_Tuple(strides);
+    if (st == NULL) {
+      PyErr_Clear();
+      char type[64];
+      type_name(strides, type, sizeof type);
+      PyErr_Format(PyExc_TypeError, "%s's strides are a %s, not a tuple of integers", what, type);
       return -1;
     }
-    for (Py_ssize_t d = 0; d < nd; d++) {
-      long long v = PyLong_AsLongLong(PyTuple_GetItem(strides, d));
-      if (v == -1 && PyErr_Occurred()) return -1;
-      if (strides_in_bytes) {
-        if (item == 0 || v % (long long)item != 0) {
-          PyErr_Format(PyExc_ValueError,
-                       "%s has a stride of %lld bytes, not a multiple of its element size (%zu)",
-                       what, v, item);
-          return -1;
-        }
-        v /= (long long)item;
-      }
-      a->strides[d] = v;
-    }
+    int r = fill_strides(a, st, nd, item, strides_in_bytes, what);
+    Py_DECREF(st);
+    if (r != 0) return -1;
   }
   set_tensor_layout(a, (int)nd);
   return 0;

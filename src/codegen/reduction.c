@@ -143,7 +143,14 @@ static void emit_element(jk_buf *b, const jk_red_source_in *in, const char *file
  * offsets must be in scope). */
 static void emit_post_map(jk_buf *b, const jk_red_source_in *in, const char *file) {
   const jk_red_spec *s = in->spec;
-  jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_acc;\n      (void)a;\n");
+  /* An empty reduction is its identity, once: otherwise it would be the
+   * identity folded over as many partial results as the strategy keeps
+   * (sum with identity 7 gave 56 on 8 warps), which no user can predict. */
+  if (s->has_identity)
+    jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_R == 0 ? _jk_identity() : _jk_acc;\n"
+                   "      (void)a;\n");
+  else
+    jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_acc;\n      (void)a;\n");
   for (int p = 0; p < s->nparams; p++) {
     const jk_param_decl *d = &in->params->params[p];
     /* An output is its element, as under CuPy, whose post-map may read

@@ -271,6 +271,30 @@ def test_arrays_off_their_alignment_raise_and_launch_nothing(tmp_path):
     """, tmp_path)
 
 
+def test_array_interface_strides_as_a_list(tmp_path):
+    # Strides written as a list, as some producers write them, are read as
+    # the tuple the interface names (the launch is the same as with one);
+    # strides that are no sequence are a TypeError that says so.
+    run("""
+        k = jitk.ElementwiseKernel("T x", "T y", "y = x + x", "twice")
+        h = np.arange(12, dtype=np.float32).reshape(3, 4)
+        y = CudaArray(np.zeros((4, 3), np.float32))
+        class View:
+            def __init__(self, strides):
+                self.__cuda_array_interface__ = {
+                    "shape": (4, 3), "typestr": "<f4", "data": (h.ctypes.data, False),
+                    "version": 3, "strides": strides, "stream": None}
+        launches = []
+        for strides in [(4, 16), [4, 16]]:
+            k(View(strides), y, stream=0)
+            launch = fake.fakecuda_last_launch().contents
+            launches.append(bytes(launch.param_bytes))
+        assert launches[0] == launches[1]
+        e = raises(TypeError, lambda: k(View(16), y, stream=0), "strides of 16 were taken")
+        assert "strides are a int, not a tuple" in str(e), e
+    """, tmp_path)
+
+
 def test_reduction_launches(tmp_path):
     run("""
         r = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "total")

@@ -149,6 +149,13 @@ def test_mean_l2_and_max_without_identity(lib):
     with pytest.raises(ValueError):
         amax(empty, axis=1)
     assert_equal(lib.asnumpy(SUM(empty, axis=1)), np.zeros(3))
+    # An identity that is not neutral starts every partial result, so an
+    # empty reduction is it once, whatever partial results the strategy
+    # keeps (it was 7 folded over 8 warps: 56).
+    seven = jitk.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "7", "jseven")
+    for shape, axis in [((0, 3), 0), ((3, 0), 1), ((0, 16), 0), ((0, 4096), 0), ((4096, 0), 1)]:
+        got = lib.asnumpy(seven(lib.asarray(np.zeros(shape)), axis=axis))
+        assert_equal(got, np.full(shape[1 - axis], 7.0))
 
 
 def test_two_inputs_broadcast_and_a_scalar(lib):
