@@ -170,6 +170,34 @@ bool jk_view_range(const jk_view *v, size_t itemsize, uintptr_t *lo, uintptr_t *
   return true;
 }
 
+static uint64_t gcd_u64(uint64_t x, uint64_t y) {
+  while (y != 0) {
+    uint64_t t = x % y;
+    x = y;
+    y = t;
+  }
+  return x;
+}
+
+bool jk_views_interleave(const jk_view *a, size_t isa, const jk_view *b, size_t isb) {
+  uint64_t g = 0;
+  const jk_view *const v[2] = {a, b};
+  const size_t is[2] = {isa, isb};
+  for (int k = 0; k < 2; k++)
+    for (int d = 0; d < v[k]->ndim; d++)
+      if (v[k]->shape[d] > 1) {
+        int64_t s = v[k]->strides[d];
+        /* Views past 2^62 bytes are refused before this (tensor checks). */
+        g = gcd_u64(g, (uint64_t)(s < 0 ? -s : s) * is[k]);
+      }
+  /* Single elements, or strides of 0, whose ranges the caller found to
+   * meet: they share bytes. */
+  if (g == 0) return false;
+  int64_t gap = (int64_t)((intptr_t)b->data - (intptr_t)a->data) % (int64_t)g;
+  uint64_t r = (uint64_t)(gap < 0 ? gap + (int64_t)g : gap);
+  return isa <= r && r + isb <= g;
+}
+
 bool jk_view_same(const jk_view *a, const jk_view *b) {
   if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return false;
   for (int d = 0; d < a->ndim; d++) {

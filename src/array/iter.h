@@ -67,6 +67,15 @@ bool jk_span_fits_32(int ndim, const int64_t *shape, const int64_t *strides, int
 /* Byte range [lo, hi] a view touches; false for an empty view. */
 bool jk_view_range(const jk_view *v, size_t itemsize, uintptr_t *lo, uintptr_t *hi);
 
+/* Whether two views (elements of isa and isb bytes) surely share no byte,
+ * where their byte ranges meet: every element of either starts a multiple
+ * of g bytes from its first, g the greatest common divisor of both views'
+ * strides in bytes, so where the second's first byte lies r bytes past a
+ * multiple of g from the first's, with isa <= r and r + isb <= g, no two
+ * elements meet (interleaved views, as out[0::2] and out[1::2]). False
+ * where that does not show it, which may still be disjoint. */
+bool jk_views_interleave(const jk_view *a, size_t isa, const jk_view *b, size_t isb);
+
 /* Whether two views are the same elements in the same order. */
 bool jk_view_same(const jk_view *a, const jk_view *b);
 

@@ -147,8 +147,9 @@ static void emit_post_map(jk_buf *b, const jk_red_source_in *in, const char *fil
    * identity folded over as many partial results as the strategy keeps
    * (sum with identity 7 gave 56 on 8 warps), which no user can predict. */
   if (s->has_identity)
-    jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_R == 0 ? _jk_identity() : _jk_acc;\n"
-                   "      (void)a;\n");
+    jk_buf_puts(b,
+                "      {\n      const _type_reduce a = _jk_R == 0 ? _jk_identity() : _jk_acc;\n"
+                "      (void)a;\n");
   else
     jk_buf_puts(b, "      {\n      const _type_reduce a = _jk_acc;\n      (void)a;\n");
   for (int p = 0; p < s->nparams; p++) {

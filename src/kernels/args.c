@@ -272,9 +272,13 @@ jitk_status jk_gen_check_overlap(const jk_gen *g, const jk_gen_args *a) {
       if (hi < olo || lo > ohi) continue;
       if (!g->params.params[p].output && jk_view_same(ov, iv))
         continue; /* in place: exactly the same elements */
+      /* Interleaved views (real and imaginary parts as out[0::2] and
+       * out[1::2]) span the same bytes and share none. */
+      if (jk_views_interleave(ov, isz, iv, jk_dtype(iv->dtype)->size)) continue;
       return jk_fail(e, JITK_ERR_INVALID_ARRAY,
-                     "kernel %s: %s overlaps %s without being the same array; an output may "
-                     "only be exactly one of the inputs",
+                     "kernel %s: %s overlaps %s without being the same array; an output "
+                     "may only be exactly one of the inputs, and share no element with any "
+                     "other array",
                      g->name, g->labels[o], g->labels[p]);
     }
   }

@@ -222,6 +222,49 @@ Test(raw_outputs, overlap_rules) {
 /* The generated kernel takes a raw output as a writable descriptor and
  * compiles, with the operation writing through it by index and by
  * coordinates; a rank-0 raw array takes z[i] too. */
+/* Outputs whose byte ranges meet but whose elements interleave, as the
+ * real and imaginary parts out[0::2] and out[1::2] of one buffer, or an
+ * input x = buf[0::2] beside an output buf[1::2], share no element: they
+ * are accepted, as CuPy runs them. Views whose elements may meet are
+ * still refused. */
+Test(elementwise_outputs, interleaved_views_are_apart) {
+  jitk_engine *e = jt_compile_engine("sm_90");
+  jitk_elementwise *k = NULL;
+  JT_OK(e, jitk_elementwise_create(e, "T x", "T re, T im", "re = x; im = -x", "parts", NULL, &k));
+  int64_t sh[1] = {64}, two[1] = {2}, four[1] = {4};
+  DLTensor x = tensor(0, JITK_FLOAT32, 1, sh, NULL);
+  DLTensor re = tensor(8192, JITK_FLOAT32, 1, sh, two);
+  DLTensor im = tensor(8192 + 4, JITK_FLOAT32, 1, sh, two);
+  jitk_output_spec specs[2];
+  jitk_arg parts[] = {jitk_arg_array(&x), jitk_arg_array(&re), jitk_arg_array(&im)};
+  JT_OK(e, jitk_elementwise_outputs(k, parts, 3, -1, specs));
+  /* im one float later than re would share all but re's first element. */
+  DLTensor next = tensor(8192 + 8, JITK_FLOAT32, 1, sh, two);
+  jitk_arg meet[] = {jitk_arg_array(&x), jitk_arg_array(&re), jitk_arg_array(&next)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "output `im` overlaps output `re`",
+           jitk_elementwise_outputs(k, meet, 3, -1, specs));
+  jitk_elementwise_destroy(k);
+
+  JT_OK(e, jitk_elementwise_create(e, "T x", "U z", "z = (U)x", "halves", NULL, &k));
+  DLTensor evens = tensor(16384, JITK_FLOAT32, 1, sh, two);
+  /* float16 elements 2 bytes wide at byte 4 of each 8: after each float32. */
+  DLTensor odds = tensor(16384 + 4, JITK_FLOAT16, 1, sh, four);
+  jitk_arg apart[] = {jitk_arg_array(&evens), jitk_arg_array(&odds)};
+  jitk_output_spec spec;
+  JT_OK(e, jitk_elementwise_outputs(k, apart, 2, -1, &spec));
+  /* At byte 2 of each 8 it would share a float32's upper half. */
+  DLTensor inside = tensor(16384 + 2, JITK_FLOAT16, 1, sh, four);
+  jitk_arg clash[] = {jitk_arg_array(&evens), jitk_arg_array(&inside)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "output `z` overlaps argument `x`",
+           jitk_elementwise_outputs(k, clash, 2, -1, &spec));
+  /* Strides of 2 and 1: every byte of the output's range meets the input's. */
+  DLTensor dense = tensor(16384 + 4, JITK_FLOAT16, 1, sh, NULL);
+  jitk_arg meets[] = {jitk_arg_array(&evens), jitk_arg_array(&dense)};
+  JT_FAILS(e, JITK_ERR_INVALID_ARRAY, "overlaps", jitk_elementwise_outputs(k, meets, 2, -1, &spec));
+  jitk_elementwise_destroy(k);
+  jitk_engine_destroy(e);
+}
+
 Test(raw_outputs, generated_and_compiled) {
   jitk_engine *e = jt_compile_engine("sm_90");
   jitk_elementwise *k = NULL;
