@@ -611,7 +611,8 @@ class MatmulPlan:
         if not_writable:
             raise ValueError(f"out is {not_writable}")
         reads = [("A", described["A"]), ("B", described["B"])] + [
-            (f"epilogue input {name!r}", desc) for name, desc in inputs.items()]
+            (f"epilogue input {name!r}" if name in self._input_types else name, desc)
+            for name, desc in inputs.items()]
         for what, desc in reads:
             if _overlap(d, _extent(desc)[0]):
                 raise ValueError(f"out shares memory with {what}, which the product reads")
@@ -654,6 +655,9 @@ class MatmulPlan:
                     raise TypeError(f"{x}_scale must be an array of one float32, not "
                                     f"{dtype} of shape {tuple(shape)}")
         extra, inputs = self._extra(epilogue_inputs)
+        # The scales are read as the kernel starts: D may not share them.
+        inputs = dict(inputs, **{f"{x}_scale": _jitk._describe(value)
+                                 for x, value in given.items() if value is not None})
         d = self._operands(a, b, c, out, inputs)
         # The outputs in D's order: a column-major D's are made as their
         # transposes and handed back as views.

@@ -227,6 +227,13 @@ def test_fp8_scales_and_amax(torch_lib):
         plan8.execute(a8, b8, a_scale=torch.ones(2, device="cuda"), b_scale=sb, d_scale=sd)
     with pytest.raises(ValueError, match="scales names"):
         jitk.MatmulPlan(a8, b8, scales=("c",))
+    # D may not lie over a scale, which the kernel reads as it starts.
+    buf = torch.zeros(96 * 80 + 1, device="cuda")
+    out = buf[:-1].view(96, 80)
+    plan = jitk.MatmulPlan(a8, b8, out=out, scales=("a", "b"))
+    with pytest.raises(ValueError, match="shares memory with b_scale"):
+        plan.execute(a8, b8, a_scale=sa, b_scale=buf[80:81], out=out)
+    assert float(buf[80]) == 0.0
 
 
 def test_batched(torch_lib):

@@ -609,7 +609,8 @@ Test(matmul_plan, bad_outputs_and_reductions_fail_at_creation) {
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "(NULL)", jitk_matmul_create(e, &d, &p));
   o[1] = fwd_outs[1];
   o[1].dtype = JITK_COMPLEX64;
-  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "is complex64: outputs take a real dtype", jitk_matmul_create(e, &d, &p));
+  JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "is complex64: outputs take a real dtype",
+           jitk_matmul_create(e, &d, &p));
   o[1] = fwd_outs[1];
   o[1].expr = "  ";
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "output `mask` has no expression",
