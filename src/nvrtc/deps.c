@@ -1223,19 +1223,67 @@ static void scan_text(scan_state *s, const char *text, size_t len, const char *d
   jk_free(s->e, t);
 }
 
-/* Options that name files or folders NVRTC reads. */
+/* Options that name files or folders NVRTC reads. In "-Idir" NVRTC skips
+ * spaces (not tabs) between -I and the folder ("-I inc" reads inc, "-I
+ * \tinc" a folder "\tinc"); after an '=' the value is taken as written
+ * ("--include-path= inc" is the folder " inc"), as measured with NVRTC
+ * 13.0. */
 static const char *option_value(const char *opt, const char *const *names) {
   for (const char *const *n = names; *n; n++) {
     size_t l = strlen(*n);
     if (strncmp(opt, *n, l) == 0) {
       if (opt[l] == '=') return opt + l + 1;
-      if ((*n)[1] != '-' && (*n)[l - 1] == 'I') return opt + l; /* -Idir */
+      if ((*n)[1] != '-' && (*n)[l - 1] == 'I') { /* -Idir */
+        const char *v = opt + l;
+        while (*v == ' ') v++;
+        return v;
+      }
     }
   }
   return NULL;
 }
 
-jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
+static bool nvrtc_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/*
+ * The options as NVRTC reads them: it drops white space at both ends of
+ * every option (" -Iinc", "-Iinc\t", and " inc" after a "-I" all name the
+ * folder inc; measured with NVRTC 13.0). The scan must read the same
+ * folders, or it records places NVRTC never looks at and misses the file
+ * it reads, and an edit of that file is never noticed. *owned gets the
+ * copies made, to be freed with jk_options_free.
+ */
+static const char **nvrtc_options(jitk_engine *e, char **opts, size_t nopts, char ***owned) {
+  const char **v = jk_calloc(e, nopts + 1, sizeof *v);
+  char **own = jk_calloc(e, nopts + 1, sizeof *own);
+  if (v == NULL || own == NULL) {
+    jk_free(e, v);
+    jk_free(e, own);
+    return NULL;
+  }
+  for (size_t i = 0; i < nopts; i++) {
+    const char *p = opts[i];
+    while (nvrtc_space(*p)) p++;
+    size_t n = strlen(p);
+    while (n > 0 && nvrtc_space(p[n - 1])) n--;
+    if (p[n] == '\0') {
+      v[i] = p;
+      continue;
+    }
+    if ((own[i] = jk_strndup(e, p, n)) == NULL) {
+      jk_options_free(e, own, nopts);
+      jk_free(e, v);
+      return NULL;
+    }
+    v[i] = own[i];
+  }
+  *owned = own;
+  return v;
+}
+
+jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **given, size_t nopts,
                          jk_deps *out) {
   static const char *const include_opts[] = {"-I", "--include-path", NULL};
   static const char *const pre_opts[] = {"-include", "--pre-include", "--preinclude", NULL};
@@ -1262,7 +1310,10 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
   s.header_seen = jk_calloc(e, nh + 1, sizeof *s.header_seen);
   const char **pre = jk_calloc(e, nopts + 1, sizeof *pre);
   size_t npre = 0;
-  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL) {
+  char **owned = NULL;
+  const char **opts = nvrtc_options(e, given, nopts, &owned);
+  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL ||
+      opts == NULL) {
     s.oom = true;
     goto done;
   }
@@ -1285,7 +1336,9 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
        * also takes -D and --define-macro with the definition as the next
        * option. */
       const char *d = opts[i][1] == 'D' ? opts[i] + 2 : opts[i] + 14;
-      if (*d == '=' && opts[i][1] == '-') d++;
+      /* NVRTC takes "-D=NAME" and "-D NAME" as "-DNAME" (measured). */
+      if (*d == '=') d++;
+      while (*d == ' ' || *d == '\t') d++;
       if (*d == '\0') {
         if (!separate) continue;
         d = opts[++i];
@@ -1406,6 +1459,8 @@ done:
   jk_free(e, s.hsrc);
   jk_free(e, s.header_seen);
   jk_free(e, pre);
+  jk_free(e, opts);
+  jk_options_free(e, owned, nopts);
   if (s.oom) {
     jk_deps_free(e, out);
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory listing the headers a compile reads");

@@ -203,6 +203,34 @@ Test(deps, angle_include_searches_only_the_include_path) {
   finish(&c);
 }
 
+Test(deps, options_with_white_space_as_nvrtc_reads_them) {
+  dcase c = start();
+  header("x/h.cuh", 111);
+  header("a/h.cuh", 333);
+  /* NVRTC drops white space at both ends of an option, and spaces between
+   * -I and its folder: each of these reads a/h.cuh, which the record must
+   * name (it named " a/h.cuh" and the like, so an edit of a/h.cuh went
+   * unnoticed). */
+  const char *forms[][2] = {{"-I a", NULL},
+                            {"-Ia ", NULL},
+                            {" -Ia", NULL},
+                            {"-I", " a"},
+                            {"\t-Ia\n", NULL},
+                            {"-I  a\r", NULL},
+                            {"-I", "a\t"},
+                            {"-I ", "a"},
+                            {"--include-path=a ", NULL},
+                            {"--include-path", " a"}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    scan(&c, kernel_angle, "x/k.cu", forms[i], forms[i][1] ? 2 : 1, NULL, 0);
+    cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+    expect_read(&c, "a/h.cuh", 333);
+    expect_not_probed(&c, "x/h.cuh");
+    jk_deps_free(c.e, &c.deps);
+  }
+  finish(&c);
+}
+
 Test(deps, headers_given_as_strings_win_and_read_nothing) {
   dcase c = start();
   header("x/h.cuh", 111);
@@ -426,7 +454,10 @@ Test(deps, definitions_given_as_separate_options) {
   const char *forms[][3] = {{"-Ia", "-D", "HEADER=<impl_two.cuh>"},
                             {"-Ia", "--define-macro", "HEADER=<impl_two.cuh>"},
                             {"-Ia", "--define-macro=HEADER=<impl_two.cuh>", NULL},
-                            {"-Ia", "-DHEADER=<impl_two.cuh>", NULL}};
+                            {"-Ia", "-DHEADER=<impl_two.cuh>", NULL},
+                            {"-Ia", " -D HEADER=<impl_two.cuh> ", NULL},
+                            {"-Ia", "-D=HEADER=<impl_two.cuh>", NULL},
+                            {"-Ia", "-D", " HEADER=<impl_two.cuh>\t"}};
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
     scan(&c, src, "x/k.cu", forms[i], forms[i][2] ? 3 : 2, NULL, 0);
     cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
