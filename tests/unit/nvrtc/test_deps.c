@@ -537,3 +537,50 @@ Test(deps, headers_including_each_other_through_dotdot) {
   cr_assert(c.deps.n < 8, "%zu entries in the record", c.deps.n);
   finish(&c);
 }
+
+Test(deps, one_folder_under_two_spellings) {
+  dcase c = start();
+  /* b is a symlink to real1: b/x.cuh and real1/x.cuh are one file, and
+   * NVRTC looks its #include "y.cuh" up beside each spelling. The record
+   * held real1/y.cuh only (the file was scanned once per folder), so
+   * pointing b at real2 went unnoticed. */
+  put("real1/x.cuh", "#include \"y.cuh\"\n");
+  header("real1/y.cuh", 901);
+  put("real2/x.cuh", "#include \"y.cuh\"\n");
+  header("real2/y.cuh", 902);
+  cr_assert_eq(symlink("real1", "b"), 0);
+  const char *src =
+      "#include \"b/x.cuh\"\n#include \"real1/x.cuh\"\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+  expect_read(&c, "b/y.cuh", 901);
+  expect_read(&c, "real1/y.cuh", 901);
+  jk_deps_free(c.e, &c.deps);
+  /* The other order of the two. */
+  const char *src2 =
+      "#include \"real1/x.cuh\"\n#include \"b/x.cuh\"\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, src2, "k.cu", NULL, 0, NULL, 0);
+  expect_read(&c, "b/y.cuh", 901);
+  expect_read(&c, "real1/y.cuh", 901);
+  finish(&c);
+}
+
+Test(deps, a_folder_under_too_many_spellings_is_not_known) {
+  dcase c = start();
+  /* Each spelling is scanned again, up to a bound; past it the record
+   * says it cannot know every file read, and the compile is not stored. */
+  put("d/x.cuh", "#include \"y.cuh\"\n");
+  header("d/y.cuh", 903);
+  char src[8192] = "", name[64];
+  for (int i = 0; i < 80; i++) {
+    snprintf(name, sizeof name, "l%d", i);
+    cr_assert_eq(symlink("d", name), 0);
+    snprintf(src + strlen(src), sizeof src - strlen(src), "#include \"l%d/x.cuh\"\n", i);
+  }
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_not_null(c.deps.unknown);
+  cr_assert(strstr(c.deps.unknown, "spellings") != NULL, "%s", c.deps.unknown);
+  finish(&c);
+}
