@@ -194,6 +194,10 @@ jitk_status jk_cache_key(jitk_engine *e, const jk_compile_input *in, const char 
    * (computed once per engine) stands for them, since they are the same
    * for every kernel of a jitk build. */
   jk_material_add_str(m, "jitk_headers", e->cache.headers_digest);
+  /* The dependency scan's version: entries whose records an older, less
+   * complete scan made are not found (JK_DEPS_SCANNER_VERSION). */
+  snprintf(num, sizeof num, "%d", JK_DEPS_SCANNER_VERSION);
+  jk_material_add_str(m, "deps_scanner", num);
   /* A relocatable piece (of a linked program, or a manifest's
    * "relocatable" output) is kept unlinked, where the same -dc program
    * asked for as a whole is linked with libcudadevrt: the two images

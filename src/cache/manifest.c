@@ -176,24 +176,30 @@ void jk_manifest_record(jitk_engine *e, const jk_compile_input *in, const char *
   if (jk_manifest_line(e, in, generator, e->target.arch, &line) != JITK_OK) return;
   /* One write of the whole line to a file opened for appending: lines of
    * processes recording into one file at once never interleave. The file
-   * is its owner's alone, since it holds the kernels' sources. */
-  int fd = open(c->record_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+   * is its owner's alone, since it holds the kernels' sources. Only a
+   * regular file is written: the open does not wait for a FIFO's reader
+   * (O_NONBLOCK; one without a reader fails with ENXIO), and a FIFO or a
+   * device opened is refused rather than written, since a write to a full
+   * pipe would block the compile, or fail part of the way. */
+  int fd = open(c->record_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
   size_t n = strlen(line);
   ssize_t w = -1;
-  int err = 0;
-  if (fd >= 0) {
+  int err = fd >= 0 ? 0 : errno;
+  const char *why = NULL;
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) why = "not a regular file";
+  if (fd < 0 && err == ENXIO) why = "not a regular file";
+  if (fd >= 0 && why == NULL) {
     w = write(fd, line, n);
     err = errno;
-    close(fd);
-  } else {
-    err = errno;
   }
+  if (fd >= 0) close(fd);
   jk_free(e, line);
   if (w == (ssize_t)n) return;
+  if (why == NULL) why = w >= 0 ? "a short write" : strerror(err);
   if (!atomic_exchange(&c->record_off, true))
     jk_log(e, JITK_LOG_WARN, "kernel cache: cannot record kernels in the manifest %s (%s); %s",
-           c->record_path, w >= 0 ? "a short write" : strerror(err),
-           "this engine records no more, and everything else works as before");
+           c->record_path, why, "this engine records no more, and everything else works as before");
 }
 
 /* --- reading --- */
@@ -887,15 +893,18 @@ static jitk_status check_set_add(jitk_engine *e, check_set *s, uint64_t c, bool 
 /* Reads the whole file; JITK_ERR_IO saying why. */
 static jitk_status read_file(jitk_engine *e, const char *path, char **data, size_t *len) {
   enum { MOST = 1 << 30 };
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* Non-blocking, so that a FIFO named as the manifest does not wait for a
+   * writer: it is refused below, as anything but a regular file is. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return jk_fail(e, JITK_ERR_IO, "jitk_cache_warm: cannot open the manifest %s: %s", path,
                    strerror(errno));
   struct stat st;
+  memset(&st, 0, sizeof st);
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MOST) {
     close(fd);
     return jk_fail(e, JITK_ERR_IO, "jitk_cache_warm: the manifest %s is %s", path,
-                   st.st_size > MOST ? "larger than 1 GiB" : "not a regular file");
+                   S_ISREG(st.st_mode) ? "larger than 1 GiB" : "not a regular file");
   }
   size_t cap = (size_t)st.st_size + 1, n = 0;
   char *buf = jk_malloc(e, cap);

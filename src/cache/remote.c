@@ -36,6 +36,7 @@
  * (lease_value).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -146,15 +147,35 @@ static const char *parse_url(jitk_engine *e, const char *url, jk_remote *r) {
   return NULL;
 }
 
+/* `path` opened for reading when it is a regular file, NULL otherwise
+ * (*regular says which). The open does not wait: a FIFO put where a file
+ * was expected would otherwise block engine creation until a writer came. */
+static FILE *open_regular(const char *path, struct stat *st, bool *regular) {
+  *regular = true;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return NULL;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    *regular = false;
+    close(fd);
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (f == NULL) close(fd);
+  return f;
+}
+
 /* The URL from the first line of `path`. A password in a file that others
  * can read is refused: anyone on the machine could then write the cluster's
  * cache. */
 static char *url_from_file(jitk_engine *e, const char *path, const char **why) {
   struct stat st;
-  FILE *f = fopen(path, "r");
-  if (f == NULL || fstat(fileno(f), &st) != 0) {
-    if (f) fclose(f);
-    *why = "the file named by JITK_CACHE_REMOTE_FILE cannot be read";
+  bool regular;
+  FILE *f = open_regular(path, &st, &regular);
+  if (f == NULL) {
+    *why =
+        regular
+            ? "the file named by JITK_CACHE_REMOTE_FILE cannot be read"
+            : "the file named by JITK_CACHE_REMOTE_FILE cannot be read: it is not a regular file";
     return NULL;
   }
   char line[2048];
@@ -184,10 +205,11 @@ static char *url_from_file(jitk_engine *e, const char *path, const char **why) {
 static unsigned char *key_from_file(jitk_engine *e, const char *path, size_t *len,
                                     const char **why) {
   struct stat st;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (f) fclose(f);
-    *why = "its key file cannot be read as a file";
+  bool regular;
+  FILE *f = open_regular(path, &st, &regular);
+  if (f == NULL) {
+    *why = regular ? "its key file cannot be read"
+                   : "its key file cannot be read: it is not a regular file";
     return NULL;
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {

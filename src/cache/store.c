@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "cache/cache.h"
+#include "driver/image.h"
 #include "engine.h"
 
 extern const unsigned char jk_schema_sql[];
@@ -712,6 +713,17 @@ jitk_status jk_store_check_entry(jitk_engine *e, int kind, double ms, const void
     jk_store_checksum(kind, image, image_len, names, names_len, log, log_len, check);
     if (memcmp(check, sum, 16) != 0) *why = "checksum mismatch";
   }
+  /* A consistent row may still hold an image this engine cannot load: a
+   * cubin for another architecture (copied from another cache, or put
+   * into a remote by another jitk) would fail at every load, where it is
+   * served, and never be compiled again. The check (jk_image_check, as
+   * for images callers give) reads the ELF's headers and section table,
+   * far less than the checksum above, and runs once per entry, as it
+   * enters memory from a disk, shared or remote tier. */
+  jitk_image_kind checked;
+  if (*why == NULL &&
+      jk_image_check(e, (jitk_image_kind)kind, image, image_len, &checked) != JITK_OK)
+    *why = "its image is not one this engine can load (another architecture, or a damaged ELF)";
   if (*why != NULL) return JITK_OK;
 
   jitk_status st = JITK_OK;

@@ -138,11 +138,28 @@ typedef struct scan_state {
   } *computed;
   size_t num_computed, cap_computed;
   /* Files scanned, as the folder they lie in (its device and inode) and
-   * their name: an open-addressing set, zero marking an empty slot. */
+   * their name, with what their first scan did (seen_place), and an
+   * open-addressing index of them (index + 1, zero marking an empty
+   * slot). */
   struct place {
     uint64_t dev, ino, name;
+    bool toolkit;          /* first scanned as a CUDA header */
+    recording rec;         /* a user file's directives */
+    const memo_file *memo; /* a CUDA header's, in the engine's memo */
+    size_t spellings;      /* scans under other spellings of its folder */
   } *places;
   size_t num_places, cap_places;
+  size_t *place_slots;
+  size_t num_place_slots;
+  /* The files being scanned, each with the file whose directive reached
+   * it, to tell an include cycle: index + 1 of the place and of the
+   * parent visit, zero for none. `visit` is the one whose directives are
+   * read now; todo_parent the visit that queued each file. */
+  struct visit {
+    size_t place, parent;
+  } *visits;
+  size_t num_visits, cap_visits, visit;
+  size_t *todo_parent;
   bool oom;
 } scan_state;
 
@@ -321,49 +338,101 @@ static jk_dep *find_probe(scan_state *s, const char *path, size_t *slot) {
   return NULL;
 }
 
+/* How many spellings of its folder a file is scanned under, besides the
+ * first, before the scan gives up on knowing every file read. */
+#define JK_DEPS_MAX_SPELLINGS 64
+
 /*
- * Whether the file `path` (its folder the first dir_len bytes) was scanned
- * already under another path: the same name in the same folder, as the
- * folder's device and inode tell. Its directives then find the same files
- * again, so it is not scanned twice. Without this, headers that include
- * each other through ".." ("../b/b.h" from a/a.h, "../a/a.h" from b/b.h)
- * spell ever longer paths (a/../b/../a/...), which include guards stop in
- * NVRTC but not in the scan, until they pass PATH_MAX: hundreds of
- * entries in the record, each checked at every disk hit. The path itself
- * is recorded all the same. A folder that cannot be stat'ed counts as
- * new.
+ * The place of the file `path` (its folder the first dir_len bytes): the
+ * folder's device and inode, and the name, as index + 1 into s->places,
+ * added if new; 0 when the folder cannot be stat'ed (then it counts as
+ * new) or memory runs out (s->oom).
+ *
+ * One file met under several spellings of its folder (a symlink b ->
+ * real1 reaches real1/x.h as b/x.h too; a/../b/../a is a) has the same
+ * place. Its own lookups are relative to the spelling it was reached by,
+ * and NVRTC probes b/y.h for an #include "y.h" in b/x.h, not real1/y.h:
+ * the two differ once b is pointed elsewhere. So a file met again under
+ * another spelling has its first scan's directives replayed there
+ * (replay_spelling), and the record holds both probes. Within its own
+ * inclusion (a cycle: a/a.cuh includes "../b/b.cuh", which includes
+ * "../a/a.cuh") it is not replayed: include guards stop NVRTC there, and
+ * without them the compile never ends, while the scan, which does not
+ * evaluate guards, would spell ever longer paths (a/../b/../a/...). The
+ * path met is recorded all the same.
  */
-static bool seen_place(scan_state *s, const char *path, size_t dir_len) {
+static size_t find_place(scan_state *s, const char *path, size_t dir_len) {
   char dir[PATH_MAX];
-  if (dir_len >= sizeof dir) return false;
+  if (dir_len >= sizeof dir) return 0;
   memcpy(dir, dir_len ? path : ".", dir_len ? dir_len : 1);
   dir[dir_len ? dir_len : 1] = '\0';
   struct stat st;
-  if (stat(dir, &st) != 0) return false;
+  if (stat(dir, &st) != 0) return 0;
   const char *name = path + dir_len + (path[dir_len] == '/');
-  struct place p = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, XXH3_64bits(name, strlen(name))};
-  if (p.name == 0) p.name = 1; /* zero marks an empty slot */
-  if (2 * (s->num_places + 1) > s->cap_places) {
-    size_t n = s->cap_places ? s->cap_places * 2 : 64;
-    struct place *v = jk_calloc(s->e, n, sizeof *v);
-    if (v == NULL) return false; /* scanned again: only time is lost */
-    for (size_t i = 0; i < s->cap_places; i++) {
-      if (s->places[i].name == 0) continue;
-      size_t h = (size_t)(s->places[i].name ^ s->places[i].ino) & (n - 1);
-      while (v[h].name != 0) h = (h + 1) & (n - 1);
-      v[h] = s->places[i];
+  struct place p;
+  memset(&p, 0, sizeof p);
+  p.dev = (uint64_t)st.st_dev;
+  p.ino = (uint64_t)st.st_ino;
+  p.name = XXH3_64bits(name, strlen(name));
+  if (2 * (s->num_places + 1) > s->num_place_slots) {
+    size_t n = s->num_place_slots ? s->num_place_slots * 2 : 64;
+    size_t *v = jk_calloc(s->e, n, sizeof *v);
+    if (v == NULL) {
+      s->oom = true;
+      return 0;
     }
-    jk_free(s->e, s->places);
-    s->places = v;
-    s->cap_places = n;
+    for (size_t i = 0; i < s->num_places; i++) {
+      size_t h = (size_t)(s->places[i].name ^ s->places[i].ino) & (n - 1);
+      while (v[h] != 0) h = (h + 1) & (n - 1);
+      v[h] = i + 1;
+    }
+    jk_free(s->e, s->place_slots);
+    s->place_slots = v;
+    s->num_place_slots = n;
   }
-  size_t h = (size_t)(p.name ^ p.ino) & (s->cap_places - 1);
-  for (; s->places[h].name != 0; h = (h + 1) & (s->cap_places - 1))
-    if (s->places[h].name == p.name && s->places[h].ino == p.ino && s->places[h].dev == p.dev)
-      return true;
-  s->places[h] = p;
-  s->num_places++;
+  size_t h = (size_t)(p.name ^ p.ino) & (s->num_place_slots - 1);
+  for (; s->place_slots[h] != 0; h = (h + 1) & (s->num_place_slots - 1)) {
+    const struct place *q = &s->places[s->place_slots[h] - 1];
+    if (q->name == p.name && q->ino == p.ino && q->dev == p.dev) return s->place_slots[h];
+  }
+  if (s->num_places == s->cap_places) {
+    size_t cap = s->cap_places ? s->cap_places * 2 : 64;
+    struct place *v = jk_realloc(s->e, s->places, cap * sizeof *v);
+    if (v == NULL) {
+      s->oom = true;
+      return 0;
+    }
+    s->places = v;
+    s->cap_places = cap;
+  }
+  s->places[s->num_places++] = p;
+  s->place_slots[h] = s->num_places;
+  return s->num_places;
+}
+
+/* Whether the place `place` is being scanned in the chain of inclusions
+ * that led to the visit `v`. */
+static bool in_chain(const scan_state *s, size_t v, size_t place) {
+  for (; v != 0; v = s->visits[v - 1].parent)
+    if (s->visits[v - 1].place == place) return true;
   return false;
+}
+
+/* A new visit of `place` reached from `parent`; its index + 1, or 0 for
+ * want of memory. */
+static size_t add_visit(scan_state *s, size_t place, size_t parent) {
+  if (s->num_visits == s->cap_visits) {
+    size_t cap = s->cap_visits ? s->cap_visits * 2 : 64;
+    struct visit *v = jk_realloc(s->e, s->visits, cap * sizeof *v);
+    if (v == NULL) {
+      s->oom = true;
+      return 0;
+    }
+    s->visits = v;
+    s->cap_visits = cap;
+  }
+  s->visits[s->num_visits++] = (struct visit){place, parent};
+  return s->num_visits;
 }
 
 static bool push_todo(scan_state *s, size_t index, char *text, size_t len, const memo_file *memo) {
@@ -376,14 +445,17 @@ static bool push_todo(scan_state *s, size_t index, char *text, size_t len, const
     size_t *tl = tt ? jk_realloc(s->e, s->todo_len, cap * sizeof *tl) : NULL;
     if (tl != NULL) s->todo_len = tl;
     const memo_file **tm = tl ? jk_realloc(s->e, s->todo_memo, cap * sizeof(memo_file *)) : NULL;
-    if (tm == NULL) return false;
-    s->todo_memo = tm;
+    if (tm != NULL) s->todo_memo = tm;
+    size_t *tp = tm ? jk_realloc(s->e, s->todo_parent, cap * sizeof *tp) : NULL;
+    if (tp == NULL) return false;
+    s->todo_parent = tp;
     s->cap_todo = cap;
   }
   s->todo[s->num_todo] = index;
   s->todo_text[s->num_todo] = text;
   s->todo_len[s->num_todo] = len;
   s->todo_memo[s->num_todo] = memo;
+  s->todo_parent[s->num_todo] = s->visit;
   s->num_todo++;
   return true;
 }
@@ -1059,19 +1131,29 @@ static void ev_define(scan_state *s, const char *p, const char *end) {
   add_macro(s, p, end);
 }
 
-static void replay(scan_state *s, const memo_file *f, const char *dir, size_t dir_len,
-                   const char *who) {
-  for (size_t i = 0; i < f->num_events && !s->oom; i++) {
-    const scan_event *ev = &f->events[i];
+/* Does again what a file's directives did (`events`), for the file in the
+ * folder `dir`; its definitions only where `defines` (a file met again
+ * under another spelling has added them already). */
+static void replay_events(scan_state *s, const scan_event *events, size_t num_events,
+                          const char *dir, size_t dir_len, const char *who, bool defines) {
+  for (size_t i = 0; i < num_events && !s->oom; i++) {
+    const scan_event *ev = &events[i];
     const char *t = ev->text, *end = t + strlen(t);
     switch (ev->op) {
       case 'l': lookup_in(s, ev->kind, t, dir, dir_len, false); break;
       case 'n': lookup_in(s, ev->kind, t, dir, dir_len, true); break;
       case 'c': add_computed(s, t, end, dir, dir_len, who); break;
-      case 'd': add_macro(s, t, end); break;
+      case 'd':
+        if (defines) add_macro(s, t, end);
+        break;
       default: break;
     }
   }
+}
+
+static void replay(scan_state *s, const memo_file *f, const char *dir, size_t dir_len,
+                   const char *who) {
+  replay_events(s, f->events, f->num_events, dir, dir_len, who, true);
 }
 
 /* One directive line (after its '#'). */
@@ -1223,19 +1305,67 @@ static void scan_text(scan_state *s, const char *text, size_t len, const char *d
   jk_free(s->e, t);
 }
 
-/* Options that name files or folders NVRTC reads. */
+/* Options that name files or folders NVRTC reads. In "-Idir" NVRTC skips
+ * spaces (not tabs) between -I and the folder ("-I inc" reads inc, "-I
+ * \tinc" a folder "\tinc"); after an '=' the value is taken as written
+ * ("--include-path= inc" is the folder " inc"), as measured with NVRTC
+ * 13.0. */
 static const char *option_value(const char *opt, const char *const *names) {
   for (const char *const *n = names; *n; n++) {
     size_t l = strlen(*n);
     if (strncmp(opt, *n, l) == 0) {
       if (opt[l] == '=') return opt + l + 1;
-      if ((*n)[1] != '-' && (*n)[l - 1] == 'I') return opt + l; /* -Idir */
+      if ((*n)[1] != '-' && (*n)[l - 1] == 'I') { /* -Idir */
+        const char *v = opt + l;
+        while (*v == ' ') v++;
+        return v;
+      }
     }
   }
   return NULL;
 }
 
-jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
+static bool nvrtc_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/*
+ * The options as NVRTC reads them: it drops white space at both ends of
+ * every option (" -Iinc", "-Iinc\t", and " inc" after a "-I" all name the
+ * folder inc; measured with NVRTC 13.0). The scan must read the same
+ * folders, or it records places NVRTC never looks at and misses the file
+ * it reads, and an edit of that file is never noticed. *owned gets the
+ * copies made, to be freed with jk_options_free.
+ */
+static const char **nvrtc_options(jitk_engine *e, char **opts, size_t nopts, char ***owned) {
+  const char **v = jk_calloc(e, nopts + 1, sizeof *v);
+  char **own = jk_calloc(e, nopts + 1, sizeof *own);
+  if (v == NULL || own == NULL) {
+    jk_free(e, v);
+    jk_free(e, own);
+    return NULL;
+  }
+  for (size_t i = 0; i < nopts; i++) {
+    const char *p = opts[i];
+    while (nvrtc_space(*p)) p++;
+    size_t n = strlen(p);
+    while (n > 0 && nvrtc_space(p[n - 1])) n--;
+    if (p[n] == '\0') {
+      v[i] = p;
+      continue;
+    }
+    if ((own[i] = jk_strndup(e, p, n)) == NULL) {
+      jk_options_free(e, own, nopts);
+      jk_free(e, v);
+      return NULL;
+    }
+    v[i] = own[i];
+  }
+  *owned = own;
+  return v;
+}
+
+jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **given, size_t nopts,
                          jk_deps *out) {
   static const char *const include_opts[] = {"-I", "--include-path", NULL};
   static const char *const pre_opts[] = {"-include", "--pre-include", "--preinclude", NULL};
@@ -1262,7 +1392,10 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
   s.header_seen = jk_calloc(e, nh + 1, sizeof *s.header_seen);
   const char **pre = jk_calloc(e, nopts + 1, sizeof *pre);
   size_t npre = 0;
-  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL) {
+  char **owned = NULL;
+  const char **opts = nvrtc_options(e, given, nopts, &owned);
+  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL ||
+      opts == NULL) {
     s.oom = true;
     goto done;
   }
@@ -1285,7 +1418,9 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
        * also takes -D and --define-macro with the definition as the next
        * option. */
       const char *d = opts[i][1] == 'D' ? opts[i] + 2 : opts[i] + 14;
-      if (*d == '=' && opts[i][1] == '-') d++;
+      /* NVRTC takes "-D=NAME" and "-D NAME" as "-DNAME" (measured). */
+      if (*d == '=') d++;
+      while (*d == ' ' || *d == '\t') d++;
       if (*d == '\0') {
         if (!separate) continue;
         d = opts[++i];
@@ -1359,22 +1494,64 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts
       }
       const char *sl = strrchr(path, '/');
       size_t dl = sl ? (size_t)(sl - path) + (sl == path) : 0;
-      if (seen_place(&s, path, dl)) {
+      size_t parent = s.todo_parent[s.num_todo];
+      size_t pi = find_place(&s, path, dl);
+      struct place *pl = pi ? &s.places[pi - 1] : NULL;
+      /* Met again within its own inclusion, or as a CUDA header again
+       * (those are the toolkit's, which does not play such games with its
+       * folders): recorded, not scanned (find_place says why). */
+      if (s.oom || (pl != NULL && pl->spellings > 0 &&
+                    (in_chain(&s, parent, pi) || (toolkit && pl->toolkit)))) {
         jk_free(e, text);
         jk_free(e, path);
         continue;
       }
-      if (memo != NULL) {
-        replay(&s, memo, path, dl, path);
+      s.visit = add_visit(&s, pi, parent);
+      if (s.oom) {
+        jk_free(e, text);
+        jk_free(e, path);
+        break;
+      }
+      if (pl != NULL && pl->spellings > 0) {
+        /* Another spelling of a folder scanned before. */
+        if (++pl->spellings > JK_DEPS_MAX_SPELLINGS + 1)
+          set_unknown(&s, "%s is reached under too many spellings of its folder%s", path, "");
+        else if (pl->memo != NULL)
+          replay_events(&s, pl->memo->events, pl->memo->num_events, path, dl, path, false);
+        else
+          replay_events(&s, pl->rec.v, pl->rec.n, path, dl, path, false);
       } else {
         recording rec;
         memset(&rec, 0, sizeof rec);
-        s.rec = toolkit ? &rec : NULL;
-        scan_text(&s, text, len, path, dl, path);
-        s.rec = NULL;
-        if (toolkit && !s.oom) memo_add(e, path, 'F', hash, &read, &rec);
+        if (memo != NULL) {
+          replay(&s, memo, path, dl, path);
+        } else {
+          /* Every file's directives are kept while the scan lasts, for
+           * other spellings of its folder; a CUDA header's go into the
+           * engine's memo. */
+          s.rec = &rec;
+          scan_text(&s, text, len, path, dl, path);
+          s.rec = NULL;
+          if (rec.failed) s.oom = true;
+          if (toolkit && !s.oom) {
+            memo_add(e, path, 'F', hash, &read, &rec);
+            memo = memo_find(e, path);
+            /* Not kept for want of memory: what it did is lost. */
+            if (memo == NULL) s.oom = true;
+          }
+        }
+        if (pl != NULL) {
+          pl->spellings = 1;
+          pl->toolkit = toolkit;
+          pl->memo = memo;
+          if (memo == NULL) {
+            pl->rec = rec;
+            memset(&rec, 0, sizeof rec);
+          }
+        }
         recording_free(e, &rec);
       }
+      s.visit = 0;
       jk_free(e, text);
       jk_free(e, path);
     }
@@ -1395,7 +1572,11 @@ done:
     jk_free(e, s.computed[i].who);
   }
   jk_free(e, s.computed);
+  for (size_t i = 0; i < s.num_places; i++) recording_free(e, &s.places[i].rec);
   jk_free(e, s.places);
+  jk_free(e, s.place_slots);
+  jk_free(e, s.visits);
+  jk_free(e, s.todo_parent);
   jk_free(e, s.todo);
   jk_free(e, s.todo_text);
   jk_free(e, s.todo_len);
@@ -1406,6 +1587,8 @@ done:
   jk_free(e, s.hsrc);
   jk_free(e, s.header_seen);
   jk_free(e, pre);
+  jk_free(e, opts);
+  jk_options_free(e, owned, nopts);
   if (s.oom) {
     jk_deps_free(e, out);
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory listing the headers a compile reads");

@@ -287,6 +287,16 @@ void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
 /* --- deps.c, continued --- */
 
 /*
+ * The version of the scan below, part of every cache key (key.c): an
+ * entry's dependency record is only as complete as the scan that made it,
+ * so entries recorded by an older scan, which may have missed a file
+ * NVRTC read, are never served once jitk is upgraded. Bump it with every
+ * fix to what the scan records (1 was the scan before the version; 2
+ * reads options as NVRTC does; 3 follows every spelling of a folder).
+ */
+#define JK_DEPS_SCANNER_VERSION 3
+
+/*
  * Lists every path the compile of `in` with the final options `opts`
  * would look at for headers, with the content hash of each file found
  * (deps.c says how the lookup is modelled). Files that cannot be read

@@ -209,6 +209,11 @@ check "cache warm for a target not recorded" 1 "records no kernels for sm_80" --
   "$JITK" cache warm "$WORK/m.jsonl" --dir "$WORK/warmed2" --arch sm_80
 check "cache warm of a missing file" 1 "cannot read" -- "$JITK" cache warm "$WORK/none.jsonl"
 check "cache warm of a folder" 1 "cannot read" -- "$JITK" cache warm "$WORK"
+# A FIFO is refused at once, not read until some writer comes (the
+# timeout turns a hang into a failure).
+mkfifo "$WORK/fifo.jsonl"
+check "cache warm of a FIFO" 1 "not a regular file" -- \
+  timeout 20 "$JITK" cache warm "$WORK/fifo.jsonl"
 # A target no engine can take, recorded first: named, and the others warmed.
 { echo '{"target":"sm_bogus"}'; cat "$WORK/m.jsonl"; } >"$WORK/m2.jsonl"
 check "cache warm past a target no engine takes" 1 "sm_90: 3 kernels" -- \

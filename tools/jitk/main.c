@@ -6,10 +6,12 @@
 #include <jitk/jitk.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -918,10 +920,29 @@ static void usage_cache(FILE *out) {
 }
 
 /* The targets a manifest's lines were recorded for, in order of first
- * appearance: the "target" field, which every line has near its start. */
+ * appearance: the "target" field, which every line has near its start.
+ * -1 with errno when the file cannot be read, -2 when it is not a regular
+ * file: opened without waiting, so that a FIFO does not hang the command
+ * until some writer comes. */
 static int manifest_targets(const char *path, char targets[][32], int most) {
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return -2;
+  }
+  FILE *f = fdopen(fd, "r");
+  if (f == NULL) {
+    close(fd);
+    return -1;
+  }
   int n = 0;
   char head[256];
   while (fgets(head, sizeof head, f) != NULL) {
@@ -945,8 +966,7 @@ static int manifest_targets(const char *path, char targets[][32], int most) {
       n++;
     }
   }
-  /* A folder opens, then fails its first read (EISDIR): not a manifest
-   * that records nothing. */
+  /* A file that fails a read is not a manifest that records nothing. */
   const int err = ferror(f) ? errno : 0;
   fclose(f);
   if (err != 0) {
@@ -1011,7 +1031,8 @@ static int cmd_cache_warm(int argc, char **argv) {
   char recorded[32][32];
   int nrec = manifest_targets(file, recorded, 32);
   if (nrec < 0) {
-    fprintf(stderr, "%s cache warm: cannot read %s: %s\n", prog, file, strerror(errno));
+    fprintf(stderr, "%s cache warm: cannot read %s: %s\n", prog, file,
+            nrec == -2 ? "not a regular file" : strerror(errno));
     return 1;
   }
   if (narchs == 0)

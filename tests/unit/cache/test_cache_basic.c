@@ -119,7 +119,9 @@ Test(cache, key_is_complete) {
     JT_OK(variants[i].eng, jk_cache_key(variants[i].eng, &in, "raw/1", &m, &keys[i]));
     /* The material names what goes in: the NVRTC build and the digest of
      * jitk's headers among it. */
-    bool has_nvrtc = false, has_headers = false, has_format = false;
+    bool has_nvrtc = false, has_headers = false, has_format = false, has_scanner = false;
+    char scanner[16];
+    snprintf(scanner, sizeof scanner, "%d", JK_DEPS_SCANNER_VERSION);
     size_t pos = 0, n;
     const char *label;
     const unsigned char *bytes;
@@ -128,8 +130,13 @@ Test(cache, key_is_complete) {
       has_nvrtc |= strcmp(label, "nvrtc") == 0 && n > 4;
       has_headers |= strcmp(label, "jitk_headers") == 0 && n == 32;
       has_format |= strcmp(label, "format") == 0;
+      /* The scan's version, so that records of an older scan are not
+       * served. */
+      has_scanner |= strcmp(label, "deps_scanner") == 0 && n == strlen(scanner) &&
+                     memcmp(bytes, scanner, n) == 0;
     }
     cr_assert(ok && has_nvrtc && has_headers && has_format);
+    cr_assert(has_scanner, "the dependency scan's version is not in the key material");
     jk_material_free(&m);
     /* The generator's version is part of it too. */
     if (i == 0) {

@@ -5,6 +5,7 @@
 
 #include "cache/cache.h"
 #include "cache_common.h"
+#include "driver/image.h"
 #include "kernels/kernels.h"
 
 /* --- an SQLite VFS that fails the n-th write or sync --- */
@@ -395,17 +396,24 @@ Test(cache_faults, a_row_whose_names_do_not_parse_leaves_nothing) {
     jk_material_init(&names, e);
     jk_material_add_str(&names, names_sets[c][0], names_sets[c][1]);
     jk_material_add_str(&names, names_sets[c][2], names_sets[c][3]);
-    static const char image[] = "an image of any bytes", log[] = "a log";
+    /* A real cubin: rows pass the image check before they are served. */
+    jitk_module *m = NULL;
+    JT_OK(e, jitk_module_create(e, "extern \"C\" __global__ void k() {}", NULL, &m));
+    const void *image = NULL;
+    size_t image_size = 0;
+    JT_OK(e, jitk_module_image(m, &image, &image_size, NULL));
+    static const char log[] = "a log";
     uint8_t sum[16];
-    jk_store_checksum(JITK_IMAGE_CUBIN, image, sizeof image, names.data, names.len, log,
-                      strlen(log), sum);
+    jk_store_checksum(JITK_IMAGE_CUBIN, image, image_size, names.data, names.len, log, strlen(log),
+                      sum);
     jk_entry x;
     memset(&x, 0, sizeof x);
     bool found = true;
     const char *why = NULL;
     JT_OK(e, jk_store_check_entry(e, JITK_IMAGE_CUBIN, 1.0, sum, 16, mat.data, mat.len, names.data,
-                                  names.len, log, strlen(log), image, sizeof image, &mat, &x,
-                                  &found, &why));
+                                  names.len, log, strlen(log), image, image_size, &mat, &x, &found,
+                                  &why));
+    jitk_module_destroy(m);
     if (c == 0) {
       cr_assert(!found && why != NULL && strcmp(why, "its names do not parse") == 0, "%s",
                 why ? why : "(served)");
@@ -426,4 +434,67 @@ Test(cache_faults, a_row_whose_names_do_not_parse_leaves_nothing) {
   }
   jk_material_free(&mat);
   jitk_engine_destroy(e);
+}
+
+/* A row whose checksum holds but whose cubin is for another architecture
+ * (sm_80 on an sm_90 engine: copied between caches, or put into a remote
+ * by another machine) is not served, where it would fail at every load: it
+ * is removed as corrupt and the kernel compiled again. */
+Test(cache_faults, a_cubin_for_another_architecture_is_not_served) {
+  char *dir = jt_tmpdir();
+  jitk_engine *e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  jitk_engine_destroy(e);
+  jitk_engine *e80 = jt_compile_engine_with_cache("sm_80", JITK_CACHE_OFF);
+  jitk_module *m80 = jt_kernel(e80, 1);
+  const void *img80 = NULL;
+  size_t n80 = 0;
+  JT_OK(e80, jitk_module_image(m80, &img80, &n80, NULL));
+
+  char path[512];
+  snprintf(path, sizeof path, "%s/kernels.db", dir);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_stmt *q = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(db, "SELECT id, names, log FROM entries", -1, &q, NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+  int64_t id = sqlite3_column_int64(q, 0);
+  uint8_t sum[16];
+  jk_store_checksum(JITK_IMAGE_CUBIN, img80, n80, sqlite3_column_blob(q, 1),
+                    (size_t)sqlite3_column_bytes(q, 1), (const char *)sqlite3_column_text(q, 2),
+                    (size_t)sqlite3_column_bytes(q, 2), sum);
+  sqlite3_finalize(q);
+  cr_assert_eq(sqlite3_prepare_v2(db, "UPDATE entries SET image = ?1, checksum = ?2 WHERE id = ?3",
+                                  -1, &q, NULL),
+               SQLITE_OK);
+  sqlite3_bind_blob(q, 1, img80, (int)n80, SQLITE_STATIC);
+  sqlite3_bind_blob(q, 2, sum, 16, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 3, id);
+  cr_assert_eq(sqlite3_step(q), SQLITE_DONE);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  jitk_module_destroy(m80);
+  jitk_engine_destroy(e80);
+
+  e = jt_cache_engine(dir);
+  jitk_module *m = jt_kernel(e, 1);
+  jitk_cache_stats st = jt_stats_mine(e);
+  cr_assert_eq(st.disk_hits, 0, "the sm_80 cubin was served");
+  cr_assert_eq(st.compiles, 1);
+  cr_assert_eq(st.corrupt, 1);
+  const void *img = NULL;
+  size_t n = 0;
+  JT_OK(e, jitk_module_image(m, &img, &n, NULL));
+  int sm = 0;
+  JT_OK(e, jk_cubin_arch(e, img, n, &sm));
+  cr_assert_eq(sm, 90);
+  jitk_module_destroy(m);
+  jitk_engine_destroy(e);
+  /* The row compiled again is sound: a disk hit. */
+  e = jt_cache_engine(dir);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(jt_stats_mine(e).disk_hits, 1);
+  jitk_engine_destroy(e);
+  jt_rmdir(dir);
 }

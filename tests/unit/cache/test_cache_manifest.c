@@ -398,6 +398,41 @@ Test(cache_manifest, a_manifest_that_cannot_be_written_is_one_warning) {
   jt_rmdir(work);
 }
 
+/* A FIFO named as the manifest to warm from or to record into is refused
+ * at once: opening one waits for its other end, which may never come, and
+ * a write into a full pipe blocks. The alarm turns a hang into a
+ * failure. */
+Test(cache_manifest, fifos_are_refused_without_waiting) {
+  alarm(60);
+  char *work = jt_tmpdir();
+  char *fifo = path_in(work, "fifo.jsonl");
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  jt_log log;
+  memset(&log, 0, sizeof log);
+  jitk_engine *e = recorder(NULL, fifo, NULL, &log);
+  JT_FAILS(e, JITK_ERR_IO, "not a regular file", jitk_cache_warm(e, fifo, NULL, NULL));
+  /* Nobody reads it. */
+  for (int i = 1; i <= 2; i++) jitk_module_destroy(jt_kernel(e, i));
+  cr_assert_eq(jt_stats_mine(e).compiles, 2, "every kernel still compiles");
+  cr_assert_eq(log.warnings, 1);
+  cr_assert(strstr(log.last_warning, "not a regular file") != NULL, "%s", log.last_warning);
+  jitk_engine_destroy(e);
+  /* Somebody reads it: still not written. */
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  cr_assert_geq(rd, 0);
+  memset(&log, 0, sizeof log);
+  e = recorder(NULL, fifo, NULL, &log);
+  jitk_module_destroy(jt_kernel(e, 1));
+  cr_assert_eq(log.warnings, 1);
+  cr_assert(strstr(log.last_warning, "not a regular file") != NULL, "%s", log.last_warning);
+  jitk_engine_destroy(e);
+  char buf[16];
+  cr_assert_leq(read(rd, buf, sizeof buf), 0, "a line went into the FIFO");
+  close(rd);
+  free(fifo);
+  jt_rmdir(work);
+}
+
 Test(cache_manifest, processes_recording_into_one_file_write_whole_lines) {
   char *work = jt_tmpdir();
   char *man = path_in(work, "m.jsonl");

@@ -1466,3 +1466,32 @@ Test(remote, a_shared_key_keeps_planted_entries_out) {
   jt_rmdir(a);
   jt_rmdir(keys_dir);
 }
+
+/* A FIFO named as the URL's file or the key file turns the remote off at
+ * once, rather than blocking the engine's creation until some writer
+ * comes. The alarm turns a hang into a failure. */
+Test(remote, fifos_as_its_files_are_refused_without_waiting) {
+  alarm(60);
+  char *a = jt_tmpdir();
+  char fifo[512];
+  snprintf(fifo, sizeof fifo, "%s/fifo", a);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  setenv("JITK_CACHE_REMOTE_FILE", fifo, 1);
+  jt_log l = {0};
+  jitk_engine *e = remote_engine(a, NULL, &l);
+  jitk_cache_remote_info info = remote_info(e);
+  cr_assert(strncmp(info.state, "off:", 4) == 0 && strstr(info.state, "not a regular file"), "%s",
+            info.state);
+  cr_assert_eq(l.warnings, 1);
+  jitk_engine_destroy(e);
+  unsetenv("JITK_CACHE_REMOTE_FILE");
+  jt_log l2 = {0};
+  e = keyed_engine(a, "redis://127.0.0.1:1", fifo, &l2);
+  info = remote_info(e);
+  cr_assert(strncmp(info.state, "off:", 4) == 0 && strstr(info.state, "not a regular file"), "%s",
+            info.state);
+  cr_assert_eq(l2.warnings, 1);
+  build(e, 1); /* still compiles */
+  jitk_engine_destroy(e);
+  jt_rmdir(a);
+}

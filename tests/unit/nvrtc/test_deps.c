@@ -203,6 +203,34 @@ Test(deps, angle_include_searches_only_the_include_path) {
   finish(&c);
 }
 
+Test(deps, options_with_white_space_as_nvrtc_reads_them) {
+  dcase c = start();
+  header("x/h.cuh", 111);
+  header("a/h.cuh", 333);
+  /* NVRTC drops white space at both ends of an option, and spaces between
+   * -I and its folder: each of these reads a/h.cuh, which the record must
+   * name (it named " a/h.cuh" and the like, so an edit of a/h.cuh went
+   * unnoticed). */
+  const char *forms[][2] = {{"-I a", NULL},
+                            {"-Ia ", NULL},
+                            {" -Ia", NULL},
+                            {"-I", " a"},
+                            {"\t-Ia\n", NULL},
+                            {"-I  a\r", NULL},
+                            {"-I", "a\t"},
+                            {"-I ", "a"},
+                            {"--include-path=a ", NULL},
+                            {"--include-path", " a"}};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    scan(&c, kernel_angle, "x/k.cu", forms[i], forms[i][1] ? 2 : 1, NULL, 0);
+    cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+    expect_read(&c, "a/h.cuh", 333);
+    expect_not_probed(&c, "x/h.cuh");
+    jk_deps_free(c.e, &c.deps);
+  }
+  finish(&c);
+}
+
 Test(deps, headers_given_as_strings_win_and_read_nothing) {
   dcase c = start();
   header("x/h.cuh", 111);
@@ -426,7 +454,10 @@ Test(deps, definitions_given_as_separate_options) {
   const char *forms[][3] = {{"-Ia", "-D", "HEADER=<impl_two.cuh>"},
                             {"-Ia", "--define-macro", "HEADER=<impl_two.cuh>"},
                             {"-Ia", "--define-macro=HEADER=<impl_two.cuh>", NULL},
-                            {"-Ia", "-DHEADER=<impl_two.cuh>", NULL}};
+                            {"-Ia", "-DHEADER=<impl_two.cuh>", NULL},
+                            {"-Ia", " -D HEADER=<impl_two.cuh> ", NULL},
+                            {"-Ia", "-D=HEADER=<impl_two.cuh>", NULL},
+                            {"-Ia", "-D", " HEADER=<impl_two.cuh>\t"}};
   for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
     scan(&c, src, "x/k.cu", forms[i], forms[i][2] ? 3 : 2, NULL, 0);
     cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
@@ -504,5 +535,52 @@ Test(deps, headers_including_each_other_through_dotdot) {
   cr_assert_not_null(find(&c, "a/../b/b.cuh"));
   cr_assert_not_null(find(&c, "a/../b/../a/a.cuh"));
   cr_assert(c.deps.n < 8, "%zu entries in the record", c.deps.n);
+  finish(&c);
+}
+
+Test(deps, one_folder_under_two_spellings) {
+  dcase c = start();
+  /* b is a symlink to real1: b/x.cuh and real1/x.cuh are one file, and
+   * NVRTC looks its #include "y.cuh" up beside each spelling. The record
+   * held real1/y.cuh only (the file was scanned once per folder), so
+   * pointing b at real2 went unnoticed. */
+  put("real1/x.cuh", "#include \"y.cuh\"\n");
+  header("real1/y.cuh", 901);
+  put("real2/x.cuh", "#include \"y.cuh\"\n");
+  header("real2/y.cuh", 902);
+  cr_assert_eq(symlink("real1", "b"), 0);
+  const char *src =
+      "#include \"b/x.cuh\"\n#include \"real1/x.cuh\"\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_null(c.deps.unknown, "%s", c.deps.unknown);
+  expect_read(&c, "b/y.cuh", 901);
+  expect_read(&c, "real1/y.cuh", 901);
+  jk_deps_free(c.e, &c.deps);
+  /* The other order of the two. */
+  const char *src2 =
+      "#include \"real1/x.cuh\"\n#include \"b/x.cuh\"\n"
+      "extern \"C\" __global__ void k(int *p) { *p = VALUE; }\n";
+  scan(&c, src2, "k.cu", NULL, 0, NULL, 0);
+  expect_read(&c, "b/y.cuh", 901);
+  expect_read(&c, "real1/y.cuh", 901);
+  finish(&c);
+}
+
+Test(deps, a_folder_under_too_many_spellings_is_not_known) {
+  dcase c = start();
+  /* Each spelling is scanned again, up to a bound; past it the record
+   * says it cannot know every file read, and the compile is not stored. */
+  put("d/x.cuh", "#include \"y.cuh\"\n");
+  header("d/y.cuh", 903);
+  char src[8192] = "", name[64];
+  for (int i = 0; i < 80; i++) {
+    snprintf(name, sizeof name, "l%d", i);
+    cr_assert_eq(symlink("d", name), 0);
+    snprintf(src + strlen(src), sizeof src - strlen(src), "#include \"l%d/x.cuh\"\n", i);
+  }
+  scan(&c, src, "k.cu", NULL, 0, NULL, 0);
+  cr_assert_not_null(c.deps.unknown);
+  cr_assert(strstr(c.deps.unknown, "spellings") != NULL, "%s", c.deps.unknown);
   finish(&c);
 }
