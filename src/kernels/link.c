@@ -180,15 +180,19 @@ jitk_status jk_link_set_make(jitk_engine *e, const char *what, const jitk_link_p
     const char *x = o.options[i];
     if (x == NULL)
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "%s: link option %zu is NULL", what, i);
+    /* Read past white space at its ends, as NVRTC reads its options: a
+     * space must not carry a target past the check. */
+    size_t len;
+    const char *t = jk_option_trim(x, &len);
     /* jitk gives nvJitLink the target and -lto: another target would link
      * an image for another device into the engine's cache, and -lto is
      * what options->lto decides. */
-    if (strncmp(x, "-arch", 5) == 0 || strncmp(x, "--arch", 6) == 0)
+    if (strncmp(t, "-arch", 5) == 0 || strncmp(t, "--arch", 6) == 0)
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                      "%s: link option \"%s\": the target is the engine's (%s); set "
                      "jitk_engine_config.arch to link for another one",
                      what, x, e->target.arch);
-    if (strcmp(x, "-lto") == 0 || strcmp(x, "--lto") == 0)
+    if ((len == 4 && strncmp(t, "-lto", 4) == 0) || (len == 5 && strncmp(t, "--lto", 5) == 0))
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT,
                      "%s: link option \"%s\": set options->lto (JITK_LTO_ON) instead", what, x);
   }

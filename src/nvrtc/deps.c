@@ -1325,10 +1325,6 @@ static const char *option_value(const char *opt, const char *const *names) {
   return NULL;
 }
 
-static bool nvrtc_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
 /*
  * The options as NVRTC reads them: it drops white space at both ends of
  * every option (" -Iinc", "-Iinc\t", and " inc" after a "-I" all name the
@@ -1346,10 +1342,8 @@ static const char **nvrtc_options(jitk_engine *e, char **opts, size_t nopts, cha
     return NULL;
   }
   for (size_t i = 0; i < nopts; i++) {
-    const char *p = opts[i];
-    while (nvrtc_space(*p)) p++;
-    size_t n = strlen(p);
-    while (n > 0 && nvrtc_space(p[n - 1])) n--;
+    size_t n;
+    const char *p = jk_option_trim(opts[i], &n);
     if (p[n] == '\0') {
       v[i] = p;
       continue;

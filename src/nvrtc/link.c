@@ -86,22 +86,30 @@ static const char *jitlink_result_name(int r) {
   return "an unknown nvJitLink result";
 }
 
+/* Whether option `o` (NULL: none) reads, as NVRTC reads it, as `text`. */
+static bool option_is(const char *o, const char *text) {
+  if (o == NULL) return false;
+  size_t len;
+  o = jk_option_trim(o, &len);
+  return len == strlen(text) && strncmp(o, text, len) == 0;
+}
+
 bool jk_options_rdc(const char *const *options, size_t n) {
   bool rdc = false;
   for (size_t i = 0; i < n; i++) {
     const char *o = options[i];
     if (o == NULL) continue;
     /* NVRTC also takes the value as the next option: {"-rdc", "true"}. */
-    if ((strcmp(o, "-rdc") == 0 || strcmp(o, "--relocatable-device-code") == 0) && i + 1 < n &&
-        options[i + 1] != NULL &&
-        (strcmp(options[i + 1], "true") == 0 || strcmp(options[i + 1], "false") == 0)) {
-      rdc = strcmp(options[++i], "true") == 0;
+    const char *next = i + 1 < n ? options[i + 1] : NULL;
+    if ((option_is(o, "-rdc") || option_is(o, "--relocatable-device-code")) &&
+        (option_is(next, "true") || option_is(next, "false"))) {
+      rdc = option_is(options[++i], "true");
       continue;
     }
-    if (strcmp(o, "-dc") == 0 || strcmp(o, "--device-c") == 0 || strcmp(o, "-rdc=true") == 0 ||
-        strcmp(o, "--relocatable-device-code=true") == 0)
+    if (option_is(o, "-dc") || option_is(o, "--device-c") || option_is(o, "-rdc=true") ||
+        option_is(o, "--relocatable-device-code=true"))
       rdc = true;
-    else if (strcmp(o, "-rdc=false") == 0 || strcmp(o, "--relocatable-device-code=false") == 0)
+    else if (option_is(o, "-rdc=false") || option_is(o, "--relocatable-device-code=false"))
       rdc = false; /* as NVRTC reads them, the last one decides */
   }
   return rdc;

@@ -148,10 +148,21 @@ jitk_status jk_target_for_device(jitk_engine *e, int major, int minor, jk_target
   return JITK_OK;
 }
 
+const char *jk_option_trim(const char *option, size_t *len) {
+  while (*option == ' ' || (*option >= '\t' && *option <= '\r')) option++;
+  size_t n = strlen(option);
+  while (n > 0 && (option[n - 1] == ' ' || (option[n - 1] >= '\t' && option[n - 1] <= '\r'))) n--;
+  *len = n;
+  return option;
+}
+
 static bool has_prefix_option(const char *const *options, size_t n, const char *const *prefixes) {
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    const char *o = jk_option_trim(options[i], &len);
     for (const char *const *p = prefixes; *p; p++)
-      if (strncmp(options[i], *p, strlen(*p)) == 0) return true;
+      if (len >= strlen(*p) && strncmp(o, *p, strlen(*p)) == 0) return true;
+  }
   return false;
 }
 
@@ -190,10 +201,11 @@ jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, s
                       {"-fdevice-syntax-only", "no code (a syntax check only)"}};
   for (size_t i = 0; i < num_options; i++) {
     if (options[i] == NULL) continue;
+    size_t len;
+    const char *o = jk_option_trim(options[i], &len);
     for (size_t k = 0; k < sizeof other_output / sizeof other_output[0]; k++) {
       size_t n = strlen(other_output[k].name);
-      if (strncmp(options[i], other_output[k].name, n) == 0 &&
-          (options[i][n] == '\0' || options[i][n] == '='))
+      if (len >= n && strncmp(o, other_output[k].name, n) == 0 && (len == n || o[n] == '='))
         return jk_fail(e, JITK_ERR_UNSUPPORTED,
                        "option \"%s\" is not supported: it makes NVRTC produce %s, where jitk "
                        "needs a %s to load and cache",
@@ -210,7 +222,11 @@ jitk_status jk_nvrtc_final_options(jitk_engine *e, const char *const *options, s
       jk_options_free(e, v, n);
       return jk_fail(e, JITK_ERR_INVALID_ARGUMENT, "option %zu is NULL", i);
     }
-    if ((v[n++] = jk_strdup(e, options[i])) == NULL) oom = true;
+    /* As NVRTC reads it: the key then holds the same text for the same
+     * compile, and the dependency scan reads what NVRTC reads. */
+    size_t len;
+    const char *o = jk_option_trim(options[i], &len);
+    if ((v[n++] = jk_strndup(e, o, len)) == NULL) oom = true;
   }
   jk_buf b;
   if (!has_prefix_option(options, num_options, std_opts))

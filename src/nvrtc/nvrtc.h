@@ -376,6 +376,13 @@ void jk_pch_use_free(jitk_engine *e, jk_pch_use *use);
  * =false forms decides), which must be linked with libcudadevrt. */
 bool jk_options_rdc(const char *const *options, size_t n);
 
+/* An option as NVRTC reads it: without the white space it drops at both
+ * ends of every option (" -arch=sm_80" and "-Iinc\t" mean "-arch=sm_80"
+ * and "-Iinc"; measured with NVRTC 13.0). Returns where it starts, its
+ * length in *len. Every check of the caller's options reads them so, or
+ * one spelled with a space would pass a check NVRTC then obeys. */
+const char *jk_option_trim(const char *option, size_t *len);
+
 typedef enum jk_linker {
   JK_LINKER_NONE = 0,
   JK_LINKER_NVJITLINK, /* cubin targets, with or without a device */

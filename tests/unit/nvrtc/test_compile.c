@@ -97,6 +97,22 @@ Test(nvrtc, default_options) {
   const char *arch_opt[] = {"-arch=sm_80"};
   JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_config.arch",
            jk_nvrtc_final_options(e, arch_opt, 1, false, &opts, &n));
+  /* NVRTC drops white space at both ends of each option: a target or
+   * another output spelled with a space passed the checks it then obeyed. */
+  const char *spaced[] = {" -arch=sm_80", "--gpu-architecture=sm_80\t", "\n-code=sm_80"};
+  for (size_t i = 0; i < sizeof spaced / sizeof spaced[0]; i++)
+    JT_FAILS(e, JITK_ERR_INVALID_ARGUMENT, "jitk_engine_config.arch",
+             jk_nvrtc_final_options(e, &spaced[i], 1, false, &opts, &n));
+  const char *lto[] = {" -dlto "};
+  JT_FAILS(e, JITK_ERR_UNSUPPORTED, "LTO IR", jk_nvrtc_final_options(e, lto, 1, false, &opts, &n));
+  /* The options NVRTC gets, and the key, are as NVRTC reads them. */
+  const char *padded[] = {"  -DN=3\t", " -std=c++20"};
+  JT_OK(e, jk_nvrtc_final_options(e, padded, 2, false, &opts, &n));
+  cr_assert_str_eq(opts[0], "-DN=3");
+  cr_assert_str_eq(opts[1], "-std=c++20");
+  for (size_t i = 2; i < n; i++)
+    cr_assert(strncmp(opts[i], "-std", 4) != 0, "user's -std kept alone");
+  jk_options_free(e, opts, n);
 
   /* Arch-specific compiles (wgmma kernels) name the "a" variant. */
   JT_OK(e, jk_nvrtc_final_options(e, NULL, 0, true, &opts, &n));

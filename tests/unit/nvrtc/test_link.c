@@ -81,9 +81,16 @@ static const jk_dep *devrt_dep(const jitk_module *m) {
 }
 
 Test(link, options_that_ask_for_relocatable_code) {
-  const char *yes[][2] = {{"-dc", NULL},         {"--device-c", NULL},
-                          {"-rdc=true", NULL},   {"--relocatable-device-code=true", NULL},
-                          {"-rdc=false", "-dc"}, {"-DX=1", "-rdc=true"}};
+  const char *yes[][2] = {{"-dc", NULL},
+                          {"--device-c", NULL},
+                          {"-rdc=true", NULL},
+                          {"--relocatable-device-code=true", NULL},
+                          {"-rdc=false", "-dc"},
+                          {"-DX=1", "-rdc=true"},
+                          /* read as NVRTC reads them, past white space */
+                          {" -rdc=true", NULL},
+                          {"-dc\t", NULL},
+                          {"-rdc", " true"}};
   for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
     cr_assert(jk_options_rdc(yes[i], yes[i][1] ? 2 : 1), "%s %s", yes[i][0],
               yes[i][1] ? yes[i][1] : "");

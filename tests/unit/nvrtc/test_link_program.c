@@ -414,7 +414,9 @@ Test(link_program, bad_input_errors) {
    * linked into the sm_90 engine's cache. */
   static const char *const theirs[][2] = {{"-arch=sm_80", "the target is the engine's"},
                                           {"--arch=sm_80", "the target is the engine's"},
-                                          {"-lto", "set options->lto"}};
+                                          {"-lto", "set options->lto"},
+                                          {" -arch=sm_80", "the target is the engine's"},
+                                          {"-lto ", "set options->lto"}};
   for (size_t i = 0; i < sizeof theirs / sizeof theirs[0]; i++) {
     jitk_link_options_init(&o);
     o.options = &theirs[i][0];
