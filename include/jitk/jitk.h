@@ -436,7 +436,10 @@ JITK_API jitk_status jitk_engine_config_init(jitk_engine_config *config);
 JITK_API jitk_status jitk_engine_create(const jitk_engine_config *config, jitk_engine **engine);
 
 /* Releases the engine's context reference and everything it owns. Modules
- * and kernels created from it must have been destroyed first. */
+ * and kernels created from it must have been destroyed first, and every
+ * other thread that used it must have returned from its calls and not be
+ * exiting meanwhile (join threads that are ending first): a thread's
+ * exit frees the error record it keeps in the engine. */
 JITK_API void jitk_engine_destroy(jitk_engine *engine);
 
 typedef struct jitk_device_info {

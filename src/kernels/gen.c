@@ -166,15 +166,15 @@ jitk_status jk_gen_cache(jitk_engine *e, const char *name, const char *source, c
  * (jitk_parallel), and the cache compiles each key once however many
  * threads ask. On failure *failed_source gets the source, which explains
  * the error. */
-static jitk_status build_variant(jk_gen *g, const void *spec, uint64_t hash, jk_gen_variant *out,
+static jitk_status build_variant(jk_gen *g, const void *spec, uint64_t hash,
+                                 const struct jk_link_set *link, jk_gen_variant *out,
                                  char **failed_source) {
   jitk_engine *e = g->engine;
   char *src = NULL;
   jitk_status st = g->source_fn(g->ctx, spec, &src);
   if (st != JITK_OK) return st;
   jk_entry *entry = NULL;
-  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, g->link,
-                    &entry);
+  st = jk_gen_cache(e, g->name, src, g->options, g->num_options, g->generator, false, link, &entry);
   if (st != JITK_OK) {
     *failed_source = src;
     return st;
@@ -275,11 +275,16 @@ jitk_status jk_gen_variant_get(jk_gen *g, const void *spec, const jitk_stream *l
       return JITK_OK;
     }
   }
+  /* The link set is read under the lock (it is set once, before any
+   * build: jk_gen_set_link counts the builds under way). */
+  const struct jk_link_set *link = g->link;
+  g->building++;
   pthread_mutex_unlock(&g->lock);
   jk_gen_variant v;
   char *failed = NULL;
-  jitk_status st = build_variant(g, spec, h, &v, &failed);
+  jitk_status st = build_variant(g, spec, h, link, &v, &failed);
   pthread_mutex_lock(&g->lock);
+  g->building--;
   if (find_variant(g, spec, h, copy)) {
     /* Another thread made it meanwhile (from the same cache entry): its
      * variant stays, and this one goes. */

@@ -57,6 +57,9 @@ typedef struct jk_gen {
   pthread_mutex_t lock; /* guards the variants and the sources */
   jk_gen_variant *variants;
   size_t num_variants;
+  /* Specializations being built outside the lock (jk_gen_variant_get): a
+   * link set may not be given while one is, as it would miss the pieces. */
+  size_t building;
   size_t last_hit;         /* the variant the last lookup found, plus one; 0: none */
   const char *last_source; /* a variant's source, or failed_source */
   char *failed_source;     /* of the last specialization that failed */

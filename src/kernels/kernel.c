@@ -254,12 +254,10 @@ jitk_status jitk_kernel_set_attribute(jitk_kernel *k, jitk_kernel_attribute a, i
                    value, (int)a, bad);
   if (a == JITK_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES)
     return jk_fn_set_max_dynamic_shared(e, &k->f, (size_t)value, false);
+  if (a == JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
+    return jk_fn_set_non_portable_clusters(e, &k->f, value == 1);
   CUresult r = jk_cu_set_func_attribute(e, k->f.fn, (CUfunction_attribute)a, value);
   if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
-  if (a == JITK_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) {
-    __atomic_store_n(&k->f.non_portable_clusters, value == 1, __ATOMIC_RELAXED);
-    jk_fn_attribute_changed(e, &k->f);
-  }
   return JITK_OK;
 }
 

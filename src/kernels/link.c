@@ -269,10 +269,10 @@ static jitk_status too_late(jk_gen *g, const char *what) {
   pthread_mutex_lock(&g->lock);
   bool linked = g->link != NULL;
   pthread_mutex_unlock(&g->lock);
-  return jk_fail(g->engine, JITK_ERR_INVALID_ARGUMENT,
-                 "%s: kernel %s %s; give its pieces once, before its first launch or compile", what,
-                 g->name,
-                 linked ? "is linked with pieces already" : "has compiled specializations already");
+  return jk_fail(
+      g->engine, JITK_ERR_INVALID_ARGUMENT,
+      "%s: kernel %s %s; give its pieces once, before its first launch or compile", what, g->name,
+      linked ? "is linked with pieces already" : "has specializations compiled or being compiled");
 }
 
 jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *pieces, size_t n,
@@ -281,7 +281,7 @@ jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *
   /* Refused before the pieces are read: a kernel that cannot take them
    * reads nothing of the caller's. Checked again below, under the lock. */
   pthread_mutex_lock(&g->lock);
-  bool late = g->link != NULL || g->num_variants > 0;
+  bool late = g->link != NULL || g->num_variants > 0 || g->building > 0;
   pthread_mutex_unlock(&g->lock);
   if (late) return too_late(g, what);
   jk_link_set *w = jk_calloc(e, 1, sizeof *w);
@@ -294,7 +294,7 @@ jitk_status jk_gen_set_link(jk_gen *g, const char *what, const jitk_link_piece *
     return st;
   }
   pthread_mutex_lock(&g->lock);
-  late = g->link != NULL || g->num_variants > 0;
+  late = g->link != NULL || g->num_variants > 0 || g->building > 0;
   if (!late) g->link = w;
   pthread_mutex_unlock(&g->lock);
   if (late) st = too_late(g, what);

@@ -557,6 +557,23 @@ jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t 
   return JITK_OK;
 }
 
+jitk_status jk_fn_set_non_portable_clusters(jitk_engine *e, jk_fn_facts *f, bool allowed) {
+  /* The driver's value, this handle's copy and the epoch move together
+   * under the lock: two setters must not leave the copy at one value and
+   * the driver at the other. */
+  pthread_mutex_lock(&e->attr_lock);
+  CUresult r = jk_cu_set_func_attribute(
+      e, f->fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, allowed ? 1 : 0);
+  if (r == CUDA_SUCCESS) {
+    __atomic_store_n(&f->non_portable_clusters, allowed, __ATOMIC_RELAXED);
+    unsigned long epoch = __atomic_add_fetch(&e->attr_epoch, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->attr_epoch, epoch, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&e->attr_lock);
+  if (r != CUDA_SUCCESS) return jk_cuda_fail(e, r, "cuFuncSetAttribute");
+  return JITK_OK;
+}
+
 void jk_fn_facts_free(jitk_engine *e, jk_fn_facts *f) {
   jk_free(e, f->name);
   jk_free(e, f->param_sizes);

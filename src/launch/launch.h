@@ -101,6 +101,10 @@ jitk_status jk_launch_args(jitk_engine *e, jk_fn_facts *f, jitk_dim3 grid, jitk_
  * engine's attr_lock. */
 jitk_status jk_fn_set_max_dynamic_shared(jitk_engine *e, jk_fn_facts *f, size_t bytes,
                                          bool raise_only);
+/* Sets whether f may launch in clusters past the portable size, on the
+ * driver and in f's copy together, and tells the function's other handles
+ * (jk_fn_attribute_changed), all under attr_lock. */
+jitk_status jk_fn_set_non_portable_clusters(jitk_engine *e, jk_fn_facts *f, bool allowed);
 
 /* After an attribute of a function changed through a handle (the limit
  * lowered, the cluster flag set): another handle of the same function
