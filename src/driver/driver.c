@@ -12,8 +12,12 @@ jitk_status jk_driver_load(jk_driver *drv, const char *path, char *why, size_t w
   if (path == NULL) path = "libcuda.so.1";
 
   /* RTLD_LOCAL keeps the driver's symbols out of the global namespace, so
-   * a second copy loaded by the CUDA runtime does not clash with ours. */
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+   * a second copy loaded by the CUDA runtime does not clash with ours.
+   * RTLD_NODELETE keeps it mapped after the last engine's dlclose: once
+   * started, the driver has threads and thread-exit destructors of its
+   * own, which would otherwise run in unmapped code when a thread that
+   * used it ends after the engines are gone. */
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (h == NULL) {
     const char *err = dlerror();
     snprintf(why, why_size,
