@@ -76,6 +76,9 @@ def _layout(array: Any, what: str, described: tuple | None = None):
         return device, dtype, batch, rows, cols, 0, (rs if rows > 1 else cols), batch_stride
     if rs == 1 and (cols == 1 or cs >= rows):
         return device, dtype, batch, rows, cols, 1, (cs if cols > 1 else rows), batch_stride
+    if rs < 0 or cs < 0:
+        raise ValueError(f"{what} has strides {tuple(strides)[-2:]}: a plan reads rows and "
+                         f"columns forward, so pass a copy of a reversed view")
     raise ValueError(f"{what} needs a unit stride along its rows or its columns")
 
 

@@ -375,6 +375,8 @@ def test_shapes_and_layouts_as_numpy_takes_them(lib, monkeypatch):
             jitk.matmul(arr(*sa, m, k), arr(*sb, k, n))
     with pytest.raises(ValueError, match="holds no matrix"):
         jitk.matmul(arr(0, m, k), arr(k, n))
+    with pytest.raises(ValueError, match="pass a copy of a reversed view"):
+        jitk.matmul(arr(m, k)[::-1], arr(k, n))
     a, b = arr(3, m, k), arr(3, k, n)
     for shape in [(1, 3, m, n), (3, 1, m, n)]:
         with pytest.raises(ValueError, match="out must be of shape"):
