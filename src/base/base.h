@@ -190,6 +190,13 @@ void jk_file_stamp_of(const struct stat *st, jk_file_stamp *out);
 int64_t jk_timespec_ns(struct timespec t);
 bool jk_file_stamp_same(const jk_file_stamp *a, const jk_file_stamp *b);
 
+/* Opens `path` for reading when it is a regular file: the descriptor,
+ * *st its stat data. The open does not wait (O_NONBLOCK), so that a FIFO
+ * put where a file was expected cannot block the caller until a writer
+ * comes. -2 when it is something else (*st says what), -1 with errno
+ * when it cannot be opened or stat'ed. */
+int jk_open_regular(const char *path, struct stat *st);
+
 /* How many bytes of a caller's options struct jitk reads, given its
  * struct_size: the struct's forms end at `ends` (ascending: where each
  * form's last field ends, the last entry the current form's), and a

@@ -6,9 +6,28 @@
  * remembered hashes of large files and the dependency scan's check after
  * a compile both ask it.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/base.h"
+
+int jk_open_regular(const char *path, struct stat *st) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  if (fstat(fd, st) != 0) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    return -2;
+  }
+  return fd;
+}
 
 int64_t jk_timespec_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec; }
 

@@ -23,7 +23,6 @@
  */
 #define XXH_STATIC_LINKING_ONLY
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,13 +87,9 @@ static bool hash_fd(jitk_engine *e, int fd, const struct stat *st, uint8_t out[1
  * and after the read (small ones are never remembered). */
 static bool hash_file(jitk_engine *e, const char *path, struct stat *st, uint8_t out[16],
                       bool *stable) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return false;
   *stable = false;
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    close(fd);
-    return false;
-  }
+  int fd = jk_open_regular(path, st);
+  if (fd < 0) return false;
   bool ok;
   if (st->st_size < JK_MEMO_MIN_SIZE) {
     /* A small file in one read, and one more that finds its end: disk

@@ -893,18 +893,16 @@ static jitk_status check_set_add(jitk_engine *e, check_set *s, uint64_t c, bool 
 /* Reads the whole file; JITK_ERR_IO saying why. */
 static jitk_status read_file(jitk_engine *e, const char *path, char **data, size_t *len) {
   enum { MOST = 1 << 30 };
-  /* Non-blocking, so that a FIFO named as the manifest does not wait for a
-   * writer: it is refused below, as anything but a regular file is. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
+  /* A FIFO named as the manifest is refused, never waited on. */
+  struct stat st;
+  int fd = jk_open_regular(path, &st);
+  if (fd == -1)
     return jk_fail(e, JITK_ERR_IO, "jitk_cache_warm: cannot open the manifest %s: %s", path,
                    strerror(errno));
-  struct stat st;
-  memset(&st, 0, sizeof st);
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MOST) {
-    close(fd);
+  if (fd == -2 || st.st_size > MOST) {
+    if (fd >= 0) close(fd);
     return jk_fail(e, JITK_ERR_IO, "jitk_cache_warm: the manifest %s is %s", path,
-                   S_ISREG(st.st_mode) ? "larger than 1 GiB" : "not a regular file");
+                   fd >= 0 ? "larger than 1 GiB" : "not a regular file");
   }
   size_t cap = (size_t)st.st_size + 1, n = 0;
   char *buf = jk_malloc(e, cap);

@@ -36,7 +36,6 @@
  * (lease_value).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -151,14 +150,9 @@ static const char *parse_url(jitk_engine *e, const char *url, jk_remote *r) {
  * (*regular says which). The open does not wait: a FIFO put where a file
  * was expected would otherwise block engine creation until a writer came. */
 static FILE *open_regular(const char *path, struct stat *st, bool *regular) {
-  *regular = true;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = jk_open_regular(path, st);
+  *regular = fd != -2;
   if (fd < 0) return NULL;
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    *regular = false;
-    close(fd);
-    return NULL;
-  }
   FILE *f = fdopen(fd, "rb");
   if (f == NULL) close(fd);
   return f;

@@ -3,7 +3,6 @@
  * from memory and files, loaded into the engine's context.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,23 +159,16 @@ jitk_status jitk_module_create_from_image(jitk_engine *e, jitk_image_kind kind, 
 }
 
 jitk_status jk_read_file(jitk_engine *e, const char *path, jk_buf *b) {
-  /* Non-blocking, so that opening a FIFO does not wait for a writer; only
-   * a regular file is read, and no further than the size it had when
+  /* Opened without waiting for a FIFO's writer (jk_open_regular); only a
+   * regular file is read, and no further than the size it had when
    * opened, so that a device (/dev/zero) or a file that keeps growing
    * cannot keep the call reading. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return jk_fail(e, JITK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int err = errno;
-    close(fd);
-    return jk_fail(e, JITK_ERR_IO, "cannot read %s: %s", path, strerror(err));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
+  int fd = jk_open_regular(path, &sb);
+  if (fd == -1) return jk_fail(e, JITK_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  if (fd == -2)
     return jk_fail(e, JITK_ERR_IO, "cannot read %s: %s", path,
                    S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file");
-  }
   jk_buf_init(b, e);
   char chunk[65536];
   uint64_t left = (uint64_t)sb.st_size;

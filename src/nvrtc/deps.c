@@ -30,7 +30,6 @@
  */
 #define XXH_STATIC_LINKING_ONLY
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -464,16 +463,16 @@ static bool push_todo(scan_state *s, size_t index, char *text, size_t len, const
  * be read; *kind says which ('F' read, 'O' something else, 'A' gone). */
 static bool read_file(jitk_engine *e, const char *path, char **text, size_t *len, char *kind,
                       struct stat *stp) {
-  /* O_NONBLOCK: a FIFO put where a header was expected must not hang the
-   * scan; it is reported as "not a file" below. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
+  /* A FIFO put where a header was expected must not hang the scan: it is
+   * "something else", as anything but a regular file is. */
+  struct stat st;
+  int fd = jk_open_regular(path, &st);
+  if (fd == -1) {
     *kind = errno == ENOENT || errno == ENOTDIR ? 'A' : 'O';
     return false;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > JK_DEPS_MAX_FILE) {
-    close(fd);
+  if (fd == -2 || st.st_size > JK_DEPS_MAX_FILE) {
+    if (fd >= 0) close(fd);
     *kind = 'O';
     return false;
   }
@@ -1325,41 +1324,7 @@ static const char *option_value(const char *opt, const char *const *names) {
   return NULL;
 }
 
-/*
- * The options as NVRTC reads them: it drops white space at both ends of
- * every option (" -Iinc", "-Iinc\t", and " inc" after a "-I" all name the
- * folder inc; measured with NVRTC 13.0). The scan must read the same
- * folders, or it records places NVRTC never looks at and misses the file
- * it reads, and an edit of that file is never noticed. *owned gets the
- * copies made, to be freed with jk_options_free.
- */
-static const char **nvrtc_options(jitk_engine *e, char **opts, size_t nopts, char ***owned) {
-  const char **v = jk_calloc(e, nopts + 1, sizeof *v);
-  char **own = jk_calloc(e, nopts + 1, sizeof *own);
-  if (v == NULL || own == NULL) {
-    jk_free(e, v);
-    jk_free(e, own);
-    return NULL;
-  }
-  for (size_t i = 0; i < nopts; i++) {
-    size_t n;
-    const char *p = jk_option_trim(opts[i], &n);
-    if (p[n] == '\0') {
-      v[i] = p;
-      continue;
-    }
-    if ((own[i] = jk_strndup(e, p, n)) == NULL) {
-      jk_options_free(e, own, nopts);
-      jk_free(e, v);
-      return NULL;
-    }
-    v[i] = own[i];
-  }
-  *owned = own;
-  return v;
-}
-
-jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **given, size_t nopts,
+jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **opts, size_t nopts,
                          jk_deps *out) {
   static const char *const include_opts[] = {"-I", "--include-path", NULL};
   static const char *const pre_opts[] = {"-include", "--pre-include", "--preinclude", NULL};
@@ -1386,10 +1351,7 @@ jitk_status jk_deps_scan(jitk_engine *e, const jk_compile_input *in, char **give
   s.header_seen = jk_calloc(e, nh + 1, sizeof *s.header_seen);
   const char **pre = jk_calloc(e, nopts + 1, sizeof *pre);
   size_t npre = 0;
-  char **owned = NULL;
-  const char **opts = nvrtc_options(e, given, nopts, &owned);
-  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL ||
-      opts == NULL) {
+  if (s.dirs == NULL || s.hname == NULL || s.hsrc == NULL || s.header_seen == NULL || pre == NULL) {
     s.oom = true;
     goto done;
   }
@@ -1581,8 +1543,6 @@ done:
   jk_free(e, s.hsrc);
   jk_free(e, s.header_seen);
   jk_free(e, pre);
-  jk_free(e, opts);
-  jk_options_free(e, owned, nopts);
   if (s.oom) {
     jk_deps_free(e, out);
     st = jk_fail(e, JITK_ERR_OUT_OF_MEMORY, "out of memory listing the headers a compile reads");

@@ -298,7 +298,9 @@ void jk_ptxas_free(jitk_engine *e, jitk_kernel_resources *res, size_t count);
 
 /*
  * Lists every path the compile of `in` with the final options `opts`
- * would look at for headers, with the content hash of each file found
+ * (jk_nvrtc_final_options: each as NVRTC reads it, so the folders named
+ * are the ones NVRTC searches) would look at for headers, with the
+ * content hash of each file found
  * (deps.c says how the lookup is modelled). Files that cannot be read
  * count as "something else". Fails only for want of memory.
  */
